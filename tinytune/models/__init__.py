@@ -1,0 +1,39 @@
+"""Torch modules: the supernet adapter, lite residuals, and update schemes applied to networks."""
+
+from __future__ import annotations
+
+from tinytune.models.build import (
+    apply_update_scheme,
+    attach_lite_residuals,
+    build_candidate,
+    trainable_summary,
+)
+from tinytune.models.convert import from_ofa_subnet, recalibrate_bn
+from tinytune.models.layers import ConvUnit, LiteResidual, MBBlock, TrainNet
+from tinytune.models.supernet import (
+    PretrainRecipe,
+    cache_dir,
+    checkpoint_path,
+    load_supernet,
+    pretrain_supernet,
+    save_supernet,
+)
+
+__all__ = [
+    "ConvUnit",
+    "LiteResidual",
+    "MBBlock",
+    "PretrainRecipe",
+    "TrainNet",
+    "apply_update_scheme",
+    "attach_lite_residuals",
+    "build_candidate",
+    "cache_dir",
+    "checkpoint_path",
+    "from_ofa_subnet",
+    "load_supernet",
+    "pretrain_supernet",
+    "recalibrate_bn",
+    "save_supernet",
+    "trainable_summary",
+]

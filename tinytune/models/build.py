@@ -1,0 +1,135 @@
+"""Build the network that fine-tunes one candidate, and apply its update scheme.
+
+:func:`apply_update_scheme` decides what autograd computes and keeps: frozen tensors get
+``requires_grad=False``; a weight updated on a ratio r keeps exactly its first ⌈r·C_in⌉ input
+channels as a trainable parameter and the rest as a frozen one (:class:`ConvUnit`), so no full
+gradient is ever formed and masked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor, nn
+
+from tinytune.errors import ModelError
+from tinytune.models.convert import from_ofa_subnet, recalibrate_bn
+from tinytune.models.layers import LiteResidual, TrainNet
+from tinytune.models.ofa_adapter import extract_subnet
+from tinytune.spaces import Candidate, LiteResidualConfig, UpdateScheme
+
+__all__ = ["apply_update_scheme", "attach_lite_residuals", "build_candidate", "trainable_summary"]
+
+
+def apply_update_scheme(net: TrainNet, update: UpdateScheme) -> None:
+    """Freeze everything the scheme does not update; the classifier is always trained, and so
+    are lite residual branches (they are new)."""
+    convs = net.convs()
+    try:
+        update.validate(len(convs))
+    except Exception as e:
+        raise ModelError(f"the update scheme does not fit this network: {e}") from e
+    first_bias = len(convs) - update.bias_last_k
+    for i, conv in enumerate(convs):
+        if conv.index != i:
+            raise ModelError(f"convolution {i} carries index {conv.index}; the network is malformed")
+        tail = i >= first_bias
+        conv.set_scale_update(update.norm and tail)
+        conv.set_weight_update(update.weight_ratio(i))
+        conv.set_bias_update(tail)
+    for p in net.classifier.parameters():
+        p.requires_grad_(True)
+    for block in net.blocks:
+        if block.lite is not None:
+            for conv in (block.lite.conv1, block.lite.conv2):
+                conv.set_weight_update(1.0)
+                conv.set_bias_update(False)  # followed by GroupNorm: a bias would be redundant
+            for norm in (block.lite.norm1, block.lite.norm2):
+                for p in norm.parameters():
+                    p.requires_grad_(True)
+
+
+def _block_input_sizes(net: TrainNet) -> list[int]:
+    sizes: list[int] = []
+    hooks = [
+        b.register_forward_pre_hook(lambda _m, args: sizes.append(args[0].shape[-1]))
+        for b in net.blocks
+    ]
+    try:
+        with torch.no_grad():
+            net(torch.zeros(1, 3, net.resolution, net.resolution))
+    finally:
+        for h in hooks:
+            h.remove()
+    return sizes
+
+
+def attach_lite_residuals(
+    net: TrainNet, config: LiteResidualConfig, generator: torch.Generator
+) -> None:
+    """Attach lite residual branches; where the block's input is too small for the requested
+    pooling or kernel, they shrink as in TinyTL (``insert_lite_residual``): the pooling ratio
+    is capped by the input size and the kernel shrinks by 2 while it exceeds the pooled size."""
+    if not config.branches:
+        return
+    sizes = _block_input_sizes(net)
+    for index, branch in config.branches:
+        block = net.blocks[index]
+        size = sizes[index]
+        ratio = max(1, min(branch.downsample, size))
+        pooled = size // ratio
+        kernel = branch.kernel_size
+        while kernel > 1 and kernel > pooled:
+            kernel -= 2
+        block.attach_lite(
+            LiteResidual(
+                block.in_channels,
+                block.out_channels,
+                stride=block.stride,
+                kernel_size=kernel,
+                groups=branch.groups,
+                downsample=ratio,
+                expand=branch.expand,
+                generator=generator,
+            )
+        )
+
+
+def build_candidate(
+    candidate: Candidate,
+    supernet: nn.Module,
+    n_classes: int,
+    calibration: Iterable[Tensor],
+    seed: int = 0,
+) -> TrainNet:
+    """The network that fine-tunes ``candidate``, with its update scheme applied.
+
+    Args:
+        candidate: the candidate.
+        supernet: the dynamic ``ofa`` supernet holding the pre-trained weights (not modified
+            beyond its active sub-network setting).
+        n_classes: classes of the target task (a fresh classifier is created).
+        calibration: batches (N, 3, R, R) of target training images at the candidate's
+            resolution, used to re-estimate the BatchNorm statistics before folding.
+        seed: seeds the new classifier and the lite residual branches.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    static = extract_subnet(supernet, candidate.spec, candidate.subnet)
+    recalibrate_bn(static, calibration)
+    net = from_ofa_subnet(static, n_classes, candidate.subnet.resolution, generator)
+    if len(net.convs()) != candidate.n_convs:
+        raise ModelError(
+            f"the sub-network has {len(net.convs())} convolutions, the search space expects "
+            f"{candidate.n_convs}"
+        )
+    attach_lite_residuals(net, candidate.lite_residual, generator)
+    apply_update_scheme(net, candidate.update)
+    return net
+
+
+def trainable_summary(net: nn.Module) -> dict[str, int]:
+    """Counts of trainable and frozen parameter elements."""
+    trainable = sum(p.numel() for p in net.parameters() if p.requires_grad)
+    frozen = sum(p.numel() for p in net.parameters() if not p.requires_grad)
+    return {"trainable": trainable, "frozen": frozen}

@@ -1,0 +1,399 @@
+"""The modules of a network that tinytune fine-tunes.
+
+A Once-for-All sub-network is converted into these modules (:mod:`tinytune.models.convert`):
+every convolution becomes a :class:`ConvUnit` with its BatchNorm folded into the weight and a
+bias (as it runs on a device), and every other operation that touches activations is a leaf
+module of its own, so that :mod:`tinytune.ir` can trace the one network that is trained.
+
+Leaf modules (the op set): :class:`ConvUnit`, :class:`Add`, :class:`Mul`,
+:class:`GlobalAvgPool`, :class:`AvgPool`, :class:`GroupNormUnit`, :class:`Upsample`,
+:class:`Classifier`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tinytune.models.ops import masked_clamp, sparse_conv2d
+
+__all__ = [
+    "ACTIVATIONS",
+    "Add",
+    "AvgPool",
+    "Classifier",
+    "ConvUnit",
+    "GlobalAvgPool",
+    "GroupNormUnit",
+    "LiteResidual",
+    "MBBlock",
+    "Mul",
+    "SqueezeExcite",
+    "TrainNet",
+    "Upsample",
+    "apply_activation",
+]
+
+ACTIVATIONS = ("none", "relu", "relu6", "hswish", "hsigmoid")
+
+
+def apply_activation(x: Tensor, act: str) -> Tensor:
+    """ReLU/ReLU6 keep a 1-bit mask for backward; h-swish/h-sigmoid keep their fp32 input."""
+    if act == "none":
+        return x
+    if act == "relu":
+        return masked_clamp(x)
+    if act == "relu6":
+        return masked_clamp(x, 6.0)
+    if act == "hswish":
+        return F.hardswish(x)
+    if act == "hsigmoid":
+        return F.hardsigmoid(x)
+    raise ValueError(f"unknown activation {act!r}; allowed: {ACTIVATIONS}")
+
+
+class ConvUnit(nn.Module):
+    """Convolution + bias (folded BatchNorm) [+ per-channel scale] + activation.
+
+    The weight is held as two parameters split along the input channels (depthwise: along the
+    channels): ``weight_train``, the first k that the update scheme trains, and ``weight_frozen``,
+    the rest. Either may be ``None``. ``scale`` exists only when the scheme trains the folded
+    BatchNorm γ (y = scale ⊙ conv(x) + bias, scale initialised to 1).
+
+    Attributes:
+        index: convolution index from the input (the update-scheme convention).
+        kind: ``stem``, ``dw``, ``pw1``, ``pw2``, ``se1``, ``se2``, ``head`` or ``lite``.
+    """
+
+    def __init__(
+        self,
+        weight: Tensor,
+        bias: Tensor,
+        *,
+        stride: int = 1,
+        padding: int = 0,
+        groups: int = 1,
+        act: str = "none",
+        kind: str = "pw",
+        index: int = -1,
+    ) -> None:
+        super().__init__()
+        if act not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {act!r}; allowed: {ACTIVATIONS}")
+        self.out_channels, in_per_group, self.kernel_size, _ = weight.shape
+        self.in_channels = in_per_group * groups
+        self.stride, self.padding, self.groups = stride, padding, groups
+        self.act, self.kind, self.index = act, kind, index
+        self.weight_train: nn.Parameter | None
+        self.register_parameter("weight_train", None)
+        self.weight_frozen: nn.Parameter | None = nn.Parameter(weight.detach().clone(), False)
+        self.bias = nn.Parameter(bias.detach().clone(), requires_grad=False)
+        self.scale: nn.Parameter | None
+        self.register_parameter("scale", None)
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups > 1 and self.groups == self.in_channels == self.out_channels
+
+    @property
+    def split_channels(self) -> int:
+        """The channel count along which the weight is split (C_in, or C for depthwise)."""
+        return self.out_channels if self.depthwise else self.in_channels
+
+    @property
+    def trained_channels(self) -> int:
+        """k: how many leading input channels of the weight are trained."""
+        if self.weight_train is None:
+            return 0
+        if self.weight_frozen is None:
+            return self.split_channels
+        return self.weight_train.shape[0 if self.depthwise else 1]
+
+    def full_weight(self) -> Tensor:
+        """The whole weight, (C_out, C_in/groups, k, k)."""
+        parts = [w.detach() for w in (self.weight_train, self.weight_frozen) if w is not None]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=0 if self.depthwise else 1)
+
+    def set_weight_update(self, ratio: float | None) -> None:
+        """Train the first ⌈ratio·C_in⌉ input channels of the weight (``None``: freeze it)."""
+        if ratio is not None and self.groups > 1 and not self.depthwise and ratio < 1.0:
+            raise ValueError("a grouped convolution can only be trained as a whole")
+        full = self.full_weight()
+        if ratio == 1.0:  # the whole weight, whatever the grouping
+            self.weight_train, self.weight_frozen = nn.Parameter(full.clone()), None
+            return
+        c = self.split_channels
+        k = 0 if ratio is None else math.ceil(ratio * c)
+        train, frozen = full.split([k, c - k], dim=0 if self.depthwise else 1)
+        self.weight_train = nn.Parameter(train.clone(), requires_grad=True) if k else None
+        self.weight_frozen = nn.Parameter(frozen.clone(), requires_grad=False) if k < c else None
+
+    def set_bias_update(self, train: bool) -> None:
+        self.bias.requires_grad_(train)
+
+    def set_scale_update(self, train: bool) -> None:
+        """Train (or drop) a per-channel scale after the convolution; dropping it folds it into
+        the weight and the bias is unchanged since y = s·conv(x) + b."""
+        if train and self.scale is None:
+            self.scale = nn.Parameter(torch.ones(self.out_channels, dtype=self.bias.dtype))
+        elif not train and self.scale is not None:
+            s = self.scale.detach()
+            full = self.full_weight() * s.view(-1, 1, 1, 1)
+            ratio = self.trained_channels / self.split_channels if self.weight_train is not None else None
+            self.weight_train, self.weight_frozen = None, nn.Parameter(full, requires_grad=False)
+            self.scale = None
+            if ratio is not None:
+                self.set_weight_update(ratio)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.scale is None:
+            y = sparse_conv2d(
+                x, self.weight_train, self.weight_frozen, self.bias,
+                self.stride, self.padding, self.groups,
+            )  # fmt: skip
+        else:
+            z = sparse_conv2d(
+                x, self.weight_train, self.weight_frozen, None,
+                self.stride, self.padding, self.groups,
+            )  # fmt: skip
+            y = torch.addcmul(self.bias.view(1, -1, 1, 1), z, self.scale.view(1, -1, 1, 1))
+        return apply_activation(y, self.act)
+
+    def extra_repr(self) -> str:
+        return (
+            f"#{self.index} {self.kind} {self.in_channels}->{self.out_channels} "
+            f"k={self.kernel_size} s={self.stride} g={self.groups} act={self.act} "
+            f"train_ch={self.trained_channels}/{self.split_channels}"
+        )
+
+
+class Add(nn.Module):
+    """Element-wise sum (residual connections); keeps nothing for backward."""
+
+    def forward(self, a: Tensor, b: Tensor) -> Tensor:
+        return a + b
+
+
+class Mul(nn.Module):
+    """Channel-wise product ``x * s`` of squeeze-and-excitation, s of shape (N, C, 1, 1)."""
+
+    def forward(self, x: Tensor, s: Tensor) -> Tensor:
+        return x * s
+
+
+class GlobalAvgPool(nn.Module):
+    """Mean over H and W, keeping (N, C, 1, 1); keeps nothing for backward."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.mean(dim=(2, 3), keepdim=True)
+
+
+class AvgPool(nn.Module):
+    """r×r average pooling with stride r (the remainder rows and columns are dropped, as
+    ``nn.AvgPool2d(r, r)`` does); written as a reshape and a mean so that it keeps nothing for
+    backward."""
+
+    def __init__(self, ratio: int) -> None:
+        super().__init__()
+        self.ratio = ratio
+
+    def forward(self, x: Tensor) -> Tensor:
+        n, c, h, w = x.shape
+        r = self.ratio
+        x = x[:, :, : h - h % r, : w - w % r]
+        return x.reshape(n, c, h // r, r, w // r, r).mean(dim=(3, 5))  # (N, C, H/r, W/r)
+
+
+class Upsample(nn.Module):
+    """Bilinear upsampling to a given size; keeps nothing for backward."""
+
+    def forward(self, x: Tensor, like: Tensor) -> Tensor:
+        if x.shape[2:] == like.shape[2:]:
+            return x
+        return F.interpolate(x, size=like.shape[2:], mode="bilinear", align_corners=False)
+
+
+class GroupNormUnit(nn.Module):
+    """GroupNorm (8 channels per group) with a trainable scale, an optional bias, and an
+    activation. TinyTL trains its lite residuals with GroupNorm so that batch 1 works."""
+
+    def __init__(self, channels: int, *, bias: bool, scale_init: float, act: str) -> None:
+        super().__init__()
+        self.channels = channels
+        self.num_groups = max(1, channels // 8)
+        self.act = act
+        self.weight = nn.Parameter(torch.full((channels,), float(scale_init)))
+        self.bias: nn.Parameter | None = nn.Parameter(torch.zeros(channels)) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.group_norm(x, self.num_groups, self.weight, self.bias, eps=1e-5)
+        return apply_activation(y, self.act)
+
+
+class LiteResidual(nn.Module):
+    """TinyTL lite residual branch (TinyTL §3.2, tinytl ``LiteResidualModule``).
+
+    avg-pool ↓r → k×k group conv (stride of the block) → GroupNorm → ReLU → 1×1 conv →
+    GroupNorm (scale initialised to 0, no bias: the block's own bias plays that role) →
+    bilinear upsample to the block output → added to it. At initialisation the branch adds 0.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        *,
+        stride: int,
+        kernel_size: int,
+        groups: int,
+        downsample: int,
+        expand: float,
+        generator: torch.Generator,
+    ) -> None:
+        super().__init__()
+        if in_channels % groups:
+            raise ValueError(f"{in_channels} channels cannot be split into {groups} groups")
+        mid = max(8, int(in_channels * expand + 4) // 8 * 8)  # a multiple of 8, as in TinyTL
+        self.pool = AvgPool(downsample) if downsample > 1 else None
+        w1 = torch.empty(mid, in_channels // groups, kernel_size, kernel_size)
+        w2 = torch.empty(out_channels, mid, 1, 1)
+        for w in (w1, w2):  # He init, fan-out (tinytl init_models)
+            fan_out = w.shape[0] * w.shape[2] * w.shape[3]
+            w.normal_(0.0, math.sqrt(2.0 / fan_out), generator=generator)
+        self.conv1 = ConvUnit(
+            w1, torch.zeros(mid), stride=stride, padding=kernel_size // 2, groups=groups,
+            kind="lite",
+        )
+        self.norm1 = GroupNormUnit(mid, bias=True, scale_init=1.0, act="relu")
+        self.conv2 = ConvUnit(w2, torch.zeros(out_channels), kind="lite")
+        self.norm2 = GroupNormUnit(out_channels, bias=False, scale_init=0.0, act="none")
+        self.up = Upsample()
+        for conv in (self.conv1, self.conv2):
+            conv.set_weight_update(1.0)
+            conv.bias.requires_grad_(False)
+
+    def forward(self, x: Tensor, like: Tensor) -> Tensor:
+        h = self.pool(x) if self.pool is not None else x
+        h = self.norm1(self.conv1(h))
+        h = self.norm2(self.conv2(h))
+        return self.up(h, like)
+
+
+class SqueezeExcite(nn.Module):
+    """MobileNetV3 squeeze-and-excitation: mean → 1×1 conv → ReLU → 1×1 conv → h-sigmoid → ×."""
+
+    def __init__(self, reduce: ConvUnit, expand: ConvUnit) -> None:
+        super().__init__()
+        self.pool = GlobalAvgPool()
+        self.reduce, self.expand = reduce, expand
+        self.mul = Mul()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.mul(x, self.expand(self.reduce(self.pool(x))))
+
+
+class MBBlock(nn.Module):
+    """An inverted-residual block: [pw1] → dw → [SE] → pw2 [+ x] [+ lite residual(x)]."""
+
+    def __init__(
+        self,
+        pw1: ConvUnit | None,
+        dw: ConvUnit,
+        se: SqueezeExcite | None,
+        pw2: ConvUnit,
+        shortcut: bool,
+    ) -> None:
+        super().__init__()
+        self.pw1, self.dw, self.se, self.pw2 = pw1, dw, se, pw2
+        self.shortcut = Add() if shortcut else None
+        self.lite: LiteResidual | None = None
+        self.lite_add: Add | None = None
+
+    @property
+    def in_channels(self) -> int:
+        return (self.pw1 or self.dw).in_channels
+
+    @property
+    def out_channels(self) -> int:
+        return self.pw2.out_channels
+
+    @property
+    def stride(self) -> int:
+        return self.dw.stride
+
+    def convs(self) -> list[ConvUnit]:
+        """The block's backbone convolutions in execution order."""
+        se = [self.se.reduce, self.se.expand] if self.se is not None else []
+        return [c for c in (self.pw1, self.dw) if c is not None] + se + [self.pw2]
+
+    def attach_lite(self, lite: LiteResidual) -> None:
+        self.lite, self.lite_add = lite, Add()
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.pw1(x) if self.pw1 is not None else x
+        h = self.dw(h)
+        if self.se is not None:
+            h = self.se(h)
+        h = self.pw2(h)
+        if self.shortcut is not None:
+            h = self.shortcut(h, x)
+        if self.lite is not None:
+            h = self.lite_add(h, self.lite(x, h))  # type: ignore[misc]
+        return h
+
+
+class Classifier(nn.Module):
+    """Flatten (N, C, 1, 1) → linear layer; always trained."""
+
+    def __init__(self, in_features: int, n_classes: int, generator: torch.Generator) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_features)
+        w = torch.empty(n_classes, in_features).uniform_(-bound, bound, generator=generator)
+        self.weight = nn.Parameter(w)
+        self.bias = nn.Parameter(torch.zeros(n_classes))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x.flatten(1), self.weight, self.bias)
+
+
+class TrainNet(nn.Module):
+    """stem → blocks → head convs before pooling → global pool → head convs after → classifier."""
+
+    def __init__(
+        self,
+        stem: ConvUnit,
+        blocks: list[MBBlock],
+        head_pre: list[ConvUnit],
+        head_post: list[ConvUnit],
+        classifier: Classifier,
+        resolution: int,
+    ) -> None:
+        super().__init__()
+        self.stem = stem
+        self.blocks = nn.ModuleList(blocks)
+        self.head_pre = nn.ModuleList(head_pre)
+        self.pool = GlobalAvgPool()
+        self.head_post = nn.ModuleList(head_post)
+        self.classifier = classifier
+        self.resolution = resolution
+
+    def convs(self) -> list[ConvUnit]:
+        """The backbone convolutions, index i at position i (lite residuals excluded)."""
+        out = [self.stem]
+        for block in self.blocks:
+            out += block.convs()
+        return out + list(self.head_pre) + list(self.head_post)
+
+    def forward(self, x: Tensor) -> Tensor:  # (N, 3, R, R) -> (N, classes)
+        h = self.stem(x)
+        for block in self.blocks:
+            h = block(h)
+        for conv in self.head_pre:
+            h = conv(h)
+        h = self.pool(h)
+        for conv in self.head_post:
+            h = conv(h)
+        return self.classifier(h)

@@ -1,0 +1,114 @@
+"""The one module that imports ``ofa`` (PyPI ``ofa==0.1.0.post202307202001``).
+
+``import ofa.imagenet_classification...`` imports ``ofa.utils``, whose ImageNet data loader
+imports ``torchvision.transforms`` at module level. tinytune never uses that loader, and the
+PyPI torchvision wheel cannot be imported next to the CPU build of torch (its ``_C`` library links
+the CUDA libraries), so when the real torchvision is missing or broken a minimal stand-in with the
+three names ``ofa`` touches at import time (``transforms.RandomResizedCrop``,
+``transforms.RandomCrop``, ``transforms.functional``) is registered in ``sys.modules``. The
+stand-in raises if anything actually calls it. ``ofa.model_zoo`` is never imported: it imports
+``gdown`` and fetches weights from the network.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+from tinytune.errors import ModelError
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from tinytune.spaces import SubnetConfig, SupernetSpec
+
+__all__ = ["build_ofa_supernet", "extract_subnet", "ofa_arch", "set_active", "torchvision_standin"]
+
+log = logging.getLogger(__name__)
+
+_OFA_NETWORKS = "ofa.imagenet_classification.elastic_nn.networks"
+
+
+class _Unavailable:
+    """Placeholder for a torchvision transform that tinytune never calls."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise ModelError(
+            "torchvision is not installed; tinytune's torchvision stand-in only satisfies the "
+            "imports of ofa and cannot run ofa's ImageNet data loader"
+        )
+
+
+def torchvision_standin() -> types.ModuleType:
+    """Build the minimal ``torchvision`` stand-in module tree (not registered)."""
+    tv = types.ModuleType("torchvision")
+    transforms = types.ModuleType("torchvision.transforms")
+    functional = types.ModuleType("torchvision.transforms.functional")
+    transforms.RandomResizedCrop = _Unavailable  # type: ignore[attr-defined]
+    transforms.RandomCrop = _Unavailable  # type: ignore[attr-defined]
+    transforms.functional = functional  # type: ignore[attr-defined]
+    tv.transforms = transforms  # type: ignore[attr-defined]
+    tv.__tinytune_standin__ = True  # type: ignore[attr-defined]
+    return tv
+
+
+def _ensure_torchvision() -> None:
+    if "torchvision" in sys.modules:
+        return
+    try:
+        importlib.import_module("torchvision")
+        return
+    except Exception:  # noqa: BLE001 - any import failure means: use the stand-in
+        sys.modules.pop("torchvision", None)
+    tv = torchvision_standin()
+    sys.modules["torchvision"] = tv
+    sys.modules["torchvision.transforms"] = tv.transforms  # type: ignore[attr-defined]
+    sys.modules["torchvision.transforms.functional"] = tv.transforms.functional  # type: ignore[attr-defined]
+    log.debug("registered the torchvision stand-in for ofa")
+
+
+def _networks() -> types.ModuleType:
+    _ensure_torchvision()
+    try:
+        return importlib.import_module(_OFA_NETWORKS)
+    except ImportError as e:
+        raise ModelError(f"cannot import the once-for-all package (pip name 'ofa'): {e}") from e
+
+
+def build_ofa_supernet(spec: SupernetSpec, n_classes: int) -> nn.Module:
+    """Construct the ``ofa`` supernet that ``spec`` describes, randomly initialised."""
+    nets = _networks()
+    cls = nets.OFAProxylessNASNets if spec.family == "proxyless" else nets.OFAMobileNetV3
+    return cls(
+        n_classes=n_classes,
+        dropout_rate=0.0,
+        width_mult=spec.width_mult,
+        ks_list=list(spec.ks_choices),
+        expand_ratio_list=list(spec.expand_choices),
+        depth_list=list(spec.depth_choices),
+    )
+
+
+def ofa_arch(spec: SupernetSpec, subnet: SubnetConfig) -> dict[str, list[int]]:
+    """The ``ofa`` arch dict (``ks``, ``e``, ``d``) of a sub-network; inactive blocks get the
+    smallest choice, which ``ofa`` ignores."""
+    ks: list[int] = []
+    es: list[int] = []
+    for stage, cap in zip(subnet.stages, spec.stage_max_depth, strict=True):
+        ks += list(stage.ks) + [min(spec.ks_choices)] * (cap - stage.depth)
+        es += list(stage.e) + [min(spec.expand_choices)] * (cap - stage.depth)
+    return {"ks": ks, "e": es, "d": list(subnet.depths)}
+
+
+def set_active(supernet: nn.Module, spec: SupernetSpec, subnet: SubnetConfig) -> None:
+    """Activate ``subnet`` inside the dynamic supernet (for sandwich-rule training)."""
+    supernet.set_active_subnet(**ofa_arch(spec, subnet))  # type: ignore[operator]
+
+
+def extract_subnet(supernet: nn.Module, spec: SupernetSpec, subnet: SubnetConfig) -> nn.Module:
+    """A static ``ofa`` network holding a copy of the sub-network's weights."""
+    set_active(supernet, spec, subnet)
+    return supernet.get_active_subnet(preserve_weight=True)  # type: ignore[operator]

@@ -1,0 +1,37 @@
+"""The joint search space: sub-networks × lite residuals × sparse update schemes."""
+
+from __future__ import annotations
+
+from tinytune.spaces.candidate import (
+    WEIGHT_RATIOS,
+    Candidate,
+    LiteResidualBranch,
+    LiteResidualConfig,
+    StageConfig,
+    SubnetConfig,
+    UpdateScheme,
+    conv_kinds,
+)
+from tinytune.spaces.presets import PRESET_NAMES, default_subnet, make_preset, preset_scheme
+from tinytune.spaces.sampling import suggest_candidate, suggest_subnet
+from tinytune.spaces.supernets import SUPERNET_FORMS, SupernetSpec, get_supernet
+
+__all__ = [
+    "PRESET_NAMES",
+    "SUPERNET_FORMS",
+    "WEIGHT_RATIOS",
+    "Candidate",
+    "LiteResidualBranch",
+    "LiteResidualConfig",
+    "StageConfig",
+    "SubnetConfig",
+    "SupernetSpec",
+    "UpdateScheme",
+    "conv_kinds",
+    "default_subnet",
+    "get_supernet",
+    "make_preset",
+    "preset_scheme",
+    "suggest_candidate",
+    "suggest_subnet",
+]

@@ -1,0 +1,400 @@
+"""A point of the joint search space and its three parts.
+
+A :class:`Candidate` is a Once-for-All sub-network (:class:`SubnetConfig`), a TinyTL lite
+residual configuration (:class:`LiteResidualConfig`) and a sparse update scheme
+(:class:`UpdateScheme`). All four are frozen dataclasses validated on construction, with a
+canonical JSON form (:meth:`Candidate.to_json`) whose exact inverse is
+:meth:`Candidate.from_json`, and a stable key derived from that form.
+
+Conventions (MCUNetV3, "On-Device Training Under 256KB Memory", §2.2, and mit-han-lab/
+tiny-training ``partial_backward.py``):
+
+* Convolutions are indexed from the input: 0 is the stem, the classifier is excluded.
+* ``bias_last_k`` counts convolutions from the output: the biases of the last k are updated.
+* A weight update ``(i, r)`` updates the first ⌈r·C_in⌉ input channels of convolution i,
+  r ∈ {1/8, 1/4, 1/2, 1}; every weight-updated convolution lies inside the bias-updated tail.
+* The classifier is always trained: a new task needs a new head.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tinytune.errors import ConfigError
+from tinytune.spaces.supernets import SupernetSpec, get_supernet
+
+__all__ = [
+    "LITE_DOWNSAMPLE",
+    "LITE_EXPAND",
+    "LITE_GROUPS",
+    "LITE_KERNELS",
+    "WEIGHT_RATIOS",
+    "Candidate",
+    "LiteResidualBranch",
+    "LiteResidualConfig",
+    "StageConfig",
+    "SubnetConfig",
+    "UpdateScheme",
+    "conv_kinds",
+]
+
+WEIGHT_RATIOS = (0.125, 0.25, 0.5, 1.0)
+LITE_KERNELS = (3, 5, 7)
+LITE_GROUPS = (1, 2, 4)
+LITE_DOWNSAMPLE = (1, 2, 4)
+LITE_EXPAND = (0.5, 1.0, 2.0)
+
+
+def _reject_unknown(data: dict[str, Any], allowed: set[str], what: str) -> None:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what} must be a JSON object, got {type(data).__name__}")
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ConfigError(f"unknown keys {unknown} in {what}; allowed: {sorted(allowed)}")
+    missing = sorted(allowed - set(data))
+    if missing:
+        raise ConfigError(f"missing keys {missing} in {what}")
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{what} must be an integer, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    """The active blocks of one elastic stage: a kernel size and an expand ratio per block."""
+
+    ks: tuple[int, ...]
+    e: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.ks) != len(self.e) or not self.ks:
+            raise ConfigError(
+                f"a stage needs one kernel size and one expand ratio per block, got ks={self.ks} "
+                f"and e={self.e}"
+            )
+
+    @property
+    def depth(self) -> int:
+        return len(self.ks)
+
+
+@dataclass(frozen=True)
+class SubnetConfig:
+    """A Once-for-All sub-network: its elastic stages and its input resolution."""
+
+    resolution: int
+    stages: tuple[StageConfig, ...]
+
+    @property
+    def depths(self) -> tuple[int, ...]:
+        return tuple(s.depth for s in self.stages)
+
+    @property
+    def n_blocks(self) -> int:
+        """Active MBConv blocks, the fixed first block included."""
+        return 1 + sum(self.depths)
+
+    def validate(self, spec: SupernetSpec) -> None:
+        if self.resolution not in spec.resolutions:
+            raise ConfigError(
+                f"resolution {self.resolution} is not offered by {spec.name}; allowed: "
+                f"{list(spec.resolutions)}"
+            )
+        if len(self.stages) != spec.n_stages:
+            raise ConfigError(
+                f"{spec.name} has {spec.n_stages} elastic stages, the sub-network gives "
+                f"{len(self.stages)}"
+            )
+        for i, stage in enumerate(self.stages):
+            if stage.depth not in spec.stage_depths(i):
+                raise ConfigError(
+                    f"stage {i} depth {stage.depth} is not allowed; allowed: "
+                    f"{list(spec.stage_depths(i))}"
+                )
+            for k in stage.ks:
+                if k not in spec.ks_choices:
+                    raise ConfigError(
+                        f"kernel size {k} in stage {i} is not allowed; allowed: "
+                        f"{list(spec.ks_choices)}"
+                    )
+            for e in stage.e:
+                if e not in spec.expand_choices:
+                    raise ConfigError(
+                        f"expand ratio {e} in stage {i} is not allowed; allowed: "
+                        f"{list(spec.expand_choices)}"
+                    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "resolution": self.resolution,
+            "stages": [{"ks": list(s.ks), "e": list(s.e)} for s in self.stages],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SubnetConfig:
+        _reject_unknown(data, {"resolution", "stages"}, "subnet")
+        stages = []
+        for i, s in enumerate(data["stages"]):
+            _reject_unknown(s, {"ks", "e"}, f"subnet stage {i}")
+            stages.append(
+                StageConfig(
+                    tuple(_int(k, "kernel size") for k in s["ks"]),
+                    tuple(_int(e, "expand ratio") for e in s["e"]),
+                )
+            )
+        return cls(_int(data["resolution"], "resolution"), tuple(stages))
+
+
+@dataclass(frozen=True)
+class LiteResidualBranch:
+    """The shape of one TinyTL lite residual branch (TinyTL §3.2).
+
+    avg-pool ↓downsample → k×k group conv (``groups``; mid channels = in·expand, rounded to a
+    multiple of 8) → GroupNorm → ReLU → 1×1 conv → GroupNorm with its scale initialised to 0 →
+    bilinear upsample → added to the block output.
+    """
+
+    kernel_size: int = 5
+    groups: int = 2
+    downsample: int = 2
+    expand: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name, value, allowed in (
+            ("kernel size", self.kernel_size, LITE_KERNELS),
+            ("groups", self.groups, LITE_GROUPS),
+            ("downsample ratio", self.downsample, LITE_DOWNSAMPLE),
+            ("expand", self.expand, LITE_EXPAND),
+        ):
+            if value not in allowed or isinstance(value, bool):
+                raise ConfigError(
+                    f"lite residual {name} {value!r} is not allowed; allowed: {list(allowed)}"
+                )
+        object.__setattr__(self, "expand", float(self.expand))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel_size": self.kernel_size,
+            "groups": self.groups,
+            "downsample": self.downsample,
+            "expand": self.expand,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LiteResidualBranch:
+        _reject_unknown(data, {"kernel_size", "groups", "downsample", "expand"}, "lite residual")
+        return cls(
+            _int(data["kernel_size"], "lite residual kernel size"),
+            _int(data["groups"], "lite residual groups"),
+            _int(data["downsample"], "lite residual downsample ratio"),
+            data["expand"],
+        )
+
+
+@dataclass(frozen=True)
+class LiteResidualConfig:
+    """Which MBConv blocks get a lite residual branch, and its shape.
+
+    ``branches`` maps an active block index (0 is the fixed first block, which never gets one)
+    to a branch shape; it is kept sorted by block index.
+    """
+
+    branches: tuple[tuple[int, LiteResidualBranch], ...] = ()
+
+    def __post_init__(self) -> None:
+        blocks = [b for b, _ in self.branches]
+        if blocks != sorted(set(blocks)):
+            object.__setattr__(self, "branches", tuple(sorted(dict(self.branches).items())))
+
+    @property
+    def blocks(self) -> tuple[int, ...]:
+        return tuple(b for b, _ in self.branches)
+
+    def validate(self, subnet: SubnetConfig) -> None:
+        for block, _ in self.branches:
+            if not 1 <= block < subnet.n_blocks:
+                raise ConfigError(
+                    f"lite residual on block {block} is not possible; allowed blocks: 1 to "
+                    f"{subnet.n_blocks - 1} (block 0 is the fixed first block)"
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"branches": [[b, br.to_dict()] for b, br in self.branches]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LiteResidualConfig:
+        _reject_unknown(data, {"branches"}, "lite residual config")
+        branches = []
+        for item in data["branches"]:
+            if not isinstance(item, list) or len(item) != 2:
+                raise ConfigError(f"a lite residual entry must be [block, shape], got {item!r}")
+            branches.append((_int(item[0], "lite residual block"), LiteResidualBranch.from_dict(item[1])))
+        return cls(tuple(branches))
+
+
+@dataclass(frozen=True)
+class UpdateScheme:
+    """What the device trains: a sparse layer/tensor update scheme (MCUNetV3 §2.2).
+
+    Attributes:
+        bias_last_k: the biases of the last k convolutions (counted from the output) are updated.
+        weights: ``(conv index from the input, ratio)`` pairs, sorted; the first ⌈ratio·C_in⌉
+            input channels of that convolution's weight are updated.
+        norm: the convolutions whose bias is updated also update their per-channel scale (the
+            folded BatchNorm γ; FT-Norm+Last in TinyTL).
+    """
+
+    bias_last_k: int = 0
+    weights: tuple[tuple[int, float], ...] = ()
+    norm: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.bias_last_k, bool) or not isinstance(self.bias_last_k, int):
+            raise ConfigError(f"bias_last_k must be an integer, got {self.bias_last_k!r}")
+        if self.bias_last_k < 0:
+            raise ConfigError(f"bias_last_k must be >= 0, got {self.bias_last_k}")
+        seen: dict[int, float] = {}
+        for item in self.weights:
+            idx, ratio = item
+            if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
+                raise ConfigError(f"a weight-updated layer index must be an int >= 0, got {idx!r}")
+            if ratio not in WEIGHT_RATIOS or isinstance(ratio, bool):
+                raise ConfigError(
+                    f"weight ratio {ratio!r} of layer {idx} is not allowed; allowed: "
+                    f"{list(WEIGHT_RATIOS)} (fractions of the input channels)"
+                )
+            if idx in seen:
+                raise ConfigError(f"layer {idx} is listed twice among the weight updates")
+            seen[idx] = float(ratio)
+        object.__setattr__(self, "weights", tuple(sorted(seen.items())))
+
+    def validate(self, n_convs: int) -> None:
+        """Check the scheme against a network of ``n_convs`` convolutions (classifier excluded)."""
+        if self.bias_last_k > n_convs:
+            raise ConfigError(
+                f"bias_last_k {self.bias_last_k} exceeds the {n_convs} convolutions of the "
+                f"sub-network; allowed: 0 to {n_convs}"
+            )
+        first_bias = n_convs - self.bias_last_k
+        for idx, _ in self.weights:
+            if idx >= n_convs:
+                raise ConfigError(
+                    f"weight-updated layer {idx} does not exist; the sub-network has convolutions "
+                    f"0 to {n_convs - 1}"
+                )
+            if idx < first_bias:
+                raise ConfigError(
+                    f"weight-updated layer {idx} lies outside the bias-updated tail (layers "
+                    f"{first_bias} to {n_convs - 1} for bias_last_k={self.bias_last_k}); "
+                    "a weight-updated layer must also update its bias"
+                )
+
+    def weight_ratio(self, idx: int) -> float | None:
+        return dict(self.weights).get(idx)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bias_last_k": self.bias_last_k,
+            "weights": [[i, r] for i, r in self.weights],
+            "norm": self.norm,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> UpdateScheme:
+        _reject_unknown(data, {"bias_last_k", "weights", "norm"}, "update scheme")
+        weights = []
+        for item in data["weights"]:
+            if not isinstance(item, list) or len(item) != 2:
+                raise ConfigError(f"a weight update must be [layer, ratio], got {item!r}")
+            weights.append((item[0], item[1]))
+        if not isinstance(data["norm"], bool):
+            raise ConfigError(f"update scheme 'norm' must be true or false, got {data['norm']!r}")
+        return cls(data["bias_last_k"], tuple(weights), data["norm"])
+
+
+def conv_kinds(spec: SupernetSpec, subnet: SubnetConfig) -> tuple[str, ...]:
+    """The kinds of the sub-network's convolutions in execution order, classifier excluded.
+
+    Kinds: ``stem``, ``dw`` (depthwise), ``pw1`` (expansion), ``pw2`` (projection), ``se1`` and
+    ``se2`` (squeeze-and-excitation), ``head`` (final 1×1 convolutions). Index i of the result
+    is convolution i of the update-scheme convention.
+    """
+    kinds = ["stem", "dw", "pw2"]
+    for stage, se in zip(subnet.stages, spec.has_se, strict=True):
+        for _ in range(stage.depth):
+            kinds += ["pw1", "dw"] + (["se1", "se2"] if se else []) + ["pw2"]
+    kinds += ["head", "head"] if spec.family == "mbv3" else ["head"]
+    return tuple(kinds)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One point of the joint space: sub-network × lite residuals × update scheme."""
+
+    supernet: str
+    subnet: SubnetConfig
+    lite_residual: LiteResidualConfig
+    update: UpdateScheme
+
+    def __post_init__(self) -> None:
+        spec = get_supernet(self.supernet)
+        if spec.name != self.supernet:
+            object.__setattr__(self, "supernet", spec.name)
+        self.subnet.validate(spec)
+        self.lite_residual.validate(self.subnet)
+        self.update.validate(self.n_convs)
+
+    @property
+    def spec(self) -> SupernetSpec:
+        return get_supernet(self.supernet)
+
+    @property
+    def conv_kinds(self) -> tuple[str, ...]:
+        return conv_kinds(self.spec, self.subnet)
+
+    @property
+    def n_convs(self) -> int:
+        return len(self.conv_kinds)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "supernet": self.supernet,
+            "subnet": self.subnet.to_dict(),
+            "lite_residual": self.lite_residual.to_dict(),
+            "update": self.update.to_dict(),
+        }
+
+    def to_json(self) -> str:
+        """Canonical JSON: sorted keys, no whitespace; equal candidates give equal strings."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Candidate:
+        _reject_unknown(data, {"supernet", "subnet", "lite_residual", "update"}, "candidate")
+        if not isinstance(data["supernet"], str):
+            raise ConfigError(f"candidate supernet must be a string, got {data['supernet']!r}")
+        return cls(
+            data["supernet"],
+            SubnetConfig.from_dict(data["subnet"]),
+            LiteResidualConfig.from_dict(data["lite_residual"]),
+            UpdateScheme.from_dict(data["update"]),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Candidate:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"candidate is not valid JSON: {e.msg} at char {e.pos}") from e
+        return cls.from_dict(data)
+
+    @property
+    def key(self) -> str:
+        """A stable 16-hex-digit key: the SHA-256 of the canonical JSON."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]

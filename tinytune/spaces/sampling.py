@@ -1,0 +1,95 @@
+"""Define-by-run sampling of the joint space with an Optuna trial.
+
+The parameter names are stable (the database and the dashboard show them):
+
+* ``resolution``; ``d<s>`` the depth of elastic stage s; ``k<s>.<b>`` and ``e<s>.<b>`` the
+  kernel size and expand ratio of its active block b;
+* ``lr_blocks`` — lite residual branches on the last m blocks (block 0 never gets one) — and, when
+  m > 0, their shared shape ``lr_kernel``, ``lr_groups``, ``lr_downsample``, ``lr_expand``;
+* ``bias_last_k``; ``n_weight`` — how many weight-updated layers; for each j, ``w<j>.offset``
+  (its distance from the last convolution, inside the bias-updated tail) and ``w<j>.ratio``.
+  Two picks of the same layer merge, keeping the larger ratio.
+
+When a preset is given, only the sub-network is sampled and the preset's scheme is applied to it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tinytune.spaces.candidate import (
+    LITE_DOWNSAMPLE,
+    LITE_EXPAND,
+    WEIGHT_RATIOS,
+    Candidate,
+    LiteResidualBranch,
+    LiteResidualConfig,
+    StageConfig,
+    SubnetConfig,
+    UpdateScheme,
+    conv_kinds,
+)
+from tinytune.spaces.presets import preset_scheme
+from tinytune.spaces.supernets import SupernetSpec
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["MAX_WEIGHT_LAYERS", "suggest_candidate", "suggest_subnet"]
+
+MAX_WEIGHT_LAYERS = 4
+
+
+def suggest_subnet(trial: optuna.Trial, spec: SupernetSpec) -> SubnetConfig:
+    """Sample a sub-network of ``spec``."""
+    resolution = trial.suggest_categorical("resolution", list(spec.resolutions))
+    stages = []
+    for s in range(spec.n_stages):
+        depths = spec.stage_depths(s)
+        depth = trial.suggest_categorical(f"d{s}", list(depths)) if len(depths) > 1 else depths[0]
+        ks = tuple(
+            trial.suggest_categorical(f"k{s}.{b}", list(spec.ks_choices)) for b in range(depth)
+        )
+        es = tuple(
+            trial.suggest_categorical(f"e{s}.{b}", list(spec.expand_choices))
+            for b in range(depth)
+        )
+        stages.append(StageConfig(ks, es))
+    return SubnetConfig(int(resolution), tuple(stages))
+
+
+def _suggest_lite(trial: optuna.Trial, n_blocks: int) -> LiteResidualConfig:
+    m = trial.suggest_int("lr_blocks", 0, n_blocks - 1)
+    if m == 0:
+        return LiteResidualConfig()
+    branch = LiteResidualBranch(
+        kernel_size=trial.suggest_categorical("lr_kernel", [3, 5]),
+        groups=trial.suggest_categorical("lr_groups", [2, 4]),
+        downsample=trial.suggest_categorical("lr_downsample", [d for d in LITE_DOWNSAMPLE if d > 1]),
+        expand=trial.suggest_categorical("lr_expand", [e for e in LITE_EXPAND if e <= 1.0]),
+    )
+    return LiteResidualConfig(tuple((b, branch) for b in range(n_blocks - m, n_blocks)))
+
+
+def _suggest_update(trial: optuna.Trial, n_convs: int) -> UpdateScheme:
+    k = trial.suggest_int("bias_last_k", 0, n_convs)
+    n_weight = trial.suggest_int("n_weight", 0, min(MAX_WEIGHT_LAYERS, k))
+    weights: dict[int, float] = {}
+    for j in range(n_weight):
+        layer = n_convs - 1 - trial.suggest_int(f"w{j}.offset", 0, k - 1)
+        ratio = trial.suggest_categorical(f"w{j}.ratio", list(WEIGHT_RATIOS))
+        weights[layer] = max(ratio, weights.get(layer, 0.0))
+    return UpdateScheme(k, tuple(weights.items()))
+
+
+def suggest_candidate(
+    trial: optuna.Trial, spec: SupernetSpec, preset: str | None = None
+) -> Candidate:
+    """Sample a candidate of the joint space (or of one preset's sub-space)."""
+    subnet = suggest_subnet(trial, spec)
+    if preset is not None:
+        update, lite = preset_scheme(preset, spec, subnet)
+    else:
+        lite = _suggest_lite(trial, subnet.n_blocks)
+        update = _suggest_update(trial, len(conv_kinds(spec, subnet)))
+    return Candidate(spec.name, subnet, lite, update)
