@@ -1,0 +1,27 @@
+"""Data sets: the real ``digits``, a ``procedural`` source task, and ``imagefolder:PATH``."""
+
+from __future__ import annotations
+
+from tinytune.data.base import MAX_RESOLUTION, MIN_RESOLUTION, ImageDataset
+from tinytune.data.digits import DigitsDataset
+from tinytune.data.imagefolder import IMAGE_EXTENSIONS, ImageFolderDataset
+from tinytune.data.procedural import ProceduralDataset, ProceduralTask
+from tinytune.data.registry import DATASET_NAMES, get_dataset
+from tinytune.data.splits import Split, Splits
+from tinytune.data.stratify import stratified_split
+
+__all__ = [
+    "DATASET_NAMES",
+    "IMAGE_EXTENSIONS",
+    "MAX_RESOLUTION",
+    "MIN_RESOLUTION",
+    "DigitsDataset",
+    "ImageDataset",
+    "ImageFolderDataset",
+    "ProceduralDataset",
+    "ProceduralTask",
+    "Split",
+    "Splits",
+    "get_dataset",
+    "stratified_split",
+]

@@ -1,0 +1,130 @@
+"""``imagefolder:PATH``: the user's own images, one sub-folder per class."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from tinytune.data.base import ImageDataset
+from tinytune.data.splits import Split, Splits
+from tinytune.data.stratify import MIN_PER_CLASS, stratified_split
+from tinytune.errors import DataError
+
+__all__ = ["IMAGE_EXTENSIONS", "ImageFolderDataset"]
+
+IMAGE_EXTENSIONS: frozenset[str] = frozenset(
+    {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".ppm", ".tif", ".tiff"}
+)
+
+_EXPECTED = "expected a directory with one sub-folder of images per class"
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _visible(path: Path) -> bool:
+    return not path.name.startswith(".")
+
+
+def _scan(root: Path) -> tuple[list[str], list[Path], np.ndarray]:
+    """List the classes of ``root`` and the image files of each, in a fixed order.
+
+    Returns:
+        Class names (sorted), image paths (class by class, sorted by path) and their labels.
+    """
+    if not root.exists():
+        raise DataError(f"image folder '{root}' does not exist; {_EXPECTED}")
+    if not root.is_dir():
+        raise DataError(f"image folder '{root}' is not a directory; {_EXPECTED}")
+    try:
+        class_dirs = sorted(
+            (p for p in root.iterdir() if p.is_dir() and _visible(p)), key=lambda p: p.name
+        )
+        files_per_class = [
+            sorted(
+                p
+                for p in class_dir.rglob("*")
+                if p.is_file() and _visible(p) and p.suffix.lower() in IMAGE_EXTENSIONS
+            )
+            for class_dir in class_dirs
+        ]
+    except OSError as e:
+        raise DataError(f"cannot list image folder '{root}': {_one_line(e)}") from e
+    if len(class_dirs) < 2:
+        raise DataError(
+            f"image folder '{root}' has {len(class_dirs)} class sub-folder(s); expected at "
+            "least 2, one sub-folder of images per class"
+        )
+    for class_dir, files in zip(class_dirs, files_per_class, strict=True):
+        if len(files) < MIN_PER_CLASS:
+            raise DataError(
+                f"class '{class_dir.name}' of image folder '{root}' has {len(files)} image(s); "
+                f"each class needs at least {MIN_PER_CLASS} (one each for train, val and test) "
+                f"with an extension in {sorted(IMAGE_EXTENSIONS)}"
+            )
+    files = [path for class_files in files_per_class for path in class_files]
+    labels = np.repeat(
+        np.arange(len(class_dirs), dtype=np.int64), [len(f) for f in files_per_class]
+    )
+    return [p.name for p in class_dirs], files, labels
+
+
+def _read_image(path: Path, resolution: int) -> np.ndarray:
+    """Read one image as RGB, resized to ``(R, R, 3)`` uint8 with bilinear resampling."""
+    try:
+        with Image.open(path) as image:
+            rgb = image.convert("RGB")
+    except (OSError, ValueError, Image.DecompressionBombError) as e:
+        raise DataError(
+            f"cannot read image '{path}': {_one_line(e)}; expected an image file that PIL can open"
+        ) from e
+    return np.asarray(rgb.resize((resolution, resolution), Image.Resampling.BILINEAR))
+
+
+class ImageFolderDataset(ImageDataset):
+    """Images in ``root/<class>/...``, one class per sub-folder, in the style of ImageFolder.
+
+    Classes are the visible sub-folders of ``root`` in sorted order (class index = position);
+    a class's images are the files below its sub-folder, at any depth, whose extension (any
+    case) is in ``IMAGE_EXTENSIONS``; names starting with ``.`` are skipped. Each image is
+    converted to RGB, resized to ``R x R`` with bilinear resampling (the aspect ratio is not
+    kept) and mapped from 0..255 to [-1, 1]. The split is ``stratified_split(labels, seed)``
+    over the files in sorted order, so it does not depend on the resolution.
+
+    The folder is listed by the constructor; images are read by ``load``.
+    """
+
+    root: Path
+
+    def __init__(self, root: str | os.PathLike[str], seed: int = 0) -> None:
+        """List the classes and image files of ``root``.
+
+        Args:
+            root: The folder; a relative path is taken from the current directory.
+            seed: Seed of the train/val/test split.
+
+        Raises:
+            DataError: If the folder is missing, has fewer than two class sub-folders, or has a
+                class with fewer than ``MIN_PER_CLASS`` images.
+        """
+        root_path = Path(root).expanduser().resolve()
+        class_names, files, labels = _scan(root_path)
+        super().__init__(name=f"imagefolder:{root_path}", class_names=class_names, seed=seed)
+        self.root = root_path
+        self._files = files
+        self._labels = labels
+
+    def _build(self, resolution: int) -> Splits:
+        parts = []
+        for idx in stratified_split(self._labels, self.seed):
+            pixels = np.stack(
+                [_read_image(self._files[i], resolution) for i in idx]
+            )  # (N, R, R, 3)
+            x = pixels.transpose(0, 3, 1, 2).astype(np.float32) / 127.5 - 1.0  # (N, 3, R, R)
+            parts.append(Split(np.ascontiguousarray(x), self._labels[idx]))
+        train, val, test = parts
+        return Splits(train=train, val=val, test=test)

@@ -1,0 +1,50 @@
+"""Data sets by the names the command line gives them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tinytune.data.base import ImageDataset
+from tinytune.data.digits import DigitsDataset
+from tinytune.data.imagefolder import ImageFolderDataset
+from tinytune.data.procedural import ProceduralDataset
+from tinytune.errors import DataError
+
+__all__ = ["DATASET_NAMES", "get_dataset"]
+
+_IMAGEFOLDER_PREFIX = "imagefolder:"
+
+_BUILT_IN: dict[str, Callable[[int], ImageDataset]] = {
+    "digits": DigitsDataset,
+    "procedural": ProceduralDataset,
+}
+
+DATASET_NAMES: tuple[str, ...] = (*_BUILT_IN, f"{_IMAGEFOLDER_PREFIX}PATH")
+
+
+def get_dataset(spec: str, seed: int = 0) -> ImageDataset:
+    """Return the data set that ``spec`` names.
+
+    Args:
+        spec: ``"digits"``, ``"procedural"`` or ``"imagefolder:PATH"`` (a relative PATH is
+            taken from the current directory).
+        seed: Seed of the data set's splits (and, for ``procedural``, of its classes).
+
+    Returns:
+        The data set; nothing but a folder listing is read before ``load``.
+
+    Raises:
+        DataError: If the spec names no data set, or the data set rejects its arguments.
+    """
+    if isinstance(spec, str):
+        factory = _BUILT_IN.get(spec)
+        if factory is not None:
+            return factory(seed)
+        if spec.startswith(_IMAGEFOLDER_PREFIX):
+            path = spec[len(_IMAGEFOLDER_PREFIX) :]
+            if not path:
+                raise DataError(
+                    f"data set {spec!r} names no folder; expected {_IMAGEFOLDER_PREFIX}PATH"
+                )
+            return ImageFolderDataset(path, seed=seed)
+    raise DataError(f"unknown data set {spec!r}; expected one of: {', '.join(DATASET_NAMES)}")

@@ -1,0 +1,55 @@
+"""A deterministic stratified 60/20/20 split of sample indices."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinytune.errors import DataError
+
+__all__ = ["HELD_OUT_FRACTION", "MIN_PER_CLASS", "stratified_split"]
+
+# The fraction of each class that goes to val, and the same fraction to test; the rest is train.
+HELD_OUT_FRACTION = 0.2
+# One sample for each of train, val and test.
+MIN_PER_CLASS = 3
+
+
+def stratified_split(labels: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Split sample indices 60/20/20 into train, val and test, class by class.
+
+    A class of ``n`` samples gives ``max(1, round(0.2 n))`` of them to val, as many to test and
+    the rest to train, so every class is in every part and each part's share of a class is
+    within one sample of 60/20/20. Members are chosen at random and each part is then shuffled
+    (so its classes interleave), all with one generator seeded by ``seed``. The result depends
+    only on ``labels`` and ``seed``.
+
+    Args:
+        labels: Class index of every sample, shape ``(N,)``.
+        seed: Seed of the generator that chooses and orders the samples (non-negative).
+
+    Returns:
+        Indices into ``labels`` of the train, val and test samples, each int64.
+
+    Raises:
+        DataError: If a class has fewer than ``MIN_PER_CLASS`` samples.
+    """
+    labels = np.asarray(labels)
+    classes, counts = np.unique(labels, return_counts=True)
+    too_small = {int(c): int(n) for c, n in zip(classes, counts, strict=True) if n < MIN_PER_CLASS}
+    if too_small:
+        raise DataError(
+            f"cannot split classes {too_small} (class: samples); each class needs at least "
+            f"{MIN_PER_CLASS} samples, one each for train, val and test"
+        )
+    rng = np.random.default_rng(seed)
+    train, val, test = [], [], []
+    for c in classes:
+        members = rng.permutation(np.flatnonzero(labels == c))
+        held_out = max(1, int(np.floor(HELD_OUT_FRACTION * len(members) + 0.5)))
+        test.append(members[:held_out])
+        val.append(members[held_out : 2 * held_out])
+        train.append(members[2 * held_out :])
+    train_idx, val_idx, test_idx = (
+        rng.permutation(np.concatenate(part)).astype(np.int64) for part in (train, val, test)
+    )
+    return train_idx, val_idx, test_idx

@@ -1,0 +1,147 @@
+"""Engine creation: URL checks, SQLite pragmas, timeouts, and one-line connection errors.
+
+SQLite (the embedded default) gets WAL journaling, ``synchronous=NORMAL`` and enforced foreign
+keys on every connection, plus a busy timeout; WAL with NORMAL roughly halves the cost of a
+commit and lets readers (the dashboard) run beside the single writer. PostgreSQL gets a connect
+timeout, so that an unreachable server fails in seconds rather than hanging, and pre-ping, so
+that a long search survives a server restart between transactions.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Engine
+
+from tinytune.errors import StorageError
+
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "SQLITE_BUSY_TIMEOUT_S",
+    "create_engine",
+    "mask_url",
+    "parse_url",
+    "translate_error",
+]
+
+SQLITE_BUSY_TIMEOUT_S = 30.0
+"""How long a SQLite connection waits for another writer's lock before failing."""
+
+CONNECT_TIMEOUT_S = 10
+"""How long a PostgreSQL connection attempt may take (``connect_timeout`` in the URL wins)."""
+
+_URL_EXAMPLES = "'sqlite:///path/to/tinytune.db' or 'postgresql+psycopg://user@host:5432/db'"
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
+
+
+def mask_url(url: str | URL) -> str:
+    """Returns the URL as text with its password replaced by ``***``, even when unparsable."""
+    if isinstance(url, URL):
+        return url.render_as_string(hide_password=True)
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except (sa.exc.ArgumentError, ValueError):
+        return _PASSWORD.sub(r"\1***@", url)
+
+
+def parse_url(url: str) -> URL:
+    """Parses a database URL.
+
+    Raises:
+        StorageError: SQLAlchemy cannot parse it.
+    """
+    try:
+        return sa.make_url(url)
+    except (sa.exc.ArgumentError, ValueError, TypeError) as e:
+        raise StorageError(
+            f"cannot parse database URL {mask_url(str(url))!r}; expected a URL such as "
+            f"{_URL_EXAMPLES}"
+        ) from e
+
+
+def create_engine(url: str) -> Engine:
+    """Creates an engine for ``url`` with tinytune's connection settings; connects to nothing.
+
+    Raises:
+        StorageError: the URL cannot be parsed, names an unknown database or missing driver, or
+            points at a SQLite file in a directory that does not exist.
+    """
+    parsed = parse_url(url)
+    backend = parsed.get_backend_name()
+    kwargs: dict[str, Any] = {}
+    if backend == "sqlite":
+        _check_sqlite_directory(parsed)
+        if "timeout" not in parsed.query:
+            kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_S}
+    else:
+        kwargs["pool_pre_ping"] = True
+        if backend == "postgresql" and "connect_timeout" not in parsed.query:
+            kwargs["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S}
+    try:
+        engine = sa.create_engine(parsed, **kwargs)
+    except (sa.exc.ArgumentError, ImportError) as e:
+        raise StorageError(
+            f"cannot use database URL {mask_url(parsed)!r}: {_first_line(e)}; expected a "
+            f"SQLite or PostgreSQL URL whose driver is installed, such as {_URL_EXAMPLES}"
+        ) from e
+    if backend == "sqlite":
+        sa.event.listen(engine, "connect", _set_sqlite_pragmas)
+    return engine
+
+
+def translate_error(action: str, url: str | URL, error: BaseException) -> StorageError:
+    """Turns a foreign database error into a one-line :class:`StorageError`.
+
+    The message reads ``"{action} {masked url}: {reason}; expected ..."``; raise the result
+    ``from error``.
+    """
+    backend = _backend_name(url)
+    if backend == "sqlite":
+        expected = "expected a readable and writable SQLite database file"
+    elif backend == "postgresql":
+        expected = "expected a PostgreSQL server that accepts connections at that address"
+    else:
+        expected = "expected a reachable database at that address"
+    return StorageError(f"{action} {mask_url(url)!r}: {_first_line(error)}; {expected}")
+
+
+def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _check_sqlite_directory(url: URL) -> None:
+    database = url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    directory = Path(database).parent
+    if not directory.is_dir():
+        raise StorageError(
+            f"cannot open database {mask_url(url)!r}: directory {str(directory)!r} does not "
+            "exist; expected the SQLite file to lie in an existing directory"
+        )
+
+
+def _backend_name(url: str | URL) -> str:
+    if isinstance(url, URL):
+        return url.get_backend_name()
+    try:
+        return sa.make_url(url).get_backend_name()
+    except (sa.exc.ArgumentError, ValueError):
+        return ""
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of the driver's own message, without SQLAlchemy's statement and links."""
+    inner = getattr(error, "orig", None)
+    text = str(inner if inner is not None else error).strip()
+    line = text.splitlines()[0].strip() if text else ""
+    return line or type(error).__name__

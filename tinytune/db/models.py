@@ -1,0 +1,122 @@
+"""SQLAlchemy 2 declarative models of tinytune's own tables.
+
+These tables sit beside Optuna's in the same database and hold what Optuna does not: candidates,
+evaluations at several fidelities and Pareto snapshots. Every table name starts with ``tt_`` so
+that neither side ever touches the other's tables. The schema is created and changed only by the
+Alembic migrations in :mod:`tinytune.db.migrations`; a test checks that these models and the
+migrations describe the same schema, so a change here needs a new migration.
+
+Constraint and index names follow :data:`NAMING_CONVENTION`, which keeps them predictable for
+later migrations (SQLite batch mode needs named constraints).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "NAMING_CONVENTION",
+    "TABLE_PREFIX",
+    "Base",
+    "CandidateRow",
+    "EvaluationRow",
+    "ParetoSnapshotRow",
+    "UTCDateTime",
+]
+
+TABLE_PREFIX = "tt_"
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(sa.TypeDecorator[dt.datetime]):
+    """A timestamp that is always written as UTC and always read back timezone-aware in UTC.
+
+    SQLite keeps no time zone and returns naive values; they were written as UTC, so they are
+    read as UTC. PostgreSQL returns aware values in the session's zone; they are converted.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(
+        self, value: dt.datetime | None, dialect: Dialect
+    ) -> dt.datetime | None:
+        if value is None:
+            return None
+        # Records reject naive timestamps before they get here.
+        assert value.tzinfo is not None, "naive timestamp reached the database layer"
+        value = value.astimezone(dt.UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(
+        self, value: dt.datetime | None, dialect: Dialect
+    ) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of tinytune's tables (``tt_*``); Optuna's tables are not mapped."""
+
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class CandidateRow(Base):
+    """One candidate of a search space, stored once under its stable key."""
+
+    __tablename__ = "tt_candidates"
+
+    key: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    supernet: Mapped[str] = mapped_column(sa.String(128))
+    payload: Mapped[str] = mapped_column(sa.Text)  # the candidate's canonical JSON
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+
+
+class EvaluationRow(Base):
+    """One evaluation of a candidate in a study, at one fidelity; failed ones keep their error."""
+
+    __tablename__ = "tt_evaluations"
+    __table_args__ = (sa.CheckConstraint("status IN ('ok', 'failed')", name="status"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    study_name: Mapped[str] = mapped_column(sa.String(512), index=True)
+    candidate_key: Mapped[str] = mapped_column(sa.String(64), sa.ForeignKey("tt_candidates.key"))
+    trial_number: Mapped[int | None] = mapped_column(sa.Integer)
+    fidelity: Mapped[str] = mapped_column(sa.String(32))
+    status: Mapped[str] = mapped_column(sa.String(16))
+    accuracy: Mapped[float | None] = mapped_column(sa.Float)
+    val_accuracy: Mapped[float | None] = mapped_column(sa.Float)
+    memory_bytes: Mapped[int | None] = mapped_column(sa.BigInteger)
+    latency_ms: Mapped[float | None] = mapped_column(sa.Float)
+    wall_time_s: Mapped[float | None] = mapped_column(sa.Float)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    details: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+
+
+class ParetoSnapshotRow(Base):
+    """The Pareto front of a study as it stood after ``n_trials`` trials."""
+
+    __tablename__ = "tt_pareto_snapshots"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    study_name: Mapped[str] = mapped_column(sa.String(512), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    n_trials: Mapped[int] = mapped_column(sa.Integer)
+    hypervolume: Mapped[float | None] = mapped_column(sa.Float)
+    points: Mapped[list[dict[str, Any]]] = mapped_column(sa.JSON)

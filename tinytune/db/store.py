@@ -1,0 +1,489 @@
+"""The Store: tinytune's candidates, evaluations and Pareto snapshots, beside Optuna's tables.
+
+Callers see frozen records, never ORM objects or sessions. Every method is its own short
+transaction, so a crash loses at most the call in flight and nothing holds locks between calls
+(SQLite has one writer at a time). Records are validated where they are built, so a bad value
+fails at the line that made it, not at the commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+import numbers
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from tinytune.db.engine import create_engine, mask_url, translate_error
+from tinytune.db.migrations import upgrade
+from tinytune.db.models import CandidateRow, EvaluationRow, ParetoSnapshotRow
+from tinytune.errors import StorageError
+
+__all__ = [
+    "FIDELITIES",
+    "KEY_LENGTH",
+    "STATUSES",
+    "CandidateRecord",
+    "EvaluationRecord",
+    "ParetoSnapshot",
+    "Store",
+    "open_store",
+]
+
+FIDELITIES = ("measured", "proxy")
+"""How an evaluation was obtained: trained and tested on held-out data, or estimated."""
+
+STATUSES = ("ok", "failed")
+
+KEY_LENGTH = (16, 64)
+"""Smallest and largest length of a candidate key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CandidateRecord:
+    """A stored candidate.
+
+    Attributes:
+        key: The candidate's stable key.
+        supernet: Name of the supernet the candidate belongs to.
+        payload: The candidate's canonical JSON, exactly as it was added.
+        created_at: When it was first stored (aware, UTC).
+    """
+
+    key: str
+    supernet: str
+    payload: str
+    created_at: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationRecord:
+    """One evaluation of a candidate in a study, at one fidelity.
+
+    Attributes:
+        study_name: The Optuna study the evaluation belongs to.
+        candidate_key: Key of a stored candidate.
+        fidelity: One of :data:`FIDELITIES`; measured and proxy results are never mixed.
+        status: ``"ok"``, or ``"failed"`` together with ``error``.
+        trial_number: The Optuna trial number, when the evaluation came from a trial.
+        accuracy: Top-1 accuracy on the held-out test split, a fraction in [0, 1].
+        val_accuracy: Top-1 accuracy on the validation split, a fraction in [0, 1].
+        memory_bytes: Peak memory.
+        latency_ms: Latency of one step.
+        wall_time_s: How long the evaluation took.
+        error: Why the evaluation failed (required when ``status == "failed"``).
+        details: Free-form JSON-serializable dict.
+        id: Set by the store; None on a record that has not been stored.
+        created_at: Aware timestamp (normalized to UTC); the store fills it in when None.
+    """
+
+    study_name: str
+    candidate_key: str
+    fidelity: str
+    status: str
+    trial_number: int | None = None
+    accuracy: float | None = None
+    val_accuracy: float | None = None
+    memory_bytes: int | None = None
+    latency_ms: float | None = None
+    wall_time_s: float | None = None
+    error: str | None = None
+    details: dict[str, Any] | None = None
+    id: int | None = None
+    created_at: dt.datetime | None = None
+
+    def __post_init__(self) -> None:
+        _check_name("study_name", self.study_name)
+        _check_key(self.candidate_key)
+        if self.fidelity not in FIDELITIES:
+            raise StorageError(f"fidelity {self.fidelity!r} is not one of {list(FIDELITIES)}")
+        if self.status not in STATUSES:
+            raise StorageError(f"status {self.status!r} is not one of {list(STATUSES)}")
+        if self.error is not None and not isinstance(self.error, str):
+            raise StorageError(f"error {self.error!r} is not a string; expected text or None")
+        if self.status == "failed" and not self.error:
+            raise StorageError(
+                f"a failed evaluation of {self.candidate_key!r} has error {self.error!r}; "
+                "expected the error text"
+            )
+        self._set("trial_number", _optional_int("trial_number", self.trial_number))
+        self._set("memory_bytes", _optional_int("memory_bytes", self.memory_bytes))
+        for name in ("accuracy", "val_accuracy"):
+            self._set(name, _optional_float(name, getattr(self, name), upper=1.0))
+        for name in ("latency_ms", "wall_time_s"):
+            self._set(name, _optional_float(name, getattr(self, name)))
+        if self.details is not None:
+            if not isinstance(self.details, dict):
+                raise StorageError(
+                    f"details {self.details!r} is not a dict; expected a dict or None"
+                )
+            _check_json("details", self.details)
+        self._set("id", _optional_int("id", self.id))
+        self._set("created_at", _optional_utc("created_at", self.created_at))
+
+    def _set(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+
+
+@dataclasses.dataclass(frozen=True)
+class ParetoSnapshot:
+    """The Pareto front of a study as stored after ``n_trials`` trials.
+
+    Attributes:
+        id: Set by the store.
+        study_name: The Optuna study.
+        created_at: When the snapshot was stored (aware, UTC).
+        n_trials: How many trials the study had when the front was computed.
+        hypervolume: Hypervolume of the front, when one was computed.
+        points: One dict per Pareto-optimal point.
+    """
+
+    id: int
+    study_name: str
+    created_at: dt.datetime
+    n_trials: int
+    hypervolume: float | None
+    points: list[dict[str, Any]]
+
+
+def open_store(url: str) -> Store:
+    """Opens tinytune's tables in the database at ``url``, creating or upgrading them first.
+
+    The database may be empty or may already hold Optuna's tables; tinytune touches only its own
+    ``tt_*`` tables and its own Alembic version table.
+
+    Raises:
+        StorageError: the URL cannot be parsed, the database cannot be reached or opened, or it
+            holds a newer tinytune schema.
+    """
+    engine = create_engine(url)
+    try:
+        upgrade(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return Store(engine, url)
+
+
+class Store:
+    """tinytune's own records in one database.
+
+    Contract: every method runs in its own transaction and returns plain records; nothing ORM
+    or session-bound escapes. Candidates are immutable once stored (same key, same payload).
+    Evaluations and snapshots are append-only. Create one with :func:`open_store`, which also
+    migrates the schema; the constructor does no I/O.
+
+    Attributes:
+        url: The URL the store was opened with (``repr`` masks its password).
+    """
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.url = url
+        self._engine = engine
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = ", closed" if self._closed else ""
+        return f"Store({mask_url(self.url)!r}{state})"
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Releases the store's connections; further calls raise :class:`StorageError`."""
+        if not self._closed:
+            self._closed = True
+            self._engine.dispose()
+
+    # -- candidates ---------------------------------------------------------------------------
+
+    def add_candidate(self, key: str, supernet: str, payload: str) -> None:
+        """Stores a candidate; storing the same key with the same content again does nothing.
+
+        Raises:
+            StorageError: the key is malformed, the payload is not JSON, or the key is already
+                stored with a different supernet or payload.
+        """
+        _check_key(key)
+        _check_name("supernet", supernet)
+        if not isinstance(payload, str):
+            raise StorageError(f"payload {payload!r} is not a string; expected JSON text")
+        try:
+            json.loads(payload)
+        except ValueError as e:
+            raise StorageError(
+                f"payload of candidate {key!r} is not JSON ({e}); expected the canonical JSON"
+            ) from e
+        try:
+            with self._transaction("add candidate to") as s:
+                _put_candidate(s, key, supernet, payload)
+        except StorageError as e:
+            if not isinstance(e.__cause__, sa.exc.IntegrityError):
+                raise
+            # Another writer stored the same key between our read and our insert: compare.
+            with self._transaction("add candidate to") as s:
+                _put_candidate(s, key, supernet, payload)
+
+    def get_candidate(self, key: str) -> CandidateRecord | None:
+        """The candidate stored under ``key``, or None."""
+        with self._transaction("read candidate from") as s:
+            row = s.get(CandidateRow, key)
+            return None if row is None else _candidate_record(row)
+
+    # -- evaluations --------------------------------------------------------------------------
+
+    def add_evaluation(self, rec: EvaluationRecord) -> int:
+        """Appends an evaluation and returns its id.
+
+        Raises:
+            StorageError: the record already has an id, or its candidate is not stored.
+        """
+        if rec.id is not None:
+            raise StorageError(
+                f"evaluation record already has id {rec.id}; expected a new record (id=None)"
+            )
+        with self._transaction("add evaluation to") as s:
+            if s.get(CandidateRow, rec.candidate_key) is None:
+                raise StorageError(
+                    f"cannot add an evaluation of candidate {rec.candidate_key!r}: no such "
+                    f"candidate in {mask_url(self.url)!r}; expected add_candidate() first"
+                )
+            fields = {
+                f.name: getattr(rec, f.name) for f in dataclasses.fields(rec) if f.name != "id"
+            }
+            fields["created_at"] = rec.created_at or _now()
+            row = EvaluationRow(**fields)
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def evaluations(
+        self, study_name: str, *, fidelity: str | None = None, status: str | None = None
+    ) -> list[EvaluationRecord]:
+        """The evaluations of a study in the order they were added, optionally filtered."""
+        query = sa.select(EvaluationRow).where(EvaluationRow.study_name == study_name)
+        if fidelity is not None:
+            if fidelity not in FIDELITIES:
+                raise StorageError(f"fidelity {fidelity!r} is not one of {list(FIDELITIES)}")
+            query = query.where(EvaluationRow.fidelity == fidelity)
+        if status is not None:
+            if status not in STATUSES:
+                raise StorageError(f"status {status!r} is not one of {list(STATUSES)}")
+            query = query.where(EvaluationRow.status == status)
+        with self._transaction("read evaluations from") as s:
+            rows = s.scalars(query.order_by(EvaluationRow.id)).all()
+            return [_evaluation_record(row) for row in rows]
+
+    def find_evaluation(
+        self, study_name: str, candidate_key: str, fidelity: str
+    ) -> EvaluationRecord | None:
+        """The latest successful evaluation of a candidate in a study at a fidelity, or None."""
+        if fidelity not in FIDELITIES:
+            raise StorageError(f"fidelity {fidelity!r} is not one of {list(FIDELITIES)}")
+        query = (
+            sa.select(EvaluationRow)
+            .where(
+                EvaluationRow.study_name == study_name,
+                EvaluationRow.candidate_key == candidate_key,
+                EvaluationRow.fidelity == fidelity,
+                EvaluationRow.status == "ok",
+            )
+            .order_by(EvaluationRow.created_at.desc(), EvaluationRow.id.desc())
+            .limit(1)
+        )
+        with self._transaction("read evaluations from") as s:
+            row = s.scalars(query).first()
+            return None if row is None else _evaluation_record(row)
+
+    def study_names(self) -> list[str]:
+        """Names of the studies that have tinytune evaluations, sorted."""
+        query = sa.select(EvaluationRow.study_name).distinct().order_by(EvaluationRow.study_name)
+        with self._transaction("read study names from") as s:
+            return list(s.scalars(query).all())
+
+    # -- Pareto snapshots ---------------------------------------------------------------------
+
+    def add_pareto_snapshot(
+        self,
+        study_name: str,
+        points: list[dict[str, Any]],
+        n_trials: int,
+        hypervolume: float | None,
+    ) -> int:
+        """Appends a snapshot of a study's Pareto front and returns its id.
+
+        Raises:
+            StorageError: the points are not a JSON-serializable list of dicts, ``n_trials`` is
+                not a non-negative integer, or ``hypervolume`` is not finite.
+        """
+        _check_name("study_name", study_name)
+        if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
+            raise StorageError(f"Pareto points {points!r} are not a list of dicts")
+        _check_json("Pareto points", points)
+        n_trials = _optional_int("n_trials", n_trials)
+        if n_trials is None:
+            raise StorageError("n_trials is None; expected a non-negative integer")
+        hypervolume = _optional_float("hypervolume", hypervolume)
+        row = ParetoSnapshotRow(
+            study_name=study_name,
+            created_at=_now(),
+            n_trials=n_trials,
+            hypervolume=hypervolume,
+            points=points,
+        )
+        with self._transaction("add Pareto snapshot to") as s:
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def pareto_snapshots(self, study_name: str) -> list[ParetoSnapshot]:
+        """The Pareto snapshots of a study, oldest first."""
+        query = (
+            sa.select(ParetoSnapshotRow)
+            .where(ParetoSnapshotRow.study_name == study_name)
+            .order_by(ParetoSnapshotRow.created_at, ParetoSnapshotRow.id)
+        )
+        with self._transaction("read Pareto snapshots from") as s:
+            return [_snapshot(row) for row in s.scalars(query).all()]
+
+    def latest_pareto(self, study_name: str) -> ParetoSnapshot | None:
+        """The newest Pareto snapshot of a study, or None."""
+        query = (
+            sa.select(ParetoSnapshotRow)
+            .where(ParetoSnapshotRow.study_name == study_name)
+            .order_by(ParetoSnapshotRow.created_at.desc(), ParetoSnapshotRow.id.desc())
+            .limit(1)
+        )
+        with self._transaction("read Pareto snapshots from") as s:
+            row = s.scalars(query).first()
+            return None if row is None else _snapshot(row)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self, action: str) -> Iterator[Session]:
+        """A session inside one transaction; foreign errors leave as :class:`StorageError`."""
+        if self._closed:
+            raise StorageError(
+                f"cannot {action} the store of {mask_url(self.url)!r}: it is closed; "
+                "expected an open store (see open_store)"
+            )
+        try:
+            with Session(self._engine) as s, s.begin():
+                yield s
+        except sa.exc.SQLAlchemyError as e:
+            raise translate_error(f"cannot {action} database", self.url, e) from e
+
+
+def _put_candidate(s: Session, key: str, supernet: str, payload: str) -> None:
+    stored = s.get(CandidateRow, key)
+    if stored is None:
+        s.add(CandidateRow(key=key, supernet=supernet, payload=payload, created_at=_now()))
+        s.flush()
+    elif (stored.supernet, stored.payload) != (supernet, payload):
+        raise StorageError(
+            f"candidate {key!r} is already stored as {stored.supernet!r} "
+            f"{_shorten(stored.payload)}; got {supernet!r} {_shorten(payload)}; expected the "
+            "same supernet and canonical JSON for the same key"
+        )
+
+
+def _candidate_record(row: CandidateRow) -> CandidateRecord:
+    return CandidateRecord(
+        key=row.key, supernet=row.supernet, payload=row.payload, created_at=row.created_at
+    )
+
+
+def _evaluation_record(row: EvaluationRow) -> EvaluationRecord:
+    return EvaluationRecord(
+        **{f.name: getattr(row, f.name) for f in dataclasses.fields(EvaluationRecord)}
+    )
+
+
+def _snapshot(row: ParetoSnapshotRow) -> ParetoSnapshot:
+    return ParetoSnapshot(
+        id=row.id,
+        study_name=row.study_name,
+        created_at=row.created_at,
+        n_trials=row.n_trials,
+        hypervolume=row.hypervolume,
+        points=row.points,
+    )
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _check_key(key: object) -> None:
+    low, high = KEY_LENGTH
+    if not isinstance(key, str) or not low <= len(key) <= high:
+        raise StorageError(f"candidate key {key!r} is not a string of {low} to {high} characters")
+
+
+def _check_name(what: str, value: object) -> None:
+    if not isinstance(value, str) or not value:
+        raise StorageError(f"{what} {value!r} is not a non-empty string")
+
+
+def _optional_int(what: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise StorageError(f"{what} {value!r} is not a non-negative integer")
+    return int(value)
+
+
+def _optional_float(what: str, value: object, upper: float = math.inf) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or not 0.0 <= value <= upper
+    ):
+        allowed = "a finite number >= 0" if upper == math.inf else f"a number in [0, {upper}]"
+        raise StorageError(f"{what} {value!r} is not {allowed}")
+    return float(value)
+
+
+def _optional_utc(what: str, value: object) -> dt.datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, dt.datetime) or value.tzinfo is None:
+        raise StorageError(f"{what} {value!r} is not a timezone-aware datetime")
+    return value.astimezone(dt.UTC)
+
+
+def _check_json(what: str, value: object) -> None:
+    """Requires ``value`` to survive a JSON round trip unchanged (no NaN, tuples, int keys)."""
+    try:
+        same = json.loads(json.dumps(value, allow_nan=False)) == value
+    except (TypeError, ValueError) as e:
+        raise StorageError(f"{what} cannot be stored as JSON: {e}") from e
+    if not same:
+        raise StorageError(
+            f"{what} {_shorten(repr(value))} would change in a JSON round trip; expected only "
+            "dicts with string keys, lists, strings, finite numbers, booleans and None"
+        )
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
