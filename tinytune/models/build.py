@@ -33,7 +33,9 @@ def apply_update_scheme(net: TrainNet, update: UpdateScheme) -> None:
     first_bias = len(convs) - update.bias_last_k
     for i, conv in enumerate(convs):
         if conv.index != i:
-            raise ModelError(f"convolution {i} carries index {conv.index}; the network is malformed")
+            raise ModelError(
+                f"convolution {i} carries index {conv.index}; the network is malformed"
+            )
         tail = i >= first_bias
         conv.set_scale_update(update.norm and tail)
         conv.set_weight_update(update.weight_ratio(i))

@@ -26,7 +26,9 @@ def _act_name(module: nn.Module | None) -> str:
         return "none"
     name = type(module).__name__
     if name not in _ACTS:
-        raise ModelError(f"unsupported activation {name} in the sub-network; allowed: {list(_ACTS)}")
+        raise ModelError(
+            f"unsupported activation {name} in the sub-network; allowed: {list(_ACTS)}"
+        )
     return _ACTS[name]
 
 
@@ -62,7 +64,9 @@ def _unit(seq: nn.Module, kind: str, index: int) -> ConvUnit:
 def _se_units(se: nn.Module, index: int) -> SqueezeExcite:
     fc = se.fc
     reduce = ConvUnit(fc.reduce.weight, fc.reduce.bias, act="relu", kind="se1", index=index)
-    expand = ConvUnit(fc.expand.weight, fc.expand.bias, act="hsigmoid", kind="se2", index=index + 1)
+    expand = ConvUnit(
+        fc.expand.weight, fc.expand.bias, act="hsigmoid", kind="se2", index=index + 1
+    )
     return SqueezeExcite(reduce, expand)
 
 
@@ -101,7 +105,12 @@ def from_ofa_subnet(
         idx += 1
     in_features = (head_post or head_pre)[-1].out_channels
     return TrainNet(
-        stem, blocks, head_pre, head_post, Classifier(in_features, n_classes, generator), resolution
+        stem,
+        blocks,
+        head_pre,
+        head_post,
+        Classifier(in_features, n_classes, generator),
+        resolution,
     )
 
 

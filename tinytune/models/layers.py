@@ -13,6 +13,7 @@ Leaf modules (the op set): :class:`ConvUnit`, :class:`Add`, :class:`Mul`,
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -142,7 +143,11 @@ class ConvUnit(nn.Module):
         elif not train and self.scale is not None:
             s = self.scale.detach()
             full = self.full_weight() * s.view(-1, 1, 1, 1)
-            ratio = self.trained_channels / self.split_channels if self.weight_train is not None else None
+            ratio = (
+                self.trained_channels / self.split_channels
+                if self.weight_train is not None
+                else None
+            )
             self.weight_train, self.weight_frozen = None, nn.Parameter(full, requires_grad=False)
             self.scale = None
             if ratio is not None:
@@ -162,6 +167,30 @@ class ConvUnit(nn.Module):
             y = torch.addcmul(self.bias.view(1, -1, 1, 1), z, self.scale.view(1, -1, 1, 1))
         return apply_activation(y, self.act)
 
+    def ir_describe(self) -> dict[str, Any]:
+        trained_w = self.weight_train.numel() if self.weight_train is not None else 0
+        return {
+            "kind": "conv",
+            "act": self.act,
+            "role": self.kind,
+            "conv_index": self.index if self.index >= 0 else None,
+            "attrs": {
+                "kernel": self.kernel_size,
+                "stride": self.stride,
+                "padding": self.padding,
+                "groups": self.groups,
+            },
+            "params": {
+                "weight_shape": tuple(self.full_weight().shape),
+                "trained_weight": trained_w,
+                "trained_in_channels": self.trained_channels,
+                "bias": self.bias.numel(),
+                "bias_trained": self.bias.requires_grad,
+                "scale": self.scale.numel() if self.scale is not None else 0,
+                "scale_trained": self.scale is not None and self.scale.requires_grad,
+            },
+        }
+
     def extra_repr(self) -> str:
         return (
             f"#{self.index} {self.kind} {self.in_channels}->{self.out_channels} "
@@ -176,6 +205,9 @@ class Add(nn.Module):
     def forward(self, a: Tensor, b: Tensor) -> Tensor:
         return a + b
 
+    def ir_describe(self) -> dict[str, Any]:
+        return {"kind": "add"}
+
 
 class Mul(nn.Module):
     """Channel-wise product ``x * s`` of squeeze-and-excitation, s of shape (N, C, 1, 1)."""
@@ -183,12 +215,18 @@ class Mul(nn.Module):
     def forward(self, x: Tensor, s: Tensor) -> Tensor:
         return x * s
 
+    def ir_describe(self) -> dict[str, Any]:
+        return {"kind": "mul"}
+
 
 class GlobalAvgPool(nn.Module):
     """Mean over H and W, keeping (N, C, 1, 1); keeps nothing for backward."""
 
     def forward(self, x: Tensor) -> Tensor:
         return x.mean(dim=(2, 3), keepdim=True)
+
+    def ir_describe(self) -> dict[str, Any]:
+        return {"kind": "gap"}
 
 
 class AvgPool(nn.Module):
@@ -206,6 +244,9 @@ class AvgPool(nn.Module):
         x = x[:, :, : h - h % r, : w - w % r]
         return x.reshape(n, c, h // r, r, w // r, r).mean(dim=(3, 5))  # (N, C, H/r, W/r)
 
+    def ir_describe(self) -> dict[str, Any]:
+        return {"kind": "avgpool", "attrs": {"ratio": self.ratio}}
+
 
 class Upsample(nn.Module):
     """Bilinear upsampling to a given size; keeps nothing for backward."""
@@ -214,6 +255,9 @@ class Upsample(nn.Module):
         if x.shape[2:] == like.shape[2:]:
             return x
         return F.interpolate(x, size=like.shape[2:], mode="bilinear", align_corners=False)
+
+    def ir_describe(self) -> dict[str, Any]:
+        return {"kind": "upsample"}
 
 
 class GroupNormUnit(nn.Module):
@@ -231,6 +275,20 @@ class GroupNormUnit(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         y = F.group_norm(x, self.num_groups, self.weight, self.bias, eps=1e-5)
         return apply_activation(y, self.act)
+
+    def ir_describe(self) -> dict[str, Any]:
+        return {
+            "kind": "groupnorm",
+            "act": self.act,
+            "role": "lite",
+            "attrs": {"groups": self.num_groups},
+            "params": {
+                "bias": self.bias.numel() if self.bias is not None else 0,
+                "bias_trained": self.bias is not None and self.bias.requires_grad,
+                "scale": self.weight.numel(),
+                "scale_trained": self.weight.requires_grad,
+            },
+        }
 
 
 class LiteResidual(nn.Module):
@@ -264,7 +322,11 @@ class LiteResidual(nn.Module):
             fan_out = w.shape[0] * w.shape[2] * w.shape[3]
             w.normal_(0.0, math.sqrt(2.0 / fan_out), generator=generator)
         self.conv1 = ConvUnit(
-            w1, torch.zeros(mid), stride=stride, padding=kernel_size // 2, groups=groups,
+            w1,
+            torch.zeros(mid),
+            stride=stride,
+            padding=kernel_size // 2,
+            groups=groups,
             kind="lite",
         )
         self.norm1 = GroupNormUnit(mid, bias=True, scale_init=1.0, act="relu")
@@ -357,6 +419,19 @@ class Classifier(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.linear(x.flatten(1), self.weight, self.bias)
+
+    def ir_describe(self) -> dict[str, Any]:
+        return {
+            "kind": "linear",
+            "role": "classifier",
+            "params": {
+                "weight_shape": tuple(self.weight.shape),
+                "trained_weight": self.weight.numel() if self.weight.requires_grad else 0,
+                "trained_in_channels": self.weight.shape[1] if self.weight.requires_grad else 0,
+                "bias": self.bias.numel(),
+                "bias_trained": self.bias.requires_grad,
+            },
+        }
 
 
 class TrainNet(nn.Module):

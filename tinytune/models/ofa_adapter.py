@@ -61,7 +61,7 @@ def _ensure_torchvision() -> None:
     try:
         importlib.import_module("torchvision")
         return
-    except Exception:  # noqa: BLE001 - any import failure means: use the stand-in
+    except Exception:
         sys.modules.pop("torchvision", None)
     tv = torchvision_standin()
     sys.modules["torchvision"] = tv
@@ -78,18 +78,23 @@ def _networks() -> types.ModuleType:
         raise ModelError(f"cannot import the once-for-all package (pip name 'ofa'): {e}") from e
 
 
-def build_ofa_supernet(spec: SupernetSpec, n_classes: int) -> nn.Module:
-    """Construct the ``ofa`` supernet that ``spec`` describes, randomly initialised."""
+def build_ofa_supernet(spec: SupernetSpec, n_classes: int, seed: int = 0) -> nn.Module:
+    """Construct the ``ofa`` supernet that ``spec`` describes, initialised from ``seed`` (ofa
+    draws from torch's global generator; its state is restored afterwards)."""
+    import torch
+
     nets = _networks()
     cls = nets.OFAProxylessNASNets if spec.family == "proxyless" else nets.OFAMobileNetV3
-    return cls(
-        n_classes=n_classes,
-        dropout_rate=0.0,
-        width_mult=spec.width_mult,
-        ks_list=list(spec.ks_choices),
-        expand_ratio_list=list(spec.expand_choices),
-        depth_list=list(spec.depth_choices),
-    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return cls(
+            n_classes=n_classes,
+            dropout_rate=0.0,
+            width_mult=spec.width_mult,
+            ks_list=list(spec.ks_choices),
+            expand_ratio_list=list(spec.expand_choices),
+            depth_list=list(spec.depth_choices),
+        )
 
 
 def ofa_arch(spec: SupernetSpec, subnet: SubnetConfig) -> dict[str, list[int]]:

@@ -110,7 +110,9 @@ class _SparseConv2d(torch.autograd.Function):
         grad_x = grad_wt = grad_b = None
         if need_x:
             weight = _join(w_train, w_frozen, depthwise)
-            grad_x = torch.nn.grad.conv2d_input(x_shape, weight, grad_y, stride, padding, 1, groups)
+            grad_x = torch.nn.grad.conv2d_input(
+                x_shape, weight, grad_y, stride, padding, 1, groups
+            )
         if need_wt:
             if w_frozen is None:
                 g, g_groups = grad_y, groups

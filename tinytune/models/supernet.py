@@ -110,12 +110,9 @@ def pretrain_supernet(
     """
     if spec.published:
         raise ModelError(f"{spec.name} is a published supernet: load its weights, do not train it")
-    torch_gen = torch.Generator().manual_seed(recipe.seed)
     rng = random.Random(recipe.seed)
     np_rng = np.random.default_rng(recipe.seed)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=torch_gen)))
-        net = build_ofa_supernet(spec, recipe.source_classes)
+    net = build_ofa_supernet(spec, recipe.source_classes, seed=recipe.seed)
     decay = [p for n, p in net.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in net.named_parameters() if p.ndim <= 1]
     opt = torch.optim.SGD(
@@ -144,7 +141,7 @@ def pretrain_supernet(
             set_active(net, spec, sub)
             loss = F.cross_entropy(net(xt), yt, label_smoothing=0.1)
             loss.backward()
-            total += float(loss)
+            total += float(loss.detach())
         nn.utils.clip_grad_norm_(net.parameters(), 5.0)
         opt.step()
         if progress is not None:
@@ -205,9 +202,13 @@ def load_supernet(spec: SupernetSpec, path: Path) -> nn.Module:
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise ModelError(f"cannot read supernet checkpoint {str(path)!r}: {e}".splitlines()[0]) from e
+        raise ModelError(
+            f"cannot read supernet checkpoint {str(path)!r}: {e}".splitlines()[0]
+        ) from e
     if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
-        raise ModelError(f"{str(path)!r} is not a tinytune supernet checkpoint ({CHECKPOINT_FORMAT})")
+        raise ModelError(
+            f"{str(path)!r} is not a tinytune supernet checkpoint ({CHECKPOINT_FORMAT})"
+        )
     if data["supernet"] != spec.name:
         raise ModelError(f"{str(path)!r} holds supernet {data['supernet']}, not {spec.name}")
     net = build_ofa_supernet(spec, int(data["n_classes"]))

@@ -13,11 +13,19 @@ from tinytune.spaces.candidate import (
     conv_kinds,
 )
 from tinytune.spaces.presets import PRESET_NAMES, default_subnet, make_preset, preset_scheme
-from tinytune.spaces.sampling import suggest_candidate, suggest_subnet
+from tinytune.spaces.sampling import (
+    JOINT,
+    SCHEMES,
+    subnet_params,
+    suggest_candidate,
+    suggest_subnet,
+)
 from tinytune.spaces.supernets import SUPERNET_FORMS, SupernetSpec, get_supernet
 
 __all__ = [
+    "JOINT",
     "PRESET_NAMES",
+    "SCHEMES",
     "SUPERNET_FORMS",
     "WEIGHT_RATIOS",
     "Candidate",
@@ -32,6 +40,7 @@ __all__ = [
     "get_supernet",
     "make_preset",
     "preset_scheme",
+    "subnet_params",
     "suggest_candidate",
     "suggest_subnet",
 ]

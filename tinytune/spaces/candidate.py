@@ -234,7 +234,9 @@ class LiteResidualConfig:
         for item in data["branches"]:
             if not isinstance(item, list) or len(item) != 2:
                 raise ConfigError(f"a lite residual entry must be [block, shape], got {item!r}")
-            branches.append((_int(item[0], "lite residual block"), LiteResidualBranch.from_dict(item[1])))
+            branches.append(
+                (_int(item[0], "lite residual block"), LiteResidualBranch.from_dict(item[1]))
+            )
         return cls(tuple(branches))
 
 

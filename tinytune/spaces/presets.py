@@ -102,9 +102,7 @@ def preset_scheme(
     try:
         build = _PRESETS[name]
     except KeyError:
-        raise ConfigError(
-            f"unknown preset {name!r}; allowed: {', '.join(PRESET_NAMES)}"
-        ) from None
+        raise ConfigError(f"unknown preset {name!r}; allowed: {', '.join(PRESET_NAMES)}") from None
     return build(conv_kinds(spec, subnet), subnet.n_blocks)
 
 

@@ -2,6 +2,7 @@
 
 The parameter names are stable (the database and the dashboard show them):
 
+* ``scheme``: ``joint`` or a preset name (see :func:`suggest_candidate`);
 * ``resolution``; ``d<s>`` the depth of elastic stage s; ``k<s>.<b>`` and ``e<s>.<b>`` the
   kernel size and expand ratio of its active block b;
 * ``lr_blocks`` — lite residual branches on the last m blocks (block 0 never gets one) — and, when
@@ -29,15 +30,24 @@ from tinytune.spaces.candidate import (
     UpdateScheme,
     conv_kinds,
 )
-from tinytune.spaces.presets import preset_scheme
+from tinytune.spaces.presets import PRESET_NAMES, preset_scheme
 from tinytune.spaces.supernets import SupernetSpec
 
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["MAX_WEIGHT_LAYERS", "suggest_candidate", "suggest_subnet"]
+__all__ = [
+    "JOINT",
+    "MAX_WEIGHT_LAYERS",
+    "SCHEMES",
+    "subnet_params",
+    "suggest_candidate",
+    "suggest_subnet",
+]
 
 MAX_WEIGHT_LAYERS = 4
+JOINT = "joint"
+SCHEMES = (JOINT, *PRESET_NAMES)
 
 
 def suggest_subnet(trial: optuna.Trial, spec: SupernetSpec) -> SubnetConfig:
@@ -51,8 +61,7 @@ def suggest_subnet(trial: optuna.Trial, spec: SupernetSpec) -> SubnetConfig:
             trial.suggest_categorical(f"k{s}.{b}", list(spec.ks_choices)) for b in range(depth)
         )
         es = tuple(
-            trial.suggest_categorical(f"e{s}.{b}", list(spec.expand_choices))
-            for b in range(depth)
+            trial.suggest_categorical(f"e{s}.{b}", list(spec.expand_choices)) for b in range(depth)
         )
         stages.append(StageConfig(ks, es))
     return SubnetConfig(int(resolution), tuple(stages))
@@ -65,7 +74,9 @@ def _suggest_lite(trial: optuna.Trial, n_blocks: int) -> LiteResidualConfig:
     branch = LiteResidualBranch(
         kernel_size=trial.suggest_categorical("lr_kernel", [3, 5]),
         groups=trial.suggest_categorical("lr_groups", [2, 4]),
-        downsample=trial.suggest_categorical("lr_downsample", [d for d in LITE_DOWNSAMPLE if d > 1]),
+        downsample=trial.suggest_categorical(
+            "lr_downsample", [d for d in LITE_DOWNSAMPLE if d > 1]
+        ),
         expand=trial.suggest_categorical("lr_expand", [e for e in LITE_EXPAND if e <= 1.0]),
     )
     return LiteResidualConfig(tuple((b, branch) for b in range(n_blocks - m, n_blocks)))
@@ -85,11 +96,29 @@ def _suggest_update(trial: optuna.Trial, n_convs: int) -> UpdateScheme:
 def suggest_candidate(
     trial: optuna.Trial, spec: SupernetSpec, preset: str | None = None
 ) -> Candidate:
-    """Sample a candidate of the joint space (or of one preset's sub-space)."""
+    """Sample a candidate of the joint space, or of one preset's sub-space.
+
+    Without ``preset``, the categorical ``scheme`` picks either ``joint`` (lite residuals and
+    update scheme sampled freely) or one of the named presets applied to the sampled
+    sub-network; enqueuing ``{"scheme": "last", ...}`` thus evaluates a preset as a baseline.
+    """
+    if preset is None:
+        preset = trial.suggest_categorical("scheme", list(SCHEMES))
     subnet = suggest_subnet(trial, spec)
-    if preset is not None:
+    if preset != JOINT:
         update, lite = preset_scheme(preset, spec, subnet)
     else:
         lite = _suggest_lite(trial, subnet.n_blocks)
         update = _suggest_update(trial, len(conv_kinds(spec, subnet)))
     return Candidate(spec.name, subnet, lite, update)
+
+
+def subnet_params(subnet: SubnetConfig) -> dict[str, int]:
+    """The sampler parameters that select ``subnet`` (for ``study.enqueue_trial``)."""
+    params: dict[str, int] = {"resolution": subnet.resolution}
+    for s, stage in enumerate(subnet.stages):
+        params[f"d{s}"] = stage.depth
+        for b, (k, e) in enumerate(zip(stage.ks, stage.e, strict=True)):
+            params[f"k{s}.{b}"] = k
+            params[f"e{s}.{b}"] = e
+    return params

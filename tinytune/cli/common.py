@@ -1,0 +1,111 @@
+"""Pieces shared by the commands: the console, the supernet checkpoint, tables."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from tinytune.models import PretrainRecipe
+    from tinytune.search import FrontPoint
+    from tinytune.spaces import SupernetSpec
+
+__all__ = [
+    "DEFAULT_STORAGE",
+    "console",
+    "ensure_checkpoint",
+    "front_table",
+    "quiet_logs",
+    "require_database",
+]
+
+DEFAULT_STORAGE = "sqlite:///tinytune.db"
+console = Console(stderr=False, highlight=False)
+
+
+def quiet_logs() -> None:
+    """Keep third-party chatter (Ray, Optuna, Alembic) out of the command's output."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for name in ("ray", "optuna", "alembic", "filelock"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def ensure_checkpoint(
+    spec: SupernetSpec, recipe: PretrainRecipe, weights: Path | None, force: bool = False
+) -> Path:
+    """The supernet checkpoint to use: ``weights`` when given, else the cached pre-trained one,
+    pre-training it (with a progress bar) when it is missing."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from tinytune.data import ProceduralTask
+    from tinytune.errors import ModelError
+    from tinytune.models import checkpoint_path, load_supernet, pretrain_supernet, save_supernet
+
+    if weights is not None:
+        load_supernet(spec, weights)  # fails early, with one line, on a bad file
+        return weights
+    if spec.published:
+        raise ModelError(
+            f"supernet {spec.name} needs its published ImageNet weights; pass them with "
+            "--weights FILE (tinytune does not download)"
+        )
+    path = checkpoint_path(spec, recipe)
+    if path.is_file() and not force:
+        return path
+    task = ProceduralTask(recipe.source_classes, recipe.seed)
+    with Progress(
+        TextColumn("pre-training {task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} steps, loss {task.fields[loss]:.3f}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
+        tid = bar.add_task(spec.name, total=recipe.steps, loss=float("nan"))
+        net = pretrain_supernet(
+            spec, recipe, task.batch, lambda i, n, loss: bar.update(tid, completed=i, loss=loss)
+        )
+    save_supernet(net, spec, recipe, path)
+    console.print(f"supernet checkpoint: {path}")
+    return path
+
+
+def front_table(front: tuple[FrontPoint, ...] | list[dict], title: str):  # noqa: ANN201
+    """A rich table of Pareto points (FrontPoint objects or their stored dicts)."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("trial", "scheme", "accuracy", "val acc", "peak SRAM", "flash", "candidate"):
+        table.add_column(col, justify="right" if col not in ("scheme", "candidate") else "left")
+    for p in front:
+        d = p if isinstance(p, dict) else p.__dict__
+        flash = d.get("flash_bytes")
+        val = d.get("val_accuracy")
+        table.add_row(
+            str(d.get("trial")),
+            str(d.get("scheme")),
+            f"{100 * d['accuracy']:.1f}%",
+            f"{100 * val:.1f}%" if val is not None else "-",
+            f"{d['memory_bytes'] / 1024:.1f} KB",
+            f"{flash / 1024:.1f} KB" if flash else "-",
+            str(d.get("candidate_key")),
+        )
+    return table
+
+
+def require_database(url: str) -> None:
+    """Reading commands must not create an empty SQLite file where none exists."""
+    from sqlalchemy.engine import make_url
+
+    from tinytune.errors import StorageError
+
+    try:
+        parsed = make_url(url)
+    except Exception as e:  # noqa: BLE001 - any parse failure is the user's URL
+        raise StorageError(f"cannot parse database URL {url!r}") from e
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        if not Path(parsed.database).is_file():
+            raise StorageError(f"database file {parsed.database!r} does not exist")

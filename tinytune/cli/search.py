@@ -1,0 +1,156 @@
+"""``tinytune search``: run (or continue) a search and print its measured Pareto front."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tinytune.cli.common import DEFAULT_STORAGE
+
+__all__ = ["search"]
+
+
+def search(
+    study: Annotated[str, typer.Option(help="Study name (continued if it exists).")] = "tinytune",
+    storage: Annotated[
+        str, typer.Option(help="SQLAlchemy URL of the database (SQLite or PostgreSQL).")
+    ] = DEFAULT_STORAGE,
+    supernet: Annotated[
+        str, typer.Option(help="ofa-proxyless-w<width>, ofa-mbv3-w<width> or a published OFA id.")
+    ] = "ofa-proxyless-w0.35",
+    dataset: Annotated[
+        str, typer.Option(help="digits, procedural or imagefolder:PATH.")
+    ] = "digits",
+    preset: Annotated[
+        str | None,
+        typer.Option(
+            help="Fix the scheme to a preset (full, last, bias-only, bn+last, tinytl, "
+            "mcunetv3) and search sub-networks only."
+        ),
+    ] = None,
+    trials: Annotated[int, typer.Option(help="Budget: measured fine-tunes.")] = 16,
+    time_budget: Annotated[
+        str | None, typer.Option(help="Budget: stop proposing after this long (e.g. 300s, 5m).")
+    ] = None,
+    sram_budget: Annotated[
+        str, typer.Option(help="Peak training SRAM allowed on the device (e.g. 256KB; 'none').")
+    ] = "256KB",
+    precision: Annotated[
+        str, typer.Option(help="On-device training format: int8 or fp32.")
+    ] = "int8",
+    workers: Annotated[int, typer.Option(help="Parallel evaluations (Ray tasks).")] = 2,
+    ray_address: Annotated[
+        str | None, typer.Option(help="Address of an existing Ray cluster (default: local).")
+    ] = None,
+    inline: Annotated[
+        bool, typer.Option(help="Evaluate in this process instead of Ray workers.")
+    ] = False,
+    weights: Annotated[
+        Path | None, typer.Option(help="Supernet weights file (published OFA checkpoint).")
+    ] = None,
+    epochs: Annotated[int, typer.Option(help="Fine-tuning epochs per candidate.")] = 4,
+    lr: Annotated[float, typer.Option(help="Fine-tuning learning rate (SGD).")] = 0.05,
+    batch_size: Annotated[int, typer.Option(help="Fine-tuning batch size.")] = 16,
+    pretrain_steps: Annotated[
+        int, typer.Option(help="Sandwich-rule steps when the supernet must be pre-trained.")
+    ] = 300,
+    seed: Annotated[int, typer.Option(help="Seed of the sampler and of fine-tuning.")] = 0,
+) -> None:
+    """Search sub-networks × lite residuals × sparse update schemes; print the Pareto front
+    of measured accuracy vs predicted peak training SRAM."""
+    import time
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from tinytune.cli.common import console, ensure_checkpoint, front_table, quiet_logs
+    from tinytune.cli.units import parse_bytes, parse_seconds
+    from tinytune.data import get_dataset
+    from tinytune.db import open_store
+    from tinytune.errors import BudgetError
+    from tinytune.evaluators import FinetuneConfig, HardwareConfig, run_evaluation
+    from tinytune.models import PretrainRecipe
+    from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, run_search
+    from tinytune.spaces import PRESET_NAMES, get_supernet
+
+    quiet_logs()
+    spec = get_supernet(supernet)
+    if preset is not None and preset not in PRESET_NAMES:
+        raise BudgetError(f"unknown preset {preset!r}; allowed: {', '.join(PRESET_NAMES)}")
+    if workers < 1:
+        raise BudgetError(f"--workers must be >= 1, got {workers}")
+    if precision not in ("int8", "fp32"):
+        raise BudgetError(f"unknown precision {precision!r}; allowed: int8, fp32")
+    data = get_dataset(dataset)
+    budget = None if sram_budget.lower() == "none" else parse_bytes(sram_budget, "--sram-budget")
+    config = SearchConfig(
+        checkpoint="",
+        study_name=study,
+        supernet=spec.name,
+        dataset=data.name,
+        n_classes=data.num_classes,
+        preset=preset,
+        trials=trials,
+        time_budget_s=parse_seconds(time_budget, "--time-budget") if time_budget else None,
+        sram_budget_bytes=budget,
+        seed=seed,
+        finetune=FinetuneConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
+        hardware=HardwareConfig(precision=precision),
+    )
+    store = open_store(storage)
+    started = time.monotonic()
+    checkpoint = ensure_checkpoint(spec, PretrainRecipe(steps=pretrain_steps), weights)
+    config = SearchConfig(**{**config.__dict__, "checkpoint": str(checkpoint)})
+    executor = (
+        InlineExecutor(run_evaluation)
+        if inline
+        else RayExecutor(run_evaluation, workers=workers, address=ray_address)
+    )
+    try:
+        with Progress(
+            TextColumn("searching {task.description}"),
+            BarColumn(),
+            TextColumn(
+                "{task.completed}/{task.total} measured, {task.fields[pruned]} over budget, "
+                "{task.fields[failed]} failed, best {task.fields[best]}"
+            ),
+            TimeElapsedColumn(),
+            console=console,
+        ) as bar:
+            tid = bar.add_task(study, total=trials, pruned=0, failed=0, best="-")
+            best = [0.0]
+
+            def progress(event: dict) -> None:
+                result = event.get("result") or {}
+                if result.get("status") == "ok":
+                    best[0] = max(best[0], result["accuracy"])
+                bar.update(
+                    tid,
+                    completed=event["measured"] + event["failed"],
+                    pruned=event["pruned"],
+                    failed=event["failed"],
+                    best=f"{100 * best[0]:.1f}%" if best[0] else "-",
+                )
+
+            result = run_search(config, store, executor, progress=progress)
+    finally:
+        executor.close()
+        store.close()
+    console.print(
+        f"{result.measured} measured, {result.pruned} pruned as over budget, {result.failed} "
+        f"failed, {result.reused} reused in {result.wall_time_s:.0f} s "
+        f"({time.monotonic() - started:.0f} s with pre-training)"
+    )
+    if not result.front:
+        console.print("no measured candidate meets the budget yet")
+        return
+    hv = f", hypervolume {result.hypervolume:.1f}" if result.hypervolume is not None else ""
+    console.print(
+        front_table(
+            result.front,
+            f"Pareto front of study {study!r}: measured accuracy on held-out {data.name} vs "
+            f"predicted peak training SRAM ({precision}, batch 1){hv}",
+        )
+    )
+    console.print(f"storage: {storage} (optuna.load_study(study_name={study!r}, storage=...))")

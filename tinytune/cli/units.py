@@ -1,0 +1,52 @@
+"""Parsing of sizes and durations given on the command line."""
+
+from __future__ import annotations
+
+import re
+
+from tinytune.errors import BudgetError
+
+__all__ = ["parse_bytes", "parse_seconds"]
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
+# Embedded convention: an MCU's "256KB" of SRAM is 256 × 1024 bytes.
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1024,
+    "kib": 1024,
+    "k": 1024,
+    "mb": 1024**2,
+    "mib": 1024**2,
+    "m": 1024**2,
+}
+_TIME_UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def parse_bytes(text: str, what: str = "size") -> int:
+    """``256KB`` → 262144 (KB = KiB = 1024 bytes, MB = MiB); a plain number is bytes."""
+    match = _SIZE.match(text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _SIZE_UNITS:
+        raise BudgetError(
+            f"{what} {text!r} is not a size; use a number with a unit B, KB, MB (KB = 1024 B), "
+            "e.g. 256KB"
+        )
+    value = float(match.group(1)) * _SIZE_UNITS[unit]
+    if value <= 0:
+        raise BudgetError(f"{what} {text!r} must be > 0")
+    return int(value)
+
+
+def parse_seconds(text: str, what: str = "duration") -> float:
+    """``300``, ``300s``, ``5m``, ``1h`` → seconds."""
+    match = _SIZE.match(text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _TIME_UNITS:
+        raise BudgetError(
+            f"{what} {text!r} is not a duration; use a number with a unit s, m or h, e.g. 5m"
+        )
+    value = float(match.group(1)) * _TIME_UNITS[unit]
+    if value <= 0:
+        raise BudgetError(f"{what} {text!r} must be > 0")
+    return value

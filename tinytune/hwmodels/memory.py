@@ -1,0 +1,241 @@
+"""Peak training memory of a traced network under its update scheme.
+
+Every byte of a training step is a *buffer* with a lifetime on one timeline: forward steps
+0…n−1 (op i runs at step i), then backward steps n…2n−1 (op i's backward runs at step 2n−1−i).
+The peak is the largest sum of the buffers alive at one step. Buffers:
+
+* activations: each tensor from the op that writes it to its last forward reader — and on to the
+  backward step of an op that keeps the whole tensor for backward;
+* kept for backward (TinyTL Table 1, MCUNetV3 §2.2), from the op's forward step to its backward
+  step: a convolution keeps its first k input channels only when its weight is updated (k = the
+  trained channels); a folded-BatchNorm scale that is trained keeps the convolution output;
+  ReLU/ReLU6 keep a 1-bit mask per element, h-swish/h-sigmoid their full input; GroupNorm its
+  input and two statistics per (sample, group); the classifier its input when its weight is
+  trained; the SE product each operand whose partner needs a gradient; add, pooling and
+  upsampling keep nothing;
+* activation gradients: ∂L/∂t from the backward step of t's last reader to that of its writer;
+* parameter gradients: applied as soon as they exist when ``reorder`` is on (the Tiny Training
+  Engine's in-place update, MCUNetV3 §3), else held from their backward step to the end;
+* static: trained weights copied to SRAM and optimizer state, for the whole step. Frozen weights
+  stay in flash.
+
+The cost function is pure: no I/O, no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tinytune.errors import ConfigError
+from tinytune.ir import Graph, Op
+
+__all__ = ["OPTIMIZERS", "PRECISIONS", "Buffer", "MemoryReport", "Precision", "plan_memory"]
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Element sizes in bytes for one numeric format of the training step."""
+
+    name: str
+    activation: int  # activations and what is kept of them for backward
+    gradient: int  # activation gradients
+    weight: int  # conv weights (trained copies in SRAM, frozen ones in flash)
+    bias: int
+    param_gradient: int
+    classifier: int  # the classifier runs in fp32 in both formats (MCUNetV3 App. C)
+
+
+PRECISIONS = {
+    "fp32": Precision("fp32", 4, 4, 4, 4, 4, 4),
+    "int8": Precision("int8", 1, 1, 1, 4, 4, 4),
+}
+OPTIMIZERS = {"sgd": 0, "sgd-momentum": 1, "adam": 2}  # fp32 state tensors per trained element
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A block of memory alive from step ``start`` to step ``end`` inclusive."""
+
+    name: str
+    category: str  # activation | saved | gradient | param_gradient | weights | optimizer
+    nbytes: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """The result of :func:`plan_memory`.
+
+    Attributes:
+        peak_bytes: the peak SRAM of one training step.
+        peak_step: the step of the peak; ``peak_phase`` ``forward`` or ``backward``;
+            ``peak_op``: the op running then.
+        breakdown: bytes per buffer category alive at the peak.
+        timeline: bytes alive at every step (2n entries).
+        buffers: every buffer, for laying out an arena.
+        flash_bytes: parameter bytes stored in flash (all weights, biases and, for int8,
+            per-channel scales); program code is not included.
+        saved_bytes: everything kept for backward (sum over ops, whole tensors included).
+    """
+
+    precision: str
+    peak_bytes: int
+    peak_step: int
+    peak_phase: str
+    peak_op: str
+    breakdown: dict[str, int]
+    timeline: tuple[int, ...]
+    buffers: tuple[Buffer, ...]
+    flash_bytes: int
+    saved_bytes: int
+
+
+def _kept(op: Op, graph: Graph, p: Precision) -> tuple[list[int], list[tuple[str, int]]]:
+    """What op keeps for backward: whole tensors (ids) and derived buffers (name, bytes)."""
+    out = graph.tensors[op.output]
+    if not out.requires_grad:
+        return [], []
+    ins = [graph.tensors[t] for t in op.inputs]
+    whole: list[int] = []
+    derived: list[tuple[str, int]] = []
+    prm = op.params
+    if op.kind == "conv":
+        x = ins[0]
+        k = prm.trained_in_channels
+        if prm.trained_weight:
+            if k == x.shape[1]:
+                whole.append(x.id)
+            else:  # the first k input channels, (N, k, H, W)
+                derived.append(("input[:k]", x.numel // x.shape[1] * k * p.activation))
+        if prm.scale_trained:
+            derived.append(("conv out", out.numel * p.activation))
+    elif op.kind == "linear":
+        if prm.trained_weight:
+            whole.append(ins[0].id)
+    elif op.kind == "groupnorm":
+        whole.append(ins[0].id)
+        derived.append(("mean+rstd", 2 * out.shape[0] * op.attrs["groups"] * 4))
+    elif op.kind == "mul":
+        x, s = ins
+        if s.requires_grad:
+            whole.append(x.id)
+        if x.requires_grad:
+            whole.append(s.id)
+    if op.act in ("relu", "relu6"):
+        derived.append(("mask", math.ceil(out.numel / 8)))
+    elif op.act in ("hswish", "hsigmoid"):
+        derived.append(("pre-activation", out.numel * p.activation))
+    return whole, derived
+
+
+def _param_bytes(op: Op, p: Precision, trained_only: bool) -> int:
+    prm = op.params
+    wbytes = p.classifier if op.kind == "linear" else p.weight
+    if trained_only:
+        return (
+            prm.trained_weight * wbytes
+            + (prm.bias * p.bias if prm.bias_trained else 0)
+            + (prm.scale * 4 if prm.scale_trained else 0)
+        )
+    scales = op.params.weight_shape[0] * 4 if p.name == "int8" and op.kind == "conv" else 0
+    return prm.weight * wbytes + prm.bias * p.bias + prm.scale * 4 + scales
+
+
+def plan_memory(
+    graph: Graph, *, precision: str = "int8", reorder: bool = True, optimizer: str = "sgd"
+) -> MemoryReport:
+    """Plan the buffers of one training step of ``graph`` and find its peak.
+
+    Args:
+        graph: the traced network; its batch size is that of the traced example.
+        precision: ``fp32`` or ``int8`` (int8 activations and weights, int32 biases, fp32
+            classifier and parameter gradients).
+        reorder: apply each parameter gradient as soon as it is computed and free it.
+        optimizer: ``sgd`` (no state, the on-device choice), ``sgd-momentum`` or ``adam``.
+    """
+    if precision not in PRECISIONS:
+        raise ConfigError(f"unknown precision {precision!r}; allowed: {sorted(PRECISIONS)}")
+    if optimizer not in OPTIMIZERS:
+        raise ConfigError(f"unknown optimizer {optimizer!r}; allowed: {sorted(OPTIMIZERS)}")
+    p = PRECISIONS[precision]
+    n = len(graph.ops)
+    last = 2 * n - 1
+
+    def bwd(i: int) -> int:
+        return last - i
+
+    producer = graph.producer()
+    consumers = graph.consumers()
+    end_of: dict[int, int] = {}  # tensor id -> last step its activation is alive
+    for t, readers in consumers.items():
+        end_of[t] = max(readers, default=producer.get(t, 0))
+    end_of[graph.output] = max(end_of[graph.output], n - 1)
+
+    buffers: list[Buffer] = []
+    saved_total = 0
+    for op in graph.ops:
+        whole, derived = _kept(op, graph, p)
+        for t in whole:
+            end_of[t] = max(end_of[t], bwd(op.index))
+            saved_total += graph.tensors[t].numel * p.activation
+        for name, nbytes in derived:
+            buffers.append(Buffer(f"{op.name}:{name}", "saved", nbytes, op.index, bwd(op.index)))
+            saved_total += nbytes
+    for t, info in graph.tensors.items():
+        start = producer.get(t, 0)
+        buffers.append(Buffer(f"t{t}", "activation", info.numel * p.activation, start, end_of[t]))
+        if info.requires_grad:  # its gradient, from its last reader's backward to its writer's
+            readers = consumers[t] or [n - 1]
+            g_start = bwd(max(readers))
+            g_end = bwd(producer[t]) if t in producer else g_start
+            buffers.append(
+                Buffer(f"grad t{t}", "gradient", info.numel * p.gradient, g_start, g_end)
+            )
+    trained_elems = 0
+    flash = 0
+    for op in graph.ops:
+        flash += _param_bytes(op, p, trained_only=False)
+        trained = op.params.trained
+        if not trained:
+            continue
+        trained_elems += trained
+        buffers.append(Buffer(f"{op.name}:weights", "weights", _param_bytes(op, p, True), 0, last))
+        g_end = bwd(op.index) if reorder else last
+        buffers.append(
+            Buffer(
+                f"{op.name}:grad",
+                "param_gradient",
+                trained * p.param_gradient,
+                bwd(op.index),
+                g_end,
+            )
+        )
+    state = OPTIMIZERS[optimizer] * trained_elems * 4
+    if state:
+        buffers.append(Buffer("optimizer state", "optimizer", state, 0, last))
+
+    timeline = [0] * (last + 1)
+    for b in buffers:
+        for step in range(b.start, b.end + 1):
+            timeline[step] += b.nbytes
+    peak_step = max(range(len(timeline)), key=timeline.__getitem__)
+    breakdown: dict[str, int] = {}
+    for b in buffers:
+        if b.start <= peak_step <= b.end:
+            breakdown[b.category] = breakdown.get(b.category, 0) + b.nbytes
+    phase = "forward" if peak_step < n else "backward"
+    op_index = peak_step if peak_step < n else last - peak_step
+    return MemoryReport(
+        precision=precision,
+        peak_bytes=timeline[peak_step],
+        peak_step=peak_step,
+        peak_phase=phase,
+        peak_op=graph.ops[op_index].name,
+        breakdown=breakdown,
+        timeline=tuple(timeline),
+        buffers=tuple(buffers),
+        flash_bytes=flash,
+        saved_bytes=saved_total,
+    )

@@ -1,0 +1,8 @@
+"""The network description shared by the hardware models and the exporter."""
+
+from __future__ import annotations
+
+from tinytune.ir.graph import OP_KINDS, Graph, Op, ParamInfo, TensorInfo
+from tinytune.ir.trace import trace
+
+__all__ = ["OP_KINDS", "Graph", "Op", "ParamInfo", "TensorInfo", "trace"]

@@ -1,0 +1,170 @@
+"""The one description of a network that the hardware models and the exporter read.
+
+A :class:`Graph` is a list of :class:`Op` in execution order over :class:`TensorInfo` values,
+traced from the very torch module that is fine-tuned (:func:`tinytune.ir.trace`). Each op says
+what it computes (kind, shapes, parameters), what the update scheme trains in it, and whether a
+gradient has to flow into its inputs. Shapes include the batch dimension.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["OP_KINDS", "Graph", "Op", "ParamInfo", "TensorInfo"]
+
+OP_KINDS = ("conv", "add", "mul", "gap", "avgpool", "upsample", "groupnorm", "linear")
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """An activation tensor: its id, shape (N, C, H, W) or (N, F), and whether autograd needs
+    its gradient (some parameter upstream of it is trained)."""
+
+    id: int
+    shape: tuple[int, ...]
+    requires_grad: bool
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """The parameters of one op and what the update scheme trains among them.
+
+    Attributes:
+        weight_shape: shape of the weight (empty when the op has none).
+        trained_weight: elements of the weight that are trained.
+        trained_in_channels: k, the leading input channels (depthwise: channels) trained.
+        bias: bias elements; ``bias_trained`` whether they are trained.
+        scale: per-channel scale elements (folded BatchNorm γ or GroupNorm γ);
+            ``scale_trained`` whether they are trained.
+    """
+
+    weight_shape: tuple[int, ...] = ()
+    trained_weight: int = 0
+    trained_in_channels: int = 0
+    bias: int = 0
+    bias_trained: bool = False
+    scale: int = 0
+    scale_trained: bool = False
+
+    @property
+    def weight(self) -> int:
+        return math.prod(self.weight_shape) if self.weight_shape else 0
+
+    @property
+    def trained(self) -> int:
+        """Trained parameter elements."""
+        return (
+            self.trained_weight
+            + (self.bias if self.bias_trained else 0)
+            + (self.scale if self.scale_trained else 0)
+        )
+
+    @property
+    def any_trained(self) -> bool:
+        return self.trained > 0
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation.
+
+    Attributes:
+        index: position in execution order.
+        name: the module path in the traced network (``blocks.3.dw``).
+        kind: one of :data:`OP_KINDS`.
+        inputs: ids of the input tensors; ``output``: id of the output tensor.
+        act: fused activation (``none``, ``relu``, ``relu6``, ``hswish``, ``hsigmoid``).
+        conv_index: the update-scheme index of a backbone convolution, else ``None``.
+        role: ``stem``/``pw1``/``dw``/``pw2``/``se1``/``se2``/``head``/``lite``/... .
+        attrs: kernel size, stride, padding, groups, GroupNorm groups, pooling ratio.
+        params: parameters and what is trained.
+        macs: multiply-accumulates of the forward pass.
+    """
+
+    index: int
+    name: str
+    kind: str
+    inputs: tuple[int, ...]
+    output: int
+    act: str = "none"
+    conv_index: int | None = None
+    role: str = ""
+    attrs: dict[str, int] = field(default_factory=dict)
+    params: ParamInfo = field(default_factory=ParamInfo)
+    macs: int = 0
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A traced network: ops in execution order, their tensors, and the network's input and
+    output tensor ids."""
+
+    ops: tuple[Op, ...]
+    tensors: dict[int, TensorInfo]
+    input: int
+    output: int
+    n_classes: int
+
+    @property
+    def batch_size(self) -> int:
+        return self.tensors[self.input].shape[0]
+
+    def consumers(self) -> dict[int, list[int]]:
+        """Tensor id → indices of the ops that read it."""
+        out: dict[int, list[int]] = {t: [] for t in self.tensors}
+        for op in self.ops:
+            for t in op.inputs:
+                out[t].append(op.index)
+        return out
+
+    def producer(self) -> dict[int, int]:
+        """Tensor id → index of the op that writes it (the network input has none)."""
+        return {op.output: op.index for op in self.ops}
+
+    def total_macs(self) -> int:
+        return sum(op.macs for op in self.ops)
+
+    def to_json(self) -> str:
+        data: dict[str, Any] = {
+            "input": self.input,
+            "output": self.output,
+            "n_classes": self.n_classes,
+            "tensors": [asdict(t) for t in self.tensors.values()],
+            "ops": [asdict(op) for op in self.ops],
+        }
+        return json.dumps(data, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Graph:
+        data = json.loads(text)
+        tensors = {
+            t["id"]: TensorInfo(t["id"], tuple(t["shape"]), t["requires_grad"])
+            for t in data["tensors"]
+        }
+        ops = []
+        for o in data["ops"]:
+            p = o["params"]
+            p["weight_shape"] = tuple(p["weight_shape"])
+            ops.append(
+                Op(
+                    index=o["index"],
+                    name=o["name"],
+                    kind=o["kind"],
+                    inputs=tuple(o["inputs"]),
+                    output=o["output"],
+                    act=o["act"],
+                    conv_index=o["conv_index"],
+                    role=o["role"],
+                    attrs=o["attrs"],
+                    params=ParamInfo(**p),
+                    macs=o["macs"],
+                )
+            )
+        return cls(tuple(ops), tensors, data["input"], data["output"], data["n_classes"])

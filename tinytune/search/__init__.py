@@ -1,0 +1,27 @@
+"""The search: the driver (Optuna + executors), budgets, Pareto and hypervolume helpers."""
+
+from __future__ import annotations
+
+from tinytune.search.driver import (
+    BASELINE_PRESETS,
+    FrontPoint,
+    SearchConfig,
+    SearchResult,
+    run_search,
+)
+from tinytune.search.executor import Executor, InlineExecutor, RayExecutor, RayUnavailableError
+from tinytune.search.pareto import hypervolume_2d, pareto_front
+
+__all__ = [
+    "BASELINE_PRESETS",
+    "Executor",
+    "FrontPoint",
+    "InlineExecutor",
+    "RayExecutor",
+    "RayUnavailableError",
+    "SearchConfig",
+    "SearchResult",
+    "hypervolume_2d",
+    "pareto_front",
+    "run_search",
+]

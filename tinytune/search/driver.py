@@ -1,0 +1,374 @@
+"""The search driver: Optuna proposes, workers evaluate, the driver records.
+
+Only the driver talks to the database (Optuna's tables and tinytune's). Each round it asks
+Optuna for a trial, samples a candidate define-by-run, predicts its peak training SRAM with the
+memory planner (a candidate over the budget is told PRUNED without any training), and sends a
+plain-dict task to a worker; when a result comes back it stores the evaluation, tells Optuna
+(objectives: measured accuracy ↑, predicted peak SRAM ↓; SRAM over budget is a constraint
+violation) and snapshots the Pareto front of measured results.
+
+Budgets: ``trials`` counts measured fine-tunes; ``time_budget_s`` stops new submissions after
+that many seconds (running evaluations finish). A candidate already measured in the study is
+not trained again: its stored result is told for the new trial.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tinytune.db import EvaluationRecord, Store
+from tinytune.errors import BudgetError, StorageError
+from tinytune.evaluators import FinetuneConfig, HardwareConfig, HardwareEvaluator
+from tinytune.search.executor import Executor
+from tinytune.search.pareto import hypervolume_2d, pareto_front
+from tinytune.spaces import (
+    PRESET_NAMES,
+    Candidate,
+    SupernetSpec,
+    default_subnet,
+    get_supernet,
+    make_preset,
+    subnet_params,
+    suggest_candidate,
+)
+
+__all__ = ["BASELINE_PRESETS", "FrontPoint", "SearchConfig", "SearchResult", "run_search"]
+
+log = logging.getLogger(__name__)
+
+SPACE_ATTR = "tinytune.space"
+BASELINE_PRESETS = ("last", "bias-only", "mcunetv3", "tinytl", "full")
+MAX_IDLE_PROPOSALS = 200
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Everything a search needs besides its executor."""
+
+    checkpoint: str
+    study_name: str = "tinytune"
+    supernet: str = "ofa-proxyless-w0.35"
+    dataset: str = "digits"
+    n_classes: int = 10
+    data_seed: int = 0
+    preset: str | None = None
+    trials: int = 16
+    time_budget_s: float | None = None
+    sram_budget_bytes: int | None = 256 * 1024
+    seed: int = 0
+    baselines: bool = True
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise BudgetError(f"--trials must be >= 1, got {self.trials}")
+        if self.time_budget_s is not None and self.time_budget_s <= 0:
+            raise BudgetError(f"--time-budget must be > 0 seconds, got {self.time_budget_s}")
+        if self.sram_budget_bytes is not None and self.sram_budget_bytes <= 0:
+            raise BudgetError(f"the SRAM budget must be > 0 bytes, got {self.sram_budget_bytes}")
+
+    def space(self) -> dict[str, Any]:
+        """What makes two runs the same search space (kept with the study)."""
+        return {
+            "supernet": self.supernet,
+            "dataset": self.dataset,
+            "data_seed": self.data_seed,
+            "preset": self.preset,
+            "precision": self.hardware.precision,
+            "batch_size": self.hardware.batch_size,
+        }
+
+
+@dataclass(frozen=True)
+class FrontPoint:
+    """A measured, feasible, non-dominated candidate."""
+
+    trial: int | None
+    candidate_key: str
+    accuracy: float
+    val_accuracy: float | None
+    memory_bytes: int
+    flash_bytes: int | None
+    scheme: str
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    study_name: str
+    measured: int
+    pruned: int
+    failed: int
+    reused: int
+    wall_time_s: float
+    front: tuple[FrontPoint, ...]
+    hypervolume: float | None
+
+
+def _scheme_label(params: dict[str, Any], preset: str | None) -> str:
+    return str(preset or params.get("scheme", "joint"))
+
+
+def _load_study(config: SearchConfig, storage: Any) -> Any:
+    import optuna
+
+    sampler = optuna.samplers.TPESampler(
+        seed=config.seed,
+        constraints_func=lambda ft: ft.user_attrs.get("constraints", [0.0]),
+    )
+    study = optuna.create_study(
+        study_name=config.study_name,
+        storage=storage,
+        directions=["maximize", "minimize"],
+        sampler=sampler,
+        load_if_exists=True,
+    )
+    stored = study.user_attrs.get(SPACE_ATTR)
+    if stored is None:
+        study.set_user_attr(SPACE_ATTR, config.space())
+        study.set_metric_names(["accuracy", "peak_sram_bytes"])
+        _enqueue_baselines(study, config)
+    elif stored != config.space():
+        diff = {k: (stored.get(k), v) for k, v in config.space().items() if stored.get(k) != v}
+        raise StorageError(
+            f"study {config.study_name!r} exists with another search space "
+            f"(stored vs requested: {diff}); choose another --study name"
+        )
+    return study
+
+
+def _enqueue_baselines(study: Any, config: SearchConfig) -> None:
+    if not config.baselines or config.preset is not None:
+        return
+    spec = get_supernet(config.supernet)
+    params = subnet_params(default_subnet(spec))
+    for name in BASELINE_PRESETS:
+        study.enqueue_trial({"scheme": name, **params})
+
+
+def _fail_zombies(study: Any) -> int:
+    """Trials left RUNNING by a driver that died are marked FAIL."""
+    import optuna
+
+    zombies = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    for ft in zombies:
+        study.tell(ft.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+    return len(zombies)
+
+
+def _min_memory(spec: SupernetSpec, hw: HardwareEvaluator) -> int:
+    """Peak SRAM of the cheapest scheme (classifier only) on the smallest sub-network at the
+    smallest resolution: if even that exceeds the budget, no candidate meets it."""
+    subnet = default_subnet(spec)
+    smallest = type(subnet)(min(spec.resolutions), subnet.stages)
+    return hw(make_preset("last", spec, smallest)).peak_bytes
+
+
+def run_search(
+    config: SearchConfig,
+    store: Store,
+    executor: Executor,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> SearchResult:
+    """Run (or continue) the study ``config.study_name`` until its budget is spent."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
+    start = time.monotonic()
+    spec = get_supernet(config.supernet)
+    if config.preset is not None and config.preset not in PRESET_NAMES:
+        raise BudgetError(f"unknown preset {config.preset!r}; allowed: {', '.join(PRESET_NAMES)}")
+    hw = HardwareEvaluator(spec, config.n_classes, config.hardware)
+    budget = config.sram_budget_bytes
+    if budget is not None:
+        floor = _min_memory(spec, hw)
+        if floor > budget:
+            raise BudgetError(
+                f"no candidate of {spec.name} fits an SRAM budget of {budget} bytes: the "
+                f"smallest training step needs {floor} bytes ({config.hardware.precision}, batch "
+                f"{config.hardware.batch_size}); raise --sram-budget to at least {floor}B"
+            )
+    study = _load_study(config, store.url)
+    zombies = _fail_zombies(study)
+    if zombies:
+        log.warning("marked %d trials left running by an earlier run as failed", zombies)
+
+    counts = {"measured": 0, "pruned": 0, "failed": 0, "reused": 0}
+    pending: dict[int, tuple[Any, Candidate]] = {}
+    idle = 0
+
+    def emit(event: str, **data: Any) -> None:
+        if progress is not None:
+            progress({"event": event, **counts, "in_flight": len(pending), **data})
+
+    def time_left() -> bool:
+        return config.time_budget_s is None or time.monotonic() - start < config.time_budget_s
+
+    def can_submit() -> bool:
+        return counts["measured"] + counts["failed"] + len(pending) < config.trials and time_left()
+
+    emit("start", total=config.trials)
+    try:
+        while True:
+            while len(pending) < executor.slots and can_submit() and idle < MAX_IDLE_PROPOSALS:
+                trial = study.ask()
+                candidate = suggest_candidate(trial, spec, config.preset)
+                store.add_candidate(candidate.key, candidate.supernet, candidate.to_json())
+                trial.set_user_attr("candidate_key", candidate.key)
+                trial.set_user_attr("candidate", candidate.to_json())
+                memory = hw(candidate)
+                trial.set_user_attr("memory_bytes", memory.peak_bytes)
+                trial.set_user_attr("flash_bytes", memory.flash_bytes)
+                over = (memory.peak_bytes - budget) if budget is not None else 0
+                trial.set_user_attr("constraints", [float(over)])
+                if over > 0:
+                    trial.set_user_attr(
+                        "pruned_reason",
+                        f"predicted peak SRAM {memory.peak_bytes} B exceeds budget {budget} B",
+                    )
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                    counts["pruned"] += 1
+                    idle += 1
+                    emit("pruned", trial=trial.number)
+                    continue
+                previous = store.find_evaluation(config.study_name, candidate.key, "measured")
+                if previous is not None and previous.accuracy is not None:
+                    trial.set_user_attr("reused_from_trial", previous.trial_number)
+                    trial.set_user_attr("fidelity", "measured")
+                    study.tell(trial, [previous.accuracy, float(memory.peak_bytes)])
+                    counts["reused"] += 1
+                    idle += 1
+                    emit("reused", trial=trial.number)
+                    continue
+                idle = 0
+                task = {
+                    "candidate": candidate.to_json(),
+                    "checkpoint": config.checkpoint,
+                    "dataset": config.dataset,
+                    "data_seed": config.data_seed,
+                    "finetune": config.finetune.to_dict(),
+                    "hardware": asdict(config.hardware),
+                    "threads": 1,
+                }
+                pending[trial.number] = (trial, candidate)
+                executor.submit(trial.number, task)
+                emit("submitted", trial=trial.number)
+            if not pending:
+                break
+            for number, result in executor.wait(timeout=1.0):
+                trial, candidate = pending.pop(number)
+                _record(config, store, study, trial, candidate, result, counts)
+                _snapshot(config, store, study)
+                emit("finished", trial=number, result=result)
+    finally:
+        for _number, (trial, _c) in list(pending.items()):
+            study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+        pending.clear()
+    if idle >= MAX_IDLE_PROPOSALS:
+        log.warning(
+            "stopped after %d proposals in a row that were over budget or already measured",
+            idle,
+        )
+    front, hv = _snapshot(config, store, study)
+    return SearchResult(
+        study_name=config.study_name,
+        measured=counts["measured"],
+        pruned=counts["pruned"],
+        failed=counts["failed"],
+        reused=counts["reused"],
+        wall_time_s=time.monotonic() - start,
+        front=front,
+        hypervolume=hv,
+    )
+
+
+def _record(
+    config: SearchConfig,
+    store: Store,
+    study: Any,
+    trial: Any,
+    candidate: Candidate,
+    result: dict[str, Any],
+    counts: dict[str, int],
+) -> None:
+    import optuna
+
+    memory = trial.user_attrs["memory_bytes"]
+    ok = result.get("status") == "ok" and isinstance(result.get("accuracy"), float)
+    store.add_evaluation(
+        EvaluationRecord(
+            study_name=config.study_name,
+            candidate_key=candidate.key,
+            trial_number=trial.number,
+            fidelity="measured",
+            status="ok" if ok else "failed",
+            accuracy=result.get("accuracy") if ok else None,
+            val_accuracy=result.get("val_accuracy") if ok else None,
+            memory_bytes=int(memory),
+            wall_time_s=result.get("wall_time_s"),
+            error=None if ok else str(result.get("error") or "unknown failure"),
+            details={
+                "flash_bytes": trial.user_attrs["flash_bytes"],
+                **(result.get("details") or {}),
+            }
+            if ok
+            else None,
+        )
+    )
+    if ok:
+        trial.set_user_attr("fidelity", "measured")
+        trial.set_user_attr("val_accuracy", result["val_accuracy"])
+        trial.set_user_attr("wall_time_s", result["wall_time_s"])
+        study.tell(trial, [result["accuracy"], float(memory)])
+        counts["measured"] += 1
+    else:
+        trial.set_user_attr("error", str(result.get("error"))[:500])
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        counts["failed"] += 1
+
+
+def _snapshot(
+    config: SearchConfig, store: Store, study: Any
+) -> tuple[tuple[FrontPoint, ...], float | None]:
+    """The Pareto front of the study's measured, feasible evaluations, stored as a snapshot."""
+    evaluations = store.evaluations(config.study_name, fidelity="measured", status="ok")
+    budget = config.sram_budget_bytes
+    feasible = [
+        e
+        for e in evaluations
+        if e.accuracy is not None
+        and e.memory_bytes is not None
+        and (budget is None or e.memory_bytes <= budget)
+    ]
+    if not feasible:
+        return (), None
+    objectives = [(-e.accuracy, float(e.memory_bytes)) for e in feasible]  # type: ignore[operator]
+    front_idx = sorted(pareto_front(objectives), key=lambda i: feasible[i].memory_bytes or 0)
+    schemes = {}
+    for ft in study.get_trials(deepcopy=False):
+        schemes[ft.number] = _scheme_label(ft.params, config.preset)
+    points = tuple(
+        FrontPoint(
+            trial=feasible[i].trial_number,
+            candidate_key=feasible[i].candidate_key,
+            accuracy=float(feasible[i].accuracy),  # type: ignore[arg-type]
+            val_accuracy=feasible[i].val_accuracy,
+            memory_bytes=int(feasible[i].memory_bytes),  # type: ignore[arg-type]
+            flash_bytes=(feasible[i].details or {}).get("flash_bytes"),
+            scheme=schemes.get(feasible[i].trial_number, "?"),
+        )
+        for i in front_idx
+    )
+    reference = (0.0, float(budget if budget is not None else 1.1 * max(o[1] for o in objectives)))
+    hv = hypervolume_2d([objectives[i] for i in front_idx], reference)
+    store.add_pareto_snapshot(
+        config.study_name, [asdict(p) for p in points], n_trials=len(evaluations), hypervolume=hv
+    )
+    return points, hv

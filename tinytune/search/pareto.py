@@ -1,0 +1,45 @@
+"""Pareto fronts and hypervolume for tinytune's objectives.
+
+Points are (accuracy ↑, memory ↓) and optionally latency ↓. Internally every objective is turned
+into one to minimise (accuracy → −accuracy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["hypervolume_2d", "pareto_front"]
+
+
+def _dominates(a: Sequence[float], b: Sequence[float]) -> bool:
+    return all(x <= y for x, y in zip(a, b, strict=True)) and any(
+        x < y for x, y in zip(a, b, strict=True)
+    )
+
+
+def pareto_front(points: Sequence[Sequence[float]]) -> list[int]:
+    """Indices of the non-dominated points, all objectives minimised; of equal points the
+    first is kept."""
+    front: list[int] = []
+    for i, p in enumerate(points):
+        if any(_dominates(points[j], p) for j in range(len(points)) if j != i):
+            continue
+        if any(tuple(points[j]) == tuple(p) for j in front):
+            continue
+        front.append(i)
+    return front
+
+
+def hypervolume_2d(points: Sequence[tuple[float, float]], reference: tuple[float, float]) -> float:
+    """Area dominated by ``points`` (both objectives minimised) and bounded by ``reference``.
+
+    Points that do not strictly dominate the reference contribute nothing.
+    """
+    inside = sorted((x, y) for x, y in points if x < reference[0] and y < reference[1])
+    area = 0.0
+    best_y = reference[1]
+    for x, y in inside:  # sweep along x; each point adds the strip below the best y so far
+        if y < best_y:
+            area += (reference[0] - x) * (best_y - y)
+            best_y = y
+    return area
