@@ -20,6 +20,7 @@ __all__ = [
     "front_table",
     "quiet_logs",
     "require_database",
+    "require_weights",
 ]
 
 DEFAULT_STORAGE = "sqlite:///tinytune.db"
@@ -41,17 +42,12 @@ def ensure_checkpoint(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from tinytune.data import ProceduralTask
-    from tinytune.errors import ModelError
     from tinytune.models import checkpoint_path, load_supernet, pretrain_supernet, save_supernet
 
     if weights is not None:
         load_supernet(spec, weights)  # fails early, with one line, on a bad file
         return weights
-    if spec.published:
-        raise ModelError(
-            f"supernet {spec.name} needs its published ImageNet weights; pass them with "
-            "--weights FILE (tinytune does not download)"
-        )
+    require_weights(spec, weights)
     path = checkpoint_path(spec, recipe)
     if path.is_file() and not force:
         return path
@@ -73,7 +69,7 @@ def ensure_checkpoint(
     return path
 
 
-def front_table(front: tuple[FrontPoint, ...] | list[dict], title: str):  # noqa: ANN201
+def front_table(front: tuple[FrontPoint, ...] | list[dict], title: str):
     """A rich table of Pareto points (FrontPoint objects or their stored dicts)."""
     from rich.table import Table
 
@@ -104,8 +100,25 @@ def require_database(url: str) -> None:
 
     try:
         parsed = make_url(url)
-    except Exception as e:  # noqa: BLE001 - any parse failure is the user's URL
+    except Exception as e:
         raise StorageError(f"cannot parse database URL {url!r}") from e
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        if not Path(parsed.database).is_file():
-            raise StorageError(f"database file {parsed.database!r} does not exist")
+    on_disk = parsed.get_backend_name() == "sqlite" and parsed.database not in (
+        None,
+        "",
+        ":memory:",
+    )
+    if on_disk and not Path(parsed.database).is_file():
+        raise StorageError(f"database file {parsed.database!r} does not exist")
+
+
+def require_weights(spec: SupernetSpec, weights: Path | None) -> None:
+    """A published supernet cannot be pre-trained here: its weights must be given."""
+    from tinytune.errors import ModelError
+    from tinytune.models.supernet import PUBLISHED_URL
+
+    if spec.published and weights is None:
+        raise ModelError(
+            f"supernet {spec.name} needs its published ImageNet weights, which tinytune does not "
+            f"download: fetch {PUBLISHED_URL.format(name=spec.name)} and pass the file with "
+            "--weights FILE"
+        )

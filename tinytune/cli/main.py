@@ -1,14 +1,13 @@
 """The ``tinytune`` command: one module per sub-command, heavy imports deferred.
 
 User errors (any :class:`~tinytune.errors.TinyTuneError`, or a malformed option) print one line
-on stderr and exit with status 2.
+on stderr and exit with status 2; anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import sys
 
-import click
 import typer
 
 from tinytune.cli import dashboard, pareto, pretrain, search
@@ -33,22 +32,26 @@ def main(argv: list[str] | None = None) -> int:
     from tinytune.errors import TinyTuneError
 
     try:
-        app(args=argv, standalone_mode=False)
-    except click.exceptions.UsageError as e:
-        print(f"tinytune: error: {e.format_message()}", file=sys.stderr)
-        return 2
-    except click.exceptions.Abort:
-        print("tinytune: interrupted", file=sys.stderr)
-        return 130
-    except click.exceptions.Exit as e:
-        return e.exit_code
+        result = app(args=argv, standalone_mode=False)
     except TinyTuneError as e:
         print(f"tinytune: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("tinytune: interrupted", file=sys.stderr)
         return 130
-    return 0
+    except Exception as e:
+        # click's exceptions, or those of the copy of click that typer vendors
+        name = type(e).__name__
+        if name == "Abort":
+            print("tinytune: interrupted", file=sys.stderr)
+            return 130
+        if name == "Exit":
+            return int(getattr(e, "exit_code", 0))
+        if hasattr(e, "format_message") and hasattr(e, "exit_code"):
+            print(f"tinytune: error: {e.format_message()}", file=sys.stderr)
+            return int(e.exit_code) if name != "ClickException" else 2
+        raise
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

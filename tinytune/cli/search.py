@@ -64,18 +64,31 @@ def search(
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tinytune.cli.common import console, ensure_checkpoint, front_table, quiet_logs
+    from tinytune.cli.common import (
+        console,
+        ensure_checkpoint,
+        front_table,
+        quiet_logs,
+        require_weights,
+    )
     from tinytune.cli.units import parse_bytes, parse_seconds
     from tinytune.data import get_dataset
     from tinytune.db import open_store
     from tinytune.errors import BudgetError
     from tinytune.evaluators import FinetuneConfig, HardwareConfig, run_evaluation
     from tinytune.models import PretrainRecipe
-    from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, run_search
+    from tinytune.search import (
+        InlineExecutor,
+        RayExecutor,
+        SearchConfig,
+        check_feasible,
+        run_search,
+    )
     from tinytune.spaces import PRESET_NAMES, get_supernet
 
     quiet_logs()
     spec = get_supernet(supernet)
+    require_weights(spec, weights)
     if preset is not None and preset not in PRESET_NAMES:
         raise BudgetError(f"unknown preset {preset!r}; allowed: {', '.join(PRESET_NAMES)}")
     if workers < 1:
@@ -98,6 +111,7 @@ def search(
         finetune=FinetuneConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
         hardware=HardwareConfig(precision=precision),
     )
+    check_feasible(config)
     store = open_store(storage)
     started = time.monotonic()
     checkpoint = ensure_checkpoint(spec, PretrainRecipe(steps=pretrain_steps), weights)

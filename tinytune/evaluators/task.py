@@ -71,7 +71,7 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
             task["dataset"], int(task["data_seed"]), candidate.subnet.resolution
         )
         supernet = _supernet(candidate.supernet, task["checkpoint"])
-        calib = torch.from_numpy(splits.train.x[:CALIBRATION_SAMPLES])
+        calib = torch.tensor(splits.train.x[:CALIBRATION_SAMPLES])
         net = build_candidate(candidate, supernet, n_classes, calib.split(64), seed=cfg.seed)
         _, memory = hardware_cost(net, hw)
         result = finetune(net, splits, cfg)

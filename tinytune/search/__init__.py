@@ -7,6 +7,7 @@ from tinytune.search.driver import (
     FrontPoint,
     SearchConfig,
     SearchResult,
+    check_feasible,
     run_search,
 )
 from tinytune.search.executor import Executor, InlineExecutor, RayExecutor, RayUnavailableError
@@ -22,6 +23,7 @@ __all__ = [
     "SearchConfig",
     "SearchResult",
     "hypervolume_2d",
+    "check_feasible",
     "pareto_front",
     "run_search",
 ]

@@ -37,7 +37,14 @@ from tinytune.spaces import (
     suggest_candidate,
 )
 
-__all__ = ["BASELINE_PRESETS", "FrontPoint", "SearchConfig", "SearchResult", "run_search"]
+__all__ = [
+    "BASELINE_PRESETS",
+    "FrontPoint",
+    "SearchConfig",
+    "SearchResult",
+    "check_feasible",
+    "run_search",
+]
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +176,22 @@ def _min_memory(spec: SupernetSpec, hw: HardwareEvaluator) -> int:
     return hw(make_preset("last", spec, smallest)).peak_bytes
 
 
+def check_feasible(config: SearchConfig, hw: HardwareEvaluator | None = None) -> None:
+    """Raise :class:`BudgetError` when no candidate of the space can meet the SRAM budget."""
+    budget = config.sram_budget_bytes
+    if budget is None:
+        return
+    spec = get_supernet(config.supernet)
+    hw = hw or HardwareEvaluator(spec, config.n_classes, config.hardware)
+    floor = _min_memory(spec, hw)
+    if floor > budget:
+        raise BudgetError(
+            f"no candidate of {spec.name} fits an SRAM budget of {budget} bytes: the smallest "
+            f"training step needs {floor} bytes ({config.hardware.precision}, batch "
+            f"{config.hardware.batch_size}); raise --sram-budget to at least {floor}B"
+        )
+
+
 def run_search(
     config: SearchConfig,
     store: Store,
@@ -187,14 +210,7 @@ def run_search(
         raise BudgetError(f"unknown preset {config.preset!r}; allowed: {', '.join(PRESET_NAMES)}")
     hw = HardwareEvaluator(spec, config.n_classes, config.hardware)
     budget = config.sram_budget_bytes
-    if budget is not None:
-        floor = _min_memory(spec, hw)
-        if floor > budget:
-            raise BudgetError(
-                f"no candidate of {spec.name} fits an SRAM budget of {budget} bytes: the "
-                f"smallest training step needs {floor} bytes ({config.hardware.precision}, batch "
-                f"{config.hardware.batch_size}); raise --sram-budget to at least {floor}B"
-            )
+    check_feasible(config, hw)
     study = _load_study(config, store.url)
     zombies = _fail_zombies(study)
     if zombies:

@@ -111,7 +111,7 @@ class RayExecutor(Executor):
                 kwargs["address"] = address
             try:
                 ray.init(**kwargs)
-            except Exception as e:  # noqa: BLE001 - ray raises many kinds; all mean "no cluster"
+            except Exception as e:
                 where = f"at {address!r}" if address else "locally"
                 msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise RayUnavailableError(f"cannot start or reach Ray {where}: {msg}") from e

@@ -1,0 +1,142 @@
+"""The command line: fast help, one-line errors with exit status 2, stored data kept intact."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tinytune.cli.main import main
+from tinytune.cli.units import parse_bytes, parse_seconds
+from tinytune.errors import BudgetError
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(argv)
+    err = capsys.readouterr().err
+    return code, err
+
+
+@pytest.fixture
+def existing_db(tmp_path: Path) -> tuple[str, Path, str]:
+    path = tmp_path / "keep.db"
+    url = f"sqlite:///{path}"
+    study = optuna.create_study(study_name="old", storage=url, directions=["maximize"])
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=3)
+    return url, path, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--supernet", "resnet9000"], "unknown supernet 'resnet9000'"),
+        (["--dataset", "cifar"], "unknown data set"),
+        (["--preset", "everything"], "unknown preset 'everything'"),
+        (["--sram-budget", "12parsecs"], "is not a size"),
+        (["--sram-budget", "1KB"], "no candidate of ofa-proxyless-w0.35 fits"),
+        (["--dataset", "imagefolder:/no/such/folder"], "/no/such/folder"),
+        (["--time-budget", "soon"], "is not a duration"),
+        (["--trials", "0"], "--trials must be >= 1"),
+        (["--workers", "0"], "--workers must be >= 1"),
+    ],
+)
+def test_bad_search_input_is_one_line_and_exit_2(
+    args: list[str],
+    message: str,
+    existing_db: tuple[str, Path, str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, path, digest = existing_db
+    code, err = _run(["search", "--storage", url, *args], capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("tinytune: error: ")
+    assert message in err
+    assert len(optuna.load_study(study_name="old", storage=url).trials) == 3
+    assert optuna.load_study(study_name="old", storage=url).best_value is not None
+    del digest  # tinytune may add its own tables, but Optuna's study must be untouched
+
+
+def test_unknown_option_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run(["search", "--no-such-flag"], capsys)
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_unreachable_database(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run(
+        ["search", "--storage", "postgresql+psycopg://nobody@127.0.0.1:1/nothing"], capsys
+    )
+    assert code == 2 and err.count("\n") == 1 and "127.0.0.1:1" in err
+
+
+def test_pareto_on_missing_database_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "none.db"
+    code, err = _run(["pareto", "--storage", f"sqlite:///{path}"], capsys)
+    assert code == 2 and "does not exist" in err
+    assert not path.exists()
+
+
+def test_pareto_names_the_studies(
+    existing_db: tuple[str, Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, _, _ = existing_db
+    code, err = _run(["pareto", "--storage", url, "--study", "nope"], capsys)
+    assert code == 2 and "no study 'nope'" in err
+
+
+def test_published_supernet_offline_says_where_to_get_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    code, err = _run(
+        ["search", "--storage", url, "--supernet", "ofa_mbv3_d234_e346_k357_w1.0"], capsys
+    )
+    assert code == 2 and "--weights FILE" in err and "ofa_nets/ofa_mbv3" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("256KB", 262144), ("1MB", 1048576), ("300", 300), ("0.5 KiB", 512)]
+)
+def test_parse_bytes(text: str, value: int) -> None:
+    assert parse_bytes(text) == value
+
+
+def test_parse_seconds() -> None:
+    assert parse_seconds("5m") == 300 and parse_seconds("90") == 90
+    with pytest.raises(BudgetError):
+        parse_seconds("-1s")
+
+
+def test_help_does_not_import_torch() -> None:
+    code = (
+        "import sys; from tinytune.cli.main import main; "
+        "rc = main(['--help']); "
+        "assert 'torch' not in sys.modules and 'ray' not in sys.modules, sorted(sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ
+    )
+    assert done.returncode == 0, done.stderr
+    assert "search" in done.stdout
+
+
+@pytest.mark.slow
+def test_search_end_to_end_with_ray(
+    tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'e2e.db'}"
+    argv = ["search", "--storage", url, "--trials", "2", "--workers", "1", "--epochs", "1"]
+    argv += ["--pretrain-steps", "2"]
+    code = main(argv)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "Pareto front" in out
+    study = optuna.load_study(study_name="tinytune", storage=url)
+    assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 2
+    assert main(["pareto", "--storage", url]) == 0

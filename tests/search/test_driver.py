@@ -1,0 +1,128 @@
+"""The driver end to end in one process: Optuna, tinytune's tables, budgets and failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tinytune.db import open_store
+from tinytune.errors import BudgetError, StorageError
+from tinytune.evaluators import FinetuneConfig, run_evaluation
+from tinytune.search import InlineExecutor, SearchConfig, run_search
+from tinytune.spaces import Candidate, get_supernet
+
+
+SPEC = get_supernet("ofa-proxyless-w0.35")
+
+
+def _config(ckpt: Path, **kw: object) -> SearchConfig:
+    base = {
+        "checkpoint": str(ckpt),
+        "study_name": "s",
+        "trials": 2,
+        "finetune": FinetuneConfig(epochs=1, batch_size=32, lr=0.05),
+    }
+    base.update(kw)
+    return SearchConfig(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_search_stores_the_same_trials_in_optuna_and_tinytune(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    config = _config(tiny_checkpoint)
+    with open_store(url) as store:
+        result = run_search(config, store, InlineExecutor(run_evaluation))
+    assert result.measured == 2
+    study = optuna.load_study(study_name="s", storage=url)
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(complete) == 2
+    assert [t.params["scheme"] for t in complete] == ["last", "bias-only"]  # baselines first
+    with open_store(url) as store:
+        evals = store.evaluations("s", fidelity="measured")
+        assert {e.trial_number for e in evals} == {t.number for t in complete}
+        for t in complete:
+            e = next(e for e in evals if e.trial_number == t.number)
+            assert e.accuracy == t.values[0]
+            assert e.memory_bytes == t.values[1]
+            stored = store.get_candidate(t.user_attrs["candidate_key"])
+            assert Candidate.from_json(stored.payload).key == e.candidate_key
+        snap = store.latest_pareto("s")
+    assert snap is not None and snap.points
+    assert all(0.0 <= p["accuracy"] <= 1.0 for p in snap.points)
+
+
+def test_a_study_with_another_space_is_refused_and_kept(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        run_search(_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
+    with open_store(url) as store, pytest.raises(StorageError, match="another search space"):
+        run_search(
+            _config(tiny_checkpoint, dataset="procedural"), store, InlineExecutor(run_evaluation)
+        )
+    assert len(optuna.load_study(study_name="s", storage=url).trials) >= 1
+
+
+def test_infeasible_budget_is_refused_before_anything_runs(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store, pytest.raises(BudgetError, match="no candidate"):
+        run_search(
+            _config(tiny_checkpoint, sram_budget_bytes=1024), store, InlineExecutor(run_evaluation)
+        )
+
+
+def test_failed_evaluations_are_stored_not_lost(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+
+    def broken(task: dict) -> dict:
+        return {"status": "failed", "error": "RuntimeError: out of memory", "wall_time_s": 0.1}
+
+    with open_store(url) as store:
+        result = run_search(_config(tiny_checkpoint), store, InlineExecutor(broken))
+        failed = store.evaluations("s", status="failed")
+    assert result.failed == 2 and result.measured == 0
+    assert [e.error for e in failed] == ["RuntimeError: out of memory"] * 2
+    states = [t.state for t in optuna.load_study(study_name="s", storage=url).trials]
+    assert states.count(optuna.trial.TrialState.FAIL) == 2
+
+
+@pytest.mark.slow
+def test_over_budget_candidates_are_pruned_without_training(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    calls: list[dict] = []
+
+    def counting(task: dict) -> dict:
+        calls.append(task)
+        return run_evaluation(task)
+
+    config = _config(tiny_checkpoint, trials=5, sram_budget_bytes=60 * 1024)
+    with open_store(url) as store:
+        result = run_search(config, store, InlineExecutor(counting))
+    study = optuna.load_study(study_name="s", storage=url)
+    pruned = study.get_trials(states=(optuna.trial.TrialState.PRUNED,))
+    assert result.pruned == len(pruned) >= 1  # "full" needs far more than 60 KB
+    assert all(t.user_attrs["memory_bytes"] > 60 * 1024 for t in pruned)
+    assert len(calls) == result.measured + result.failed
+
+
+def test_trials_left_running_are_failed_on_the_next_run(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        run_search(_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
+    study = optuna.load_study(study_name="s", storage=url)
+    zombie = study.ask()  # a driver died while this trial ran
+    with open_store(url) as store:
+        run_search(_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
+    state = optuna.load_study(study_name="s", storage=url).trials[zombie.number].state
+    assert state == optuna.trial.TrialState.FAIL
