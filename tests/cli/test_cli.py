@@ -51,7 +51,7 @@ def test_bad_search_input_is_one_line_and_exit_2(
     existing_db: tuple[str, Path, str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    url, path, digest = existing_db
+    url, _path, digest = existing_db
     code, err = _run(["search", "--storage", url, *args], capsys)
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("tinytune: error: ")

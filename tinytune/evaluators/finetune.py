@@ -2,11 +2,10 @@
 held-out data.
 
 The optimiser is what the device runs: plain SGD without momentum (MCUNetV3 trains with
-"SGD + QAS without momentum"), with a cosine learning-rate decay and the gradient norm clipped (without BatchNorm to steady
-it, a folded network fine-tuned in full diverges at rates that suit bias-only schemes); the
-data order is drawn from
-a seeded generator. Accuracy is top-1 on the test split, which training never sees; the
-validation accuracy is reported beside it.
+"SGD + QAS without momentum"), with a cosine learning-rate decay. The gradient norm is clipped:
+without BatchNorm to steady it, a folded network fine-tuned in full diverges at rates that suit
+bias-only schemes. The data order is drawn from a seeded generator. Accuracy is top-1 on the
+test split, which training never sees; the validation accuracy is reported beside it.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ __all__ = [
     "RayUnavailableError",
     "SearchConfig",
     "SearchResult",
-    "hypervolume_2d",
     "check_feasible",
+    "hypervolume_2d",
     "pareto_front",
     "run_search",
 ]
