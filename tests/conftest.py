@@ -13,6 +13,18 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 TINY_STEPS = 2
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> object:
+    """One intra-op thread per test process: on a shared 2-core machine, two torch threads
+    competing with other work slow small convolutions down by orders of magnitude."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 @pytest.fixture(scope="session")
 def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cache folder holding a 2-step pre-trained ofa-proxyless-w0.35 checkpoint."""

@@ -13,7 +13,6 @@ from tinytune.evaluators import FinetuneConfig, run_evaluation
 from tinytune.search import InlineExecutor, SearchConfig, run_search
 from tinytune.spaces import Candidate, get_supernet
 
-
 SPEC = get_supernet("ofa-proxyless-w0.35")
 
 

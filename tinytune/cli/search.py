@@ -51,7 +51,7 @@ def search(
         Path | None, typer.Option(help="Supernet weights file (published OFA checkpoint).")
     ] = None,
     epochs: Annotated[int, typer.Option(help="Fine-tuning epochs per candidate.")] = 4,
-    lr: Annotated[float, typer.Option(help="Fine-tuning learning rate (SGD).")] = 0.05,
+    lr: Annotated[float, typer.Option(help="Fine-tuning learning rate (SGD).")] = 0.2,
     batch_size: Annotated[int, typer.Option(help="Fine-tuning batch size.")] = 16,
     pretrain_steps: Annotated[
         int, typer.Option(help="Sandwich-rule steps when the supernet must be pre-trained.")
@@ -114,14 +114,15 @@ def search(
     check_feasible(config)
     store = open_store(storage)
     started = time.monotonic()
-    checkpoint = ensure_checkpoint(spec, PretrainRecipe(steps=pretrain_steps), weights)
-    config = SearchConfig(**{**config.__dict__, "checkpoint": str(checkpoint)})
-    executor = (
-        InlineExecutor(run_evaluation)
-        if inline
-        else RayExecutor(run_evaluation, workers=workers, address=ray_address)
-    )
+    executor = None
     try:
+        checkpoint = ensure_checkpoint(spec, PretrainRecipe(steps=pretrain_steps), weights)
+        config = SearchConfig(**{**config.__dict__, "checkpoint": str(checkpoint)})
+        executor = (
+            InlineExecutor(run_evaluation)
+            if inline
+            else RayExecutor(run_evaluation, workers=workers, address=ray_address)
+        )
         with Progress(
             TextColumn("searching {task.description}"),
             BarColumn(),
@@ -149,7 +150,8 @@ def search(
 
             result = run_search(config, store, executor, progress=progress)
     finally:
-        executor.close()
+        if executor is not None:
+            executor.close()
         store.close()
     console.print(
         f"{result.measured} measured, {result.pruned} pruned as over budget, {result.failed} "

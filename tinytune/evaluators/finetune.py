@@ -31,7 +31,7 @@ class FinetuneConfig:
 
     epochs: int = 4
     batch_size: int = 16
-    lr: float = 0.05
+    lr: float = 0.2
     clip_norm: float | None = 1.0
     seed: int = 0
 

@@ -4,7 +4,8 @@ Leaf op modules describe themselves through a method ``ir_describe() -> dict`` w
 ``kind``, and optionally ``act``, ``role``, ``conv_index``, ``attrs`` and ``params`` (keyword
 arguments of :class:`~tinytune.ir.graph.ParamInfo`). The tracer runs one forward pass with
 forward hooks on those modules and records which tensors each reads and writes, their shapes,
-and whether autograd tracks them. Tensors are identified by object identity during the pass.
+and whether autograd tracks them. Tensors are identified by object identity during the pass; a
+call that returns one of its inputs unchanged is no op and is not recorded.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def trace(module: nn.Module, example: Tensor) -> Graph:
     names = {m: n for n, m in module.named_modules()}
 
     def hook(mod: nn.Module, args: tuple[Any, ...], output: Tensor) -> None:
+        if any(output is a for a in args):
+            return  # an identity (e.g. upsampling to the size a tensor already has): no op
         desc = mod.ir_describe()  # type: ignore[operator]
         kind = desc["kind"]
         if kind not in OP_KINDS:

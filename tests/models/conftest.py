@@ -1,0 +1,53 @@
+"""Fixtures of the model tests: one randomly initialised supernet per family, and seeded
+sampling of candidates."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+from torch import nn
+
+from tinytune.models.ofa_adapter import build_ofa_supernet
+from tinytune.spaces import Candidate, get_supernet, suggest_candidate
+
+SampleFn = Callable[[str, int, int, str | None], tuple[Candidate, ...]]
+
+
+@pytest.fixture(scope="session")
+def supernets() -> dict[str, nn.Module]:
+    """Supernet name → a randomly initialised ``ofa`` supernet (40 source classes)."""
+    names = ("ofa-proxyless-w0.35", "ofa-mbv3-w0.35")
+    return {name: build_ofa_supernet(get_supernet(name), 40, seed=0) for name in names}
+
+
+@functools.cache
+def _sample(name: str, n: int, seed: int, preset: str | None) -> tuple[Candidate, ...]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    spec = get_supernet(name)
+    return tuple(suggest_candidate(study.ask(), spec, preset) for _ in range(n))
+
+
+@pytest.fixture(scope="session")
+def sample() -> SampleFn:
+    """``sample(name, n, seed, preset)``: ``n`` candidates of supernet ``name`` drawn by Optuna's
+    seeded random sampler through :func:`~tinytune.spaces.suggest_candidate` (``preset=None``
+    samples the scheme too; ``"joint"`` samples lite residuals and the update scheme freely)."""
+    return _sample
+
+
+@pytest.fixture(autouse=True)
+def single_thread() -> Iterator[None]:
+    """Run each test on one intra-op thread: the tensors are small, and two threads on a busy
+    2-core machine spin against each other (float64 grouped convolutions slow down 100×)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
