@@ -37,7 +37,9 @@ def test_dashboard_lists_the_study(tmp_path: Path) -> None:
         body = None
         while time.monotonic() < deadline and body is None:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=2) as r:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/api/studies", timeout=2
+                ) as r:
                     body = json.loads(r.read())
             except OSError:
                 time.sleep(0.3)
