@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -28,17 +27,6 @@ from tinytune.spaces import (
 
 SUPERNETS = ("ofa-proxyless-w0.35", "ofa-mbv3-w0.35")
 N_RANDOM = 10  # random candidates per supernet
-
-
-@pytest.fixture(autouse=True)
-def single_thread() -> Iterator[None]:
-    """Small tensors: one intra-op thread avoids two threads spinning on a busy 2-core box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

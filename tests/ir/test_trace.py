@@ -4,7 +4,6 @@ indices, what is trained, the JSON round trip, and hand-computed MACs."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -27,17 +26,6 @@ from tinytune.spaces import JOINT, Candidate, get_supernet, make_preset, suggest
 
 SUPERNETS = ("ofa-proxyless-w0.35", "ofa-mbv3-w0.35")
 LEAF_OPS = (ConvUnit, Add, Mul, GlobalAvgPool, AvgPool, GroupNormUnit, Upsample, Classifier)
-
-
-@pytest.fixture(autouse=True)
-def single_thread() -> Iterator[None]:
-    """Small tensors: one intra-op thread avoids two threads spinning on a busy 2-core box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

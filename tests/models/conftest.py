@@ -4,10 +4,9 @@ sampling of candidates."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
-import torch
 from torch import nn
 
 from tinytune.models.ofa_adapter import build_ofa_supernet
@@ -39,15 +38,3 @@ def sample() -> SampleFn:
     seeded random sampler through :func:`~tinytune.spaces.suggest_candidate` (``preset=None``
     samples the scheme too; ``"joint"`` samples lite residuals and the update scheme freely)."""
     return _sample
-
-
-@pytest.fixture(autouse=True)
-def single_thread() -> Iterator[None]:
-    """Run each test on one intra-op thread: the tensors are small, and two threads on a busy
-    2-core machine spin against each other (float64 grouped convolutions slow down 100×)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)

@@ -2,7 +2,8 @@
 held-out data.
 
 The optimiser is what the device runs: plain SGD without momentum (MCUNetV3 trains with
-"SGD + QAS without momentum"), with a cosine learning-rate decay. The gradient norm is clipped:
+"SGD + QAS without momentum"), with a cosine learning-rate decay. Convolution weights learn at
+a tenth of the rate of biases, scales and the classifier, and the gradient norm is clipped:
 without BatchNorm to steady it, a folded network fine-tuned in full diverges at rates that suit
 bias-only schemes. The data order is drawn from a seeded generator. Accuracy is top-1 on the
 test split, which training never sees; the validation accuracy is reported beside it.
@@ -32,6 +33,7 @@ class FinetuneConfig:
     epochs: int = 4
     batch_size: int = 16
     lr: float = 0.2
+    weight_lr_scale: float = 0.1
     clip_norm: float | None = 1.0
     seed: int = 0
 
@@ -41,6 +43,8 @@ class FinetuneConfig:
                 f"fine-tuning needs epochs >= 1 and batch_size >= 1, got {self.epochs} and "
                 f"{self.batch_size}"
             )
+        if not 0.0 < self.weight_lr_scale <= 1.0:
+            raise ConfigError(f"weight_lr_scale {self.weight_lr_scale} is out of range (0, 1]")
         if not 0.0 < self.lr < 10.0:
             raise ConfigError(f"fine-tuning learning rate {self.lr} is out of range (0, 10)")
 
@@ -74,7 +78,14 @@ def finetune(net: nn.Module, splits: Splits, config: FinetuneConfig) -> Finetune
     """Train the parameters of ``net`` that require a gradient, then measure it."""
     start = time.perf_counter()
     params = [p for p in net.parameters() if p.requires_grad]
-    opt = torch.optim.SGD(params, lr=config.lr, momentum=0.0)
+    weights = [
+        p for n, p in net.named_parameters() if p.requires_grad and n.endswith("weight_train")
+    ]
+    others = [p for p in params if all(p is not w for w in weights)]
+    groups = [{"params": others, "base_lr": config.lr}]
+    if weights:
+        groups.append({"params": weights, "base_lr": config.lr * config.weight_lr_scale})
+    opt = torch.optim.SGD(groups, lr=config.lr, momentum=0.0)
     rng = np.random.default_rng(config.seed)
     n = len(splits.train)
     per_epoch = math.ceil(n / config.batch_size)
@@ -89,7 +100,7 @@ def finetune(net: nn.Module, splits: Splits, config: FinetuneConfig) -> Finetune
             x = torch.from_numpy(splits.train.x[idx])  # (B, 3, R, R)
             y = torch.from_numpy(splits.train.y[idx])
             for group in opt.param_groups:
-                group["lr"] = 0.5 * config.lr * (1 + math.cos(math.pi * step / total))
+                group["lr"] = 0.5 * group["base_lr"] * (1 + math.cos(math.pi * step / total))
             loss = F.cross_entropy(net(x), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -42,7 +42,7 @@ PUBLISHED_SUPERNETS: dict[str, tuple[str, float, tuple[int, ...]]] = {
 }
 # Input resolutions searched for supernets pre-trained by tinytune on its source task: small
 # images, as MCU vision tasks use them.
-DEFAULT_RESOLUTIONS = (32, 40, 48, 56, 64)
+DEFAULT_RESOLUTIONS = (32, 40, 48)
 _NAME = re.compile(r"^ofa-(proxyless|mbv3)-w(\d+(?:\.\d+)?)$")
 
 
