@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -28,7 +31,7 @@ def _one_torch_thread() -> object:
 @pytest.fixture(scope="session")
 def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cache folder holding a 2-step pre-trained ofa-proxyless-w0.35 checkpoint."""
-    from tinytune.data import ProceduralTask
+    from tinytune.data import SourceTask
     from tinytune.models import PretrainRecipe, checkpoint_path, pretrain_supernet, save_supernet
     from tinytune.spaces import get_supernet
 
@@ -38,7 +41,7 @@ def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         spec = get_supernet("ofa-proxyless-w0.35")
         recipe = PretrainRecipe(steps=TINY_STEPS, batch_size=8)
-        net = pretrain_supernet(spec, recipe, ProceduralTask(recipe.source_classes).batch)
+        net = pretrain_supernet(spec, recipe, SourceTask(recipe.source_classes).batch)
         save_supernet(net, spec, recipe, checkpoint_path(spec, recipe))
     finally:
         if old is None:
@@ -62,3 +65,52 @@ def tiny_checkpoint(use_tiny_cache: Path) -> Path:
 
     recipe = PretrainRecipe(steps=TINY_STEPS, batch_size=8)
     return checkpoint_path(get_supernet("ofa-proxyless-w0.35"), recipe)
+
+
+# PostgreSQL: each test gets a database ``tt_test_<random>``, created through the admin database
+# (AUTOCOMMIT) and dropped afterwards, so runs never collide and leave nothing behind. Tests skip,
+# with the reason, when no server answers at ``TINYTUNE_TEST_POSTGRES_URL`` (default: the local
+# server).
+POSTGRES_ADMIN_URL = os.environ.get(
+    "TINYTUNE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+
+_server_problem: list[str | None] = []  # memo: [None] when the server answers, [reason] if not
+
+
+def _postgres_problem() -> str | None:
+    if not _server_problem:
+        engine = sa.create_engine(POSTGRES_ADMIN_URL, connect_args={"connect_timeout": 3})
+        try:
+            with engine.connect() as connection:
+                connection.execute(sa.text("SELECT 1"))
+            _server_problem.append(None)
+        except sa.exc.SQLAlchemyError as e:
+            reason = str(getattr(e, "orig", e)).splitlines()[0]
+            _server_problem.append(
+                f"no PostgreSQL server answers at {POSTGRES_ADMIN_URL}: {reason}"
+            )
+        finally:
+            engine.dispose()
+    return _server_problem[0]
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    problem = _postgres_problem()
+    if problem is not None:
+        pytest.skip(problem)
+    name = f"tt_test_{uuid.uuid4().hex[:16]}"
+    admin = sa.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        yield (
+            sa.make_url(POSTGRES_ADMIN_URL)
+            .set(database=name)
+            .render_as_string(hide_password=False)
+        )
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

@@ -125,3 +125,17 @@ def test_trials_left_running_are_failed_on_the_next_run(
         run_search(_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
     state = optuna.load_study(study_name="s", storage=url).trials[zombie.number].state
     assert state == optuna.trial.TrialState.FAIL
+
+
+@pytest.mark.requires_postgres
+def test_search_on_postgresql(postgres_url: str, tiny_checkpoint: Path) -> None:
+    with open_store(postgres_url) as store:
+        result = run_search(
+            _config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation)
+        )
+        evals = store.evaluations("s")
+    assert result.measured == 1 and len(evals) == 1
+    study = optuna.load_study(study_name="s", storage=postgres_url)
+    assert study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))[0].values[0] == (
+        evals[0].accuracy
+    )

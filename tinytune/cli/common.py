@@ -41,7 +41,7 @@ def ensure_checkpoint(
     pre-training it (with a progress bar) when it is missing."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tinytune.data import ProceduralTask
+    from tinytune.data import SourceTask
     from tinytune.models import checkpoint_path, load_supernet, pretrain_supernet, save_supernet
 
     if weights is not None:
@@ -51,7 +51,7 @@ def ensure_checkpoint(
     path = checkpoint_path(spec, recipe)
     if path.is_file() and not force:
         return path
-    task = ProceduralTask(recipe.source_classes, recipe.seed)
+    task = SourceTask(recipe.source_classes, recipe.seed)
     with Progress(
         TextColumn("pre-training {task.description}"),
         BarColumn(),

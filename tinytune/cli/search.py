@@ -50,7 +50,7 @@ def search(
     weights: Annotated[
         Path | None, typer.Option(help="Supernet weights file (published OFA checkpoint).")
     ] = None,
-    epochs: Annotated[int, typer.Option(help="Fine-tuning epochs per candidate.")] = 4,
+    epochs: Annotated[int, typer.Option(help="Fine-tuning epochs per candidate.")] = 8,
     lr: Annotated[float, typer.Option(help="Fine-tuning learning rate (SGD).")] = 0.2,
     batch_size: Annotated[int, typer.Option(help="Fine-tuning batch size.")] = 16,
     pretrain_steps: Annotated[

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tinytune.data.base import MAX_RESOLUTION, MIN_RESOLUTION, ImageDataset
 from tinytune.data.digits import DigitsDataset
+from tinytune.data.glyphs import GlyphTask, SourceTask
 from tinytune.data.imagefolder import IMAGE_EXTENSIONS, ImageFolderDataset
 from tinytune.data.procedural import ProceduralDataset, ProceduralTask
 from tinytune.data.registry import DATASET_NAMES, get_dataset
@@ -16,10 +17,12 @@ __all__ = [
     "MAX_RESOLUTION",
     "MIN_RESOLUTION",
     "DigitsDataset",
+    "GlyphTask",
     "ImageDataset",
     "ImageFolderDataset",
     "ProceduralDataset",
     "ProceduralTask",
+    "SourceTask",
     "Split",
     "Splits",
     "get_dataset",

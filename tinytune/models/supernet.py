@@ -51,7 +51,7 @@ BatchFn = Callable[[int, int, np.random.Generator], tuple[np.ndarray, np.ndarray
 class PretrainRecipe:
     """How a supernet is pre-trained on the procedural source task."""
 
-    source_classes: int = 40
+    source_classes: int = 80
     steps: int = 300
     batch_size: int = 48
     lr: float = 0.1
