@@ -16,7 +16,7 @@ def test_glyph_batches_are_seeded_and_in_range() -> None:
     assert x1.shape == (32, 3, 24, 24) and x1.dtype == np.float32
     assert np.array_equal(x1, x2) and np.array_equal(y1, y2)
     assert x1.min() >= -1.0 and x1.max() <= 1.0
-    assert y1.dtype == np.int64 and 0 <= y1.min() and y1.max() < 20
+    assert y1.dtype == np.int64 and y1.min() >= 0 and y1.max() < 20
 
 
 def test_glyph_classes_are_distinct_and_learnable() -> None:
