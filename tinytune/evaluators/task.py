@@ -87,7 +87,7 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
         "status": "ok",
         "accuracy": result.accuracy,
         "val_accuracy": result.val_accuracy,
-        "memory_bytes": memory.peak_bytes,
+        "memory_bytes": memory.arena_bytes,
         "flash_bytes": memory.flash_bytes,
         "wall_time_s": time.perf_counter() - start,
         "error": None,
@@ -98,6 +98,8 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
             "memory_breakdown": memory.breakdown,
             "memory_peak_op": memory.peak_op,
             "memory_peak_phase": memory.peak_phase,
+            "memory_live_peak_bytes": memory.peak_bytes,
+            "mcunetv3_extra_bytes": memory.mcunetv3_extra_bytes,
             "precision": memory.precision,
         },
     }

@@ -26,9 +26,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tinytune.errors import ConfigError
 from tinytune.ir import Graph, Op
+
+if TYPE_CHECKING:
+    from tinytune.hwmodels.layout import ArenaLayout
 
 __all__ = ["OPTIMIZERS", "PRECISIONS", "Buffer", "MemoryReport", "Precision", "plan_memory"]
 
@@ -78,6 +82,10 @@ class MemoryReport:
         flash_bytes: parameter bytes stored in flash (all weights, biases and, for int8,
             per-channel scales); program code is not included.
         saved_bytes: everything kept for backward (sum over ops, whole tensors included).
+        layout: every buffer's offset in one static arena (:func:`plan_layout`).
+        arena_bytes: the size of that arena — what a device must reserve; at least
+            ``peak_bytes`` (live bytes can fragment), equal to it but for alignment in practice.
+        mcunetv3_extra_bytes: MCUNetV3's analytic extra memory (:mod:`.analytic`), per sample.
     """
 
     precision: str
@@ -90,6 +98,12 @@ class MemoryReport:
     buffers: tuple[Buffer, ...]
     flash_bytes: int
     saved_bytes: int
+    layout: ArenaLayout
+    mcunetv3_extra_bytes: int
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.layout.arena_bytes
 
 
 def _kept(op: Op, graph: Graph, p: Precision) -> tuple[list[int], list[tuple[str, int]]]:
@@ -227,6 +241,9 @@ def plan_memory(
             breakdown[b.category] = breakdown.get(b.category, 0) + b.nbytes
     phase = "forward" if peak_step < n else "backward"
     op_index = peak_step if peak_step < n else last - peak_step
+    from tinytune.hwmodels.analytic import mcunetv3_extra_bytes
+    from tinytune.hwmodels.layout import plan_layout
+
     return MemoryReport(
         precision=precision,
         peak_bytes=timeline[peak_step],
@@ -238,4 +255,6 @@ def plan_memory(
         buffers=tuple(buffers),
         flash_bytes=flash,
         saved_bytes=saved_total,
+        layout=plan_layout(buffers),
+        mcunetv3_extra_bytes=mcunetv3_extra_bytes(graph),
     )

@@ -2,7 +2,7 @@
 
 Only the driver talks to the database (Optuna's tables and tinytune's). Each round it asks
 Optuna for a trial, samples a candidate define-by-run, predicts its peak training SRAM with the
-memory planner (a candidate over the budget is told PRUNED without any training), and sends a
+memory planner (the size of the arena its buffers are laid out in) (a candidate over the budget is told PRUNED without any training), and sends a
 plain-dict task to a worker; when a result comes back it stores the evaluation, tells Optuna
 (objectives: measured accuracy ↑, predicted peak SRAM ↓; SRAM over budget is a constraint
 violation) and snapshots the Pareto front of measured results.
@@ -173,7 +173,7 @@ def _min_memory(spec: SupernetSpec, hw: HardwareEvaluator) -> int:
     smallest resolution: if even that exceeds the budget, no candidate meets it."""
     subnet = default_subnet(spec)
     smallest = type(subnet)(min(spec.resolutions), subnet.stages)
-    return hw(make_preset("last", spec, smallest)).peak_bytes
+    return hw(make_preset("last", spec, smallest)).arena_bytes
 
 
 def check_feasible(config: SearchConfig, hw: HardwareEvaluator | None = None) -> None:
@@ -240,14 +240,15 @@ def run_search(
                 trial.set_user_attr("candidate_key", candidate.key)
                 trial.set_user_attr("candidate", candidate.to_json())
                 memory = hw(candidate)
-                trial.set_user_attr("memory_bytes", memory.peak_bytes)
+                trial.set_user_attr("memory_bytes", memory.arena_bytes)
                 trial.set_user_attr("flash_bytes", memory.flash_bytes)
-                over = (memory.peak_bytes - budget) if budget is not None else 0
+                trial.set_user_attr("mcunetv3_extra_bytes", memory.mcunetv3_extra_bytes)
+                over = (memory.arena_bytes - budget) if budget is not None else 0
                 trial.set_user_attr("constraints", [float(over)])
                 if over > 0:
                     trial.set_user_attr(
                         "pruned_reason",
-                        f"predicted peak SRAM {memory.peak_bytes} B exceeds budget {budget} B",
+                        f"predicted peak SRAM {memory.arena_bytes} B exceeds budget {budget} B",
                     )
                     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
                     counts["pruned"] += 1
@@ -258,7 +259,7 @@ def run_search(
                 if previous is not None and previous.accuracy is not None:
                     trial.set_user_attr("reused_from_trial", previous.trial_number)
                     trial.set_user_attr("fidelity", "measured")
-                    study.tell(trial, [previous.accuracy, float(memory.peak_bytes)])
+                    study.tell(trial, [previous.accuracy, float(memory.arena_bytes)])
                     counts["reused"] += 1
                     idle += 1
                     emit("reused", trial=trial.number)

@@ -1,0 +1,58 @@
+"""The arena layout: no two buffers alive at once share a byte; the arena meets the peak."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tinytune.hwmodels import Buffer, plan_layout, plan_memory
+from tinytune.ir import trace
+from tinytune.models import build_candidate
+from tinytune.models.ofa_adapter import build_ofa_supernet
+from tinytune.spaces import PRESET_NAMES, get_supernet, make_preset
+
+
+def _check(buffers: list[Buffer] | tuple[Buffer, ...], alignment: int = 4) -> int:
+    layout = plan_layout(buffers, alignment)
+    for i, a in enumerate(buffers):
+        if a.nbytes:
+            assert layout.offsets[i] % alignment == 0
+            assert layout.offsets[i] + a.nbytes <= layout.arena_bytes
+        for j in range(i):
+            b = buffers[j]
+            if not (a.nbytes and b.nbytes and a.start <= b.end and b.start <= a.end):
+                continue
+            a0, b0 = layout.offsets[i], layout.offsets[j]
+            assert a0 + a.nbytes <= b0 or b0 + b.nbytes <= a0, (a, b)
+    return layout.arena_bytes
+
+
+def test_hand_made_lifetimes() -> None:
+    # a [0,1] 100 B, b [1,2] 60 B, c [2,3] 100 B: a and c can share; b must sit beside both
+    bufs = [Buffer("a", "x", 100, 0, 1), Buffer("b", "x", 60, 1, 2), Buffer("c", "x", 100, 2, 3)]
+    assert _check(bufs) == 160
+
+
+def test_disjoint_lifetimes_reuse_the_same_bytes() -> None:
+    bufs = [Buffer(f"t{i}", "x", 64, i, i) for i in range(10)]
+    assert _check(bufs) == 64
+
+
+def test_alignment_pads_offsets() -> None:
+    bufs = [Buffer("a", "x", 3, 0, 5), Buffer("b", "x", 5, 0, 5)]
+    layout = plan_layout(bufs, alignment=4)
+    assert sorted(layout.offsets) == [0, 8]
+    assert layout.arena_bytes == 11
+
+
+@pytest.mark.parametrize("name", ["ofa-proxyless-w0.35", "ofa-mbv3-w0.35"])
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+def test_real_networks_fit_in_an_arena_close_to_the_peak(name: str, preset: str) -> None:
+    spec = get_supernet(name)
+    candidate = make_preset(preset, spec)
+    r = candidate.subnet.resolution
+    net = build_candidate(candidate, build_ofa_supernet(spec, 40), 10, [torch.randn(4, 3, r, r)])
+    report = plan_memory(trace(net, torch.zeros(1, 3, r, r)))
+    arena = _check(report.buffers)
+    assert arena == report.arena_bytes
+    assert report.peak_bytes <= arena <= report.peak_bytes * 1.02 + 4 * len(report.buffers)
