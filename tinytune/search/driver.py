@@ -1,11 +1,12 @@
 """The search driver: Optuna proposes, workers evaluate, the driver records.
 
 Only the driver talks to the database (Optuna's tables and tinytune's). Each round it asks
-Optuna for a trial, samples a candidate define-by-run, predicts its peak training SRAM with the
-memory planner (the size of the arena its buffers are laid out in) (a candidate over the budget is told PRUNED without any training), and sends a
-plain-dict task to a worker; when a result comes back it stores the evaluation, tells Optuna
-(objectives: measured accuracy ↑, predicted peak SRAM ↓; SRAM over budget is a constraint
-violation) and snapshots the Pareto front of measured results.
+Optuna for a trial, samples a candidate define-by-run and predicts its peak training SRAM with
+the memory planner — the size of the arena its buffers are laid out in. A candidate over the
+budget is told PRUNED without any training; the others go to a worker as plain-dict tasks. When
+a result comes back the driver stores the evaluation, tells Optuna (objectives: measured
+accuracy ↑, predicted peak SRAM ↓; SRAM over budget is a constraint violation) and snapshots
+the Pareto front of measured results.
 
 Budgets: ``trials`` counts measured fine-tunes; ``time_budget_s`` stops new submissions after
 that many seconds (running evaluations finish). A candidate already measured in the study is
