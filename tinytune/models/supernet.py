@@ -194,10 +194,9 @@ def load_supernet(spec: SupernetSpec, path: Path) -> nn.Module:
         state = _published_state(spec, path)
         try:
             net.load_state_dict(state)
-        except RuntimeError as e:
-            raise ModelError(
-                f"{str(path)!r} does not match supernet {spec.name}: {str(e).splitlines()[0]}"
-            ) from e
+        except (RuntimeError, ValueError, KeyError) as e:  # ofa remaps keys and raises ValueError
+            detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ModelError(f"{str(path)!r} does not match supernet {spec.name}: {detail}") from e
         return net
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
@@ -212,5 +211,9 @@ def load_supernet(spec: SupernetSpec, path: Path) -> nn.Module:
     if data["supernet"] != spec.name:
         raise ModelError(f"{str(path)!r} holds supernet {data['supernet']}, not {spec.name}")
     net = build_ofa_supernet(spec, int(data["n_classes"]))
-    net.load_state_dict(data["state_dict"])
+    try:
+        net.load_state_dict(data["state_dict"])
+    except (RuntimeError, ValueError, KeyError) as e:
+        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ModelError(f"{str(path)!r} does not match supernet {spec.name}: {detail}") from e
     return net
