@@ -56,3 +56,21 @@ def test_real_networks_fit_in_an_arena_close_to_the_peak(name: str, preset: str)
     arena = _check(report.buffers)
     assert arena == report.arena_bytes
     assert report.peak_bytes <= arena <= report.peak_bytes * 1.02 + 4 * len(report.buffers)
+
+
+def test_gradient_accumulation_holds_parameter_gradients() -> None:
+    from tinytune.errors import ConfigError
+
+    spec = get_supernet("ofa-proxyless-w0.35")
+    candidate = make_preset("mcunetv3", spec)
+    r = candidate.subnet.resolution
+    net = build_candidate(candidate, build_ofa_supernet(spec, 40), 10, [torch.randn(4, 3, r, r)])
+    graph = trace(net, torch.zeros(1, 3, r, r))
+    once = plan_memory(graph)
+    held = plan_memory(graph, reorder=False)
+    accumulated = plan_memory(graph, accumulate=4)
+    grads = sum(b.nbytes for b in once.buffers if b.category == "param_gradient")
+    assert once.peak_bytes <= held.peak_bytes <= accumulated.peak_bytes
+    assert accumulated.breakdown["param_gradient"] == grads  # all of them, all the time
+    with pytest.raises(ConfigError):
+        plan_memory(graph, accumulate=0)

@@ -15,7 +15,8 @@ The peak is the largest sum of the buffers alive at one step. Buffers:
   upsampling keep nothing;
 * activation gradients: ∂L/∂t from the backward step of t's last reader to that of its writer;
 * parameter gradients: applied as soon as they exist when ``reorder`` is on (the Tiny Training
-  Engine's in-place update, MCUNetV3 §3), else held from their backward step to the end;
+  Engine's in-place update, MCUNetV3 §3), else held from their backward step to the end; with
+  gradient accumulation over micro-batches, held for the whole step;
 * static: trained weights copied to SRAM and optimizer state, for the whole step. Frozen weights
   stay in flash.
 
@@ -158,7 +159,12 @@ def _param_bytes(op: Op, p: Precision, trained_only: bool) -> int:
 
 
 def plan_memory(
-    graph: Graph, *, precision: str = "int8", reorder: bool = True, optimizer: str = "sgd"
+    graph: Graph,
+    *,
+    precision: str = "int8",
+    reorder: bool = True,
+    optimizer: str = "sgd",
+    accumulate: int = 1,
 ) -> MemoryReport:
     """Plan the buffers of one training step of ``graph`` and find its peak.
 
@@ -168,11 +174,16 @@ def plan_memory(
             classifier and parameter gradients).
         reorder: apply each parameter gradient as soon as it is computed and free it.
         optimizer: ``sgd`` (no state, the on-device choice), ``sgd-momentum`` or ``adam``.
+        accumulate: micro-batches whose gradients are summed before one update; above 1 every
+            parameter gradient is held for the whole step (it outlives the micro-batch), so
+            reordering cannot free it early.
     """
     if precision not in PRECISIONS:
         raise ConfigError(f"unknown precision {precision!r}; allowed: {sorted(PRECISIONS)}")
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {optimizer!r}; allowed: {sorted(OPTIMIZERS)}")
+    if isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1:
+        raise ConfigError(f"gradient accumulation must be an integer >= 1, got {accumulate!r}")
     p = PRECISIONS[precision]
     n = len(graph.ops)
     last = 2 * n - 1
@@ -216,13 +227,16 @@ def plan_memory(
             continue
         trained_elems += trained
         buffers.append(Buffer(f"{op.name}:weights", "weights", _param_bytes(op, p, True), 0, last))
-        g_end = bwd(op.index) if reorder else last
+        if accumulate > 1:
+            g_start, g_end = 0, last
+        else:
+            g_start, g_end = bwd(op.index), bwd(op.index) if reorder else last
         buffers.append(
             Buffer(
                 f"{op.name}:grad",
                 "param_gradient",
                 trained * p.param_gradient,
-                bwd(op.index),
+                g_start,
                 g_end,
             )
         )
