@@ -1,8 +1,9 @@
 """Host latency model: fit on measured training steps, check on held-out candidates.
 
 Samples candidates of the joint space, builds each network, measures the median training-step
-time on this machine (batch 1, one thread), fits the latency coefficients on all but the last 30 and
-reports, on held-out ones, the share predicted within ±10 % and the median relative error.
+time on this machine (batch 1, one thread), fits the latency coefficients on all but the last
+``--held-out`` candidates and reports, on those, the share predicted within ±10 % and the
+median relative error.
 
     python3 bench/host_latency.py --candidates 90 --held-out 30 --seed 0
 """
