@@ -60,6 +60,7 @@ def search(
 ) -> None:
     """Search sub-networks × lite residuals × sparse update schemes; print the Pareto front
     of measured accuracy vs predicted peak training SRAM."""
+    import dataclasses
     import time
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -117,7 +118,7 @@ def search(
     executor = None
     try:
         checkpoint = ensure_checkpoint(spec, PretrainRecipe(steps=pretrain_steps), weights)
-        config = SearchConfig(**{**config.__dict__, "checkpoint": str(checkpoint)})
+        config = dataclasses.replace(config, checkpoint=str(checkpoint))
         executor = (
             InlineExecutor(run_evaluation)
             if inline

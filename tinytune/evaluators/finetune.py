@@ -81,7 +81,8 @@ def finetune(net: nn.Module, splits: Splits, config: FinetuneConfig) -> Finetune
     weights = [
         p for n, p in net.named_parameters() if p.requires_grad and n.endswith("weight_train")
     ]
-    others = [p for p in params if all(p is not w for w in weights)]
+    weight_ids = {id(w) for w in weights}
+    others = [p for p in params if id(p) not in weight_ids]
     groups = [{"params": others, "base_lr": config.lr}]
     if weights:
         groups.append({"params": weights, "base_lr": config.lr * config.weight_lr_scale})

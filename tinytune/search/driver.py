@@ -220,6 +220,7 @@ def run_search(
     counts = {"measured": 0, "pruned": 0, "failed": 0, "reused": 0}
     pending: dict[int, tuple[Any, Candidate]] = {}
     idle = 0
+    last: tuple[tuple[FrontPoint, ...], float | None] | None = None
 
     def emit(event: str, **data: Any) -> None:
         if progress is not None:
@@ -283,7 +284,7 @@ def run_search(
             for number, result in executor.wait(timeout=1.0):
                 trial, candidate = pending.pop(number)
                 _record(config, store, study, trial, candidate, result, counts)
-                _snapshot(config, store, study)
+                last = _snapshot(config, store)
                 emit("finished", trial=number, result=result)
     finally:
         for _number, (trial, _c) in list(pending.items()):
@@ -294,7 +295,7 @@ def run_search(
             "stopped after %d proposals in a row that were over budget or already measured",
             idle,
         )
-    front, hv = _snapshot(config, store, study)
+    front, hv = last if last is not None else _snapshot(config, store)
     return SearchResult(
         study_name=config.study_name,
         measured=counts["measured"],
@@ -334,6 +335,7 @@ def _record(
             error=None if ok else str(result.get("error") or "unknown failure"),
             details={
                 "flash_bytes": trial.user_attrs["flash_bytes"],
+                "scheme": _scheme_label(trial.params, config.preset),
                 **(result.get("details") or {}),
             }
             if ok
@@ -352,9 +354,7 @@ def _record(
         counts["failed"] += 1
 
 
-def _snapshot(
-    config: SearchConfig, store: Store, study: Any
-) -> tuple[tuple[FrontPoint, ...], float | None]:
+def _snapshot(config: SearchConfig, store: Store) -> tuple[tuple[FrontPoint, ...], float | None]:
     """The Pareto front of the study's measured, feasible evaluations, stored as a snapshot."""
     evaluations = store.evaluations(config.study_name, fidelity="measured", status="ok")
     budget = config.sram_budget_bytes
@@ -369,9 +369,6 @@ def _snapshot(
         return (), None
     objectives = [(-e.accuracy, float(e.memory_bytes)) for e in feasible]  # type: ignore[operator]
     front_idx = sorted(pareto_front(objectives), key=lambda i: feasible[i].memory_bytes or 0)
-    schemes = {}
-    for ft in study.get_trials(deepcopy=False):
-        schemes[ft.number] = _scheme_label(ft.params, config.preset)
     points = tuple(
         FrontPoint(
             trial=feasible[i].trial_number,
@@ -380,7 +377,7 @@ def _snapshot(
             val_accuracy=feasible[i].val_accuracy,
             memory_bytes=int(feasible[i].memory_bytes),  # type: ignore[arg-type]
             flash_bytes=(feasible[i].details or {}).get("flash_bytes"),
-            scheme=schemes.get(feasible[i].trial_number, "?"),
+            scheme=(feasible[i].details or {}).get("scheme", "?"),
         )
         for i in front_idx
     )
