@@ -1,9 +1,11 @@
-"""Host latency model: fit on measured training steps, check on held-out candidates.
+"""Host latency model: measure sampled candidates, fit, and check on held-out ones.
 
-Samples candidates of the joint space, builds each network, measures the median training-step
-time on this machine (batch 1, one thread), fits the latency coefficients on all but the last
-``--held-out`` candidates and reports, on those, the share predicted within ±10 % and the
-median relative error.
+Runs the same pipeline as ``tinytune profile`` followed by ``tinytune calibrate --device host``:
+samples ``--candidates`` networks of the joint space, times their training steps on this
+machine (batch 1, one thread, interleaved rounds, medians), fits the per-op coefficients on all
+but ``--held-out`` of them and reports, on those, the share predicted within ±10 % and the
+median relative error. ``--write-default`` stores the fitted profile as the package's built-in
+``host`` profile.
 
     python3 bench/host_latency.py --candidates 90 --held-out 30 --seed 0
 """
@@ -11,18 +13,23 @@ median relative error.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+from pathlib import Path
 
-import numpy as np
-import optuna
 import torch
 
-from tinytune.hwmodels.latency import fit_coefficients, predict_latency
-from tinytune.hwmodels.profiler import measure_step
-from tinytune.ir import trace
-from tinytune.models import build_candidate
-from tinytune.models.ofa_adapter import build_ofa_supernet
-from tinytune.spaces import get_supernet, suggest_candidate
+from tinytune.evaluators.profile import profile_host
+from tinytune.hwmodels.calibration import (
+    calibrate,
+    host_base,
+    load_measurements,
+    save_measurements,
+    write_json_atomic,
+)
+from tinytune.spaces import get_supernet
+
+DEFAULT = Path(__file__).resolve().parents[1] / "tinytune" / "hwmodels" / "data" / "host.json"
 
 
 def main() -> None:
@@ -31,38 +38,44 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=90)
     parser.add_argument("--held-out", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--measurements", type=Path, help="reuse (or write) this file")
+    parser.add_argument("--write-default", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    spec = get_supernet(args.supernet)
-    supernet = build_ofa_supernet(spec, 10, seed=args.seed)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=args.seed))
-    graphs, measured = [], []
-    for _ in range(args.candidates):
-        candidate = suggest_candidate(study.ask(), spec)
-        r = candidate.subnet.resolution
-        net = build_candidate(candidate, supernet, 10, [])
-        example = torch.randn(1, 3, r, r)
-        graphs.append(trace(net, example))
-        measured.append(measure_step(net, example, repeats=args.repeats).train_step_s)
-    half = len(graphs) - args.held_out
-    coef = fit_coefficients(graphs[:half], measured[:half])
-    errors = [
-        predict_latency(g, coef).train_step_s / m - 1
-        for g, m in zip(graphs[half:], measured[half:], strict=True)
-    ]
-    within = np.mean([abs(e) <= 0.10 for e in errors])
-    print(f"fit on {half} candidates, held out {len(errors)}")
+    path = args.measurements
+    if path is not None and path.is_file():
+        file = load_measurements(path)
+    else:
+        file = profile_host(
+            get_supernet(args.supernet),
+            args.candidates,
+            seed=args.seed,
+            rounds=args.rounds,
+            repeats=args.repeats,
+            progress=print,
+        )
+        if path is not None:
+            save_measurements(path, file)
+    result = calibrate([file], host_base(), held_out=args.held_out)
+    steps = [m.train_step_s for m in file.measurements]
+    print(f"machine: {file.machine['processor']}, {file.machine['cpu_count']} cores")
     print(
-        f"measured step: median {1000 * statistics.median(measured):.1f} ms "
-        f"(min {1000 * min(measured):.1f}, max {1000 * max(measured):.1f})"
+        f"measured {len(steps)} networks: step median {1000 * statistics.median(steps):.1f} ms "
+        f"(min {1000 * min(steps):.1f}, max {1000 * max(steps):.1f})"
     )
-    print(
-        f"held-out within ±10 %: {100 * within:.0f} %; median |error| "
-        f"{100 * statistics.median(abs(e) for e in errors):.1f} %; max |error| "
-        f"{100 * max(abs(e) for e in errors):.1f} %"
-    )
+    for part in ("fit", "held_out"):
+        s = result.fit[part]
+        print(
+            f"{part:8s} n={s['n']:3d}: within ±10 % {100 * s['within_10']:.0f} %; median |error| "
+            f"{100 * s['median_abs_error']:.1f} %; max |error| {100 * s['max_abs_error']:.1f} %"
+        )
+    if args.write_default:
+        write_json_atomic(DEFAULT, result.profile.to_dict())
+        print(f"wrote {DEFAULT}")
+    else:
+        print(json.dumps(result.fit["held_out"]))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,13 @@ def existing_db(tmp_path: Path) -> tuple[str, Path, str]:
         (["--time-budget", "soon"], "is not a duration"),
         (["--trials", "0"], "--trials must be >= 1"),
         (["--workers", "0"], "--workers must be >= 1"),
+        (["--device", "esp32"], "unknown device 'esp32'; known devices: host, nrf52840"),
+        (["--latency-budget", "fast"], "is not a duration"),
+        (["--latency-budget", "1us"], "is not a duration"),
+        (["--latency-budget", "0.001ms"], "no candidate of ofa-proxyless-w0.35 fits a latency"),
+        (["--flash-budget", "2GB"], "is not a size"),
+        (["--flash-budget", "2MB"], "exceeds the 1048576 bytes of stm32f746"),
+        (["--device", "nrf52840", "--sram-budget", "300KB"], "exceeds the 262144 bytes"),
     ],
 )
 def test_bad_search_input_is_one_line_and_exit_2(

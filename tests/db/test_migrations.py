@@ -18,7 +18,7 @@ from tinytune.db.migrations.runner import include_name
 from tinytune.db.models import Base
 from tinytune.errors import StorageError
 
-TT_TABLES = {"tt_candidates", "tt_evaluations", "tt_pareto_snapshots"}
+TT_TABLES = {"tt_calibrations", "tt_candidates", "tt_evaluations", "tt_pareto_snapshots"}
 KEY = "c" * 16
 
 

@@ -47,6 +47,8 @@ def test_search_stores_the_same_trials_in_optuna_and_tinytune(
             e = next(e for e in evals if e.trial_number == t.number)
             assert e.accuracy == t.values[0]
             assert e.memory_bytes == t.values[1]
+            assert e.latency_ms == pytest.approx(1000 * t.values[2])
+            assert t.values[2] == t.user_attrs["latency_s"] > 0
             stored = store.get_candidate(t.user_attrs["candidate_key"])
             assert Candidate.from_json(stored.payload).key == e.candidate_key
         snap = store.latest_pareto("s")
@@ -139,3 +141,58 @@ def test_search_on_postgresql(postgres_url: str, tiny_checkpoint: Path) -> None:
     assert study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))[0].values[0] == (
         evals[0].accuracy
     )
+
+
+def test_latency_objective_follows_the_device_profile(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    """The third objective is the device profile's predicted step latency: the same candidate
+    is predicted slower on the 64 MHz nRF52840 than on the 216 MHz STM32F746."""
+    from tinytune.evaluators import HardwareConfig, HardwareEvaluator
+    from tinytune.hwmodels.devices import builtin_profiles
+    from tinytune.spaces import default_subnet, make_preset
+
+    profiles = builtin_profiles()
+    candidate = make_preset("mcunetv3", SPEC, default_subnet(SPEC))
+    f746 = HardwareEvaluator(SPEC, 10, HardwareConfig(), profiles["stm32f746"])(candidate)
+    nrf = HardwareEvaluator(SPEC, 10, HardwareConfig(), profiles["nrf52840"])(candidate)
+    assert f746.arena_bytes == nrf.arena_bytes
+    assert nrf.latency_s > 2 * f746.latency_s > 0
+
+
+def test_latency_budget_prunes_and_budgets_beyond_the_device_are_refused(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    from tinytune.evaluators import HardwareConfig, HardwareEvaluator
+    from tinytune.hwmodels.devices import builtin_profiles
+    from tinytune.spaces import default_subnet, make_preset
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store, pytest.raises(BudgetError, match="exceeds the 327680 bytes"):
+        run_search(
+            _config(tiny_checkpoint, sram_budget_bytes=512 * 1024),
+            store,
+            InlineExecutor(run_evaluation),
+        )
+    with (
+        open_store(url) as store,
+        pytest.raises(BudgetError, match=r"latency budget of 0\.001 ms"),
+    ):
+        run_search(
+            _config(tiny_checkpoint, latency_budget_s=1e-6), store, InlineExecutor(run_evaluation)
+        )
+    # a budget just above the classifier-only baseline: it is measured, costlier schemes pruned
+    hw = HardwareEvaluator(SPEC, 10, HardwareConfig(), builtin_profiles()["stm32f746"])
+    last = hw(make_preset("last", SPEC, default_subnet(SPEC))).latency_s
+    with open_store(url) as store:
+        result = run_search(
+            _config(tiny_checkpoint, latency_budget_s=1.001 * last, max_idle_proposals=8),
+            store,
+            InlineExecutor(run_evaluation),
+        )
+    assert result.measured >= 1 and result.pruned >= 1
+    assert all(p.latency_s <= 1.001 * last for p in result.front)
+    study = optuna.load_study(study_name="s", storage=url)
+    pruned = study.get_trials(states=(optuna.trial.TrialState.PRUNED,))
+    assert all("latency exceeds its budget" in t.user_attrs["pruned_reason"] for t in pruned)
+    assert all(t.user_attrs["constraints"][2] > 0 for t in pruned)

@@ -30,3 +30,30 @@ def test_hypervolume_of_accuracy_and_memory() -> None:
     # accuracy 0.8 at 100 B and 0.9 at 200 B, reference (accuracy 0, budget 256 B)
     hv = hypervolume_2d([(-0.8, 100.0), (-0.9, 200.0)], (0.0, 256.0))
     assert hv == pytest.approx(0.9 * 56 + 0.8 * 100)
+
+
+def test_hypervolume_3d_by_hand() -> None:
+    from tinytune.search.pareto import hypervolume
+
+    assert hypervolume([(0, 0, 0)], (2, 2, 2)) == pytest.approx(8.0)
+    assert hypervolume([(1, 1, 1), (0, 0, 0)], (2, 2, 2)) == pytest.approx(8.0)  # dominated
+    # boxes 2×2×1 and 1×3×2 overlapping in 1×2×1: 4 + 6 − 2
+    assert hypervolume([(0, 0, 1), (1, -1, 0)], (2, 2, 2)) == pytest.approx(8.0)
+    assert hypervolume([(0, 0, 1), (1, 1, 0)], (2, 2, 2)) == pytest.approx(4 + 2 - 1)
+    assert hypervolume([(3, 0, 0)], (2, 2, 2)) == 0.0
+
+
+def test_hypervolume_matches_optuna() -> None:
+    import numpy as np
+    from optuna._hypervolume import compute_hypervolume
+
+    from tinytune.search.pareto import hypervolume
+
+    rng = np.random.default_rng(0)
+    for d in (2, 3, 4):
+        for _ in range(20):
+            pts = rng.uniform(0, 1, size=(int(rng.integers(1, 12)), d))
+            ref = np.ones(d) * 1.1
+            assert hypervolume(pts.tolist(), ref.tolist()) == pytest.approx(
+                compute_hypervolume(pts, ref)
+            )

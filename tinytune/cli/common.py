@@ -74,12 +74,14 @@ def front_table(front: tuple[FrontPoint, ...] | list[dict], title: str):
     from rich.table import Table
 
     table = Table(title=title)
-    for col in ("trial", "scheme", "accuracy", "val acc", "peak SRAM", "flash", "candidate"):
+    cols = ("trial", "scheme", "accuracy", "val acc", "peak SRAM", "flash", "step", "candidate")
+    for col in cols:
         table.add_column(col, justify="right" if col not in ("scheme", "candidate") else "left")
     for p in front:
         d = p if isinstance(p, dict) else p.__dict__
         flash = d.get("flash_bytes")
         val = d.get("val_accuracy")
+        latency = d.get("latency_s")
         table.add_row(
             str(d.get("trial")),
             str(d.get("scheme")),
@@ -87,7 +89,8 @@ def front_table(front: tuple[FrontPoint, ...] | list[dict], title: str):
             f"{100 * val:.1f}%" if val is not None else "-",
             f"{d['memory_bytes'] / 1024:.1f} KB",
             f"{flash / 1024:.1f} KB" if flash else "-",
-            str(d.get("candidate_key")),
+            f"{1000 * latency:.0f} ms" if latency is not None else "-",
+            str(d.get("candidate_key"))[:12],
         )
     return table
 

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from tinytune.cli import dashboard, pareto, pretrain, search
+from tinytune.cli import dashboard, pareto, pretrain, profile, search
 
 __all__ = ["app", "main"]
 
@@ -25,6 +25,9 @@ app.command("search")(search.search)
 app.command("pareto")(pareto.pareto)
 app.command("dashboard")(dashboard.dashboard)
 app.command("pretrain")(pretrain.pretrain)
+app.command("profile")(profile.profile)
+app.command("calibrate")(profile.calibrate)
+app.command("devices")(profile.devices)
 
 
 def main(argv: list[str] | None = None) -> int:

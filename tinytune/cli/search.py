@@ -34,9 +34,22 @@ def search(
     time_budget: Annotated[
         str | None, typer.Option(help="Budget: stop proposing after this long (e.g. 300s, 5m).")
     ] = None,
+    device: Annotated[
+        str,
+        typer.Option(
+            help="Target device (see 'tinytune devices'): its latency profile and limits."
+        ),
+    ] = "stm32f746",
     sram_budget: Annotated[
         str, typer.Option(help="Peak training SRAM allowed on the device (e.g. 256KB; 'none').")
     ] = "256KB",
+    flash_budget: Annotated[
+        str | None, typer.Option(help="Flash allowed (e.g. 1MB; default: the device's flash).")
+    ] = None,
+    latency_budget: Annotated[
+        str | None,
+        typer.Option(help="Predicted training-step latency allowed on the device (e.g. 500ms)."),
+    ] = None,
     precision: Annotated[
         str, typer.Option(help="On-device training format: int8 or fp32.")
     ] = "int8",
@@ -59,7 +72,7 @@ def search(
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of fine-tuning.")] = 0,
 ) -> None:
     """Search sub-networks × lite residuals × sparse update schemes; print the Pareto front
-    of measured accuracy vs predicted peak training SRAM."""
+    of measured accuracy vs predicted peak training SRAM and training-step latency."""
     import dataclasses
     import time
 
@@ -76,12 +89,18 @@ def search(
     from tinytune.data import get_dataset
     from tinytune.db import open_store
     from tinytune.errors import BudgetError
-    from tinytune.evaluators import FinetuneConfig, HardwareConfig, run_evaluation
+    from tinytune.evaluators import (
+        FinetuneConfig,
+        HardwareConfig,
+        HardwareEvaluator,
+        run_evaluation,
+    )
     from tinytune.models import PretrainRecipe
     from tinytune.search import (
         InlineExecutor,
         RayExecutor,
         SearchConfig,
+        check_budgets,
         check_feasible,
         run_search,
     )
@@ -107,16 +126,26 @@ def search(
         preset=preset,
         trials=trials,
         time_budget_s=parse_seconds(time_budget, "--time-budget") if time_budget else None,
+        device=device,
         sram_budget_bytes=budget,
+        flash_budget_bytes=parse_bytes(flash_budget, "--flash-budget") if flash_budget else None,
+        latency_budget_s=(
+            parse_seconds(latency_budget, "--latency-budget") if latency_budget else None
+        ),
         seed=seed,
         finetune=FinetuneConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
         hardware=HardwareConfig(precision=precision),
     )
-    check_feasible(config)
+    from tinytune.hwmodels.calibration import resolve_device
+
+    resolve_device(device)  # an unknown device fails here, with the list of known ones
     store = open_store(storage)
     started = time.monotonic()
     executor = None
     try:
+        profile, _ = resolve_device(device, store)
+        check_budgets(config, profile)
+        check_feasible(config, HardwareEvaluator(spec, config.n_classes, config.hardware, profile))
         checkpoint = ensure_checkpoint(spec, PretrainRecipe(steps=pretrain_steps), weights)
         config = dataclasses.replace(config, checkpoint=str(checkpoint))
         executor = (
@@ -167,7 +196,8 @@ def search(
         front_table(
             result.front,
             f"Pareto front of study {study!r}: measured accuracy on held-out {data.name} vs "
-            f"predicted peak training SRAM ({precision}, batch 1){hv}",
+            f"predicted peak training SRAM ({precision}, batch 1) and training-step latency "
+            f"on {device}{hv}",
         )
     )
     console.print(f"storage: {storage} (optuna.load_study(study_name={study!r}, storage=...))")

@@ -20,7 +20,7 @@ _SIZE_UNITS = {
     "mib": 1024**2,
     "m": 1024**2,
 }
-_TIME_UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
+_TIME_UNITS = {"": 1, "ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600}
 
 
 def parse_bytes(text: str, what: str = "size") -> int:
@@ -39,12 +39,13 @@ def parse_bytes(text: str, what: str = "size") -> int:
 
 
 def parse_seconds(text: str, what: str = "duration") -> float:
-    """``300``, ``300s``, ``5m``, ``1h`` → seconds."""
+    """``300``, ``300s``, ``5m``, ``1h``, ``250ms`` → seconds."""
     match = _SIZE.match(text)
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _TIME_UNITS:
         raise BudgetError(
-            f"{what} {text!r} is not a duration; use a number with a unit s, m or h, e.g. 5m"
+            f"{what} {text!r} is not a duration; use a number with a unit ms, s, m (minutes) "
+            "or h, e.g. 5m or 500ms"
         )
     value = float(match.group(1)) * _TIME_UNITS[unit]
     if value <= 0:

@@ -1,10 +1,12 @@
-"""tinytune's own tables (candidates, evaluations, Pareto snapshots) beside Optuna's."""
+"""tinytune's own tables (candidates, evaluations, Pareto snapshots, device calibrations) beside
+Optuna's."""
 
 from __future__ import annotations
 
 from tinytune.db.store import (
     FIDELITIES,
     STATUSES,
+    CalibrationRecord,
     CandidateRecord,
     EvaluationRecord,
     ParetoSnapshot,
@@ -15,6 +17,7 @@ from tinytune.db.store import (
 __all__ = [
     "FIDELITIES",
     "STATUSES",
+    "CalibrationRecord",
     "CandidateRecord",
     "EvaluationRecord",
     "ParetoSnapshot",

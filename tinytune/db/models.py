@@ -23,6 +23,7 @@ __all__ = [
     "NAMING_CONVENTION",
     "TABLE_PREFIX",
     "Base",
+    "CalibrationRow",
     "CandidateRow",
     "EvaluationRow",
     "ParetoSnapshotRow",
@@ -120,3 +121,15 @@ class ParetoSnapshotRow(Base):
     n_trials: Mapped[int] = mapped_column(sa.Integer)
     hypervolume: Mapped[float | None] = mapped_column(sa.Float)
     points: Mapped[list[dict[str, Any]]] = mapped_column(sa.JSON)
+
+
+class CalibrationRow(Base):
+    """A fitted latency profile of a device; the newest row of a device is the one in use."""
+
+    __tablename__ = "tt_calibrations"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    device: Mapped[str] = mapped_column(sa.String(128), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    profile: Mapped[dict[str, Any]] = mapped_column(sa.JSON)  # the DeviceProfile's dict
+    fit: Mapped[dict[str, Any]] = mapped_column(sa.JSON)  # fit and held-out errors, inputs

@@ -24,13 +24,14 @@ from sqlalchemy.orm import Session
 
 from tinytune.db.engine import create_engine, mask_url, translate_error
 from tinytune.db.migrations import upgrade
-from tinytune.db.models import CandidateRow, EvaluationRow, ParetoSnapshotRow
+from tinytune.db.models import CalibrationRow, CandidateRow, EvaluationRow, ParetoSnapshotRow
 from tinytune.errors import StorageError
 
 __all__ = [
     "FIDELITIES",
     "KEY_LENGTH",
     "STATUSES",
+    "CalibrationRecord",
     "CandidateRecord",
     "EvaluationRecord",
     "ParetoSnapshot",
@@ -152,6 +153,25 @@ class ParetoSnapshot:
     n_trials: int
     hypervolume: float | None
     points: list[dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationRecord:
+    """A fitted latency profile of a device.
+
+    Attributes:
+        id: Row id; the newest calibration of a device is the one in use.
+        device: Device name.
+        created_at: When it was stored (aware, UTC).
+        profile: The device profile as a JSON object (``DeviceProfile.to_dict``).
+        fit: How it was fitted: inputs, fit error and held-out error.
+    """
+
+    id: int
+    device: str
+    created_at: dt.datetime
+    profile: dict[str, Any]
+    fit: dict[str, Any]
 
 
 def open_store(url: str) -> Store:
@@ -374,6 +394,45 @@ class Store:
             row = s.scalars(query).first()
             return None if row is None else _snapshot(row)
 
+    # -- calibrations --------------------------------------------------------------------------
+
+    def add_calibration(self, device: str, profile: dict[str, Any], fit: dict[str, Any]) -> int:
+        """Appends a fitted profile of ``device`` and returns its id; earlier ones are kept.
+
+        Raises:
+            StorageError: the device name is empty or the profile or fit is not a JSON object.
+        """
+        _check_name("device", device)
+        for what, value in (("profile", profile), ("fit", fit)):
+            if not isinstance(value, dict):
+                raise StorageError(f"calibration {what} {value!r} is not a JSON object")
+            _check_json(f"calibration {what}", value)
+        row = CalibrationRow(device=device, created_at=_now(), profile=profile, fit=fit)
+        with self._transaction("add calibration to") as s:
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def latest_calibration(self, device: str) -> CalibrationRecord | None:
+        """The newest calibration of ``device``, or None."""
+        query = (
+            sa.select(CalibrationRow)
+            .where(CalibrationRow.device == device)
+            .order_by(CalibrationRow.id.desc())
+            .limit(1)
+        )
+        with self._transaction("read calibrations from") as s:
+            row = s.scalars(query).first()
+            return None if row is None else _calibration(row)
+
+    def calibrations(self, device: str | None = None) -> list[CalibrationRecord]:
+        """Every stored calibration, optionally of one device, oldest first."""
+        query = sa.select(CalibrationRow).order_by(CalibrationRow.id)
+        if device is not None:
+            query = query.where(CalibrationRow.device == device)
+        with self._transaction("read calibrations from") as s:
+            return [_calibration(row) for row in s.scalars(query).all()]
+
     # -- internals ----------------------------------------------------------------------------
 
     @contextmanager
@@ -425,6 +484,10 @@ def _snapshot(row: ParetoSnapshotRow) -> ParetoSnapshot:
         hypervolume=row.hypervolume,
         points=row.points,
     )
+
+
+def _calibration(row: CalibrationRow) -> CalibrationRecord:
+    return CalibrationRecord(row.id, row.device, row.created_at, row.profile, row.fit)
 
 
 def _now() -> dt.datetime:

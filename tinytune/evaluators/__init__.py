@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from tinytune.evaluators.finetune import FinetuneConfig, FinetuneResult, accuracy, finetune
-from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator, hardware_cost
+from tinytune.evaluators.hardware import (
+    HardwareConfig,
+    HardwareCost,
+    HardwareEvaluator,
+    hardware_cost,
+)
 from tinytune.evaluators.task import run_evaluation
 
 __all__ = [
     "FinetuneConfig",
     "FinetuneResult",
     "HardwareConfig",
+    "HardwareCost",
     "HardwareEvaluator",
     "accuracy",
     "finetune",

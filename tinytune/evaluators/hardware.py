@@ -1,4 +1,5 @@
-"""Hardware cost of a candidate: trace the network it trains and plan its training memory."""
+"""Hardware cost of a candidate: trace the network it trains, plan its training memory and
+predict its latency on a device."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from tinytune.hwmodels import MemoryReport, plan_memory
+from tinytune.hwmodels import LatencyReport, MemoryReport, plan_memory, predict_latency
+from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.ir import Graph, trace
 from tinytune.models import TrainNet, build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
 from tinytune.spaces import Candidate, SupernetSpec
 
-__all__ = ["HardwareConfig", "HardwareEvaluator", "hardware_cost"]
+__all__ = ["HardwareConfig", "HardwareCost", "HardwareEvaluator", "hardware_cost"]
 
 
 @dataclass(frozen=True)
@@ -36,17 +38,50 @@ def hardware_cost(net: TrainNet, config: HardwareConfig) -> tuple[Graph, MemoryR
     return graph, report
 
 
-class HardwareEvaluator:
-    """Memory of candidates without any trained weights: the network's shapes and its update
-    scheme are all the planner reads, so a randomly initialised supernet serves. Cheap enough
-    (tens of milliseconds) to filter candidates before any fine-tuning."""
+@dataclass(frozen=True)
+class HardwareCost:
+    """What a candidate costs on the device: its training-memory plan and, when a device
+    profile is given, its predicted latency."""
 
-    def __init__(self, spec: SupernetSpec, n_classes: int, config: HardwareConfig) -> None:
-        self.spec, self.n_classes, self.config = spec, n_classes, config
+    memory: MemoryReport
+    latency: LatencyReport | None
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.memory.arena_bytes
+
+    @property
+    def flash_bytes(self) -> int:
+        return self.memory.flash_bytes
+
+    @property
+    def latency_s(self) -> float | None:
+        return None if self.latency is None else self.latency.train_step_s
+
+
+class HardwareEvaluator:
+    """Memory and latency of candidates without any trained weights: the network's shapes and
+    its update scheme are all the models read, so a randomly initialised supernet serves.
+    Cheap enough (tens of milliseconds) to filter candidates before any fine-tuning."""
+
+    def __init__(
+        self,
+        spec: SupernetSpec,
+        n_classes: int,
+        config: HardwareConfig,
+        device: DeviceProfile | None = None,
+    ) -> None:
+        self.spec, self.n_classes, self.config, self.device = spec, n_classes, config, device
         self._supernet: nn.Module | None = None
 
-    def __call__(self, candidate: Candidate) -> MemoryReport:
+    def __call__(self, candidate: Candidate) -> HardwareCost:
         if self._supernet is None:
             self._supernet = build_ofa_supernet(self.spec, self.n_classes)
         net = build_candidate(candidate, self._supernet, self.n_classes, calibration=[])
-        return hardware_cost(net, self.config)[1]
+        graph, memory = hardware_cost(net, self.config)
+        latency = None
+        if self.device is not None:
+            # the profile predicts its own engine, at the precision it was calibrated in
+            width = 1 if self.device.precision == "int8" else 4
+            latency = predict_latency(graph, self.device.coefficients, width)
+        return HardwareCost(memory, latency)

@@ -1,63 +1,143 @@
 """Measure the latency of training steps on the host itself.
 
-A measurement runs warm-up steps, then times repeated steps (forward, loss, backward, SGD
-update of the trained parameters) with ``time.perf_counter`` and reports the median, the
-figure robust to a shared machine's hiccups. This is I/O-free but not pure: it runs the module.
+A training step is forward, cross-entropy loss, backward and an SGD update of the trained
+parameters, at the batch size of the example, timed with ``time.perf_counter``. On a shared
+machine a single burst of other work can slow one network's repeats all together, so
+:func:`measure_steps` interleaves: in every round each network runs a few steps in turn, in a
+shuffled order, and the reported figure is the median over all rounds. Per-op forward times are
+taken in a separate pass with forward hooks (they add their own small overhead, so the
+whole-step figures are timed without them).
+
+This is I/O-free but not pure: it runs the modules.
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["StepTiming", "measure_step"]
+__all__ = ["StepTiming", "measure_op_forward", "measure_step", "measure_steps"]
 
 
 @dataclass(frozen=True)
 class StepTiming:
-    """Median seconds of a training step and of a forward pass, and every sample."""
+    """Median seconds of a training step and of a forward pass, every step sample, and the
+    median forward seconds per op (module path → seconds) when they were measured."""
 
     train_step_s: float
     inference_s: float
     samples: tuple[float, ...]
+    per_op_forward_s: dict[str, float] = field(default_factory=dict)
+
+
+class _Stepper:
+    """One network's training step, with learning rate 0 so the network never changes."""
+
+    def __init__(self, module: nn.Module, example: torch.Tensor) -> None:
+        self.module, self.example = module, example
+        params = [p for p in module.parameters() if p.requires_grad]
+        self.opt = torch.optim.SGD(params, lr=0.0) if params else None
+        self.labels = torch.zeros(example.shape[0], dtype=torch.long)
+
+    def step(self) -> float:
+        start = time.perf_counter()
+        loss = F.cross_entropy(self.module(self.example), self.labels)
+        if self.opt is not None:
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.opt.step()
+        return time.perf_counter() - start
+
+    def forward(self) -> float:
+        start = time.perf_counter()
+        with torch.no_grad():
+            self.module(self.example)
+        return time.perf_counter() - start
+
+
+def measure_steps(
+    nets: Sequence[tuple[nn.Module, torch.Tensor]],
+    *,
+    rounds: int = 7,
+    repeats: int = 3,
+    warmup: int = 3,
+    seed: int = 0,
+) -> list[StepTiming]:
+    """Time training steps and forward passes of several networks, interleaved in rounds.
+
+    Args:
+        nets: (module, example input) pairs; labels are all 0.
+        rounds: rounds over all networks, each in a new shuffled order.
+        repeats: consecutive steps of one network per round.
+        warmup: untimed steps of each network before the first round.
+        seed: seeds the shuffling, so a run is repeatable in its order.
+    """
+    if rounds < 1 or repeats < 1 or warmup < 0:
+        raise ValueError(f"need rounds >= 1, repeats >= 1, warmup >= 0; got {rounds, repeats}")
+    steppers = [_Stepper(m, x) for m, x in nets]
+    for s in steppers:
+        for _ in range(warmup):
+            s.step()
+            s.forward()
+    train: list[list[float]] = [[] for _ in steppers]
+    infer: list[list[float]] = [[] for _ in steppers]
+    order = list(range(len(steppers)))
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for i in order:
+            train[i].extend(steppers[i].step() for _ in range(repeats))
+            infer[i].extend(steppers[i].forward() for _ in range(repeats))
+    return [
+        StepTiming(statistics.median(t), statistics.median(f), tuple(t))
+        for t, f in zip(train, infer, strict=True)
+    ]
 
 
 def measure_step(
     module: nn.Module, example: torch.Tensor, *, warmup: int = 3, repeats: int = 15
 ) -> StepTiming:
-    """Time training steps of ``module`` on ``example`` (labels 0) with plain SGD.
+    """Time training steps of one network (see :func:`measure_steps`)."""
+    return measure_steps([(module, example)], rounds=1, repeats=repeats, warmup=warmup)[0]
 
-    The module's parameters are updated with learning rate 0, so it is left unchanged.
-    """
-    params = [p for p in module.parameters() if p.requires_grad]
-    opt = torch.optim.SGD(params, lr=0.0) if params else None
-    labels = torch.zeros(example.shape[0], dtype=torch.long)
 
-    def step() -> None:
-        loss = F.cross_entropy(module(example), labels)
-        if opt is not None:
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+def measure_op_forward(
+    module: nn.Module, example: torch.Tensor, names: Sequence[str], *, repeats: int = 9
+) -> dict[str, float]:
+    """Median forward seconds of the sub-modules named ``names`` (module paths), timed with
+    forward pre- and post-hooks under ``torch.no_grad``."""
+    modules = dict(module.named_modules())
+    missing = [n for n in names if n not in modules]
+    if missing:
+        raise ValueError(f"no sub-modules named {missing[:3]} in the network")
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    started: dict[str, float] = {}
+    handles = []
+    for name in names:
 
-    for _ in range(warmup):
-        step()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        samples.append(time.perf_counter() - start)
-    with torch.no_grad():
-        for _ in range(warmup):
-            module(example)
-        fwd = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            module(example)
-            fwd.append(time.perf_counter() - start)
-    return StepTiming(statistics.median(samples), statistics.median(fwd), tuple(samples))
+        def pre(_m: nn.Module, _a: object, name: str = name) -> None:
+            started[name] = time.perf_counter()
+
+        def post(_m: nn.Module, _a: object, _o: object, name: str = name) -> None:
+            samples[name].append(time.perf_counter() - started[name])
+
+        handles.append(modules[name].register_forward_pre_hook(pre))
+        handles.append(modules[name].register_forward_hook(post))
+    try:
+        with torch.no_grad():
+            module(example)  # warm-up
+            for v in samples.values():
+                v.clear()
+            for _ in range(repeats):
+                module(example)
+    finally:
+        for h in handles:
+            h.remove()
+    return {n: statistics.median(v) for n, v in samples.items() if v}

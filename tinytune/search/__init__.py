@@ -7,11 +7,12 @@ from tinytune.search.driver import (
     FrontPoint,
     SearchConfig,
     SearchResult,
+    check_budgets,
     check_feasible,
     run_search,
 )
 from tinytune.search.executor import Executor, InlineExecutor, RayExecutor, RayUnavailableError
-from tinytune.search.pareto import hypervolume_2d, pareto_front
+from tinytune.search.pareto import hypervolume, hypervolume_2d, pareto_front
 
 __all__ = [
     "BASELINE_PRESETS",
@@ -22,7 +23,9 @@ __all__ = [
     "RayUnavailableError",
     "SearchConfig",
     "SearchResult",
+    "check_budgets",
     "check_feasible",
+    "hypervolume",
     "hypervolume_2d",
     "pareto_front",
     "run_search",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["hypervolume_2d", "pareto_front"]
+__all__ = ["hypervolume", "hypervolume_2d", "pareto_front"]
 
 
 def _dominates(a: Sequence[float], b: Sequence[float]) -> bool:
@@ -43,3 +43,30 @@ def hypervolume_2d(points: Sequence[tuple[float, float]], reference: tuple[float
             area += (reference[0] - x) * (best_y - y)
             best_y = y
     return area
+
+
+def hypervolume(points: Sequence[Sequence[float]], reference: Sequence[float]) -> float:
+    """Volume dominated by ``points`` (all objectives minimised) and bounded by ``reference``,
+    in any number of dimensions.
+
+    Slices along the last objective: between consecutive values of it, the dominated region
+    is the (d−1)-dimensional hypervolume of the points at or below the slice. Exact; fine for
+    the few dozen points of a search's front.
+    """
+    d = len(reference)
+    inside = [tuple(p) for p in points if all(x < r for x, r in zip(p, reference, strict=True))]
+    if not inside:
+        return 0.0
+    if d == 1:
+        return reference[0] - min(p[0] for p in inside)
+    if d == 2:
+        return hypervolume_2d([(p[0], p[1]) for p in inside], (reference[0], reference[1]))
+    inside.sort(key=lambda p: p[-1])
+    volume = 0.0
+    for i, p in enumerate(inside):
+        upper = inside[i + 1][-1] if i + 1 < len(inside) else reference[-1]
+        if upper > p[-1]:
+            volume += (upper - p[-1]) * hypervolume(
+                [q[:-1] for q in inside[: i + 1]], reference[:-1]
+            )
+    return volume

@@ -1,0 +1,122 @@
+"""``tinytune profile``, ``calibrate`` and ``devices``: files, the database, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tinytune.cli.main import main
+from tinytune.db import open_store
+from tinytune.hwmodels.calibration import load_measurements, resolve_device
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("profile") / "host.json"
+    code = main(
+        ["profile", "-o", str(path), "--candidates", "6", "--rounds", "1", "--repeats", "1"]
+    )
+    assert code == 0
+    return path
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_profile_writes_a_measurement_file(measured: Path) -> None:
+    file = load_measurements(measured)
+    assert file.device == "host" and file.precision == "fp32"
+    assert len(file.measurements) == 6
+    for m in file.measurements:
+        assert m.train_step_s > 0 and m.inference_s is not None and m.inference_s > 0
+        assert set(m.per_op_forward_s) == {op.name for op in m.graph.ops}
+
+
+def test_calibrate_stores_in_the_database_and_a_file(
+    measured: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    out = tmp_path / "host-profile.json"
+    code, text, err = _run(
+        ["calibrate", str(measured), "--device", "host", "--held-out", "2"]
+        + ["--storage", url, "-o", str(out)],
+        capsys,
+    )
+    assert code == 0, err
+    assert "held out 2 networks" in text
+    saved = json.loads(out.read_text())
+    assert saved["fit"]["n_fit"] == 4 and saved["fit"]["n_held_out"] == 2
+    with open_store(url) as store:
+        profile, cid = resolve_device("host", store)
+        assert cid is not None
+        assert profile.to_dict() == saved["profile"]
+    code, text, _ = _run(["devices", "--storage", url], capsys)
+    assert code == 0 and f"stored calibration #{cid}" in text and "stm32f746" in text
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "is not readable JSON"),
+        ("{not json", "is not readable JSON"),
+        ('{"format": "something-else"}', "is not a tinytune measurement file"),
+        ('{"format": "tinytune-latency/1", "precision": "fp32", "measurements": []}', "has no"),
+        (
+            '{"format": "tinytune-latency/1", "precision": "fp32", '
+            '"measurements": [{"name": "a", "graph": {}, "train_step_s": -1}]}',
+            "measurement 0 of",
+        ),
+    ],
+)
+def test_a_bad_file_is_one_line_and_keeps_the_calibration(
+    content: str,
+    message: str,
+    measured: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    out = tmp_path / "profile.json"
+    args = ["--device", "host", "--storage", url, "-o", str(out)]
+    assert _run(["calibrate", str(measured), *args, "--held-out", "0"], capsys)[0] == 0
+    before = out.read_bytes()
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    code, _, err = _run(["calibrate", str(bad), *args], capsys)
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert out.read_bytes() == before
+    with open_store(url) as store:
+        assert len(store.calibrations("host")) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--device", "esp32"], "unknown device 'esp32'"),
+        (["--device", "host", "--held-out", "5"], "leave 1 to fit"),
+        (["--device", "host", "--held-out", "-1"], "--held-out must be >= 0"),
+    ],
+)
+def test_calibrate_refuses_bad_options(
+    argv: list[str],
+    message: str,
+    measured: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    code, _, err = _run(["calibrate", str(measured), "--storage", url, *argv], capsys)
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert not list(tmp_path.glob("calibration-*.json"))
+
+
+def test_profile_refuses_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(["profile", "--candidates", "0"], capsys)
+    assert code == 2 and "--candidates must be >= 1" in err
+    code, _, err = _run(["profile", "--supernet", "resnet9000"], capsys)
+    assert code == 2 and "unknown supernet" in err

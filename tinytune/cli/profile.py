@@ -1,0 +1,185 @@
+"""``tinytune profile``, ``calibrate`` and ``devices``: the devices' latency profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tinytune.cli.common import DEFAULT_STORAGE
+
+__all__ = ["calibrate", "devices", "profile"]
+
+
+def profile(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Measurement file to write.")] = Path(
+        "host-latency.json"
+    ),
+    candidates: Annotated[int, typer.Option(help="Candidates to sample and measure.")] = 40,
+    supernet: Annotated[
+        str, typer.Option(help="ofa-proxyless-w<width> or ofa-mbv3-w<width>.")
+    ] = "ofa-proxyless-w0.35",
+    batch_size: Annotated[int, typer.Option(help="Training batch size.")] = 1,
+    rounds: Annotated[int, typer.Option(help="Interleaved timing rounds.")] = 7,
+    repeats: Annotated[int, typer.Option(help="Steps per network per round.")] = 3,
+    threads: Annotated[int, typer.Option(help="torch intra-op threads.")] = 1,
+    per_op: Annotated[bool, typer.Option(help="Also time every op's forward pass.")] = True,
+    seed: Annotated[int, typer.Option(help="Seed of the candidate sampler.")] = 0,
+) -> None:
+    """Measure training steps of sampled candidates on this machine (medians of interleaved
+    rounds) and write a measurement file for 'tinytune calibrate'."""
+    from tinytune.cli.common import console, quiet_logs
+    from tinytune.errors import ConfigError
+    from tinytune.spaces import get_supernet
+
+    quiet_logs()
+    for name, value, low in (("--candidates", candidates, 1), ("--batch-size", batch_size, 1)):
+        if value < low:
+            raise ConfigError(f"{name} must be >= {low}, got {value}")
+    for name, value in (("--rounds", rounds), ("--repeats", repeats), ("--threads", threads)):
+        if value < 1:
+            raise ConfigError(f"{name} must be >= 1, got {value}")
+    spec = get_supernet(supernet)
+    import torch
+
+    from tinytune.evaluators.profile import profile_host
+    from tinytune.hwmodels.calibration import save_measurements
+
+    torch.set_num_threads(threads)
+    file = profile_host(
+        spec,
+        candidates,
+        batch_size=batch_size,
+        seed=seed,
+        rounds=rounds,
+        repeats=repeats,
+        per_op=per_op,
+        progress=console.print,
+    )
+    save_measurements(out, file)
+    steps = sorted(m.train_step_s for m in file.measurements)
+    console.print(
+        f"measured {len(steps)} networks: training step {1000 * steps[0]:.1f}–"
+        f"{1000 * steps[-1]:.1f} ms (median {1000 * steps[len(steps) // 2]:.1f} ms); wrote {out}"
+    )
+
+
+def calibrate(
+    files: Annotated[list[Path], typer.Argument(help="Measurement files of the device.")],
+    device: Annotated[str, typer.Option(help="Device the measurements were taken on.")],
+    held_out: Annotated[
+        float,
+        typer.Option(help="Held-out networks: a count (>= 1) or a fraction (< 1)."),
+    ] = 0.25,
+    storage: Annotated[
+        str, typer.Option(help="SQLAlchemy URL of the database that keeps calibrations.")
+    ] = DEFAULT_STORAGE,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Profile file to write (default calibration-DEVICE.json)."
+        ),
+    ] = None,
+) -> None:
+    """Fit a device's latency profile from measurement files (non-negative least squares),
+    report the fit and held-out error, and store it in the database and as a file. A fit that
+    fails stores nothing and keeps the previous calibration."""
+    from tinytune.cli.common import console, quiet_logs
+    from tinytune.db import open_store
+    from tinytune.errors import ConfigError
+    from tinytune.hwmodels.calibration import (
+        calibrate as fit,
+    )
+    from tinytune.hwmodels.calibration import (
+        load_measurements,
+        resolve_device,
+        write_json_atomic,
+    )
+
+    quiet_logs()
+    if held_out < 0:
+        raise ConfigError(f"--held-out must be >= 0, got {held_out}")
+    base, _ = resolve_device(device)
+    loaded = [load_measurements(f) for f in files]
+    result = fit(loaded, base, held_out=held_out)
+    with open_store(storage) as store:
+        calibration_id = store.add_calibration(device, result.profile.to_dict(), result.fit)
+    path = out or Path(f"calibration-{device}.json")
+    write_json_atomic(path, {"profile": result.profile.to_dict(), "fit": result.fit})
+    f, h = result.fit["fit"], result.fit["held_out"]
+    console.print(
+        f"{device}: fitted on {f['n']} networks: {f['within_10']:.0%} within ±10 %, median "
+        f"|error| {100 * f['median_abs_error']:.1f} %"
+    )
+    if h["n"]:
+        console.print(
+            f"held out {h['n']} networks: {h['within_10']:.0%} within ±10 %, median |error| "
+            f"{100 * h['median_abs_error']:.1f} %, max {100 * h['max_abs_error']:.1f} %"
+        )
+    console.print(f"stored as calibration {calibration_id} in {storage} and in {path}")
+
+
+def devices(
+    storage: Annotated[
+        str, typer.Option(help="Database whose calibrations override the built-in profiles.")
+    ] = DEFAULT_STORAGE,
+) -> None:
+    """List the devices: SRAM, flash, clock, calibration source and error."""
+    from pathlib import Path as _Path
+
+    from rich.markup import escape
+    from rich.table import Table
+    from sqlalchemy.engine import make_url
+
+    from tinytune.cli.common import console, quiet_logs
+    from tinytune.db import open_store
+    from tinytune.hwmodels.calibration import device_names, resolve_device
+
+    quiet_logs()
+    parsed = make_url(storage)
+    store = None
+    if parsed.get_backend_name() != "sqlite" or (
+        parsed.database and _Path(parsed.database).is_file()
+    ):
+        store = open_store(storage)
+    table = Table(title="devices")
+    for col in ("device", "core", "clock", "SRAM", "flash", "format", "points", "error"):
+        table.add_column(col, justify="left" if col in ("device", "core") else "right")
+    sources = []
+    try:
+        for name in device_names():
+            p, cid = resolve_device(name, store)
+            if p.loo_within_10 is not None and p.loo_median_error is not None:
+                err = f"{p.loo_median_error:.0%}, {p.loo_within_10:.0%} in ±10%"
+            else:
+                err = "-"
+            table.add_row(
+                name,
+                p.core if len(p.core) <= 24 else p.core[:23] + "…",
+                f"{p.clock_hz / 1e6:.0f} MHz",
+                _size(p.sram_bytes),
+                _size(p.flash_bytes),
+                p.precision,
+                str(len(p.calibration)),
+                err,
+            )
+            stored = f" (stored calibration #{cid})" if cid is not None else ""
+            sources.append(f"[bold]{name}[/bold]{stored}: {escape(p.source)}")
+    finally:
+        if store is not None:
+            store.close()
+    console.print(table)
+    console.print(
+        "error: median |relative error| and share within ±10 %, leave-one-out over published "
+        "measurements (built-in MCU and Pi profiles) or on held-out networks (calibrated)."
+    )
+    for line in sources:
+        console.print(line)
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"

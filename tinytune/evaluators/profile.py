@@ -1,0 +1,85 @@
+"""Profile the host: measure training steps of sampled candidates and write a measurement file.
+
+Candidates are drawn at random from the joint space (presets included, as the search's
+``scheme`` choice does), built on a randomly initialised supernet — step time depends on the
+network's shapes and its update scheme, not on the weights' values — traced, and timed with
+:func:`tinytune.hwmodels.profiler.measure_steps` (interleaved rounds, medians).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+
+import torch
+
+from tinytune.hwmodels.calibration import Measurement, MeasurementFile, machine_info
+from tinytune.hwmodels.profiler import measure_op_forward, measure_steps
+from tinytune.ir import trace
+from tinytune.models import build_candidate
+from tinytune.models.ofa_adapter import build_ofa_supernet
+from tinytune.spaces import Candidate, SupernetSpec, suggest_candidate
+
+__all__ = ["profile_host", "sample_candidates"]
+
+
+def sample_candidates(spec: SupernetSpec, n: int, seed: int) -> list[Candidate]:
+    """``n`` distinct candidates of the joint space, drawn by Optuna's random sampler."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    out: dict[str, Candidate] = {}
+    for _ in range(50 * n):
+        if len(out) == n:
+            break
+        c = suggest_candidate(study.ask(), spec)
+        out.setdefault(c.key, c)
+    return list(out.values())
+
+
+def profile_host(
+    spec: SupernetSpec,
+    n_candidates: int,
+    *,
+    n_classes: int = 10,
+    batch_size: int = 1,
+    seed: int = 0,
+    rounds: int = 7,
+    repeats: int = 3,
+    per_op: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> MeasurementFile:
+    """Measure ``n_candidates`` sampled candidates on this machine (fp32, PyTorch eager)."""
+    supernet = build_ofa_supernet(spec, n_classes, seed=seed)
+    candidates = sample_candidates(spec, n_candidates, seed)
+    nets, graphs = [], []
+    for c in candidates:
+        r = c.subnet.resolution
+        net = build_candidate(c, supernet, n_classes, calibration=[], seed=seed)
+        example = torch.randn(batch_size, 3, r, r, generator=torch.Generator().manual_seed(seed))
+        nets.append((net, example))
+        graphs.append(trace(net, example))
+    if progress:
+        progress(f"timing {len(nets)} networks, {rounds} interleaved rounds")
+    timings = measure_steps(nets, rounds=rounds, repeats=repeats, seed=seed)
+    measurements = []
+    for c, (net, example), graph, t in zip(candidates, nets, graphs, timings, strict=True):
+        ops = measure_op_forward(net, example, [op.name for op in graph.ops]) if per_op else {}
+        measurements.append(
+            Measurement(
+                name=c.key,
+                graph=graph,
+                train_step_s=t.train_step_s,
+                inference_s=t.inference_s,
+                samples=t.samples,
+                per_op_forward_s=ops,
+            )
+        )
+    return MeasurementFile(
+        device="host",
+        precision="fp32",
+        machine=machine_info() | {"batch_size": batch_size, "rounds": rounds, "repeats": repeats},
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        measurements=tuple(measurements),
+    )
