@@ -43,8 +43,18 @@ def test_calibrate_stores_in_the_database_and_a_file(
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     out = tmp_path / "host-profile.json"
     code, text, err = _run(
-        ["calibrate", str(measured), "--device", "host", "--held-out", "2"]
-        + ["--storage", url, "-o", str(out)],
+        [
+            "calibrate",
+            str(measured),
+            "--device",
+            "host",
+            "--held-out",
+            "2",
+            "--storage",
+            url,
+            "-o",
+            str(out),
+        ],
         capsys,
     )
     assert code == 0, err
