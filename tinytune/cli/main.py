@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from tinytune.cli import dashboard, pareto, pretrain, profile, search
+from tinytune.cli import dashboard, pareto, pretrain, profile, report, search
 
 __all__ = ["app", "main"]
 
@@ -28,6 +28,7 @@ app.command("pretrain")(pretrain.pretrain)
 app.command("profile")(profile.profile)
 app.command("calibrate")(profile.calibrate)
 app.command("devices")(profile.devices)
+app.command("report")(report.report)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -266,6 +266,20 @@ class Store:
             row = s.get(CandidateRow, key)
             return None if row is None else _candidate_record(row)
 
+    def find_candidates(self, prefix: str, limit: int = 10) -> list[CandidateRecord]:
+        """Stored candidates whose key starts with ``prefix`` (hex digits only), at most
+        ``limit``."""
+        if not prefix or any(c not in "0123456789abcdef" for c in prefix):
+            raise StorageError(f"candidate key prefix {prefix!r} is not lower-case hex digits")
+        query = (
+            sa.select(CandidateRow)
+            .where(CandidateRow.key.startswith(prefix))
+            .order_by(CandidateRow.key)
+            .limit(limit)
+        )
+        with self._transaction("read candidates from") as s:
+            return [_candidate_record(row) for row in s.scalars(query).all()]
+
     # -- evaluations --------------------------------------------------------------------------
 
     def add_evaluation(self, rec: EvaluationRecord) -> int:

@@ -75,6 +75,10 @@ class HardwareEvaluator:
         self._supernet: nn.Module | None = None
 
     def __call__(self, candidate: Candidate) -> HardwareCost:
+        return self.cost_with_graph(candidate)[0]
+
+    def cost_with_graph(self, candidate: Candidate) -> tuple[HardwareCost, Graph]:
+        """The cost and the traced training graph it was computed from."""
         if self._supernet is None:
             self._supernet = build_ofa_supernet(self.spec, self.n_classes)
         net = build_candidate(candidate, self._supernet, self.n_classes, calibration=[])
@@ -84,4 +88,4 @@ class HardwareEvaluator:
             # the profile predicts its own engine, at the precision it was calibrated in
             width = 1 if self.device.precision == "int8" else 4
             latency = predict_latency(graph, self.device.coefficients, width)
-        return HardwareCost(memory, latency)
+        return HardwareCost(memory, latency), graph

@@ -297,6 +297,8 @@ def run_search(
                     config, flash_budget, cost.arena_bytes, cost.flash_bytes, latency
                 )
                 trial.set_user_attr("constraints", violations)
+                if config.sram_budget_bytes is not None:
+                    trial.set_user_attr("sram_budget_bytes", config.sram_budget_bytes)
                 over = [
                     f"predicted {what} exceeds its budget by {amount:g}{unit}"
                     for (what, unit), amount in zip(_CONSTRAINTS, violations, strict=True)
@@ -464,7 +466,14 @@ def _snapshot(
         float(config.sram_budget_bytes or 1.1 * max(o[1] for o in objectives)),
         float(config.latency_budget_s or 1.1 * max(o[2] for o in objectives)),
     )
-    hv = hypervolume([objectives[i] for i in front_idx], reference)
+    # normalised by the reference, so the hypervolume is the share of that box, in [0, 1]
+    hv = hypervolume(
+        [
+            tuple(o / r if r else o for o, r in zip(objectives[i], reference, strict=True))
+            for i in front_idx
+        ],
+        (0.0, 1.0, 1.0),
+    )
     store.add_pareto_snapshot(
         config.study_name, [asdict(p) for p in points], n_trials=len(evaluations), hypervolume=hv
     )
