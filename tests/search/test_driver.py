@@ -115,18 +115,37 @@ def test_over_budget_candidates_are_pruned_without_training(
     assert len(calls) == result.measured + result.failed
 
 
-def test_trials_left_running_are_failed_on_the_next_run(
+def test_trials_left_running_are_failed_and_requeued_on_the_next_run(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:
-        run_search(_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
+        run_search(
+            _config(tiny_checkpoint, trials=1, baselines=False),
+            store,
+            InlineExecutor(run_evaluation),
+        )
     study = optuna.load_study(study_name="s", storage=url)
     zombie = study.ask()  # a driver died while this trial ran
+    from tinytune.spaces import suggest_candidate
+
+    suggest_candidate(zombie, SPEC)  # it had sampled its candidate
     with open_store(url) as store:
-        run_search(_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
+        run_search(
+            _config(tiny_checkpoint, trials=2, resume=True, baselines=False),
+            store,
+            InlineExecutor(run_evaluation),
+        )
     state = optuna.load_study(study_name="s", storage=url).trials[zombie.number].state
     assert state == optuna.trial.TrialState.FAIL
+    requeued = [
+        t
+        for t in optuna.load_study(study_name="s", storage=url).trials
+        if t.user_attrs.get("requeued_from_trial") == zombie.number
+    ]
+    assert len(requeued) == 1 and requeued[0].params == zombie.params
+    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    assert requeued[0].state in finished  # measured, or pruned as over budget
 
 
 @pytest.mark.requires_postgres
@@ -196,3 +215,25 @@ def test_latency_budget_prunes_and_budgets_beyond_the_device_are_refused(
     pruned = study.get_trials(states=(optuna.trial.TrialState.PRUNED,))
     assert all("latency exceeds its budget" in t.user_attrs["pruned_reason"] for t in pruned)
     assert all(t.user_attrs["constraints"][2] > 0 for t in pruned)
+
+
+def test_trials_count_over_the_whole_study(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        first = run_search(
+            _config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation)
+        )
+        again = run_search(
+            _config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation)
+        )
+        more = run_search(
+            _config(tiny_checkpoint, trials=2, resume=True), store, InlineExecutor(run_evaluation)
+        )
+        assert (first.measured, again.measured, more.measured) == (1, 0, 1)
+        assert len(store.evaluations("s", fidelity="measured")) == 2
+    with open_store(url) as store, pytest.raises(StorageError, match="no study 'other'"):
+        run_search(
+            _config(tiny_checkpoint, study_name="other", resume=True),
+            store,
+            InlineExecutor(run_evaluation),
+        )

@@ -30,7 +30,13 @@ def search(
             "mcunetv3) and search sub-networks only."
         ),
     ] = None,
-    trials: Annotated[int, typer.Option(help="Budget: measured fine-tunes.")] = 16,
+    trials: Annotated[
+        int, typer.Option(help="Budget: measured fine-tunes of the study, over all its runs.")
+    ] = 16,
+    resume: Annotated[
+        bool,
+        typer.Option(help="Continue an existing study (after a crash) up to its --trials."),
+    ] = False,
     time_budget: Annotated[
         str | None, typer.Option(help="Budget: stop proposing after this long (e.g. 300s, 5m).")
     ] = None,
@@ -127,6 +133,7 @@ def search(
         trials=trials,
         time_budget_s=parse_seconds(time_budget, "--time-budget") if time_budget else None,
         device=device,
+        resume=resume,
         sram_budget_bytes=budget,
         flash_budget_bytes=parse_bytes(flash_budget, "--flash-budget") if flash_budget else None,
         latency_budget_s=(
@@ -172,7 +179,7 @@ def search(
                     best[0] = max(best[0], result["accuracy"])
                 bar.update(
                     tid,
-                    completed=event["measured"] + event["failed"],
+                    completed=event["before"] + event["measured"] + event["failed"],
                     pruned=event["pruned"],
                     failed=event["failed"],
                     best=f"{100 * best[0]:.1f}%" if best[0] else "-",

@@ -9,9 +9,14 @@ When a result comes back the driver stores the evaluation, tells Optuna (objecti
 accuracy ↑, predicted peak SRAM ↓, predicted step latency ↓; going over a budget is a
 constraint violation) and snapshots the Pareto front of measured results.
 
-Budgets: ``trials`` counts measured fine-tunes; ``time_budget_s`` stops new submissions after
-that many seconds (running evaluations finish). A candidate already measured in the study is
-not trained again: its stored result is told for the new trial.
+Budgets: ``trials`` counts the study's measured fine-tunes (successful or failed), over all
+runs, so a resumed study finishes the budget it started with; ``time_budget_s`` stops new
+submissions after that many seconds of this run (running evaluations finish). A candidate
+already measured in the study is not trained again: its stored result is told for the new trial.
+
+Resuming: trials that an earlier driver left RUNNING (it crashed or was killed) are marked FAIL
+and their parameters enqueued again, so their candidates are evaluated by this run — or, when
+the evaluation had been stored before the crash, told from the stored result.
 """
 
 from __future__ import annotations
@@ -79,6 +84,7 @@ class SearchConfig:
     seed: int = 0
     baselines: bool = True
     max_idle_proposals: int = 200
+    resume: bool = False
     finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
 
@@ -176,14 +182,27 @@ def _enqueue_baselines(study: Any, config: SearchConfig) -> None:
         study.enqueue_trial({"scheme": name, **params})
 
 
-def _fail_zombies(study: Any) -> int:
-    """Trials left RUNNING by a driver that died are marked FAIL."""
+def _requeue_zombies(study: Any) -> int:
+    """Trials left RUNNING by a driver that died are marked FAIL and enqueued again."""
     import optuna
 
     zombies = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
     for ft in zombies:
         study.tell(ft.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+        if ft.params:
+            study.enqueue_trial(ft.params, user_attrs={"requeued_from_trial": ft.number})
     return len(zombies)
+
+
+def _require_study(config: SearchConfig, storage: str) -> None:
+    import optuna
+
+    names = optuna.get_all_study_names(storage)
+    if config.study_name not in names:
+        raise StorageError(
+            f"no study {config.study_name!r} to resume in the database; studies: "
+            f"{', '.join(names) or '(none)'}"
+        )
 
 
 def _cheapest(spec: SupernetSpec, hw: HardwareEvaluator) -> HardwareCost:
@@ -254,11 +273,14 @@ def run_search(
     flash_budget = config.flash_budget_bytes or device.flash_bytes
     hw = HardwareEvaluator(spec, config.n_classes, config.hardware, device)
     check_feasible(config, hw)
+    if config.resume:
+        _require_study(config, store.url)
     study = _load_study(config, store.url)
+    done_before = len(store.evaluations(config.study_name, fidelity="measured"))
     profile_label = f"calibration {calibration_id}" if calibration_id is not None else "built-in"
-    zombies = _fail_zombies(study)
+    zombies = _requeue_zombies(study)
     if zombies:
-        log.warning("marked %d trials left running by an earlier run as failed", zombies)
+        log.warning("re-queued %d trials left running by an earlier run", zombies)
 
     counts = {"measured": 0, "pruned": 0, "failed": 0, "reused": 0}
     pending: dict[int, tuple[Any, Candidate]] = {}
@@ -267,13 +289,16 @@ def run_search(
 
     def emit(event: str, **data: Any) -> None:
         if progress is not None:
-            progress({"event": event, **counts, "in_flight": len(pending), **data})
+            progress(
+                {"event": event, **counts, "before": done_before, "in_flight": len(pending)} | data
+            )
 
     def time_left() -> bool:
         return config.time_budget_s is None or time.monotonic() - start < config.time_budget_s
 
     def can_submit() -> bool:
-        return counts["measured"] + counts["failed"] + len(pending) < config.trials and time_left()
+        spent = done_before + counts["measured"] + counts["failed"] + len(pending)
+        return spent < config.trials and time_left()
 
     emit("start", total=config.trials)
     try:
