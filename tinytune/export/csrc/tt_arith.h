@@ -1,0 +1,210 @@
+/*
+ * The scalar primitives of tinytune's int8 semantics (specification: tinytune.quant.arith).
+ * Internal to the kernels; every function is static inline.
+ */
+#ifndef TT_ARITH_H
+#define TT_ARITH_H
+
+#include <float.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tt_int8.h"
+
+#if FLT_EVAL_METHOD != 0
+#error "the kernels need float arithmetic without excess precision (FLT_EVAL_METHOD == 0)"
+#endif
+#ifdef __FAST_MATH__
+#error "the kernels need IEEE float semantics: do not build them with -ffast-math"
+#endif
+
+#define TT_LIMIT ((int64_t)1 << 62)
+#define TT_HEADROOM 61
+#define TT_GRAD_MAX 127
+
+/* floor(x / 2^s) for 0 <= s <= 62, without the implementation-defined >> of a negative. */
+static inline int64_t tt_floor_shift(int64_t x, int32_t s) {
+    if (x >= 0) {
+        return x >> s;
+    }
+    return -(int64_t)((uint64_t)(-(x + 1)) >> s) - 1;
+}
+
+/* x / 2^s rounded to nearest, ties towards +infinity; |x| < 2^62. */
+static inline int64_t tt_rshift_round(int64_t x, int32_t s) {
+    if (s <= 0) {
+        return x;
+    }
+    if (s >= 63) {
+        return 0;
+    }
+    return tt_floor_shift(x + ((int64_t)1 << (s - 1)), s);
+}
+
+/* round(x * mult * 2^-t); for t <= 0 the exact left shift, saturated to +-2^62. */
+static inline int64_t tt_scale_round(int64_t x, int32_t mult, int32_t t) {
+    int64_t p = x * (int64_t)mult;
+    int32_t s;
+    if (t >= 1) {
+        return tt_rshift_round(p, t);
+    }
+    if (p == 0) {
+        return 0;
+    }
+    s = -t;
+    if (s > 62 || p > (TT_LIMIT >> s) || p < -(TT_LIMIT >> s)) {
+        return p > 0 ? TT_LIMIT : -TT_LIMIT;
+    }
+    return p * ((int64_t)1 << s);
+}
+
+/* x * 2^d for d >= 0 (callers keep it below 2^62), rounded x / 2^-d for d < 0. */
+static inline int64_t tt_shift_exp(int64_t x, int32_t d) {
+    if (d >= 0) {
+        return x * ((int64_t)1 << d);
+    }
+    return tt_rshift_round(x, -d);
+}
+
+static inline int64_t tt_clamp64(int64_t v, int64_t lo, int64_t hi) {
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+static inline int64_t tt_abs64(int64_t v) { return v < 0 ? -v : v; }
+
+static inline int32_t tt_bitlen(uint64_t v) {
+    int32_t n = 0;
+    while (v) {
+        n++;
+        v >>= 1;
+    }
+    return n;
+}
+
+/* The smallest sh >= 0 with rshift_round(max_abs, sh) <= 127. */
+static inline int32_t tt_normalize_shift(int64_t max_abs) {
+    int32_t sh = 0;
+    while (tt_rshift_round(max_abs, sh) > TT_GRAD_MAX) {
+        sh++;
+    }
+    return sh;
+}
+
+/* ---- writing a gradient buffer in two passes ------------------------------------------------- */
+
+/* A kernel computes every element's exact contribution s (real = s * 2^e_new, |s| <
+ * 2^bound_bits) twice: pass 0 finds the largest combined magnitude, pass 1 writes. */
+typedef struct {
+    int32_t e_new, e_prev, e_c, shift, pass;
+    int64_t max_abs;
+} tt_emit;
+
+static inline void tt_emit_begin(tt_emit *st, const tt_grad *dst, int32_t e_new,
+                                 int32_t bound_bits) {
+    st->e_new = e_new;
+    st->e_prev = dst->accumulate ? *dst->exp : 0;
+    st->e_c = e_new;
+    if (dst->accumulate) {
+        int32_t e = e_new < st->e_prev ? e_new : st->e_prev;
+        if (e_new + bound_bits - TT_HEADROOM > e) {
+            e = e_new + bound_bits - TT_HEADROOM;
+        }
+        if (st->e_prev + 7 - TT_HEADROOM > e) {
+            e = st->e_prev + 7 - TT_HEADROOM;
+        }
+        st->e_c = e;
+    }
+    st->shift = 0;
+    st->pass = 0;
+    st->max_abs = 0;
+}
+
+static inline void tt_emit_put(tt_emit *st, const tt_grad *dst, int32_t i, int64_t s) {
+    int64_t t = s;
+    if (dst->accumulate) {
+        t = tt_shift_exp(s, st->e_new - st->e_c) + tt_shift_exp(dst->data[i], st->e_prev - st->e_c);
+    }
+    if (st->pass == 0) {
+        int64_t a = tt_abs64(t);
+        if (a > st->max_abs) {
+            st->max_abs = a;
+        }
+    } else {
+        dst->data[i] = (int8_t)tt_rshift_round(t, st->shift);
+    }
+}
+
+/* After pass 0: fix the shift and go on to pass 1 (returns 1); after pass 1: returns 0. */
+static inline int32_t tt_emit_advance(tt_emit *st) {
+    if (st->pass == 0) {
+        st->shift = tt_normalize_shift(st->max_abs);
+        st->pass = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static inline void tt_emit_end(const tt_emit *st, const tt_grad *dst) {
+    *dst->exp = st->e_c + st->shift;
+}
+
+/* ---- convolution weights ----------------------------------------------------------------------- */
+
+static inline int32_t tt_is_depthwise(const tt_conv_geom *g) {
+    return g->groups > 1 && g->groups == g->in_c && g->groups == g->out_c;
+}
+
+/* Weight element (o, ci, tap) of a split weight; ci is the input channel within its group. */
+static inline int32_t tt_weight_at(const tt_conv_geom *g, const tt_weight *w, int32_t o, int32_t ci,
+                            int32_t tap) {
+    int32_t kk = g->kernel * g->kernel;
+    int32_t cg = g->in_c / g->groups;
+    if (tt_is_depthwise(g)) {
+        return o < w->k ? w->train[o * kk + tap] : w->frozen[(o - w->k) * kk + tap];
+    }
+    if (ci < w->k) {
+        return w->train[(o * w->k + ci) * kk + tap];
+    }
+    return w->frozen[(o * (cg - w->k) + (ci - w->k)) * kk + tap];
+}
+
+/* ---- float32 ---------------------------------------------------------------------------------- */
+
+/* 2^k as a float32, -126 <= k <= 127. */
+static inline float tt_pow2f(int32_t k) {
+    uint32_t bits = (uint32_t)(k + 127) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* floor(v + 1/2) exactly, |v| < 2^31. */
+static inline int32_t tt_round_half_up_f32(float v) {
+    int32_t t = (int32_t)v;
+    float f;
+    if ((float)t > v) {
+        t -= 1;
+    }
+    f = v - (float)t;
+    return f >= 0.5f ? t + 1 : t;
+}
+
+/* The exponent e of a block whose largest magnitude is m: the smallest e with m <= 127*2^e,
+ * or 0 when m < 2^-96 (see tinytune.quant.arith.block_exponent_f32). */
+static inline int32_t tt_block_exp_f32(float m) {
+    uint32_t bits;
+    int32_t ex;
+    if (!(m >= 0x1p-96f)) {
+        return 0;
+    }
+    memcpy(&bits, &m, sizeof bits);
+    ex = (int32_t)((bits >> 23) & 0xffu) - 126; /* m = frac * 2^ex, frac in [0.5, 1) */
+    return ex - 7 + ((bits & 0x7fffffu) > (63u << 17) ? 1 : 0);
+}
+
+/* 2^e as a float32 with e saturated to [-126, 127] (see tinytune.quant.arith.exp2_f32). */
+static inline float tt_exp2_sat(int32_t e) {
+    return tt_pow2f(e < -126 ? -126 : (e > 127 ? 127 : e));
+}
+
+#endif /* TT_ARITH_H */

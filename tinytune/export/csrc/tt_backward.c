@@ -1,0 +1,156 @@
+/* Backward kernels: activation masks, input gradients, QAS-scaled SGD updates. */
+#include "tt_arith.h"
+#include "tt_int8.h"
+
+void tt_grad_mask(int8_t *g, const uint8_t *mask, int32_t n) {
+    int32_t i;
+    for (i = 0; i < n; i++) {
+        if (!((mask[i >> 3] >> (i & 7)) & 1u)) {
+            g[i] = 0;
+        }
+    }
+}
+
+void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_exp,
+                          const tt_weight *w, const int32_t *w_mult, int32_t frac_bits,
+                          const tt_grad *gx) {
+    int32_t cg = g->in_c / g->groups;
+    int32_t og = g->out_c / g->groups;
+    int32_t o, c, iy, ix, ky, kx;
+    int32_t max_mult = 0;
+    tt_emit st;
+    for (o = 0; o < g->out_c; o++) {
+        if (w_mult[o] > max_mult) {
+            max_mult = w_mult[o];
+        }
+    }
+    tt_emit_begin(&st, gx, gy_exp - frac_bits,
+                  tt_bitlen((uint64_t)TT_GRAD_MAX * 127u * (uint64_t)max_mult * (uint64_t)og *
+                            (uint64_t)(g->kernel * g->kernel)));
+    do {
+        for (c = 0; c < g->in_c; c++) {
+            int32_t o0 = (c / cg) * og;
+            int32_t ci = c % cg;
+            for (iy = 0; iy < g->in_h; iy++) {
+                for (ix = 0; ix < g->in_w; ix++) {
+                    int64_t s = 0;
+                    for (o = o0; o < o0 + og; o++) {
+                        const int8_t *go = gy + o * g->out_h * g->out_w;
+                        int32_t part = 0;
+                        for (ky = 0; ky < g->kernel; ky++) {
+                            int32_t ty = iy + g->pad - ky;
+                            int32_t oy;
+                            if (ty < 0 || ty % g->stride) {
+                                continue;
+                            }
+                            oy = ty / g->stride;
+                            if (oy >= g->out_h) {
+                                continue;
+                            }
+                            for (kx = 0; kx < g->kernel; kx++) {
+                                int32_t tx = ix + g->pad - kx;
+                                int32_t ox;
+                                if (tx < 0 || tx % g->stride) {
+                                    continue;
+                                }
+                                ox = tx / g->stride;
+                                if (ox >= g->out_w) {
+                                    continue;
+                                }
+                                part += go[oy * g->out_w + ox] *
+                                        tt_weight_at(g, w, o, ci, ky * g->kernel + kx);
+                            }
+                        }
+                        s += (int64_t)part * w_mult[o];
+                    }
+                    tt_emit_put(&st, gx, (c * g->in_h + iy) * g->in_w + ix, s);
+                }
+            }
+        }
+    } while (tt_emit_advance(&st));
+    tt_emit_end(&st, gx);
+}
+
+void tt_gap_grad_input(const int8_t *gy, int32_t gy_exp, int32_t channels, int32_t hw,
+                       int32_t hw_mult, int32_t frac_bits, const tt_grad *gx) {
+    int32_t c, p;
+    tt_emit st;
+    tt_emit_begin(&st, gx, gy_exp - frac_bits,
+                  tt_bitlen((uint64_t)TT_GRAD_MAX * (uint64_t)hw_mult));
+    do {
+        for (c = 0; c < channels; c++) {
+            int64_t s = (int64_t)gy[c] * hw_mult;
+            for (p = 0; p < hw; p++) {
+                tt_emit_put(&st, gx, c * hw + p, s);
+            }
+        }
+    } while (tt_emit_advance(&st));
+    tt_emit_end(&st, gx);
+}
+
+void tt_grad_accumulate(const int8_t *g, int32_t g_exp, int32_t n, const tt_grad *dst) {
+    int32_t i;
+    tt_emit st;
+    tt_emit_begin(&st, dst, g_exp, tt_bitlen(TT_GRAD_MAX));
+    do {
+        for (i = 0; i < n; i++) {
+            tt_emit_put(&st, dst, i, g[i]);
+        }
+    } while (tt_emit_advance(&st));
+    tt_emit_end(&st, dst);
+}
+
+void tt_update_bias(const int8_t *gy, int32_t gy_exp, int32_t channels, int32_t hw,
+                    int32_t *bias, const int32_t *upd_mult, const int32_t *upd_shift) {
+    int32_t o, p;
+    for (o = 0; o < channels; o++) {
+        int32_t total = 0;
+        int64_t delta;
+        for (p = 0; p < hw; p++) {
+            total += gy[o * hw + p];
+        }
+        delta = tt_scale_round(total, upd_mult[o], upd_shift[o] - gy_exp);
+        bias[o] = (int32_t)tt_clamp64((int64_t)bias[o] - delta, INT32_MIN, INT32_MAX);
+    }
+}
+
+void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy_exp,
+                             const int8_t *x_saved, int32_t x_zero, int8_t *w_train,
+                             int32_t k, const int32_t *upd_mult, const int32_t *upd_shift) {
+    int32_t kk = g->kernel * g->kernel;
+    int32_t cg = g->in_c / g->groups;
+    int32_t og = g->out_c / g->groups;
+    int32_t depthwise = tt_is_depthwise(g);
+    int32_t n_out = depthwise ? k : g->out_c;
+    int32_t n_in = depthwise ? 1 : k;
+    int32_t o, ci, ky, kx, oy, ox;
+    for (o = 0; o < n_out; o++) {
+        const int8_t *go = gy + o * g->out_h * g->out_w;
+        int32_t c0 = depthwise ? o : (o / og) * cg;
+        for (ci = 0; ci < n_in; ci++) {
+            const int8_t *xc = x_saved + (c0 + ci) * g->in_h * g->in_w;
+            for (ky = 0; ky < g->kernel; ky++) {
+                for (kx = 0; kx < g->kernel; kx++) {
+                    int32_t total = 0;
+                    int64_t delta;
+                    int8_t *wp = w_train + (o * n_in + ci) * kk + ky * g->kernel + kx;
+                    for (oy = 0; oy < g->out_h; oy++) {
+                        int32_t iy = oy * g->stride + ky - g->pad;
+                        if (iy < 0 || iy >= g->in_h) {
+                            continue;
+                        }
+                        for (ox = 0; ox < g->out_w; ox++) {
+                            int32_t ix = ox * g->stride + kx - g->pad;
+                            if (ix < 0 || ix >= g->in_w) {
+                                continue;
+                            }
+                            total += go[oy * g->out_w + ox] * (xc[iy * g->in_w + ix] - x_zero);
+                        }
+                    }
+                    delta = tt_scale_round(total, upd_mult[o], upd_shift[o] - gy_exp);
+                    *wp = (int8_t)tt_clamp64((int64_t)*wp - delta, -127, 127);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,691 @@
+"""Lower one int8 training step to an ordered list of kernel calls over one static arena.
+
+The step of a :class:`~tinytune.quant.QuantizedNet` is the one the simulator runs
+(:func:`tinytune.quant.train_step`), written as calls of the C kernels of ``csrc/tt_int8.h``.
+Every pointer is an offset into one of four spaces:
+
+* ``arena``: the buffers of the memory planner (:func:`tinytune.hwmodels.plan_memory`, int8),
+  at the offsets of its layout — activations ``t<id>``, activation gradients ``grad t<id>``,
+  ReLU masks ``<op>:mask``, the kept input channels ``<op>:input[:k]`` and the trained
+  parameters ``<op>:weights`` (a convolution's trained int32 bias, then its trained int8
+  weight channels; the classifier's float32 weight, then its bias). The trained parameters
+  live there for good: the planner keeps them alive over the whole step.
+* ``flash``: constants — frozen weights and biases, requantisation and update multipliers.
+* ``scratch``: the float32 logits (and, in place, their gradient), outside the planner's
+  buffers (it counts the classifier output as int8; see :data:`SCRATCH_NOTE`), and the
+  statistics of a GroupNorm that nothing back-propagates through (the planner keeps none).
+* ``exp``: one int32 exponent per gradient tensor.
+
+Each call's sizes are checked against the planner's buffer sizes, so a kernel cannot write
+outside its buffer. A renderer emits these calls as C with its own templates; the tests run
+them through a small interpreter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tinytune.hwmodels import MemoryReport, plan_memory
+from tinytune.quant import (
+    QAdd,
+    QConv,
+    QGap,
+    QGroupNorm,
+    QLinear,
+    QPool,
+    QuantizedNet,
+    QUpsample,
+    qas_multipliers,
+)
+from tinytune.quant.errors import QuantizationError
+from tinytune.quant.kernels import InterpAxis
+
+__all__ = [
+    "KERNELS",
+    "SCRATCH_NOTE",
+    "Call",
+    "ExpRef",
+    "Label",
+    "Ptr",
+    "StepProgram",
+    "Write",
+    "lower_step",
+]
+
+SCRATCH_NOTE = (
+    "the memory planner sizes the classifier output (and its gradient) as int8, one byte per "
+    "class; the float32 logits need four, so they live in a scratch buffer outside the arena"
+)
+
+# kernel name (``tt_<name>`` in C) → its operands in the order of the C prototype. Structs
+# travel as tuples: ``geom`` the 10 fields of tt_conv_geom, ``norm`` those of tt_groupnorm
+# (7 ints, then x_scale, y_scale, eps as floats); ``rows``/``cols`` point to an int32 table
+# n_in, n_out, i0, i1, w0, w1, lo, hi (a tt_interp_axis); ``copy_s8`` is a plain ``memcpy``.
+KERNELS: dict[str, tuple[str, ...]] = {
+    "conv2d_s8": (
+        "geom", "x", "w_train", "w_frozen", "k", "bias", "x_zero", "y_zero", "act_min",
+        "act_max", "mult", "shift", "y", "mask",
+    ),
+    "add_s8": ("a", "b", "n", "a_zero", "b_zero", "a_mult", "b_mult", "shift", "y_zero", "y"),
+    "gap_s8": ("x", "channels", "hw", "x_zero", "mult", "shift", "y_zero", "y"),
+    "linear_f32": ("x", "in_f", "x_zero", "x_scale", "w", "b", "out_f", "logits"),
+    "copy_s8": ("dst", "src", "n"),
+    "softmax_xent_grad": ("logits", "n", "label", "grad"),
+    "linear_f32_backward": (
+        "x", "in_f", "x_zero", "x_scale", "w", "b", "out_f", "grad", "lr", "gx", "gx_exp",
+    ),
+    "grad_mask": ("g", "mask", "n"),
+    "conv2d_grad_input": (
+        "geom", "gy", "gy_exp", "w_train", "w_frozen", "k", "w_mult", "frac_bits", "gx",
+        "gx_exp", "accumulate",
+    ),
+    "gap_grad_input": (
+        "gy", "gy_exp", "channels", "hw", "hw_mult", "frac_bits", "gx", "gx_exp", "accumulate",
+    ),
+    "grad_accumulate": ("g", "g_exp", "n", "dst", "dst_exp", "accumulate"),
+    "update_bias": ("gy", "gy_exp", "channels", "hw", "bias", "mult", "shift"),
+    "conv2d_update_weight": (
+        "geom", "gy", "gy_exp", "x_saved", "x_zero", "w_train", "k", "mult", "shift",
+    ),
+    "avgpool_s8": (
+        "x", "channels", "in_h", "in_w", "ratio", "x_zero", "mult", "shift", "y_zero", "y",
+    ),
+    "avgpool_grad_input": (
+        "gy", "gy_exp", "channels", "in_h", "in_w", "ratio", "area_mult", "frac_bits", "gx",
+        "gx_exp", "accumulate",
+    ),
+    "upsample_s8": ("x", "channels", "rows", "cols", "x_zero", "mult", "shift", "y_zero", "y"),
+    "upsample_grad_input": (
+        "gy", "gy_exp", "channels", "rows", "cols", "frac_bits", "gx", "gx_exp", "accumulate",
+    ),
+    "groupnorm_f32": ("x", "norm", "gamma", "beta", "stats", "y", "mask"),
+    "groupnorm_f32_backward": (
+        "gy", "gy_exp", "x", "norm", "gamma", "beta", "stats", "lr", "gx", "gx_exp",
+    ),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Ptr:
+    """A byte offset into one of the spaces ``arena``, ``flash``, ``scratch``, ``exp``."""
+
+    space: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class ExpRef:
+    """The value of a gradient exponent at the time of the call (passed by value)."""
+
+    slot: int
+
+
+@dataclass(frozen=True)
+class Label:
+    """The class label of the step's image (known only at run time)."""
+
+
+Operand = int | float | Ptr | ExpRef | Label | None | tuple[int | float, ...]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One kernel call: its operands by name (see :data:`KERNELS`), the op it belongs to and
+    its phase (``forward``, ``loss`` or ``backward``)."""
+
+    kernel: str
+    operands: tuple[tuple[str, Operand], ...]
+    op: str
+    phase: str
+
+    def __getitem__(self, name: str) -> Operand:
+        return dict(self.operands)[name]
+
+
+@dataclass(frozen=True)
+class Write:
+    """What a call leaves in a buffer, for checking a run against the simulator: an
+    activation (``act``), a masked gradient (``masked``), a gradient after one write
+    (``grad``, with its exponent slot), or the logits."""
+
+    call: int
+    kind: str
+    tensor: int
+    ptr: Ptr
+    nbytes: int
+    exp_slot: int | None = None
+
+
+@dataclass(frozen=True)
+class StepProgram:
+    """A lowered training step.
+
+    Attributes:
+        arena_bytes: the planner's arena size.
+        flash: constant arrays by name, with their offsets in ``flash`` (4-byte aligned).
+        arena_init: trained parameters' initial values: (offset, bytes) in the arena.
+        scratch_bytes: size of the scratch space (the float32 logits; the statistics of a
+            GroupNorm that nothing back-propagates through).
+        n_exponents: gradient exponent slots.
+        input: where the int8 image goes, and its byte count.
+        params: every trained parameter tensor: name → (arena pointer, dtype, shape).
+        calls: the step, in order.
+        writes: the buffers each call leaves, in order (activations, gradients, logits).
+        lr: the learning rate baked into the update multipliers.
+    """
+
+    arena_bytes: int
+    flash: dict[str, tuple[int, np.ndarray]]
+    arena_init: tuple[tuple[int, bytes], ...]
+    scratch_bytes: int
+    n_exponents: int
+    input: tuple[Ptr, int]
+    params: dict[str, tuple[Ptr, np.dtype, tuple[int, ...]]]
+    calls: tuple[Call, ...]
+    writes: tuple[Write, ...]
+    lr: float
+    n_classes: int
+    report: MemoryReport = field(repr=False)
+
+    @property
+    def flash_bytes(self) -> int:
+        return max((off + arr.nbytes for off, arr in self.flash.values()), default=0)
+
+
+class _Lowering:
+    """Collects constants, calls and buffer writes while walking the step."""
+
+    def __init__(self, net: QuantizedNet, report: MemoryReport, lr: float) -> None:
+        self.net, self.report, self.lr = net, report, lr
+        self.buffers = {
+            b.name: (off, b.nbytes)
+            for b, off in zip(report.buffers, report.layout.offsets, strict=True)
+        }
+        self.flash: dict[str, tuple[int, np.ndarray]] = {}
+        self.flash_end = 0
+        self.init: list[tuple[int, bytes]] = []
+        self.params: dict[str, tuple[Ptr, np.dtype, tuple[int, ...]]] = {}
+        self.calls: list[Call] = []
+        self.writes: list[Write] = []
+        self.exp_slots: dict[int, int] = {}
+        self.written: set[int] = set()
+        self.conv_ptrs: dict[int, dict[str, Ptr | None]] = {}
+        self.norm_ptrs: dict[int, dict[str, Ptr | None]] = {}
+        self.classifier: tuple[Ptr, Ptr] | None = None
+        self.scratch_end = 4 * net.graph.n_classes  # the float32 logits come first
+
+    def scratch(self, nbytes: int) -> Ptr:
+        ptr = Ptr("scratch", self.scratch_end)
+        self.scratch_end += (nbytes + 3) // 4 * 4
+        return ptr
+
+    # --- memory ---------------------------------------------------------------------------
+
+    def const(self, name: str, array: np.ndarray) -> Ptr | None:
+        if array.size == 0:
+            return None
+        array = np.ascontiguousarray(array)
+        offset = (self.flash_end + 3) // 4 * 4
+        self.flash[name] = (offset, array)
+        self.flash_end = offset + array.nbytes
+        return Ptr("flash", offset)
+
+    def arena(self, name: str, nbytes: int, at: int = 0) -> Ptr:
+        if name not in self.buffers:
+            raise QuantizationError(f"the memory plan has no buffer {name!r}")
+        offset, size = self.buffers[name]
+        if at + nbytes > size:
+            raise QuantizationError(
+                f"buffer {name!r} holds {size} bytes, the step needs {at + nbytes}"
+            )
+        return Ptr("arena", offset + at)
+
+    def numel(self, t: int) -> int:
+        return self.net.graph.tensors[t].numel
+
+    def act(self, t: int) -> Ptr:
+        return self.arena(f"t{t}", self.numel(t))
+
+    def grad(self, t: int) -> Ptr:
+        return self.arena(f"grad t{t}", self.numel(t))
+
+    def exp_slot(self, t: int) -> int:
+        return self.exp_slots.setdefault(t, len(self.exp_slots))
+
+    def exp_ptr(self, t: int) -> Ptr:
+        return Ptr("exp", 4 * self.exp_slot(t))
+
+    def param(self, name: str, ptr: Ptr, values: np.ndarray) -> Ptr:
+        self.init.append((ptr.offset, np.ascontiguousarray(values).tobytes()))
+        self.params[name] = (ptr, values.dtype, values.shape)
+        return ptr
+
+    # --- calls ----------------------------------------------------------------------------
+
+    def call(self, kernel: str, op: str, phase: str, **operands: Operand) -> int:
+        names = KERNELS[kernel]
+        if set(operands) != set(names):
+            raise AssertionError(f"{kernel}: operands {sorted(operands)} != {sorted(names)}")
+        self.calls.append(Call(kernel, tuple((n, operands[n]) for n in names), op, phase))
+        return len(self.calls) - 1
+
+    def wrote(self, call: int, kind: str, t: int, ptr: Ptr, nbytes: int) -> None:
+        slot = self.exp_slot(t) if kind == "grad" else None
+        self.writes.append(Write(call, kind, t, ptr, nbytes, slot))
+
+    def grad_dest(self, t: int) -> dict[str, Operand]:
+        """The destination operands of a gradient write; the first write is fresh."""
+        accumulate = int(t in self.written)
+        self.written.add(t)
+        return {"gx_exp": self.exp_ptr(t), "accumulate": accumulate}
+
+
+# --- per layer -----------------------------------------------------------------------------
+
+
+def _geom(net: QuantizedNet, layer: QConv) -> tuple[int, ...]:
+    x = net.graph.tensors[layer.op.inputs[0]].shape
+    y = net.graph.tensors[layer.op.output].shape
+    kernel = layer.weight.shape[2]
+    return (x[1], x[2], x[3], y[1], y[2], y[3], kernel, layer.stride, layer.padding, layer.groups)
+
+
+def _conv_params(lw: _Lowering, layer: QConv) -> dict[str, Ptr | None]:
+    """Pointers to the bias and both weight parts; trained ones in the arena."""
+    op = layer.op
+    train, frozen = (p.numpy().astype(np.int8) for p in layer.split_weight())
+    bias = layer.bias.numpy().astype(np.int32)
+    trained_bytes = (bias.nbytes if layer.bias_trained else 0) + train.nbytes
+    ptrs: dict[str, Ptr | None] = {"w_frozen": lw.const(f"{op.name}.weight_frozen", frozen)}
+    if trained_bytes:
+        lw.arena(f"{op.name}:weights", trained_bytes)
+    if layer.bias_trained:
+        ptrs["bias"] = lw.param(f"{op.name}.bias", lw.arena(f"{op.name}:weights", 4), bias)
+    else:
+        ptrs["bias"] = lw.const(f"{op.name}.bias", bias)
+    if train.size:
+        at = bias.nbytes if layer.bias_trained else 0
+        ptr = lw.arena(f"{op.name}:weights", train.nbytes, at)
+        ptrs["w_train"] = lw.param(f"{op.name}.weight_train", ptr, train)
+    else:
+        ptrs["w_train"] = None
+    return ptrs
+
+
+def _conv_forward(lw: _Lowering, layer: QConv) -> None:
+    op, net = layer.op, lw.net
+    (x,) = op.inputs
+    ptrs = _conv_params(lw, layer)
+    lw.conv_ptrs[op.index] = ptrs
+    numel = lw.numel(op.output)
+    mask = None  # kept only where a gradient will flow through the clamp, as the planner does
+    if layer.keeps_mask and net.graph.tensors[op.output].requires_grad:
+        mask = lw.arena(f"{op.name}:mask", (numel + 7) // 8)
+    i = lw.call(
+        "conv2d_s8", op.name, "forward",
+        geom=_geom(net, layer), x=lw.act(x), w_train=ptrs["w_train"], w_frozen=ptrs["w_frozen"],
+        k=layer.trained_channels, bias=ptrs["bias"], x_zero=net.acts[x].zero,
+        y_zero=net.acts[op.output].zero, act_min=layer.act_min, act_max=layer.act_max,
+        mult=lw.const(f"{op.name}.mult", layer.mult.numpy().astype(np.int32)),
+        shift=lw.const(f"{op.name}.shift", layer.shift.numpy().astype(np.int32)),
+        y=lw.act(op.output), mask=mask,
+    )  # fmt: skip
+    lw.wrote(i, "act", op.output, lw.act(op.output), numel)
+    saved = layer.saved_channels
+    if saved and saved < net.graph.tensors[x].shape[1]:
+        n = lw.numel(x) // net.graph.tensors[x].shape[1] * saved
+        lw.call(
+            "copy_s8", op.name, "forward",
+            dst=lw.arena(f"{op.name}:input[:k]", n), src=lw.act(x), n=n,
+        )  # fmt: skip
+
+
+def _add_forward(lw: _Lowering, layer: QAdd) -> None:
+    op, acts = layer.op, lw.net.acts
+    a, b = op.inputs
+    i = lw.call(
+        "add_s8", op.name, "forward",
+        a=lw.act(a), b=lw.act(b), n=lw.numel(op.output), a_zero=acts[a].zero,
+        b_zero=acts[b].zero, a_mult=layer.a_mult, b_mult=layer.b_mult, shift=layer.shift,
+        y_zero=acts[op.output].zero, y=lw.act(op.output),
+    )  # fmt: skip
+    lw.wrote(i, "act", op.output, lw.act(op.output), lw.numel(op.output))
+
+
+def _gap_forward(lw: _Lowering, layer: QGap) -> None:
+    op, acts = layer.op, lw.net.acts
+    (x,) = op.inputs
+    shape = lw.net.graph.tensors[x].shape
+    i = lw.call(
+        "gap_s8", op.name, "forward",
+        x=lw.act(x), channels=shape[1], hw=shape[2] * shape[3], x_zero=acts[x].zero,
+        mult=layer.mult, shift=layer.shift, y_zero=acts[op.output].zero, y=lw.act(op.output),
+    )  # fmt: skip
+    lw.wrote(i, "act", op.output, lw.act(op.output), lw.numel(op.output))
+
+
+def _linear_forward(lw: _Lowering, layer: QLinear) -> None:
+    op = layer.op
+    (x,) = op.inputs
+    j, c = layer.weight.shape
+    base = lw.arena(f"{op.name}:weights", 4 * (j * c + j))
+    w = lw.param(f"{op.name}.weight", base, layer.weight.astype(np.float32))
+    b = lw.param(
+        f"{op.name}.bias", Ptr("arena", base.offset + 4 * j * c), layer.bias.astype(np.float32)
+    )
+    lw.classifier = (w, b)
+    q = lw.net.acts[x]
+    i = lw.call(
+        "linear_f32", op.name, "forward",
+        x=lw.act(x), in_f=c, x_zero=q.zero, x_scale=float(np.float32(q.scale)), w=w, b=b,
+        out_f=j, logits=Ptr("scratch", 0),
+    )  # fmt: skip
+    lw.writes.append(Write(i, "logits", op.output, Ptr("scratch", 0), 4 * j))
+
+
+def _conv_backward(lw: _Lowering, layer: QConv) -> None:
+    op, net = layer.op, lw.net
+    (x,) = op.inputs
+    ptrs = lw.conv_ptrs[op.index]
+    numel = lw.numel(op.output)
+    gy, gy_exp = lw.grad(op.output), ExpRef(lw.exp_slot(op.output))
+    if layer.keeps_mask:
+        i = lw.call(
+            "grad_mask", op.name, "backward",
+            g=gy, mask=lw.arena(f"{op.name}:mask", (numel + 7) // 8), n=numel,
+        )  # fmt: skip
+        lw.wrote(i, "masked", op.output, gy, numel)
+    geom = _geom(net, layer)
+    if net.graph.tensors[x].requires_grad:
+        i = lw.call(
+            "conv2d_grad_input", op.name, "backward",
+            geom=geom, gy=gy, gy_exp=gy_exp, w_train=ptrs["w_train"], w_frozen=ptrs["w_frozen"],
+            k=layer.trained_channels,
+            w_mult=lw.const(f"{op.name}.grad_mult", layer.grad_mult.numpy().astype(np.int32)),
+            frac_bits=layer.grad_frac_bits, gx=lw.grad(x), **lw.grad_dest(x),
+        )  # fmt: skip
+        lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
+    if not (layer.trained_channels or layer.bias_trained):
+        return
+    upd = qas_multipliers(layer, net.acts[x].scale, lw.lr)
+    if layer.trained_channels:
+        channels = net.graph.tensors[x].shape[1]
+        if layer.saved_channels < channels:
+            n = lw.numel(x) // channels * layer.saved_channels
+            x_saved = lw.arena(f"{op.name}:input[:k]", n)
+        else:
+            x_saved = lw.act(x)
+        lw.call(
+            "conv2d_update_weight", op.name, "backward",
+            geom=geom, gy=gy, gy_exp=gy_exp, x_saved=x_saved, x_zero=net.acts[x].zero,
+            w_train=ptrs["w_train"], k=layer.trained_channels,
+            mult=lw.const(f"{op.name}.weight_step_mult", upd.weight_mult.numpy().astype(np.int32)),
+            shift=lw.const(
+                f"{op.name}.weight_step_shift", upd.weight_shift.numpy().astype(np.int32)
+            ),
+        )  # fmt: skip
+    if layer.bias_trained:
+        shape = net.graph.tensors[op.output].shape
+        lw.call(
+            "update_bias", op.name, "backward",
+            gy=gy, gy_exp=gy_exp, channels=shape[1], hw=shape[2] * shape[3], bias=ptrs["bias"],
+            mult=lw.const(f"{op.name}.bias_step_mult", upd.bias_mult.numpy().astype(np.int32)),
+            shift=lw.const(f"{op.name}.bias_step_shift", upd.bias_shift.numpy().astype(np.int32)),
+        )  # fmt: skip
+
+
+def _add_backward(lw: _Lowering, layer: QAdd) -> None:
+    op = layer.op
+    for t in op.inputs:
+        if not lw.net.graph.tensors[t].requires_grad:
+            continue
+        dest = lw.grad_dest(t)
+        i = lw.call(
+            "grad_accumulate", op.name, "backward",
+            g=lw.grad(op.output), g_exp=ExpRef(lw.exp_slot(op.output)), n=lw.numel(t),
+            dst=lw.grad(t), dst_exp=dest["gx_exp"], accumulate=dest["accumulate"],
+        )  # fmt: skip
+        lw.wrote(i, "grad", t, lw.grad(t), lw.numel(t))
+
+
+def _gap_backward(lw: _Lowering, layer: QGap) -> None:
+    op = layer.op
+    (x,) = op.inputs
+    if not lw.net.graph.tensors[x].requires_grad:
+        return
+    shape = lw.net.graph.tensors[x].shape
+    i = lw.call(
+        "gap_grad_input", op.name, "backward",
+        gy=lw.grad(op.output), gy_exp=ExpRef(lw.exp_slot(op.output)), channels=shape[1],
+        hw=shape[2] * shape[3], hw_mult=layer.hw_mult, frac_bits=layer.hw_frac_bits,
+        gx=lw.grad(x), **lw.grad_dest(x),
+    )  # fmt: skip
+    lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
+
+
+def _linear_backward(lw: _Lowering, layer: QLinear) -> None:
+    op = layer.op
+    (x,) = op.inputs
+    j, c = layer.weight.shape
+    assert lw.classifier is not None
+    w, b = lw.classifier
+    logits = Ptr("scratch", 0)
+    lw.call("softmax_xent_grad", op.name, "loss", logits=logits, n=j, label=Label(), grad=logits)
+    needs = lw.net.graph.tensors[x].requires_grad
+    gx = lw.grad(x) if needs else None
+    if needs:
+        lw.written.add(x)
+    q = lw.net.acts[x]
+    i = lw.call(
+        "linear_f32_backward", op.name, "backward",
+        x=lw.act(x), in_f=c, x_zero=q.zero, x_scale=float(np.float32(q.scale)), w=w, b=b,
+        out_f=j, grad=logits, lr=float(np.float32(lw.lr)), gx=gx,
+        gx_exp=lw.exp_ptr(x) if needs else None,
+    )  # fmt: skip
+    if needs:
+        lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
+
+
+def _pool_forward(lw: _Lowering, layer: QPool) -> None:
+    op, acts = layer.op, lw.net.acts
+    (x,) = op.inputs
+    _, c, h, w = lw.net.graph.tensors[x].shape
+    i = lw.call(
+        "avgpool_s8", op.name, "forward",
+        x=lw.act(x), channels=c, in_h=h, in_w=w, ratio=layer.ratio, x_zero=acts[x].zero,
+        mult=layer.mult, shift=layer.shift, y_zero=acts[op.output].zero, y=lw.act(op.output),
+    )  # fmt: skip
+    lw.wrote(i, "act", op.output, lw.act(op.output), lw.numel(op.output))
+
+
+def _pool_backward(lw: _Lowering, layer: QPool) -> None:
+    op = layer.op
+    (x,) = op.inputs
+    if not lw.net.graph.tensors[x].requires_grad:
+        return
+    _, c, h, w = lw.net.graph.tensors[x].shape
+    i = lw.call(
+        "avgpool_grad_input", op.name, "backward",
+        gy=lw.grad(op.output), gy_exp=ExpRef(lw.exp_slot(op.output)), channels=c, in_h=h,
+        in_w=w, ratio=layer.ratio, area_mult=layer.area_mult, frac_bits=layer.area_frac_bits,
+        gx=lw.grad(x), **lw.grad_dest(x),
+    )  # fmt: skip
+    lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
+
+
+def _axis_table(axis: InterpAxis) -> np.ndarray:
+    parts = [[axis.n_in, axis.n_out], axis.i0, axis.i1, axis.w0, axis.w1, axis.lo, axis.hi]
+    return np.concatenate(parts).astype(np.int32)
+
+
+def _upsample_tables(lw: _Lowering, layer: QUpsample) -> tuple[Ptr | None, Ptr | None]:
+    name = layer.op.name
+    rows = lw.const(f"{name}.rows", _axis_table(layer.rows))
+    cols = lw.const(f"{name}.cols", _axis_table(layer.cols))
+    return rows, cols
+
+
+def _upsample_forward(lw: _Lowering, layer: QUpsample) -> None:
+    op, acts = layer.op, lw.net.acts
+    (x,) = op.inputs
+    rows, cols = _upsample_tables(lw, layer)
+    i = lw.call(
+        "upsample_s8", op.name, "forward",
+        x=lw.act(x), channels=lw.net.graph.tensors[x].shape[1], rows=rows, cols=cols,
+        x_zero=acts[x].zero, mult=layer.mult, shift=layer.shift, y_zero=acts[op.output].zero,
+        y=lw.act(op.output),
+    )  # fmt: skip
+    lw.wrote(i, "act", op.output, lw.act(op.output), lw.numel(op.output))
+
+
+def _upsample_backward(lw: _Lowering, layer: QUpsample) -> None:
+    op = layer.op
+    (x,) = op.inputs
+    if not lw.net.graph.tensors[x].requires_grad:
+        return
+    rows, cols = (
+        Ptr("flash", lw.flash[f"{op.name}.rows"][0]),
+        Ptr("flash", lw.flash[f"{op.name}.cols"][0]),
+    )
+    i = lw.call(
+        "upsample_grad_input", op.name, "backward",
+        gy=lw.grad(op.output), gy_exp=ExpRef(lw.exp_slot(op.output)),
+        channels=lw.net.graph.tensors[x].shape[1], rows=rows, cols=cols,
+        frac_bits=layer.frac_bits, gx=lw.grad(x), **lw.grad_dest(x),
+    )  # fmt: skip
+    lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
+
+
+def _norm_operand(lw: _Lowering, layer: QGroupNorm) -> tuple[int | float, ...]:
+    op, acts = layer.op, lw.net.acts
+    (x,) = op.inputs
+    _, c, h, w = lw.net.graph.tensors[x].shape
+    scales = (float(np.float32(v)) for v in (acts[x].scale, acts[op.output].scale, layer.eps))
+    return (
+        c, h * w, layer.groups, acts[x].zero, acts[op.output].zero, layer.act_min,
+        layer.act_max, *scales,
+    )  # fmt: skip
+
+
+def _groupnorm_forward(lw: _Lowering, layer: QGroupNorm) -> None:
+    op, prm = layer.op, layer.op.params
+    (x,) = op.inputs
+    gamma, beta = layer.weight.astype(np.float32), layer.bias
+    trained = (gamma.nbytes if prm.scale_trained else 0) + (
+        beta.nbytes if beta is not None and prm.bias_trained else 0
+    )
+    at = 0
+    ptrs: dict[str, Ptr | None] = {}
+    for key, values, is_trained in (
+        ("gamma", gamma, prm.scale_trained),
+        ("beta", beta, prm.bias_trained),
+    ):
+        if values is None:
+            ptrs[key] = None
+        elif is_trained:
+            ptr = lw.arena(f"{op.name}:weights", trained, 0)
+            ptrs[key] = lw.param(
+                f"{op.name}.{'weight' if key == 'gamma' else 'bias'}",
+                Ptr("arena", ptr.offset + at),
+                values.astype(np.float32),
+            )
+            at += values.nbytes
+        else:
+            ptrs[key] = lw.const(f"{op.name}.{key}", values.astype(np.float32))
+    needs = lw.net.graph.tensors[op.output].requires_grad
+    stats_bytes = 8 * layer.groups
+    stats = lw.arena(f"{op.name}:mean+rstd", stats_bytes) if needs else lw.scratch(stats_bytes)
+    ptrs["stats"] = stats
+    lw.norm_ptrs[op.index] = ptrs
+    numel = lw.numel(op.output)
+    mask = None
+    if layer.keeps_mask and needs:
+        mask = lw.arena(f"{op.name}:mask", (numel + 7) // 8)
+    i = lw.call(
+        "groupnorm_f32", op.name, "forward",
+        x=lw.act(x), norm=_norm_operand(lw, layer), gamma=ptrs["gamma"], beta=ptrs["beta"],
+        stats=stats, y=lw.act(op.output), mask=mask,
+    )  # fmt: skip
+    lw.wrote(i, "act", op.output, lw.act(op.output), numel)
+
+
+def _groupnorm_backward(lw: _Lowering, layer: QGroupNorm) -> None:
+    op = layer.op
+    (x,) = op.inputs
+    ptrs = lw.norm_ptrs[op.index]
+    numel = lw.numel(op.output)
+    gy = lw.grad(op.output)
+    if layer.keeps_mask:
+        i = lw.call(
+            "grad_mask", op.name, "backward",
+            g=gy, mask=lw.arena(f"{op.name}:mask", (numel + 7) // 8), n=numel,
+        )  # fmt: skip
+        lw.wrote(i, "masked", op.output, gy, numel)
+    needs = lw.net.graph.tensors[x].requires_grad
+    if needs and x in lw.written:
+        raise QuantizationError(f"{op.name}: a GroupNorm input with several readers")
+    if needs:
+        lw.written.add(x)
+    i = lw.call(
+        "groupnorm_f32_backward", op.name, "backward",
+        gy=gy, gy_exp=ExpRef(lw.exp_slot(op.output)), x=lw.act(x),
+        norm=_norm_operand(lw, layer), gamma=ptrs["gamma"], beta=ptrs["beta"],
+        stats=ptrs["stats"], lr=float(np.float32(lw.lr)), gx=lw.grad(x) if needs else None,
+        gx_exp=lw.exp_ptr(x) if needs else None,
+    )  # fmt: skip
+    if needs:
+        lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
+
+
+_FORWARD = {
+    QConv: _conv_forward,
+    QAdd: _add_forward,
+    QGap: _gap_forward,
+    QPool: _pool_forward,
+    QUpsample: _upsample_forward,
+    QGroupNorm: _groupnorm_forward,
+    QLinear: _linear_forward,
+}
+_BACKWARD = {
+    QConv: _conv_backward,
+    QAdd: _add_backward,
+    QGap: _gap_backward,
+    QPool: _pool_backward,
+    QUpsample: _upsample_backward,
+    QGroupNorm: _groupnorm_backward,
+    QLinear: _linear_backward,
+}
+
+
+def lower_step(net: QuantizedNet, lr: float, report: MemoryReport | None = None) -> StepProgram:
+    """The training step of ``net`` at learning rate ``lr`` as kernel calls over the arena of
+    ``report`` (default: :func:`plan_memory` of ``net.graph`` in int8, as the search plans
+    it). ``net`` is not modified; its current parameters become the arena's initial values."""
+    report = report if report is not None else plan_memory(net.graph, precision="int8")
+    if report.precision != "int8":
+        raise QuantizationError(f"an int8 step needs an int8 memory plan, got {report.precision}")
+    if net.graph.batch_size != 1:
+        raise QuantizationError(f"the device step takes batch 1, got {net.graph.batch_size}")
+    lw = _Lowering(net, report, lr)
+    for layer in net.layers:
+        _FORWARD[type(layer)](lw, layer)
+    for layer in reversed(net.layers):
+        if isinstance(layer, QLinear) or net.graph.tensors[layer.op.output].requires_grad:
+            _BACKWARD[type(layer)](lw, layer)
+    graph = net.graph
+    return StepProgram(
+        arena_bytes=report.arena_bytes,
+        flash=lw.flash,
+        arena_init=tuple(lw.init),
+        scratch_bytes=lw.scratch_end,
+        n_exponents=len(lw.exp_slots),
+        input=(lw.act(graph.input), lw.numel(graph.input)),
+        params=lw.params,
+        calls=tuple(lw.calls),
+        writes=tuple(lw.writes),
+        lr=lr,
+        n_classes=graph.n_classes,
+        report=report,
+    )

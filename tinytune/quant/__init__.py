@@ -1,0 +1,45 @@
+"""Post-training int8 quantization and the int8 training simulator (the device's reference)."""
+
+from __future__ import annotations
+
+from tinytune.quant.calibrate import CALIBRATION_METHODS, observe_ranges
+from tinytune.quant.errors import QuantizationError
+from tinytune.quant.kernels import Grad
+from tinytune.quant.model import (
+    ActQuant,
+    QAdd,
+    QConv,
+    QGap,
+    QGroupNorm,
+    QLinear,
+    QPool,
+    QuantizedNet,
+    QUpsample,
+    UpdateMultipliers,
+    qas_multipliers,
+    quantize,
+)
+from tinytune.quant.simulate import ForwardRecord, StepRecord, forward, train_step
+
+__all__ = [
+    "CALIBRATION_METHODS",
+    "ActQuant",
+    "ForwardRecord",
+    "Grad",
+    "QAdd",
+    "QConv",
+    "QGap",
+    "QGroupNorm",
+    "QLinear",
+    "QPool",
+    "QUpsample",
+    "QuantizationError",
+    "QuantizedNet",
+    "StepRecord",
+    "UpdateMultipliers",
+    "forward",
+    "observe_ranges",
+    "qas_multipliers",
+    "quantize",
+    "train_step",
+]

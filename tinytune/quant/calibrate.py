@@ -1,0 +1,90 @@
+"""Activation ranges of a network, observed on training images.
+
+Every tensor of the traced graph (the network input and every op output but the classifier's
+float logits) gets a range [lo, hi] from running the float network on calibration images:
+
+* ``minmax`` (the default): the smallest and largest value seen. Nothing seen on the
+  calibration images is clipped; with a few dozen images this is what tiny-training's int8
+  models and TFLite's default post-training quantization use.
+* ``percentile``: the ``q``-th and (100 − q)-th percentiles of the values seen, which trades a
+  little clipping of outliers for a finer scale.
+
+The range is widened to contain 0, so that zero (the padding value) is exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import Tensor, nn
+
+from tinytune.ir import Graph
+from tinytune.quant.errors import QuantizationError
+
+__all__ = ["CALIBRATION_METHODS", "observe_ranges"]
+
+CALIBRATION_METHODS = ("minmax", "percentile")
+
+
+def observe_ranges(
+    net: nn.Module,
+    graph: Graph,
+    batches: Iterable[Tensor],
+    *,
+    method: str = "minmax",
+    percentile: float = 99.99,
+) -> dict[int, tuple[float, float]]:
+    """Tensor id → (lo, hi) over ``batches`` of images (N, 3, R, R); see the module docstring.
+
+    ``net`` is the module that ``graph`` was traced from; it is not modified.
+    """
+    if method not in CALIBRATION_METHODS:
+        raise QuantizationError(
+            f"unknown calibration method {method!r}; allowed: {list(CALIBRATION_METHODS)}"
+        )
+    if not 50.0 < percentile <= 100.0:
+        raise QuantizationError(f"percentile must lie in (50, 100], got {percentile}")
+    outputs = {op.name: op.output for op in graph.ops if op.kind != "linear"}
+    seen: dict[int, list[Tensor]] = {t: [] for t in (graph.input, *outputs.values())}
+
+    def record(t: int, value: Tensor) -> None:
+        flat = value.detach().reshape(-1).double()
+        if method == "minmax":
+            seen[t].append(torch.stack([flat.min(), flat.max()]))
+        else:
+            seen[t].append(flat)
+
+    handles = []
+    for name, t in outputs.items():
+        module = net.get_submodule(name)
+        handles.append(module.register_forward_hook(lambda _m, _a, y, t=t: record(t, y)))
+    n_batches = 0
+    try:
+        with torch.no_grad():
+            for x in batches:
+                record(graph.input, x)
+                net(x)
+                n_batches += 1
+    finally:
+        for h in handles:
+            h.remove()
+    if not n_batches:
+        raise QuantizationError("calibration needs at least one batch of images")
+    ranges: dict[int, tuple[float, float]] = {}
+    for t, parts in seen.items():
+        values = torch.cat(parts)
+        if method == "minmax":
+            lo, hi = float(values.min()), float(values.max())
+        else:
+            q = torch.tensor([1.0 - percentile / 100.0, percentile / 100.0], dtype=values.dtype)
+            lo, hi = (float(v) for v in _quantiles(values, q))
+        ranges[t] = (min(lo, 0.0), max(hi, 0.0))
+    return ranges
+
+
+def _quantiles(values: Tensor, q: Tensor) -> Tensor:
+    """Quantiles by sorting (``torch.quantile`` refuses inputs above 2^24 elements)."""
+    ordered = values.sort().values
+    pos = (q * (ordered.numel() - 1)).round().long()
+    return ordered[pos]

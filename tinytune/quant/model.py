@@ -1,0 +1,476 @@
+"""Post-training int8 quantization of a built candidate.
+
+:func:`quantize` turns the :class:`~tinytune.models.TrainNet` that the search fine-tunes (its
+BatchNorm already folded, its update scheme applied) into a :class:`QuantizedNet`: the traced
+graph (batch 1, the device's) and, per op, the integer parameters of
+:mod:`tinytune.quant.arith`:
+
+* weights: symmetric int8 per output channel, s_w[o] = max|W[o]|/127, q = round(W/s_w) in
+  [-127, 127] (an all-zero channel borrows the mean scale of the others);
+* biases: int32, q = round(b/(s_x·s_w[o]));
+* activations: one (scale, zero point) per tensor from the calibrated range [lo, hi] ∋ 0
+  (:mod:`tinytune.quant.calibrate`): s = (hi − lo)/255, z = round(−128 − lo/s);
+* requantisation: M·2^−n ≈ s_x·s_w[o]/s_y per output channel;
+* backward constants: the Q15 multipliers m_o ≈ s_w[o]·2^F of the input gradient, and, for a
+  learning rate, the QAS update multipliers (:func:`qas_multipliers`);
+* the classifier stays float32 (MCUNetV3 App. C).
+
+Supported ops: convolutions with ``none``/``relu``/``relu6`` (no trained per-channel scale),
+``add``, ``gap``, the ``linear`` classifier, and the ops of TinyTL lite residuals: ``avgpool``,
+bilinear ``upsample`` and ``groupnorm`` (float32 γ, β and statistics, int8 input and output) —
+the ProxylessNAS family with or without lite residuals. Anything else (h-swish, squeeze-and-
+excitation) raises :class:`~tinytune.quant.errors.QuantizationError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tinytune.ir import Graph, Op, trace
+from tinytune.models.layers import TrainNet
+from tinytune.quant.arith import INT32_MAX, INT32_MIN, frac_bits_for, quantize_multiplier
+from tinytune.quant.calibrate import observe_ranges
+from tinytune.quant.errors import QuantizationError
+from tinytune.quant.kernels import INTERP_FRAC_BITS, InterpAxis, interp_axis
+
+__all__ = [
+    "SUPPORTED",
+    "ActQuant",
+    "QAdd",
+    "QConv",
+    "QGap",
+    "QGroupNorm",
+    "QLinear",
+    "QPool",
+    "QUpsample",
+    "QuantizedNet",
+    "UpdateMultipliers",
+    "qas_multipliers",
+    "quantize",
+]
+
+SUPPORTED = {
+    "conv": ("none", "relu", "relu6"),
+    "add": ("none",),
+    "gap": ("none",),
+    "avgpool": ("none",),
+    "upsample": ("none",),
+    "groupnorm": ("none", "relu"),
+}
+MAX_WEIGHT_GRAD_PIXELS = (2**31 - 1) // (127 * 255)  # keeps Σ_p γ·(x − z) inside int32
+
+
+@dataclass(frozen=True)
+class ActQuant:
+    """The quantization of one activation tensor: real = scale·(q − zero)."""
+
+    scale: float
+    zero: int
+
+    @classmethod
+    def from_range(cls, lo: float, hi: float) -> ActQuant:
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+        if hi - lo < 1e-8:
+            hi = lo + 1e-8
+        scale = (hi - lo) / 255.0
+        zero = int(np.clip(round(-128.0 - lo / scale), -128, 127))
+        return cls(scale, zero)
+
+    def quantize(self, x: Tensor) -> Tensor:
+        """Float → int8 (int64 tensor), round half to even; done offline (input images)."""
+        q = torch.round(x.double() / self.scale) + self.zero
+        return torch.clamp(q, -128, 127).long()
+
+    def dequantize(self, q: Tensor) -> Tensor:
+        return (q.double() - self.zero) * self.scale
+
+
+def _bounds(act: str, out: ActQuant) -> tuple[int, int]:
+    if act == "none":
+        return -128, 127
+    if act == "relu":
+        return out.zero, 127
+    return out.zero, min(127, out.zero + round(6.0 / out.scale))
+
+
+@dataclass
+class QConv:
+    """A quantized convolution; ``weight`` and ``bias`` change when the step trains them.
+
+    Attributes:
+        weight: int8 values (int64 tensor) (O, C/groups, k, k).
+        w_scale: per-output-channel weight scales (float64).
+        bias: int32 values (int64 tensor), scale s_x·s_w[o].
+        mult, shift: requantisation M[o]·2^−n[o] ≈ s_x·s_w[o]/s_y.
+        act_min, act_max: the output clamp (ReLU/ReLU6 folded in).
+        grad_mult, grad_frac_bits: m_o ≈ s_w[o]·2^F for the input gradient.
+    """
+
+    op: Op
+    weight: Tensor
+    w_scale: Tensor
+    bias: Tensor
+    mult: Tensor
+    shift: Tensor
+    act_min: int
+    act_max: int
+    grad_mult: Tensor
+    grad_frac_bits: int
+
+    @property
+    def stride(self) -> int:
+        return self.op.attrs["stride"]
+
+    @property
+    def padding(self) -> int:
+        return self.op.attrs["padding"]
+
+    @property
+    def groups(self) -> int:
+        return self.op.attrs["groups"]
+
+    @property
+    def depthwise(self) -> bool:
+        o = self.weight.shape[0]
+        return self.groups > 1 and self.groups == o and self.weight.shape[1] == 1
+
+    @property
+    def trained_channels(self) -> int:
+        """k: the leading input channels (depthwise: channels) of the weight that are trained,
+        along the weight's split dimension (a grouped convolution trains all C/groups)."""
+        if not self.op.params.trained_weight:
+            return 0
+        dim = 0 if self.depthwise else 1
+        return min(self.op.params.trained_in_channels, self.weight.shape[dim])
+
+    @property
+    def saved_channels(self) -> int:
+        """The leading input channels that the weight update reads (kept from the forward)."""
+        return self.op.params.trained_in_channels if self.op.params.trained_weight else 0
+
+    @property
+    def bias_trained(self) -> bool:
+        return self.op.params.bias_trained
+
+    @property
+    def keeps_mask(self) -> bool:
+        return self.op.act in ("relu", "relu6")
+
+    def split_weight(self) -> tuple[Tensor, Tensor]:
+        """(trained part, frozen part): the first k input channels (depthwise: channels)."""
+        k = self.trained_channels
+        dim = 0 if self.depthwise else 1
+        c = self.weight.shape[dim]
+        train, frozen = self.weight.split([k, c - k], dim=dim)
+        return train, frozen
+
+
+@dataclass
+class QAdd:
+    """y = a + b: M_a·2^−n ≈ s_a/s_y, M_b·2^−n ≈ s_b/s_y."""
+
+    op: Op
+    a_mult: int
+    b_mult: int
+    shift: int
+
+
+@dataclass
+class QGap:
+    """Global average pooling: M·2^−n ≈ s_x/(s_y·HW); backward m_hw ≈ 2^F/HW."""
+
+    op: Op
+    mult: int
+    shift: int
+    hw_mult: int
+    hw_frac_bits: int
+
+
+@dataclass
+class QPool:
+    """r×r average pooling: M·2^−n ≈ s_x/(s_y·r²); backward m_a ≈ 2^F/r²."""
+
+    op: Op
+    ratio: int
+    mult: int
+    shift: int
+    area_mult: int
+    area_frac_bits: int
+
+
+@dataclass
+class QUpsample:
+    """Bilinear upsampling through integer tables; M·2^−n ≈ s_x/(s_y·2^2Q)."""
+
+    op: Op
+    rows: InterpAxis
+    cols: InterpAxis
+    mult: int
+    shift: int
+    frac_bits: int = INTERP_FRAC_BITS
+
+
+@dataclass
+class QGroupNorm:
+    """GroupNorm with float32 γ (C,), β (C,) or None, ε, and the output clamp."""
+
+    op: Op
+    weight: np.ndarray
+    bias: np.ndarray | None
+    groups: int
+    eps: float
+    act_min: int
+    act_max: int
+
+    @property
+    def keeps_mask(self) -> bool:
+        return self.op.act == "relu"
+
+
+@dataclass
+class QLinear:
+    """The float32 classifier (J, C) and its bias (J,)."""
+
+    op: Op
+    weight: np.ndarray
+    bias: np.ndarray
+
+
+QLayer = QConv | QAdd | QGap | QPool | QUpsample | QGroupNorm | QLinear
+
+
+@dataclass
+class QuantizedNet:
+    """A quantized network: its graph (batch 1), one quantization per activation tensor and
+    one quantized layer per op, in execution order."""
+
+    graph: Graph
+    acts: dict[int, ActQuant]
+    layers: tuple[QLayer, ...]
+    calibration: str = "minmax"
+
+    def quantize_input(self, images: Tensor) -> Tensor:
+        """Float images (N, 3, R, R) → int8 values (int64 tensor)."""
+        return self.acts[self.graph.input].quantize(images)
+
+    def clone(self) -> QuantizedNet:
+        return copy.deepcopy(self)
+
+    def trained_state(self) -> dict[str, Tensor | np.ndarray]:
+        """Copies of every parameter tensor, keyed ``<op name>.weight`` / ``.bias``."""
+        state: dict[str, Tensor | np.ndarray] = {}
+        for layer in self.layers:
+            if isinstance(layer, QConv | QLinear | QGroupNorm):
+                state[f"{layer.op.name}.weight"] = copy.deepcopy(layer.weight)
+                if layer.bias is not None:
+                    state[f"{layer.op.name}.bias"] = copy.deepcopy(layer.bias)
+        return state
+
+
+@dataclass(frozen=True)
+class UpdateMultipliers:
+    """Per output channel, M·2^−n ≈ lr/s_b[o] (bias) and ≈ lr·s_x/s_w[o] (weight)."""
+
+    bias_mult: Tensor
+    bias_shift: Tensor
+    weight_mult: Tensor
+    weight_shift: Tensor
+
+
+def _multipliers(reals: Iterable[float]) -> tuple[Tensor, Tensor]:
+    pairs = [quantize_multiplier(float(r)) for r in reals]
+    return (
+        torch.tensor([m for m, _ in pairs], dtype=torch.int64),
+        torch.tensor([n for _, n in pairs], dtype=torch.int64),
+    )
+
+
+def qas_multipliers(layer: QConv, x_scale: float, lr: float) -> UpdateMultipliers:
+    """The QAS-scaled SGD step of ``layer`` at learning rate ``lr`` as fixed-point multipliers
+    (MCUNetV3 Eq. 4: Δb = lr·G_b/s_b², Δw = lr·G_w/s_w² with G the gradient w.r.t. the integer
+    parameter, i.e. the real SGD step divided by the parameter's scale)."""
+    if not lr >= 0 or not math.isfinite(lr):
+        raise QuantizationError(f"the learning rate must be finite and >= 0, got {lr!r}")
+    s_w = layer.w_scale.tolist()
+    bm, bs = _multipliers(lr / (x_scale * s) for s in s_w)
+    wm, ws = _multipliers(lr * x_scale / s for s in s_w)
+    return UpdateMultipliers(bm, bs, wm, ws)
+
+
+def _weight_scales(w: Tensor) -> Tensor:
+    amax = w.abs().flatten(1).max(dim=1).values
+    scale = amax / 127.0
+    live = scale > 0
+    fill = float(scale[live].mean()) if bool(live.any()) else 1.0
+    return torch.where(live, scale, torch.full_like(scale, fill))
+
+
+def _quantize_conv(
+    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+) -> QConv:
+    if op.params.scale:
+        raise QuantizationError(
+            f"{op.name}: a trained per-channel scale (norm update) is not supported in int8"
+        )
+    x_q, y_q = acts[op.inputs[0]], acts[op.output]
+    w = module.full_weight().double()  # (O, C/groups, k, k)
+    s_w = _weight_scales(w)
+    weight = torch.clamp(torch.round(w / s_w.view(-1, 1, 1, 1)), -127, 127).long()
+    b = module.bias.detach().double()
+    bias = torch.clamp(torch.round(b / (x_q.scale * s_w)), INT32_MIN, INT32_MAX).long()
+    mult, shift = _multipliers(x_q.scale * s / y_q.scale for s in s_w.tolist())
+    frac = frac_bits_for(s_w)
+    act_min, act_max = _bounds(op.act, y_q)
+    taps = weight.shape[1] * weight.shape[2] * weight.shape[3]
+    if int(bias.abs().max()) + 255 * 127 * taps >= 2**31:
+        raise QuantizationError(
+            f"{op.name}: {taps} taps per output with biases up to {int(bias.abs().max())} can "
+            "overflow the int32 accumulator"
+        )
+    if weight.shape[0] // op.attrs["groups"] * weight.shape[2] * weight.shape[3] >= 2**24:
+        raise QuantizationError(f"{op.name}: too many outputs per input for the gradient bound")
+    return QConv(
+        op, weight, s_w, bias, mult, shift, act_min, act_max,
+        torch.round(s_w * 2.0**frac).long(), frac,
+    )  # fmt: skip
+
+
+def _quantize_add(
+    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+) -> QAdd:
+    a, b, y = (acts[t] for t in (*op.inputs, op.output))
+    big = max(a.scale, b.scale) / y.scale
+    _, shift = quantize_multiplier(big)
+    if shift < 1:
+        raise QuantizationError(f"{op.name}: input/output scale ratio {big:.3g} is too large")
+    a_mult, b_mult = (round(q.scale / y.scale * 2.0**shift) for q in (a, b))
+    return QAdd(op, a_mult, b_mult, shift)
+
+
+def _quantize_gap(
+    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+) -> QGap:
+    x = graph.tensors[op.inputs[0]]
+    hw = x.shape[2] * x.shape[3]
+    mult, shift = quantize_multiplier(acts[op.inputs[0]].scale / (acts[op.output].scale * hw))
+    frac = frac_bits_for(1.0 / hw)
+    return QGap(op, mult, shift, round(2.0**frac / hw), frac)
+
+
+def _quantize_pool(
+    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+) -> QPool:
+    r = op.attrs["ratio"]
+    mult, shift = quantize_multiplier(acts[op.inputs[0]].scale / (acts[op.output].scale * r * r))
+    frac = frac_bits_for(1.0 / (r * r))
+    return QPool(op, r, mult, shift, round(2.0**frac / (r * r)), frac)
+
+
+def _quantize_upsample(
+    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+) -> QUpsample:
+    (_, _, h, w), (_, _, oh, ow) = (
+        graph.tensors[op.inputs[0]].shape,
+        graph.tensors[op.output].shape,
+    )
+    if oh < h or ow < w:
+        raise QuantizationError(f"{op.name}: only upsampling is supported, {h}×{w} → {oh}×{ow}")
+    real = acts[op.inputs[0]].scale / (acts[op.output].scale * 2.0 ** (2 * INTERP_FRAC_BITS))
+    mult, shift = quantize_multiplier(real)
+    return QUpsample(op, interp_axis(h, oh), interp_axis(w, ow), mult, shift)
+
+
+def _quantize_groupnorm(
+    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+) -> QGroupNorm:
+    x = graph.tensors[op.inputs[0]]
+    hw, per_group = x.shape[2] * x.shape[3], x.shape[1] // op.attrs["groups"]
+    if max(255 * per_group * hw, 127 * 255 * hw) >= 2**31:  # Σ(x − z) and Σ_p γ·(x − z)
+        raise QuantizationError(f"{op.name}: a group is too large for int32 sums")
+    weight = module.weight.detach().to(torch.float32).numpy().copy()
+    bias = None
+    if module.bias is not None:
+        bias = module.bias.detach().to(torch.float32).numpy().copy()
+    act_min, act_max = _bounds(op.act, acts[op.output])
+    return QGroupNorm(op, weight, bias, op.attrs["groups"], 1e-5, act_min, act_max)
+
+
+def _quantize_linear(
+    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+) -> QLinear:
+    w = module.weight.detach().to(torch.float32).numpy().copy()
+    b = module.bias.detach().to(torch.float32).numpy().copy()
+    return QLinear(op, w, b)
+
+
+_QUANTIZERS = {
+    "conv": _quantize_conv,
+    "add": _quantize_add,
+    "gap": _quantize_gap,
+    "avgpool": _quantize_pool,
+    "upsample": _quantize_upsample,
+    "groupnorm": _quantize_groupnorm,
+    "linear": _quantize_linear,
+}
+
+
+def _check(op: Op, graph: Graph) -> None:
+    if op.kind == "linear":
+        if op is not graph.ops[-1]:
+            raise QuantizationError(f"{op.name}: the classifier must be the last op")
+        return
+    if op.kind not in SUPPORTED:
+        raise QuantizationError(
+            f"{op.name}: op kind {op.kind!r} is not supported in int8; allowed: "
+            f"{[*SUPPORTED, 'linear']}"
+        )
+    if op.act not in SUPPORTED[op.kind]:
+        raise QuantizationError(
+            f"{op.name}: activation {op.act!r} is not supported in int8 after {op.kind}; "
+            f"allowed: {list(SUPPORTED[op.kind])}"
+        )
+    prm = op.params
+    if op.kind == "groupnorm" and not (prm.scale_trained and (prm.bias_trained or not prm.bias)):
+        raise QuantizationError(
+            f"{op.name}: a GroupNorm is supported with its scale and shift trained (as in lite "
+            "residual branches), not frozen"
+        )
+    if op.kind == "conv" and op.params.trained_weight:
+        out = graph.tensors[op.output]
+        if out.shape[2] * out.shape[3] > MAX_WEIGHT_GRAD_PIXELS:
+            raise QuantizationError(
+                f"{op.name}: {out.shape[2]}×{out.shape[3]} output pixels exceed the "
+                f"{MAX_WEIGHT_GRAD_PIXELS} that an int32 weight gradient covers"
+            )
+
+
+def quantize(
+    net: TrainNet,
+    calibration: Iterable[Tensor],
+    *,
+    method: str = "minmax",
+    percentile: float = 99.99,
+) -> QuantizedNet:
+    """Quantize ``net`` after observing activation ranges on ``calibration`` batches of
+    training images (N, 3, R, R); see the module docstring. ``net`` is not modified."""
+    batches = list(calibration)
+    if not batches:
+        raise QuantizationError("calibration needs at least one batch of images")
+    graph = trace(net, batches[0][:1])
+    for op in graph.ops:
+        _check(op, graph)
+    if graph.ops[-1].kind != "linear":
+        raise QuantizationError("the network must end with its linear classifier")
+    ranges = observe_ranges(net, graph, batches, method=method, percentile=percentile)
+    acts = {t: ActQuant.from_range(*r) for t, r in ranges.items()}
+    layers = tuple(
+        _QUANTIZERS[op.kind](op, net.get_submodule(op.name), graph, acts) for op in graph.ops
+    )
+    return QuantizedNet(graph, acts, layers, method)
