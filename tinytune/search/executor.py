@@ -2,21 +2,22 @@
 
 An :class:`Executor` takes plain-dict tasks and hands back plain-dict results; it never sees the
 database. Contract: every submitted task eventually comes back from :meth:`Executor.wait`
-exactly once — as its result, or as a ``status="failed"`` result when the worker itself died
-after its retries.
+exactly once — as its result, or as a ``status="failed"`` result when the task could not
+produce one (its worker died more often than it may be retried, or it raised).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-from tinytune.errors import TinyTuneError
+from tinytune.errors import ConfigError, TinyTuneError
 
-__all__ = ["Executor", "InlineExecutor", "RayExecutor", "RayUnavailableError"]
+__all__ = ["Executor", "InlineExecutor", "RayExecutor", "RayUnavailableError", "check_reachable"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,40 @@ Result = dict[str, Any]
 
 class RayUnavailableError(TinyTuneError):
     """Ray cannot start, or nothing answers at the given cluster address."""
+
+
+def check_reachable(address: str, timeout_s: float = 3.0) -> None:
+    """Fail in seconds when nothing listens at a Ray cluster address.
+
+    ``ray.init(address=...)`` retries its connection to the cluster's GCS about twenty times,
+    each waiting for a timeout, before it gives up: minutes for a typo in a port. One TCP connect
+    answers the common case (a refused or unroutable address) at once; ``auto`` and ``local``
+    are left to Ray.
+
+    Args:
+        address: ``HOST:PORT`` (the GCS of a cluster started with ``ray start --head``) or
+            ``ray://HOST:PORT`` (a Ray Client server).
+        timeout_s: how long to wait for the TCP handshake.
+
+    Raises:
+        RayUnavailableError: the address is malformed or nothing accepts a connection there.
+    """
+    if address in ("auto", "local"):
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise RayUnavailableError(
+            f"malformed Ray address {address!r}; expected HOST:PORT or ray://HOST:PORT"
+        )
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        raise RayUnavailableError(
+            f"no Ray cluster answers at {address!r} ({reason}); start one with "
+            f"'ray start --head --port {port}' or leave out --ray-address for a local instance"
+        ) from e
 
 
 class Executor(ABC):
@@ -73,15 +108,26 @@ class InlineExecutor(Executor):
 
 
 class RayExecutor(Executor):
-    """Ray tasks with ``max_retries`` for workers that die (a retried task runs again from
-    scratch: evaluations are deterministic for a seed).
+    """Ray tasks, one CPU each, retried when their worker dies.
+
+    Retries follow Ray's split between system and application failures. A task whose worker
+    process dies (killed, crashed, its node lost) runs again from scratch on a fresh worker, up
+    to ``max_retries`` more times; that is safe because an evaluation is a pure function of its
+    task (seeded fine-tuning, no writes). A task whose function raises is not retried — the same
+    input would raise again — and comes back as a failed result with the error, as does a task
+    whose worker died on every attempt.
 
     Args:
         fn: the task function (importable, so that workers can unpickle it).
         workers: concurrent tasks (one CPU each).
-        address: an existing cluster (``ray://…`` or ``host:port``); ``None`` starts a local
-            instance sized for ``workers``.
-        threads: torch threads per task.
+        address: an existing cluster (``HOST:PORT`` or ``ray://HOST:PORT``); ``None`` starts a
+            local instance sized for ``workers``.
+        max_retries: extra attempts for a task whose worker died (0: none).
+        connect_timeout_s: how long the reachability check of ``address`` may take.
+
+    Raises:
+        RayUnavailableError: Ray cannot start, or nothing answers at ``address``.
+        ConfigError: ``workers`` < 1 or ``max_retries`` < 0.
     """
 
     def __init__(
@@ -90,15 +136,23 @@ class RayExecutor(Executor):
         workers: int,
         address: str | None = None,
         max_retries: int = 2,
+        connect_timeout_s: float = 3.0,
     ) -> None:
+        if workers < 1:
+            raise ConfigError(f"workers must be >= 1, got {workers}")
+        if max_retries < 0:
+            raise ConfigError(f"max_retries must be >= 0, got {max_retries}")
         import ray
 
         os.environ.setdefault("RAY_AUTH_MODE", "disabled" if address is None else "token")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         self._ray = ray
         self.slots = workers
+        self.max_retries = max_retries
         self._owns = not ray.is_initialized()
         if self._owns:
+            if address is not None:
+                check_reachable(address, connect_timeout_s)
             kwargs: dict[str, Any] = {
                 "include_dashboard": False,
                 "log_to_driver": False,
@@ -113,9 +167,10 @@ class RayExecutor(Executor):
                 ray.init(**kwargs)
             except Exception as e:
                 where = f"at {address!r}" if address else "locally"
-                msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise RayUnavailableError(f"cannot start or reach Ray {where}: {msg}") from e
-        self._remote = ray.remote(num_cpus=1, max_retries=max_retries)(fn)
+                raise RayUnavailableError(
+                    f"cannot start or reach Ray {where}: {_first_line(e)}"
+                ) from e
+        self._remote = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(fn)
         self._pending: dict[Any, int] = {}
 
     def submit(self, key: int, task: Task) -> None:
@@ -130,9 +185,17 @@ class RayExecutor(Executor):
             key = self._pending.pop(ref)
             try:
                 out.append((key, self._ray.get(ref)))
+            except self._ray.exceptions.RayTaskError as e:
+                cause = e.cause if e.cause is not None else e
+                error = f"evaluation raised {type(cause).__name__}: {_first_line(cause)}"
+                out.append((key, {"status": "failed", "error": error}))
             except self._ray.exceptions.RayError as e:
-                msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                out.append((key, {"status": "failed", "error": f"worker lost: {msg}"}))
+                error = (
+                    f"worker lost ({type(e).__name__}, max_retries={self.max_retries}): "
+                    f"{_first_line(e)}"
+                )
+                log.warning("task %s: %s", key, error)
+                out.append((key, {"status": "failed", "error": error}))
         return out
 
     @property
@@ -145,3 +208,8 @@ class RayExecutor(Executor):
         self._pending.clear()
         if self._owns and self._ray.is_initialized():
             self._ray.shutdown()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
