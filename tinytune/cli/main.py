@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from tinytune.cli import dashboard, pareto, pretrain, profile, report, search
+from tinytune.cli import dashboard, export, pareto, pretrain, profile, report, search
 
 __all__ = ["app", "main"]
 
@@ -29,6 +29,7 @@ app.command("profile")(profile.profile)
 app.command("calibrate")(profile.calibrate)
 app.command("devices")(profile.devices)
 app.command("report")(report.report)
+app.command("export")(export.export)
 
 
 def main(argv: list[str] | None = None) -> int:

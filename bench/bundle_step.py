@@ -1,0 +1,234 @@
+"""The exported C bundle's training step on the host vs PyTorch eager fp32, for one candidate.
+
+The candidate (default: the MCUNetV3-style preset on the smallest ProxylessNAS sub-network at
+32 px, the one ``tests/bundle`` checks) is exported as a bundle; a timing driver is compiled
+with its sources (``gcc -O2``, the Makefile's flags) and runs ``tt_train_step`` on the embedded
+samples (batch 1). The same network, float32 with the same update scheme (what the search
+fine-tunes), runs PyTorch training steps with one thread (``tinytune.hwmodels.profiler.
+measure_step``: forward, cross-entropy, backward, SGD, batch 1). Both report the median of the
+repeats.
+
+Memory, as measured:
+
+* C: the static buffers the model declares (arena + scratch + exponents) and the whole
+  process's peak resident set (``VmHWM`` of the timing driver at its end, which includes the C
+  library, the program's code and its constants).
+* PyTorch: the memory planner's fp32 prediction of the step's peak (activations, what
+  autograd keeps, gradients, trained weights), the growth of the peak resident set over the
+  timed steps (``VmHWM`` after them minus ``VmRSS`` before them, the peak reset through
+  ``/proc/self/clear_refs`` after ten untimed steps), and the process's peak resident set
+  (torch loaded, the network built).
+
+    python3 bench/bundle_step.py [--weights FILE] [--preset mcunetv3] [--resolution 32]
+
+Without ``--weights`` the cached pre-trained supernet is used when there is one, else randomly
+initialised weights (the step's cost does not depend on the weights' values).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+DRIVER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "tt_data.h"
+#include "tt_model.h"
+
+/* the peak resident set of this process (Linux), in bytes */
+static long peak_rss(void) {
+    char line[256];
+    long kb = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) {
+            break;
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return kb * 1024;
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+    int repeats = argc > 1 ? atoi(argv[1]) : 51, warmup = 5, r;
+    float loss;
+    tt_model_init();
+    for (r = 0; r < warmup + repeats; r++) {
+        int k = r % TT_TRAIN_SAMPLES;
+        double start = now();
+        tt_train_step(tt_train_images[k], (int)tt_train_labels[k], &loss);
+        if (r >= warmup) {
+            printf("%.9f\n", now() - start);
+        }
+    }
+    printf("peak-rss %ld\n", peak_rss());
+    return 0;
+}
+"""
+
+
+def _vm(field: str) -> int:
+    """A ``/proc/self/status`` memory field in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _torch_worker(candidate_json: str, checkpoint: str, repeats: int, queue) -> None:
+    """In a fresh process: PyTorch fp32 training steps of the candidate, batch 1."""
+    import torch
+
+    from tinytune.data import get_dataset
+    from tinytune.hwmodels import plan_memory
+    from tinytune.hwmodels.profiler import measure_step
+    from tinytune.ir import trace
+    from tinytune.models import build_candidate, load_supernet
+    from tinytune.spaces import Candidate, get_supernet
+
+    torch.set_num_threads(1)
+    candidate = Candidate.from_json(candidate_json)
+    spec = get_supernet(candidate.supernet)
+    splits = get_dataset("digits").load(candidate.subnet.resolution)
+    calib = torch.tensor(splits.train.x[:256]).split(64)
+    net = build_candidate(candidate, load_supernet(spec, Path(checkpoint)), 10, calib)
+    example = torch.tensor(splits.train.x[:1])
+    planned = plan_memory(trace(net, example), precision="fp32").peak_bytes
+    measure_step(net, example, warmup=5, repeats=5)  # first-call set-up out of the figure
+    Path("/proc/self/clear_refs").write_text("5")  # reset the peak resident set
+    before = _vm("VmRSS")
+    timing = measure_step(net, example, warmup=5, repeats=repeats)
+    queue.put(
+        {
+            "step_s": timing.train_step_s,
+            "planned_bytes": planned,
+            "rss_growth_bytes": _vm("VmHWM") - before,
+            "peak_rss_bytes": _vm("VmHWM"),
+        }
+    )
+
+
+def _checkpoint(weights: str | None, spec, tmp: Path) -> tuple[Path, str]:
+    from tinytune.models import (
+        PretrainRecipe,
+        checkpoint_path,
+        save_supernet,
+    )
+    from tinytune.models.ofa_adapter import build_ofa_supernet
+
+    if weights:
+        return Path(weights), weights
+    cached = checkpoint_path(spec, PretrainRecipe())
+    if cached.is_file():
+        return cached, f"cached pre-training {cached.name}"
+    path = tmp / "random.pt"
+    save_supernet(build_ofa_supernet(spec, 1000, seed=0), spec, PretrainRecipe(steps=1), path)
+    return path, "randomly initialised weights"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--weights", help="supernet checkpoint (default: cached, else random)")
+    parser.add_argument("--preset", default="mcunetv3")
+    parser.add_argument("--resolution", type=int, default=32)
+    parser.add_argument("--device", default="stm32f746")
+    parser.add_argument("--repeats", type=int, default=51)
+    args = parser.parse_args()
+
+    from tinytune.bundle import BundleRequest, build_bundle, write_bundle
+    from tinytune.hwmodels.calibration import resolve_device
+    from tinytune.spaces import get_supernet, make_preset
+
+    if shutil.which("gcc") is None:
+        sys.exit("bench/bundle_step.py needs gcc")
+    spec = get_supernet("ofa-proxyless-w0.35")
+    candidate = make_preset(args.preset, spec)
+    candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=args.resolution))
+    device = resolve_device(args.device)[0]
+    with tempfile.TemporaryDirectory(prefix="tt-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        checkpoint, weights_label = _checkpoint(args.weights, spec, tmp)
+        bundle = build_bundle(BundleRequest(candidate, checkpoint, device, samples=8, epochs=1))
+        folder = write_bundle(tmp / "bundle", bundle.files, bundle.manifest)
+        (folder / "bench_step.c").write_text(DRIVER)
+        sources = ["bench_step.c", "tt_model.c", "tt_data.c"]
+        sources += sorted(f"kernels/{p.name}" for p in (folder / "kernels").glob("*.c"))
+        cflags = ["-std=c99", "-ffp-contract=off", "-O2", "-D_POSIX_C_SOURCE=199309L"]
+        cmd = ["gcc", *cflags, "-I.", "-Ikernels", *sources, "-o", "bench_step", "-lm"]
+        subprocess.run(cmd, cwd=folder, check=True)
+        done = subprocess.run(
+            [str(folder / "bench_step"), str(args.repeats)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        lines = done.stdout.split("\n")
+        c_times = [float(v) for v in lines if v and not v.startswith("peak-rss")]
+        c_rss = next(int(v.split()[1]) for v in lines if v.startswith("peak-rss"))
+
+        ctx = multiprocessing.get_context("spawn")
+        queue = ctx.Queue()
+        worker = ctx.Process(
+            target=_torch_worker,
+            args=(candidate.to_json(), str(checkpoint), args.repeats, queue),
+        )
+        worker.start()
+        torch_result = queue.get()
+        worker.join()
+
+    model = bundle.model
+    static = model.arena_bytes + model.scratch_bytes + model.exponent_bytes
+    c_step = statistics.median(c_times)
+    rows = [
+        ("training step, median (batch 1, 1 thread)", f"{1000 * c_step:.2f} ms",
+         f"{1000 * torch_result['step_s']:.2f} ms"),
+        ("training memory: C static buffers / planner fp32 peak",
+         _kb(static), _kb(torch_result["planned_bytes"])),
+        ("training memory: PyTorch peak RSS growth over the steps", "-",
+         _kb(torch_result["rss_growth_bytes"])),
+        ("process peak RSS", _kb(c_rss), _kb(torch_result["peak_rss_bytes"])),
+    ]  # fmt: skip
+    print(
+        f"candidate {candidate.key[:12]}: {args.preset} on {spec.name} at {args.resolution} px, "
+        f"{weights_label}; {platform.processor() or platform.machine()}, "
+        f"{args.repeats} repeats"
+    )
+    print(
+        f"C bundle: arena {model.arena_bytes} B + scratch {model.scratch_bytes} B + exponents "
+        f"{model.exponent_bytes} B; constants {model.flash_bytes} B; {model.n_calls} calls per "
+        f"step; predicted on {device.name}: "
+        f"{1000 * bundle.manifest['predicted_latency']['train_step_s']:.1f} ms"
+    )
+    width = max(len(r[0]) for r in rows)
+    print(f"{'':{width}}  {'C bundle (int8)':>16}  {'PyTorch eager fp32':>18}")
+    for label, c_value, torch_value in rows:
+        print(f"{label:{width}}  {c_value:>16}  {torch_value:>18}")
+    print(f"speed-up of the C step: {torch_result['step_s'] / c_step:.1f}x")
+    print("command: python3 bench/bundle_step.py " + " ".join(sys.argv[1:]))
+
+
+def _kb(n: int) -> str:
+    return f"{n / 1024:.1f} KB" if n < 10 * 1024 * 1024 else f"{n / 2**20:.1f} MB"
+
+
+if __name__ == "__main__":
+    main()

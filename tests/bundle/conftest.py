@@ -1,0 +1,25 @@
+"""Fixtures of the bundle tests: the tiny supernet checkpoint at module scope, and the
+``export`` command on the command line's app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def checkpoint(tiny_cache: Path) -> Path:
+    """The tiny pre-trained ofa-proxyless-w0.35 checkpoint of the shared cache (for fixtures
+    wider than one test; ``tiny_checkpoint`` is per test)."""
+    from tests.conftest import TINY_STEPS
+    from tinytune.models import PretrainRecipe, checkpoint_path
+    from tinytune.spaces import get_supernet
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TINYTUNE_CACHE", str(tiny_cache))
+        path = checkpoint_path(
+            get_supernet("ofa-proxyless-w0.35"), PretrainRecipe(steps=TINY_STEPS, batch_size=8)
+        )
+    assert path.is_file()
+    return path

@@ -1,0 +1,175 @@
+"""Build bundles for tests, run their Makefile targets, and replay their dumps in the simulator.
+
+A bundle built with ``DEFS=-DTT_DUMP`` prints, besides its epoch lines, every training step's
+sample, loss and logits (the logits through ``tt_predict`` just before the step, with the same
+parameters), the trained parameters at the end and the logits of every evaluation sample, all
+as hexadecimal bytes. :func:`replay` runs the same steps in :func:`tinytune.quant.train_step`
+and checks every one of those bytes, and the accuracy printed after each epoch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tinytune.bundle import BUNDLE_FORMAT, Samples, c_sources, write_bundle
+from tinytune.export.program import StepProgram, lower_step
+from tinytune.quant import QConv, QGroupNorm, QLinear, QuantizedNet, forward, train_step
+
+TOOLS = {
+    "host": ("make", "gcc"),
+    "aarch64": ("make", "aarch64-linux-gnu-gcc", "qemu-aarch64"),
+    "cortex-m7": (
+        "make",
+        "arm-none-eabi-gcc",
+        "arm-none-eabi-size",
+        "arm-none-eabi-nm",
+        "qemu-system-arm",
+    ),
+}
+RUN_ENV = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0"}
+
+
+def needs(target: str) -> pytest.MarkDecorator:
+    """Skip unless the tools of ``target`` are installed."""
+    missing = [t for t in TOOLS[target] if shutil.which(t) is None]
+    return pytest.mark.skipif(
+        bool(missing), reason=f"{target} needs {', '.join(missing)}, not installed here"
+    )
+
+
+def make(folder: Path, target: str, *, build: str = "build", defs: str = "") -> str:
+    """``make -s TARGET`` in the bundle with warnings as errors; its stdout."""
+    cmd = ["make", "-s", "-C", str(folder), target, f"BUILD={build}", "EXTRA_CFLAGS=-Werror"]
+    if defs:
+        cmd.append(f"DEFS={defs}")
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, env=RUN_ENV, stdin=subprocess.DEVNULL, timeout=900
+    )
+    if done.returncode:
+        if "asan" in target and re.search(
+            r"cannot find -l[a-z]*san|libasan|libubsan", done.stderr
+        ):
+            pytest.skip(f"gcc cannot build with sanitizers here: {done.stderr.splitlines()[-1]}")
+        pytest.fail(f"make {target} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return done.stdout
+
+
+def write_test_bundle(
+    folder: Path,
+    net: QuantizedNet,
+    train_images: torch.Tensor,
+    eval_images: torch.Tensor,
+    *,
+    lr: float = 0.01,
+    epochs: int = 2,
+) -> tuple[StepProgram, Samples, Samples]:
+    """A bundle of ``net`` (a small test network) on float images, labelled round-robin."""
+    n_classes = net.graph.n_classes
+    program = lower_step(net, lr)
+
+    def samples(x: torch.Tensor, split: str) -> Samples:
+        images = net.quantize_input(x).numpy().astype(np.int8)
+        return Samples(images, np.arange(len(images)) % n_classes, split)
+
+    train, evaluation = samples(train_images, "train"), samples(eval_images, "test")
+    files, _ = c_sources(
+        program, net, train, evaluation, epochs=epochs, title="a test network", data="test"
+    )
+    write_bundle(folder, files, {"format": BUNDLE_FORMAT})
+    return program, train, evaluation
+
+
+@dataclass
+class Dump:
+    """What a ``TT_DUMP`` run printed."""
+
+    epochs: list[tuple[int, int]] = field(default_factory=list)  # (correct, total) per epoch
+    steps: list[tuple[int, bytes, bytes]] = field(default_factory=list)  # sample, loss, logits
+    params: dict[str, tuple[str, bytes]] = field(default_factory=dict)  # name → (dtype, bytes)
+    evals: list[tuple[int, bytes]] = field(default_factory=list)  # class, logits
+
+
+_EPOCH = re.compile(r"^epoch (\d+) loss \S+ accuracy (\d+)/(\d+) \d+\.\d\d%$")
+
+
+def parse_dump(text: str) -> Dump:
+    dump = Dump()
+    for line in text.splitlines():
+        words = line.split()
+        if m := _EPOCH.match(line):
+            assert int(m[1]) == len(dump.epochs), line
+            dump.epochs.append((int(m[2]), int(m[3])))
+        elif words[0] == "step":
+            assert int(words[1]) == len(dump.steps), line
+            dump.steps.append((int(words[3]), bytes.fromhex(words[5]), bytes.fromhex(words[7])))
+        elif words[0] == "param":
+            dump.params[words[1]] = (words[2], bytes.fromhex(words[3]))
+        elif words[0] == "eval":
+            assert int(words[1]) == len(dump.evals), line
+            dump.evals.append((int(words[3]), bytes.fromhex(words[5])))
+    return dump
+
+
+def trained_state(net: QuantizedNet, names: list[str]) -> dict[str, bytes]:
+    """The simulator's values of the trained parameter tensors ``names`` (as the lowering
+    names them), as the bytes the C arena holds."""
+    layers = {layer.op.name: layer for layer in net.layers}
+    out: dict[str, bytes] = {}
+    for name in names:
+        op, part = name.rsplit(".", 1)
+        layer = layers[op]
+        if isinstance(layer, QConv):
+            if part == "weight_train":
+                value = layer.split_weight()[0].numpy().astype(np.int8)
+            else:
+                value = layer.bias.numpy().astype(np.int32)
+        else:
+            assert isinstance(layer, QLinear | QGroupNorm)
+            value = getattr(layer, part).astype(np.float32)
+        out[name] = np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<")).tobytes()
+    return out
+
+
+def _correct(net: QuantizedNet, evaluation: Samples) -> int:
+    logits = forward(net, torch.from_numpy(evaluation.images.astype(np.int64))).logits
+    return int((logits.argmax(axis=1) == evaluation.labels).sum())
+
+
+def replay(net: QuantizedNet, lr: float, train: Samples, evaluation: Samples, dump: Dump) -> int:
+    """Replay the dumped steps on a copy of ``net`` in the simulator and assert that every
+    dumped byte equals it: the logits of every step (its forward pass), the loss, the correct
+    evaluation count after every epoch, the trained parameters and the final evaluation
+    logits. Returns the number of steps."""
+    sim = net.clone()
+    xs = torch.from_numpy(train.images.astype(np.int64))
+    n = len(train)
+    assert len(dump.steps) == n * (len(dump.epochs) - 1) > 0
+    assert dump.epochs[0] == (_correct(sim, evaluation), len(evaluation))
+    for k, (sample, loss_bits, logits) in enumerate(dump.steps):
+        record = train_step(sim, xs[sample : sample + 1], int(train.labels[sample]), lr)
+        expected = record.forward.logits[0].astype("<f4").tobytes()
+        assert logits == expected, f"step {k}: logits differ"
+        loss = float(np.frombuffer(loss_bits, "<f4")[0])
+        assert loss == pytest.approx(record.loss, rel=1e-5, abs=1e-6), f"step {k}: loss"
+        if (k + 1) % n == 0:
+            epoch = (k + 1) // n
+            assert dump.epochs[epoch] == (_correct(sim, evaluation), len(evaluation)), epoch
+    names = list(dump.params)
+    state = trained_state(sim, names)
+    for name in names:
+        assert dump.params[name][1] == state[name], f"trained parameter {name} differs"
+    final = forward(sim, torch.from_numpy(evaluation.images.astype(np.int64))).logits
+    assert len(dump.evals) == len(evaluation)
+    for i, (cls, logits) in enumerate(dump.evals):
+        assert logits == final[i].astype("<f4").tobytes(), f"evaluation {i}: logits differ"
+        assert cls == int(np.argmax(final[i]))
+    return len(dump.steps)

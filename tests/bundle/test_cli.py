@@ -1,0 +1,157 @@
+"""``tinytune export``: from a trial of a real (tiny) study and from a candidate key; bad input
+is one line on stderr, exit status 2, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tests.bundle.support import make, needs
+from tinytune.bundle import verify_checksums
+from tinytune.cli.main import main
+from tinytune.db import open_store
+from tinytune.spaces import Candidate, get_supernet, make_preset
+
+SPEC = get_supernet("ofa-proxyless-w0.35")
+
+
+def _at(candidate: Candidate, resolution: int) -> Candidate:
+    return replace(candidate, subnet=replace(candidate.subnet, resolution=resolution))
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> tuple[str, dict[str, str]]:
+    """A database with an empty study ``s`` and three stored candidates: a small sparse one,
+    the full update (too big for the SRAM of an STM32F746) and a MobileNetV3 one."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    mbv3 = get_supernet("ofa-mbv3-w0.35")
+    candidates = {
+        "small": _at(make_preset("bias-only", SPEC), 32),
+        "full": _at(make_preset("full", SPEC), 32),
+        "mbv3": _at(make_preset("bias-only", mbv3), 32),
+    }
+    with open_store(url) as store:
+        for c in candidates.values():
+            store.add_candidate(c.key, c.supernet, c.to_json())
+    optuna.create_study(study_name="s", storage=url, directions=["maximize"])
+    return url, {name: c.key for name, c in candidates.items()}
+
+
+def _export(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["export", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "name what to export: --trial N"),
+        (["--trial", "0", "--candidate", "ab"], "either --trial N or --candidate KEY, not both"),
+        (["--study", "s", "--trial", "7"], "study 's' has no trial 7 with a candidate"),
+        (["--study", "nope", "--trial", "0"], "no study 'nope'"),
+        (["--candidate", "0000"], "matches 0 stored candidates"),
+        (["--candidate", "xyz"], "is not lower-case hex digits"),
+        (["--candidate", "{full}"], "needs a 420364-byte training arena, more than the 327680"),
+        (
+            ["--candidate", "{full}", "--device", "nrf52840"],
+            "more than the 262144 bytes of SRAM of nrf52840",
+        ),
+        (["--candidate", "{mbv3}"], "has no int8 kernel"),
+        (["--candidate", "{small}", "--device", "esp32"], "unknown device 'esp32'"),
+        (["--candidate", "{small}", "--samples", "0"], "--samples must be an integer >= 1"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    args: list[str],
+    message: str,
+    database: tuple[str, dict[str, str]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, keys = database
+    args = [a.format(**keys) for a in args]
+    out = tmp_path / "bundle"
+    # every one of these must fail before any weight is read
+    weights = ["--weights", str(tmp_path / "no-weights.pt")]
+    code, _, err = _export([*args, "--storage", url, "-o", str(out), *weights], capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("tinytune: error: ")
+    assert message in err
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("db.sqlite")] == []
+
+
+def test_an_output_folder_that_is_not_a_bundle_is_kept(
+    database: tuple[str, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, keys = database
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep")
+    code, _, err = _export(
+        ["--candidate", keys["small"], "--storage", url, "-o", str(out)], capsys
+    )
+    assert code == 2 and "is not a tinytune bundle" in err and err.count("\n") == 1
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+@pytest.fixture(scope="module")
+def study(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real study of one measured trial: the MCUNetV3-style preset, fine-tuned one epoch."""
+    from tinytune.evaluators import FinetuneConfig, run_evaluation
+    from tinytune.search import InlineExecutor, SearchConfig, run_search
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('study') / 'db.sqlite'}"
+    config = SearchConfig(
+        checkpoint=str(checkpoint),
+        study_name="s",
+        trials=1,
+        preset="mcunetv3",
+        finetune=FinetuneConfig(epochs=1, batch_size=32, lr=0.05),
+    )
+    with open_store(url) as store:
+        assert run_search(config, store, InlineExecutor(run_evaluation)).measured == 1
+    return url
+
+
+@pytest.mark.slow
+@needs("host")
+def test_export_a_trial_then_the_same_candidate_by_key(
+    study: str, checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trial = optuna.load_study(study_name="s", storage=study).trials[0]
+    out = tmp_path / "bundle"
+    common = ["--storage", study, "-o", str(out), "--weights", str(checkpoint)]
+    code, stdout, err = _export(
+        ["--study", "s", "--trial", "0", "--samples", "4", "--epochs", "1", *common], capsys
+    )
+    assert code == 0, err
+    assert "wrote" in stdout and "run-host" in stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["candidate_key"] == trial.user_attrs["candidate_key"]
+    assert (manifest["study"], manifest["trial"]) == ("s", 0)
+    assert manifest["measured"]["accuracy"] == trial.values[0]
+    # the arena the bundle reserves is the peak SRAM the search stored for the trial
+    memory = manifest["memory"]
+    assert (
+        memory["arena_bytes"] == memory["search_memory_bytes"] == trial.user_attrs["memory_bytes"]
+    )
+    assert manifest["predicted_latency"]["train_step_s"] == pytest.approx(trial.values[2])
+    assert manifest["dataset"]["train_samples"] == 4 and manifest["training"]["epochs"] == 1
+    lines = make(out, "run-host").splitlines()
+    assert [line.split()[:2] for line in lines[2:]] == [["epoch", "0"], ["epoch", "1"]]
+
+    # the same candidate by a key prefix replaces that bundle (its build folder included)
+    code, _, err = _export(
+        ["--candidate", trial.user_attrs["candidate_key"][:10], *common], capsys
+    )
+    assert code == 0, err
+    again = json.loads((out / "manifest.json").read_text())
+    assert again["candidate_key"] == manifest["candidate_key"] and again["trial"] == 0
+    assert again["dataset"]["train_samples"] == 32 and not (out / "build").exists()
+    assert verify_checksums(out) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]

@@ -1,0 +1,162 @@
+"""A real candidate's bundle on every target: the host against the simulator bit for bit, the
+sanitizers and guard bytes, aarch64 and Cortex-M7 under emulation with the host's output byte
+for byte, and the Cortex-M7 image's flash and static SRAM from ``arm-none-eabi-size``.
+
+The candidate: the MCUNetV3-style preset on the smallest ProxylessNAS sub-network at 32 px
+(biases of the last half, six expansion convolutions, two of them on 1/8 and 1/4 of their
+input channels), with the tiny pre-trained supernet, on the digits data set.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.bundle.support import make, needs, parse_dump, replay
+from tinytune.bundle import Bundle, BundleRequest, build_bundle, verify_checksums, write_bundle
+from tinytune.hwmodels.calibration import resolve_device
+from tinytune.spaces import Candidate, get_supernet, make_preset
+
+pytestmark = pytest.mark.slow
+
+SPEC = get_supernet("ofa-proxyless-w0.35")
+LR = 0.01
+# what the linker script reserves besides .data and .bss
+HEAP_BYTES = STACK_BYTES = 8192
+
+
+def _build(preset: str, checkpoint: Path, out: Path) -> Bundle:
+    candidate = make_preset(preset, SPEC)
+    candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=32))
+    device = resolve_device("stm32f746")[0]
+    bundle = build_bundle(BundleRequest(candidate, checkpoint, device, samples=6, epochs=2, lr=LR))
+    write_bundle(out, bundle.files, bundle.manifest)
+    return bundle
+
+
+@pytest.fixture(scope="module")
+def sparse(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Bundle, Path]:
+    out = tmp_path_factory.mktemp("bundles") / "mcunetv3"
+    return _build("mcunetv3", checkpoint, out), out
+
+
+@pytest.fixture(scope="module")
+def host_outputs(sparse: tuple[Bundle, Path]) -> dict[str, str]:
+    _, folder = sparse
+    return {
+        "plain": make(folder, "run-host"),
+        "dump": make(folder, "run-host", build="build-dump", defs="-DTT_DUMP"),
+    }
+
+
+def test_the_bundle_states_the_planned_arena(sparse: tuple[Bundle, Path]) -> None:
+    bundle, folder = sparse
+    memory = bundle.manifest["memory"]
+    assert memory["arena_bytes"] == bundle.program.report.arena_bytes == bundle.model.arena_bytes
+    assert (
+        f"#define TT_ARENA_BYTES {memory['arena_bytes']}\n" in (folder / "tt_model.h").read_text()
+    )
+    assert verify_checksums(folder) == []
+    manifest = bundle.manifest
+    assert Candidate.from_dict(manifest["candidate"]).key == manifest["candidate_key"]
+    assert manifest["device"]["name"] == "stm32f746" and manifest["precision"] == "int8"
+    assert manifest["predicted_latency"]["train_step_s"] > 0
+    assert manifest["memory"]["predicted_peak_sram_bytes"] <= memory["arena_bytes"]
+    assert {"tt_model.c", "kernels/tt_int8.h", "Makefile", "README.md"} <= set(manifest["files"])
+
+
+@needs("host")
+def test_host_steps_match_the_simulator(
+    sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
+) -> None:
+    bundle, _ = sparse
+    dump = parse_dump(host_outputs["dump"])
+    assert set(dump.params) == set(bundle.program.params)
+    assert replay(bundle.net, LR, bundle.train, bundle.evaluation, dump) == 12
+    assert host_outputs["dump"].startswith(host_outputs["plain"].split("epoch 1")[0])
+
+
+@needs("host")
+def test_sanitized_host_build_runs_clean_with_intact_guards(
+    sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
+) -> None:
+    _, folder = sparse
+    out = make(folder, "run-host-asan")
+    assert out == host_outputs["plain"] + "guard bytes intact\n"
+
+
+@needs("host")
+def test_a_real_tinytl_candidate_matches_the_simulator(checkpoint: Path, tmp_path: Path) -> None:
+    """Lite residual branches on every block but the first (GroupNorm, pooling, upsampling)."""
+    bundle = _build("tinytl", checkpoint, tmp_path / "tinytl")
+    dump = parse_dump(make(tmp_path / "tinytl", "run-host", defs="-DTT_DUMP"))
+    assert replay(bundle.net, LR, bundle.train, bundle.evaluation, dump) == 12
+
+
+@needs("aarch64")
+def test_aarch64_prints_what_the_host_prints(
+    sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
+) -> None:
+    _, folder = sparse
+    assert make(folder, "run-aarch64") == host_outputs["plain"]
+    dump = make(folder, "run-aarch64", build="build-dump", defs="-DTT_DUMP")
+    assert dump == host_outputs["dump"]
+
+
+def _sections(elf: Path) -> dict[str, int]:
+    out = subprocess.run(
+        ["arm-none-eabi-size", "-A", str(elf)], capture_output=True, text=True, check=True
+    ).stdout
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\.\S+)\s+(\d+)\s+\d+$", out, re.M)}
+
+
+def _symbol_sizes(elf: Path) -> dict[str, int]:
+    out = subprocess.run(
+        ["arm-none-eabi-nm", "-S", "--defined-only", str(elf)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    sizes: dict[str, int] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 4:
+            sizes[parts[3]] = int(parts[1], 16)
+    return sizes
+
+
+@needs("cortex-m7")
+def test_cortex_m7_prints_what_the_host_prints_and_fits_the_device(
+    sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
+) -> None:
+    bundle, folder = sparse
+    device = resolve_device("stm32f746")[0]
+    assert make(folder, "run-cortex-m7") == host_outputs["plain"]
+    dump = make(folder, "run-cortex-m7", build="build-dump", defs="-DTT_DUMP")
+    assert dump == host_outputs["dump"]
+
+    elf = folder / "build" / "cortex-m7" / "train.elf"
+    berkeley = make(folder, "size").splitlines()[-1].split()
+    text, data, bss = (int(v) for v in berkeley[:3])
+    sections = _sections(elf)
+    symbols = _symbol_sizes(elf)
+    model = bundle.model
+    # the buffers are exactly what the model states
+    assert symbols["tt_arena"] == model.arena_bytes == bundle.manifest["memory"]["arena_bytes"]
+    assert symbols["tt_scratch"] == model.scratch_bytes
+    assert symbols["tt_exp"] == model.exponent_bytes
+    assert sections[".heap"] == HEAP_BYTES and sections[".stack"] == STACK_BYTES
+    # static SRAM = arena + scratch + exponents + heap and stack reserves + the C library's
+    # data (newlib's reentrancy structures, stdio state): a few KB
+    stated = model.arena_bytes + model.scratch_bytes + model.exponent_bytes
+    library = data + bss - stated - HEAP_BYTES - STACK_BYTES
+    assert bss == sections[".bss"] + HEAP_BYTES + STACK_BYTES
+    assert 0 < library < 4096, library
+    assert data + bss <= device.sram_bytes
+    # flash: code + constants + the example's samples + initialised data
+    assert text + data <= device.flash_bytes
+    assert model.flash_bytes < text

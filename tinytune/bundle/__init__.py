@@ -1,0 +1,47 @@
+"""Device bundles: a candidate's int8 training step as standalone C with one static arena, the
+kernels, an example, a Makefile for the host, ARM Linux and Cortex-M, and a manifest."""
+
+from __future__ import annotations
+
+from tinytune.bundle.assemble import (
+    Bundle,
+    BundleRequest,
+    Provenance,
+    build_bundle,
+    c_sources,
+    check_candidate,
+    check_options,
+)
+from tinytune.bundle.errors import BundleError
+from tinytune.bundle.manifest import (
+    BUNDLE_FORMAT,
+    MANIFEST_NAME,
+    is_bundle,
+    read_manifest,
+    verify_checksums,
+)
+from tinytune.bundle.render import ModelInfo, render_model
+from tinytune.bundle.samples import Samples, render_samples
+from tinytune.bundle.writer import check_destination, write_bundle
+
+__all__ = [
+    "BUNDLE_FORMAT",
+    "MANIFEST_NAME",
+    "Bundle",
+    "BundleError",
+    "BundleRequest",
+    "ModelInfo",
+    "Provenance",
+    "Samples",
+    "build_bundle",
+    "c_sources",
+    "check_candidate",
+    "check_destination",
+    "check_options",
+    "is_bundle",
+    "read_manifest",
+    "render_model",
+    "render_samples",
+    "verify_checksums",
+    "write_bundle",
+]

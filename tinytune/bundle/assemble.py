@@ -1,0 +1,451 @@
+"""Assemble a device bundle for one candidate: check that it fits, build and quantize it, lower
+its training step, render the C, and describe it all in a manifest.
+
+The pipeline (:func:`build_bundle`):
+
+1. cost, without weights: the candidate's training graph and int8 memory plan, exactly as the
+   search computed them (:class:`~tinytune.evaluators.HardwareEvaluator`), and its predicted
+   step latency on the device; a candidate whose arena exceeds the device's SRAM, or that holds
+   an op without an int8 kernel (MobileNetV3's h-swish, squeeze-and-excitation), stops here;
+2. the network the search fine-tuned, from the supernet weights, with its BatchNorm
+   re-estimated on the training images and folded (:func:`~tinytune.models.build_candidate`);
+3. post-training int8 quantization calibrated on those images (:func:`~tinytune.quant.quantize`)
+   and the lowering of one training step onto the planner's arena
+   (:func:`~tinytune.export.program.lower_step`); the lowered arena must equal step 1's;
+4. the C: the model (:mod:`tinytune.bundle.render`), the example's samples
+   (:mod:`tinytune.bundle.samples`), the kernels, the platform files, the Makefile, a README
+   and ``manifest.json``.
+
+Nothing is written here: :func:`tinytune.bundle.writer.write_bundle` writes the result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import numpy as np
+
+from tinytune.bundle.errors import BundleError
+from tinytune.bundle.manifest import BUNDLE_FORMAT, checksums
+from tinytune.bundle.render import ModelInfo, render_model
+from tinytune.bundle.samples import Samples, render_samples
+from tinytune.errors import BudgetError
+from tinytune.evaluators.hardware import HardwareCost
+from tinytune.export import C_HEADERS, C_SOURCES, csrc_dir
+from tinytune.export.program import StepProgram
+from tinytune.hwmodels.devices import DeviceProfile
+from tinytune.ir import Graph
+from tinytune.quant import QuantizationError, QuantizedNet
+from tinytune.spaces import Candidate
+
+__all__ = [
+    "STATIC_FILES",
+    "Bundle",
+    "BundleRequest",
+    "Provenance",
+    "build_bundle",
+    "c_sources",
+    "check_candidate",
+]
+
+log = logging.getLogger(__name__)
+
+# packaged file → its path in the bundle
+STATIC_FILES = {
+    "bundle.mk": "Makefile",
+    "example_main.c": "main.c",
+    "cortex_m7_startup.c": "platform/cortex_m7_startup.c",
+    "cortex_m7.ld": "platform/cortex_m7.ld",
+}
+README_TEMPLATE = "bundle_readme.md"
+
+
+@dataclass(frozen=True)
+class BundleRequest:
+    """What to export and how the example trains.
+
+    Attributes:
+        candidate: the candidate.
+        checkpoint: the supernet weights it was searched with.
+        device: the device profile (SRAM and flash limits, latency model).
+        dataset, data_seed: the data set of the study and the seed of its splits.
+        samples: training samples embedded in the example (and at most as many held-out test
+            samples for its evaluation).
+        epochs: epochs the example trains.
+        lr: the on-device learning rate (plain SGD, batch 1, QAS-scaled).
+        seed: seeds the new classifier (as the search's fine-tuning does).
+        latency_profile: where the device's latency coefficients came from, for people.
+    """
+
+    candidate: Candidate
+    checkpoint: Path
+    device: DeviceProfile
+    dataset: str = "digits"
+    data_seed: int = 0
+    samples: int = 32
+    epochs: int = 3
+    lr: float = 0.01
+    seed: int = 0
+    latency_profile: str = "built-in profile"
+
+    def __post_init__(self) -> None:
+        check_options(self.samples, self.epochs, self.lr)
+
+
+def check_options(samples: int, epochs: int, lr: float) -> None:
+    """Validate the example's settings (a :class:`BundleRequest` does it; call it early to
+    fail before any work)."""
+    for name, value in (("--samples", samples), ("--epochs", epochs)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BundleError(f"{name} must be an integer >= 1, got {value!r}")
+    if not (math.isfinite(lr) and 0.0 < lr < 10.0):
+        raise BundleError(f"--lr must lie in (0, 10), got {lr!r}")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where the candidate came from, for the manifest.
+
+    Attributes:
+        study, trial: the study and trial number, when exported from one.
+        measured: the search's measured ``accuracy`` and ``val_accuracy`` (fractions), if any.
+        search_memory_bytes: the peak SRAM the search stored for the trial.
+        checkpoint_source: how the weights were chosen (``--weights``, the study, the cache).
+    """
+
+    study: str | None = None
+    trial: int | None = None
+    measured: dict[str, float | None] | None = None
+    search_memory_bytes: int | None = None
+    checkpoint_source: str = "--weights"
+
+
+@dataclass(frozen=True, eq=False)
+class Bundle:
+    """A rendered bundle, not yet written.
+
+    Attributes:
+        files: every file but the manifest, by its path inside the bundle.
+        manifest: the manifest (with the checksums of ``files``).
+        net: the exported network, before any on-device training.
+        program: its lowered training step.
+        model: the numbers the C model states.
+        train, evaluation: the example's samples.
+    """
+
+    files: dict[str, bytes]
+    manifest: dict[str, Any]
+    net: QuantizedNet = field(repr=False)
+    program: StepProgram = field(repr=False)
+    model: ModelInfo
+    train: Samples = field(repr=False)
+    evaluation: Samples = field(repr=False)
+
+
+def _platform_file(name: str) -> bytes:
+    return (resources.files("tinytune.bundle") / "platform" / name).read_bytes()
+
+
+def _check_int8_ops(candidate: Candidate, graph: Graph) -> None:
+    """Every op must have an int8 kernel; checked on the traced graph before any weight is
+    read (the same rules as :func:`tinytune.quant.quantize`)."""
+    from tinytune.quant.model import SUPPORTED
+
+    for op in graph.ops:
+        if op.kind == "linear":
+            continue
+        if op.kind not in SUPPORTED or op.act not in SUPPORTED[op.kind]:
+            raise QuantizationError(
+                f"candidate {candidate.key[:12]} of {candidate.supernet} cannot run int8 "
+                f"training: {op.name} is {op.kind} with activation {op.act!r}, which has no "
+                f"int8 kernel; supported: {', '.join(SUPPORTED)} (the ProxylessNAS family, with "
+                "or without lite residuals)"
+            )
+
+
+def _kb(n: int) -> str:
+    return f"{n / 1024:.1f} KB ({n} B)"
+
+
+def _scheme(candidate: Candidate) -> str:
+    update, parts = candidate.update, []
+    if update.bias_last_k:
+        parts.append(f"biases of the last {update.bias_last_k} convolutions")
+    if update.weights:
+        listed = ", ".join(f"{i} ({r:g})" for i, r in update.weights)
+        parts.append(f"weights of convolutions {listed} on the given fraction of input channels")
+    if candidate.lite_residual.blocks:
+        blocks = ", ".join(str(b) for b in candidate.lite_residual.blocks)
+        parts.append(f"lite residual branches on blocks {blocks}")
+    parts.append("the classifier")
+    return "; ".join(parts)
+
+
+def _samples(q: QuantizedNet, x: np.ndarray, y: np.ndarray, split: str) -> Samples:
+    import torch
+
+    images = q.quantize_input(torch.tensor(x)).numpy().astype(np.int8)
+    return Samples(images, np.asarray(y, dtype=np.int64).copy(), split)
+
+
+def c_sources(
+    program: StepProgram,
+    net: QuantizedNet,
+    train: Samples,
+    evaluation: Samples,
+    *,
+    epochs: int,
+    title: str,
+    data: str,
+) -> tuple[dict[str, bytes], ModelInfo]:
+    """Every C source, header and build file of a bundle (no README, no manifest): the model
+    of ``program`` (lowered from ``net``), the example's samples (described by ``data``), the
+    kernels, the example program, the platform files and the Makefile."""
+    rendered, model = render_model(program, net, title=title)
+    rendered |= render_samples(train, evaluation, epochs=epochs, description=data)
+    files = {name: text.encode() for name, text in rendered.items()}
+    src = csrc_dir()
+    for name in (*C_HEADERS, *C_SOURCES):
+        files[f"kernels/{name}"] = (src / name).read_bytes()
+    for packaged, name in STATIC_FILES.items():
+        files[name] = _platform_file(packaged)
+    return files, model
+
+
+def check_candidate(candidate: Candidate, device: DeviceProfile, n_classes: int) -> HardwareCost:
+    """Step 1 alone, without weights (tens of milliseconds): the candidate's int8 training cost
+    as the search computed it, with its predicted latency on ``device``.
+
+    Raises:
+        BudgetError: its arena exceeds the device's SRAM.
+        QuantizationError: it holds an op without an int8 kernel.
+    """
+    from tinytune.evaluators import HardwareConfig, HardwareEvaluator
+    from tinytune.spaces import get_supernet
+
+    spec = get_supernet(candidate.supernet)
+    hw = HardwareEvaluator(spec, n_classes, HardwareConfig(precision="int8"), device)
+    cost, graph = hw.cost_with_graph(candidate)
+    _check_int8_ops(candidate, graph)
+    if cost.arena_bytes > device.sram_bytes:
+        raise BudgetError(
+            f"candidate {candidate.key[:12]} needs a {cost.arena_bytes}-byte training arena, "
+            f"more than the {device.sram_bytes} bytes of SRAM of {device.name}"
+        )
+    return cost
+
+
+def build_bundle(
+    request: BundleRequest,
+    provenance: Provenance | None = None,
+    cost: HardwareCost | None = None,
+) -> Bundle:
+    """Everything a bundle holds for ``request`` (see the module docstring); ``cost`` is
+    :func:`check_candidate`'s result when the caller has it already.
+
+    Raises:
+        BudgetError: the arena exceeds the device's SRAM, or the constants its flash.
+        QuantizationError: the candidate holds an op without an int8 kernel.
+        BundleError: the request is invalid, or the lowered step disagrees with the plan.
+    """
+    import torch
+
+    from tinytune.data import get_dataset
+    from tinytune.evaluators.task import CALIBRATION_SAMPLES
+    from tinytune.export.program import lower_step
+    from tinytune.models import build_candidate, load_supernet
+    from tinytune.quant import quantize
+    from tinytune.spaces import get_supernet
+
+    provenance = provenance or Provenance()
+    candidate, device = request.candidate, request.device
+    spec = get_supernet(candidate.supernet)
+    dataset = get_dataset(request.dataset, seed=request.data_seed)
+    n_classes = dataset.num_classes
+
+    # 1. what the search predicted, before any weight is read
+    if cost is None:
+        cost = check_candidate(candidate, device, n_classes)
+
+    # 2–3. the network, int8, and its step on the planner's arena
+    supernet = load_supernet(spec, Path(request.checkpoint))
+    splits = dataset.load(candidate.subnet.resolution)
+    calib = torch.tensor(splits.train.x[:CALIBRATION_SAMPLES]).split(64)
+    net = build_candidate(candidate, supernet, n_classes, calib, seed=request.seed)
+    q = quantize(net, calib)
+    program = lower_step(q, request.lr)
+    if program.arena_bytes != cost.arena_bytes:
+        raise BundleError(
+            f"the lowered step needs a {program.arena_bytes}-byte arena, the plan of the search "
+            f"{cost.arena_bytes}; they must be equal"
+        )
+
+    # 4. the C
+    n_train = min(request.samples, len(splits.train))
+    n_eval = min(request.samples, len(splits.test))
+    train = _samples(q, splits.train.x[:n_train], splits.train.y[:n_train], "train")
+    evaluation = _samples(q, splits.test.x[:n_eval], splits.test.y[:n_eval], "test")
+    title = (
+        f"candidate {candidate.key[:12]} ({candidate.supernet}, {candidate.subnet.resolution} px)"
+    )
+    files, model = c_sources(
+        program,
+        q,
+        train,
+        evaluation,
+        epochs=request.epochs,
+        title=title,
+        data=(
+            f"the first {n_train} training and {n_eval} held-out test images of "
+            f"{dataset.name} (split seed {request.data_seed}) at {candidate.subnet.resolution} px"
+        ),
+    )
+    if model.flash_bytes > device.flash_bytes:
+        raise BudgetError(
+            f"candidate {candidate.key[:12]} needs {model.flash_bytes} bytes of constants, more "
+            f"than the {device.flash_bytes} bytes of flash of {device.name}"
+        )
+    facts = _Facts(
+        request, provenance, cost, model, title, dataset.name, n_classes, n_train, n_eval
+    )
+    files["README.md"] = _readme(facts).encode()
+    manifest = _manifest(facts, files)
+    log.info(
+        "bundle of %s: arena %d B, %d calls", candidate.key[:12], model.arena_bytes, model.n_calls
+    )
+    return Bundle(files, manifest, q, program, model, train, evaluation)
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What the README and the manifest state about a bundle."""
+
+    request: BundleRequest
+    provenance: Provenance
+    cost: HardwareCost
+    model: ModelInfo
+    title: str
+    dataset: str
+    n_classes: int
+    n_train: int
+    n_eval: int
+
+    @property
+    def train_step_s(self) -> float | None:
+        return self.cost.latency.train_step_s if self.cost.latency else None
+
+
+def _readme(f: _Facts) -> str:
+    candidate, device, model = f.request.candidate, f.request.device, f.model
+    accuracy = (f.provenance.measured or {}).get("accuracy")
+    measured = "none stored"
+    if accuracy is not None:
+        measured = f"{100 * accuracy:.1f} % on the held-out test split"
+        if f.provenance.study:
+            measured += f" (study {f.provenance.study!r})"
+    return Template(_platform_file(README_TEMPLATE).decode()).substitute(
+        title=f.title,
+        key=candidate.key,
+        supernet=candidate.supernet,
+        resolution=candidate.subnet.resolution,
+        n_classes=f.n_classes,
+        scheme=_scheme(candidate),
+        device=device.name,
+        device_sram=_kb(device.sram_bytes),
+        device_flash=_kb(device.flash_bytes),
+        arena=_kb(model.arena_bytes),
+        scratch=f"{model.scratch_bytes} B",
+        exponents=f"{model.exponent_bytes} B",
+        model_flash=_kb(model.flash_bytes),
+        latency=(
+            f"{1000 * f.train_step_s:.1f} ms" if f.train_step_s is not None else "not predicted"
+        ),
+        latency_source=f.request.latency_profile,
+        accuracy=measured,
+        n_train=f.n_train,
+        n_eval=f.n_eval,
+        dataset=f.dataset,
+        epochs=f.request.epochs,
+        lr=f"{f.request.lr:g}",
+    )
+
+
+def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
+    request, candidate, device, model = f.request, f.request.candidate, f.request.device, f.model
+    return {
+        "format": BUNDLE_FORMAT,
+        "tinytune_version": _version(),
+        "candidate": candidate.to_dict(),
+        "candidate_key": candidate.key,
+        "supernet": {
+            "name": candidate.supernet,
+            "weights": str(request.checkpoint),
+            "weights_sha256": _sha256(Path(request.checkpoint)),
+            "weights_from": f.provenance.checkpoint_source,
+        },
+        "study": f.provenance.study,
+        "trial": f.provenance.trial,
+        "dataset": {
+            "name": f.dataset,
+            "data_seed": request.data_seed,
+            "classes": f.n_classes,
+            "train_samples": f.n_train,
+            "eval_samples": f.n_eval,
+            "eval_split": "test",
+        },
+        "device": {
+            "name": device.name,
+            "core": device.core,
+            "sram_bytes": device.sram_bytes,
+            "flash_bytes": device.flash_bytes,
+            "latency_profile": request.latency_profile,
+        },
+        "precision": "int8",
+        "training": {
+            "optimizer": "SGD without momentum, QAS (MCUNetV3 Eq. 4)",
+            "batch_size": 1,
+            "lr": request.lr,
+            "epochs": request.epochs,
+            "seed": request.seed,
+        },
+        "memory": {
+            "arena_bytes": model.arena_bytes,
+            "predicted_peak_sram_bytes": f.cost.memory.peak_bytes,
+            "search_memory_bytes": f.provenance.search_memory_bytes,
+            "scratch_bytes": model.scratch_bytes,
+            "exponent_bytes": model.exponent_bytes,
+            "model_flash_bytes": model.flash_bytes,
+            "planner_flash_bytes": f.cost.flash_bytes,
+        },
+        "predicted_latency": {
+            "train_step_s": f.train_step_s,
+            "inference_s": f.cost.latency.inference_s if f.cost.latency else None,
+        },
+        "measured": f.provenance.measured,
+        "step": {"calls": model.n_calls, "input_bytes": model.input_bytes},
+        "files": checksums(files),
+    }
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tinytune")
+    except PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,87 @@
+# Build and run the tinytune training bundle.
+#
+#   make host            native build (gcc)                      make run-host
+#   make host-asan       AddressSanitizer + UBSan, guard bytes   make run-host-asan
+#                        around the arena (-DTT_GUARD)
+#   make aarch64         static ARM Linux build                  make run-aarch64 (qemu-aarch64)
+#   make cortex-m7       bare-metal Cortex-M7 image              make run-cortex-m7
+#                        (qemu-system-arm, MPS2-AN500, output through semihosting)
+#   make size            flash (text + data) and static SRAM (data + bss) of the Cortex-M7 image
+#
+# DEFS=-DTT_DUMP adds every step's logits and loss, the trained parameters and the evaluation
+# logits to the output (use another BUILD folder for it, e.g. BUILD=build-dump).
+
+BUILD ?= build
+DEFS ?=
+EXTRA_CFLAGS ?=
+HOST_CC ?= gcc
+AARCH64_CC ?= aarch64-linux-gnu-gcc
+ARM_CC ?= arm-none-eabi-gcc
+ARM_SIZE ?= arm-none-eabi-size
+QEMU_AARCH64 ?= qemu-aarch64
+QEMU_ARM ?= qemu-system-arm
+
+SOURCES := main.c tt_model.c tt_data.c kernels/tt_forward.c kernels/tt_backward.c \
+           kernels/tt_classifier.c kernels/tt_lite.c
+HEADERS := tt_model.h tt_data.h kernels/tt_int8.h kernels/tt_arith.h
+# IEEE binary32 without fused multiply-adds: the float32 classifier and GroupNorm then give the
+# same bits on every target.
+CFLAGS := -std=c99 -ffp-contract=off -O2 -Wall -Wextra -I. -Ikernels $(DEFS) $(EXTRA_CFLAGS)
+ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+              -g -O1 -DTT_GUARD
+M7_FLAGS := -mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-sp-d16 \
+            -ffunction-sections -fdata-sections
+M7_LDFLAGS := --specs=rdimon.specs -T platform/cortex_m7.ld -Wl,--gc-sections
+
+HOST_BIN := $(BUILD)/host/train
+ASAN_BIN := $(BUILD)/host-asan/train
+AARCH64_BIN := $(BUILD)/aarch64/train
+M7_ELF := $(BUILD)/cortex-m7/train.elf
+
+.PHONY: all host host-asan aarch64 cortex-m7 run-host run-host-asan run-aarch64 \
+        run-cortex-m7 size clean
+
+all: host
+
+host: $(HOST_BIN)
+host-asan: $(ASAN_BIN)
+aarch64: $(AARCH64_BIN)
+cortex-m7: $(M7_ELF)
+
+$(HOST_BIN): $(SOURCES) $(HEADERS)
+	@mkdir -p $(@D)
+	$(HOST_CC) $(CFLAGS) $(SOURCES) -o $@ -lm
+
+$(ASAN_BIN): $(SOURCES) $(HEADERS)
+	@mkdir -p $(@D)
+	$(HOST_CC) $(CFLAGS) $(ASAN_FLAGS) $(SOURCES) -o $@ -lm
+
+$(AARCH64_BIN): $(SOURCES) $(HEADERS)
+	@mkdir -p $(@D)
+	$(AARCH64_CC) -static $(CFLAGS) $(SOURCES) -o $@ -lm
+
+$(M7_ELF): $(SOURCES) $(HEADERS) platform/cortex_m7_startup.c platform/cortex_m7.ld
+	@mkdir -p $(@D)
+	$(ARM_CC) $(CFLAGS) $(M7_FLAGS) $(M7_LDFLAGS) platform/cortex_m7_startup.c $(SOURCES) \
+	    -o $@ -lm
+
+run-host: $(HOST_BIN)
+	./$(HOST_BIN)
+
+# the kernels never allocate; the leak checker needs ptrace, which some containers forbid
+run-host-asan: $(ASAN_BIN)
+	ASAN_OPTIONS=detect_leaks=0 ./$(ASAN_BIN)
+
+run-aarch64: $(AARCH64_BIN)
+	$(QEMU_AARCH64) ./$(AARCH64_BIN)
+
+run-cortex-m7: $(M7_ELF)
+	$(QEMU_ARM) -M mps2-an500 -nographic -monitor none -serial none \
+	    -semihosting-config enable=on,target=native -kernel $(M7_ELF)
+
+size: $(M7_ELF)
+	$(ARM_SIZE) -A $(M7_ELF)
+	$(ARM_SIZE) $(M7_ELF)
+
+clean:
+	rm -rf $(BUILD)

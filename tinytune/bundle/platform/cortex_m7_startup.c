@@ -1,0 +1,53 @@
+/* Bare-metal start-up for a Cortex-M7 (here the Arm MPS2 AN500 board, as QEMU emulates it).
+ *
+ * The vector table gives the initial stack pointer and the reset handler. The reset handler
+ * copies initialised data from flash to RAM, clears .bss, enables the FPU, opens the
+ * semihosting channel (printf goes to the host) and calls main(); its return status ends the
+ * program through semihosting's exit.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+extern uint32_t __etext, __data_start__, __data_end__, __bss_start__, __bss_end__;
+extern uint32_t __StackTop;
+extern int main(void);
+extern void initialise_monitor_handles(void);
+
+void Reset_Handler(void);
+void Default_Handler(void);
+
+void Default_Handler(void) {
+    exit(3);
+}
+
+__attribute__((section(".vectors"), used)) static void (*const vector_table[16])(void) = {
+    (void (*)(void))(&__StackTop),
+    Reset_Handler,
+    Default_Handler, /* NMI */
+    Default_Handler, /* HardFault */
+    Default_Handler, /* MemManage */
+    Default_Handler, /* BusFault */
+    Default_Handler, /* UsageFault */
+    0, 0, 0, 0,
+    Default_Handler, /* SVCall */
+    Default_Handler, /* DebugMonitor */
+    0,
+    Default_Handler, /* PendSV */
+    Default_Handler, /* SysTick */
+};
+
+void Reset_Handler(void) {
+    uint32_t *src = &__etext;
+    for (uint32_t *dst = &__data_start__; dst < &__data_end__;) {
+        *dst++ = *src++;
+    }
+    for (uint32_t *dst = &__bss_start__; dst < &__bss_end__;) {
+        *dst++ = 0;
+    }
+    /* CP10 and CP11 full access: the FPU (float32 classifier and QAS scales) */
+    volatile uint32_t *cpacr = (volatile uint32_t *)0xE000ED88u;
+    *cpacr |= (0xFu << 20);
+    __asm volatile("dsb\n\tisb");
+    initialise_monitor_handles();
+    exit(main());
+}

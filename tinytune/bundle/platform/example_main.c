@@ -1,0 +1,145 @@
+/*
+ * Example: fine-tune the bundled model on the embedded samples for TT_EPOCHS epochs, one image
+ * per step, and print after each epoch the mean training loss and the accuracy on the
+ * evaluation samples. The output is the same, byte for byte, on every target (no floating
+ * point formatting, a fixed shuffle).
+ *
+ * Build with -DTT_DUMP to also print every step's logits and loss and, at the end, the trained
+ * parameters and the evaluation logits as hexadecimal bytes (for checking the C against
+ * tinytune's integer simulator).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tt_data.h"
+#include "tt_model.h"
+
+/* xorshift32: the same sample order on every target */
+static uint32_t tt_rng = 0x2545F491u;
+
+static uint32_t next_random(void) {
+    tt_rng ^= tt_rng << 13;
+    tt_rng ^= tt_rng >> 17;
+    tt_rng ^= tt_rng << 5;
+    return tt_rng;
+}
+
+static void shuffle(int order[], int n) {
+    int i;
+    for (i = n - 1; i > 0; i--) {
+        int j = (int)(next_random() % (uint32_t)(i + 1));
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+/* value with four decimals, from an integer count of 1e-4 */
+static void print_fixed4(double value) {
+    if (!(value >= 0.0 && value < 1.0e9)) {
+        printf("overflow");
+        return;
+    }
+    {
+        long units = (long)(value * 10000.0 + 0.5);
+        printf("%ld.%04ld", units / 10000, units % 10000);
+    }
+}
+
+static void print_accuracy(int correct, int total) {
+    long basis_points = (long)correct * 10000L / (long)total;
+    printf("accuracy %d/%d %ld.%02ld%%", correct, total, basis_points / 100, basis_points % 100);
+}
+
+#ifdef TT_DUMP
+static void print_hex(const void *data, int32_t nbytes) {
+    const uint8_t *bytes = (const uint8_t *)data;
+    int32_t i;
+    for (i = 0; i < nbytes; i++) {
+        printf("%02x", (unsigned)bytes[i]);
+    }
+}
+#endif
+
+static int evaluate(void) {
+    int i, correct = 0;
+    for (i = 0; i < TT_EVAL_SAMPLES; i++) {
+        if (tt_predict(tt_eval_images[i], NULL) == (int)tt_eval_labels[i]) {
+            correct++;
+        }
+    }
+    return correct;
+}
+
+int main(void) {
+    static int order[TT_TRAIN_SAMPLES];
+    int epoch, i;
+#ifdef TT_DUMP
+    int step = 0;
+#endif
+    tt_model_init();
+    printf("tinytune bundle: arena %ld B, scratch %ld B, exponents %ld B, %d calls per step\n",
+           (long)TT_ARENA_BYTES, (long)TT_SCRATCH_BYTES, (long)TT_EXPONENT_BYTES, TT_N_CALLS);
+    printf("%d training samples, %d evaluation samples, %d epochs\n", TT_TRAIN_SAMPLES,
+           TT_EVAL_SAMPLES, TT_EPOCHS);
+    printf("epoch 0 loss - ");
+    print_accuracy(evaluate(), TT_EVAL_SAMPLES);
+    printf("\n");
+    for (i = 0; i < TT_TRAIN_SAMPLES; i++) {
+        order[i] = i;
+    }
+    for (epoch = 1; epoch <= TT_EPOCHS; epoch++) {
+        double total = 0.0;
+        shuffle(order, TT_TRAIN_SAMPLES);
+        for (i = 0; i < TT_TRAIN_SAMPLES; i++) {
+            int k = order[i];
+            float loss = 0.0f;
+#ifdef TT_DUMP
+            float logits[TT_N_CLASSES];
+            tt_predict(tt_train_images[k], logits);
+#endif
+            if (tt_train_step(tt_train_images[k], (int)tt_train_labels[k], &loss) != 0) {
+                printf("sample %d: label %d is not a class\n", k, (int)tt_train_labels[k]);
+                return 1;
+            }
+            total += (double)loss;
+#ifdef TT_DUMP
+            printf("step %d sample %d loss ", step, k);
+            print_hex(&loss, (int32_t)sizeof loss);
+            printf(" logits ");
+            print_hex(logits, (int32_t)sizeof logits);
+            printf("\n");
+            step++;
+#endif
+        }
+        printf("epoch %d loss ", epoch);
+        print_fixed4(total / TT_TRAIN_SAMPLES);
+        printf(" ");
+        print_accuracy(evaluate(), TT_EVAL_SAMPLES);
+        printf("\n");
+    }
+#ifdef TT_DUMP
+    for (i = 0; i < TT_N_PARAMS; i++) {
+        const tt_param_view *p = tt_param(i);
+        printf("param %s %c ", p->name, p->dtype);
+        print_hex(p->data, p->nbytes);
+        printf("\n");
+    }
+    for (i = 0; i < TT_EVAL_SAMPLES; i++) {
+        float logits[TT_N_CLASSES];
+        int predicted = tt_predict(tt_eval_images[i], logits);
+        printf("eval %d class %d logits ", i, predicted);
+        print_hex(logits, (int32_t)sizeof logits);
+        printf("\n");
+    }
+#endif
+#ifdef TT_GUARD
+    if (!tt_guard_intact()) {
+        printf("guard bytes around the arena were overwritten\n");
+        return 1;
+    }
+    printf("guard bytes intact\n");
+#endif
+    return 0;
+}

@@ -1,0 +1,336 @@
+"""Render a lowered training step as a standalone C99 model: ``tt_model.h`` and ``tt_model.c``.
+
+The model holds what :class:`~tinytune.export.program.StepProgram` describes and nothing
+more:
+
+* ONE static int8 arena of exactly the memory planner's size (``TT_ARENA_BYTES``), which holds
+  every activation, mask, gradient and trained parameter at the planner's offsets; with
+  ``-DTT_GUARD`` it is framed by guard bytes that :c:func:`tt_guard_intact` checks;
+* two small buffers outside it, stated in the header: the scratch space (the float32 logits,
+  see :data:`~tinytune.export.program.SCRATCH_NOTE`) and the table of gradient exponents;
+* every constant (frozen weights, multipliers, interpolation tables, the trained parameters'
+  initial values) as a ``static const`` array, which a microcontroller keeps in flash;
+* the step as straight-line kernel calls written by the templates of
+  :mod:`tinytune.bundle.templates`, one per kernel kind.
+
+No heap, no global state besides those buffers. The C that this module writes is assembled
+from templates; pointers become ``TT_ARENA(offset)``, ``TT_SCRATCH(offset)``,
+``TT_EXPONENT(slot)`` or the name of a constant array.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from string import Template
+
+import numpy as np
+
+from tinytune.bundle.errors import BundleError
+from tinytune.bundle.templates import KERNEL_TEMPLATES, MODEL_HEADER, MODEL_SOURCE
+from tinytune.export.program import KERNELS, Call, ExpRef, Label, Ptr, StepProgram
+from tinytune.quant import QuantizedNet
+
+__all__ = ["C_TYPES", "ModelInfo", "c_array", "c_float", "c_values", "render_model"]
+
+C_TYPES = {
+    np.dtype(np.int8): "int8_t",
+    np.dtype(np.uint8): "uint8_t",
+    np.dtype(np.int16): "int16_t",
+    np.dtype(np.uint16): "uint16_t",
+    np.dtype(np.int32): "int32_t",
+    np.dtype(np.float32): "float",
+}
+DTYPE_CODES = {np.dtype(np.int8): "b", np.dtype(np.int32): "i", np.dtype(np.float32): "f"}
+GUARD_BYTES = 64
+PER_LINE = {1: 20, 2: 14, 4: 8}  # values per line of a constant array, by element size
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the rendered model states about itself (the numbers of its header).
+
+    Attributes:
+        arena_bytes: the static arena, equal to the planner's int8 arena.
+        scratch_bytes: the float32 scratch buffer.
+        exponent_bytes: the int32 exponent table (at least one slot, C has no empty array).
+        flash_bytes: the bytes of every constant array, initial values included.
+        input_bytes: the int8 image.
+        n_classes: logits.
+        n_calls: kernel calls of one training step.
+    """
+
+    arena_bytes: int
+    scratch_bytes: int
+    exponent_bytes: int
+    flash_bytes: int
+    input_bytes: int
+    n_classes: int
+    n_calls: int
+
+
+def c_float(value: float) -> str:
+    """A float32 value as an exact C hexadecimal literal (``0x1.8p+1f``)."""
+    v = float(np.float32(value))
+    if not math.isfinite(v):
+        raise BundleError(f"the constant {value!r} is not finite; a bundle holds finite floats")
+    mantissa, exponent = v.hex().split("p")
+    return f"{mantissa.rstrip('0').rstrip('.')}p{exponent}f"
+
+
+def c_values(values: np.ndarray, *, indent: str = "    ") -> str:
+    """The values of an array as the lines of a C initializer (without braces), exactly as
+    stored: integers in decimal, float32 in hexadecimal."""
+    array = np.ascontiguousarray(values).reshape(-1)
+    if array.dtype not in C_TYPES:
+        raise BundleError(f"dtype {array.dtype} has no C type in a bundle")
+    if array.dtype == np.float32:
+        items = [c_float(v) for v in array.tolist()]
+    else:
+        items = [str(v) for v in array.tolist()]
+    step = PER_LINE[array.dtype.itemsize]
+    return "\n".join(
+        indent + ", ".join(items[i : i + step]) + "," for i in range(0, len(items), step)
+    )
+
+
+def c_array(name: str, values: np.ndarray) -> str:
+    """``static const T name[N] = {...};`` with the values exactly as stored."""
+    array = np.asarray(values)
+    ctype = C_TYPES.get(array.dtype)
+    if ctype is None:
+        raise BundleError(f"constant {name}: dtype {array.dtype} has no C type in a bundle")
+    return f"static const {ctype} {name}[{array.size}] = {{\n{c_values(array)}\n}};\n"
+
+
+def _identifier(prefix: str, name: str, taken: set[str]) -> str:
+    base = prefix + re.sub(r"[^0-9A-Za-z_]", "_", name)
+    ident, n = base, 1
+    while ident in taken:
+        n += 1
+        ident = f"{base}_{n}"
+    taken.add(ident)
+    return ident
+
+
+class _Operands:
+    """Renders the operands of calls: values as C expressions, pointers into their space."""
+
+    def __init__(self, program: StepProgram, names: Mapping[int, str]) -> None:
+        self.program = program
+        self.flash_names = names  # flash offset → array name
+        self.flash_tables = {
+            off: (names[off], arr) for off, arr in program.flash.values() if off in names
+        }
+
+    def pointer(self, ptr: Ptr) -> str:
+        if ptr.space == "arena":
+            return f"TT_ARENA({ptr.offset})"
+        if ptr.space == "scratch":
+            return f"TT_SCRATCH({ptr.offset})"
+        if ptr.space == "exp":
+            assert ptr.offset % 4 == 0, ptr
+            return f"TT_EXPONENT({ptr.offset // 4})"
+        if ptr.space == "flash":
+            name = self.flash_names.get(ptr.offset)
+            if name is None:
+                raise BundleError(f"a call points into the middle of a constant at {ptr.offset}")
+            return name
+        raise BundleError(f"unknown memory space {ptr.space!r}; allowed: arena, flash, ...")
+
+    def axis(self, ptr: Ptr) -> str:
+        """An interpolation axis from its int32 table: n_in, n_out, i0, i1, w0, w1, lo, hi."""
+        name, table = self.flash_tables[ptr.offset]
+        n_in, n_out = int(table[0]), int(table[1])
+        starts = [2, 2 + n_out, 2 + 2 * n_out, 2 + 3 * n_out, 2 + 4 * n_out, 2 + 4 * n_out + n_in]
+        return "{" + ", ".join([str(n_in), str(n_out), *(f"{name} + {s}" for s in starts)]) + "}"
+
+    def render(self, name: str, value: object) -> str:
+        if name in ("rows", "cols"):
+            assert isinstance(value, Ptr)
+            return self.axis(value)
+        if value is None:
+            return "NULL"
+        if isinstance(value, Label):
+            return "label"
+        if isinstance(value, ExpRef):
+            return f"tt_exp[{value.slot}]"
+        if isinstance(value, Ptr):
+            return self.pointer(value)
+        if isinstance(value, tuple):
+            return "{" + ", ".join(self.render("", v) for v in value) + "}"
+        if isinstance(value, float):
+            return c_float(value)
+        if isinstance(value, int | np.integer) and not isinstance(value, bool):
+            return str(int(value))
+        raise BundleError(f"operand {name}: cannot write {value!r} in C")
+
+
+def _render_call(index: int, call: Call, ops: _Operands) -> tuple[str, str]:
+    """(file-scope declarations, statement) of one call."""
+    template = KERNEL_TEMPLATES.get(call.kernel)
+    if template is None:
+        raise BundleError(
+            f"kernel {call.kernel!r} has no C template; templates exist for "
+            f"{sorted(KERNEL_TEMPLATES)}"
+        )
+    values = {name: ops.render(name, value) for name, value in call.operands}
+    values["id"] = f"c{index}"
+    try:
+        decls = Template(template.decls).substitute(values)
+        statement = Template(template.call).substitute(values)
+    except KeyError as e:  # a template names an operand the kernel does not have
+        raise BundleError(f"the template of {call.kernel!r} names unknown operand {e}") from e
+    comment = f"/* {index}: {call.op} {call.phase} ({call.kernel}) */"
+    return decls, f"{comment}\n{statement}"
+
+
+def _indent(lines: Iterable[str], by: str = "    ") -> str:
+    return "\n".join(by + line if line else line for text in lines for line in text.split("\n"))
+
+
+def _check_alignment(program: StepProgram) -> None:
+    """Trained float32/int32 parameters must be 4-byte aligned in the arena (the arena itself
+    is 8-byte aligned)."""
+    for name, (ptr, dtype, _) in program.params.items():
+        if np.dtype(dtype).itemsize == 4 and ptr.offset % 4:
+            raise BundleError(f"parameter {name} lies at arena offset {ptr.offset}, not 4-aligned")
+
+
+@dataclass
+class _Sections:
+    """The rendered parts of ``tt_model.c``, as lists of C snippets."""
+
+    constants: list[str]
+    initial: list[str]
+    init_copies: list[str]
+    views: list[str]
+    decls: list[str]
+    forward: list[str]
+    backward: list[str]
+    flash_bytes: int
+
+
+def _constants(program: StepProgram, taken: set[str]) -> tuple[list[str], dict[int, str], int]:
+    """Every flash constant as a ``static const`` array: the arrays, their names by flash
+    offset, and their bytes."""
+    arrays, names, nbytes = [], {}, 0
+    for key, (offset, array) in program.flash.items():
+        names[offset] = _identifier("k_", key, taken)
+        arrays.append(c_array(names[offset], array))
+        nbytes += array.nbytes
+    return arrays, names, nbytes
+
+
+def _parameters(program: StepProgram, taken: set[str], sections: _Sections) -> None:
+    """The trained parameters: their initial values (flash), the copies into the arena, and
+    the table that ``tt_param`` returns."""
+    init_by_offset = dict(program.arena_init)
+    for key, (ptr, dtype, shape) in program.params.items():
+        dtype = np.dtype(dtype)
+        data = init_by_offset.pop(ptr.offset, None)
+        if data is None:
+            raise BundleError(f"parameter {key} has no initial value in the program")
+        values = np.frombuffer(data, dtype=dtype.newbyteorder("<")).astype(dtype)
+        if values.size != int(np.prod(shape)):
+            raise BundleError(f"parameter {key}: {values.size} initial values for shape {shape}")
+        name = _identifier("init_", key, taken)
+        sections.initial.append(c_array(name, values))
+        sections.flash_bytes += values.nbytes
+        sections.init_copies.append(f"memcpy(TT_ARENA({ptr.offset}), {name}, sizeof {name});")
+        sections.views.append(
+            f"{{\"{key}\", TT_ARENA({ptr.offset}), {values.nbytes}, '{DTYPE_CODES[dtype]}'}},"
+        )
+    if init_by_offset:
+        raise BundleError(
+            f"initial arena values at offsets {sorted(init_by_offset)} name no parameter"
+        )
+
+
+def _calls(program: StepProgram, ops: _Operands, sections: _Sections) -> None:
+    """The step: forward calls (``tt_forward``, shared with ``tt_predict``), then the loss and
+    backward calls (``tt_backward``), with the structs they take."""
+    for index, call in enumerate(program.calls):
+        decls, statement = _render_call(index, call, ops)
+        if decls:
+            sections.decls.append(decls)
+        if call.phase == "forward":
+            if sections.backward:
+                raise BundleError(f"call {index} ({call.op}) runs forward after the backward")
+            sections.forward.append(statement)
+        else:
+            sections.backward.append(statement)
+
+
+def render_model(
+    program: StepProgram, net: QuantizedNet, *, title: str
+) -> tuple[dict[str, str], ModelInfo]:
+    """The C model of ``program`` (lowered from ``net``): ``{"tt_model.h": ..., "tt_model.c":
+    ...}`` and the numbers it states. ``title`` is one line naming the candidate."""
+    if set(KERNEL_TEMPLATES) != set(KERNELS):
+        missing = sorted(set(KERNELS) ^ set(KERNEL_TEMPLATES))
+        raise BundleError(f"kernels and C templates differ: {missing}")
+    _check_alignment(program)
+    if program.scratch_bytes % 4:
+        raise BundleError(f"scratch of {program.scratch_bytes} bytes is not whole float32s")
+    taken: set[str] = set()
+    constants, flash_names, flash_bytes = _constants(program, taken)
+    sections = _Sections(constants, [], [], [], [], [], [], flash_bytes)
+    _parameters(program, taken, sections)
+    ops = _Operands(program, flash_names)
+    _calls(program, ops, sections)
+    logits = [w.ptr for w in program.writes if w.kind == "logits"]
+    if len(logits) != 1:
+        raise BundleError(f"the step writes its logits {len(logits)} times; expected once")
+    input_ptr, input_bytes = program.input
+    tensor = net.graph.tensors[net.graph.input]
+    _, channels, height, width = tensor.shape
+    if channels * height * width != input_bytes:
+        raise BundleError(f"the input buffer holds {input_bytes} bytes, the image {tensor.shape}")
+    exp_slots = max(1, program.n_exponents)
+    info = ModelInfo(
+        arena_bytes=program.arena_bytes,
+        scratch_bytes=program.scratch_bytes,
+        exponent_bytes=4 * exp_slots,
+        flash_bytes=sections.flash_bytes,
+        input_bytes=input_bytes,
+        n_classes=program.n_classes,
+        n_calls=len(program.calls),
+    )
+    q_in = net.acts[net.graph.input]
+    fields = {
+        "title": title.replace("*/", "* /"),
+        "channels": channels,
+        "height": height,
+        "width": width,
+        "input_bytes": input_bytes,
+        "input_scale": c_float(q_in.scale),
+        "input_zero": q_in.zero,
+        "n_classes": program.n_classes,
+        "arena_bytes": info.arena_bytes,
+        "scratch_bytes": info.scratch_bytes,
+        "exponent_bytes": info.exponent_bytes,
+        "flash_bytes": info.flash_bytes,
+        "n_params": len(program.params),
+        "n_calls": info.n_calls,
+        "lr": c_float(program.lr),
+        "guard_bytes": GUARD_BYTES,
+        "scratch_words": program.scratch_bytes // 4,
+        "exp_slots": exp_slots,
+        "constants": "\n".join(sections.constants),
+        "initial": "\n".join(sections.initial),
+        "views": _indent(sections.views),
+        "decls": "\n".join(sections.decls),
+        "forward": _indent(sections.forward),
+        "backward": _indent(sections.backward),
+        "init_copies": _indent(sections.init_copies),
+        "input_offset": input_ptr.offset,
+        "logits": ops.pointer(logits[0]),
+    }
+    files = {
+        "tt_model.h": Template(MODEL_HEADER).substitute(fields),
+        "tt_model.c": Template(MODEL_SOURCE).substitute(fields),
+    }
+    return files, info

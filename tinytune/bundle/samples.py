@@ -1,0 +1,112 @@
+"""Render the example's samples as C: int8 images quantized as the model's input, and labels.
+
+``tt_data.h`` states how many training and evaluation samples there are and how many epochs
+the example trains; ``tt_data.c`` holds them as ``const`` arrays (flash on a microcontroller).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from string import Template
+
+import numpy as np
+
+from tinytune.bundle.errors import BundleError
+from tinytune.bundle.render import c_values
+
+__all__ = ["Samples", "render_samples"]
+
+
+@dataclass(frozen=True, eq=False)
+class Samples:
+    """Images (N, C, H, W) as int8 values and their labels (N,), from one split."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    split: str
+
+    def __post_init__(self) -> None:
+        if self.images.dtype != np.int8 or self.images.ndim != 4:
+            raise BundleError(f"samples must be int8 (N, C, H, W), got {self.images.dtype}")
+        if self.labels.shape != (self.images.shape[0],):
+            raise BundleError(
+                f"{self.images.shape[0]} images need as many labels, got {self.labels.shape}"
+            )
+        if self.labels.size and not 0 <= int(self.labels.min()) <= int(self.labels.max()) < 2**16:
+            raise BundleError("labels must lie in [0, 65535]")
+
+    def __len__(self) -> int:
+        return int(self.images.shape[0])
+
+
+_HEADER = Template("""\
+/* tt_data.h: the samples the example trains and evaluates on: $description. */
+#ifndef TT_DATA_H
+#define TT_DATA_H
+
+#include <stdint.h>
+
+#include "tt_model.h"
+
+#define TT_TRAIN_SAMPLES $n_train
+#define TT_EVAL_SAMPLES $n_eval
+#define TT_EPOCHS $epochs
+
+extern const int8_t tt_train_images[TT_TRAIN_SAMPLES][TT_INPUT_BYTES];
+extern const uint16_t tt_train_labels[TT_TRAIN_SAMPLES];
+extern const int8_t tt_eval_images[TT_EVAL_SAMPLES][TT_INPUT_BYTES];
+extern const uint16_t tt_eval_labels[TT_EVAL_SAMPLES];
+
+#endif /* TT_DATA_H */
+""")
+
+_SOURCE = Template("""\
+/* tt_data.c: $description. */
+#include "tt_data.h"
+
+const int8_t tt_train_images[TT_TRAIN_SAMPLES][TT_INPUT_BYTES] = {
+$train_images
+};
+const uint16_t tt_train_labels[TT_TRAIN_SAMPLES] = {
+$train_labels
+};
+const int8_t tt_eval_images[TT_EVAL_SAMPLES][TT_INPUT_BYTES] = {
+$eval_images
+};
+const uint16_t tt_eval_labels[TT_EVAL_SAMPLES] = {
+$eval_labels
+};
+""")
+
+
+def _images(images: np.ndarray) -> str:
+    return "\n".join(
+        f"    {{ /* {i} */\n{c_values(img, indent='        ')}\n    }},"
+        for i, img in enumerate(images)
+    )
+
+
+def render_samples(
+    train: Samples, evaluation: Samples, *, epochs: int, description: str
+) -> dict[str, str]:
+    """``tt_data.h`` and ``tt_data.c`` for the example program."""
+    if len(train) < 1 or len(evaluation) < 1:
+        raise BundleError(
+            f"the example needs at least one training and one evaluation sample, got "
+            f"{len(train)} and {len(evaluation)}"
+        )
+    if train.images.shape[1:] != evaluation.images.shape[1:]:
+        raise BundleError("training and evaluation images differ in shape")
+    if epochs < 1:
+        raise BundleError(f"the example trains at least one epoch, got {epochs}")
+    fields = {
+        "description": description.replace("*/", "* /"),
+        "n_train": len(train),
+        "n_eval": len(evaluation),
+        "epochs": epochs,
+        "train_images": _images(train.images),
+        "train_labels": c_values(train.labels.astype(np.uint16)),
+        "eval_images": _images(evaluation.images),
+        "eval_labels": c_values(evaluation.labels.astype(np.uint16)),
+    }
+    return {"tt_data.h": _HEADER.substitute(fields), "tt_data.c": _SOURCE.substitute(fields)}

@@ -1,0 +1,405 @@
+"""How each kernel call of a lowered step is written in C: one template per kernel kind.
+
+A template has the statement of the call and, when the C prototype takes structs, the
+file-scope ``static const`` objects that hold them (their fields are known when the bundle is
+rendered; only gradient exponents and the label change at run time). Placeholders are the
+operand names of :data:`tinytune.export.program.KERNELS`, each replaced by its rendered value
+(:mod:`tinytune.bundle.render`), and ``$id``, a prefix unique to the call for the names of its
+structs. Pointers arrive untyped (``TT_ARENA(offset)``, a constant array, ``NULL``): the casts
+in the templates give them the types of the prototypes in ``tt_int8.h``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["KERNEL_TEMPLATES", "MODEL_HEADER", "MODEL_SOURCE", "KernelTemplate"]
+
+
+@dataclass(frozen=True)
+class KernelTemplate:
+    """The C of one kernel call.
+
+    Attributes:
+        call: the statement, inside the step's function.
+        decls: file-scope declarations the statement refers to (``$id``-prefixed), or "".
+    """
+
+    call: str
+    decls: str = ""
+
+
+_GEOM = "static const tt_conv_geom ${id}_geom = $geom;\n"
+_WEIGHT = (
+    "static const tt_weight ${id}_w = {(const int8_t *)$w_train, (const int8_t *)$w_frozen, $k};\n"
+)
+_GRAD_X = "static const tt_grad ${id}_gx = {(int8_t *)$gx, (int32_t *)$gx_exp, $accumulate};\n"
+
+KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
+    "conv2d_s8": KernelTemplate(
+        decls=_GEOM
+        + _WEIGHT
+        + (
+            "static const tt_requant ${id}_q = {$x_zero, $y_zero, $act_min, $act_max, "
+            "(const int32_t *)$mult, (const int32_t *)$shift};\n"
+        ),
+        call=(
+            "tt_conv2d_s8(&${id}_geom, (const int8_t *)$x, &${id}_w, (const int32_t *)$bias, "
+            "&${id}_q, (int8_t *)$y, (uint8_t *)$mask);"
+        ),
+    ),
+    "add_s8": KernelTemplate(
+        "tt_add_s8((const int8_t *)$a, (const int8_t *)$b, $n, $a_zero, $b_zero, $a_mult, "
+        "$b_mult, $shift, $y_zero, (int8_t *)$y);"
+    ),
+    "gap_s8": KernelTemplate(
+        "tt_gap_s8((const int8_t *)$x, $channels, $hw, $x_zero, $mult, $shift, $y_zero, "
+        "(int8_t *)$y);"
+    ),
+    "avgpool_s8": KernelTemplate(
+        "tt_avgpool_s8((const int8_t *)$x, $channels, $in_h, $in_w, $ratio, $x_zero, $mult, "
+        "$shift, $y_zero, (int8_t *)$y);"
+    ),
+    "upsample_s8": KernelTemplate(
+        decls=(
+            "static const tt_interp_axis ${id}_rows = $rows;\n"
+            "static const tt_interp_axis ${id}_cols = $cols;\n"
+        ),
+        call=(
+            "tt_upsample_s8((const int8_t *)$x, $channels, &${id}_rows, &${id}_cols, $x_zero, "
+            "$mult, $shift, $y_zero, (int8_t *)$y);"
+        ),
+    ),
+    "groupnorm_f32": KernelTemplate(
+        decls="static const tt_groupnorm ${id}_norm = $norm;\n",
+        call=(
+            "tt_groupnorm_f32((const int8_t *)$x, &${id}_norm, (const float *)$gamma, "
+            "(const float *)$beta, (float *)$stats, (int8_t *)$y, (uint8_t *)$mask);"
+        ),
+    ),
+    "linear_f32": KernelTemplate(
+        "tt_linear_f32((const int8_t *)$x, $in_f, $x_zero, $x_scale, (const float *)$w, "
+        "(const float *)$b, $out_f, (float *)$logits);"
+    ),
+    "copy_s8": KernelTemplate("memcpy($dst, $src, $n);"),
+    # the loss is read before the gradient overwrites the logits in place
+    "softmax_xent_grad": KernelTemplate(
+        "if (loss_out != NULL) {\n"
+        "    *loss_out = tt_cross_entropy((const float *)$logits, $n, $label);\n"
+        "}\n"
+        "tt_softmax_xent_grad((const float *)$logits, $n, $label, (float *)$grad);"
+    ),
+    "linear_f32_backward": KernelTemplate(
+        "tt_linear_f32_backward((const int8_t *)$x, $in_f, $x_zero, $x_scale, (float *)$w, "
+        "(float *)$b, $out_f, (const float *)$grad, $lr, (int8_t *)$gx, (int32_t *)$gx_exp);"
+    ),
+    "grad_mask": KernelTemplate("tt_grad_mask((int8_t *)$g, (const uint8_t *)$mask, $n);"),
+    "conv2d_grad_input": KernelTemplate(
+        decls=_GEOM + _WEIGHT + _GRAD_X,
+        call=(
+            "tt_conv2d_grad_input(&${id}_geom, (const int8_t *)$gy, $gy_exp, &${id}_w, "
+            "(const int32_t *)$w_mult, $frac_bits, &${id}_gx);"
+        ),
+    ),
+    "gap_grad_input": KernelTemplate(
+        decls=_GRAD_X,
+        call=(
+            "tt_gap_grad_input((const int8_t *)$gy, $gy_exp, $channels, $hw, $hw_mult, "
+            "$frac_bits, &${id}_gx);"
+        ),
+    ),
+    "avgpool_grad_input": KernelTemplate(
+        decls=_GRAD_X,
+        call=(
+            "tt_avgpool_grad_input((const int8_t *)$gy, $gy_exp, $channels, $in_h, $in_w, "
+            "$ratio, $area_mult, $frac_bits, &${id}_gx);"
+        ),
+    ),
+    "upsample_grad_input": KernelTemplate(
+        decls=(
+            "static const tt_interp_axis ${id}_rows = $rows;\n"
+            "static const tt_interp_axis ${id}_cols = $cols;\n" + _GRAD_X
+        ),
+        call=(
+            "tt_upsample_grad_input((const int8_t *)$gy, $gy_exp, $channels, &${id}_rows, "
+            "&${id}_cols, $frac_bits, &${id}_gx);"
+        ),
+    ),
+    "groupnorm_f32_backward": KernelTemplate(
+        decls="static const tt_groupnorm ${id}_norm = $norm;\n",
+        call=(
+            "tt_groupnorm_f32_backward((const int8_t *)$gy, $gy_exp, (const int8_t *)$x, "
+            "&${id}_norm, (float *)$gamma, (float *)$beta, (const float *)$stats, $lr, "
+            "(int8_t *)$gx, (int32_t *)$gx_exp);"
+        ),
+    ),
+    "grad_accumulate": KernelTemplate(
+        decls=(
+            "static const tt_grad ${id}_dst = {(int8_t *)$dst, (int32_t *)$dst_exp, "
+            "$accumulate};\n"
+        ),
+        call="tt_grad_accumulate((const int8_t *)$g, $g_exp, $n, &${id}_dst);",
+    ),
+    "update_bias": KernelTemplate(
+        "tt_update_bias((const int8_t *)$gy, $gy_exp, $channels, $hw, (int32_t *)$bias, "
+        "(const int32_t *)$mult, (const int32_t *)$shift);"
+    ),
+    "conv2d_update_weight": KernelTemplate(
+        decls=_GEOM,
+        call=(
+            "tt_conv2d_update_weight(&${id}_geom, (const int8_t *)$gy, $gy_exp, "
+            "(const int8_t *)$x_saved, $x_zero, (int8_t *)$w_train, $k, (const int32_t *)$mult, "
+            "(const int32_t *)$shift);"
+        ),
+    ),
+}
+
+
+# --- the model files -------------------------------------------------------------------------
+
+MODEL_HEADER = """\
+/*
+ * tt_model.h: the on-device training step of $title.
+ * Generated by tinytune; portable C99, no heap, no global state besides the buffers below.
+ *
+ * Memory (RAM):
+ *   TT_ARENA_BYTES     one static int8 arena laid out by the memory planner: activations,
+ *                      ReLU masks, kept inputs, activation gradients and the trained
+ *                      parameters, each at the planner's offset;
+ *   TT_SCRATCH_BYTES   float32 logits (and the statistics of a GroupNorm nothing
+ *                      back-propagates through), outside the arena;
+ *   TT_EXPONENT_BYTES  one int32 block exponent per gradient tensor.
+ * Constants (flash): TT_FLASH_BYTES of frozen weights, multipliers and initial values.
+ */
+#ifndef TT_MODEL_H
+#define TT_MODEL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The input: an int8 image, channels first; real value = TT_INPUT_SCALE * (q - TT_INPUT_ZERO). */
+#define TT_INPUT_CHANNELS $channels
+#define TT_INPUT_HEIGHT $height
+#define TT_INPUT_WIDTH $width
+#define TT_INPUT_BYTES $input_bytes
+#define TT_INPUT_SCALE $input_scale
+#define TT_INPUT_ZERO $input_zero
+#define TT_N_CLASSES $n_classes
+
+#define TT_ARENA_BYTES $arena_bytes
+#define TT_SCRATCH_BYTES $scratch_bytes
+#define TT_EXPONENT_BYTES $exponent_bytes
+#define TT_FLASH_BYTES $flash_bytes
+#define TT_N_PARAMS $n_params
+#define TT_N_CALLS $n_calls
+/* Plain SGD (no momentum) at this rate, QAS-scaled for the int8 parameters (MCUNetV3 Eq. 4). */
+#define TT_LEARNING_RATE $lr
+
+/* A trained parameter tensor inside the arena: dtype 'b' int8, 'i' int32, 'f' float32. */
+typedef struct {
+    const char *name;
+    void *data;
+    int32_t nbytes;
+    char dtype;
+} tt_param_view;
+
+/* Load the initial parameters into the arena (again: a reset). Call once before the rest. */
+void tt_model_init(void);
+
+/* One training step (batch 1) on an image of TT_INPUT_BYTES with class `label`; writes the
+ * cross-entropy loss before the update to *loss_out unless it is NULL. Returns 0, or -1 for a
+ * label outside [0, TT_N_CLASSES). */
+int tt_train_step(const int8_t *image, int label, float *loss_out);
+
+/* The predicted class of an image; copies the TT_N_CLASSES float32 logits to logits_out
+ * unless it is NULL. */
+int tt_predict(const int8_t *image, float *logits_out);
+
+/* The index-th trained parameter (0 <= index < TT_N_PARAMS), e.g. to save it; NULL outside. */
+const tt_param_view *tt_param(int32_t index);
+
+/* 1 when the guard bytes around the arena are untouched (always 1 without -DTT_GUARD). */
+int tt_guard_intact(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TT_MODEL_H */
+"""
+
+MODEL_SOURCE = """\
+/*
+ * tt_model.c: the on-device training step of $title.
+ * Generated by tinytune: $n_calls kernel calls of tt_int8.h per step, in the order and on the
+ * buffers that tinytune's lowering gives; see tt_model.h for the memory this file reserves.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tt_int8.h"
+#include "tt_model.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TT_ALIGNED __attribute__((aligned(8)))
+#else
+#define TT_ALIGNED
+#endif
+
+#ifdef TT_GUARD
+/* The arena framed by guard bytes: a write past either end changes them. */
+#define TT_GUARD_BYTES $guard_bytes
+#define TT_GUARD_FILL 0xA5u
+static struct {
+    uint8_t before[TT_GUARD_BYTES];
+    int8_t arena[TT_ARENA_BYTES];
+    uint8_t after[TT_GUARD_BYTES];
+} tt_guarded TT_ALIGNED;
+#define tt_arena (tt_guarded.arena)
+#else
+static int8_t tt_arena[TT_ARENA_BYTES] TT_ALIGNED;
+#endif
+static float tt_scratch[$scratch_words];
+static int32_t tt_exp[$exp_slots];
+
+#define TT_ARENA(offset) ((void *)(tt_arena + (offset)))
+#define TT_SCRATCH(offset) ((void *)((uint8_t *)tt_scratch + (offset)))
+#define TT_EXPONENT(slot) ((void *)&tt_exp[slot])
+
+/* ---- constants ------------------------------------------------------------------------- */
+
+$constants
+/* ---- initial values of the trained parameters (copied into the arena) ------------------ */
+
+$initial
+static const tt_param_view tt_params[TT_N_PARAMS] = {
+$views
+};
+
+/* ---- the operands of the calls that take structs --------------------------------------- */
+
+$decls
+/* ---- the loss --------------------------------------------------------------------------- */
+
+/* e^d for d <= 0 and ln x for x >= 1, in double precision with + - * / only: every target
+ * computes the same loss. The step never reads it; it is reported. */
+static double tt_exp_nonpositive(double d) {
+    double r, term = 1.0, sum = 1.0, scale = 1.0;
+    int32_t k, i;
+    if (!(d >= -60.0)) {
+        return 0.0;
+    }
+    k = (int32_t)(-d / 0.6931471805599453);
+    r = d + (double)k * 0.6931471805599453;
+    for (i = 1; i < 24; i++) {
+        term = term * r / (double)i;
+        sum = sum + term;
+    }
+    for (i = 0; i < k; i++) {
+        scale = scale * 0.5;
+    }
+    return sum * scale;
+}
+
+static double tt_log_from_one(double x) {
+    double s, s2, t, sum = 0.0;
+    int32_t k = 0, i;
+    while (x > 1.4142135623730951) {
+        x = x * 0.5;
+        k++;
+    }
+    s = (x - 1.0) / (x + 1.0);
+    s2 = s * s;
+    t = s;
+    for (i = 1; i < 40; i += 2) {
+        sum = sum + t / (double)i;
+        t = t * s2;
+    }
+    return 2.0 * sum + (double)k * 0.6931471805599453;
+}
+
+/* -log softmax(logits)[label] = max - logits[label] + ln sum_j e^(logits[j] - max). */
+static float tt_cross_entropy(const float *logits, int32_t n, int32_t label) {
+    double m = logits[0], total = 0.0, loss;
+    int32_t j;
+    for (j = 1; j < n; j++) {
+        if (logits[j] > m) {
+            m = logits[j];
+        }
+    }
+    for (j = 0; j < n; j++) {
+        total = total + tt_exp_nonpositive((double)logits[j] - m);
+    }
+    loss = (m - (double)logits[label]) + tt_log_from_one(total);
+    return loss < 1.0e30 ? (float)loss : 1.0e30f;
+}
+
+/* ---- the step --------------------------------------------------------------------------- */
+
+static void tt_forward(void) {
+$forward
+}
+
+static void tt_backward(int32_t label, float *loss_out) {
+$backward
+}
+
+/* ---- the API ---------------------------------------------------------------------------- */
+
+void tt_model_init(void) {
+#ifdef TT_GUARD
+    memset(tt_guarded.before, (int)TT_GUARD_FILL, TT_GUARD_BYTES);
+    memset(tt_guarded.after, (int)TT_GUARD_FILL, TT_GUARD_BYTES);
+#endif
+    memset(tt_arena, 0, TT_ARENA_BYTES);
+    memset(tt_scratch, 0, sizeof tt_scratch);
+    memset(tt_exp, 0, sizeof tt_exp);
+$init_copies
+}
+
+int tt_train_step(const int8_t *image, int label, float *loss_out) {
+    if (label < 0 || label >= TT_N_CLASSES) {
+        return -1;
+    }
+    memcpy(TT_ARENA($input_offset), image, TT_INPUT_BYTES);
+    tt_forward();
+    tt_backward((int32_t)label, loss_out);
+    return 0;
+}
+
+int tt_predict(const int8_t *image, float *logits_out) {
+    const float *logits = (const float *)$logits;
+    int best = 0, j;
+    memcpy(TT_ARENA($input_offset), image, TT_INPUT_BYTES);
+    tt_forward();
+    for (j = 1; j < TT_N_CLASSES; j++) {
+        if (logits[j] > logits[best]) {
+            best = j;
+        }
+    }
+    if (logits_out != NULL) {
+        memcpy(logits_out, logits, TT_N_CLASSES * sizeof(float));
+    }
+    return best;
+}
+
+const tt_param_view *tt_param(int32_t index) {
+    return index >= 0 && index < TT_N_PARAMS ? &tt_params[index] : NULL;
+}
+
+int tt_guard_intact(void) {
+#ifdef TT_GUARD
+    int32_t i;
+    for (i = 0; i < TT_GUARD_BYTES; i++) {
+        if (tt_guarded.before[i] != TT_GUARD_FILL || tt_guarded.after[i] != TT_GUARD_FILL) {
+            return 0;
+        }
+    }
+#endif
+    return 1;
+}
+"""
