@@ -27,8 +27,8 @@ def profile(
     per_op: Annotated[bool, typer.Option(help="Also time every op's forward pass.")] = True,
     seed: Annotated[int, typer.Option(help="Seed of the candidate sampler.")] = 0,
 ) -> None:
-    """Measure training steps of sampled candidates on this machine (medians of interleaved
-    rounds) and write a measurement file for 'tinytune calibrate'."""
+    """Measure training steps of sampled candidates on this machine (interleaved rounds; the
+    fastest repeat and the median) and write a measurement file for 'tinytune calibrate'."""
     from tinytune.cli.common import console, quiet_logs
     from tinytune.errors import ConfigError
     from tinytune.spaces import get_supernet

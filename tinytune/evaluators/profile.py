@@ -3,7 +3,8 @@
 Candidates are drawn at random from the joint space (presets included, as the search's
 ``scheme`` choice does), built on a randomly initialised supernet — step time depends on the
 network's shapes and its update scheme, not on the weights' values — traced, and timed with
-:func:`tinytune.hwmodels.profiler.measure_steps` (interleaved rounds, medians).
+:func:`tinytune.hwmodels.profiler.measure_steps` (interleaved rounds; the fastest repeat and
+the median).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def profile_host(
                 train_step_s=t.train_step_s,
                 inference_s=t.inference_s,
                 samples=t.samples,
+                train_step_median_s=t.train_step_median_s,
                 per_op_forward_s=ops,
             )
         )

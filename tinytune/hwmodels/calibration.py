@@ -7,7 +7,11 @@ A measurement file holds measured training steps of traced networks on one devic
     {"format": "tinytune-latency/1", "device": "host", "precision": "fp32",
      "machine": {...}, "created_at": "2026-11-21T10:00:00+00:00",
      "measurements": [{"name": "...", "graph": {...}, "train_step_s": 0.021,
-                       "inference_s": 0.006, "samples": [...], "per_op_forward_s": {...}}]}
+                       "train_step_median_s": 0.023, "inference_s": 0.006,
+                       "samples": [...], "per_op_forward_s": {...}}]}
+
+``train_step_s`` is the figure fitted (for the host: the fastest of many interleaved repeats,
+see :mod:`tinytune.hwmodels.profiler`); the other fields are optional.
 
 ``graph`` is the network's :class:`~tinytune.ir.Graph` as a JSON object, so a file can be
 fitted anywhere, without the network. ``tinytune profile`` writes such files for the host; a
@@ -88,6 +92,7 @@ class Measurement:
     train_step_s: float
     inference_s: float | None = None
     samples: tuple[float, ...] = ()
+    train_step_median_s: float | None = None
     per_op_forward_s: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
@@ -168,6 +173,7 @@ def save_measurements(path: Path, file: MeasurementFile) -> None:
                     "name": m.name,
                     "graph": json.loads(m.graph.to_json()),
                     "train_step_s": m.train_step_s,
+                    "train_step_median_s": m.train_step_median_s,
                     "inference_s": m.inference_s,
                     "samples": list(m.samples),
                     "per_op_forward_s": m.per_op_forward_s,
@@ -232,7 +238,9 @@ def _measurement(entry: Any) -> Measurement:
     step = float(entry["train_step_s"])
     infer = entry.get("inference_s")
     infer = None if infer is None else float(infer)
-    for what, v in (("train_step_s", step), ("inference_s", infer)):
+    median = entry.get("train_step_median_s")
+    median = None if median is None else float(median)
+    for what, v in (("train_step_s", step), ("inference_s", infer), ("median", median)):
         if v is not None and (not math.isfinite(v) or v <= 0):
             raise ValueError(f"{what} {v!r} is not a finite number > 0")
     graph_data = entry["graph"]
@@ -248,6 +256,7 @@ def _measurement(entry: Any) -> Measurement:
         train_step_s=step,
         inference_s=infer,
         samples=tuple(float(s) for s in entry.get("samples") or ()),
+        train_step_median_s=median,
         per_op_forward_s=per_op,
     )
 
@@ -345,6 +354,14 @@ def calibrate(
         )
     fit_summary = _summary(_errors(draft, fit_ms))
     held_summary = _summary(_errors(draft, held_ms))
+    # the same held-out prediction against the median repeat, where it was recorded
+    against_median = _summary(
+        [
+            predict(draft, m.graph)[0] / m.train_step_median_s - 1.0
+            for m in held_ms
+            if m.train_step_median_s
+        ]
+    )
     engine = f"pytorch {machine.get('torch', '?')} eager" if base.name == "host" else "measured"
     board = str(machine.get("processor") or files[0].device or base.name)
     points = tuple(
@@ -382,6 +399,7 @@ def calibrate(
         "n_held_out": len(held_ms),
         "fit": fit_summary,
         "held_out": held_summary,
+        "held_out_vs_median": against_median,
         "held_out_names": [m.name for m in held_ms],
         "precision": precision,
         "machine": machine,

@@ -4,7 +4,11 @@ A training step is forward, cross-entropy loss, backward and an SGD update of th
 parameters, at the batch size of the example, timed with ``time.perf_counter``. On a shared
 machine a single burst of other work can slow one network's repeats all together, so
 :func:`measure_steps` interleaves: in every round each network runs a few steps in turn, in a
-shuffled order, and the reported figure is the median over all rounds. Per-op forward times are
+shuffled order. Interference from other work only ever adds time, and on the shared two-core
+machine tinytune is developed on it added up to 40 % to a quarter of the repeats (the repeats of
+one network were bimodal). The figure a latency profile is fitted to is therefore the fastest
+of the interleaved repeats — the step's time on an otherwise idle core; the median over all
+repeats is reported beside it. Per-op forward times are
 taken in a separate pass with forward hooks (they add their own small overhead, so the
 whole-step figures are timed without them).
 
@@ -28,12 +32,15 @@ __all__ = ["StepTiming", "measure_op_forward", "measure_step", "measure_steps"]
 
 @dataclass(frozen=True)
 class StepTiming:
-    """Median seconds of a training step and of a forward pass, every step sample, and the
-    median forward seconds per op (module path → seconds) when they were measured."""
+    """Seconds of a training step and of a forward pass: the fastest repeat (``train_step_s``,
+    ``inference_s``) and the median (``*_median_s``), and every step sample in the order
+    taken."""
 
     train_step_s: float
     inference_s: float
     samples: tuple[float, ...]
+    train_step_median_s: float = 0.0
+    inference_median_s: float = 0.0
     per_op_forward_s: dict[str, float] = field(default_factory=dict)
 
 
@@ -96,7 +103,7 @@ def measure_steps(
             train[i].extend(steppers[i].step() for _ in range(repeats))
             infer[i].extend(steppers[i].forward() for _ in range(repeats))
     return [
-        StepTiming(statistics.median(t), statistics.median(f), tuple(t))
+        StepTiming(min(t), min(f), tuple(t), statistics.median(t), statistics.median(f))
         for t, f in zip(train, infer, strict=True)
     ]
 
