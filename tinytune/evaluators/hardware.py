@@ -52,7 +52,8 @@ class HardwareCost:
 
     @property
     def flash_bytes(self) -> int:
-        return self.memory.flash_bytes
+        """Parameters and, for int8, the estimated code of the training engine."""
+        return self.memory.flash_bytes + self.memory.code_bytes
 
     @property
     def latency_s(self) -> float | None:

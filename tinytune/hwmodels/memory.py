@@ -35,7 +35,16 @@ from tinytune.ir import Graph, Op
 if TYPE_CHECKING:
     from tinytune.hwmodels.layout import ArenaLayout
 
-__all__ = ["OPTIMIZERS", "PRECISIONS", "Buffer", "MemoryReport", "Precision", "plan_memory"]
+__all__ = [
+    "CODE_BYTES_BASE",
+    "CODE_BYTES_PER_CALL",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "Buffer",
+    "MemoryReport",
+    "Precision",
+    "plan_memory",
+]
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,11 @@ class MemoryReport:
         buffers: every buffer, for laying out an arena.
         flash_bytes: parameter bytes stored in flash (all weights, biases and, for int8,
             per-channel scales); program code is not included.
+        code_bytes: an estimate of the int8 training engine's code in flash (see
+            :data:`CODE_BYTES_BASE`); 0 for fp32, which tinytune does not export.
+        workspace_bytes: SRAM the int8 engine needs outside the arena: the float32 logits
+            and one int32 exponent per int8 activation-gradient tensor (the statistics of a
+            GroupNorm that nothing back-propagates through are not counted); 0 for fp32.
         saved_bytes: everything kept for backward (sum over ops, whole tensors included).
         layout: every buffer's offset in one static arena (:func:`plan_layout`).
         arena_bytes: the size of that arena — what a device must reserve; at least
@@ -101,6 +115,8 @@ class MemoryReport:
     saved_bytes: int
     layout: ArenaLayout
     mcunetv3_extra_bytes: int
+    code_bytes: int = 0
+    workspace_bytes: int = 0
 
     @property
     def arena_bytes(self) -> int:
@@ -271,4 +287,28 @@ def plan_memory(
         saved_bytes=saved_total,
         layout=plan_layout(buffers),
         mcunetv3_extra_bytes=mcunetv3_extra_bytes(graph),
+        code_bytes=_code_bytes(graph) if precision == "int8" else 0,
+        workspace_bytes=_workspace_bytes(graph, buffers) if precision == "int8" else 0,
     )
+
+
+CODE_BYTES_BASE = 13_128 + 1_790
+"""Code of the exported int8 engine, measured with ``arm-none-eabi-size`` (gcc 12.2, -O2,
+Cortex-M7, hard float): the kernels (13,128 B of text) and the fixed part of a rendered step;
+each kernel call of the step adds :data:`CODE_BYTES_PER_CALL`. Fitted on the ``last``,
+``bias-only``, ``mcunetv3`` and ``tinytl`` bundles of ``ofa-proxyless-w0.35`` at 32 px (47 to
+338 calls; within 7 %). The example program and the C library come on top."""
+CODE_BYTES_PER_CALL = 72
+
+
+def _code_bytes(graph: Graph) -> int:
+    from tinytune.hwmodels.latency import phase_features
+
+    calls = sum(len(phase_features(op, graph)) for op in graph.ops)
+    return CODE_BYTES_BASE + CODE_BYTES_PER_CALL * calls
+
+
+def _workspace_bytes(graph: Graph, buffers: list[Buffer]) -> int:
+    # the logits' gradient is float32, in place of the logits: it needs no exponent
+    gradients = sum(1 for b in buffers if b.category == "gradient") - 1
+    return 4 * graph.n_classes + 4 * max(1, gradients)
