@@ -1,7 +1,8 @@
-"""``tinytune pareto``: print the latest stored Pareto front of a study."""
+"""``tinytune pareto``: print the latest stored Pareto front of a study; ``--plot`` draws it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -18,13 +19,23 @@ def pareto(
     storage: Annotated[
         str, typer.Option(help="SQLAlchemy URL of the database.")
     ] = DEFAULT_STORAGE,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write a PNG: the measured front (accuracy vs peak SRAM, latency as "
+            "colour) and the hypervolume after each measured evaluation."
+        ),
+    ] = None,
 ) -> None:
     """Print the Pareto front of measured results stored for a study."""
     from tinytune.cli.common import console, front_table, quiet_logs, require_database
     from tinytune.db import open_store
     from tinytune.errors import StorageError
+    from tinytune.search.proxy import rank_correlation
 
     quiet_logs()
+    if plot is not None:
+        _check_plot_path(plot)
     require_database(storage)
     with open_store(storage) as store:
         names = store.study_names()
@@ -40,10 +51,68 @@ def pareto(
                 f"no study {study!r} in {storage}; studies: {', '.join(names) or '(none)'}"
             )
         snap = store.latest_pareto(study)
+        snapshots = store.pareto_snapshots(study)
+        measured = store.evaluations(study, fidelity="measured", status="ok")
+        n_proxy = len(store.evaluations(study, fidelity="proxy", status="ok"))
+        tau = rank_correlation(store, study)
     if snap is None or not snap.points:
         console.print(f"study {study!r} has no measured candidate within its budget yet")
-        return
-    hv = f", hypervolume {snap.hypervolume:.1f}" if snap.hypervolume is not None else ""
-    console.print(
-        front_table(snap.points, f"Pareto front of study {study!r} ({snap.n_trials} measured{hv})")
-    )
+    else:
+        hv = f", hypervolume {snap.hypervolume:.4f}" if snap.hypervolume is not None else ""
+        console.print(
+            front_table(
+                snap.points, f"Pareto front of study {study!r} ({snap.n_trials} measured{hv})"
+            )
+        )
+    if n_proxy:
+        corr = (
+            f"Kendall τ {tau.tau:.2f} (p = {tau.p_value:.2g})"
+            if tau.tau is not None and tau.p_value is not None
+            else "Kendall τ undefined"
+        )
+        console.print(
+            f"proxy: {n_proxy} estimates (not on the front); {corr} with measured accuracy "
+            f"over the {tau.n} candidates measured too"
+        )
+    if plot is not None:
+        from tinytune.viz.pareto import pareto_figure
+
+        pareto_figure(
+            measured,
+            snap.points if snap is not None else [],
+            snapshots,
+            plot,
+            title=f"study {study!r}: measured Pareto front",
+            sram_budget_bytes=_sram_budget(study, storage),
+        )
+        console.print(f"wrote {plot}")
+
+
+def _check_plot_path(path: Path) -> None:
+    """A PNG path in an existing folder; anything else is a one-line error before any work."""
+    from tinytune.errors import ConfigError
+
+    if path.suffix.lower() != ".png":
+        raise ConfigError(f"--plot {str(path)!r} must name a .png file")
+    if path.is_dir():
+        raise ConfigError(f"--plot {str(path)!r} is a folder; expected a .png file")
+    if not path.parent.is_dir():
+        raise ConfigError(
+            f"--plot {str(path)!r}: the folder {str(path.parent)!r} does not exist; create it "
+            "first"
+        )
+
+
+def _sram_budget(study: str, storage: str) -> int | None:
+    """The SRAM budget of the study's latest trial that had one (None without)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+    except KeyError:  # tinytune's tables without the Optuna study
+        return None
+    for trial in reversed(trials):
+        if "sram_budget_bytes" in trial.user_attrs:
+            return int(trial.user_attrs["sram_budget_bytes"])
+    return None

@@ -76,6 +76,20 @@ def search(
         int, typer.Option(help="Sandwich-rule steps when the supernet must be pre-trained.")
     ] = 300,
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of fine-tuning.")] = 0,
+    sampler: Annotated[str, typer.Option(help="Optuna sampler: tpe, random or nsga2.")] = "tpe",
+    proxy: Annotated[
+        bool,
+        typer.Option(
+            help="Fidelity ladder: score many candidates by the additive proxy (a contribution "
+            "analysis, stored and reused) and fine-tune only the promising ones."
+        ),
+    ] = False,
+    proxy_eta: Annotated[
+        int, typer.Option(help="With --proxy: proxy-scored candidates per measured one.")
+    ] = 4,
+    proposals: Annotated[
+        int | None, typer.Option(help="Budget: trials proposed in this run (any fidelity).")
+    ] = None,
 ) -> None:
     """Search sub-networks × lite residuals × sparse update schemes; print the Pareto front
     of measured accuracy vs predicted peak training SRAM and training-step latency."""
@@ -94,7 +108,7 @@ def search(
     from tinytune.cli.units import parse_bytes, parse_seconds
     from tinytune.data import get_dataset
     from tinytune.db import open_store
-    from tinytune.errors import BudgetError
+    from tinytune.errors import BudgetError, ConfigError
     from tinytune.evaluators import (
         FinetuneConfig,
         HardwareConfig,
@@ -110,6 +124,7 @@ def search(
         check_feasible,
         run_search,
     )
+    from tinytune.search.driver import SAMPLERS
     from tinytune.spaces import PRESET_NAMES, get_supernet
 
     quiet_logs()
@@ -121,6 +136,8 @@ def search(
         raise BudgetError(f"--workers must be >= 1, got {workers}")
     if precision not in ("int8", "fp32"):
         raise BudgetError(f"unknown precision {precision!r}; allowed: int8, fp32")
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"unknown sampler {sampler!r}; allowed: {', '.join(SAMPLERS)}")
     data = get_dataset(dataset)
     budget = None if sram_budget.lower() == "none" else parse_bytes(sram_budget, "--sram-budget")
     config = SearchConfig(
@@ -140,6 +157,10 @@ def search(
             parse_seconds(latency_budget, "--latency-budget") if latency_budget else None
         ),
         seed=seed,
+        sampler=sampler,
+        proxy=proxy,
+        proxy_eta=proxy_eta,
+        max_proposals=proposals,
         finetune=FinetuneConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
         hardware=HardwareConfig(precision=precision),
     )
@@ -161,28 +182,39 @@ def search(
             else RayExecutor(run_evaluation, workers=workers, address=ray_address)
         )
         with Progress(
-            TextColumn("searching {task.description}"),
+            TextColumn("{task.description}"),
             BarColumn(),
-            TextColumn(
-                "{task.completed}/{task.total} measured, {task.fields[pruned]} over budget, "
-                "{task.fields[failed]} failed, best {task.fields[best]}"
-            ),
+            TextColumn("{task.completed}/{task.total} {task.fields[status]}"),
             TimeElapsedColumn(),
             console=console,
         ) as bar:
-            tid = bar.add_task(study, total=trials, pruned=0, failed=0, best="-")
+            tid = bar.add_task(f"searching {study}", total=trials, status="measured")
             best = [0.0]
+            analysis: list = []
 
             def progress(event: dict) -> None:
+                if event["event"] == "contributions":  # fine-tunes of the proxy's table
+                    if not analysis:
+                        analysis.append(
+                            bar.add_task(
+                                "contribution analysis",
+                                total=event["total"],
+                                status="fine-tunes (stored for later runs)",
+                            )
+                        )
+                    bar.update(analysis[0], completed=event["done"])
+                    return
                 result = event.get("result") or {}
                 if result.get("status") == "ok":
                     best[0] = max(best[0], result["accuracy"])
+                scored = f", {event['proxy']} proxy-scored" if proxy else ""
                 bar.update(
                     tid,
                     completed=event["before"] + event["measured"] + event["failed"],
-                    pruned=event["pruned"],
-                    failed=event["failed"],
-                    best=f"{100 * best[0]:.1f}%" if best[0] else "-",
+                    status=(
+                        f"measured{scored}, {event['pruned']} over budget, {event['failed']} "
+                        f"failed, best {f'{100 * best[0]:.1f}%' if best[0] else '-'}"
+                    ),
                 )
 
             result = run_search(config, store, executor, progress=progress)
@@ -195,10 +227,27 @@ def search(
         f"failed, {result.reused} reused in {result.wall_time_s:.0f} s "
         f"({time.monotonic() - started:.0f} s with pre-training)"
     )
+    if proxy:
+        tau = (
+            f"Kendall τ {result.proxy_tau:.2f} over {result.proxy_pairs} candidates measured too"
+            if result.proxy_tau is not None
+            else f"Kendall τ undefined ({result.proxy_pairs} candidates measured too)"
+        )
+        table = (
+            f"{result.contribution_tasks} fine-tunes of the contribution analysis "
+            f"({result.contribution_s:.0f} s, stored for later runs)"
+            if result.contribution_tasks
+            else "the stored contribution table reused"
+        )
+        console.print(
+            f"proxy: {result.proxy_scored} candidates scored, {result.promoted} promoted; "
+            f"{table}; {result.base_tasks} classifier-only fine-tunes of new sub-networks; "
+            f"{tau}"
+        )
     if not result.front:
         console.print("no measured candidate meets the budget yet")
         return
-    hv = f", hypervolume {result.hypervolume:.1f}" if result.hypervolume is not None else ""
+    hv = f", hypervolume {result.hypervolume:.4f}" if result.hypervolume is not None else ""
     console.print(
         front_table(
             result.front,

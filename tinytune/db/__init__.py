@@ -1,13 +1,15 @@
-"""tinytune's own tables (candidates, evaluations, Pareto snapshots, device calibrations) beside
-Optuna's."""
+"""tinytune's own tables (candidates, evaluations, Pareto snapshots, device calibrations,
+contribution tables) beside Optuna's."""
 
 from __future__ import annotations
 
 from tinytune.db.store import (
+    CONTRIBUTION_PARTS,
     FIDELITIES,
     STATUSES,
     CalibrationRecord,
     CandidateRecord,
+    ContributionRecord,
     EvaluationRecord,
     ParetoSnapshot,
     Store,
@@ -15,10 +17,12 @@ from tinytune.db.store import (
 )
 
 __all__ = [
+    "CONTRIBUTION_PARTS",
     "FIDELITIES",
     "STATUSES",
     "CalibrationRecord",
     "CandidateRecord",
+    "ContributionRecord",
     "EvaluationRecord",
     "ParetoSnapshot",
     "Store",

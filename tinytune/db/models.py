@@ -1,7 +1,8 @@
 """SQLAlchemy 2 declarative models of tinytune's own tables.
 
 These tables sit beside Optuna's in the same database and hold what Optuna does not: candidates,
-evaluations at several fidelities and Pareto snapshots. Every table name starts with ``tt_`` so
+evaluations at several fidelities, Pareto snapshots, device calibrations and the contribution
+analysis (MCUNetV3 Δacc tables). Every table name starts with ``tt_`` so
 that neither side ever touches the other's tables. The schema is created and changed only by the
 Alembic migrations in :mod:`tinytune.db.migrations`; a test checks that these models and the
 migrations describe the same schema, so a change here needs a new migration.
@@ -25,6 +26,7 @@ __all__ = [
     "Base",
     "CalibrationRow",
     "CandidateRow",
+    "ContributionRow",
     "EvaluationRow",
     "ParetoSnapshotRow",
     "UTCDateTime",
@@ -133,3 +135,40 @@ class CalibrationRow(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
     profile: Mapped[dict[str, Any]] = mapped_column(sa.JSON)  # the DeviceProfile's dict
     fit: Mapped[dict[str, Any]] = mapped_column(sa.JSON)  # fit and held-out errors, inputs
+
+
+class ContributionRow(Base):
+    """One measured configuration of a contribution analysis (MCUNetV3 §2.2, Eq. 5).
+
+    Rows sharing a ``table_key`` form one table: the same supernet weights (by SHA-256), data set,
+    data seed, fine-tuning settings and sub-network. ``entry`` names the configuration (``base``,
+    ``bias:<k>``, ``weight:<layer>:<ratio>``, ``lite:<block>``, ``norm``); each entry is stored
+    once per table, so a later run with the same key reuses it instead of training again.
+    """
+
+    __tablename__ = "tt_contributions"
+    __table_args__ = (
+        sa.UniqueConstraint("table_key", "entry"),
+        sa.CheckConstraint("status IN ('ok', 'failed')", name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    table_key: Mapped[str] = mapped_column(sa.String(64), index=True)
+    entry: Mapped[str] = mapped_column(sa.String(64))
+    part: Mapped[str] = mapped_column(sa.String(16))
+    layer: Mapped[int | None] = mapped_column(sa.Integer)
+    ratio: Mapped[float | None] = mapped_column(sa.Float)
+    supernet: Mapped[str] = mapped_column(sa.String(128))
+    checkpoint_sha256: Mapped[str] = mapped_column(sa.String(64))
+    dataset: Mapped[str] = mapped_column(sa.String(512))
+    data_seed: Mapped[int] = mapped_column(sa.Integer)
+    seed: Mapped[int] = mapped_column(sa.Integer)
+    subnet_key: Mapped[str] = mapped_column(sa.String(64))
+    candidate_key: Mapped[str] = mapped_column(sa.String(64), sa.ForeignKey("tt_candidates.key"))
+    status: Mapped[str] = mapped_column(sa.String(16))
+    accuracy: Mapped[float | None] = mapped_column(sa.Float)  # validation split
+    test_accuracy: Mapped[float | None] = mapped_column(sa.Float)
+    wall_time_s: Mapped[float | None] = mapped_column(sa.Float)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    details: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())

@@ -1,4 +1,5 @@
-"""The Store: tinytune's candidates, evaluations and Pareto snapshots, beside Optuna's tables.
+"""The Store: tinytune's candidates, evaluations, Pareto snapshots, calibrations and contribution
+tables, beside Optuna's tables.
 
 Callers see frozen records, never ORM objects or sessions. Every method is its own short
 transaction, so a crash loses at most the call in flight and nothing holds locks between calls
@@ -24,15 +25,23 @@ from sqlalchemy.orm import Session
 
 from tinytune.db.engine import create_engine, mask_url, translate_error
 from tinytune.db.migrations import upgrade
-from tinytune.db.models import CalibrationRow, CandidateRow, EvaluationRow, ParetoSnapshotRow
+from tinytune.db.models import (
+    CalibrationRow,
+    CandidateRow,
+    ContributionRow,
+    EvaluationRow,
+    ParetoSnapshotRow,
+)
 from tinytune.errors import StorageError
 
 __all__ = [
+    "CONTRIBUTION_PARTS",
     "FIDELITIES",
     "KEY_LENGTH",
     "STATUSES",
     "CalibrationRecord",
     "CandidateRecord",
+    "ContributionRecord",
     "EvaluationRecord",
     "ParetoSnapshot",
     "Store",
@@ -43,6 +52,10 @@ FIDELITIES = ("measured", "proxy")
 """How an evaluation was obtained: trained and tested on held-out data, or estimated."""
 
 STATUSES = ("ok", "failed")
+
+CONTRIBUTION_PARTS = ("base", "bias", "weight", "lite", "norm")
+"""What a contribution entry measures: classifier only, a bias tail, one weight-updated layer at
+one ratio, one lite residual branch, or the per-channel scales (MCUNetV3 §2.2; TinyTL)."""
 
 KEY_LENGTH = (16, 64)
 """Smallest and largest length of a candidate key."""
@@ -172,6 +185,102 @@ class CalibrationRecord:
     created_at: dt.datetime
     profile: dict[str, Any]
     fit: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class ContributionRecord:
+    """One measured configuration of a contribution analysis.
+
+    Attributes:
+        table_key: Identifies the table: supernet weights, data, fine-tuning and sub-network.
+        entry: The configuration's name in the table, unique per table (``bias:4``, ...).
+        part: One of :data:`CONTRIBUTION_PARTS`.
+        supernet: Name of the supernet.
+        checkpoint_sha256: SHA-256 of the supernet weights file.
+        dataset: The data set the configuration was fine-tuned on.
+        data_seed: Seed of the data set's splits.
+        seed: Seed of the fine-tuning.
+        subnet_key: Key of the sub-network the table is about.
+        candidate_key: Key of the stored candidate that was fine-tuned.
+        status: ``"ok"``, or ``"failed"`` together with ``error``.
+        layer: ``k`` of a bias tail, the convolution of a weight entry, the block of a lite
+            residual entry; None otherwise.
+        ratio: The input-channel ratio of a weight entry; None otherwise.
+        accuracy: Top-1 accuracy on the validation split, a fraction in [0, 1].
+        test_accuracy: Top-1 accuracy on the test split (kept, never used by the analysis).
+        wall_time_s: How long the fine-tune took.
+        error: Why it failed (required when ``status == "failed"``).
+        details: Free-form JSON-serializable dict (how the table was identified).
+        id: Set by the store.
+        created_at: Aware timestamp (UTC); the store fills it in when None.
+    """
+
+    table_key: str
+    entry: str
+    part: str
+    supernet: str
+    checkpoint_sha256: str
+    dataset: str
+    data_seed: int
+    seed: int
+    subnet_key: str
+    candidate_key: str
+    status: str
+    layer: int | None = None
+    ratio: float | None = None
+    accuracy: float | None = None
+    test_accuracy: float | None = None
+    wall_time_s: float | None = None
+    error: str | None = None
+    details: dict[str, Any] | None = None
+    id: int | None = None
+    created_at: dt.datetime | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("table_key", "entry", "supernet", "checkpoint_sha256", "dataset"):
+            _check_name(name, getattr(self, name))
+        if len(self.table_key) > 64 or len(self.entry) > 64 or len(self.checkpoint_sha256) > 64:
+            raise StorageError(
+                f"contribution key {self.table_key!r}, entry {self.entry!r} or checkpoint hash "
+                "is longer than 64 characters"
+            )
+        _check_key(self.subnet_key)
+        _check_key(self.candidate_key)
+        if self.part not in CONTRIBUTION_PARTS:
+            raise StorageError(
+                f"contribution part {self.part!r} is not one of {list(CONTRIBUTION_PARTS)}"
+            )
+        if self.status not in STATUSES:
+            raise StorageError(f"status {self.status!r} is not one of {list(STATUSES)}")
+        if self.status == "failed" and not self.error:
+            raise StorageError(
+                f"a failed contribution entry {self.entry!r} has error {self.error!r}; "
+                "expected the error text"
+            )
+        if self.status == "ok" and self.accuracy is None:
+            raise StorageError(
+                f"contribution entry {self.entry!r} is ok but has no accuracy; expected the "
+                "validation accuracy"
+            )
+        for name in ("data_seed", "seed"):
+            value = _optional_int(name, getattr(self, name))
+            if value is None:
+                raise StorageError(f"{name} is None; expected a non-negative integer")
+            self._set(name, value)
+        self._set("layer", _optional_int("layer", self.layer))
+        self._set("ratio", _optional_float("ratio", self.ratio, upper=1.0))
+        for name in ("accuracy", "test_accuracy"):
+            self._set(name, _optional_float(name, getattr(self, name), upper=1.0))
+        self._set("wall_time_s", _optional_float("wall_time_s", self.wall_time_s))
+        if self.details is not None:
+            if not isinstance(self.details, dict):
+                raise StorageError(f"details {self.details!r} is not a dict; expected a dict")
+            _check_json("details", self.details)
+        self._set("id", _optional_int("id", self.id))
+        self._set("created_at", _optional_utc("created_at", self.created_at))
+
+    def _set(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
 
 
 def open_store(url: str) -> Store:
@@ -447,6 +556,62 @@ class Store:
         with self._transaction("read calibrations from") as s:
             return [_calibration(row) for row in s.scalars(query).all()]
 
+    # -- contribution analysis ----------------------------------------------------------------
+
+    def add_contribution(self, rec: ContributionRecord) -> int:
+        """Stores one entry of a contribution table and returns its row id.
+
+        An entry stored earlier as failed is replaced; one stored as ok is kept unchanged (two
+        runs that measured the same entry agree up to the seed they share), and its id is
+        returned.
+
+        Raises:
+            StorageError: the record already has an id, or its candidate is not stored.
+        """
+        if rec.id is not None:
+            raise StorageError(
+                f"contribution record already has id {rec.id}; expected a new record (id=None)"
+            )
+        fields = {f.name: getattr(rec, f.name) for f in dataclasses.fields(rec) if f.name != "id"}
+        fields["created_at"] = rec.created_at or _now()
+        query = sa.select(ContributionRow).where(
+            ContributionRow.table_key == rec.table_key, ContributionRow.entry == rec.entry
+        )
+        for attempt in range(2):
+            try:
+                with self._transaction("add contribution to") as s:
+                    if s.get(CandidateRow, rec.candidate_key) is None:
+                        raise StorageError(
+                            f"cannot add contribution entry {rec.entry!r}: candidate "
+                            f"{rec.candidate_key!r} is not stored; expected add_candidate() first"
+                        )
+                    row = s.scalars(query).first()
+                    if row is not None and row.status == "ok":
+                        return row.id
+                    if row is None:
+                        row = ContributionRow(**fields)
+                        s.add(row)
+                    else:
+                        for name, value in fields.items():
+                            setattr(row, name, value)
+                    s.flush()
+                    return row.id
+            except StorageError as e:
+                # another writer stored the same entry between our read and our insert
+                if attempt or not isinstance(e.__cause__, sa.exc.IntegrityError):
+                    raise
+        raise AssertionError("unreachable")
+
+    def contributions(self, table_key: str) -> list[ContributionRecord]:
+        """The stored entries of one contribution table, in the order they were added."""
+        query = (
+            sa.select(ContributionRow)
+            .where(ContributionRow.table_key == table_key)
+            .order_by(ContributionRow.id)
+        )
+        with self._transaction("read contributions from") as s:
+            return [_contribution_record(row) for row in s.scalars(query).all()]
+
     # -- internals ----------------------------------------------------------------------------
 
     @contextmanager
@@ -486,6 +651,12 @@ def _candidate_record(row: CandidateRow) -> CandidateRecord:
 def _evaluation_record(row: EvaluationRow) -> EvaluationRecord:
     return EvaluationRecord(
         **{f.name: getattr(row, f.name) for f in dataclasses.fields(EvaluationRecord)}
+    )
+
+
+def _contribution_record(row: ContributionRow) -> ContributionRecord:
+    return ContributionRecord(
+        **{f.name: getattr(row, f.name) for f in dataclasses.fields(ContributionRecord)}
     )
 
 

@@ -1,0 +1,89 @@
+"""``tinytune pareto --plot``: a PNG of the measured front and the hypervolume history, and
+one-line errors for targets it cannot write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tinytune.cli.main import main
+from tinytune.db import open_store
+from tinytune.evaluators import FinetuneConfig
+from tinytune.search import InlineExecutor, SearchConfig, run_search
+from tinytune.spaces import Candidate
+from tinytune.viz.pareto import hypervolume_history
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def made_up(task: dict) -> dict:
+    """An evaluation without training: accuracy grows with the biases updated."""
+    acc = 0.3 + 0.01 * Candidate.from_json(task["candidate"]).update.bias_last_k
+    return {"status": "ok", "accuracy": acc, "val_accuracy": acc, "wall_time_s": 0.0}
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A database with a study of three measured baselines (made-up accuracies)."""
+    folder = tmp_path_factory.mktemp("pareto")
+    ckpt = folder / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{folder / 'db.sqlite'}"
+    config = SearchConfig(
+        checkpoint=str(ckpt), study_name="s", trials=3, finetune=FinetuneConfig(epochs=1)
+    )
+    with open_store(url) as store:
+        run_search(config, store, InlineExecutor(made_up))
+    return url
+
+
+def test_plot_writes_a_png(
+    searched: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "front.png"
+    assert main(["pareto", "--storage", searched, "--plot", str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG
+    assert f"wrote {out}" in capsys.readouterr().out
+    with open_store(searched) as store:
+        history = hypervolume_history(store.pareto_snapshots("s"))
+    assert [n for n, _ in history] == [1, 2, 3]  # one snapshot per measured evaluation
+    assert all(0.0 < hv <= 1.0 for _, hv in history)
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("missing/front.png", "does not exist; create it first"),
+        ("front.svg", "must name a .png file"),
+        ("folder.png", "is a folder"),
+    ],
+)
+def test_bad_plot_target_is_one_line_and_exit_2(
+    searched: str,
+    tmp_path: Path,
+    target: str,
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "folder.png").mkdir()
+    code = main(["pareto", "--storage", searched, "--plot", str(tmp_path / target)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("tinytune: error: ") and message in err
+    assert not (tmp_path / "missing").exists()
+
+
+def test_plot_of_a_study_without_a_front_still_draws(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tinytune.db import EvaluationRecord
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        store.add_candidate("a" * 16, "ofa-proxyless-w0.35", "{}")
+        store.add_evaluation(EvaluationRecord("s", "a" * 16, "measured", "failed", error="boom"))
+    out = tmp_path / "empty.png"
+    assert main(["pareto", "--storage", url, "--plot", str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG
+    assert "no measured candidate" in capsys.readouterr().out

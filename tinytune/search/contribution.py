@@ -1,0 +1,423 @@
+"""Contribution analysis: what each part of an update scheme adds to accuracy (MCUNetV3 §2.2).
+
+MCUNetV3 ("On-Device Training Under 256KB Memory", Lin et al. 2022, Eq. 5) scores a sparse
+update scheme by the sum of measured accuracy gains over fine-tuning the classifier alone:
+
+    Δacc_b[:k]  updating the biases of the last k convolutions (counted from the output);
+    Δacc_W(i,r) updating the weight of convolution i (counted from the input) on the first
+                ⌈r·C_in⌉ input channels, r ∈ {1/8, 1/4, 1/2, 1}.
+
+Following the convention that a weight-updated layer lies inside the bias-updated tail, the
+weight entry (i, r) is fine-tuned with the biases of the last n−i convolutions — the tail it
+needs — and its gain is measured against that same bias tail alone, so the sweep of k always
+holds the tail of every analysed layer. tinytune adds the TinyTL parts: a lite residual branch
+on one block (default shape, classifier also trained; gain over classifier only), and the
+per-channel scales of the whole tail (gain over all biases).
+
+Every configuration is an ordinary candidate fine-tuned by
+:func:`tinytune.evaluators.run_evaluation` through the search's executor (so Ray runs them in
+parallel) and scored on the **validation** split; the test split stays for the accuracy that
+the search reports. Entries are stored one by one under a table key — supernet, SHA-256 of the
+weights file, data set and its seed, fine-tuning settings (seed included) and sub-network — so a
+later run with the same key trains nothing, and an interrupted analysis resumes where it
+stopped.
+
+To keep the number of fine-tunes sensible the default :class:`ContributionPlan` analyses a
+subset: the weights of five layers (the final convolution, the projection, depthwise and
+expansion convolutions of the last block, and the expansion convolution of the middle block)
+at the four ratios, the bias tails those layers need plus all biases and one more point, lite
+residual branches on five blocks counted from the output, and the scales — 34 fine-tunes for
+the default ``ofa-proxyless-w0.35`` sub-network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tinytune.db import ContributionRecord, Store
+from tinytune.errors import ConfigError
+from tinytune.evaluators import FinetuneConfig
+from tinytune.search.executor import Executor
+from tinytune.spaces import (
+    WEIGHT_RATIOS,
+    Candidate,
+    LiteResidualBranch,
+    LiteResidualConfig,
+    SubnetConfig,
+    SupernetSpec,
+    UpdateScheme,
+    conv_kinds,
+)
+
+__all__ = [
+    "LITE_BRANCH",
+    "ContributionEntry",
+    "ContributionPlan",
+    "ContributionTable",
+    "TableIdentity",
+    "build_table",
+    "file_sha256",
+    "interpolate",
+    "run_contributions",
+    "store_entry",
+    "subnet_key",
+]
+
+log = logging.getLogger(__name__)
+
+LITE_BRANCH = LiteResidualBranch()
+"""The branch shape every lite residual entry is measured with (TinyTL's default)."""
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def subnet_key(subnet: SubnetConfig) -> str:
+    """A stable 16-hex-digit key of a sub-network (SHA-256 of its canonical JSON)."""
+    text = json.dumps(subnet.to_dict(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class TableIdentity:
+    """What a contribution table's numbers depend on; its :attr:`key` finds it in the store.
+
+    The weights file is identified by its content (SHA-256), so a moved or copied checkpoint
+    still finds its tables; ``checkpoint`` is the path the workers load.
+    """
+
+    supernet: str
+    checkpoint: str
+    checkpoint_sha256: str
+    dataset: str
+    data_seed: int
+    finetune: FinetuneConfig
+    subnet: SubnetConfig
+
+    @property
+    def key(self) -> str:
+        identity = {
+            "supernet": self.supernet,
+            "checkpoint_sha256": self.checkpoint_sha256,
+            "dataset": self.dataset,
+            "data_seed": self.data_seed,
+            "finetune": self.finetune.to_dict(),
+            "subnet": self.subnet.to_dict(),
+        }
+        text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def with_subnet(self, subnet: SubnetConfig) -> TableIdentity:
+        return TableIdentity(
+            self.supernet,
+            self.checkpoint,
+            self.checkpoint_sha256,
+            self.dataset,
+            self.data_seed,
+            self.finetune,
+            subnet,
+        )
+
+
+@dataclass(frozen=True)
+class ContributionEntry:
+    """One configuration to fine-tune: its name in the table and its candidate."""
+
+    entry: str
+    part: str
+    candidate: Candidate
+    layer: int | None = None
+    ratio: float | None = None
+
+
+@dataclass(frozen=True)
+class ContributionPlan:
+    """Which configurations a contribution analysis fine-tunes.
+
+    Attributes:
+        weight_layers: convolutions (from the input) whose weights are analysed; None picks the
+            default subset (see the module docstring).
+        ratios: input-channel ratios of each analysed weight.
+        bias_ks: extra bias tails to measure; the tails that the analysed layers need and all
+            biases are always measured.
+        lite_offsets: blocks to try a lite residual branch on, counted from the last block (0).
+        norm: also measure updating the per-channel scales of the whole tail.
+    """
+
+    weight_layers: tuple[int, ...] | None = None
+    ratios: tuple[float, ...] = WEIGHT_RATIOS
+    bias_ks: tuple[int, ...] | None = None
+    lite_offsets: tuple[int, ...] = (0, 1, 2, 4, 7)
+    norm: bool = True
+
+    def __post_init__(self) -> None:
+        for r in self.ratios:
+            if r not in WEIGHT_RATIOS:
+                raise ConfigError(
+                    f"contribution ratio {r!r} is not allowed; allowed: {list(WEIGHT_RATIOS)}"
+                )
+        for what, values in (
+            ("weight layer", self.weight_layers or ()),
+            ("bias k", self.bias_ks or ()),
+            ("lite offset", self.lite_offsets),
+        ):
+            if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values):
+                raise ConfigError(f"every contribution {what} must be an int >= 0: {values}")
+
+    def layers(self, kinds: tuple[str, ...]) -> tuple[int, ...]:
+        """The analysed weight layers of a network whose convolutions have ``kinds``."""
+        n = len(kinds)
+        if self.weight_layers is not None:
+            bad = [i for i in self.weight_layers if i >= n]
+            if bad:
+                raise ConfigError(
+                    f"contribution weight layers {bad} do not exist; the sub-network has "
+                    f"convolutions 0 to {n - 1}"
+                )
+            return tuple(sorted(set(self.weight_layers)))
+        last = {kind: i for i, kind in enumerate(kinds)}  # last occurrence of each kind
+        pw1 = [i for i, kind in enumerate(kinds) if kind == "pw1"]
+        picked = {n - 1, *(last[k] for k in ("pw2", "dw", "pw1") if k in last)}
+        if pw1:
+            picked.add(pw1[len(pw1) // 2])
+        return tuple(sorted(picked))
+
+    def bias_tails(self, kinds: tuple[str, ...]) -> tuple[int, ...]:
+        """The bias tails k to measure: the analysed layers' tails, all biases, and extras."""
+        n = len(kinds)
+        ks = {n - i for i in self.layers(kinds)} | {n}
+        if self.bias_ks is not None:
+            ks |= {k for k in self.bias_ks if 0 < k <= n}
+        else:
+            pw1 = [i for i, kind in enumerate(kinds) if kind == "pw1"]
+            if pw1:
+                ks.add(n - pw1[(3 * len(pw1)) // 4])
+        return tuple(sorted(ks))
+
+    def entries(self, spec: SupernetSpec, subnet: SubnetConfig) -> list[ContributionEntry]:
+        """Every configuration of the analysis of ``subnet``, base first."""
+        kinds = conv_kinds(spec, subnet)
+        n = len(kinds)
+
+        def candidate(update: UpdateScheme, lite: LiteResidualConfig | None = None) -> Candidate:
+            return Candidate(spec.name, subnet, lite or LiteResidualConfig(), update)
+
+        out = [ContributionEntry("base", "base", candidate(UpdateScheme(0)))]
+        for k in self.bias_tails(kinds):
+            out.append(ContributionEntry(f"bias:{k}", "bias", candidate(UpdateScheme(k)), k))
+        for i in self.layers(kinds):
+            for r in self.ratios:
+                update = UpdateScheme(n - i, ((i, r),))
+                out.append(
+                    ContributionEntry(f"weight:{i}:{r:g}", "weight", candidate(update), i, r)
+                )
+        for offset in sorted(set(self.lite_offsets)):
+            block = subnet.n_blocks - 1 - offset
+            if block >= 1:
+                lite = LiteResidualConfig(((block, LITE_BRANCH),))
+                out.append(
+                    ContributionEntry(
+                        f"lite:{block}", "lite", candidate(UpdateScheme(0), lite), block
+                    )
+                )
+        if self.norm:
+            out.append(ContributionEntry("norm", "norm", candidate(UpdateScheme(n, norm=True))))
+        return out
+
+
+@dataclass(frozen=True)
+class ContributionTable:
+    """Measured accuracy gains (fractions) of the parts of a scheme on one sub-network.
+
+    Attributes:
+        key: The table key.
+        subnet: The sub-network analysed.
+        kinds: Its convolution kinds, in the update-scheme numbering.
+        base: Classifier-only validation accuracy.
+        bias: ``(k, Δacc_b[:k])`` sorted by k, starting with ``(0, 0.0)``.
+        weights: ``(layer, ratio) → Δacc_W`` against the bias tail the layer needs.
+        lite: ``block → Δacc`` of a lite residual branch on that block.
+        norm: gain of also updating the scales of all convolutions, or None.
+        tasks: fine-tunes this run spent building the table (0 when it was reused).
+        task_time_s: seconds those fine-tunes took, summed over workers.
+    """
+
+    key: str
+    subnet: SubnetConfig
+    kinds: tuple[str, ...]
+    base: float
+    bias: tuple[tuple[int, float], ...]
+    weights: dict[tuple[int, float], float] = field(default_factory=dict)
+    lite: dict[int, float] = field(default_factory=dict)
+    norm: float | None = None
+    tasks: int = 0
+    task_time_s: float = 0.0
+
+    @property
+    def n_convs(self) -> int:
+        return len(self.kinds)
+
+    @property
+    def n_blocks(self) -> int:
+        return self.subnet.n_blocks
+
+    def bias_accuracy(self, k: int) -> float:
+        """Validation accuracy with the biases of the last k convolutions, interpolated
+        linearly between measured tails."""
+        return self.base + interpolate(self.bias, k)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (for logs, reports and the dashboard)."""
+        return {
+            "key": self.key,
+            "base": self.base,
+            "bias": [[k, d] for k, d in self.bias],
+            "weights": [[i, r, d] for (i, r), d in sorted(self.weights.items())],
+            "lite": [[b, d] for b, d in sorted(self.lite.items())],
+            "norm": self.norm,
+        }
+
+
+def interpolate(points: tuple[tuple[int, float], ...], x: float) -> float:
+    """Piecewise-linear interpolation through sorted ``(x, y)`` points, constant beyond them."""
+    if not points:
+        return 0.0
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in itertools.pairwise(points):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return points[-1][1]
+
+
+def build_table(
+    key: str, spec: SupernetSpec, subnet: SubnetConfig, records: Iterable[ContributionRecord]
+) -> ContributionTable | None:
+    """The table of gains from stored entries, or None when its base is not measured.
+
+    Entries that failed are left out: the proxy then interpolates or borrows from a neighbour.
+    """
+    acc = {r.entry: r.accuracy for r in records if r.status == "ok" and r.accuracy is not None}
+    if "base" not in acc:
+        return None
+    base = acc["base"]
+    kinds = conv_kinds(spec, subnet)
+    n = len(kinds)
+    bias = {0: 0.0}
+    for name, value in acc.items():
+        if name.startswith("bias:"):
+            bias[int(name.split(":")[1])] = value - base
+    bias_points = tuple(sorted(bias.items()))
+    weights: dict[tuple[int, float], float] = {}
+    lite: dict[int, float] = {}
+    for name, value in acc.items():
+        part, _, rest = name.partition(":")
+        if part == "weight":
+            layer, ratio = rest.split(":")
+            i = int(layer)
+            weights[(i, float(ratio))] = value - (base + interpolate(bias_points, n - i))
+        elif part == "lite":
+            lite[int(rest)] = value - base
+    norm = acc["norm"] - (base + interpolate(bias_points, n)) if "norm" in acc else None
+    return ContributionTable(key, subnet, kinds, base, bias_points, weights, lite, norm)
+
+
+def run_contributions(
+    store: Store,
+    executor: Executor,
+    identity: TableIdentity,
+    spec: SupernetSpec,
+    plan: ContributionPlan,
+    make_task: Callable[[Candidate], dict[str, Any]],
+    next_key: Callable[[], int],
+    *,
+    keep_going: Callable[[], bool] = lambda: True,
+    progress: Callable[[int, int], None] | None = None,
+) -> ContributionTable | None:
+    """Fine-tune the configurations of ``plan`` that the store lacks, then build the table.
+
+    Entries already stored as ok are reused; the others run as tasks on ``executor`` (up to its
+    slots at once) and are stored as they finish. Stops submitting when ``keep_going`` turns
+    false (the tasks in flight still finish and are stored).
+
+    Returns:
+        The table, or None when its classifier-only base could not be measured.
+    """
+    key = identity.key
+    stored = {r.entry for r in store.contributions(key) if r.status == "ok"}
+    todo = [e for e in plan.entries(spec, identity.subnet) if e.entry not in stored]
+    total, done, task_time = len(todo), 0, 0.0
+    if todo:
+        log.info("contribution analysis of %s: %d fine-tunes", key[:12], total)
+    in_flight: dict[int, ContributionEntry] = {}
+    queue = list(todo)
+    while queue or in_flight:
+        while queue and len(in_flight) < executor.slots and keep_going():
+            entry = queue.pop(0)
+            store.add_candidate(entry.candidate.key, spec.name, entry.candidate.to_json())
+            task_key = next_key()
+            in_flight[task_key] = entry
+            executor.submit(task_key, make_task(entry.candidate))
+        if not in_flight:
+            break
+        for task_key, result in executor.wait(timeout=1.0):
+            entry = in_flight.pop(task_key)
+            store_entry(store, identity, entry, result)
+            done += 1
+            task_time += float(result.get("wall_time_s") or 0.0)
+            if progress is not None:
+                progress(done, total)
+    records = store.contributions(key)
+    table = build_table(key, spec, identity.subnet, records)
+    if table is None:
+        return None
+    return dataclasses.replace(table, tasks=done, task_time_s=task_time)
+
+
+def store_entry(
+    store: Store, identity: TableIdentity, entry: ContributionEntry, result: dict[str, Any]
+) -> None:
+    """Store one fine-tune's result (a :func:`~tinytune.evaluators.run_evaluation` dict)."""
+    ok = result.get("status") == "ok" and isinstance(result.get("val_accuracy"), float)
+    store.add_contribution(
+        ContributionRecord(
+            table_key=identity.key,
+            entry=entry.entry,
+            part=entry.part,
+            layer=entry.layer,
+            ratio=entry.ratio,
+            supernet=identity.supernet,
+            checkpoint_sha256=identity.checkpoint_sha256,
+            dataset=identity.dataset,
+            data_seed=identity.data_seed,
+            seed=identity.finetune.seed,
+            subnet_key=subnet_key(identity.subnet),
+            candidate_key=entry.candidate.key,
+            status="ok" if ok else "failed",
+            accuracy=result["val_accuracy"] if ok else None,
+            test_accuracy=result.get("accuracy") if ok else None,
+            wall_time_s=result.get("wall_time_s"),
+            error=None if ok else str(result.get("error") or "unknown failure")[:2000],
+            details={
+                "checkpoint": identity.checkpoint,
+                "finetune": identity.finetune.to_dict(),
+                "subnet": identity.subnet.to_dict(),
+            },
+        )
+    )
+    if not ok:
+        log.warning("contribution entry %s failed: %s", entry.entry, result.get("error"))
