@@ -50,6 +50,7 @@ def existing_db(tmp_path: Path) -> tuple[str, Path, str]:
         (["--flash-budget", "2GB"], "is not a size"),
         (["--flash-budget", "2MB"], "exceeds the 1048576 bytes of stm32f746"),
         (["--device", "nrf52840", "--sram-budget", "300KB"], "exceeds the 262144 bytes"),
+        (["--max-retries", "-1"], "--max-retries must be >= 0"),
     ],
 )
 def test_bad_search_input_is_one_line_and_exit_2(

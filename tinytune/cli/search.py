@@ -66,6 +66,9 @@ def search(
     inline: Annotated[
         bool, typer.Option(help="Evaluate in this process instead of Ray workers.")
     ] = False,
+    max_retries: Annotated[
+        int, typer.Option(help="Retries of an evaluation whose Ray worker died.")
+    ] = 2,
     weights: Annotated[
         Path | None, typer.Option(help="Supernet weights file (published OFA checkpoint).")
     ] = None,
@@ -167,6 +170,12 @@ def search(
     from tinytune.hwmodels.calibration import resolve_device
 
     resolve_device(device)  # an unknown device fails here, with the list of known ones
+    if max_retries < 0:
+        raise BudgetError(f"--max-retries must be >= 0, got {max_retries}")
+    if ray_address is not None and not inline:
+        from tinytune.search.executor import check_reachable
+
+        check_reachable(ray_address)  # before any pre-training or database work
     store = open_store(storage)
     started = time.monotonic()
     executor = None
@@ -179,7 +188,9 @@ def search(
         executor = (
             InlineExecutor(run_evaluation)
             if inline
-            else RayExecutor(run_evaluation, workers=workers, address=ray_address)
+            else RayExecutor(
+                run_evaluation, workers=workers, address=ray_address, max_retries=max_retries
+            )
         )
         with Progress(
             TextColumn("{task.description}"),

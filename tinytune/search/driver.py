@@ -93,6 +93,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SPACE_ATTR = "tinytune.space"
+CHECKPOINT_ATTR = "tinytune.checkpoint"
 BRACKET_ATTR = "ladder_bracket"
 HYPERVOLUME_GRAPH = "tinytune-hypervolume"
 OBJECTIVES = ("accuracy", "peak_sram_bytes", "latency_s")
@@ -258,6 +259,8 @@ def _load_study(config: SearchConfig, storage: Any) -> Any:
             f"study {config.study_name!r} exists with another search space "
             f"(stored vs requested: {diff}); choose another --study name"
         )
+    if config.checkpoint:  # the weights this run searches with, for export
+        study.set_user_attr(CHECKPOINT_ATTR, str(config.checkpoint))
     return study
 
 
