@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tinytune.export.passes import Node, PassRecord, run_passes
 from tinytune.hwmodels import MemoryReport, plan_memory
 from tinytune.quant import (
     QAdd,
@@ -174,6 +175,8 @@ class StepProgram:
         calls: the step, in order.
         writes: the buffers each call leaves, in order (activations, gradients, logits).
         lr: the learning rate baked into the update multipliers.
+        nodes: the training graph after :data:`~tinytune.export.passes.PASSES`, one or more
+            calls per node; ``passes``: its node count before and after each pass.
     """
 
     arena_bytes: int
@@ -188,6 +191,8 @@ class StepProgram:
     lr: float
     n_classes: int
     report: MemoryReport = field(repr=False)
+    nodes: tuple[Node, ...] = field(default=(), repr=False)
+    passes: PassRecord | None = None
 
     @property
     def flash_bytes(self) -> int:
@@ -385,55 +390,76 @@ def _linear_forward(lw: _Lowering, layer: QLinear) -> None:
     lw.writes.append(Write(i, "logits", op.output, Ptr("scratch", 0), 4 * j))
 
 
-def _conv_backward(lw: _Lowering, layer: QConv) -> None:
+def _conv_grad_mask(lw: _Lowering, layer: QConv) -> None:
+    op = layer.op
+    numel = lw.numel(op.output)
+    gy = lw.grad(op.output)
+    i = lw.call(
+        "grad_mask", op.name, "backward",
+        g=gy, mask=lw.arena(f"{op.name}:mask", (numel + 7) // 8), n=numel,
+    )  # fmt: skip
+    lw.wrote(i, "masked", op.output, gy, numel)
+
+
+def _conv_grad_input(lw: _Lowering, layer: QConv) -> None:
     op, net = layer.op, lw.net
     (x,) = op.inputs
     ptrs = lw.conv_ptrs[op.index]
-    numel = lw.numel(op.output)
     gy, gy_exp = lw.grad(op.output), ExpRef(lw.exp_slot(op.output))
-    if layer.keeps_mask:
-        i = lw.call(
-            "grad_mask", op.name, "backward",
-            g=gy, mask=lw.arena(f"{op.name}:mask", (numel + 7) // 8), n=numel,
-        )  # fmt: skip
-        lw.wrote(i, "masked", op.output, gy, numel)
-    geom = _geom(net, layer)
-    if net.graph.tensors[x].requires_grad:
-        i = lw.call(
-            "conv2d_grad_input", op.name, "backward",
-            geom=geom, gy=gy, gy_exp=gy_exp, w_train=ptrs["w_train"], w_frozen=ptrs["w_frozen"],
-            k=layer.trained_channels,
-            w_mult=lw.const(f"{op.name}.grad_mult", layer.grad_mult.numpy().astype(np.int32)),
-            frac_bits=layer.grad_frac_bits, gx=lw.grad(x), **lw.grad_dest(x),
-        )  # fmt: skip
-        lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
-    if not (layer.trained_channels or layer.bias_trained):
-        return
+    i = lw.call(
+        "conv2d_grad_input", op.name, "backward",
+        geom=_geom(net, layer), gy=gy, gy_exp=gy_exp, w_train=ptrs["w_train"],
+        w_frozen=ptrs["w_frozen"], k=layer.trained_channels,
+        w_mult=lw.const(f"{op.name}.grad_mult", layer.grad_mult.numpy().astype(np.int32)),
+        frac_bits=layer.grad_frac_bits, gx=lw.grad(x), **lw.grad_dest(x),
+    )  # fmt: skip
+    lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
+
+
+def _conv_weight_step(lw: _Lowering, layer: QConv) -> None:
+    op, net = layer.op, lw.net
+    (x,) = op.inputs
+    ptrs = lw.conv_ptrs[op.index]
+    gy, gy_exp = lw.grad(op.output), ExpRef(lw.exp_slot(op.output))
     upd = qas_multipliers(layer, net.acts[x].scale, lw.lr)
-    if layer.trained_channels:
-        channels = net.graph.tensors[x].shape[1]
-        if layer.saved_channels < channels:
-            n = lw.numel(x) // channels * layer.saved_channels
-            x_saved = lw.arena(f"{op.name}:input[:k]", n)
-        else:
-            x_saved = lw.act(x)
-        lw.call(
-            "conv2d_update_weight", op.name, "backward",
-            geom=geom, gy=gy, gy_exp=gy_exp, x_saved=x_saved, x_zero=net.acts[x].zero,
-            w_train=ptrs["w_train"], k=layer.trained_channels,
-            mult=lw.const(f"{op.name}.weight_step_mult", upd.weight_mult.numpy().astype(np.int32)),
-            shift=lw.const(
-                f"{op.name}.weight_step_shift", upd.weight_shift.numpy().astype(np.int32)
-            ),
-        )  # fmt: skip
-    if layer.bias_trained:
-        shape = net.graph.tensors[op.output].shape
-        lw.call(
-            "update_bias", op.name, "backward",
-            gy=gy, gy_exp=gy_exp, channels=shape[1], hw=shape[2] * shape[3], bias=ptrs["bias"],
-            mult=lw.const(f"{op.name}.bias_step_mult", upd.bias_mult.numpy().astype(np.int32)),
-            shift=lw.const(f"{op.name}.bias_step_shift", upd.bias_shift.numpy().astype(np.int32)),
-        )  # fmt: skip
+    channels = net.graph.tensors[x].shape[1]
+    if layer.saved_channels < channels:
+        n = lw.numel(x) // channels * layer.saved_channels
+        x_saved = lw.arena(f"{op.name}:input[:k]", n)
+    else:
+        x_saved = lw.act(x)
+    lw.call(
+        "conv2d_update_weight", op.name, "backward",
+        geom=_geom(net, layer), gy=gy, gy_exp=gy_exp, x_saved=x_saved,
+        x_zero=net.acts[x].zero, w_train=ptrs["w_train"], k=layer.trained_channels,
+        mult=lw.const(f"{op.name}.weight_step_mult", upd.weight_mult.numpy().astype(np.int32)),
+        shift=lw.const(
+            f"{op.name}.weight_step_shift", upd.weight_shift.numpy().astype(np.int32)
+        ),
+    )  # fmt: skip
+
+
+def _conv_bias_step(lw: _Lowering, layer: QConv) -> None:
+    op, net = layer.op, lw.net
+    (x,) = op.inputs
+    ptrs = lw.conv_ptrs[op.index]
+    gy, gy_exp = lw.grad(op.output), ExpRef(lw.exp_slot(op.output))
+    upd = qas_multipliers(layer, net.acts[x].scale, lw.lr)
+    shape = net.graph.tensors[op.output].shape
+    lw.call(
+        "update_bias", op.name, "backward",
+        gy=gy, gy_exp=gy_exp, channels=shape[1], hw=shape[2] * shape[3], bias=ptrs["bias"],
+        mult=lw.const(f"{op.name}.bias_step_mult", upd.bias_mult.numpy().astype(np.int32)),
+        shift=lw.const(f"{op.name}.bias_step_shift", upd.bias_shift.numpy().astype(np.int32)),
+    )  # fmt: skip
+
+
+_CONV_NODES = {
+    "grad_mask": _conv_grad_mask,
+    "grad_input": _conv_grad_input,
+    "weight_step": _conv_weight_step,
+    "bias_step": _conv_bias_step,
+}
 
 
 def _add_backward(lw: _Lowering, layer: QAdd) -> None:
@@ -649,7 +675,6 @@ _FORWARD = {
     QLinear: _linear_forward,
 }
 _BACKWARD = {
-    QConv: _conv_backward,
     QAdd: _add_backward,
     QGap: _gap_backward,
     QPool: _pool_backward,
@@ -669,11 +694,17 @@ def lower_step(net: QuantizedNet, lr: float, report: MemoryReport | None = None)
     if net.graph.batch_size != 1:
         raise QuantizationError(f"the device step takes batch 1, got {net.graph.batch_size}")
     lw = _Lowering(net, report, lr)
-    for layer in net.layers:
-        _FORWARD[type(layer)](lw, layer)
-    for layer in reversed(net.layers):
-        if isinstance(layer, QLinear) or net.graph.tensors[layer.op.output].requires_grad:
+    nodes, record = run_passes(net)
+    for node in nodes:
+        layer = net.layers[node.layer]
+        if node.kind == "forward":
+            _FORWARD[type(layer)](lw, layer)
+        elif node.kind == "backward":
             _BACKWARD[type(layer)](lw, layer)
+        elif node.kind in _CONV_NODES:
+            _CONV_NODES[node.kind](lw, layer)
+        else:
+            raise QuantizationError(f"no kernel for training-graph node {node.kind!r}")
     graph = net.graph
     return StepProgram(
         arena_bytes=report.arena_bytes,
@@ -688,4 +719,6 @@ def lower_step(net: QuantizedNet, lr: float, report: MemoryReport | None = None)
         lr=lr,
         n_classes=graph.n_classes,
         report=report,
+        nodes=nodes,
+        passes=record,
     )
