@@ -34,57 +34,32 @@ def report(
     import optuna
 
     from tinytune.cli.common import console, quiet_logs, require_database
+    from tinytune.cli.export import resolve_target
     from tinytune.db import open_store
-    from tinytune.errors import StorageError
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
     from tinytune.hwmodels.calibration import resolve_device
-    from tinytune.search.driver import SPACE_ATTR
     from tinytune.spaces import Candidate, get_supernet
     from tinytune.viz import report_figure
 
     quiet_logs()
     require_database(storage)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    is_trial = target.isdigit()
     with open_store(storage) as store:
-        names = store.study_names()
-        space: dict = {}
-        budget = None
-        if target.isdigit():
-            if study is None:
-                if len(names) != 1:
-                    raise StorageError(
-                        f"the database holds {len(names)} studies; choose one with --study: "
-                        f"{', '.join(names) or '(none)'}"
-                    )
-                study = names[0]
-            try:
-                loaded = optuna.load_study(study_name=study, storage=storage)
-            except KeyError as e:
-                raise StorageError(
-                    f"no study {study!r} in {storage}; studies: {', '.join(names) or '(none)'}"
-                ) from e
-            trials = {t.number: t for t in loaded.get_trials(deepcopy=False)}
-            trial = trials.get(int(target))
-            if trial is None or "candidate" not in trial.user_attrs:
-                raise StorageError(
-                    f"study {study!r} has no trial {target} with a candidate (trials 0–"
-                    f"{max(trials, default=-1)})"
-                )
-            payload = trial.user_attrs["candidate"]
-            space = loaded.user_attrs.get(SPACE_ATTR, {})
-            budget = trial.user_attrs.get("sram_budget_bytes")
-            label = f"trial {target} of study {study!r}"
-        else:
-            found = store.find_candidates(target.lower())
-            if len(found) != 1:
-                raise StorageError(
-                    f"candidate key {target!r} matches {len(found)} stored candidates; give "
-                    "more of the key, or a trial number with --study"
-                )
-            payload = found[0].payload
-            label = f"candidate {found[0].key[:12]}"
-        device_name = device or space.get("device", "stm32f746")
-        profile, _ = resolve_device(device_name, store)
+        found = resolve_target(
+            store,
+            storage,
+            study=study,
+            trial=int(target) if is_trial else None,
+            candidate=None if is_trial else target,
+        )
+        space = found.space
+        profile, _ = resolve_device(device or space.get("device", "stm32f746"), store)
+    payload = found.payload
+    if found.trial is not None:
+        label = f"trial {found.trial} of study {found.study!r}"
+    else:
+        label = f"candidate {Candidate.from_json(payload).key[:12]}"
     candidate = Candidate.from_json(payload)
     spec = get_supernet(candidate.supernet)
     config = HardwareConfig(
@@ -99,7 +74,6 @@ def report(
         cost.latency,
         path,
         title=f"{label}: {candidate.supernet} r{candidate.subnet.resolution}",
-        budget_bytes=budget,
         device=profile.name,
     )
     console.print(
