@@ -207,22 +207,31 @@ def attempts_by_task(attempts_dir: Path) -> dict[str, list[int]]:
     return by_task
 
 
+def _search_killing_first_attempts(tmp_path: Path, ckpt: Path, *, max_retries: int):
+    """A two-trial Ray search whose first attempt of every task is SIGKILLed mid-evaluation:
+    the database URL, the result, the stored evaluations, the killed PIDs, the attempts."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    attempts_dir = tmp_path / "attempts"
+    attempts_dir.mkdir()
+    executor = RayExecutor(
+        hang_after_first_attempt_starts(attempts_dir), 2, max_retries=max_retries
+    )
+    with killing_first_attempts(attempts_dir) as killed, open_store(url) as store:
+        try:
+            result = run_search(search_config(ckpt), store, executor)
+        finally:
+            executor.close()
+        evaluations = store.evaluations("ray", fidelity="measured")
+    return url, result, evaluations, killed, attempts_by_task(attempts_dir)
+
+
 @pytest.mark.slow
 def test_a_killed_worker_is_retried_and_every_evaluation_completes(
     local_ray: None, tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    attempts_dir = tmp_path / "attempts"
-    attempts_dir.mkdir()
-    executor = RayExecutor(hang_after_first_attempt_starts(attempts_dir), 2, max_retries=1)
-    with killing_first_attempts(attempts_dir) as killed, open_store(url) as store:
-        try:
-            result = run_search(search_config(tiny_checkpoint), store, executor)
-        finally:
-            executor.close()
-        evaluations = store.evaluations("ray", fidelity="measured")
-
-    attempts = attempts_by_task(attempts_dir)
+    url, result, evaluations, killed, attempts = _search_killing_first_attempts(
+        tmp_path, tiny_checkpoint, max_retries=1
+    )
     assert len(attempts) == 2 and all(len(pids) == 2 for pids in attempts.values())
     assert sorted(killed) == sorted(pids[0] for pids in attempts.values())
     assert not set(killed) & {pids[1] for pids in attempts.values()}  # retried on new workers
@@ -240,18 +249,9 @@ def test_a_killed_worker_is_retried_and_every_evaluation_completes(
 def test_without_retries_a_killed_worker_is_stored_as_a_failed_evaluation(
     local_ray: None, tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    attempts_dir = tmp_path / "attempts"
-    attempts_dir.mkdir()
-    executor = RayExecutor(hang_after_first_attempt_starts(attempts_dir), 2, max_retries=0)
-    with killing_first_attempts(attempts_dir) as killed, open_store(url) as store:
-        try:
-            result = run_search(search_config(tiny_checkpoint), store, executor)
-        finally:
-            executor.close()
-        evaluations = store.evaluations("ray", fidelity="measured")
-
-    attempts = attempts_by_task(attempts_dir)
+    url, result, evaluations, killed, attempts = _search_killing_first_attempts(
+        tmp_path, tiny_checkpoint, max_retries=0
+    )
     assert len(killed) == 2 and all(len(pids) == 1 for pids in attempts.values())
     assert result.measured == 0 and result.failed == 2
     assert [e.status for e in evaluations] == ["failed", "failed"]
