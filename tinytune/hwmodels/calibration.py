@@ -130,14 +130,19 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def _cpu_model() -> str:
+def _cpuinfo(field: str) -> str | None:
+    """The first value of ``field`` in /proc/cpuinfo (Linux), or None."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith(field):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def _cpu_model() -> str:
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 # -- files --------------------------------------------------------------------------------------
@@ -413,12 +418,9 @@ def calibrate(
 
 def _cpu_clock_hz() -> float:
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("cpu MHz"):
-                return float(line.split(":", 1)[1]) * 1e6
-    except (OSError, ValueError):
-        pass
-    return 1e9
+        return float(_cpuinfo("cpu MHz") or 1000.0) * 1e6
+    except ValueError:
+        return 1e9
 
 
 def host_base() -> DeviceProfile:
