@@ -2,10 +2,11 @@
 
 These tables sit beside Optuna's in the same database and hold what Optuna does not: candidates,
 evaluations at several fidelities, Pareto snapshots, device calibrations and the contribution
-analysis (MCUNetV3 Δacc tables). Every table name starts with ``tt_`` so
-that neither side ever touches the other's tables. The schema is created and changed only by the
-Alembic migrations in :mod:`tinytune.db.migrations`; a test checks that these models and the
-migrations describe the same schema, so a change here needs a new migration.
+analysis (MCUNetV3 Δacc tables), and the measurements in flight (claims). Every table name
+starts with ``tt_`` so that neither side ever touches the other's tables. The schema is created
+and changed only by the Alembic migrations in :mod:`tinytune.db.migrations`; a test checks that
+these models and the migrations describe the same schema, so a change here needs a new
+migration.
 
 Constraint and index names follow :data:`NAMING_CONVENTION`, which keeps them predictable for
 later migrations (SQLite batch mode needs named constraints).
@@ -26,6 +27,7 @@ __all__ = [
     "Base",
     "CalibrationRow",
     "CandidateRow",
+    "ClaimRow",
     "ContributionRow",
     "EvaluationRow",
     "ParetoSnapshotRow",
@@ -171,4 +173,23 @@ class ContributionRow(Base):
     wall_time_s: Mapped[float | None] = mapped_column(sa.Float)
     error: Mapped[str | None] = mapped_column(sa.Text)
     details: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+
+
+class ClaimRow(Base):
+    """A measured fine-tune in flight: the candidate of a study that one trial is measuring.
+
+    A claim is taken before a candidate is sent to a worker and removed in the transaction that
+    stores its evaluation (or when its trial is failed because its driver stopped beating). One
+    claim per candidate and study, so that drivers sharing a study never measure a candidate
+    twice, and the study's budget counts finished evaluations plus claims.
+    """
+
+    __tablename__ = "tt_claims"
+    __table_args__ = (sa.UniqueConstraint("study_name", "candidate_key"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    study_name: Mapped[str] = mapped_column(sa.String(512), index=True)
+    candidate_key: Mapped[str] = mapped_column(sa.String(64), sa.ForeignKey("tt_candidates.key"))
+    trial_number: Mapped[int] = mapped_column(sa.Integer)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())

@@ -14,7 +14,7 @@ import datetime as dt
 import json
 import math
 import numbers
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
@@ -28,6 +28,7 @@ from tinytune.db.migrations import upgrade
 from tinytune.db.models import (
     CalibrationRow,
     CandidateRow,
+    ClaimRow,
     ContributionRow,
     EvaluationRow,
     ParetoSnapshotRow,
@@ -41,6 +42,7 @@ __all__ = [
     "STATUSES",
     "CalibrationRecord",
     "CandidateRecord",
+    "Claim",
     "ContributionRecord",
     "EvaluationRecord",
     "ParetoSnapshot",
@@ -59,6 +61,24 @@ one ratio, one lite residual branch, or the per-channel scales (MCUNetV3 §2.2; 
 
 KEY_LENGTH = (16, 64)
 """Smallest and largest length of a candidate key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """The answer to :meth:`Store.claim_measurement`.
+
+    Attributes:
+        outcome: ``claimed`` (the caller measures the candidate), ``spent`` (the study's budget
+            of measured fine-tunes is taken), ``measured`` (the candidate has a successful
+            measured evaluation: ``evaluation``) or ``in_flight`` (trial ``holder`` is
+            measuring it).
+        evaluation: The stored evaluation when ``outcome == "measured"``.
+        holder: The trial holding the claim when ``outcome == "in_flight"``.
+    """
+
+    outcome: str
+    evaluation: EvaluationRecord | None = None
+    holder: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -402,19 +422,20 @@ class Store:
                 f"evaluation record already has id {rec.id}; expected a new record (id=None)"
             )
         with self._transaction("add evaluation to") as s:
-            if s.get(CandidateRow, rec.candidate_key) is None:
-                raise StorageError(
-                    f"cannot add an evaluation of candidate {rec.candidate_key!r}: no such "
-                    f"candidate in {mask_url(self.url)!r}; expected add_candidate() first"
-                )
-            fields = {
-                f.name: getattr(rec, f.name) for f in dataclasses.fields(rec) if f.name != "id"
-            }
-            fields["created_at"] = rec.created_at or _now()
-            row = EvaluationRow(**fields)
-            s.add(row)
-            s.flush()
-            return row.id
+            return self._insert_evaluation(s, rec)
+
+    def _insert_evaluation(self, s: Session, rec: EvaluationRecord) -> int:
+        if s.get(CandidateRow, rec.candidate_key) is None:
+            raise StorageError(
+                f"cannot add an evaluation of candidate {rec.candidate_key!r}: no such "
+                f"candidate in {mask_url(self.url)!r}; expected add_candidate() first"
+            )
+        fields = {f.name: getattr(rec, f.name) for f in dataclasses.fields(rec) if f.name != "id"}
+        fields["created_at"] = rec.created_at or _now()
+        row = EvaluationRow(**fields)
+        s.add(row)
+        s.flush()
+        return row.id
 
     def evaluations(
         self, study_name: str, *, fidelity: str | None = None, status: str | None = None
@@ -611,6 +632,122 @@ class Store:
         )
         with self._transaction("read contributions from") as s:
             return [_contribution_record(row) for row in s.scalars(query).all()]
+
+    # -- measurements in flight ---------------------------------------------------------------
+
+    def claim_measurement(
+        self, study_name: str, candidate_key: str, trial_number: int, budget: int
+    ) -> Claim:
+        """Reserve a measured fine-tune of a candidate for a trial, atomically.
+
+        The study's budget counts its finished measured evaluations (successful or failed) and
+        its claims. Drivers sharing the study serialise here: on PostgreSQL through a
+        transaction-scoped advisory lock on the study, on SQLite through the database's single
+        writer (the transaction writes first, so it holds the write lock before it reads).
+
+        Returns:
+            The outcome; see :class:`Claim`.
+        """
+        with self._transaction("claim a measurement in") as s:
+            self._lock_study(s, study_name)
+            previous = s.scalars(
+                sa.select(EvaluationRow)
+                .where(
+                    EvaluationRow.study_name == study_name,
+                    EvaluationRow.candidate_key == candidate_key,
+                    EvaluationRow.fidelity == "measured",
+                    EvaluationRow.status == "ok",
+                )
+                .order_by(EvaluationRow.id.desc())
+                .limit(1)
+            ).first()
+            if previous is not None:
+                return Claim("measured", evaluation=_evaluation_record(previous))
+            holder = s.scalars(
+                sa.select(ClaimRow.trial_number).where(
+                    ClaimRow.study_name == study_name, ClaimRow.candidate_key == candidate_key
+                )
+            ).first()
+            if holder is not None:
+                return Claim("in_flight", holder=holder)
+            if self._spent(s, study_name) >= budget:
+                return Claim("spent")
+            s.add(
+                ClaimRow(
+                    study_name=study_name,
+                    candidate_key=candidate_key,
+                    trial_number=trial_number,
+                    created_at=_now(),
+                )
+            )
+            return Claim("claimed")
+
+    def finish_measurement(self, rec: EvaluationRecord) -> int:
+        """Store a measured evaluation and drop its claim in one transaction; returns its id."""
+        if rec.id is not None:
+            raise StorageError(
+                f"evaluation record already has id {rec.id}; expected a new record (id=None)"
+            )
+        with self._transaction("finish a measurement in") as s:
+            s.execute(
+                sa.delete(ClaimRow).where(
+                    ClaimRow.study_name == rec.study_name,
+                    ClaimRow.candidate_key == rec.candidate_key,
+                )
+            )
+            return self._insert_evaluation(s, rec)
+
+    def release_claims(self, study_name: str, trial_numbers: Iterable[int]) -> int:
+        """Drop the claims of trials that will not finish (their driver stopped); returns how
+        many there were."""
+        numbers = list(trial_numbers)
+        if not numbers:
+            return 0
+        with self._transaction("release claims in") as s:
+            result = s.execute(
+                sa.delete(ClaimRow).where(
+                    ClaimRow.study_name == study_name, ClaimRow.trial_number.in_(numbers)
+                )
+            )
+            return int(result.rowcount or 0)
+
+    def measured_budget_spent(self, study_name: str) -> tuple[int, int]:
+        """Finished measured evaluations (ok or failed) and claims in flight of a study."""
+        with self._transaction("read claims from") as s:
+            claims = s.scalar(
+                sa.select(sa.func.count())
+                .select_from(ClaimRow)
+                .where(ClaimRow.study_name == study_name)
+            )
+            return self._finished(s, study_name), int(claims or 0)
+
+    @staticmethod
+    def _finished(s: Session, study_name: str) -> int:
+        return int(
+            s.scalar(
+                sa.select(sa.func.count())
+                .select_from(EvaluationRow)
+                .where(
+                    EvaluationRow.study_name == study_name, EvaluationRow.fidelity == "measured"
+                )
+            )
+            or 0
+        )
+
+    def _spent(self, s: Session, study_name: str) -> int:
+        claims = s.scalar(
+            sa.select(sa.func.count())
+            .select_from(ClaimRow)
+            .where(ClaimRow.study_name == study_name)
+        )
+        return self._finished(s, study_name) + int(claims or 0)
+
+    def _lock_study(self, s: Session, study_name: str) -> None:
+        if self._engine.dialect.name == "postgresql":
+            lock = sa.text("SELECT pg_advisory_xact_lock(hashtext(:name))")
+            s.execute(lock, {"name": study_name})
+        else:  # a write first: SQLite takes its one write lock before the reads that follow
+            s.execute(sa.delete(ClaimRow).where(sa.false()))
 
     # -- internals ----------------------------------------------------------------------------
 

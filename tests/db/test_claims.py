@@ -1,0 +1,75 @@
+"""Claims on measured fine-tunes: the budget and the one-measurement-per-candidate rule hold
+for drivers that share a study, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+from tinytune.db import EvaluationRecord, Store, open_store
+
+KEYS = [f"{i:016x}" for i in range(12)]
+
+
+def _add(store: Store, key: str) -> None:
+    store.add_candidate(key, "ofa-proxyless-w0.35", f'{{"k": "{key}"}}')
+
+
+def _record(key: str, trial: int, status: str = "ok") -> EvaluationRecord:
+    return EvaluationRecord(
+        study_name="s",
+        candidate_key=key,
+        trial_number=trial,
+        fidelity="measured",
+        status=status,
+        accuracy=0.5 if status == "ok" else None,
+        error=None if status == "ok" else "diverged",
+    )
+
+
+def test_claim_budget_duplicates_and_release(store: Store) -> None:
+    for key in KEYS[:4]:
+        _add(store, key)
+    assert store.claim_measurement("s", KEYS[0], 0, budget=3).outcome == "claimed"
+    held = store.claim_measurement("s", KEYS[0], 1, budget=3)
+    assert (held.outcome, held.holder) == ("in_flight", 0)
+    assert store.claim_measurement("s", KEYS[1], 2, budget=3).outcome == "claimed"
+    store.finish_measurement(_record(KEYS[0], 0))
+    again = store.claim_measurement("s", KEYS[0], 3, budget=3)
+    assert again.outcome == "measured" and again.evaluation is not None
+    assert again.evaluation.trial_number == 0
+    assert store.measured_budget_spent("s") == (1, 1)
+    assert store.claim_measurement("s", KEYS[2], 4, budget=3).outcome == "claimed"
+    assert store.claim_measurement("s", KEYS[3], 5, budget=3).outcome == "spent"
+    assert store.release_claims("s", [4, 99]) == 1  # its driver stopped: the slot is free
+    assert store.claim_measurement("s", KEYS[3], 6, budget=3).outcome == "claimed"
+    store.finish_measurement(_record(KEYS[3], 6, status="failed"))  # a failure spends budget
+    assert store.measured_budget_spent("s") == (2, 1)
+    assert store.claim_measurement("s", KEYS[3], 7, budget=4).outcome == "claimed"  # retried
+
+
+def _claim_all(url: str, worker: int, out: mp.Queue) -> None:
+    with open_store(url) as store:
+        got = [
+            key
+            for n, key in enumerate(KEYS)
+            if store.claim_measurement("s", key, 100 * worker + n, budget=7).outcome == "claimed"
+        ]
+    out.put(got)
+
+
+def test_concurrent_drivers_claim_exactly_the_budget_once_each(db_url: str) -> None:
+    with open_store(db_url) as store:
+        for key in KEYS:
+            _add(store, key)
+    out: mp.Queue = mp.get_context("spawn").Queue()
+    procs = [
+        mp.get_context("spawn").Process(target=_claim_all, args=(db_url, w, out))
+        for w in range(3)
+    ]
+    for p in procs:
+        p.start()
+    claimed = [key for _ in procs for key in out.get(timeout=120)]
+    for p in procs:
+        p.join(timeout=60)
+    assert len(claimed) == 7
+    assert len(set(claimed)) == 7
