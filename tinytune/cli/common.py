@@ -97,14 +97,10 @@ def front_table(front: tuple[FrontPoint, ...] | list[dict], title: str):
 
 def require_database(url: str) -> None:
     """Reading commands must not create an empty SQLite file where none exists."""
-    from sqlalchemy.engine import make_url
-
+    from tinytune.db.engine import parse_url
     from tinytune.errors import StorageError
 
-    try:
-        parsed = make_url(url)
-    except Exception as e:
-        raise StorageError(f"cannot parse database URL {url!r}") from e
+    parsed = parse_url(url)  # a one-line error with the password masked
     on_disk = parsed.get_backend_name() == "sqlite" and parsed.database not in (
         None,
         "",

@@ -45,6 +45,7 @@ class ExportTarget:
 def _load_study(store: Store, storage: str, study: str | None) -> Any:
     import optuna
 
+    from tinytune.db.engine import mask_url
     from tinytune.errors import StorageError
 
     names = store.study_names()
@@ -59,7 +60,7 @@ def _load_study(store: Store, storage: str, study: str | None) -> Any:
         return optuna.load_study(study_name=study, storage=storage)
     except KeyError as e:
         raise StorageError(
-            f"no study {study!r} in {storage}; studies: {', '.join(names) or '(none)'}"
+            f"no study {study!r} in {mask_url(storage)!r}; studies: {', '.join(names) or '(none)'}"
         ) from e
 
 

@@ -30,6 +30,7 @@ def pareto(
     """Print the Pareto front of measured results stored for a study."""
     from tinytune.cli.common import console, front_table, quiet_logs, require_database
     from tinytune.db import open_store
+    from tinytune.db.engine import mask_url
     from tinytune.errors import StorageError
     from tinytune.search.proxy import rank_correlation
 
@@ -48,7 +49,8 @@ def pareto(
             study = names[0]
         if study not in names:
             raise StorageError(
-                f"no study {study!r} in {storage}; studies: {', '.join(names) or '(none)'}"
+                f"no study {study!r} in {mask_url(storage)!r}; studies: "
+                f"{', '.join(names) or '(none)'}"
             )
         snap = store.latest_pareto(study)
         snapshots = store.pareto_snapshots(study)

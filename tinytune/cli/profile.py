@@ -87,6 +87,7 @@ def calibrate(
     fails stores nothing and keeps the previous calibration."""
     from tinytune.cli.common import console, quiet_logs
     from tinytune.db import open_store
+    from tinytune.db.engine import mask_url
     from tinytune.errors import ConfigError
     from tinytune.hwmodels.calibration import (
         calibrate as fit,
@@ -117,7 +118,7 @@ def calibrate(
             f"held out {h['n']} networks: {h['within_10']:.0%} within ±10 %, median |error| "
             f"{100 * h['median_abs_error']:.1f} %, max {100 * h['max_abs_error']:.1f} %"
         )
-    console.print(f"stored as calibration {calibration_id} in {storage} and in {path}")
+    console.print(f"stored as calibration {calibration_id} in {mask_url(storage)} and in {path}")
 
 
 def devices(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
@@ -84,7 +85,8 @@ def create_engine(url: str) -> Engine:
         engine = sa.create_engine(parsed, **kwargs)
     except (sa.exc.ArgumentError, ImportError) as e:
         raise StorageError(
-            f"cannot use database URL {mask_url(parsed)!r}: {_first_line(e)}; expected a "
+            f"cannot use database URL {mask_url(parsed)!r}: "
+            f"{_without_password(_first_line(e), parsed)}; expected a "
             f"SQLite or PostgreSQL URL whose driver is installed, such as {_URL_EXAMPLES}"
         ) from e
     if backend == "sqlite":
@@ -105,7 +107,8 @@ def translate_error(action: str, url: str | URL, error: BaseException) -> Storag
         expected = "expected a PostgreSQL server that accepts connections at that address"
     else:
         expected = "expected a reachable database at that address"
-    return StorageError(f"{action} {mask_url(url)!r}: {_first_line(error)}; {expected}")
+    reason = _without_password(_first_line(error), url)
+    return StorageError(f"{action} {mask_url(url)!r}: {reason}; {expected}")
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
@@ -137,6 +140,18 @@ def _backend_name(url: str | URL) -> str:
         return sa.make_url(url).get_backend_name()
     except (sa.exc.ArgumentError, ValueError):
         return ""
+
+
+def _without_password(text: str, url: str | URL) -> str:
+    """``text`` (a foreign error's message) with the URL's password, and any URL in it, masked."""
+    try:
+        password = (url if isinstance(url, URL) else sa.make_url(url)).password
+    except (sa.exc.ArgumentError, ValueError):
+        password = None
+    if password:
+        for form in {str(password), quote(str(password), safe=""), quote_plus(str(password))}:
+            text = text.replace(form, "***")
+    return _PASSWORD.sub(r"\1***@", text)
 
 
 def _first_line(error: BaseException) -> str:
