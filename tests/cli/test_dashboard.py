@@ -83,6 +83,27 @@ def test_dashboard_lists_the_study(tmp_path: Path) -> None:
     assert [s["study_name"] for s in body["study_summaries"]] == ["front"]
 
 
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.requires_postgres)]
+)
+def test_a_database_without_a_study_is_one_line_and_exit_2(
+    backend: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'empty.db'}"
+        (tmp_path / "empty.db").touch()
+    else:
+        url = request.getfixturevalue("postgres_url")
+    code = main(["dashboard", "--storage", url, "--port", str(_free_port())])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("tinytune: error: no study in ")
+    assert "Traceback" not in err
+
+
 def test_a_port_in_use_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

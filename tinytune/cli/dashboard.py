@@ -26,15 +26,54 @@ def dashboard(
     """
     from tinytune.cli.common import console, quiet_logs, require_database
     from tinytune.db import open_store
+    from tinytune.db.engine import mask_url
 
     quiet_logs()
     require_database(storage)
     open_store(storage).close()  # checks the URL and tinytune's tables with a one-line error
+    _require_study(storage)
     _require_free_port(port)
+    import optuna
     import optuna_dashboard
+    import sqlalchemy as sa
 
-    console.print(f"optuna-dashboard for {storage} on http://{HOST}:{port}/ (Ctrl-C stops)")
-    optuna_dashboard.run_server(storage, host=HOST, port=port)
+    from tinytune.db.engine import translate_error
+
+    console.print(
+        f"optuna-dashboard for {mask_url(storage)} on http://{HOST}:{port}/ (Ctrl-C stops)"
+    )
+    try:
+        optuna_dashboard.run_server(storage, host=HOST, port=port)
+    except (sa.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as e:
+        raise translate_error("cannot serve the studies of", storage, e) from e
+
+
+def _require_study(storage: str) -> None:
+    """Refuse, in one line, a database without an Optuna study: optuna-dashboard opens Optuna's
+    tables without creating them and fails with a traceback where they are missing."""
+    import sqlalchemy as sa
+
+    from tinytune.db.engine import create_engine, mask_url, translate_error
+    from tinytune.errors import StorageError
+
+    engine = create_engine(storage)
+    try:
+        with engine.connect() as connection:
+            tables = sa.inspect(connection)
+            n_studies = (
+                connection.execute(sa.text("SELECT COUNT(*) FROM studies")).scalar_one()
+                if tables.has_table("studies") and tables.has_table("version_info")
+                else 0
+            )
+    except sa.exc.SQLAlchemyError as e:
+        raise translate_error("cannot read the studies of", storage, e) from e
+    finally:
+        engine.dispose()
+    if not n_studies:
+        raise StorageError(
+            f"no study in {mask_url(storage)!r}; expected a database that 'tinytune search "
+            "--storage URL' has written to"
+        )
 
 
 def _require_free_port(port: int) -> None:
