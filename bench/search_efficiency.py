@@ -197,11 +197,11 @@ def main() -> None:
                         Run(
                             strategy,
                             seed,
-                            result.measured + result.failed,
-                            result.measured + result.failed + result.base_tasks,
+                            result.counts.measured + result.counts.failed,
+                            result.counts.measured + result.counts.failed + result.counts.base_tasks,
                             result.contribution_tasks,
                             result.proposals,
-                            result.proxy_scored,
+                            result.counts.proxy_scored,
                             wall,
                             result.task_time_s,
                             tau=tau.tau,
@@ -209,8 +209,8 @@ def main() -> None:
                         )
                     )
                     print(
-                        f"{strategy:>8} seed {seed}: {result.measured} measured, "
-                        f"{result.proposals} proposals, {result.base_tasks} base and "
+                        f"{strategy:>8} seed {seed}: {result.counts.measured} measured, "
+                        f"{result.proposals} proposals, {result.counts.base_tasks} base and "
                         f"{result.contribution_tasks} contribution fine-tunes, {wall:.0f} s",
                         flush=True,
                     )

@@ -12,7 +12,7 @@ import optuna
 import pytest
 
 from tinytune.cli.main import main
-from tinytune.cli.units import parse_bytes, parse_seconds
+from tinytune.units import parse_bytes, parse_seconds
 from tinytune.errors import BudgetError
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import optuna
@@ -35,7 +36,7 @@ def test_search_stores_the_same_trials_in_optuna_and_tinytune(
     config = _config(tiny_checkpoint)
     with open_store(url) as store:
         result = run_search(config, store, InlineExecutor(run_evaluation))
-    assert result.measured == 2
+    assert result.counts.measured == 2
     study = optuna.load_study(study_name="s", storage=url)
     complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     assert len(complete) == 2
@@ -88,7 +89,7 @@ def test_failed_evaluations_are_stored_not_lost(tmp_path: Path, tiny_checkpoint:
     with open_store(url) as store:
         result = run_search(_config(tiny_checkpoint), store, InlineExecutor(broken))
         failed = store.evaluations("s", status="failed")
-    assert result.failed == 2 and result.measured == 0
+    assert result.counts.failed == 2 and result.counts.measured == 0
     assert [e.error for e in failed] == ["RuntimeError: out of memory"] * 2
     states = [t.state for t in optuna.load_study(study_name="s", storage=url).trials]
     assert states.count(optuna.trial.TrialState.FAIL) == 2
@@ -110,12 +111,12 @@ def test_over_budget_candidates_are_pruned_without_training(
         result = run_search(config, store, InlineExecutor(counting))
     study = optuna.load_study(study_name="s", storage=url)
     pruned = study.get_trials(states=(optuna.trial.TrialState.PRUNED,))
-    assert result.pruned == len(pruned) >= 1  # "full" needs far more than 60 KB
+    assert result.counts.pruned == len(pruned) >= 1  # "full" needs far more than 60 KB
     assert all(t.user_attrs["memory_bytes"] > 60 * 1024 for t in pruned)
-    assert len(calls) == result.measured + result.failed
+    assert len(calls) == result.counts.measured + result.counts.failed
 
 
-def test_trials_left_running_are_failed_and_requeued_on_the_next_run(
+def test_a_trial_whose_driver_stopped_beating_is_failed_and_retried(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
@@ -125,27 +126,33 @@ def test_trials_left_running_are_failed_and_requeued_on_the_next_run(
             store,
             InlineExecutor(run_evaluation),
         )
-    study = optuna.load_study(study_name="s", storage=url)
-    zombie = study.ask()  # a driver died while this trial ran
+    storage = optuna.storages.RDBStorage(url, heartbeat_interval=1, grace_period=2)
+    study = optuna.load_study(study_name="s", storage=storage)
+    zombie = study.ask()  # a driver beat once for this trial, then died
     from tinytune.spaces import suggest_candidate
 
-    suggest_candidate(zombie, SPEC)  # it had sampled its candidate
+    suggest_candidate(zombie, SPEC)
+    storage.record_heartbeat(zombie._trial_id)
+    time.sleep(2.5)
     with open_store(url) as store:
-        run_search(
-            _config(tiny_checkpoint, trials=2, resume=True, baselines=False),
+        result = run_search(
+            _config(
+                tiny_checkpoint, trials=2, resume=True, baselines=False, heartbeat_s=1, grace_s=2
+            ),
             store,
             InlineExecutor(run_evaluation),
         )
-    state = optuna.load_study(study_name="s", storage=url).trials[zombie.number].state
-    assert state == optuna.trial.TrialState.FAIL
-    requeued = [
+    assert result.counts.retried == 1
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    assert trials[zombie.number].state == optuna.trial.TrialState.FAIL
+    retried = [
         t
-        for t in optuna.load_study(study_name="s", storage=url).trials
-        if t.user_attrs.get("requeued_from_trial") == zombie.number
+        for t in trials
+        if t.system_attrs.get("failed_trial") == zombie.number  # RetryFailedTrialCallback
     ]
-    assert len(requeued) == 1 and requeued[0].params == zombie.params
+    assert len(retried) == 1 and retried[0].params == zombie.params
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-    assert requeued[0].state in finished  # measured, or pruned as over budget
+    assert retried[0].state in finished  # measured, or pruned as over budget
 
 
 @pytest.mark.requires_postgres
@@ -155,7 +162,7 @@ def test_search_on_postgresql(postgres_url: str, tiny_checkpoint: Path) -> None:
             _config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation)
         )
         evals = store.evaluations("s")
-    assert result.measured == 1 and len(evals) == 1
+    assert result.counts.measured == 1 and len(evals) == 1
     study = optuna.load_study(study_name="s", storage=postgres_url)
     assert study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))[0].values[0] == (
         evals[0].accuracy
@@ -209,7 +216,7 @@ def test_latency_budget_prunes_and_budgets_beyond_the_device_are_refused(
             store,
             InlineExecutor(run_evaluation),
         )
-    assert result.measured >= 1 and result.pruned >= 1
+    assert result.counts.measured >= 1 and result.counts.pruned >= 1
     assert all(p.latency_s <= 1.001 * last for p in result.front)
     study = optuna.load_study(study_name="s", storage=url)
     pruned = study.get_trials(states=(optuna.trial.TrialState.PRUNED,))
@@ -229,7 +236,7 @@ def test_trials_count_over_the_whole_study(tmp_path: Path, tiny_checkpoint: Path
         more = run_search(
             _config(tiny_checkpoint, trials=2, resume=True), store, InlineExecutor(run_evaluation)
         )
-        assert (first.measured, again.measured, more.measured) == (1, 0, 1)
+        assert (first.counts.measured, again.counts.measured, more.counts.measured) == (1, 0, 1)
         assert len(store.evaluations("s", fidelity="measured")) == 2
     with open_store(url) as store, pytest.raises(StorageError, match="no study 'other'"):
         run_search(

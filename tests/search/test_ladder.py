@@ -14,13 +14,13 @@ from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig
 from tinytune.search import InlineExecutor, SearchConfig, run_search
 from tinytune.search.contribution import ContributionPlan
-from tinytune.search.driver import HYPERVOLUME_GRAPH
 from tinytune.search.ladder import (
     calibration_offset,
     choose_promotion,
     hypervolume_gain,
     reference,
 )
+from tinytune.search.study import Attr
 
 from .fakes import FakeEvaluator, N
 
@@ -101,9 +101,9 @@ def test_ladder_promotes_and_tells_optuna_measured_values_only(tmp_path: Path) -
         snapshots = store.pareto_snapshots("s")
     contribution = len(PLAN.entries(*_ref()))
     assert result.contribution_tasks == contribution == 9
-    assert len(fake.candidates) == contribution + result.base_tasks + result.measured
-    assert result.measured == 2 and result.promoted == 2
-    assert result.proxy_scored > result.promoted  # more scored than trained
+    assert len(fake.candidates) == contribution + result.counts.base_tasks + result.counts.measured
+    assert result.counts.measured == 2 and result.counts.promoted == 2
+    assert result.counts.proxy_scored > result.counts.promoted  # more scored than trained
 
     study = optuna.load_study(study_name="s", storage=url)
     complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
@@ -117,7 +117,7 @@ def test_ladder_promotes_and_tells_optuna_measured_values_only(tmp_path: Path) -
         for t in study.get_trials(states=(optuna.trial.TrialState.PRUNED,))
         if t.user_attrs.get("fidelity") == "proxy"
     ]
-    assert len(not_promoted) == result.proxy_scored - result.promoted
+    assert len(not_promoted) == result.counts.proxy_scored - result.counts.promoted
     for t in not_promoted:
         assert t.values is None and "proxy_accuracy" in t.user_attrs
         assert t.user_attrs["pruned_reason"].startswith("proxy: not promoted")
@@ -131,7 +131,7 @@ def test_ladder_promotes_and_tells_optuna_measured_values_only(tmp_path: Path) -
     assert set(measured) <= set(proxy) and result.proxy_pairs == 2
     # the hypervolume history reaches optuna-dashboard's study page
     detail = _api(url, f"/api/studies/{study._study_id}")
-    assert [g["id"] for g in detail["plotly_graph_objects"]] == [HYPERVOLUME_GRAPH]
+    assert [g["id"] for g in detail["plotly_graph_objects"]] == [Attr.HYPERVOLUME_GRAPH]
 
 
 def _ref():
@@ -150,8 +150,8 @@ def test_a_second_run_reuses_the_contribution_table(tmp_path: Path) -> None:
     with open_store(url) as store:
         again = run_search(_config(ckpt, trials=2, resume=True), store, InlineExecutor(fake))
     assert again.contribution_tasks == 0
-    assert len(fake.candidates) == again.base_tasks + again.measured
-    assert again.measured == 1
+    assert len(fake.candidates) == again.counts.base_tasks + again.counts.measured
+    assert again.counts.measured == 1
 
 
 def test_the_proposal_budget_stops_proposing(tmp_path: Path) -> None:
@@ -163,7 +163,7 @@ def test_the_proposal_budget_stops_proposing(tmp_path: Path) -> None:
             _config(ckpt, trials=10, max_proposals=4), store, InlineExecutor(FakeEvaluator())
         )
     assert result.proposals == 4
-    assert 1 <= result.measured <= 2  # one promotion per (possibly unfinished) bracket
+    assert 1 <= result.counts.measured <= 2  # one promotion per (possibly unfinished) bracket
     states = {t.state for t in optuna.load_study(study_name="s", storage=url).trials}
     assert optuna.trial.TrialState.RUNNING not in states
 
@@ -192,7 +192,7 @@ def test_ladder_with_real_fine_tunes(tmp_path: Path, tiny_checkpoint: Path) -> N
         result = run_search(config, store, InlineExecutor(run_evaluation))
         contributions = store.contributions(identity.key)
         measured = store.evaluations("s", fidelity="measured", status="ok")
-    assert result.contribution_tasks == len(contributions) == 9 and result.measured == 2
+    assert result.contribution_tasks == len(contributions) == 9 and result.counts.measured == 2
     for r in contributions:
         assert r.status == "ok" and r.accuracy is not None and r.test_accuracy is not None
         assert r.checkpoint_sha256 == identity.checkpoint_sha256

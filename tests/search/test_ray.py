@@ -235,7 +235,7 @@ def test_a_killed_worker_is_retried_and_every_evaluation_completes(
     assert len(attempts) == 2 and all(len(pids) == 2 for pids in attempts.values())
     assert sorted(killed) == sorted(pids[0] for pids in attempts.values())
     assert not set(killed) & {pids[1] for pids in attempts.values()}  # retried on new workers
-    assert result.measured == 2 and result.failed == 0
+    assert result.counts.measured == 2 and result.counts.failed == 0
     complete = optuna.load_study(study_name="ray", storage=url).get_trials(states=(COMPLETE,))
     assert len(complete) == 2
     assert [e.status for e in evaluations] == ["ok", "ok"]
@@ -253,7 +253,7 @@ def test_without_retries_a_killed_worker_is_stored_as_a_failed_evaluation(
         tmp_path, tiny_checkpoint, max_retries=0
     )
     assert len(killed) == 2 and all(len(pids) == 1 for pids in attempts.values())
-    assert result.measured == 0 and result.failed == 2
+    assert result.counts.measured == 0 and result.counts.failed == 2
     assert [e.status for e in evaluations] == ["failed", "failed"]
     assert all(e.error.startswith("worker lost (WorkerCrashedError") for e in evaluations)
     trials = optuna.load_study(study_name="ray", storage=url).trials

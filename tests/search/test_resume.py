@@ -90,5 +90,5 @@ def test_sigkill_then_resume(tmp_path: Path, tiny_checkpoint: Path) -> None:
     assert len(measured) == len(set(measured))  # no candidate trained twice
     study = optuna.load_study(study_name="k", storage=url)
     assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
-    requeued = {t.user_attrs.get("requeued_from_trial") for t in study.trials} - {None}
-    assert requeued == {t.number for t in running}
+    retried = {t.system_attrs.get("failed_trial") for t in study.trials} - {None}
+    assert retried == {t.number for t in running}  # RetryFailedTrialCallback, by heartbeat

@@ -96,147 +96,96 @@ def search(
 ) -> None:
     """Search sub-networks × lite residuals × sparse update schemes; print the Pareto front
     of measured accuracy vs predicted peak training SRAM and training-step latency."""
-    import dataclasses
     import time
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tinytune.cli.common import (
-        console,
-        ensure_checkpoint,
-        front_table,
-        quiet_logs,
-        require_weights,
-    )
-    from tinytune.cli.units import parse_bytes, parse_seconds
-    from tinytune.data import get_dataset
-    from tinytune.db import open_store
-    from tinytune.errors import BudgetError, ConfigError
-    from tinytune.evaluators import (
-        FinetuneConfig,
-        HardwareConfig,
-        HardwareEvaluator,
-        run_evaluation,
-    )
-    from tinytune.models import PretrainRecipe
-    from tinytune.search import (
-        InlineExecutor,
-        RayExecutor,
-        SearchConfig,
-        check_budgets,
-        check_feasible,
-        run_search,
-    )
-    from tinytune.search.driver import SAMPLERS
-    from tinytune.spaces import PRESET_NAMES, get_supernet
+    import tinytune
+    from tinytune.cli.common import console, front_table, pretrain_bar, quiet_logs
+    from tinytune.db.engine import mask_url
+    from tinytune.search import SearchEvent
 
     quiet_logs()
-    spec = get_supernet(supernet)
-    require_weights(spec, weights)
-    if preset is not None and preset not in PRESET_NAMES:
-        raise BudgetError(f"unknown preset {preset!r}; allowed: {', '.join(PRESET_NAMES)}")
-    if workers < 1:
-        raise BudgetError(f"--workers must be >= 1, got {workers}")
-    if precision not in ("int8", "fp32"):
-        raise BudgetError(f"unknown precision {precision!r}; allowed: int8, fp32")
-    if sampler not in SAMPLERS:
-        raise ConfigError(f"unknown sampler {sampler!r}; allowed: {', '.join(SAMPLERS)}")
-    data = get_dataset(dataset)
-    budget = None if sram_budget.lower() == "none" else parse_bytes(sram_budget, "--sram-budget")
-    config = SearchConfig(
-        checkpoint="",
-        study_name=study,
-        supernet=spec.name,
-        dataset=data.name,
-        n_classes=data.num_classes,
-        preset=preset,
-        trials=trials,
-        time_budget_s=parse_seconds(time_budget, "--time-budget") if time_budget else None,
-        device=device,
-        resume=resume,
-        sram_budget_bytes=budget,
-        flash_budget_bytes=parse_bytes(flash_budget, "--flash-budget") if flash_budget else None,
-        latency_budget_s=(
-            parse_seconds(latency_budget, "--latency-budget") if latency_budget else None
-        ),
-        seed=seed,
-        sampler=sampler,
-        proxy=proxy,
-        proxy_eta=proxy_eta,
-        max_proposals=proposals,
-        finetune=FinetuneConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
-        hardware=HardwareConfig(precision=precision),
-    )
-    from tinytune.hwmodels.calibration import resolve_device
-
-    resolve_device(device)  # an unknown device fails here, with the list of known ones
-    if max_retries < 0:
-        raise BudgetError(f"--max-retries must be >= 0, got {max_retries}")
-    if ray_address is not None and not inline:
-        from tinytune.search.executor import check_reachable
-
-        check_reachable(ray_address)  # before any pre-training or database work
-    store = open_store(storage)
     started = time.monotonic()
-    executor = None
-    try:
-        profile, _ = resolve_device(device, store)
-        check_budgets(config, profile)
-        check_feasible(config, HardwareEvaluator(spec, config.n_classes, config.hardware, profile))
-        checkpoint = ensure_checkpoint(spec, PretrainRecipe(steps=pretrain_steps), weights)
-        config = dataclasses.replace(config, checkpoint=str(checkpoint))
-        executor = (
-            InlineExecutor(run_evaluation)
-            if inline
-            else RayExecutor(
-                run_evaluation, workers=workers, address=ray_address, max_retries=max_retries
-            )
-        )
-        with Progress(
+    with (
+        pretrain_bar(supernet) as on_pretrain,
+        Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             TextColumn("{task.completed}/{task.total} {task.fields[status]}"),
             TimeElapsedColumn(),
             console=console,
-        ) as bar:
-            tid = bar.add_task(f"searching {study}", total=trials, status="measured")
-            best = [0.0]
-            analysis: list = []
+        ) as bar,
+    ):
+        tid: list = []
+        analysis: list = []
+        best = [0.0]
 
-            def progress(event: dict) -> None:
-                if event["event"] == "contributions":  # fine-tunes of the proxy's table
-                    if not analysis:
-                        analysis.append(
-                            bar.add_task(
-                                "contribution analysis",
-                                total=event["total"],
-                                status="fine-tunes (stored for later runs)",
-                            )
+        def progress(event: SearchEvent) -> None:
+            if not tid:
+                tid.append(bar.add_task(f"searching {study}", total=trials, status="measured"))
+            if event.kind == "contributions":  # fine-tunes of the proxy's table
+                if not analysis:
+                    analysis.append(
+                        bar.add_task(
+                            "contribution analysis",
+                            total=event.total,
+                            status="fine-tunes (stored for later runs)",
                         )
-                    bar.update(analysis[0], completed=event["done"])
-                    return
-                result = event.get("result") or {}
-                if result.get("status") == "ok":
-                    best[0] = max(best[0], result["accuracy"])
-                scored = f", {event['proxy']} proxy-scored" if proxy else ""
-                bar.update(
-                    tid,
-                    completed=event["before"] + event["measured"] + event["failed"],
-                    status=(
-                        f"measured{scored}, {event['pruned']} over budget, {event['failed']} "
-                        f"failed, best {f'{100 * best[0]:.1f}%' if best[0] else '-'}"
-                    ),
-                )
+                    )
+                bar.update(analysis[0], completed=event.done)
+                return
+            if event.accuracy is not None:
+                best[0] = max(best[0], event.accuracy)
+            c = event.counts
+            scored = f", {c.proxy_scored} proxy-scored" if proxy else ""
+            waiting = ", waiting on other drivers" if event.kind == "waiting" else ""
+            bar.update(
+                tid[0],
+                completed=event.finished,
+                status=(
+                    f"measured{scored}, {c.pruned} over budget, {c.failed} failed, best "
+                    f"{f'{100 * best[0]:.1f}%' if best[0] else '-'}{waiting}"
+                ),
+            )
 
-            result = run_search(config, store, executor, progress=progress)
-    finally:
-        if executor is not None:
-            executor.close()
-        store.close()
+        result = tinytune.optimize(
+            dataset,
+            trials=trials,
+            device=device,
+            sram_budget=sram_budget,
+            flash_budget=flash_budget,
+            latency_budget=latency_budget,
+            time_budget=time_budget,
+            study=study,
+            storage=storage,
+            supernet=supernet,
+            weights=weights,
+            preset=preset,
+            precision=precision,
+            sampler=sampler,
+            seed=seed,
+            epochs=epochs,
+            lr=lr,
+            batch_size=batch_size,
+            workers=workers,
+            inline=inline,
+            ray_address=ray_address,
+            max_retries=max_retries,
+            proposals=proposals,
+            proxy=proxy,
+            proxy_eta=proxy_eta,
+            resume=resume,
+            pretrain_steps=pretrain_steps,
+            progress=progress,
+            on_pretrain=on_pretrain,
+        )
+    c = result.counts
     console.print(
-        f"{result.measured} measured, {result.pruned} pruned as over budget, {result.failed} "
-        f"failed, {result.reused} reused in {result.wall_time_s:.0f} s "
+        f"{c.measured} measured, {c.pruned} pruned as over budget, {c.failed} failed, "
+        f"{c.reused} reused in {result.wall_time_s:.0f} s "
         f"({time.monotonic() - started:.0f} s with pre-training)"
+        + (f"; {c.retried} trials of stopped drivers retried" if c.retried else "")
     )
     if proxy:
         tau = (
@@ -251,10 +200,12 @@ def search(
             else "the stored contribution table reused"
         )
         console.print(
-            f"proxy: {result.proxy_scored} candidates scored, {result.promoted} promoted; "
-            f"{table}; {result.base_tasks} classifier-only fine-tunes of new sub-networks; "
+            f"proxy: {c.proxy_scored} candidates scored, {c.promoted} promoted; "
+            f"{table}; {c.base_tasks} classifier-only fine-tunes of new sub-networks; "
             f"{tau}"
         )
+    for error in result.errors:
+        console.print(f"failed evaluation: {error}", soft_wrap=True)
     if not result.front:
         console.print("no measured candidate meets the budget yet")
         return
@@ -262,9 +213,11 @@ def search(
     console.print(
         front_table(
             result.front,
-            f"Pareto front of study {study!r}: measured accuracy on held-out {data.name} vs "
+            f"Pareto front of study {study!r}: measured accuracy on held-out {dataset} vs "
             f"predicted peak training SRAM ({precision}, batch 1) and training-step latency "
             f"on {device}{hv}",
         )
     )
-    console.print(f"storage: {storage} (optuna.load_study(study_name={study!r}, storage=...))")
+    console.print(
+        f"storage: {mask_url(storage)} (optuna.load_study(study_name={study!r}, storage=...))"
+    )

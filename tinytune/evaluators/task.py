@@ -1,7 +1,8 @@
 """One evaluation as a plain-dict task, the unit of work a Ray worker runs.
 
 The worker receives a dict (candidate JSON, checkpoint path, data set, settings) and returns a
-dict; it never touches the database. A failure inside the evaluation is returned as a result
+dict; it never touches the database, and it measures accuracy only: the driver priced the
+candidate's hardware cost before sending it. A failure inside the evaluation is returned as a result
 with ``status="failed"`` and the error text, so that the search stores it instead of losing it.
 The loaded supernet and data splits are cached per worker process, keyed by what identifies
 them (path and modification time; data set, seed and resolution).
@@ -20,7 +21,6 @@ import torch
 from tinytune.data import Splits, get_dataset
 from tinytune.errors import TinyTuneError
 from tinytune.evaluators.finetune import FinetuneConfig, finetune
-from tinytune.evaluators.hardware import HardwareConfig, hardware_cost
 from tinytune.models import build_candidate, load_supernet
 from tinytune.spaces import Candidate, get_supernet
 
@@ -50,30 +50,27 @@ def _data(spec: str, seed: int, resolution: int) -> tuple[Splits, int]:
 
 
 def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
-    """Fine-tune and measure one candidate; plan its training memory on the device.
+    """Fine-tune one candidate and measure its accuracy.
 
     Args:
         task: ``candidate`` (JSON), ``checkpoint`` (path), ``dataset`` (spec), ``data_seed``,
-            ``finetune`` (:class:`FinetuneConfig` fields), ``hardware``
-            (:class:`HardwareConfig` fields), ``threads`` (torch intra-op threads).
+            ``finetune`` (:class:`FinetuneConfig` fields), ``threads`` (torch intra-op threads).
 
     Returns:
-        ``status`` (``ok``/``failed``), ``accuracy``, ``val_accuracy``, ``memory_bytes``,
-        ``flash_bytes``, ``wall_time_s``, ``error``, ``details``.
+        ``status`` (``ok``/``failed``), ``accuracy``, ``val_accuracy``, ``wall_time_s``,
+        ``error``, ``details``.
     """
     start = time.perf_counter()
     torch.set_num_threads(int(task.get("threads", 1)))
     try:
         candidate = Candidate.from_json(task["candidate"])
         cfg = FinetuneConfig(**task["finetune"])
-        hw = HardwareConfig(**task["hardware"])
         splits, n_classes = _data(
             task["dataset"], int(task["data_seed"]), candidate.subnet.resolution
         )
         supernet = _supernet(candidate.supernet, task["checkpoint"])
         calib = torch.tensor(splits.train.x[:CALIBRATION_SAMPLES])
         net = build_candidate(candidate, supernet, n_classes, calib.split(64), seed=cfg.seed)
-        _, memory = hardware_cost(net, hw)
         result = finetune(net, splits, cfg)
     except (TinyTuneError, RuntimeError, ValueError, KeyError) as e:
         log.warning("evaluation failed: %s", e)
@@ -87,19 +84,11 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
         "status": "ok",
         "accuracy": result.accuracy,
         "val_accuracy": result.val_accuracy,
-        "memory_bytes": memory.arena_bytes,
-        "flash_bytes": memory.flash_bytes,
         "wall_time_s": time.perf_counter() - start,
         "error": None,
         "details": {
             "train_loss": result.train_loss,
             "finetune_s": result.wall_time_s,
             "steps": result.steps,
-            "memory_breakdown": memory.breakdown,
-            "memory_peak_op": memory.peak_op,
-            "memory_peak_phase": memory.peak_phase,
-            "memory_live_peak_bytes": memory.peak_bytes,
-            "mcunetv3_extra_bytes": memory.mcunetv3_extra_bytes,
-            "precision": memory.precision,
         },
     }

@@ -1,34 +1,37 @@
-"""The search: the driver (Optuna + executors), budgets, contribution analysis and the proxy,
-Pareto and hypervolume helpers."""
+"""The search: preflight, the driver split by concern (config, Optuna adapter, budgets,
+recording, the ladder's brackets), executors, contribution analysis and the proxy, Pareto and
+hypervolume helpers."""
 
 from __future__ import annotations
 
+from tinytune.search.budgets import check_budgets, check_feasible
+from tinytune.search.config import BASELINE_PRESETS, OBJECTIVES, SAMPLERS, SearchConfig
 from tinytune.search.contribution import ContributionPlan, ContributionTable, run_contributions
-from tinytune.search.driver import (
-    BASELINE_PRESETS,
-    SAMPLERS,
-    FrontPoint,
-    SearchConfig,
-    SearchResult,
-    check_budgets,
-    check_feasible,
-    run_search,
-)
+from tinytune.search.driver import SearchResult, run_search
+from tinytune.search.events import Counts, SearchEvent
 from tinytune.search.executor import Executor, InlineExecutor, RayExecutor, RayUnavailableError
 from tinytune.search.pareto import hypervolume, hypervolume_2d, pareto_front
+from tinytune.search.preflight import Preflight, preflight
 from tinytune.search.proxy import estimate, kendall_tau, rank_correlation
+from tinytune.search.recording import FrontPoint
+from tinytune.search.study import Attr
 
 __all__ = [
     "BASELINE_PRESETS",
+    "OBJECTIVES",
     "SAMPLERS",
+    "Attr",
     "ContributionPlan",
     "ContributionTable",
+    "Counts",
     "Executor",
     "FrontPoint",
     "InlineExecutor",
+    "Preflight",
     "RayExecutor",
     "RayUnavailableError",
     "SearchConfig",
+    "SearchEvent",
     "SearchResult",
     "check_budgets",
     "check_feasible",
@@ -37,6 +40,7 @@ __all__ = [
     "hypervolume_2d",
     "kendall_tau",
     "pareto_front",
+    "preflight",
     "rank_correlation",
     "run_contributions",
     "run_search",

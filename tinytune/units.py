@@ -1,4 +1,4 @@
-"""Parsing of sizes and durations given on the command line."""
+"""Parsing of sizes and durations (budgets given as text: "256KB", "500ms")."""
 
 from __future__ import annotations
 

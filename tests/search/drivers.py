@@ -1,0 +1,51 @@
+"""A search driver in its own process, over an evaluator that trains nothing: what several
+drivers sharing one study run in the tests (``python tests/search/drivers.py URL ...``)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from fakes import FakeEvaluator  # run as a script: its folder is on sys.path
+
+
+class SlowEvaluator(FakeEvaluator):
+    """The fake evaluator, taking ``seconds`` per evaluation like a real fine-tune."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(self.seconds)
+        return super().__call__(task)
+
+
+def main() -> None:
+    from tinytune.db import open_store
+    from tinytune.search import InlineExecutor, SearchConfig, run_search
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("url")
+    parser.add_argument("--trials", type=int, default=6)
+    parser.add_argument("--seconds", type=float, default=0.5)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    config = SearchConfig(
+        checkpoint="unused-by-the-fake-evaluator",
+        study_name="shared",
+        trials=args.trials,
+        seed=args.seed,
+        sampler="random",
+        heartbeat_s=1,
+        grace_s=3,
+    )
+    with open_store(args.url) as store:
+        result = run_search(config, store, InlineExecutor(SlowEvaluator(args.seconds)))
+    c = result.counts
+    print(f"measured {c.measured} reused {c.reused} pruned {c.pruned} retried {c.retried}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Several drivers on one study, as Optuna users scale out: started at once they both finish,
+no trial of a live driver is failed, and the study ends with exactly its budget of measured
+candidates, none measured twice; a driver killed with SIGKILL has its trials retried by another
+once its heartbeat is stale. On SQLite and on the real PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tinytune.db import open_store
+
+DRIVER = Path(__file__).with_name("drivers.py")
+TRIALS = 6
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.requires_postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'shared.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+def _driver(url: str, seed: int, seconds: float = 0.5) -> subprocess.Popen:
+    args = ["--trials", str(TRIALS), "--seed", str(seed), "--seconds", str(seconds)]
+    return subprocess.Popen(
+        [sys.executable, str(DRIVER), url, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _measured(url: str) -> list[str]:
+    with open_store(url) as store:
+        return [e.candidate_key for e in store.evaluations("shared", fidelity="measured")]
+
+
+@pytest.mark.slow
+def test_two_drivers_started_at_once_share_the_budget(url: str) -> None:
+    with open_store(url):
+        pass  # the schema exists before both start, as after any first run
+    drivers = [_driver(url, seed) for seed in (0, 1)]
+    outputs = [d.communicate(timeout=300) for d in drivers]
+    for d, (_, err) in zip(drivers, outputs, strict=True):
+        assert d.returncode == 0, err
+        assert "Traceback" not in err, err
+    measured = _measured(url)
+    assert len(measured) == TRIALS
+    assert len(set(measured)) == TRIALS  # none measured twice
+    study = optuna.load_study(study_name="shared", storage=url)
+    states = {t.state for t in study.trials}
+    assert optuna.trial.TrialState.FAIL not in states  # no live driver's trial was failed
+    assert optuna.trial.TrialState.RUNNING not in states
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert {t.user_attrs["candidate_key"] for t in complete} == set(measured)
+
+
+@pytest.mark.slow
+def test_a_killed_driver_has_its_trials_retried_by_the_other(url: str) -> None:
+    with open_store(url):
+        pass
+    slow = _driver(url, seed=0, seconds=30.0)  # still fine-tuning when it is killed
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with open_store(url) as store:
+                if store.measured_budget_spent("shared")[1]:
+                    break  # it holds a claim: a fine-tune in flight
+            time.sleep(0.2)
+        else:
+            pytest.fail("the first driver claimed no fine-tune in time")
+        other = _driver(url, seed=1)
+        time.sleep(1.0)
+        os.killpg(slow.pid, signal.SIGKILL)
+        slow.wait(timeout=30)
+        out, err = other.communicate(timeout=300)
+    finally:
+        for proc in (slow, locals().get("other")):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert other.returncode == 0, err
+    assert "Traceback" not in err, err
+    measured = _measured(url)
+    assert len(measured) == TRIALS and len(set(measured)) == TRIALS
+    study = optuna.load_study(study_name="shared", storage=url)
+    failed = study.get_trials(states=(optuna.trial.TrialState.FAIL,))
+    assert len(failed) == 1  # the killed driver's fine-tune, failed once its beat was stale
+    retries = [
+        t
+        for t in study.trials
+        if optuna.storages.RetryFailedTrialCallback.retried_trial_number(t) == failed[0].number
+    ]
+    assert len(retries) == 1 and retries[0].params == failed[0].params
+    assert retries[0].state == optuna.trial.TrialState.COMPLETE
+    assert "retried 1" in out
+    assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))

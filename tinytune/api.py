@@ -1,0 +1,163 @@
+"""The front door: search, load a stored study, export a bundle, list devices.
+
+In the manner of ``optuna.create_study``: keyword arguments with the command line's defaults,
+typed results, and every check made before any work. The command line is a thin layer over
+these functions.
+
+    import tinytune
+    result = tinytune.optimize("digits", trials=8, sram_budget="256KB", device="stm32f746")
+    for point in result.front:
+        print(point.scheme, point.accuracy, point.memory_bytes)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tinytune.hwmodels.devices import DeviceProfile
+    from tinytune.search import SearchEvent, SearchResult
+
+__all__ = ["DEFAULT_STORAGE", "DEFAULT_SUPERNET", "devices", "optimize"]
+
+DEFAULT_STORAGE = "sqlite:///tinytune.db"
+DEFAULT_SUPERNET = "ofa-proxyless-w0.35"
+
+
+def _bytes(value: int | str | None, what: str) -> int | None:
+    from tinytune.units import parse_bytes
+
+    if value is None or (isinstance(value, str) and value.lower() == "none"):
+        return None
+    return parse_bytes(value, what) if isinstance(value, str) else int(value)
+
+
+def _seconds(value: float | str | None, what: str) -> float | None:
+    from tinytune.units import parse_seconds
+
+    if value is None:
+        return None
+    return parse_seconds(value, what) if isinstance(value, str) else float(value)
+
+
+def optimize(
+    dataset: str = "digits",
+    *,
+    trials: int = 16,
+    device: str = "stm32f746",
+    sram_budget: int | str | None = "256KB",
+    flash_budget: int | str | None = None,
+    latency_budget: float | str | None = None,
+    time_budget: float | str | None = None,
+    study: str = "tinytune",
+    storage: str = DEFAULT_STORAGE,
+    supernet: str = DEFAULT_SUPERNET,
+    weights: str | Path | None = None,
+    preset: str | None = None,
+    precision: str = "int8",
+    sampler: str = "tpe",
+    seed: int = 0,
+    epochs: int = 8,
+    lr: float = 0.2,
+    batch_size: int = 16,
+    workers: int = 2,
+    inline: bool = False,
+    ray_address: str | None = None,
+    max_retries: int = 2,
+    proposals: int | None = None,
+    proxy: bool = False,
+    proxy_eta: int = 4,
+    resume: bool = False,
+    pretrain_steps: int = 300,
+    progress: Callable[[SearchEvent], None] | None = None,
+    on_pretrain: Callable[[int, int, float], None] | None = None,
+) -> SearchResult:
+    """Search how to fine-tune a supernet on ``dataset`` for ``device``; run or continue the
+    study ``study`` in ``storage`` until its budget of ``trials`` measured fine-tunes is spent.
+
+    Budgets are bytes or seconds, or text with a unit (``"256KB"``, ``"500ms"``, ``"5m"``);
+    ``sram_budget=None`` searches without one. ``n_classes`` comes from the data set. Ray runs
+    ``workers`` evaluations in parallel (``inline=True``: in this process). The supernet's
+    weights are ``weights`` or the cached pre-trained checkpoint, pre-trained first when missing
+    (``on_pretrain(step, steps, loss)`` follows it).
+
+    Returns:
+        What the run did and the study's measured Pareto front.
+
+    Raises:
+        TinyTuneError: bad input (the message names it and what is allowed), before any work.
+    """
+    import dataclasses
+
+    from tinytune.checkpoints import ensure_checkpoint, require_weights
+    from tinytune.data import get_dataset
+    from tinytune.db import open_store
+    from tinytune.errors import ConfigError
+    from tinytune.evaluators import FinetuneConfig, HardwareConfig, run_evaluation
+    from tinytune.models import PretrainRecipe
+    from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
+    from tinytune.search.executor import check_reachable
+    from tinytune.spaces import get_supernet
+
+    spec = get_supernet(supernet)
+    weights_path = Path(weights) if weights is not None else None
+    require_weights(spec, weights_path)
+    if workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {workers}")
+    if max_retries < 0:
+        raise ConfigError(f"--max-retries must be >= 0, got {max_retries}")
+    data = get_dataset(dataset)
+    config = SearchConfig(
+        checkpoint="",
+        study_name=study,
+        supernet=spec.name,
+        dataset=data.name,
+        n_classes=data.num_classes,
+        preset=preset,
+        trials=trials,
+        time_budget_s=_seconds(time_budget, "--time-budget"),
+        max_proposals=proposals,
+        device=device,
+        resume=resume,
+        sram_budget_bytes=_bytes(sram_budget, "--sram-budget"),
+        flash_budget_bytes=_bytes(flash_budget, "--flash-budget"),
+        latency_budget_s=_seconds(latency_budget, "--latency-budget"),
+        seed=seed,
+        sampler=sampler,
+        proxy=proxy,
+        proxy_eta=proxy_eta,
+        finetune=FinetuneConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
+        hardware=HardwareConfig(precision=precision),
+    )
+    if ray_address is not None and not inline:
+        check_reachable(ray_address)  # before any pre-training or database work
+    with open_store(storage) as store:
+        checked = preflight(config, store)
+        recipe = PretrainRecipe(steps=pretrain_steps)
+        checkpoint = ensure_checkpoint(spec, recipe, weights_path, progress=on_pretrain)
+        config = dataclasses.replace(config, checkpoint=str(checkpoint))
+        executor = (
+            InlineExecutor(run_evaluation)
+            if inline
+            else RayExecutor(
+                run_evaluation, workers=workers, address=ray_address, max_retries=max_retries
+            )
+        )
+        try:
+            return run_search(config, store, executor, progress=progress, checked=checked)
+        finally:
+            executor.close()
+
+
+def devices(storage: str | None = None) -> list[DeviceProfile]:
+    """Every device a search can target, with the newest calibration stored in ``storage``
+    (when given) in place of its built-in latency profile."""
+    from tinytune.db import open_store
+    from tinytune.hwmodels.calibration import device_names, resolve_device
+
+    if storage is None:
+        return [resolve_device(name)[0] for name in device_names()]
+    with open_store(storage) as store:
+        return [resolve_device(name, store)[0] for name in device_names()]

@@ -1,0 +1,112 @@
+"""Budgets: what the device allows (checked before a search starts), what a candidate's
+predicted cost violates (a constraint for Optuna, a reason to prune before training), and what
+this run may still spend (time, proposals)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from tinytune.errors import BudgetError
+from tinytune.evaluators import HardwareCost, HardwareEvaluator
+from tinytune.hwmodels.devices import DeviceProfile
+from tinytune.search.config import SearchConfig
+from tinytune.spaces import default_subnet, get_supernet, make_preset
+
+__all__ = [
+    "RunLimits",
+    "check_budgets",
+    "check_feasible",
+    "over_budget",
+    "violations",
+]
+
+_CONSTRAINTS = (("peak SRAM", " B"), ("flash", " B"), ("training-step latency", " s"))
+
+
+def check_budgets(config: SearchConfig, device: DeviceProfile) -> None:
+    """Raise :class:`BudgetError` when a budget exceeds what the device has."""
+    for what, budget, has in (
+        ("SRAM", config.sram_budget_bytes, device.sram_bytes),
+        ("flash", config.flash_budget_bytes, device.flash_bytes),
+    ):
+        if budget is not None and budget > has:
+            raise BudgetError(
+                f"the {what} budget of {budget} bytes exceeds the {has} bytes of {device.name}; "
+                f"use at most {has}B or another --device"
+            )
+
+
+def check_feasible(config: SearchConfig, hw: HardwareEvaluator) -> None:
+    """Raise :class:`BudgetError` when no candidate of the space can meet the SRAM budget, or
+    the latency budget on the evaluator's device: the cheapest scheme (classifier only) on the
+    smallest sub-network at the smallest resolution is the floor of both."""
+    spec = get_supernet(config.supernet)
+    subnet = default_subnet(spec)
+    floor_cost = hw(make_preset("last", spec, type(subnet)(min(spec.resolutions), subnet.stages)))
+    fastest, limit = floor_cost.latency_s, config.latency_budget_s
+    if limit is not None and fastest is not None and fastest > limit and hw.device is not None:
+        raise BudgetError(
+            f"no candidate of {spec.name} fits a latency budget of {1000 * limit:g} ms on "
+            f"{hw.device.name}: the fastest training step takes {1000 * fastest:.3g} ms; raise "
+            f"--latency-budget to at least {1000 * fastest:.3g}ms"
+        )
+    budget = config.sram_budget_bytes
+    if budget is not None and floor_cost.arena_bytes > budget:
+        floor = floor_cost.arena_bytes
+        raise BudgetError(
+            f"no candidate of {spec.name} fits an SRAM budget of {budget} bytes: the smallest "
+            f"training step needs {floor} bytes ({config.hardware.precision}, batch "
+            f"{config.hardware.batch_size}); raise --sram-budget to at least {floor}B"
+        )
+
+
+def violations(
+    config: SearchConfig, flash_budget: int | None, memory: int, flash: int, latency_s: float
+) -> list[float]:
+    """How far each budget is exceeded (> 0) or met (<= 0): SRAM, flash, latency."""
+    return [
+        float(memory - config.sram_budget_bytes) if config.sram_budget_bytes else 0.0,
+        float(flash - flash_budget) if flash_budget else 0.0,
+        latency_s - config.latency_budget_s if config.latency_budget_s else 0.0,
+    ]
+
+
+def over_budget(
+    config: SearchConfig, flash_budget: int | None, cost: HardwareCost
+) -> tuple[list[float], str | None]:
+    """The constraint values of a predicted cost, and why it is pruned (None when it fits)."""
+    v = violations(
+        config, flash_budget, cost.arena_bytes, cost.flash_bytes, float(cost.latency_s or 0.0)
+    )
+    over = [
+        f"predicted {what} exceeds its budget by {amount:g}{unit}"
+        for (what, unit), amount in zip(_CONSTRAINTS, v, strict=True)
+        if amount > 0
+    ]
+    return v, "; ".join(over) or None
+
+
+@dataclass
+class RunLimits:
+    """What this run may still do: its wall time, its proposals, and proposals in a row that
+    led nowhere (over budget or already measured)."""
+
+    time_budget_s: float | None
+    max_proposals: int | None
+    max_idle: int
+    start: float
+    proposals: int = 0
+    idle: int = 0
+
+    def time_left(self) -> bool:
+        budget = self.time_budget_s
+        return budget is None or time.monotonic() - self.start < budget
+
+    def may_propose(self) -> bool:
+        limit = self.max_proposals
+        return (
+            self.time_left()
+            and (limit is None or self.proposals < limit)
+            and self.idle < self.max_idle
+        )

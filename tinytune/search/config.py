@@ -1,0 +1,118 @@
+"""What a search is asked to do: :class:`SearchConfig`, validated once, and its vocabulary
+(objectives, samplers, the baselines a new study measures first)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tinytune.errors import BudgetError, ConfigError
+from tinytune.evaluators import FinetuneConfig, HardwareConfig
+from tinytune.search.contribution import ContributionPlan
+from tinytune.spaces import PRESET_NAMES
+
+__all__ = [
+    "BASELINE_PRESETS",
+    "DIRECTIONS",
+    "OBJECTIVES",
+    "PRECISIONS",
+    "SAMPLERS",
+    "SearchConfig",
+]
+
+OBJECTIVES = ("accuracy", "peak_sram_bytes", "latency_s")
+DIRECTIONS = ("maximize", "minimize", "minimize")
+BASELINE_PRESETS = ("last", "bias-only", "mcunetv3", "tinytl", "full")
+SAMPLERS = ("tpe", "random", "nsga2")
+PRECISIONS = ("int8", "fp32")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Everything a search needs besides its store and executor.
+
+    Attributes:
+        checkpoint: Path of the supernet weights the workers load.
+        trials: The study's budget of measured fine-tunes (successful or failed), over all its
+            runs and all the drivers that share it.
+        time_budget_s: Stop submitting after this many seconds of this run.
+        max_proposals: Trials this run may ask Optuna for (any fidelity).
+        heartbeat_s: How often a driver beats for its running trials; a trial whose driver has
+            not beaten for ``grace_s`` is failed by any other driver and retried (Optuna's
+            heartbeat with ``RetryFailedTrialCallback``).
+    """
+
+    checkpoint: str
+    study_name: str = "tinytune"
+    supernet: str = "ofa-proxyless-w0.35"
+    dataset: str = "digits"
+    n_classes: int = 10
+    data_seed: int = 0
+    preset: str | None = None
+    trials: int = 16
+    time_budget_s: float | None = None
+    max_proposals: int | None = None
+    device: str = "stm32f746"
+    sram_budget_bytes: int | None = 256 * 1024
+    flash_budget_bytes: int | None = None
+    latency_budget_s: float | None = None
+    seed: int = 0
+    sampler: str = "tpe"
+    baselines: bool = True
+    max_idle_proposals: int = 200
+    resume: bool = False
+    proxy: bool = False
+    proxy_eta: int = 4
+    heartbeat_s: int = 10
+    grace_s: int = 30
+    contribution_plan: ContributionPlan = field(default_factory=ContributionPlan)
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise BudgetError(f"--trials must be >= 1, got {self.trials}")
+        if self.time_budget_s is not None and self.time_budget_s <= 0:
+            raise BudgetError(f"--time-budget must be > 0 seconds, got {self.time_budget_s}")
+        if self.max_proposals is not None and self.max_proposals < 1:
+            raise BudgetError(f"--proposals must be >= 1, got {self.max_proposals}")
+        for what, value in (
+            ("SRAM budget", self.sram_budget_bytes),
+            ("flash budget", self.flash_budget_bytes),
+            ("latency budget", self.latency_budget_s),
+        ):
+            if value is not None and value <= 0:
+                raise BudgetError(f"the {what} must be > 0, got {value}")
+        if self.sampler not in SAMPLERS:
+            raise ConfigError(f"unknown sampler {self.sampler!r}; allowed: {', '.join(SAMPLERS)}")
+        if self.preset is not None and self.preset not in PRESET_NAMES:
+            raise ConfigError(
+                f"unknown preset {self.preset!r}; allowed: {', '.join(PRESET_NAMES)}"
+            )
+        if self.hardware.precision not in PRECISIONS:
+            raise ConfigError(
+                f"unknown precision {self.hardware.precision!r}; allowed: {', '.join(PRECISIONS)}"
+            )
+        if self.proxy_eta < 2:
+            raise ConfigError(
+                f"--proxy-eta must be >= 2 (proxy-scored candidates per measured one), got "
+                f"{self.proxy_eta}"
+            )
+        if self.heartbeat_s < 1 or self.grace_s <= self.heartbeat_s:
+            raise ConfigError(
+                f"the heartbeat must be >= 1 s and its grace period longer, got "
+                f"{self.heartbeat_s} s and {self.grace_s} s"
+            )
+
+    def space(self) -> dict[str, Any]:
+        """What makes two runs the same search space (kept with the study)."""
+        return {
+            "supernet": self.supernet,
+            "dataset": self.dataset,
+            "data_seed": self.data_seed,
+            "preset": self.preset,
+            "precision": self.hardware.precision,
+            "batch_size": self.hardware.batch_size,
+            "device": self.device,
+            "objectives": list(OBJECTIVES),
+        }

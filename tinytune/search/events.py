@@ -1,0 +1,97 @@
+"""What a search reports: typed counters, progress events, and the result of a run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tinytune.search.recording import FrontPoint
+
+__all__ = ["Counts", "SearchEvent", "SearchResult"]
+
+
+@dataclass
+class Counts:
+    """Trials of this run by outcome, and the fine-tunes spent on the proxy.
+
+    Attributes:
+        measured, failed: measured fine-tunes that succeeded or failed.
+        pruned: trials over a budget (pruned before any training) or duplicates in flight.
+        reused: trials told the stored result of a candidate measured before.
+        proxy_scored, promoted, not_promoted: trials scored by the proxy, and of those, promoted
+            to a measured fine-tune or told PRUNED.
+        base_tasks: classifier-only fine-tunes of new sub-networks (the proxy's bases).
+        retried: trials of drivers that stopped beating, failed here and enqueued again.
+    """
+
+    measured: int = 0
+    failed: int = 0
+    pruned: int = 0
+    reused: int = 0
+    proxy_scored: int = 0
+    promoted: int = 0
+    not_promoted: int = 0
+    base_tasks: int = 0
+    retried: int = 0
+
+
+@dataclass(frozen=True)
+class SearchEvent:
+    """One step of a search, for a progress display.
+
+    Attributes:
+        kind: ``start``, ``submitted``, ``finished``, ``pruned``, ``reused``, ``promoted``,
+            ``contributions`` (``done`` of ``total`` fine-tunes of the contribution analysis),
+            ``contributions_ready``, ``base`` or ``waiting`` (on other drivers' fine-tunes).
+        counts: this run's counters at that moment (a copy).
+        finished: the study's finished measured fine-tunes (all runs and drivers).
+        budget: the study's budget of measured fine-tunes.
+        in_flight: this run's measured fine-tunes running.
+        trial: the trial concerned, if any.
+        accuracy: the measured accuracy of a finished trial.
+        error: the error of a failed one.
+        done, total: progress of the contribution analysis.
+    """
+
+    kind: str
+    counts: Counts
+    finished: int
+    budget: int
+    in_flight: int
+    trial: int | None = None
+    accuracy: float | None = None
+    error: str | None = None
+    done: int = 0
+    total: int = 0
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What a run did and found.
+
+    Attributes:
+        counts: this run's trials by outcome (see :class:`Counts`).
+        front, hypervolume: the study's measured Pareto front and its normalised hypervolume.
+        finished: the study's finished measured fine-tunes (all runs and drivers).
+        errors: the distinct errors of this run's failed fine-tunes.
+        wall_time_s: the run's wall time, contribution analysis included.
+        proposals: trials asked in this run.
+        contribution_tasks, contribution_s: fine-tunes and wall time of the contribution
+            analysis in this run.
+        task_time_s: seconds spent inside evaluations, summed over workers.
+        proxy_tau, proxy_pairs: Kendall's τ between proxy and measured accuracy over the
+            study's candidates that have both, and their number.
+    """
+
+    study_name: str
+    counts: Counts
+    front: tuple[FrontPoint, ...]
+    hypervolume: float | None
+    finished: int
+    errors: tuple[str, ...]
+    wall_time_s: float
+    proposals: int
+    contribution_tasks: int = 0
+    contribution_s: float = 0.0
+    task_time_s: float = 0.0
+    proxy_tau: float | None = None
+    proxy_pairs: int = 0

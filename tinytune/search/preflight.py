@@ -1,0 +1,76 @@
+"""Preflight: every check a search makes before it trains anything, run once, by the command
+line and the library alike.
+
+It resolves the supernet and the device (with the newest calibration stored for it), checks the
+data set (every file of an image folder is read once) and that its classes match the search,
+refuses budgets over what the device has or that no candidate can meet, and hands the driver
+what it needs to cost candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tinytune.db import Store
+from tinytune.errors import ConfigError
+from tinytune.evaluators import HardwareEvaluator
+from tinytune.hwmodels.devices import DeviceProfile
+from tinytune.search.budgets import check_budgets, check_feasible
+from tinytune.search.config import SearchConfig
+from tinytune.spaces import SupernetSpec, get_supernet
+
+__all__ = ["Preflight", "preflight"]
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What the checks found, for the driver.
+
+    Attributes:
+        spec: the supernet.
+        device: the device profile a search predicts latency with.
+        latency_profile: which profile that is (``"stm32f746 (built-in)"``,
+            ``"host (calibration 3)"``), recorded with every evaluation.
+        hardware: prices a candidate (memory plan and latency) without trained weights.
+        flash_budget: the flash budget, or the device's flash when none was given.
+    """
+
+    spec: SupernetSpec
+    device: DeviceProfile
+    latency_profile: str
+    hardware: HardwareEvaluator
+    flash_budget: int
+
+
+def preflight(config: SearchConfig, store: Store) -> Preflight:
+    """Check a search before it starts.
+
+    Raises:
+        ConfigError: an unknown supernet or device, or a data set with another number of
+            classes than ``config.n_classes``.
+        DataError: the data set cannot be read.
+        BudgetError: a budget exceeds the device, or no candidate can meet it.
+    """
+    from tinytune.data import get_dataset
+    from tinytune.hwmodels.calibration import resolve_device
+
+    spec = get_supernet(config.supernet)
+    device, calibration_id = resolve_device(config.device, store)
+    check_budgets(config, device)
+    data = get_dataset(config.dataset, seed=config.data_seed)
+    data.check()
+    if data.num_classes != config.n_classes:
+        raise ConfigError(
+            f"data set {data.name!r} has {data.num_classes} classes, the search was set up for "
+            f"{config.n_classes}; expected n_classes={data.num_classes}"
+        )
+    hardware = HardwareEvaluator(spec, config.n_classes, config.hardware, device)
+    check_feasible(config, hardware)
+    label = f"calibration {calibration_id}" if calibration_id is not None else "built-in"
+    return Preflight(
+        spec=spec,
+        device=device,
+        latency_profile=f"{device.name} ({label})",
+        hardware=hardware,
+        flash_budget=config.flash_budget_bytes or device.flash_bytes,
+    )

@@ -1,0 +1,140 @@
+"""Recording: a measured evaluation as a stored record, and the Pareto front of a study's
+measured, feasible evaluations as a snapshot with its normalised hypervolume."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tinytune.db import EvaluationRecord, Store
+from tinytune.evaluators import HardwareCost
+from tinytune.search.budgets import violations
+from tinytune.search.config import SearchConfig
+from tinytune.search.ladder import reference
+from tinytune.search.pareto import hypervolume, pareto_front
+
+__all__ = ["FrontPoint", "measured_record", "snapshot"]
+
+
+@dataclass(frozen=True)
+class FrontPoint:
+    """A measured, feasible, non-dominated candidate.
+
+    Attributes:
+        trial: the Optuna trial that measured it.
+        candidate_key: the candidate's stable key (``tinytune.load(...).candidate(key)``).
+        accuracy: measured accuracy on the held-out test split.
+        val_accuracy: measured accuracy on the validation split.
+        memory_bytes: predicted peak training SRAM (the arena of the exported bundle).
+        flash_bytes: predicted flash (parameters and the training engine's code).
+        latency_s: predicted latency of one training step on the device.
+        scheme: the preset or ``joint``.
+    """
+
+    trial: int | None
+    candidate_key: str
+    accuracy: float
+    val_accuracy: float | None
+    memory_bytes: int
+    flash_bytes: int | None
+    latency_s: float | None
+    scheme: str
+
+
+def measured_record(
+    config: SearchConfig,
+    trial: int,
+    candidate_key: str,
+    cost: HardwareCost,
+    latency_profile: str,
+    scheme: str,
+    result: dict[str, Any],
+) -> EvaluationRecord:
+    """The stored form of a worker's result (``ok`` or ``failed``) for a measured fine-tune,
+    with the cost the driver predicted for it."""
+    ok = result.get("status") == "ok" and isinstance(result.get("accuracy"), float)
+    memory = cost.memory
+    return EvaluationRecord(
+        study_name=config.study_name,
+        candidate_key=candidate_key,
+        trial_number=trial,
+        fidelity="measured",
+        status="ok" if ok else "failed",
+        accuracy=result.get("accuracy") if ok else None,
+        val_accuracy=result.get("val_accuracy") if ok else None,
+        memory_bytes=cost.arena_bytes,
+        latency_ms=1000.0 * float(cost.latency_s or 0.0),
+        wall_time_s=result.get("wall_time_s"),
+        error=None if ok else str(result.get("error") or "unknown failure"),
+        details={
+            "flash_bytes": cost.flash_bytes,
+            "latency_profile": latency_profile,
+            "scheme": scheme,
+            "memory_breakdown": memory.breakdown,
+            "memory_peak_op": memory.peak_op,
+            "memory_peak_phase": memory.peak_phase,
+            "memory_live_peak_bytes": memory.peak_bytes,
+            "mcunetv3_extra_bytes": memory.mcunetv3_extra_bytes,
+            "precision": memory.precision,
+            **(result.get("details") or {}),
+        }
+        if ok
+        else None,
+    )
+
+
+def snapshot(
+    config: SearchConfig, store: Store, flash_budget: int | None
+) -> tuple[tuple[FrontPoint, ...], float | None]:
+    """The Pareto front of the study's measured, feasible evaluations, stored as a snapshot.
+
+    The hypervolume is normalised by the reference point (accuracy 0 and each budget; without a
+    budget, 10 % beyond the worst value measured so far), so it is the share of that box in
+    [0, 1].
+    """
+    evaluations = store.evaluations(config.study_name, fidelity="measured", status="ok")
+
+    def feasible(e: EvaluationRecord) -> bool:
+        if e.accuracy is None or e.memory_bytes is None or e.latency_ms is None:
+            return False
+        flash = (e.details or {}).get("flash_bytes") or 0
+        v = violations(config, flash_budget, e.memory_bytes, flash, e.latency_ms / 1000.0)
+        return all(x <= 0 for x in v)
+
+    ok = [e for e in evaluations if feasible(e)]
+    if not ok:
+        return (), None
+    objectives = [
+        (-e.accuracy, float(e.memory_bytes), e.latency_ms / 1000.0)  # type: ignore[operator]
+        for e in ok
+    ]
+    front_idx = sorted(pareto_front(objectives), key=lambda i: ok[i].memory_bytes or 0)
+    points = tuple(
+        FrontPoint(
+            trial=ok[i].trial_number,
+            candidate_key=ok[i].candidate_key,
+            accuracy=float(ok[i].accuracy),  # type: ignore[arg-type]
+            val_accuracy=ok[i].val_accuracy,
+            memory_bytes=int(ok[i].memory_bytes),  # type: ignore[arg-type]
+            flash_bytes=(ok[i].details or {}).get("flash_bytes"),
+            latency_s=objectives[i][2],
+            scheme=(ok[i].details or {}).get("scheme", "?"),
+        )
+        for i in front_idx
+    )
+    ref = reference(
+        [(-o[0], o[1], o[2]) for o in objectives],
+        config.sram_budget_bytes,
+        config.latency_budget_s,
+    )
+    hv = hypervolume(
+        [
+            tuple(o / r if r else o for o, r in zip(objectives[i], ref, strict=True))
+            for i in front_idx
+        ],
+        (0.0, 1.0, 1.0),
+    )
+    store.add_pareto_snapshot(
+        config.study_name, [asdict(p) for p in points], n_trials=len(evaluations), hypervolume=hv
+    )
+    return points, hv

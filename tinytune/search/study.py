@@ -1,0 +1,263 @@
+"""The Optuna side of a search: the study, its trials and every attribute name tinytune gives
+them, in one place.
+
+A study carries the search space it was created with (``tinytune.space``) and the weights its
+last run searched with (``tinytune.checkpoint``, for export). A trial carries what
+optuna-dashboard shows about its candidate (key, predicted cost, budgets, fidelity, the reason
+it was pruned); the driver writes these and never reads them back.
+
+Dead drivers are found by Optuna's own mechanism: the storage's heartbeat. Each driver beats for
+the trials it runs (:class:`Heartbeats`, one thread); any driver sharing the study fails the
+trials whose beat is older than the grace period (:func:`optuna.storages.fail_stale_trials`),
+releases their claims in tinytune's tables and has
+:class:`optuna.storages.RetryFailedTrialCallback` enqueue them again. A trial of a live driver is
+never touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from tinytune.db import Store
+from tinytune.errors import StorageError
+from tinytune.search.config import DIRECTIONS, OBJECTIVES, SearchConfig
+
+__all__ = ["MAX_RETRY", "Attr", "Heartbeats", "StudyAdapter"]
+
+log = logging.getLogger(__name__)
+
+MAX_RETRY = 2
+"""Times a trial whose driver died is enqueued again."""
+
+
+class Attr:
+    """Names of the study's and the trials' user attributes."""
+
+    SPACE = "tinytune.space"
+    CHECKPOINT = "tinytune.checkpoint"
+    CANDIDATE_KEY = "candidate_key"
+    CANDIDATE = "candidate"
+    MEMORY = "memory_bytes"
+    FLASH = "flash_bytes"
+    LATENCY = "latency_s"
+    LATENCY_PROFILE = "latency_profile"
+    MCUNETV3_EXTRA = "mcunetv3_extra_bytes"
+    CONSTRAINTS = "constraints"
+    SRAM_BUDGET = "sram_budget_bytes"
+    FIDELITY = "fidelity"
+    VAL_ACCURACY = "val_accuracy"
+    WALL_TIME = "wall_time_s"
+    ERROR = "error"
+    HYPERVOLUME = "hypervolume"
+    PRUNED_REASON = "pruned_reason"
+    REUSED_FROM = "reused_from_trial"
+    BRACKET = "ladder_bracket"
+    PROMOTED = "promoted"
+    PROXY_ACCURACY = "proxy_accuracy"
+    HYPERVOLUME_GRAPH = "tinytune-hypervolume"
+
+
+def _constraints(trial: Any) -> list[float]:
+    return trial.user_attrs.get(Attr.CONSTRAINTS, [0.0])
+
+
+def make_sampler(config: SearchConfig) -> Any:
+    """Optuna's sampler named by ``config.sampler``, seeded, budgets as constraints."""
+    import optuna
+
+    if config.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=config.seed)
+    if config.sampler == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=config.seed, constraints_func=_constraints)
+    return optuna.samplers.TPESampler(seed=config.seed, constraints_func=_constraints)
+
+
+class Heartbeats:
+    """One thread that records a heartbeat, every interval, for each trial this driver runs."""
+
+    def __init__(self, storage: Any, interval_s: float) -> None:
+        self._storage, self._interval = storage, interval_s
+        self._trials: set[int] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="tinytune-heartbeat", daemon=True)
+        self._thread.start()
+
+    def add(self, trial_id: int) -> None:
+        self._storage.record_heartbeat(trial_id)
+        with self._lock:
+            self._trials.add(trial_id)
+
+    def discard(self, trial_id: int) -> None:
+        with self._lock:
+            self._trials.discard(trial_id)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._interval):
+            with self._lock:
+                trials = list(self._trials)
+            for trial_id in trials:
+                try:
+                    self._storage.record_heartbeat(trial_id)
+                except Exception as e:  # a missed beat is retried at the next interval
+                    log.warning("cannot record the heartbeat of trial %d: %s", trial_id, e)
+
+
+class StudyAdapter:
+    """The study a driver works on: asks, tells, and the attributes that describe trials."""
+
+    def __init__(self, config: SearchConfig, store: Store) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
+        self.config, self.store = config, store
+        self.retried = 0
+        self.storage = self._storage(config)
+        self._retry = optuna.storages.RetryFailedTrialCallback(max_retry=MAX_RETRY)
+        if config.resume and config.study_name not in optuna.get_all_study_names(self.storage):
+            names = optuna.get_all_study_names(self.storage)
+            raise StorageError(
+                f"no study {config.study_name!r} to resume in the database; studies: "
+                f"{', '.join(names) or '(none)'}"
+            )
+        self.study = optuna.create_study(
+            study_name=config.study_name,
+            storage=self.storage,
+            directions=list(DIRECTIONS),
+            sampler=make_sampler(config),
+            load_if_exists=True,
+        )
+        stored = self.study.user_attrs.get(Attr.SPACE)
+        if stored is None:
+            self.study.set_user_attr(Attr.SPACE, config.space())
+            self.study.set_metric_names(list(OBJECTIVES))
+            self._enqueue_baselines()
+        elif stored != config.space():
+            diff = {k: (stored.get(k), v) for k, v in config.space().items() if stored.get(k) != v}
+            raise StorageError(
+                f"study {config.study_name!r} exists with another search space "
+                f"(stored vs requested: {diff}); choose another --study name"
+            )
+        if config.checkpoint:  # the weights this run searches with, for export
+            self.study.set_user_attr(Attr.CHECKPOINT, str(config.checkpoint))
+        self.heartbeats = Heartbeats(self.storage, config.heartbeat_s)
+
+    def _storage(self, config: SearchConfig) -> Any:
+        """Optuna's storage with the heartbeat. Drivers started at once on an empty database
+        race to create Optuna's tables; the loser finds them made and opens them."""
+        import optuna
+        import sqlalchemy as sa
+
+        def open_storage() -> Any:
+            return optuna.storages.RDBStorage(
+                self.store.url,
+                heartbeat_interval=config.heartbeat_s,
+                grace_period=config.grace_s,
+                failed_trial_callback=self._on_stale,
+            )
+
+        for _ in range(2):
+            try:
+                return open_storage()
+            except (sa.exc.IntegrityError, sa.exc.OperationalError, sa.exc.ProgrammingError):
+                log.info("another driver is creating Optuna's tables; opening them again")
+        return open_storage()
+
+    def close(self) -> None:
+        self.heartbeats.close()
+        self.storage.engine.dispose()
+
+    def _enqueue_baselines(self) -> None:
+        from tinytune.spaces import default_subnet, get_supernet, subnet_params
+
+        if not self.config.baselines or self.config.preset is not None:
+            return
+        from tinytune.search.config import BASELINE_PRESETS
+
+        params = subnet_params(default_subnet(get_supernet(self.config.supernet)))
+        for name in BASELINE_PRESETS:
+            self.study.enqueue_trial({"scheme": name, **params})
+
+    # -- dead drivers --------------------------------------------------------------------------
+
+    def _on_stale(self, study: Any, trial: Any) -> None:
+        """A trial whose driver stopped beating was failed: release its claim, retry it."""
+        released = self.store.release_claims(self.config.study_name, [trial.number])
+        log.warning(
+            "trial %d of a driver that stopped beating was failed (%d claim released); "
+            "retrying it",
+            trial.number,
+            released,
+        )
+        self._retry(study, trial)
+        self.retried += 1
+
+    def fail_stale(self) -> None:
+        """Fail the trials of drivers that stopped beating; each is retried."""
+        import optuna
+
+        optuna.storages.fail_stale_trials(self.study)
+
+    # -- trials --------------------------------------------------------------------------------
+
+    def waiting(self) -> list[Any]:
+        """Enqueued trials (baselines, retries, ladder siblings), oldest first."""
+        import optuna
+
+        trials = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        return sorted(trials, key=lambda t: t.number)
+
+    def ask(self) -> Any:
+        with warnings.catch_warnings():  # Optuna expects Study.optimize; Heartbeats beats here
+            warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+            trial = self.study.ask()
+        self.heartbeats.add(trial._trial_id)
+        return trial
+
+    def enqueue(self, params: dict[str, Any], attrs: dict[str, Any]) -> None:
+        self.study.enqueue_trial(params, user_attrs=attrs)
+
+    def note(self, trial: Any, **attrs: Any) -> None:
+        """Describe a trial for optuna-dashboard (never read back by the driver)."""
+        for name, value in attrs.items():
+            trial.set_user_attr(name, value)
+
+    def tell_values(self, trial: Any, values: tuple[float, float, float]) -> None:
+        self.study.tell(trial, list(values))
+        self.heartbeats.discard(trial._trial_id)
+
+    def tell_pruned(self, trial: Any, reason: str) -> None:
+        import optuna
+
+        trial.set_user_attr(Attr.PRUNED_REASON, reason)
+        self.study.tell(trial, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
+        self.heartbeats.discard(trial._trial_id)
+
+    def tell_failed(self, trial: Any, error: str | None = None) -> None:
+        import optuna
+
+        if error is not None:
+            trial.set_user_attr(Attr.ERROR, error[:500])
+        self.study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+        self.heartbeats.discard(trial._trial_id)
+
+    def publish(self, figure_of: Callable[[], Any]) -> None:
+        """Show a figure (the hypervolume history) on the study's optuna-dashboard page."""
+        try:
+            from optuna_dashboard import save_plotly_graph_object
+
+            save_plotly_graph_object(
+                self.study, figure_of(), graph_object_id=Attr.HYPERVOLUME_GRAPH
+            )
+        except (ImportError, ValueError) as e:  # the search does not depend on the figure
+            log.warning("cannot show the hypervolume history in optuna-dashboard: %s", e)
