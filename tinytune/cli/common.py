@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +20,7 @@ __all__ = [
     "console",
     "ensure_checkpoint",
     "front_table",
+    "pretrain_bar",
     "quiet_logs",
     "require_database",
     "require_weights",
@@ -121,3 +124,30 @@ def require_weights(spec: SupernetSpec, weights: Path | None) -> None:
             f"download: fetch {PUBLISHED_URL.format(name=spec.name)} and pass the file with "
             "--weights FILE"
         )
+
+
+@contextmanager
+def pretrain_bar(name: str) -> Iterator[Callable[[int, int, float], None]]:
+    """A progress callback for pre-training that shows a bar once a step is reported."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("pre-training {task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} steps, loss {task.fields[loss]:.3f}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    tasks: list = []
+
+    def step(i: int, n: int, loss: float) -> None:
+        if not tasks:
+            bar.start()
+            tasks.append(bar.add_task(name, total=n, loss=float("nan")))
+        bar.update(tasks[0], completed=i, loss=loss)
+
+    try:
+        yield step
+    finally:
+        if tasks:
+            bar.stop()
