@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -408,3 +409,51 @@ def test_imagefolder_corrupt_image(tmp_path: Path) -> None:
     corrupt.write_bytes(b"this is not a png")
     dataset = ImageFolderDataset(root)  # listing does not read the images
     one_line_error_about(corrupt, "cannot read image", lambda: dataset.load(8))
+
+
+# --- check: every file read once, before any training --------------------------------------
+
+
+def test_check_passes_on_a_good_folder_and_on_built_in_data_sets(folder: Path) -> None:
+    dataset = ImageFolderDataset(folder)  # its notes.txt files are not images: never read
+    assert dataset.check() is None
+    assert dataset.check() is None  # a second call returns at once
+    for spec in ("digits", "procedural"):
+        assert get_dataset(spec).check() is None
+
+
+def truncated_png(path: Path) -> None:
+    """A PNG whose header is valid but whose pixel data is cut off."""
+    Image.new("RGB", (64, 64), (1, 2, 3)).save(path, "PNG")
+    path.write_bytes(path.read_bytes()[:60])
+
+
+@pytest.mark.parametrize(
+    ("name", "write", "reason"),
+    [
+        ("3.png", lambda p: p.write_bytes(np.random.default_rng(0).bytes(512)), "cannot identify"),
+        ("3.png", lambda p: p.write_bytes(b""), "cannot identify"),
+        ("3.JPG", lambda p: p.write_text("a text file named as a JPEG"), "cannot identify"),
+        ("3.png", truncated_png, "truncated|broken|ended|EOF"),
+    ],
+    ids=["random-bytes", "empty", "text-with-an-image-extension", "truncated"],
+)
+def test_check_names_an_unreadable_file_and_why(
+    tmp_path: Path, name: str, write: object, reason: str
+) -> None:
+    root = write_image_folder(tmp_path / "images")
+    bad = root / "mango" / name
+    write(bad)  # type: ignore[operator]
+    dataset = ImageFolderDataset(root)  # listing does not read the images
+    one_line_error_about(
+        bad, f"cannot read image '{re.escape(str(bad))}': .*({reason})", dataset.check
+    )
+    with pytest.raises(DataError, match="must be an image that Pillow can read") as info:
+        dataset.check()  # still fails: only a successful check is remembered
+    assert "'.png'" in str(info.value)  # the extensions read as images
+
+
+def test_check_reads_files_by_extension_only(tmp_path: Path) -> None:
+    root = write_image_folder(tmp_path / "images")
+    (root / "zebra" / "3.json").write_bytes(b"\x00\x01 not an image")  # not an image extension
+    ImageFolderDataset(root).check()

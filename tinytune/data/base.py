@@ -114,6 +114,19 @@ class ImageDataset(ABC):
             self._cache[resolution] = splits
         return splits
 
+    def check(self) -> None:
+        """Read every source sample once, so that an unreadable one fails before any training.
+
+        ``load`` would fail on the same sample, but only once a resolution is asked for, and
+        then inside every evaluation; a caller that checks first reports it once. The default
+        does nothing: built-in data sets have no files of the user's to read. Implementations
+        that read files open and decode each of them; a second call may return at once.
+
+        Raises:
+            DataError: naming the first sample that cannot be read, why, and what is allowed.
+        """
+        return
+
     @abstractmethod
     def _build(self, resolution: int) -> Splits:
         """Make the splits at a resolution that ``load`` has already checked."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,16 @@ IMAGE_EXTENSIONS: frozenset[str] = frozenset(
 )
 
 _EXPECTED = "expected a directory with one sub-folder of images per class"
+
+# What Pillow raises on a file it cannot identify or decode (truncated, corrupt, too large).
+_DECODE_ERRORS = (
+    OSError,
+    ValueError,
+    SyntaxError,
+    EOFError,
+    struct.error,
+    Image.DecompressionBombError,
+)
 
 
 def _one_line(error: BaseException) -> str:
@@ -73,15 +84,26 @@ def _scan(root: Path) -> tuple[list[str], list[Path], np.ndarray]:
     return [p.name for p in class_dirs], files, labels
 
 
-def _read_image(path: Path, resolution: int) -> np.ndarray:
-    """Read one image as RGB, resized to ``(R, R, 3)`` uint8 with bilinear resampling."""
+def _open_rgb(path: Path) -> Image.Image:
+    """Open and decode one image file as RGB.
+
+    Raises:
+        DataError: naming the file, Pillow's reason and what an image folder may hold.
+    """
     try:
         with Image.open(path) as image:
-            rgb = image.convert("RGB")
-    except (OSError, ValueError, Image.DecompressionBombError) as e:
+            return image.convert("RGB")
+    except _DECODE_ERRORS as e:
         raise DataError(
-            f"cannot read image '{path}': {_one_line(e)}; expected an image file that PIL can open"
+            f"cannot read image '{path}': {_one_line(e)}; every file of an image folder with an "
+            f"extension in {sorted(IMAGE_EXTENSIONS)} must be an image that Pillow can read "
+            "(PNG, JPEG, BMP, GIF, PPM, TIFF)"
         ) from e
+
+
+def _read_image(path: Path, resolution: int) -> np.ndarray:
+    """Read one image as RGB, resized to ``(R, R, 3)`` uint8 with bilinear resampling."""
+    rgb = _open_rgb(path)
     return np.asarray(rgb.resize((resolution, resolution), Image.Resampling.BILINEAR))
 
 
@@ -95,7 +117,8 @@ class ImageFolderDataset(ImageDataset):
     kept) and mapped from 0..255 to [-1, 1]. The split is ``stratified_split(labels, seed)``
     over the files in sorted order, so it does not depend on the resolution.
 
-    The folder is listed by the constructor; images are read by ``load``.
+    The folder is listed by the constructor; images are read by ``load``, and by ``check``,
+    which finds an unreadable file before anything is trained.
     """
 
     root: Path
@@ -117,6 +140,19 @@ class ImageFolderDataset(ImageDataset):
         self.root = root_path
         self._files = files
         self._labels = labels
+        self._checked = False
+
+    def check(self) -> None:
+        """Open and decode every image file once (at its own size); later calls return at once.
+
+        Raises:
+            DataError: naming the first file, in sorted order, that Pillow cannot read, and why.
+        """
+        if self._checked:
+            return
+        for path in self._files:
+            _open_rgb(path)
+        self._checked = True
 
     def _build(self, resolution: int) -> Splits:
         parts = []
