@@ -198,7 +198,7 @@ def main() -> None:
                             strategy,
                             seed,
                             result.counts.measured + result.counts.failed,
-                            result.counts.measured + result.counts.failed + result.counts.base_tasks,
+                            (c := result.counts).measured + c.failed + c.base_tasks,
                             result.contribution_tasks,
                             result.proposals,
                             result.counts.proxy_scored,

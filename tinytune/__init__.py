@@ -4,7 +4,7 @@ The front door (see :mod:`tinytune.api`)::
 
     import tinytune
     result = tinytune.optimize("digits", trials=8)      # the measured Pareto front
-    tinytune.export(result.front[0], "bundle/")          # a C bundle of one point
+    tinytune.export_bundle(result.front[0], "bundle/")   # a C bundle of one point
     tinytune.load("tinytune").front                      # a stored study
     tinytune.devices()                                   # the targets and their profiles
 """
@@ -13,19 +13,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinytune.api import devices, optimize
+from tinytune.api import Exported, devices, export_bundle, optimize
 from tinytune.errors import TinyTuneError
 from tinytune.spaces import Candidate
+from tinytune.studies import StudyView, load
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Candidate",
+    "Exported",
     "FrontPoint",
     "SearchResult",
+    "StudyView",
     "TinyTuneError",
     "__version__",
     "devices",
+    "export_bundle",
+    "load",
     "optimize",
 ]
 

@@ -13,14 +13,22 @@ these functions.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tinytune.hwmodels.devices import DeviceProfile
-    from tinytune.search import SearchEvent, SearchResult
+    from tinytune.search import FrontPoint, SearchEvent, SearchResult
 
-__all__ = ["DEFAULT_STORAGE", "DEFAULT_SUPERNET", "devices", "optimize"]
+__all__ = [
+    "DEFAULT_STORAGE",
+    "DEFAULT_SUPERNET",
+    "Exported",
+    "devices",
+    "export_bundle",
+    "optimize",
+]
 
 DEFAULT_STORAGE = "sqlite:///tinytune.db"
 DEFAULT_SUPERNET = "ofa-proxyless-w0.35"
@@ -161,3 +169,119 @@ def devices(storage: str | None = None) -> list[DeviceProfile]:
         return [resolve_device(name)[0] for name in device_names()]
     with open_store(storage) as store:
         return [resolve_device(name, store)[0] for name in device_names()]
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A written device bundle.
+
+    Attributes:
+        path: the bundle's folder.
+        manifest: its manifest (candidate, arena, flash, predicted latency, accuracies...).
+        checkpoint_source: where the supernet weights came from.
+    """
+
+    path: Path
+    manifest: dict[str, Any]
+    checkpoint_source: str
+
+
+def export_bundle(
+    target: FrontPoint | int | str,
+    out: str | Path,
+    *,
+    study: str | None = None,
+    storage: str = DEFAULT_STORAGE,
+    device: str | None = None,
+    weights: str | Path | None = None,
+    samples: int = 32,
+    epochs: int = 3,
+    lr: float = 0.01,
+    seed: int = 0,
+    on_pretrain: Callable[[int, int, float], None] | None = None,
+) -> Exported:
+    """Write the device bundle of a front point, a trial number or a stored candidate key.
+
+    The bundle holds int8 weights, the training step as C99 over the memory planner's static
+    arena, an example that trains on ``samples`` samples of the study's data set for ``epochs``
+    epochs at learning rate ``lr``, a Makefile (host, ASan, aarch64, Cortex-M7) and a manifest.
+    The weights are ``weights``, else the study's checkpoint, else the cached pre-training.
+
+    Raises:
+        TinyTuneError: bad options, an unknown target or device, or a destination that is not
+            a bundle; nothing is written then.
+    """
+    from tinytune.bundle import (
+        BundleRequest,
+        Provenance,
+        build_bundle,
+        check_candidate,
+        check_destination,
+        check_options,
+        write_bundle,
+    )
+    from tinytune.checkpoints import ensure_checkpoint
+    from tinytune.data import get_dataset
+    from tinytune.db import open_store, require_existing
+    from tinytune.errors import ModelError
+    from tinytune.hwmodels.calibration import resolve_device
+    from tinytune.spaces import get_supernet
+    from tinytune.studies import find_candidate
+
+    out = Path(out)
+    check_options(samples, epochs, lr)
+    check_destination(out)
+    require_existing(storage)
+    key: int | str = target if isinstance(target, int | str) else target.candidate_key
+    with open_store(storage) as store:
+        found = find_candidate(store, study=study, target=key)
+        profile, calibration = resolve_device(
+            device or found.space.get("device", "stm32f746"), store
+        )
+    candidate, space = found.candidate, found.space
+    dataset = space.get("dataset", "digits")
+    cost = check_candidate(candidate, profile, get_dataset(dataset).num_classes)
+    spec = get_supernet(candidate.supernet)
+    if weights is not None:
+        checkpoint, source = ensure_checkpoint(spec, weights=Path(weights)), "--weights"
+    elif found.checkpoint:
+        checkpoint, source = Path(found.checkpoint), "the study"
+        if not checkpoint.is_file():
+            raise ModelError(
+                f"the study's supernet checkpoint {found.checkpoint!r} does not exist; pass the "
+                "weights with --weights FILE"
+            )
+    else:
+        checkpoint = ensure_checkpoint(spec, progress=on_pretrain)
+        source = "the cache (default pre-training)"
+    request = BundleRequest(
+        candidate=candidate,
+        checkpoint=checkpoint,
+        device=profile,
+        dataset=dataset,
+        data_seed=int(space.get("data_seed", 0)),
+        samples=samples,
+        epochs=epochs,
+        lr=lr,
+        seed=seed,
+        latency_profile=(
+            f"calibration #{calibration} in the database"
+            if calibration is not None
+            else f"built-in profile: {profile.source}"
+        ),
+    )
+    evaluation = found.evaluation
+    provenance = Provenance(
+        study=found.study,
+        trial=found.trial,
+        measured=(
+            {"accuracy": evaluation.accuracy, "val_accuracy": evaluation.val_accuracy}
+            if evaluation is not None
+            else None
+        ),
+        search_memory_bytes=evaluation.memory_bytes if evaluation is not None else None,
+        checkpoint_source=source,
+    )
+    bundle = build_bundle(request, provenance, cost)
+    path = write_bundle(out, bundle.files, bundle.manifest)
+    return Exported(path, bundle.manifest, source)

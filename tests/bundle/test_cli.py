@@ -114,7 +114,7 @@ def study(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
         finetune=FinetuneConfig(epochs=1, batch_size=32, lr=0.05),
     )
     with open_store(url) as store:
-        assert run_search(config, store, InlineExecutor(run_evaluation)).measured == 1
+        assert run_search(config, store, InlineExecutor(run_evaluation)).counts.measured == 1
     return url
 
 

@@ -1,32 +1,27 @@
-"""Pieces shared by the commands: the console, the supernet checkpoint, tables."""
+"""Pieces shared by the commands: the console, progress bars, tables."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from tinytune.api import DEFAULT_STORAGE
+
 if TYPE_CHECKING:
-    from tinytune.models import PretrainRecipe
     from tinytune.search import FrontPoint
-    from tinytune.spaces import SupernetSpec
 
 __all__ = [
     "DEFAULT_STORAGE",
     "console",
-    "ensure_checkpoint",
     "front_table",
     "pretrain_bar",
     "quiet_logs",
-    "require_database",
-    "require_weights",
 ]
 
-DEFAULT_STORAGE = "sqlite:///tinytune.db"
 console = Console(stderr=False, highlight=False)
 
 
@@ -35,41 +30,6 @@ def quiet_logs() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for name in ("ray", "optuna", "alembic", "filelock"):
         logging.getLogger(name).setLevel(logging.ERROR)
-
-
-def ensure_checkpoint(
-    spec: SupernetSpec, recipe: PretrainRecipe, weights: Path | None, force: bool = False
-) -> Path:
-    """The supernet checkpoint to use: ``weights`` when given, else the cached pre-trained one,
-    pre-training it (with a progress bar) when it is missing."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from tinytune.data import SourceTask
-    from tinytune.models import checkpoint_path, load_supernet, pretrain_supernet, save_supernet
-
-    if weights is not None:
-        load_supernet(spec, weights)  # fails early, with one line, on a bad file
-        return weights
-    require_weights(spec, weights)
-    path = checkpoint_path(spec, recipe)
-    if path.is_file() and not force:
-        return path
-    task = SourceTask(recipe.source_classes, recipe.seed)
-    with Progress(
-        TextColumn("pre-training {task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} steps, loss {task.fields[loss]:.3f}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as bar:
-        tid = bar.add_task(spec.name, total=recipe.steps, loss=float("nan"))
-        net = pretrain_supernet(
-            spec, recipe, task.batch, lambda i, n, loss: bar.update(tid, completed=i, loss=loss)
-        )
-    save_supernet(net, spec, recipe, path)
-    console.print(f"supernet checkpoint: {path}")
-    return path
 
 
 def front_table(front: tuple[FrontPoint, ...] | list[dict], title: str):
@@ -96,34 +56,6 @@ def front_table(front: tuple[FrontPoint, ...] | list[dict], title: str):
             str(d.get("candidate_key"))[:12],
         )
     return table
-
-
-def require_database(url: str) -> None:
-    """Reading commands must not create an empty SQLite file where none exists."""
-    from tinytune.db.engine import parse_url
-    from tinytune.errors import StorageError
-
-    parsed = parse_url(url)  # a one-line error with the password masked
-    on_disk = parsed.get_backend_name() == "sqlite" and parsed.database not in (
-        None,
-        "",
-        ":memory:",
-    )
-    if on_disk and not Path(parsed.database).is_file():
-        raise StorageError(f"database file {parsed.database!r} does not exist")
-
-
-def require_weights(spec: SupernetSpec, weights: Path | None) -> None:
-    """A published supernet cannot be pre-trained here: its weights must be given."""
-    from tinytune.errors import ModelError
-    from tinytune.models.supernet import PUBLISHED_URL
-
-    if spec.published and weights is None:
-        raise ModelError(
-            f"supernet {spec.name} needs its published ImageNet weights, which tinytune does not "
-            f"download: fetch {PUBLISHED_URL.format(name=spec.name)} and pass the file with "
-            "--weights FILE"
-        )
 
 
 @contextmanager

@@ -24,12 +24,12 @@ def dashboard(
     A study's page is ``/dashboard/studies/<id>``; for a study with two or more objectives it
     opens on the Pareto front plot.
     """
-    from tinytune.cli.common import console, quiet_logs, require_database
-    from tinytune.db import open_store
+    from tinytune.cli.common import console, quiet_logs
+    from tinytune.db import open_store, require_existing
     from tinytune.db.engine import mask_url
 
     quiet_logs()
-    require_database(storage)
+    require_existing(storage)
     open_store(storage).close()  # checks the URL and tinytune's tables with a one-line error
     _require_study(storage)
     _require_free_port(port)

@@ -28,8 +28,8 @@ def pareto(
     ] = None,
 ) -> None:
     """Print the Pareto front of measured results stored for a study."""
-    from tinytune.cli.common import console, front_table, quiet_logs, require_database
-    from tinytune.db import open_store
+    from tinytune.cli.common import console, front_table, quiet_logs
+    from tinytune.db import open_store, require_existing
     from tinytune.db.engine import mask_url
     from tinytune.errors import StorageError
     from tinytune.search.proxy import rank_correlation
@@ -37,7 +37,7 @@ def pareto(
     quiet_logs()
     if plot is not None:
         _check_plot_path(plot)
-    require_database(storage)
+    require_existing(storage)
     with open_store(storage) as store:
         names = store.study_names()
         if study is None:

@@ -17,11 +17,14 @@ def pretrain(
     force: Annotated[bool, typer.Option(help="Train again even when cached.")] = False,
 ) -> None:
     """Pre-train a supernet with the sandwich rule and cache the checkpoint."""
-    from tinytune.cli.common import console, ensure_checkpoint, quiet_logs
+    from tinytune.checkpoints import ensure_checkpoint
+    from tinytune.cli.common import console, pretrain_bar, quiet_logs
     from tinytune.models import PretrainRecipe
     from tinytune.spaces import get_supernet
 
     quiet_logs()
     spec = get_supernet(supernet)
-    path = ensure_checkpoint(spec, PretrainRecipe(steps=steps), None, force=force)
+    with pretrain_bar(spec.name) as progress:
+        recipe = PretrainRecipe(steps=steps)
+        path = ensure_checkpoint(spec, recipe, force=force, progress=progress)
     console.print(f"{spec.name}: {path}")

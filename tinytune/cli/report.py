@@ -33,34 +33,28 @@ def report(
     predicted per-op latency on the device."""
     import optuna
 
-    from tinytune.cli.common import console, quiet_logs, require_database
-    from tinytune.cli.export import resolve_target
-    from tinytune.db import open_store
+    from tinytune.cli.common import console, quiet_logs
+    from tinytune.db import open_store, require_existing
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
     from tinytune.hwmodels.calibration import resolve_device
-    from tinytune.spaces import Candidate, get_supernet
+    from tinytune.spaces import get_supernet
+    from tinytune.studies import find_candidate
     from tinytune.viz import report_figure
 
     quiet_logs()
-    require_database(storage)
+    require_existing(storage)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    is_trial = target.isdigit()
     with open_store(storage) as store:
-        found = resolve_target(
-            store,
-            storage,
-            study=study,
-            trial=int(target) if is_trial else None,
-            candidate=None if is_trial else target,
+        found = find_candidate(
+            store, study=study, target=int(target) if target.isdigit() else target
         )
         space = found.space
         profile, _ = resolve_device(device or space.get("device", "stm32f746"), store)
-    payload = found.payload
+    candidate = found.candidate
     if found.trial is not None:
         label = f"trial {found.trial} of study {found.study!r}"
     else:
-        label = f"candidate {Candidate.from_json(payload).key[:12]}"
-    candidate = Candidate.from_json(payload)
+        label = f"candidate {candidate.key[:12]}"
     spec = get_supernet(candidate.supernet)
     config = HardwareConfig(
         precision=space.get("precision", "int8"), batch_size=space.get("batch_size", 1)

@@ -3,6 +3,7 @@ contribution tables) beside Optuna's."""
 
 from __future__ import annotations
 
+from tinytune.db.engine import mask_url, require_existing
 from tinytune.db.store import (
     CONTRIBUTION_PARTS,
     FIDELITIES,
@@ -28,5 +29,7 @@ __all__ = [
     "EvaluationRecord",
     "ParetoSnapshot",
     "Store",
+    "mask_url",
     "open_store",
+    "require_existing",
 ]

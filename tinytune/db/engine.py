@@ -25,6 +25,7 @@ __all__ = [
     "create_engine",
     "mask_url",
     "parse_url",
+    "require_existing",
     "translate_error",
 ]
 
@@ -160,3 +161,19 @@ def _first_line(error: BaseException) -> str:
     text = str(inner if inner is not None else error).strip()
     line = text.splitlines()[0].strip() if text else ""
     return line or type(error).__name__
+
+
+def require_existing(url: str) -> None:
+    """Reading must not create an empty SQLite file where none exists.
+
+    Raises:
+        StorageError: the URL is malformed, or names a SQLite file that does not exist.
+    """
+    parsed = parse_url(url)  # a one-line error with the password masked
+    on_disk = parsed.get_backend_name() == "sqlite" and parsed.database not in (
+        None,
+        "",
+        ":memory:",
+    )
+    if on_disk and not Path(parsed.database).is_file():
+        raise StorageError(f"database file {parsed.database!r} does not exist")

@@ -2,8 +2,9 @@
 
 The worker receives a dict (candidate JSON, checkpoint path, data set, settings) and returns a
 dict; it never touches the database, and it measures accuracy only: the driver priced the
-candidate's hardware cost before sending it. A failure inside the evaluation is returned as a result
-with ``status="failed"`` and the error text, so that the search stores it instead of losing it.
+candidate's hardware cost before sending it. A failure inside the evaluation is returned as a
+result with ``status="failed"`` and the error text, so that the search stores it instead of
+losing it.
 The loaded supernet and data splits are cached per worker process, keyed by what identifies
 them (path and modification time; data set, seed and resolution).
 """

@@ -1,0 +1,166 @@
+"""Stored studies, read only: a study's front and search space, and the lookup of a candidate by
+trial number or key that export and report share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tinytune.errors import StorageError
+from tinytune.spaces import Candidate
+
+if TYPE_CHECKING:
+    from tinytune.db import EvaluationRecord, Store
+    from tinytune.search import FrontPoint
+
+__all__ = ["StoredCandidate", "StudyView", "find_candidate", "load"]
+
+
+@dataclass(frozen=True)
+class StoredCandidate:
+    """A candidate and what the database says about it.
+
+    Attributes:
+        candidate: the candidate.
+        study: the study it comes from (None: a key found in no study).
+        trial: its trial number in that study, when known.
+        space: the study's search space (data set, seed, device, precision...), or {}.
+        checkpoint: the supernet weights the study last searched with, if recorded.
+        evaluation: its successful measured evaluation in that study, if any.
+    """
+
+    candidate: Candidate
+    study: str | None
+    trial: int | None
+    space: dict[str, Any]
+    checkpoint: str | None
+    evaluation: EvaluationRecord | None
+
+
+@dataclass(frozen=True)
+class StudyView:
+    """A stored study: its search space and its latest measured Pareto front."""
+
+    name: str
+    storage: str
+    space: dict[str, Any]
+    front: tuple[FrontPoint, ...]
+    hypervolume: float | None
+
+    def candidate(self, target: int | str) -> StoredCandidate:
+        """The candidate of a trial number, or of a stored key (or a unique prefix of one)."""
+        from tinytune.db import open_store
+
+        with open_store(self.storage) as store:
+            return find_candidate(store, study=self.name, target=target)
+
+
+def _study_name(store: Store, study: str | None) -> str:
+    names = store.study_names()
+    if study is None:
+        if len(names) != 1:
+            raise StorageError(
+                f"the database holds {len(names)} studies; choose one with --study: "
+                f"{', '.join(names) or '(none)'}"
+            )
+        return names[0]
+    return study
+
+
+def _optuna_study(store: Store, name: str) -> Any:
+    import optuna
+
+    from tinytune.db.engine import mask_url
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        return optuna.load_study(study_name=name, storage=store.url)
+    except KeyError as e:
+        names = ", ".join(store.study_names()) or "(none)"
+        raise StorageError(
+            f"no study {name!r} in {mask_url(store.url)!r}; studies: {names}"
+        ) from e
+
+
+def find_candidate(store: Store, *, study: str | None, target: int | str) -> StoredCandidate:
+    """The candidate of trial ``target`` in ``study`` (default: the only study), or the stored
+    candidate whose key starts with ``target`` (with the study that measured it: ``study``,
+    else the only one that did).
+
+    Raises:
+        StorageError: no such study, trial or key, or an ambiguous one (the message says which
+            to choose from).
+    """
+    from tinytune.search import Attr
+
+    if isinstance(target, int):
+        loaded = _optuna_study(store, _study_name(store, study))
+        trials = {t.number: t for t in loaded.get_trials(deepcopy=False)}
+        found = trials.get(target)
+        if found is None or Attr.CANDIDATE not in found.user_attrs:
+            raise StorageError(
+                f"study {loaded.study_name!r} has no trial {target} with a candidate (trials 0–"
+                f"{max(trials, default=-1)})"
+            )
+        candidate = Candidate.from_json(found.user_attrs[Attr.CANDIDATE])
+        name = loaded.study_name
+    else:
+        matches = store.find_candidates(target.lower())
+        if len(matches) != 1:
+            raise StorageError(
+                f"candidate key {target!r} matches {len(matches)} stored candidates; give "
+                "more of the key, or a trial number with --study"
+            )
+        candidate = Candidate.from_json(matches[0].payload)
+        names = (
+            [study]
+            if study is not None
+            else [
+                n
+                for n in store.study_names()
+                if store.find_evaluation(n, candidate.key, "measured")
+            ]
+        )
+        if len(names) > 1:
+            raise StorageError(
+                f"candidate {candidate.key[:12]} was measured in {len(names)} studies; choose "
+                f"one with --study: {', '.join(names)}"
+            )
+        if not names:
+            return StoredCandidate(candidate, None, None, {}, None, None)
+        loaded = _optuna_study(store, names[0])
+        name = loaded.study_name
+    evaluation = store.find_evaluation(name, candidate.key, "measured")
+    trial = target if isinstance(target, int) else evaluation.trial_number if evaluation else None
+    return StoredCandidate(
+        candidate=candidate,
+        study=name,
+        trial=trial,
+        space=dict(loaded.user_attrs.get(Attr.SPACE, {})),
+        checkpoint=loaded.user_attrs.get(Attr.CHECKPOINT),
+        evaluation=evaluation,
+    )
+
+
+def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> StudyView:
+    """A stored study (default: the only one in the database), read only.
+
+    Raises:
+        StorageError: no database file, no such study, or several to choose from.
+    """
+    from tinytune.db import open_store, require_existing
+    from tinytune.search import Attr, FrontPoint
+
+    require_existing(storage)
+    with open_store(storage) as store:
+        name = _study_name(store, study)
+        loaded = _optuna_study(store, name)
+        snapshot = store.latest_pareto(name)
+    points = tuple(FrontPoint(**p) for p in snapshot.points) if snapshot is not None else ()
+    return StudyView(
+        name=name,
+        storage=storage,
+        space=dict(loaded.user_attrs.get(Attr.SPACE, {})),
+        front=points,
+        hypervolume=snapshot.hypervolume if snapshot is not None else None,
+    )
