@@ -215,7 +215,8 @@ def main() -> None:
                         flush=True,
                     )
             if any(STRATEGIES[s]["proxy"] for s in args.strategies):
-                from tinytune.search.contribution import TableIdentity, build_table, file_sha256
+                from tinytune.search.contribution import TableIdentity, file_sha256
+                from tinytune.search.contribution_table import build_table
                 from tinytune.spaces import default_subnet
 
                 spec = get_supernet(args.supernet)

@@ -14,11 +14,10 @@ from tinytune.search import InlineExecutor
 from tinytune.search.contribution import (
     ContributionPlan,
     TableIdentity,
-    build_table,
     file_sha256,
-    interpolate,
     run_contributions,
 )
+from tinytune.search.contribution_table import build_table, interpolate
 from tinytune.spaces import default_subnet
 
 from .fakes import KINDS, SPEC, SUBNET, FakeEvaluator, made_up_records

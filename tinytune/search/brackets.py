@@ -22,13 +22,12 @@ from tinytune.errors import ModelError
 from tinytune.evaluators import HardwareCost
 from tinytune.search.contribution import (
     ContributionEntry,
-    ContributionTable,
     TableIdentity,
-    build_table,
     file_sha256,
     run_contributions,
     store_entry,
 )
+from tinytune.search.contribution_table import ContributionTable, build_table
 from tinytune.search.ladder import calibration_offset, choose_promotion, reference
 from tinytune.search.proxy import ProxyEstimate, estimate
 from tinytune.search.study import Attr

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tinytune.db import Store
-from tinytune.search.contribution import ContributionTable, interpolate
+from tinytune.search.contribution_table import ContributionTable, interpolate
 from tinytune.spaces import Candidate
 
 __all__ = ["ProxyEstimate", "RankCorrelation", "estimate", "kendall_tau", "rank_correlation"]
