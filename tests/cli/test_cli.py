@@ -12,8 +12,8 @@ import optuna
 import pytest
 
 from tinytune.cli.main import main
-from tinytune.units import parse_bytes, parse_seconds
 from tinytune.errors import BudgetError
+from tinytune.units import parse_bytes, parse_seconds
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -148,3 +148,34 @@ def test_search_end_to_end_with_ray(
     study = optuna.load_study(study_name="tinytune", storage=url)
     assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 2
     assert main(["pareto", "--storage", url]) == 0
+
+
+def test_an_unreadable_image_is_named_before_the_search(
+    tmp_path: Path, existing_db: tuple[str, Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.data.test_data import write_image_folder
+
+    root = write_image_folder(tmp_path / "images", images_per_class=8)
+    (root / "mango" / "3.png").write_bytes(os.urandom(64))  # one corrupt file
+    url, _path, _ = existing_db
+    argv = ["search", "--storage", url, "--dataset", f"imagefolder:{root}", "--inline"]
+    code, err = _run(argv, capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and "mango/3.png" in err
+    assert optuna.get_all_study_names(url) == ["old"]  # nothing was started
+
+
+def test_failed_evaluations_are_printed_once_each(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tinytune
+    from tinytune.search import Counts, SearchResult
+
+    errors = ("RuntimeError: diverged", "DataError: cannot read image 'x.png'")
+    result = SearchResult("s", Counts(failed=3), (), None, 3, errors, 1.0, 3)
+    monkeypatch.setattr(tinytune, "optimize", lambda *a, **k: result)
+    assert main(["search", "--trials", "3"]) == 0
+    out = capsys.readouterr().out
+    for error in errors:
+        assert out.count(error) == 1
+    assert "no measured candidate meets the budget yet" in out

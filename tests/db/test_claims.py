@@ -63,8 +63,7 @@ def test_concurrent_drivers_claim_exactly_the_budget_once_each(db_url: str) -> N
             _add(store, key)
     out: mp.Queue = mp.get_context("spawn").Queue()
     procs = [
-        mp.get_context("spawn").Process(target=_claim_all, args=(db_url, w, out))
-        for w in range(3)
+        mp.get_context("spawn").Process(target=_claim_all, args=(db_url, w, out)) for w in range(3)
     ]
     for p in procs:
         p.start()

@@ -91,6 +91,7 @@ def test_failed_evaluations_are_stored_not_lost(tmp_path: Path, tiny_checkpoint:
         failed = store.evaluations("s", status="failed")
     assert result.counts.failed == 2 and result.counts.measured == 0
     assert [e.error for e in failed] == ["RuntimeError: out of memory"] * 2
+    assert result.errors == ("RuntimeError: out of memory",)  # distinct, for the user
     states = [t.state for t in optuna.load_study(study_name="s", storage=url).trials]
     assert states.count(optuna.trial.TrialState.FAIL) == 2
 
