@@ -255,12 +255,11 @@ def build_bundle(
         QuantizationError: the candidate holds an op without an int8 kernel.
         BundleError: the request is invalid, or the lowered step disagrees with the plan.
     """
-    import torch
 
     from tinytune.data import get_dataset
-    from tinytune.evaluators.task import CALIBRATION_SAMPLES
+    from tinytune.evaluators.task import network_on_data
     from tinytune.export.program import lower_step
-    from tinytune.models import build_candidate, load_supernet
+    from tinytune.models import load_supernet
     from tinytune.quant import quantize
     from tinytune.spaces import get_supernet
 
@@ -277,8 +276,7 @@ def build_bundle(
     # 2–3. the network, int8, and its step on the planner's arena
     supernet = load_supernet(spec, Path(request.checkpoint))
     splits = dataset.load(candidate.subnet.resolution)
-    calib = torch.tensor(splits.train.x[:CALIBRATION_SAMPLES]).split(64)
-    net = build_candidate(candidate, supernet, n_classes, calib, seed=request.seed)
+    net, calib = network_on_data(candidate, supernet, splits, n_classes, request.seed)
     q = quantize(net, calib)
     program = lower_step(q, request.lr)
     if program.arena_bytes != cost.arena_bytes:

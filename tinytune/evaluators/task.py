@@ -22,10 +22,10 @@ import torch
 from tinytune.data import Splits, get_dataset
 from tinytune.errors import TinyTuneError
 from tinytune.evaluators.finetune import FinetuneConfig, finetune
-from tinytune.models import build_candidate, load_supernet
+from tinytune.models import TrainNet, build_candidate, load_supernet
 from tinytune.spaces import Candidate, get_supernet
 
-__all__ = ["CALIBRATION_SAMPLES", "run_evaluation"]
+__all__ = ["CALIBRATION_SAMPLES", "network_on_data", "run_evaluation"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,18 @@ def _data(spec: str, seed: int, resolution: int) -> tuple[Splits, int]:
     return _splits[key], dataset.num_classes
 
 
+def network_on_data(
+    candidate: Candidate, supernet: torch.nn.Module, splits: Splits, n_classes: int, seed: int
+) -> tuple[TrainNet, tuple[torch.Tensor, ...]]:
+    """The candidate's trainable network on its data, as the search, the int8 fidelity and
+    the exporter all build it: BatchNorm statistics re-estimated on the first
+    :data:`CALIBRATION_SAMPLES` training images (batches of 64) and folded, a new classifier
+    seeded by ``seed``. Returns the network and those calibration batches (int8 quantization
+    calibrates on the same images)."""
+    calib = torch.tensor(splits.train.x[:CALIBRATION_SAMPLES]).split(64)
+    return build_candidate(candidate, supernet, n_classes, calib, seed=seed), calib
+
+
 def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
     """Fine-tune one candidate and measure its accuracy.
 
@@ -70,8 +82,7 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
             task["dataset"], int(task["data_seed"]), candidate.subnet.resolution
         )
         supernet = _supernet(candidate.supernet, task["checkpoint"])
-        calib = torch.tensor(splits.train.x[:CALIBRATION_SAMPLES])
-        net = build_candidate(candidate, supernet, n_classes, calib.split(64), seed=cfg.seed)
+        net, _ = network_on_data(candidate, supernet, splits, n_classes, cfg.seed)
         result = finetune(net, splits, cfg)
     except (TinyTuneError, RuntimeError, ValueError, KeyError) as e:
         log.warning("evaluation failed: %s", e)
