@@ -47,7 +47,8 @@ import torch
 from tinytune.data import get_dataset
 from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig, run_evaluation
-from tinytune.models import PretrainRecipe, checkpoint_path
+from tinytune.checkpoints import ensure_checkpoint
+from tinytune.models import PretrainRecipe
 from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, run_search
 from tinytune.search.contribution import ContributionPlan
 from tinytune.search.ladder import reference
@@ -95,16 +96,8 @@ class Run:
 
 
 def _checkpoint(args: argparse.Namespace) -> Path:
-    if args.weights is not None:
-        return args.weights
-    spec = get_supernet(args.supernet)
-    path = checkpoint_path(spec, PretrainRecipe(steps=args.pretrain_steps))
-    if not path.is_file():
-        raise SystemExit(
-            f"no cached checkpoint {path}; run 'tinytune pretrain --steps {args.pretrain_steps}' "
-            "first, or pass --weights FILE"
-        )
-    return path
+    recipe = PretrainRecipe(steps=args.pretrain_steps)
+    return ensure_checkpoint(get_supernet(args.supernet), recipe, args.weights)
 
 
 def _median(values: list[float]) -> float | None:

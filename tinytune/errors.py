@@ -10,7 +10,6 @@ __all__ = [
     "BudgetError",
     "ConfigError",
     "DataError",
-    "EvaluationError",
     "ModelError",
     "StorageError",
     "TinyTuneError",
@@ -40,6 +39,3 @@ class StorageError(TinyTuneError):
 class BudgetError(TinyTuneError):
     """A budget is malformed, or no candidate of the search space can meet it."""
 
-
-class EvaluationError(TinyTuneError):
-    """A single evaluation failed; the search records it and goes on."""
