@@ -44,10 +44,10 @@ from pathlib import Path
 
 import torch
 
+from tinytune.checkpoints import ensure_checkpoint
 from tinytune.data import get_dataset
 from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig, run_evaluation
-from tinytune.checkpoints import ensure_checkpoint
 from tinytune.models import PretrainRecipe
 from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, run_search
 from tinytune.search.contribution import ContributionPlan
