@@ -171,9 +171,9 @@ def main() -> None:
                     wall = time.monotonic() - started
                     measured = store.evaluations(config.study_name, fidelity="measured")
                     points[(strategy, seed)] = [
-                        (e.accuracy, float(e.memory_bytes), e.latency_ms / 1000.0)
+                        (e.val_accuracy, float(e.memory_bytes), e.latency_ms / 1000.0)
                         for e in measured
-                        if e.status == "ok" and e.accuracy is not None
+                        if e.status == "ok" and e.val_accuracy is not None
                     ]  # type: ignore[misc]
                     tau = rank_correlation(store, config.study_name)
                     if config.proxy:
@@ -182,9 +182,9 @@ def main() -> None:
                             for e in store.evaluations(config.study_name, fidelity="proxy")
                         }
                         pairs += [
-                            (proxy[e.candidate_key], e.accuracy)
+                            (proxy[e.candidate_key], e.val_accuracy)
                             for e in measured
-                            if e.candidate_key in proxy and e.accuracy is not None
+                            if e.candidate_key in proxy and e.val_accuracy is not None
                         ]  # type: ignore[misc]
                     runs.append(
                         Run(

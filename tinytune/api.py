@@ -7,7 +7,7 @@ these functions.
     import tinytune
     result = tinytune.optimize("digits", trials=8, sram_budget="256KB", device="stm32f746")
     for point in result.front:
-        print(point.scheme, point.accuracy, point.memory_bytes)
+        print(point.scheme, point.val_accuracy, point.test_accuracy, point.memory_bytes)
 """
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> St
         name = _study_name(store, study)
         loaded = _optuna_study(store, name)
         snapshot = store.latest_pareto(name)
-    points = tuple(FrontPoint(**p) for p in snapshot.points) if snapshot is not None else ()
+    points = tuple(FrontPoint.from_dict(p) for p in snapshot.points) if snapshot else ()
     return StudyView(
         name=name,
         storage=storage,

@@ -110,7 +110,7 @@ def test_ladder_promotes_and_tells_optuna_measured_values_only(tmp_path: Path) -
     assert len(complete) == 2
     for t in complete:  # Optuna's values are the measurements
         assert t.user_attrs["fidelity"] == "measured" and t.user_attrs["promoted"]
-        assert t.values[0] == measured[t.user_attrs["candidate_key"]].accuracy
+        assert t.values[0] == measured[t.user_attrs["candidate_key"]].val_accuracy
         assert "hypervolume" in t.user_attrs
     not_promoted = [
         t

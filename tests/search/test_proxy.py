@@ -124,8 +124,11 @@ def test_rank_correlation_pairs_proxy_and_measured_by_candidate(tmp_path: Path) 
             for name, acc in values.items():
                 key = name * 16
                 store.add_candidate(key, SPEC.name, "{}")
+                val = acc if fidelity == "measured" else None  # measured: chosen on validation
                 store.add_evaluation(
-                    EvaluationRecord("s", key, fidelity, "ok", accuracy=acc, trial_number=0)
+                    EvaluationRecord(
+                        "s", key, fidelity, "ok", accuracy=acc, val_accuracy=val, trial_number=0
+                    )
                 )
         got = rank_correlation(store, "s")
     both = ["a", "b", "c", "d"]

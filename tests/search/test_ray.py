@@ -242,7 +242,7 @@ def test_a_killed_worker_is_retried_and_every_evaluation_completes(
     assert {e.trial_number for e in evaluations} == {t.number for t in complete}
     for t in complete:
         stored = next(e for e in evaluations if e.trial_number == t.number)
-        assert stored.accuracy == t.values[0]
+        assert stored.val_accuracy == t.values[0]
 
 
 @pytest.mark.slow

@@ -33,27 +33,28 @@ def quiet_logs() -> None:
 
 
 def front_table(front: tuple[FrontPoint, ...] | list[dict], title: str):
-    """A rich table of Pareto points (FrontPoint objects or their stored dicts)."""
+    """A rich table of Pareto points (FrontPoint objects or their stored dicts): validation
+    accuracy (what the front is chosen on) and test accuracy (reported) side by side."""
     from rich.table import Table
 
+    from tinytune.search import FrontPoint
+
     table = Table(title=title)
-    cols = ("trial", "scheme", "accuracy", "val acc", "peak SRAM", "flash", "step", "candidate")
+    cols = ("trial", "scheme", "val acc", "test acc", "peak SRAM", "flash", "step", "candidate")
     for col in cols:
         table.add_column(col, justify="right" if col not in ("scheme", "candidate") else "left")
     for p in front:
-        d = p if isinstance(p, dict) else p.__dict__
-        flash = d.get("flash_bytes")
-        val = d.get("val_accuracy")
-        latency = d.get("latency_s")
+        point = FrontPoint.from_dict(p) if isinstance(p, dict) else p
+        flash, test, latency = point.flash_bytes, point.test_accuracy, point.latency_s
         table.add_row(
-            str(d.get("trial")),
-            str(d.get("scheme")),
-            f"{100 * d['accuracy']:.1f}%",
-            f"{100 * val:.1f}%" if val is not None else "-",
-            f"{d['memory_bytes'] / 1024:.1f} KB",
+            str(point.trial),
+            point.scheme,
+            f"{100 * point.val_accuracy:.1f}%",
+            f"{100 * test:.1f}%" if test is not None else "-",
+            f"{point.memory_bytes / 1024:.1f} KB",
             f"{flash / 1024:.1f} KB" if flash else "-",
             f"{1000 * latency:.0f} ms" if latency is not None else "-",
-            str(d.get("candidate_key"))[:12],
+            point.candidate_key[:12],
         )
     return table
 

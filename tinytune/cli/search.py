@@ -213,9 +213,9 @@ def search(
     console.print(
         front_table(
             result.front,
-            f"Pareto front of study {study!r}: measured accuracy on held-out {dataset} vs "
-            f"predicted peak training SRAM ({precision}, batch 1) and training-step latency "
-            f"on {device}{hv}",
+            f"Pareto front of study {study!r}: measured accuracy on {dataset} (chosen on the "
+            f"validation split, test split reported) vs predicted peak training SRAM "
+            f"({precision}, batch 1) and training-step latency on {device}{hv}",
         )
     )
     console.print(

@@ -264,7 +264,7 @@ class Ladder:
         if not run.limits.time_left():
             self.prune(members, "the time budget was spent before a promotion")
             return
-        front = [(p.accuracy, float(p.memory_bytes), p.latency_s or 0.0) for p in run.front()]
+        front = [(p.val_accuracy, float(p.memory_bytes), p.latency_s or 0.0) for p in run.front()]
         contenders = [
             (s.accuracy, float(m.cost.arena_bytes), float(m.cost.latency_s or 0.0))
             for s, m in zip(scores, members, strict=True)
@@ -311,8 +311,8 @@ class Ladder:
             for e in store.evaluations(name, fidelity="proxy", status="ok")
         }
         pairs = [
-            (proxy[e.candidate_key], e.accuracy)
+            (proxy[e.candidate_key], e.val_accuracy)
             for e in store.evaluations(name, fidelity="measured", status="ok")
-            if e.candidate_key in proxy and e.accuracy is not None
+            if e.candidate_key in proxy and e.val_accuracy is not None
         ]
         return calibration_offset(pairs)  # type: ignore[arg-type]

@@ -8,7 +8,8 @@ that several drivers sharing a study spend exactly its budget and never measure 
 twice — and sends it to a worker as a plain-dict task. The result is stored with the cost the
 driver predicted, Optuna is told (measured accuracy ↑, peak SRAM ↓, step latency ↓; budgets are
 constraints), and the Pareto front of measured results is snapshotted with its normalised
-hypervolume.
+hypervolume. The objective and the front use validation accuracy; the test accuracy is stored
+and shown beside it, never used to choose.
 
 ``trials`` counts the study's measured fine-tunes (successful or failed) over all runs and
 drivers; ``time_budget_s`` stops new submissions after that many seconds of this run;
@@ -290,18 +291,23 @@ class Run:
     def reuse(self, trial: Any, candidate: Candidate, cost: HardwareCost) -> bool:
         """Tell the stored measurement of a candidate measured before; False when none."""
         previous = self.store.find_evaluation(self.config.study_name, candidate.key, "measured")
-        if previous is None or previous.accuracy is None:
+        if previous is None or previous.val_accuracy is None:
             return False
         self.tell_stored(trial, previous, cost)
         return True
 
     def tell_stored(self, trial: Any, previous: EvaluationRecord, cost: HardwareCost) -> None:
-        assert previous.accuracy is not None
+        assert previous.val_accuracy is not None
         self.study.note(
-            trial, **{Attr.REUSED_FROM: previous.trial_number, Attr.FIDELITY: "measured"}
+            trial,
+            **{
+                Attr.REUSED_FROM: previous.trial_number,
+                Attr.FIDELITY: "measured",
+                Attr.TEST_ACCURACY: previous.accuracy,
+            },
         )
         latency = float(cost.latency_s or 0.0)
-        self.study.tell_values(trial, (previous.accuracy, float(cost.arena_bytes), latency))
+        self.study.tell_values(trial, (previous.val_accuracy, float(cost.arena_bytes), latency))
         self.counts.reused += 1
         self.limits.idle += 1
         self.emit("reused", trial=trial.number)
@@ -352,16 +358,16 @@ class Run:
         if hv is not None:
             self.study.note(trial, **{Attr.HYPERVOLUME: hv})
         if record.status == "ok":
-            assert record.accuracy is not None
+            assert record.val_accuracy is not None
             self.study.note(
                 trial,
                 **{
                     Attr.FIDELITY: "measured",
-                    Attr.VAL_ACCURACY: record.val_accuracy,
+                    Attr.TEST_ACCURACY: record.accuracy,
                     Attr.WALL_TIME: record.wall_time_s,
                 },
             )
-            values = (record.accuracy, float(cost.arena_bytes), float(cost.latency_s or 0.0))
+            values = (record.val_accuracy, float(cost.arena_bytes), float(cost.latency_s or 0.0))
             self.study.tell_values(trial, values)
             self.counts.measured += 1
         else:
@@ -370,7 +376,7 @@ class Run:
             self.study.tell_failed(trial, record.error)
             self.counts.failed += 1
         self.publish()
-        self.emit("finished", trial=trial.number, accuracy=record.accuracy, error=record.error)
+        self.emit("finished", trial=trial.number, accuracy=record.val_accuracy, error=record.error)
 
     def snapshot(self) -> tuple[tuple[FrontPoint, ...], float | None]:
         self.last = snapshot(self.config, self.store, self.checked.flash_budget)

@@ -47,7 +47,7 @@ class SearchEvent:
         budget: the study's budget of measured fine-tunes.
         in_flight: this run's measured fine-tunes running.
         trial: the trial concerned, if any.
-        accuracy: the measured accuracy of a finished trial.
+        accuracy: the measured validation accuracy of a finished trial.
         error: the error of a failed one.
         done, total: progress of the contribution analysis.
     """

@@ -19,7 +19,7 @@ position from the output, where the networks agree (the last blocks and the head
   that the candidate's tail covers.
 
 The estimate is clipped to [0, 1]. It estimates validation accuracy; the rank correlation with
-measured test accuracy is what says whether it can be trusted (:func:`rank_correlation`).
+measured validation accuracy is what says whether it can be trusted (:func:`rank_correlation`).
 """
 
 from __future__ import annotations
@@ -122,17 +122,17 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> RankCorrelation:
 
 
 def rank_correlation(store: Store, study_name: str) -> RankCorrelation:
-    """Kendall's τ between the proxy and the measured accuracy of the study's candidates that
-    have both (the latest of each)."""
+    """Kendall's τ between the proxy and the measured validation accuracy of the study's
+    candidates that have both (the latest of each)."""
     proxy = {
         e.candidate_key: e.accuracy
         for e in store.evaluations(study_name, fidelity="proxy", status="ok")
         if e.accuracy is not None
     }
     measured = {
-        e.candidate_key: e.accuracy
+        e.candidate_key: e.val_accuracy
         for e in store.evaluations(study_name, fidelity="measured", status="ok")
-        if e.accuracy is not None
+        if e.val_accuracy is not None
     }
     both = sorted(set(proxy) & set(measured))
     return kendall_tau([proxy[k] for k in both], [measured[k] for k in both])  # type: ignore[misc]

@@ -1,9 +1,14 @@
 """Recording: a measured evaluation as a stored record, and the Pareto front of a study's
-measured, feasible evaluations as a snapshot with its normalised hypervolume."""
+measured, feasible evaluations as a snapshot with its normalised hypervolume.
+
+Candidates are chosen on the validation split: the front and the hypervolume use validation
+accuracy; the test accuracy of each point is stored and shown beside it, never used to choose.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from tinytune.db import EvaluationRecord, Store
@@ -23,8 +28,9 @@ class FrontPoint:
     Attributes:
         trial: the Optuna trial that measured it.
         candidate_key: the candidate's stable key (``tinytune.load(...).candidate(key)``).
-        accuracy: measured accuracy on the held-out test split.
-        val_accuracy: measured accuracy on the validation split.
+        val_accuracy: measured accuracy on the validation split (what the front is chosen on).
+        test_accuracy: measured accuracy on the held-out test split (reported, never used to
+            choose).
         memory_bytes: predicted peak training SRAM (the arena of the exported bundle).
         flash_bytes: predicted flash (parameters and the training engine's code).
         latency_s: predicted latency of one training step on the device.
@@ -33,12 +39,22 @@ class FrontPoint:
 
     trial: int | None
     candidate_key: str
-    accuracy: float
-    val_accuracy: float | None
+    val_accuracy: float
+    test_accuracy: float | None
     memory_bytes: int
     flash_bytes: int | None
     latency_s: float | None
     scheme: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FrontPoint:
+        """A stored snapshot point (before validation selection, a snapshot's ``accuracy``
+        was the test accuracy and its front was chosen on it)."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "test_accuracy" not in data:
+            values["test_accuracy"] = data.get("accuracy")
+        return cls(**values)
 
 
 def measured_record(
@@ -52,7 +68,9 @@ def measured_record(
 ) -> EvaluationRecord:
     """The stored form of a worker's result (``ok`` or ``failed``) for a measured fine-tune,
     with the cost the driver predicted for it."""
-    ok = result.get("status") == "ok" and isinstance(result.get("accuracy"), float)
+    ok = result.get("status") == "ok" and all(
+        isinstance(result.get(k), float) for k in ("accuracy", "val_accuracy")
+    )
     memory = cost.memory
     return EvaluationRecord(
         study_name=config.study_name,
@@ -95,7 +113,7 @@ def snapshot(
     evaluations = store.evaluations(config.study_name, fidelity="measured", status="ok")
 
     def feasible(e: EvaluationRecord) -> bool:
-        if e.accuracy is None or e.memory_bytes is None or e.latency_ms is None:
+        if e.val_accuracy is None or e.memory_bytes is None or e.latency_ms is None:
             return False
         flash = (e.details or {}).get("flash_bytes") or 0
         v = violations(config, flash_budget, e.memory_bytes, flash, e.latency_ms / 1000.0)
@@ -105,7 +123,7 @@ def snapshot(
     if not ok:
         return (), None
     objectives = [
-        (-e.accuracy, float(e.memory_bytes), e.latency_ms / 1000.0)  # type: ignore[operator]
+        (-e.val_accuracy, float(e.memory_bytes), e.latency_ms / 1000.0)  # type: ignore[operator]
         for e in ok
     ]
     front_idx = sorted(pareto_front(objectives), key=lambda i: ok[i].memory_bytes or 0)
@@ -113,8 +131,8 @@ def snapshot(
         FrontPoint(
             trial=ok[i].trial_number,
             candidate_key=ok[i].candidate_key,
-            accuracy=float(ok[i].accuracy),  # type: ignore[arg-type]
-            val_accuracy=ok[i].val_accuracy,
+            val_accuracy=float(ok[i].val_accuracy),  # type: ignore[arg-type]
+            test_accuracy=ok[i].accuracy,
             memory_bytes=int(ok[i].memory_bytes),  # type: ignore[arg-type]
             flash_bytes=(ok[i].details or {}).get("flash_bytes"),
             latency_s=objectives[i][2],

@@ -49,7 +49,7 @@ class Attr:
     CONSTRAINTS = "constraints"
     SRAM_BUDGET = "sram_budget_bytes"
     FIDELITY = "fidelity"
-    VAL_ACCURACY = "val_accuracy"
+    TEST_ACCURACY = "test_accuracy"
     WALL_TIME = "wall_time_s"
     ERROR = "error"
     HYPERVOLUME = "hypervolume"

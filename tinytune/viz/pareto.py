@@ -37,8 +37,8 @@ def pareto_figure(
 
     Args:
         evaluations: the study's successful measured evaluations (drawn in grey).
-        front: the latest snapshot's Pareto points (dicts with ``accuracy``, ``memory_bytes``,
-            ``latency_s``).
+        front: the latest snapshot's Pareto points (dicts with ``val_accuracy``,
+            ``memory_bytes``, ``latency_s``).
         snapshots: the study's snapshots, oldest first (the hypervolume history).
         path: the PNG to write.
         title: the figure's title.
@@ -52,19 +52,21 @@ def pareto_figure(
     fig, (ax, ax_hv) = plt.subplots(
         2, 1, figsize=(9, 8.5), gridspec_kw={"height_ratios": [3, 2]}, squeeze=True
     )
-    measured = [e for e in evaluations if e.accuracy is not None and e.memory_bytes is not None]
+    measured = [
+        e for e in evaluations if e.val_accuracy is not None and e.memory_bytes is not None
+    ]
     ax.scatter(
         [e.memory_bytes / 1024 for e in measured],  # type: ignore[operator]
-        [100 * e.accuracy for e in measured],  # type: ignore[operator]
+        [100 * e.val_accuracy for e in measured],  # type: ignore[operator]
         s=18,
         color="0.75",
         label=f"measured ({len(measured)})",
         zorder=1,
     )
-    points = sorted(front, key=lambda p: (p["memory_bytes"], -p["accuracy"]))
+    points = sorted(front, key=lambda p: (p["memory_bytes"], -p["val_accuracy"]))
     if points:
         x = [p["memory_bytes"] / 1024 for p in points]
-        y = [100 * p["accuracy"] for p in points]
+        y = [100 * p["val_accuracy"] for p in points]
         latency = [1000 * (p.get("latency_s") or 0.0) for p in points]
         # the staircase of the accuracy–SRAM projection; points off it are on the front
         # because of their latency
@@ -88,7 +90,7 @@ def pareto_figure(
     if sram_budget_bytes:
         ax.axvline(sram_budget_bytes / 1024, color="red", ls=":", lw=1.2, label="SRAM budget")
     ax.set_xlabel("predicted peak training SRAM (KB)")
-    ax.set_ylabel("measured accuracy (%)")
+    ax.set_ylabel("measured validation accuracy (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
