@@ -38,4 +38,3 @@ class StorageError(TinyTuneError):
 
 class BudgetError(TinyTuneError):
     """A budget is malformed, or no candidate of the search space can meet it."""
-
