@@ -39,13 +39,16 @@ class StoredCandidate:
 
 @dataclass(frozen=True)
 class StudyView:
-    """A stored study: its search space and its latest measured Pareto front."""
+    """A stored study: its search space, its latest measured Pareto front (chosen on validation
+    accuracy, test accuracy beside it) and its reference (full fine-tuning of the default
+    sub-network, measured beside the budget), when measured."""
 
     name: str
     storage: str
     space: dict[str, Any]
     front: tuple[FrontPoint, ...]
     hypervolume: float | None
+    reference: FrontPoint | None = None
 
     def candidate(self, target: int | str) -> StoredCandidate:
         """The candidate of a trial number, or of a stored key (or a unique prefix of one)."""
@@ -64,13 +67,20 @@ def _study_name(store: Store, study: str | None) -> str:
                 f"{', '.join(names) or '(none)'}"
             )
         return names[0]
+    if study not in names:
+        from tinytune.db import mask_url
+
+        raise StorageError(
+            f"no study {study!r} in {mask_url(store.url)!r}; studies: "
+            f"{', '.join(names) or '(none)'}"
+        )
     return study
 
 
 def _optuna_study(store: Store, name: str) -> Any:
     import optuna
 
-    from tinytune.db.engine import mask_url
+    from tinytune.db import mask_url
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
@@ -150,17 +160,27 @@ def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> St
     """
     from tinytune.db import open_store, require_existing
     from tinytune.search import Attr, FrontPoint
+    from tinytune.search.config import reference_candidate
+    from tinytune.search.recording import reference_point
 
     require_existing(storage)
     with open_store(storage) as store:
         name = _study_name(store, study)
-        loaded = _optuna_study(store, name)
+        try:
+            space = dict(_optuna_study(store, name).user_attrs.get(Attr.SPACE, {}))
+        except StorageError:  # tinytune's records of a study whose Optuna side is gone
+            space = {}
         snapshot = store.latest_pareto(name)
+        supernet = space.get("supernet")
+        reference = (
+            reference_point(store, name, reference_candidate(supernet).key) if supernet else None
+        )
     points = tuple(FrontPoint.from_dict(p) for p in snapshot.points) if snapshot else ()
     return StudyView(
         name=name,
         storage=storage,
-        space=dict(loaded.user_attrs.get(Attr.SPACE, {})),
+        space=space,
         front=points,
         hypervolume=snapshot.hypervolume if snapshot is not None else None,
+        reference=reference,
     )

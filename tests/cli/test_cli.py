@@ -136,8 +136,14 @@ def test_help_does_not_import_torch() -> None:
 
 @pytest.mark.slow
 def test_search_end_to_end_with_ray(
-    tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    tiny_checkpoint: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from tinytune.cli.common import console
+
+    monkeypatch.setattr(console, "width", 200)  # the whole table, as in a wide terminal
     url = f"sqlite:///{tmp_path / 'e2e.db'}"
     argv = ["search", "--storage", url, "--trials", "2", "--workers", "1", "--epochs", "1"]
     argv += ["--pretrain-steps", "2"]
@@ -146,8 +152,11 @@ def test_search_end_to_end_with_ray(
     assert code == 0
     assert "Pareto front" in out
     study = optuna.load_study(study_name="tinytune", storage=url)
-    assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 2
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(complete) == 3  # the reference beside the budget of 2
+    assert "vs full" in out and "(reference)" in out
     assert main(["pareto", "--storage", url]) == 0
+    assert "(reference)" in capsys.readouterr().out
 
 
 def test_an_unreadable_image_is_named_before_the_search(

@@ -31,7 +31,11 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> str:
     ckpt.write_bytes(b"supernet weights")
     url = f"sqlite:///{folder / 'db.sqlite'}"
     config = SearchConfig(
-        checkpoint=str(ckpt), study_name="s", trials=3, finetune=FinetuneConfig(epochs=1)
+        reference=False,
+        checkpoint=str(ckpt),
+        study_name="s",
+        trials=3,
+        finetune=FinetuneConfig(epochs=1),
     )
     with open_store(url) as store:
         run_search(config, store, InlineExecutor(made_up))

@@ -22,6 +22,7 @@ def _config(ckpt: Path, **kw: object) -> SearchConfig:
         "checkpoint": str(ckpt),
         "study_name": "s",
         "trials": 2,
+        "reference": False,
         "finetune": FinetuneConfig(epochs=1, batch_size=32, lr=0.05),
     }
     base.update(kw)
@@ -33,14 +34,20 @@ def test_search_stores_the_same_trials_in_optuna_and_tinytune(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    config = _config(tiny_checkpoint)
+    config = _config(tiny_checkpoint, reference=True)
     with open_store(url) as store:
         result = run_search(config, store, InlineExecutor(run_evaluation))
-    assert result.counts.measured == 2
+    assert result.counts.measured == 3  # the budget of 2, and the reference beside it
     study = optuna.load_study(study_name="s", storage=url)
     complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
-    assert len(complete) == 2
-    assert [t.params["scheme"] for t in complete] == ["last", "bias-only"]  # baselines first
+    # the reference first (full fine-tuning, measured over the SRAM budget), then the baselines
+    assert [t.params["scheme"] for t in complete] == ["full", "last", "bias-only"]
+    assert complete[0].user_attrs["reference"] is True
+    assert complete[0].user_attrs["constraints"][0] > 0  # infeasible for the samplers
+    assert result.reference is not None and result.reference.trial == complete[0].number
+    assert complete[0].user_attrs["candidate_key"] not in {
+        p.candidate_key for p in result.front
+    }  # never on the front
     with open_store(url) as store:
         evals = store.evaluations("s", fidelity="measured")
         assert {e.trial_number for e in evals} == {t.number for t in complete}
@@ -150,7 +157,7 @@ def test_a_trial_whose_driver_stopped_beating_is_failed_and_retried(
     retried = [
         t
         for t in trials
-        if t.system_attrs.get("failed_trial") == zombie.number  # RetryFailedTrialCallback
+        if t.system_attrs.get("failed_trial") == zombie.number  # RetryHeartbeatStaleTrialCallback
     ]
     assert len(retried) == 1 and retried[0].params == zombie.params
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)

@@ -67,6 +67,7 @@ def _config(ckpt: Path, **kw: object) -> SearchConfig:
         "study_name": "s",
         "trials": 3,
         "baselines": False,
+        "reference": False,
         "proxy": True,
         "proxy_eta": 3,
         "contribution_plan": PLAN,

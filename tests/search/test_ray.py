@@ -55,6 +55,7 @@ def free_ports(n: int) -> list[int]:
 
 def search_config(checkpoint: Path, trials: int = 2) -> SearchConfig:
     return SearchConfig(
+        reference=False,
         checkpoint=str(checkpoint),
         study_name="ray",
         trials=trials,

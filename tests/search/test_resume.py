@@ -91,4 +91,4 @@ def test_sigkill_then_resume(tmp_path: Path, tiny_checkpoint: Path) -> None:
     study = optuna.load_study(study_name="k", storage=url)
     assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
     retried = {t.system_attrs.get("failed_trial") for t in study.trials} - {None}
-    assert retried == {t.number for t in running}  # RetryFailedTrialCallback, by heartbeat
+    assert retried == {t.number for t in running}  # RetryHeartbeatStaleTrialCallback, by heartbeat

@@ -32,21 +32,27 @@ def quiet_logs() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def front_table(front: tuple[FrontPoint, ...] | list[dict], title: str):
+def front_table(
+    front: tuple[FrontPoint, ...] | list[dict], title: str, reference: FrontPoint | None = None
+):
     """A rich table of Pareto points (FrontPoint objects or their stored dicts): validation
-    accuracy (what the front is chosen on) and test accuracy (reported) side by side."""
+    accuracy (what the front is chosen on) and test accuracy (reported) side by side, and, given
+    the study's reference (full fine-tuning), each point's test accuracy against it and how
+    many times less peak training SRAM it needs."""
     from rich.table import Table
 
     from tinytune.search import FrontPoint
 
     table = Table(title=title)
-    cols = ("trial", "scheme", "val acc", "test acc", "peak SRAM", "flash", "step", "candidate")
+    cols = ["trial", "scheme", "val acc", "test acc", "peak SRAM", "flash", "step", "candidate"]
+    if reference is not None:
+        cols[4:4] = ["vs full", "SRAM vs full"]
     for col in cols:
         table.add_column(col, justify="right" if col not in ("scheme", "candidate") else "left")
-    for p in front:
-        point = FrontPoint.from_dict(p) if isinstance(p, dict) else p
+    points = [FrontPoint.from_dict(p) if isinstance(p, dict) else p for p in front]
+    for point in [*points, *([reference] if reference is not None else [])]:
         flash, test, latency = point.flash_bytes, point.test_accuracy, point.latency_s
-        table.add_row(
+        row = [
             str(point.trial),
             point.scheme,
             f"{100 * point.val_accuracy:.1f}%",
@@ -55,8 +61,23 @@ def front_table(front: tuple[FrontPoint, ...] | list[dict], title: str):
             f"{flash / 1024:.1f} KB" if flash else "-",
             f"{1000 * latency:.0f} ms" if latency is not None else "-",
             point.candidate_key[:12],
-        )
+        ]
+        if reference is not None:
+            row[4:4] = _against(point, reference)
+        table.add_row(*row)
     return table
+
+
+def _against(point: FrontPoint, reference: FrontPoint) -> list[str]:
+    """Test accuracy loss (pp) and SRAM saving (×) against the reference."""
+    if point is reference:
+        return ["(reference)", ""]
+    loss = (
+        f"{100 * (point.test_accuracy - reference.test_accuracy):+.1f} pp"
+        if point.test_accuracy is not None and reference.test_accuracy is not None
+        else "-"
+    )
+    return [loss, f"{reference.memory_bytes / point.memory_bytes:.1f}× less"]
 
 
 @contextmanager

@@ -28,30 +28,17 @@ def pareto(
     ] = None,
 ) -> None:
     """Print the Pareto front of measured results stored for a study."""
+    import tinytune
     from tinytune.cli.common import console, front_table, quiet_logs
-    from tinytune.db import open_store, require_existing
-    from tinytune.db.engine import mask_url
-    from tinytune.errors import StorageError
+    from tinytune.db import open_store
     from tinytune.search.proxy import rank_correlation
 
     quiet_logs()
     if plot is not None:
         _check_plot_path(plot)
-    require_existing(storage)
+    view = tinytune.load(study, storage)  # one line when there is no such study
+    study = view.name
     with open_store(storage) as store:
-        names = store.study_names()
-        if study is None:
-            if len(names) != 1:
-                raise StorageError(
-                    f"the database holds {len(names)} studies; choose one with --study: "
-                    f"{', '.join(names) or '(none)'}"
-                )
-            study = names[0]
-        if study not in names:
-            raise StorageError(
-                f"no study {study!r} in {mask_url(storage)!r}; studies: "
-                f"{', '.join(names) or '(none)'}"
-            )
         snap = store.latest_pareto(study)
         snapshots = store.pareto_snapshots(study)
         measured = store.evaluations(study, fidelity="measured", status="ok")
@@ -63,7 +50,10 @@ def pareto(
         hv = f", hypervolume {snap.hypervolume:.4f}" if snap.hypervolume is not None else ""
         console.print(
             front_table(
-                snap.points, f"Pareto front of study {study!r} ({snap.n_trials} measured{hv})"
+                snap.points,
+                f"Pareto front of study {study!r} ({snap.n_trials} measured{hv}), chosen on "
+                "validation accuracy, test accuracy reported",
+                view.reference,
             )
         )
     if n_proxy:

@@ -216,6 +216,7 @@ def search(
             f"Pareto front of study {study!r}: measured accuracy on {dataset} (chosen on the "
             f"validation split, test split reported) vs predicted peak training SRAM "
             f"({precision}, batch 1) and training-step latency on {device}{hv}",
+            result.reference,
         )
     )
     console.print(

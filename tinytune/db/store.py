@@ -636,14 +636,21 @@ class Store:
     # -- measurements in flight ---------------------------------------------------------------
 
     def claim_measurement(
-        self, study_name: str, candidate_key: str, trial_number: int, budget: int
+        self,
+        study_name: str,
+        candidate_key: str,
+        trial_number: int,
+        budget: int | None,
+        uncounted: str | None = None,
     ) -> Claim:
         """Reserve a measured fine-tune of a candidate for a trial, atomically.
 
         The study's budget counts its finished measured evaluations (successful or failed) and
-        its claims. Drivers sharing the study serialise here: on PostgreSQL through a
-        transaction-scoped advisory lock on the study, on SQLite through the database's single
-        writer (the transaction writes first, so it holds the write lock before it reads).
+        its claims, except those of the candidate ``uncounted`` (the study's reference, measured
+        beside its budget); ``budget=None`` claims regardless of it. Drivers sharing the study
+        serialise here: on PostgreSQL through a transaction-scoped advisory lock on the study,
+        on SQLite through the database's single writer (the transaction writes first, so it
+        holds the write lock before it reads).
 
         Returns:
             The outcome; see :class:`Claim`.
@@ -670,7 +677,7 @@ class Store:
             ).first()
             if holder is not None:
                 return Claim("in_flight", holder=holder)
-            if self._spent(s, study_name) >= budget:
+            if budget is not None and self._spent(s, study_name, uncounted) >= budget:
                 return Claim("spent")
             s.add(
                 ClaimRow(
@@ -711,36 +718,35 @@ class Store:
             )
             return int(result.rowcount or 0)
 
-    def measured_budget_spent(self, study_name: str) -> tuple[int, int]:
-        """Finished measured evaluations (ok or failed) and claims in flight of a study."""
+    def measured_budget_spent(
+        self, study_name: str, uncounted: str | None = None
+    ) -> tuple[int, int]:
+        """Finished measured evaluations (ok or failed) and claims in flight of a study, those
+        of the candidate ``uncounted`` left out."""
         with self._transaction("read claims from") as s:
-            claims = s.scalar(
-                sa.select(sa.func.count())
-                .select_from(ClaimRow)
-                .where(ClaimRow.study_name == study_name)
-            )
-            return self._finished(s, study_name), int(claims or 0)
+            return self._finished(s, study_name, uncounted), self._claims(s, study_name, uncounted)
 
     @staticmethod
-    def _finished(s: Session, study_name: str) -> int:
-        return int(
-            s.scalar(
-                sa.select(sa.func.count())
-                .select_from(EvaluationRow)
-                .where(
-                    EvaluationRow.study_name == study_name, EvaluationRow.fidelity == "measured"
-                )
-            )
-            or 0
-        )
-
-    def _spent(self, s: Session, study_name: str) -> int:
-        claims = s.scalar(
+    def _finished(s: Session, study_name: str, uncounted: str | None) -> int:
+        query = (
             sa.select(sa.func.count())
-            .select_from(ClaimRow)
-            .where(ClaimRow.study_name == study_name)
+            .select_from(EvaluationRow)
+            .where(EvaluationRow.study_name == study_name, EvaluationRow.fidelity == "measured")
         )
-        return self._finished(s, study_name) + int(claims or 0)
+        if uncounted is not None:
+            query = query.where(EvaluationRow.candidate_key != uncounted)
+        return int(s.scalar(query) or 0)
+
+    @staticmethod
+    def _claims(s: Session, study_name: str, uncounted: str | None) -> int:
+        query = sa.select(sa.func.count()).select_from(ClaimRow)
+        query = query.where(ClaimRow.study_name == study_name)
+        if uncounted is not None:
+            query = query.where(ClaimRow.candidate_key != uncounted)
+        return int(s.scalar(query) or 0)
+
+    def _spent(self, s: Session, study_name: str, uncounted: str | None) -> int:
+        return self._finished(s, study_name, uncounted) + self._claims(s, study_name, uncounted)
 
     def _lock_study(self, s: Session, study_name: str) -> None:
         if self._engine.dialect.name == "postgresql":

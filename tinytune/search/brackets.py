@@ -55,6 +55,7 @@ class Member:
     candidate: Candidate
     cost: HardwareCost
     scheme: str
+    reference: bool = False
 
 
 @dataclass

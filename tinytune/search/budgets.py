@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from tinytune.db import Store
 from tinytune.errors import BudgetError
 from tinytune.evaluators import HardwareCost, HardwareEvaluator
 from tinytune.hwmodels.devices import DeviceProfile
@@ -15,6 +16,7 @@ from tinytune.spaces import default_subnet, get_supernet, make_preset
 
 __all__ = [
     "RunLimits",
+    "StudyBudget",
     "check_budgets",
     "check_feasible",
     "over_budget",
@@ -110,3 +112,29 @@ class RunLimits:
             and (limit is None or self.proposals < limit)
             and self.idle < self.max_idle
         )
+
+
+@dataclass(frozen=True)
+class StudyBudget:
+    """The study's budget of measured fine-tunes, shared by all its drivers and runs: its
+    finished measured evaluations and the claims in flight, the reference's left out."""
+
+    store: Store
+    study_name: str
+    trials: int
+    reference_key: str
+
+    def spent(self) -> tuple[int, int]:
+        """Finished measured fine-tunes and those in flight."""
+        return self.store.measured_budget_spent(self.study_name, self.reference_key)
+
+    def left(self, reserved: int = 0) -> bool:
+        """Whether another fine-tune may start beside ``reserved`` ones not yet claimed."""
+        finished, claims = self.spent()
+        return finished + claims + reserved < self.trials
+
+    def others_in_flight(self, mine: int) -> bool:
+        """Other drivers' fine-tunes run (``mine`` are this run's), and the budget is not
+        finished: a dead driver's may come back to be retried."""
+        finished, claims = self.spent()
+        return claims > mine and finished < self.trials

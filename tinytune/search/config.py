@@ -1,5 +1,5 @@
 """What a search is asked to do: :class:`SearchConfig`, validated once, and its vocabulary
-(objectives, samplers, the baselines a new study measures first)."""
+(objectives, samplers, the reference and the baselines a new study measures first)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from tinytune.errors import BudgetError, ConfigError
 from tinytune.evaluators import FinetuneConfig, HardwareConfig
 from tinytune.search.contribution import ContributionPlan
-from tinytune.spaces import PRESET_NAMES
+from tinytune.spaces import PRESET_NAMES, Candidate, default_subnet, get_supernet, make_preset
 
 __all__ = [
     "BASELINE_PRESETS",
@@ -18,11 +18,23 @@ __all__ = [
     "PRECISIONS",
     "SAMPLERS",
     "SearchConfig",
+    "reference_candidate",
 ]
 
 OBJECTIVES = ("accuracy", "peak_sram_bytes", "latency_s")
 DIRECTIONS = ("maximize", "minimize", "minimize")
-BASELINE_PRESETS = ("last", "bias-only", "mcunetv3", "tinytl", "full")
+BASELINE_PRESETS = ("last", "bias-only", "mcunetv3", "tinytl")
+REFERENCE_PRESET = "full"
+
+
+def reference_candidate(supernet: str) -> Candidate:
+    """The study's reference: full fine-tuning of the supernet's default sub-network, measured
+    once per study beside its budget (even over the SRAM budget) and never on the front, so that
+    each front point can be told its accuracy loss and its SRAM saving against it."""
+    spec = get_supernet(supernet)
+    return make_preset(REFERENCE_PRESET, spec, default_subnet(spec))
+
+
 SAMPLERS = ("tpe", "random", "nsga2")
 PRECISIONS = ("int8", "fp32")
 
@@ -37,9 +49,13 @@ class SearchConfig:
             runs and all the drivers that share it.
         time_budget_s: Stop submitting after this many seconds of this run.
         max_proposals: Trials this run may ask Optuna for (any fidelity).
+        baselines: Measure the baseline presets on the default sub-network first (without a
+            preset).
+        reference: Measure the study's reference (:func:`reference_candidate`) first, beside
+            the budget.
         heartbeat_s: How often a driver beats for its running trials; a trial whose driver has
             not beaten for ``grace_s`` is failed by any other driver and retried (Optuna's
-            heartbeat with ``RetryFailedTrialCallback``).
+            heartbeat with ``RetryHeartbeatStaleTrialCallback``).
     """
 
     checkpoint: str
@@ -59,6 +75,7 @@ class SearchConfig:
     seed: int = 0
     sampler: str = "tpe"
     baselines: bool = True
+    reference: bool = True
     max_idle_proposals: int = 200
     resume: bool = False
     proxy: bool = False

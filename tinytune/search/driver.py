@@ -32,21 +32,20 @@ from typing import Any
 from tinytune.db import EvaluationRecord, Store
 from tinytune.evaluators import HardwareCost
 from tinytune.search.brackets import Ladder, Member
-from tinytune.search.budgets import RunLimits, over_budget
+from tinytune.search.budgets import RunLimits, StudyBudget, over_budget
 from tinytune.search.config import SearchConfig
+from tinytune.search.dashboard import HypervolumePublisher
 from tinytune.search.events import Counts, SearchEvent, SearchResult
 from tinytune.search.executor import Executor
 from tinytune.search.preflight import Preflight, preflight
 from tinytune.search.proxy import rank_correlation
-from tinytune.search.recording import FrontPoint, measured_record, snapshot
+from tinytune.search.recording import FrontPoint, measured_record, reference_point, snapshot
 from tinytune.search.study import Attr, StudyAdapter
 from tinytune.spaces import Candidate, suggest_candidate
 
 __all__ = ["Run", "SearchResult", "run_search"]
 
 log = logging.getLogger(__name__)
-
-_PUBLISH_EVERY_S = 10.0
 
 
 def run_search(
@@ -85,6 +84,9 @@ class Run:
     ) -> None:
         self.config, self.store, self.executor, self.study = config, store, executor, study
         self.checked, self.spec, self.progress = checked, checked.spec, progress
+        self.reference_key = checked.reference.key  # measured beside the budget
+        self.budget = StudyBudget(store, config.study_name, config.trials, self.reference_key)
+        self.publish = HypervolumePublisher(study.study, store, config.study_name)
         self.limits = RunLimits(
             config.time_budget_s, config.max_proposals, config.max_idle_proposals, start
         )
@@ -93,7 +95,6 @@ class Run:
         self.errors: dict[str, None] = {}
         self.task_time = 0.0
         self.last: tuple[tuple[FrontPoint, ...], float | None] | None = None
-        self.published = 0.0
         self.checked_stale = 0.0
         self.keys = itertools.count(-1, -1)
         self.ladder: Ladder | None = None
@@ -106,7 +107,7 @@ class Run:
 
     def emit(self, kind: str, **data: Any) -> None:
         if self.progress is not None:
-            finished, _ = self.store.measured_budget_spent(self.config.study_name)
+            finished, _ = self.budget.spent()
             self.progress(
                 SearchEvent(
                     kind,
@@ -135,14 +136,8 @@ class Run:
 
     def budget_left(self) -> bool:
         """Whether another measured fine-tune may be started (or reserved by a bracket)."""
-        finished, claims = self.store.measured_budget_spent(self.config.study_name)
         brackets = len(self.ladder.brackets) if self.ladder else 0
-        return finished + claims + brackets < self.config.trials and self.limits.time_left()
-
-    def others_in_flight(self) -> bool:
-        """Other drivers' fine-tunes run, and this run could take over a dead one's."""
-        finished, claims = self.store.measured_budget_spent(self.config.study_name)
-        return claims > len(self.pending) and finished < self.config.trials
+        return self.budget.left(brackets) and self.limits.time_left()
 
     def free(self) -> int:
         busy = len(self.pending) + (len(self.ladder.base_tasks) if self.ladder else 0)
@@ -190,7 +185,8 @@ class Run:
             counts=self.counts,
             front=front,
             hypervolume=hv,
-            finished=self.store.measured_budget_spent(self.config.study_name)[0],
+            finished=self.budget.spent()[0],
+            reference=reference_point(self.store, self.config.study_name, self.reference_key),
             errors=tuple(self.errors),
             wall_time_s=time.monotonic() - self.limits.start,
             proposals=self.limits.proposals,
@@ -209,7 +205,8 @@ class Run:
             if not self.pending and not (ladder and ladder.base_tasks):
                 if ladder and ladder.brackets and ladder.close():
                     continue
-                if not (self.limits.may_propose() and self.others_in_flight()):
+                mine = sum(1 for m in self.pending.values() if not m.reference)
+                if not (self.limits.may_propose() and self.budget.others_in_flight(mine)):
                     break
                 self.emit("waiting")
                 time.sleep(1.0)
@@ -237,12 +234,16 @@ class Run:
             return False
         trial = self.study.ask()
         self.limits.proposals += 1
-        candidate = suggest_candidate(trial, self.spec, self.config.preset)
-        cost = self.predict(trial, candidate)
+        reference = bool(trial.user_attrs.get(Attr.REFERENCE))
+        candidate = suggest_candidate(trial, self.spec, None if reference else self.config.preset)
+        cost = self.predict(trial, candidate, reference)
         if cost is None:
             return True
-        member = Member(trial, candidate, cost, str(self.config.preset or trial.params["scheme"]))
-        if ladder is not None and bracket_id is not None:
+        scheme = "full (reference)" if reference else self.config.preset or trial.params["scheme"]
+        member = Member(trial, candidate, cost, str(scheme), reference)
+        if reference:
+            self.measure(member)
+        elif ladder is not None and bracket_id is not None:
             bracket = ladder.brackets.get(bracket_id)
             if bracket is None:  # siblings of a bracket that an earlier run left unfinished
                 left = sum(1 for t in waiting if t.user_attrs.get(Attr.BRACKET) == bracket_id)
@@ -260,8 +261,11 @@ class Run:
             self.measure(member)
         return True
 
-    def predict(self, trial: Any, candidate: Candidate) -> HardwareCost | None:
-        """Store the candidate and predict its cost; None when it is over a budget (pruned)."""
+    def predict(
+        self, trial: Any, candidate: Candidate, reference: bool = False
+    ) -> HardwareCost | None:
+        """Store the candidate and predict its cost; None when it is over a budget (pruned),
+        unless it is the study's reference, which is measured over any budget."""
         self.store.add_candidate(candidate.key, candidate.supernet, candidate.to_json())
         cost = self.checked.hardware(candidate)
         constraints, reason = over_budget(self.config, self.checked.flash_budget, cost)
@@ -280,7 +284,7 @@ class Run:
         )
         if self.config.sram_budget_bytes is not None:
             self.study.note(trial, **{Attr.SRAM_BUDGET: self.config.sram_budget_bytes})
-        if reason is None:
+        if reason is None or reference:
             return cost
         self.study.tell_pruned(trial, reason)
         self.counts.pruned += 1
@@ -317,7 +321,11 @@ class Run:
         is refused (measured, in flight elsewhere, or the budget is spent)."""
         trial, config = member.trial, self.config
         claim = self.store.claim_measurement(
-            config.study_name, member.candidate.key, trial.number, config.trials
+            config.study_name,
+            member.candidate.key,
+            trial.number,
+            None if member.reference else config.trials,
+            uncounted=self.reference_key,
         )
         if claim.outcome == "measured":
             assert claim.evaluation is not None
@@ -379,19 +387,7 @@ class Run:
         self.emit("finished", trial=trial.number, accuracy=record.val_accuracy, error=record.error)
 
     def snapshot(self) -> tuple[tuple[FrontPoint, ...], float | None]:
-        self.last = snapshot(self.config, self.store, self.checked.flash_budget)
+        self.last = snapshot(
+            self.config, self.store, self.checked.flash_budget, exclude=self.reference_key
+        )
         return self.last
-
-    def publish(self, force: bool = False) -> None:
-        """Show the hypervolume history on the study's optuna-dashboard page (at most every
-        few seconds during a run)."""
-        now = time.monotonic()
-        if not force and now - self.published < _PUBLISH_EVERY_S:
-            return
-        self.published = now
-        snapshots = self.store.pareto_snapshots(self.config.study_name)
-        if snapshots:
-            from tinytune.viz.pareto import hypervolume_history_figure
-
-            name = self.config.study_name
-            self.study.publish(lambda: hypervolume_history_figure(snapshots, title=name))

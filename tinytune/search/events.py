@@ -43,7 +43,10 @@ class SearchEvent:
             ``contributions`` (``done`` of ``total`` fine-tunes of the contribution analysis),
             ``contributions_ready``, ``base`` or ``waiting`` (on other drivers' fine-tunes).
         counts: this run's counters at that moment (a copy).
-        finished: the study's finished measured fine-tunes (all runs and drivers).
+        finished: the study's finished measured fine-tunes (all runs and drivers), on its
+            budget (the reference is measured beside it).
+        reference: the study's reference (full fine-tuning of the default sub-network), when
+            measured.
         budget: the study's budget of measured fine-tunes.
         in_flight: this run's measured fine-tunes running.
         trial: the trial concerned, if any.
@@ -95,3 +98,4 @@ class SearchResult:
     task_time_s: float = 0.0
     proxy_tau: float | None = None
     proxy_pairs: int = 0
+    reference: FrontPoint | None = None

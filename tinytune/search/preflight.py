@@ -16,8 +16,8 @@ from tinytune.errors import ConfigError
 from tinytune.evaluators import HardwareEvaluator
 from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.search.budgets import check_budgets, check_feasible
-from tinytune.search.config import SearchConfig
-from tinytune.spaces import SupernetSpec, get_supernet
+from tinytune.search.config import SearchConfig, reference_candidate
+from tinytune.spaces import Candidate, SupernetSpec, get_supernet
 
 __all__ = ["Preflight", "preflight"]
 
@@ -33,6 +33,8 @@ class Preflight:
             ``"host (calibration 3)"``), recorded with every evaluation.
         hardware: prices a candidate (memory plan and latency) without trained weights.
         flash_budget: the flash budget, or the device's flash when none was given.
+        reference: the study's reference candidate (full fine-tuning of the default
+            sub-network).
     """
 
     spec: SupernetSpec
@@ -40,6 +42,7 @@ class Preflight:
     latency_profile: str
     hardware: HardwareEvaluator
     flash_budget: int
+    reference: Candidate
 
 
 def preflight(config: SearchConfig, store: Store) -> Preflight:
@@ -73,4 +76,5 @@ def preflight(config: SearchConfig, store: Store) -> Preflight:
         latency_profile=f"{device.name} ({label})",
         hardware=hardware,
         flash_budget=config.flash_budget_bytes or device.flash_bytes,
+        reference=reference_candidate(spec.name),
     )

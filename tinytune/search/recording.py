@@ -18,7 +18,7 @@ from tinytune.search.config import SearchConfig
 from tinytune.search.ladder import reference
 from tinytune.search.pareto import hypervolume, pareto_front
 
-__all__ = ["FrontPoint", "measured_record", "snapshot"]
+__all__ = ["FrontPoint", "measured_record", "reference_point", "snapshot"]
 
 
 @dataclass(frozen=True)
@@ -101,10 +101,32 @@ def measured_record(
     )
 
 
+def _point(e: EvaluationRecord, scheme: str | None = None) -> FrontPoint:
+    return FrontPoint(
+        trial=e.trial_number,
+        candidate_key=e.candidate_key,
+        val_accuracy=float(e.val_accuracy),  # type: ignore[arg-type]
+        test_accuracy=e.accuracy,
+        memory_bytes=int(e.memory_bytes),  # type: ignore[arg-type]
+        flash_bytes=(e.details or {}).get("flash_bytes"),
+        latency_s=e.latency_ms / 1000.0 if e.latency_ms is not None else None,
+        scheme=scheme or (e.details or {}).get("scheme", "?"),
+    )
+
+
+def reference_point(store: Store, study_name: str, key: str) -> FrontPoint | None:
+    """The study's reference (full fine-tuning of the default sub-network), when measured."""
+    e = store.find_evaluation(study_name, key, "measured")
+    if e is None or e.val_accuracy is None or e.memory_bytes is None:
+        return None
+    return _point(e, "full (reference)")
+
+
 def snapshot(
-    config: SearchConfig, store: Store, flash_budget: int | None
+    config: SearchConfig, store: Store, flash_budget: int | None, exclude: str | None = None
 ) -> tuple[tuple[FrontPoint, ...], float | None]:
-    """The Pareto front of the study's measured, feasible evaluations, stored as a snapshot.
+    """The Pareto front of the study's measured, feasible evaluations (the candidate
+    ``exclude``, the study's reference, left out), stored as a snapshot.
 
     The hypervolume is normalised by the reference point (accuracy 0 and each budget; without a
     budget, 10 % beyond the worst value measured so far), so it is the share of that box in
@@ -119,7 +141,7 @@ def snapshot(
         v = violations(config, flash_budget, e.memory_bytes, flash, e.latency_ms / 1000.0)
         return all(x <= 0 for x in v)
 
-    ok = [e for e in evaluations if feasible(e)]
+    ok = [e for e in evaluations if feasible(e) and e.candidate_key != exclude]
     if not ok:
         return (), None
     objectives = [
@@ -127,19 +149,7 @@ def snapshot(
         for e in ok
     ]
     front_idx = sorted(pareto_front(objectives), key=lambda i: ok[i].memory_bytes or 0)
-    points = tuple(
-        FrontPoint(
-            trial=ok[i].trial_number,
-            candidate_key=ok[i].candidate_key,
-            val_accuracy=float(ok[i].val_accuracy),  # type: ignore[arg-type]
-            test_accuracy=ok[i].accuracy,
-            memory_bytes=int(ok[i].memory_bytes),  # type: ignore[arg-type]
-            flash_bytes=(ok[i].details or {}).get("flash_bytes"),
-            latency_s=objectives[i][2],
-            scheme=(ok[i].details or {}).get("scheme", "?"),
-        )
-        for i in front_idx
-    )
+    points = tuple(_point(ok[i]) for i in front_idx)
     ref = reference(
         [(-o[0], o[1], o[2]) for o in objectives],
         config.sram_budget_bytes,

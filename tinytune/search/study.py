@@ -10,8 +10,8 @@ Dead drivers are found by Optuna's own mechanism: the storage's heartbeat. Each 
 the trials it runs (:class:`Heartbeats`, one thread); any driver sharing the study fails the
 trials whose beat is older than the grace period (:func:`optuna.storages.fail_stale_trials`),
 releases their claims in tinytune's tables and has
-:class:`optuna.storages.RetryFailedTrialCallback` enqueue them again. A trial of a live driver is
-never touched.
+:class:`optuna.storages.RetryHeartbeatStaleTrialCallback` enqueue them again. A trial of a live
+driver is never touched.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 from tinytune.db import Store
@@ -58,6 +57,7 @@ class Attr:
     BRACKET = "ladder_bracket"
     PROMOTED = "promoted"
     PROXY_ACCURACY = "proxy_accuracy"
+    REFERENCE = "reference"
     HYPERVOLUME_GRAPH = "tinytune-hypervolume"
 
 
@@ -123,7 +123,7 @@ class StudyAdapter:
         self.config, self.store = config, store
         self.retried = 0
         self.storage = self._storage(config)
-        self._retry = optuna.storages.RetryFailedTrialCallback(max_retry=MAX_RETRY)
+        self._retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
         if config.resume and config.study_name not in optuna.get_all_study_names(self.storage):
             names = optuna.get_all_study_names(self.storage)
             raise StorageError(
@@ -163,7 +163,7 @@ class StudyAdapter:
                 self.store.url,
                 heartbeat_interval=config.heartbeat_s,
                 grace_period=config.grace_s,
-                failed_trial_callback=self._on_stale,
+                heartbeat_stale_trial_callback=self._on_stale,
             )
 
         for _ in range(2):
@@ -178,15 +178,16 @@ class StudyAdapter:
         self.storage.engine.dispose()
 
     def _enqueue_baselines(self) -> None:
+        """The reference first (full fine-tuning, beside the budget), then the baselines."""
+        from tinytune.search.config import BASELINE_PRESETS, REFERENCE_PRESET
         from tinytune.spaces import default_subnet, get_supernet, subnet_params
 
-        if not self.config.baselines or self.config.preset is not None:
-            return
-        from tinytune.search.config import BASELINE_PRESETS
-
         params = subnet_params(default_subnet(get_supernet(self.config.supernet)))
-        for name in BASELINE_PRESETS:
-            self.study.enqueue_trial({"scheme": name, **params})
+        if self.config.reference:
+            self.enqueue({"scheme": REFERENCE_PRESET, **params}, {Attr.REFERENCE: True})
+        if self.config.baselines and self.config.preset is None:
+            for name in BASELINE_PRESETS:
+                self.study.enqueue_trial({"scheme": name, **params})
 
     # -- dead drivers --------------------------------------------------------------------------
 
@@ -250,14 +251,3 @@ class StudyAdapter:
             trial.set_user_attr(Attr.ERROR, error[:500])
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
         self.heartbeats.discard(trial._trial_id)
-
-    def publish(self, figure_of: Callable[[], Any]) -> None:
-        """Show a figure (the hypervolume history) on the study's optuna-dashboard page."""
-        try:
-            from optuna_dashboard import save_plotly_graph_object
-
-            save_plotly_graph_object(
-                self.study, figure_of(), graph_object_id=Attr.HYPERVOLUME_GRAPH
-            )
-        except (ImportError, ValueError) as e:  # the search does not depend on the figure
-            log.warning("cannot show the hypervolume history in optuna-dashboard: %s", e)
