@@ -171,7 +171,12 @@ class StudyAdapter:
                 return open_storage()
             except (sa.exc.IntegrityError, sa.exc.OperationalError, sa.exc.ProgrammingError):
                 log.info("another driver is creating Optuna's tables; opening them again")
-        return open_storage()
+        try:
+            return open_storage()
+        except sa.exc.SQLAlchemyError as e:
+            from tinytune.db.engine import translate_error
+
+            raise translate_error("cannot open Optuna's tables in", self.store.url, e) from e
 
     def close(self) -> None:
         self.heartbeats.close()
