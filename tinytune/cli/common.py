@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -22,7 +23,9 @@ __all__ = [
     "quiet_logs",
 ]
 
-console = Console(stderr=False, highlight=False)
+# A terminal's own width; written to a file or a pipe (logs, CI), wide enough for a front table
+# (rich would otherwise wrap it at 80 columns).
+console = Console(stderr=False, highlight=False, width=None if sys.stdout.isatty() else 120)
 
 
 def quiet_logs() -> None:
