@@ -67,13 +67,6 @@ def _study_name(store: Store, study: str | None) -> str:
                 f"{', '.join(names) or '(none)'}"
             )
         return names[0]
-    if study not in names:
-        from tinytune.db import mask_url
-
-        raise StorageError(
-            f"no study {study!r} in {mask_url(store.url)!r}; studies: "
-            f"{', '.join(names) or '(none)'}"
-        )
     return study
 
 
@@ -168,8 +161,10 @@ def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> St
         name = _study_name(store, study)
         try:
             space = dict(_optuna_study(store, name).user_attrs.get(Attr.SPACE, {}))
-        except StorageError:  # tinytune's records of a study whose Optuna side is gone
-            space = {}
+        except StorageError:
+            if name not in store.study_names():
+                raise
+            space = {}  # tinytune's records of a study whose Optuna side is gone
         snapshot = store.latest_pareto(name)
         supernet = space.get("supernet")
         reference = (
