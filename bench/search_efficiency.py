@@ -152,6 +152,7 @@ def main() -> None:
                         ladder = [r for r in runs if r.strategy == "tinytune" and r.seed == seed]
                         budget = ladder[0].fine_tunes if ladder else args.budget
                     config = SearchConfig(
+                        reference=False,  # the same for every strategy: not compared here
                         checkpoint=str(ckpt),
                         study_name=f"{strategy}-{seed}",
                         supernet=args.supernet,
