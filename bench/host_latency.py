@@ -20,13 +20,9 @@ from pathlib import Path
 import torch
 
 from tinytune.evaluators.profile import profile_host
-from tinytune.hwmodels.calibration import (
-    calibrate,
-    host_base,
-    load_measurements,
-    save_measurements,
-    write_json_atomic,
-)
+from tinytune.hwmodels.fitting import calibrate
+from tinytune.hwmodels.host import host_base
+from tinytune.hwmodels.measurements import load_measurements, save_measurements, write_json_atomic
 from tinytune.spaces import get_supernet
 
 DEFAULT = Path(__file__).resolve().parents[1] / "tinytune" / "hwmodels" / "data" / "host.json"

@@ -163,12 +163,12 @@ def devices(storage: str | None = None) -> list[DeviceProfile]:
     """Every device a search can target, with the newest calibration stored in ``storage``
     (when given) in place of its built-in latency profile."""
     from tinytune.db import open_store
-    from tinytune.hwmodels.calibration import device_names, resolve_device
+    from tinytune.hwmodels.registry import device_names, get_device
 
     if storage is None:
-        return [resolve_device(name)[0] for name in device_names()]
+        return [get_device(name) for name in device_names()]
     with open_store(storage) as store:
-        return [resolve_device(name, store)[0] for name in device_names()]
+        return [get_device(n, store.latest_device_calibration(n)) for n in device_names()]
 
 
 @dataclass(frozen=True)
@@ -224,7 +224,7 @@ def export_bundle(
     from tinytune.data import get_dataset
     from tinytune.db import open_store, require_existing
     from tinytune.errors import ModelError
-    from tinytune.hwmodels.calibration import resolve_device
+    from tinytune.hwmodels.registry import get_device
     from tinytune.spaces import get_supernet
     from tinytune.studies import find_candidate
 
@@ -235,9 +235,9 @@ def export_bundle(
     key: int | str = target if isinstance(target, int | str) else target.candidate_key
     with open_store(storage) as store:
         found = find_candidate(store, study=study, target=key)
-        profile, calibration = resolve_device(
-            device or found.space.get("device", "stm32f746"), store
-        )
+        name = device or found.space.get("device", "stm32f746")
+        calibration = store.latest_device_calibration(name)
+        profile = get_device(name, calibration)
     candidate, space = found.candidate, found.space
     dataset = space.get("dataset", "digits")
     cost = check_candidate(candidate, profile, get_dataset(dataset).num_classes)
@@ -265,7 +265,7 @@ def export_bundle(
         lr=lr,
         seed=seed,
         latency_profile=(
-            f"calibration #{calibration} in the database"
+            f"calibration #{calibration.id} in the database"
             if calibration is not None
             else f"built-in profile: {profile.source}"
         ),

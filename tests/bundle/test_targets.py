@@ -18,7 +18,7 @@ import pytest
 
 from tests.bundle.support import make, needs, parse_dump, replay
 from tinytune.bundle import Bundle, BundleRequest, build_bundle, verify_checksums, write_bundle
-from tinytune.hwmodels.calibration import resolve_device
+from tinytune.hwmodels.registry import get_device
 from tinytune.spaces import Candidate, get_supernet, make_preset
 
 pytestmark = pytest.mark.slow
@@ -32,7 +32,7 @@ HEAP_BYTES = STACK_BYTES = 8192
 def _build(preset: str, checkpoint: Path, out: Path) -> Bundle:
     candidate = make_preset(preset, SPEC)
     candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=32))
-    device = resolve_device("stm32f746")[0]
+    device = get_device("stm32f746")
     bundle = build_bundle(BundleRequest(candidate, checkpoint, device, samples=6, epochs=2, lr=LR))
     write_bundle(out, bundle.files, bundle.manifest)
     return bundle
@@ -134,7 +134,7 @@ def test_cortex_m7_prints_what_the_host_prints_and_fits_the_device(
     sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
 ) -> None:
     bundle, folder = sparse
-    device = resolve_device("stm32f746")[0]
+    device = get_device("stm32f746")
     assert make(folder, "run-cortex-m7") == host_outputs["plain"]
     dump = make(folder, "run-cortex-m7", build="build-dump", defs="-DTT_DUMP")
     assert dump == host_outputs["dump"]

@@ -9,7 +9,8 @@ import pytest
 
 from tinytune.cli.main import main
 from tinytune.db import open_store
-from tinytune.hwmodels.calibration import load_measurements, resolve_device
+from tinytune.hwmodels import get_device
+from tinytune.hwmodels.measurements import load_measurements
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +63,11 @@ def test_calibrate_stores_in_the_database_and_a_file(
     saved = json.loads(out.read_text())
     assert saved["fit"]["n_fit"] == 4 and saved["fit"]["n_held_out"] == 2
     with open_store(url) as store:
-        profile, cid = resolve_device("host", store)
-        assert cid is not None
-        assert profile.to_dict() == saved["profile"]
+        calibration = store.latest_device_calibration("host")
+        assert calibration is not None and calibration.device == "host"
+        assert get_device("host", calibration).to_dict() == saved["profile"]
+        assert store.latest_device_calibration("stm32f746") is None
+    cid = calibration.id
     code, text, _ = _run(["devices", "--storage", url], capsys)
     assert code == 0 and f"stored calibration #{cid}" in text and "stm32f746" in text
 

@@ -1,5 +1,6 @@
 """Device profiles: the calibration fit against synthetic truth and hand-computed cases, the
-published anchors, and a conformance suite run on every built-in profile."""
+published anchors, and a suite run on every profile fitted on them (the suite that every device
+of the registry passes is in ``test_registry.py``)."""
 
 from __future__ import annotations
 
@@ -22,14 +23,13 @@ from tinytune.hwmodels.devices import (
     cycle_features,
     fit_profile,
     fit_scales,
-    get_device,
     leave_one_out,
     loo_summary,
 )
 from tinytune.hwmodels.latency import FEATURES, OP_CLASSES, PHASES, predict_latency
 from tinytune.hwmodels.reference_models import build_reference, mobilenet_v1_id, mobilenet_v2_id
 
-BUILTIN = ("stm32f746", "stm32h743", "nrf52840", "rpi4")
+BUILTIN = ("stm32f746", "stm32h743", "nrf52840", "rpi4")  # fitted on published anchors
 
 
 def _anchor(model: str, latency_s: float, clock_hz: float = 100e6, **kw: Any) -> Anchor:
@@ -169,7 +169,7 @@ def test_anchor_transcription(board: str, engine: str, model: str, cycles_per_ma
     assert derived == pytest.approx(cycles_per_mac, abs=0.051)
 
 
-# --- every built-in profile ------------------------------------------------------------------
+# --- every profile fitted on published anchors -----------------------------------------------
 
 
 def test_builtin_names() -> None:
@@ -179,16 +179,8 @@ def test_builtin_names() -> None:
 
 
 @pytest.mark.parametrize("name", BUILTIN)
-def test_profile_round_trips(name: str) -> None:
-    profile = get_device(name)
-    data = json.loads(json.dumps(profile.to_dict()))
-    assert DeviceProfile.from_dict(data) == profile
-    assert DeviceProfile.from_dict(data).to_dict() == profile.to_dict()
-
-
-@pytest.mark.parametrize("name", BUILTIN)
 def test_profile_coefficients_are_positive(name: str) -> None:
-    coef = get_device(name).coefficients
+    coef = builtin_profiles()[name].coefficients
     for cls in OP_CLASSES:
         for phase in PHASES:
             c = coef.get(cls, phase)
@@ -199,7 +191,7 @@ def test_profile_coefficients_are_positive(name: str) -> None:
 
 @pytest.mark.parametrize("name", BUILTIN)
 def test_profile_calibration(name: str) -> None:
-    profile = get_device(name)
+    profile = builtin_profiles()[name]
     assert profile.precision in ("int8", "fp32") and profile.clock_hz > 0
     assert profile.sram_bytes > 0 and profile.flash_bytes > 0
     assert len(profile.calibration) >= 4 and profile.source and profile.notes
@@ -214,13 +206,13 @@ def test_profile_calibration(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["stm32f746", "stm32h743", "nrf52840"])
 def test_microcontroller_profiles_generalise(name: str) -> None:
-    profile = get_device(name)
+    profile = builtin_profiles()[name]
     assert profile.loo_median_error is not None and profile.loo_median_error < 0.15
     assert all(0.5 < p.fitted_s / p.measured_s < 1.5 for p in profile.calibration)
 
 
 def test_profile_facts() -> None:
-    f746, h743, nrf, rpi = (get_device(n) for n in BUILTIN)
+    f746, h743, nrf, rpi = (builtin_profiles()[n] for n in BUILTIN)
     assert (f746.clock_hz, f746.sram_bytes, f746.flash_bytes) == (216e6, 320 * 1024, 1024**2)
     assert (h743.clock_hz, h743.sram_bytes, h743.flash_bytes) == (480e6, 512 * 1024, 2 * 1024**2)
     assert (nrf.clock_hz, nrf.sram_bytes, nrf.flash_bytes) == (64e6, 256 * 1024, 1024**2)
@@ -236,22 +228,11 @@ def test_profile_facts() -> None:
     )
 
 
-# --- the registry and its errors -------------------------------------------------------------
-
-
-def test_unknown_device_lists_the_known_ones() -> None:
-    with pytest.raises(ConfigError) as err:
-        get_device("esp32")
-    message = str(err.value)
-    assert "'esp32'" in message and all(name in message for name in BUILTIN)
-    host = get_device("stm32f746")
-    assert get_device("host", {"host": host}) is host
-    with pytest.raises(ConfigError, match="known devices: \\['host'\\]"):
-        get_device("stm32f746", {"host": host})
+# --- profile files and their errors ----------------------------------------------------------
 
 
 def _edit(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
-    data = json.loads(json.dumps(get_device("stm32f746").to_dict()))
+    data = json.loads(json.dumps(builtin_profiles()["stm32f746"].to_dict()))
     target = data
     for key in path[:-1]:
         target = target[key]

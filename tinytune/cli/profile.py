@@ -44,7 +44,7 @@ def profile(
     import torch
 
     from tinytune.evaluators.profile import profile_host
-    from tinytune.hwmodels.calibration import save_measurements
+    from tinytune.hwmodels.measurements import save_measurements
 
     torch.set_num_threads(threads)
     file = profile_host(
@@ -89,19 +89,14 @@ def calibrate(
     from tinytune.db import open_store
     from tinytune.db.engine import mask_url
     from tinytune.errors import ConfigError
-    from tinytune.hwmodels.calibration import (
-        calibrate as fit,
-    )
-    from tinytune.hwmodels.calibration import (
-        load_measurements,
-        resolve_device,
-        write_json_atomic,
-    )
+    from tinytune.hwmodels.fitting import calibrate as fit
+    from tinytune.hwmodels.measurements import load_measurements, write_json_atomic
+    from tinytune.hwmodels.registry import get_device
 
     quiet_logs()
     if held_out < 0:
         raise ConfigError(f"--held-out must be >= 0, got {held_out}")
-    base, _ = resolve_device(device)
+    base = get_device(device)
     loaded = [load_measurements(f) for f in files]
     result = fit(loaded, base, held_out=held_out)
     with open_store(storage) as store:
@@ -135,7 +130,7 @@ def devices(
 
     from tinytune.cli.common import console, quiet_logs
     from tinytune.db import open_store
-    from tinytune.hwmodels.calibration import device_names, resolve_device
+    from tinytune.hwmodels.registry import device_names, get_device
 
     quiet_logs()
     parsed = make_url(storage)
@@ -150,7 +145,8 @@ def devices(
     sources = []
     try:
         for name in device_names():
-            p, cid = resolve_device(name, store)
+            calibration = None if store is None else store.latest_device_calibration(name)
+            p = get_device(name, calibration)
             if p.loo_within_10 is not None and p.loo_median_error is not None:
                 err = f"{p.loo_median_error:.0%}, {p.loo_within_10:.0%} in ±10%"
             else:
@@ -165,7 +161,7 @@ def devices(
                 str(len(p.calibration)),
                 err,
             )
-            stored = f" (stored calibration #{cid})" if cid is not None else ""
+            stored = f" (stored calibration #{calibration.id})" if calibration is not None else ""
             sources.append(f"[bold]{name}[/bold]{stored}: {escape(p.source)}")
     finally:
         if store is not None:

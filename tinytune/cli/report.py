@@ -36,7 +36,7 @@ def report(
     from tinytune.cli.common import console, quiet_logs
     from tinytune.db import open_store, require_existing
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
-    from tinytune.hwmodels.calibration import resolve_device
+    from tinytune.hwmodels.registry import get_device
     from tinytune.spaces import get_supernet
     from tinytune.studies import find_candidate
     from tinytune.viz import report_figure
@@ -49,7 +49,8 @@ def report(
             store, study=study, target=int(target) if target.isdigit() else target
         )
         space = found.space
-        profile, _ = resolve_device(device or space.get("device", "stm32f746"), store)
+        name = device or space.get("device", "stm32f746")
+        profile = get_device(name, store.latest_device_calibration(name))
     candidate = found.candidate
     if found.trial is not None:
         label = f"trial {found.trial} of study {found.study!r}"

@@ -17,7 +17,7 @@ import numbers
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -34,6 +34,9 @@ from tinytune.db.models import (
     ParetoSnapshotRow,
 )
 from tinytune.errors import StorageError
+
+if TYPE_CHECKING:
+    from tinytune.hwmodels.registry import Calibration
 
 __all__ = [
     "CONTRIBUTION_PARTS",
@@ -568,6 +571,20 @@ class Store:
         with self._transaction("read calibrations from") as s:
             row = s.scalars(query).first()
             return None if row is None else _calibration(row)
+
+    def latest_device_calibration(self, device: str) -> Calibration | None:
+        """The newest calibration of ``device`` as the device registry takes it
+        (``tinytune.hwmodels.get_device(device, calibration)``), or None.
+
+        Raises:
+            ConfigError: the stored profile is not a valid profile of ``device``.
+        """
+        from tinytune.hwmodels.registry import Calibration
+
+        record = self.latest_calibration(device)
+        if record is None:
+            return None
+        return Calibration.parse(record.id, record.device, record.profile)
 
     def calibrations(self, device: str | None = None) -> list[CalibrationRecord]:
         """Every stored calibration, optionally of one device, oldest first."""

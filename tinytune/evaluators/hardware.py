@@ -8,8 +8,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from tinytune.hwmodels import LatencyReport, MemoryReport, plan_memory, predict_latency
-from tinytune.hwmodels.devices import DeviceProfile
+from tinytune.hwmodels import (
+    PRECISIONS,
+    DeviceProfile,
+    LatencyReport,
+    MemoryReport,
+    plan_memory,
+    predict_latency,
+)
 from tinytune.ir import Graph, trace
 from tinytune.models import TrainNet, build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
@@ -87,6 +93,6 @@ class HardwareEvaluator:
         latency = None
         if self.device is not None:
             # the profile predicts its own engine, at the precision it was calibrated in
-            width = 1 if self.device.precision == "int8" else 4
+            width = PRECISIONS[self.device.precision].activation
             latency = predict_latency(graph, self.device.coefficients, width)
         return HardwareCost(memory, latency), graph

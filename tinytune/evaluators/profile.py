@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 import torch
 
-from tinytune.hwmodels.calibration import Measurement, MeasurementFile, machine_info
+from tinytune.hwmodels.host import machine_info
+from tinytune.hwmodels.measurements import Measurement, MeasurementFile
 from tinytune.hwmodels.profiler import measure_op_forward, measure_steps
 from tinytune.ir import trace
 from tinytune.models import build_candidate

@@ -1,8 +1,10 @@
-"""Hardware models: the training-memory planner, the arena layout, the latency model."""
+"""Hardware models: the training-memory planner, the arena layout, the latency model, the
+device registry."""
 
 from __future__ import annotations
 
 from tinytune.hwmodels.analytic import mcunetv3_extra_bytes
+from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.hwmodels.latency import (
     LatencyCoefficients,
     LatencyReport,
@@ -18,19 +20,25 @@ from tinytune.hwmodels.memory import (
     Precision,
     plan_memory,
 )
+from tinytune.hwmodels.registry import Calibration, device_names, get_device, profile_label
 
 __all__ = [
     "OPTIMIZERS",
     "PRECISIONS",
     "ArenaLayout",
     "Buffer",
+    "Calibration",
+    "DeviceProfile",
     "LatencyCoefficients",
     "LatencyReport",
     "MemoryReport",
     "Precision",
+    "device_names",
     "fit_coefficients",
+    "get_device",
     "mcunetv3_extra_bytes",
     "plan_layout",
     "plan_memory",
     "predict_latency",
+    "profile_label",
 ]

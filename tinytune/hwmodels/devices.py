@@ -1,4 +1,4 @@
-"""Device profiles: latency coefficients calibrated on published measurements, and the registry.
+"""Device profiles: latency coefficients calibrated on published measurements.
 
 A :class:`DeviceProfile` holds what the hardware models assume about a device: its clock, SRAM,
 flash, the precision to plan with, and one :class:`~tinytune.hwmodels.latency.LatencyCoefficients`
@@ -63,6 +63,7 @@ import numpy as np
 from tinytune.errors import ConfigError
 from tinytune.hwmodels.anchors import ANCHORS, MLPERF_TINY_COMMITS, Anchor
 from tinytune.hwmodels.latency import FEATURES, OP_CLASSES, LatencyCoefficients, op_class
+from tinytune.hwmodels.memory import PRECISIONS
 from tinytune.hwmodels.reference_models import build_reference
 from tinytune.ir import Graph
 
@@ -78,7 +79,6 @@ __all__ = [
     "cycle_features",
     "fit_profile",
     "fit_scales",
-    "get_device",
     "leave_one_out",
     "loo_summary",
 ]
@@ -91,7 +91,6 @@ ATOMDB_M7_CYCLES_PER_MAC: Mapping[str, float] = {
     "elementwise": 35.0,
 }
 PRIOR_CYCLES_PER_MAC: Mapping[str, float] = {**ATOMDB_M7_CYCLES_PER_MAC, "conv_kxk": 1.04}
-PRECISIONS = ("int8", "fp32")
 
 
 def _check_prior(prior: Mapping[str, float]) -> None:
@@ -338,7 +337,7 @@ class DeviceProfile:
                 raise ConfigError(f"device {name} must be an integer > 0, got {v!r}")
         if self.precision not in PRECISIONS:
             raise ConfigError(
-                f"device precision must be one of {PRECISIONS}, got {self.precision!r}"
+                f"device precision must be one of {sorted(PRECISIONS)}, got {self.precision!r}"
             )
         if not isinstance(self.coefficients, LatencyCoefficients):
             raise ConfigError(
@@ -545,17 +544,8 @@ def _builtin() -> tuple[DeviceProfile, ...]:
 
 
 def builtin_profiles() -> dict[str, DeviceProfile]:
-    """The calibrated profiles of this module by name (computed once, on first use)."""
+    """The profiles fitted on published measurements, by name (computed once, on first use).
+
+    Look a device up by name with :func:`tinytune.hwmodels.registry.get_device`, which also
+    knows ``host`` and takes a stored calibration."""
     return {p.name: p for p in _builtin()}
-
-
-def get_device(name: str, profiles: Mapping[str, DeviceProfile] | None = None) -> DeviceProfile:
-    """Look a device profile up by name among ``profiles`` (default: :func:`builtin_profiles`).
-
-    Raises:
-        ConfigError: an unknown name; the message lists the known ones.
-    """
-    known = builtin_profiles() if profiles is None else profiles
-    if name not in known:
-        raise ConfigError(f"unknown device {name!r}; known devices: {sorted(known)}")
-    return known[name]

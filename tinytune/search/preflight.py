@@ -55,7 +55,7 @@ def preflight(config: SearchConfig, store: Store) -> Preflight:
         BudgetError: a budget exceeds the device, or no candidate can meet it.
     """
     from tinytune.data import get_dataset
-    from tinytune.hwmodels.calibration import resolve_device
+    from tinytune.hwmodels.registry import resolve_device
 
     spec = get_supernet(config.supernet)
     device, calibration_id = resolve_device(config.device, store)
