@@ -1,0 +1,99 @@
+"""Fitting a latency profile from measurement files: a fit of synthetic measurements made by a
+known profile, the deterministic held-out split, and the fits that are refused; measurement
+files on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tinytune.hwmodels import PRECISIONS, get_device, predict_latency
+from tinytune.hwmodels.fitting import MIN_FIT, calibrate
+from tinytune.hwmodels.measurements import (
+    FORMAT,
+    CalibrationError,
+    Measurement,
+    MeasurementFile,
+    load_measurements,
+    save_measurements,
+)
+from tinytune.hwmodels.reference_models import build_reference, mobilenet_v1_id
+
+MODELS = [
+    "mlperf-ic-resnet8",
+    "mlperf-vww-mobilenetv1",
+    "mlperf-kws-dscnn",
+    "mlperf-ad-autoencoder",
+    *(mobilenet_v1_id(a, r, 3, 5) for a in (0.25, 0.5) for r in (64, 96)),
+]
+
+
+def _file(precision: str = "int8", models: list[str] = MODELS) -> MeasurementFile:
+    """Training steps as the built-in stm32f746 profile predicts them: a profile in the
+    model class, which a fit must reproduce on the networks it was fitted on."""
+    truth = get_device("stm32f746")
+    width = PRECISIONS[precision].activation
+    measurements = []
+    for model in models:
+        graph = build_reference(model)
+        report = predict_latency(graph, truth.coefficients, width)
+        measurements.append(Measurement(model, graph, report.train_step_s, report.inference_s))
+    return MeasurementFile(
+        "stm32f746", precision, {"processor": "F746"}, "t0", tuple(measurements)
+    )
+
+
+def test_a_fit_reproduces_measurements_made_by_a_profile() -> None:
+    base = get_device("stm32f746")
+    result = calibrate([_file()], base, held_out=2)
+    fit = result.fit
+    assert (fit["n_fit"], fit["n_held_out"]) == (len(MODELS) - 2, 2)
+    assert fit["fit"]["median_abs_error"] == pytest.approx(0.0, abs=1e-6)
+    assert fit["precision"] == "int8" and len(fit["held_out_names"]) == 2
+    profile = result.profile
+    assert (profile.name, profile.clock_hz, profile.sram_bytes) == (
+        base.name,
+        base.clock_hz,
+        base.sram_bytes,
+    )
+    assert [p.model for p in profile.calibration] == MODELS
+    assert {p.board for p in profile.calibration} == {"F746"}
+    assert profile.loo_median_error == fit["held_out"]["median_abs_error"]
+
+
+def test_the_held_out_split_is_deterministic() -> None:
+    base = get_device("stm32f746")
+    first = calibrate([_file()], base, held_out=0.25).fit["held_out_names"]
+    assert len(first) == 2 and calibrate([_file()], base).fit["held_out_names"] == first
+    reversed_order = _file(models=MODELS[::-1])  # chosen by name, not by position
+    assert set(calibrate([reversed_order], base).fit["held_out_names"]) == set(first)
+    assert calibrate([_file()], base, held_out=0).fit["n_held_out"] == 0
+
+
+def test_unusable_fits_are_refused() -> None:
+    base = get_device("stm32f746")
+    with pytest.raises(CalibrationError, match="no measurement files"):
+        calibrate([], base)
+    with pytest.raises(CalibrationError, match=f"at least {MIN_FIT}"):
+        calibrate([_file()], base, held_out=len(MODELS) - MIN_FIT + 1)
+    with pytest.raises(CalibrationError, match="mix precisions"):
+        calibrate([_file("int8", MODELS[:4]), _file("fp32", MODELS[4:])], base)
+    with pytest.raises(CalibrationError, match="measured twice"):
+        calibrate([_file(), _file()], base)
+
+
+def test_a_measurement_file_round_trips(tmp_path: Path) -> None:
+    file = _file(models=MODELS[:2])
+    path = tmp_path / "sub" / "f746.json"
+    save_measurements(path, file)
+    assert json.loads(path.read_text())["format"] == FORMAT
+    loaded = load_measurements(path)
+    assert (loaded.device, loaded.precision, loaded.machine) == ("stm32f746", "int8", file.machine)
+    for a, b in zip(loaded.measurements, file.measurements, strict=True):
+        assert (a.name, a.train_step_s, a.inference_s) == (b.name, b.train_step_s, b.inference_s)
+        assert a.graph.to_json() == b.graph.to_json()
+    assert [p.name for p in tmp_path.joinpath("sub").iterdir()] == ["f746.json"]  # no temp file
+    with pytest.raises(CalibrationError, match="does not exist"):
+        load_measurements(tmp_path / "missing.json")
