@@ -135,7 +135,7 @@ def test_export_a_trial_then_the_same_candidate_by_key(
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["candidate_key"] == trial.user_attrs["candidate_key"]
     assert (manifest["study"], manifest["trial"]) == ("s", 0)
-    assert manifest["measured"]["accuracy"] == trial.values[0]
+    assert manifest["measured"]["val_accuracy"] == trial.values[0]  # chosen on validation
     # the arena the bundle reserves is the peak SRAM the search stored for the trial
     memory = manifest["memory"]
     assert (

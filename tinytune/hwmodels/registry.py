@@ -18,7 +18,7 @@ from tinytune.errors import ConfigError
 from tinytune.hwmodels.devices import DeviceProfile, builtin_profiles
 from tinytune.hwmodels.host import host_profile
 
-__all__ = ["Calibration", "device_names", "get_device", "profile_label", "resolve_device"]
+__all__ = ["Calibration", "device_names", "get_device", "profile_label"]
 
 
 @dataclass(frozen=True)
@@ -97,20 +97,3 @@ def get_device(name: str, calibration: Calibration | None = None) -> DeviceProfi
 
 def _builtins() -> dict[str, DeviceProfile]:
     return {**builtin_profiles(), "host": host_profile()}
-
-
-def resolve_device(name: str, store: Any | None = None) -> tuple[DeviceProfile, int | None]:
-    """The profile of device ``name`` with its newest calibration in ``store`` (a
-    :class:`tinytune.db.Store`), and that calibration's id (None for the built-in profile).
-
-    Kept for the search's preflight until it asks the store itself; new code calls
-    ``get_device(name, store.latest_device_calibration(name))``.
-
-    Raises:
-        ConfigError: an unknown name (the message lists the known ones).
-    """
-    profile = get_device(name)
-    calibration = None if store is None else store.latest_device_calibration(name)
-    if calibration is None:
-        return profile, None
-    return get_device(name, calibration), calibration.id

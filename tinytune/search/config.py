@@ -8,6 +8,7 @@ from typing import Any
 
 from tinytune.errors import BudgetError, ConfigError
 from tinytune.evaluators import FinetuneConfig, HardwareConfig
+from tinytune.hwmodels.memory import PRECISIONS
 from tinytune.search.contribution import ContributionPlan
 from tinytune.spaces import PRESET_NAMES, Candidate, default_subnet, get_supernet, make_preset
 
@@ -15,7 +16,6 @@ __all__ = [
     "BASELINE_PRESETS",
     "DIRECTIONS",
     "OBJECTIVES",
-    "PRECISIONS",
     "SAMPLERS",
     "SearchConfig",
     "reference_candidate",
@@ -36,7 +36,6 @@ def reference_candidate(supernet: str) -> Candidate:
 
 
 SAMPLERS = ("tpe", "random", "nsga2")
-PRECISIONS = ("int8", "fp32")
 
 
 @dataclass(frozen=True)

@@ -55,10 +55,11 @@ def preflight(config: SearchConfig, store: Store) -> Preflight:
         BudgetError: a budget exceeds the device, or no candidate can meet it.
     """
     from tinytune.data import get_dataset
-    from tinytune.hwmodels.registry import resolve_device
+    from tinytune.hwmodels.registry import get_device, profile_label
 
     spec = get_supernet(config.supernet)
-    device, calibration_id = resolve_device(config.device, store)
+    calibration = store.latest_device_calibration(config.device)
+    device = get_device(config.device, calibration)
     check_budgets(config, device)
     data = get_dataset(config.dataset, seed=config.data_seed)
     data.check()
@@ -69,11 +70,10 @@ def preflight(config: SearchConfig, store: Store) -> Preflight:
         )
     hardware = HardwareEvaluator(spec, config.n_classes, config.hardware, device)
     check_feasible(config, hardware)
-    label = f"calibration {calibration_id}" if calibration_id is not None else "built-in"
     return Preflight(
         spec=spec,
         device=device,
-        latency_profile=f"{device.name} ({label})",
+        latency_profile=f"{device.name} ({profile_label(calibration)})",
         hardware=hardware,
         flash_budget=config.flash_budget_bytes or device.flash_bytes,
         reference=reference_candidate(spec.name),
