@@ -126,14 +126,14 @@ def devices(
 
     from rich.markup import escape
     from rich.table import Table
-    from sqlalchemy.engine import make_url
 
     from tinytune.cli.common import console, quiet_logs
     from tinytune.db import open_store
+    from tinytune.db.engine import parse_url
     from tinytune.hwmodels.registry import device_names, get_device
 
     quiet_logs()
-    parsed = make_url(storage)
+    parsed = parse_url(storage)  # a malformed URL is one line, its password masked
     store = None
     if parsed.get_backend_name() != "sqlite" or (
         parsed.database and _Path(parsed.database).is_file()
