@@ -20,11 +20,20 @@ from tinytune.spaces.sampling import (
     suggest_candidate,
     suggest_subnet,
 )
-from tinytune.spaces.supernets import SUPERNET_FORMS, SupernetSpec, get_supernet
+from tinytune.spaces.supernets import (
+    FAMILIES,
+    PUBLISHED_SUPERNETS,
+    SUPERNET_FORMS,
+    SupernetSpec,
+    family_supernets,
+    get_supernet,
+)
 
 __all__ = [
+    "FAMILIES",
     "JOINT",
     "PRESET_NAMES",
+    "PUBLISHED_SUPERNETS",
     "SCHEMES",
     "SUPERNET_FORMS",
     "WEIGHT_RATIOS",
@@ -37,6 +46,7 @@ __all__ = [
     "UpdateScheme",
     "conv_kinds",
     "default_subnet",
+    "family_supernets",
     "get_supernet",
     "make_preset",
     "preset_scheme",

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from tinytune.errors import ConfigError
 
 __all__ = [
+    "FAMILIES",
     "PUBLISHED_SUPERNETS",
     "SUPERNET_FORMS",
     "SupernetSpec",
+    "family_supernets",
     "get_supernet",
 ]
 
@@ -123,3 +125,13 @@ def get_supernet(name: str) -> SupernetSpec:
     family, width = match.group(1), float(match.group(2))
     canonical = f"ofa-{family}-w{width:g}"
     return SupernetSpec(canonical, family, width)
+
+
+def family_supernets(width: float) -> tuple[SupernetSpec, ...]:
+    """One supernet of every family at width multiplier ``width``, in the order of
+    :data:`FAMILIES`: the ``ofa-<family>-w<width>`` forms, pre-trained by tinytune.
+
+    Every family has its own structure (MobileNetV3 adds squeeze-and-excitation, h-swish and a
+    head after pooling); the published supernets repeat these structures at ImageNet sizes.
+    """
+    return tuple(get_supernet(f"ofa-{family}-w{width:g}") for family in FAMILIES)
