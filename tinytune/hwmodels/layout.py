@@ -1,5 +1,8 @@
 """Lay out the buffers of a training step in one static arena.
 
+A :class:`Buffer` is a block of bytes with a lifetime on the step's timeline; the memory planner
+(:func:`tinytune.hwmodels.plan_memory`) lists them and :func:`plan_layout` places them.
+
 Greedy by size (TFLM's and TinyEngine's planners work the same way): buffers are taken largest
 first, longest-lived first among equals, and each is placed at the lowest aligned offset where
 its bytes overlap no placed buffer whose lifetime overlaps its own. The arena is the highest end
@@ -11,9 +14,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tinytune.hwmodels.memory import Buffer
+__all__ = ["ArenaLayout", "Buffer", "plan_layout"]
 
-__all__ = ["ArenaLayout", "plan_layout"]
+
+@dataclass(frozen=True)
+class Buffer:
+    """A block of memory alive from step ``start`` to step ``end`` inclusive."""
+
+    name: str
+    category: str  # activation | saved | gradient | param_gradient | weights | optimizer
+    nbytes: int
+    start: int
+    end: int
 
 
 @dataclass(frozen=True)

@@ -27,20 +27,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tinytune.errors import ConfigError
+from tinytune.hwmodels.analytic import mcunetv3_extra_bytes
+from tinytune.hwmodels.latency import phase_features
+from tinytune.hwmodels.layout import ArenaLayout, Buffer, plan_layout
 from tinytune.ir import Graph, Op
-
-if TYPE_CHECKING:
-    from tinytune.hwmodels.layout import ArenaLayout
 
 __all__ = [
     "CODE_BYTES_BASE",
     "CODE_BYTES_PER_CALL",
     "OPTIMIZERS",
     "PRECISIONS",
-    "Buffer",
     "MemoryReport",
     "Precision",
     "plan_memory",
@@ -68,17 +66,6 @@ OPTIMIZERS = {"sgd": 0, "sgd-momentum": 1, "adam": 2}  # fp32 state tensors per 
 
 
 @dataclass(frozen=True)
-class Buffer:
-    """A block of memory alive from step ``start`` to step ``end`` inclusive."""
-
-    name: str
-    category: str  # activation | saved | gradient | param_gradient | weights | optimizer
-    nbytes: int
-    start: int
-    end: int
-
-
-@dataclass(frozen=True)
 class MemoryReport:
     """The result of :func:`plan_memory`.
 
@@ -96,7 +83,8 @@ class MemoryReport:
         workspace_bytes: SRAM the int8 engine needs outside the arena: the float32 logits
             and one int32 exponent per int8 activation-gradient tensor (the statistics of a
             GroupNorm that nothing back-propagates through are not counted); 0 for fp32.
-        saved_bytes: everything kept for backward (sum over ops, whole tensors included).
+        saved_bytes: everything kept for backward: the derived buffers, and each whole tensor
+            that some op keeps once, however many ops keep it.
         layout: every buffer's offset in one static arena (:func:`plan_layout`).
         arena_bytes: the size of that arena — what a device must reserve; at least
             ``peak_bytes`` (live bytes can fragment), equal to it but for alignment in practice.
@@ -215,15 +203,17 @@ def plan_memory(
     end_of[graph.output] = max(end_of[graph.output], n - 1)
 
     buffers: list[Buffer] = []
+    kept_whole: set[int] = set()  # a tensor that several ops keep is one buffer, held once
     saved_total = 0
     for op in graph.ops:
         whole, derived = _kept(op, graph, p)
         for t in whole:
             end_of[t] = max(end_of[t], bwd(op.index))
-            saved_total += graph.tensors[t].numel * p.activation
+            kept_whole.add(t)
         for name, nbytes in derived:
             buffers.append(Buffer(f"{op.name}:{name}", "saved", nbytes, op.index, bwd(op.index)))
             saved_total += nbytes
+    saved_total += sum(graph.tensors[t].numel * p.activation for t in kept_whole)
     for t, info in graph.tensors.items():
         start = producer.get(t, 0)
         buffers.append(Buffer(f"t{t}", "activation", info.numel * p.activation, start, end_of[t]))
@@ -271,8 +261,6 @@ def plan_memory(
             breakdown[b.category] = breakdown.get(b.category, 0) + b.nbytes
     phase = "forward" if peak_step < n else "backward"
     op_index = peak_step if peak_step < n else last - peak_step
-    from tinytune.hwmodels.analytic import mcunetv3_extra_bytes
-    from tinytune.hwmodels.layout import plan_layout
 
     return MemoryReport(
         precision=precision,
@@ -302,8 +290,6 @@ CODE_BYTES_PER_CALL = 72
 
 
 def _code_bytes(graph: Graph) -> int:
-    from tinytune.hwmodels.latency import phase_features
-
     calls = sum(len(phase_features(op, graph)) for op in graph.ops)
     return CODE_BYTES_BASE + CODE_BYTES_PER_CALL * calls
 
