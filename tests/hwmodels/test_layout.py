@@ -9,7 +9,13 @@ from tinytune.hwmodels import Buffer, plan_layout, plan_memory
 from tinytune.ir import trace
 from tinytune.models import build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
-from tinytune.spaces import PRESET_NAMES, get_supernet, make_preset
+from tinytune.spaces import (
+    PRESET_NAMES,
+    SupernetSpec,
+    family_supernets,
+    get_supernet,
+    make_preset,
+)
 
 
 def _check(buffers: list[Buffer] | tuple[Buffer, ...], alignment: int = 4) -> int:
@@ -45,10 +51,9 @@ def test_alignment_pads_offsets() -> None:
     assert layout.arena_bytes == 11
 
 
-@pytest.mark.parametrize("name", ["ofa-proxyless-w0.35", "ofa-mbv3-w0.35"])
+@pytest.mark.parametrize("spec", family_supernets(0.35), ids=lambda spec: spec.name)
 @pytest.mark.parametrize("preset", PRESET_NAMES)
-def test_real_networks_fit_in_an_arena_close_to_the_peak(name: str, preset: str) -> None:
-    spec = get_supernet(name)
+def test_real_networks_fit_in_an_arena_close_to_the_peak(spec: SupernetSpec, preset: str) -> None:
     candidate = make_preset(preset, spec)
     r = candidate.subnet.resolution
     net = build_candidate(candidate, build_ofa_supernet(spec, 40), 10, [torch.randn(4, 3, r, r)])
