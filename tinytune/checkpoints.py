@@ -1,20 +1,44 @@
-"""Supernet weights for a search or an export: given weights, else the cached pre-trained
-checkpoint of the default recipe, pre-trained on the procedural source task when missing."""
+"""Supernet weights for a search or an export: given weights, else the checkpoint that the
+package ships for the default supernet and recipe (verified by its SHA-256), else the cached
+pre-trained checkpoint of the recipe, pre-trained on its source task when missing."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from tinytune.models import PretrainRecipe
     from tinytune.spaces import SupernetSpec
 
-__all__ = ["ensure_checkpoint", "require_weights"]
+__all__ = [
+    "ensure_checkpoint",
+    "pretrain_into",
+    "require_weights",
+    "sha256_file",
+    "shipped_checkpoint",
+]
 
 PretrainProgress = Callable[[int, int, float], None]
 """Called as ``(step, steps, loss)`` while a supernet is pre-trained."""
+
+WEIGHTS_DIR = Path(__file__).parent / "models" / "weights"
+"""Checkpoints shipped inside the package: ``<supernet>.pt`` and its record ``<supernet>.json``
+(recipe, SHA-256 of the ``.pt``, the command that made it and its wall time)."""
+
+
+def sha256_file(path: Path) -> str:
+    """The hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def require_weights(spec: SupernetSpec, weights: Path | None) -> None:
@@ -34,6 +58,74 @@ def require_weights(spec: SupernetSpec, weights: Path | None) -> None:
         )
 
 
+def shipped_checkpoint(spec: SupernetSpec, recipe: PretrainRecipe) -> Path | None:
+    """The checkpoint the package ships for ``spec`` pre-trained by ``recipe``, if any.
+
+    Raises:
+        ModelError: the shipped file's SHA-256 is not the one its record states.
+    """
+    from tinytune.errors import ModelError
+
+    record_path = WEIGHTS_DIR / f"{spec.name}.json"
+    if not record_path.is_file():
+        return None
+    record = json.loads(record_path.read_text())
+    if record.get("recipe") != recipe.to_dict():
+        return None
+    path = WEIGHTS_DIR / f"{spec.name}.pt"
+    actual = sha256_file(path) if path.is_file() else "missing"
+    if actual != record["sha256"]:
+        raise ModelError(
+            f"shipped checkpoint {str(path)!r} is damaged: SHA-256 {actual}, "
+            f"expected {record['sha256']}"
+        )
+    return path
+
+
+def pretrain_into(
+    spec: SupernetSpec,
+    recipe: PretrainRecipe,
+    path: Path,
+    *,
+    progress: PretrainProgress | None = None,
+    device: str = "cpu",
+    checkpoint_every: int = 0,
+    half: bool = False,
+) -> nn.Module:
+    """Pre-train ``spec`` by ``recipe`` on its source task and save it at ``path``.
+
+    Args:
+        progress: told of each pre-training step.
+        device: torch device to train on (``cpu`` or ``cuda``).
+        checkpoint_every: also save (float32) at ``<path>.partial.pt`` every so many steps,
+            so that an interrupted run is usable; 0 does not.
+        half: store the final checkpoint's tensors as float16.
+    """
+    from tinytune.data.sources import get_source_task
+    from tinytune.models import pretrain_supernet, save_supernet
+
+    batch_fn = get_source_task(
+        recipe.source, recipe.source_classes, recipe.seed, max(spec.resolutions)
+    )
+    partial = path.with_suffix(".partial.pt")
+
+    def save_partial(net: nn.Module, step: int) -> None:
+        save_supernet(net, spec, recipe, partial)
+
+    net = pretrain_supernet(
+        spec,
+        recipe,
+        batch_fn,
+        progress,
+        device=device,
+        checkpoint=save_partial if checkpoint_every else None,
+        checkpoint_every=checkpoint_every,
+    )
+    save_supernet(net, spec, recipe, path, half=half)
+    partial.unlink(missing_ok=True)
+    return net
+
+
 def ensure_checkpoint(
     spec: SupernetSpec,
     recipe: PretrainRecipe | None = None,
@@ -41,36 +133,37 @@ def ensure_checkpoint(
     *,
     force: bool = False,
     progress: PretrainProgress | None = None,
+    device: str = "cpu",
 ) -> Path:
     """The supernet checkpoint to use.
 
     Args:
         weights: a weights file; checked by loading it, then returned as it is.
-        recipe: the pre-training recipe of the cached checkpoint (default recipe if None).
-        force: pre-train again even when the cached checkpoint exists.
+        recipe: the pre-training recipe (the default named recipe if None). The package's
+            shipped checkpoint is returned when it was made by this recipe, else the cached
+            one, pre-trained first when missing.
+        force: pre-train again into the cache even when a checkpoint exists.
         progress: told of each pre-training step.
+        device: torch device to pre-train on.
 
     Raises:
-        ModelError: the weights do not load, or a published supernet has none.
+        ModelError: the weights do not load, a published supernet has none, or the shipped
+            checkpoint is damaged.
     """
-    from tinytune.data import SourceTask
-    from tinytune.models import (
-        PretrainRecipe,
-        checkpoint_path,
-        load_supernet,
-        pretrain_supernet,
-        save_supernet,
-    )
+    from tinytune.models import checkpoint_path, load_supernet
+    from tinytune.models.supernet import DEFAULT_RECIPE, get_recipe
 
     if weights is not None:
         load_supernet(spec, weights)  # fails early, with one line, on a bad file
         return weights
     require_weights(spec, weights)
-    recipe = recipe or PretrainRecipe()
+    recipe = recipe or get_recipe(DEFAULT_RECIPE)
+    if not force:
+        shipped = shipped_checkpoint(spec, recipe)
+        if shipped is not None:
+            return shipped
     path = checkpoint_path(spec, recipe)
     if path.is_file() and not force:
         return path
-    task = SourceTask(recipe.source_classes, recipe.seed)
-    net = pretrain_supernet(spec, recipe, task.batch, progress)
-    save_supernet(net, spec, recipe, path)
+    pretrain_into(spec, recipe, path, progress=progress, device=device)
     return path

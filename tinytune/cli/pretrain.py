@@ -1,7 +1,8 @@
-"""``tinytune pretrain``: pre-train a supernet on the procedural source task and cache it."""
+"""``tinytune pretrain``: pre-train a supernet by a named recipe and cache (or write) it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,18 +14,90 @@ def pretrain(
     supernet: Annotated[
         str, typer.Option(help="ofa-proxyless-w<width> or ofa-mbv3-w<width>.")
     ] = "ofa-proxyless-w0.35",
-    steps: Annotated[int, typer.Option(help="Sandwich-rule training steps.")] = 300,
+    recipe: Annotated[
+        str, typer.Option(help="Named recipe: formula-cpu (the default) or quick.")
+    ] = "formula-cpu",
+    steps: Annotated[
+        int | None, typer.Option(help="Training steps, replacing the recipe's.")
+    ] = None,
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    threads: Annotated[
+        int | None, typer.Option(help="torch intra-op threads (on a shared CPU 1 is often best).")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write <supernet>.pt (float16) and <supernet>.json (recipe, SHA-256, command, "
+            "wall time) into this folder instead of the cache, saving every "
+            "--checkpoint-every steps meanwhile."
+        ),
+    ] = None,
+    checkpoint_every: Annotated[
+        int, typer.Option(help="Steps between partial checkpoints with --out.")
+    ] = 200,
     force: Annotated[bool, typer.Option(help="Train again even when cached.")] = False,
 ) -> None:
     """Pre-train a supernet with the sandwich rule and cache the checkpoint."""
-    from tinytune.checkpoints import ensure_checkpoint
+    import dataclasses
+    import json
+    import platform
+    import shlex
+    import sys
+    import time
+
+    import torch
+
+    from tinytune.checkpoints import ensure_checkpoint, pretrain_into, sha256_file
     from tinytune.cli.common import console, pretrain_bar, quiet_logs
-    from tinytune.models import PretrainRecipe
+    from tinytune.errors import ConfigError
+    from tinytune.models.supernet import get_recipe
     from tinytune.spaces import get_supernet
 
     quiet_logs()
+    if device not in ("cpu", "cuda"):
+        raise ConfigError(f"--device must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda, but torch sees no CUDA device")
+    if threads is not None:
+        if threads < 1:
+            raise ConfigError(f"--threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
     spec = get_supernet(supernet)
+    chosen = get_recipe(recipe)
+    if steps is not None:
+        chosen = dataclasses.replace(chosen, steps=steps)
     with pretrain_bar(spec.name) as progress:
-        recipe = PretrainRecipe(steps=steps)
-        path = ensure_checkpoint(spec, recipe, force=force, progress=progress)
+        if out is None:
+            path = ensure_checkpoint(spec, chosen, force=force, progress=progress, device=device)
+        else:
+            path = out / f"{spec.name}.pt"
+            start = time.perf_counter()
+            pretrain_into(
+                spec,
+                chosen,
+                path,
+                progress=progress,
+                device=device,
+                checkpoint_every=checkpoint_every,
+                half=True,
+            )
+            record = {
+                "supernet": spec.name,
+                "recipe_name": recipe,
+                "recipe": chosen.to_dict(),
+                "sha256": sha256_file(path),
+                "command": "tinytune pretrain " + shlex.join(_own_args(sys.argv)),
+                "wall_time_s": round(time.perf_counter() - start, 1),
+                "device": device,
+                "threads": torch.get_num_threads(),
+                "storage": "float16",
+                "torch": torch.__version__,
+                "machine": platform.machine(),
+            }
+            path.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     console.print(f"{spec.name}: {path}")
+
+
+def _own_args(argv: list[str]) -> list[str]:
+    """The arguments after ``pretrain`` on the command line (all of them if it is absent)."""
+    return argv[argv.index("pretrain") + 1 :] if "pretrain" in argv else argv[1:]

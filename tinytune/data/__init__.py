@@ -1,13 +1,16 @@
-"""Data sets: the real ``digits``, a ``procedural`` source task, and ``imagefolder:PATH``."""
+"""Data sets: the real ``digits``, ``procedural`` and formula-driven source tasks, and
+``imagefolder:PATH``."""
 
 from __future__ import annotations
 
 from tinytune.data.base import MAX_RESOLUTION, MIN_RESOLUTION, ImageDataset
 from tinytune.data.digits import DigitsDataset
+from tinytune.data.formula import FormulaTask
 from tinytune.data.glyphs import GlyphTask, SourceTask
 from tinytune.data.imagefolder import IMAGE_EXTENSIONS, ImageFolderDataset
 from tinytune.data.procedural import ProceduralDataset, ProceduralTask
 from tinytune.data.registry import DATASET_NAMES, get_dataset
+from tinytune.data.sources import SOURCE_TASKS, get_source_task
 from tinytune.data.splits import Split, Splits
 from tinytune.data.stratify import stratified_split
 
@@ -16,7 +19,9 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "MAX_RESOLUTION",
     "MIN_RESOLUTION",
+    "SOURCE_TASKS",
     "DigitsDataset",
+    "FormulaTask",
     "GlyphTask",
     "ImageDataset",
     "ImageFolderDataset",
@@ -26,5 +31,6 @@ __all__ = [
     "Split",
     "Splits",
     "get_dataset",
+    "get_source_task",
     "stratified_split",
 ]
