@@ -4,9 +4,14 @@ The candidate (default: the MCUNetV3-style preset on the smallest ProxylessNAS s
 32 px, the one ``tests/bundle`` checks) is exported as a bundle; a timing driver is compiled
 with its sources (``gcc -O2``, the Makefile's flags) and runs ``tt_train_step`` on the embedded
 samples (batch 1). The same network, float32 with the same update scheme (what the search
-fine-tunes), runs PyTorch training steps with one thread (``tinytune.hwmodels.profiler.
-measure_step``: forward, cross-entropy, backward, SGD, batch 1). Both report the median of the
-repeats.
+fine-tunes), runs PyTorch training steps with one thread in a process of its own
+(``tinytune.hwmodels.profiler.measure_step``: forward, cross-entropy, backward, SGD, batch 1).
+
+Both are timed side by side in one run, interleaved: in every round each side runs
+``--per-round`` consecutive steps, the two sides in a seeded shuffled order, while the other side
+waits, until each has ``--repeats`` timed steps (after untimed warm-up steps: five in C, ten in
+PyTorch). Both report the **median** of all their timed steps, so a burst of other work on a
+shared machine falls on both sides alike.
 
 Memory, as measured:
 
@@ -20,6 +25,7 @@ Memory, as measured:
   (torch loaded, the network built).
 
     python3 bench/bundle_step.py [--weights FILE] [--preset mcunetv3] [--resolution 32]
+        [--repeats 51] [--per-round 3]
 
 Without ``--weights`` the cached pre-trained supernet is used when there is one, else randomly
 initialised weights (the step's cost does not depend on the weights' values).
@@ -30,6 +36,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import platform
+import random
 import shutil
 import statistics
 import subprocess
@@ -68,17 +75,25 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-int main(int argc, char **argv) {
-    int repeats = argc > 1 ? atoi(argv[1]) : 51, warmup = 5, r;
+/* reads a step count per line from stdin, runs that many timed steps and prints their
+   seconds, one per line, then "done"; at the end of its input prints its peak resident set */
+int main(void) {
+    int n, r, k = 0, warmup = 5;
     float loss;
     tt_model_init();
-    for (r = 0; r < warmup + repeats; r++) {
-        int k = r % TT_TRAIN_SAMPLES;
-        double start = now();
-        tt_train_step(tt_train_images[k], (int)tt_train_labels[k], &loss);
-        if (r >= warmup) {
+    for (r = 0; r < warmup; r++, k++) {
+        tt_train_step(tt_train_images[k % TT_TRAIN_SAMPLES],
+                      (int)tt_train_labels[k % TT_TRAIN_SAMPLES], &loss);
+    }
+    while (scanf("%d", &n) == 1) {
+        for (r = 0; r < n; r++, k++) {
+            double start = now();
+            tt_train_step(tt_train_images[k % TT_TRAIN_SAMPLES],
+                          (int)tt_train_labels[k % TT_TRAIN_SAMPLES], &loss);
             printf("%.9f\n", now() - start);
         }
+        printf("done\n");
+        fflush(stdout);
     }
     printf("peak-rss %ld\n", peak_rss());
     return 0;
@@ -94,8 +109,12 @@ def _vm(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-def _torch_worker(candidate_json: str, checkpoint: str, repeats: int, queue) -> None:
-    """In a fresh process: PyTorch fp32 training steps of the candidate, batch 1."""
+def _torch_worker(candidate_json: str, checkpoint: str, conn) -> None:
+    """In a fresh process: PyTorch fp32 training steps of the candidate, batch 1, on request.
+
+    Sends the planner's fp32 peak once ready; then, for every step count received, the seconds
+    of that many steps; for ``None``, its memory figures, and ends.
+    """
     import torch
 
     from tinytune.data import get_dataset
@@ -116,15 +135,46 @@ def _torch_worker(candidate_json: str, checkpoint: str, repeats: int, queue) -> 
     measure_step(net, example, warmup=5, repeats=5)  # first-call set-up out of the figure
     Path("/proc/self/clear_refs").write_text("5")  # reset the peak resident set
     before = _vm("VmRSS")
-    timing = measure_step(net, example, warmup=5, repeats=repeats)
-    queue.put(
-        {
-            "step_s": timing.train_step_s,
-            "planned_bytes": planned,
-            "rss_growth_bytes": _vm("VmHWM") - before,
-            "peak_rss_bytes": _vm("VmHWM"),
-        }
-    )
+    conn.send(planned)
+    while (n := conn.recv()) is not None:
+        conn.send(list(measure_step(net, example, warmup=0, repeats=n).samples))
+    conn.send({"rss_growth_bytes": _vm("VmHWM") - before, "peak_rss_bytes": _vm("VmHWM")})
+
+
+def _interleave(
+    c_driver: subprocess.Popen, torch_conn, repeats: int, per_round: int, seed: int = 0
+) -> tuple[list[float], list[float], int]:
+    """Time both sides in rounds, in a shuffled order each round; see the module docstring.
+
+    Returns:
+        the C step's seconds, PyTorch's, and the C driver's peak resident set in bytes.
+    """
+
+    def c_steps(n: int) -> list[float]:
+        c_driver.stdin.write(f"{n}\n")
+        c_driver.stdin.flush()
+        times = []
+        while (line := c_driver.stdout.readline().strip()) != "done":
+            times.append(float(line))
+        return times
+
+    def torch_steps(n: int) -> list[float]:
+        torch_conn.send(n)
+        return torch_conn.recv()
+
+    sides = {"c": c_steps, "torch": torch_steps}
+    times: dict[str, list[float]] = {"c": [], "torch": []}
+    order = list(sides)
+    rng = random.Random(seed)
+    while len(times["c"]) < repeats:
+        n = min(per_round, repeats - len(times["c"]))
+        rng.shuffle(order)
+        for side in order:
+            times[side] += sides[side](n)
+    c_driver.stdin.close()
+    tail = c_driver.stdout.read().split()
+    c_driver.wait()
+    return times["c"], times["torch"], int(tail[tail.index("peak-rss") + 1])
 
 
 def _checkpoint(weights: str | None, spec, tmp: Path) -> tuple[Path, str]:
@@ -151,11 +201,14 @@ def main() -> None:
     parser.add_argument("--preset", default="mcunetv3")
     parser.add_argument("--resolution", type=int, default=32)
     parser.add_argument("--device", default="stm32f746")
-    parser.add_argument("--repeats", type=int, default=51)
+    parser.add_argument("--repeats", type=int, default=51, help="timed steps of each side")
+    parser.add_argument(
+        "--per-round", type=int, default=3, help="consecutive steps of one side per round"
+    )
     args = parser.parse_args()
 
     from tinytune.bundle import BundleRequest, build_bundle, write_bundle
-    from tinytune.hwmodels.registry import get_device
+    from tinytune.hwmodels.calibration import resolve_device
     from tinytune.spaces import get_supernet, make_preset
 
     if shutil.which("gcc") is None:
@@ -163,7 +216,7 @@ def main() -> None:
     spec = get_supernet("ofa-proxyless-w0.35")
     candidate = make_preset(args.preset, spec)
     candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=args.resolution))
-    device = get_device(args.device)
+    device = resolve_device(args.device)[0]
     with tempfile.TemporaryDirectory(prefix="tt-bench-") as tmp_name:
         tmp = Path(tmp_name)
         checkpoint, weights_label = _checkpoint(args.weights, spec, tmp)
@@ -175,42 +228,46 @@ def main() -> None:
         cflags = ["-std=c99", "-ffp-contract=off", "-O2", "-D_POSIX_C_SOURCE=199309L"]
         cmd = ["gcc", *cflags, "-I.", "-Ikernels", *sources, "-o", "bench_step", "-lm"]
         subprocess.run(cmd, cwd=folder, check=True)
-        done = subprocess.run(
-            [str(folder / "bench_step"), str(args.repeats)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        lines = done.stdout.split("\n")
-        c_times = [float(v) for v in lines if v and not v.startswith("peak-rss")]
-        c_rss = next(int(v.split()[1]) for v in lines if v.startswith("peak-rss"))
-
         ctx = multiprocessing.get_context("spawn")
-        queue = ctx.Queue()
+        torch_conn, worker_conn = ctx.Pipe()
         worker = ctx.Process(
-            target=_torch_worker,
-            args=(candidate.to_json(), str(checkpoint), args.repeats, queue),
+            target=_torch_worker, args=(candidate.to_json(), str(checkpoint), worker_conn)
         )
         worker.start()
-        torch_result = queue.get()
+        planned = torch_conn.recv()  # the network is built and warmed up
+        c_driver = subprocess.Popen(
+            [str(folder / "bench_step")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        c_times, torch_times, c_rss = _interleave(
+            c_driver, torch_conn, args.repeats, args.per_round
+        )
+        torch_conn.send(None)
+        torch_memory = torch_conn.recv()
         worker.join()
 
     model = bundle.model
     static = model.arena_bytes + model.scratch_bytes + model.exponent_bytes
-    c_step = statistics.median(c_times)
+    c_step, torch_step = statistics.median(c_times), statistics.median(torch_times)
+    rounds = -(-args.repeats // args.per_round)
     rows = [
         ("training step, median (batch 1, 1 thread)", f"{1000 * c_step:.2f} ms",
-         f"{1000 * torch_result['step_s']:.2f} ms"),
+         f"{1000 * torch_step:.2f} ms"),
         ("training memory: C static buffers / planner fp32 peak",
-         _kb(static), _kb(torch_result["planned_bytes"])),
+         _kb(static), _kb(planned)),
         ("training memory: PyTorch peak RSS growth over the steps", "-",
-         _kb(torch_result["rss_growth_bytes"])),
-        ("process peak RSS", _kb(c_rss), _kb(torch_result["peak_rss_bytes"])),
+         _kb(torch_memory["rss_growth_bytes"])),
+        ("process peak RSS", _kb(c_rss), _kb(torch_memory["peak_rss_bytes"])),
     ]  # fmt: skip
     print(
         f"candidate {candidate.key[:12]}: {args.preset} on {spec.name} at {args.resolution} px, "
-        f"{weights_label}; {platform.processor() or platform.machine()}, "
-        f"{args.repeats} repeats"
+        f"{weights_label}; {platform.processor() or platform.machine()}"
+    )
+    print(
+        f"timing: median of {args.repeats} steps per side, interleaved in {rounds} rounds of "
+        f"up to {args.per_round} steps per side (shuffled order, one run)"
     )
     print(
         f"C bundle: arena {model.arena_bytes} B + scratch {model.scratch_bytes} B + exponents "
@@ -222,7 +279,7 @@ def main() -> None:
     print(f"{'':{width}}  {'C bundle (int8)':>16}  {'PyTorch eager fp32':>18}")
     for label, c_value, torch_value in rows:
         print(f"{label:{width}}  {c_value:>16}  {torch_value:>18}")
-    print(f"speed-up of the C step: {torch_result['step_s'] / c_step:.1f}x")
+    print(f"PyTorch median / C median: {torch_step / c_step:.2f}")
     print("command: python3 bench/bundle_step.py " + " ".join(sys.argv[1:]))
 
 
