@@ -208,7 +208,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from tinytune.bundle import BundleRequest, build_bundle, write_bundle
-    from tinytune.hwmodels.calibration import resolve_device
+    from tinytune.hwmodels.registry import get_device
     from tinytune.spaces import get_supernet, make_preset
 
     if shutil.which("gcc") is None:
@@ -216,7 +216,7 @@ def main() -> None:
     spec = get_supernet("ofa-proxyless-w0.35")
     candidate = make_preset(args.preset, spec)
     candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=args.resolution))
-    device = resolve_device(args.device)[0]
+    device = get_device(args.device)
     with tempfile.TemporaryDirectory(prefix="tt-bench-") as tmp_name:
         tmp = Path(tmp_name)
         checkpoint, weights_label = _checkpoint(args.weights, spec, tmp)
