@@ -3,6 +3,6 @@ training step (and, later, the bundle renderer)."""
 
 from __future__ import annotations
 
-from tinytune.export.sources import C_FLAGS, C_HEADERS, C_LIBS, C_SOURCES, csrc_dir
+from tinytune.export.sources import C_HEADERS, C_LIBS, C_SOURCES, csrc_dir
 
-__all__ = ["C_FLAGS", "C_HEADERS", "C_LIBS", "C_SOURCES", "csrc_dir"]
+__all__ = ["C_HEADERS", "C_LIBS", "C_SOURCES", "csrc_dir"]

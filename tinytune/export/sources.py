@@ -12,13 +12,10 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["C_FLAGS", "C_HEADERS", "C_LIBS", "C_SOURCES", "csrc_dir"]
+__all__ = ["C_HEADERS", "C_LIBS", "C_SOURCES", "csrc_dir"]
 
 C_SOURCES = ("tt_forward.c", "tt_backward.c", "tt_classifier.c", "tt_lite.c")
 C_HEADERS = ("tt_int8.h", "tt_arith.h")
-# The semantics need IEEE binary32 without contraction into fused multiply-adds (the float32
-# classifier); everything else is integer.
-C_FLAGS = ("-std=c99", "-ffp-contract=off")
 C_LIBS = ("-lm",)  # sqrtf of GroupNorm (correctly rounded, as IEEE 754 requires)
 
 

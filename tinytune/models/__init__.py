@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from tinytune.models.build import (
-    apply_update_scheme,
-    attach_lite_residuals,
-    build_candidate,
-    trainable_summary,
-)
+from tinytune.models.build import apply_update_scheme, attach_lite_residuals, build_candidate
 from tinytune.models.convert import from_ofa_subnet, recalibrate_bn
 from tinytune.models.layers import ConvUnit, LiteResidual, MBBlock, TrainNet
 from tinytune.models.supernet import (
@@ -35,5 +30,4 @@ __all__ = [
     "pretrain_supernet",
     "recalibrate_bn",
     "save_supernet",
-    "trainable_summary",
 ]

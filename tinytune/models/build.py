@@ -19,7 +19,7 @@ from tinytune.models.layers import LiteResidual, TrainNet
 from tinytune.models.ofa_adapter import extract_subnet
 from tinytune.spaces import Candidate, LiteResidualConfig, UpdateScheme
 
-__all__ = ["apply_update_scheme", "attach_lite_residuals", "build_candidate", "trainable_summary"]
+__all__ = ["apply_update_scheme", "attach_lite_residuals", "build_candidate"]
 
 
 def apply_update_scheme(net: TrainNet, update: UpdateScheme) -> None:
@@ -128,10 +128,3 @@ def build_candidate(
     attach_lite_residuals(net, candidate.lite_residual, generator)
     apply_update_scheme(net, candidate.update)
     return net
-
-
-def trainable_summary(net: nn.Module) -> dict[str, int]:
-    """Counts of trainable and frozen parameter elements."""
-    trainable = sum(p.numel() for p in net.parameters() if p.requires_grad)
-    frozen = sum(p.numel() for p in net.parameters() if not p.requires_grad)
-    return {"trainable": trainable, "frozen": frozen}

@@ -31,11 +31,11 @@ order.
 
 Rounding primitives (all on exact integers, int64 unless said otherwise)
 ------------------------------------------------------------------------
-* ``floor_shift(x, s)`` = ⌊x / 2^s⌋ for 0 ≤ s ≤ 62 (an arithmetic right shift; the C code does
-  not rely on the implementation-defined ``>>`` of negative numbers).
 * ``rshift_round(x, s)`` = ⌊(x + 2^(s−1)) / 2^s⌋ for 1 ≤ s ≤ 62: division by 2^s rounded to
   nearest, **ties towards +∞**; x itself for s = 0; 0 for s ≥ 63 (valid because every caller
-  guarantees |x| < 2^62, so |x/2^s| < 1/2).
+  guarantees |x| < 2^62, so |x/2^s| < 1/2). The floor ⌊·/2^s⌋ is an arithmetic right shift;
+  the C code (``tt_floor_shift``) does not rely on the implementation-defined ``>>`` of
+  negative numbers.
 * ``scale_round(x, M, t)``: the product p = x·M (callers guarantee |p| < 2^62) times 2^−t:
   ``rshift_round(p, t)`` for t ≥ 1; for t ≤ 0 the exact p·2^(−t), saturated to ±2^62.
 * A real multiplier μ > 0 is stored as (M, n) with M ∈ [2^30, 2^31) and μ ≈ M·2^(−n)
@@ -166,7 +166,6 @@ __all__ = [
     "combine_exponent",
     "exp2_f32",
     "exp_f32",
-    "floor_shift",
     "frac_bits_for",
     "normalize_shift",
     "quantize_multiplier",
@@ -206,11 +205,6 @@ def frac_bits_for(values: Tensor | float) -> int:
         raise ValueError(f"gradient multipliers need a positive maximum, got {top!r}")
     _, exp = math.frexp(top)  # top ∈ [2^(exp−1), 2^exp)
     return 15 - exp
-
-
-def floor_shift(x: Tensor, s: Tensor | int) -> Tensor:
-    """⌊x / 2^s⌋ for 0 ≤ s ≤ 62 (int64)."""
-    return torch.bitwise_right_shift(x, s)
 
 
 def rshift_round(x: Tensor, s: Tensor | int) -> Tensor:
