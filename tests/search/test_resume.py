@@ -85,7 +85,7 @@ def test_sigkill_then_resume(tmp_path: Path, tiny_checkpoint: Path) -> None:
     with open_store(url) as store:
         after = store.evaluations("k")
     assert after[: len(before)] == before  # unchanged, same ids and values
-    assert len(after) == TRIALS  # the study finished its budget
+    assert len(after) == TRIALS + 1  # the study finished its budget, and its reference
     measured = [e.candidate_key for e in after if e.status == "ok"]
     assert len(measured) == len(set(measured))  # no candidate trained twice
     study = optuna.load_study(study_name="k", storage=url)
