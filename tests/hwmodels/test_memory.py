@@ -29,7 +29,7 @@ from tinytune.spaces import (
     suggest_candidate,
 )
 
-SUPERNETS = tuple(spec.name for spec in family_supernets(0.35))
+SUPERNETS = tuple(spec.name for spec in family_supernets(0.35))  # one of every family
 # presets with a lite residual without pooling (↓1) on every block: the block input is kept
 # whole by the lite branch's first convolution and, at the same time, kept whole by the block's
 # first convolution ("full") or sliced by it ("mcunetv3", ratios 1/8 and 1/4 at the end)

@@ -22,9 +22,16 @@ from tinytune.models.layers import (
     Upsample,
 )
 from tinytune.models.ofa_adapter import build_ofa_supernet
-from tinytune.spaces import JOINT, Candidate, get_supernet, make_preset, suggest_candidate
+from tinytune.spaces import (
+    JOINT,
+    Candidate,
+    family_supernets,
+    get_supernet,
+    make_preset,
+    suggest_candidate,
+)
 
-SUPERNETS = ("ofa-proxyless-w0.35", "ofa-mbv3-w0.35")
+SUPERNETS = tuple(spec.name for spec in family_supernets(0.35))  # one of every family
 LEAF_OPS = (ConvUnit, Add, Mul, GlobalAvgPool, AvgPool, GroupNormUnit, Upsample, Classifier)
 
 

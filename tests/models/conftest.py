@@ -10,16 +10,16 @@ import pytest
 from torch import nn
 
 from tinytune.models.ofa_adapter import build_ofa_supernet
-from tinytune.spaces import Candidate, get_supernet, suggest_candidate
+from tinytune.spaces import Candidate, family_supernets, get_supernet, suggest_candidate
 
 SampleFn = Callable[[str, int, int, str | None], tuple[Candidate, ...]]
 
 
 @pytest.fixture(scope="session")
 def supernets() -> dict[str, nn.Module]:
-    """Supernet name → a randomly initialised ``ofa`` supernet (40 source classes)."""
-    names = ("ofa-proxyless-w0.35", "ofa-mbv3-w0.35")
-    return {name: build_ofa_supernet(get_supernet(name), 40, seed=0) for name in names}
+    """Supernet name → a randomly initialised ``ofa`` supernet (40 source classes), one of
+    every family."""
+    return {spec.name: build_ofa_supernet(spec, 40, seed=0) for spec in family_supernets(0.35)}
 
 
 @functools.cache

@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tinytune.models import LiteResidual, TrainNet, build_candidate
-from tinytune.spaces import default_subnet, get_supernet, make_preset
+from tinytune.spaces import default_subnet, family_supernets, get_supernet, make_preset
 
-SUPERNETS = ("ofa-proxyless-w0.35", "ofa-mbv3-w0.35")
+SUPERNETS = tuple(spec.name for spec in family_supernets(0.35))  # one of every family
 F64 = torch.float64
 
 

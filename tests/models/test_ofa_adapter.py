@@ -13,9 +13,15 @@ from torch import nn
 from tinytune.errors import ModelError
 from tinytune.models import ConvUnit, MBBlock, TrainNet, build_candidate, from_ofa_subnet
 from tinytune.models.ofa_adapter import extract_subnet, torchvision_standin
-from tinytune.spaces import Candidate, default_subnet, get_supernet, make_preset
+from tinytune.spaces import (
+    Candidate,
+    default_subnet,
+    family_supernets,
+    get_supernet,
+    make_preset,
+)
 
-SUPERNETS = ("ofa-proxyless-w0.35", "ofa-mbv3-w0.35")
+SUPERNETS = tuple(spec.name for spec in family_supernets(0.35))  # one of every family
 N_RANDOM = 8
 
 

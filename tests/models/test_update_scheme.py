@@ -33,11 +33,12 @@ from tinytune.spaces import (
     LiteResidualConfig,
     UpdateScheme,
     default_subnet,
+    family_supernets,
     get_supernet,
     make_preset,
 )
 
-SUPERNETS = ("ofa-proxyless-w0.35", "ofa-mbv3-w0.35")
+SUPERNETS = tuple(spec.name for spec in family_supernets(0.35))  # one of every family
 N_RANDOM = 8  # random joint candidates per supernet
 F64 = torch.float64
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from tinytune.errors import ConfigError
 from tinytune.spaces import (
     PRESET_NAMES,
+    PUBLISHED_SUPERNETS,
     SCHEMES,
     Candidate,
     LiteResidualBranch,
@@ -21,13 +22,20 @@ from tinytune.spaces import (
     UpdateScheme,
     conv_kinds,
     default_subnet,
+    family_supernets,
     get_supernet,
     make_preset,
     subnet_params,
     suggest_candidate,
 )
 
-SPECS = [get_supernet("ofa-proxyless-w0.35"), get_supernet("ofa-mbv3-w0.5")]
+PROXYLESS, MBV3 = get_supernet("ofa-proxyless-w0.35"), get_supernet("ofa-mbv3-w0.5")
+# every supernet: each family at two widths, and the published ones
+SPECS = (
+    *family_supernets(0.35),
+    *family_supernets(0.5),
+    *(get_supernet(name) for name in PUBLISHED_SUPERNETS),
+)
 
 
 @st.composite
@@ -70,7 +78,7 @@ def test_json_round_trip_is_exact(c: Candidate) -> None:
 
 
 def test_key_is_stable_and_distinguishes() -> None:
-    spec = SPECS[0]
+    spec = PROXYLESS
     a, b = make_preset("last", spec), make_preset("bias-only", spec)
     assert a.key == make_preset("last", spec).key
     assert a.key != b.key
@@ -79,14 +87,14 @@ def test_key_is_stable_and_distinguishes() -> None:
 
 def test_conv_count_of_proxyless_min_subnet_by_hand() -> None:
     # stem + first block (dw, pw2) + 11 MB blocks × (pw1, dw, pw2) + feature mix = 37
-    spec = SPECS[0]
+    spec = PROXYLESS
     sub = default_subnet(spec)
     assert sub.depths == (2, 2, 2, 2, 2, 1)
     assert len(conv_kinds(spec, sub)) == 1 + 2 + 11 * 3 + 1
 
 
 def test_mbv3_counts_se_convs() -> None:
-    spec = SPECS[1]
+    spec = MBV3
     sub = default_subnet(spec)
     kinds = conv_kinds(spec, sub)
     # 5 stages of 2 blocks; SE in stages 2, 4, 5 → 6 blocks × 2 SE convs; two head convs
@@ -103,7 +111,7 @@ def test_mbv3_counts_se_convs() -> None:
     ],
 )
 def test_schemes_that_break_the_conventions(update: UpdateScheme, message: str) -> None:
-    spec = SPECS[0]
+    spec = PROXYLESS
     with pytest.raises(ConfigError, match=message):
         Candidate(spec.name, default_subnet(spec), LiteResidualConfig(), update)
 
@@ -122,7 +130,7 @@ def test_update_scheme_rejects_bad_values(kwargs: dict) -> None:
 
 
 def test_unknown_keys_and_names_are_rejected() -> None:
-    spec = SPECS[0]
+    spec = PROXYLESS
     data = make_preset("last", spec).to_dict()
     data["extra"] = 1
     with pytest.raises(ConfigError, match="unknown keys"):
@@ -136,14 +144,14 @@ def test_unknown_keys_and_names_are_rejected() -> None:
 
 
 def test_lite_residual_never_on_first_block() -> None:
-    spec = SPECS[0]
+    spec = PROXYLESS
     lite = LiteResidualConfig(((0, LiteResidualBranch()),))
     with pytest.raises(ConfigError, match="block 0"):
         Candidate(spec.name, default_subnet(spec), lite, UpdateScheme())
 
 
 def test_presets_follow_their_definitions() -> None:
-    spec = SPECS[0]
+    spec = PROXYLESS
     n = make_preset("full", spec).n_convs
     assert make_preset("last", spec).update == UpdateScheme(0)
     assert make_preset("bias-only", spec).update == UpdateScheme(n)
@@ -160,7 +168,7 @@ def test_presets_follow_their_definitions() -> None:
 
 
 def test_sampling_covers_schemes_and_is_seeded() -> None:
-    spec = SPECS[0]
+    spec = PROXYLESS
 
     def sample(seed: int) -> list[str]:
         study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
@@ -173,7 +181,7 @@ def test_sampling_covers_schemes_and_is_seeded() -> None:
 
 
 def test_enqueued_preset_reproduces_the_preset() -> None:
-    spec = SPECS[0]
+    spec = PROXYLESS
     study = optuna.create_study()
     for name in PRESET_NAMES:
         study.enqueue_trial({"scheme": name, **subnet_params(default_subnet(spec))})
@@ -181,7 +189,7 @@ def test_enqueued_preset_reproduces_the_preset() -> None:
 
 
 def test_preset_restricts_the_scheme() -> None:
-    spec = SPECS[0]
+    spec = PROXYLESS
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     for _ in range(10):
         trial = study.ask()
