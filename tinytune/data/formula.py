@@ -103,8 +103,8 @@ def render_ifs(
 
     Each system runs ``walkers`` chains in parallel; a chain picks map k with probability
     ∝ |det A_k| (Barnsley's rule) and its first ``burn_in`` points are dropped. The points of a
-    system are scaled to fill the image (their bounding box, with a one-pixel margin, keeping
-    the aspect ratio) and every pixel hit is set.
+    system are scaled to fill the image (their bounding box, keeping the aspect ratio, onto
+    pixels 1..R-2: a one-pixel margin) and every pixel hit is set.
 
     Args:
         linear: ``(B, N, 2, 2)`` linear parts; unused maps have a zero determinant.
@@ -139,10 +139,8 @@ def render_ifs(
     pts = trace.view(n_sys, -1, 2)  # (B, P, 2)
     lo, hi = pts.amin(1, keepdim=True), pts.amax(1, keepdim=True)  # (B, 1, 2)
     span = (hi - lo).amax(-1, keepdim=True).clamp_min(1e-6)  # (B, 1, 1): keeps aspect ratio
-    centre = (lo + hi) / 2.0
-    inner = resolution - 2  # one-pixel margin
-    pix = ((pts - centre) / span * (inner - 1) + resolution / 2.0).floor().long()
-    pix = pix.clamp(0, resolution - 1)
+    u = (pts - (lo + hi) / 2.0) / span + 0.5  # (B, P, 2) in [0, 1]
+    pix = (1 + u * (resolution - 2)).floor().long().clamp(1, resolution - 2)  # 1-pixel margin
     flat = rows * resolution * resolution + pix[..., 1] * resolution + pix[..., 0]  # (B, P)
     image = torch.zeros(n_sys * resolution * resolution)
     image[flat.reshape(-1)] = 1.0
@@ -396,7 +394,7 @@ class FormulaTask:
         s, k = self.max_resolution, self.per_class
         if n == 0:
             return np.zeros((0, s, s), np.float32)
-        task = ProceduralTask(max(n, 2), self.seed) if kind == "shape" else GlyphTask(n, self.seed)
+        task = (ProceduralTask if kind == "shape" else GlyphTask)(max(n, 2), self.seed)
         labels = np.repeat(np.arange(n), k)
         x, _ = task.render(labels, s, rng)  # (n·K, 3, S, S) in [-1, 1]
         grey = x.mean(1)

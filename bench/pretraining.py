@@ -1,0 +1,156 @@
+"""How well a pre-trained supernet transfers to ``digits``: a linear probe and fine-tunes.
+
+For each checkpoint, on the default sub-network of the search (``default_subnet``: the smallest,
+at the middle resolution) and the data set's own stratified split:
+
+* **linear probe**: multinomial logistic regression (scikit-learn, L2, features standardised on
+  the training split) on the globally pooled features, its inverse regularisation C chosen on
+  validation from a small grid; BatchNorm statistics are re-estimated on training images and
+  folded first, as the search builds every candidate;
+* **fine-tunes** with the project's own evaluator (``run_evaluation``) for the ``full`` and the
+  ``last`` (classifier-only) presets, over a grid of learning rates and epochs; the setting with
+  the best validation accuracy is chosen and its test accuracy reported (ties: the earlier one
+  in the grid).
+
+    python3 bench/pretraining.py CHECKPOINT [CHECKPOINT ...] [--labels old new]
+        [--full-lr 0.05 0.1 0.2] [--last-lr 0.2 0.5 1.0] [--epochs 8 16] [--json OUT]
+
+One torch thread; the whole run for one checkpoint takes minutes on a shared 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def probe(checkpoint: Path, seed: int = 0) -> dict[str, Any]:
+    """Linear-probe validation and test accuracy of the default sub-network's pooled features."""
+    import numpy as np
+    import torch
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    from tinytune.data import get_dataset
+    from tinytune.evaluators.task import network_on_data
+    from tinytune.models import load_supernet
+    from tinytune.spaces import get_supernet, make_preset
+
+    spec = get_supernet("ofa-proxyless-w0.35")
+    candidate = make_preset("last", spec)
+    splits = get_dataset("digits", seed=seed).load(candidate.subnet.resolution)
+    net, _ = network_on_data(candidate, load_supernet(spec, checkpoint), splits, 10, seed)
+    net.eval()
+
+    @torch.no_grad()
+    def features(x: np.ndarray) -> np.ndarray:
+        h = net.stem(torch.tensor(x))
+        for block in net.blocks:
+            h = block(h)
+        for conv in net.head_pre:
+            h = conv(h)
+        h = net.pool(h)
+        for conv in net.head_post:
+            h = conv(h)
+        return h.flatten(1).numpy()
+
+    scaler = StandardScaler().fit(features(splits.train.x))
+    f_train, f_val, f_test = (
+        scaler.transform(features(s.x)) for s in (splits.train, splits.val, splits.test)
+    )
+    best: dict[str, Any] = {}
+    for c in (0.01, 0.1, 1.0, 10.0):
+        clf = LogisticRegression(C=c, max_iter=3000).fit(f_train, splits.train.y)
+        val = float(clf.score(f_val, splits.val.y))
+        if not best or val > best["val"]:
+            best = {"C": c, "val": val, "test": float(clf.score(f_test, splits.test.y))}
+    best["dim"] = int(f_train.shape[1])
+    return best
+
+
+def finetunes(
+    checkpoint: Path, preset: str, lrs: list[float], epochs: list[int], seed: int = 0
+) -> dict[str, Any]:
+    """The ``preset`` fine-tuned with every (lr, epochs); the validation-best one reported."""
+    from tinytune.evaluators import FinetuneConfig, run_evaluation
+    from tinytune.spaces import get_supernet, make_preset
+
+    spec = get_supernet("ofa-proxyless-w0.35")
+    candidate = make_preset(preset, spec)
+    tried = []
+    for n_epochs in epochs:
+        for lr in lrs:
+            config = FinetuneConfig(epochs=n_epochs, batch_size=16, lr=lr, seed=seed)
+            result = run_evaluation(
+                {
+                    "candidate": candidate.to_json(),
+                    "checkpoint": str(checkpoint),
+                    "dataset": "digits",
+                    "data_seed": seed,
+                    "finetune": config.to_dict(),
+                    "threads": 1,
+                }
+            )
+            if result["status"] != "ok":
+                raise RuntimeError(result["error"])
+            tried.append(
+                {
+                    "lr": lr,
+                    "epochs": n_epochs,
+                    "val": result["val_accuracy"],
+                    "test": result["accuracy"],
+                    "s": round(result["wall_time_s"], 1),
+                }
+            )
+            print(f"  {preset:5s} lr {lr:<5g} epochs {n_epochs:<3d} {tried[-1]}", flush=True)
+    best = max(tried, key=lambda t: t["val"])  # max keeps the first of equals
+    return {"best": best, "tried": tried}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoints", nargs="+", type=Path)
+    parser.add_argument("--labels", nargs="+")
+    parser.add_argument("--full-lr", nargs="+", type=float, default=[0.05, 0.1, 0.2])
+    parser.add_argument("--last-lr", nargs="+", type=float, default=[0.2, 0.5, 1.0])
+    parser.add_argument("--epochs", nargs="+", type=int, default=[8, 16])
+    parser.add_argument("--no-finetune", action="store_true", help="linear probe only")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    labels = args.labels or [p.name for p in args.checkpoints]
+    results = {}
+    for label, path in zip(labels, args.checkpoints, strict=True):
+        start = time.perf_counter()
+        print(f"{label}: {path}", flush=True)
+        entry: dict[str, Any] = {"checkpoint": str(path), "probe": probe(path)}
+        print(f"  probe {entry['probe']}", flush=True)
+        if not args.no_finetune:
+            entry["full"] = finetunes(path, "full", args.full_lr, args.epochs)
+            entry["last"] = finetunes(path, "last", args.last_lr, args.epochs)
+        entry["wall_s"] = round(time.perf_counter() - start, 1)
+        results[label] = entry
+    print(
+        "\ncheckpoint         probe val/test    full val/test (lr, ep)    last val/test (lr, ep)"
+    )
+    for label, e in results.items():
+        row = f"{label:18s} {e['probe']['val']:.3f}/{e['probe']['test']:.3f}"
+        for preset in ("full", "last"):
+            if preset in e:
+                b = e[preset]["best"]
+                row += f"      {b['val']:.3f}/{b['test']:.3f} ({b['lr']:g}, {b['epochs']})"
+        print(row)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
