@@ -135,7 +135,7 @@ RECIPES: dict[str, PretrainRecipe] = {
     "formula-cpu": PretrainRecipe(
         source="formula",
         source_classes=1000,
-        steps=2800,
+        steps=2000,
         batch_size=96,
         lr=0.15,
         weight_decay=4e-5,
