@@ -1,4 +1,5 @@
-"""Supernet checkpoints: the cache path, atomic saves, safe loading and clear errors."""
+"""Supernet checkpoints: the cache path, atomic saves, safe loading and clear errors; named
+pre-training recipes and their schedule."""
 
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ from tinytune.models import (
     load_supernet,
     pretrain_supernet,
     save_supernet,
+)
+from tinytune.models.supernet import (
+    DEFAULT_RECIPE,
+    RECIPES,
+    _lr_at,
+    _mix,
+    get_recipe,
 )
 from tinytune.spaces import get_supernet
 
@@ -75,3 +83,69 @@ def test_published_supernet_needs_its_file(tmp_path: Path) -> None:
         load_supernet(spec, wrong)
     with pytest.raises(ModelError, match="published supernet"):
         pretrain_supernet(spec, PretrainRecipe(steps=1), SourceTask(8).batch)
+
+
+def test_recipes_by_name() -> None:
+    assert get_recipe("quick") == PretrainRecipe()
+    assert DEFAULT_RECIPE in RECIPES and get_recipe(DEFAULT_RECIPE).source == "formula"
+    with pytest.raises(ModelError, match="allowed: quick, formula-cpu"):
+        get_recipe("imagenet")
+    with pytest.raises(ModelError, match="mix_prob"):
+        PretrainRecipe(mix_prob=1.5)
+
+
+def test_the_quick_recipe_keeps_its_digest() -> None:
+    # fields added later count only where they differ from their defaults, so checkpoints
+    # cached under the first version's names are still found
+    assert PretrainRecipe().digest == "686bddb202"
+    assert PretrainRecipe(mix_prob=0.5).digest != PretrainRecipe().digest
+
+
+def test_warmup_then_cosine_to_zero() -> None:
+    recipe = PretrainRecipe(steps=110, lr=0.2, warmup_steps=10)
+    assert _lr_at(recipe, 0) == pytest.approx(0.02)
+    assert _lr_at(recipe, 9) == pytest.approx(0.2)
+    assert _lr_at(recipe, 10) == pytest.approx(0.2)
+    assert _lr_at(recipe, 60) == pytest.approx(0.1)
+    assert _lr_at(recipe, 110) == pytest.approx(0.0, abs=1e-12)
+    assert _lr_at(PretrainRecipe(steps=4, lr=1.0), 2) == pytest.approx(0.5)  # no warm-up
+
+
+def test_mixup_and_cutmix_weights_match_the_pixels() -> None:
+    import numpy as np
+
+    x = torch.stack([torch.zeros(3, 8, 8), torch.ones(3, 8, 8)])  # (2, 3, 8, 8)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        mixed, perm, lam = _mix(x, rng)
+        assert 0.0 <= lam <= 1.0
+        if perm[0] == 1:  # mixed with the other image: its own share is λ (mixup: per
+            # pixel; CutMix: by area)
+            own = 1.0 - (mixed[0] - x[0]).abs().mean()
+            assert float(own) == pytest.approx(lam, abs=1e-6)
+
+
+def test_formula_pretraining_runs_and_half_storage_loads(tmp_path: Path) -> None:
+    from tinytune.data import get_source_task
+
+    recipe = PretrainRecipe(
+        source="formula", source_classes=12, steps=2, batch_size=4, mix_prob=1.0, warmup_steps=1
+    )
+    calls: list[int] = []
+    net = pretrain_supernet(
+        SPEC,
+        recipe,
+        get_source_task("formula", 12, 0, max(SPEC.resolutions)),
+        checkpoint=lambda net, step: calls.append(step),
+        checkpoint_every=1,
+    )
+    assert calls == [1, 2]
+    path = tmp_path / "half.pt"
+    save_supernet(net, SPEC, recipe, path, half=True)
+    back = load_supernet(SPEC, path)
+    for (k, a), b in zip(net.state_dict().items(), back.state_dict().values(), strict=True):
+        assert a.dtype == b.dtype, k
+        if a.is_floating_point():
+            torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-3)
+        else:
+            assert torch.equal(a, b)
