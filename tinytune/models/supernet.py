@@ -119,7 +119,7 @@ _LATER_FIELDS = {
 
 RECIPES: dict[str, PretrainRecipe] = {
     "quick": PretrainRecipe(),
-    # Formula-driven pre-training sized for about an hour of two CPU cores (≈0.3M images; the
+    # Formula-driven pre-training sized for under an hour of one CPU core (≈0.2M images; the
     # published FDSL recipes use 20–300M, so everything here favours fast convergence):
     # * 1,000 classes of fractals, contours, shapes and glyphs (FDSL uses ~1k classes; a
     #   harder task with more variety transfers better, Kataoka et al. 2022);
