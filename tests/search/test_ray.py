@@ -422,7 +422,7 @@ def test_search_on_a_two_node_cluster_runs_tasks_on_both_nodes(
         evaluations = store.evaluations("tinytune", fidelity="measured")
     assert sorted(e.trial_number for e in evaluations) == sorted(t.number for t in complete)
     assert all(e.status == "ok" for e in evaluations)
-    assert len(task_nodes) == 2 and set(task_nodes) == cluster_nodes
+    assert len(task_nodes) == 3 and set(task_nodes) == cluster_nodes
 
 
 def alive_nodes(dashboard_port: int) -> Callable[[], list[str]]:

@@ -11,11 +11,10 @@ from tinytune.hwmodels.latency import (
     fit_coefficients,
     predict_latency,
 )
-from tinytune.hwmodels.layout import ArenaLayout, plan_layout
+from tinytune.hwmodels.layout import ArenaLayout, Buffer, plan_layout
 from tinytune.hwmodels.memory import (
     OPTIMIZERS,
     PRECISIONS,
-    Buffer,
     MemoryReport,
     Precision,
     plan_memory,

@@ -95,7 +95,6 @@ class Run:
         self.errors: dict[str, None] = {}
         self.task_time = 0.0
         self.last: tuple[tuple[FrontPoint, ...], float | None] | None = None
-        self.checked_stale = 0.0
         self.keys = itertools.count(-1, -1)
         self.ladder: Ladder | None = None
         if config.proxy and config.preset is not None:
@@ -148,12 +147,8 @@ class Run:
 
     def watch(self, force: bool = False) -> None:
         """Fail and retry the trials of drivers that stopped beating (every heartbeat)."""
-        now = time.monotonic()
-        if force or now - self.checked_stale >= self.config.heartbeat_s:
-            self.checked_stale = now
-            before = self.study.retried
-            self.study.fail_stale()
-            self.counts.retried += self.study.retried - before
+        self.study.fail_stale(force)
+        self.counts.retried = self.study.retried
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -205,8 +200,8 @@ class Run:
             if not self.pending and not (ladder and ladder.base_tasks):
                 if ladder and ladder.brackets and ladder.close():
                     continue
-                mine = sum(1 for m in self.pending.values() if not m.reference)
-                if not (self.limits.may_propose() and self.budget.others_in_flight(mine)):
+                others = self.budget.others_in_flight(0) or self.study.left_running()
+                if not (self.limits.may_propose() and others):
                     break
                 self.emit("waiting")
                 time.sleep(1.0)
@@ -230,8 +225,10 @@ class Run:
         waiting = self.study.waiting()
         bracket_id = waiting[0].user_attrs.get(Attr.BRACKET) if waiting and self.ladder else None
         ladder = self.ladder
-        if not (ladder and bracket_id in ladder.brackets) and not self.budget_left():
-            return False
+        retried = bool(waiting) and Attr.FAILED_TRIAL in waiting[0].system_attrs
+        opened = ladder is not None and bracket_id in ladder.brackets
+        if not (opened or retried) and not self.budget_left():
+            return False  # a retried trial is still told (its result may be stored)
         trial = self.study.ask()
         self.limits.proposals += 1
         reference = bool(trial.user_attrs.get(Attr.REFERENCE))

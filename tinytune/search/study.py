@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import warnings
 from typing import Any
 
@@ -59,6 +60,7 @@ class Attr:
     PROXY_ACCURACY = "proxy_accuracy"
     REFERENCE = "reference"
     HYPERVOLUME_GRAPH = "tinytune-hypervolume"
+    FAILED_TRIAL = "failed_trial"  # system attribute of a retried trial (Optuna's callback)
 
 
 def _constraints(trial: Any) -> list[float]:
@@ -122,6 +124,8 @@ class StudyAdapter:
         warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
         self.config, self.store = config, store
         self.retried = 0
+        self._checked = -float("inf")
+        self._idle_since: float | None = None
         self.storage = self._storage(config)
         self._retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
         if config.resume and config.study_name not in optuna.get_all_study_names(self.storage):
@@ -208,11 +212,26 @@ class StudyAdapter:
         self._retry(study, trial)
         self.retried += 1
 
-    def fail_stale(self) -> None:
-        """Fail the trials of drivers that stopped beating; each is retried."""
+    def fail_stale(self, force: bool = False) -> None:
+        """Fail the trials of drivers that stopped beating, each retried (at most once a
+        heartbeat unless ``force``)."""
         import optuna
 
-        optuna.storages.fail_stale_trials(self.study)
+        now = time.monotonic()
+        if force or now - self._checked >= self.config.heartbeat_s:
+            self._checked = now
+            optuna.storages.fail_stale_trials(self.study)
+
+    def left_running(self) -> bool:
+        """Whether trials of other drivers are left running with no claim (one died after
+        storing its result): True for at most a grace period, while their heartbeat goes
+        stale and they are retried."""
+        if not self.running():
+            self._idle_since = None
+            return False
+        now = time.monotonic()
+        self._idle_since = self._idle_since or now
+        return now - self._idle_since < self.config.grace_s + 2 * self.config.heartbeat_s
 
     # -- trials --------------------------------------------------------------------------------
 
@@ -222,6 +241,13 @@ class StudyAdapter:
 
         trials = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
         return sorted(trials, key=lambda t: t.number)
+
+    def running(self) -> list[int]:
+        """Numbers of the study's running trials (of any driver)."""
+        import optuna
+
+        states = (optuna.trial.TrialState.RUNNING,)
+        return [t.number for t in self.study.get_trials(deepcopy=False, states=states)]
 
     def ask(self) -> Any:
         with warnings.catch_warnings():  # Optuna expects Study.optimize; Heartbeats beats here
