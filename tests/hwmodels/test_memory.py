@@ -12,8 +12,8 @@ import torch
 from torch import Tensor, nn
 
 from tinytune.errors import ConfigError
-from tinytune.hwmodels import MemoryReport, plan_memory
-from tinytune.ir import Graph, trace
+from tinytune.hwmodels import plan_memory
+from tinytune.ir import trace
 from tinytune.models import ConvUnit, TrainNet, build_candidate
 from tinytune.models.layers import Classifier, GlobalAvgPool
 from tinytune.models.ofa_adapter import build_ofa_supernet
@@ -99,33 +99,6 @@ def held_for_backward(module: nn.Module, x: Tensor) -> int:
     return sum(held.values())
 
 
-def batch_one_views(graph: Graph, report: MemoryReport) -> int:
-    """What autograd holds beyond ``report.saved_bytes`` (fp32): non-zero at batch 1 only.
-
-    A convolution trained on its first k < C input channels saves ``x[:, :k].contiguous()``,
-    which at batch 1 is already contiguous: a view that holds x's whole storage, where a device
-    copies the k channels that the plan counts. Per input x so sliced, autograd holds
-    bytes(x) − Σ bytes of its slices more, or, when x is kept whole anyway (its activation
-    buffer lives into the backward pass), just − Σ bytes of its slices.
-    """
-    if graph.batch_size != 1:
-        return 0
-    n = len(graph.ops)
-    buffers = {b.name: b for b in report.buffers}
-    extra = 0
-    sliced: set[int] = set()
-    for op in graph.ops:
-        part = buffers.get(f"{op.name}:input[:k]")
-        if part is None:
-            continue
-        x = op.inputs[0]
-        extra -= part.nbytes
-        if x not in sliced and buffers[f"t{x}"].end < n:
-            extra += buffers[f"t{x}"].nbytes
-        sliced.add(x)
-    return extra
-
-
 def trained_elements(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
@@ -136,17 +109,15 @@ def trained_elements(module: nn.Module) -> int:
 @pytest.mark.parametrize("batch", [1, 3])
 @pytest.mark.parametrize(("name", "index"), CASES)
 def test_fp32_saved_bytes_match_autograd(name, index, batch, supernets):
-    """Above batch 1 the plan is what autograd holds, to the byte; at batch 1 autograd holds
-    more by exactly the storage behind the sliced inputs (:func:`batch_one_views`)."""
+    """The plan is what autograd holds for backward, to the byte, at batch 1 and above (each
+    saved storage counted once and whole)."""
     net = build(name, index, supernets)
     x = torch.randn(batch, 3, net.resolution, net.resolution)
     graph = trace(net, x)
     report = plan_memory(graph, precision="fp32")
     measured = held_for_backward(net, x)
     assert measured > 0
-    assert measured == report.saved_bytes + batch_one_views(graph, report)
-    if batch > 1:
-        assert measured == report.saved_bytes
+    assert measured == report.saved_bytes
 
 
 @pytest.mark.parametrize("name", SUPERNETS)

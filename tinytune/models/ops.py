@@ -96,7 +96,9 @@ class _SparseConv2d(torch.autograd.Function):
             raise ValueError("a split weight needs groups == 1 or a depthwise convolution")
         x_part = None
         if ctx.needs_input_grad[1]:
-            x_part = x if k == x.shape[1] else x[:, :k].contiguous()  # (N, k, H, W)
+            # a copy of the k trained channels, as on a device (at batch 1 a contiguous slice
+            # would be a view that keeps all C channels alive)
+            x_part = x if k == x.shape[1] else x[:, :k].clone()  # (N, k, H, W)
         ctx.save_for_backward(x_part, w_train, w_frozen)
         ctx.conf = (x.shape, stride, padding, groups, k)  # type: ignore[attr-defined]
         return y
