@@ -161,10 +161,18 @@ def optimize(
 
 def devices(storage: str | None = None) -> list[DeviceProfile]:
     """Every device a search can target, with the newest calibration stored in ``storage``
-    (when given) in place of its built-in latency profile."""
-    from tinytune.db import open_store
+    (when given and the database exists) in place of its built-in latency profile."""
+    from tinytune.db import open_store, require_existing
+    from tinytune.db.engine import parse_url
+    from tinytune.errors import StorageError
     from tinytune.hwmodels.registry import device_names, get_device
 
+    if storage is not None:
+        parse_url(storage)  # a malformed URL is an error
+        try:
+            require_existing(storage)  # reading creates no empty database file
+        except StorageError:
+            storage = None  # no database yet: the built-in profiles
     if storage is None:
         return [get_device(name) for name in device_names()]
     with open_store(storage) as store:
