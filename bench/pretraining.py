@@ -13,7 +13,7 @@ at the middle resolution) and the data set's own stratified split:
   in the grid).
 
     python3 bench/pretraining.py CHECKPOINT [CHECKPOINT ...] [--labels old new]
-        [--full-lr 0.05 0.1 0.2] [--last-lr 0.2 0.5 1.0] [--epochs 8 16] [--json OUT]
+        [--full-lr 0.1 0.2 0.4] [--last-lr 0.2 0.5 1.0] [--epochs 8 16] [--half-check] [--json OUT]
 
 One torch thread; the whole run for one checkpoint takes minutes on a shared 2-core machine.
 """
@@ -72,6 +72,38 @@ def probe(checkpoint: Path, seed: int = 0) -> dict[str, Any]:
     return best
 
 
+def half_check(checkpoint: Path, seed: int = 0) -> dict[str, float]:
+    """How far a float16 round trip of the checkpoint moves the default sub-network: the
+    largest change of its pooled features on digits' test split (relative to their largest
+    magnitude) and the share of test images whose linear-probe prediction is unchanged."""
+    import tempfile
+
+    import torch
+
+    from tinytune.data import get_dataset
+    from tinytune.evaluators.task import network_on_data
+    from tinytune.models import load_supernet, save_supernet
+    from tinytune.spaces import get_supernet, make_preset
+
+    spec = get_supernet("ofa-proxyless-w0.35")
+    candidate = make_preset("last", spec)
+    splits = get_dataset("digits", seed=seed).load(candidate.subnet.resolution)
+    full = load_supernet(spec, checkpoint)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "half.pt"
+        save_supernet(full, spec, None, path, half=True)
+        half = load_supernet(spec, path)
+    outs = []
+    for supernet in (full, half):
+        net, _ = network_on_data(candidate, supernet, splits, 10, seed)
+        net.eval()
+        with torch.no_grad():
+            outs.append(net(torch.tensor(splits.test.x)))
+    delta = float((outs[0] - outs[1]).abs().max() / outs[0].abs().max())
+    same = float((outs[0].argmax(1) == outs[1].argmax(1)).float().mean())
+    return {"max_relative_change": delta, "same_prediction": same}
+
+
 def finetunes(
     checkpoint: Path, preset: str, lrs: list[float], epochs: list[int], seed: int = 0
 ) -> dict[str, Any]:
@@ -115,10 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoints", nargs="+", type=Path)
     parser.add_argument("--labels", nargs="+")
-    parser.add_argument("--full-lr", nargs="+", type=float, default=[0.05, 0.1, 0.2])
+    parser.add_argument("--full-lr", nargs="+", type=float, default=[0.1, 0.2, 0.4])
     parser.add_argument("--last-lr", nargs="+", type=float, default=[0.2, 0.5, 1.0])
     parser.add_argument("--epochs", nargs="+", type=int, default=[8, 16])
     parser.add_argument("--no-finetune", action="store_true", help="linear probe only")
+    parser.add_argument(
+        "--half-check", action="store_true", help="also measure a float16 round trip's effect"
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
 
@@ -132,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label}: {path}", flush=True)
         entry: dict[str, Any] = {"checkpoint": str(path), "probe": probe(path)}
         print(f"  probe {entry['probe']}", flush=True)
+        if args.half_check:
+            entry["half"] = half_check(path)
+            print(f"  float16 round trip {entry['half']}", flush=True)
         if not args.no_finetune:
             entry["full"] = finetunes(path, "full", args.full_lr, args.epochs)
             entry["last"] = finetunes(path, "last", args.last_lr, args.epochs)
