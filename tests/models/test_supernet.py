@@ -149,3 +149,15 @@ def test_formula_pretraining_runs_and_half_storage_loads(tmp_path: Path) -> None
             torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-3)
         else:
             assert torch.equal(a, b)
+
+
+def test_pretrain_into_saves_float16_and_leaves_no_partial_file(tmp_path: Path) -> None:
+    from tinytune.checkpoints import pretrain_into
+
+    recipe = PretrainRecipe(steps=2, batch_size=4, source_classes=8)
+    path = tmp_path / "net.pt"
+    pretrain_into(SPEC, recipe, path, checkpoint_every=1, half=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["net.pt"]
+    state = torch.load(path, weights_only=True)["state_dict"]
+    assert {str(v.dtype) for v in state.values() if v.is_floating_point()} == {"torch.float16"}
+    assert load_supernet(SPEC, path).classifier.linear.out_features == 8
