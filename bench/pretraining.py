@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--last-lr", nargs="+", type=float, default=[0.2, 0.5, 1.0])
     parser.add_argument("--epochs", nargs="+", type=int, default=[8, 16])
     parser.add_argument("--no-finetune", action="store_true", help="linear probe only")
+    parser.add_argument("--presets", nargs="+", default=["full", "last"], choices=["full", "last"])
     parser.add_argument(
         "--half-check", action="store_true", help="also measure a float16 round trip's effect"
     )
@@ -171,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
             entry["half"] = half_check(path)
             print(f"  float16 round trip {entry['half']}", flush=True)
         if not args.no_finetune:
-            entry["full"] = finetunes(path, "full", args.full_lr, args.epochs)
-            entry["last"] = finetunes(path, "last", args.last_lr, args.epochs)
+            for preset in args.presets:
+                lrs = args.full_lr if preset == "full" else args.last_lr
+                entry[preset] = finetunes(path, preset, lrs, args.epochs)
         entry["wall_s"] = round(time.perf_counter() - start, 1)
         results[label] = entry
     print(
