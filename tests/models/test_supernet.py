@@ -87,7 +87,7 @@ def test_published_supernet_needs_its_file(tmp_path: Path) -> None:
 
 def test_recipes_by_name() -> None:
     assert get_recipe("quick") == PretrainRecipe()
-    assert DEFAULT_RECIPE in RECIPES and get_recipe(DEFAULT_RECIPE).source == "formula"
+    assert DEFAULT_RECIPE in RECIPES and get_recipe("formula-cpu").source == "formula"
     with pytest.raises(ModelError, match="allowed: quick, formula-cpu"):
         get_recipe("imagenet")
     with pytest.raises(ModelError, match="mix_prob"):

@@ -15,8 +15,8 @@ def pretrain(
         str, typer.Option(help="ofa-proxyless-w<width> or ofa-mbv3-w<width>.")
     ] = "ofa-proxyless-w0.35",
     recipe: Annotated[
-        str, typer.Option(help="Named recipe: formula-cpu (the default) or quick.")
-    ] = "formula-cpu",
+        str, typer.Option(help="Named recipe: quick (the default, shipped) or formula-cpu.")
+    ] = "quick",
     steps: Annotated[
         int | None, typer.Option(help="Training steps, replacing the recipe's.")
     ] = None,
