@@ -120,7 +120,7 @@ _LATER_FIELDS = {
 RECIPES: dict[str, PretrainRecipe] = {
     # The default: 300 steps of 48 shape and stroke-glyph images, each step the sandwich rule
     # with the largest, the smallest and two random sub-networks, cosine LR from 0.1
-    # (≈3 minutes of one core). Glyph strokes resemble characters, and on ``digits`` this
+    # (≈4 minutes of one core). Glyph strokes resemble characters, and on ``digits`` this
     # transfers better than an hour of ``formula-cpu`` (docs/benchmarks.md).
     "quick": PretrainRecipe(),
     # Formula-driven pre-training sized for under an hour of one CPU core (≈0.2M images; the
