@@ -58,8 +58,9 @@ def require_weights(spec: SupernetSpec, weights: Path | None) -> None:
         )
 
 
-def shipped_checkpoint(spec: SupernetSpec, recipe: PretrainRecipe) -> Path | None:
-    """The checkpoint the package ships for ``spec`` pre-trained by ``recipe``, if any.
+def shipped_checkpoint(spec: SupernetSpec, recipe: PretrainRecipe | None = None) -> Path | None:
+    """The checkpoint the package ships for ``spec`` (pre-trained by ``recipe``, when given),
+    if any.
 
     Raises:
         ModelError: the shipped file's SHA-256 is not the one its record states.
@@ -70,7 +71,7 @@ def shipped_checkpoint(spec: SupernetSpec, recipe: PretrainRecipe) -> Path | Non
     if not record_path.is_file():
         return None
     record = json.loads(record_path.read_text())
-    if record.get("recipe") != recipe.to_dict():
+    if recipe is not None and record.get("recipe") != recipe.to_dict():
         return None
     path = WEIGHTS_DIR / f"{spec.name}.pt"
     actual = sha256_file(path) if path.is_file() else "missing"
@@ -91,6 +92,7 @@ def pretrain_into(
     device: str = "cpu",
     checkpoint_every: int = 0,
     half: bool = False,
+    workers: int = 0,
 ) -> nn.Module:
     """Pre-train ``spec`` by ``recipe`` on its source task and save it at ``path``.
 
@@ -100,6 +102,7 @@ def pretrain_into(
         checkpoint_every: also save (float32) at ``<path>.partial.pt`` every so many steps,
             so that an interrupted run is usable; 0 does not.
         half: store the final checkpoint's tensors as float16.
+        workers: processes drawing batches ahead (``per-step`` recipes only).
     """
     from tinytune.data.sources import get_source_task
     from tinytune.models import pretrain_supernet, save_supernet
@@ -120,6 +123,7 @@ def pretrain_into(
         device=device,
         checkpoint=save_partial if checkpoint_every else None,
         checkpoint_every=checkpoint_every,
+        workers=workers,
     )
     save_supernet(net, spec, recipe, path, half=half)
     partial.unlink(missing_ok=True)
@@ -134,17 +138,20 @@ def ensure_checkpoint(
     force: bool = False,
     progress: PretrainProgress | None = None,
     device: str = "cpu",
+    workers: int = 0,
 ) -> Path:
     """The supernet checkpoint to use.
 
     Args:
         weights: a weights file; checked by loading it, then returned as it is.
-        recipe: the pre-training recipe (the default named recipe if None). The package's
-            shipped checkpoint is returned when it was made by this recipe, else the cached
-            one, pre-trained first when missing.
+        recipe: the pre-training recipe. None: the checkpoint the package ships for
+            ``spec``, else the default recipe's (``quick``). The shipped checkpoint is returned
+            when it was made by the recipe, else the cached one, pre-trained first when
+            missing.
         force: pre-train again into the cache even when a checkpoint exists.
         progress: told of each pre-training step.
         device: torch device to pre-train on.
+        workers: processes drawing batches ahead (``per-step`` recipes only).
 
     Raises:
         ModelError: the weights do not load, a published supernet has none, or the shipped
@@ -157,13 +164,13 @@ def ensure_checkpoint(
         load_supernet(spec, weights)  # fails early, with one line, on a bad file
         return weights
     require_weights(spec, weights)
-    recipe = recipe or get_recipe(DEFAULT_RECIPE)
     if not force:
         shipped = shipped_checkpoint(spec, recipe)
         if shipped is not None:
             return shipped
+    recipe = recipe or get_recipe(DEFAULT_RECIPE)
     path = checkpoint_path(spec, recipe)
     if path.is_file() and not force:
         return path
-    pretrain_into(spec, recipe, path, progress=progress, device=device)
+    pretrain_into(spec, recipe, path, progress=progress, device=device, workers=workers)
     return path

@@ -23,7 +23,7 @@ RECORD = WEIGHTS_DIR / f"{SPEC.name}.json"
 def test_the_shipped_file_matches_its_record_and_loads() -> None:
     record = json.loads(RECORD.read_text())
     assert record["sha256"] == sha256_file(SHIPPED)
-    assert record["recipe"] == get_recipe(DEFAULT_RECIPE).to_dict()
+    assert record["recipe"] == get_recipe(record["recipe_name"]).to_dict()
     assert record["command"].startswith("tinytune pretrain ")
     assert SHIPPED.stat().st_size < 10 * 2**20  # small enough to live in git
     net = load_supernet(SPEC, SHIPPED)
@@ -41,16 +41,30 @@ def test_the_default_checkpoint_is_the_shipped_one_without_pretraining(
 
     monkeypatch.setattr(checkpoints, "pretrain_into", no_pretraining)
     assert ensure_checkpoint(SPEC) == SHIPPED
-    assert ensure_checkpoint(SPEC, get_recipe(DEFAULT_RECIPE)) == SHIPPED
+    assert ensure_checkpoint(SPEC, get_recipe("glyphs-gpu")) == SHIPPED
     assert not any(tmp_path.iterdir())
 
 
 def test_other_supernets_and_recipes_are_not_shipped() -> None:
-    assert (
-        shipped_checkpoint(get_supernet("ofa-proxyless-w0.5"), get_recipe(DEFAULT_RECIPE)) is None
-    )
+    assert shipped_checkpoint(get_supernet("ofa-proxyless-w0.5")) is None
     assert shipped_checkpoint(SPEC, PretrainRecipe(steps=2)) is None
     assert shipped_checkpoint(SPEC, get_recipe("formula-cpu")) is None
+    assert shipped_checkpoint(SPEC, get_recipe(DEFAULT_RECIPE)) is None  # quick: cached
+
+
+def test_a_supernet_without_a_shipped_checkpoint_is_pretrained_by_the_default_recipe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINYTUNE_CACHE", str(tmp_path))
+    asked: list[PretrainRecipe] = []
+
+    def record(spec: object, recipe: PretrainRecipe, path: Path, **kwargs: object) -> None:
+        asked.append(recipe)
+
+    monkeypatch.setattr(checkpoints, "pretrain_into", record)
+    ensure_checkpoint(get_supernet("ofa-proxyless-w0.5"))
+    ensure_checkpoint(SPEC, PretrainRecipe(steps=2))
+    assert asked == [get_recipe(DEFAULT_RECIPE), PretrainRecipe(steps=2)]
 
 
 def test_a_damaged_shipped_file_is_refused(

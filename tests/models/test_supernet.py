@@ -21,9 +21,11 @@ from tinytune.models import (
 from tinytune.models.supernet import (
     DEFAULT_RECIPE,
     RECIPES,
+    StepDraws,
     _lr_at,
     _mix,
     get_recipe,
+    step_rng,
 )
 from tinytune.spaces import get_supernet
 
@@ -161,3 +163,32 @@ def test_pretrain_into_saves_float16_and_leaves_no_partial_file(tmp_path: Path) 
     state = torch.load(path, weights_only=True)["state_dict"]
     assert {str(v.dtype) for v in state.values() if v.is_floating_point()} == {"torch.float16"}
     assert load_supernet(SPEC, path).classifier.linear.out_features == 8
+
+
+def test_per_step_draws_give_the_same_weights_with_any_number_of_workers() -> None:
+    recipe = PretrainRecipe(
+        steps=3, batch_size=4, source_classes=8, mix_prob=0.5, stream="per-step"
+    )
+    runs = [pretrain_supernet(SPEC, recipe, SourceTask(8).batch, workers=w) for w in (0, 2)]
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(runs[0].state_dict().values(), runs[1].state_dict().values(), strict=True)
+    )
+    # a step's batch depends on the step alone, not on what was drawn before it
+    draws = StepDraws(SPEC, recipe, SourceTask(8).batch)
+    last = draws[2]
+    assert draws[2][0] == last[0] and torch.equal(draws[2][1], last[1])
+    assert last[0] == step_rng(recipe, 2).choice(SPEC.resolutions) == last[1].shape[-1]
+
+
+def test_workers_need_per_step_draws() -> None:
+    with pytest.raises(ModelError, match="per-step"):
+        pretrain_supernet(
+            SPEC,
+            PretrainRecipe(steps=1, batch_size=4, source_classes=8),
+            SourceTask(8).batch,
+            workers=1,
+        )
+    with pytest.raises(ModelError, match="unknown draw stream 'parallel'; allowed: sequential"):
+        PretrainRecipe(stream="parallel")
+    assert get_recipe("glyphs-gpu").stream == "per-step"

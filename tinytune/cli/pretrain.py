@@ -15,7 +15,8 @@ def pretrain(
         str, typer.Option(help="ofa-proxyless-w<width> or ofa-mbv3-w<width>.")
     ] = "ofa-proxyless-w0.35",
     recipe: Annotated[
-        str, typer.Option(help="Named recipe: quick (the default, shipped) or formula-cpu.")
+        str,
+        typer.Option(help="Named recipe: quick, formula-cpu or glyphs-gpu (the shipped one)."),
     ] = "quick",
     steps: Annotated[
         int | None, typer.Option(help="Training steps, replacing the recipe's.")
@@ -35,6 +36,13 @@ def pretrain(
     checkpoint_every: Annotated[
         int, typer.Option(help="Steps between partial checkpoints with --out.")
     ] = 200,
+    workers: Annotated[
+        int,
+        typer.Option(
+            help="Processes drawing batches ahead (recipes with per-step draws, e.g. the -gpu "
+            "ones; the result does not depend on their number)."
+        ),
+    ] = 0,
     force: Annotated[bool, typer.Option(help="Train again even when cached.")] = False,
 ) -> None:
     """Pre-train a supernet with the sandwich rule and cache the checkpoint."""
@@ -64,11 +72,20 @@ def pretrain(
         torch.set_num_threads(threads)
     spec = get_supernet(supernet)
     chosen = get_recipe(recipe)
+    if workers < 0:
+        raise ConfigError(f"--workers must be >= 0, got {workers}")
+    if workers and chosen.stream != "per-step":
+        raise ConfigError(
+            f"recipe {recipe} draws its batches in one sequence; --workers needs a recipe with "
+            "per-step draws (glyphs-gpu)"
+        )
     if steps is not None:
         chosen = dataclasses.replace(chosen, steps=steps)
     with pretrain_bar(spec.name) as progress:
         if out is None:
-            path = ensure_checkpoint(spec, chosen, force=force, progress=progress, device=device)
+            path = ensure_checkpoint(
+                spec, chosen, force=force, progress=progress, device=device, workers=workers
+            )
         else:
             path = out / f"{spec.name}.pt"
             start = time.perf_counter()
@@ -80,6 +97,7 @@ def pretrain(
                 device=device,
                 checkpoint_every=checkpoint_every,
                 half=True,
+                workers=workers,
             )
             record = {
                 "supernet": spec.name,
@@ -90,6 +108,7 @@ def pretrain(
                 "wall_time_s": round(time.perf_counter() - start, 1),
                 "device": device,
                 "threads": torch.get_num_threads(),
+                "workers": workers,
                 "storage": "float16",
                 "torch": torch.__version__,
                 "machine": platform.machine(),

@@ -17,7 +17,7 @@ import logging
 import math
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_RECIPE",
     "RECIPES",
     "PretrainRecipe",
+    "StepDraws",
     "cache_dir",
     "checkpoint_path",
     "get_recipe",
@@ -42,6 +43,7 @@ __all__ = [
     "pretrain_supernet",
     "random_subnet",
     "save_supernet",
+    "step_rng",
 ]
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,11 @@ class PretrainRecipe:
         random_subnets: Random sub-networks per step, besides the largest and the smallest.
         mix_prob: Share of steps that mix their batch by mixup (α 0.8) or CutMix (α 1.0), half
             each, with the targets mixed alike.
+        stream: How the random draws of the steps are made. ``sequential``: one generator
+            for the whole run, so batches are drawn one after another in the training process.
+            ``per-step``: each step's batch, resolution, sub-networks and mixing come from
+            generators seeded by ``(seed, step)``, so that worker processes can draw batches
+            ahead in any order and the run is the same for any number of workers.
     """
 
     source_classes: int = 80
@@ -83,6 +90,7 @@ class PretrainRecipe:
     warmup_steps: int = 0
     random_subnets: int = 2
     mix_prob: float = 0.0
+    stream: str = "sequential"
 
     def __post_init__(self) -> None:
         for name in ("source_classes", "steps", "batch_size"):
@@ -95,6 +103,8 @@ class PretrainRecipe:
             )
         if not 0.0 <= self.mix_prob <= 1.0:
             raise ModelError(f"mix_prob must lie in [0, 1], got {self.mix_prob}")
+        if self.stream not in STREAMS:
+            raise ModelError(f"unknown draw stream {self.stream!r}; allowed: {', '.join(STREAMS)}")
 
     @property
     def digest(self) -> str:
@@ -115,7 +125,9 @@ _LATER_FIELDS = {
     "warmup_steps": 0,
     "random_subnets": 2,
     "mix_prob": 0.0,
+    "stream": "sequential",
 }
+STREAMS = ("sequential", "per-step")
 
 RECIPES: dict[str, PretrainRecipe] = {
     # The default: 300 steps of 48 shape and stroke-glyph images, each step the sandwich rule
@@ -147,14 +159,32 @@ RECIPES: dict[str, PretrainRecipe] = {
         random_subnets=1,
         mix_prob=0.5,
     ),
+    # The shipped checkpoint's recipe: 2,560 times the images of ``quick`` (0.77M), 200 classes
+    # (100 shapes, 100 glyphs), batches of 256 drawn ahead by worker processes (per-step
+    # draws), peak LR 0.3 after 300 warm-up steps, mixup/CutMix on a fifth of the steps. Seven
+    # minutes on one H100 (docs/benchmarks.md); many hours on two CPU cores. On ``digits`` the
+    # linear probe of the default sub-network rises from 75 % (``quick``) to 91 % (validation).
+    "glyphs-gpu": PretrainRecipe(
+        source="shapes-glyphs",
+        source_classes=200,
+        steps=3000,
+        batch_size=256,
+        lr=0.3,
+        weight_decay=4e-5,
+        warmup_steps=300,
+        random_subnets=2,
+        mix_prob=0.2,
+        stream="per-step",
+    ),
 }
 """Named pre-training recipes (``tinytune pretrain --recipe NAME``)."""
 
 DEFAULT_RECIPE = "quick"
-"""The recipe of the default checkpoints (and of the one the package ships). ``formula-cpu``
-transferred worse to ``digits`` in its one-hour CPU form (linear probe 57 % vs 76 %, full
-fine-tuning 79 % vs 96 % test, validation-selected; see docs/benchmarks.md), so it is not
-the default."""
+"""The recipe a supernet is pre-trained by, into the cache, when the package ships no
+checkpoint of it (minutes on a CPU). The default supernet's shipped checkpoint was made by
+``glyphs-gpu`` (its record says so). ``formula-cpu`` transferred worse to ``digits`` in its
+one-hour CPU form (linear probe 57 % vs 76 %, full fine-tuning 79 % vs 96 % test,
+validation-selected; see docs/benchmarks.md)."""
 
 
 def get_recipe(name: str) -> PretrainRecipe:
@@ -226,6 +256,67 @@ def _mix(x: torch.Tensor, rng: np.random.Generator) -> tuple[torch.Tensor, torch
     return mixed, perm, 1.0 - side * side / (r * r)
 
 
+class StepDraws(torch.utils.data.Dataset):
+    """The batches of a ``per-step`` run by step number (a dataset, so that DataLoader workers
+    draw them ahead): step ``s`` draws its resolution from :func:`step_rng` and its images from
+    a generator seeded by ``(seed, s, 0)``."""
+
+    def __init__(self, spec: SupernetSpec, recipe: PretrainRecipe, batch_fn: BatchFn) -> None:
+        self.spec, self.recipe, self.batch_fn = spec, recipe, batch_fn
+
+    def __len__(self) -> int:
+        return self.recipe.steps
+
+    def __getitem__(self, step: int) -> tuple[int, torch.Tensor, torch.Tensor]:
+        res = step_rng(self.recipe, step).choice(self.spec.resolutions)
+        x, y = self.batch_fn(
+            self.recipe.batch_size, res, np.random.default_rng([self.recipe.seed, step, 0])
+        )
+        return res, torch.from_numpy(x), torch.from_numpy(y)
+
+
+def step_rng(recipe: PretrainRecipe, step: int) -> random.Random:
+    """The generator of a ``per-step`` step's resolution (its first draw) and sub-networks."""
+    return random.Random(f"{recipe.seed}/{step}")
+
+
+def _one_thread(_: int) -> None:
+    torch.set_num_threads(1)
+
+
+def _step_stream(
+    spec: SupernetSpec, recipe: PretrainRecipe, batch_fn: BatchFn, workers: int, device: str
+) -> Iterator[tuple[int, torch.Tensor, torch.Tensor, random.Random, np.random.Generator]]:
+    """``(resolution, x, y, rng, np_rng)`` for each step; ``rng`` draws the random
+    sub-networks after the resolution, ``np_rng`` the mixing."""
+    if recipe.stream == "sequential":
+        if workers:
+            raise ModelError(
+                "this recipe draws its batches in one sequence (stream 'sequential'); "
+                "batch workers need a 'per-step' recipe"
+            )
+        rng = random.Random(recipe.seed)
+        np_rng = np.random.default_rng(recipe.seed)
+        for _ in range(recipe.steps):
+            res = rng.choice(spec.resolutions)
+            x, y = batch_fn(recipe.batch_size, res, np_rng)
+            yield res, torch.from_numpy(x), torch.from_numpy(y), rng, np_rng
+        return
+    draws = StepDraws(spec, recipe, batch_fn)
+    loader = torch.utils.data.DataLoader(
+        draws,
+        batch_size=None,
+        num_workers=workers,
+        prefetch_factor=4 if workers else None,
+        worker_init_fn=_one_thread if workers else None,
+        pin_memory=device.startswith("cuda"),
+    )
+    for step, (res, x, y) in enumerate(loader):
+        rng = step_rng(recipe, step)
+        rng.choice(spec.resolutions)  # the resolution's draw, made in the worker
+        yield int(res), x, y, rng, np.random.default_rng([recipe.seed, step, 1])
+
+
 def pretrain_supernet(
     spec: SupernetSpec,
     recipe: PretrainRecipe,
@@ -235,6 +326,7 @@ def pretrain_supernet(
     device: str = "cpu",
     checkpoint: Callable[[nn.Module, int], None] | None = None,
     checkpoint_every: int = 0,
+    workers: int = 0,
 ) -> nn.Module:
     """Pre-train a supernet from scratch with the sandwich rule.
 
@@ -248,11 +340,16 @@ def pretrain_supernet(
         checkpoint: called as ``(net, step)`` every ``checkpoint_every`` steps (with the
             largest sub-network active), so that a partial run is usable.
         checkpoint_every: steps between calls of ``checkpoint``; 0 never calls it.
+        workers: processes drawing batches ahead (``per-step`` recipes only; the result does
+            not depend on their number). 0 draws them in this process.
+
+    Raises:
+        ModelError: ``spec`` is published, or ``workers`` is set for a ``sequential`` recipe.
     """
     if spec.published:
         raise ModelError(f"{spec.name} is a published supernet: load its weights, do not train it")
-    rng = random.Random(recipe.seed)
-    np_rng = np.random.default_rng(recipe.seed)
+    if workers < 0:
+        raise ModelError(f"batch workers must be >= 0, got {workers}")
     net = build_ofa_supernet(spec, recipe.source_classes, seed=recipe.seed).to(device)
     decay = [p for n, p in net.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in net.named_parameters() if p.ndim <= 1]
@@ -263,12 +360,11 @@ def pretrain_supernet(
         nesterov=True,
     )
     net.train()
-    for step in range(recipe.steps):
+    stream = _step_stream(spec, recipe, batch_fn, workers, device)
+    for step, (res, x, y, rng, np_rng) in enumerate(stream):
         for group in opt.param_groups:
             group["lr"] = _lr_at(recipe, step)
-        res = rng.choice(spec.resolutions)
-        x, y = batch_fn(recipe.batch_size, res, np_rng)
-        xt, yt = torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
+        xt, yt = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         perm, lam = None, 1.0
         if recipe.mix_prob and np_rng.random() < recipe.mix_prob:
             xt, perm, lam = _mix(xt, np_rng)
@@ -276,7 +372,7 @@ def pretrain_supernet(
         opt.zero_grad(set_to_none=True)
         subnets = [default_subnet(spec, "max"), default_subnet(spec, "min")]
         subnets += [random_subnet(spec, rng, res) for _ in range(recipe.random_subnets)]
-        total = 0.0
+        total = torch.zeros((), device=device)
         for sub in subnets:
             set_active(net, spec, sub)
             logits = net(xt)
@@ -286,11 +382,11 @@ def pretrain_supernet(
                     logits, yt[perm], label_smoothing=0.1
                 )
             loss.backward()
-            total += float(loss.detach())
+            total += loss.detach()
         nn.utils.clip_grad_norm_(net.parameters(), 5.0)
         opt.step()
         if progress is not None:
-            progress(step + 1, recipe.steps, total / len(subnets))
+            progress(step + 1, recipe.steps, float(total) / len(subnets))
         if checkpoint is not None and checkpoint_every and (step + 1) % checkpoint_every == 0:
             set_active(net, spec, default_subnet(spec, "max"))
             checkpoint(net, step + 1)
