@@ -68,7 +68,7 @@ def optimize(
     sampler: str = "tpe",
     seed: int = 0,
     epochs: int = 8,
-    lr: float = 0.2,
+    lr: float | None = None,
     batch_size: int = 16,
     workers: int = 2,
     inline: bool = False,
@@ -78,7 +78,7 @@ def optimize(
     proxy: bool = False,
     proxy_eta: int = 4,
     resume: bool = False,
-    pretrain_steps: int = 300,
+    pretrain_steps: int | None = None,
     progress: Callable[[SearchEvent], None] | None = None,
     on_pretrain: Callable[[int, int, float], None] | None = None,
 ) -> SearchResult:
@@ -88,8 +88,12 @@ def optimize(
     Budgets are bytes or seconds, or text with a unit (``"256KB"``, ``"500ms"``, ``"5m"``);
     ``sram_budget=None`` searches without one. ``n_classes`` comes from the data set. Ray runs
     ``workers`` evaluations in parallel (``inline=True``: in this process). The supernet's
-    weights are ``weights`` or the cached pre-trained checkpoint, pre-trained first when missing
-    (``on_pretrain(step, steps, loss)`` follows it).
+    weights are ``weights``, else the checkpoint the package ships for it, else the cached
+    pre-trained one, pre-trained first when missing (``on_pretrain(step, steps, loss)``
+    follows it); ``pretrain_steps`` asks for a pre-training by the quick recipe instead.
+    ``lr=None`` chooses the fine-tuning learning rate of each scheme family on the validation
+    split before the first measurement (:mod:`tinytune.search.lr`; 0.2 where a family's grid
+    failed); a number fine-tunes every candidate at that rate.
 
     Returns:
         What the run did and the study's measured Pareto front.
@@ -136,14 +140,17 @@ def optimize(
         sampler=sampler,
         proxy=proxy,
         proxy_eta=proxy_eta,
-        finetune=FinetuneConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
+        finetune=FinetuneConfig(
+            epochs=epochs, batch_size=batch_size, lr=0.2 if lr is None else lr, seed=seed
+        ),
+        tune_lr=lr is None,
         hardware=HardwareConfig(precision=precision),
     )
     if ray_address is not None and not inline:
         check_reachable(ray_address)  # before any pre-training or database work
     with open_store(storage) as store:
         checked = preflight(config, store)
-        recipe = PretrainRecipe(steps=pretrain_steps)
+        recipe = None if pretrain_steps is None else PretrainRecipe(steps=pretrain_steps)
         checkpoint = ensure_checkpoint(spec, recipe, weights_path, progress=on_pretrain)
         config = dataclasses.replace(config, checkpoint=str(checkpoint))
         executor = (
@@ -213,7 +220,7 @@ def export_bundle(
     The bundle holds int8 weights, the training step as C99 over the memory planner's static
     arena, an example that trains on ``samples`` samples of the study's data set for ``epochs``
     epochs at learning rate ``lr``, a Makefile (host, ASan, aarch64, Cortex-M7) and a manifest.
-    The weights are ``weights``, else the study's checkpoint, else the cached pre-training.
+    The weights are ``weights``, else the study's checkpoint, else the shipped or cached one.
 
     Raises:
         TinyTuneError: bad options, an unknown target or device, or a destination that is not
@@ -261,7 +268,7 @@ def export_bundle(
             )
     else:
         checkpoint = ensure_checkpoint(spec, progress=on_pretrain)
-        source = "the cache (default pre-training)"
+        source = "the shipped or cached default pre-training"
     request = BundleRequest(
         candidate=candidate,
         checkpoint=checkpoint,

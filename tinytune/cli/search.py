@@ -73,11 +73,22 @@ def search(
         Path | None, typer.Option(help="Supernet weights file (published OFA checkpoint).")
     ] = None,
     epochs: Annotated[int, typer.Option(help="Fine-tuning epochs per candidate.")] = 8,
-    lr: Annotated[float, typer.Option(help="Fine-tuning learning rate (SGD).")] = 0.2,
+    lr: Annotated[
+        float | None,
+        typer.Option(
+            help="Fine-tuning learning rate (SGD) of every candidate; default: chosen per scheme "
+            "family on the validation split before the first measurement."
+        ),
+    ] = None,
     batch_size: Annotated[int, typer.Option(help="Fine-tuning batch size.")] = 16,
     pretrain_steps: Annotated[
-        int, typer.Option(help="Sandwich-rule steps when the supernet must be pre-trained.")
-    ] = 300,
+        int | None,
+        typer.Option(
+            help="Pre-train by the quick recipe with this many sandwich-rule steps (into the "
+            "cache) instead of using the shipped checkpoint; without a shipped checkpoint the "
+            "quick recipe's 300."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of fine-tuning.")] = 0,
     sampler: Annotated[str, typer.Option(help="Optuna sampler: tpe, random or nsga2.")] = "tpe",
     proxy: Annotated[
@@ -119,11 +130,23 @@ def search(
     ):
         tid: list = []
         analysis: list = []
+        grid: list = []
         best = [0.0]
 
         def progress(event: SearchEvent) -> None:
             if not tid:
                 tid.append(bar.add_task(f"searching {study}", total=trials, status="measured"))
+            if event.kind == "calibrating":  # the learning-rate grid
+                if not grid:
+                    grid.append(
+                        bar.add_task(
+                            "learning rate per scheme family",
+                            total=event.total,
+                            status="fine-tunes (chosen on validation)",
+                        )
+                    )
+                bar.update(grid[0], completed=event.done)
+                return
             if event.kind == "contributions":  # fine-tunes of the proxy's table
                 if not analysis:
                     analysis.append(
@@ -204,6 +227,18 @@ def search(
             f"{table}; {c.base_tasks} classifier-only fine-tunes of new sub-networks; "
             f"{tau}"
         )
+    if result.lr_calibration is not None:
+        cost = (
+            f"{result.lr_fine_tunes} fine-tunes, {result.lr_s:.0f} s of workers' time"
+            if result.lr_fine_tunes
+            else "chosen by an earlier run"
+        )
+        rates = ", ".join(
+            f"{r.family} {r.lr:g}"
+            + (f" ({100 * r.val_accuracy:.1f}% val)" if r.val_accuracy is not None else "")
+            for r in result.lr_calibration.rates
+        )
+        console.print(f"learning rate per scheme family, chosen on validation ({cost}): {rates}")
     for error in result.errors:
         console.print(f"failed evaluation: {error}", soft_wrap=True)
     if not result.front:
