@@ -153,6 +153,7 @@ def main() -> None:
                         budget = ladder[0].fine_tunes if ladder else args.budget
                     config = SearchConfig(
                         reference=False,  # the same for every strategy: not compared here
+                        tune_lr=False,  # likewise: every strategy fine-tunes at --lr
                         checkpoint=str(ckpt),
                         study_name=f"{strategy}-{seed}",
                         supernet=args.supernet,

@@ -108,6 +108,7 @@ def study(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('study') / 'db.sqlite'}"
     config = SearchConfig(
         reference=False,
+        tune_lr=False,
         checkpoint=str(checkpoint),
         study_name="s",
         trials=1,

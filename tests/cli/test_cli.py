@@ -69,6 +69,22 @@ def test_bad_search_input_is_one_line_and_exit_2(
     del digest  # tinytune may add its own tables, but Optuna's study must be untouched
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--recipe", "quick", "--workers", "2"], "--workers needs a recipe with per-step draws"),
+        (["--recipe", "glyphs-gpu", "--workers", "-1"], "--workers must be >= 0, got -1"),
+        (["--recipe", "imagenet"], "unknown pre-training recipe 'imagenet'; allowed: quick"),
+    ],
+)
+def test_bad_pretrain_input_is_one_line_and_exit_2(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _run(["pretrain", "--out", str(tmp_path / "w"), *args], capsys)
+    assert code == 2 and err.count("\n") == 1 and message in err
+    assert not (tmp_path / "w").exists()
+
+
 def test_unknown_option_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run(["search", "--no-such-flag"], capsys)
     assert code == 2 and err.count("\n") == 1
@@ -155,6 +171,21 @@ def test_search_end_to_end_with_ray(
     complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     assert len(complete) == 3  # the reference beside the budget of 2
     assert "vs full" in out and "(reference)" in out
+    assert "learning rate per scheme family, chosen on validation (12 fine-tunes" in out
+    rates = study.user_attrs["lr_calibration"]
+    assert set(rates) == {"classifier", "bias", "sparse", "full"}
+    from tinytune.db import open_store
+    from tinytune.search.lr import family_of
+    from tinytune.spaces import Candidate, get_supernet
+
+    spec = get_supernet("ofa-proxyless-w0.35")
+    with open_store(url) as store:
+        measured = store.evaluations("tinytune", fidelity="measured", status="ok")
+        assert len(measured) == 3
+        for e in measured:  # each fine-tuned at its family's rate
+            candidate = Candidate.from_json(store.get_candidate(e.candidate_key).payload)
+            assert e.details is not None
+            assert e.details["lr"] == rates[family_of(candidate, spec)]["lr"]
     assert main(["pareto", "--storage", url]) == 0
     assert "(reference)" in capsys.readouterr().out
 

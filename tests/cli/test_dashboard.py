@@ -184,7 +184,7 @@ def test_the_study_page_renders_the_pareto_front_in_headless_chromium(
 
     url = f"sqlite:///{tmp_path / 'search.db'}"
     argv = ["search", "--inline", "--storage", url, "--study", "dash-front", "--trials", "2"]
-    assert main([*argv, "--epochs", "1", "--pretrain-steps", "2"]) == 0
+    assert main([*argv, "--epochs", "1", "--lr", "0.05", "--pretrain-steps", "2"]) == 0
     capsys.readouterr()
     study = optuna.load_study(study_name="dash-front", storage=url)
     measured = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))

@@ -32,6 +32,7 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{folder / 'db.sqlite'}"
     config = SearchConfig(
         reference=False,
+        tune_lr=False,
         checkpoint=str(ckpt),
         study_name="s",
         trials=3,

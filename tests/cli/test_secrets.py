@@ -147,7 +147,16 @@ def test_search_prints_the_storage_masked(
 ) -> None:
     url = sa.make_url(postgres_url).set(password=SECRET).render_as_string(hide_password=False)
     argv = ["search", "--storage", url, "--trials", "1", "--inline", "--epochs", "1"]
-    argv += ["--batch-size", "32", "--pretrain-steps", "2", "--sram-budget", "none"]
+    argv += [
+        "--lr",
+        "0.05",
+        "--batch-size",
+        "32",
+        "--pretrain-steps",
+        "2",
+        "--sram-budget",
+        "none",
+    ]
     code, shown = _run_and_collect(argv, tmp_path, capsys, caplog)
     _assert_no_secret(shown)
     assert code == 0, shown[-2000:]

@@ -39,6 +39,7 @@ def main() -> None:
         seed=args.seed,
         sampler="random",
         heartbeat_s=1,
+        tune_lr=False,
         grace_s=5,  # SQLite's clock has whole seconds: a margin over the beat
     )
     with open_store(args.url) as store:

@@ -23,6 +23,7 @@ def _config(ckpt: Path, **kw: object) -> SearchConfig:
         "study_name": "s",
         "trials": 2,
         "reference": False,
+        "tune_lr": False,
         "finetune": FinetuneConfig(epochs=1, batch_size=32, lr=0.05),
     }
     base.update(kw)

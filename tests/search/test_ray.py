@@ -56,6 +56,7 @@ def free_ports(n: int) -> list[int]:
 def search_config(checkpoint: Path, trials: int = 2) -> SearchConfig:
     return SearchConfig(
         reference=False,
+        tune_lr=False,
         checkpoint=str(checkpoint),
         study_name="ray",
         trials=trials,
@@ -404,7 +405,7 @@ def test_search_on_a_two_node_cluster_runs_tasks_on_both_nodes(
                 done = subprocess.run(
                     [sys.executable, "-m", "tinytune.cli.main", "search", "--storage", url,
                      "--ray-address", f"127.0.0.1:{gcs}", "--workers", "2", "--trials", "2",
-                     "--epochs", "1", "--pretrain-steps", "2"],
+                     "--epochs", "1", "--lr", "0.05", "--pretrain-steps", "2"],
                     capture_output=True, text=True, env=env, timeout=400,
                 )  # fmt: skip
                 assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

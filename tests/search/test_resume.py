@@ -35,6 +35,8 @@ def _search(url: str, ckpt: Path, *extra: str) -> list[str]:
         str(TRIALS),
         "--epochs",
         "1",
+        "--lr",
+        "0.05",
         "--batch-size",
         "32",
         *extra,

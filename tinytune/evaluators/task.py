@@ -99,6 +99,8 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
         "wall_time_s": time.perf_counter() - start,
         "error": None,
         "details": {
+            "lr": cfg.lr,
+            "epochs": cfg.epochs,
             "train_loss": result.train_loss,
             "finetune_s": result.wall_time_s,
             "steps": result.steps,

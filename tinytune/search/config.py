@@ -52,6 +52,9 @@ class SearchConfig:
             preset).
         reference: Measure the study's reference (:func:`reference_candidate`) first, beside
             the budget.
+        tune_lr: Choose the fine-tuning learning rate of each scheme family on the validation
+            split before the first measurement (:mod:`tinytune.search.lr`); False fine-tunes
+            every candidate at ``finetune.lr``.
         heartbeat_s: How often a driver beats for its running trials; a trial whose driver has
             not beaten for ``grace_s`` is failed by any other driver and retried (Optuna's
             heartbeat with ``RetryHeartbeatStaleTrialCallback``).
@@ -75,6 +78,7 @@ class SearchConfig:
     sampler: str = "tpe"
     baselines: bool = True
     reference: bool = True
+    tune_lr: bool = True
     max_idle_proposals: int = 200
     resume: bool = False
     proxy: bool = False

@@ -26,7 +26,7 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from tinytune.db import EvaluationRecord, Store
@@ -37,6 +37,7 @@ from tinytune.search.config import SearchConfig
 from tinytune.search.dashboard import HypervolumePublisher
 from tinytune.search.events import Counts, SearchEvent, SearchResult
 from tinytune.search.executor import Executor
+from tinytune.search.lr import LrCalibration, calibrate, family_of
 from tinytune.search.preflight import Preflight, preflight
 from tinytune.search.proxy import rank_correlation
 from tinytune.search.recording import FrontPoint, measured_record, reference_point, snapshot
@@ -97,6 +98,9 @@ class Run:
         self.last: tuple[tuple[FrontPoint, ...], float | None] | None = None
         self.keys = itertools.count(-1, -1)
         self.ladder: Ladder | None = None
+        self.lrs: LrCalibration | None = None
+        self.grid_results: dict[tuple[str, float], dict[str, Any]] = {}
+        self.lr_cost = (0, 0.0)  # the grid's fine-tunes and task seconds in this run
         if config.proxy and config.preset is not None:
             log.warning("the proxy ladder searches update schemes; it is off with a preset")
         elif config.proxy:
@@ -122,14 +126,22 @@ class Run:
         """A key for an executor task that is not a trial (negative)."""
         return next(self.keys)
 
-    def task(self, candidate: Candidate) -> dict[str, Any]:
+    def lr_for(self, candidate: Candidate) -> float:
+        """The fine-tuning rate of the candidate's family (the configured one when fixed)."""
+        default = self.config.finetune.lr
+        return (
+            default if self.lrs is None else self.lrs.lr(family_of(candidate, self.spec), default)
+        )
+
+    def task(self, candidate: Candidate, lr: float | None = None) -> dict[str, Any]:
         config = self.config
+        finetune = dataclasses.replace(config.finetune, lr=lr or self.lr_for(candidate))
         return {
             "candidate": candidate.to_json(),
             "checkpoint": config.checkpoint,
             "dataset": config.dataset,
             "data_seed": config.data_seed,
-            "finetune": config.finetune.to_dict(),
+            "finetune": finetune.to_dict(),
             "threads": 1,
         }
 
@@ -155,6 +167,10 @@ class Run:
     def execute(self) -> SearchResult:
         self.emit("start")
         self.watch(force=True)
+        if self.config.tune_lr:
+            self.lrs, self.grid_results = calibrate(self)
+            self.lr_cost = (len(self.grid_results), _task_seconds(self.grid_results.values()))
+            self.task_time += self.lr_cost[1]
         if self.ladder is not None and not self.ladder.prepare():
             self.ladder = None
         try:
@@ -190,6 +206,9 @@ class Run:
             task_time_s=self.task_time + (table.task_time_s if table is not None else 0.0),
             proxy_tau=tau.tau,
             proxy_pairs=tau.n,
+            lr_calibration=self.lrs,
+            lr_fine_tunes=self.lr_cost[0],
+            lr_s=self.lr_cost[1],
         )
 
     def loop(self) -> None:
@@ -340,6 +359,10 @@ class Run:
             return False
         self.limits.idle = 0
         self.pending[trial.number] = member
+        grid = self.grid_results.pop((member.candidate.key, self.lr_for(member.candidate)), None)
+        if grid is not None:  # fine-tuned at this rate by the learning-rate grid
+            self.record(trial.number, grid)
+            return True
         self.executor.submit(trial.number, self.task(member.candidate))
         self.emit("submitted", trial=trial.number)
         return True
@@ -388,3 +411,7 @@ class Run:
             self.config, self.store, self.checked.flash_budget, exclude=self.reference_key
         )
         return self.last
+
+
+def _task_seconds(results: Iterable[dict[str, Any]]) -> float:
+    return sum(float(r.get("wall_time_s") or 0.0) for r in results)

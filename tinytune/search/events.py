@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinytune.search.lr import LrCalibration
 from tinytune.search.recording import FrontPoint
 
 __all__ = ["Counts", "SearchEvent", "SearchResult"]
@@ -41,7 +42,8 @@ class SearchEvent:
     Attributes:
         kind: ``start``, ``submitted``, ``finished``, ``pruned``, ``reused``, ``promoted``,
             ``contributions`` (``done`` of ``total`` fine-tunes of the contribution analysis),
-            ``contributions_ready``, ``base`` or ``waiting`` (on other drivers' fine-tunes).
+            ``contributions_ready``, ``base``, ``waiting`` (on other drivers' fine-tunes) or
+            ``calibrating`` (``done`` of ``total`` fine-tunes of the learning-rate grid).
         counts: this run's counters at that moment (a copy).
         finished: the study's finished measured fine-tunes (all runs and drivers), on its
             budget (the reference is measured beside it).
@@ -52,7 +54,7 @@ class SearchEvent:
         trial: the trial concerned, if any.
         accuracy: the measured validation accuracy of a finished trial.
         error: the error of a failed one.
-        done, total: progress of the contribution analysis.
+        done, total: progress of the contribution analysis or the learning-rate grid.
     """
 
     kind: str
@@ -83,6 +85,9 @@ class SearchResult:
         task_time_s: seconds spent inside evaluations, summed over workers.
         proxy_tau, proxy_pairs: Kendall's τ between proxy and measured accuracy over the
             study's candidates that have both, and their number.
+        lr_calibration: the study's learning rate per scheme family (None when the rate is
+            fixed); ``lr_fine_tunes`` and ``lr_s``: fine-tunes and task seconds its grid cost
+            in this run (0 when an earlier run chose the rates).
     """
 
     study_name: str
@@ -99,3 +104,6 @@ class SearchResult:
     proxy_tau: float | None = None
     proxy_pairs: int = 0
     reference: FrontPoint | None = None
+    lr_calibration: LrCalibration | None = None
+    lr_fine_tunes: int = 0
+    lr_s: float = 0.0

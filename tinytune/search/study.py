@@ -59,6 +59,7 @@ class Attr:
     PROMOTED = "promoted"
     PROXY_ACCURACY = "proxy_accuracy"
     REFERENCE = "reference"
+    LR_CALIBRATION = "lr_calibration"  # the study's rate per scheme family (search/lr.py)
     HYPERVOLUME_GRAPH = "tinytune-hypervolume"
     FAILED_TRIAL = "failed_trial"  # system attribute of a retried trial (Optuna's callback)
 

@@ -1,0 +1,125 @@
+"""The learning rate per scheme family: families, the choice on validation, and the driver's
+grid (run once per study, stored, its preset results reused as measurements)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from tinytune.db import open_store
+from tinytune.evaluators import FinetuneConfig, run_evaluation
+from tinytune.search import InlineExecutor, SearchConfig, run_search
+from tinytune.search.lr import FAMILIES, LrCalibration, choose, families_needed, family_of
+from tinytune.spaces import PRESET_NAMES, Candidate, get_supernet, make_preset
+from tinytune.spaces.candidate import LiteResidualBranch, LiteResidualConfig, UpdateScheme
+
+SPEC = get_supernet("ofa-proxyless-w0.35")
+
+
+def test_every_preset_falls_in_the_expected_family() -> None:
+    expected = {
+        "full": "full",
+        "last": "classifier",
+        "bias-only": "bias",
+        "bn+last": "bias",
+        "tinytl": "sparse",
+        "mcunetv3": "sparse",
+    }
+    assert set(expected) == set(PRESET_NAMES)
+    for name, family in expected.items():
+        assert family_of(make_preset(name, SPEC), SPEC) == family, name
+    for family in FAMILIES.values():  # each family's representative is in it
+        assert family_of(make_preset(family.preset, SPEC), SPEC) == family.name
+
+
+def test_partial_weights_or_a_lite_branch_alone_make_a_sparse_candidate() -> None:
+    base = make_preset("last", SPEC)
+    n = len(make_preset("full", SPEC).update.weights)
+    all_but_half = UpdateScheme(n, tuple((i, 1.0 if i else 0.5) for i in range(n)))
+    lite = LiteResidualConfig(((1, LiteResidualBranch()),))
+    for candidate in (
+        base.__class__(base.supernet, base.subnet, base.lite_residual, all_but_half),
+        base.__class__(base.supernet, base.subnet, lite, UpdateScheme(0)),
+    ):
+        assert family_of(candidate, SPEC) == "sparse"
+
+
+def _ok(val: float, test: float = 0.5, s: float = 1.0) -> dict[str, Any]:
+    return {"status": "ok", "val_accuracy": val, "accuracy": test, "wall_time_s": s}
+
+
+def test_the_best_validation_accuracy_wins_and_test_never_decides() -> None:
+    chosen = choose("full", {0.2: _ok(0.90, 0.99), 0.4: _ok(0.95, 0.10), 0.8: _ok(0.93)}, 0.1)
+    assert chosen.lr == 0.4 and chosen.val_accuracy == 0.95 and chosen.test_accuracy == 0.10
+    tie = choose("bias", {0.8: _ok(0.9), 0.4: _ok(0.9), 1.6: _ok(0.8)}, 0.1)
+    assert tie.lr == 0.4  # the smaller rate on a tie
+    failed = {"status": "failed", "error": "diverged", "wall_time_s": 2.0}
+    partly = choose("sparse", {0.4: failed, 0.8: _ok(0.7)}, 0.1)
+    assert partly.lr == 0.8 and partly.tried[0] == (0.4, None, None, 2.0)
+    assert choose("sparse", {0.4: failed}, 0.1).lr == 0.1  # every fine-tune failed
+    calibration = LrCalibration((chosen, tie, partly))
+    assert LrCalibration.from_json(calibration.to_json()) == calibration
+    assert calibration.fine_tunes == 8 and calibration.wall_time_s == pytest.approx(9.0)
+    assert calibration.lr("classifier", 0.3) == 0.3 and calibration.lr("bias", 0.3) == 0.4
+
+
+def test_a_preset_study_calibrates_its_family_and_full_only() -> None:
+    config = SearchConfig(checkpoint="", preset="bn+last")
+    assert families_needed(config, SPEC) == ["bias", "full"]
+    no_reference = SearchConfig(checkpoint="", preset="full", reference=False)
+    assert families_needed(no_reference, SPEC) == ["full"]
+    assert families_needed(SearchConfig(checkpoint=""), SPEC) == list(FAMILIES)
+
+
+@pytest.mark.slow
+def test_the_driver_chooses_rates_once_per_study_and_reuses_the_grid(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    tasks: list[dict[str, Any]] = []
+
+    def counting(task: dict[str, Any]) -> dict[str, Any]:
+        tasks.append(task)
+        return run_evaluation(task)
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    config = SearchConfig(
+        checkpoint=str(tiny_checkpoint),
+        study_name="lr",
+        trials=4,  # the four baselines
+        finetune=FinetuneConfig(epochs=1, batch_size=32),
+    )
+    with open_store(url) as store:
+        first = run_search(config, store, InlineExecutor(counting))
+    grid = sum(len(f.grid) for f in FAMILIES.values())
+    assert first.lr_fine_tunes == grid and first.lr_calibration is not None
+    assert [r.family for r in first.lr_calibration.rates] == list(FAMILIES)
+    # the reference (full) and the baselines last, bias-only and mcunetv3 were measured by the
+    # grid itself; only tinytl was fine-tuned again
+    assert first.counts.measured == 5
+    assert [t["candidate"] for t in tasks[grid:]] == [make_preset("tinytl", SPEC).to_json()]
+    with open_store(url) as store:
+        stored = {
+            e.candidate_key: e.details["lr"]
+            for e in store.evaluations("lr", fidelity="measured", status="ok")
+            if e.details
+        }
+    rates = {r.family: r.lr for r in first.lr_calibration.rates}
+    for family in FAMILIES.values():
+        assert stored[make_preset(family.preset, SPEC).key] == rates[family.name]
+    assert stored[make_preset("tinytl", SPEC).key] == rates["sparse"]
+    study = optuna.load_study(study_name="lr", storage=url)
+    assert LrCalibration.from_json(study.user_attrs["lr_calibration"]) == first.lr_calibration
+
+    tasks.clear()  # a later run reuses the stored rates: no grid
+    with open_store(url) as store:
+        again = run_search(
+            SearchConfig(**{**config.__dict__, "trials": 6}), store, InlineExecutor(counting)
+        )
+    assert again.lr_fine_tunes == 0 and again.lr_calibration == first.lr_calibration
+    assert again.counts.measured == len(tasks) == 2
+    for task in tasks:
+        candidate = Candidate.from_json(task["candidate"])
+        assert task["finetune"]["lr"] == rates[family_of(candidate, SPEC)]

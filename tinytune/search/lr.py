@@ -1,0 +1,213 @@
+"""The fine-tuning learning rate of each scheme family, chosen on the validation split.
+
+How large a step suits a fine-tune depends on what it trains: a classifier alone on frozen
+features wants a rate several times that of a network trained in full (MCUNetV3 tunes its rate
+per setting, §4 "Training details"). Candidates are therefore grouped into families by what they
+train (:func:`family_of`), and before a study measures any candidate it fine-tunes each
+family's representative preset at each rate of the family's grid (:data:`FAMILIES`, rates a
+factor of two apart), with the study's epochs, batch size and seed. The rate with the best
+validation accuracy (the smaller one on a tie) is the family's rate for the whole study; the
+test accuracy of the grid is stored beside it and never used to choose. The choice is stored
+with the study (its user attribute ``lr_calibration``), so that later runs and other drivers
+reuse it, and the grid's fine-tunes are counted and shown as the study's calibration cost; the
+representative's fine-tune at the chosen rate is the measurement of that preset when the study
+measures it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tinytune.spaces import Candidate, SupernetSpec, conv_kinds, default_subnet, make_preset
+
+if TYPE_CHECKING:
+    from tinytune.search.config import SearchConfig
+    from tinytune.search.driver import Run
+
+__all__ = [
+    "FAMILIES",
+    "Family",
+    "FamilyRate",
+    "LrCalibration",
+    "calibrate",
+    "choose",
+    "families_needed",
+    "family_of",
+]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A group of candidates that train the same kind of parameters.
+
+    Attributes:
+        name: ``classifier``, ``bias``, ``sparse`` or ``full``.
+        preset: the preset whose fine-tunes choose the family's rate.
+        grid: the learning rates tried, a factor of two apart.
+    """
+
+    name: str
+    preset: str
+    grid: tuple[float, ...]
+
+
+FAMILIES: dict[str, Family] = {
+    family.name: family
+    for family in (
+        Family("classifier", "last", (0.4, 0.8, 1.6)),
+        Family("bias", "bias-only", (0.4, 0.8, 1.6)),
+        Family("sparse", "mcunetv3", (0.4, 0.8, 1.6)),
+        Family("full", "full", (0.2, 0.4, 0.8)),
+    )
+}
+"""The families and their grids, centred on the rates that did best on ``digits``' validation
+split with the shipped supernet over a wider grid (docs/benchmarks.md)."""
+
+
+def family_of(candidate: Candidate, spec: SupernetSpec) -> str:
+    """The family of a candidate: ``full`` when every convolution's weight is trained whole,
+    ``sparse`` when some weights are trained (in part) or lite residual branches are added,
+    ``bias`` when biases or scales are trained besides the classifier, else ``classifier``."""
+    update = candidate.update
+    n_convs = len(conv_kinds(spec, candidate.subnet))
+    if len(update.weights) == n_convs and all(ratio == 1.0 for _, ratio in update.weights):
+        return "full"
+    if update.weights or candidate.lite_residual.branches:
+        return "sparse"
+    if update.bias_last_k or update.norm:
+        return "bias"
+    return "classifier"
+
+
+@dataclass(frozen=True)
+class FamilyRate:
+    """The rate chosen for one family, and every rate tried.
+
+    Attributes:
+        family: the family's name.
+        lr: the chosen rate (best validation accuracy; the smaller rate on a tie).
+        tried: ``(lr, val_accuracy, test_accuracy, wall_time_s)`` of each fine-tune of the
+            grid; a failed one has ``None`` accuracies.
+    """
+
+    family: str
+    lr: float
+    tried: tuple[tuple[float, float | None, float | None, float], ...]
+
+    @property
+    def val_accuracy(self) -> float | None:
+        return next((val for lr, val, _, _ in self.tried if lr == self.lr), None)
+
+    @property
+    def test_accuracy(self) -> float | None:
+        return next((test for lr, _, test, _ in self.tried if lr == self.lr), None)
+
+
+@dataclass(frozen=True)
+class LrCalibration:
+    """The study's rate per family (what :func:`choose` made of a grid's results)."""
+
+    rates: tuple[FamilyRate, ...]
+
+    def lr(self, family: str, default: float) -> float:
+        return next((r.lr for r in self.rates if r.family == family), default)
+
+    @property
+    def fine_tunes(self) -> int:
+        return sum(len(r.tried) for r in self.rates)
+
+    @property
+    def wall_time_s(self) -> float:
+        return sum(s for r in self.rates for *_, s in r.tried)
+
+    def to_json(self) -> dict[str, Any]:
+        return {r.family: {"lr": r.lr, "tried": [list(t) for t in r.tried]} for r in self.rates}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LrCalibration:
+        return cls(
+            tuple(
+                FamilyRate(
+                    family,
+                    float(entry["lr"]),
+                    tuple((float(a), b, c, float(d)) for a, b, c, d in entry["tried"]),
+                )
+                for family, entry in data.items()
+            )
+        )
+
+
+def choose(family: str, results: Mapping[float, Mapping[str, Any]], default: float) -> FamilyRate:
+    """The family's rate from its grid's worker results (``lr -> result``): the best
+    validation accuracy, the smaller rate on a tie; ``default`` when every fine-tune failed."""
+    tried = []
+    for lr in sorted(results):
+        result = results[lr]
+        ok = result.get("status") == "ok"
+        tried.append(
+            (
+                lr,
+                result.get("val_accuracy") if ok else None,
+                result.get("accuracy") if ok else None,
+                float(result.get("wall_time_s") or 0.0),
+            )
+        )
+    scored = [(val, -lr) for lr, val, _, _ in tried if val is not None]
+    lr = -max(scored)[1] if scored else default
+    return FamilyRate(family, lr, tuple(tried))
+
+
+def families_needed(config: SearchConfig, spec: SupernetSpec) -> list[str]:
+    """The families a study's candidates can fall in: every family, or, with a preset, the
+    preset's family and (for the reference) ``full``."""
+    if config.preset is None:
+        return list(FAMILIES)
+    needed = [family_of(make_preset(config.preset, spec), spec)]
+    if config.reference and "full" not in needed:
+        needed.append("full")
+    return needed
+
+
+def calibrate(run: Run) -> tuple[LrCalibration, dict[tuple[str, float], dict[str, Any]]]:
+    """The study's rate per family: stored by an earlier run, else measured now on the run's
+    executor (every fine-tune of the grids at once, as slots free up) and stored.
+
+    Returns:
+        The rates, and this run's grid results by ``(candidate key, lr)``, so that a preset
+        measured later at its family's rate is told the grid's result, not fine-tuned again.
+    """
+    from tinytune.search.study import Attr
+
+    stored = run.study.study.user_attrs.get(Attr.LR_CALIBRATION)
+    if stored:
+        return LrCalibration.from_json(stored), {}
+    config, spec = run.config, run.spec
+    jobs: dict[int, tuple[str, float, Candidate]] = {}
+    for name in families_needed(config, spec):
+        candidate = make_preset(FAMILIES[name].preset, spec, default_subnet(spec))
+        for lr in FAMILIES[name].grid:
+            jobs[run.next_key()] = (name, lr, candidate)
+    queue, running = list(jobs), 0
+    results: dict[int, dict[str, Any]] = {}
+    run.emit("calibrating", done=0, total=len(jobs))
+    while queue or running:
+        while queue and running < run.executor.slots:
+            key = queue.pop(0)
+            _, lr, candidate = jobs[key]
+            run.executor.submit(key, run.task(candidate, lr))
+            running += 1
+        for key, result in run.executor.wait(timeout=1.0):
+            results[key] = result
+            running -= 1
+            run.emit("calibrating", done=len(results), total=len(jobs))
+        run.watch()
+    rates = []
+    for name in dict.fromkeys(name for name, _, _ in jobs.values()):
+        grid = {lr: results[key] for key, (n, lr, _) in jobs.items() if n == name}
+        rates.append(choose(name, grid, config.finetune.lr))
+    calibration = LrCalibration(tuple(rates))
+    run.study.study.set_user_attr(Attr.LR_CALIBRATION, calibration.to_json())
+    cache = {(c.key, lr): results[key] for key, (_, lr, c) in jobs.items()}
+    return calibration, cache
