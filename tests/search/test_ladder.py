@@ -68,6 +68,7 @@ def _config(ckpt: Path, **kw: object) -> SearchConfig:
         "trials": 3,
         "baselines": False,
         "reference": False,
+        "tune_lr": False,
         "proxy": True,
         "proxy_eta": 3,
         "contribution_plan": PLAN,
