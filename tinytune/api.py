@@ -53,7 +53,7 @@ def _seconds(value: float | str | None, what: str) -> float | None:
 def optimize(
     dataset: str = "digits",
     *,
-    trials: int = 16,
+    trials: int = 12,
     device: str = "stm32f746",
     sram_budget: int | str | None = "256KB",
     flash_budget: int | str | None = None,
@@ -69,7 +69,7 @@ def optimize(
     seed: int = 0,
     epochs: int = 8,
     lr: float | None = None,
-    batch_size: int = 16,
+    batch_size: int = 32,
     workers: int = 2,
     inline: bool = False,
     ray_address: str | None = None,

@@ -32,7 +32,7 @@ def search(
     ] = None,
     trials: Annotated[
         int, typer.Option(help="Budget: measured fine-tunes of the study, over all its runs.")
-    ] = 16,
+    ] = 12,
     resume: Annotated[
         bool,
         typer.Option(help="Continue an existing study (after a crash) up to its --trials."),
@@ -80,7 +80,7 @@ def search(
             "family on the validation split before the first measurement."
         ),
     ] = None,
-    batch_size: Annotated[int, typer.Option(help="Fine-tuning batch size.")] = 16,
+    batch_size: Annotated[int, typer.Option(help="Fine-tuning batch size.")] = 32,
     pretrain_steps: Annotated[
         int | None,
         typer.Option(

@@ -31,7 +31,7 @@ class FinetuneConfig:
     """How a candidate is fine-tuned."""
 
     epochs: int = 8
-    batch_size: int = 16
+    batch_size: int = 32
     lr: float = 0.2
     weight_lr_scale: float = 0.3
     clip_norm: float | None = 1.0

@@ -67,7 +67,7 @@ class SearchConfig:
     n_classes: int = 10
     data_seed: int = 0
     preset: str | None = None
-    trials: int = 16
+    trials: int = 12
     time_budget_s: float | None = None
     max_proposals: int | None = None
     device: str = "stm32f746"
