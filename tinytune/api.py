@@ -79,6 +79,7 @@ def optimize(
     proxy_eta: int = 4,
     resume: bool = False,
     pretrain_steps: int | None = None,
+    repeats: int | None = None,
     progress: Callable[[SearchEvent], None] | None = None,
     on_pretrain: Callable[[int, int, float], None] | None = None,
 ) -> SearchResult:
@@ -93,7 +94,9 @@ def optimize(
     follows it); ``pretrain_steps`` asks for a pre-training by the quick recipe instead.
     ``lr=None`` chooses the fine-tuning learning rate of each scheme family on the validation
     split before the first measurement (:mod:`tinytune.search.lr`; 0.2 where a family's grid
-    failed); a number fine-tunes every candidate at that rate.
+    failed); a number fine-tunes every candidate at that rate. ``repeats`` measures each
+    candidate on that many train/validation partitions (None: more than one only where the
+    validation split has under 100 images; :func:`tinytune.data.val_repeats`).
 
     Returns:
         What the run did and the study's measured Pareto front.
@@ -144,6 +147,7 @@ def optimize(
             epochs=epochs, batch_size=batch_size, lr=0.2 if lr is None else lr, seed=seed
         ),
         tune_lr=lr is None,
+        repeats=repeats,
         hardware=HardwareConfig(precision=precision),
     )
     if ray_address is not None and not inline:

@@ -51,6 +51,8 @@ def existing_db(tmp_path: Path) -> tuple[str, Path, str]:
         (["--flash-budget", "2MB"], "exceeds the 1048576 bytes of stm32f746"),
         (["--device", "nrf52840", "--sram-budget", "300KB"], "exceeds the 262144 bytes"),
         (["--max-retries", "-1"], "--max-retries must be >= 0"),
+        (["--repeats", "0"], "--repeats must lie in [1, 20], got 0"),
+        (["--lr", "12"], "fine-tuning learning rate 12.0 is out of range (0, 10)"),
     ],
 )
 def test_bad_search_input_is_one_line_and_exit_2(
@@ -219,3 +221,26 @@ def test_failed_evaluations_are_printed_once_each(
     for error in errors:
         assert out.count(error) == 1
     assert "no measured candidate meets the budget yet" in out
+
+
+@pytest.mark.slow
+def test_a_tiny_image_folder_is_measured_on_repeated_splits_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.data.test_data import write_image_folder
+
+    root = write_image_folder(tmp_path / "images", images_per_class=8)
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    argv = ["search", "--storage", url, "--dataset", f"imagefolder:{root}", "--inline"]
+    argv += ["--trials", "1", "--epochs", "1", "--lr", "0.05", "--pretrain-steps", "2"]
+    assert main(argv) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "the validation split has 6 images, too few to rank candidates: every accuracy is the "
+        "mean over 5 train/validation partitions" in out
+    )
+    from tinytune.db import open_store
+
+    with open_store(url) as store:
+        measured = store.evaluations("tinytune", fidelity="measured", status="ok")
+    assert measured and all(e.details and e.details["repeats"] == 5 for e in measured)

@@ -89,6 +89,13 @@ def search(
             "quick recipe's 300."
         ),
     ] = None,
+    repeats: Annotated[
+        int | None,
+        typer.Option(
+            help="Measure each candidate on this many train/validation partitions (default: 1, "
+            "or up to 5 where the validation split has under 100 images)."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of fine-tuning.")] = 0,
     sampler: Annotated[str, typer.Option(help="Optuna sampler: tpe, random or nsga2.")] = "tpe",
     proxy: Annotated[
@@ -200,6 +207,7 @@ def search(
             proxy_eta=proxy_eta,
             resume=resume,
             pretrain_steps=pretrain_steps,
+            repeats=repeats,
             progress=progress,
             on_pretrain=on_pretrain,
         )
@@ -226,6 +234,12 @@ def search(
             f"proxy: {c.proxy_scored} candidates scored, {c.promoted} promoted; "
             f"{table}; {c.base_tasks} classifier-only fine-tunes of new sub-networks; "
             f"{tau}"
+        )
+    if result.repeats > 1:
+        console.print(
+            f"the validation split has {result.val_images} images, too few to rank candidates: "
+            f"every accuracy is the mean over {result.repeats} train/validation partitions "
+            "(stratified, the test split fixed)"
         )
     if result.lr_calibration is not None:
         cost = (

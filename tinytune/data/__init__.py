@@ -11,7 +11,7 @@ from tinytune.data.imagefolder import IMAGE_EXTENSIONS, ImageFolderDataset
 from tinytune.data.procedural import ProceduralDataset, ProceduralTask
 from tinytune.data.registry import DATASET_NAMES, get_dataset
 from tinytune.data.sources import SOURCE_TASKS, get_source_task
-from tinytune.data.splits import Split, Splits
+from tinytune.data.splits import Split, Splits, repeated, val_repeats
 from tinytune.data.stratify import stratified_split
 
 __all__ = [
@@ -32,5 +32,7 @@ __all__ = [
     "Splits",
     "get_dataset",
     "get_source_task",
+    "repeated",
     "stratified_split",
+    "val_repeats",
 ]

@@ -8,7 +8,7 @@ import numpy as np
 
 from tinytune.errors import DataError
 
-__all__ = ["Split", "Splits"]
+__all__ = ["MAX_REPEATS", "MIN_VAL_IMAGES", "Split", "Splits", "repeated", "val_repeats"]
 
 
 def _describe(value: object) -> str:
@@ -108,3 +108,32 @@ class Splits:
     def resolution(self) -> int:
         """The side ``R`` of the square images of every part."""
         return self.train.resolution
+
+
+MIN_VAL_IMAGES = 100
+"""A validation split smaller than this cannot rank candidates on its own: one image is more
+than one point of accuracy. Candidates are then measured on repeated train/val partitions."""
+
+MAX_REPEATS = 5
+
+
+def val_repeats(n_val: int) -> int:
+    """How many train/val partitions a candidate is measured on, for a validation split of
+    ``n_val`` images: 1 from :data:`MIN_VAL_IMAGES` up, else enough that the repeats see that
+    many validation images together, at most :data:`MAX_REPEATS`."""
+    if n_val >= MIN_VAL_IMAGES:
+        return 1
+    return min(MAX_REPEATS, -(-MIN_VAL_IMAGES // max(1, n_val)))
+
+
+def repeated(splits: Splits, repeat: int, seed: int) -> Splits:
+    """The splits with train and val re-partitioned (:func:`~tinytune.data.stratify.resplit`;
+    repeat 0 returns ``splits`` itself); the test split is the same object."""
+    from tinytune.data.stratify import resplit
+
+    if repeat == 0:
+        return splits
+    train_idx, val_idx = resplit(splits.train.y, splits.val.y, repeat, seed)
+    x = np.concatenate([splits.train.x, splits.val.x])
+    y = np.concatenate([splits.train.y, splits.val.y])
+    return Splits(Split(x[train_idx], y[train_idx]), Split(x[val_idx], y[val_idx]), splits.test)

@@ -1,4 +1,5 @@
-"""A deterministic stratified 60/20/20 split of sample indices."""
+"""A deterministic stratified 60/20/20 split of sample indices, and repeated train/val
+partitions for data too small for one validation split to rank candidates."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 
 from tinytune.errors import DataError
 
-__all__ = ["HELD_OUT_FRACTION", "MIN_PER_CLASS", "stratified_split"]
+__all__ = ["HELD_OUT_FRACTION", "MIN_PER_CLASS", "resplit", "stratified_split"]
 
 # The fraction of each class that goes to val, and the same fraction to test; the rest is train.
 HELD_OUT_FRACTION = 0.2
@@ -53,3 +54,37 @@ def stratified_split(labels: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndar
         rng.permutation(np.concatenate(part)).astype(np.int64) for part in (train, val, test)
     )
     return train_idx, val_idx, test_idx
+
+
+def resplit(
+    train_labels: np.ndarray, val_labels: np.ndarray, repeat: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Another stratified partition of train ∪ val, for repeated validation on small data.
+
+    The pooled samples are indexed train first, then val. Each class keeps as many validation
+    samples as it had; which ones is drawn by a generator seeded by ``(seed, repeat)``. Repeat 0
+    is the original partition, unchanged. The test split is not touched.
+
+    Args:
+        train_labels, val_labels: Class index of every train and val sample.
+        repeat: Which partition (0 = the original).
+        seed: The data set's seed.
+
+    Returns:
+        Indices into the pooled samples of the new train and val parts, each int64.
+    """
+    n_train = len(train_labels)
+    pooled = np.concatenate([train_labels, val_labels])
+    if repeat == 0:
+        return np.arange(n_train, dtype=np.int64), np.arange(n_train, len(pooled), dtype=np.int64)
+    rng = np.random.default_rng([seed, repeat])
+    train, val = [], []
+    for c in np.unique(pooled):
+        members = rng.permutation(np.flatnonzero(pooled == c))
+        k = int(np.sum(val_labels == c))
+        val.append(members[:k])
+        train.append(members[k:])
+    return (
+        rng.permutation(np.concatenate(train)).astype(np.int64),
+        rng.permutation(np.concatenate(val)).astype(np.int64),
+    )

@@ -17,9 +17,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from tinytune.data import Splits, get_dataset
+from tinytune.data import Splits, get_dataset, repeated
 from tinytune.errors import TinyTuneError
 from tinytune.evaluators.finetune import FinetuneConfig, finetune
 from tinytune.models import TrainNet, build_candidate, load_supernet
@@ -67,7 +68,9 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
 
     Args:
         task: ``candidate`` (JSON), ``checkpoint`` (path), ``dataset`` (spec), ``data_seed``,
-            ``finetune`` (:class:`FinetuneConfig` fields), ``threads`` (torch intra-op threads).
+            ``finetune`` (:class:`FinetuneConfig` fields), ``threads`` (torch intra-op threads),
+            optionally ``repeats``: measure on that many train/val partitions
+            (:func:`tinytune.data.repeated`; the test split fixed) and report the means.
 
     Returns:
         ``status`` (``ok``/``failed``), ``accuracy``, ``val_accuracy``, ``wall_time_s``,
@@ -82,8 +85,12 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
             task["dataset"], int(task["data_seed"]), candidate.subnet.resolution
         )
         supernet = _supernet(candidate.supernet, task["checkpoint"])
-        net, _ = network_on_data(candidate, supernet, splits, n_classes, cfg.seed)
-        result = finetune(net, splits, cfg)
+        repeats = int(task.get("repeats", 1))
+        results = []
+        for r in range(repeats):  # repeated train/val partitions for small validation splits
+            part = repeated(splits, r, int(task["data_seed"]))
+            net, _ = network_on_data(candidate, supernet, part, n_classes, cfg.seed)
+            results.append(finetune(net, part, cfg))
     except (TinyTuneError, RuntimeError, ValueError, KeyError) as e:
         log.warning("evaluation failed: %s", e)
         return {
@@ -92,17 +99,22 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
             "details": {"traceback": traceback.format_exc(limit=5)},
             "wall_time_s": time.perf_counter() - start,
         }
+    details: dict[str, Any] = {
+        "lr": cfg.lr,
+        "epochs": cfg.epochs,
+        "train_loss": float(np.mean([r.train_loss for r in results])),
+        "finetune_s": sum(r.wall_time_s for r in results),
+        "steps": sum(r.steps for r in results),
+    }
+    if repeats > 1:
+        details["repeats"] = repeats
+        details["val_accuracies"] = [r.val_accuracy for r in results]
+        details["test_accuracies"] = [r.accuracy for r in results]
     return {
         "status": "ok",
-        "accuracy": result.accuracy,
-        "val_accuracy": result.val_accuracy,
+        "accuracy": float(np.mean([r.accuracy for r in results])),
+        "val_accuracy": float(np.mean([r.val_accuracy for r in results])),
         "wall_time_s": time.perf_counter() - start,
         "error": None,
-        "details": {
-            "lr": cfg.lr,
-            "epochs": cfg.epochs,
-            "train_loss": result.train_loss,
-            "finetune_s": result.wall_time_s,
-            "steps": result.steps,
-        },
+        "details": details,
     }

@@ -55,6 +55,9 @@ class SearchConfig:
         tune_lr: Choose the fine-tuning learning rate of each scheme family on the validation
             split before the first measurement (:mod:`tinytune.search.lr`); False fine-tunes
             every candidate at ``finetune.lr``.
+        repeats: Train/val partitions each candidate is measured on, its accuracies their
+            means; None: 1, or more where the validation split has under 100 images
+            (:func:`tinytune.data.val_repeats`).
         heartbeat_s: How often a driver beats for its running trials; a trial whose driver has
             not beaten for ``grace_s`` is failed by any other driver and retried (Optuna's
             heartbeat with ``RetryHeartbeatStaleTrialCallback``).
@@ -79,6 +82,7 @@ class SearchConfig:
     baselines: bool = True
     reference: bool = True
     tune_lr: bool = True
+    repeats: int | None = None
     max_idle_proposals: int = 200
     resume: bool = False
     proxy: bool = False
@@ -113,6 +117,8 @@ class SearchConfig:
             raise ConfigError(
                 f"unknown precision {self.hardware.precision!r}; allowed: {', '.join(PRECISIONS)}"
             )
+        if self.repeats is not None and not 1 <= self.repeats <= 20:
+            raise ConfigError(f"--repeats must lie in [1, 20], got {self.repeats}")
         if self.proxy_eta < 2:
             raise ConfigError(
                 f"--proxy-eta must be >= 2 (proxy-scored candidates per measured one), got "

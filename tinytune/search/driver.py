@@ -142,6 +142,7 @@ class Run:
             "dataset": config.dataset,
             "data_seed": config.data_seed,
             "finetune": finetune.to_dict(),
+            "repeats": self.checked.repeats,
             "threads": 1,
         }
 
@@ -209,6 +210,8 @@ class Run:
             lr_calibration=self.lrs,
             lr_fine_tunes=self.lr_cost[0],
             lr_s=self.lr_cost[1],
+            val_images=self.checked.val_images,
+            repeats=self.checked.repeats,
         )
 
     def loop(self) -> None:

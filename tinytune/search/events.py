@@ -88,6 +88,8 @@ class SearchResult:
         lr_calibration: the study's learning rate per scheme family (None when the rate is
             fixed); ``lr_fine_tunes`` and ``lr_s``: fine-tunes and task seconds its grid cost
             in this run (0 when an earlier run chose the rates).
+        val_images, repeats: the validation split's size, and the train/val partitions each
+            accuracy is the mean over (1: the data set's own split).
     """
 
     study_name: str
@@ -107,3 +109,5 @@ class SearchResult:
     lr_calibration: LrCalibration | None = None
     lr_fine_tunes: int = 0
     lr_s: float = 0.0
+    val_images: int = 0
+    repeats: int = 1

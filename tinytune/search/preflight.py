@@ -35,6 +35,9 @@ class Preflight:
         flash_budget: the flash budget, or the device's flash when none was given.
         reference: the study's reference candidate (full fine-tuning of the default
             sub-network).
+        val_images: images in the data set's validation split.
+        repeats: train/val partitions each candidate is measured on (``config.repeats``, or
+            :func:`tinytune.data.val_repeats` of ``val_images``).
     """
 
     spec: SupernetSpec
@@ -43,6 +46,8 @@ class Preflight:
     hardware: HardwareEvaluator
     flash_budget: int
     reference: Candidate
+    val_images: int = 0
+    repeats: int = 1
 
 
 def preflight(config: SearchConfig, store: Store) -> Preflight:
@@ -54,7 +59,7 @@ def preflight(config: SearchConfig, store: Store) -> Preflight:
         DataError: the data set cannot be read.
         BudgetError: a budget exceeds the device, or no candidate can meet it.
     """
-    from tinytune.data import get_dataset
+    from tinytune.data import get_dataset, val_repeats
     from tinytune.hwmodels.registry import get_device, profile_label
 
     spec = get_supernet(config.supernet)
@@ -70,6 +75,7 @@ def preflight(config: SearchConfig, store: Store) -> Preflight:
         )
     hardware = HardwareEvaluator(spec, config.n_classes, config.hardware, device)
     check_feasible(config, hardware)
+    val_images = len(data.load(min(spec.resolutions)).val)
     return Preflight(
         spec=spec,
         device=device,
@@ -77,4 +83,6 @@ def preflight(config: SearchConfig, store: Store) -> Preflight:
         hardware=hardware,
         flash_budget=config.flash_budget_bytes or device.flash_bytes,
         reference=reference_candidate(spec.name),
+        val_images=val_images,
+        repeats=config.repeats or val_repeats(val_images),
     )
