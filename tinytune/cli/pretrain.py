@@ -40,7 +40,7 @@ def pretrain(
         int,
         typer.Option(
             help="Processes drawing batches ahead (recipes with per-step draws, e.g. the -gpu "
-            "ones; the result does not depend on their number)."
+            "ones; what is drawn does not depend on their number)."
         ),
     ] = 0,
     force: Annotated[bool, typer.Option(help="Train again even when cached.")] = False,

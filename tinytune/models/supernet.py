@@ -77,7 +77,8 @@ class PretrainRecipe:
             for the whole run, so batches are drawn one after another in the training process.
             ``per-step``: each step's batch, resolution, sub-networks and mixing come from
             generators seeded by ``(seed, step)``, so that worker processes can draw batches
-            ahead in any order and the run is the same for any number of workers.
+            ahead in any order and the run draws the same for any number of workers (on the
+            CPU the weights are then identical).
     """
 
     source_classes: int = 80
@@ -340,8 +341,8 @@ def pretrain_supernet(
         checkpoint: called as ``(net, step)`` every ``checkpoint_every`` steps (with the
             largest sub-network active), so that a partial run is usable.
         checkpoint_every: steps between calls of ``checkpoint``; 0 never calls it.
-        workers: processes drawing batches ahead (``per-step`` recipes only; the result does
-            not depend on their number). 0 draws them in this process.
+        workers: processes drawing batches ahead (``per-step`` recipes only; what is drawn
+            does not depend on their number). 0 draws them in this process.
 
     Raises:
         ModelError: ``spec`` is published, or ``workers`` is set for a ``sequential`` recipe.
