@@ -136,34 +136,24 @@ def search(
         ) as bar,
     ):
         tid: list = []
-        analysis: list = []
-        grid: list = []
+        side: dict = {}  # bars of the fine-tunes that are not trials, by event kind
+        side_bars = {
+            "calibrating": (
+                "learning rate per scheme family",
+                "fine-tunes (chosen on validation)",
+            ),
+            "contributions": ("contribution analysis", "fine-tunes (stored for later runs)"),
+        }
         best = [0.0]
 
         def progress(event: SearchEvent) -> None:
             if not tid:
                 tid.append(bar.add_task(f"searching {study}", total=trials, status="measured"))
-            if event.kind == "calibrating":  # the learning-rate grid
-                if not grid:
-                    grid.append(
-                        bar.add_task(
-                            "learning rate per scheme family",
-                            total=event.total,
-                            status="fine-tunes (chosen on validation)",
-                        )
-                    )
-                bar.update(grid[0], completed=event.done)
-                return
-            if event.kind == "contributions":  # fine-tunes of the proxy's table
-                if not analysis:
-                    analysis.append(
-                        bar.add_task(
-                            "contribution analysis",
-                            total=event.total,
-                            status="fine-tunes (stored for later runs)",
-                        )
-                    )
-                bar.update(analysis[0], completed=event.done)
+            if event.kind in side_bars:  # the learning-rate grid, the proxy's table
+                if event.kind not in side:
+                    title, status = side_bars[event.kind]
+                    side[event.kind] = bar.add_task(title, total=event.total, status=status)
+                bar.update(side[event.kind], completed=event.done)
                 return
             if event.accuracy is not None:
                 best[0] = max(best[0], event.accuracy)
