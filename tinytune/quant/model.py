@@ -292,15 +292,26 @@ def _multipliers(reals: Iterable[float]) -> tuple[Tensor, Tensor]:
     )
 
 
-def qas_multipliers(layer: QConv, x_scale: float, lr: float) -> UpdateMultipliers:
+def qas_multipliers(
+    layer: QConv, x_scale: float, lr: float, *, qas: bool = True
+) -> UpdateMultipliers:
     """The QAS-scaled SGD step of ``layer`` at learning rate ``lr`` as fixed-point multipliers
     (MCUNetV3 Eq. 4: Δb = lr·G_b/s_b², Δw = lr·G_w/s_w² with G the gradient w.r.t. the integer
-    parameter, i.e. the real SGD step divided by the parameter's scale)."""
+    parameter, i.e. the real SGD step divided by the parameter's scale).
+
+    ``qas=False`` is the step without quantization-aware scaling, the ablation of MCUNetV3
+    Table 2: Δb = lr·G_b and Δw = lr·G_w on the integer parameters, s_b² and s_w² times the
+    QAS step (which, for int8 scales far below 1, all but stops training).
+    """
     if not lr >= 0 or not math.isfinite(lr):
         raise QuantizationError(f"the learning rate must be finite and >= 0, got {lr!r}")
     s_w = layer.w_scale.tolist()
-    bm, bs = _multipliers(lr / (x_scale * s) for s in s_w)
-    wm, ws = _multipliers(lr * x_scale / s for s in s_w)
+    if qas:
+        bm, bs = _multipliers(lr / (x_scale * s) for s in s_w)
+        wm, ws = _multipliers(lr * x_scale / s for s in s_w)
+    else:
+        bm, bs = _multipliers(lr * x_scale * s for s in s_w)  # s_b = s_x·s_w
+        wm, ws = _multipliers(lr * x_scale * s for s in s_w)
     return UpdateMultipliers(bm, bs, wm, ws)
 
 

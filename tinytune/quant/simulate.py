@@ -188,6 +188,7 @@ class _Backward:
     net: QuantizedNet
     record: ForwardRecord
     lr: float
+    qas: bool = True
     grads: dict[int, K.Grad] = field(default_factory=dict)
     emits: list[EmitRecord] = field(default_factory=list)
 
@@ -219,7 +220,7 @@ def _conv_backward(b: _Backward, layer: QConv) -> None:
     if not (layer.bias_trained or layer.trained_channels):
         return
     x_q = b.net.acts[x]
-    upd = qas_multipliers(layer, x_q.scale, b.lr)
+    upd = qas_multipliers(layer, x_q.scale, b.lr, qas=b.qas)
     if layer.trained_channels:
         w_train, w_frozen = layer.split_weight()
         x_saved = b.record.acts[x][:, : layer.saved_channels]
@@ -301,9 +302,13 @@ def _cross_entropy(logits: np.ndarray, label: int) -> float:
     return float(m + math.log(np.exp(z - m).sum()) - z[label])
 
 
-def train_step(net: QuantizedNet, x: Tensor, label: int, lr: float) -> StepRecord:
+def train_step(
+    net: QuantizedNet, x: Tensor, label: int, lr: float, *, qas: bool = True
+) -> StepRecord:
     """One SGD step on one int8 image ``x`` (1, 3, R, R) with class ``label``; updates the
-    trained parameters of ``net`` in place and returns what happened."""
+    trained parameters of ``net`` in place and returns what happened. ``qas=False`` updates
+    the integer weights and biases without quantization-aware scaling (the ablation; the
+    float32 classifier and GroupNorm parameters are unchanged by it)."""
     if x.shape[0] != 1:
         raise QuantizationError(f"the training step takes one image (batch 1), got {x.shape[0]}")
     n_classes = net.graph.n_classes
@@ -312,7 +317,7 @@ def train_step(net: QuantizedNet, x: Tensor, label: int, lr: float) -> StepRecor
     record = forward(net, x)
     logits = record.logits[0]
     g = K.softmax_xent_grad(logits, label)
-    b = _Backward(net, record, lr)
+    b = _Backward(net, record, lr, qas)
     head = net.layers[-1]
     assert isinstance(head, QLinear)
     (feat,) = head.op.inputs
