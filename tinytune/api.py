@@ -80,6 +80,7 @@ def optimize(
     resume: bool = False,
     pretrain_steps: int | None = None,
     repeats: int | None = None,
+    verify_int8: bool = False,
     progress: Callable[[SearchEvent], None] | None = None,
     on_pretrain: Callable[[int, int, float], None] | None = None,
 ) -> SearchResult:
@@ -97,6 +98,8 @@ def optimize(
     failed); a number fine-tunes every candidate at that rate. ``repeats`` measures each
     candidate on that many train/validation partitions (None: more than one only where the
     validation split has under 100 images; :func:`tinytune.data.val_repeats`).
+    ``verify_int8`` ends the run by training each front point as the device does (int8, batch
+    1, QAS) and returns its accuracy in ``SearchResult.int8``.
 
     Returns:
         What the run did and the study's measured Pareto front.
@@ -148,6 +151,7 @@ def optimize(
         ),
         tune_lr=lr is None,
         repeats=repeats,
+        verify_int8=verify_int8,
         hardware=HardwareConfig(precision=precision),
     )
     if ray_address is not None and not inline:

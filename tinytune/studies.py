@@ -3,7 +3,7 @@ trial number or key that export and report share."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinytune.errors import StorageError
@@ -12,6 +12,7 @@ from tinytune.spaces import Candidate
 if TYPE_CHECKING:
     from tinytune.db import EvaluationRecord, Store
     from tinytune.search import FrontPoint
+    from tinytune.search.verify import Int8Accuracy
 
 __all__ = ["StoredCandidate", "StudyView", "find_candidate", "load"]
 
@@ -40,8 +41,9 @@ class StoredCandidate:
 @dataclass(frozen=True)
 class StudyView:
     """A stored study: its search space, its latest measured Pareto front (chosen on validation
-    accuracy, test accuracy beside it) and its reference (full fine-tuning of the default
-    sub-network, measured beside the budget), when measured."""
+    accuracy, test accuracy beside it), its reference (full fine-tuning of the default
+    sub-network, measured beside the budget), when measured, and the device's accuracy of its
+    points (int8, batch 1, QAS) by candidate key, where measured (``--verify-int8``)."""
 
     name: str
     storage: str
@@ -49,6 +51,7 @@ class StudyView:
     front: tuple[FrontPoint, ...]
     hypervolume: float | None
     reference: FrontPoint | None = None
+    int8: dict[str, Int8Accuracy] = field(default_factory=dict)
 
     def candidate(self, target: int | str) -> StoredCandidate:
         """The candidate of a trial number, or of a stored key (or a unique prefix of one)."""
@@ -155,6 +158,7 @@ def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> St
     from tinytune.search import Attr, FrontPoint
     from tinytune.search.config import reference_candidate
     from tinytune.search.recording import reference_point
+    from tinytune.search.verify import int8_accuracies
 
     require_existing(storage)
     with open_store(storage) as store:
@@ -170,7 +174,8 @@ def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> St
         reference = (
             reference_point(store, name, reference_candidate(supernet).key) if supernet else None
         )
-    points = tuple(FrontPoint.from_dict(p) for p in snapshot.points) if snapshot else ()
+        points = tuple(FrontPoint.from_dict(p) for p in snapshot.points) if snapshot else ()
+        int8 = int8_accuracies(store, name, [p.candidate_key for p in points])
     return StudyView(
         name=name,
         storage=storage,
@@ -178,4 +183,5 @@ def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> St
         front=points,
         hypervolume=snapshot.hypervolume if snapshot is not None else None,
         reference=reference,
+        int8=int8,
     )

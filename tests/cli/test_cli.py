@@ -244,3 +244,48 @@ def test_a_tiny_image_folder_is_measured_on_repeated_splits_and_says_so(
     with open_store(url) as store:
         measured = store.evaluations("tinytune", fidelity="measured", status="ok")
     assert measured and all(e.details and e.details["repeats"] == 5 for e in measured)
+
+
+@pytest.mark.slow
+def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tinytune
+    from tests.data.test_data import write_image_folder
+    from tinytune.cli.common import console
+
+    monkeypatch.setattr(console, "width", 200)  # the whole table, as in a wide terminal
+    from tinytune.db import open_store
+    from tinytune.search.verify import INT8_EPOCHS, INT8_LRS
+
+    root = write_image_folder(tmp_path / "images", images_per_class=8)
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    argv = ["search", "--storage", url, "--dataset", f"imagefolder:{root}", "--inline"]
+    argv += ["--trials", "2", "--epochs", "1", "--lr", "0.05", "--pretrain-steps", "2"]
+    assert main([*argv, "--verify-int8"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    view = tinytune.load(storage=url)
+    keys = {p.candidate_key for p in view.front}
+    assert keys and set(view.int8) == keys  # every front point, the reference excluded
+    assert f"{len(keys)} front points trained here" in out and "int8 val/test" in out
+    for key, device in view.int8.items():
+        shown = f"{100 * device.val_accuracy:.1f}/{100 * device.test_accuracy:.1f}%"
+        assert shown in out, key
+    with open_store(url) as store:
+        rows = store.evaluations("tinytune", fidelity="int8", status="ok")
+    assert len(rows) == len(keys)
+    for e in rows:  # the rate chosen on validation, its test accuracy reported
+        assert e.details is not None and e.details["epochs"] == INT8_EPOCHS
+        tried = e.details["tried"]
+        assert [t["lr"] for t in tried] == list(INT8_LRS)
+        best = max(tried, key=lambda t: t["val"])
+        assert (e.val_accuracy, e.accuracy, e.details["lr"]) == (
+            best["val"],
+            best["test"],
+            best["lr"],
+        )
+    assert main([*argv, "--verify-int8"]) == 0  # stored: not trained again
+    out = " ".join(capsys.readouterr().out.split())
+    assert "0 front points trained here" in out
+    assert main(["pareto", "--storage", url]) == 0
+    assert "int8 val/test" in capsys.readouterr().out

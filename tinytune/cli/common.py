@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -14,6 +14,7 @@ from tinytune.api import DEFAULT_STORAGE
 
 if TYPE_CHECKING:
     from tinytune.search import FrontPoint
+    from tinytune.search.verify import Int8Accuracy
 
 __all__ = [
     "DEFAULT_STORAGE",
@@ -36,12 +37,17 @@ def quiet_logs() -> None:
 
 
 def front_table(
-    front: tuple[FrontPoint, ...] | list[dict], title: str, reference: FrontPoint | None = None
+    front: tuple[FrontPoint, ...] | list[dict],
+    title: str,
+    reference: FrontPoint | None = None,
+    int8: Mapping[str, Int8Accuracy] | None = None,
 ):
     """A rich table of Pareto points (FrontPoint objects or their stored dicts): validation
     accuracy (what the front is chosen on) and test accuracy (reported) side by side, and, given
     the study's reference (full fine-tuning), each point's test accuracy against it and how
-    many times less peak training SRAM it needs."""
+    many times less peak training SRAM it needs; given ``int8`` accuracies (by candidate key),
+    a column of the validation / test accuracy each point reaches trained as the device trains
+    it."""
     from rich.table import Table
 
     from tinytune.search import FrontPoint
@@ -50,6 +56,8 @@ def front_table(
     cols = ["trial", "scheme", "val acc", "test acc", "peak SRAM", "flash", "step", "candidate"]
     if reference is not None:
         cols[4:4] = ["vs full", "SRAM vs full"]
+    if int8:
+        cols[4:4] = ["int8 val/test"]
     for col in cols:
         table.add_column(col, justify="right" if col not in ("scheme", "candidate") else "left")
     points = [FrontPoint.from_dict(p) if isinstance(p, dict) else p for p in front]
@@ -67,6 +75,13 @@ def front_table(
         ]
         if reference is not None:
             row[4:4] = _against(point, reference)
+        if int8:
+            device = int8.get(point.candidate_key)
+            row[4:4] = [
+                f"{100 * device.val_accuracy:.1f}/{100 * device.test_accuracy:.1f}%"
+                if device is not None
+                else "-"
+            ]
         table.add_row(*row)
     return table
 

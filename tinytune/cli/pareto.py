@@ -32,6 +32,7 @@ def pareto(
     from tinytune.cli.common import console, front_table, quiet_logs
     from tinytune.db import open_store
     from tinytune.search.proxy import rank_correlation
+    from tinytune.search.verify import int8_accuracies
 
     quiet_logs()
     if plot is not None:
@@ -43,6 +44,8 @@ def pareto(
         snapshots = store.pareto_snapshots(study)
         measured = store.evaluations(study, fidelity="measured", status="ok")
         n_proxy = len(store.evaluations(study, fidelity="proxy", status="ok"))
+        keys = [p["candidate_key"] for p in snap.points] if snap is not None else []
+        int8 = int8_accuracies(store, study, keys)
         tau = rank_correlation(store, study)
     if snap is None or not snap.points:
         console.print(f"study {study!r} has no measured candidate within its budget yet")
@@ -54,6 +57,7 @@ def pareto(
                 f"Pareto front of study {study!r} ({snap.n_trials} measured{hv}), chosen on "
                 "validation accuracy, test accuracy reported",
                 view.reference,
+                int8,
             )
         )
     if n_proxy:

@@ -96,6 +96,13 @@ def search(
             "or up to 5 where the validation split has under 100 images)."
         ),
     ] = None,
+    verify_int8: Annotated[
+        bool,
+        typer.Option(
+            help="At the end, train each front point as the device does (int8, batch 1, QAS, "
+            "the bundle's integer step) and show the accuracy it reaches (minutes a point)."
+        ),
+    ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of fine-tuning.")] = 0,
     sampler: Annotated[str, typer.Option(help="Optuna sampler: tpe, random or nsga2.")] = "tpe",
     proxy: Annotated[
@@ -122,6 +129,7 @@ def search(
     from tinytune.cli.common import console, front_table, pretrain_bar, quiet_logs
     from tinytune.db.engine import mask_url
     from tinytune.search import SearchEvent
+    from tinytune.search.verify import INT8_EPOCHS
 
     quiet_logs()
     started = time.monotonic()
@@ -143,6 +151,7 @@ def search(
                 "fine-tunes (chosen on validation)",
             ),
             "contributions": ("contribution analysis", "fine-tunes (stored for later runs)"),
+            "int8": ("device accuracy of the front", "points trained in int8 at batch 1"),
         }
         best = [0.0]
 
@@ -198,6 +207,7 @@ def search(
             resume=resume,
             pretrain_steps=pretrain_steps,
             repeats=repeats,
+            verify_int8=verify_int8,
             progress=progress,
             on_pretrain=on_pretrain,
         )
@@ -243,6 +253,13 @@ def search(
             for r in result.lr_calibration.rates
         )
         console.print(f"learning rate per scheme family, chosen on validation ({cost}): {rates}")
+    if verify_int8:
+        console.print(
+            f"device accuracy (int8, batch 1, QAS, {INT8_EPOCHS} epochs, rate per point chosen "
+            f"on validation): {result.int8_runs} front points trained here in "
+            f"{result.int8_s:.0f} s of workers' time; {len(result.int8)} of the "
+            f"{len(result.front)} points have one"
+        )
     for error in result.errors:
         console.print(f"failed evaluation: {error}", soft_wrap=True)
     if not result.front:
@@ -256,6 +273,7 @@ def search(
             f"validation split, test split reported) vs predicted peak training SRAM "
             f"({precision}, batch 1) and training-step latency on {device}{hv}",
             result.reference,
+            result.int8,
         )
     )
     console.print(

@@ -53,8 +53,10 @@ __all__ = [
     "open_store",
 ]
 
-FIDELITIES = ("measured", "proxy")
-"""How an evaluation was obtained: trained and tested on held-out data, or estimated."""
+FIDELITIES = ("measured", "proxy", "int8")
+"""How an evaluation was obtained: fine-tuned in float32 and tested on held-out data
+(``measured``), estimated (``proxy``), or trained as the device trains — int8, batch 1, the
+bundle's integer step — and tested (``int8``)."""
 
 STATUSES = ("ok", "failed")
 
@@ -108,7 +110,7 @@ class EvaluationRecord:
     Attributes:
         study_name: The Optuna study the evaluation belongs to.
         candidate_key: Key of a stored candidate.
-        fidelity: One of :data:`FIDELITIES`; measured and proxy results are never mixed.
+        fidelity: One of :data:`FIDELITIES`; results of different fidelities are never mixed.
         status: ``"ok"``, or ``"failed"`` together with ``error``.
         trial_number: The Optuna trial number, when the evaluation came from a trial.
         accuracy: Top-1 accuracy on the held-out test split, a fraction in [0, 1].

@@ -64,7 +64,8 @@ def network_on_data(
 
 
 def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
-    """Fine-tune one candidate and measure its accuracy.
+    """Fine-tune one candidate and measure its accuracy (``fidelity="int8"`` in the task: as
+    the device trains it, with ``int8`` = ``{"epochs": E, "lrs": [...]}``).
 
     Args:
         task: ``candidate`` (JSON), ``checkpoint`` (path), ``dataset`` (spec), ``data_seed``,
@@ -78,6 +79,8 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
     """
     start = time.perf_counter()
     torch.set_num_threads(int(task.get("threads", 1)))
+    if task.get("fidelity") == "int8":
+        return _int8_evaluation(task, start)
     try:
         candidate = Candidate.from_json(task["candidate"])
         cfg = FinetuneConfig(**task["finetune"])
@@ -117,4 +120,52 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
         "wall_time_s": time.perf_counter() - start,
         "error": None,
         "details": details,
+    }
+
+
+def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
+    """The device's accuracy (:func:`tinytune.evaluators.device.int8_finetune`): quantized as
+    the exporter quantizes, trained at each rate of ``task["int8"]["lrs"]`` for
+    ``task["int8"]["epochs"]`` epochs at batch 1, the rate chosen on validation."""
+    from tinytune.evaluators.device import int8_finetune
+    from tinytune.quant import quantize
+
+    try:
+        candidate = Candidate.from_json(task["candidate"])
+        settings = task["int8"]
+        seed = int(task["finetune"]["seed"])
+        splits, n_classes = _data(
+            task["dataset"], int(task["data_seed"]), candidate.subnet.resolution
+        )
+        supernet = _supernet(candidate.supernet, task["checkpoint"])
+        net, calib = network_on_data(candidate, supernet, splits, n_classes, seed)
+        base = quantize(net, calib)
+        tried = []
+        for lr in settings["lrs"]:
+            r = int8_finetune(
+                base.clone(), splits, epochs=int(settings["epochs"]), lr=float(lr), seed=seed
+            )
+            tried.append({"lr": float(lr), "val": r.val_accuracy, "test": r.accuracy})
+    except (TinyTuneError, RuntimeError, ValueError, KeyError) as e:
+        log.warning("int8 evaluation failed: %s", e)
+        return {
+            "status": "failed",
+            "error": f"{type(e).__name__}: {e}",
+            "details": {"traceback": traceback.format_exc(limit=5)},
+            "wall_time_s": time.perf_counter() - start,
+        }
+    best = max(tried, key=lambda t: t["val"])  # the first of equals: the smaller rate
+    return {
+        "status": "ok",
+        "accuracy": best["test"],
+        "val_accuracy": best["val"],
+        "wall_time_s": time.perf_counter() - start,
+        "error": None,
+        "details": {
+            "lr": best["lr"],
+            "epochs": int(settings["epochs"]),
+            "batch_size": 1,
+            "qas": True,
+            "tried": tried,
+        },
     }

@@ -58,6 +58,8 @@ class SearchConfig:
         repeats: Train/val partitions each candidate is measured on, its accuracies their
             means; None: 1, or more where the validation split has under 100 images
             (:func:`tinytune.data.val_repeats`).
+        verify_int8: At the end, train each point of the front as the device does (int8,
+            batch 1, QAS) and store its accuracy (:mod:`tinytune.search.verify`).
         heartbeat_s: How often a driver beats for its running trials; a trial whose driver has
             not beaten for ``grace_s`` is failed by any other driver and retried (Optuna's
             heartbeat with ``RetryHeartbeatStaleTrialCallback``).
@@ -83,6 +85,7 @@ class SearchConfig:
     reference: bool = True
     tune_lr: bool = True
     repeats: int | None = None
+    verify_int8: bool = False
     max_idle_proposals: int = 200
     resume: bool = False
     proxy: bool = False

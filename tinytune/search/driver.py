@@ -42,6 +42,7 @@ from tinytune.search.preflight import Preflight, preflight
 from tinytune.search.proxy import rank_correlation
 from tinytune.search.recording import FrontPoint, measured_record, reference_point, snapshot
 from tinytune.search.study import Attr, StudyAdapter
+from tinytune.search.verify import int8_accuracies, verify_int8
 from tinytune.spaces import Candidate, suggest_candidate
 
 __all__ = ["Run", "SearchResult", "run_search"]
@@ -189,6 +190,7 @@ class Run:
                 self.limits.idle,
             )
         front, hv = self.last if self.last is not None else self.snapshot()
+        int8_cost = verify_int8(self, front) if self.config.verify_int8 else (0, 0.0)
         self.publish(force=True)
         tau = rank_correlation(self.store, self.config.study_name)
         table = self.ladder.table if self.ladder is not None else None
@@ -212,6 +214,11 @@ class Run:
             lr_s=self.lr_cost[1],
             val_images=self.checked.val_images,
             repeats=self.checked.repeats,
+            int8=int8_accuracies(
+                self.store, self.config.study_name, [p.candidate_key for p in front]
+            ),
+            int8_runs=int8_cost[0],
+            int8_s=int8_cost[1],
         )
 
     def loop(self) -> None:

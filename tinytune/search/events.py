@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tinytune.search.lr import LrCalibration
 from tinytune.search.recording import FrontPoint
+from tinytune.search.verify import Int8Accuracy
 
 __all__ = ["Counts", "SearchEvent", "SearchResult"]
 
@@ -43,7 +44,8 @@ class SearchEvent:
         kind: ``start``, ``submitted``, ``finished``, ``pruned``, ``reused``, ``promoted``,
             ``contributions`` (``done`` of ``total`` fine-tunes of the contribution analysis),
             ``contributions_ready``, ``base``, ``waiting`` (on other drivers' fine-tunes) or
-            ``calibrating`` (``done`` of ``total`` fine-tunes of the learning-rate grid).
+            ``calibrating`` (``done`` of ``total`` fine-tunes of the learning-rate grid) or
+            ``int8`` (``done`` of ``total`` front points trained as the device trains).
         counts: this run's counters at that moment (a copy).
         finished: the study's finished measured fine-tunes (all runs and drivers), on its
             budget (the reference is measured beside it).
@@ -90,6 +92,9 @@ class SearchResult:
             in this run (0 when an earlier run chose the rates).
         val_images, repeats: the validation split's size, and the train/val partitions each
             accuracy is the mean over (1: the data set's own split).
+        int8: the device's accuracy (int8, batch 1, QAS) of front points, by candidate key,
+            where measured; ``int8_runs`` and ``int8_s``: trainings and task seconds spent on
+            it in this run.
     """
 
     study_name: str
@@ -111,3 +116,6 @@ class SearchResult:
     lr_s: float = 0.0
     val_images: int = 0
     repeats: int = 1
+    int8: dict[str, Int8Accuracy] = field(default_factory=dict)
+    int8_runs: int = 0
+    int8_s: float = 0.0

@@ -1,0 +1,104 @@
+"""The device's accuracy of the front's points, measured at the end of a search.
+
+The search ranks candidates by their float32 fine-tune; the bundle trains in int8 at batch 1
+with QAS. With ``verify_int8`` a run finishes by training each point of the front as the device
+does (:func:`tinytune.evaluators.device.int8_finetune`, through the run's workers), the
+per-image rate chosen on validation from :data:`INT8_LRS`, and stores the result as an
+evaluation of fidelity ``int8`` beside the float32 one. A point measured so before (by an
+earlier run, or another driver) is not trained again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tinytune.db import EvaluationRecord, Store
+from tinytune.spaces import Candidate
+
+if TYPE_CHECKING:
+    from tinytune.search.driver import Run
+    from tinytune.search.recording import FrontPoint
+
+__all__ = ["INT8_EPOCHS", "INT8_LRS", "Int8Accuracy", "int8_accuracies", "verify_int8"]
+
+INT8_EPOCHS = 2
+"""Epochs of the device's training over the whole training split (batch 1)."""
+
+INT8_LRS = (0.0125, 0.05)
+"""Per-image learning rates tried (the search's batch-32 rates over 32, and a quarter of that;
+on digits the sparse update did best at the smaller, bias-only at the larger; see
+docs/benchmarks.md)."""
+
+
+@dataclass(frozen=True)
+class Int8Accuracy:
+    """A point's accuracy when trained as the device trains it.
+
+    Attributes:
+        val_accuracy, test_accuracy: top-1 of the integer network after training.
+        lr: the per-image rate validation chose.
+    """
+
+    val_accuracy: float
+    test_accuracy: float
+    lr: float
+
+
+def int8_accuracies(store: Store, study: str, keys: list[str]) -> dict[str, Int8Accuracy]:
+    """The stored ``int8`` accuracies of the candidates ``keys`` that have one."""
+    found = {}
+    for key in keys:
+        e = store.find_evaluation(study, key, "int8")
+        if e is not None and e.val_accuracy is not None and e.accuracy is not None:
+            found[key] = Int8Accuracy(e.val_accuracy, e.accuracy, (e.details or {}).get("lr", 0.0))
+    return found
+
+
+def verify_int8(run: Run, points: tuple[FrontPoint, ...]) -> tuple[int, float]:
+    """Measure the device's accuracy of the ``points`` that have none stored.
+
+    Returns:
+        The trainings run here and their seconds, summed over workers.
+    """
+    study = run.config.study_name
+    stored = int8_accuracies(run.store, study, [p.candidate_key for p in points])
+    todo = [p for p in points if p.candidate_key not in stored]
+    jobs: dict[int, FrontPoint] = {}
+    for point in todo:
+        record = run.store.get_candidate(point.candidate_key)
+        assert record is not None
+        task = run.task(Candidate.from_json(record.payload))
+        task["fidelity"] = "int8"
+        task["int8"] = {"epochs": INT8_EPOCHS, "lrs": list(INT8_LRS)}
+        key = run.next_key()
+        jobs[key] = point
+        run.executor.submit(key, task)
+    seconds, done = 0.0, 0
+    run.emit("int8", done=0, total=len(jobs))
+    while done < len(jobs):
+        for key, result in run.executor.wait(timeout=1.0):
+            point = jobs[key]
+            seconds += float(result.get("wall_time_s") or 0.0)
+            run.store.add_evaluation(_record(study, point, result))
+            done += 1
+            run.emit("int8", done=done, total=len(jobs))
+    return len(jobs), seconds
+
+
+def _record(study: str, point: FrontPoint, result: dict[str, Any]) -> EvaluationRecord:
+    ok = result.get("status") == "ok"
+    return EvaluationRecord(
+        study_name=study,
+        candidate_key=point.candidate_key,
+        fidelity="int8",
+        status="ok" if ok else "failed",
+        trial_number=point.trial,
+        accuracy=result.get("accuracy") if ok else None,
+        val_accuracy=result.get("val_accuracy") if ok else None,
+        memory_bytes=point.memory_bytes,
+        latency_ms=1000.0 * point.latency_s if point.latency_s is not None else None,
+        wall_time_s=result.get("wall_time_s"),
+        error=None if ok else str(result.get("error") or "unknown failure"),
+        details=result.get("details") if ok else None,
+    )
