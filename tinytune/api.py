@@ -221,6 +221,7 @@ def export_bundle(
     epochs: int = 3,
     lr: float = 0.01,
     seed: int = 0,
+    measure_int8: bool = False,
     on_pretrain: Callable[[int, int, float], None] | None = None,
 ) -> Exported:
     """Write the device bundle of a front point, a trial number or a stored candidate key.
@@ -229,6 +230,9 @@ def export_bundle(
     arena, an example that trains on ``samples`` samples of the study's data set for ``epochs``
     epochs at learning rate ``lr``, a Makefile (host, ASan, aarch64, Cortex-M7) and a manifest.
     The weights are ``weights``, else the study's checkpoint, else the shipped or cached one.
+    The manifest records the search's fp32 accuracies and the device's (int8, batch 1, QAS) when
+    stored (``tinytune search --verify-int8``); ``measure_int8`` measures the latter first when
+    it is not (minutes) and stores it with the study.
 
     Raises:
         TinyTuneError: bad options, an unknown target or device, or a destination that is not
@@ -294,6 +298,9 @@ def export_bundle(
         ),
     )
     evaluation = found.evaluation
+    int8 = _device_accuracy(
+        storage, found, checkpoint, dataset, int(space.get("data_seed", 0)), seed, measure_int8
+    )
     provenance = Provenance(
         study=found.study,
         trial=found.trial,
@@ -302,9 +309,82 @@ def export_bundle(
             if evaluation is not None
             else None
         ),
+        int8=int8,
         search_memory_bytes=evaluation.memory_bytes if evaluation is not None else None,
         checkpoint_source=source,
     )
     bundle = build_bundle(request, provenance, cost)
     path = write_bundle(out, bundle.files, bundle.manifest)
     return Exported(path, bundle.manifest, source)
+
+
+def _device_accuracy(
+    storage: str,
+    found: Any,
+    checkpoint: Path,
+    dataset: str,
+    data_seed: int,
+    seed: int,
+    measure: bool,
+) -> dict[str, Any] | None:
+    """The candidate's stored int8 accuracy in its study, else (with ``measure``) measured now
+    and stored with the study when it has one; None when neither."""
+    from tinytune.bundle.errors import BundleError
+    from tinytune.db import EvaluationRecord, open_store
+    from tinytune.evaluators import FinetuneConfig, run_evaluation
+    from tinytune.search.verify import INT8_EPOCHS, INT8_LRS
+
+    key = found.candidate.key
+    if found.study is not None:
+        with open_store(storage) as store:
+            stored = store.find_evaluation(found.study, key, "int8")
+        if stored is not None:
+            return _int8_entry(stored.val_accuracy, stored.accuracy, stored.details, "the study")
+    if not measure:
+        return None
+    result = run_evaluation(
+        {
+            "candidate": found.candidate.to_json(),
+            "checkpoint": str(checkpoint),
+            "dataset": dataset,
+            "data_seed": data_seed,
+            "finetune": FinetuneConfig(seed=seed).to_dict(),
+            "threads": 1,
+            "fidelity": "int8",
+            "int8": {"epochs": INT8_EPOCHS, "lrs": list(INT8_LRS)},
+        }
+    )
+    if result["status"] != "ok":
+        raise BundleError(f"the int8 training of {key[:12]} failed: {result['error']}")
+    details = dict(result["details"], wall_time_s=round(result["wall_time_s"], 1))
+    if found.study is not None:
+        with open_store(storage) as store:
+            store.add_evaluation(
+                EvaluationRecord(
+                    study_name=found.study,
+                    candidate_key=key,
+                    fidelity="int8",
+                    status="ok",
+                    trial_number=found.trial,
+                    accuracy=result["accuracy"],
+                    val_accuracy=result["val_accuracy"],
+                    wall_time_s=result["wall_time_s"],
+                    details=details,
+                )
+            )
+    return _int8_entry(result["val_accuracy"], result["accuracy"], details, "measured by export")
+
+
+def _int8_entry(
+    val: float | None, test: float | None, details: dict[str, Any] | None, source: str
+) -> dict[str, Any]:
+    details = details or {}
+    return {
+        "accuracy": test,
+        "val_accuracy": val,
+        "lr": details.get("lr"),
+        "epochs": details.get("epochs"),
+        "batch_size": 1,
+        "qas": True,
+        "source": source,
+    }

@@ -289,3 +289,26 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
     assert "0 front points trained here" in out
     assert main(["pareto", "--storage", url]) == 0
     assert "int8 val/test" in capsys.readouterr().out
+
+    import json
+
+    point = view.front[0]
+    assert (
+        main(["export", "--storage", url, "--trial", str(point.trial), "-o", str(tmp_path / "b1")])
+        == 0
+    )
+    manifest = json.loads((tmp_path / "b1" / "manifest.json").read_text())
+    stored = view.int8[point.candidate_key]
+    assert manifest["measured_int8"]["accuracy"] == stored.test_accuracy
+    assert manifest["measured_int8"]["source"] == "the study"
+    assert view.reference is not None and view.reference.candidate_key not in view.int8
+    reference = ["export", "--storage", url, "--trial", "0", "--device", "host", "-o"]
+    assert main([*reference, str(tmp_path / "b2")]) == 0  # none stored, none measured
+    assert json.loads((tmp_path / "b2" / "manifest.json").read_text())["measured_int8"] is None
+    assert main([*reference, str(tmp_path / "b3"), "--measure-int8"]) == 0
+    measured = json.loads((tmp_path / "b3" / "manifest.json").read_text())["measured_int8"]
+    assert measured["source"] == "measured by export" and measured["batch_size"] == 1
+    assert "accuracy trained as the bundle trains" in capsys.readouterr().out
+    with open_store(url) as store:  # stored with the study
+        again = store.find_evaluation("tinytune", view.reference.candidate_key, "int8")
+    assert again is not None and again.accuracy == measured["accuracy"]

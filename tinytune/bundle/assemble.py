@@ -116,6 +116,8 @@ class Provenance:
     Attributes:
         study, trial: the study and trial number, when exported from one.
         measured: the search's measured ``accuracy`` and ``val_accuracy`` (fractions), if any.
+        int8: the device's accuracy (int8, batch 1, QAS): ``accuracy``, ``val_accuracy``,
+            ``lr``, ``epochs`` and where it came from, if measured.
         search_memory_bytes: the peak SRAM the search stored for the trial.
         checkpoint_source: how the weights were chosen (``--weights``, the study, the cache).
     """
@@ -123,6 +125,7 @@ class Provenance:
     study: str | None = None
     trial: int | None = None
     measured: dict[str, float | None] | None = None
+    int8: dict[str, Any] | None = None
     search_memory_bytes: int | None = None
     checkpoint_source: str = "--weights"
 
@@ -348,6 +351,12 @@ def _readme(f: _Facts) -> str:
         measured = f"{100 * accuracy:.1f} % on the held-out test split"
         if f.provenance.study:
             measured += f" (study {f.provenance.study!r})"
+    int8 = f.provenance.int8
+    if int8 is not None and int8.get("accuracy") is not None:
+        measured += (
+            f"; trained as this bundle trains (int8, batch 1, QAS, {int8['epochs']} epochs over "
+            f"the training split): {100 * int8['accuracy']:.1f} %"
+        )
     return Template(_platform_file(README_TEMPLATE).decode()).substitute(
         title=f.title,
         key=candidate.key,
@@ -427,6 +436,7 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
             "inference_s": f.cost.latency.inference_s if f.cost.latency else None,
         },
         "measured": f.provenance.measured,
+        "measured_int8": f.provenance.int8,
         "step": {"calls": model.n_calls, "input_bytes": model.input_bytes},
         "files": checksums(files),
     }
