@@ -47,8 +47,9 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     """Brings tinytune's tables in the database of ``engine`` up to ``revision``.
 
     Safe to run on an empty database, on one that already holds Optuna's tables, and again on
-    one that is already up to date (then it changes nothing). On PostgreSQL the whole upgrade is
-    one transaction, serialized against other upgrades by an advisory lock.
+    one that is already up to date (then it changes nothing). The whole upgrade is one
+    transaction, serialized against other processes' upgrades: by an advisory lock on
+    PostgreSQL, by taking SQLite's write lock first (``BEGIN IMMEDIATE``).
 
     Raises:
         StorageError: the database cannot be reached, or it carries a tinytune revision that
@@ -64,6 +65,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
                 connection.execute(
                     sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_ADVISORY_LOCK_KEY}
                 )
+            elif connection.dialect.name == "sqlite":
+                # SQLite's one write lock before Alembic reads the version table: a second
+                # process waits (busy timeout), then finds the schema at head
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
             config.attributes["connection"] = connection
             command.upgrade(config, revision)
     except CommandError as e:
