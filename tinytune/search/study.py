@@ -171,11 +171,17 @@ class StudyAdapter:
                 heartbeat_stale_trial_callback=self._on_stale,
             )
 
-        for _ in range(2):
+        # Optuna creates its tables one statement at a time (no lock on SQLite), so the loser
+        # may find some made and others not: it waits for the winner, up to half a minute
+        deadline = time.monotonic() + 30.0
+        delay = 0.2
+        while time.monotonic() < deadline:
             try:
                 return open_storage()
             except (sa.exc.IntegrityError, sa.exc.OperationalError, sa.exc.ProgrammingError):
                 log.info("another driver is creating Optuna's tables; opening them again")
+                time.sleep(delay)
+                delay = min(2 * delay, 2.0)
         try:
             return open_storage()
         except sa.exc.SQLAlchemyError as e:
