@@ -160,7 +160,7 @@ RECIPES: dict[str, PretrainRecipe] = {
         random_subnets=1,
         mix_prob=0.5,
     ),
-    # The shipped checkpoint's recipe: 2,560 times the images of ``quick`` (0.77M), 200 classes
+    # The shipped checkpoint's recipe: 53 times the images of ``quick`` (0.77M), 200 classes
     # (100 shapes, 100 glyphs), batches of 256 drawn ahead by worker processes (per-step
     # draws), peak LR 0.3 after 300 warm-up steps, mixup/CutMix on a fifth of the steps. Seven
     # minutes on one H100 (docs/benchmarks.md); many hours on two CPU cores. On ``digits`` the
