@@ -4,15 +4,14 @@ The network is built and quantized exactly as the exporter builds it (BatchNorm 
 and folded, activation ranges observed on the same calibration images), then trained with the
 integer training step of :mod:`tinytune.quant.simulate` — the numerical reference that the
 bundle's C step matches bit for bit — one image at a time (batch 1, as on the device), over the
-whole training split for ``epochs`` epochs in a seeded order, the learning rate decayed by a
-cosine. Accuracy is the integer forward pass's top-1 on the validation split (to choose) and on
-the test split (to report). ``qas=False`` trains without quantization-aware scaling, the
-ablation of MCUNetV3 Table 2.
+whole training split for ``epochs`` epochs in a seeded order, at the bundle's constant learning
+rate (its update multipliers are constants of the generated code). Accuracy is the integer
+forward pass's top-1 on the validation split (to choose) and on the test split (to report).
+``qas=False`` trains without quantization-aware scaling, the ablation of MCUNetV3 Table 2.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -49,16 +48,23 @@ def int8_accuracy(q: QuantizedNet, split: Split, batch_size: int = 128) -> float
 
 
 def int8_finetune(
-    q: QuantizedNet, splits: Splits, *, epochs: int, lr: float, qas: bool = True, seed: int = 0
+    q: QuantizedNet,
+    splits: Splits,
+    *,
+    epochs: int,
+    lr: float,
+    qas: bool = True,
+    seed: int | None = 0,
 ) -> Int8Result:
     """Train ``q`` in place on every training image, one at a time, then measure it.
 
     Args:
         q: the quantized candidate (:func:`tinytune.quant.quantize`).
         epochs: passes over the training split.
-        lr: the peak learning rate of one image's step, decayed by a cosine to 0.
+        lr: the learning rate of one image's step, the same for every step as in the bundle.
         qas: scale the integer updates as MCUNetV3's QAS does (False: the ablation).
-        seed: seed of the order of the images.
+        seed: seed of the order of the images in each epoch; ``None``: the split's own order
+            every epoch, as the bundle's example program trains on its embedded samples.
     """
     if epochs < 1 or not 0.0 < lr < 10.0:
         raise ConfigError(
@@ -66,16 +72,14 @@ def int8_finetune(
             f"and {lr}"
         )
     start = time.perf_counter()
-    rng = np.random.default_rng(seed)
+    rng = None if seed is None else np.random.default_rng(seed)
     n = len(splits.train)
-    total = n * epochs
     losses: list[float] = []
     step = 0
     for _ in range(epochs):
-        for i in rng.permutation(n):
+        for i in range(n) if rng is None else rng.permutation(n):
             x = q.quantize_input(torch.tensor(splits.train.x[i : i + 1]))
-            rate = 0.5 * lr * (1 + math.cos(math.pi * step / total))
-            losses.append(train_step(q, x, int(splits.train.y[i]), rate, qas=qas).loss)
+            losses.append(train_step(q, x, int(splits.train.y[i]), lr, qas=qas).loss)
             step += 1
     return Int8Result(
         accuracy=int8_accuracy(q, splits.test),

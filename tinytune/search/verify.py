@@ -25,10 +25,10 @@ __all__ = ["INT8_EPOCHS", "INT8_LRS", "Int8Accuracy", "int8_accuracies", "verify
 INT8_EPOCHS = 2
 """Epochs of the device's training over the whole training split (batch 1)."""
 
-INT8_LRS = (0.0125, 0.05)
-"""Per-image learning rates tried (the search's batch-32 rates over 32, and a quarter of that;
-on digits the sparse update did best at the smaller, bias-only at the larger; see
-docs/benchmarks.md)."""
+INT8_LRS = (0.00625, 0.025)
+"""Per-image learning rates tried, constant as in the bundle (whose update multipliers are
+constants of its code): a factor of four apart, around the search's batch-32 rates over 64; see
+the device accuracy table of docs/benchmarks.md."""
 
 
 @dataclass(frozen=True)
