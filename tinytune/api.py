@@ -32,6 +32,9 @@ __all__ = [
 
 DEFAULT_STORAGE = "sqlite:///tinytune.db"
 DEFAULT_SUPERNET = "ofa-proxyless-w0.35"
+DEFAULT_DEVICE_LR = 0.00625
+"""The bundle's learning rate when no device accuracy was measured: the smaller of the rates
+that ``--verify-int8`` tries (:data:`tinytune.search.verify.INT8_LRS`)."""
 
 
 def _bytes(value: int | str | None, what: str) -> int | None:
@@ -219,7 +222,7 @@ def export_bundle(
     weights: str | Path | None = None,
     samples: int = 32,
     epochs: int = 3,
-    lr: float = 0.01,
+    lr: float | None = None,
     seed: int = 0,
     measure_int8: bool = False,
     on_pretrain: Callable[[int, int, float], None] | None = None,
@@ -229,6 +232,8 @@ def export_bundle(
     The bundle holds int8 weights, the training step as C99 over the memory planner's static
     arena, an example that trains on ``samples`` samples of the study's data set for ``epochs``
     epochs at learning rate ``lr``, a Makefile (host, ASan, aarch64, Cortex-M7) and a manifest.
+    ``lr=None``: the rate at which the device's accuracy was measured (chosen on validation), so
+    that the bundle trains as measured; :data:`DEFAULT_DEVICE_LR` when none was.
     The weights are ``weights``, else the study's checkpoint, else the shipped or cached one.
     The manifest records the search's fp32 accuracies and the device's (int8, batch 1, QAS) when
     stored (``tinytune search --verify-int8``); ``measure_int8`` measures the latter first when
@@ -256,7 +261,7 @@ def export_bundle(
     from tinytune.studies import find_candidate
 
     out = Path(out)
-    check_options(samples, epochs, lr)
+    check_options(samples, epochs, DEFAULT_DEVICE_LR if lr is None else lr)
     check_destination(out)
     require_existing(storage)
     key: int | str = target if isinstance(target, int | str) else target.candidate_key
@@ -281,6 +286,12 @@ def export_bundle(
     else:
         checkpoint = ensure_checkpoint(spec, progress=on_pretrain)
         source = "the shipped or cached default pre-training"
+    evaluation = found.evaluation
+    int8 = _device_accuracy(
+        storage, found, checkpoint, dataset, int(space.get("data_seed", 0)), seed, measure_int8
+    )
+    if lr is None:  # train as the device's accuracy was measured
+        lr = float(int8["lr"]) if int8 is not None and int8.get("lr") else DEFAULT_DEVICE_LR
     request = BundleRequest(
         candidate=candidate,
         checkpoint=checkpoint,
@@ -296,10 +307,6 @@ def export_bundle(
             if calibration is not None
             else f"built-in profile: {profile.source}"
         ),
-    )
-    evaluation = found.evaluation
-    int8 = _device_accuracy(
-        storage, found, checkpoint, dataset, int(space.get("data_seed", 0)), seed, measure_int8
     )
     provenance = Provenance(
         study=found.study,

@@ -43,7 +43,13 @@ def export(
         int, typer.Option(help="Training samples embedded in the example (and test samples).")
     ] = 32,
     epochs: Annotated[int, typer.Option(help="Epochs the example trains.")] = 3,
-    lr: Annotated[float, typer.Option(help="On-device learning rate (SGD, batch 1, QAS).")] = 0.01,
+    lr: Annotated[
+        float | None,
+        typer.Option(
+            help="On-device learning rate (SGD, batch 1, QAS); default: the rate the device's "
+            "accuracy was measured at, else 0.00625."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the new classifier.")] = 0,
     measure_int8: Annotated[
         bool,
