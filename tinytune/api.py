@@ -224,7 +224,7 @@ def export_bundle(
     epochs: int = 3,
     lr: float | None = None,
     seed: int = 0,
-    measure_int8: bool = False,
+    measure_int8: bool = True,
     on_pretrain: Callable[[int, int, float], None] | None = None,
 ) -> Exported:
     """Write the device bundle of a front point, a trial number or a stored candidate key.
@@ -235,9 +235,9 @@ def export_bundle(
     ``lr=None``: the rate at which the device's accuracy was measured (chosen on validation), so
     that the bundle trains as measured; :data:`DEFAULT_DEVICE_LR` when none was.
     The weights are ``weights``, else the study's checkpoint, else the shipped or cached one.
-    The manifest records the search's fp32 accuracies and the device's (int8, batch 1, QAS) when
-    stored (``tinytune search --verify-int8``); ``measure_int8`` measures the latter first when
-    it is not (minutes) and stores it with the study.
+    The manifest records the search's fp32 accuracies and the device's (int8, batch 1, QAS):
+    stored by ``tinytune search --verify-int8``, else measured first (minutes) and stored with
+    the study; ``measure_int8=False`` skips that, and the manifest then has no device accuracy.
 
     Raises:
         TinyTuneError: bad options, an unknown target or device, or a destination that is not

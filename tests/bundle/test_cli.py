@@ -128,6 +128,7 @@ def test_export_a_trial_then_the_same_candidate_by_key(
     trial = optuna.load_study(study_name="s", storage=study).trials[0]
     out = tmp_path / "bundle"
     common = ["--storage", study, "-o", str(out), "--weights", str(checkpoint)]
+    common += ["--no-measure-int8"]  # measured by default: tests/cli/test_cli.py
     code, stdout, err = _export(
         ["--study", "s", "--trial", "0", "--samples", "4", "--epochs", "1", *common], capsys
     )

@@ -304,11 +304,11 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
     assert manifest["training"]["lr"] == stored.lr  # the bundle trains at the measured rate
     assert view.reference is not None and view.reference.candidate_key not in view.int8
     reference = ["export", "--storage", url, "--trial", "0", "--device", "host", "-o"]
-    assert main([*reference, str(tmp_path / "b2")]) == 0  # none stored, none measured
+    assert main([*reference, str(tmp_path / "b2"), "--no-measure-int8"]) == 0  # none stored
     unmeasured = json.loads((tmp_path / "b2" / "manifest.json").read_text())
     assert unmeasured["measured_int8"] is None
     assert unmeasured["training"]["lr"] == tinytune.api.DEFAULT_DEVICE_LR == INT8_LRS[0]
-    assert main([*reference, str(tmp_path / "b3"), "--measure-int8"]) == 0
+    assert main([*reference, str(tmp_path / "b3")]) == 0  # measured by default
     measured = json.loads((tmp_path / "b3" / "manifest.json").read_text())["measured_int8"]
     assert measured["source"] == "measured by export" and measured["batch_size"] == 1
     assert "accuracy trained as the bundle trains" in capsys.readouterr().out

@@ -54,10 +54,11 @@ def export(
     measure_int8: Annotated[
         bool,
         typer.Option(
+            "--measure-int8/--no-measure-int8",
             help="Measure the accuracy the device's training reaches (int8, batch 1, QAS, the "
-            "whole training split; minutes) when the study has none stored, and record it."
+            "whole training split; minutes) when the study has none stored, and record it.",
         ),
-    ] = False,
+    ] = True,
 ) -> None:
     """Export a candidate's on-device training step as a C bundle: int8 weights, the sparse
     update as straight-line C over the memory planner's static arena, an example that trains on
