@@ -32,7 +32,7 @@ __all__ = [
 
 DEFAULT_STORAGE = "sqlite:///tinytune.db"
 DEFAULT_SUPERNET = "ofa-proxyless-w0.35"
-DEFAULT_DEVICE_LR = 0.00625
+DEFAULT_DEVICE_LR = 0.003125
 """The bundle's learning rate when no device accuracy was measured: the smaller of the rates
 that ``--verify-int8`` tries (:data:`tinytune.search.verify.INT8_LRS`)."""
 

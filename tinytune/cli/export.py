@@ -47,7 +47,7 @@ def export(
         float | None,
         typer.Option(
             help="On-device learning rate (SGD, batch 1, QAS); default: the rate the device's "
-            "accuracy was measured at, else 0.00625."
+            "accuracy was measured at, else 0.003125."
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the new classifier.")] = 0,
