@@ -25,7 +25,7 @@ Memory, as measured:
   (torch loaded, the network built).
 
     python3 bench/bundle_step.py [--weights FILE] [--preset mcunetv3] [--resolution 32]
-        [--repeats 51] [--per-round 3]
+        [--repeats 51] [--per-round 3] [--json OUT]
 
 Without ``--weights`` the cached pre-trained supernet is used when there is one, else randomly
 initialised weights (the step's cost does not depend on the weights' values).
@@ -34,6 +34,7 @@ initialised weights (the step's cost does not depend on the weights' values).
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import platform
 import random
@@ -205,6 +206,7 @@ def main() -> None:
     parser.add_argument(
         "--per-round", type=int, default=3, help="consecutive steps of one side per round"
     )
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
 
     from tinytune.bundle import BundleRequest, build_bundle, write_bundle
@@ -281,6 +283,20 @@ def main() -> None:
         print(f"{label:{width}}  {c_value:>16}  {torch_value:>18}")
     print(f"PyTorch median / C median: {torch_step / c_step:.2f}")
     print("command: python3 bench/bundle_step.py " + " ".join(sys.argv[1:]))
+    if args.json:
+        figures = {
+            "candidate": candidate.key,
+            "preset": args.preset,
+            "resolution": args.resolution,
+            "c_step_median_s": c_step,
+            "torch_step_median_s": torch_step,
+            "c_static_bytes": static,
+            "torch_planned_fp32_bytes": planned,
+            "torch_rss_growth_bytes": torch_memory["rss_growth_bytes"],
+            "c_peak_rss_bytes": c_rss,
+            "torch_peak_rss_bytes": torch_memory["peak_rss_bytes"],
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 def _kb(n: int) -> str:
