@@ -104,9 +104,12 @@ CONVS = {
     "pw frozen": Conv(8, 5, 5, 12, 1, 1, 1, 0),
     "pw 1/4": Conv(8, 5, 6, 12, 1, 1, 1, 2),
     "pw whole": Conv(8, 4, 4, 6, 1, 1, 1, 8),
+    "pw two tiles": Conv(7, 9, 10, 5, 1, 1, 1, 3),  # 90 pixels: a full tile and a partial one
     "dw3 s1": Conv(12, 7, 7, 12, 3, 1, 12, 3),
     "dw5 s2": Conv(10, 9, 9, 10, 5, 2, 10, 0),
     "dw7 s2 even": Conv(6, 6, 8, 6, 7, 2, 6, 6),
+    "dw3 s2 odd": Conv(4, 9, 7, 4, 3, 2, 4, 1),
+    "dw3 wider than a tile": Conv(3, 3, 70, 3, 3, 1, 3, 2),  # the direct loop
     "stem s2 1/2": Conv(3, 11, 11, 8, 3, 2, 1, 2),
     "grouped whole": Conv(8, 7, 7, 16, 3, 2, 2, 4),
     "grouped frozen": Conv(8, 5, 5, 8, 5, 1, 2, 0),

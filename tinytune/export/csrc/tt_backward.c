@@ -11,6 +11,89 @@ void tt_grad_mask(int8_t *g, const uint8_t *mask, int32_t n) {
     }
 }
 
+/* Pixels of int32/int64 partial sums a kernel keeps on the stack at a time. */
+#define TT_TILE 64
+
+/* grad_input of a 1x1 convolution, stride 1, no padding, one group: per input channel and
+ * tile of pixels, sum over the output channels of gy * w * w_mult over contiguous rows. The
+ * same exact integers as the direct loop, put in the same order. */
+static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
+                                    const tt_weight *w, const int32_t *w_mult, tt_emit *st,
+                                    const tt_grad *gx) {
+    int32_t hw = g->in_h * g->in_w, cin = g->in_c, k = w->k;
+    int64_t acc[TT_TILE];
+    int32_t c, o, p, p0;
+    for (c = 0; c < cin; c++) {
+        for (p0 = 0; p0 < hw; p0 += TT_TILE) {
+            int32_t n = hw - p0 < TT_TILE ? hw - p0 : TT_TILE;
+            for (p = 0; p < n; p++) {
+                acc[p] = 0;
+            }
+            for (o = 0; o < g->out_c; o++) {
+                int32_t wv = c < k ? w->train[o * k + c] : w->frozen[o * (cin - k) + (c - k)];
+                const int8_t *go = gy + o * hw + p0;
+                int64_t m = w_mult[o];
+                if (wv == 0) {
+                    continue;
+                }
+                for (p = 0; p < n; p++) {
+                    acc[p] += (int64_t)(go[p] * wv) * m;
+                }
+            }
+            for (p = 0; p < n; p++) {
+                tt_emit_put(st, gx, c * hw + p0 + p, acc[p]);
+            }
+        }
+    }
+}
+
+/* grad_input of a depthwise convolution whose input rows fit a tile: per channel and input
+ * row, each kernel tap scatters a strided run of an output-gradient row. Same integers, same
+ * order of puts as the direct loop. */
+static void tt_grad_input_depthwise(const tt_conv_geom *g, const int8_t *gy,
+                                    const tt_weight *w, const int32_t *w_mult, tt_emit *st,
+                                    const tt_grad *gx) {
+    int32_t kk = g->kernel * g->kernel, s = g->stride;
+    int32_t part[TT_TILE];
+    int32_t c, iy, ix, ky, kx, ox;
+    for (c = 0; c < g->in_c; c++) {
+        const int8_t *wc = c < w->k ? w->train + c * kk : w->frozen + (c - w->k) * kk;
+        const int8_t *gc = gy + c * g->out_h * g->out_w;
+        for (iy = 0; iy < g->in_h; iy++) {
+            for (ix = 0; ix < g->in_w; ix++) {
+                part[ix] = 0;
+            }
+            for (ky = 0; ky < g->kernel; ky++) {
+                int32_t ty = iy + g->pad - ky;
+                const int8_t *grow;
+                if (ty < 0 || ty % s || ty / s >= g->out_h) {
+                    continue;
+                }
+                grow = gc + (ty / s) * g->out_w;
+                for (kx = 0; kx < g->kernel; kx++) {
+                    int32_t wv = wc[ky * g->kernel + kx];
+                    int32_t off = kx - g->pad; /* ix = ox * s + off */
+                    int32_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
+                    int32_t hi = g->in_w - 1 - off < 0 ? -1 : (g->in_w - 1 - off) / s;
+                    if (hi > g->out_w - 1) {
+                        hi = g->out_w - 1;
+                    }
+                    if (wv == 0) {
+                        continue;
+                    }
+                    for (ox = lo; ox <= hi; ox++) {
+                        part[ox * s + off] += grow[ox] * wv;
+                    }
+                }
+            }
+            for (ix = 0; ix < g->in_w; ix++) {
+                tt_emit_put(st, gx, (c * g->in_h + iy) * g->in_w + ix,
+                            (int64_t)part[ix] * w_mult[c]);
+            }
+        }
+    }
+}
+
 void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_exp,
                           const tt_weight *w, const int32_t *w_mult, int32_t frac_bits,
                           const tt_grad *gx) {
@@ -27,7 +110,21 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
     tt_emit_begin(&st, gx, gy_exp - frac_bits,
                   tt_bitlen((uint64_t)TT_GRAD_MAX * 127u * (uint64_t)max_mult * (uint64_t)og *
                             (uint64_t)(g->kernel * g->kernel)));
-    do {
+    if (g->kernel == 1 && g->stride == 1 && g->pad == 0 && g->groups == 1) {
+        do {
+            tt_grad_input_pointwise(g, gy, w, w_mult, &st, gx);
+        } while (tt_emit_advance(&st));
+        tt_emit_end(&st, gx);
+        return;
+    }
+    if (tt_is_depthwise(g) && g->in_w <= TT_TILE) {
+        do {
+            tt_grad_input_depthwise(g, gy, w, w_mult, &st, gx);
+        } while (tt_emit_advance(&st));
+        tt_emit_end(&st, gx);
+        return;
+    }
+    do { /* the direct loop: every other convolution */
         for (c = 0; c < g->in_c; c++) {
             int32_t o0 = (c / cg) * og;
             int32_t ci = c % cg;

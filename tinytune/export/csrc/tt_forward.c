@@ -2,6 +2,102 @@
 #include "tt_arith.h"
 #include "tt_int8.h"
 
+/* Pixels of the int32 sums a convolution keeps on the stack at a time (256 bytes). */
+#define TT_TILE 64
+
+/* Requantise n int32 sums of output channel o into y[idx0 ..] and set their mask bits. */
+static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, int32_t n,
+                          int32_t idx0, int8_t *y, uint8_t *mask) {
+    int32_t p;
+    for (p = 0; p < n; p++) {
+        int32_t idx = idx0 + p;
+        int64_t v = q->y_zero + tt_scale_round(acc[p], q->mult[o], q->shift[o]);
+        if (mask && v >= q->act_min && v <= q->act_max) {
+            mask[idx >> 3] = (uint8_t)(mask[idx >> 3] | (1u << (idx & 7)));
+        }
+        y[idx] = (int8_t)tt_clamp64(v, q->act_min, q->act_max);
+    }
+}
+
+/* A 1x1 convolution, stride 1, no padding, one group: per output channel, the sums of a tile
+ * of TT_TILE pixels are accumulated input channel by input channel over contiguous rows (a
+ * loop the compiler vectorises). Integer sums do not depend on their order, so the result is
+ * that of the direct loop below, bit for bit. */
+static void tt_conv_pointwise(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+                              const int32_t *bias, const tt_requant *q, int8_t *y,
+                              uint8_t *mask) {
+    int32_t hw = g->out_h * g->out_w;
+    int32_t cin = g->in_c, k = w->k;
+    int32_t x_zero = q->x_zero;
+    int32_t acc[TT_TILE];
+    int32_t o, ci, p, p0;
+    for (o = 0; o < g->out_c; o++) {
+        const int8_t *wt = k > 0 ? w->train + o * k : NULL;
+        const int8_t *wf = k < cin ? w->frozen + o * (cin - k) : NULL;
+        for (p0 = 0; p0 < hw; p0 += TT_TILE) {
+            int32_t n = hw - p0 < TT_TILE ? hw - p0 : TT_TILE;
+            for (p = 0; p < n; p++) {
+                acc[p] = bias[o];
+            }
+            for (ci = 0; ci < cin; ci++) {
+                int32_t wv = ci < k ? wt[ci] : wf[ci - k];
+                const int8_t *xc = x + ci * hw + p0;
+                if (wv == 0) {
+                    continue;
+                }
+                for (p = 0; p < n; p++) {
+                    acc[p] += ((int32_t)xc[p] - x_zero) * wv;
+                }
+            }
+            tt_conv_store(q, o, acc, n, o * hw + p0, y, mask);
+        }
+    }
+}
+
+/* A depthwise convolution whose output rows fit a TT_TILE buffer: per channel and output row,
+ * each kernel tap adds a strided run of an input row, its bounds computed once instead of
+ * tested per pixel. Same sums as the direct loop, bit for bit. */
+static void tt_conv_depthwise(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+                              const int32_t *bias, const tt_requant *q, int8_t *y,
+                              uint8_t *mask) {
+    int32_t kk = g->kernel * g->kernel, s = g->stride, x_zero = q->x_zero;
+    int32_t acc[TT_TILE];
+    int32_t o, oy, ox, ky, kx;
+    for (o = 0; o < g->out_c; o++) {
+        const int8_t *wo = o < w->k ? w->train + o * kk : w->frozen + (o - w->k) * kk;
+        const int8_t *xc = x + o * g->in_h * g->in_w;
+        for (oy = 0; oy < g->out_h; oy++) {
+            for (ox = 0; ox < g->out_w; ox++) {
+                acc[ox] = bias[o];
+            }
+            for (ky = 0; ky < g->kernel; ky++) {
+                int32_t iy = oy * s + ky - g->pad;
+                const int8_t *row;
+                if (iy < 0 || iy >= g->in_h) {
+                    continue;
+                }
+                row = xc + iy * g->in_w;
+                for (kx = 0; kx < g->kernel; kx++) {
+                    int32_t wv = wo[ky * g->kernel + kx];
+                    int32_t off = kx - g->pad; /* ix = ox * s + off */
+                    int32_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
+                    int32_t hi = g->in_w - 1 - off < 0 ? -1 : (g->in_w - 1 - off) / s;
+                    if (hi > g->out_w - 1) {
+                        hi = g->out_w - 1;
+                    }
+                    if (wv == 0) {
+                        continue;
+                    }
+                    for (ox = lo; ox <= hi; ox++) {
+                        acc[ox] += ((int32_t)row[ox * s + off] - x_zero) * wv;
+                    }
+                }
+            }
+            tt_conv_store(q, o, acc, g->out_w, (o * g->out_h + oy) * g->out_w, y, mask);
+        }
+    }
+}
+
 void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                   const int32_t *bias, const tt_requant *q, int8_t *y, uint8_t *mask) {
     int32_t cg = g->in_c / g->groups;
@@ -13,6 +109,15 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
             mask[i] = 0;
         }
     }
+    if (g->kernel == 1 && g->stride == 1 && g->pad == 0 && g->groups == 1) {
+        tt_conv_pointwise(g, x, w, bias, q, y, mask);
+        return;
+    }
+    if (tt_is_depthwise(g) && g->out_w <= TT_TILE) {
+        tt_conv_depthwise(g, x, w, bias, q, y, mask);
+        return;
+    }
+    /* the direct loop: every other convolution (the stem, grouped ones) */
     for (o = 0; o < g->out_c; o++) {
         int32_t c0 = (o / og) * cg;
         for (oy = 0; oy < g->out_h; oy++) {
