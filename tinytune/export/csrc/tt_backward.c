@@ -32,12 +32,12 @@ static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
             for (o = 0; o < g->out_c; o++) {
                 int32_t wv = c < k ? w->train[o * k + c] : w->frozen[o * (cin - k) + (c - k)];
                 const int8_t *go = gy + o * hw + p0;
-                int64_t m = w_mult[o];
+                int64_t coef = (int64_t)wv * w_mult[o]; /* (gy w) m = gy (w m), exactly */
                 if (wv == 0) {
                     continue;
                 }
                 for (p = 0; p < n; p++) {
-                    acc[p] += (int64_t)(go[p] * wv) * m;
+                    acc[p] += go[p] * coef;
                 }
             }
             for (p = 0; p < n; p++) {
@@ -221,6 +221,24 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
     int32_t n_out = depthwise ? k : g->out_c;
     int32_t n_in = depthwise ? 1 : k;
     int32_t o, ci, ky, kx, oy, ox;
+    if (g->kernel == 1 && g->stride == 1 && g->pad == 0 && g->groups == 1) {
+        int32_t hw = g->out_h * g->out_w, p;
+        for (o = 0; o < n_out; o++) { /* contiguous dot products: same integer totals */
+            const int8_t *go = gy + o * hw;
+            for (ci = 0; ci < n_in; ci++) {
+                const int8_t *xc = x_saved + ci * hw;
+                int8_t *wp = w_train + o * n_in + ci;
+                int32_t total = 0;
+                int64_t delta;
+                for (p = 0; p < hw; p++) {
+                    total += go[p] * ((int32_t)xc[p] - x_zero);
+                }
+                delta = tt_scale_round(total, upd_mult[o], upd_shift[o] - gy_exp);
+                *wp = (int8_t)tt_clamp64((int64_t)*wp - delta, -127, 127);
+            }
+        }
+        return;
+    }
     for (o = 0; o < n_out; o++) {
         const int8_t *go = gy + o * g->out_h * g->out_w;
         int32_t c0 = depthwise ? o : (o / og) * cg;

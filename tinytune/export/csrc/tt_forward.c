@@ -54,42 +54,53 @@ static void tt_conv_pointwise(const tt_conv_geom *g, const int8_t *x, const tt_w
     }
 }
 
-/* A depthwise convolution whose output rows fit a TT_TILE buffer: per channel and output row,
- * each kernel tap adds a strided run of an input row, its bounds computed once instead of
- * tested per pixel. Same sums as the direct loop, bit for bit. */
-static void tt_conv_depthwise(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
-                              const int32_t *bias, const tt_requant *q, int8_t *y,
-                              uint8_t *mask) {
+/* Any other convolution whose output rows fit a TT_TILE buffer (depthwise, the stem, grouped
+ * ones): per output channel and output row, each input channel's kernel taps add a strided
+ * run of an input row, its bounds computed once instead of tested per pixel. Same sums as the
+ * direct loop, bit for bit. */
+static void tt_conv_rows(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+                         const int32_t *bias, const tt_requant *q, int8_t *y, uint8_t *mask) {
     int32_t kk = g->kernel * g->kernel, s = g->stride, x_zero = q->x_zero;
+    int32_t cg = g->in_c / g->groups, og = g->out_c / g->groups;
+    int32_t depthwise = tt_is_depthwise(g);
     int32_t acc[TT_TILE];
-    int32_t o, oy, ox, ky, kx;
+    int32_t o, ci, oy, ox, ky, kx;
     for (o = 0; o < g->out_c; o++) {
-        const int8_t *wo = o < w->k ? w->train + o * kk : w->frozen + (o - w->k) * kk;
-        const int8_t *xc = x + o * g->in_h * g->in_w;
+        int32_t c0 = (o / og) * cg;
         for (oy = 0; oy < g->out_h; oy++) {
             for (ox = 0; ox < g->out_w; ox++) {
                 acc[ox] = bias[o];
             }
-            for (ky = 0; ky < g->kernel; ky++) {
-                int32_t iy = oy * s + ky - g->pad;
-                const int8_t *row;
-                if (iy < 0 || iy >= g->in_h) {
-                    continue;
+            for (ci = 0; ci < cg; ci++) {
+                const int8_t *wo;
+                const int8_t *xc = x + (c0 + ci) * g->in_h * g->in_w;
+                if (depthwise) {
+                    wo = o < w->k ? w->train + o * kk : w->frozen + (o - w->k) * kk;
+                } else {
+                    wo = ci < w->k ? w->train + (o * w->k + ci) * kk
+                                   : w->frozen + (o * (cg - w->k) + (ci - w->k)) * kk;
                 }
-                row = xc + iy * g->in_w;
-                for (kx = 0; kx < g->kernel; kx++) {
-                    int32_t wv = wo[ky * g->kernel + kx];
-                    int32_t off = kx - g->pad; /* ix = ox * s + off */
-                    int32_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
-                    int32_t hi = g->in_w - 1 - off < 0 ? -1 : (g->in_w - 1 - off) / s;
-                    if (hi > g->out_w - 1) {
-                        hi = g->out_w - 1;
-                    }
-                    if (wv == 0) {
+                for (ky = 0; ky < g->kernel; ky++) {
+                    int32_t iy = oy * s + ky - g->pad;
+                    const int8_t *row;
+                    if (iy < 0 || iy >= g->in_h) {
                         continue;
                     }
-                    for (ox = lo; ox <= hi; ox++) {
-                        acc[ox] += ((int32_t)row[ox * s + off] - x_zero) * wv;
+                    row = xc + iy * g->in_w;
+                    for (kx = 0; kx < g->kernel; kx++) {
+                        int32_t wv = wo[ky * g->kernel + kx];
+                        int32_t off = kx - g->pad; /* ix = ox * s + off */
+                        int32_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
+                        int32_t hi = g->in_w - 1 - off < 0 ? -1 : (g->in_w - 1 - off) / s;
+                        if (hi > g->out_w - 1) {
+                            hi = g->out_w - 1;
+                        }
+                        if (wv == 0) {
+                            continue;
+                        }
+                        for (ox = lo; ox <= hi; ox++) {
+                            acc[ox] += ((int32_t)row[ox * s + off] - x_zero) * wv;
+                        }
                     }
                 }
             }
@@ -113,11 +124,11 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
         tt_conv_pointwise(g, x, w, bias, q, y, mask);
         return;
     }
-    if (tt_is_depthwise(g) && g->out_w <= TT_TILE) {
-        tt_conv_depthwise(g, x, w, bias, q, y, mask);
+    if (g->out_w <= TT_TILE) {
+        tt_conv_rows(g, x, w, bias, q, y, mask);
         return;
     }
-    /* the direct loop: every other convolution (the stem, grouped ones) */
+    /* the direct loop: convolutions with output rows wider than a tile */
     for (o = 0; o < g->out_c; o++) {
         int32_t c0 = (o / og) * cg;
         for (oy = 0; oy < g->out_h; oy++) {
