@@ -359,6 +359,7 @@ def _device_accuracy(
             "threads": 1,
             "fidelity": "int8",
             "int8": {"epochs": INT8_EPOCHS, "lrs": list(INT8_LRS)},
+            "repeats": _repeats_of(found.evaluation),
         }
     )
     if result["status"] != "ok":
@@ -380,6 +381,12 @@ def _device_accuracy(
                 )
             )
     return _int8_entry(result["val_accuracy"], result["accuracy"], details, "measured by export")
+
+
+def _repeats_of(evaluation: Any) -> int:
+    """The train/validation partitions of a stored fp32 measurement (1 without one)."""
+    details = getattr(evaluation, "details", None) or {}
+    return int(details.get("repeats", 1))
 
 
 def _int8_entry(

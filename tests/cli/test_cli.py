@@ -276,6 +276,11 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
     assert len(rows) == len(keys)
     for e in rows:  # the rate chosen on validation, its test accuracy reported
         assert e.details is not None and e.details["epochs"] == INT8_EPOCHS
+        # a small validation split: the fp32 partitions, repeated for the device's training too
+        with open_store(url) as store:
+            fp32 = store.find_evaluation("tinytune", e.candidate_key, "measured")
+        assert fp32 is not None and fp32.details is not None
+        assert e.details["repeats"] == fp32.details["repeats"] > 1
         tried = e.details["tried"]
         assert [t["lr"] for t in tried] == list(INT8_LRS)
         best = max(tried, key=lambda t: t["val"])
@@ -315,3 +320,4 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
     with open_store(url) as store:  # stored with the study
         again = store.find_evaluation("tinytune", view.reference.candidate_key, "int8")
     assert again is not None and again.accuracy == measured["accuracy"]
+    assert again.details is not None and again.details["repeats"] > 1  # as the fp32 one

@@ -126,7 +126,9 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
 def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
     """The device's accuracy (:func:`tinytune.evaluators.device.int8_finetune`): quantized as
     the exporter quantizes, trained at each rate of ``task["int8"]["lrs"]`` for
-    ``task["int8"]["epochs"]`` epochs at batch 1, the rate chosen on validation."""
+    ``task["int8"]["epochs"]`` epochs at batch 1, the rate chosen on validation; with
+    ``repeats``, on the same train/validation partitions as the fp32 measurement, the means
+    reported."""
     from tinytune.evaluators.device import int8_finetune
     from tinytune.quant import quantize
 
@@ -138,14 +140,25 @@ def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
             task["dataset"], int(task["data_seed"]), candidate.subnet.resolution
         )
         supernet = _supernet(candidate.supernet, task["checkpoint"])
-        net, calib = network_on_data(candidate, supernet, splits, n_classes, seed)
-        base = quantize(net, calib)
-        tried = []
-        for lr in settings["lrs"]:
-            r = int8_finetune(
-                base.clone(), splits, epochs=int(settings["epochs"]), lr=float(lr), seed=seed
-            )
-            tried.append({"lr": float(lr), "val": r.val_accuracy, "test": r.accuracy})
+        repeats = int(task.get("repeats", 1))
+        runs: dict[float, list[tuple[float, float]]] = {float(lr): [] for lr in settings["lrs"]}
+        for rep in range(repeats):  # the same partitions as the fp32 measurement
+            part = repeated(splits, rep, int(task["data_seed"]))
+            net, calib = network_on_data(candidate, supernet, part, n_classes, seed)
+            base = quantize(net, calib)
+            for lr in runs:
+                r = int8_finetune(
+                    base.clone(), part, epochs=int(settings["epochs"]), lr=lr, seed=seed
+                )
+                runs[lr].append((r.val_accuracy, r.accuracy))
+        tried = [
+            {
+                "lr": lr,
+                "val": float(np.mean([v for v, _ in accs])),
+                "test": float(np.mean([t for _, t in accs])),
+            }
+            for lr, accs in runs.items()
+        ]
     except (TinyTuneError, RuntimeError, ValueError, KeyError) as e:
         log.warning("int8 evaluation failed: %s", e)
         return {
@@ -167,5 +180,6 @@ def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
             "batch_size": 1,
             "qas": True,
             "tried": tried,
+            "repeats": repeats,
         },
     }
