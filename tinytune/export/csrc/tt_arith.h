@@ -155,6 +155,17 @@ static inline int32_t tt_is_depthwise(const tt_conv_geom *g) {
 }
 
 /* Weight element (o, ci, tap) of a split weight; ci is the input channel within its group. */
+/* The outputs ox = *lo .. *hi of a row whose input ix = ox * stride + off lies in the input row
+ * (off = kx - pad for kernel column kx); empty when *hi < *lo. */
+static inline void tt_tap_range(const tt_conv_geom *g, int32_t off, int32_t *lo, int32_t *hi) {
+    int32_t s = g->stride;
+    *lo = off >= 0 ? 0 : (-off + s - 1) / s;
+    *hi = g->in_w - 1 - off < 0 ? -1 : (g->in_w - 1 - off) / s;
+    if (*hi > g->out_w - 1) {
+        *hi = g->out_w - 1;
+    }
+}
+
 static inline int32_t tt_weight_at(const tt_conv_geom *g, const tt_weight *w, int32_t o, int32_t ci,
                             int32_t tap) {
     int32_t kk = g->kernel * g->kernel;

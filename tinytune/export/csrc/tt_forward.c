@@ -90,14 +90,11 @@ static void tt_conv_rows(const tt_conv_geom *g, const int8_t *x, const tt_weight
                     for (kx = 0; kx < g->kernel; kx++) {
                         int32_t wv = wo[ky * g->kernel + kx];
                         int32_t off = kx - g->pad; /* ix = ox * s + off */
-                        int32_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
-                        int32_t hi = g->in_w - 1 - off < 0 ? -1 : (g->in_w - 1 - off) / s;
-                        if (hi > g->out_w - 1) {
-                            hi = g->out_w - 1;
-                        }
+                        int32_t lo, hi;
                         if (wv == 0) {
                             continue;
                         }
+                        tt_tap_range(g, off, &lo, &hi);
                         for (ox = lo; ox <= hi; ox++) {
                             acc[ox] += ((int32_t)row[ox * s + off] - x_zero) * wv;
                         }
