@@ -12,6 +12,15 @@ set.
 
     python3 bench/m7_instructions.py [--preset mcunetv3] [--resolution 32] [--steps 4]
         [--kernels DIR ...]
+    python3 bench/m7_instructions.py --sample 40 --seed 0 --out m7.json
+    tinytune calibrate m7.json --device stm32f746 --held-out 0.25 --storage sqlite:///m7.db
+
+``--sample N`` counts the bundles of N candidates drawn at random from the joint space (those
+that fit the STM32F746's SRAM) and writes them as a measurement file (``tinytune-latency/1``)
+for ``tinytune calibrate``: each step's instructions as seconds at one instruction per cycle at
+216 MHz. That rate is an assumption (the Cortex-M7 can issue two instructions a cycle, flash
+wait states and caches cost cycles); it scales every measurement alike, so the relative
+held-out error of a fit does not depend on it.
 
 ``--kernels DIR`` replaces the bundle's ``kernels/`` sources with those of DIR (e.g. an older
 copy of ``tinytune/export/csrc``) for a comparison; several are measured one after the other.
@@ -27,6 +36,8 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+
+CLOCK_HZ = 216e6  # the STM32F746's clock: instructions become seconds at one per cycle
 
 DRIVER = r"""
 #include <stdint.h>
@@ -80,16 +91,70 @@ def count(folder: Path, steps: int) -> int:
     return int(m[1]) * 40 // int(m[2])
 
 
+def sample(args: argparse.Namespace) -> int:
+    """Count sampled candidates' bundles and write a measurement file."""
+    from datetime import UTC, datetime
+
+    from tinytune.bundle import BundleRequest, build_bundle, write_bundle
+    from tinytune.checkpoints import ensure_checkpoint
+    from tinytune.errors import TinyTuneError
+    from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator
+    from tinytune.evaluators.profile import sample_candidates
+    from tinytune.hwmodels.measurements import Measurement, MeasurementFile, save_measurements
+    from tinytune.hwmodels.registry import get_device
+    from tinytune.spaces import get_supernet
+
+    spec = get_supernet("ofa-proxyless-w0.35")
+    device = get_device("stm32f746")
+    checkpoint = ensure_checkpoint(spec)
+    evaluator = HardwareEvaluator(spec, 10, HardwareConfig())
+    measurements = []
+    with tempfile.TemporaryDirectory(prefix="tt-m7-") as tmp:
+        for i, candidate in enumerate(sample_candidates(spec, 3 * args.sample, args.seed)):
+            if len(measurements) == args.sample:
+                break
+            try:
+                bundle = build_bundle(BundleRequest(candidate, checkpoint, device, samples=2))
+            except TinyTuneError:  # over the device's SRAM or flash
+                continue
+            folder = write_bundle(Path(tmp) / f"c{i}", bundle.files, bundle.manifest)
+            instructions = count(folder, args.steps)
+            _, graph = evaluator.cost_with_graph(candidate)
+            measurements.append(Measurement(candidate.key, graph, instructions / CLOCK_HZ))
+            print(f"{candidate.key[:12]}: {instructions:,} instructions per step", flush=True)
+    save_measurements(
+        args.out,
+        MeasurementFile(
+            device=device.name,
+            precision="int8",
+            machine={
+                "what": "instructions per step under qemu-system-arm -M mps2-an500 -icount "
+                "shift=0,sleep=off, at one instruction per cycle and 216 MHz",
+                "compiler": "arm-none-eabi-gcc -O2 -mcpu=cortex-m7",
+            },
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            measurements=tuple(measurements),
+        ),
+    )
+    print(f"wrote {len(measurements)} measurements to {args.out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="mcunetv3")
     parser.add_argument("--resolution", type=int, default=32)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--kernels", type=Path, nargs="*", default=[])
+    parser.add_argument("--sample", type=int, help="count N sampled candidates' bundles")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("m7.json"))
     args = parser.parse_args(argv)
     for tool in ("arm-none-eabi-gcc", "qemu-system-arm", "make"):
         if shutil.which(tool) is None:
             sys.exit(f"bench/m7_instructions.py needs {tool}")
+    if args.sample:
+        return sample(args)
 
     from tinytune.bundle import BundleRequest, build_bundle, write_bundle
     from tinytune.checkpoints import ensure_checkpoint
