@@ -22,8 +22,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 DRIVER = r"""
 #include <stdio.h>
@@ -55,6 +57,35 @@ int main(void) {
 """
 
 
+def sampled_bundles(n: int, seed: int, root: Path) -> Iterator[tuple[Any, Any, Path]]:
+    """The first ``n`` candidates drawn at random (Optuna's random sampler) whose bundle fits
+    the STM32F746: each candidate, its traced int8 graph at batch 1 and its bundle's folder
+    under ``root``."""
+    from tinytune.bundle import BundleRequest, build_bundle, write_bundle
+    from tinytune.checkpoints import ensure_checkpoint
+    from tinytune.errors import TinyTuneError
+    from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator
+    from tinytune.evaluators.profile import sample_candidates
+    from tinytune.hwmodels.registry import get_device
+    from tinytune.spaces import get_supernet
+
+    spec = get_supernet("ofa-proxyless-w0.35")
+    device = get_device("stm32f746")
+    checkpoint = ensure_checkpoint(spec)
+    evaluator = HardwareEvaluator(spec, 10, HardwareConfig())
+    found = 0
+    for i, candidate in enumerate(sample_candidates(spec, 3 * n, seed)):
+        if found == n:
+            return
+        try:
+            bundle = build_bundle(BundleRequest(candidate, checkpoint, device, samples=2))
+        except TinyTuneError:  # over the device's SRAM or flash
+            continue
+        found += 1
+        _, graph = evaluator.cost_with_graph(candidate)
+        yield candidate, graph, write_bundle(root / f"c{i}", bundle.files, bundle.manifest)
+
+
 def build(folder: Path, steps: int) -> Path:
     """Compile the bundle in ``folder`` with the timing driver; returns the binary."""
     (folder / "main.c").write_text(DRIVER.replace("STEPS", str(steps)))
@@ -75,31 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("host-bundle.json"))
     args = parser.parse_args(argv)
 
-    from tinytune.bundle import BundleRequest, build_bundle, write_bundle
-    from tinytune.checkpoints import ensure_checkpoint
-    from tinytune.errors import TinyTuneError
-    from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator
-    from tinytune.evaluators.profile import sample_candidates
     from tinytune.hwmodels.host import machine_info
     from tinytune.hwmodels.measurements import Measurement, MeasurementFile, save_measurements
-    from tinytune.hwmodels.registry import get_device
-    from tinytune.spaces import get_supernet
 
-    spec = get_supernet("ofa-proxyless-w0.35")
-    device = get_device("stm32f746")
-    checkpoint = ensure_checkpoint(spec)
-    evaluator = HardwareEvaluator(spec, 10, HardwareConfig())
-    binaries: dict[str, tuple[Path, object]] = {}
+    binaries: dict[str, tuple[Path, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="tt-host-") as tmp:
-        for i, candidate in enumerate(sample_candidates(spec, 3 * args.sample, args.seed)):
-            if len(binaries) == args.sample:
-                break
-            try:
-                bundle = build_bundle(BundleRequest(candidate, checkpoint, device, samples=2))
-            except TinyTuneError:  # over the device's SRAM or flash
-                continue
-            folder = write_bundle(Path(tmp) / f"c{i}", bundle.files, bundle.manifest)
-            binaries[candidate.key] = (build(folder, args.steps), candidate)
+        for candidate, graph, folder in sampled_bundles(args.sample, args.seed, Path(tmp)):
+            binaries[candidate.key] = (build(folder, args.steps), graph)
         times: dict[str, list[float]] = {key: [] for key in binaries}
         order = list(binaries)
         rng = random.Random(args.seed)
@@ -111,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 times[key] += [float(line) for line in done.stdout.split()]
         measurements = []
-        for key, (_, candidate) in binaries.items():
-            _, graph = evaluator.cost_with_graph(candidate)  # type: ignore[arg-type]
+        for key, (_, graph) in binaries.items():
             samples = times[key]
             measurements.append(
                 Measurement(

@@ -95,37 +95,20 @@ def sample(args: argparse.Namespace) -> int:
     """Count sampled candidates' bundles and write a measurement file."""
     from datetime import UTC, datetime
 
-    from tinytune.bundle import BundleRequest, build_bundle, write_bundle
-    from tinytune.checkpoints import ensure_checkpoint
-    from tinytune.errors import TinyTuneError
-    from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator
-    from tinytune.evaluators.profile import sample_candidates
-    from tinytune.hwmodels.measurements import Measurement, MeasurementFile, save_measurements
-    from tinytune.hwmodels.registry import get_device
-    from tinytune.spaces import get_supernet
+    from bundle_host import sampled_bundles  # a sibling script of this one
 
-    spec = get_supernet("ofa-proxyless-w0.35")
-    device = get_device("stm32f746")
-    checkpoint = ensure_checkpoint(spec)
-    evaluator = HardwareEvaluator(spec, 10, HardwareConfig())
+    from tinytune.hwmodels.measurements import Measurement, MeasurementFile, save_measurements
+
     measurements = []
     with tempfile.TemporaryDirectory(prefix="tt-m7-") as tmp:
-        for i, candidate in enumerate(sample_candidates(spec, 3 * args.sample, args.seed)):
-            if len(measurements) == args.sample:
-                break
-            try:
-                bundle = build_bundle(BundleRequest(candidate, checkpoint, device, samples=2))
-            except TinyTuneError:  # over the device's SRAM or flash
-                continue
-            folder = write_bundle(Path(tmp) / f"c{i}", bundle.files, bundle.manifest)
+        for candidate, graph, folder in sampled_bundles(args.sample, args.seed, Path(tmp)):
             instructions = count(folder, args.steps)
-            _, graph = evaluator.cost_with_graph(candidate)
             measurements.append(Measurement(candidate.key, graph, instructions / CLOCK_HZ))
             print(f"{candidate.key[:12]}: {instructions:,} instructions per step", flush=True)
     save_measurements(
         args.out,
         MeasurementFile(
-            device=device.name,
+            device="stm32f746",
             precision="int8",
             machine={
                 "what": "instructions per step under qemu-system-arm -M mps2-an500 -icount "
