@@ -70,25 +70,26 @@ def _finetune(job: tuple[str, str, str, float]) -> dict[str, Any]:
 
 
 def _int8(job: tuple[str, str, str, float, bool, int]) -> dict[str, Any]:
-    """One integer training at batch 1 (a worker process)."""
-    import torch
+    """One integer training at batch 1 (a worker process): the search's ``int8`` fidelity at
+    one rate, with or without QAS."""
+    from tinytune.evaluators import FinetuneConfig, run_evaluation
 
-    from tinytune.data import get_dataset
-    from tinytune.evaluators.device import int8_finetune
-    from tinytune.evaluators.task import network_on_data
-    from tinytune.models import load_supernet
-    from tinytune.quant import quantize
-    from tinytune.spaces import Candidate, get_supernet
-
-    dataset, candidate_json, checkpoint, lr, qas, epochs = job
-    torch.set_num_threads(1)
-    candidate = Candidate.from_json(candidate_json)
-    supernet = load_supernet(get_supernet(candidate.supernet), Path(checkpoint))
-    data = get_dataset(dataset)
-    splits = data.load(candidate.subnet.resolution)
-    net, calib = network_on_data(candidate, supernet, splits, data.num_classes, 0)
-    r = int8_finetune(quantize(net, calib), splits, epochs=epochs, lr=lr, qas=qas)
-    return {"lr": lr, "qas": qas, "val": r.val_accuracy, "test": r.accuracy}
+    dataset, candidate, checkpoint, lr, qas, epochs = job
+    r = run_evaluation(
+        {
+            "candidate": candidate,
+            "checkpoint": checkpoint,
+            "dataset": dataset,
+            "data_seed": 0,
+            "finetune": FinetuneConfig().to_dict(),
+            "threads": 1,
+            "fidelity": "int8",
+            "int8": {"epochs": epochs, "lrs": [lr], "qas": qas},
+        }
+    )
+    if r["status"] != "ok":
+        raise RuntimeError(r["error"])
+    return {"lr": lr, "qas": qas, "val": r["val_accuracy"], "test": r["accuracy"]}
 
 
 def _best(tried: list[dict[str, Any]]) -> dict[str, Any]:

@@ -399,6 +399,6 @@ def _int8_entry(
         "lr": details.get("lr"),
         "epochs": details.get("epochs"),
         "batch_size": 1,
-        "qas": True,
+        "qas": details.get("qas", True),
         "source": source,
     }

@@ -95,13 +95,7 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
             net, _ = network_on_data(candidate, supernet, part, n_classes, cfg.seed)
             results.append(finetune(net, part, cfg))
     except (TinyTuneError, RuntimeError, ValueError, KeyError) as e:
-        log.warning("evaluation failed: %s", e)
-        return {
-            "status": "failed",
-            "error": f"{type(e).__name__}: {e}",
-            "details": {"traceback": traceback.format_exc(limit=5)},
-            "wall_time_s": time.perf_counter() - start,
-        }
+        return _failed(e, start, "evaluation")
     details: dict[str, Any] = {
         "lr": cfg.lr,
         "epochs": cfg.epochs,
@@ -123,18 +117,30 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _failed(e: Exception, start: float, what: str) -> dict[str, Any]:
+    """The result of an evaluation that raised ``e``: logged, with a short traceback."""
+    log.warning("%s failed: %s", what, e)
+    return {
+        "status": "failed",
+        "error": f"{type(e).__name__}: {e}",
+        "details": {"traceback": traceback.format_exc(limit=5)},
+        "wall_time_s": time.perf_counter() - start,
+    }
+
+
 def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
     """The device's accuracy (:func:`tinytune.evaluators.device.int8_finetune`): quantized as
     the exporter quantizes, trained at each rate of ``task["int8"]["lrs"]`` for
     ``task["int8"]["epochs"]`` epochs at batch 1, the rate chosen on validation; with
     ``repeats``, on the same train/validation partitions as the fp32 measurement, the means
-    reported."""
+    reported. ``task["int8"]["qas"]`` (default true) false: the same step without QAS."""
     from tinytune.evaluators.device import int8_finetune
     from tinytune.quant import quantize
 
     try:
         candidate = Candidate.from_json(task["candidate"])
         settings = task["int8"]
+        qas = bool(settings.get("qas", True))
         seed = int(task["finetune"]["seed"])
         splits, n_classes = _data(
             task["dataset"], int(task["data_seed"]), candidate.subnet.resolution
@@ -148,7 +154,7 @@ def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
             base = quantize(net, calib)
             for lr in runs:
                 r = int8_finetune(
-                    base.clone(), part, epochs=int(settings["epochs"]), lr=lr, seed=seed
+                    base.clone(), part, epochs=int(settings["epochs"]), lr=lr, qas=qas, seed=seed
                 )
                 runs[lr].append((r.val_accuracy, r.accuracy))
         tried = [
@@ -160,13 +166,7 @@ def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
             for lr, accs in runs.items()
         ]
     except (TinyTuneError, RuntimeError, ValueError, KeyError) as e:
-        log.warning("int8 evaluation failed: %s", e)
-        return {
-            "status": "failed",
-            "error": f"{type(e).__name__}: {e}",
-            "details": {"traceback": traceback.format_exc(limit=5)},
-            "wall_time_s": time.perf_counter() - start,
-        }
+        return _failed(e, start, "int8 evaluation")
     best = max(tried, key=lambda t: t["val"])  # the first of equals: the smaller rate
     return {
         "status": "ok",
@@ -178,7 +178,7 @@ def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
             "lr": best["lr"],
             "epochs": int(settings["epochs"]),
             "batch_size": 1,
-            "qas": True,
+            "qas": qas,
             "tried": tried,
             "repeats": repeats,
         },
