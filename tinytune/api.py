@@ -226,6 +226,7 @@ def export_bundle(
     seed: int = 0,
     measure_int8: bool = True,
     on_pretrain: Callable[[int, int, float], None] | None = None,
+    on_measure: Callable[[], None] | None = None,
 ) -> Exported:
     """Write the device bundle of a front point, a trial number or a stored candidate key.
 
@@ -238,6 +239,7 @@ def export_bundle(
     The manifest records the search's fp32 accuracies and the device's (int8, batch 1, QAS):
     stored by ``tinytune search --verify-int8``, else measured first (minutes) and stored with
     the study; ``measure_int8=False`` skips that, and the manifest then has no device accuracy.
+    ``on_measure`` is called before such a measurement starts.
 
     Raises:
         TinyTuneError: bad options, an unknown target or device, or a destination that is not
@@ -288,7 +290,14 @@ def export_bundle(
         source = "the shipped or cached default pre-training"
     evaluation = found.evaluation
     int8 = _device_accuracy(
-        storage, found, checkpoint, dataset, int(space.get("data_seed", 0)), seed, measure_int8
+        storage,
+        found,
+        checkpoint,
+        dataset,
+        int(space.get("data_seed", 0)),
+        seed,
+        measure_int8,
+        on_measure,
     )
     if lr is None:  # train as the device's accuracy was measured
         lr = float(int8["lr"]) if int8 is not None and int8.get("lr") else DEFAULT_DEVICE_LR
@@ -333,6 +342,7 @@ def _device_accuracy(
     data_seed: int,
     seed: int,
     measure: bool,
+    on_measure: Callable[[], None] | None,
 ) -> dict[str, Any] | None:
     """The candidate's stored int8 accuracy in its study, else (with ``measure``) measured now
     and stored with the study when it has one; None when neither."""
@@ -349,6 +359,8 @@ def _device_accuracy(
             return _int8_entry(stored.val_accuracy, stored.accuracy, stored.details, "the study")
     if not measure:
         return None
+    if on_measure is not None:
+        on_measure()
     result = run_evaluation(
         {
             "candidate": found.candidate.to_json(),

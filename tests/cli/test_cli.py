@@ -316,7 +316,9 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
     assert main([*reference, str(tmp_path / "b3")]) == 0  # measured by default
     measured = json.loads((tmp_path / "b3" / "manifest.json").read_text())["measured_int8"]
     assert measured["source"] == "measured by export" and measured["batch_size"] == 1
-    assert "accuracy trained as the bundle trains" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "measuring the accuracy the device's training reaches" in printed
+    assert "accuracy trained as the bundle trains" in printed
     with open_store(url) as store:  # stored with the study
         again = store.find_evaluation("tinytune", view.reference.candidate_key, "int8")
     assert again is not None and again.accuracy == measured["accuracy"]

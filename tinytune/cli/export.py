@@ -86,6 +86,11 @@ def export(
             seed=seed,
             measure_int8=measure_int8,
             on_pretrain=on_pretrain,
+            on_measure=lambda: console.print(
+                "measuring the accuracy the device's training reaches (int8, batch 1, QAS, the "
+                "whole training split; minutes; --no-measure-int8 skips it)",
+                soft_wrap=True,
+            ),
         )
     m = done.manifest
     latency = m["predicted_latency"]["train_step_s"]
