@@ -46,11 +46,15 @@ def needs(target: str) -> pytest.MarkDecorator:
     )
 
 
-def make(folder: Path, target: str, *, build: str = "build", defs: str = "") -> str:
-    """``make -s TARGET`` in the bundle with warnings as errors; its stdout."""
+def make(
+    folder: Path, target: str, *, build: str = "build", defs: str = "", **variables: object
+) -> str:
+    """``make -s TARGET`` in the bundle with warnings as errors (and any other ``variables``,
+    e.g. ``PROFILE_STEPS=2``); its stdout."""
     cmd = ["make", "-s", "-C", str(folder), target, f"BUILD={build}", "EXTRA_CFLAGS=-Werror"]
     if defs:
         cmd.append(f"DEFS={defs}")
+    cmd += [f"{name}={value}" for name, value in variables.items()]
     done = subprocess.run(
         cmd, capture_output=True, text=True, env=RUN_ENV, stdin=subprocess.DEVNULL, timeout=900
     )

@@ -34,7 +34,7 @@ import numpy as np
 
 from tinytune.bundle.errors import BundleError
 from tinytune.bundle.manifest import BUNDLE_FORMAT, checksums
-from tinytune.bundle.render import ModelInfo, render_model
+from tinytune.bundle.render import ModelInfo, render_model, render_profile
 from tinytune.bundle.samples import Samples, render_samples
 from tinytune.errors import BudgetError
 from tinytune.evaluators.hardware import HardwareCost
@@ -63,6 +63,7 @@ STATIC_FILES = {
     "example_main.c": "main.c",
     "cortex_m7_startup.c": "platform/cortex_m7_startup.c",
     "cortex_m7.ld": "platform/cortex_m7.ld",
+    "profile_main.c": "platform/profile_main.c",
 }
 README_TEMPLATE = "bundle_readme.md"
 
@@ -207,11 +208,15 @@ def c_sources(
     epochs: int,
     title: str,
     data: str,
+    profile: str | None = None,
 ) -> tuple[dict[str, bytes], ModelInfo]:
     """Every C source, header and build file of a bundle (no README, no manifest): the model
     of ``program`` (lowered from ``net``), the example's samples (described by ``data``), the
-    kernels, the example program, the platform files and the Makefile."""
+    kernels, the example program, the platform files, the Makefile and, when given, the
+    profiler's ``tt_profile.h`` (:func:`~tinytune.bundle.render.render_profile`)."""
     rendered, model = render_model(program, net, title=title)
+    if profile is not None:
+        rendered["tt_profile.h"] = profile
     rendered |= render_samples(train, evaluation, epochs=epochs, description=data)
     files = {name: text.encode() for name, text in rendered.items()}
     src = csrc_dir()
@@ -230,6 +235,12 @@ def check_candidate(candidate: Candidate, device: DeviceProfile, n_classes: int)
         BudgetError: its arena exceeds the device's SRAM.
         QuantizationError: it holds an op without an int8 kernel.
     """
+    return _cost_and_graph(candidate, device, n_classes)[0]
+
+
+def _cost_and_graph(
+    candidate: Candidate, device: DeviceProfile, n_classes: int
+) -> tuple[HardwareCost, Graph]:
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
     from tinytune.spaces import get_supernet
 
@@ -242,16 +253,14 @@ def check_candidate(candidate: Candidate, device: DeviceProfile, n_classes: int)
             f"candidate {candidate.key[:12]} needs a {cost.arena_bytes}-byte training arena, "
             f"more than the {device.sram_bytes} bytes of SRAM of {device.name}"
         )
-    return cost
+    return cost, graph
 
 
 def build_bundle(
     request: BundleRequest,
     provenance: Provenance | None = None,
-    cost: HardwareCost | None = None,
 ) -> Bundle:
-    """Everything a bundle holds for ``request`` (see the module docstring); ``cost`` is
-    :func:`check_candidate`'s result when the caller has it already.
+    """Everything a bundle holds for ``request`` (see the module docstring).
 
     Raises:
         BudgetError: the arena exceeds the device's SRAM, or the constants its flash.
@@ -273,8 +282,7 @@ def build_bundle(
     n_classes = dataset.num_classes
 
     # 1. what the search predicted, before any weight is read
-    if cost is None:
-        cost = check_candidate(candidate, device, n_classes)
+    cost, graph = _cost_and_graph(candidate, device, n_classes)
 
     # 2–3. the network, int8, and its step on the planner's arena
     supernet = load_supernet(spec, Path(request.checkpoint))
@@ -306,6 +314,13 @@ def build_bundle(
         data=(
             f"the first {n_train} training and {n_eval} held-out test images of "
             f"{dataset.name} (split seed {request.data_seed}) at {candidate.subnet.resolution} px"
+        ),
+        profile=render_profile(
+            program,
+            name=candidate.key,
+            device=device.name,
+            clock_hz=device.clock_hz,
+            graph_json=graph.to_json(),
         ),
     )
     if model.flash_bytes > device.flash_bytes:
@@ -375,6 +390,7 @@ def _readme(f: _Facts) -> str:
             f"{1000 * f.train_step_s:.1f} ms" if f.train_step_s is not None else "not predicted"
         ),
         latency_source=f.request.latency_profile,
+        engine=device.engine,
         accuracy=measured,
         n_train=f.n_train,
         n_eval=f.n_eval,
@@ -413,6 +429,7 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
             "sram_bytes": device.sram_bytes,
             "flash_bytes": device.flash_bytes,
             "latency_profile": request.latency_profile,
+            "latency_engine": device.engine,
         },
         "precision": "int8",
         "training": {
@@ -432,6 +449,8 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
             "planner_flash_bytes": f.cost.flash_bytes,
         },
         "predicted_latency": {
+            "engine": device.engine,
+            "profile": request.latency_profile,
             "train_step_s": f.train_step_s,
             "inference_s": f.cost.latency.inference_s if f.cost.latency else None,
         },

@@ -29,11 +29,19 @@ from string import Template
 import numpy as np
 
 from tinytune.bundle.errors import BundleError
-from tinytune.bundle.templates import KERNEL_TEMPLATES, MODEL_HEADER, MODEL_SOURCE
+from tinytune.bundle.templates import KERNEL_TEMPLATES, MODEL_HEADER, MODEL_SOURCE, PROFILE_HEADER
 from tinytune.export.program import KERNELS, Call, ExpRef, Label, Ptr, StepProgram
 from tinytune.quant import QuantizedNet
 
-__all__ = ["C_TYPES", "ModelInfo", "c_array", "c_float", "c_values", "render_model"]
+__all__ = [
+    "C_TYPES",
+    "ModelInfo",
+    "c_array",
+    "c_float",
+    "c_values",
+    "render_model",
+    "render_profile",
+]
 
 C_TYPES = {
     np.dtype(np.int8): "int8_t",
@@ -184,7 +192,7 @@ def _render_call(index: int, call: Call, ops: _Operands) -> tuple[str, str]:
     except KeyError as e:  # a template names an operand the kernel does not have
         raise BundleError(f"the template of {call.kernel!r} names unknown operand {e}") from e
     comment = f"/* {index}: {call.op} {call.phase} ({call.kernel}) */"
-    return decls, f"{comment}\n{statement}"
+    return decls, f"{comment}\n{statement}\nTT_MARK({index});"
 
 
 def _indent(lines: Iterable[str], by: str = "    ") -> str:
@@ -334,3 +342,37 @@ def render_model(
         "tt_model.c": Template(MODEL_SOURCE).substitute(fields),
     }
     return files, info
+
+
+PROFILE_CHUNK = 96
+"""Characters of the graph's JSON per C string literal in ``tt_profile.h``."""
+
+
+def _c_string(text: str) -> str:
+    if not text.isascii():
+        raise BundleError(f"cannot write {text[:40]!r}... as a C string: not ASCII")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def render_profile(
+    program: StepProgram, *, name: str, device: str, clock_hz: float, graph_json: str
+) -> str:
+    """``tt_profile.h``, what ``platform/profile_main.c`` writes beside its times: the
+    measurement's ``name``, the ``device`` and its clock, the op and kernel of every call, and
+    the training graph (``graph_json``, :meth:`tinytune.ir.Graph.to_json`) that
+    ``tinytune calibrate`` fits on."""
+    calls = ",\n".join(
+        f"    {{{_c_string(call.op)}, {_c_string(call.kernel)}}}" for call in program.calls
+    )
+    chunks = ",\n".join(
+        f"    {_c_string(graph_json[i : i + PROFILE_CHUNK])}"
+        for i in range(0, len(graph_json), PROFILE_CHUNK)
+    )
+    return Template(PROFILE_HEADER).substitute(
+        name=_c_string(name),
+        device=_c_string(device),
+        clock_hz=repr(float(clock_hz)),
+        n_calls=len(program.calls),
+        calls=calls,
+        graph=chunks,
+    )

@@ -12,7 +12,10 @@ networks on one device:
                        "samples": [...], "per_op_forward_s": {...}}]}
 
 ``train_step_s`` is the figure fitted (for the host: the fastest of many interleaved repeats,
-see :mod:`tinytune.hwmodels.profiler`); the other fields are optional.
+see :mod:`tinytune.hwmodels.profiler`); the other fields are optional. A bundle's profiler
+(``make run-profile-host`` in an exported bundle, ``platform/profile_main.c``) writes
+``"engine": "bundle"`` and, per measurement, ``per_call``: the op, the kernel and the seconds
+of every kernel call of the step, in order, which the fit uses to separate the phases.
 
 ``graph`` is the network's :class:`~tinytune.ir.Graph` as a JSON object, so a file can be
 fitted anywhere, without the network. ``tinytune profile`` writes such files for the host; a
@@ -37,6 +40,7 @@ from tinytune.ir import Graph
 __all__ = [
     "FORMAT",
     "CalibrationError",
+    "CallTime",
     "Measurement",
     "MeasurementFile",
     "load_measurements",
@@ -53,9 +57,19 @@ class CalibrationError(ConfigError):
 
 
 @dataclass(frozen=True)
+class CallTime:
+    """One kernel call of a bundle's step: the graph op it belongs to, the kernel, seconds."""
+
+    op: str
+    kernel: str
+    seconds: float
+
+
+@dataclass(frozen=True)
 class Measurement:
     """One measured network: its graph, the seconds of a training step that a fit uses and,
-    where measured, a forward pass, the median step, every sample and each op's forward."""
+    where measured, a forward pass, the median step, every sample, each op's forward and each
+    kernel call of a bundle's step."""
 
     name: str
     graph: Graph
@@ -64,18 +78,22 @@ class Measurement:
     samples: tuple[float, ...] = ()
     train_step_median_s: float | None = None
     per_op_forward_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    per_call: tuple[CallTime, ...] = ()
 
 
 @dataclass(frozen=True)
 class MeasurementFile:
     """The contents of one measurement file: the device and precision measured, the machine
-    that measured (:func:`tinytune.hwmodels.host.machine_info` for the host), when, and what."""
+    that measured (:func:`tinytune.hwmodels.host.machine_info` for the host), when, what, and
+    the engine that ran the steps (``bundle`` for a bundle's own kernels, ``""`` when the file
+    does not say)."""
 
     device: str
     precision: str
     machine: dict[str, Any]
     created_at: str
     measurements: tuple[Measurement, ...]
+    engine: str = ""
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -102,6 +120,7 @@ def save_measurements(path: Path, file: MeasurementFile) -> None:
             "format": FORMAT,
             "device": file.device,
             "precision": file.precision,
+            **({"engine": file.engine} if file.engine else {}),
             "machine": file.machine,
             "created_at": file.created_at,
             "measurements": [
@@ -113,6 +132,16 @@ def save_measurements(path: Path, file: MeasurementFile) -> None:
                     "inference_s": m.inference_s,
                     "samples": list(m.samples),
                     "per_op_forward_s": m.per_op_forward_s,
+                    **(
+                        {
+                            "per_call": [
+                                {"op": c.op, "kernel": c.kernel, "s": c.seconds}
+                                for c in m.per_call
+                            ]
+                        }
+                        if m.per_call
+                        else {}
+                    ),
                 }
                 for m in file.measurements
             ],
@@ -165,6 +194,7 @@ def load_measurements(path: str | Path) -> MeasurementFile:
         machine=dict(data.get("machine") or {}),
         created_at=str(data.get("created_at", "")),
         measurements=tuple(measurements),
+        engine=str(data.get("engine") or ""),
     )
 
 
@@ -186,6 +216,14 @@ def _measurement(entry: Any) -> Measurement:
     if not graph.ops:
         raise ValueError("graph has no ops")
     per_op = {str(k): float(v) for k, v in (entry.get("per_op_forward_s") or {}).items()}
+    per_call = tuple(
+        CallTime(str(c["op"]), str(c["kernel"]), float(c["s"]))
+        for c in entry.get("per_call") or ()
+    )
+    if any(not math.isfinite(c.seconds) or c.seconds < 0 for c in per_call):
+        raise ValueError("a per_call time is not a finite number >= 0")
+    if unknown := sorted({c.op for c in per_call} - {op.name for op in graph.ops}):
+        raise ValueError(f"per_call names ops the graph does not have: {unknown[:3]}")
     return Measurement(
         name=str(entry["name"]),
         graph=graph,
@@ -194,6 +232,7 @@ def _measurement(entry: Any) -> Measurement:
         samples=tuple(float(s) for s in entry.get("samples") or ()),
         train_step_median_s=median,
         per_op_forward_s=per_op,
+        per_call=per_call,
     )
 
 

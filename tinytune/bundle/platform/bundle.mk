@@ -8,6 +8,18 @@
 #                        (qemu-system-arm, MPS2-AN500, output through semihosting)
 #   make size            flash (text + data) and static SRAM (data + bss) of the Cortex-M7 image
 #
+# The profiler (platform/profile_main.c, -DTT_PROFILE) times every kernel call of the step and
+# prints a measurement file for `tinytune calibrate`:
+#   make run-profile-host        clock_gettime                 -> build/profile-host.json
+#   make run-profile-aarch64     clock_gettime; qemu-aarch64 runs it here, but its times are the
+#                                emulator's: run build/aarch64/profile on the board
+#   make run-profile-cortex-m7   QEMU, -icount shift=0,sleep=off: instructions
+#                                                              -> build/profile-cortex-m7.json
+#   make profile-cortex-m7       the image for a board (DWT cycle counter); its semihosting
+#                                output is the measurement file
+# PROFILE_STEPS=N sets the timed steps (default 10); on a board set the core clock with
+# EXTRA_CFLAGS=-DTT_CPU_HZ=... when it differs from the device profile's.
+#
 # DEFS=-DTT_DUMP adds every step's logits and loss, the trained parameters and the evaluation
 # logits to the output (use another BUILD folder for it, e.g. BUILD=build-dump).
 
@@ -33,13 +45,23 @@ M7_FLAGS := -mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-sp-d16 \
             -ffunction-sections -fdata-sections
 M7_LDFLAGS := --specs=rdimon.specs -T platform/cortex_m7.ld -Wl,--gc-sections
 
+PROFILE_STEPS ?= 10
+PROFILE_SOURCES := platform/profile_main.c $(filter-out main.c,$(SOURCES))
+PROFILE_FLAGS := -DTT_PROFILE -DTT_PROFILE_STEPS=$(PROFILE_STEPS)
+
 HOST_BIN := $(BUILD)/host/train
 ASAN_BIN := $(BUILD)/host-asan/train
 AARCH64_BIN := $(BUILD)/aarch64/train
 M7_ELF := $(BUILD)/cortex-m7/train.elf
+HOST_PROF := $(BUILD)/host/profile
+AARCH64_PROF := $(BUILD)/aarch64/profile
+M7_PROF := $(BUILD)/cortex-m7/profile.elf
+QEMU_M7 := $(QEMU_ARM) -M mps2-an500 -nographic -monitor none -serial none \
+           -semihosting-config enable=on,target=native
 
 .PHONY: all host host-asan aarch64 cortex-m7 run-host run-host-asan run-aarch64 \
-        run-cortex-m7 size clean
+        run-cortex-m7 size clean profile-host profile-aarch64 profile-cortex-m7 \
+        run-profile-host run-profile-aarch64 run-profile-cortex-m7
 
 all: host
 
@@ -65,6 +87,37 @@ $(M7_ELF): $(SOURCES) $(HEADERS) platform/cortex_m7_startup.c platform/cortex_m7
 	$(ARM_CC) $(CFLAGS) $(M7_FLAGS) $(M7_LDFLAGS) platform/cortex_m7_startup.c $(SOURCES) \
 	    -o $@ -lm
 
+profile-host: $(HOST_PROF)
+profile-aarch64: $(AARCH64_PROF)
+profile-cortex-m7: $(M7_PROF)
+
+$(HOST_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h
+	@mkdir -p $(@D)
+	$(HOST_CC) $(CFLAGS) $(PROFILE_FLAGS) -D_POSIX_C_SOURCE=199309L $(PROFILE_SOURCES) -o $@ -lm
+
+$(AARCH64_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h
+	@mkdir -p $(@D)
+	$(AARCH64_CC) -static $(CFLAGS) $(PROFILE_FLAGS) -D_POSIX_C_SOURCE=199309L \
+	    $(PROFILE_SOURCES) -o $@ -lm
+
+$(M7_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h platform/cortex_m7_startup.c \
+            platform/cortex_m7.ld
+	@mkdir -p $(@D)
+	$(ARM_CC) $(CFLAGS) $(PROFILE_FLAGS) $(M7_FLAGS) $(M7_LDFLAGS) \
+	    platform/cortex_m7_startup.c $(PROFILE_SOURCES) -o $@ -lm
+
+run-profile-host: $(HOST_PROF)
+	./$(HOST_PROF) > $(BUILD)/profile-host.json
+	@echo "wrote $(BUILD)/profile-host.json: tinytune calibrate $(BUILD)/profile-host.json ..."
+
+run-profile-aarch64: $(AARCH64_PROF)
+	$(QEMU_AARCH64) ./$(AARCH64_PROF) > $(BUILD)/profile-aarch64.json
+	@echo "wrote $(BUILD)/profile-aarch64.json (times under emulation)"
+
+run-profile-cortex-m7: $(M7_PROF)
+	$(QEMU_M7) -icount shift=0,sleep=off -kernel $(M7_PROF) > $(BUILD)/profile-cortex-m7.json
+	@echo "wrote $(BUILD)/profile-cortex-m7.json: tinytune calibrate $(BUILD)/profile-cortex-m7.json ..."
+
 run-host: $(HOST_BIN)
 	./$(HOST_BIN)
 
@@ -76,8 +129,7 @@ run-aarch64: $(AARCH64_BIN)
 	$(QEMU_AARCH64) ./$(AARCH64_BIN)
 
 run-cortex-m7: $(M7_ELF)
-	$(QEMU_ARM) -M mps2-an500 -nographic -monitor none -serial none \
-	    -semihosting-config enable=on,target=native -kernel $(M7_ELF)
+	$(QEMU_M7) -kernel $(M7_ELF)
 
 size: $(M7_ELF)
 	$(ARM_SIZE) -A $(M7_ELF)

@@ -1,0 +1,102 @@
+"""The profiler in every bundle: its measurement file on the host, on aarch64 and on the
+Cortex-M7 under QEMU, read by tinytune's own loader, against the bundle's program and graph;
+exact and repeatable instruction counts under QEMU; a fit on profiled bundles."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.bundle.support import make, needs
+from tinytune.bundle import Bundle, BundleRequest, build_bundle, write_bundle
+from tinytune.evaluators import HardwareConfig, HardwareEvaluator
+from tinytune.hwmodels.latency import KERNEL_PHASES
+from tinytune.hwmodels.measurements import MeasurementFile, load_measurements
+from tinytune.hwmodels.registry import get_device
+from tinytune.spaces import Candidate, get_supernet, make_preset
+
+pytestmark = pytest.mark.slow
+
+SPEC = get_supernet("ofa-proxyless-w0.35")
+
+
+@pytest.fixture(scope="module")
+def bundle(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Bundle, Path]:
+    candidate = make_preset("mcunetv3", SPEC)
+    candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=32))
+    built = build_bundle(BundleRequest(candidate, checkpoint, get_device("stm32f746"), samples=4))
+    folder = tmp_path_factory.mktemp("profiled") / "mcunetv3"
+    write_bundle(folder, built.files, built.manifest)
+    return built, folder
+
+
+def _profile(folder: Path, target: str, steps: int) -> MeasurementFile:
+    make(folder, f"run-profile-{target}", build=f"build-{target}-{steps}", PROFILE_STEPS=steps)
+    out = folder / f"build-{target}-{steps}" / f"profile-{target}.json"
+    json.loads(out.read_text())  # plain JSON
+    return load_measurements(out)
+
+
+def _check_against_bundle(measured: MeasurementFile, built: Bundle, steps: int) -> None:
+    assert measured.engine == "bundle" and measured.precision == "int8"
+    (m,) = measured.measurements
+    assert m.name == built.manifest["candidate_key"]
+    calls = built.program.calls
+    assert [(c.op, c.kernel) for c in m.per_call] == [(c.op, c.kernel) for c in calls]
+    assert {c.kernel for c in calls} <= set(KERNEL_PHASES)
+    # the graph is the one the search traced and planned
+    hw = HardwareEvaluator(SPEC, 10, HardwareConfig(precision="int8"))
+    _, graph = hw.cost_with_graph(Candidate.from_dict(built.manifest["candidate"]))
+    assert m.graph.to_json() == graph.to_json()
+    assert len(m.samples) == steps
+    assert m.train_step_s == min(m.samples)
+    assert min(m.samples) <= m.train_step_median_s <= max(m.samples)
+    # each call's fastest over the steps: their sum is at most the fastest step
+    assert 0 < sum(c.seconds for c in m.per_call) <= m.train_step_s
+    assert 0 < m.inference_s < m.train_step_s
+
+
+@needs("host")
+def test_host_profile_is_a_measurement_file_of_the_bundle(bundle: tuple[Bundle, Path]) -> None:
+    built, folder = bundle
+    measured = _profile(folder, "host", 10)
+    assert measured.device == "host"
+    assert measured.machine["counter"] == "clock_gettime(CLOCK_MONOTONIC)"
+    # the manifest says which engine predicted the step: the bundle's own kernels
+    predicted = built.manifest["predicted_latency"]
+    assert predicted["engine"] == "bundle" == built.manifest["device"]["latency_engine"]
+    _check_against_bundle(measured, built, 10)
+
+
+@needs("aarch64")
+def test_aarch64_profile_runs_under_emulation(bundle: tuple[Bundle, Path]) -> None:
+    built, folder = bundle
+    measured = _profile(folder, "aarch64", 2)
+    assert measured.machine["arch"] == "aarch64"
+    _check_against_bundle(measured, built, 2)
+
+
+@needs("cortex-m7")
+def test_cortex_m7_profile_counts_instructions_exactly_and_repeatably(
+    bundle: tuple[Bundle, Path],
+) -> None:
+    built, folder = bundle
+    first = _profile(folder, "cortex-m7", 3)
+    # the DWT is not emulated: the profiler fell back on the board's timer, 40 instructions a
+    # tick under -icount shift=0, written at 1 cycle per instruction and 216 MHz
+    machine = first.machine
+    assert "CMSDK timer 0" in machine["counter"] and machine["arch"] == "armv7e-m"
+    assert machine["cycles_per_instruction"] == 1.0 and machine["clock_hz"] == 216e6
+    assert machine["seconds_per_tick"] == pytest.approx(40 / 216e6, rel=1e-9)
+    assert first.device == "stm32f746"
+    _check_against_bundle(first, built, 3)
+    (m,) = first.measurements
+    ticks = [s / machine["seconds_per_tick"] for s in (m.train_step_s, *m.samples)]
+    assert all(abs(t - round(t)) < 1e-3 for t in ticks)  # whole ticks: a count, not a time
+    # a second run counts the same instructions, call by call
+    (again,) = _profile(folder, "cortex-m7", 3).measurements
+    assert again.samples == m.samples
+    assert [c.seconds for c in again.per_call] == [c.seconds for c in m.per_call]

@@ -1,0 +1,210 @@
+/*
+ * Profiler: time every kernel call of the training step and print one measurement file
+ * (format tinytune-latency/1) that `tinytune calibrate` fits.
+ *
+ * tt_model.c, built with -DTT_PROFILE, calls tt_profile_mark(k) when the step starts (k = -1),
+ * after its k-th kernel call and when it returns (k = TT_N_CALLS); each mark reads a counter:
+ *
+ *   Linux (host, aarch64 boards)  clock_gettime(CLOCK_MONOTONIC), nanoseconds.
+ *   Cortex-M7 board               the DWT cycle counter, cycles at TT_CPU_HZ.
+ *   Cortex-M7 under QEMU          (the DWT is not emulated: its control register reads 0) the
+ *                                 MPS2 board's CMSDK timer 0 at 25 MHz; run with
+ *                                 -icount shift=0,sleep=off, one tick is exactly 40 executed
+ *                                 instructions, written as seconds at TT_CYCLES_PER_INSTRUCTION
+ *                                 cycles each and TT_CPU_HZ.
+ *
+ * After one untimed step it runs TT_PROFILE_STEPS timed steps and as many timed predictions
+ * on the embedded training samples. A call's figure is its fastest over the steps; the step's
+ * is the fastest whole step (every sample is kept). A mark costs a counter read, a few
+ * instructions, which each call's figure includes.
+ */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tt_data.h"
+#include "tt_model.h"
+#include "tt_profile.h"
+
+#ifndef TT_PROFILE_STEPS
+#define TT_PROFILE_STEPS 10
+#endif
+#ifndef TT_CPU_HZ
+#define TT_CPU_HZ TT_PROFILE_CLOCK_HZ
+#endif
+#ifndef TT_CYCLES_PER_INSTRUCTION
+#define TT_CYCLES_PER_INSTRUCTION 1.0
+#endif
+#if defined(__x86_64__)
+#define TT_PROFILE_ARCH "x86-64"
+#elif defined(__aarch64__)
+#define TT_PROFILE_ARCH "aarch64"
+#elif defined(__ARM_ARCH_7EM__)
+#define TT_PROFILE_ARCH "armv7e-m"
+#else
+#define TT_PROFILE_ARCH "unknown"
+#endif
+
+#if defined(__linux__) || defined(__APPLE__)
+#include <time.h>
+typedef uint64_t tt_tick;
+#ifndef TT_PROFILE_TARGET
+#define TT_PROFILE_TARGET "host" /* the machine it runs on; name the board with -D */
+#endif
+static const char *tt_counter = "clock_gettime(CLOCK_MONOTONIC)";
+static double tt_seconds_per_tick = 1e-9;
+
+static void tt_counter_start(void) {}
+
+static tt_tick tt_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (tt_tick)t.tv_sec * 1000000000u + (tt_tick)t.tv_nsec;
+}
+#elif defined(__arm__) && defined(__ARM_ARCH_7EM__)
+typedef uint32_t tt_tick; /* differences are taken modulo 2^32 */
+#ifndef TT_PROFILE_TARGET
+#define TT_PROFILE_TARGET TT_PROFILE_DEVICE
+#endif
+#define TT_REG(address) (*(volatile uint32_t *)(address))
+#define DEMCR TT_REG(0xE000EDFCu)
+#define DWT_LAR TT_REG(0xE0001FB0u)
+#define DWT_CTRL TT_REG(0xE0001000u)
+#define DWT_CYCCNT TT_REG(0xE0001004u)
+#define TIMER0_CTRL TT_REG(0x40000000u)
+#define TIMER0_VALUE TT_REG(0x40000004u)
+#define TIMER0_RELOAD TT_REG(0x40000008u)
+static const char *tt_counter = "DWT cycle counter";
+static double tt_seconds_per_tick = 1.0 / (double)TT_CPU_HZ;
+static int tt_emulated = 0;
+
+static void tt_counter_start(void) {
+    DEMCR |= 1u << 24; /* TRCENA */
+    DWT_LAR = 0xC5ACCE55u;
+    DWT_CYCCNT = 0;
+    DWT_CTRL |= 1u;
+    if (DWT_CTRL == 0) { /* not emulated: QEMU's MPS2 board */
+        tt_emulated = 1;
+        tt_counter = "qemu-system-arm mps2 CMSDK timer 0 (-icount shift=0: 40 instructions "
+                     "a tick)";
+        tt_seconds_per_tick = 40.0 * TT_CYCLES_PER_INSTRUCTION / (double)TT_CPU_HZ;
+        TIMER0_RELOAD = 0xFFFFFFFFu;
+        TIMER0_VALUE = 0xFFFFFFFFu;
+        TIMER0_CTRL = 1u;
+    }
+}
+
+static tt_tick tt_now(void) {
+    return tt_emulated ? (tt_tick)(0xFFFFFFFFu - TIMER0_VALUE) : (tt_tick)DWT_CYCCNT;
+}
+#else
+#error "the profiler needs Linux (clock_gettime) or an Armv7E-M core (DWT); add a counter here"
+#endif
+
+static tt_tick tt_stamp[TT_N_CALLS + 2];
+static tt_tick tt_best_call[TT_N_CALLS];
+static double tt_step_s[TT_PROFILE_STEPS];
+
+void tt_profile_mark(int32_t call) {
+    tt_stamp[call + 1] = tt_now();
+}
+
+static void print_json_string(const char *text) {
+    putchar('"');
+    for (; *text; text++) {
+        if (*text == '"' || *text == '\\') {
+            putchar('\\');
+        }
+        putchar(*text);
+    }
+    putchar('"');
+}
+
+int main(void) {
+    int32_t s, i;
+    tt_tick best_step = 0, best_predict = 0;
+    float loss = 0.0f;
+    double median;
+    tt_counter_start();
+    tt_model_init();
+    tt_train_step(tt_train_images[0], (int)tt_train_labels[0], &loss); /* untimed */
+    for (s = 0; s < TT_PROFILE_STEPS; s++) {
+        int k = s % TT_TRAIN_SAMPLES;
+        tt_tick step, start;
+        tt_train_step(tt_train_images[k], (int)tt_train_labels[k], &loss);
+        step = (tt_tick)(tt_stamp[TT_N_CALLS + 1] - tt_stamp[0]);
+        tt_step_s[s] = (double)step * tt_seconds_per_tick;
+        if (s == 0 || step < best_step) {
+            best_step = step;
+        }
+        for (i = 0; i < TT_N_CALLS; i++) {
+            tt_tick t = (tt_tick)(tt_stamp[i + 1] - tt_stamp[i]);
+            if (s == 0 || t < tt_best_call[i]) {
+                tt_best_call[i] = t;
+            }
+        }
+        start = tt_now();
+        tt_predict(tt_train_images[k], NULL);
+        step = (tt_tick)(tt_now() - start);
+        if (s == 0 || step < best_predict) {
+            best_predict = step;
+        }
+    }
+    for (s = 1; s < TT_PROFILE_STEPS; s++) { /* insertion sort, for the median */
+        double v = tt_step_s[s];
+        for (i = s - 1; i >= 0 && tt_step_s[i] > v; i--) {
+            tt_step_s[i + 1] = tt_step_s[i];
+        }
+        tt_step_s[i + 1] = v;
+    }
+    median = TT_PROFILE_STEPS % 2 ? tt_step_s[TT_PROFILE_STEPS / 2]
+                                  : 0.5 * (tt_step_s[TT_PROFILE_STEPS / 2 - 1] +
+                                           tt_step_s[TT_PROFILE_STEPS / 2]);
+
+    printf("{\"format\": \"tinytune-latency/1\", \"device\": ");
+    print_json_string(TT_PROFILE_TARGET);
+    printf(", \"precision\": \"int8\", \"engine\": \"bundle\",\n \"machine\": {\"counter\": ");
+    print_json_string(tt_counter);
+    printf(", \"arch\": \"%s\", \"bundle_device\": ", TT_PROFILE_ARCH);
+    print_json_string(TT_PROFILE_DEVICE);
+    printf(", \"seconds_per_tick\": %.9e", tt_seconds_per_tick);
+#ifdef __arm__
+    printf(", \"clock_hz\": %.6e", (double)TT_CPU_HZ);
+    if (tt_emulated) {
+        printf(", \"cycles_per_instruction\": %.6g", (double)TT_CYCLES_PER_INSTRUCTION);
+    }
+#endif
+    printf(", \"compiler\": ");
+#if defined(__clang__)
+    printf("\"clang ");
+#elif defined(__GNUC__)
+    printf("\"gcc ");
+#else
+    printf("\"");
+#endif
+#ifdef __VERSION__
+    fputs(__VERSION__, stdout);
+#endif
+    putchar('"');
+    printf(", \"steps\": %d},\n \"measurements\": [{\"name\": ", TT_PROFILE_STEPS);
+    print_json_string(TT_PROFILE_NAME);
+    printf(",\n  \"train_step_s\": %.9e, \"train_step_median_s\": %.9e, \"inference_s\": %.9e,\n",
+           (double)best_step * tt_seconds_per_tick, median,
+           (double)best_predict * tt_seconds_per_tick);
+    printf("  \"samples\": [");
+    for (s = 0; s < TT_PROFILE_STEPS; s++) {
+        printf("%s%.9e", s ? ", " : "", tt_step_s[s]);
+    }
+    printf("],\n  \"per_call\": [");
+    for (i = 0; i < TT_N_CALLS; i++) {
+        printf("%s\n   {\"op\": ", i ? "," : "");
+        print_json_string(tt_profile_calls[i].op);
+        printf(", \"kernel\": \"%s\", \"s\": %.9e}", tt_profile_calls[i].kernel,
+               (double)tt_best_call[i] * tt_seconds_per_tick);
+    }
+    printf("],\n  \"graph\": ");
+    for (i = 0; tt_profile_graph[i] != NULL; i++) {
+        fputs(tt_profile_graph[i], stdout);
+    }
+    printf("}]}\n");
+    return 0;
+}
