@@ -1,14 +1,14 @@
 """Timed training steps of sampled candidates' bundles on this host, as a measurement file.
 
 N candidates are drawn at random from the joint space of ``ofa-proxyless-w0.35`` (those whose
-arena fits the STM32F746's SRAM, as in ``bench/m7_instructions.py --sample``); each bundle's C
-step is compiled for the host with its Makefile's flags (``gcc -O2``) and a driver that prints
-the seconds of each step (``clock_gettime``, monotonic). The binaries run in ``--rounds``
-rounds, each round every binary once in a shuffled order for ``--steps`` timed steps after two
-untimed ones, so that a burst of other work on a shared machine falls on all of them alike; a
-candidate's figure is the fastest of its steps (the host profile's convention; the median is
-kept beside it). The file (``tinytune-latency/1``, precision int8) is what ``tinytune
-calibrate`` fits: the latency model of the bundle's own kernels on this host.
+arena fits the STM32F746's SRAM, as in ``bench/m7_instructions.py --sample``); each bundle's
+profiler is built for the host (``make profile-host``: its Makefile's flags, ``gcc -O2``,
+``clock_gettime`` around every kernel call). The profilers run in ``--rounds`` rounds, each
+round every binary once in a shuffled order (``--steps`` timed steps after an untimed one), so
+that a burst of other work on a shared machine falls on all of them alike; a candidate's step
+and each of its calls is the fastest over the rounds (the host profile's convention; the
+median step is kept beside it). The file (``tinytune-latency/1``, engine ``bundle``) is what
+``tinytune calibrate`` fits: the latency model of the bundle's own kernels on this host.
 
     python3 bench/bundle_host.py --sample 40 --seed 0 --out host-bundle.json
     tinytune calibrate host-bundle.json --device host --held-out 0.25 --storage sqlite:///hb.db
@@ -27,35 +27,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-DRIVER = r"""
-#include <stdio.h>
-#include <time.h>
-
-#include "tt_data.h"
-#include "tt_model.h"
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-int main(void) {
-    int i;
-    float loss = 0.0f;
-    tt_model_init();
-    for (i = 0; i < STEPS + 2; i++) {
-        double start = now();
-        tt_train_step(tt_train_images[i % TT_TRAIN_SAMPLES],
-                      (int)tt_train_labels[i % TT_TRAIN_SAMPLES], &loss);
-        if (i >= 2) {
-            printf("%.9f\n", now() - start);
-        }
-    }
-    return 0;
-}
-"""
-
 
 def sampled_bundles(n: int, seed: int, root: Path) -> Iterator[tuple[Any, Any, Path]]:
     """The first ``n`` candidates drawn at random (Optuna's random sampler) whose bundle fits
@@ -70,7 +41,7 @@ def sampled_bundles(n: int, seed: int, root: Path) -> Iterator[tuple[Any, Any, P
     from tinytune.spaces import get_supernet
 
     spec = get_supernet("ofa-proxyless-w0.35")
-    device = get_device("stm32f746")
+    device = get_device("stm32f746", engine="published")  # its SRAM and flash
     checkpoint = ensure_checkpoint(spec)
     evaluator = HardwareEvaluator(spec, 10, HardwareConfig())
     found = 0
@@ -87,14 +58,32 @@ def sampled_bundles(n: int, seed: int, root: Path) -> Iterator[tuple[Any, Any, P
 
 
 def build(folder: Path, steps: int) -> Path:
-    """Compile the bundle in ``folder`` with the timing driver; returns the binary."""
-    (folder / "main.c").write_text(DRIVER.replace("STEPS", str(steps)))
-    sources = ["main.c", "tt_model.c", "tt_data.c"]
-    sources += sorted(f"kernels/{p.name}" for p in (folder / "kernels").glob("*.c"))
-    flags = ["-std=c99", "-ffp-contract=off", "-O2", "-D_POSIX_C_SOURCE=199309L"]
-    cmd = ["gcc", *flags, "-I.", "-Ikernels", *sources, "-o", "timed", "-lm"]
-    subprocess.run(cmd, cwd=folder, check=True)
-    return folder / "timed"
+    """Build the bundle's profiler for the host (``make profile-host``); returns the binary."""
+    subprocess.run(
+        ["make", "-s", "profile-host", f"PROFILE_STEPS={steps}"],
+        cwd=folder, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return folder / "build" / "host" / "profile"
+
+
+def merge(runs: list[Any]) -> Any:
+    """One measurement from several runs of a profiler: the fastest step, call and prediction
+    over all of them, every step's time kept."""
+    from dataclasses import replace as with_
+
+    samples = [s for m in runs for s in m.samples]
+    calls = [
+        with_(first, seconds=min(m.per_call[i].seconds for m in runs))
+        for i, first in enumerate(runs[0].per_call)
+    ]
+    return with_(
+        runs[0],
+        train_step_s=min(m.train_step_s for m in runs),
+        train_step_median_s=statistics.median(samples),
+        inference_s=min(m.inference_s for m in runs if m.inference_s),
+        samples=tuple(samples),
+        per_call=tuple(calls),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,44 +96,47 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from tinytune.hwmodels.host import machine_info
-    from tinytune.hwmodels.measurements import Measurement, MeasurementFile, save_measurements
+    from tinytune.hwmodels.measurements import (
+        MeasurementFile,
+        load_measurements,
+        save_measurements,
+    )
 
-    binaries: dict[str, tuple[Path, Any]] = {}
+    binaries: dict[str, Path] = {}
     with tempfile.TemporaryDirectory(prefix="tt-host-") as tmp:
-        for candidate, graph, folder in sampled_bundles(args.sample, args.seed, Path(tmp)):
-            binaries[candidate.key] = (build(folder, args.steps), graph)
-        times: dict[str, list[float]] = {key: [] for key in binaries}
+        for candidate, _, folder in sampled_bundles(args.sample, args.seed, Path(tmp)):
+            binaries[candidate.key] = build(folder, args.steps)
+        runs: dict[str, list[Any]] = {key: [] for key in binaries}
         order = list(binaries)
         rng = random.Random(args.seed)
         for _ in range(args.rounds):
             rng.shuffle(order)
             for key in order:
                 done = subprocess.run(
-                    [str(binaries[key][0])], check=True, capture_output=True, text=True
+                    [str(binaries[key])], check=True, capture_output=True, text=True
                 )
-                times[key] += [float(line) for line in done.stdout.split()]
+                out = Path(tmp) / "run.json"
+                out.write_text(done.stdout)
+                runs[key] += load_measurements(out).measurements
         measurements = []
-        for key, (_, graph) in binaries.items():
-            samples = times[key]
-            measurements.append(
-                Measurement(
-                    key,
-                    graph,
-                    min(samples),
-                    samples=tuple(samples),
-                    train_step_median_s=statistics.median(samples),
-                )
-            )
-            print(f"{key[:12]}: {1000 * min(samples):.3f} ms fastest, "
-                  f"{1000 * statistics.median(samples):.3f} ms median", flush=True)  # fmt: skip
+        for key in binaries:
+            m = merge(runs[key])
+            measurements.append(m)
+            print(f"{key[:12]}: {1000 * m.train_step_s:.3f} ms fastest, "
+                  f"{1000 * m.train_step_median_s:.3f} ms median", flush=True)  # fmt: skip
     save_measurements(
         args.out,
         MeasurementFile(
             device="host",
             precision="int8",
-            machine={**machine_info(), "engine": "tinytune bundle, gcc -O2"},
+            machine={
+                **machine_info(),
+                "counter": "clock_gettime(CLOCK_MONOTONIC)",
+                "compiler": "gcc -O2",
+            },
             created_at=datetime.now(UTC).isoformat(timespec="seconds"),
             measurements=tuple(measurements),
+            engine="bundle",
         ),
     )
     print(f"wrote {len(measurements)} measurements to {args.out}")

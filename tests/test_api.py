@@ -25,6 +25,7 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ({"preset": "everything"}, "unknown preset 'everything'"),
         ({"precision": "int4"}, "unknown precision 'int4'; allowed: fp32, int8"),
         ({"sampler": "grid"}, "unknown sampler 'grid'"),
+        ({"engine": "tflite"}, "unknown engine 'tflite'"),
         ({"workers": 0}, "--workers must be >= 1"),
         ({"sram_budget": "12parsecs"}, "is not a size"),
         ({"dataset": "cifar"}, "unknown data set"),

@@ -58,6 +58,7 @@ def optimize(
     *,
     trials: int = 12,
     device: str = "stm32f746",
+    engine: str | None = None,
     sram_budget: int | str | None = "256KB",
     flash_budget: int | str | None = None,
     latency_budget: float | str | None = None,
@@ -102,7 +103,9 @@ def optimize(
     candidate on that many train/validation partitions (None: more than one only where the
     validation split has under 100 images; :func:`tinytune.data.val_repeats`).
     ``verify_int8`` ends the run by training each front point as the device does (int8, batch
-    1, QAS) and returns its accuracy in ``SearchResult.int8``.
+    1, QAS) and returns its accuracy in ``SearchResult.int8``. ``engine`` is what the latency
+    objective predicts (``bundle``, ``published``, ``pytorch``; None: the bundle's kernels where
+    the device has a profile of them, built in or calibrated).
 
     Returns:
         What the run did and the study's measured Pareto front.
@@ -141,6 +144,7 @@ def optimize(
         time_budget_s=_seconds(time_budget, "--time-budget"),
         max_proposals=proposals,
         device=device,
+        engine=engine,
         resume=resume,
         sram_budget_bytes=_bytes(sram_budget, "--sram-budget"),
         flash_budget_bytes=_bytes(flash_budget, "--flash-budget"),
@@ -258,7 +262,7 @@ def export_bundle(
     from tinytune.data import get_dataset
     from tinytune.db import open_store, require_existing
     from tinytune.errors import ModelError
-    from tinytune.hwmodels.registry import get_device
+    from tinytune.hwmodels.registry import device_engines, get_device
     from tinytune.spaces import get_supernet
     from tinytune.studies import find_candidate
 
@@ -270,11 +274,14 @@ def export_bundle(
     with open_store(storage) as store:
         found = find_candidate(store, study=study, target=key)
         name = device or found.space.get("device", "stm32f746")
-        calibration = store.latest_device_calibration(name)
+        # the bundle's step is predicted by a profile of the bundle's kernels, where one exists
+        calibration = store.latest_device_calibration(name, "bundle")
+        if calibration is None and "bundle" not in device_engines(name):
+            calibration = store.latest_device_calibration(name)
         profile = get_device(name, calibration)
     candidate, space = found.candidate, found.space
     dataset = space.get("dataset", "digits")
-    cost = check_candidate(candidate, profile, get_dataset(dataset).num_classes)
+    check_candidate(candidate, profile, get_dataset(dataset).num_classes)  # fails fast
     spec = get_supernet(candidate.supernet)
     if weights is not None:
         checkpoint, source = ensure_checkpoint(spec, weights=Path(weights)), "--weights"
@@ -312,9 +319,12 @@ def export_bundle(
         lr=lr,
         seed=seed,
         latency_profile=(
-            f"calibration #{calibration.id} in the database"
-            if calibration is not None
-            else f"built-in profile: {profile.source}"
+            f"{profile.engine} engine, "
+            + (
+                f"calibration #{calibration.id} in the database"
+                if calibration is not None
+                else f"built-in profile: {profile.source}"
+            )
         ),
     )
     provenance = Provenance(
@@ -329,7 +339,7 @@ def export_bundle(
         search_memory_bytes=evaluation.memory_bytes if evaluation is not None else None,
         checkpoint_source=source,
     )
-    bundle = build_bundle(request, provenance, cost)
+    bundle = build_bundle(request, provenance)
     path = write_bundle(out, bundle.files, bundle.manifest)
     return Exported(path, bundle.manifest, source)
 

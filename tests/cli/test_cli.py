@@ -44,6 +44,8 @@ def existing_db(tmp_path: Path) -> tuple[str, Path, str]:
         (["--trials", "0"], "--trials must be >= 1"),
         (["--workers", "0"], "--workers must be >= 1"),
         (["--device", "esp32"], "unknown device 'esp32'; known devices: host, nrf52840"),
+        (["--engine", "tflite"], "unknown engine 'tflite'; allowed: bundle, published, pytorch"),
+        (["--device", "rpi4", "--engine", "bundle"], "'rpi4' has no 'bundle' engine; its engi"),
         (["--latency-budget", "fast"], "is not a duration"),
         (["--latency-budget", "1us"], "is not a duration"),
         (["--latency-budget", "0.001ms"], "no candidate of ofa-proxyless-w0.35 fits a latency"),

@@ -35,3 +35,25 @@ def test_bad_calibration_is_refused_and_nothing_is_written(
     with pytest.raises(StorageError):
         sqlite_store.add_calibration(device, profile, fit)
     assert [c.fit for c in sqlite_store.calibrations()] == [{"ok": True}]
+
+
+def test_the_calibration_of_an_engine(sqlite_store) -> None:
+    """Without an engine the bundle's newest calibration wins, else the newest of any; with one,
+    the newest of that engine."""
+    import dataclasses
+
+    from tinytune.hwmodels import get_device
+
+    def add(engine: str) -> int:
+        profile = dataclasses.replace(get_device("stm32f746", engine=engine), source=engine)
+        return sqlite_store.add_calibration("stm32f746", profile.to_dict(), {})
+
+    assert sqlite_store.latest_device_calibration("stm32f746") is None
+    published = add("published")
+    assert sqlite_store.latest_device_calibration("stm32f746").id == published
+    assert sqlite_store.latest_device_calibration("stm32f746", "bundle") is None
+    bundle = add("bundle")
+    add("published")
+    assert sqlite_store.latest_device_calibration("stm32f746").id == bundle
+    assert sqlite_store.latest_device_calibration("stm32f746", "bundle").id == bundle
+    assert sqlite_store.latest_device_calibration("stm32f746", "published").id == bundle + 1

@@ -4,6 +4,7 @@ files on disk."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from tinytune.hwmodels.fitting import MIN_FIT, calibrate
 from tinytune.hwmodels.measurements import (
     FORMAT,
     CalibrationError,
+    CallTime,
     Measurement,
     MeasurementFile,
     load_measurements,
@@ -97,3 +99,44 @@ def test_a_measurement_file_round_trips(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.joinpath("sub").iterdir()] == ["f746.json"]  # no temp file
     with pytest.raises(CalibrationError, match="does not exist"):
         load_measurements(tmp_path / "missing.json")
+
+
+def _timed(file: MeasurementFile) -> MeasurementFile:
+    """``file`` as a bundle's profiler writes it: engine ``bundle``, each op's forward timed."""
+    truth = get_device("stm32f746")
+    measurements = tuple(
+        dataclasses.replace(
+            m,
+            per_call=tuple(
+                CallTime(name, "conv2d_s8", phases["forward"])
+                for name, phases in predict_latency(m.graph, truth.coefficients, 1).per_op
+            ),
+        )
+        for m in file.measurements
+    )
+    return dataclasses.replace(file, measurements=measurements, engine="bundle")
+
+
+def test_timed_calls_and_the_engine_round_trip_and_reach_the_profile(tmp_path: Path) -> None:
+    file = _timed(_file())
+    save_measurements(tmp_path / "b.json", file)
+    loaded = load_measurements(tmp_path / "b.json")
+    assert loaded.engine == "bundle"
+    assert [m.per_call for m in loaded.measurements] == [m.per_call for m in file.measurements]
+    result = calibrate([loaded], get_device("stm32f746"), held_out=2)
+    assert result.profile.engine == "bundle" and result.fit["timed_calls"] == len(MODELS) - 2
+    assert result.fit["fit"]["median_abs_error"] == pytest.approx(0.0, abs=1e-6)
+    assert "timed kernel calls" in result.profile.notes
+    assert calibrate([_file()], get_device("stm32f746")).profile.engine == "published"
+    with pytest.raises(CalibrationError, match="different engines"):
+        calibrate([_timed(_file(models=MODELS[:4])), _file(models=MODELS[4:])], result.profile)
+
+
+def test_a_timed_call_of_an_unknown_op_is_malformed(tmp_path: Path) -> None:
+    file = _timed(_file(models=MODELS[:1]))
+    save_measurements(tmp_path / "b.json", file)
+    data = json.loads((tmp_path / "b.json").read_text())
+    data["measurements"][0]["per_call"][0]["op"] = "nowhere"
+    (tmp_path / "b.json").write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match=r"measurement 0 .* ops the graph does not have"):
+        load_measurements(tmp_path / "b.json")

@@ -10,14 +10,18 @@ import torch
 from tinytune.errors import ConfigError
 from tinytune.hwmodels.latency import (
     FEATURES,
+    KERNEL_PHASES,
+    OP_CLASSES,
+    PHASES,
     LatencyCoefficients,
+    call_rows,
     fit_coefficients,
     op_class,
     phase_features,
     predict_latency,
 )
 from tinytune.hwmodels.profiler import measure_step
-from tinytune.ir import trace
+from tinytune.ir import Graph, trace
 from tinytune.models import build_candidate
 from tinytune.models.layers import Classifier, ConvUnit, GlobalAvgPool
 from tinytune.models.ofa_adapter import build_ofa_supernet
@@ -99,3 +103,93 @@ def test_measure_step_leaves_the_module_unchanged() -> None:
     timing = measure_step(net, torch.randn(2, 2, 3, 3), warmup=1, repeats=3)
     assert len(timing.samples) == 3 and timing.train_step_s > 0 and timing.inference_s > 0
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+
+
+def test_call_rows_by_hand() -> None:
+    graph = trace(_Tiny(), torch.zeros(1, 2, 3, 3))  # conv frozen; classifier trained
+    calls = [
+        ("conv", "conv2d_s8", 5.0),
+        ("pool", "gap_s8", 1.0),
+        ("fc", "linear_f32", 2.0),
+        ("fc", "softmax_xent_grad", 0.5),
+        ("fc", "linear_f32_backward", 3.0),
+    ]
+    rows, seconds = call_rows(graph, calls)
+    width = len(PHASES) * len(FEATURES)
+
+    def at(cls: str, phase: str) -> slice:
+        start = OP_CLASSES.index(cls) * width + PHASES.index(phase) * len(FEATURES)
+        return slice(start, start + len(FEATURES))
+
+    assert seconds.tolist() == [5.0, 1.0, 2.0, 3.5]  # the loss gradient joins the classifier's
+    assert rows[0][at("conv_pw", "forward")].tolist() == [72.0, 248.0, 36.0, 1.0]
+    assert rows[1][at("elementwise", "forward")].tolist() == [36.0, 160.0, 4.0, 1.0]
+    assert rows[2][at("linear", "forward")].tolist() == [12.0, 76.0, 3.0, 1.0]
+    # the classifier's backward: its weight gradient and update (no gradient flows into x)
+    assert rows[3][at("linear", "grad_weight")].tolist() == [12.0, 76.0, 12.0, 1.0]
+    assert rows[3][at("linear", "update")].tolist() == [0.0, 60.0, 15.0, 1.0]
+    assert rows.sum() == 72 + 248 + 36 + 1 + 36 + 160 + 4 + 1 + 12 + 76 + 3 + 1 + 101 + 76
+    with pytest.raises(ConfigError, match="unknown kernel"):
+        call_rows(graph, [("conv", "conv9", 1.0)])
+    with pytest.raises(ConfigError, match="does not have"):
+        call_rows(graph, [("nowhere", "conv2d_s8", 1.0)])
+
+
+def test_every_exported_kernel_has_its_phases() -> None:
+    from tinytune.export.program import KERNELS
+
+    assert set(KERNEL_PHASES) == set(KERNELS)
+
+
+def test_timed_calls_make_the_phases_identifiable() -> None:
+    """Six networks' steps alone cannot separate 80 coefficients; with each op's timed calls
+    (forward, gradient to the input, weight gradient with its update) the fit gives every phase
+    of these networks, and of held-out ones built from the same (op class, phase) pairs."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec = get_supernet("ofa-proxyless-w0.35")
+    supernet = build_ofa_supernet(spec, 10)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    graphs = []
+    for _ in range(24):
+        c = suggest_candidate(study.ask(), spec)
+        r = c.subnet.resolution
+        graphs.append(trace(build_candidate(c, supernet, 10, []), torch.zeros(1, 3, r, r)))
+    rng = np.random.default_rng(1)
+    draw = [tuple(float(v) for v in rng.uniform(0, 1e-8, len(FEATURES))) for _ in range(20)]
+    truth = LatencyCoefficients(
+        {cls: dict(zip(PHASES, draw[4 * i : 4 * i + 4], strict=True)) for i, cls in
+         enumerate(OP_CLASSES)}
+    )  # fmt: skip
+    kernel = {"forward": "conv2d_s8", "grad_input": "conv2d_grad_input"}
+    timed = []
+    for g in graphs:
+        calls = []
+        for name, phases in predict_latency(g, truth).per_op:
+            for phase in ("forward", "grad_input"):
+                if phase in phases:
+                    calls.append((name, kernel[phase], phases[phase]))
+            weight = [phases[p] for p in ("grad_weight", "update") if p in phases]
+            if weight:
+                calls.append((name, "update_bias", sum(weight)))
+        timed.append(calls)
+    seconds = [predict_latency(g, truth).train_step_s for g in graphs]
+
+    def pairs(g: Graph) -> set[tuple[str, str]]:
+        return {(op_class(op), p) for op in g.ops for p in phase_features(op, g)}
+
+    def split(totals: dict[str, float]) -> tuple[float, float, float]:
+        return totals["forward"], totals["grad_input"], totals["grad_weight"] + totals["update"]
+
+    fitted = fit_coefficients(graphs[:6], seconds[:6], calls=timed[:6])
+    steps_only = fit_coefficients(graphs[:6], seconds[:6])
+    seen = set().union(*map(pairs, graphs[:6]))
+    held = [g for g in graphs[6:] if pairs(g) <= seen]
+    assert len(held) >= 3
+    off = 0.0
+    for g in [*graphs[:6], *held]:
+        want = split(predict_latency(g, truth).phase_totals())
+        got = split(predict_latency(g, fitted).phase_totals())
+        assert got == pytest.approx(want, rel=1e-6)
+        alone = split(predict_latency(g, steps_only).phase_totals())
+        off = max(off, *(abs(a / w - 1) for a, w in zip(alone, want, strict=True) if w))
+    assert off > 0.05  # from whole steps alone, the phases come out wrong

@@ -11,9 +11,12 @@ import torch
 
 from tinytune.errors import ConfigError
 from tinytune.hwmodels import (
+    ENGINES,
     PRECISIONS,
     Calibration,
     DeviceProfile,
+    default_engine,
+    device_engines,
     device_names,
     get_device,
     predict_latency,
@@ -51,10 +54,14 @@ def test_the_registry_holds_the_fitted_profiles_and_the_host() -> None:
     assert device_names() == sorted(device_names())
 
 
-@pytest.mark.parametrize("name", device_names())
-def test_every_device_conforms(name: str) -> None:
-    profile = get_device(name)
+ENGINE_PAIRS = [(n, e) for n in device_names() for e in device_engines(n)]
+
+
+@pytest.mark.parametrize(("name", "engine"), ENGINE_PAIRS)
+def test_every_device_and_engine_conforms(name: str, engine: str) -> None:
+    profile = get_device(name, engine=engine)
     assert isinstance(profile, DeviceProfile) and profile.name == name
+    assert profile.engine == engine and engine in ENGINES
     assert profile.clock_hz > 0 and profile.sram_bytes > 0 and profile.flash_bytes > 0
     assert profile.precision in PRECISIONS and profile.description and profile.source
     graph = trace(_Tiny(), torch.zeros(1, 2, 8, 8))
@@ -67,7 +74,7 @@ def test_every_device_conforms(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", device_names())
-def test_every_device_takes_its_calibration(name: str) -> None:
+def test_every_device_takes_its_calibration(name: str) -> None:  # of its default engine
     calibration = _calibration(name)
     profile = get_device(name, calibration)
     assert profile is calibration.profile and profile != get_device(name)
@@ -112,3 +119,49 @@ def test_where_a_profile_came_from() -> None:
     calibration = _calibration("host", cid=12)
     assert calibration.label == "calibration 12" == profile_label(calibration)
     assert profile_label(None) == "built-in"
+
+
+# --- engines ---------------------------------------------------------------------------------
+
+
+def test_the_bundle_is_the_default_engine_where_it_has_a_profile() -> None:
+    assert device_engines("stm32f746") == ["bundle", "published"]
+    assert device_engines("stm32h743") == ["bundle", "published"]
+    assert device_engines("host") == ["bundle", "pytorch"]
+    assert device_engines("nrf52840") == ["published"] == device_engines("rpi4")
+    assert default_engine("stm32f746") == "bundle" == get_device("stm32f746").engine
+    assert get_device("stm32f746", engine="published") == builtin_profiles()["stm32f746"]
+    assert get_device("host", engine="pytorch").precision == "fp32"
+    assert get_device("host").precision == "int8" == get_device("stm32f746").precision
+    with pytest.raises(ConfigError, match="'nrf52840' has no 'bundle' engine; its engines: pub"):
+        get_device("nrf52840", engine="bundle")
+
+
+def test_cortex_m7_parts_share_the_bundle_cycles_at_their_clocks() -> None:
+    """One fit of instruction counts, in seconds at each part's clock: the same cycles."""
+    f746, h743 = get_device("stm32f746"), get_device("stm32h743")
+    graph = trace(_Tiny(), torch.zeros(1, 2, 8, 8))
+    cycles = [
+        predict_latency(graph, p.coefficients, 1).train_step_s * p.clock_hz for p in (f746, h743)
+    ]
+    assert cycles[0] == pytest.approx(cycles[1], rel=1e-12)
+    assert f746.clock_hz == 216e6 and h743.clock_hz == 480e6
+    assert "1.0 cycle per instruction" in f746.notes and "here at 480 MHz" in h743.notes
+    assert f746.loo_within_10 is not None and f746.loo_within_10 >= 0.9
+
+
+def test_a_calibration_names_its_engine() -> None:
+    published = _calibration("stm32f746", cid=4)  # the default engine's: the bundle's
+    assert published.profile.engine == "bundle"
+    assert get_device("stm32f746", published) is published.profile
+    with pytest.raises(ConfigError, match="describes the 'bundle' engine of stm32f746, not 'pub"):
+        get_device("stm32f746", published, "published")
+    # a profile stored before engines were named is of the device's former engine
+    old = get_device("stm32f746", engine="published").to_dict()
+    del old["engine"]
+    assert DeviceProfile.from_dict(old).engine == "published"
+    old_host = get_device("host", engine="pytorch").to_dict()
+    del old_host["engine"]
+    assert DeviceProfile.from_dict(old_host).engine == "pytorch"
+    with pytest.raises(ConfigError, match="unknown engine 'tflite'; known engines: bundle, pub"):
+        dataclasses.replace(get_device("host"), engine="tflite")

@@ -200,7 +200,7 @@ def test_latency_budget_prunes_and_budgets_beyond_the_device_are_refused(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
-    from tinytune.hwmodels.devices import builtin_profiles
+    from tinytune.hwmodels import get_device
     from tinytune.spaces import default_subnet, make_preset
 
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
@@ -218,7 +218,7 @@ def test_latency_budget_prunes_and_budgets_beyond_the_device_are_refused(
             _config(tiny_checkpoint, latency_budget_s=1e-6), store, InlineExecutor(run_evaluation)
         )
     # a budget just above the classifier-only baseline: it is measured, costlier schemes pruned
-    hw = HardwareEvaluator(SPEC, 10, HardwareConfig(), builtin_profiles()["stm32f746"])
+    hw = HardwareEvaluator(SPEC, 10, HardwareConfig(), get_device("stm32f746"))  # the bundle
     last = hw(make_preset("last", SPEC, default_subnet(SPEC))).latency_s
     with open_store(url) as store:
         result = run_search(

@@ -91,13 +91,16 @@ def calibrate(
     from tinytune.errors import ConfigError
     from tinytune.hwmodels.fitting import calibrate as fit
     from tinytune.hwmodels.measurements import load_measurements, write_json_atomic
-    from tinytune.hwmodels.registry import get_device
+    from tinytune.hwmodels.registry import device_engines, get_device
 
     quiet_logs()
     if held_out < 0:
         raise ConfigError(f"--held-out must be >= 0, got {held_out}")
-    base = get_device(device)
     loaded = [load_measurements(f) for f in files]
+    engines = {f.engine for f in loaded if f.engine}
+    base = get_device(device)  # the device's facts; the fit sets the files' engine
+    if len(engines) == 1 and (engine := engines.pop()) in device_engines(device):
+        base = get_device(device, engine=engine)
     result = fit(loaded, base, held_out=held_out)
     with open_store(storage) as store:
         calibration_id = store.add_calibration(device, result.profile.to_dict(), result.fit)
@@ -121,7 +124,8 @@ def devices(
         str, typer.Option(help="Database whose calibrations override the built-in profiles.")
     ] = DEFAULT_STORAGE,
 ) -> None:
-    """List the devices: SRAM, flash, clock, calibration source and error."""
+    """List the devices and their engines: SRAM, flash, clock, calibration source and error
+    (the default engine of each device first)."""
     from pathlib import Path as _Path
 
     from rich.markup import escape
@@ -130,7 +134,7 @@ def devices(
     from tinytune.cli.common import console, quiet_logs
     from tinytune.db import open_store
     from tinytune.db.engine import parse_url
-    from tinytune.hwmodels.registry import device_names, get_device
+    from tinytune.hwmodels.registry import device_engines, device_names, get_device
 
     quiet_logs()
     parsed = parse_url(storage)  # a malformed URL is one line, its password masked
@@ -140,19 +144,21 @@ def devices(
     ):
         store = open_store(storage)
     table = Table(title="devices")
-    for col in ("device", "core", "clock", "SRAM", "flash", "format", "points", "error"):
-        table.add_column(col, justify="left" if col in ("device", "core") else "right")
+    left = ("device", "engine", "core")
+    for col in (*left, "clock", "SRAM", "flash", "format", "points", "error"):
+        table.add_column(col, justify="left" if col in left else "right")
     sources = []
     try:
-        for name in device_names():
-            calibration = None if store is None else store.latest_device_calibration(name)
-            p = get_device(name, calibration)
+        for name, engine in [(n, e) for n in device_names() for e in device_engines(n)]:
+            calibration = None if store is None else store.latest_device_calibration(name, engine)
+            p = get_device(name, calibration, engine)
             if p.loo_within_10 is not None and p.loo_median_error is not None:
                 err = f"{p.loo_median_error:.0%}, {p.loo_within_10:.0%} in ±10%"
             else:
                 err = "-"
             table.add_row(
                 name,
+                engine,
                 p.core if len(p.core) <= 24 else p.core[:23] + "…",
                 f"{p.clock_hz / 1e6:.0f} MHz",
                 _size(p.sram_bytes),
@@ -162,14 +168,14 @@ def devices(
                 err,
             )
             stored = f" (stored calibration #{calibration.id})" if calibration is not None else ""
-            sources.append(f"[bold]{name}[/bold]{stored}: {escape(p.source)}")
+            sources.append(f"[bold]{name}[/bold] ({engine}){stored}: {escape(p.source)}")
     finally:
         if store is not None:
             store.close()
     console.print(table)
     console.print(
         "error: median |relative error| and share within ±10 %, leave-one-out over published "
-        "measurements (built-in MCU and Pi profiles) or on held-out networks (calibrated)."
+        "measurements (published engine) or on held-out networks (bundle engine, calibrated)."
     )
     for line in sources:
         console.print(line)

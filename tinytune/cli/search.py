@@ -46,6 +46,14 @@ def search(
             help="Target device (see 'tinytune devices'): its latency profile and limits."
         ),
     ] = "stm32f746",
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="What the latency objective predicts: bundle (the exported C kernels), "
+            "published (a typical int8 inference engine) or pytorch; default: bundle where "
+            "the device has a profile of it."
+        ),
+    ] = None,
     sram_budget: Annotated[
         str, typer.Option(help="Peak training SRAM allowed on the device (e.g. 256KB; 'none').")
     ] = "256KB",
@@ -182,6 +190,7 @@ def search(
             dataset,
             trials=trials,
             device=device,
+            engine=engine,
             sram_budget=sram_budget,
             flash_budget=flash_budget,
             latency_budget=latency_budget,

@@ -574,19 +574,27 @@ class Store:
             row = s.scalars(query).first()
             return None if row is None else _calibration(row)
 
-    def latest_device_calibration(self, device: str) -> Calibration | None:
-        """The newest calibration of ``device`` as the device registry takes it
-        (``tinytune.hwmodels.get_device(device, calibration)``), or None.
+    def latest_device_calibration(
+        self, device: str, engine: str | None = None
+    ) -> Calibration | None:
+        """The newest calibration of ``engine`` on ``device`` as the device registry takes it
+        (``tinytune.hwmodels.get_device(device, calibration, engine)``), or None. Without
+        ``engine``: the newest of the bundle's kernels if one is stored, else the newest of
+        any engine (what was measured on the device replaces the built-in default).
 
         Raises:
-            ConfigError: the stored profile is not a valid profile of ``device``.
+            ConfigError: a stored profile is not a valid profile of ``device``.
         """
         from tinytune.hwmodels.registry import Calibration
 
-        record = self.latest_calibration(device)
-        if record is None:
-            return None
-        return Calibration.parse(record.id, record.device, record.profile)
+        stored = [
+            Calibration.parse(r.id, r.device, r.profile)
+            for r in reversed(self.calibrations(device))
+        ]
+        for calibration in stored:
+            if calibration.profile.engine == (engine or "bundle"):
+                return calibration
+        return None if engine or not stored else stored[0]
 
     def calibrations(self, device: str | None = None) -> list[CalibrationRecord]:
         """Every stored calibration, optionally of one device, oldest first."""

@@ -85,4 +85,5 @@ def profile_host(
         machine=machine_info() | {"batch_size": batch_size, "rounds": rounds, "repeats": repeats},
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         measurements=tuple(measurements),
+        engine="pytorch",
     )

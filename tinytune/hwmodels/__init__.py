@@ -4,7 +4,7 @@ device registry."""
 from __future__ import annotations
 
 from tinytune.hwmodels.analytic import mcunetv3_extra_bytes
-from tinytune.hwmodels.devices import DeviceProfile
+from tinytune.hwmodels.devices import ENGINES, DeviceProfile
 from tinytune.hwmodels.latency import (
     LatencyCoefficients,
     LatencyReport,
@@ -19,9 +19,17 @@ from tinytune.hwmodels.memory import (
     Precision,
     plan_memory,
 )
-from tinytune.hwmodels.registry import Calibration, device_names, get_device, profile_label
+from tinytune.hwmodels.registry import (
+    Calibration,
+    default_engine,
+    device_engines,
+    device_names,
+    get_device,
+    profile_label,
+)
 
 __all__ = [
+    "ENGINES",
     "OPTIMIZERS",
     "PRECISIONS",
     "ArenaLayout",
@@ -32,6 +40,8 @@ __all__ = [
     "LatencyReport",
     "MemoryReport",
     "Precision",
+    "default_engine",
+    "device_engines",
     "device_names",
     "fit_coefficients",
     "get_device",

@@ -69,6 +69,7 @@ from tinytune.ir import Graph
 
 __all__ = [
     "ATOMDB_M7_CYCLES_PER_MAC",
+    "ENGINES",
     "PRIOR_CYCLES_PER_MAC",
     "CalibrationPoint",
     "CycleScales",
@@ -77,6 +78,7 @@ __all__ = [
     "builtin_profiles",
     "coefficients_from_scales",
     "cycle_features",
+    "default_engine",
     "fit_profile",
     "fit_scales",
     "leave_one_out",
@@ -289,7 +291,23 @@ def fit_profile(
 _FIELDS = (
     "name", "description", "core", "clock_hz", "sram_bytes", "flash_bytes", "precision",
     "coefficients", "source", "calibration", "loo_median_error", "loo_within_10", "notes",
+    "engine",
 )  # fmt: skip
+_OPTIONAL = ("engine",)  # profiles stored before engines were named have none
+
+ENGINES: Mapping[str, str] = {
+    "bundle": "tinytune's exported C kernels (int8, QAS), as `tinytune export` writes them",
+    "published": "a typical optimised int8 inference engine, fitted on published latencies",
+    "pytorch": "PyTorch eager, fp32",
+}
+"""The engines a profile can describe: what runs the training step."""
+
+
+def default_engine(name: str) -> str:
+    """The engine of a profile that names none: PyTorch for ``host``, else the published."""
+    return "pytorch" if name == "host" else "published"
+
+
 _POINT_FIELDS = ("model", "engine", "board", "measured_s", "fitted_s", "loo_predicted_s")
 
 
@@ -308,6 +326,7 @@ class DeviceProfile:
         loo_median_error, loo_within_10: leave-one-model-out median |relative error| and share
             within ±10 % (``None`` when not computable).
         notes: what is assumed rather than measured.
+        engine: what runs the step (:data:`ENGINES`).
     """
 
     name: str
@@ -323,8 +342,13 @@ class DeviceProfile:
     loo_median_error: float | None = None
     loo_within_10: float | None = None
     notes: str = ""
+    engine: str = "published"
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ConfigError(
+                f"unknown engine {self.engine!r}; known engines: {', '.join(sorted(ENGINES))}"
+            )
         for name in ("name", "description", "core", "source", "notes"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"device {name} must be a string, got {getattr(self, name)!r}")
@@ -370,6 +394,7 @@ class DeviceProfile:
             "loo_median_error": self.loo_median_error,
             "loo_within_10": self.loo_within_10,
             "notes": self.notes,
+            "engine": self.engine,
         }
 
     @classmethod
@@ -379,7 +404,7 @@ class DeviceProfile:
         Raises:
             ConfigError: not an object, unknown or missing keys, or a value of the wrong type.
         """
-        _check_keys("device profile", data, _FIELDS)
+        _check_keys("device profile", data, _FIELDS, optional=_OPTIONAL)
         calibration = data["calibration"]
         if not isinstance(calibration, list | tuple):
             raise ConfigError(f"device calibration must be a list of points, got {calibration!r}")
@@ -402,15 +427,20 @@ class DeviceProfile:
             raise
         except (TypeError, ValueError) as e:
             raise ConfigError(f"device coefficients must be numbers {FEATURES}: {e}") from e
-        fields = {f: data[f] for f in _FIELDS if f not in ("coefficients", "calibration")}
-        return cls(**fields, coefficients=coef, calibration=tuple(points))
+        fields = {
+            f: data[f] for f in _FIELDS if f not in ("coefficients", "calibration", *_OPTIONAL)
+        }
+        engine = data.get("engine", default_engine(str(data["name"])))
+        return cls(**fields, coefficients=coef, calibration=tuple(points), engine=engine)
 
 
-def _check_keys(what: str, data: Any, allowed: Sequence[str]) -> None:
+def _check_keys(
+    what: str, data: Any, allowed: Sequence[str], optional: Sequence[str] = ()
+) -> None:
     if not isinstance(data, Mapping):
         raise ConfigError(f"a {what} must be a JSON object, got {data!r}")
     unknown = sorted(set(data) - set(allowed))
-    missing = [k for k in allowed if k not in data]
+    missing = [k for k in allowed if k not in data and k not in optional]
     if unknown:
         raise ConfigError(f"unknown keys {unknown} in a {what}; allowed: {list(allowed)}")
     if missing:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tinytune.hwmodels.devices import CalibrationPoint, DeviceProfile
+from tinytune.hwmodels.devices import CalibrationPoint, DeviceProfile, default_engine
 from tinytune.hwmodels.latency import fit_coefficients, predict_latency
 from tinytune.hwmodels.measurements import CalibrationError, Measurement, MeasurementFile
 from tinytune.hwmodels.memory import PRECISIONS
@@ -72,13 +72,20 @@ def calibrate(
     fit_idx, held_idx = _split(ms, held_out)
     fit_ms = [ms[i] for i in fit_idx]
     held_ms = [ms[i] for i in held_idx]
+    engines = {f.engine for f in files}
+    if len(engines) > 1:
+        raise CalibrationError(
+            f"measurement files of different engines {sorted(engines)} cannot be fitted together"
+        )
+    engine = engines.pop() or default_engine(base.name)
     coef = fit_coefficients(
         [m.graph for m in fit_ms],
         [m.train_step_s for m in fit_ms],
         bytes_per_element=PRECISIONS[precision].activation,
+        calls=[[(c.op, c.kernel, c.seconds) for c in m.per_call] for m in fit_ms],
     )
     machine = files[0].machine
-    draft = dataclasses.replace(base, precision=precision, coefficients=coef)
+    draft = dataclasses.replace(base, precision=precision, coefficients=coef, engine=engine)
     bad = [m.name for m in ms if not _train_step_s(draft, m.graph) > 0]
     if bad:
         raise CalibrationError(
@@ -95,12 +102,16 @@ def calibrate(
             if m.train_step_median_s
         ]
     )
-    engine = f"pytorch {machine.get('torch', '?')} eager" if base.name == "host" else "measured"
+    described = {
+        "bundle": f"tinytune bundle ({machine.get('counter', 'timed')})",
+        "pytorch": f"pytorch {machine.get('torch', '?')} eager",
+    }.get(engine, "measured")
     board = str(machine.get("processor") or files[0].device or base.name)
+    timed_calls = sum(1 for m in fit_ms if m.per_call)
     points = tuple(
         CalibrationPoint(
             model=m.name,
-            engine=engine,
+            engine=described,
             board=board,
             measured_s=m.train_step_s,
             fitted_s=_train_step_s(draft, m.graph),
@@ -119,12 +130,19 @@ def calibrate(
         loo_median_error=held_summary["median_abs_error"],
         loo_within_10=held_summary["within_10"],
         source=(
-            f"measured training steps of {len(ms)} networks on {board} "
-            f"({dt.date.today().isoformat()}); {held_text}"
+            f"measured training steps of {len(ms)} networks on {board}"
+            + (f", counted by {machine['counter']}" if "counter" in machine else "")
+            + f" ({dt.date.today().isoformat()}); {held_text}"
         ),
         notes=(
             "Fitted by non-negative least squares on relative error over "
-            f"{len(fit_ms)} networks; the error columns are on {len(held_ms)} held-out ones."
+            f"{len(fit_ms)} networks"
+            + (
+                f" and the timed kernel calls of {timed_calls} of them (phases measured)"
+                if timed_calls
+                else ""
+            )
+            + f"; the error columns are on {len(held_ms)} held-out ones."
         ),
     )
     fit = {
@@ -135,6 +153,8 @@ def calibrate(
         "held_out_vs_median": against_median,
         "held_out_names": [m.name for m in held_ms],
         "precision": precision,
+        "engine": engine,
+        "timed_calls": timed_calls,
         "machine": machine,
         "files": [f.created_at for f in files],
     }

@@ -56,6 +56,7 @@ def host_base() -> DeviceProfile:
         precision="fp32",
         coefficients=LatencyCoefficients({}),
         source="not calibrated",
+        engine="pytorch",
     )
 
 

@@ -10,7 +10,11 @@ coefficients · features; the form follows the per-layer fits of nn-Meter and of
 
 :func:`predict_latency` is pure. :func:`fit_coefficients` fits the coefficients from measured
 step times by non-negative least squares on relative error, so that small and large networks
-weigh alike.
+weigh alike. Where the step's kernel calls were timed one by one (a bundle's profiler), each
+op's calls add rows of their own — its forward, its gradient to the input, its weight
+gradient and update — so that the training phases' coefficients are measured rather than
+inferred from whole steps alone (:data:`KERNEL_PHASES` says which phases each kernel of
+:mod:`tinytune.export` runs).
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ from tinytune.ir import Graph, Op
 
 __all__ = [
     "FEATURES",
+    "KERNEL_PHASES",
     "OP_CLASSES",
     "PHASES",
     "LatencyCoefficients",
     "LatencyReport",
+    "call_rows",
     "fit_coefficients",
     "op_class",
     "phase_features",
@@ -39,6 +45,27 @@ __all__ = [
 PHASES = ("forward", "grad_input", "grad_weight", "update")
 FEATURES = ("macs", "bytes", "elements", "constant")
 OP_CLASSES = ("conv_pw", "conv_dw", "conv_kxk", "linear", "elementwise")
+
+_BACKWARD = ("grad_input", "grad_weight", "update")
+KERNEL_PHASES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(
+        ("conv2d_s8", "add_s8", "gap_s8", "linear_f32", "copy_s8", "avgpool_s8", "upsample_s8",
+         "groupnorm_f32"),
+        ("forward",),
+    ),
+    **dict.fromkeys(
+        ("conv2d_grad_input", "gap_grad_input", "avgpool_grad_input", "upsample_grad_input",
+         "grad_accumulate"),
+        ("grad_input",),
+    ),
+    "update_bias": ("grad_weight", "update"),
+    "conv2d_update_weight": ("grad_weight", "update"),  # QAS: gradient and update fused
+    "linear_f32_backward": _BACKWARD,
+    "groupnorm_f32_backward": _BACKWARD,
+    "softmax_xent_grad": _BACKWARD,  # the loss gradient, counted with the classifier's
+    "grad_mask": (),  # the ReLU mask of the op's output gradient: with whatever uses it
+}  # fmt: skip
+"""The latency model's phases each kernel of a bundle's step runs (``tt_<kernel>`` in C)."""
 
 
 def op_class(op: Op) -> str:
@@ -151,17 +178,70 @@ def _design_row(graph: Graph, bytes_per_element: int) -> np.ndarray:
     return row
 
 
+def call_rows(
+    graph: Graph, calls: Sequence[tuple[str, str, float]], bytes_per_element: int = 4
+) -> tuple[np.ndarray, np.ndarray]:
+    """Design rows and seconds of a step's timed kernel calls, ``(op, kernel, seconds)``.
+
+    An op's calls are grouped by the phases they run (:data:`KERNEL_PHASES`; groups that
+    share a phase merge, and ``grad_mask`` joins the op's gradient to the input, or its weight
+    gradient when it has none); each group is one row: the features of its phases, the sum of
+    its calls' seconds. A group none of whose phases the op has in the model is left out.
+
+    Raises:
+        ConfigError: a kernel outside :data:`KERNEL_PHASES`, or an op the graph does not have.
+    """
+    ops = {op.name: op for op in graph.ops}
+    groups: dict[str, list[tuple[set[str], float]]] = {}
+    for name, kernel, secs in calls:
+        if kernel not in KERNEL_PHASES:
+            raise ConfigError(f"unknown kernel {kernel!r}; known: {sorted(KERNEL_PHASES)}")
+        if name not in ops:
+            raise ConfigError(f"a timed call names op {name!r}, which the graph does not have")
+        phases = set(KERNEL_PHASES[kernel])
+        if not phases:
+            feats = phase_features(ops[name], graph, bytes_per_element)
+            phases = {"grad_input" if "grad_input" in feats else "grad_weight"}
+        kept, at = [], None  # the op's groups in order of their first call
+        for have, total in groups.get(name, []):
+            if have & phases:
+                phases, secs = have | phases, total + secs
+                at = len(kept) if at is None else at
+            else:
+                kept.append((have, total))
+        kept.insert(len(kept) if at is None else at, (phases, secs))
+        groups[name] = kept
+    rows, seconds = [], []
+    width = len(PHASES) * len(FEATURES)
+    for name, op_groups in groups.items():
+        feats = phase_features(ops[name], graph, bytes_per_element)
+        start = OP_CLASSES.index(op_class(ops[name])) * width
+        for phases, secs in op_groups:
+            row = np.zeros(len(OP_CLASSES) * width)
+            present = [p for p in PHASES if p in phases and p in feats]
+            for p in present:
+                at = start + PHASES.index(p) * len(FEATURES)
+                row[at : at + len(FEATURES)] += feats[p]
+            if present:
+                rows.append(row)
+                seconds.append(secs)
+    if not rows:
+        return np.zeros((0, len(OP_CLASSES) * width)), np.zeros(0)
+    return np.stack(rows), np.asarray(seconds, dtype=float)
+
+
 def fit_coefficients(
     graphs: Sequence[Graph],
     seconds: Sequence[float],
     bytes_per_element: int = 4,
-    extra: tuple[np.ndarray, np.ndarray] | None = None,
+    calls: Sequence[Sequence[tuple[str, str, float]]] | None = None,
 ) -> LatencyCoefficients:
     """Fit coefficients to measured training-step times by non-negative least squares.
 
     Rows are divided by the measured time, so the fit minimises relative error. Columns are
-    scaled to unit norm before the solve. ``extra`` adds rows (design rows, seconds) such as
-    per-op measurements.
+    scaled to unit norm before the solve. ``calls``, one sequence per network (empty where the
+    calls were not timed), adds each network's :func:`call_rows`, divided by the network's
+    step time: a call's error weighs as its share of the step.
 
     Raises:
         ConfigError: fewer measurements than one, a non-positive time, or shapes that differ.
@@ -176,12 +256,15 @@ def fit_coefficients(
     y = np.asarray(seconds, dtype=float)
     if not np.all(np.isfinite(y)) or np.any(y <= 0):
         raise ConfigError("measured times must be finite and > 0 seconds")
-    a = np.stack([_design_row(g, bytes_per_element) for g in graphs])
-    if extra is not None:
-        a = np.vstack([a, extra[0]])
-        y = np.concatenate([y, extra[1]])
-    a = a / y[:, None]
+    a = np.stack([_design_row(g, bytes_per_element) for g in graphs]) / y[:, None]
     b = np.ones_like(y)
+    if calls is not None:
+        if len(calls) != len(graphs):
+            raise ConfigError(f"need one list of calls per network, got {len(calls)}")
+        for graph, step, timed in zip(graphs, y, calls, strict=True):
+            rows, secs = call_rows(graph, timed, bytes_per_element)
+            a = np.vstack([a, rows / step])
+            b = np.concatenate([b, secs / step])
     norms = np.linalg.norm(a, axis=0)
     used = norms > 0
     x = np.zeros(a.shape[1])

@@ -1,16 +1,21 @@
 """The devices a search can target, by name, and the profile each one uses.
 
+A profile describes one engine on one device (:data:`~tinytune.hwmodels.devices.ENGINES`).
 The built-in profiles are the microcontroller and Linux-board profiles fitted on published
-measurements (:func:`tinytune.hwmodels.devices.builtin_profiles`) and this machine
-(:func:`tinytune.hwmodels.host.host_profile`). A :class:`Calibration` is a profile fitted on
-the device's own measurements (``tinytune calibrate``); handed to :func:`get_device`, it takes
-the place of the built-in profile. Where calibrations are stored is the caller's concern: this
-module reads no database and no file.
+measurements (:func:`tinytune.hwmodels.devices.builtin_profiles`), this machine under PyTorch
+(:func:`tinytune.hwmodels.host.host_profile`) and the exported bundle's own kernels
+(:func:`tinytune.hwmodels.bundle_engine.bundle_profiles`: the Cortex-M7 parts and this
+machine). A device's default engine is the bundle where it has one: what ``tinytune export``
+deploys. A :class:`Calibration` is a profile fitted on the device's own measurements
+(``tinytune calibrate``); handed to :func:`get_device`, it takes the place of the built-in
+profile of its engine. Where calibrations are stored is the caller's concern: this module
+reads no database.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +23,14 @@ from tinytune.errors import ConfigError
 from tinytune.hwmodels.devices import DeviceProfile, builtin_profiles
 from tinytune.hwmodels.host import host_profile
 
-__all__ = ["Calibration", "device_names", "get_device", "profile_label"]
+__all__ = [
+    "Calibration",
+    "default_engine",
+    "device_engines",
+    "device_names",
+    "get_device",
+    "profile_label",
+]
 
 
 @dataclass(frozen=True)
@@ -71,29 +83,73 @@ def profile_label(calibration: Calibration | None) -> str:
 
 def device_names() -> list[str]:
     """The names of every device a search can target, ``host`` included, sorted."""
-    return sorted(_builtins())
+    return sorted({name for name, _ in _catalogue()})
 
 
-def get_device(name: str, calibration: Calibration | None = None) -> DeviceProfile:
-    """The profile of device ``name``: ``calibration``'s when one is given, else the built-in
-    one.
+def device_engines(name: str) -> list[str]:
+    """The engines with a built-in profile on device ``name``, the default first.
 
     Raises:
-        ConfigError: an unknown name (the message lists the known ones), or a calibration of
-            another device.
+        ConfigError: an unknown device (the message lists the known ones).
     """
-    builtins = _builtins()
-    if name not in builtins:
-        raise ConfigError(f"unknown device {name!r}; known devices: {', '.join(sorted(builtins))}")
-    if calibration is None:
-        return builtins[name]
-    if calibration.device != name:
+    _check_name(name)
+    engines = sorted(e for n, e in _catalogue() if n == name)
+    return sorted(engines, key=lambda e: e != "bundle")
+
+
+def default_engine(name: str) -> str:
+    """The engine a search on ``name`` predicts by default: the bundle's kernels where a
+    profile of them exists, else the device's only engine."""
+    return device_engines(name)[0]
+
+
+def get_device(
+    name: str, calibration: Calibration | None = None, engine: str | None = None
+) -> DeviceProfile:
+    """The profile of ``engine`` on device ``name``: ``calibration``'s when one of that engine
+    is given, else the built-in one. Without ``engine``: the calibration's engine, or else
+    :func:`default_engine`.
+
+    Raises:
+        ConfigError: an unknown name or engine (the message lists the known ones), or a
+            calibration of another device or engine.
+    """
+    _check_name(name)
+    engine = engine or (calibration.profile.engine if calibration else default_engine(name))
+    if calibration is not None:
+        if calibration.device != name:
+            raise ConfigError(
+                f"{calibration.label} is of device {calibration.device!r}, not {name!r}; "
+                f"expected a calibration of {name!r} or none"
+            )
+        if calibration.profile.engine != engine:
+            raise ConfigError(
+                f"{calibration.label} describes the {calibration.profile.engine!r} engine of "
+                f"{name}, not {engine!r}"
+            )
+        return calibration.profile
+    load = _catalogue().get((name, engine))
+    if load is None:
         raise ConfigError(
-            f"{calibration.label} is of device {calibration.device!r}, not {name!r}; expected "
-            f"a calibration of {name!r} or none"
+            f"device {name!r} has no {engine!r} engine; its engines: "
+            f"{', '.join(device_engines(name))}"
         )
-    return calibration.profile
+    return load()
 
 
-def _builtins() -> dict[str, DeviceProfile]:
-    return {**builtin_profiles(), "host": host_profile()}
+def _check_name(name: str) -> None:
+    if name not in device_names():
+        raise ConfigError(f"unknown device {name!r}; known devices: {', '.join(device_names())}")
+
+
+def _catalogue() -> dict[tuple[str, str], Callable[[], DeviceProfile]]:
+    """Every built-in (device, engine) and how to get its profile (some read package data)."""
+    from tinytune.hwmodels.bundle_engine import bundle_devices, bundle_profile
+
+    found: dict[tuple[str, str], Callable[[], DeviceProfile]] = {
+        (p.name, p.engine): functools.partial(lambda p: p, p) for p in builtin_profiles().values()
+    }
+    found["host", "pytorch"] = host_profile
+    for name in bundle_devices():
+        found[name, "bundle"] = functools.partial(bundle_profile, name)
+    return found

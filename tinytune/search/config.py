@@ -8,6 +8,7 @@ from typing import Any
 
 from tinytune.errors import BudgetError, ConfigError
 from tinytune.evaluators import FinetuneConfig, HardwareConfig
+from tinytune.hwmodels.devices import ENGINES
 from tinytune.hwmodels.memory import PRECISIONS
 from tinytune.search.contribution import ContributionPlan
 from tinytune.spaces import PRESET_NAMES, Candidate, default_subnet, get_supernet, make_preset
@@ -58,6 +59,9 @@ class SearchConfig:
         repeats: Train/val partitions each candidate is measured on, its accuracies their
             means; None: 1, or more where the validation split has under 100 images
             (:func:`tinytune.data.val_repeats`).
+        engine: What the latency objective predicts (:data:`~tinytune.hwmodels.ENGINES`);
+            None: the device's default, the bundle's own kernels where they have a profile
+            (built in or calibrated).
         verify_int8: At the end, train each point of the front as the device does (int8,
             batch 1, QAS) and store its accuracy (:mod:`tinytune.search.verify`).
         heartbeat_s: How often a driver beats for its running trials; a trial whose driver has
@@ -76,6 +80,7 @@ class SearchConfig:
     time_budget_s: float | None = None
     max_proposals: int | None = None
     device: str = "stm32f746"
+    engine: str | None = None
     sram_budget_bytes: int | None = 256 * 1024
     flash_budget_bytes: int | None = None
     latency_budget_s: float | None = None
@@ -110,6 +115,10 @@ class SearchConfig:
         ):
             if value is not None and value <= 0:
                 raise BudgetError(f"the {what} must be > 0, got {value}")
+        if self.engine is not None and self.engine not in ENGINES:
+            raise ConfigError(
+                f"unknown engine {self.engine!r}; allowed: {', '.join(sorted(ENGINES))}"
+            )
         if self.sampler not in SAMPLERS:
             raise ConfigError(f"unknown sampler {self.sampler!r}; allowed: {', '.join(SAMPLERS)}")
         if self.preset is not None and self.preset not in PRESET_NAMES:
@@ -143,5 +152,6 @@ class SearchConfig:
             "precision": self.hardware.precision,
             "batch_size": self.hardware.batch_size,
             "device": self.device,
+            "engine": self.engine,
             "objectives": list(OBJECTIVES),
         }

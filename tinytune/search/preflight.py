@@ -63,8 +63,8 @@ def preflight(config: SearchConfig, store: Store) -> Preflight:
     from tinytune.hwmodels.registry import get_device, profile_label
 
     spec = get_supernet(config.supernet)
-    calibration = store.latest_device_calibration(config.device)
-    device = get_device(config.device, calibration)
+    calibration = store.latest_device_calibration(config.device, config.engine)
+    device = get_device(config.device, calibration, config.engine)
     check_budgets(config, device)
     data = get_dataset(config.dataset, seed=config.data_seed)
     data.check()
@@ -79,7 +79,7 @@ def preflight(config: SearchConfig, store: Store) -> Preflight:
     return Preflight(
         spec=spec,
         device=device,
-        latency_profile=f"{device.name} ({profile_label(calibration)})",
+        latency_profile=f"{device.name}, {device.engine} engine ({profile_label(calibration)})",
         hardware=hardware,
         flash_budget=config.flash_budget_bytes or device.flash_bytes,
         reference=reference_candidate(spec.name),

@@ -1,0 +1,112 @@
+"""Built-in profiles of the ``bundle`` engine: the step of the C that ``tinytune export`` writes.
+
+Both are fits of :func:`tinytune.hwmodels.fitting.calibrate` on the bundles' own profilers
+(``platform/profile_main.c``: every kernel call timed), over bundles of candidates drawn at
+random from the joint space, a quarter of them held out; ``bench/bundle_profiles.py`` writes
+them from the measurement files of ``bench/m7_instructions.py --sample`` and
+``bench/bundle_host.py`` (commands and errors in ``docs/benchmarks.md``):
+
+* ``data/bundle-cortex-m7.json``: instructions per step counted exactly under QEMU
+  (``qemu-system-arm -M mps2-an500 -icount shift=0,sleep=off``, ``arm-none-eabi-gcc -O2
+  -mcpu=cortex-m7``), as seconds at :data:`CYCLES_PER_INSTRUCTION` cycles each and the
+  STM32F746's 216 MHz. Every Cortex-M7 device gets it at its own clock.
+* ``data/bundle-host.json``: the steps timed on the development machine (``gcc -O2``,
+  ``clock_gettime``), like ``data/host.json`` for PyTorch; calibrate on your own machine for
+  predictions that mean something there.
+
+A board's own measurements (``make profile-cortex-m7`` flashed, its DWT cycle counts fed to
+``tinytune calibrate``) replace the assumed rate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from functools import cache
+from importlib import resources
+
+from tinytune.hwmodels.devices import CalibrationPoint, DeviceProfile, builtin_profiles
+from tinytune.hwmodels.latency import LatencyCoefficients
+
+__all__ = ["CPI_NOTE", "CYCLES_PER_INSTRUCTION", "bundle_devices", "bundle_profile"]
+
+CYCLES_PER_INSTRUCTION = 1.0
+"""Cycles per executed instruction assumed on a Cortex-M7 (see :data:`CPI_NOTE`)."""
+
+CPI_NOTE = (
+    "QEMU counts instructions, not cycles. They become time at 1.0 cycle per instruction, an "
+    "assumption: the Cortex-M7 issues up to two instructions a cycle (dual issue; instruction "
+    "pairs measured on an STM32H730 at quinapalus.com/cm7cycles.html), and loses cycles to "
+    "taken branches, flash wait states and cache misses, which QEMU does not model. No "
+    "published figure gives the cycles per instruction of these kernels; a board's DWT cycle "
+    "counts (the bundle's `make profile-cortex-m7` image, then `tinytune calibrate`) replace "
+    "this rate."
+)
+
+
+def _shipped(name: str) -> dict:
+    text = resources.files("tinytune.hwmodels").joinpath(f"data/{name}").read_text()
+    return json.loads(text)["profile"]
+
+
+def _at_clock(profile: DeviceProfile, device: DeviceProfile) -> DeviceProfile:
+    """``profile`` (fitted at its own clock) for ``device``: the same cycles at its clock."""
+    ratio = profile.clock_hz / device.clock_hz
+    values = {
+        cls: {phase: tuple(v * ratio for v in coef) for phase, coef in phases.items()}
+        for cls, phases in profile.coefficients.values.items()
+    }
+    points = tuple(
+        CalibrationPoint(
+            p.model,
+            p.engine,
+            p.board,
+            p.measured_s * ratio,
+            p.fitted_s * ratio,
+            None if p.loo_predicted_s is None else p.loo_predicted_s * ratio,
+        )
+        for p in profile.calibration
+    )
+    return dataclasses.replace(
+        device,
+        engine="bundle",
+        precision="int8",
+        coefficients=LatencyCoefficients(values),
+        calibration=points,
+        loo_median_error=profile.loo_median_error,
+        loo_within_10=profile.loo_within_10,
+        source=profile.source,
+        notes=f"{profile.notes} {CPI_NOTE}"
+        + (
+            f" Fitted at {profile.clock_hz / 1e6:g} MHz, here at {device.clock_hz / 1e6:g} MHz."
+            if ratio != 1.0
+            else ""
+        ),
+    )
+
+
+def bundle_devices() -> list[str]:
+    """The devices with a built-in profile of the bundle engine (no file is read)."""
+    return [*(p.name for p in builtin_profiles().values() if p.core == "Cortex-M7"), "host"]
+
+
+@cache
+def bundle_profile(name: str) -> DeviceProfile:
+    """The ``bundle`` engine's built-in profile of device ``name`` (one of
+    :func:`bundle_devices`), read from the package's data on first use."""
+    from tinytune.hwmodels.host import host_profile
+
+    if name != "host":
+        m7 = DeviceProfile.from_dict(_shipped("bundle-cortex-m7.json"))
+        return _at_clock(m7, builtin_profiles()[name])
+    host = DeviceProfile.from_dict(_shipped("bundle-host.json"))
+    here = host_profile()
+    return dataclasses.replace(
+        host,
+        description="this machine: the exported bundle's C step (int8, gcc -O2)",
+        core=here.core,
+        clock_hz=here.clock_hz,
+        sram_bytes=here.sram_bytes,
+        flash_bytes=here.flash_bytes,
+        source=f"{host.source} (on the development machine, not this one)",
+    )
