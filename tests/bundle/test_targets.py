@@ -29,10 +29,10 @@ LR = 0.01
 HEAP_BYTES = STACK_BYTES = 8192
 
 
-def _build(preset: str, checkpoint: Path, out: Path) -> Bundle:
+def _build(preset: str, checkpoint: Path, out: Path, device_name: str = "stm32f746") -> Bundle:
     candidate = make_preset(preset, SPEC)
     candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=32))
-    device = get_device("stm32f746")
+    device = get_device(device_name)
     bundle = build_bundle(BundleRequest(candidate, checkpoint, device, samples=6, epochs=2, lr=LR))
     write_bundle(out, bundle.files, bundle.manifest)
     return bundle
@@ -160,3 +160,19 @@ def test_cortex_m7_prints_what_the_host_prints_and_fits_the_device(
     # flash: code + constants + the example's samples + initialised data
     assert text + data <= device.flash_bytes
     assert model.flash_bytes < text
+
+
+@needs("host")
+@needs("cortex-m7")
+@pytest.mark.parametrize(("preset", "device"), [("tinytl", "stm32f746"), ("full", "stm32h743")])
+def test_cortex_m_kernels_match_the_host_on_every_scheme(
+    checkpoint: Path, tmp_path: Path, preset: str, device: str
+) -> None:
+    """The Cortex-M paths of the 1x1 convolution and its input gradient (registers instead of
+    vectorised tiles) give the host's bytes, which match the simulator: lite residual branches,
+    and every weight trained (no frozen input channels)."""
+    bundle = _build(preset, checkpoint, tmp_path / preset, device)
+    host = make(tmp_path / preset, "run-host", build="build-host", defs="-DTT_DUMP")
+    assert replay(bundle.net, LR, bundle.train, bundle.evaluation, parse_dump(host)) == 12
+    m7 = make(tmp_path / preset, "run-cortex-m7", build="build-m7", defs="-DTT_DUMP")
+    assert m7 == host

@@ -14,6 +14,54 @@ void tt_grad_mask(int8_t *g, const uint8_t *mask, int32_t n) {
 /* Pixels of int32/int64 partial sums a kernel keeps on the stack at a time. */
 #define TT_TILE 64
 
+#if defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_8M_MAIN__)
+/* grad_input of a 1x1 convolution on a Cortex-M (no vector unit): per input channel, two
+ * pixels' 64-bit sums over the output channels live in registers (one multiply-accumulate
+ * long each); the products gy (w m) are int32 (|w m| < 2^22). Same integers as the direct
+ * loop, bit for bit. */
+/* Two pixels' sums over n output channels of gy (w m): gy at go, go + hw, ...; the weights
+ * at wc, wc + ws, ...; kept out of line, so that its few live values stay in registers. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void tt_dot2_long(const int8_t *go, int32_t hw, const int8_t *wc, int32_t ws,
+                         const int32_t *m, int32_t n, int64_t *s) {
+    int64_t s0 = 0, s1 = 0;
+    int32_t o;
+    for (o = 0; o < n; o++, go += hw, wc += ws) {
+        int32_t coef = wc[0] * m[o];
+        s0 += (int64_t)go[0] * coef;
+        s1 += (int64_t)go[1] * coef;
+    }
+    s[0] = s0;
+    s[1] = s1;
+}
+
+static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
+                                    const tt_weight *w, const int32_t *w_mult, tt_emit *st,
+                                    const tt_grad *gx) {
+    int32_t hw = g->in_h * g->in_w, cin = g->in_c, k = w->k, out_c = g->out_c;
+    int32_t c, o, p;
+    for (c = 0; c < cin; c++) {
+        const int8_t *wc = c < k ? w->train + c : w->frozen + (c - k);
+        int32_t ws = c < k ? k : cin - k; /* from one output channel's weight to the next */
+        for (p = 0; p + 2 <= hw; p += 2) {
+            int64_t s[2];
+            tt_dot2_long(gy + p, hw, wc, ws, w_mult, out_c, s);
+            tt_emit_put(st, gx, c * hw + p, s[0]);
+            tt_emit_put(st, gx, c * hw + p + 1, s[1]);
+        }
+        if (p < hw) {
+            const int8_t *go = gy + p;
+            int64_t s0 = 0;
+            for (o = 0; o < out_c; o++, go += hw) {
+                s0 += (int64_t)go[0] * (wc[o * ws] * w_mult[o]);
+            }
+            tt_emit_put(st, gx, c * hw + p, s0);
+        }
+    }
+}
+#else
 /* grad_input of a 1x1 convolution, stride 1, no padding, one group: per input channel and
  * tile of pixels, sum over the output channels of gy * w * w_mult over contiguous rows. The
  * same exact integers as the direct loop, put in the same order. */
@@ -32,12 +80,14 @@ static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
             for (o = 0; o < g->out_c; o++) {
                 int32_t wv = c < k ? w->train[o * k + c] : w->frozen[o * (cin - k) + (c - k)];
                 const int8_t *go = gy + o * hw + p0;
-                int64_t coef = (int64_t)wv * w_mult[o]; /* (gy w) m = gy (w m), exactly */
+                /* (gy w) m = gy (w m), exactly; |w m| < 2^22 and |gy w m| < 2^29 (m < 2^15,
+                 * the Q-format of gradient multipliers), so each product is an int32 */
+                int32_t coef = wv * w_mult[o];
                 if (wv == 0) {
                     continue;
                 }
                 for (p = 0; p < n; p++) {
-                    acc[p] += go[p] * coef;
+                    acc[p] += (int64_t)(go[p] * coef);
                 }
             }
             for (p = 0; p < n; p++) {
@@ -46,6 +96,7 @@ static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
         }
     }
 }
+#endif
 
 /* grad_input of a depthwise convolution whose input rows fit a tile: per channel and input
  * row, each kernel tap scatters a strided run of an output-gradient row. Same integers, same

@@ -19,6 +19,70 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
     }
 }
 
+#if defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_8M_MAIN__)
+/* Four pixels' sums of x w over a run of n input channels: weights w[0 .. n), the pixels'
+ * inputs at x, x + stride, ... (one channel after the other). */
+static inline void tt_dot4(const int8_t *x, int32_t stride, const int8_t *w, int32_t n,
+                           int32_t *s) {
+    int32_t a0 = s[0], a1 = s[1], a2 = s[2], a3 = s[3], i;
+    for (i = 0; i < n; i++, x += stride) {
+        int32_t wv = w[i];
+        a0 += x[0] * wv;
+        a1 += x[1] * wv;
+        a2 += x[2] * wv;
+        a3 += x[3] * wv;
+    }
+    s[0] = a0;
+    s[1] = a1;
+    s[2] = a2;
+    s[3] = a3;
+}
+
+/* The same 1x1 convolution on a Cortex-M (no vector unit): four pixels' sums live in
+ * registers while the input channels stream past, and the input zero point comes out of the
+ * loop as sum (x - x_zero) w = sum x w - x_zero sum w. The same integers as the direct loop,
+ * bit for bit (|sum x w| < 2^14 cin: no overflow). */
+static void tt_conv_pointwise(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+                              const int32_t *bias, const tt_requant *q, int8_t *y,
+                              uint8_t *mask) {
+    int32_t hw = g->out_h * g->out_w;
+    int32_t cin = g->in_c, k = w->k;
+    int32_t acc[TT_TILE];
+    int32_t o, ci, p, p0;
+    for (o = 0; o < g->out_c; o++) {
+        const int8_t *wt = k > 0 ? w->train + o * k : NULL;
+        const int8_t *wf = k < cin ? w->frozen + o * (cin - k) : NULL;
+        int32_t base = bias[o], wsum = 0;
+        for (ci = 0; ci < k; ci++) {
+            wsum += wt[ci];
+        }
+        for (ci = 0; ci < cin - k; ci++) {
+            wsum += wf[ci];
+        }
+        base -= q->x_zero * wsum;
+        for (p0 = 0; p0 < hw; p0 += TT_TILE) {
+            int32_t n = hw - p0 < TT_TILE ? hw - p0 : TT_TILE;
+            for (p = 0; p + 4 <= n; p += 4) {
+                acc[p] = acc[p + 1] = acc[p + 2] = acc[p + 3] = base;
+                tt_dot4(x + p0 + p, hw, wt, k, acc + p);
+                tt_dot4(x + k * hw + p0 + p, hw, wf, cin - k, acc + p);
+            }
+            for (; p < n; p++) { /* the last pixels of a tile, one at a time */
+                const int8_t *xc = x + p0 + p;
+                int32_t a = base;
+                for (ci = 0; ci < k; ci++, xc += hw) {
+                    a += xc[0] * wt[ci];
+                }
+                for (ci = 0; ci < cin - k; ci++, xc += hw) {
+                    a += xc[0] * wf[ci];
+                }
+                acc[p] = a;
+            }
+            tt_conv_store(q, o, acc, n, o * hw + p0, y, mask);
+        }
+    }
+}
+#else
 /* A 1x1 convolution, stride 1, no padding, one group: per output channel, the sums of a tile
  * of TT_TILE pixels are accumulated input channel by input channel over contiguous rows (a
  * loop the compiler vectorises). Integer sums do not depend on their order, so the result is
@@ -53,6 +117,7 @@ static void tt_conv_pointwise(const tt_conv_geom *g, const int8_t *x, const tt_w
         }
     }
 }
+#endif
 
 /* Any other convolution whose output rows fit a TT_TILE buffer (depthwise, the stem, grouped
  * ones): per output channel and output row, each input channel's kernel taps add a strided
