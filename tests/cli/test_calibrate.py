@@ -66,6 +66,8 @@ def test_calibrate_stores_in_the_database_and_a_file(
         calibration = store.latest_device_calibration("host")
         assert calibration is not None and calibration.device == "host"
         assert get_device("host", calibration).to_dict() == saved["profile"]
+        assert saved["profile"]["engine"] == "pytorch"  # what `tinytune profile` measures
+        assert store.latest_device_calibration("host", "bundle") is None
         assert store.latest_device_calibration("stm32f746") is None
     cid = calibration.id
     code, text, _ = _run(["devices", "--storage", url], capsys)
@@ -133,3 +135,41 @@ def test_profile_refuses_bad_options(capsys: pytest.CaptureFixture[str]) -> None
     assert code == 2 and "--candidates must be >= 1" in err
     code, _, err = _run(["profile", "--supernet", "resnet9000"], capsys)
     assert code == 2 and "unknown supernet" in err
+
+
+def test_a_bundle_calibration_of_a_device_without_a_built_in_bundle_profile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bundle profiler files of a board with no built-in bundle profile: the calibration is of
+    the bundle engine, and it is what a search on that device then predicts with."""
+    from tinytune.hwmodels import predict_latency
+    from tinytune.hwmodels.measurements import Measurement, MeasurementFile, save_measurements
+    from tinytune.hwmodels.reference_models import build_reference, mobilenet_v1_id
+
+    truth = get_device("stm32f746")  # any coefficients will do as the "measured" board
+    models = [mobilenet_v1_id(a, r, 3, 5) for a in (0.25, 0.5) for r in (64, 96)]
+    models += ["mlperf-ic-resnet8", "mlperf-kws-dscnn"]
+    files = []
+    for i, model in enumerate(models):
+        graph = build_reference(model)
+        step = predict_latency(graph, truth.coefficients, 1).train_step_s
+        file = MeasurementFile(
+            "nrf52840",
+            "int8",
+            {"counter": "DWT"},
+            "t",
+            (Measurement(model, graph, step),),
+            "bundle",
+        )
+        files.append(tmp_path / f"b{i}.json")
+        save_measurements(files[-1], file)
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    argv = ["calibrate", *map(str, files), "--device", "nrf52840", "--held-out", "1"]
+    code, _, err = _run([*argv, "--storage", url, "-o", str(tmp_path / "p.json")], capsys)
+    assert code == 0, err
+    with open_store(url) as store:
+        calibration = store.latest_device_calibration("nrf52840")
+    assert calibration is not None and calibration.profile.engine == "bundle"
+    profile = get_device("nrf52840", calibration)
+    assert profile.engine == "bundle" and profile.clock_hz == 64e6 and "DWT" in profile.source
+    assert get_device("nrf52840").engine == "published"  # the built-in default is unchanged

@@ -79,6 +79,32 @@ def test_a_study_with_another_space_is_refused_and_kept(
     assert len(optuna.load_study(study_name="s", storage=url).trials) >= 1
 
 
+def test_a_study_stored_before_engines_were_named_goes_on(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    """A space stored without the engine reads it as None, the default: the study resumes;
+    asking for another engine is refused and names the difference."""
+    from tinytune.search.study import Attr
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        run_search(_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
+    study = optuna.load_study(study_name="s", storage=url)
+    old = {k: v for k, v in study.user_attrs[Attr.SPACE].items() if k != "engine"}
+    study.set_user_attr(Attr.SPACE, old)
+    with open_store(url) as store:
+        run_search(_config(tiny_checkpoint, trials=2), store, InlineExecutor(run_evaluation))
+    with (
+        open_store(url) as store,
+        pytest.raises(StorageError, match=r"'engine': \(None, 'published'\)"),
+    ):
+        run_search(
+            _config(tiny_checkpoint, trials=3, engine="published"),
+            store,
+            InlineExecutor(run_evaluation),
+        )
+
+
 def test_infeasible_budget_is_refused_before_anything_runs(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:

@@ -147,8 +147,9 @@ class StudyAdapter:
             self.study.set_user_attr(Attr.SPACE, config.space())
             self.study.set_metric_names(list(OBJECTIVES))
             self._enqueue_baselines()
-        elif stored != config.space():
-            diff = {k: (stored.get(k), v) for k, v in config.space().items() if stored.get(k) != v}
+        elif diff := {  # a key a study stored before it existed reads as None (its default)
+            k: (stored.get(k), v) for k, v in config.space().items() if stored.get(k) != v
+        }:
             raise StorageError(
                 f"study {config.study_name!r} exists with another search space "
                 f"(stored vs requested: {diff}); choose another --study name"
