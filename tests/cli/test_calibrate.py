@@ -173,3 +173,5 @@ def test_a_bundle_calibration_of_a_device_without_a_built_in_bundle_profile(
     profile = get_device("nrf52840", calibration)
     assert profile.engine == "bundle" and profile.clock_hz == 64e6 and "DWT" in profile.source
     assert get_device("nrf52840").engine == "published"  # the built-in default is unchanged
+    code, text, _ = _run(["devices", "--storage", url], capsys)
+    assert code == 0 and f"nrf52840 (bundle) (stored calibration #{calibration.id})" in text

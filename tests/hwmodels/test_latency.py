@@ -56,16 +56,22 @@ def test_prediction_by_hand() -> None:
     assert "grad_input" not in phase_features(graph.ops[0], graph)  # nothing flows into x
 
 
-def test_fit_recovers_predictions_of_the_model_class() -> None:
+def _sampled_graphs(n: int, seed: int) -> list[Graph]:
+    """Traced training graphs of ``n`` candidates drawn at random from the joint space."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     spec = get_supernet("ofa-proxyless-w0.35")
     supernet = build_ofa_supernet(spec, 10)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
     graphs = []
-    for _ in range(24):
+    for _ in range(n):
         c = suggest_candidate(study.ask(), spec)
         r = c.subnet.resolution
         graphs.append(trace(build_candidate(c, supernet, 10, []), torch.zeros(1, 3, r, r)))
+    return graphs
+
+
+def test_fit_recovers_predictions_of_the_model_class() -> None:
+    graphs = _sampled_graphs(24, seed=1)
     rng = np.random.default_rng(0)
     truth = LatencyCoefficients(
         {
@@ -145,15 +151,7 @@ def test_timed_calls_make_the_phases_identifiable() -> None:
     """Six networks' steps alone cannot separate 80 coefficients; with each op's timed calls
     (forward, gradient to the input, weight gradient with its update) the fit gives every phase
     of these networks, and of held-out ones built from the same (op class, phase) pairs."""
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    spec = get_supernet("ofa-proxyless-w0.35")
-    supernet = build_ofa_supernet(spec, 10)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
-    graphs = []
-    for _ in range(24):
-        c = suggest_candidate(study.ask(), spec)
-        r = c.subnet.resolution
-        graphs.append(trace(build_candidate(c, supernet, 10, []), torch.zeros(1, 3, r, r)))
+    graphs = _sampled_graphs(24, seed=3)
     rng = np.random.default_rng(1)
     draw = [tuple(float(v) for v in rng.uniform(0, 1e-8, len(FEATURES))) for _ in range(20)]
     truth = LatencyCoefficients(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -134,7 +134,7 @@ def devices(
     from tinytune.cli.common import console, quiet_logs
     from tinytune.db import open_store
     from tinytune.db.engine import parse_url
-    from tinytune.hwmodels.registry import device_engines, device_names, get_device
+    from tinytune.hwmodels.registry import device_names, get_device
 
     quiet_logs()
     parsed = parse_url(storage)  # a malformed URL is one line, its password masked
@@ -149,7 +149,7 @@ def devices(
         table.add_column(col, justify="left" if col in left else "right")
     sources = []
     try:
-        for name, engine in [(n, e) for n in device_names() for e in device_engines(n)]:
+        for name, engine in [(n, e) for n in device_names() for e in _engines(n, store)]:
             calibration = None if store is None else store.latest_device_calibration(name, engine)
             p = get_device(name, calibration, engine)
             if p.loo_within_10 is not None and p.loo_median_error is not None:
@@ -179,6 +179,19 @@ def devices(
     )
     for line in sources:
         console.print(line)
+
+
+def _engines(name: str, store: Any) -> list[str]:
+    """The built-in engines of device ``name``, then those only a stored calibration has."""
+    from tinytune.hwmodels.devices import default_engine
+    from tinytune.hwmodels.registry import device_engines
+
+    engines = device_engines(name)
+    for record in [] if store is None else store.calibrations(name):
+        engine = record.profile.get("engine", default_engine(name))
+        if engine not in engines:
+            engines.append(engine)
+    return engines
 
 
 def _size(n: int) -> str:
