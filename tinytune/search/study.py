@@ -147,12 +147,11 @@ class StudyAdapter:
             self.study.set_user_attr(Attr.SPACE, config.space())
             self.study.set_metric_names(list(OBJECTIVES))
             self._enqueue_baselines()
-        elif diff := {  # a key a study stored before it existed reads as None (its default)
-            k: (stored.get(k), v) for k, v in config.space().items() if stored.get(k) != v
-        }:
+        elif diff := _space_difference(stored, config.space()):
+            hint = f" or pass --engine {diff['engine'][0]}" if "engine" in diff else ""
             raise StorageError(
                 f"study {config.study_name!r} exists with another search space "
-                f"(stored vs requested: {diff}); choose another --study name"
+                f"(stored vs requested: {diff}); choose another --study name{hint}"
             )
         if config.checkpoint:  # the weights this run searches with, for export
             self.study.set_user_attr(Attr.CHECKPOINT, str(config.checkpoint))
@@ -290,3 +289,15 @@ class StudyAdapter:
             trial.set_user_attr(Attr.ERROR, error[:500])
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
         self.heartbeats.discard(trial._trial_id)
+
+
+def _space_difference(stored: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
+    """The keys whose stored and requested values differ, as (stored, requested). A study
+    stored before its space named the latency engine was measured with the engine a profile
+    then had, :func:`tinytune.hwmodels.devices.default_engine` (published; PyTorch on the
+    host); any other key it lacks reads as None."""
+    from tinytune.hwmodels.devices import default_engine
+
+    if "engine" not in stored:
+        stored = {**stored, "engine": default_engine(str(stored.get("device", "")))}
+    return {k: (stored.get(k), v) for k, v in requested.items() if stored.get(k) != v}
