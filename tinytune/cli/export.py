@@ -99,8 +99,12 @@ def export(
         f"{m['memory']['arena_bytes'] / 1024:.1f} KB of {m['device']['sram_bytes'] / 1024:.0f} KB "
         f"SRAM on {m['device']['name']}, constants "
         f"{m['memory']['model_flash_bytes'] / 1024:.1f} KB"
-        + (f", predicted step {1000 * latency:.1f} ms" if latency is not None else "")
-        + f"; try: make -C {done.path} run-host",
+        + (
+            f", predicted step {1000 * latency:.1f} ms ({m['predicted_latency']['engine']} engine)"
+            if latency is not None
+            else ""
+        )
+        + f"; try: make -C {done.path} run-host (run-profile-host: measure the step)",
         soft_wrap=True,
     )
     device = m.get("measured_int8")
