@@ -319,12 +319,9 @@ def export_bundle(
         lr=lr,
         seed=seed,
         latency_profile=(
-            f"{profile.engine} engine, "
-            + (
-                f"calibration #{calibration.id} in the database"
-                if calibration is not None
-                else f"built-in profile: {profile.source}"
-            )
+            f"calibration #{calibration.id} in the database"
+            if calibration is not None
+            else f"built-in profile: {profile.source}"
         ),
     )
     provenance = Provenance(

@@ -128,6 +128,9 @@ def test_timed_calls_and_the_engine_round_trip_and_reach_the_profile(tmp_path: P
     assert result.fit["fit"]["median_abs_error"] == pytest.approx(0.0, abs=1e-6)
     assert "timed kernel calls" in result.profile.notes
     assert calibrate([_file()], get_device("stm32f746")).profile.engine == "published"
+    with pytest.raises(CalibrationError, match=r"different devices \['host', 'stm32f746'\]"):
+        host = dataclasses.replace(_file(models=MODELS[4:]), device="host")
+        calibrate([_file(models=MODELS[:4]), host], result.profile)
     with pytest.raises(CalibrationError, match="different engines"):
         calibrate([_timed(_file(models=MODELS[:4])), _file(models=MODELS[4:])], result.profile)
 

@@ -99,7 +99,7 @@ def test_a_study_stored_before_engines_were_named_goes_on_with_its_engine(
     study.set_user_attr(Attr.SPACE, old)
     with (
         open_store(url) as store,
-        pytest.raises(StorageError, match=r"'engine': \('published', None\).* --engine publ"),
+        pytest.raises(StorageError, match=r"'engine': \('published', 'bundle'\).* --engine publ"),
     ):
         run_search(_config(tiny_checkpoint, trials=2), store, InlineExecutor(run_evaluation))
     with open_store(url) as store:

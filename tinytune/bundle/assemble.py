@@ -429,7 +429,6 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
             "sram_bytes": device.sram_bytes,
             "flash_bytes": device.flash_bytes,
             "latency_profile": request.latency_profile,
-            "latency_engine": device.engine,
         },
         "precision": "int8",
         "training": {
@@ -450,7 +449,6 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
         },
         "predicted_latency": {
             "engine": device.engine,
-            "profile": request.latency_profile,
             "train_step_s": f.train_step_s,
             "inference_s": f.cost.latency.inference_s if f.cost.latency else None,
         },

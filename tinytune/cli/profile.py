@@ -89,6 +89,7 @@ def calibrate(
     from tinytune.db import open_store
     from tinytune.db.engine import mask_url
     from tinytune.errors import ConfigError
+    from tinytune.hwmodels.devices import unnamed_engine
     from tinytune.hwmodels.fitting import calibrate as fit
     from tinytune.hwmodels.measurements import load_measurements, write_json_atomic
     from tinytune.hwmodels.registry import device_engines, get_device
@@ -97,10 +98,10 @@ def calibrate(
     if held_out < 0:
         raise ConfigError(f"--held-out must be >= 0, got {held_out}")
     loaded = [load_measurements(f) for f in files]
-    engines = {f.engine for f in loaded if f.engine}
-    base = get_device(device)  # the device's facts; the fit sets the files' engine
-    if len(engines) == 1 and (engine := engines.pop()) in device_engines(device):
-        base = get_device(device, engine=engine)
+    engines = {f.engine or unnamed_engine(device) for f in loaded}
+    engine = engines.pop() if len(engines) == 1 else None  # several: the fit refuses them
+    # the device's facts, from its built-in profile of the files' engine where there is one
+    base = get_device(device, engine=engine if engine in device_engines(device) else None)
     result = fit(loaded, base, held_out=held_out)
     with open_store(storage) as store:
         calibration_id = store.add_calibration(device, result.profile.to_dict(), result.fit)
@@ -183,12 +184,12 @@ def devices(
 
 def _engines(name: str, store: Any) -> list[str]:
     """The built-in engines of device ``name``, then those only a stored calibration has."""
-    from tinytune.hwmodels.devices import default_engine
+    from tinytune.hwmodels.devices import unnamed_engine
     from tinytune.hwmodels.registry import device_engines
 
     engines = device_engines(name)
     for record in [] if store is None else store.calibrations(name):
-        engine = record.profile.get("engine", default_engine(name))
+        engine = record.profile.get("engine", unnamed_engine(name))
         if engine not in engines:
             engines.append(engine)
     return engines

@@ -8,8 +8,9 @@ them from the measurement files of ``bench/m7_instructions.py --sample`` and
 
 * ``data/bundle-cortex-m7.json``: instructions per step counted exactly under QEMU
   (``qemu-system-arm -M mps2-an500 -icount shift=0,sleep=off``, ``arm-none-eabi-gcc -O2
-  -mcpu=cortex-m7``), as seconds at :data:`CYCLES_PER_INSTRUCTION` cycles each and the
-  STM32F746's 216 MHz. Every Cortex-M7 device gets it at its own clock.
+  -mcpu=cortex-m7``), as seconds at the cycles per instruction the profiler states in the
+  file (``TT_CYCLES_PER_INSTRUCTION``, 1.0; :func:`cpi_note`) and the STM32F746's 216 MHz.
+  Every Cortex-M7 device gets it at its own clock.
 * ``data/bundle-host.json``: the steps timed on the development machine (``gcc -O2``,
   ``clock_gettime``), like ``data/host.json`` for PyTorch; calibrate on your own machine for
   predictions that mean something there.
@@ -28,28 +29,29 @@ from importlib import resources
 from tinytune.hwmodels.devices import CalibrationPoint, DeviceProfile, builtin_profiles
 from tinytune.hwmodels.latency import LatencyCoefficients
 
-__all__ = ["CPI_NOTE", "CYCLES_PER_INSTRUCTION", "bundle_devices", "bundle_profile"]
+__all__ = ["bundle_devices", "bundle_profile", "cpi_note"]
 
-CYCLES_PER_INSTRUCTION = 1.0
-"""Cycles per executed instruction assumed on a Cortex-M7 (see :data:`CPI_NOTE`)."""
 
-CPI_NOTE = (
-    "QEMU counts instructions, not cycles. They become time at 1.0 cycle per instruction, an "
-    "assumption: the Cortex-M7 issues up to two instructions a cycle (dual issue; instruction "
-    "pairs measured on an STM32H730 at quinapalus.com/cm7cycles.html), and loses cycles to "
-    "taken branches, flash wait states and cache misses, which QEMU does not model. No "
-    "published figure gives the cycles per instruction of these kernels; a board's DWT cycle "
-    "counts (the bundle's `make profile-cortex-m7` image, then `tinytune calibrate`) replace "
-    "this rate."
-)
+def cpi_note(cycles_per_instruction: float) -> str:
+    """What the Cortex-M7 profile assumes to turn QEMU's instruction counts into time."""
+    return (
+        f"QEMU counts instructions, not cycles. They become time at {cycles_per_instruction:g} "
+        "cycle per instruction, an assumption: the Cortex-M7 issues up to two instructions a "
+        "cycle (dual issue; instruction pairs measured on an STM32H730 at "
+        "quinapalus.com/cm7cycles.html), and loses cycles to taken branches, flash wait states "
+        "and cache misses, which QEMU does not model. No published figure gives the cycles per "
+        "instruction of these kernels; a board's DWT cycle counts (the bundle's `make "
+        "profile-cortex-m7` image, then `tinytune calibrate`) replace this rate."
+    )
 
 
 def _shipped(name: str) -> dict:
+    """The fitted profile and the fit's summary that ``bench/bundle_profiles.py`` wrote."""
     text = resources.files("tinytune.hwmodels").joinpath(f"data/{name}").read_text()
-    return json.loads(text)["profile"]
+    return json.loads(text)
 
 
-def _at_clock(profile: DeviceProfile, device: DeviceProfile) -> DeviceProfile:
+def _at_clock(profile: DeviceProfile, device: DeviceProfile, note: str) -> DeviceProfile:
     """``profile`` (fitted at its own clock) for ``device``: the same cycles at its clock."""
     ratio = profile.clock_hz / device.clock_hz
     values = {
@@ -76,7 +78,7 @@ def _at_clock(profile: DeviceProfile, device: DeviceProfile) -> DeviceProfile:
         loo_median_error=profile.loo_median_error,
         loo_within_10=profile.loo_within_10,
         source=profile.source,
-        notes=f"{profile.notes} {CPI_NOTE}"
+        notes=f"{profile.notes} {note}"
         + (
             f" Fitted at {profile.clock_hz / 1e6:g} MHz, here at {device.clock_hz / 1e6:g} MHz."
             if ratio != 1.0
@@ -97,9 +99,10 @@ def bundle_profile(name: str) -> DeviceProfile:
     from tinytune.hwmodels.host import host_profile
 
     if name != "host":
-        m7 = DeviceProfile.from_dict(_shipped("bundle-cortex-m7.json"))
-        return _at_clock(m7, builtin_profiles()[name])
-    host = DeviceProfile.from_dict(_shipped("bundle-host.json"))
+        m7 = _shipped("bundle-cortex-m7.json")
+        note = cpi_note(m7["fit"]["machine"]["cycles_per_instruction"])
+        return _at_clock(DeviceProfile.from_dict(m7["profile"]), builtin_profiles()[name], note)
+    host = DeviceProfile.from_dict(_shipped("bundle-host.json")["profile"])
     here = host_profile()
     return dataclasses.replace(
         host,

@@ -78,11 +78,11 @@ __all__ = [
     "builtin_profiles",
     "coefficients_from_scales",
     "cycle_features",
-    "default_engine",
     "fit_profile",
     "fit_scales",
     "leave_one_out",
     "loo_summary",
+    "unnamed_engine",
 ]
 
 ATOMDB_M7_CYCLES_PER_MAC: Mapping[str, float] = {
@@ -303,8 +303,9 @@ ENGINES: Mapping[str, str] = {
 """The engines a profile can describe: what runs the training step."""
 
 
-def default_engine(name: str) -> str:
-    """The engine of a profile that names none: PyTorch for ``host``, else the published."""
+def unnamed_engine(name: str) -> str:
+    """The engine of a profile stored before profiles named one: what device ``name``'s
+    profile then described, PyTorch for ``host``, else the published engine."""
     return "pytorch" if name == "host" else "published"
 
 
@@ -430,7 +431,7 @@ class DeviceProfile:
         fields = {
             f: data[f] for f in _FIELDS if f not in ("coefficients", "calibration", *_OPTIONAL)
         }
-        engine = data.get("engine", default_engine(str(data["name"])))
+        engine = data.get("engine", unnamed_engine(str(data["name"])))
         return cls(**fields, coefficients=coef, calibration=tuple(points), engine=engine)
 
 

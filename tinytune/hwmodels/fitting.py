@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tinytune.hwmodels.devices import CalibrationPoint, DeviceProfile, default_engine
+from tinytune.hwmodels.devices import CalibrationPoint, DeviceProfile, unnamed_engine
 from tinytune.hwmodels.latency import fit_coefficients, predict_latency
 from tinytune.hwmodels.measurements import CalibrationError, Measurement, MeasurementFile
 from tinytune.hwmodels.memory import PRECISIONS
@@ -60,6 +60,10 @@ def calibrate(
     """
     if not files:
         raise CalibrationError("no measurement files given")
+    if len(measured_on := sorted({f.device for f in files if f.device})) > 1:
+        raise CalibrationError(
+            f"measurement files of different devices {measured_on} cannot be fitted together"
+        )
     precisions = {f.precision for f in files}
     if len(precisions) > 1:
         raise CalibrationError(f"measurement files mix precisions {sorted(precisions)}")
@@ -77,7 +81,7 @@ def calibrate(
         raise CalibrationError(
             f"measurement files of different engines {sorted(engines)} cannot be fitted together"
         )
-    engine = engines.pop() or default_engine(base.name)
+    engine = engines.pop() or unnamed_engine(base.name)
     coef = fit_coefficients(
         [m.graph for m in fit_ms],
         [m.train_step_s for m in fit_ms],

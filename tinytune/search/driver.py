@@ -64,6 +64,8 @@ def run_search(
     """
     start = time.monotonic()
     checked = checked or preflight(config, store)
+    # the study keeps the engine that predicts its latencies, not the request for a default
+    config = dataclasses.replace(config, engine=checked.device.engine)
     study = StudyAdapter(config, store)
     try:
         return Run(config, store, executor, study, checked, start, progress).execute()

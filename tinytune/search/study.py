@@ -294,10 +294,10 @@ class StudyAdapter:
 def _space_difference(stored: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
     """The keys whose stored and requested values differ, as (stored, requested). A study
     stored before its space named the latency engine was measured with the engine a profile
-    then had, :func:`tinytune.hwmodels.devices.default_engine` (published; PyTorch on the
+    then had, :func:`tinytune.hwmodels.devices.unnamed_engine` (published; PyTorch on the
     host); any other key it lacks reads as None."""
-    from tinytune.hwmodels.devices import default_engine
+    from tinytune.hwmodels.devices import unnamed_engine
 
     if "engine" not in stored:
-        stored = {**stored, "engine": default_engine(str(stored.get("device", "")))}
+        stored = {**stored, "engine": unnamed_engine(str(stored.get("device", "")))}
     return {k: (stored.get(k), v) for k, v in requested.items() if stored.get(k) != v}

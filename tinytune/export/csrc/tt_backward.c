@@ -15,10 +15,6 @@ void tt_grad_mask(int8_t *g, const uint8_t *mask, int32_t n) {
 #define TT_TILE 64
 
 #if defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_8M_MAIN__)
-/* grad_input of a 1x1 convolution on a Cortex-M (no vector unit): per input channel, two
- * pixels' 64-bit sums over the output channels live in registers (one multiply-accumulate
- * long each); the products gy (w m) are int32 (|w m| < 2^22). Same integers as the direct
- * loop, bit for bit. */
 /* Two pixels' sums over n output channels of gy (w m): gy at go, go + hw, ...; the weights
  * at wc, wc + ws, ...; kept out of line, so that its few live values stay in registers. */
 #if defined(__GNUC__)
@@ -37,6 +33,10 @@ static void tt_dot2_long(const int8_t *go, int32_t hw, const int8_t *wc, int32_t
     s[1] = s1;
 }
 
+/* grad_input of a 1x1 convolution on a Cortex-M (no vector unit): per input channel, two
+ * pixels' 64-bit sums over the output channels live in registers (one multiply-accumulate
+ * long each); the products gy (w m) are int32 (|w m| < 2^22). Same integers as the direct
+ * loop, bit for bit. */
 static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
                                     const tt_weight *w, const int32_t *w_mult, tt_emit *st,
                                     const tt_grad *gx) {
