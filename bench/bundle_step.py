@@ -2,8 +2,8 @@
 
 The candidate (default: the MCUNetV3-style preset on the smallest ProxylessNAS sub-network at
 32 px, the one ``tests/bundle`` checks) is exported as a bundle; a timing driver is compiled
-with its sources (``gcc -O2``, the Makefile's flags) and runs ``tt_train_step`` on the embedded
-samples (batch 1). The same network, float32 with the same update scheme (what the search
+with its sources (``gcc -O3``, the Makefile's level for Linux) and runs ``tt_train_step`` on the
+embedded samples (batch 1). The same network, float32 with the same update scheme (what the search
 fine-tunes), runs PyTorch training steps with one thread in a process of its own
 (``tinytune.hwmodels.profiler.measure_step``: forward, cross-entropy, backward, SGD, batch 1).
 
@@ -227,7 +227,7 @@ def main() -> None:
         (folder / "bench_step.c").write_text(DRIVER)
         sources = ["bench_step.c", "tt_model.c", "tt_data.c"]
         sources += sorted(f"kernels/{p.name}" for p in (folder / "kernels").glob("*.c"))
-        cflags = ["-std=c99", "-ffp-contract=off", "-O2", "-D_POSIX_C_SOURCE=199309L"]
+        cflags = ["-std=c99", "-ffp-contract=off", "-O3", "-D_POSIX_C_SOURCE=199309L"]
         cmd = ["gcc", *cflags, "-I.", "-Ikernels", *sources, "-o", "bench_step", "-lm"]
         subprocess.run(cmd, cwd=folder, check=True)
         ctx = multiprocessing.get_context("spawn")

@@ -27,7 +27,7 @@ pytestmark = needs_gcc
 I8, I32, F32, U8 = np.int8, np.int32, np.float32, np.uint8
 
 
-@pytest.fixture(scope="module", params=["O2", "sanitized"])
+@pytest.fixture(scope="module", params=["O2", "O3", "sanitized"])
 def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_driver("kernel_driver", request.param, tmp_path_factory.mktemp("kernel_driver"))
 
@@ -105,6 +105,13 @@ CONVS = {
     "pw 1/4": Conv(8, 5, 6, 12, 1, 1, 1, 2),
     "pw whole": Conv(8, 4, 4, 6, 1, 1, 1, 8),
     "pw two tiles": Conv(7, 9, 10, 5, 1, 1, 1, 3),  # 90 pixels: a full tile and a partial one
+    # fewer than 16 pixels: dot products over the channels, the input gradient's sums kept
+    "pw one pixel 1/4": Conv(40, 1, 1, 24, 1, 1, 1, 10),
+    "pw 2x2 whole": Conv(24, 2, 2, 12, 1, 1, 1, 24),
+    "pw 3x5 frozen": Conv(20, 3, 5, 9, 1, 1, 1, 0),
+    "pw 2x2 over the kept sums": Conv(300, 2, 2, 6, 1, 1, 1, 7),  # 1,200 sums > 1,024
+    "pw 3x5 two gathers": Conv(400, 3, 5, 4, 1, 1, 1, 100),  # 4,096 bytes hold 10 pixels
+    "pw one pixel wider than the gather": Conv(4200, 1, 1, 64, 1, 1, 1, 5),
     "dw3 s1": Conv(12, 7, 7, 12, 3, 1, 12, 3),
     "dw5 s2": Conv(10, 9, 9, 10, 5, 2, 10, 0),
     "dw7 s2 even": Conv(6, 6, 8, 6, 7, 2, 6, 6),
@@ -113,6 +120,8 @@ CONVS = {
     "stem s2 1/2": Conv(3, 11, 11, 8, 3, 2, 1, 2),
     "grouped whole": Conv(8, 7, 7, 16, 3, 2, 2, 4),
     "grouped frozen": Conv(8, 5, 5, 8, 5, 1, 2, 0),
+    # padded planes of 12 x 2 x 64 x 32 values, over the 32,768 a Linux build keeps
+    "s2 planes over the stack": Conv(12, 62, 62, 4, 3, 2, 1, 3),
 }
 
 

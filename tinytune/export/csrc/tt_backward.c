@@ -62,6 +62,49 @@ static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
     }
 }
 #else
+/* Sums of the input gradient a 1x1 convolution on few pixels keeps on the stack (8 KiB). */
+#define TT_FEW_SUMS 1024
+
+/* grad_input of a 1x1 convolution whose cin x hw sums fit TT_FEW_SUMS (the late layers of a
+ * small input): each output channel's weight row, contiguous over the input channels, adds
+ * w (gy m) to every pixel's row of sums (|gy m| < 2^22, |w gy m| < 2^29: an int32 product), so
+ * the loops run over contiguous memory; the sums are computed once and put in both passes of
+ * the block exponent. The same exact integers as the direct loop. */
+static void tt_grad_input_pointwise_rows(const tt_conv_geom *g, const int8_t *gy,
+                                         const tt_weight *w, const int32_t *w_mult,
+                                         tt_emit *st, const tt_grad *gx) {
+    int32_t hw = g->in_h * g->in_w, cin = g->in_c, k = w->k;
+    int64_t sums[TT_FEW_SUMS]; /* [pixel][input channel] */
+    int32_t c, o, p;
+    for (c = 0; c < cin * hw; c++) {
+        sums[c] = 0;
+    }
+    for (o = 0; o < g->out_c; o++) {
+        const int8_t *wt = k > 0 ? w->train + o * k : NULL;
+        const int8_t *wf = k < cin ? w->frozen + o * (cin - k) : NULL;
+        for (p = 0; p < hw; p++) {
+            int32_t coef = gy[o * hw + p] * w_mult[o];
+            int64_t *row = sums + p * cin;
+            if (coef == 0) {
+                continue;
+            }
+            for (c = 0; c < k; c++) {
+                row[c] += (int64_t)(wt[c] * coef);
+            }
+            for (c = 0; c < cin - k; c++) {
+                row[k + c] += (int64_t)(wf[c] * coef);
+            }
+        }
+    }
+    do {
+        for (c = 0; c < cin; c++) {
+            for (p = 0; p < hw; p++) {
+                tt_emit_put(st, gx, c * hw + p, sums[p * cin + c]);
+            }
+        }
+    } while (tt_emit_advance(st));
+}
+
 /* grad_input of a 1x1 convolution, stride 1, no padding, one group: per input channel and
  * tile of pixels, sum over the output channels of gy * w * w_mult over contiguous rows. The
  * same exact integers as the direct loop, put in the same order. */
@@ -159,6 +202,13 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
                   tt_bitlen((uint64_t)TT_GRAD_MAX * 127u * (uint64_t)max_mult * (uint64_t)og *
                             (uint64_t)(g->kernel * g->kernel)));
     if (g->kernel == 1 && g->stride == 1 && g->pad == 0 && g->groups == 1) {
+#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+        if (g->in_c * g->in_h * g->in_w <= TT_FEW_SUMS) { /* both passes inside */
+            tt_grad_input_pointwise_rows(g, gy, w, w_mult, &st, gx);
+            tt_emit_end(&st, gx);
+            return;
+        }
+#endif
         do {
             tt_grad_input_pointwise(g, gy, w, w_mult, &st, gx);
         } while (tt_emit_advance(&st));

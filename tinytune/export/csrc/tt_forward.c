@@ -83,6 +83,62 @@ static void tt_conv_pointwise(const tt_conv_geom *g, const int8_t *x, const tt_w
     }
 }
 #else
+/* Bytes of input a pointwise convolution gathers pixel by pixel at a time (on the stack). */
+#define TT_GATHER 4096
+/* Below this many pixels a 1x1 convolution is computed as dot products over the channels. */
+#define TT_FEW_PIXELS 16
+
+/* sum of a[i] b[i] over n int8 pairs: a loop the compiler vectorises (|a b| < 2^14). */
+static inline int32_t tt_dot_s8(const int8_t *a, const int8_t *b, int32_t n) {
+    int32_t s = 0, i;
+    for (i = 0; i < n; i++) {
+        s += a[i] * b[i];
+    }
+    return s;
+}
+
+/* A 1x1 convolution on few pixels (the late layers of a small input): the pixels' inputs are
+ * gathered channel-contiguous, so that each output is two contiguous dot products over the
+ * input channels (the trained and the frozen part of the weight row), and the input zero point
+ * leaves the loop as sum (x - x_zero) w = sum x w - x_zero sum w. The same integers as the
+ * direct loop, bit for bit (|sum x w| < 2^14 cin: no overflow). */
+static void tt_conv_pointwise_dots(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+                                   const int32_t *bias, const tt_requant *q, int8_t *y,
+                                   uint8_t *mask) {
+    int32_t hw = g->out_h * g->out_w;
+    int32_t cin = g->in_c, k = w->k;
+    int32_t step = TT_GATHER / cin < TT_TILE ? TT_GATHER / cin : TT_TILE;
+    int8_t xt[TT_GATHER];
+    int32_t acc[TT_TILE];
+    int32_t o, ci, p, p0;
+    for (p0 = 0; p0 < hw; p0 += step) {
+        int32_t n = hw - p0 < step ? hw - p0 : step;
+        for (ci = 0; ci < cin; ci++) {
+            for (p = 0; p < n; p++) {
+                xt[p * cin + ci] = x[ci * hw + p0 + p];
+            }
+        }
+        for (o = 0; o < g->out_c; o++) {
+            const int8_t *wt = k > 0 ? w->train + o * k : NULL;
+            const int8_t *wf = k < cin ? w->frozen + o * (cin - k) : NULL;
+            int32_t wsum = 0, base;
+            for (ci = 0; ci < k; ci++) {
+                wsum += wt[ci];
+            }
+            for (ci = 0; ci < cin - k; ci++) {
+                wsum += wf[ci];
+            }
+            base = bias[o] - q->x_zero * wsum;
+            for (p = 0; p < n; p++) {
+                const int8_t *xp = xt + p * cin;
+                acc[p] = base + (k > 0 ? tt_dot_s8(xp, wt, k) : 0) +
+                         (k < cin ? tt_dot_s8(xp + k, wf, cin - k) : 0);
+            }
+            tt_conv_store(q, o, acc, n, o * hw + p0, y, mask);
+        }
+    }
+}
+
 /* A 1x1 convolution, stride 1, no padding, one group: per output channel, the sums of a tile
  * of TT_TILE pixels are accumulated input channel by input channel over contiguous rows (a
  * loop the compiler vectorises). Integer sums do not depend on their order, so the result is
@@ -95,6 +151,10 @@ static void tt_conv_pointwise(const tt_conv_geom *g, const int8_t *x, const tt_w
     int32_t x_zero = q->x_zero;
     int32_t acc[TT_TILE];
     int32_t o, ci, p, p0;
+    if (hw < TT_FEW_PIXELS && cin <= TT_GATHER) {
+        tt_conv_pointwise_dots(g, x, w, bias, q, y, mask);
+        return;
+    }
     for (o = 0; o < g->out_c; o++) {
         const int8_t *wt = k > 0 ? w->train + o * k : NULL;
         const int8_t *wf = k < cin ? w->frozen + o * (cin - k) : NULL;
@@ -171,6 +231,88 @@ static void tt_conv_rows(const tt_conv_geom *g, const int8_t *x, const tt_weight
     }
 }
 
+#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+/* int16 values of the padded input planes a convolution keeps on the stack (64 KiB). */
+#define TT_PLANE_VALUES 32768
+
+/* The padded planes of one group's input channels: row r, column j of phase f of channel ci
+ * holds x - x_zero at input row r - pad, column j stride + f - pad, and 0 in the padding; so
+ * kernel tap (ky, kx) of output row oy reads a contiguous run, phase kx % stride, row
+ * oy stride + ky, from column kx / stride. Sizes: *ph rows, *qw columns. */
+static int32_t tt_plane_size(const tt_conv_geom *g, int32_t *ph, int32_t *qw) {
+    int32_t s = g->stride;
+    *ph = g->in_h + 2 * g->pad;
+    *qw = (g->in_w + 2 * g->pad + s - 1) / s;
+    return (g->in_c / g->groups) * s * *ph * *qw;
+}
+
+/* A convolution over zero-padded planes of x - x_zero (host and Linux boards): no bounds in
+ * the inner loops, every tap a contiguous run the compiler vectorises. The padding adds 0, so
+ * the sums are those of the direct loop, bit for bit. */
+static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+                           const int32_t *bias, const tt_requant *q, int8_t *y,
+                           uint8_t *mask) {
+    int32_t kk = g->kernel * g->kernel, s = g->stride, pad = g->pad;
+    int32_t cg = g->in_c / g->groups, og = g->out_c / g->groups;
+    int32_t depthwise = tt_is_depthwise(g);
+    int32_t ph, qw, n = tt_plane_size(g, &ph, &qw);
+    int16_t planes[TT_PLANE_VALUES];
+    int32_t acc[TT_TILE];
+    int32_t grp, o, ci, f, r, j, oy, ox, ky, kx;
+    for (grp = 0; grp < g->groups; grp++) {
+        for (j = 0; j < n; j++) {
+            planes[j] = 0;
+        }
+        for (ci = 0; ci < cg; ci++) {
+            const int8_t *xc = x + (grp * cg + ci) * g->in_h * g->in_w;
+            for (f = 0; f < s; f++) {
+                int16_t *plane = planes + (ci * s + f) * ph * qw;
+                for (r = 0; r < g->in_h; r++) {
+                    for (j = 0; j < qw; j++) {
+                        int32_t ix = j * s + f - pad;
+                        if (ix >= 0 && ix < g->in_w) {
+                            plane[(r + pad) * qw + j] =
+                                (int16_t)(xc[r * g->in_w + ix] - q->x_zero);
+                        }
+                    }
+                }
+            }
+        }
+        for (o = grp * og; o < (grp + 1) * og; o++) {
+            for (oy = 0; oy < g->out_h; oy++) {
+                for (ox = 0; ox < g->out_w; ox++) {
+                    acc[ox] = bias[o];
+                }
+                for (ci = 0; ci < cg; ci++) {
+                    const int8_t *wo;
+                    if (depthwise) {
+                        wo = o < w->k ? w->train + o * kk : w->frozen + (o - w->k) * kk;
+                    } else {
+                        wo = ci < w->k ? w->train + (o * w->k + ci) * kk
+                                       : w->frozen + (o * (cg - w->k) + (ci - w->k)) * kk;
+                    }
+                    for (ky = 0; ky < g->kernel; ky++) {
+                        for (kx = 0; kx < g->kernel; kx++) {
+                            int32_t wv = wo[ky * g->kernel + kx];
+                            const int16_t *run = planes +
+                                                 ((ci * s + kx % s) * ph + oy * s + ky) * qw +
+                                                 kx / s;
+                            if (wv == 0) {
+                                continue;
+                            }
+                            for (ox = 0; ox < g->out_w; ox++) {
+                                acc[ox] += run[ox] * wv;
+                            }
+                        }
+                    }
+                }
+                tt_conv_store(q, o, acc, g->out_w, (o * g->out_h + oy) * g->out_w, y, mask);
+            }
+        }
+    }
+}
+#endif
+
 void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                   const int32_t *bias, const tt_requant *q, int8_t *y, uint8_t *mask) {
     int32_t cg = g->in_c / g->groups;
@@ -186,6 +328,12 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
         tt_conv_pointwise(g, x, w, bias, q, y, mask);
         return;
     }
+#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+    if (g->out_w <= TT_TILE && tt_plane_size(g, &o, &oy) <= TT_PLANE_VALUES) {
+        tt_conv_planes(g, x, w, bias, q, y, mask);
+        return;
+    }
+#endif
     if (g->out_w <= TT_TILE) {
         tt_conv_rows(g, x, w, bias, q, y, mask);
         return;
