@@ -117,6 +117,10 @@ CONVS = {
     "dw7 s2 even": Conv(6, 6, 8, 6, 7, 2, 6, 6),
     "dw3 s2 odd": Conv(4, 9, 7, 4, 3, 2, 4, 1),
     "dw3 wider than a tile": Conv(3, 3, 70, 3, 3, 1, 3, 2),  # the direct loop
+    # Linux builds: up to 64 output pixels with channels contiguous, else padded planes
+    "dw3 s2 to one pixel": Conv(200, 2, 2, 200, 3, 2, 200, 50),
+    "dw3 s1 over 64 pixels": Conv(5, 12, 11, 5, 3, 1, 5, 2),
+    "dw3 s1 over the few values": Conv(300, 4, 4, 300, 3, 1, 300, 40),  # 4,800 > 4,096
     "stem s2 1/2": Conv(3, 11, 11, 8, 3, 2, 1, 2),
     "grouped whole": Conv(8, 7, 7, 16, 3, 2, 2, 4),
     "grouped frozen": Conv(8, 5, 5, 8, 5, 1, 2, 0),

@@ -185,6 +185,72 @@ static void tt_grad_input_depthwise(const tt_conv_geom *g, const int8_t *gy,
     }
 }
 
+#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+/* Values a depthwise input gradient on few pixels keeps per buffer on the stack (8 KiB each),
+ * and the most output pixels for which channels as the contiguous axis are the faster layout. */
+#define TT_FEW_VALUES 4096
+#define TT_FEW_DW_PIXELS 64
+
+/* grad_input of a depthwise convolution on few pixels (the late layers of a small input),
+ * channels as the contiguous axis: each kernel tap adds, at each output pixel, one run over
+ * all channels of gy w into the input pixel it came from; the int32 partial sums (those of the
+ * direct loop) are computed once and put, times the channel's multiplier, in both passes of
+ * the block exponent. Same integers, bit for bit. */
+static void tt_grad_input_depthwise_few(const tt_conv_geom *g, const int8_t *gy,
+                                        const tt_weight *w, const int32_t *w_mult,
+                                        tt_emit *st, const tt_grad *gx) {
+    int32_t ch = g->in_c, kk = g->kernel * g->kernel, k = w->k;
+    int32_t n_in = g->in_h * g->in_w, n_out = g->out_h * g->out_w;
+    int16_t gt[TT_FEW_VALUES];   /* [output pixel][channel] */
+    int32_t part[TT_FEW_VALUES]; /* [input pixel][channel] */
+    int16_t wcol[TT_FEW_VALUES];
+    int32_t c, i, p, oy, ox, ky, kx;
+    for (c = 0; c < ch; c++) {
+        for (p = 0; p < n_out; p++) {
+            gt[p * ch + c] = gy[c * n_out + p];
+        }
+    }
+    for (i = 0; i < n_in * ch; i++) {
+        part[i] = 0;
+    }
+    for (ky = 0; ky < g->kernel; ky++) {
+        for (kx = 0; kx < g->kernel; kx++) {
+            int32_t t = ky * g->kernel + kx;
+            for (c = 0; c < k; c++) {
+                wcol[c] = w->train[c * kk + t];
+            }
+            for (c = k; c < ch; c++) {
+                wcol[c] = w->frozen[(c - k) * kk + t];
+            }
+            for (oy = 0; oy < g->out_h; oy++) {
+                int32_t iy = oy * g->stride + ky - g->pad;
+                if (iy < 0 || iy >= g->in_h) {
+                    continue;
+                }
+                for (ox = 0; ox < g->out_w; ox++) {
+                    int32_t ix = ox * g->stride + kx - g->pad;
+                    int32_t *a = part + (iy * g->in_w + ix) * ch;
+                    const int16_t *gr = gt + (oy * g->out_w + ox) * ch;
+                    if (ix < 0 || ix >= g->in_w) {
+                        continue;
+                    }
+                    for (c = 0; c < ch; c++) { /* |product| <= 127 127 */
+                        a[c] += (int16_t)(gr[c] * wcol[c]);
+                    }
+                }
+            }
+        }
+    }
+    do {
+        for (c = 0; c < ch; c++) {
+            for (i = 0; i < n_in; i++) {
+                tt_emit_put(st, gx, c * n_in + i, (int64_t)part[i * ch + c] * w_mult[c]);
+            }
+        }
+    } while (tt_emit_advance(st));
+}
+#endif
+
 void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_exp,
                           const tt_weight *w, const int32_t *w_mult, int32_t frac_bits,
                           const tt_grad *gx) {
@@ -215,6 +281,15 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
         tt_emit_end(&st, gx);
         return;
     }
+#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+    if (tt_is_depthwise(g) && g->out_h * g->out_w <= TT_FEW_DW_PIXELS &&
+        g->in_c * g->in_h * g->in_w <= TT_FEW_VALUES &&
+        g->in_c * g->out_h * g->out_w <= TT_FEW_VALUES) { /* both passes inside */
+        tt_grad_input_depthwise_few(g, gy, w, w_mult, &st, gx);
+        tt_emit_end(&st, gx);
+        return;
+    }
+#endif
     if (tt_is_depthwise(g) && g->in_w <= TT_TILE) {
         do {
             tt_grad_input_depthwise(g, gy, w, w_mult, &st, gx);
@@ -309,6 +384,47 @@ void tt_update_bias(const int8_t *gy, int32_t gy_exp, int32_t channels, int32_t 
     }
 }
 
+#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+/* The weight update of a 1x1 convolution on few pixels: the saved inputs x - x_zero with the
+ * trained channels as the contiguous axis, so that an output channel's k totals
+ * sum_p gy[o, p] (x[c, p] - x_zero) are runs over the channels that the compiler vectorises.
+ * Same totals, same updates, bit for bit. */
+static void tt_update_weight_pointwise_few(const tt_conv_geom *g, const int8_t *gy,
+                                           int32_t gy_exp, const int8_t *x_saved,
+                                           int32_t x_zero, int8_t *w_train, int32_t k,
+                                           const int32_t *upd_mult, const int32_t *upd_shift) {
+    int32_t hw = g->out_h * g->out_w;
+    int16_t xt[TT_FEW_VALUES]; /* [pixel][trained input channel] */
+    int32_t total[TT_FEW_VALUES];
+    int32_t o, c, p;
+    for (c = 0; c < k; c++) {
+        for (p = 0; p < hw; p++) {
+            xt[p * k + c] = (int16_t)(x_saved[c * hw + p] - x_zero);
+        }
+    }
+    for (o = 0; o < g->out_c; o++) {
+        int8_t *wo = w_train + o * k;
+        for (c = 0; c < k; c++) {
+            total[c] = 0;
+        }
+        for (p = 0; p < hw; p++) {
+            int32_t gv = gy[o * hw + p];
+            const int16_t *xr = xt + p * k;
+            if (gv == 0) {
+                continue;
+            }
+            for (c = 0; c < k; c++) { /* |product| <= 127 255 */
+                total[c] += xr[c] * gv;
+            }
+        }
+        for (c = 0; c < k; c++) {
+            int64_t delta = tt_scale_round(total[c], upd_mult[o], upd_shift[o] - gy_exp);
+            wo[c] = (int8_t)tt_clamp64((int64_t)wo[c] - delta, -127, 127);
+        }
+    }
+}
+#endif
+
 void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy_exp,
                              const int8_t *x_saved, int32_t x_zero, int8_t *w_train,
                              int32_t k, const int32_t *upd_mult, const int32_t *upd_shift) {
@@ -319,6 +435,14 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
     int32_t n_out = depthwise ? k : g->out_c;
     int32_t n_in = depthwise ? 1 : k;
     int32_t o, ci, ky, kx, oy, ox;
+#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+    if (g->kernel == 1 && g->stride == 1 && g->pad == 0 && g->groups == 1 &&
+        g->out_h * g->out_w <= TT_FEW_DW_PIXELS && k * g->out_h * g->out_w <= TT_FEW_VALUES) {
+        tt_update_weight_pointwise_few(g, gy, gy_exp, x_saved, x_zero, w_train, k, upd_mult,
+                                       upd_shift);
+        return;
+    }
+#endif
     if (g->kernel == 1 && g->stride == 1 && g->pad == 0 && g->groups == 1) {
         int32_t hw = g->out_h * g->out_w, p;
         for (o = 0; o < n_out; o++) { /* contiguous dot products: same integer totals */

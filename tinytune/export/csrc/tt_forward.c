@@ -169,8 +169,8 @@ static void tt_conv_pointwise(const tt_conv_geom *g, const int8_t *x, const tt_w
                 if (wv == 0) {
                     continue;
                 }
-                for (p = 0; p < n; p++) {
-                    acc[p] += ((int32_t)xc[p] - x_zero) * wv;
+                for (p = 0; p < n; p++) { /* |product| <= 255 127 */
+                    acc[p] += (int16_t)(((int32_t)xc[p] - x_zero) * wv);
                 }
             }
             tt_conv_store(q, o, acc, n, o * hw + p0, y, mask);
@@ -300,8 +300,8 @@ static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weig
                             if (wv == 0) {
                                 continue;
                             }
-                            for (ox = 0; ox < g->out_w; ox++) {
-                                acc[ox] += run[ox] * wv;
+                            for (ox = 0; ox < g->out_w; ox++) { /* |product| <= 255 127 */
+                                acc[ox] += (int16_t)(run[ox] * wv);
                             }
                         }
                     }
@@ -310,6 +310,78 @@ static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weig
             }
         }
     }
+}
+
+/* Values a depthwise convolution on few pixels keeps per buffer on the stack (8 KiB each), and
+ * the most output pixels for which channels as the contiguous axis are the faster layout. */
+#define TT_FEW_VALUES 4096
+#define TT_FEW_DW_PIXELS 64
+
+/* A depthwise convolution on few output pixels (the late layers of a small input): the
+ * channels are the contiguous axis (inputs x - x_zero and sums pixel by pixel), so each kernel
+ * tap adds, at each output pixel it reaches, one run over all channels that the compiler
+ * vectorises, instead of a few-element loop per channel. Same sums, bit for bit. */
+static void tt_conv_depthwise_few(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+                                  const int32_t *bias, const tt_requant *q, int8_t *y,
+                                  uint8_t *mask) {
+    int32_t ch = g->in_c, kk = g->kernel * g->kernel, k = w->k;
+    int32_t n_in = g->in_h * g->in_w, n_out = g->out_h * g->out_w;
+    int16_t xt[TT_FEW_VALUES]; /* [input pixel][channel] */
+    int32_t acc[TT_FEW_VALUES]; /* [output pixel][channel] */
+    int16_t wcol[TT_FEW_VALUES];
+    int32_t part[TT_TILE];
+    int32_t c, i, p, oy, ox, ky, kx;
+    for (c = 0; c < ch; c++) {
+        for (i = 0; i < n_in; i++) {
+            xt[i * ch + c] = (int16_t)(x[c * n_in + i] - q->x_zero);
+        }
+    }
+    for (p = 0; p < n_out; p++) {
+        for (c = 0; c < ch; c++) {
+            acc[p * ch + c] = bias[c];
+        }
+    }
+    for (ky = 0; ky < g->kernel; ky++) {
+        for (kx = 0; kx < g->kernel; kx++) {
+            int32_t t = ky * g->kernel + kx;
+            for (c = 0; c < k; c++) {
+                wcol[c] = w->train[c * kk + t];
+            }
+            for (c = k; c < ch; c++) {
+                wcol[c] = w->frozen[(c - k) * kk + t];
+            }
+            for (oy = 0; oy < g->out_h; oy++) {
+                int32_t iy = oy * g->stride + ky - g->pad;
+                if (iy < 0 || iy >= g->in_h) {
+                    continue;
+                }
+                for (ox = 0; ox < g->out_w; ox++) {
+                    int32_t ix = ox * g->stride + kx - g->pad;
+                    int32_t *a = acc + (oy * g->out_w + ox) * ch;
+                    const int16_t *xr = xt + (iy * g->in_w + ix) * ch;
+                    if (ix < 0 || ix >= g->in_w) {
+                        continue;
+                    }
+                    for (c = 0; c < ch; c++) { /* |product| <= 255 127 */
+                        a[c] += (int16_t)(xr[c] * wcol[c]);
+                    }
+                }
+            }
+        }
+    }
+    for (c = 0; c < ch; c++) {
+        for (p = 0; p < n_out; p++) {
+            part[p] = acc[p * ch + c];
+        }
+        tt_conv_store(q, c, part, n_out, c * n_out, y, mask);
+    }
+}
+
+/* Whether a depthwise convolution takes tt_conv_depthwise_few. */
+static int32_t tt_depthwise_few(const tt_conv_geom *g) {
+    return tt_is_depthwise(g) && g->out_h * g->out_w <= TT_FEW_DW_PIXELS &&
+           g->in_c * g->in_h * g->in_w <= TT_FEW_VALUES &&
+           g->in_c * g->out_h * g->out_w <= TT_FEW_VALUES;
 }
 #endif
 
@@ -329,6 +401,10 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
         return;
     }
 #if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+    if (tt_depthwise_few(g)) {
+        tt_conv_depthwise_few(g, x, w, bias, q, y, mask);
+        return;
+    }
     if (g->out_w <= TT_TILE && tt_plane_size(g, &o, &oy) <= TT_PLANE_VALUES) {
         tt_conv_planes(g, x, w, bias, q, y, mask);
         return;
