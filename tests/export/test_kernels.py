@@ -176,6 +176,29 @@ def test_conv2d_s8(driver, name, act):
         assert np.array_equal(out_mask, pack_bits(mask))
 
 
+@pytest.mark.parametrize("name", ["pw one pixel 1/4", "dw3 s1", "stem s2 1/2"])
+def test_conv2d_s8_every_rounding_shift(driver, name):
+    """Shifts at and beyond the ends of the branch-free requantisation (1 .. 62)."""
+    c = CONVS[name]
+    g = rng(name, "shifts")
+    x = rand_int(-128, 127, (1, c.in_c, c.h, c.w), g)
+    weight = rand_int(-127, 127, (c.out_c, c.in_c // c.groups, c.kernel, c.kernel), g)
+    bias = rand_int(-(2**14), 2**14, (c.out_c,), g)
+    ends = torch.tensor([-3, 0, 1, 2, 31, 45, 62, 63, 64])
+    shift = ends[torch.arange(c.out_c) % len(ends)]
+    mult = rand_int(2**30, 2**31 - 1, (c.out_c,), g)
+    x_zero, y_zero = 3, -5
+    y, mask = K.conv2d_s8(x, x_zero, weight, bias, mult, shift, y_zero, -128, 127, c.stride,
+                          c.pad, c.groups)  # fmt: skip
+    train, frozen = c.split(weight)
+    out_y, out_mask = run(
+        driver, "conv2d_s8", c.geom(), i8(x), i8(train), i8(frozen), i32(c.k), i32(bias),
+        i32(x_zero, y_zero, -128, 127), i32(mult), i32(shift), i32(1),
+    )  # fmt: skip
+    assert np.array_equal(out_y, i8(y))
+    assert np.array_equal(out_mask, pack_bits(mask))
+
+
 def test_add_s8(driver):
     g = rng(1)
     a, b = rand_int(-128, 127, (2, 3, 5, 7), g)

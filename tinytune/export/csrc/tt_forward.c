@@ -5,6 +5,40 @@
 /* Pixels of the int32 sums a convolution keeps on the stack at a time (256 bytes). */
 #define TT_TILE 64
 
+#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+/* Requantise n int32 sums of output channel o into y[idx0 ..] and set their mask bits; on
+ * Linux targets without a branch per value where the rounding shift t is in 1 .. 62:
+ * round(a m 2^-t) = floor((a m + 2^(t-1) + 2^62) / 2^t) - 2^(62-t), the numerator in
+ * [0, 2^64) since |a m| <= 2^62, so an unsigned shift computes the floor without the
+ * implementation-defined >> of a negative. The same values as tt_scale_round, bit for bit. */
+static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, int32_t n,
+                          int32_t idx0, int8_t *y, uint8_t *mask) {
+    int32_t t = q->shift[o], p;
+    if (t >= 1 && t <= 62) {
+        int64_t mult = q->mult[o], lo = q->act_min, hi = q->act_max;
+        uint64_t offset = ((uint64_t)1 << 62) + ((uint64_t)1 << (t - 1));
+        int64_t back = q->y_zero - ((int64_t)1 << (62 - t));
+        for (p = 0; p < n; p++) {
+            int32_t idx = idx0 + p;
+            int64_t v = back + (int64_t)(((uint64_t)(acc[p] * mult) + offset) >> t);
+            if (mask) {
+                mask[idx >> 3] = (uint8_t)(mask[idx >> 3] |
+                                           (uint32_t)((v >= lo) & (v <= hi)) << (idx & 7));
+            }
+            y[idx] = (int8_t)(v < lo ? lo : (v > hi ? hi : v));
+        }
+        return;
+    }
+    for (p = 0; p < n; p++) {
+        int32_t idx = idx0 + p;
+        int64_t v = q->y_zero + tt_scale_round(acc[p], q->mult[o], q->shift[o]);
+        if (mask && v >= q->act_min && v <= q->act_max) {
+            mask[idx >> 3] = (uint8_t)(mask[idx >> 3] | (1u << (idx & 7)));
+        }
+        y[idx] = (int8_t)tt_clamp64(v, q->act_min, q->act_max);
+    }
+}
+#else
 /* Requantise n int32 sums of output channel o into y[idx0 ..] and set their mask bits. */
 static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, int32_t n,
                           int32_t idx0, int8_t *y, uint8_t *mask) {
@@ -18,6 +52,7 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
         y[idx] = (int8_t)tt_clamp64(v, q->act_min, q->act_max);
     }
 }
+#endif
 
 #if defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_8M_MAIN__)
 /* Four pixels' sums of x w over a run of n input channels: weights w[0 .. n), the pixels'
@@ -232,81 +267,96 @@ static void tt_conv_rows(const tt_conv_geom *g, const int8_t *x, const tt_weight
 }
 
 #if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
-/* int16 values of the padded input planes a convolution keeps on the stack (64 KiB). */
+/* int16 values of the padded input planes a convolution keeps on the stack (64 KiB), and int32
+ * sums of one output channel (32 KiB). */
 #define TT_PLANE_VALUES 32768
+#define TT_PLANE_SUMS 8192
 
-/* The padded planes of one group's input channels: row r, column j of phase f of channel ci
- * holds x - x_zero at input row r - pad, column j stride + f - pad, and 0 in the padding; so
- * kernel tap (ky, kx) of output row oy reads a contiguous run, phase kx % stride, row
- * oy stride + ky, from column kx / stride. Sizes: *ph rows, *qw columns. */
-static int32_t tt_plane_size(const tt_conv_geom *g, int32_t *ph, int32_t *qw) {
+/* The padded planes of one group's input channels, split by stride phase: row r, column j of
+ * phase (fy, fx) of channel ci holds x - x_zero at input row r stride + fy - pad, column
+ * j stride + fx - pad, and 0 in the padding. Kernel tap (ky, kx) of output (oy, ox) then reads
+ * row oy + ky / stride, column ox + kx / stride of phase (ky % stride, kx % stride): with sums
+ * kept qw to a row, every tap of a channel is one contiguous run over the whole output. Sizes:
+ * *rh rows, *qw columns; returns the values of all planes (0 when the sums do not fit). */
+static int32_t tt_plane_size(const tt_conv_geom *g, int32_t *rh, int32_t *qw) {
     int32_t s = g->stride;
-    *ph = g->in_h + 2 * g->pad;
+    *rh = (g->in_h + 2 * g->pad + s - 1) / s;
     *qw = (g->in_w + 2 * g->pad + s - 1) / s;
-    return (g->in_c / g->groups) * s * *ph * *qw;
+    if (g->out_h * *qw > TT_PLANE_SUMS) {
+        return 0;
+    }
+    return (g->in_c / g->groups) * s * s * *rh * *qw;
 }
 
 /* A convolution over zero-padded planes of x - x_zero (host and Linux boards): no bounds in
- * the inner loops, every tap a contiguous run the compiler vectorises. The padding adds 0, so
- * the sums are those of the direct loop, bit for bit. */
+ * the inner loop, one run per kernel tap over all output rows, which the compiler vectorises.
+ * The padding adds 0, and the columns past out_w (whose sums read the next row) are not stored;
+ * so the stored sums are those of the direct loop, bit for bit. */
 static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                            const int32_t *bias, const tt_requant *q, int8_t *y,
                            uint8_t *mask) {
     int32_t kk = g->kernel * g->kernel, s = g->stride, pad = g->pad;
     int32_t cg = g->in_c / g->groups, og = g->out_c / g->groups;
     int32_t depthwise = tt_is_depthwise(g);
-    int32_t ph, qw, n = tt_plane_size(g, &ph, &qw);
+    int32_t rh, qw, n = tt_plane_size(g, &rh, &qw);
+    int32_t m = g->out_h * qw; /* sums of one output channel, qw to a row */
     int16_t planes[TT_PLANE_VALUES];
-    int32_t acc[TT_TILE];
-    int32_t grp, o, ci, f, r, j, oy, ox, ky, kx;
+    int32_t acc[TT_PLANE_SUMS];
+    int32_t grp, o, ci, fy, fx, r, j, i, oy, ky, kx;
     for (grp = 0; grp < g->groups; grp++) {
-        for (j = 0; j < n; j++) {
+        for (j = 0; j < n + g->kernel; j++) { /* the last run reads past the last plane */
             planes[j] = 0;
         }
         for (ci = 0; ci < cg; ci++) {
             const int8_t *xc = x + (grp * cg + ci) * g->in_h * g->in_w;
-            for (f = 0; f < s; f++) {
-                int16_t *plane = planes + (ci * s + f) * ph * qw;
-                for (r = 0; r < g->in_h; r++) {
-                    for (j = 0; j < qw; j++) {
-                        int32_t ix = j * s + f - pad;
-                        if (ix >= 0 && ix < g->in_w) {
-                            plane[(r + pad) * qw + j] =
-                                (int16_t)(xc[r * g->in_w + ix] - q->x_zero);
+            for (fy = 0; fy < s; fy++) {
+                for (fx = 0; fx < s; fx++) {
+                    int16_t *plane = planes + ((ci * s + fy) * s + fx) * rh * qw;
+                    for (r = 0; r < rh; r++) {
+                        int32_t iy = r * s + fy - pad;
+                        if (iy < 0 || iy >= g->in_h) {
+                            continue;
+                        }
+                        for (j = 0; j < qw; j++) {
+                            int32_t ix = j * s + fx - pad;
+                            if (ix >= 0 && ix < g->in_w) {
+                                plane[r * qw + j] = (int16_t)(xc[iy * g->in_w + ix] - q->x_zero);
+                            }
                         }
                     }
                 }
             }
         }
         for (o = grp * og; o < (grp + 1) * og; o++) {
-            for (oy = 0; oy < g->out_h; oy++) {
-                for (ox = 0; ox < g->out_w; ox++) {
-                    acc[ox] = bias[o];
+            for (i = 0; i < m; i++) {
+                acc[i] = bias[o];
+            }
+            for (ci = 0; ci < cg; ci++) {
+                const int8_t *wo;
+                if (depthwise) {
+                    wo = o < w->k ? w->train + o * kk : w->frozen + (o - w->k) * kk;
+                } else {
+                    wo = ci < w->k ? w->train + (o * w->k + ci) * kk
+                                   : w->frozen + (o * (cg - w->k) + (ci - w->k)) * kk;
                 }
-                for (ci = 0; ci < cg; ci++) {
-                    const int8_t *wo;
-                    if (depthwise) {
-                        wo = o < w->k ? w->train + o * kk : w->frozen + (o - w->k) * kk;
-                    } else {
-                        wo = ci < w->k ? w->train + (o * w->k + ci) * kk
-                                       : w->frozen + (o * (cg - w->k) + (ci - w->k)) * kk;
-                    }
-                    for (ky = 0; ky < g->kernel; ky++) {
-                        for (kx = 0; kx < g->kernel; kx++) {
-                            int32_t wv = wo[ky * g->kernel + kx];
-                            const int16_t *run = planes +
-                                                 ((ci * s + kx % s) * ph + oy * s + ky) * qw +
-                                                 kx / s;
-                            if (wv == 0) {
-                                continue;
-                            }
-                            for (ox = 0; ox < g->out_w; ox++) { /* |product| <= 255 127 */
-                                acc[ox] += (int16_t)(run[ox] * wv);
-                            }
+                for (ky = 0; ky < g->kernel; ky++) {
+                    for (kx = 0; kx < g->kernel; kx++) {
+                        int32_t wv = wo[ky * g->kernel + kx];
+                        const int16_t *run =
+                            planes + ((ci * s + ky % s) * s + kx % s) * rh * qw +
+                            (ky / s) * qw + kx / s;
+                        if (wv == 0) {
+                            continue;
+                        }
+                        for (i = 0; i < m; i++) { /* |product| <= 255 127 */
+                            acc[i] += (int16_t)(run[i] * wv);
                         }
                     }
                 }
-                tt_conv_store(q, o, acc, g->out_w, (o * g->out_h + oy) * g->out_w, y, mask);
+            }
+            for (oy = 0; oy < g->out_h; oy++) {
+                tt_conv_store(q, o, acc + oy * qw, g->out_w, (o * g->out_h + oy) * g->out_w, y,
+                              mask);
             }
         }
     }
@@ -405,7 +455,8 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
         tt_conv_depthwise_few(g, x, w, bias, q, y, mask);
         return;
     }
-    if (g->out_w <= TT_TILE && tt_plane_size(g, &o, &oy) <= TT_PLANE_VALUES) {
+    if (g->out_w <= TT_TILE && tt_plane_size(g, &o, &oy) > 0 &&
+        tt_plane_size(g, &o, &oy) + g->kernel <= TT_PLANE_VALUES) {
         tt_conv_planes(g, x, w, bias, q, y, mask);
         return;
     }
