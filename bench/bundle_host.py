@@ -2,7 +2,7 @@
 
 N candidates are drawn at random from the joint space of ``ofa-proxyless-w0.35`` (those whose
 arena fits the STM32F746's SRAM, as in ``bench/m7_instructions.py --sample``); each bundle's
-profiler is built for the host (``make profile-host``: its Makefile's flags, ``gcc -O2``,
+profiler is built for the host (``make profile-host``: its Makefile's flags, ``gcc -O3``,
 ``clock_gettime`` around every kernel call). The profilers run in ``--rounds`` rounds, each
 round every binary once in a shuffled order (``--steps`` timed steps after an untimed one), so
 that a burst of other work on a shared machine falls on all of them alike; a candidate's step
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             machine={
                 **machine_info(),
                 "counter": "clock_gettime(CLOCK_MONOTONIC)",
-                "compiler": "gcc -O2",
+                "compiler": "gcc -O3",
             },
             created_at=datetime.now(UTC).isoformat(timespec="seconds"),
             measurements=tuple(measurements),

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             host_base(),
             engine="bundle",
             precision="int8",
-            description="this machine: the exported bundle's C step (int8, gcc -O2)",
+            description="this machine: the exported bundle's C step (int8, gcc -O3)",
         )
         fit(args.host, base, DATA / "bundle-host.json")
     return 0

@@ -11,7 +11,7 @@ them from the measurement files of ``bench/m7_instructions.py --sample`` and
   -mcpu=cortex-m7``), as seconds at the cycles per instruction the profiler states in the
   file (``TT_CYCLES_PER_INSTRUCTION``, 1.0; :func:`cpi_note`) and the STM32F746's 216 MHz.
   Every Cortex-M7 device gets it at its own clock.
-* ``data/bundle-host.json``: the steps timed on the development machine (``gcc -O2``,
+* ``data/bundle-host.json``: the steps timed on the development machine (``gcc -O3``,
   ``clock_gettime``), like ``data/host.json`` for PyTorch; calibrate on your own machine for
   predictions that mean something there.
 
@@ -106,7 +106,7 @@ def bundle_profile(name: str) -> DeviceProfile:
     here = host_profile()
     return dataclasses.replace(
         host,
-        description="this machine: the exported bundle's C step (int8, gcc -O2)",
+        description="this machine: the exported bundle's C step (int8, gcc -O3)",
         core=here.core,
         clock_hz=here.clock_hz,
         sram_bytes=here.sram_bytes,
