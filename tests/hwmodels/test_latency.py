@@ -9,12 +9,14 @@ import torch
 
 from tinytune.errors import ConfigError
 from tinytune.hwmodels.latency import (
+    COST_CLASSES,
     FEATURES,
     KERNEL_PHASES,
     OP_CLASSES,
     PHASES,
     LatencyCoefficients,
     call_rows,
+    cost_class,
     fit_coefficients,
     op_class,
     phase_features,
@@ -71,18 +73,18 @@ def _sampled_graphs(n: int, seed: int) -> list[Graph]:
 
 
 def test_fit_recovers_predictions_of_the_model_class() -> None:
-    graphs = _sampled_graphs(24, seed=1)
+    graphs = _sampled_graphs(48, seed=1)
     rng = np.random.default_rng(0)
     truth = LatencyCoefficients(
         {
             cls: {ph: tuple(float(v) for v in rng.uniform(0, 1e-8, len(FEATURES))) for ph in (
                 "forward", "grad_input", "grad_weight", "update")}
-            for cls in ("conv_pw", "conv_dw", "conv_kxk", "linear", "elementwise")
+            for cls in COST_CLASSES
         }
     )  # fmt: skip
     seconds = [predict_latency(g, truth).train_step_s for g in graphs]
-    fitted = fit_coefficients(graphs[:18], seconds[:18])
-    for g, s in zip(graphs[18:], seconds[18:], strict=True):
+    fitted = fit_coefficients(graphs[:36], seconds[:36])
+    for g, s in zip(graphs[36:], seconds[36:], strict=True):
         assert predict_latency(g, fitted).train_step_s == pytest.approx(s, rel=0.05)
 
 
@@ -124,11 +126,11 @@ def test_call_rows_by_hand() -> None:
     width = len(PHASES) * len(FEATURES)
 
     def at(cls: str, phase: str) -> slice:
-        start = OP_CLASSES.index(cls) * width + PHASES.index(phase) * len(FEATURES)
+        start = COST_CLASSES.index(cls) * width + PHASES.index(phase) * len(FEATURES)
         return slice(start, start + len(FEATURES))
 
     assert seconds.tolist() == [5.0, 1.0, 2.0, 3.5]  # the loss gradient joins the classifier's
-    assert rows[0][at("conv_pw", "forward")].tolist() == [72.0, 248.0, 36.0, 1.0]
+    assert rows[0][at("conv_pw_few", "forward")].tolist() == [72.0, 248.0, 36.0, 1.0]  # 9 px
     assert rows[1][at("elementwise", "forward")].tolist() == [36.0, 160.0, 4.0, 1.0]
     assert rows[2][at("linear", "forward")].tolist() == [12.0, 76.0, 3.0, 1.0]
     # the classifier's backward: its weight gradient and update (no gradient flows into x)
@@ -191,3 +193,48 @@ def test_timed_calls_make_the_phases_identifiable() -> None:
         alone = split(predict_latency(g, steps_only).phase_totals())
         off = max(off, *(abs(a / w - 1) for a, w in zip(alone, want, strict=True) if w))
     assert off > 0.05  # from whole steps alone, the phases come out wrong
+
+
+class _Shapes(torch.nn.Module):
+    """A pointwise and a depthwise convolution on ``side`` × ``side`` pixels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pw = ConvUnit(torch.randn(6, 3, 1, 1), torch.zeros(6), act="relu", index=0)
+        self.dw = ConvUnit(
+            torch.randn(6, 1, 3, 3), torch.zeros(6), act="relu", padding=1, groups=6, index=1
+        )
+        self.pool = GlobalAvgPool()
+        self.fc = Classifier(6, 2, torch.Generator().manual_seed(0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.pool(self.dw(self.pw(x))))
+
+
+@pytest.mark.parametrize(
+    ("side", "pw", "dw"),
+    [(3, "conv_pw_few", "conv_dw_few"), (4, "conv_pw", "conv_dw_few"),
+     (8, "conv_pw", "conv_dw_few"), (9, "conv_pw", "conv_dw")],
+)  # fmt: skip
+def test_cost_classes_follow_the_few_pixel_kernels(side, pw, dw) -> None:
+    """Under 16 output pixels a pointwise convolution, at most 64 a depthwise one, is priced by
+    its few-pixel class (the bundle's Linux kernels' thresholds)."""
+    graph = trace(_Shapes(), torch.zeros(1, 3, side, side))
+    assert [op_class(op) for op in graph.ops[:2]] == ["conv_pw", "conv_dw"]
+    assert [cost_class(op) for op in graph.ops[:2]] == [pw, dw]
+
+
+def test_a_profile_without_few_pixel_classes_prices_them_as_their_op_class() -> None:
+    graph = trace(_Shapes(), torch.zeros(1, 3, 3, 3))  # both convolutions of few pixels
+    base = {"forward": (1.0, 0.0, 2.0, 5.0), "grad_input": (0.5, 0.0, 0.0, 1.0)}
+    coarse = LatencyCoefficients({"conv_pw": base, "conv_dw": base})
+    pw_macs, dw_macs = 6 * 3 * 9, 6 * 9 * 9
+    fwd = (pw_macs + 2 * 54 + 5) + (dw_macs + 2 * 54 + 5)
+    assert predict_latency(graph, coarse).inference_s == pytest.approx(fwd)
+    # a few-pixel class's own coefficients win; its missing phases are its op class's
+    fine = LatencyCoefficients(
+        {"conv_pw": base, "conv_dw": base, "conv_dw_few": {"forward": (0.0, 0.0, 0.0, 7.0)}}
+    )
+    assert predict_latency(graph, fine).inference_s == pytest.approx(pw_macs + 2 * 54 + 5 + 7)
+    assert np.array_equal(fine.get("conv_dw_few", "grad_input"), base["grad_input"])
+    assert not fine.get("conv_kxk", "forward").any()  # other missing entries cost 0

@@ -8,6 +8,12 @@ every (op class, phase), in seconds per unit. The prediction is the sum over ops
 coefficients · features; the form follows the per-layer fits of nn-Meter and of
 ``reference/hw-measurements.md`` §4 (MACs + output elements + weights + a constant per op type).
 
+The coefficients are per **cost class** (:func:`cost_class`): the op class (:func:`op_class`),
+with pointwise and depthwise convolutions on few output pixels apart — where the exported
+bundle's Linux kernels take other loops, whose cost per multiply-accumulate differs about
+threefold. A profile without coefficients for a few-pixel class (every published, PyTorch and
+Cortex-M7 profile, whose engines make no such difference) prices those ops as their op class.
+
 :func:`predict_latency` is pure. :func:`fit_coefficients` fits the coefficients from measured
 step times by non-negative least squares on relative error, so that small and large networks
 weigh alike. Where the step's kernel calls were timed one by one (a bundle's profiler), each
@@ -29,6 +35,7 @@ from tinytune.errors import ConfigError
 from tinytune.ir import Graph, Op
 
 __all__ = [
+    "COST_CLASSES",
     "FEATURES",
     "KERNEL_PHASES",
     "OP_CLASSES",
@@ -36,6 +43,7 @@ __all__ = [
     "LatencyCoefficients",
     "LatencyReport",
     "call_rows",
+    "cost_class",
     "fit_coefficients",
     "op_class",
     "phase_features",
@@ -45,6 +53,14 @@ __all__ = [
 PHASES = ("forward", "grad_input", "grad_weight", "update")
 FEATURES = ("macs", "bytes", "elements", "constant")
 OP_CLASSES = ("conv_pw", "conv_dw", "conv_kxk", "linear", "elementwise")
+# the few-pixel classes and the op class each falls back to in a profile that lacks it
+FEW_PIXEL_CLASSES = {"conv_pw_few": "conv_pw", "conv_dw_few": "conv_dw"}
+COST_CLASSES = OP_CLASSES + tuple(FEW_PIXEL_CLASSES)
+# Output pixels below which (pointwise) and up to which (depthwise) a convolution is of the
+# few-pixel class: the thresholds of the bundle's Linux kernels (TT_FEW_PIXELS,
+# TT_FEW_DW_PIXELS in tinytune/export/csrc).
+PW_FEW_PIXELS = 16
+DW_FEW_PIXELS = 64
 
 _BACKWARD = ("grad_input", "grad_weight", "update")
 KERNEL_PHASES: dict[str, tuple[str, ...]] = {
@@ -81,6 +97,22 @@ def op_class(op: Op) -> str:
     return "elementwise"
 
 
+def cost_class(op: Op) -> str:
+    """The class whose coefficients price the op: :func:`op_class`, or its few-pixel class for
+    a pointwise convolution on under :data:`PW_FEW_PIXELS` output pixels or a depthwise one on
+    at most :data:`DW_FEW_PIXELS`."""
+    cls = op_class(op)
+    if cls == "conv_pw":
+        out, cin = op.params.weight_shape[:2]
+        if op.macs < PW_FEW_PIXELS * out * cin:
+            return "conv_pw_few"
+    elif cls == "conv_dw":
+        channels, _, kh, kw = op.params.weight_shape
+        if op.macs <= DW_FEW_PIXELS * channels * kh * kw:
+            return "conv_dw_few"
+    return cls
+
+
 def phase_features(op: Op, graph: Graph, bytes_per_element: int = 4) -> dict[str, np.ndarray]:
     """Feature vectors (:data:`FEATURES`) of every phase the op runs in a training step."""
     out = graph.tensors[op.output]
@@ -104,14 +136,15 @@ def phase_features(op: Op, graph: Graph, bytes_per_element: int = 4) -> dict[str
 
 @dataclass(frozen=True)
 class LatencyCoefficients:
-    """Seconds per feature unit for every (op class, phase); missing entries cost 0."""
+    """Seconds per feature unit for every (cost class, phase); a few-pixel class's missing
+    phase is its op class's; other missing entries cost 0."""
 
     values: dict[str, dict[str, tuple[float, float, float, float]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for cls, phases in self.values.items():
-            if cls not in OP_CLASSES:
-                raise ConfigError(f"unknown op class {cls!r}; allowed: {OP_CLASSES}")
+            if cls not in COST_CLASSES:
+                raise ConfigError(f"unknown op class {cls!r}; allowed: {COST_CLASSES}")
             for phase, coef in phases.items():
                 if phase not in PHASES:
                     raise ConfigError(f"unknown phase {phase!r}; allowed: {PHASES}")
@@ -122,7 +155,10 @@ class LatencyCoefficients:
                     )
 
     def get(self, cls: str, phase: str) -> np.ndarray:
-        return np.asarray(self.values.get(cls, {}).get(phase, (0.0,) * len(FEATURES)))
+        coef = self.values.get(cls, {}).get(phase)
+        if coef is None and cls in FEW_PIXEL_CLASSES:
+            coef = self.values.get(FEW_PIXEL_CLASSES[cls], {}).get(phase)
+        return np.asarray(coef if coef is not None else (0.0,) * len(FEATURES))
 
     def to_dict(self) -> dict[str, dict[str, list[float]]]:
         return {c: {p: list(v) for p, v in ph.items()} for c, ph in self.values.items()}
@@ -157,7 +193,7 @@ def predict_latency(
     per_op = []
     train = infer = 0.0
     for op in graph.ops:
-        cls = op_class(op)
+        cls = cost_class(op)
         phases = {
             phase: float(coefficients.get(cls, phase) @ f)
             for phase, f in phase_features(op, graph, bytes_per_element).items()
@@ -169,9 +205,9 @@ def predict_latency(
 
 
 def _design_row(graph: Graph, bytes_per_element: int) -> np.ndarray:
-    row = np.zeros(len(OP_CLASSES) * len(PHASES) * len(FEATURES))
+    row = np.zeros(len(COST_CLASSES) * len(PHASES) * len(FEATURES))
     for op in graph.ops:
-        c = OP_CLASSES.index(op_class(op))
+        c = COST_CLASSES.index(cost_class(op))
         for phase, f in phase_features(op, graph, bytes_per_element).items():
             start = (c * len(PHASES) + PHASES.index(phase)) * len(FEATURES)
             row[start : start + len(FEATURES)] += f
@@ -215,9 +251,9 @@ def call_rows(
     width = len(PHASES) * len(FEATURES)
     for name, op_groups in groups.items():
         feats = phase_features(ops[name], graph, bytes_per_element)
-        start = OP_CLASSES.index(op_class(ops[name])) * width
+        start = COST_CLASSES.index(cost_class(ops[name])) * width
         for phases, secs in op_groups:
-            row = np.zeros(len(OP_CLASSES) * width)
+            row = np.zeros(len(COST_CLASSES) * width)
             present = [p for p in PHASES if p in phases and p in feats]
             for p in present:
                 at = start + PHASES.index(p) * len(FEATURES)
@@ -226,7 +262,7 @@ def call_rows(
                 rows.append(row)
                 seconds.append(secs)
     if not rows:
-        return np.zeros((0, len(OP_CLASSES) * width)), np.zeros(0)
+        return np.zeros((0, len(COST_CLASSES) * width)), np.zeros(0)
     return np.stack(rows), np.asarray(seconds, dtype=float)
 
 
@@ -271,7 +307,7 @@ def fit_coefficients(
     x[used] = nnls(a[:, used] / norms[used], b, maxiter=50 * a.shape[1])[0] / norms[used]
     values: dict[str, dict[str, tuple[float, float, float, float]]] = {}
     k = len(FEATURES)
-    for c, cls in enumerate(OP_CLASSES):
+    for c, cls in enumerate(COST_CLASSES):
         for p, phase in enumerate(PHASES):
             start = (c * len(PHASES) + p) * k
             coef = x[start : start + k]
