@@ -356,13 +356,14 @@ def answers(port: int) -> bool:
     return True
 
 
-@pytest.mark.slow
-def test_search_on_a_two_node_cluster_runs_tasks_on_both_nodes(
-    tmp_path: Path, tiny_checkpoint: Path, use_tiny_cache: Path
-) -> None:
+@contextmanager
+def two_nodes(
+    tmp_path: Path, env: dict[str, str], worker_env: dict[str, str]
+) -> Iterator[tuple[int, int, Callable[[], list[str]]]]:
+    """A head and a worker node on loopback, each with its own Ray temp folder and environment:
+    (GCS port, dashboard port, probe of the alive nodes)."""
     if shutil.which("ray") is None:
         pytest.skip("the 'ray' command is not on PATH, so 'ray start' cannot run here")
-    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
     (gcs, dashboard, client, *head_ports), worker_ports = free_ports(9), free_ports(5)
     # Every port explicit: two nodes on one host must not both claim the defaults (the dashboard
     # agent's 52365, for one), and neither may collide with another cluster on this machine.
@@ -390,7 +391,6 @@ def test_search_on_a_two_node_cluster_runs_tasks_on_both_nodes(
     head_tmp = Path(tempfile.mkdtemp(prefix="tt-ray-"))
     worker_tmp = Path(tempfile.mkdtemp(prefix="tt-ray-"))
     head_log, worker_log = tmp_path / "head.log", tmp_path / "worker.log"
-    url = f"sqlite:///{tmp_path / 'cluster.db'}"
     try:
         with ray_node([*head_args, f"--temp-dir={head_tmp}"], head_log, env) as head:
             deadline = time.monotonic() + 60
@@ -399,21 +399,31 @@ def test_search_on_a_two_node_cluster_runs_tasks_on_both_nodes(
             if head.poll() is not None:
                 pytest.skip(f"'ray start --head' cannot run here: {head_log.read_text()[-800:]}")
             wait_for(lambda: answers(gcs), 0, "the head's GCS did not answer", head_log)
-            with ray_node([*worker_args, f"--temp-dir={worker_tmp}"], worker_log, env):
+            with ray_node([*worker_args, f"--temp-dir={worker_tmp}"], worker_log, worker_env):
                 nodes = alive_nodes(dashboard)
                 wait_for(lambda: len(nodes()) == 2, 90, "the second node did not join", worker_log)
-                done = subprocess.run(
-                    [sys.executable, "-m", "tinytune.cli.main", "search", "--storage", url,
-                     "--ray-address", f"127.0.0.1:{gcs}", "--workers", "2", "--trials", "2",
-                     "--epochs", "1", "--lr", "0.05", "--pretrain-steps", "2"],
-                    capture_output=True, text=True, env=env, timeout=400,
-                )  # fmt: skip
-                assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-                task_nodes = evaluation_nodes(dashboard)
-                cluster_nodes = set(nodes())
+                yield gcs, dashboard, nodes
     finally:
         shutil.rmtree(head_tmp, ignore_errors=True)
         shutil.rmtree(worker_tmp, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_search_on_a_two_node_cluster_runs_tasks_on_both_nodes(
+    tmp_path: Path, tiny_checkpoint: Path, use_tiny_cache: Path
+) -> None:
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+    url = f"sqlite:///{tmp_path / 'cluster.db'}"
+    with two_nodes(tmp_path, env, env) as (gcs, dashboard, nodes):
+        done = subprocess.run(
+            [sys.executable, "-m", "tinytune.cli.main", "search", "--storage", url,
+             "--ray-address", f"127.0.0.1:{gcs}", "--workers", "2", "--trials", "2",
+             "--epochs", "1", "--lr", "0.05", "--pretrain-steps", "2"],
+            capture_output=True, text=True, env=env, timeout=400,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        task_nodes = evaluation_nodes(dashboard)
+        cluster_nodes = set(nodes())
 
     assert "Pareto front" in done.stdout
     study = optuna.load_study(study_name="tinytune", storage=url)
@@ -424,6 +434,47 @@ def test_search_on_a_two_node_cluster_runs_tasks_on_both_nodes(
     assert sorted(e.trial_number for e in evaluations) == sorted(t.number for t in complete)
     assert all(e.status == "ok" for e in evaluations)
     assert len(task_nodes) == 3 and set(task_nodes) == cluster_nodes
+
+
+@pytest.mark.slow
+def test_a_node_with_its_own_folders_gets_the_checkpoint_and_images_through_ray(
+    tmp_path: Path, tiny_checkpoint: Path, use_tiny_cache: Path
+) -> None:
+    """The worker node runs with a cache folder of its own and never sees the driver's paths
+    in its tasks: the checkpoint and the user's image folder reach it through the object store
+    and are written under its cache, once per content."""
+    from tests.data.test_data import write_image_folder
+
+    folder = write_image_folder(tmp_path / "driver" / "my-images", images_per_class=12)
+    worker_cache = tmp_path / "worker-cache"
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+    worker_env = dict(env, TINYTUNE_CACHE=str(worker_cache))
+    url = f"sqlite:///{tmp_path / 'cluster.db'}"
+    with two_nodes(tmp_path, env, worker_env) as (gcs, dashboard, nodes):
+        done = subprocess.run(
+            [sys.executable, "-m", "tinytune.cli.main", "search", "--storage", url,
+             "--ray-address", f"127.0.0.1:{gcs}", "--workers", "2", "--trials", "2",
+             "--epochs", "1", "--lr", "0.05", "--pretrain-steps", "2", "--repeats", "1",
+             "--dataset", f"imagefolder:{folder}"],
+            capture_output=True, text=True, env=env, timeout=400,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        task_nodes = evaluation_nodes(dashboard)
+        cluster_nodes = set(nodes())
+
+    assert set(task_nodes) == cluster_nodes  # the worker node trained some of them
+    with open_store(url) as store:
+        evaluations = store.evaluations("tinytune", fidelity="measured")
+    assert evaluations and all(e.status == "ok" for e in evaluations)
+    shipped = worker_cache / "shipped"
+    checkpoints = list(shipped.glob("*/*.pt"))  # the driver's, from its own cache
+    assert len(checkpoints) == 1
+    (driver_copy,) = (use_tiny_cache / "supernets").rglob(checkpoints[0].name)
+    assert checkpoints[0].read_bytes() == driver_copy.read_bytes()
+    copies = list(shipped.glob("*/my-images"))
+    assert len(copies) == 1
+    for image in folder.rglob("*.png"):
+        assert (copies[0] / image.relative_to(folder)).read_bytes() == image.read_bytes()
 
 
 def alive_nodes(dashboard_port: int) -> Callable[[], list[str]]:

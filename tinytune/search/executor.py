@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinytune.errors import ConfigError, TinyTuneError
+from tinytune.search.shipping import Shipper, run_shipped
 
 __all__ = ["Executor", "InlineExecutor", "RayExecutor", "RayUnavailableError", "check_reachable"]
 
@@ -121,7 +122,9 @@ class RayExecutor(Executor):
         fn: the task function (importable, so that workers can unpickle it).
         workers: concurrent tasks (one CPU each).
         address: an existing cluster (``HOST:PORT`` or ``ray://HOST:PORT``); ``None`` starts a
-            local instance sized for ``workers``.
+            local instance sized for ``workers``. With an address, each task's checkpoint and
+            image folder travel through the object store (:mod:`tinytune.search.shipping`), so
+            workers on other nodes need no shared file system.
         max_retries: extra attempts for a task whose worker died (0: none).
         connect_timeout_s: how long the reachability check of ``address`` may take.
 
@@ -170,11 +173,18 @@ class RayExecutor(Executor):
                 raise RayUnavailableError(
                     f"cannot start or reach Ray {where}: {_first_line(e)}"
                 ) from e
-        self._remote = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(fn)
+        self._fn = fn
+        self._remote = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(
+            run_shipped
+        ).options(name=getattr(fn, "__name__", "evaluation"))  # the task's name in Ray's state
+        # on a cluster the checkpoint and image folder travel through the object store
+        self._shipper = Shipper(ray.put) if address is not None else None
         self._pending: dict[Any, int] = {}
 
     def submit(self, key: int, task: Task) -> None:
-        self._pending[self._remote.remote(task)] = key
+        if self._shipper is not None:
+            task = self._shipper.pack(task)
+        self._pending[self._remote.remote(self._fn, task)] = key
 
     def wait(self, timeout: float) -> list[tuple[int, Result]]:
         if not self._pending:

@@ -1,0 +1,143 @@
+"""The files an evaluation names, carried to Ray workers through the object store.
+
+A task names its supernet checkpoint by path and may name the user's image folder
+(``imagefolder:PATH``); a worker on another node of a cluster has neither path. On a cluster the
+driver therefore puts each file's bytes (a folder as an uncompressed tar of its files, in sorted
+order) into Ray's object store once, keyed by its SHA-256, and every task carries the
+references. A worker writes them, once per node and content, under its own cache folder
+(``$TINYTUNE_CACHE/shipped/<sha256>/``, atomically: a temporary name, then a rename) and runs the
+task on those local paths. The image folder's split depends only on the sorted file names, the
+labels and the seed, so a worker's copy gives the driver's split. Local workers share the
+driver's file system and get the task as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tinytune.errors import ConfigError
+
+__all__ = ["Shipper", "run_shipped"]
+
+IMAGEFOLDER = "imagefolder:"
+
+
+def _tar_folder(root: Path) -> bytes:
+    """The folder's regular files as an uncompressed tar, in sorted order, with fixed metadata
+    (the same bytes for the same files)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            info = tarfile.TarInfo(path.relative_to(root).as_posix())
+            info.size = path.stat().st_size
+            info.mode = 0o644
+            with path.open("rb") as f:
+                tar.addfile(info, f)
+    return buffer.getvalue()
+
+
+class Shipper:
+    """Driver side: rewrites tasks so that their files travel as object references.
+
+    Args:
+        put: stores bytes and returns a reference (``ray.put``).
+    """
+
+    def __init__(self, put: Callable[[bytes], Any]) -> None:
+        self._put = put
+        self._refs: dict[str, Any] = {}  # sha256 → reference
+        self._known: dict[tuple[str, float, int], str] = {}  # (path, mtime, size) → sha256
+
+    def _ship(self, path: Path, folder: bool) -> dict[str, Any]:
+        stat = path.stat()
+        key = (str(path), stat.st_mtime, stat.st_size)
+        sha = self._known.get(key)
+        data = None
+        if sha is None:
+            data = _tar_folder(path) if folder else path.read_bytes()
+            sha = hashlib.sha256(data).hexdigest()
+            self._known[key] = sha
+        if sha not in self._refs:
+            if data is None:
+                data = _tar_folder(path) if folder else path.read_bytes()
+            self._refs[sha] = self._put(data)
+        return {"sha256": sha, "name": path.name, "folder": folder, "ref": self._refs[sha]}
+
+    def pack(self, task: dict[str, Any]) -> dict[str, Any]:
+        """``task`` with its checkpoint and image folder as shipped references.
+
+        Raises:
+            ConfigError: a named file or folder does not exist.
+        """
+        shipped: dict[str, Any] = {}
+        checkpoint = task.get("checkpoint")
+        if checkpoint:
+            path = Path(checkpoint)
+            if not path.is_file():
+                raise ConfigError(f"the checkpoint {checkpoint!r} is not a file")
+            shipped["checkpoint"] = self._ship(path, folder=False)
+        dataset = task.get("dataset")
+        if isinstance(dataset, str) and dataset.startswith(IMAGEFOLDER):
+            root = Path(dataset[len(IMAGEFOLDER) :]).expanduser().resolve()
+            if not root.is_dir():
+                raise ConfigError(f"the image folder {str(root)!r} is not a directory")
+            shipped["dataset"] = self._ship(root, folder=True)
+        return {**task, "shipped": shipped} if shipped else task
+
+
+def _materialise(item: dict[str, Any], get: Callable[[Any], bytes], cache: Path) -> Path:
+    """The local path of a shipped file or folder, written on first use."""
+    home = cache / "shipped" / item["sha256"]
+    target = home / item["name"]
+    if target.exists():
+        return target
+    home.mkdir(parents=True, exist_ok=True)
+    data = get(item["ref"])
+    if hashlib.sha256(data).hexdigest() != item["sha256"]:
+        raise ConfigError(f"a shipped copy of {item['name']!r} does not match its SHA-256")
+    if item["folder"]:
+        tmp = Path(tempfile.mkdtemp(dir=home, prefix=".part-"))
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+            tar.extractall(tmp, filter="data")
+    else:
+        fd, name = tempfile.mkstemp(dir=home, prefix=".part-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        tmp = Path(name)
+    try:
+        os.replace(tmp, target)
+    except OSError:  # another worker of this node wrote the same content first
+        if not target.exists():
+            raise
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+    return target
+
+
+def run_shipped(fn: Callable[[dict[str, Any]], dict[str, Any]], task: dict[str, Any]) -> Any:
+    """Worker side: write the task's shipped files under this node's cache, point the task at
+    them, and run ``fn``."""
+    shipped = task.get("shipped")
+    if not shipped:
+        return fn(task)
+    import ray
+
+    from tinytune.models.supernet import cache_dir
+
+    local = {k: v for k, v in task.items() if k != "shipped"}
+    cache = cache_dir()
+    if "checkpoint" in shipped:
+        local["checkpoint"] = str(_materialise(shipped["checkpoint"], ray.get, cache))
+    if "dataset" in shipped:
+        local["dataset"] = IMAGEFOLDER + str(_materialise(shipped["dataset"], ray.get, cache))
+    return fn(local)
