@@ -1,0 +1,254 @@
+"""Cheap signals against measured accuracy: Kendall τ per scheme family and pooled.
+
+    python3 bench/signals.py [--sample 24] [--seed 0] [--dataset digits] [--lr 1.6]
+        [--epochs 8] [--contribution-epochs 2] [--repeat-seed S] [--processes 2] [--json OUT]
+
+Candidates: the presets on the default sub-network (classifier only, bias-only, the MCUNetV3-
+and TinyTL-style schemes, full fine-tuning) and ``--sample`` more drawn at random from the joint
+space of ``ofa-proxyless-w0.35`` (Optuna's random sampler), all on the shipped checkpoint. Each
+is fine-tuned as the search measures it (``tinytune.evaluators.run_evaluation``: its epochs,
+batch 32, one rate for every family, one torch thread, ``--processes`` at a time) for its
+validation accuracy, and its signals (:mod:`tinytune.search.signals`: a linear probe and 64
+backward passes of one image) are measured in the driver with one thread. One more signal is
+MCUNetV3's contribution analysis at low fidelity: the default plan's table (34 fine-tunes for
+the default sub-network) measured at ``--contribution-epochs`` epochs instead of the study's,
+and the sum of :func:`tinytune.search.proxy.estimate`'s terms (not clipped to 1, which would tie
+the best schemes) for each candidate with the probe as its sub-network's base
+(``contribution``; ``--contribution-epochs 0`` leaves it out). ``--repeat-seed S``
+fine-tunes every candidate again with fine-tuning seed S (another data order and classifier
+initialisation) and reports the τ of the two measurements: the measurement's own noise, a
+ceiling for any signal. Printed: each
+signal's Kendall τ-b against measured validation accuracy pooled over all candidates and within
+each scheme family (``tinytune.search.lr.family_of``; families of fewer than 3 candidates are
+left out), the seconds a candidate's signals and its fine-tune took (medians), and the command.
+The test accuracy is stored in the JSON and never used here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tinytune.evaluators import run_evaluation
+
+
+def _contribution_table(args, spec, checkpoint, pool):  # type: ignore[no-untyped-def]
+    """The default plan's table at ``--contribution-epochs``, run on ``pool``; with the number
+    of its fine-tunes."""
+    import itertools
+    import tempfile
+
+    from tinytune.db import open_store
+    from tinytune.evaluators import FinetuneConfig
+    from tinytune.search.contribution import (
+        ContributionPlan,
+        TableIdentity,
+        file_sha256,
+        run_contributions,
+    )
+    from tinytune.search.executor import Executor
+    from tinytune.spaces import default_subnet
+
+    class PoolExecutor(Executor):
+        def __init__(self) -> None:
+            self.slots = args.processes
+            self.futures: dict[int, Any] = {}
+
+        def submit(self, key: int, task: dict[str, Any]) -> None:
+            self.futures[key] = pool.submit(run_evaluation, task)
+
+        def wait(self, timeout: float) -> list[tuple[int, dict[str, Any]]]:
+            from concurrent.futures import FIRST_COMPLETED, wait
+
+            done, _ = wait(self.futures.values(), timeout=timeout, return_when=FIRST_COMPLETED)
+            out = [(k, f.result()) for k, f in self.futures.items() if f in done]
+            for k, _ in out:
+                del self.futures[k]
+            return out
+
+        def in_flight(self) -> int:
+            return len(self.futures)
+
+    config = FinetuneConfig(epochs=args.contribution_epochs, lr=args.lr, seed=args.seed)
+    identity = TableIdentity(
+        spec.name, str(checkpoint), file_sha256(checkpoint), args.dataset, args.seed, config,
+        default_subnet(spec),
+    )  # fmt: skip
+    keys = itertools.count()
+
+    def task(candidate):  # type: ignore[no-untyped-def]
+        return {
+            "candidate": candidate.to_json(), "checkpoint": str(checkpoint),
+            "dataset": args.dataset, "data_seed": args.seed, "finetune": config.to_dict(),
+            "threads": 1,
+        }  # fmt: skip
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(f"sqlite:///{tmp}/table.db")
+        table = run_contributions(
+            store, PoolExecutor(), identity, spec, ContributionPlan(), task, lambda: next(keys)
+        )
+    if table is None:
+        raise SystemExit("the contribution analysis could not measure its classifier-only base")
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sample", type=int, default=24, help="random candidates besides presets")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dataset", default="digits")
+    parser.add_argument("--lr", type=float, default=1.6)
+    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--contribution-epochs", type=int, default=2)
+    parser.add_argument("--repeat-seed", type=int, help="fine-tune again with this seed")
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from tinytune.checkpoints import ensure_checkpoint
+    from tinytune.data import get_dataset
+    from tinytune.evaluators import FinetuneConfig
+    from tinytune.evaluators.profile import sample_candidates
+    from tinytune.evaluators.task import network_on_data
+    from tinytune.models import load_supernet
+    from tinytune.search.lr import family_of
+    from tinytune.search.proxy import estimate, kendall_tau
+    from tinytune.search.signals import SIGNALS, measure_signals
+    from tinytune.spaces import get_supernet, make_preset
+
+    torch.set_num_threads(1)
+    spec = get_supernet("ofa-proxyless-w0.35")
+    checkpoint = ensure_checkpoint(spec)
+    presets = [make_preset(p, spec) for p in ("last", "bias-only", "mcunetv3", "tinytl", "full")]
+    candidates = {c.key: c for c in presets + sample_candidates(spec, args.sample, args.seed)}
+    config = FinetuneConfig(epochs=args.epochs, lr=args.lr, seed=args.seed)
+    tasks = {
+        key: {
+            "candidate": c.to_json(),
+            "checkpoint": str(checkpoint),
+            "dataset": args.dataset,
+            "data_seed": args.seed,
+            "finetune": config.to_dict(),
+            "threads": 1,
+        }
+        for key, c in candidates.items()
+    }
+    start = time.perf_counter()
+    with ProcessPoolExecutor(args.processes) as pool:
+        futures = {key: pool.submit(run_evaluation, task) for key, task in tasks.items()}
+        again = {}
+        if args.repeat_seed is not None:
+            other = {**config.to_dict(), "seed": args.repeat_seed}
+            again = {
+                k: pool.submit(run_evaluation, t | {"finetune": other}) for k, t in tasks.items()
+            }
+        supernet = load_supernet(spec, checkpoint)
+        dataset = get_dataset(args.dataset, seed=args.seed)
+        signals = {}
+        for key, c in candidates.items():
+            splits = dataset.load(c.subnet.resolution)
+            net, _ = network_on_data(c, supernet, splits, dataset.num_classes, config.seed)
+            signals[key] = measure_signals(net, splits, seed=args.seed)
+        measured = {key: f.result() for key, f in futures.items()}
+        repeated = {key: f.result() for key, f in again.items()}
+        names = list(SIGNALS)
+        if args.contribution_epochs > 0:
+            t0 = time.perf_counter()
+            table = _contribution_table(args, spec, checkpoint, pool)
+            table_s = time.perf_counter() - t0
+            contribution = {}
+            for k, c in candidates.items():
+                terms = estimate(c, table, signals[k].probe)
+                # unclipped: the estimate clips to [0, 1], which ties the best schemes
+                contribution[k] = terms.base + terms.delta
+            names.append("contribution")
+    wall = time.perf_counter() - start
+
+    def value(key: str, name: str) -> float:
+        return contribution[key] if name == "contribution" else getattr(signals[key], name)
+
+    ok = [k for k in candidates if measured[k]["status"] == "ok"]
+    family = {k: family_of(candidates[k], spec) for k in ok}
+    rows = []
+    for name in names:
+        pooled = kendall_tau(
+            [value(k, name) for k in ok], [measured[k]["val_accuracy"] for k in ok]
+        )
+        per_family = {}
+        for fam in sorted(set(family.values())):
+            keys = [k for k in ok if family[k] == fam]
+            if len(keys) >= 3:
+                per_family[fam] = kendall_tau(
+                    [value(k, name) for k in keys],
+                    [measured[k]["val_accuracy"] for k in keys],
+                )
+        rows.append((name, pooled, per_family))
+    counts = {fam: sum(1 for k in ok if family[k] == fam) for fam in sorted(set(family.values()))}
+    print(
+        f"{len(ok)} candidates measured ({len(candidates) - len(ok)} failed) on {args.dataset}: "
+        f"families {counts}; lr {args.lr}, {args.epochs} epochs; {wall:.0f} s"
+    )
+
+    def fmt(r: Any) -> str:
+        return "-" if r.tau is None else f"{r.tau:+.2f} (n={r.n})"
+
+    fams = sorted({f for _, _, pf in rows for f in pf})
+    print(f"{'signal':<10} {'pooled':>12} " + " ".join(f"{f:>12}" for f in fams))
+    for name, pooled, per_family in rows:
+        cells = " ".join(f"{fmt(per_family[f]) if f in per_family else '-':>12}" for f in fams)
+        print(f"{name:<10} {fmt(pooled):>12} {cells}")
+    sig_s = statistics.median(s.seconds for s in signals.values())
+    ft_s = statistics.median(measured[k]["details"]["finetune_s"] for k in ok)
+    print(f"median seconds per candidate: signals {sig_s:.2f}, fine-tune {ft_s:.1f}")
+    noise = None
+    if repeated:
+        both = [k for k in ok if repeated[k]["status"] == "ok"]
+        noise = kendall_tau(
+            [repeated[k]["val_accuracy"] for k in both],
+            [measured[k]["val_accuracy"] for k in both],
+        )
+        print(f"measured vs measured again (fine-tuning seed {args.repeat_seed}): τ {fmt(noise)}")
+    if args.contribution_epochs > 0:
+        print(
+            f"contribution table: {table.tasks} fine-tunes of {args.contribution_epochs} epochs "
+            f"({table.tasks * args.contribution_epochs / args.epochs:.1f} fine-tunes' epochs), "
+            f"{table_s:.0f} s on {args.processes} processes"
+        )
+    print("command: python3 bench/signals.py " + " ".join(sys.argv[1:] if argv is None else argv))
+    if args.json:
+        out = {
+            "args": vars(args) | {"json": str(args.json)},
+            "candidates": {
+                k: {
+                    "candidate": candidates[k].to_json(),
+                    "family": family.get(k),
+                    "signals": signals[k].to_dict()
+                    | ({"contribution": contribution[k]} if args.contribution_epochs else {}),
+                    "val_accuracy": measured[k].get("val_accuracy"),
+                    "test_accuracy": measured[k].get("accuracy"),
+                    "finetune_s": (measured[k].get("details") or {}).get("finetune_s"),
+                }
+                for k in candidates
+            },
+            "tau": {
+                name: {"pooled": pooled.tau, **{f: r.tau for f, r in pf.items()}}
+                for name, pooled, pf in rows
+            },
+            "tau_repeat": None if noise is None else noise.tau,
+            "val_accuracy_repeat": {k: r.get("val_accuracy") for k, r in repeated.items()},
+        }
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,32 @@
+"""bench/signals.py end to end at the smallest settings: every signal gets a τ, the JSON keeps
+each candidate's validation and test accuracy, and the repeat's τ is reported."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "signals.py"
+
+
+@pytest.mark.slow
+def test_signals_bench_smallest_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = importlib.util.spec_from_file_location("bench_signals", BENCH)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    out = tmp_path / "signals.json"
+    args = ["--sample", "1", "--epochs", "1", "--contribution-epochs", "1", "--repeat-seed", "1"]
+    assert module.main([*args, "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "contribution table: 34 fine-tunes of 1 epochs" in printed
+    data = json.loads(out.read_text())
+    assert set(data["tau"]) == {"probe", "fisher", "grad_norm", "potential", "contribution"}
+    assert all(-1.0 <= t["pooled"] <= 1.0 for t in data["tau"].values())
+    assert -1.0 <= data["tau_repeat"] <= 1.0
+    rows = data["candidates"].values()
+    assert len(rows) == 6  # five presets and one drawn candidate
+    assert all(0.0 <= r["val_accuracy"] <= 1.0 and 0.0 <= r["test_accuracy"] <= 1.0 for r in rows)
+    assert {r["family"] for r in rows} >= {"classifier", "bias", "sparse", "full"}
