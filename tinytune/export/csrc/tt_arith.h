@@ -166,6 +166,18 @@ static inline void tt_tap_range(const tt_conv_geom *g, int32_t off, int32_t *lo,
     }
 }
 
+/* Tap t of every channel's kernel of a depthwise weight (kk taps per channel), as int16. */
+static inline void tt_tap_column(const tt_weight *w, int32_t channels, int32_t kk, int32_t t,
+                                 int16_t *col) {
+    int32_t c;
+    for (c = 0; c < w->k; c++) {
+        col[c] = w->train[c * kk + t];
+    }
+    for (c = w->k; c < channels; c++) {
+        col[c] = w->frozen[(c - w->k) * kk + t];
+    }
+}
+
 static inline int32_t tt_weight_at(const tt_conv_geom *g, const tt_weight *w, int32_t o, int32_t ci,
                             int32_t tap) {
     int32_t kk = g->kernel * g->kernel;

@@ -199,7 +199,7 @@ static void tt_grad_input_depthwise(const tt_conv_geom *g, const int8_t *gy,
 static void tt_grad_input_depthwise_few(const tt_conv_geom *g, const int8_t *gy,
                                         const tt_weight *w, const int32_t *w_mult,
                                         tt_emit *st, const tt_grad *gx) {
-    int32_t ch = g->in_c, kk = g->kernel * g->kernel, k = w->k;
+    int32_t ch = g->in_c, kk = g->kernel * g->kernel;
     int32_t n_in = g->in_h * g->in_w, n_out = g->out_h * g->out_w;
     int16_t gt[TT_FEW_VALUES];   /* [output pixel][channel] */
     int32_t part[TT_FEW_VALUES]; /* [input pixel][channel] */
@@ -215,13 +215,7 @@ static void tt_grad_input_depthwise_few(const tt_conv_geom *g, const int8_t *gy,
     }
     for (ky = 0; ky < g->kernel; ky++) {
         for (kx = 0; kx < g->kernel; kx++) {
-            int32_t t = ky * g->kernel + kx;
-            for (c = 0; c < k; c++) {
-                wcol[c] = w->train[c * kk + t];
-            }
-            for (c = k; c < ch; c++) {
-                wcol[c] = w->frozen[(c - k) * kk + t];
-            }
+            tt_tap_column(w, ch, kk, ky * g->kernel + kx, wcol);
             for (oy = 0; oy < g->out_h; oy++) {
                 int32_t iy = oy * g->stride + ky - g->pad;
                 if (iy < 0 || iy >= g->in_h) {

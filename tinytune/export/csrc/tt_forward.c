@@ -5,15 +5,16 @@
 /* Pixels of the int32 sums a convolution keeps on the stack at a time (256 bytes). */
 #define TT_TILE 64
 
-#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
-/* Requantise n int32 sums of output channel o into y[idx0 ..] and set their mask bits; on
- * Linux targets without a branch per value where the rounding shift t is in 1 .. 62:
+/* Requantise n int32 sums of output channel o into y[idx0 ..] and set their mask bits. On Linux
+ * targets, where the rounding shift t is in 1 .. 62, without a branch per value:
  * round(a m 2^-t) = floor((a m + 2^(t-1) + 2^62) / 2^t) - 2^(62-t), the numerator in
  * [0, 2^64) since |a m| <= 2^62, so an unsigned shift computes the floor without the
  * implementation-defined >> of a negative. The same values as tt_scale_round, bit for bit. */
 static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, int32_t n,
                           int32_t idx0, int8_t *y, uint8_t *mask) {
-    int32_t t = q->shift[o], p;
+    int32_t p;
+#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+    int32_t t = q->shift[o];
     if (t >= 1 && t <= 62) {
         int64_t mult = q->mult[o], lo = q->act_min, hi = q->act_max;
         uint64_t offset = ((uint64_t)1 << 62) + ((uint64_t)1 << (t - 1));
@@ -29,30 +30,16 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
         }
         return;
     }
-    for (p = 0; p < n; p++) {
-        int32_t idx = idx0 + p;
-        int64_t v = q->y_zero + tt_scale_round(acc[p], q->mult[o], q->shift[o]);
-        if (mask && v >= q->act_min && v <= q->act_max) {
-            mask[idx >> 3] = (uint8_t)(mask[idx >> 3] | (1u << (idx & 7)));
-        }
-        y[idx] = (int8_t)tt_clamp64(v, q->act_min, q->act_max);
-    }
-}
-#else
-/* Requantise n int32 sums of output channel o into y[idx0 ..] and set their mask bits. */
-static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, int32_t n,
-                          int32_t idx0, int8_t *y, uint8_t *mask) {
-    int32_t p;
-    for (p = 0; p < n; p++) {
-        int32_t idx = idx0 + p;
-        int64_t v = q->y_zero + tt_scale_round(acc[p], q->mult[o], q->shift[o]);
-        if (mask && v >= q->act_min && v <= q->act_max) {
-            mask[idx >> 3] = (uint8_t)(mask[idx >> 3] | (1u << (idx & 7)));
-        }
-        y[idx] = (int8_t)tt_clamp64(v, q->act_min, q->act_max);
-    }
-}
 #endif
+    for (p = 0; p < n; p++) {
+        int32_t idx = idx0 + p;
+        int64_t v = q->y_zero + tt_scale_round(acc[p], q->mult[o], q->shift[o]);
+        if (mask && v >= q->act_min && v <= q->act_max) {
+            mask[idx >> 3] = (uint8_t)(mask[idx >> 3] | (1u << (idx & 7)));
+        }
+        y[idx] = (int8_t)tt_clamp64(v, q->act_min, q->act_max);
+    }
+}
 
 #if defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_8M_MAIN__)
 /* Four pixels' sums of x w over a run of n input channels: weights w[0 .. n), the pixels'
@@ -374,7 +361,7 @@ static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weig
 static void tt_conv_depthwise_few(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                                   const int32_t *bias, const tt_requant *q, int8_t *y,
                                   uint8_t *mask) {
-    int32_t ch = g->in_c, kk = g->kernel * g->kernel, k = w->k;
+    int32_t ch = g->in_c, kk = g->kernel * g->kernel;
     int32_t n_in = g->in_h * g->in_w, n_out = g->out_h * g->out_w;
     int16_t xt[TT_FEW_VALUES]; /* [input pixel][channel] */
     int32_t acc[TT_FEW_VALUES]; /* [output pixel][channel] */
@@ -393,13 +380,7 @@ static void tt_conv_depthwise_few(const tt_conv_geom *g, const int8_t *x, const 
     }
     for (ky = 0; ky < g->kernel; ky++) {
         for (kx = 0; kx < g->kernel; kx++) {
-            int32_t t = ky * g->kernel + kx;
-            for (c = 0; c < k; c++) {
-                wcol[c] = w->train[c * kk + t];
-            }
-            for (c = k; c < ch; c++) {
-                wcol[c] = w->frozen[(c - k) * kk + t];
-            }
+            tt_tap_column(w, ch, kk, ky * g->kernel + kx, wcol);
             for (oy = 0; oy < g->out_h; oy++) {
                 int32_t iy = oy * g->stride + ky - g->pad;
                 if (iy < 0 || iy >= g->in_h) {
