@@ -166,6 +166,18 @@ static inline void tt_tap_range(const tt_conv_geom *g, int32_t off, int32_t *lo,
     }
 }
 
+/* The kernel (its kernel x kernel taps) of output channel o and input channel ci (within its
+ * group) of a split weight. */
+static inline const int8_t *tt_kernel_taps(const tt_conv_geom *g, const tt_weight *w, int32_t o,
+                                           int32_t ci) {
+    int32_t kk = g->kernel * g->kernel, cg = g->in_c / g->groups;
+    if (tt_is_depthwise(g)) {
+        return o < w->k ? w->train + o * kk : w->frozen + (o - w->k) * kk;
+    }
+    return ci < w->k ? w->train + (o * w->k + ci) * kk
+                     : w->frozen + (o * (cg - w->k) + (ci - w->k)) * kk;
+}
+
 /* Tap t of every channel's kernel of a depthwise weight (kk taps per channel), as int16. */
 static inline void tt_tap_column(const tt_weight *w, int32_t channels, int32_t kk, int32_t t,
                                  int16_t *col) {

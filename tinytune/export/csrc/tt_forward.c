@@ -282,9 +282,8 @@ static int32_t tt_plane_size(const tt_conv_geom *g, int32_t *rh, int32_t *qw) {
 static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                            const int32_t *bias, const tt_requant *q, int8_t *y,
                            uint8_t *mask) {
-    int32_t kk = g->kernel * g->kernel, s = g->stride, pad = g->pad;
+    int32_t s = g->stride, pad = g->pad;
     int32_t cg = g->in_c / g->groups, og = g->out_c / g->groups;
-    int32_t depthwise = tt_is_depthwise(g);
     int32_t rh, qw, n = tt_plane_size(g, &rh, &qw);
     int32_t m = g->out_h * qw; /* sums of one output channel, qw to a row */
     int16_t planes[TT_PLANE_VALUES];
@@ -319,13 +318,7 @@ static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weig
                 acc[i] = bias[o];
             }
             for (ci = 0; ci < cg; ci++) {
-                const int8_t *wo;
-                if (depthwise) {
-                    wo = o < w->k ? w->train + o * kk : w->frozen + (o - w->k) * kk;
-                } else {
-                    wo = ci < w->k ? w->train + (o * w->k + ci) * kk
-                                   : w->frozen + (o * (cg - w->k) + (ci - w->k)) * kk;
-                }
+                const int8_t *wo = tt_kernel_taps(g, w, o, ci);
                 for (ky = 0; ky < g->kernel; ky++) {
                     for (kx = 0; kx < g->kernel; kx++) {
                         int32_t wv = wo[ky * g->kernel + kx];
