@@ -34,6 +34,7 @@ TOOLS = {
         "arm-none-eabi-nm",
         "qemu-system-arm",
     ),
+    "cortex-m4": ("make", "arm-none-eabi-gcc", "qemu-system-arm"),
 }
 RUN_ENV = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0"}
 

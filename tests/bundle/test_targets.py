@@ -1,6 +1,6 @@
 """A real candidate's bundle on every target: the host against the simulator bit for bit, the
-sanitizers and guard bytes, aarch64 and Cortex-M7 under emulation with the host's output byte
-for byte, and the Cortex-M7 image's flash and static SRAM from ``arm-none-eabi-size``.
+sanitizers and guard bytes, aarch64, Cortex-M7 and Cortex-M4 under emulation with the host's
+output byte for byte, and the Cortex-M7 image's flash and static SRAM from ``arm-none-eabi-size``.
 
 The candidate: the MCUNetV3-style preset on the smallest ProxylessNAS sub-network at 32 px
 (biases of the last half, six expansion convolutions, two of them on 1/8 and 1/4 of their
@@ -104,6 +104,18 @@ def test_aarch64_prints_what_the_host_prints(
     _, folder = sparse
     assert make(folder, "run-aarch64") == host_outputs["plain"]
     dump = make(folder, "run-aarch64", build="build-dump", defs="-DTT_DUMP")
+    assert dump == host_outputs["dump"]
+
+
+@needs("cortex-m4")
+def test_cortex_m4_prints_what_the_host_prints(
+    sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
+) -> None:
+    """The Cortex-M4F (an nRF52840's core; the Cortex-M paths, single-precision FPU v4) under
+    qemu-system-arm's MPS2-AN386."""
+    _, folder = sparse
+    assert make(folder, "run-cortex-m4") == host_outputs["plain"]
+    dump = make(folder, "run-cortex-m4", build="build-dump", defs="-DTT_DUMP")
     assert dump == host_outputs["dump"]
 
 

@@ -6,6 +6,8 @@
 #   make aarch64         static ARM Linux build                  make run-aarch64 (qemu-aarch64)
 #   make cortex-m7       bare-metal Cortex-M7 image              make run-cortex-m7
 #                        (qemu-system-arm, MPS2-AN500, output through semihosting)
+#   make cortex-m4       bare-metal Cortex-M4F image (nRF52840,  make run-cortex-m4
+#                        STM32F4, ...; qemu-system-arm MPS2-AN386, the same memory map)
 #   make size            flash (text + data) and static SRAM (data + bss) of the Cortex-M7 image
 #
 # The profiler (platform/profile_main.c, -DTT_PROFILE) times every kernel call of the step and
@@ -47,6 +49,8 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-f
 M7_FLAGS := -mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-sp-d16 \
             -ffunction-sections -fdata-sections
 M7_LDFLAGS := --specs=rdimon.specs -T platform/cortex_m7.ld -Wl,--gc-sections
+M4_FLAGS := -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16 \
+            -ffunction-sections -fdata-sections
 
 PROFILE_STEPS ?= 10
 PROFILE_SOURCES := platform/profile_main.c $(filter-out main.c,$(SOURCES))
@@ -56,14 +60,17 @@ HOST_BIN := $(BUILD)/host/train
 ASAN_BIN := $(BUILD)/host-asan/train
 AARCH64_BIN := $(BUILD)/aarch64/train
 M7_ELF := $(BUILD)/cortex-m7/train.elf
+M4_ELF := $(BUILD)/cortex-m4/train.elf
 HOST_PROF := $(BUILD)/host/profile
 AARCH64_PROF := $(BUILD)/aarch64/profile
 M7_PROF := $(BUILD)/cortex-m7/profile.elf
 QEMU_M7 := $(QEMU_ARM) -M mps2-an500 -nographic -monitor none -serial none \
            -semihosting-config enable=on,target=native
+QEMU_M4 := $(QEMU_ARM) -M mps2-an386 -nographic -monitor none -serial none \
+           -semihosting-config enable=on,target=native
 
-.PHONY: all host host-asan aarch64 cortex-m7 run-host run-host-asan run-aarch64 \
-        run-cortex-m7 size clean profile-host profile-aarch64 profile-cortex-m7 \
+.PHONY: all host host-asan aarch64 cortex-m7 cortex-m4 run-host run-host-asan run-aarch64 \
+        run-cortex-m7 run-cortex-m4 size clean profile-host profile-aarch64 profile-cortex-m7 \
         run-profile-host run-profile-aarch64 run-profile-cortex-m7
 
 all: host
@@ -72,6 +79,7 @@ host: $(HOST_BIN)
 host-asan: $(ASAN_BIN)
 aarch64: $(AARCH64_BIN)
 cortex-m7: $(M7_ELF)
+cortex-m4: $(M4_ELF)
 
 $(HOST_BIN): $(SOURCES) $(HEADERS)
 	@mkdir -p $(@D)
@@ -88,6 +96,11 @@ $(AARCH64_BIN): $(SOURCES) $(HEADERS)
 $(M7_ELF): $(SOURCES) $(HEADERS) platform/cortex_m7_startup.c platform/cortex_m7.ld
 	@mkdir -p $(@D)
 	$(ARM_CC) $(CFLAGS) $(M7_OPT) $(EXTRA_CFLAGS) $(M7_FLAGS) $(M7_LDFLAGS) \
+	    platform/cortex_m7_startup.c $(SOURCES) -o $@ -lm
+
+$(M4_ELF): $(SOURCES) $(HEADERS) platform/cortex_m7_startup.c platform/cortex_m7.ld
+	@mkdir -p $(@D)
+	$(ARM_CC) $(CFLAGS) $(M7_OPT) $(EXTRA_CFLAGS) $(M4_FLAGS) $(M7_LDFLAGS) \
 	    platform/cortex_m7_startup.c $(SOURCES) -o $@ -lm
 
 profile-host: $(HOST_PROF)
@@ -134,6 +147,9 @@ run-aarch64: $(AARCH64_BIN)
 
 run-cortex-m7: $(M7_ELF)
 	$(QEMU_M7) -kernel $(M7_ELF)
+
+run-cortex-m4: $(M4_ELF)
+	$(QEMU_M4) -kernel $(M4_ELF)
 
 size: $(M7_ELF)
 	$(ARM_SIZE) -A $(M7_ELF)
