@@ -28,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 
-def sampled_bundles(n: int, seed: int, root: Path) -> Iterator[tuple[Any, Any, Path]]:
+def sampled_bundles(
+    n: int, seed: int, root: Path, device_name: str = "stm32f746"
+) -> Iterator[tuple[Any, Any, Path]]:
     """The first ``n`` candidates drawn at random (Optuna's random sampler) whose bundle fits
-    the STM32F746: each candidate, its traced int8 graph at batch 1 and its bundle's folder
-    under ``root``."""
+    the device (default the STM32F746): each candidate, its traced int8 graph at batch 1 and
+    its bundle's folder under ``root``."""
     from tinytune.bundle import BundleRequest, build_bundle, write_bundle
     from tinytune.checkpoints import ensure_checkpoint
     from tinytune.errors import TinyTuneError
@@ -41,7 +43,7 @@ def sampled_bundles(n: int, seed: int, root: Path) -> Iterator[tuple[Any, Any, P
     from tinytune.spaces import get_supernet
 
     spec = get_supernet("ofa-proxyless-w0.35")
-    device = get_device("stm32f746", engine="published")  # its SRAM and flash
+    device = get_device(device_name, engine="published")  # its SRAM and flash
     checkpoint = ensure_checkpoint(spec)
     evaluator = HardwareEvaluator(spec, 10, HardwareConfig())
     found = 0

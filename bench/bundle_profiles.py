@@ -2,11 +2,14 @@
 
     python3 bench/m7_instructions.py --sample 40 --seed 0 --out m7-s0.json   # and --seed 1
     python3 bench/bundle_host.py --sample 40 --seed 0 --out host-s0.json     # and --seed 1
-    python3 bench/bundle_profiles.py --m7 m7-s0.json m7-s1.json --host host-s0.json host-s1.json
+    python3 bench/m7_instructions.py --target cortex-m4 --sample 40 --seed 0 --out m4-s0.json
+    python3 bench/bundle_profiles.py --m7 m7-s0.json m7-s1.json --host host-s0.json host-s1.json \
+        --m4 m4-s0.json m4-s1.json
 
 Each target's files are fitted together by ``tinytune.hwmodels.fitting.calibrate`` (a quarter
 of the bundles held out, chosen by a hash of their names) and written, with the fit's summary,
-to ``tinytune/hwmodels/data/bundle-cortex-m7.json`` and ``bundle-host.json``, which
+to ``tinytune/hwmodels/data/bundle-cortex-m7.json``, ``bundle-cortex-m4.json`` and
+``bundle-host.json``, which
 :mod:`tinytune.hwmodels.bundle_engine` loads. The held-out error is printed and kept in the
 profile (``loo_within_10``, ``loo_median_error``).
 """
@@ -40,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--m7", type=Path, nargs="*", default=[])
     parser.add_argument("--host", type=Path, nargs="*", default=[])
+    parser.add_argument("--m4", type=Path, nargs="*", default=[])
     args = parser.parse_args(argv)
 
     from tinytune.hwmodels.devices import builtin_profiles
@@ -48,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.m7:
         base = dataclasses.replace(builtin_profiles()["stm32f746"], engine="bundle")
         fit(args.m7, base, DATA / "bundle-cortex-m7.json")
+    if args.m4:
+        base = dataclasses.replace(builtin_profiles()["nrf52840"], engine="bundle")
+        fit(args.m4, base, DATA / "bundle-cortex-m4.json")
     if args.host:
         base = dataclasses.replace(
             host_base(),

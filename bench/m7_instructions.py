@@ -1,4 +1,4 @@
-"""Instructions per training step of a bundle on the Cortex-M7, counted exactly under QEMU.
+"""Instructions per training step of a bundle on a Cortex-M7 or M4F, counted exactly by QEMU.
 
 The bundle of one candidate (default: the ``mcunetv3`` preset on ``ofa-proxyless-w0.35`` at 32
 px, as ``bench/bundle_step.py``) is profiled by its own profiler on the Cortex-M7 image of its
@@ -25,6 +25,12 @@ alike, so the relative held-out error of a fit does not depend on it.
 
 ``--kernels DIR`` replaces the bundle's ``kernels/`` sources with those of DIR (e.g. an older
 copy of ``tinytune/export/csrc``) for a comparison; several are measured one after the other.
+
+``--target cortex-m4`` does the same on the Cortex-M4F image (``make run-profile-cortex-m4``,
+MPS2-AN386, ``-mcpu=cortex-m4``) of bundles for the nRF52840 (those that fit its 256 KB of
+SRAM; instructions as seconds at 64 MHz)::
+
+    python3 bench/m7_instructions.py --target cortex-m4 --sample 40 --seed 0 --out m4-s0.json
 """
 
 from __future__ import annotations
@@ -38,17 +44,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+TARGETS = {"cortex-m7": "stm32f746", "cortex-m4": "nrf52840"}  # target → device of its bundles
 
-def profile(folder: Path, steps: int) -> Any:
-    """The bundle in ``folder`` profiled under QEMU (``make run-profile-cortex-m7``, exact
+
+def profile(folder: Path, steps: int, target: str = "cortex-m7") -> Any:
+    """The bundle in ``folder`` profiled under QEMU (``make run-profile-<target>``, exact
     instruction counts): its measurement file, loaded."""
     from tinytune.hwmodels.measurements import load_measurements
 
     subprocess.run(
-        ["make", "-s", "run-profile-cortex-m7", f"PROFILE_STEPS={steps}"],
+        ["make", "-s", f"run-profile-{target}", f"PROFILE_STEPS={steps}"],
         cwd=folder, check=True, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
-    return load_measurements(folder / "build" / "profile-cortex-m7.json")
+    return load_measurements(folder / "build" / f"profile-{target}.json")
 
 
 def instructions(seconds: float, machine: dict[str, Any]) -> int:
@@ -56,9 +64,9 @@ def instructions(seconds: float, machine: dict[str, Any]) -> int:
     return round(seconds * machine["clock_hz"] / machine["cycles_per_instruction"])
 
 
-def count(folder: Path, steps: int) -> int:
+def count(folder: Path, steps: int, target: str = "cortex-m7") -> int:
     """Instructions of the fastest of ``steps`` training steps of the bundle in ``folder``."""
-    measured = profile(folder, steps)
+    measured = profile(folder, steps, target)
     return instructions(measured.measurements[0].train_step_s, measured.machine)
 
 
@@ -71,9 +79,10 @@ def sample(args: argparse.Namespace) -> int:
     from tinytune.hwmodels.measurements import MeasurementFile, save_measurements
 
     measurements, machine = [], {}
+    device = TARGETS[args.target]
     with tempfile.TemporaryDirectory(prefix="tt-m7-") as tmp:
-        for candidate, _, folder in sampled_bundles(args.sample, args.seed, Path(tmp)):
-            measured = profile(folder, args.steps)
+        for candidate, _, folder in sampled_bundles(args.sample, args.seed, Path(tmp), device):
+            measured = profile(folder, args.steps, args.target)
             machine = measured.machine
             measurements += measured.measurements
             step = measured.measurements[0].train_step_s
@@ -82,7 +91,7 @@ def sample(args: argparse.Namespace) -> int:
     save_measurements(
         args.out,
         MeasurementFile(
-            device="stm32f746",
+            device=device,
             precision="int8",
             machine=machine,
             created_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -103,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, help="count N sampled candidates' bundles")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("m7.json"))
+    parser.add_argument("--target", choices=sorted(TARGETS), default="cortex-m7")
     args = parser.parse_args(argv)
     for tool in ("arm-none-eabi-gcc", "qemu-system-arm", "make"):
         if shutil.which(tool) is None:
@@ -118,9 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = get_supernet("ofa-proxyless-w0.35")
     candidate = make_preset(args.preset, spec)
     candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=args.resolution))
-    bundle = build_bundle(
-        BundleRequest(candidate, ensure_checkpoint(spec), get_device("stm32f746"), samples=8)
-    )
+    device = get_device(TARGETS[args.target])
+    bundle = build_bundle(BundleRequest(candidate, ensure_checkpoint(spec), device, samples=8))
     print(f"{args.preset} on {spec.name} at {args.resolution} px, {bundle.model.n_calls} calls")
     with tempfile.TemporaryDirectory(prefix="tt-m7-") as tmp:
         for i, label in enumerate(["bundle", *map(str, args.kernels)]):
@@ -129,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                 for source in Path(label).glob("*"):
                     if source.suffix in (".c", ".h"):
                         shutil.copy(source, folder / "kernels" / source.name)
-            print(f"{label}: {count(folder, args.steps):,} instructions per step", flush=True)
+            n = count(folder, args.steps, args.target)
+            print(f"{label}: {n:,} instructions per step on the {args.target}", flush=True)
     return 0
 
 

@@ -100,3 +100,21 @@ def test_cortex_m7_profile_counts_instructions_exactly_and_repeatably(
     (again,) = _profile(folder, "cortex-m7", 3).measurements
     assert again.samples == m.samples
     assert [c.seconds for c in again.per_call] == [c.seconds for c in m.per_call]
+
+
+@needs("cortex-m4")
+def test_cortex_m4_profile_of_an_nrf52840_bundle(
+    checkpoint: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The Cortex-M4F image (MPS2-AN386) of an nRF52840 bundle counts instructions the same
+    way, at the nRF52840's 64 MHz; it is what ``tinytune calibrate --device nrf52840`` reads."""
+    candidate = make_preset("mcunetv3", SPEC)
+    candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=32))
+    built = build_bundle(BundleRequest(candidate, checkpoint, get_device("nrf52840"), samples=4))
+    folder = tmp_path_factory.mktemp("profiled-m4") / "mcunetv3"
+    write_bundle(folder, built.files, built.manifest)
+    measured = _profile(folder, "cortex-m4", 2)
+    machine = measured.machine
+    assert "CMSDK timer 0" in machine["counter"] and machine["arch"] == "armv7e-m"
+    assert machine["clock_hz"] == 64e6 and measured.device == "nrf52840"
+    _check_against_bundle(measured, built, 2)

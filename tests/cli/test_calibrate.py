@@ -140,8 +140,9 @@ def test_profile_refuses_bad_options(capsys: pytest.CaptureFixture[str]) -> None
 def test_a_bundle_calibration_of_a_device_without_a_built_in_bundle_profile(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Bundle profiler files of a board with no built-in bundle profile: the calibration is of
-    the bundle engine, and it is what a search on that device then predicts with."""
+    """Bundle profiler files of a board with no built-in bundle profile (a Raspberry Pi 4, the
+    aarch64 build's profiler): the calibration is of the bundle engine, and it is what a search
+    on that device then predicts with."""
     from tinytune.hwmodels import predict_latency
     from tinytune.hwmodels.measurements import Measurement, MeasurementFile, save_measurements
     from tinytune.hwmodels.reference_models import build_reference, mobilenet_v1_id
@@ -154,9 +155,9 @@ def test_a_bundle_calibration_of_a_device_without_a_built_in_bundle_profile(
         graph = build_reference(model)
         step = predict_latency(graph, truth.coefficients, 1).train_step_s
         file = MeasurementFile(
-            "nrf52840",
+            "rpi4",
             "int8",
-            {"counter": "DWT"},
+            {"counter": "clock_gettime(CLOCK_MONOTONIC)"},
             "t",
             (Measurement(model, graph, step),),
             "bundle",
@@ -164,14 +165,15 @@ def test_a_bundle_calibration_of_a_device_without_a_built_in_bundle_profile(
         files.append(tmp_path / f"b{i}.json")
         save_measurements(files[-1], file)
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    argv = ["calibrate", *map(str, files), "--device", "nrf52840", "--held-out", "1"]
+    argv = ["calibrate", *map(str, files), "--device", "rpi4", "--held-out", "1"]
     code, _, err = _run([*argv, "--storage", url, "-o", str(tmp_path / "p.json")], capsys)
     assert code == 0, err
     with open_store(url) as store:
-        calibration = store.latest_device_calibration("nrf52840")
+        calibration = store.latest_device_calibration("rpi4")
     assert calibration is not None and calibration.profile.engine == "bundle"
-    profile = get_device("nrf52840", calibration)
-    assert profile.engine == "bundle" and profile.clock_hz == 64e6 and "DWT" in profile.source
-    assert get_device("nrf52840").engine == "published"  # the built-in default is unchanged
+    profile = get_device("rpi4", calibration)
+    assert profile.engine == "bundle" and profile.clock_hz == 1.5e9
+    assert "clock_gettime" in profile.source
+    assert get_device("rpi4").engine == "published"  # the built-in default is unchanged
     code, text, _ = _run(["devices", "--storage", url], capsys)
-    assert code == 0 and f"nrf52840 (bundle) (stored calibration #{calibration.id})" in text
+    assert code == 0 and f"rpi4 (bundle) (stored calibration #{calibration.id})" in text

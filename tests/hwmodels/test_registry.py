@@ -128,13 +128,14 @@ def test_the_bundle_is_the_default_engine_where_it_has_a_profile() -> None:
     assert device_engines("stm32f746") == ["bundle", "published"]
     assert device_engines("stm32h743") == ["bundle", "published"]
     assert device_engines("host") == ["bundle", "pytorch"]
-    assert device_engines("nrf52840") == ["published"] == device_engines("rpi4")
+    assert device_engines("nrf52840") == ["bundle", "published"]
+    assert device_engines("rpi4") == ["published"]
     assert default_engine("stm32f746") == "bundle" == get_device("stm32f746").engine
     assert get_device("stm32f746", engine="published") == builtin_profiles()["stm32f746"]
     assert get_device("host", engine="pytorch").precision == "fp32"
     assert get_device("host").precision == "int8" == get_device("stm32f746").precision
-    with pytest.raises(ConfigError, match="'nrf52840' has no 'bundle' engine; its engines: pub"):
-        get_device("nrf52840", engine="bundle")
+    with pytest.raises(ConfigError, match="'rpi4' has no 'bundle' engine; its engines: pub"):
+        get_device("rpi4", engine="bundle")
 
 
 def test_cortex_m7_parts_share_the_bundle_cycles_at_their_clocks() -> None:
@@ -148,6 +149,18 @@ def test_cortex_m7_parts_share_the_bundle_cycles_at_their_clocks() -> None:
     assert f746.clock_hz == 216e6 and h743.clock_hz == 480e6
     assert "time at 1 cycle per instruction" in f746.notes and "here at 480 MHz" in h743.notes
     assert f746.loo_within_10 is not None and f746.loo_within_10 >= 0.9
+
+
+def test_the_nrf52840_has_the_cortex_m4_fit_at_its_clock() -> None:
+    """The Cortex-M4F part's bundle profile is its own fit (instruction counts of the
+    -mcpu=cortex-m4 image under QEMU's MPS2-AN386), at 64 MHz, with the Cortex-M4's note."""
+    nrf = get_device("nrf52840")
+    assert nrf.engine == "bundle" and nrf.clock_hz == 64e6 and nrf.core == "Cortex-M4F"
+    assert "Cortex-M4 issues at most one instruction a cycle" in nrf.notes
+    assert "profile-cortex-m4" in nrf.notes and "here at" not in nrf.notes  # fitted at 64 MHz
+    assert nrf.loo_within_10 is not None and nrf.loo_within_10 >= 0.9
+    f746 = get_device("stm32f746")
+    assert nrf.coefficients != f746.coefficients  # not the Cortex-M7's fit at another clock
 
 
 def test_a_calibration_names_its_engine() -> None:

@@ -11,12 +11,14 @@ them from the measurement files of ``bench/m7_instructions.py --sample`` and
   -mcpu=cortex-m7``), as seconds at the cycles per instruction the profiler states in the
   file (``TT_CYCLES_PER_INSTRUCTION``, 1.0; :func:`cpi_note`) and the STM32F746's 216 MHz.
   Every Cortex-M7 device gets it at its own clock.
+* ``data/bundle-cortex-m4.json``: the same on the Cortex-M4F (``-M mps2-an386``,
+  ``-mcpu=cortex-m4``) for bundles of the nRF52840, at its 64 MHz.
 * ``data/bundle-host.json``: the steps timed on the development machine (``gcc -O3``,
   ``clock_gettime``), like ``data/host.json`` for PyTorch; calibrate on your own machine for
   predictions that mean something there.
 
-A board's own measurements (``make profile-cortex-m7`` flashed, its DWT cycle counts fed to
-``tinytune calibrate``) replace the assumed rate.
+A board's own measurements (``make profile-cortex-m7`` or ``profile-cortex-m4`` flashed, its
+DWT cycle counts fed to ``tinytune calibrate``) replace the assumed rate.
 """
 
 from __future__ import annotations
@@ -32,17 +34,33 @@ from tinytune.hwmodels.latency import LatencyCoefficients
 __all__ = ["bundle_devices", "bundle_profile", "cpi_note"]
 
 
-def cpi_note(cycles_per_instruction: float) -> str:
-    """What the Cortex-M7 profile assumes to turn QEMU's instruction counts into time."""
+def cpi_note(cycles_per_instruction: float, core: str = "Cortex-M7") -> str:
+    """What a Cortex-M profile assumes to turn QEMU's instruction counts into time."""
+    if core.startswith("Cortex-M4"):
+        why = (
+            "the Cortex-M4 issues at most one instruction a cycle; its loads take 2 cycles (1 "
+            "when pipelined), taken branches 2 to 4, multiply-accumulates 1 (Cortex-M4 "
+            "Technical Reference Manual, ARM DDI 0439, instruction timings), and flash wait "
+            "states cost more"
+        )
+        image = "profile-cortex-m4"
+    else:
+        why = (
+            "the Cortex-M7 issues up to two instructions a cycle (dual issue; instruction pairs "
+            "measured on an STM32H730 at quinapalus.com/cm7cycles.html), and loses cycles to "
+            "taken branches, flash wait states and cache misses"
+        )
+        image = "profile-cortex-m7"
     return (
         f"QEMU counts instructions, not cycles. They become time at {cycles_per_instruction:g} "
-        "cycle per instruction, an assumption: the Cortex-M7 issues up to two instructions a "
-        "cycle (dual issue; instruction pairs measured on an STM32H730 at "
-        "quinapalus.com/cm7cycles.html), and loses cycles to taken branches, flash wait states "
-        "and cache misses, which QEMU does not model. No published figure gives the cycles per "
-        "instruction of these kernels; a board's DWT cycle counts (the bundle's `make "
-        "profile-cortex-m7` image, then `tinytune calibrate`) replace this rate."
+        f"cycle per instruction, an assumption: {why}, which QEMU does not model. No published "
+        "figure gives the cycles per instruction of these kernels; a board's DWT cycle counts "
+        f"(the bundle's `make {image}` image, then `tinytune calibrate`) replace this rate."
     )
+
+
+# the built-in fit of each Cortex-M core the bundle engine has one for
+_CORE_FILES = {"Cortex-M7": "bundle-cortex-m7.json", "Cortex-M4F": "bundle-cortex-m4.json"}
 
 
 def _shipped(name: str) -> dict:
@@ -89,7 +107,7 @@ def _at_clock(profile: DeviceProfile, device: DeviceProfile, note: str) -> Devic
 
 def bundle_devices() -> list[str]:
     """The devices with a built-in profile of the bundle engine (no file is read)."""
-    return [*(p.name for p in builtin_profiles().values() if p.core == "Cortex-M7"), "host"]
+    return [*(p.name for p in builtin_profiles().values() if p.core in _CORE_FILES), "host"]
 
 
 @cache
@@ -99,9 +117,10 @@ def bundle_profile(name: str) -> DeviceProfile:
     from tinytune.hwmodels.host import host_profile
 
     if name != "host":
-        m7 = _shipped("bundle-cortex-m7.json")
-        note = cpi_note(m7["fit"]["machine"]["cycles_per_instruction"])
-        return _at_clock(DeviceProfile.from_dict(m7["profile"]), builtin_profiles()[name], note)
+        device = builtin_profiles()[name]
+        fitted = _shipped(_CORE_FILES[device.core])
+        note = cpi_note(fitted["fit"]["machine"]["cycles_per_instruction"], device.core)
+        return _at_clock(DeviceProfile.from_dict(fitted["profile"]), device, note)
     host = DeviceProfile.from_dict(_shipped("bundle-host.json")["profile"])
     here = host_profile()
     return dataclasses.replace(

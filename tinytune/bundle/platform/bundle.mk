@@ -19,6 +19,9 @@
 #                                                              -> build/profile-cortex-m7.json
 #   make profile-cortex-m7       the image for a board (DWT cycle counter); its semihosting
 #                                output is the measurement file
+#   make run-profile-cortex-m4   the same on the Cortex-M4F (MPS2-AN386)
+#                                                              -> build/profile-cortex-m4.json
+#   make profile-cortex-m4       the Cortex-M4F image for a board (nRF52840: DWT cycles)
 # PROFILE_STEPS=N sets the timed steps (default 10); on a board set the core clock with
 # EXTRA_CFLAGS=-DTT_CPU_HZ=... when it differs from the device profile's.
 #
@@ -64,6 +67,7 @@ M4_ELF := $(BUILD)/cortex-m4/train.elf
 HOST_PROF := $(BUILD)/host/profile
 AARCH64_PROF := $(BUILD)/aarch64/profile
 M7_PROF := $(BUILD)/cortex-m7/profile.elf
+M4_PROF := $(BUILD)/cortex-m4/profile.elf
 QEMU_M7 := $(QEMU_ARM) -M mps2-an500 -nographic -monitor none -serial none \
            -semihosting-config enable=on,target=native
 QEMU_M4 := $(QEMU_ARM) -M mps2-an386 -nographic -monitor none -serial none \
@@ -71,7 +75,8 @@ QEMU_M4 := $(QEMU_ARM) -M mps2-an386 -nographic -monitor none -serial none \
 
 .PHONY: all host host-asan aarch64 cortex-m7 cortex-m4 run-host run-host-asan run-aarch64 \
         run-cortex-m7 run-cortex-m4 size clean profile-host profile-aarch64 profile-cortex-m7 \
-        run-profile-host run-profile-aarch64 run-profile-cortex-m7
+        run-profile-host run-profile-aarch64 run-profile-cortex-m7 profile-cortex-m4 \
+        run-profile-cortex-m4
 
 all: host
 
@@ -106,6 +111,7 @@ $(M4_ELF): $(SOURCES) $(HEADERS) platform/cortex_m7_startup.c platform/cortex_m7
 profile-host: $(HOST_PROF)
 profile-aarch64: $(AARCH64_PROF)
 profile-cortex-m7: $(M7_PROF)
+profile-cortex-m4: $(M4_PROF)
 
 $(HOST_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h
 	@mkdir -p $(@D)
@@ -123,6 +129,12 @@ $(M7_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h platform/cortex_m7_startu
 	$(ARM_CC) $(CFLAGS) $(M7_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) $(M7_FLAGS) $(M7_LDFLAGS) \
 	    platform/cortex_m7_startup.c $(PROFILE_SOURCES) -o $@ -lm
 
+$(M4_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h platform/cortex_m7_startup.c \
+            platform/cortex_m7.ld
+	@mkdir -p $(@D)
+	$(ARM_CC) $(CFLAGS) $(M7_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) $(M4_FLAGS) $(M7_LDFLAGS) \
+	    platform/cortex_m7_startup.c $(PROFILE_SOURCES) -o $@ -lm
+
 run-profile-host: $(HOST_PROF)
 	./$(HOST_PROF) > $(BUILD)/profile-host.json
 	@echo "wrote $(BUILD)/profile-host.json: tinytune calibrate $(BUILD)/profile-host.json ..."
@@ -134,6 +146,10 @@ run-profile-aarch64: $(AARCH64_PROF)
 run-profile-cortex-m7: $(M7_PROF)
 	$(QEMU_M7) -icount shift=0,sleep=off -kernel $(M7_PROF) > $(BUILD)/profile-cortex-m7.json
 	@echo "wrote $(BUILD)/profile-cortex-m7.json: tinytune calibrate $(BUILD)/profile-cortex-m7.json ..."
+
+run-profile-cortex-m4: $(M4_PROF)
+	$(QEMU_M4) -icount shift=0,sleep=off -kernel $(M4_PROF) > $(BUILD)/profile-cortex-m4.json
+	@echo "wrote $(BUILD)/profile-cortex-m4.json: tinytune calibrate $(BUILD)/profile-cortex-m4.json ..."
 
 run-host: $(HOST_BIN)
 	./$(HOST_BIN)
