@@ -236,7 +236,8 @@ def export_bundle(
 
     The bundle holds int8 weights, the training step as C99 over the memory planner's static
     arena, an example that trains on ``samples`` samples of the study's data set for ``epochs``
-    epochs at learning rate ``lr``, a Makefile (host, ASan, aarch64, Cortex-M7) and a manifest.
+    epochs at learning rate ``lr``, a Makefile (host, ASan, aarch64, Cortex-M7, Cortex-M4F) and a
+    manifest.
     ``lr=None``: the rate at which the device's accuracy was measured (chosen on validation), so
     that the bundle trains as measured; :data:`DEFAULT_DEVICE_LR` when none was.
     The weights are ``weights``, else the study's checkpoint, else the shipped or cached one.

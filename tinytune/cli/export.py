@@ -62,7 +62,7 @@ def export(
 ) -> None:
     """Export a candidate's on-device training step as a C bundle: int8 weights, the sparse
     update as straight-line C over the memory planner's static arena, an example that trains on
-    samples of the study's data set, a Makefile (host, ASan, aarch64, Cortex-M7) and a
+    samples of the study's data set, a Makefile (host, ASan, aarch64, Cortex-M7, Cortex-M4F) and a
     manifest."""
     import tinytune
     from tinytune.cli.common import console, pretrain_bar, quiet_logs

@@ -4,7 +4,7 @@ A profile describes one engine on one device (:data:`~tinytune.hwmodels.devices.
 The built-in profiles are the microcontroller and Linux-board profiles fitted on published
 measurements (:func:`tinytune.hwmodels.devices.builtin_profiles`), this machine under PyTorch
 (:func:`tinytune.hwmodels.host.host_profile`) and the exported bundle's own kernels
-(:func:`tinytune.hwmodels.bundle_engine.bundle_profile`: the Cortex-M7 parts and this
+(:func:`tinytune.hwmodels.bundle_engine.bundle_profile`: the Cortex-M7 parts, the nRF52840 and this
 machine). A device's default engine is the bundle where it has one: what ``tinytune export``
 deploys. A :class:`Calibration` is a profile fitted on the device's own measurements
 (``tinytune calibrate``); handed to :func:`get_device`, it takes the place of the built-in
