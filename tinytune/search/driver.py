@@ -359,6 +359,13 @@ class Run:
             assert claim.evaluation is not None
             self.tell_stored(trial, claim.evaluation, member.cost)
             return False
+        if claim.outcome == "in_flight" and claim.holder == trial.number:
+            # Another driver took this very trial: on SQLite, which has no SELECT ... FOR
+            # UPDATE, two drivers can pop one enqueued trial. That driver measures and tells
+            # it; this one lets it go (and stops beating for it).
+            self.study.let_go(trial)
+            self.limits.idle += 1
+            return False
         if claim.outcome != "claimed":
             reason = (
                 f"trial {claim.holder} is measuring the same candidate"

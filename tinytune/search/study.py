@@ -267,18 +267,33 @@ class StudyAdapter:
         self.study.enqueue_trial(params, user_attrs=attrs)
 
     def note(self, trial: Any, **attrs: Any) -> None:
-        """Describe a trial for optuna-dashboard (never read back by the driver)."""
-        for name, value in attrs.items():
-            trial.set_user_attr(name, value)
+        """Describe a trial for optuna-dashboard (never read back by the driver).
+
+        A trial that another driver has finished meanwhile keeps what it has: that driver
+        failed it when its heartbeat went stale, or (SQLite has no ``SELECT ... FOR UPDATE``)
+        both drivers popped the same enqueued trial. The measurement is stored all the same,
+        and the trial that retries the candidate is told from it.
+        """
+        import optuna
+
+        try:
+            for name, value in attrs.items():
+                trial.set_user_attr(name, value)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            log.info("trial %d was finished by another driver; its attributes stay", trial.number)
+
+    def let_go(self, trial: Any) -> None:
+        """Leave a trial to the driver that holds its claim: no more heartbeats from here."""
+        self.heartbeats.discard(trial._trial_id)
 
     def tell_values(self, trial: Any, values: tuple[float, float, float]) -> None:
-        self.study.tell(trial, list(values))
+        self.study.tell(trial, list(values), skip_if_finished=True)
         self.heartbeats.discard(trial._trial_id)
 
     def tell_pruned(self, trial: Any, reason: str) -> None:
         import optuna
 
-        trial.set_user_attr(Attr.PRUNED_REASON, reason)
+        self.note(trial, **{Attr.PRUNED_REASON: reason})
         self.study.tell(trial, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
         self.heartbeats.discard(trial._trial_id)
 
@@ -286,7 +301,7 @@ class StudyAdapter:
         import optuna
 
         if error is not None:
-            trial.set_user_attr(Attr.ERROR, error[:500])
+            self.note(trial, **{Attr.ERROR: error[:500]})
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
         self.heartbeats.discard(trial._trial_id)
 
