@@ -2,13 +2,13 @@
 
 A task names its supernet checkpoint by path and may name the user's image folder
 (``imagefolder:PATH``); a worker on another node of a cluster has neither path. On a cluster the
-driver therefore puts each file's bytes (a folder as an uncompressed tar of its files, in sorted
-order) into Ray's object store once, keyed by its SHA-256, and every task carries the
-references. A worker writes them, once per node and content, under its own cache folder
-(``$TINYTUNE_CACHE/shipped/<sha256>/``, atomically: a temporary name, then a rename) and runs the
-task on those local paths. The image folder's split depends only on the sorted file names, the
-labels and the seed, so a worker's copy gives the driver's split. Local workers share the
-driver's file system and get the task as it is.
+driver therefore reads each path once per run and puts its bytes (a folder as an uncompressed
+tar of its files, in sorted order) into Ray's object store once per content, keyed by its
+SHA-256, and every task carries the references. A worker writes them, once per node and
+content, under its own cache folder (``$TINYTUNE_CACHE/shipped/<sha256>/``, atomically: a
+temporary name, then a rename) and runs the task on those local paths. The image folder's
+split depends only on the sorted file names, the labels and the seed, so a worker's copy gives
+the driver's split. Local workers share the driver's file system and get the task as it is.
 """
 
 from __future__ import annotations
@@ -54,21 +54,15 @@ class Shipper:
     def __init__(self, put: Callable[[bytes], Any]) -> None:
         self._put = put
         self._refs: dict[str, Any] = {}  # sha256 → reference
-        self._known: dict[tuple[str, float, int], str] = {}  # (path, mtime, size) → sha256
+        self._known: dict[str, str] = {}  # path → sha256: each path is read once per run
 
     def _ship(self, path: Path, folder: bool) -> dict[str, Any]:
-        stat = path.stat()
-        key = (str(path), stat.st_mtime, stat.st_size)
-        sha = self._known.get(key)
-        data = None
+        sha = self._known.get(str(path))
         if sha is None:
             data = _tar_folder(path) if folder else path.read_bytes()
-            sha = hashlib.sha256(data).hexdigest()
-            self._known[key] = sha
-        if sha not in self._refs:
-            if data is None:
-                data = _tar_folder(path) if folder else path.read_bytes()
-            self._refs[sha] = self._put(data)
+            sha = self._known[str(path)] = hashlib.sha256(data).hexdigest()
+            if sha not in self._refs:  # another path with the same content shares it
+                self._refs[sha] = self._put(data)
         return {"sha256": sha, "name": path.name, "folder": folder, "ref": self._refs[sha]}
 
     def pack(self, task: dict[str, Any]) -> dict[str, Any]:

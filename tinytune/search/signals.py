@@ -157,10 +157,10 @@ def measure_signals(
             fisher += sum(float(g.double().pow(2).sum()) for g in grads)
             for acc, g in zip(mean_grad, grads, strict=True):
                 acc += g
-            held = [outputs[k] for k in outputs]
-            if held:
+            if outputs:
+                held = list(outputs.values())
                 grad_out = torch.autograd.grad(loss, held)
-                for k, a, g in zip(list(outputs), held, grad_out, strict=True):
+                for k, a, g in zip(outputs, held, grad_out, strict=True):
                     act[k] += (a.detach() * g).double().sum(dim=(0, 2, 3)).pow(2)
                     bias[k] += g.double().sum(dim=(0, 2, 3)).pow(2)
     finally:

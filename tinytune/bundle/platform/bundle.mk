@@ -43,10 +43,10 @@ SOURCES := main.c tt_model.c tt_data.c kernels/tt_forward.c kernels/tt_backward.
 HEADERS := tt_model.h tt_data.h kernels/tt_int8.h kernels/tt_arith.h
 # IEEE binary32 without fused multiply-adds: the float32 classifier and GroupNorm then give the
 # same bits on every target. Linux builds at -O3, where gcc vectorises the kernels' loops
-# (integer sums do not depend on their order); the Cortex-M7 image at -O2, for its flash.
+# (integer sums do not depend on their order); the Cortex-M images at -O2, for their flash.
 CFLAGS := -std=c99 -ffp-contract=off -Wall -Wextra -I. -Ikernels $(DEFS)
 LINUX_OPT ?= -O3
-M7_OPT ?= -O2
+MCU_OPT ?= -O2
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
               -g -O1 -DTT_GUARD
 M7_FLAGS := -mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-sp-d16 \
@@ -100,12 +100,12 @@ $(AARCH64_BIN): $(SOURCES) $(HEADERS)
 
 $(M7_ELF): $(SOURCES) $(HEADERS) platform/cortex_m7_startup.c platform/cortex_m7.ld
 	@mkdir -p $(@D)
-	$(ARM_CC) $(CFLAGS) $(M7_OPT) $(EXTRA_CFLAGS) $(M7_FLAGS) $(M7_LDFLAGS) \
+	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(M7_FLAGS) $(M7_LDFLAGS) \
 	    platform/cortex_m7_startup.c $(SOURCES) -o $@ -lm
 
 $(M4_ELF): $(SOURCES) $(HEADERS) platform/cortex_m7_startup.c platform/cortex_m7.ld
 	@mkdir -p $(@D)
-	$(ARM_CC) $(CFLAGS) $(M7_OPT) $(EXTRA_CFLAGS) $(M4_FLAGS) $(M7_LDFLAGS) \
+	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(M4_FLAGS) $(M7_LDFLAGS) \
 	    platform/cortex_m7_startup.c $(SOURCES) -o $@ -lm
 
 profile-host: $(HOST_PROF)
@@ -126,13 +126,13 @@ $(AARCH64_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h
 $(M7_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h platform/cortex_m7_startup.c \
             platform/cortex_m7.ld
 	@mkdir -p $(@D)
-	$(ARM_CC) $(CFLAGS) $(M7_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) $(M7_FLAGS) $(M7_LDFLAGS) \
+	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) $(M7_FLAGS) $(M7_LDFLAGS) \
 	    platform/cortex_m7_startup.c $(PROFILE_SOURCES) -o $@ -lm
 
 $(M4_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h platform/cortex_m7_startup.c \
             platform/cortex_m7.ld
 	@mkdir -p $(@D)
-	$(ARM_CC) $(CFLAGS) $(M7_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) $(M4_FLAGS) $(M7_LDFLAGS) \
+	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) $(M4_FLAGS) $(M7_LDFLAGS) \
 	    platform/cortex_m7_startup.c $(PROFILE_SOURCES) -o $@ -lm
 
 run-profile-host: $(HOST_PROF)

@@ -18,6 +18,18 @@
 #error "the kernels need IEEE float semantics: do not build them with -ffast-math"
 #endif
 
+/* Cortex-M cores (Armv7E-M, Armv8-M Mainline) take register-blocked paths; the other targets
+ * (x86-64 and aarch64 Linux) take loops their compilers vectorise, some of them with buffers of
+ * a few KiB on the stack. */
+#if defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_8M_MAIN__)
+#define TT_CORTEX_M 1
+#endif
+
+/* Values of each stack buffer of the few-pixel kernels (8 KiB at most), and the most output
+ * pixels for which channels as the contiguous axis are the faster layout there. */
+#define TT_FEW_VALUES 4096
+#define TT_CHANNELS_LAST_PIXELS 64
+
 #define TT_LIMIT ((int64_t)1 << 62)
 #define TT_HEADROOM 61
 #define TT_GRAD_MAX 127
@@ -176,6 +188,14 @@ static inline const int8_t *tt_kernel_taps(const tt_conv_geom *g, const tt_weigh
     }
     return ci < w->k ? w->train + (o * w->k + ci) * kk
                      : w->frozen + (o * (cg - w->k) + (ci - w->k)) * kk;
+}
+
+/* Whether a depthwise convolution runs with the channels as the contiguous axis (forward and
+ * input gradient): few output pixels, and its inputs and outputs fit TT_FEW_VALUES. */
+static inline int32_t tt_depthwise_few(const tt_conv_geom *g) {
+    return tt_is_depthwise(g) && g->out_h * g->out_w <= TT_CHANNELS_LAST_PIXELS &&
+           g->in_c * g->in_h * g->in_w <= TT_FEW_VALUES &&
+           g->in_c * g->out_h * g->out_w <= TT_FEW_VALUES;
 }
 
 /* Tap t of every channel's kernel of a depthwise weight (kk taps per channel), as int16. */

@@ -14,7 +14,7 @@ void tt_grad_mask(int8_t *g, const uint8_t *mask, int32_t n) {
 /* Pixels of int32/int64 partial sums a kernel keeps on the stack at a time. */
 #define TT_TILE 64
 
-#if defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_8M_MAIN__)
+#ifdef TT_CORTEX_M
 /* Two pixels' sums over n output channels of gy (w m): gy at go, go + hw, ...; the weights
  * at wc, wc + ws, ...; kept out of line, so that its few live values stay in registers. */
 #if defined(__GNUC__)
@@ -185,12 +185,7 @@ static void tt_grad_input_depthwise(const tt_conv_geom *g, const int8_t *gy,
     }
 }
 
-#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
-/* Values a depthwise input gradient on few pixels keeps per buffer on the stack (8 KiB each),
- * and the most output pixels for which channels as the contiguous axis are the faster layout. */
-#define TT_FEW_VALUES 4096
-#define TT_FEW_DW_PIXELS 64
-
+#ifndef TT_CORTEX_M
 /* grad_input of a depthwise convolution on few pixels (the late layers of a small input),
  * channels as the contiguous axis: each kernel tap adds, at each output pixel, one run over
  * all channels of gy w into the input pixel it came from; the int32 partial sums (those of the
@@ -262,7 +257,7 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
                   tt_bitlen((uint64_t)TT_GRAD_MAX * 127u * (uint64_t)max_mult * (uint64_t)og *
                             (uint64_t)(g->kernel * g->kernel)));
     if (g->kernel == 1 && g->stride == 1 && g->pad == 0 && g->groups == 1) {
-#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+#ifndef TT_CORTEX_M
         if (g->in_c * g->in_h * g->in_w <= TT_FEW_SUMS) { /* both passes inside */
             tt_grad_input_pointwise_rows(g, gy, w, w_mult, &st, gx);
             tt_emit_end(&st, gx);
@@ -275,10 +270,8 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
         tt_emit_end(&st, gx);
         return;
     }
-#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
-    if (tt_is_depthwise(g) && g->out_h * g->out_w <= TT_FEW_DW_PIXELS &&
-        g->in_c * g->in_h * g->in_w <= TT_FEW_VALUES &&
-        g->in_c * g->out_h * g->out_w <= TT_FEW_VALUES) { /* both passes inside */
+#ifndef TT_CORTEX_M
+    if (tt_depthwise_few(g)) { /* both passes inside */
         tt_grad_input_depthwise_few(g, gy, w, w_mult, &st, gx);
         tt_emit_end(&st, gx);
         return;
@@ -378,7 +371,7 @@ void tt_update_bias(const int8_t *gy, int32_t gy_exp, int32_t channels, int32_t 
     }
 }
 
-#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+#ifndef TT_CORTEX_M
 /* The weight update of a 1x1 convolution on few pixels: the saved inputs x - x_zero with the
  * trained channels as the contiguous axis, so that an output channel's k totals
  * sum_p gy[o, p] (x[c, p] - x_zero) are runs over the channels that the compiler vectorises.
@@ -429,9 +422,10 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
     int32_t n_out = depthwise ? k : g->out_c;
     int32_t n_in = depthwise ? 1 : k;
     int32_t o, ci, ky, kx, oy, ox;
-#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+#ifndef TT_CORTEX_M
     if (g->kernel == 1 && g->stride == 1 && g->pad == 0 && g->groups == 1 &&
-        g->out_h * g->out_w <= TT_FEW_DW_PIXELS && k * g->out_h * g->out_w <= TT_FEW_VALUES) {
+        g->out_h * g->out_w <= TT_CHANNELS_LAST_PIXELS &&
+        k * g->out_h * g->out_w <= TT_FEW_VALUES) {
         tt_update_weight_pointwise_few(g, gy, gy_exp, x_saved, x_zero, w_train, k, upd_mult,
                                        upd_shift);
         return;

@@ -13,7 +13,7 @@
 static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, int32_t n,
                           int32_t idx0, int8_t *y, uint8_t *mask) {
     int32_t p;
-#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+#ifndef TT_CORTEX_M
     int32_t t = q->shift[o];
     if (t >= 1 && t <= 62) {
         int64_t mult = q->mult[o], lo = q->act_min, hi = q->act_max;
@@ -41,7 +41,7 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
     }
 }
 
-#if defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_8M_MAIN__)
+#ifdef TT_CORTEX_M
 /* Four pixels' sums of x w over a run of n input channels: weights w[0 .. n), the pixels'
  * inputs at x, x + stride, ... (one channel after the other). */
 static inline void tt_dot4(const int8_t *x, int32_t stride, const int8_t *w, int32_t n,
@@ -253,7 +253,7 @@ static void tt_conv_rows(const tt_conv_geom *g, const int8_t *x, const tt_weight
     }
 }
 
-#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+#ifndef TT_CORTEX_M
 /* int16 values of the padded input planes a convolution keeps on the stack (64 KiB), and int32
  * sums of one output channel (32 KiB). */
 #define TT_PLANE_VALUES 32768
@@ -264,15 +264,14 @@ static void tt_conv_rows(const tt_conv_geom *g, const int8_t *x, const tt_weight
  * j stride + fx - pad, and 0 in the padding. Kernel tap (ky, kx) of output (oy, ox) then reads
  * row oy + ky / stride, column ox + kx / stride of phase (ky % stride, kx % stride): with sums
  * kept qw to a row, every tap of a channel is one contiguous run over the whole output. Sizes:
- * *rh rows, *qw columns; returns the values of all planes (0 when the sums do not fit). */
+ * *rh rows, *qw columns; returns the values of all planes, or 0 when they (with the last run's
+ * overreach of up to a kernel width) or the sums do not fit their buffers. */
 static int32_t tt_plane_size(const tt_conv_geom *g, int32_t *rh, int32_t *qw) {
-    int32_t s = g->stride;
+    int32_t s = g->stride, n;
     *rh = (g->in_h + 2 * g->pad + s - 1) / s;
     *qw = (g->in_w + 2 * g->pad + s - 1) / s;
-    if (g->out_h * *qw > TT_PLANE_SUMS) {
-        return 0;
-    }
-    return (g->in_c / g->groups) * s * s * *rh * *qw;
+    n = (g->in_c / g->groups) * s * s * *rh * *qw;
+    return g->out_h * *qw <= TT_PLANE_SUMS && n + g->kernel <= TT_PLANE_VALUES ? n : 0;
 }
 
 /* A convolution over zero-padded planes of x - x_zero (host and Linux boards): no bounds in
@@ -342,11 +341,6 @@ static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weig
     }
 }
 
-/* Values a depthwise convolution on few pixels keeps per buffer on the stack (8 KiB each), and
- * the most output pixels for which channels as the contiguous axis are the faster layout. */
-#define TT_FEW_VALUES 4096
-#define TT_FEW_DW_PIXELS 64
-
 /* A depthwise convolution on few output pixels (the late layers of a small input): the
  * channels are the contiguous axis (inputs x - x_zero and sums pixel by pixel), so each kernel
  * tap adds, at each output pixel it reaches, one run over all channels that the compiler
@@ -400,13 +394,6 @@ static void tt_conv_depthwise_few(const tt_conv_geom *g, const int8_t *x, const 
         tt_conv_store(q, c, part, n_out, c * n_out, y, mask);
     }
 }
-
-/* Whether a depthwise convolution takes tt_conv_depthwise_few. */
-static int32_t tt_depthwise_few(const tt_conv_geom *g) {
-    return tt_is_depthwise(g) && g->out_h * g->out_w <= TT_FEW_DW_PIXELS &&
-           g->in_c * g->in_h * g->in_w <= TT_FEW_VALUES &&
-           g->in_c * g->out_h * g->out_w <= TT_FEW_VALUES;
-}
 #endif
 
 void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
@@ -424,15 +411,17 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
         tt_conv_pointwise(g, x, w, bias, q, y, mask);
         return;
     }
-#if !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__)
+#ifndef TT_CORTEX_M
     if (tt_depthwise_few(g)) {
         tt_conv_depthwise_few(g, x, w, bias, q, y, mask);
         return;
     }
-    if (g->out_w <= TT_TILE && tt_plane_size(g, &o, &oy) > 0 &&
-        tt_plane_size(g, &o, &oy) + g->kernel <= TT_PLANE_VALUES) {
-        tt_conv_planes(g, x, w, bias, q, y, mask);
-        return;
+    {
+        int32_t rh, qw;
+        if (g->out_w <= TT_TILE && tt_plane_size(g, &rh, &qw) > 0) {
+            tt_conv_planes(g, x, w, bias, q, y, mask);
+            return;
+        }
     }
 #endif
     if (g->out_w <= TT_TILE) {
