@@ -1,7 +1,8 @@
 """Timed training steps of sampled candidates' bundles on this host, as a measurement file.
 
-N candidates are drawn at random from the joint space of ``ofa-proxyless-w0.35`` (those whose
-arena fits the STM32F746's SRAM, as in ``bench/m7_instructions.py --sample``); each bundle's
+N candidates are drawn at random from the joint space of ``ofa-proxyless-w0.35`` (``--supernet``
+names another; those whose arena fits the STM32F746's SRAM, as in ``bench/m7_instructions.py
+--sample``); each bundle's
 profiler is built for the host (``make profile-host``: its Makefile's flags, ``gcc -O3``,
 ``clock_gettime`` around every kernel call). The profilers run in ``--rounds`` rounds, each
 round every binary once in a shuffled order (``--steps`` timed steps after an untimed one), so
@@ -29,11 +30,15 @@ from typing import Any
 
 
 def sampled_bundles(
-    n: int, seed: int, root: Path, device_name: str = "stm32f746"
+    n: int,
+    seed: int,
+    root: Path,
+    device_name: str = "stm32f746",
+    supernet: str = "ofa-proxyless-w0.35",
 ) -> Iterator[tuple[Any, Any, Path]]:
-    """The first ``n`` candidates drawn at random (Optuna's random sampler) whose bundle fits
-    the device (default the STM32F746): each candidate, its traced int8 graph at batch 1 and
-    its bundle's folder under ``root``."""
+    """The first ``n`` candidates of ``supernet`` drawn at random (Optuna's random sampler)
+    whose bundle fits the device (default the STM32F746): each candidate, its traced int8
+    graph at batch 1 and its bundle's folder under ``root``."""
     from tinytune.bundle import BundleRequest, build_bundle, write_bundle
     from tinytune.checkpoints import ensure_checkpoint
     from tinytune.errors import TinyTuneError
@@ -42,7 +47,7 @@ def sampled_bundles(
     from tinytune.hwmodels.registry import get_device
     from tinytune.spaces import get_supernet
 
-    spec = get_supernet("ofa-proxyless-w0.35")
+    spec = get_supernet(supernet)
     device = get_device(device_name, engine="published")  # its SRAM and flash
     checkpoint = ensure_checkpoint(spec)
     evaluator = HardwareEvaluator(spec, 10, HardwareConfig())
@@ -95,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=5, help="timed steps per run")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("host-bundle.json"))
+    parser.add_argument("--supernet", default="ofa-proxyless-w0.35")
     args = parser.parse_args(argv)
 
     from tinytune.hwmodels.host import machine_info
@@ -106,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
 
     binaries: dict[str, Path] = {}
     with tempfile.TemporaryDirectory(prefix="tt-host-") as tmp:
-        for candidate, _, folder in sampled_bundles(args.sample, args.seed, Path(tmp)):
+        for candidate, _, folder in sampled_bundles(
+            args.sample, args.seed, Path(tmp), supernet=args.supernet
+        ):
             binaries[candidate.key] = build(folder, args.steps)
         runs: dict[str, list[Any]] = {key: [] for key in binaries}
         order = list(binaries)

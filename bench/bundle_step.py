@@ -25,7 +25,7 @@ Memory, as measured:
   (torch loaded, the network built).
 
     python3 bench/bundle_step.py [--weights FILE] [--preset mcunetv3] [--resolution 32]
-        [--repeats 51] [--per-round 3] [--json OUT]
+        [--supernet ofa-proxyless-w0.35] [--repeats 51] [--per-round 3] [--json OUT]
 
 Without ``--weights`` the cached pre-trained supernet is used when there is one, else randomly
 initialised weights (the step's cost does not depend on the weights' values).
@@ -200,6 +200,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--weights", help="supernet checkpoint (default: cached, else random)")
     parser.add_argument("--preset", default="mcunetv3")
+    parser.add_argument("--supernet", default="ofa-proxyless-w0.35")
     parser.add_argument("--resolution", type=int, default=32)
     parser.add_argument("--device", default="stm32f746")
     parser.add_argument("--repeats", type=int, default=51, help="timed steps of each side")
@@ -215,7 +216,7 @@ def main() -> None:
 
     if shutil.which("gcc") is None:
         sys.exit("bench/bundle_step.py needs gcc")
-    spec = get_supernet("ofa-proxyless-w0.35")
+    spec = get_supernet(args.supernet)
     candidate = make_preset(args.preset, spec)
     candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=args.resolution))
     device = get_device(args.device)

@@ -16,12 +16,13 @@ instructions with the data).
     python3 bench/m7_instructions.py --sample 40 --seed 0 --out m7.json
     tinytune calibrate m7.json --device stm32f746 --held-out 0.25 --storage sqlite:///m7.db
 
-``--sample N`` counts the bundles of N candidates drawn at random from the joint space (those
-that fit the STM32F746's SRAM) and writes them as a measurement file (``tinytune-latency/1``)
-for ``tinytune calibrate``, with every kernel call's count: instructions as seconds at one
-instruction per cycle at 216 MHz. That rate is an assumption (the Cortex-M7 can issue two
-instructions a cycle, flash wait states and caches cost cycles); it scales every measurement
-alike, so the relative held-out error of a fit does not depend on it.
+``--sample N`` counts the bundles of N candidates drawn at random from the joint space of
+``--supernet`` (default ``ofa-proxyless-w0.35``; those that fit the STM32F746's SRAM) and
+writes them as a measurement file (``tinytune-latency/1``) for ``tinytune calibrate``, with
+every kernel call's count: instructions as seconds at one instruction per cycle at 216 MHz.
+That rate is an assumption (the Cortex-M7 can issue two instructions a cycle, flash wait
+states and caches cost cycles); it scales every measurement alike, so the relative held-out
+error of a fit does not depend on it.
 
 ``--kernels DIR`` replaces the bundle's ``kernels/`` sources with those of DIR (e.g. an older
 copy of ``tinytune/export/csrc``) for a comparison; several are measured one after the other.
@@ -81,7 +82,8 @@ def sample(args: argparse.Namespace) -> int:
     measurements, machine = [], {}
     device = TARGETS[args.target]
     with tempfile.TemporaryDirectory(prefix="tt-m7-") as tmp:
-        for candidate, _, folder in sampled_bundles(args.sample, args.seed, Path(tmp), device):
+        bundles = sampled_bundles(args.sample, args.seed, Path(tmp), device, args.supernet)
+        for candidate, _, folder in bundles:
             measured = profile(folder, args.steps, args.target)
             machine = measured.machine
             measurements += measured.measurements
@@ -113,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("m7.json"))
     parser.add_argument("--target", choices=sorted(TARGETS), default="cortex-m7")
+    parser.add_argument("--supernet", default="ofa-proxyless-w0.35")
     args = parser.parse_args(argv)
     for tool in ("arm-none-eabi-gcc", "qemu-system-arm", "make"):
         if shutil.which(tool) is None:
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     from tinytune.hwmodels.registry import get_device
     from tinytune.spaces import get_supernet, make_preset
 
-    spec = get_supernet("ofa-proxyless-w0.35")
+    spec = get_supernet(args.supernet)
     candidate = make_preset(args.preset, spec)
     candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=args.resolution))
     device = get_device(TARGETS[args.target])

@@ -23,3 +23,22 @@ def checkpoint(tiny_cache: Path) -> Path:
         )
     assert path.is_file()
     return path
+
+
+@pytest.fixture(scope="session")
+def mbv3_checkpoint(tiny_cache: Path) -> Path:
+    """A tiny pre-trained ofa-mbv3-w0.35 checkpoint (2 steps), made in the shared cache."""
+    from tests.conftest import TINY_STEPS
+    from tinytune.data import SourceTask
+    from tinytune.models import PretrainRecipe, checkpoint_path, pretrain_supernet, save_supernet
+    from tinytune.spaces import get_supernet
+
+    spec = get_supernet("ofa-mbv3-w0.35")
+    recipe = PretrainRecipe(steps=TINY_STEPS, batch_size=8)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TINYTUNE_CACHE", str(tiny_cache))
+        path = checkpoint_path(spec, recipe)
+        if not path.is_file():
+            net = pretrain_supernet(spec, recipe, SourceTask(recipe.source_classes).batch)
+            save_supernet(net, spec, recipe, path)
+    return path

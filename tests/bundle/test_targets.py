@@ -19,7 +19,7 @@ import pytest
 from tests.bundle.support import make, needs, parse_dump, replay
 from tinytune.bundle import Bundle, BundleRequest, build_bundle, verify_checksums, write_bundle
 from tinytune.hwmodels.registry import get_device
-from tinytune.spaces import Candidate, get_supernet, make_preset
+from tinytune.spaces import Candidate, SupernetSpec, get_supernet, make_preset
 
 pytestmark = pytest.mark.slow
 
@@ -29,8 +29,14 @@ LR = 0.01
 HEAP_BYTES = STACK_BYTES = 8192
 
 
-def _build(preset: str, checkpoint: Path, out: Path, device_name: str = "stm32f746") -> Bundle:
-    candidate = make_preset(preset, SPEC)
+def _build(
+    preset: str,
+    checkpoint: Path,
+    out: Path,
+    device_name: str = "stm32f746",
+    spec: SupernetSpec = SPEC,
+) -> Bundle:
+    candidate = make_preset(preset, spec)
     candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=32))
     device = get_device(device_name)
     bundle = build_bundle(BundleRequest(candidate, checkpoint, device, samples=6, epochs=2, lr=LR))
@@ -188,3 +194,25 @@ def test_cortex_m_kernels_match_the_host_on_every_scheme(
     assert replay(bundle.net, LR, bundle.train, bundle.evaluation, parse_dump(host)) == 12
     m7 = make(tmp_path / preset, "run-cortex-m7", build="build-m7", defs="-DTT_DUMP")
     assert m7 == host
+
+
+@needs("host")
+@needs("aarch64")
+@needs("cortex-m7")
+@needs("cortex-m4")
+def test_a_mobilenetv3_candidate_matches_the_simulator_on_every_target(
+    mbv3_checkpoint: Path, tmp_path: Path
+) -> None:
+    """The MCUNetV3-style preset on the smallest MobileNetV3 sub-network: h-swish and
+    h-sigmoid through their tables, squeeze-and-excitation forward and backward; the host
+    matches the simulator, aarch64, the Cortex-M7 and the Cortex-M4F print the host's bytes."""
+    spec = get_supernet("ofa-mbv3-w0.35")
+    folder = tmp_path / "mbv3"
+    bundle = _build("mcunetv3", mbv3_checkpoint, folder, spec=spec)
+    kernels = {call.kernel for call in bundle.program.calls}
+    assert {"act_table_s8", "grad_act_table", "mul_s8", "mul_grad_x", "mul_grad_scale"} <= kernels
+    host = make(folder, "run-host", build="build-host", defs="-DTT_DUMP")
+    assert replay(bundle.net, LR, bundle.train, bundle.evaluation, parse_dump(host)) == 12
+    assert make(folder, "run-aarch64", build="build-a64", defs="-DTT_DUMP") == host
+    assert make(folder, "run-cortex-m7", build="build-m7", defs="-DTT_DUMP") == host
+    assert make(folder, "run-cortex-m4", build="build-m4", defs="-DTT_DUMP") == host

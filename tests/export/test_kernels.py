@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.export.harness import build_driver, needs_gcc, run_program
+from tinytune.quant import ActQuant, activation_tables
 from tinytune.quant import kernels as K
 from tinytune.quant.arith import quantize_multiplier
 
@@ -280,6 +281,88 @@ def test_grad_mask(driver):
     ref = K.grad_mask(K.Grad(grad, 0), mask)
     (out,) = run(driver, "grad_mask", i8(grad), pack_bits(mask))
     assert np.array_equal(out, i8(ref.mantissa))
+
+
+@pytest.mark.parametrize("act", ["hswish", "hsigmoid"])
+def test_act_table_s8(driver, act):
+    """Every pre-activation value through a real table (the quantizer's, from calibrated
+    ranges), in place as the step runs it when the pre-activation is not kept."""
+    pre_q, out_q = ActQuant.from_range(-7.5, 9.0), ActQuant.from_range(-0.4, 9.0)
+    table, _ = activation_tables(act, pre_q, out_q)
+    pre = torch.arange(-128, 128).view(1, 4, 8, 8)
+    y = K.act_table_s8(pre, table)
+    (out,) = run(driver, "act_table_s8", i8(pre), i8(table))
+    assert np.array_equal(out, i8(y))
+    real = out_q.dequantize(y)
+    x = pre_q.dequantize(pre)
+    ideal = F.hardswish(x) if act == "hswish" else F.hardsigmoid(x)
+    assert float((real - ideal).abs().max()) <= out_q.scale / 2 + 1e-12
+
+
+def test_mul_s8(driver):
+    g = rng("mul")
+    x = rand_int(-128, 127, (1, 6, 5, 7), g)
+    s = rand_int(-128, 127, (1, 6, 1, 1), g)
+    mult, shift = quantize_multiplier(0.02 * 0.004 / 0.01)
+    y = K.mul_s8(x, s, -9, -128, mult, shift, 4)
+    (out,) = run(driver, "mul_s8", i8(x), i8(s), i32(6, 35, -9, -128, mult, shift, 4))
+    assert np.array_equal(out, i8(y))
+    assert (y == 127).any() or (y == -128).any()
+
+
+@pytest.mark.parametrize("act", ["hswish", "hsigmoid"])
+@pytest.mark.parametrize("g_exp", [-40, -9, 3])
+def test_grad_act_table(driver, act, g_exp):
+    g = rng("act table", act, g_exp)
+    _, dtable = activation_tables(
+        act, ActQuant.from_range(-5.0, 6.0), ActQuant.from_range(-0.4, 6.0)
+    )
+    shape = (1, 7, 5, 5)
+    gy = K.Grad(rand_grad(shape, g), g_exp)
+    pre = rand_int(-128, 127, shape, g)
+    ref = K.grad_act_table(gy, pre, dtable, K.ACT_GRAD_FRAC_BITS)
+    out, out_exp = run(
+        driver, "grad_act_table", i8(gy.mantissa), i32(gy.exp), i8(pre), i32(dtable),
+        i32(K.ACT_GRAD_FRAC_BITS),
+    )  # fmt: skip
+    assert np.array_equal(out, i8(ref.mantissa)) and int(out_exp[0]) == ref.exp
+    assert int(ref.mantissa.abs().max()) > 63
+
+
+@pytest.mark.parametrize("offset", [None, 0, -9, 12, -70, 70])
+def test_mul_grad_x(driver, offset):
+    g = rng("mul grad x", offset)
+    shape = (1, 6, 4, 5)
+    gy = K.Grad(rand_grad(shape, g), -11)
+    s = rand_int(-128, 127, (1, 6, 1, 1), g)
+    s_mult, frac = round(0.0039 * 2.0**22), 22
+    contribution = K.mul_grad_x(gy, s, -128, s_mult, frac)
+    prev = _prev(shape, contribution.exp, offset, g)
+    ref = K.emit(contribution, prev)
+    out, out_exp = run(
+        driver, "mul_grad_x", i8(gy.mantissa), i8(s), i32(gy.exp, 6, 20, -128, s_mult, frac),
+        *_dst(prev, shape),
+    )  # fmt: skip
+    assert np.array_equal(out, i8(ref.mantissa)) and int(out_exp[0]) == ref.exp
+
+
+@pytest.mark.parametrize("offset", [None, 0, -9, 12, -70, 70])
+@pytest.mark.parametrize("hw", [(1, 1), (4, 5), (56, 56)])
+def test_mul_grad_scale(driver, offset, hw):
+    """Per-channel sums over up to 56×56 pixels (an int64 sum in C)."""
+    g = rng("mul grad scale", offset, hw)
+    shape = (1, 6, *hw)
+    gy = K.Grad(rand_grad(shape, g), 2)
+    x = rand_int(-128, 127, shape, g)
+    x_mult, frac = round(0.021 * 2.0**20), 20
+    contribution = K.mul_grad_scale(gy, x, -17, x_mult, frac)
+    prev = _prev((1, 6, 1, 1), contribution.exp, offset, g)
+    ref = K.emit(contribution, prev)
+    out, out_exp = run(
+        driver, "mul_grad_scale", i8(gy.mantissa), i8(x),
+        i32(gy.exp, 6, hw[0] * hw[1], -17, x_mult, frac), *_dst(prev, (1, 6, 1, 1)),
+    )  # fmt: skip
+    assert np.array_equal(out, i8(ref.mantissa)) and int(out_exp[0]) == ref.exp
 
 
 # prev exponent relative to the new contribution's: equal, far below, far above, and beyond

@@ -22,7 +22,7 @@ from tests.quant.nets import LITE_RESOLUTION, SCHEMES, images, lite_net, tiny_ne
 from tinytune.evaluators.hardware import HardwareConfig, hardware_cost
 from tinytune.export.program import Ptr, StepProgram, lower_step
 from tinytune.hwmodels import plan_memory
-from tinytune.models import build_candidate
+from tinytune.models import TrainNet, build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
 from tinytune.quant import QConv, QGroupNorm, QLinear, QuantizedNet, quantize, train_step
 from tinytune.quant.simulate import StepRecord
@@ -60,11 +60,20 @@ def _expected_step(program: StepProgram, net: QuantizedNet, record: StepRecord) 
             out.append(record.forward.logits[0].astype(np.float32))
         elif w.kind == "masked":
             out.append(record.grads[w.tensor].mantissa.flatten().numpy().astype(np.int8))
+        elif w.kind == "activated":
+            g = record.grads[w.tensor]
+            out += [g.mantissa.flatten().numpy().astype(np.int8), np.array([g.exp], np.int32)]
         else:
             k = seen.get(w.tensor, 0)
             seen[w.tensor] = k + 1
             history = writes_into.get(w.tensor)
-            g = history[k] if history else record.grads[w.tensor]  # the classifier's write
+            if history:
+                g = history[k]
+            elif program.calls[w.call].kernel == "linear_f32_backward":
+                g = record.feature_grad  # as written, before an activation table changes it
+            else:
+                g = record.grads[w.tensor]  # a GroupNorm's fresh write
+            assert g is not None
             out += [g.mantissa.flatten().numpy().astype(np.int8), np.array([g.exp], np.int32)]
     state = _state(net)
     out += [state[name] for name in program.params]
@@ -117,13 +126,15 @@ def test_tiny_network_steps_match_the_simulator(driver, scheme):
     assert compared >= 4 * len(q.layers)  # every activation of every step, at least
 
 
-@pytest.mark.parametrize("case", ["sparse", "lite"])
+@pytest.mark.parametrize("case", ["sparse", "lite", "mbv3"])
 def test_program_lies_in_the_arena_the_search_predicted(case):
     """The lowered step uses the planner's buffers at their offsets and sizes: its arena is
     the one the search's hardware evaluator predicts for the same network, byte for byte, and
     each trained parameter sits in its op's ``weights`` buffer."""
     if case == "lite":
         net, r = lite_net(SCHEMES["bias+pw 1/4"]), LITE_RESOLUTION
+    elif case == "mbv3":
+        net, r = _real_net("mcunetv3", "ofa-mbv3-w0.35"), 32
     else:
         net, r = tiny_net(SCHEMES[case]), 16
     q = quantize(net, [images(16, resolution=r)])
@@ -146,14 +157,18 @@ def test_program_lies_in_the_arena_the_search_predicted(case):
     assert any(name.endswith(".weight_frozen") for name in program.flash)
 
 
-def _real_candidate(preset: str) -> QuantizedNet:
-    """Preset ``preset`` on the smallest ProxylessNAS sub-network at 32 px, quantized."""
-    spec = get_supernet("ofa-proxyless-w0.35")
+def _real_net(preset: str, family: str = "ofa-proxyless-w0.35") -> TrainNet:
+    """Preset ``preset`` on the smallest sub-network of ``family`` at 32 px."""
+    spec = get_supernet(family)
     candidate = make_preset(preset, spec)
     candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=32))
     calib = images(8, resolution=32)
-    net = build_candidate(candidate, build_ofa_supernet(spec, 40, seed=0), 10, [calib], seed=0)
-    return quantize(net, [calib])
+    return build_candidate(candidate, build_ofa_supernet(spec, 40, seed=0), 10, [calib], seed=0)
+
+
+def _real_candidate(preset: str, family: str = "ofa-proxyless-w0.35") -> QuantizedNet:
+    """:func:`_real_net`, quantized."""
+    return quantize(_real_net(preset, family), [images(8, resolution=32)])
 
 
 def test_real_proxyless_candidate_steps_match_the_simulator(driver):
@@ -183,3 +198,16 @@ def test_real_tinytl_candidate_steps_match_the_simulator(driver):
     assert sum(isinstance(layer, QGroupNorm) for layer in q.layers) >= 20
     xs = q.quantize_input(images(2, seed=9, resolution=32))
     run_and_compare(driver, q, xs, [5, 0])
+
+
+@pytest.mark.parametrize("preset", ["mcunetv3", "full"])
+def test_real_mobilenetv3_candidate_steps_match_the_simulator(driver, preset):
+    """MobileNetV3: h-swish and h-sigmoid through their tables, squeeze-and-excitation
+    forward and backward (the product's two gradients, the pooled branch's accumulation)."""
+    q = _real_candidate(preset, "ofa-mbv3-w0.35")
+    kinds = {(layer.op.kind, layer.op.act) for layer in q.layers}
+    assert {("conv", "hswish"), ("conv", "hsigmoid"), ("mul", "none")} <= kinds
+    tables = [n for n in q.layers if isinstance(n, QConv) and n.keeps_pre_activation]
+    assert any(q.graph.tensors[n.op.output].requires_grad for n in tables)
+    xs = q.quantize_input(images(2, seed=8, resolution=32))
+    run_and_compare(driver, q, xs, [3, 7])

@@ -1,4 +1,5 @@
-"""Small networks of the ProxylessNAS family for the int8 tests, and their update schemes."""
+"""Small networks of the ProxylessNAS and MobileNetV3 families for the int8 tests, and their
+update schemes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import torch
 
 from tinytune.models import ConvUnit, MBBlock, TrainNet, apply_update_scheme
-from tinytune.models.layers import Classifier
+from tinytune.models.layers import Classifier, SqueezeExcite
 from tinytune.spaces import UpdateScheme
 
 RESOLUTION = 16
@@ -110,5 +111,59 @@ def lite_net(scheme: UpdateScheme, seed: int = 0) -> TrainNet:
         if block.lite is not None:
             norm = block.lite.norm2
             norm.weight.data = 0.5 * torch.randn(norm.weight.shape, generator=g)
+    apply_update_scheme(net, scheme)
+    return net
+
+
+# conv indices of tiny_mbv3_net: 0 stem | 1 dw, 2 se reduce, 3 se expand, 4 pw2 (+ shortcut) |
+# 5 pw1, 6 dw s2, 7 se reduce, 8 se expand, 9 pw2 | 10 pw1, 11 dw, 12 pw2 (+ shortcut) |
+# 13 head before the pooling | 14 head after it (MobileNetV3's feature mix)
+MBV3_SCHEMES = {
+    # the biases of the last twelve convolutions (back through both squeeze-and-excitation
+    # blocks into the first block), a whole SE expansion and 1/4 of an h-swish expansion
+    "mbv3 bias+se": UpdateScheme(12, ((8, 1.0), (10, 0.25))),
+    # everything, the stem included
+    "mbv3 full": UpdateScheme(15, tuple((i, 1.0) for i in range(15))),
+}
+
+
+def _se(g: torch.Generator, channels: int, mid: int, index: int) -> SqueezeExcite:
+    reduce = _unit(g, channels, mid, act="relu", kind="se1", index=index)
+    expand = _unit(g, mid, channels, act="hsigmoid", kind="se2", index=index + 1)
+    expand.bias.data += 3.0  # h-sigmoid near its middle, as trained networks have it
+    return SqueezeExcite(reduce, expand)
+
+
+def tiny_mbv3_net(scheme: UpdateScheme, seed: int = 0) -> TrainNet:
+    """stem 3→8 s2 h-swish | dw-block 8 (ReLU, SE 8→8, shortcut) | 8→24→12 s2 (h-swish, dw
+    5×5, SE 24→8) | 12→36→12 (h-swish, shortcut) | head 12→32 h-swish | pool | 32→40 h-swish |
+    classifier 40→5, on 16×16 images, with ``scheme`` applied."""
+    g = torch.Generator().manual_seed(seed)
+    hs = "hswish"
+    stem = _unit(g, 3, 8, k=3, stride=2, act=hs, kind="stem", index=0)
+    b0 = MBBlock(
+        None,
+        _unit(g, 8, 8, k=3, groups=8, act="relu", kind="dw", index=1),
+        _se(g, 8, 8, 2),
+        _unit(g, 8, 8, act="none", kind="pw2", index=4),
+        shortcut=True,
+    )
+    b1 = MBBlock(
+        _unit(g, 8, 24, act=hs, kind="pw1", index=5),
+        _unit(g, 24, 24, k=5, stride=2, groups=24, act=hs, kind="dw", index=6),
+        _se(g, 24, 8, 7),
+        _unit(g, 24, 12, act="none", kind="pw2", index=9),
+        shortcut=False,
+    )
+    b2 = MBBlock(
+        _unit(g, 12, 36, act=hs, kind="pw1", index=10),
+        _unit(g, 36, 36, k=3, groups=36, act=hs, kind="dw", index=11),
+        None,
+        _unit(g, 36, 12, act="none", kind="pw2", index=12),
+        shortcut=True,
+    )
+    head = _unit(g, 12, 32, act=hs, kind="head", index=13)
+    mix = _unit(g, 32, 40, act=hs, kind="head", index=14)
+    net = TrainNet(stem, [b0, b1, b2], [head], [mix], Classifier(40, N_CLASSES, g), RESOLUTION)
     apply_update_scheme(net, scheme)
     return net

@@ -10,6 +10,11 @@ Two levels:
   - input gradient of a convolution: |S·2^(e−F) − ref| ≤ 2^(e−F−1)·(|γ| ⋆ᵀ |w|), from
     |m_o − s_w[o]·2^F| ≤ 1/2 (⋆ᵀ: the transposed convolution);
   - global and r×r average pooling: |S·2^(e−F) − γ·2^e/area| ≤ 2^(e−F−1)·|γ|;
+  - h-swish/h-sigmoid through the derivative table D ≈ f′·2^Q: the gradient γ_in·2^e_in
+    becomes |γ_out·2^e_out − f′(p)·γ_in·2^e_in| ≤ 2^(e_out−1) + 2^(e_in−Q−1)·|γ_in| at the
+    dequantized pre-activation p;
+  - the product y = x·s of squeeze-and-excitation, with m ≈ s·2^F: to x,
+    |S·2^(e−F) − γ·2^e·s| ≤ 2^(e−F−1)·|γ|·|s_q − z_s|; to s, ≤ 2^(e−F−1)·Σ_p |γ|·|x_q − z_x|;
   - bilinear upsampling: its integer tables are the exact transpose of its forward; against
     torch's float bilinear, each Q10 weight is off by ≤ 2^−11, so the error is ≤
     2^e·(2^−10 + 2^−22)·Σ|γ| over the outputs that read the input;
@@ -23,7 +28,8 @@ Two levels:
   - the float32 classifier and softmax within float32 rounding.
 
 * **End to end.** The whole backward against float64 autograd through the dequantized network
-  linearised at the simulator's forward values (the int8 masks and activations): every update
+  linearised at the simulator's forward values (the int8 masks, pre-activations and
+  activations): every update
   lies within the worst-case bound carried from the per-op bounds (for networks without
   GroupNorm, whose backward is not linear in its input), and in fact within a few per cent.
   And against plain float64 autograd of the dequantized network with its own float forward,
@@ -42,13 +48,22 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from tests.quant.nets import LITE_RESOLUTION, SCHEMES, images, lite_net, tiny_net
+from tests.quant.nets import (
+    LITE_RESOLUTION,
+    MBV3_SCHEMES,
+    SCHEMES,
+    images,
+    lite_net,
+    tiny_mbv3_net,
+    tiny_net,
+)
 from tinytune.quant import (
     QAdd,
     QConv,
     QGap,
     QGroupNorm,
     QLinear,
+    QMul,
     QPool,
     QuantizedNet,
     QUpsample,
@@ -56,13 +71,15 @@ from tinytune.quant import (
     quantize,
     train_step,
 )
+from tinytune.quant.kernels import ACT_GRAD_FRAC_BITS, Grad
 from tinytune.quant.simulate import StepRecord
 
 LR = 0.05
 LABEL = 2
 
 
-CASES = [*SCHEMES, "lite"]  # "lite": lite residuals on two blocks, with the "bias+pw 1/4" scheme
+# "lite": lite residuals on two blocks, with the "bias+pw 1/4" scheme; "mbv3 …": MobileNetV3
+CASES = [*SCHEMES, "lite", *MBV3_SCHEMES]
 
 
 def _setup(
@@ -70,6 +87,8 @@ def _setup(
 ) -> tuple[torch.nn.Module, QuantizedNet, QuantizedNet, StepRecord]:
     if case == "lite":
         net, r = lite_net(SCHEMES["bias+pw 1/4"]), LITE_RESOLUTION
+    elif case in MBV3_SCHEMES:
+        net, r = tiny_mbv3_net(MBV3_SCHEMES[case]), 16
     else:
         net, r = tiny_net(SCHEMES[case]), 16
     q = quantize(net, [images(16, resolution=r)])
@@ -101,6 +120,27 @@ def masked_grad(record: StepRecord, layer: QConv) -> Tensor:
     return g.real()
 
 
+def incoming(net: QuantizedNet, record: StepRecord, t: int) -> Grad:
+    """The gradient of tensor ``t`` as its readers left it, before a mask or an activation
+    table acted on it."""
+    last = [e.after for e in record.emits if e.tensor == t]
+    if last:
+        return last[-1]
+    if t == net.layers[-1].op.inputs[0]:
+        assert record.feature_grad is not None
+        return record.feature_grad
+    return record.grads[t]  # written whole by a GroupNorm
+
+
+def pre_activation(layer: QConv, record: StepRecord) -> Tensor:
+    assert layer.pre is not None
+    return layer.pre.dequantize(record.forward.pre[layer.op.index])
+
+
+def act_real(layer: QConv, x: Tensor) -> Tensor:
+    return F.hardswish(x) if layer.op.act == "hswish" else F.hardsigmoid(x)
+
+
 def _update_bound(ref: Tensor) -> Tensor:
     return 0.5 + ref.abs() * 2.0**-30
 
@@ -127,7 +167,8 @@ def test_classifier_feature_gradient_and_update(step):
     assert np.allclose(head_after.weight, new_w, rtol=1e-6, atol=1e-7)
     assert np.allclose(head_after.bias, head_before.bias - LR * g, rtol=1e-6, atol=1e-7)
     if before.graph.tensors[feat].requires_grad:
-        gx = record.grads[feat]
+        gx = record.feature_grad
+        assert gx is not None
         ref = w.T @ g
         bound = 2.0 ** (gx.exp - 1) + 2.0**-20 * (np.abs(w.T) @ np.abs(g))
         assert np.all(np.abs(gx.real().flatten().numpy() - ref) <= bound)
@@ -200,11 +241,51 @@ def test_input_gradients_of_each_op_within_derived_bounds(step):
             q = layer.frac_bits
             bound = 2.0**gamma.exp * (2.0**-q + 2.0 ** (-2 * q - 2)) * support
             assert torch.all((got - x.grad).abs() <= bound + 1e-12)
+        elif isinstance(layer, QMul):
+            gamma = record.grads[layer.op.output]
+            x_id, s_id = layer.op.inputs
+            x_q, s_q = (record.forward.acts[t] for t in (x_id, s_id))
+            x_z, s_z = (before.acts[t].zero for t in (x_id, s_id))
+            if e.tensor == x_id:
+                ref = gamma.real() * deq(before, record, s_id)
+                bound = 2.0 ** (gamma.exp - layer.s_frac_bits - 1) * (
+                    gamma.mantissa.abs() * (s_q - s_z).abs()
+                )
+            else:
+                ref = (gamma.real() * deq(before, record, x_id)).sum(dim=(2, 3), keepdim=True)
+                spread = (gamma.mantissa.abs() * (x_q - x_z).abs()).sum(dim=(2, 3), keepdim=True)
+                bound = 2.0 ** (gamma.exp - layer.x_frac_bits - 1) * spread
+            assert torch.all((got - ref).abs() <= bound + 1e-12 * ref.abs().max())
         else:
             assert isinstance(layer, QAdd)
             gamma = record.grads[layer.op.output]
             assert torch.equal(e.contribution.values, gamma.mantissa)
             assert e.contribution.exp == gamma.exp
+
+
+def test_activation_tables_within_derived_bounds(step):
+    """The forward table is f of the dequantized pre-activation rounded to the output's grid;
+    the derivative table multiplies the incoming gradient by f′ within the module's bound."""
+    name, _, before, _, record = step
+    tabled = [x for x in before.layers if isinstance(x, QConv) and x.keeps_pre_activation]
+    assert bool(tabled) == name.startswith("mbv3")
+    for layer in tabled:
+        out_q = before.acts[layer.op.output]
+        p = pre_activation(layer, record)
+        y = out_q.dequantize(record.forward.acts[layer.op.output])
+        ideal = act_real(layer, p)
+        assert float((y - ideal).abs().max()) <= out_q.scale / 2 * (1 + 1e-9)
+        if layer.op.output not in record.grads:
+            continue
+        g_in, g_out = incoming(before, record, layer.op.output), record.grads[layer.op.output]
+        p = p.clone().requires_grad_(True)
+        act_real(layer, p).backward(g_in.real())
+        bound = (
+            2.0 ** (g_out.exp - 1)
+            + 2.0 ** (g_in.exp - ACT_GRAD_FRAC_BITS - 1) * g_in.mantissa.abs()
+        )
+        assert torch.all((g_out.real() - p.grad).abs() <= bound * (1 + 1e-12))
+        assert int(g_out.mantissa.abs().max()) > 63
 
 
 def test_groupnorm_backward_within_float32_of_float64_autograd(step):
@@ -315,8 +396,13 @@ def _linearised_reference(before: QuantizedNet, record: StepRecord) -> dict[str,
             )
             if layer.keeps_mask:
                 v = v * record.forward.masks[op.index]
+            elif layer.keeps_pre_activation:  # f at the simulator's pre-activation
+                p = pre_activation(layer, record)
+                v = act_real(layer, p + v - v.detach())
         elif isinstance(layer, QAdd):
             v = ins[0] + ins[1]
+        elif isinstance(layer, QMul):
+            v = ins[0] * ins[1]
         elif isinstance(layer, QGap):
             v = ins[0].mean(dim=(2, 3), keepdim=True)
         elif isinstance(layer, QPool):
@@ -454,10 +540,20 @@ def _error_bounds(before: QuantizedNet, record: StepRecord) -> dict[str, Tensor]
         op = layer.op
         if op.output not in record.grads:
             continue
-        gamma = record.grads[op.output]  # masked where the op masks
+        gamma = record.grads[op.output]  # masked or through the table where the op acts
         e_y = err[op.output]
         if isinstance(layer, QConv) and layer.keeps_mask:
             e_y = e_y * record.forward.masks[op.index]
+        elif isinstance(layer, QConv) and layer.keeps_pre_activation:
+            assert layer.grad_table is not None
+            q = ACT_GRAD_FRAC_BITS
+            d = layer.grad_table[record.forward.pre[op.index] + 128].double()
+            g_in = incoming(before, record, op.output)
+            e_y = (
+                (d.abs() * 2.0**-q + 2.0 ** (-q - 1)) * e_y
+                + 2.0 ** (g_in.exp - q - 1) * g_in.mantissa.abs()
+                + 2.0 ** (gamma.exp - 1)
+            )
         for e in emits_of.get(op.index, []):
             shape = e.after.mantissa.shape
             if isinstance(layer, QConv):
@@ -470,6 +566,18 @@ def _error_bounds(before: QuantizedNet, record: StepRecord) -> dict[str, Tensor]
             elif isinstance(layer, QGap):
                 local = 2.0 ** (gamma.exp - layer.hw_frac_bits - 1) * gamma.mantissa.abs()
                 c = (e_y / (shape[2] * shape[3]) + local).expand(shape)
+            elif isinstance(layer, QMul):
+                x_id, s_id = op.inputs
+                m = gamma.mantissa.abs().double()
+                if e.tensor == x_id:
+                    s_q = (record.forward.acts[s_id] - before.acts[s_id].zero).abs()
+                    local = 2.0 ** (gamma.exp - layer.s_frac_bits - 1) * m * s_q
+                    c = e_y * deq(before, record, s_id).abs() + local
+                else:
+                    x_q = (record.forward.acts[x_id] - before.acts[x_id].zero).abs()
+                    local = 2.0 ** (gamma.exp - layer.x_frac_bits - 1) * (m * x_q)
+                    carried = e_y * deq(before, record, x_id).abs()
+                    c = (carried + local).sum(dim=(2, 3), keepdim=True)
             else:
                 c = e_y
             err[e.tensor] = err.get(e.tensor, 0.0) + c + 1.5 * 2.0**e.after.exp
@@ -506,9 +614,12 @@ def test_whole_backward_matches_the_linearised_float64_network_within_derived_bo
             b = _trained_part(before, key, bounds[key]) + 2.0**-30 * r.abs()
             assert torch.all(((g - r).abs() <= b)[free]), key
         # The worst-case bound ignores cancellation and widens layer by layer; in fact, beyond
-        # the final rounding, the int8 gradients cost under 5 % of the largest step.
+        # the final rounding, the int8 gradients cost under 5 % of the largest step. MobileNetV3
+        # rounds to 8 bits more often on the way down (after every h-swish and h-sigmoid table,
+        # and in both branches of each squeeze-and-excitation): under 12 % (10.4 % seen).
         excess = ((g - r).abs() - 0.5).clamp(min=0)[free]
-        assert float(excess.max()) <= 0.05 * float(r.abs().max()) + 1e-6, key
+        share = 0.12 if name.startswith("mbv3") else 0.05
+        assert float(excess.max()) <= share * float(r.abs().max()) + 1e-6, key
 
 
 def test_activation_gradients_and_bias_steps_follow_plain_float64_autograd(step):
@@ -530,9 +641,8 @@ def test_activation_gradients_and_bias_steps_follow_plain_float64_autograd(step)
         ref_net.get_submodule(op.name).register_forward_hook(keep(op.output))
     x = deq(before, record, before.graph.input)
     F.cross_entropy(ref_net(x), torch.tensor([LABEL])).backward()
-    unmasked = {e.tensor: e.after for e in record.emits}
-    for t, g in record.grads.items():
-        got = unmasked.get(t, g).real().flatten()
+    for t in record.grads:
+        got = incoming(before, record, t).real().flatten()
         # Activation rounding in a dozen layers shifts the masks and the operating point a
         # little. Behind a GroupNorm, gradients are a near-constant offset plus a few large
         # entries: 8 bits relative to the largest leave the offset a few units, hence 0.93.
@@ -557,7 +667,7 @@ def _mean_loss(logits: np.ndarray, labels: list[int]) -> float:
     return float(np.mean(lse - z[np.arange(len(labels)), labels]))
 
 
-@pytest.mark.parametrize("scheme", ["last", "bias+pw 1/4", "sparse", "lite"])
+@pytest.mark.parametrize("scheme", ["last", "bias+pw 1/4", "sparse", "lite", "mbv3 bias+se"])
 def test_loss_falls_as_with_float32_sgd(scheme):
     """Ten epochs of batch-1 steps over four images: the int8 QAS training lowers the loss as
     plain float32 SGD of the same network and scheme does (QAS makes the integer step the
@@ -565,6 +675,8 @@ def test_loss_falls_as_with_float32_sgd(scheme):
     lr, epochs, labels = 0.01, 10, [0, 1, 2, 3]
     if scheme == "lite":
         net, r = lite_net(SCHEMES["bias+pw 1/4"]), LITE_RESOLUTION
+    elif scheme in MBV3_SCHEMES:
+        net, r = tiny_mbv3_net(MBV3_SCHEMES[scheme]), 16
     else:
         net, r = tiny_net(SCHEMES[scheme]), 16
     pics = images(4, seed=11, resolution=r)

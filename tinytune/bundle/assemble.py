@@ -6,7 +6,8 @@ The pipeline (:func:`build_bundle`):
 1. cost, without weights: the candidate's training graph and int8 memory plan, exactly as the
    search computed them (:class:`~tinytune.evaluators.HardwareEvaluator`), and its predicted
    step latency on the device; a candidate whose arena exceeds the device's SRAM, or that holds
-   an op without an int8 kernel (MobileNetV3's h-swish, squeeze-and-excitation), stops here;
+   an op without an int8 kernel (a trained BatchNorm scale: the ``bn+last`` scheme), stops
+   here;
 2. the network the search fine-tuned, from the supernet weights, with its BatchNorm
    re-estimated on the training images and folded (:func:`~tinytune.models.build_candidate`);
 3. post-training int8 quantization calibrated on those images (:func:`~tinytune.quant.quantize`)
@@ -159,19 +160,17 @@ def _platform_file(name: str) -> bytes:
 
 def _check_int8_ops(candidate: Candidate, graph: Graph) -> None:
     """Every op must have an int8 kernel; checked on the traced graph before any weight is
-    read (the same rules as :func:`tinytune.quant.quantize`)."""
-    from tinytune.quant.model import SUPPORTED
+    read (the rules of :func:`tinytune.quant.quantize`)."""
+    from tinytune.quant.model import check_op
 
     for op in graph.ops:
-        if op.kind == "linear":
-            continue
-        if op.kind not in SUPPORTED or op.act not in SUPPORTED[op.kind]:
+        try:
+            check_op(op, graph)
+        except QuantizationError as e:
             raise QuantizationError(
                 f"candidate {candidate.key[:12]} of {candidate.supernet} cannot run int8 "
-                f"training: {op.name} is {op.kind} with activation {op.act!r}, which has no "
-                f"int8 kernel; supported: {', '.join(SUPPORTED)} (the ProxylessNAS family, with "
-                "or without lite residuals)"
-            )
+                f"training: {e}"
+            ) from None
 
 
 def _kb(n: int) -> str:

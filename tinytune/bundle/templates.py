@@ -54,6 +54,13 @@ KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
             "&${id}_q, (int8_t *)$y, (uint8_t *)$mask);"
         ),
     ),
+    "act_table_s8": KernelTemplate(
+        "tt_act_table_s8((const int8_t *)$pre, (const int8_t *)$table, $n, (int8_t *)$y);"
+    ),
+    "mul_s8": KernelTemplate(
+        "tt_mul_s8((const int8_t *)$x, (const int8_t *)$s, $channels, $hw, $x_zero, $s_zero, "
+        "$mult, $shift, $y_zero, (int8_t *)$y);"
+    ),
     "add_s8": KernelTemplate(
         "tt_add_s8((const int8_t *)$a, (const int8_t *)$b, $n, $a_zero, $b_zero, $a_mult, "
         "$b_mult, $shift, $y_zero, (int8_t *)$y);"
@@ -100,6 +107,24 @@ KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
         "(float *)$b, $out_f, (const float *)$grad, $lr, (int8_t *)$gx, (int32_t *)$gx_exp);"
     ),
     "grad_mask": KernelTemplate("tt_grad_mask((int8_t *)$g, (const uint8_t *)$mask, $n);"),
+    "grad_act_table": KernelTemplate(
+        "tt_grad_act_table((int8_t *)$g, (int32_t *)$g_exp, (const int8_t *)$pre, "
+        "(const int16_t *)$table, $frac_bits, $n);"
+    ),
+    "mul_grad_x": KernelTemplate(
+        decls=_GRAD_X,
+        call=(
+            "tt_mul_grad_x((const int8_t *)$gy, $gy_exp, (const int8_t *)$s, $channels, $hw, "
+            "$s_zero, $s_mult, $frac_bits, &${id}_gx);"
+        ),
+    ),
+    "mul_grad_scale": KernelTemplate(
+        decls=_GRAD_X,
+        call=(
+            "tt_mul_grad_scale((const int8_t *)$gy, $gy_exp, (const int8_t *)$x, $channels, "
+            "$hw, $x_zero, $x_mult, $frac_bits, &${id}_gx);"
+        ),
+    ),
     "conv2d_grad_input": KernelTemplate(
         decls=_GEOM + _WEIGHT + _GRAD_X,
         call=(

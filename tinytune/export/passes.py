@@ -1,8 +1,9 @@
 """The training graph of a device step and the ordered passes that shape it.
 
 :func:`initial_graph` writes the step as a framework would run full fine-tuning: every layer's
-forward, then every layer's backward in reverse — for a convolution the ReLU mask, the input
-gradient, the weight and bias gradients — and, at the end, an update of every parameter. Each
+forward, then every layer's backward in reverse — for a convolution the gradient through its
+activation, the input gradient, the weight and bias gradients — and, at the end, an update of
+every parameter. Each
 pass of :data:`PASSES` is one function from graph to graph:
 
 1. :func:`freeze` drops the gradients and updates of the parameters the scheme does not train;
@@ -41,7 +42,7 @@ __all__ = [
     "run_passes",
 ]
 
-CONV_BACKWARD = ("grad_mask", "grad_input", "grad_weight", "grad_bias")
+CONV_BACKWARD = ("grad_activation", "grad_input", "grad_weight", "grad_bias")
 """A convolution's backward nodes, in the order a framework runs them."""
 
 
@@ -50,7 +51,8 @@ class Node:
     """One step of the training graph.
 
     Attributes:
-        kind: ``forward``; for a convolution ``grad_mask``, ``grad_input``, ``grad_weight``,
+        kind: ``forward``; for a convolution ``grad_activation`` (its ReLU mask or its
+            h-swish/h-sigmoid derivative table), ``grad_input``, ``grad_weight``,
             ``grad_bias``, ``update_weight``, ``update_bias`` and, once fused,
             ``weight_step`` and ``bias_step``; for every other layer ``backward`` (its input
             gradients and, for the classifier or a GroupNorm, the update of its parameters).
@@ -85,8 +87,8 @@ def initial_graph(net: QuantizedNet) -> Graph:
         layer = net.layers[i]
         name = layer.op.name
         if isinstance(layer, QConv):
-            if layer.keeps_mask:
-                nodes.append(Node("grad_mask", i, name))
+            if layer.keeps_mask or layer.keeps_pre_activation:
+                nodes.append(Node("grad_activation", i, name))
             if layer.op.inputs[0] != net.graph.input:  # nothing needs the image's gradient
                 nodes.append(Node("grad_input", i, name))
             nodes += [Node("grad_weight", i, name), Node("grad_bias", i, name)]
@@ -116,7 +118,7 @@ def eliminate_dead_gradients(graph: Graph, net: QuantizedNet) -> Graph:
     A tensor's gradient is needed when a trained parameter lies upstream of it: the sweep marks
     every tensor written by a layer with trained parameters, or computed from a marked tensor.
     A layer's input-gradient node lives only when its input is marked; a layer with nothing to
-    back-propagate and nothing to train loses its whole backward, mask included.
+    back-propagate and nothing to train loses its whole backward, activation included.
     """
     trained = {i for i, layer in enumerate(net.layers) if _trained_params(layer)}
     live_grad_at: set[int] = set()  # tensor ids whose gradient is needed
@@ -130,7 +132,7 @@ def eliminate_dead_gradients(graph: Graph, net: QuantizedNet) -> Graph:
         layer = net.layers[node.layer]
         if node.kind == "grad_input":
             return layer.op.inputs[0] in live_grad_at
-        if node.kind == "grad_mask":
+        if node.kind == "grad_activation":
             return layer.op.inputs[0] in live_grad_at or node.layer in has_param_grad
         if node.kind == "backward":
             return layer.op.output in live_grad_at

@@ -6,11 +6,13 @@ Every pointer is an offset into one of four spaces:
 
 * ``arena``: the buffers of the memory planner (:func:`tinytune.hwmodels.plan_memory`, int8),
   at the offsets of its layout — activations ``t<id>``, activation gradients ``grad t<id>``,
-  ReLU masks ``<op>:mask``, the kept input channels ``<op>:input[:k]`` and the trained
+  ReLU masks ``<op>:mask``, h-swish/h-sigmoid pre-activations ``<op>:pre-activation``, the
+  kept input channels ``<op>:input[:k]`` and the trained
   parameters ``<op>:weights`` (a convolution's trained int32 bias, then its trained int8
   weight channels; the classifier's float32 weight, then its bias). The trained parameters
   live there for good: the planner keeps them alive over the whole step.
-* ``flash``: constants — frozen weights and biases, requantisation and update multipliers.
+* ``flash``: constants — frozen weights and biases, requantisation and update multipliers,
+  activation tables.
 * ``scratch``: the float32 logits (and, in place, their gradient), outside the planner's
   buffers (it counts the classifier output as int8; see :data:`SCRATCH_NOTE`), and the
   statistics of a GroupNorm that nothing back-propagates through (the planner keeps none).
@@ -35,13 +37,14 @@ from tinytune.quant import (
     QGap,
     QGroupNorm,
     QLinear,
+    QMul,
     QPool,
     QuantizedNet,
     QUpsample,
     qas_multipliers,
 )
 from tinytune.quant.errors import QuantizationError
-from tinytune.quant.kernels import InterpAxis
+from tinytune.quant.kernels import ACT_GRAD_FRAC_BITS, InterpAxis
 
 __all__ = [
     "KERNELS",
@@ -69,7 +72,11 @@ KERNELS: dict[str, tuple[str, ...]] = {
         "geom", "x", "w_train", "w_frozen", "k", "bias", "x_zero", "y_zero", "act_min",
         "act_max", "mult", "shift", "y", "mask",
     ),
+    "act_table_s8": ("pre", "table", "n", "y"),
     "add_s8": ("a", "b", "n", "a_zero", "b_zero", "a_mult", "b_mult", "shift", "y_zero", "y"),
+    "mul_s8": (
+        "x", "s", "channels", "hw", "x_zero", "s_zero", "mult", "shift", "y_zero", "y",
+    ),
     "gap_s8": ("x", "channels", "hw", "x_zero", "mult", "shift", "y_zero", "y"),
     "linear_f32": ("x", "in_f", "x_zero", "x_scale", "w", "b", "out_f", "logits"),
     "copy_s8": ("dst", "src", "n"),
@@ -78,6 +85,15 @@ KERNELS: dict[str, tuple[str, ...]] = {
         "x", "in_f", "x_zero", "x_scale", "w", "b", "out_f", "grad", "lr", "gx", "gx_exp",
     ),
     "grad_mask": ("g", "mask", "n"),
+    "grad_act_table": ("g", "g_exp", "pre", "table", "frac_bits", "n"),
+    "mul_grad_x": (
+        "gy", "gy_exp", "s", "channels", "hw", "s_zero", "s_mult", "frac_bits", "gx", "gx_exp",
+        "accumulate",
+    ),
+    "mul_grad_scale": (
+        "gy", "gy_exp", "x", "channels", "hw", "x_zero", "x_mult", "frac_bits", "gx", "gx_exp",
+        "accumulate",
+    ),
     "conv2d_grad_input": (
         "geom", "gy", "gy_exp", "w_train", "w_frozen", "k", "w_mult", "frac_bits", "gx",
         "gx_exp", "accumulate",
@@ -148,8 +164,9 @@ class Call:
 @dataclass(frozen=True)
 class Write:
     """What a call leaves in a buffer, for checking a run against the simulator: an
-    activation (``act``), a masked gradient (``masked``), a gradient after one write
-    (``grad``, with its exponent slot), or the logits."""
+    activation (``act``), a masked gradient (``masked``), a gradient through an activation
+    table (``activated``, with its exponent slot), a gradient after one write (``grad``, with
+    its exponent slot), or the logits."""
 
     call: int
     kind: str
@@ -277,7 +294,7 @@ class _Lowering:
         return len(self.calls) - 1
 
     def wrote(self, call: int, kind: str, t: int, ptr: Ptr, nbytes: int) -> None:
-        slot = self.exp_slot(t) if kind == "grad" else None
+        slot = self.exp_slot(t) if kind in ("grad", "activated") else None
         self.writes.append(Write(call, kind, t, ptr, nbytes, slot))
 
     def grad_dest(self, t: int) -> dict[str, Operand]:
@@ -325,18 +342,30 @@ def _conv_forward(lw: _Lowering, layer: QConv) -> None:
     ptrs = _conv_params(lw, layer)
     lw.conv_ptrs[op.index] = ptrs
     numel = lw.numel(op.output)
+    needs = net.graph.tensors[op.output].requires_grad
     mask = None  # kept only where a gradient will flow through the clamp, as the planner does
-    if layer.keeps_mask and net.graph.tensors[op.output].requires_grad:
+    if layer.keeps_mask and needs:
         mask = lw.arena(f"{op.name}:mask", (numel + 7) // 8)
+    y, y_zero = lw.act(op.output), net.acts[op.output].zero
+    if layer.pre is not None:  # the pre-activation, kept where backward reads it
+        y_zero = layer.pre.zero
+        if needs:
+            y = lw.arena(f"{op.name}:pre-activation", numel)
     i = lw.call(
         "conv2d_s8", op.name, "forward",
         geom=_geom(net, layer), x=lw.act(x), w_train=ptrs["w_train"], w_frozen=ptrs["w_frozen"],
         k=layer.trained_channels, bias=ptrs["bias"], x_zero=net.acts[x].zero,
-        y_zero=net.acts[op.output].zero, act_min=layer.act_min, act_max=layer.act_max,
+        y_zero=y_zero, act_min=layer.act_min, act_max=layer.act_max,
         mult=lw.const(f"{op.name}.mult", layer.mult.numpy().astype(np.int32)),
         shift=lw.const(f"{op.name}.shift", layer.shift.numpy().astype(np.int32)),
-        y=lw.act(op.output), mask=mask,
+        y=y, mask=mask,
     )  # fmt: skip
+    if layer.act_table is not None:
+        table = layer.act_table.numpy().astype(np.int8)
+        i = lw.call(
+            "act_table_s8", op.name, "forward",
+            pre=y, table=lw.const(f"{op.name}.act_table", table), n=numel, y=lw.act(op.output),
+        )  # fmt: skip
     lw.wrote(i, "act", op.output, lw.act(op.output), numel)
     saved = layer.saved_channels
     if saved and saved < net.graph.tensors[x].shape[1]:
@@ -390,15 +419,24 @@ def _linear_forward(lw: _Lowering, layer: QLinear) -> None:
     lw.writes.append(Write(i, "logits", op.output, Ptr("scratch", 0), 4 * j))
 
 
-def _conv_grad_mask(lw: _Lowering, layer: QConv) -> None:
+def _conv_grad_activation(lw: _Lowering, layer: QConv) -> None:
     op = layer.op
     numel = lw.numel(op.output)
     gy = lw.grad(op.output)
+    if layer.grad_table is None:
+        i = lw.call(
+            "grad_mask", op.name, "backward",
+            g=gy, mask=lw.arena(f"{op.name}:mask", (numel + 7) // 8), n=numel,
+        )  # fmt: skip
+        lw.wrote(i, "masked", op.output, gy, numel)
+        return
+    table = layer.grad_table.numpy().astype(np.int16)
     i = lw.call(
-        "grad_mask", op.name, "backward",
-        g=gy, mask=lw.arena(f"{op.name}:mask", (numel + 7) // 8), n=numel,
+        "grad_act_table", op.name, "backward",
+        g=gy, g_exp=lw.exp_ptr(op.output), pre=lw.arena(f"{op.name}:pre-activation", numel),
+        table=lw.const(f"{op.name}.grad_table", table), frac_bits=ACT_GRAD_FRAC_BITS, n=numel,
     )  # fmt: skip
-    lw.wrote(i, "masked", op.output, gy, numel)
+    lw.wrote(i, "activated", op.output, gy, numel)
 
 
 def _conv_grad_input(lw: _Lowering, layer: QConv) -> None:
@@ -455,7 +493,7 @@ def _conv_bias_step(lw: _Lowering, layer: QConv) -> None:
 
 
 _CONV_NODES = {
-    "grad_mask": _conv_grad_mask,
+    "grad_activation": _conv_grad_activation,
     "grad_input": _conv_grad_input,
     "weight_step": _conv_weight_step,
     "bias_step": _conv_bias_step,
@@ -474,6 +512,40 @@ def _add_backward(lw: _Lowering, layer: QAdd) -> None:
             dst=lw.grad(t), dst_exp=dest["gx_exp"], accumulate=dest["accumulate"],
         )  # fmt: skip
         lw.wrote(i, "grad", t, lw.grad(t), lw.numel(t))
+
+
+def _mul_forward(lw: _Lowering, layer: QMul) -> None:
+    op, acts = layer.op, lw.net.acts
+    x, s = op.inputs
+    _, c, h, w = lw.net.graph.tensors[x].shape
+    i = lw.call(
+        "mul_s8", op.name, "forward",
+        x=lw.act(x), s=lw.act(s), channels=c, hw=h * w, x_zero=acts[x].zero,
+        s_zero=acts[s].zero, mult=layer.mult, shift=layer.shift, y_zero=acts[op.output].zero,
+        y=lw.act(op.output),
+    )  # fmt: skip
+    lw.wrote(i, "act", op.output, lw.act(op.output), lw.numel(op.output))
+
+
+def _mul_backward(lw: _Lowering, layer: QMul) -> None:
+    op, acts, tensors = layer.op, lw.net.acts, lw.net.graph.tensors
+    x, s = op.inputs
+    _, c, h, w = tensors[x].shape
+    gy, gy_exp = lw.grad(op.output), ExpRef(lw.exp_slot(op.output))
+    if tensors[x].requires_grad:
+        i = lw.call(
+            "mul_grad_x", op.name, "backward",
+            gy=gy, gy_exp=gy_exp, s=lw.act(s), channels=c, hw=h * w, s_zero=acts[s].zero,
+            s_mult=layer.s_mult, frac_bits=layer.s_frac_bits, gx=lw.grad(x), **lw.grad_dest(x),
+        )  # fmt: skip
+        lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
+    if tensors[s].requires_grad:
+        i = lw.call(
+            "mul_grad_scale", op.name, "backward",
+            gy=gy, gy_exp=gy_exp, x=lw.act(x), channels=c, hw=h * w, x_zero=acts[x].zero,
+            x_mult=layer.x_mult, frac_bits=layer.x_frac_bits, gx=lw.grad(s), **lw.grad_dest(s),
+        )  # fmt: skip
+        lw.wrote(i, "grad", s, lw.grad(s), lw.numel(s))
 
 
 def _gap_backward(lw: _Lowering, layer: QGap) -> None:
@@ -668,6 +740,7 @@ def _groupnorm_backward(lw: _Lowering, layer: QGroupNorm) -> None:
 _FORWARD = {
     QConv: _conv_forward,
     QAdd: _add_forward,
+    QMul: _mul_forward,
     QGap: _gap_forward,
     QPool: _pool_forward,
     QUpsample: _upsample_forward,
@@ -676,6 +749,7 @@ _FORWARD = {
 }
 _BACKWARD = {
     QAdd: _add_backward,
+    QMul: _mul_backward,
     QGap: _gap_backward,
     QPool: _pool_backward,
     QUpsample: _upsample_backward,

@@ -66,12 +66,12 @@ _BACKWARD = ("grad_input", "grad_weight", "update")
 KERNEL_PHASES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(
         ("conv2d_s8", "add_s8", "gap_s8", "linear_f32", "copy_s8", "avgpool_s8", "upsample_s8",
-         "groupnorm_f32"),
+         "groupnorm_f32", "act_table_s8", "mul_s8"),
         ("forward",),
     ),
     **dict.fromkeys(
         ("conv2d_grad_input", "gap_grad_input", "avgpool_grad_input", "upsample_grad_input",
-         "grad_accumulate"),
+         "grad_accumulate", "mul_grad_x", "mul_grad_scale"),
         ("grad_input",),
     ),
     "update_bias": ("grad_weight", "update"),
@@ -79,7 +79,10 @@ KERNEL_PHASES: dict[str, tuple[str, ...]] = {
     "linear_f32_backward": _BACKWARD,
     "groupnorm_f32_backward": _BACKWARD,
     "softmax_xent_grad": _BACKWARD,  # the loss gradient, counted with the classifier's
-    "grad_mask": (),  # the ReLU mask of the op's output gradient: with whatever uses it
+    # the gradient through the op's own activation (ReLU mask, h-swish/h-sigmoid table): with
+    # whatever uses it
+    "grad_mask": (),
+    "grad_act_table": (),
 }  # fmt: skip
 """The latency model's phases each kernel of a bundle's step runs (``tt_<kernel>`` in C)."""
 

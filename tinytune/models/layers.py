@@ -153,19 +153,21 @@ class ConvUnit(nn.Module):
             if ratio is not None:
                 self.set_weight_update(ratio)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def pre_activation(self, x: Tensor) -> Tensor:
+        """The output before the activation: convolution, [scale,] bias."""
         if self.scale is None:
-            y = sparse_conv2d(
+            return sparse_conv2d(
                 x, self.weight_train, self.weight_frozen, self.bias,
                 self.stride, self.padding, self.groups,
             )  # fmt: skip
-        else:
-            z = sparse_conv2d(
-                x, self.weight_train, self.weight_frozen, None,
-                self.stride, self.padding, self.groups,
-            )  # fmt: skip
-            y = torch.addcmul(self.bias.view(1, -1, 1, 1), z, self.scale.view(1, -1, 1, 1))
-        return apply_activation(y, self.act)
+        z = sparse_conv2d(
+            x, self.weight_train, self.weight_frozen, None,
+            self.stride, self.padding, self.groups,
+        )  # fmt: skip
+        return torch.addcmul(self.bias.view(1, -1, 1, 1), z, self.scale.view(1, -1, 1, 1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return apply_activation(self.pre_activation(x), self.act)
 
     def ir_describe(self) -> dict[str, Any]:
         trained_w = self.weight_train.numel() if self.weight_train is not None else 0

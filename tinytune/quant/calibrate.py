@@ -9,12 +9,15 @@ float logits) gets a range [lo, hi] from running the float network on calibratio
 * ``percentile``: the ``q``-th and (100 − q)-th percentiles of the values seen, which trades a
   little clipping of outliers for a finer scale.
 
-The range is widened to contain 0, so that zero (the padding value) is exact.
+The range is widened to contain 0, so that zero (the padding value) is exact. A convolution
+followed by h-swish or h-sigmoid also gets the range of its pre-activation (the int8 value that
+the device's activation table reads).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -22,9 +25,19 @@ from torch import Tensor, nn
 from tinytune.ir import Graph
 from tinytune.quant.errors import QuantizationError
 
-__all__ = ["CALIBRATION_METHODS", "observe_ranges"]
+__all__ = ["CALIBRATION_METHODS", "Ranges", "observe", "observe_ranges"]
 
 CALIBRATION_METHODS = ("minmax", "percentile")
+TABLE_ACTIVATIONS = ("hswish", "hsigmoid")
+
+
+@dataclass(frozen=True)
+class Ranges:
+    """Observed ranges: per tensor id, and per op name the pre-activation of each convolution
+    with a table activation (h-swish, h-sigmoid)."""
+
+    tensors: dict[int, tuple[float, float]]
+    pre_activations: dict[str, tuple[float, float]]
 
 
 def observe_ranges(
@@ -39,6 +52,19 @@ def observe_ranges(
 
     ``net`` is the module that ``graph`` was traced from; it is not modified.
     """
+    return observe(net, graph, batches, method=method, percentile=percentile).tensors
+
+
+def observe(
+    net: nn.Module,
+    graph: Graph,
+    batches: Iterable[Tensor],
+    *,
+    method: str = "minmax",
+    percentile: float = 99.99,
+) -> Ranges:
+    """The ranges of every tensor and of every table activation's input; see
+    :func:`observe_ranges`."""
     if method not in CALIBRATION_METHODS:
         raise QuantizationError(
             f"unknown calibration method {method!r}; allowed: {list(CALIBRATION_METHODS)}"
@@ -46,9 +72,11 @@ def observe_ranges(
     if not 50.0 < percentile <= 100.0:
         raise QuantizationError(f"percentile must lie in (50, 100], got {percentile}")
     outputs = {op.name: op.output for op in graph.ops if op.kind != "linear"}
-    seen: dict[int, list[Tensor]] = {t: [] for t in (graph.input, *outputs.values())}
+    tabled = [op.name for op in graph.ops if op.kind == "conv" and op.act in TABLE_ACTIVATIONS]
+    seen: dict[int | str, list[Tensor]] = {t: [] for t in (graph.input, *outputs.values())}
+    seen.update({name: [] for name in tabled})
 
-    def record(t: int, value: Tensor) -> None:
+    def record(t: int | str, value: Tensor) -> None:
         flat = value.detach().reshape(-1).double()
         if method == "minmax":
             seen[t].append(torch.stack([flat.min(), flat.max()]))
@@ -59,6 +87,13 @@ def observe_ranges(
     for name, t in outputs.items():
         module = net.get_submodule(name)
         handles.append(module.register_forward_hook(lambda _m, _a, y, t=t: record(t, y)))
+    for name in tabled:
+        module = net.get_submodule(name)
+        handles.append(
+            module.register_forward_hook(
+                lambda m, a, _y, name=name: record(name, m.pre_activation(a[0]))
+            )
+        )
     n_batches = 0
     try:
         with torch.no_grad():
@@ -71,7 +106,7 @@ def observe_ranges(
             h.remove()
     if not n_batches:
         raise QuantizationError("calibration needs at least one batch of images")
-    ranges: dict[int, tuple[float, float]] = {}
+    ranges: dict[int | str, tuple[float, float]] = {}
     for t, parts in seen.items():
         values = torch.cat(parts)
         if method == "minmax":
@@ -80,7 +115,10 @@ def observe_ranges(
             q = torch.tensor([1.0 - percentile / 100.0, percentile / 100.0], dtype=values.dtype)
             lo, hi = (float(v) for v in _quantiles(values, q))
         ranges[t] = (min(lo, 0.0), max(hi, 0.0))
-    return ranges
+    return Ranges(
+        {t: r for t, r in ranges.items() if isinstance(t, int)},
+        {t: r for t, r in ranges.items() if isinstance(t, str)},
+    )
 
 
 def _quantiles(values: Tensor, q: Tensor) -> Tensor:

@@ -33,10 +33,12 @@ from tinytune.quant.arith import (
 )
 
 __all__ = [
+    "ACT_GRAD_FRAC_BITS",
     "INTERP_FRAC_BITS",
     "Contribution",
     "Grad",
     "InterpAxis",
+    "act_table_s8",
     "add_grad_input",
     "add_s8",
     "avgpool_grad_input",
@@ -47,12 +49,16 @@ __all__ = [
     "emit",
     "gap_grad_input",
     "gap_s8",
+    "grad_act_table",
     "grad_mask",
     "groupnorm_f32",
     "groupnorm_f32_backward",
     "interp_axis",
     "linear_f32",
     "linear_f32_backward",
+    "mul_grad_scale",
+    "mul_grad_x",
+    "mul_s8",
     "softmax_xent_grad",
     "update_bias",
     "upsample_grad_input",
@@ -61,6 +67,7 @@ __all__ = [
 
 F32 = np.float32
 INTERP_FRAC_BITS = 10  # Q of the bilinear interpolation weights: w0 + w1 = 2^Q
+ACT_GRAD_FRAC_BITS = 12  # Q of the derivative tables of h-swish and h-sigmoid
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,27 @@ def conv2d_s8(
     v = y_zero + scale_round(acc, mult.view(1, -1, 1, 1), shift.view(1, -1, 1, 1))
     mask = (v >= act_min) & (v <= act_max)
     return torch.clamp(v, act_min, act_max), mask
+
+
+def act_table_s8(pre: Tensor, table: Tensor) -> Tensor:
+    """A table activation (h-swish, h-sigmoid): y = table[pre + 128] for int8 pre-activations
+    ``pre``; ``table`` holds the 256 int8 outputs."""
+    return table[pre + 128]
+
+
+def mul_s8(
+    x: Tensor,
+    s: Tensor,
+    x_zero: int,
+    s_zero: int,
+    mult: int,
+    shift: int,
+    y_zero: int,
+) -> Tensor:
+    """The channel-wise product of squeeze-and-excitation: x (N, C, H, W) times s (N, C, 1, 1),
+    y = saturate(z_y + scale_round((x − z_x)·(s − z_s), M, n)), M·2^−n ≈ s_x·s_s/s_y."""
+    acc = (x - x_zero) * (s - s_zero)
+    return torch.clamp(y_zero + scale_round(acc, mult, shift), -128, 127)
 
 
 def add_s8(
@@ -320,6 +348,27 @@ def grad_mask(g: Grad, mask: Tensor) -> Grad:
 
 def _bitlen(v: int) -> int:
     return int(v).bit_length()
+
+
+def grad_act_table(gy: Grad, pre: Tensor, table: Tensor, frac_bits: int) -> Grad:
+    """The gradient through a table activation, in place of its output gradient: γ·D[pre]
+    with D[p] ≈ f′(pre-activation p)·2^F (``table``), normalised afresh to int8 mantissas."""
+    s = gy.mantissa * table[pre + 128]
+    bound = _bitlen(GRAD_MAX * int(table.abs().max()))
+    return emit(Contribution(s, gy.exp - frac_bits, bound), None)
+
+
+def mul_grad_x(gy: Grad, s: Tensor, s_zero: int, s_mult: int, frac_bits: int) -> Contribution:
+    """∂L/∂x of y = x·s: γ·(s − z_s)·m_s with m_s ≈ s_s·2^F, as S·2^(e_y − F)."""
+    v = gy.mantissa * ((s - s_zero) * s_mult)
+    return Contribution(v, gy.exp - frac_bits, _bitlen(GRAD_MAX * 255 * s_mult))
+
+
+def mul_grad_scale(gy: Grad, x: Tensor, x_zero: int, x_mult: int, frac_bits: int) -> Contribution:
+    """∂L/∂s of y = x·s: Σ_p γ·(x − z_x) per channel, times m_x ≈ s_x·2^F, as S·2^(e_y − F)."""
+    _, _, h, w = x.shape
+    v = (gy.mantissa * (x - x_zero)).sum(dim=(2, 3), keepdim=True) * x_mult
+    return Contribution(v, gy.exp - frac_bits, _bitlen(GRAD_MAX * 255 * h * w * x_mult))
 
 
 def conv2d_grad_input(

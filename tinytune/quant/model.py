@@ -15,11 +15,16 @@ graph (batch 1, the device's) and, per op, the integer parameters of
   learning rate, the QAS update multipliers (:func:`qas_multipliers`);
 * the classifier stays float32 (MCUNetV3 App. C).
 
-Supported ops: convolutions with ``none``/``relu``/``relu6`` (no trained per-channel scale),
-``add``, ``gap``, the ``linear`` classifier, and the ops of TinyTL lite residuals: ``avgpool``,
+* table activations (h-swish, h-sigmoid): the convolution requantises to an int8
+  pre-activation with a calibrated range of its own; a 256-entry int8 table gives the output
+  and a 256-entry derivative table (f′·2^12) the gradient (:func:`activation_tables`).
+
+Supported ops: convolutions with ``none``/``relu``/``relu6``/``hswish``/``hsigmoid`` (no
+trained per-channel scale), ``add``, ``gap``, the channel-wise ``mul`` of squeeze-and-
+excitation, the ``linear`` classifier, and the ops of TinyTL lite residuals: ``avgpool``,
 bilinear ``upsample`` and ``groupnorm`` (float32 γ, β and statistics, int8 input and output) —
-the ProxylessNAS family with or without lite residuals. Anything else (h-swish, squeeze-and-
-excitation) raises :class:`~tinytune.quant.errors.QuantizationError`.
+the ProxylessNAS and MobileNetV3 families with or without lite residuals. Anything else raises
+:class:`~tinytune.quant.errors.QuantizationError`.
 """
 
 from __future__ import annotations
@@ -36,9 +41,14 @@ from torch import Tensor
 from tinytune.ir import Graph, Op, trace
 from tinytune.models.layers import TrainNet
 from tinytune.quant.arith import INT32_MAX, INT32_MIN, frac_bits_for, quantize_multiplier
-from tinytune.quant.calibrate import observe_ranges
+from tinytune.quant.calibrate import TABLE_ACTIVATIONS, observe
 from tinytune.quant.errors import QuantizationError
-from tinytune.quant.kernels import INTERP_FRAC_BITS, InterpAxis, interp_axis
+from tinytune.quant.kernels import (
+    ACT_GRAD_FRAC_BITS,
+    INTERP_FRAC_BITS,
+    InterpAxis,
+    interp_axis,
+)
 
 __all__ = [
     "SUPPORTED",
@@ -48,17 +58,21 @@ __all__ = [
     "QGap",
     "QGroupNorm",
     "QLinear",
+    "QMul",
     "QPool",
     "QUpsample",
     "QuantizedNet",
     "UpdateMultipliers",
+    "activation_tables",
+    "check_op",
     "qas_multipliers",
     "quantize",
 ]
 
 SUPPORTED = {
-    "conv": ("none", "relu", "relu6"),
+    "conv": ("none", "relu", "relu6", *TABLE_ACTIVATIONS),
     "add": ("none",),
+    "mul": ("none",),
     "gap": ("none",),
     "avgpool": ("none",),
     "upsample": ("none",),
@@ -111,6 +125,10 @@ class QConv:
         mult, shift: requantisation M[o]·2^−n[o] ≈ s_x·s_w[o]/s_y.
         act_min, act_max: the output clamp (ReLU/ReLU6 folded in).
         grad_mult, grad_frac_bits: m_o ≈ s_w[o]·2^F for the input gradient.
+        pre: for a table activation (h-swish, h-sigmoid), the quantization of the
+            pre-activation, which the requantisation targets (clamp [-128, 127]); else None.
+        act_table, grad_table: its 256-entry output and derivative tables, indexed by
+            pre-activation + 128 (see :func:`activation_tables`).
     """
 
     op: Op
@@ -123,6 +141,9 @@ class QConv:
     act_max: int
     grad_mult: Tensor
     grad_frac_bits: int
+    pre: ActQuant | None = None
+    act_table: Tensor | None = None
+    grad_table: Tensor | None = None
 
     @property
     def stride(self) -> int:
@@ -163,6 +184,10 @@ class QConv:
     def keeps_mask(self) -> bool:
         return self.op.act in ("relu", "relu6")
 
+    @property
+    def keeps_pre_activation(self) -> bool:
+        return self.act_table is not None
+
     def split_weight(self) -> tuple[Tensor, Tensor]:
         """(trained part, frozen part): the first k input channels (depthwise: channels)."""
         k = self.trained_channels
@@ -180,6 +205,20 @@ class QAdd:
     a_mult: int
     b_mult: int
     shift: int
+
+
+@dataclass
+class QMul:
+    """y = x·s (squeeze-and-excitation): M·2^−n ≈ s_x·s_s/s_y; backward m_s ≈ s_s·2^F_s
+    (gradient to x) and m_x ≈ s_x·2^F_x (gradient to s)."""
+
+    op: Op
+    mult: int
+    shift: int
+    x_mult: int
+    x_frac_bits: int
+    s_mult: int
+    s_frac_bits: int
 
 
 @dataclass
@@ -243,7 +282,7 @@ class QLinear:
     bias: np.ndarray
 
 
-QLayer = QConv | QAdd | QGap | QPool | QUpsample | QGroupNorm | QLinear
+QLayer = QConv | QAdd | QMul | QGap | QPool | QUpsample | QGroupNorm | QLinear
 
 
 @dataclass
@@ -323,14 +362,42 @@ def _weight_scales(w: Tensor) -> Tensor:
     return torch.where(live, scale, torch.full_like(scale, fill))
 
 
+def _act_real(act: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """h-swish or h-sigmoid of float64 ``x`` and its derivative, with PyTorch's choices at
+    the kinks (``hardswish_backward``: x/3 + 1/2 on [-3, 3]; ``hardsigmoid_backward``: 1/6
+    on (-3, 3))."""
+    if act == "hswish":
+        y = x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
+        d = np.where(x < -3.0, 0.0, np.where(x <= 3.0, x / 3.0 + 0.5, 1.0))
+    else:
+        y = np.clip(x + 3.0, 0.0, 6.0) / 6.0
+        d = np.where((x > -3.0) & (x < 3.0), 1.0 / 6.0, 0.0)
+    return y, d
+
+
+def activation_tables(act: str, pre: ActQuant, out: ActQuant) -> tuple[Tensor, Tensor]:
+    """The int8 output table and the derivative table of a table activation, indexed by
+    pre-activation q + 128 for q = -128 … 127: y = saturate(round(f(s_p·(q − z_p))/s_y) + z_y)
+    (round half to even) and D = round(f′(s_p·(q − z_p))·2^ACT_GRAD_FRAC_BITS)."""
+    if act not in TABLE_ACTIVATIONS:
+        raise QuantizationError(f"no activation table for {act!r}; allowed: {TABLE_ACTIVATIONS}")
+    x = pre.scale * (np.arange(-128, 128, dtype=np.float64) - pre.zero)
+    y, d = _act_real(act, x)
+    q = np.clip(np.round(y / out.scale) + out.zero, -128, 127)
+    grad = np.round(d * 2.0**ACT_GRAD_FRAC_BITS)
+    return torch.from_numpy(q.astype(np.int64)), torch.from_numpy(grad.astype(np.int64))
+
+
 def _quantize_conv(
-    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+    op: Op,
+    module: torch.nn.Module,
+    graph: Graph,
+    acts: dict[int, ActQuant],
+    pre: dict[str, ActQuant],
 ) -> QConv:
-    if op.params.scale:
-        raise QuantizationError(
-            f"{op.name}: a trained per-channel scale (norm update) is not supported in int8"
-        )
-    x_q, y_q = acts[op.inputs[0]], acts[op.output]
+    x_q, out_q = acts[op.inputs[0]], acts[op.output]
+    tabled = op.act in TABLE_ACTIVATIONS
+    y_q = pre[op.name] if tabled else out_q  # what the requantisation targets
     w = module.full_weight().double()  # (O, C/groups, k, k)
     s_w = _weight_scales(w)
     weight = torch.clamp(torch.round(w / s_w.view(-1, 1, 1, 1)), -127, 127).long()
@@ -338,7 +405,7 @@ def _quantize_conv(
     bias = torch.clamp(torch.round(b / (x_q.scale * s_w)), INT32_MIN, INT32_MAX).long()
     mult, shift = _multipliers(x_q.scale * s / y_q.scale for s in s_w.tolist())
     frac = frac_bits_for(s_w)
-    act_min, act_max = _bounds(op.act, y_q)
+    act_min, act_max = _bounds("none" if tabled else op.act, y_q)
     taps = weight.shape[1] * weight.shape[2] * weight.shape[3]
     if int(bias.abs().max()) + 255 * 127 * taps >= 2**31:
         raise QuantizationError(
@@ -347,9 +414,20 @@ def _quantize_conv(
         )
     if weight.shape[0] // op.attrs["groups"] * weight.shape[2] * weight.shape[3] >= 2**24:
         raise QuantizationError(f"{op.name}: too many outputs per input for the gradient bound")
+    tables = activation_tables(op.act, y_q, out_q) if tabled else (None, None)
     return QConv(
         op, weight, s_w, bias, mult, shift, act_min, act_max,
-        torch.round(s_w * 2.0**frac).long(), frac,
+        torch.round(s_w * 2.0**frac).long(), frac, y_q if tabled else None, *tables,
+    )  # fmt: skip
+
+
+def _quantize_mul(op: Op, graph: Graph, acts: dict[int, ActQuant]) -> QMul:
+    x, s, y = (acts[t] for t in (*op.inputs, op.output))
+    mult, shift = quantize_multiplier(x.scale * s.scale / y.scale)
+    x_frac, s_frac = frac_bits_for(x.scale), frac_bits_for(s.scale)
+    return QMul(
+        op, mult, shift, round(x.scale * 2.0**x_frac), x_frac, round(s.scale * 2.0**s_frac),
+        s_frac,
     )  # fmt: skip
 
 
@@ -422,7 +500,6 @@ def _quantize_linear(
 
 
 _QUANTIZERS = {
-    "conv": _quantize_conv,
     "add": _quantize_add,
     "gap": _quantize_gap,
     "avgpool": _quantize_pool,
@@ -432,7 +509,9 @@ _QUANTIZERS = {
 }
 
 
-def _check(op: Op, graph: Graph) -> None:
+def check_op(op: Op, graph: Graph) -> None:
+    """Raise :class:`QuantizationError` unless ``op`` of ``graph`` has an int8 kernel; needs
+    the traced graph only, no weight."""
     if op.kind == "linear":
         if op is not graph.ops[-1]:
             raise QuantizationError(f"{op.name}: the classifier must be the last op")
@@ -447,7 +526,18 @@ def _check(op: Op, graph: Graph) -> None:
             f"{op.name}: activation {op.act!r} is not supported in int8 after {op.kind}; "
             f"allowed: {list(SUPPORTED[op.kind])}"
         )
+    if op.kind == "mul":
+        x, s = (graph.tensors[t] for t in op.inputs)
+        if s.shape != (*x.shape[:2], 1, 1):
+            raise QuantizationError(
+                f"{op.name}: a product is supported as x (N, C, H, W) times a channel scale "
+                f"(N, C, 1, 1), got {x.shape} × {s.shape}"
+            )
     prm = op.params
+    if op.kind == "conv" and prm.scale:
+        raise QuantizationError(
+            f"{op.name}: a trained per-channel scale (norm update) is not supported in int8"
+        )
     if op.kind == "groupnorm" and not (prm.scale_trained and (prm.bias_trained or not prm.bias)):
         raise QuantizationError(
             f"{op.name}: a GroupNorm is supported with its scale and shift trained (as in lite "
@@ -476,12 +566,18 @@ def quantize(
         raise QuantizationError("calibration needs at least one batch of images")
     graph = trace(net, batches[0][:1])
     for op in graph.ops:
-        _check(op, graph)
+        check_op(op, graph)
     if graph.ops[-1].kind != "linear":
         raise QuantizationError("the network must end with its linear classifier")
-    ranges = observe_ranges(net, graph, batches, method=method, percentile=percentile)
-    acts = {t: ActQuant.from_range(*r) for t, r in ranges.items()}
-    layers = tuple(
-        _QUANTIZERS[op.kind](op, net.get_submodule(op.name), graph, acts) for op in graph.ops
-    )
-    return QuantizedNet(graph, acts, layers, method)
+    ranges = observe(net, graph, batches, method=method, percentile=percentile)
+    acts = {t: ActQuant.from_range(*r) for t, r in ranges.tensors.items()}
+    pre = {name: ActQuant.from_range(*r) for name, r in ranges.pre_activations.items()}
+
+    def layer(op: Op) -> QLayer:
+        if op.kind == "conv":
+            return _quantize_conv(op, net.get_submodule(op.name), graph, acts, pre)
+        if op.kind == "mul":
+            return _quantize_mul(op, graph, acts)
+        return _QUANTIZERS[op.kind](op, net.get_submodule(op.name), graph, acts)
+
+    return QuantizedNet(graph, acts, tuple(layer(op) for op in graph.ops), method)

@@ -4,8 +4,8 @@ One step on one image (batch 1, as on the device) runs, with the kernels of
 :mod:`tinytune.quant.kernels` and the semantics of :mod:`tinytune.quant.arith`:
 
 1. the integer forward pass, keeping what backward needs: the 1-bit masks of ReLU/ReLU6
-   outputs, the inputs of the layers whose weights are trained (their first k channels), and
-   the GroupNorm statistics;
+   outputs, the int8 pre-activations of h-swish/h-sigmoid outputs, the inputs of the layers
+   whose weights are trained (their first k channels), and the GroupNorm statistics;
 2. the float32 classifier, its softmax cross-entropy gradient, its SGD update, and the feature
    gradient turned into an int8 block floating-point tensor;
 3. backward in reverse execution order through every op whose output needs a gradient (the ops
@@ -37,6 +37,7 @@ from tinytune.quant.model import (
     QGap,
     QGroupNorm,
     QLinear,
+    QMul,
     QPool,
     QuantizedNet,
     QUpsample,
@@ -53,12 +54,14 @@ class ForwardRecord:
     Attributes:
         acts: tensor id → int8 values (int64 tensor, NCHW).
         masks: op index → the boolean clamp mask of a ReLU/ReLU6 convolution or GroupNorm.
+        pre: op index → the int8 pre-activation of an h-swish/h-sigmoid convolution.
         stats: op index → GroupNorm statistics (N, groups, 2): mean and rstd, float32.
         logits: (N, classes) float32.
     """
 
     acts: dict[int, Tensor] = field(default_factory=dict)
     masks: dict[int, Tensor] = field(default_factory=dict)
+    pre: dict[int, Tensor] = field(default_factory=dict)
     stats: dict[int, np.ndarray] = field(default_factory=dict)
     logits: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
 
@@ -79,13 +82,16 @@ class EmitRecord:
 class StepRecord:
     """One training step: its forward pass, its loss (float64, from the float32 logits), the
     logit gradient, every activation gradient as its writer consumed it (masked, for a
-    ReLU/ReLU6 convolution), and every write into a gradient buffer in order."""
+    ReLU/ReLU6 convolution; through the derivative table, for h-swish/h-sigmoid), every write
+    into a gradient buffer in order, and the feature gradient as the classifier wrote it (None
+    when nothing back-propagates past the classifier)."""
 
     forward: ForwardRecord
     loss: float
     grad_logits: np.ndarray
     grads: dict[int, K.Grad] = field(default_factory=dict)
     emits: list[EmitRecord] = field(default_factory=list)
+    feature_grad: K.Grad | None = None
 
 
 # --- forward ---------------------------------------------------------------------------------
@@ -93,14 +99,26 @@ class StepRecord:
 
 def _conv_forward(net: QuantizedNet, layer: QConv, rec: ForwardRecord) -> None:
     op = layer.op
-    x_q, y_q = net.acts[op.inputs[0]], net.acts[op.output]
+    x_q = net.acts[op.inputs[0]]
+    y_q = layer.pre if layer.pre is not None else net.acts[op.output]
     y, mask = K.conv2d_s8(
         rec.acts[op.inputs[0]], x_q.zero, layer.weight, layer.bias, layer.mult, layer.shift,
         y_q.zero, layer.act_min, layer.act_max, layer.stride, layer.padding, layer.groups,
     )  # fmt: skip
+    if layer.act_table is not None:
+        rec.pre[op.index] = y
+        y = K.act_table_s8(y, layer.act_table)
     rec.acts[op.output] = y
     if layer.keeps_mask:
         rec.masks[op.index] = mask
+
+
+def _mul_forward(net: QuantizedNet, layer: QMul, rec: ForwardRecord) -> None:
+    x, s = layer.op.inputs
+    rec.acts[layer.op.output] = K.mul_s8(
+        rec.acts[x], rec.acts[s], net.acts[x].zero, net.acts[s].zero, layer.mult, layer.shift,
+        net.acts[layer.op.output].zero,
+    )  # fmt: skip
 
 
 def _add_forward(net: QuantizedNet, layer: QAdd, rec: ForwardRecord) -> None:
@@ -162,6 +180,7 @@ def _linear_forward(net: QuantizedNet, layer: QLinear, rec: ForwardRecord) -> No
 _FORWARD: dict[type, Callable] = {
     QConv: _conv_forward,
     QAdd: _add_forward,
+    QMul: _mul_forward,
     QGap: _gap_forward,
     QPool: _pool_forward,
     QUpsample: _upsample_forward,
@@ -207,6 +226,10 @@ def _conv_backward(b: _Backward, layer: QConv) -> None:
     if layer.keeps_mask:
         gy = K.grad_mask(gy, b.record.masks[op.index])
         b.grads[op.output] = gy
+    elif layer.grad_table is not None:
+        pre = b.record.pre[op.index]
+        gy = K.grad_act_table(gy, pre, layer.grad_table, K.ACT_GRAD_FRAC_BITS)
+        b.grads[op.output] = gy
     (x,) = op.inputs
     if b.needs_grad(x):
         b.emit(
@@ -239,6 +262,18 @@ def _add_backward(b: _Backward, layer: QAdd) -> None:
     for t in layer.op.inputs:
         if b.needs_grad(t):
             b.emit(layer.op.index, t, K.add_grad_input(gy))
+
+
+def _mul_backward(b: _Backward, layer: QMul) -> None:
+    op = layer.op
+    x, s = op.inputs
+    gy = b.grads[op.output]
+    acts, q = b.record.acts, b.net.acts
+    if b.needs_grad(x):
+        b.emit(op.index, x, K.mul_grad_x(gy, acts[s], q[s].zero, layer.s_mult, layer.s_frac_bits))
+    if b.needs_grad(s):
+        c = K.mul_grad_scale(gy, acts[x], q[x].zero, layer.x_mult, layer.x_frac_bits)
+        b.emit(op.index, s, c)
 
 
 def _gap_backward(b: _Backward, layer: QGap) -> None:
@@ -289,6 +324,7 @@ def _groupnorm_backward(b: _Backward, layer: QGroupNorm) -> None:
 _BACKWARD: dict[type, Callable] = {
     QConv: _conv_backward,
     QAdd: _add_backward,
+    QMul: _mul_backward,
     QGap: _gap_backward,
     QPool: _pool_backward,
     QUpsample: _upsample_backward,
@@ -331,4 +367,4 @@ def train_step(
     for layer in reversed(net.layers[:-1]):
         if b.needs_grad(layer.op.output):
             _BACKWARD[type(layer)](b, layer)
-    return StepRecord(record, _cross_entropy(logits, label), g, b.grads, b.emits)
+    return StepRecord(record, _cross_entropy(logits, label), g, b.grads, b.emits, gx)

@@ -264,6 +264,67 @@ static void run_grad_accumulate(void) {
     free(g), free(dst.data);
 }
 
+static void run_act_table_s8(void) {
+    int32_t n, nt;
+    int8_t *pre = i8(&n);
+    int8_t *table = i8(&nt);
+    int8_t *y = malloc((size_t)n);
+    tt_act_table_s8(pre, table, n, y);
+    write_array(DT_I8, y, n);
+    free(pre), free(table), free(y);
+}
+
+static void run_mul_s8(void) {
+    int32_t nx, ns, n;
+    int8_t *x = i8(&nx);
+    int8_t *s = i8(&ns);
+    int32_t *p = i32(&n); /* channels, hw, x_zero, s_zero, mult, shift, y_zero */
+    int8_t *y = malloc((size_t)nx);
+    tt_mul_s8(x, s, p[0], p[1], p[2], p[3], p[4], p[5], p[6], y);
+    write_array(DT_I8, y, nx);
+    free(x), free(s), free(p), free(y);
+}
+
+/* The derivative table travels as int32 values; the kernel reads int16. */
+static void run_grad_act_table(void) {
+    int32_t n, npre, nt, i;
+    int8_t *g = i8(&n);
+    int32_t g_exp = scalar();
+    int8_t *pre = i8(&npre);
+    int32_t *wide = i32(&nt);
+    int32_t frac_bits = scalar();
+    int16_t table[256];
+    for (i = 0; i < 256; i++) {
+        table[i] = (int16_t)wide[i];
+    }
+    tt_grad_act_table(g, &g_exp, pre, table, frac_bits, n);
+    write_array(DT_I8, g, n);
+    write_array(DT_I32, &g_exp, 1);
+    free(g), free(pre), free(wide);
+}
+
+static void run_mul_grad_x(void) {
+    int32_t n, ns, e;
+    int8_t *gy = i8(&n);
+    int8_t *s = i8(&ns);
+    int32_t *p = i32(&n); /* gy_exp, channels, hw, s_zero, s_mult, frac_bits */
+    tt_grad dst = read_grad(&e);
+    tt_mul_grad_x(gy, p[0], s, p[1], p[2], p[3], p[4], p[5], &dst);
+    write_grad(&dst, p[1] * p[2]);
+    free(gy), free(s), free(p), free(dst.data);
+}
+
+static void run_mul_grad_scale(void) {
+    int32_t n, nx, e;
+    int8_t *gy = i8(&n);
+    int8_t *x = i8(&nx);
+    int32_t *p = i32(&n); /* gy_exp, channels, hw, x_zero, x_mult, frac_bits */
+    tt_grad dst = read_grad(&e);
+    tt_mul_grad_scale(gy, p[0], x, p[1], p[2], p[3], p[4], p[5], &dst);
+    write_grad(&dst, p[1]);
+    free(gy), free(x), free(p), free(dst.data);
+}
+
 static void run_update_bias(void) {
     int32_t n, nb;
     int8_t *gy = i8(&n);
@@ -419,6 +480,11 @@ static const struct {
     {"groupnorm_f32", run_groupnorm_f32},
     {"groupnorm_f32_backward", run_groupnorm_f32_backward},
     {"conv2d_s8", run_conv2d_s8},
+    {"act_table_s8", run_act_table_s8},
+    {"mul_s8", run_mul_s8},
+    {"grad_act_table", run_grad_act_table},
+    {"mul_grad_x", run_mul_grad_x},
+    {"mul_grad_scale", run_mul_grad_scale},
     {"add_s8", run_add_s8},
     {"gap_s8", run_gap_s8},
     {"linear_f32", run_linear_f32},

@@ -144,6 +144,32 @@ static void k_conv2d_s8(const call *c) {
                  (int8_t *)P(c, 12), (uint8_t *)P(c, 13));
 }
 
+static void k_act_table_s8(const call *c) {
+    tt_act_table_s8((const int8_t *)P(c, 0), (const int8_t *)P(c, 1), I(c, 2), (int8_t *)P(c, 3));
+}
+
+static void k_mul_s8(const call *c) {
+    tt_mul_s8((const int8_t *)P(c, 0), (const int8_t *)P(c, 1), I(c, 2), I(c, 3), I(c, 4),
+              I(c, 5), I(c, 6), I(c, 7), I(c, 8), (int8_t *)P(c, 9));
+}
+
+static void k_grad_act_table(const call *c) {
+    tt_grad_act_table((int8_t *)P(c, 0), (int32_t *)P(c, 1), (const int8_t *)P(c, 2),
+                      (const int16_t *)P(c, 3), I(c, 4), I(c, 5));
+}
+
+static void k_mul_grad_x(const call *c) {
+    tt_grad d = D(c, 8, 9, 10);
+    tt_mul_grad_x((const int8_t *)P(c, 0), I(c, 1), (const int8_t *)P(c, 2), I(c, 3), I(c, 4),
+                  I(c, 5), I(c, 6), I(c, 7), &d);
+}
+
+static void k_mul_grad_scale(const call *c) {
+    tt_grad d = D(c, 8, 9, 10);
+    tt_mul_grad_scale((const int8_t *)P(c, 0), I(c, 1), (const int8_t *)P(c, 2), I(c, 3),
+                      I(c, 4), I(c, 5), I(c, 6), I(c, 7), &d);
+}
+
 static void k_add_s8(const call *c) {
     tt_add_s8((const int8_t *)P(c, 0), (const int8_t *)P(c, 1), I(c, 2), I(c, 3), I(c, 4),
               I(c, 5), I(c, 6), I(c, 7), I(c, 8), (int8_t *)P(c, 9));
@@ -285,6 +311,11 @@ static const struct {
     {"groupnorm_f32", k_groupnorm_f32},
     {"groupnorm_f32_backward", k_groupnorm_f32_backward},
     {"conv2d_s8", k_conv2d_s8},
+    {"act_table_s8", k_act_table_s8},
+    {"mul_s8", k_mul_s8},
+    {"grad_act_table", k_grad_act_table},
+    {"mul_grad_x", k_mul_grad_x},
+    {"mul_grad_scale", k_mul_grad_scale},
     {"add_s8", k_add_s8},
     {"gap_s8", k_gap_s8},
     {"linear_f32", k_linear_f32},

@@ -11,6 +11,64 @@ void tt_grad_mask(int8_t *g, const uint8_t *mask, int32_t n) {
     }
 }
 
+void tt_grad_act_table(int8_t *g, int32_t *g_exp, const int8_t *pre, const int16_t *table,
+                       int32_t frac_bits, int32_t n) {
+    int32_t i, top = 0;
+    tt_grad dst;
+    tt_emit st;
+    for (i = 0; i < 256; i++) {
+        int32_t a = table[i] < 0 ? -table[i] : table[i];
+        top = a > top ? a : top;
+    }
+    dst.data = g;
+    dst.exp = g_exp;
+    dst.accumulate = 0;
+    tt_emit_begin(&st, &dst, *g_exp - frac_bits, tt_bitlen((uint64_t)TT_GRAD_MAX * (uint64_t)top));
+    do {
+        for (i = 0; i < n; i++) {
+            tt_emit_put(&st, &dst, i, (int64_t)g[i] * table[pre[i] + 128]);
+        }
+    } while (tt_emit_advance(&st));
+    tt_emit_end(&st, &dst);
+}
+
+void tt_mul_grad_x(const int8_t *gy, int32_t gy_exp, const int8_t *s, int32_t channels,
+                   int32_t hw, int32_t s_zero, int32_t s_mult, int32_t frac_bits,
+                   const tt_grad *gx) {
+    int32_t c, p;
+    tt_emit st;
+    tt_emit_begin(&st, gx, gy_exp - frac_bits,
+                  tt_bitlen((uint64_t)TT_GRAD_MAX * 255u * (uint64_t)s_mult));
+    do {
+        for (c = 0; c < channels; c++) {
+            int64_t sc = (int64_t)(s[c] - s_zero) * s_mult;
+            for (p = 0; p < hw; p++) {
+                tt_emit_put(&st, gx, c * hw + p, gy[c * hw + p] * sc);
+            }
+        }
+    } while (tt_emit_advance(&st));
+    tt_emit_end(&st, gx);
+}
+
+void tt_mul_grad_scale(const int8_t *gy, int32_t gy_exp, const int8_t *x, int32_t channels,
+                       int32_t hw, int32_t x_zero, int32_t x_mult, int32_t frac_bits,
+                       const tt_grad *gs) {
+    int32_t c, p;
+    tt_emit st;
+    tt_emit_begin(&st, gs, gy_exp - frac_bits,
+                  tt_bitlen((uint64_t)TT_GRAD_MAX * 255u * (uint64_t)hw * (uint64_t)x_mult));
+    do {
+        for (c = 0; c < channels; c++) {
+            int64_t total = 0;
+            for (p = 0; p < hw; p++) {
+                total += (int64_t)gy[c * hw + p] * (x[c * hw + p] - x_zero);
+            }
+            tt_emit_put(&st, gs, c, total * x_mult);
+        }
+    } while (tt_emit_advance(&st));
+    tt_emit_end(&st, gs);
+}
+
 /* Pixels of int32/int64 partial sums a kernel keeps on the stack at a time. */
 #define TT_TILE 64
 

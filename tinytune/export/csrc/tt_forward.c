@@ -472,6 +472,25 @@ void tt_add_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t a_zero, int3
     }
 }
 
+void tt_act_table_s8(const int8_t *pre, const int8_t *table, int32_t n, int8_t *y) {
+    int32_t i;
+    for (i = 0; i < n; i++) {
+        y[i] = table[pre[i] + 128];
+    }
+}
+
+void tt_mul_s8(const int8_t *x, const int8_t *s, int32_t channels, int32_t hw, int32_t x_zero,
+               int32_t s_zero, int32_t mult, int32_t shift, int32_t y_zero, int8_t *y) {
+    int32_t c, p;
+    for (c = 0; c < channels; c++) {
+        int32_t sc = s[c] - s_zero;
+        for (p = 0; p < hw; p++) {
+            int64_t v = y_zero + tt_scale_round((x[c * hw + p] - x_zero) * sc, mult, shift);
+            y[c * hw + p] = (int8_t)tt_clamp64(v, -128, 127);
+        }
+    }
+}
+
 void tt_gap_s8(const int8_t *x, int32_t channels, int32_t hw, int32_t x_zero, int32_t mult,
                int32_t shift, int32_t y_zero, int8_t *y) {
     int32_t c, p;

@@ -86,6 +86,16 @@ typedef struct {
 void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                   const int32_t *bias, const tt_requant *q, int8_t *y, uint8_t *mask);
 
+/* A table activation (h-swish, h-sigmoid): y[i] = table[pre[i] + 128] over n elements; y may
+ * be pre itself. */
+void tt_act_table_s8(const int8_t *pre, const int8_t *table, int32_t n, int8_t *y);
+
+/* The product of squeeze-and-excitation, x [channels][hw] times s [channels]:
+ * y = clamp(y_zero + round((x - x_zero)*(s - s_zero) * M*2^-shift)),
+ * M*2^-shift ~ s_x*s_s/s_y. */
+void tt_mul_s8(const int8_t *x, const int8_t *s, int32_t channels, int32_t hw, int32_t x_zero,
+               int32_t s_zero, int32_t mult, int32_t shift, int32_t y_zero, int8_t *y);
+
 /* y = clamp(y_zero + round(((a - a_zero)*a_mult + (b - b_zero)*b_mult) * 2^-shift)). */
 void tt_add_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t a_zero, int32_t b_zero,
                int32_t a_mult, int32_t b_mult, int32_t shift, int32_t y_zero, int8_t *y);
@@ -128,6 +138,22 @@ void tt_linear_f32_backward(const int8_t *x, int32_t in_f, int32_t x_zero, float
 
 /* Zero the gradient wherever the forward clamp changed the value (mask bit 0). */
 void tt_grad_mask(int8_t *g, const uint8_t *mask, int32_t n);
+
+/* The gradient through a table activation, in place: g[i] * table[pre[i] + 128] with the
+ * derivative table D ~ f'*2^frac_bits, normalised afresh to int8 mantissas; *g_exp is read
+ * and rewritten. */
+void tt_grad_act_table(int8_t *g, int32_t *g_exp, const int8_t *pre, const int16_t *table,
+                       int32_t frac_bits, int32_t n);
+
+/* The gradients of y = x * s (s one value per channel): to x, gy * (s - s_zero) * s_mult
+ * with s_mult ~ s_s*2^frac_bits; to s, the sum over the channel's hw pixels of
+ * gy * (x - x_zero), times x_mult ~ s_x*2^frac_bits. */
+void tt_mul_grad_x(const int8_t *gy, int32_t gy_exp, const int8_t *s, int32_t channels,
+                   int32_t hw, int32_t s_zero, int32_t s_mult, int32_t frac_bits,
+                   const tt_grad *gx);
+void tt_mul_grad_scale(const int8_t *gy, int32_t gy_exp, const int8_t *x, int32_t channels,
+                       int32_t hw, int32_t x_zero, int32_t x_mult, int32_t frac_bits,
+                       const tt_grad *gs);
 
 /* The input gradient of a convolution with the given weights; w_mult[o] ~ s_w[o]*2^frac_bits.
  * Two passes over the output (one for the block exponent, one to write it). */
