@@ -6,6 +6,13 @@
     python3 bench/bundle_profiles.py --m7 m7-s0.json m7-s1.json --host host-s0.json host-s1.json \
         --m4 m4-s0.json m4-s1.json
 
+``--check TARGET FILE ...`` fits nothing: it prints how the built-in profile of ``m7``
+(stm32f746), ``m4`` (nrf52840) or ``host`` predicts the bundles of the files, e.g. those of
+another supernet than the one it was fitted on::
+
+    python3 bench/m7_instructions.py --supernet ofa-mbv3-w0.35 --sample 40 --out m7-mbv3.json
+    python3 bench/bundle_profiles.py --check m7 m7-mbv3.json
+
 Each target's files are fitted together by ``tinytune.hwmodels.fitting.calibrate`` (a quarter
 of the bundles held out, chosen by a hash of their names) and written, with the fit's summary,
 to ``tinytune/hwmodels/data/bundle-cortex-m7.json``, ``bundle-cortex-m4.json`` and
@@ -39,12 +46,42 @@ def fit(files: list[Path], base: object, out: Path) -> None:
     )
 
 
+CHECK_DEVICES = {"m7": "stm32f746", "m4": "nrf52840", "host": "host"}
+
+
+def check(target: str, files: list[Path]) -> None:
+    """Print the built-in profile's error on every bundle of ``files``."""
+    import statistics
+
+    from tinytune.hwmodels.bundle_engine import bundle_profile
+    from tinytune.hwmodels.fitting import _errors, _summary
+    from tinytune.hwmodels.measurements import load_measurements
+
+    profile = bundle_profile(CHECK_DEVICES[target])
+    measurements = [m for f in files for m in load_measurements(f).measurements]
+    errors = _errors(profile, measurements)
+    s = _summary(errors)
+    print(
+        f"{target}: built-in profile on {s['n']} bundles: {100 * s['within_10']:.0f} % within "
+        f"±10 %, median |error| {100 * s['median_abs_error']:.1f} %, max "
+        f"{100 * s['max_abs_error']:.1f} %, median signed error "
+        f"{100 * statistics.median(errors):+.1f} %"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--m7", type=Path, nargs="*", default=[])
     parser.add_argument("--host", type=Path, nargs="*", default=[])
     parser.add_argument("--m4", type=Path, nargs="*", default=[])
+    parser.add_argument("--check", nargs="+", metavar=("TARGET", "FILE"))
     args = parser.parse_args(argv)
+    if args.check:
+        target, *files = args.check
+        if target not in CHECK_DEVICES or not files:
+            parser.error(f"--check TARGET FILE ...: TARGET is one of {sorted(CHECK_DEVICES)}")
+        check(target, [Path(f) for f in files])
+        return 0
 
     from tinytune.hwmodels.devices import builtin_profiles
     from tinytune.hwmodels.host import host_base
