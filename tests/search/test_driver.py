@@ -197,6 +197,40 @@ def test_a_trial_whose_driver_stopped_beating_is_failed_and_retried(
     assert retried[0].state in finished  # measured, or pruned as over budget
 
 
+def test_a_trial_whose_driver_died_before_its_first_beat_is_failed_and_retried(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    """Killed between creating a trial and its first heartbeat, a driver leaves a running
+    trial with no heartbeat, which Optuna never finds stale: the next driver adopts it (one
+    beat), and a grace period later it is failed and retried like any other."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        run_search(
+            _config(tiny_checkpoint, trials=1, baselines=False),
+            store,
+            InlineExecutor(run_evaluation),
+        )
+    study = optuna.load_study(study_name="s", storage=url)
+    orphan = study.ask()  # no heartbeat was ever recorded for it
+    from tinytune.spaces import suggest_candidate
+
+    suggest_candidate(orphan, SPEC)
+    with open_store(url) as store:
+        result = run_search(
+            _config(
+                tiny_checkpoint, trials=2, resume=True, baselines=False, heartbeat_s=1, grace_s=4
+            ),
+            store,
+            InlineExecutor(run_evaluation),
+        )
+    assert result.counts.retried == 1
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    assert trials[orphan.number].state == optuna.trial.TrialState.FAIL
+    assert not [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
+    retried = [t for t in trials if t.system_attrs.get("failed_trial") == orphan.number]
+    assert len(retried) == 1 and retried[0].params == orphan.params
+
+
 @pytest.mark.requires_postgres
 def test_search_on_postgresql(postgres_url: str, tiny_checkpoint: Path) -> None:
     with open_store(postgres_url) as store:

@@ -11,7 +11,11 @@ the trials it runs (:class:`Heartbeats`, one thread); any driver sharing the stu
 trials whose beat is older than the grace period (:func:`optuna.storages.fail_stale_trials`),
 releases their claims in tinytune's tables and has
 :class:`optuna.storages.RetryHeartbeatStaleTrialCallback` enqueue them again. A trial of a live
-driver is never touched.
+driver is never touched. A driver killed between creating a trial and its first beat leaves a
+trial that Optuna never finds stale (it has no heartbeat at all); a trial that stays running
+longer than a grace period and a heartbeat after a driver first saw it, without being failed,
+either beats (its driver lives) or never did, so the driver records one beat for it, and it
+goes stale a grace period later if nobody else beats (:meth:`StudyAdapter.fail_stale`).
 """
 
 from __future__ import annotations
@@ -99,6 +103,11 @@ class Heartbeats:
         with self._lock:
             self._trials.discard(trial_id)
 
+    def trials(self) -> set[int]:
+        """The ids of the trials this driver beats for."""
+        with self._lock:
+            return set(self._trials)
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
@@ -127,6 +136,8 @@ class StudyAdapter:
         self.retried = 0
         self._checked = -float("inf")
         self._idle_since: float | None = None
+        self._first_seen: dict[int, float] = {}  # others' running trials: trial id → when
+        self._adopted: set[int] = set()
         self.storage = self._storage(config)
         self._retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
         if config.resume and config.study_name not in optuna.get_all_study_names(self.storage):
@@ -228,17 +239,35 @@ class StudyAdapter:
         if force or now - self._checked >= self.config.heartbeat_s:
             self._checked = now
             optuna.storages.fail_stale_trials(self.study)
+            self._adopt_unbeaten(now)
+
+    def _adopt_unbeaten(self, now: float) -> None:
+        """Record one heartbeat for each running trial of another driver that stayed running
+        a grace period and a heartbeat after this driver first saw it (see the module
+        docstring); a trial that beat and whose driver died has been failed by then."""
+        import optuna
+
+        states = (optuna.trial.TrialState.RUNNING,)
+        running = {t._trial_id for t in self.study.get_trials(deepcopy=False, states=states)}
+        mine = self.heartbeats.trials()
+        self._first_seen = {t: self._first_seen.get(t, now) for t in running - mine}
+        wait = self.config.grace_s + self.config.heartbeat_s
+        for trial_id, seen in self._first_seen.items():
+            if now - seen >= wait and trial_id not in self._adopted:
+                self.storage.record_heartbeat(trial_id)
+                self._adopted.add(trial_id)
 
     def left_running(self) -> bool:
         """Whether trials of other drivers are left running with no claim (one died after
-        storing its result): True for at most a grace period, while their heartbeat goes
-        stale and they are retried."""
+        storing its result, or before its first heartbeat): True for at most two grace
+        periods and three heartbeats, while they are adopted, go stale and are retried."""
         if not self.running():
             self._idle_since = None
             return False
         now = time.monotonic()
         self._idle_since = self._idle_since or now
-        return now - self._idle_since < self.config.grace_s + 2 * self.config.heartbeat_s
+        limit = 2 * self.config.grace_s + 3 * self.config.heartbeat_s
+        return now - self._idle_since < limit
 
     # -- trials --------------------------------------------------------------------------------
 
