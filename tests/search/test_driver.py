@@ -197,6 +197,7 @@ def test_a_trial_whose_driver_stopped_beating_is_failed_and_retried(
     assert retried[0].state in finished  # measured, or pruned as over budget
 
 
+@pytest.mark.slow
 def test_a_trial_whose_driver_died_before_its_first_beat_is_failed_and_retried(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
