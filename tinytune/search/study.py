@@ -254,7 +254,11 @@ class StudyAdapter:
         wait = self.config.grace_s + self.config.heartbeat_s
         for trial_id, seen in self._first_seen.items():
             if now - seen >= wait and trial_id not in self._adopted:
-                self.storage.record_heartbeat(trial_id)
+                try:
+                    self.storage.record_heartbeat(trial_id)
+                except Exception as e:  # e.g. a locked SQLite file: tried again next beat
+                    log.warning("cannot record a heartbeat for trial %d: %s", trial_id, e)
+                    continue
                 self._adopted.add(trial_id)
 
     def left_running(self) -> bool:
