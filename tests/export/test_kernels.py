@@ -286,7 +286,7 @@ def test_grad_mask(driver):
 @pytest.mark.parametrize("act", ["hswish", "hsigmoid"])
 def test_act_table_s8(driver, act):
     """Every pre-activation value through a real table (the quantizer's, from calibrated
-    ranges), in place as the step runs it when the pre-activation is not kept."""
+    ranges); the output lies within half a step of f of the dequantized pre-activation."""
     pre_q, out_q = ActQuant.from_range(-7.5, 9.0), ActQuant.from_range(-0.4, 9.0)
     table, _ = activation_tables(act, pre_q, out_q)
     pre = torch.arange(-128, 128).view(1, 4, 8, 8)

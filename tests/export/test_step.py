@@ -18,7 +18,15 @@ import pytest
 import torch
 
 from tests.export.harness import build_driver, encode_program, needs_gcc, run_steps
-from tests.quant.nets import LITE_RESOLUTION, SCHEMES, images, lite_net, tiny_net
+from tests.quant.nets import (
+    LITE_RESOLUTION,
+    MBV3_SCHEMES,
+    SCHEMES,
+    images,
+    lite_net,
+    tiny_mbv3_net,
+    tiny_net,
+)
 from tinytune.evaluators.hardware import HardwareConfig, hardware_cost
 from tinytune.export.program import Ptr, StepProgram, lower_step
 from tinytune.hwmodels import plan_memory
@@ -124,6 +132,15 @@ def test_tiny_network_steps_match_the_simulator(driver, scheme):
     xs = q.quantize_input(images(4, seed=21))
     compared = run_and_compare(driver, q, xs, [1, 4, 0, 2])
     assert compared >= 4 * len(q.layers)  # every activation of every step, at least
+
+
+@pytest.mark.parametrize("scheme", list(MBV3_SCHEMES))
+def test_tiny_mobilenetv3_steps_match_the_simulator(driver, scheme):
+    """h-swish everywhere, two squeeze-and-excitation blocks; with "mbv3 bias+se" the first
+    block's product needs only the gradient of its scale (its x has none)."""
+    q = quantize(tiny_mbv3_net(MBV3_SCHEMES[scheme]), [images(16)])
+    xs = q.quantize_input(images(4, seed=21))
+    assert run_and_compare(driver, q, xs, [1, 4, 0, 2]) >= 4 * len(q.layers)
 
 
 @pytest.mark.parametrize("case", ["sparse", "lite", "mbv3"])

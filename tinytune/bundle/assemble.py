@@ -170,7 +170,7 @@ def _check_int8_ops(candidate: Candidate, graph: Graph) -> None:
             raise QuantizationError(
                 f"candidate {candidate.key[:12]} of {candidate.supernet} cannot run int8 "
                 f"training: {e}"
-            ) from None
+            ) from e
 
 
 def _kb(n: int) -> str:

@@ -3,8 +3,7 @@
 :func:`initial_graph` writes the step as a framework would run full fine-tuning: every layer's
 forward, then every layer's backward in reverse — for a convolution the gradient through its
 activation, the input gradient, the weight and bias gradients — and, at the end, an update of
-every parameter. Each
-pass of :data:`PASSES` is one function from graph to graph:
+every parameter. Each pass of :data:`PASSES` is one function from graph to graph:
 
 1. :func:`freeze` drops the gradients and updates of the parameters the scheme does not train;
 2. :func:`eliminate_dead_gradients` drops every backward node whose result nothing reads: the

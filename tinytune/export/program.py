@@ -7,10 +7,10 @@ Every pointer is an offset into one of four spaces:
 * ``arena``: the buffers of the memory planner (:func:`tinytune.hwmodels.plan_memory`, int8),
   at the offsets of its layout — activations ``t<id>``, activation gradients ``grad t<id>``,
   ReLU masks ``<op>:mask``, h-swish/h-sigmoid pre-activations ``<op>:pre-activation``, the
-  kept input channels ``<op>:input[:k]`` and the trained
-  parameters ``<op>:weights`` (a convolution's trained int32 bias, then its trained int8
-  weight channels; the classifier's float32 weight, then its bias). The trained parameters
-  live there for good: the planner keeps them alive over the whole step.
+  kept input channels ``<op>:input[:k]`` and the trained parameters ``<op>:weights`` (a
+  convolution's trained int32 bias, then its trained int8 weight channels; the classifier's
+  float32 weight, then its bias). The trained parameters live there for good: the planner
+  keeps them alive over the whole step.
 * ``flash``: constants — frozen weights and biases, requantisation and update multipliers,
   activation tables.
 * ``scratch``: the float32 logits (and, in place, their gradient), outside the planner's

@@ -32,7 +32,7 @@ from tinytune.errors import ConfigError
 from tinytune.hwmodels.analytic import mcunetv3_extra_bytes
 from tinytune.hwmodels.latency import phase_features
 from tinytune.hwmodels.layout import ArenaLayout, Buffer, plan_layout
-from tinytune.ir import Graph, Op
+from tinytune.ir import TABLE_ACTIVATIONS, Graph, Op
 
 __all__ = [
     "CODE_BYTES_BASE",
@@ -145,7 +145,7 @@ def _kept(op: Op, graph: Graph, p: Precision) -> tuple[list[int], list[tuple[str
             whole.append(s.id)
     if op.act in ("relu", "relu6"):
         derived.append(("mask", math.ceil(out.numel / 8)))
-    elif op.act in ("hswish", "hsigmoid"):
+    elif op.act in TABLE_ACTIVATIONS:
         derived.append(("pre-activation", out.numel * p.activation))
     return whole, derived
 
@@ -299,7 +299,7 @@ squeeze-and-excitation product and their gradients; ``arm-none-eabi-size`` as ab
 
 def _code_bytes(graph: Graph) -> int:
     calls = sum(len(phase_features(op, graph)) for op in graph.ops)
-    tables = [op for op in graph.ops if op.act in ("hswish", "hsigmoid")]
+    tables = [op for op in graph.ops if op.act in TABLE_ACTIVATIONS]
     # a table activation is a call of its own, and so is its gradient
     calls += sum(1 + graph.tensors[op.output].requires_grad for op in tables)
     mbv3 = bool(tables) or any(op.kind == "mul" for op in graph.ops)

@@ -13,9 +13,12 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["OP_KINDS", "Graph", "Op", "ParamInfo", "TensorInfo"]
+__all__ = ["OP_KINDS", "TABLE_ACTIVATIONS", "Graph", "Op", "ParamInfo", "TensorInfo"]
 
 OP_KINDS = ("conv", "add", "mul", "gap", "avgpool", "upsample", "groupnorm", "linear")
+TABLE_ACTIVATIONS = ("hswish", "hsigmoid")
+"""The activations that keep their input (the pre-activation) for backward; the int8 step
+computes them through tables."""
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from tinytune.ir import Graph
+from tinytune.ir import TABLE_ACTIVATIONS, Graph
 from tinytune.quant.errors import QuantizationError
 
 __all__ = ["CALIBRATION_METHODS", "Ranges", "observe", "observe_ranges"]
 
 CALIBRATION_METHODS = ("minmax", "percentile")
-TABLE_ACTIVATIONS = ("hswish", "hsigmoid")
 
 
 @dataclass(frozen=True)
@@ -73,32 +72,29 @@ def observe(
         raise QuantizationError(f"percentile must lie in (50, 100], got {percentile}")
     outputs = {op.name: op.output for op in graph.ops if op.kind != "linear"}
     tabled = [op.name for op in graph.ops if op.kind == "conv" and op.act in TABLE_ACTIVATIONS]
-    seen: dict[int | str, list[Tensor]] = {t: [] for t in (graph.input, *outputs.values())}
-    seen.update({name: [] for name in tabled})
+    seen: dict[int, list[Tensor]] = {t: [] for t in (graph.input, *outputs.values())}
+    seen_pre: dict[str, list[Tensor]] = {name: [] for name in tabled}
 
-    def record(t: int | str, value: Tensor) -> None:
+    def keep(parts: list[Tensor], value: Tensor) -> None:
         flat = value.detach().reshape(-1).double()
-        if method == "minmax":
-            seen[t].append(torch.stack([flat.min(), flat.max()]))
-        else:
-            seen[t].append(flat)
+        parts.append(torch.stack([flat.min(), flat.max()]) if method == "minmax" else flat)
 
     handles = []
     for name, t in outputs.items():
         module = net.get_submodule(name)
-        handles.append(module.register_forward_hook(lambda _m, _a, y, t=t: record(t, y)))
-    for name in tabled:
+        handles.append(module.register_forward_hook(lambda _m, _a, y, t=t: keep(seen[t], y)))
+    for name in tabled:  # the convolution once more, without its activation
         module = net.get_submodule(name)
         handles.append(
             module.register_forward_hook(
-                lambda m, a, _y, name=name: record(name, m.pre_activation(a[0]))
+                lambda m, a, _y, name=name: keep(seen_pre[name], m.pre_activation(a[0]))
             )
         )
     n_batches = 0
     try:
         with torch.no_grad():
             for x in batches:
-                record(graph.input, x)
+                keep(seen[graph.input], x)
                 net(x)
                 n_batches += 1
     finally:
@@ -106,18 +102,19 @@ def observe(
             h.remove()
     if not n_batches:
         raise QuantizationError("calibration needs at least one batch of images")
-    ranges: dict[int | str, tuple[float, float]] = {}
-    for t, parts in seen.items():
+
+    def range_of(parts: list[Tensor]) -> tuple[float, float]:
         values = torch.cat(parts)
         if method == "minmax":
             lo, hi = float(values.min()), float(values.max())
         else:
             q = torch.tensor([1.0 - percentile / 100.0, percentile / 100.0], dtype=values.dtype)
             lo, hi = (float(v) for v in _quantiles(values, q))
-        ranges[t] = (min(lo, 0.0), max(hi, 0.0))
+        return min(lo, 0.0), max(hi, 0.0)
+
     return Ranges(
-        {t: r for t, r in ranges.items() if isinstance(t, int)},
-        {t: r for t, r in ranges.items() if isinstance(t, str)},
+        {t: range_of(parts) for t, parts in seen.items()},
+        {name: range_of(parts) for name, parts in seen_pre.items()},
     )
 
 

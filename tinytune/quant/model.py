@@ -11,13 +11,12 @@ graph (batch 1, the device's) and, per op, the integer parameters of
 * activations: one (scale, zero point) per tensor from the calibrated range [lo, hi] ∋ 0
   (:mod:`tinytune.quant.calibrate`): s = (hi − lo)/255, z = round(−128 − lo/s);
 * requantisation: M·2^−n ≈ s_x·s_w[o]/s_y per output channel;
+* table activations (h-swish, h-sigmoid): the convolution requantises to an int8
+  pre-activation with a calibrated range of its own; a 256-entry int8 table gives the output
+  and a 256-entry derivative table (f′·2^12) the gradient (:func:`activation_tables`);
 * backward constants: the Q15 multipliers m_o ≈ s_w[o]·2^F of the input gradient, and, for a
   learning rate, the QAS update multipliers (:func:`qas_multipliers`);
 * the classifier stays float32 (MCUNetV3 App. C).
-
-* table activations (h-swish, h-sigmoid): the convolution requantises to an int8
-  pre-activation with a calibrated range of its own; a 256-entry int8 table gives the output
-  and a 256-entry derivative table (f′·2^12) the gradient (:func:`activation_tables`).
 
 Supported ops: convolutions with ``none``/``relu``/``relu6``/``hswish``/``hsigmoid`` (no
 trained per-channel scale), ``add``, ``gap``, the channel-wise ``mul`` of squeeze-and-
@@ -38,10 +37,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tinytune.ir import Graph, Op, trace
+from tinytune.ir import TABLE_ACTIVATIONS, Graph, Op, trace
 from tinytune.models.layers import TrainNet
 from tinytune.quant.arith import INT32_MAX, INT32_MIN, frac_bits_for, quantize_multiplier
-from tinytune.quant.calibrate import TABLE_ACTIVATIONS, observe
+from tinytune.quant.calibrate import observe
 from tinytune.quant.errors import QuantizationError
 from tinytune.quant.kernels import (
     ACT_GRAD_FRAC_BITS,
@@ -378,7 +377,11 @@ def _act_real(act: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def activation_tables(act: str, pre: ActQuant, out: ActQuant) -> tuple[Tensor, Tensor]:
     """The int8 output table and the derivative table of a table activation, indexed by
     pre-activation q + 128 for q = -128 … 127: y = saturate(round(f(s_p·(q − z_p))/s_y) + z_y)
-    (round half to even) and D = round(f′(s_p·(q − z_p))·2^ACT_GRAD_FRAC_BITS)."""
+    (round half to even) and D = round(f′(s_p·(q − z_p))·2^ACT_GRAD_FRAC_BITS).
+
+    D is f′ even where the output saturates (a pre-activation beyond the output's calibrated
+    range): the int8 saturation is passed straight through, as for an output without
+    activation, not masked as a ReLU's clamp is."""
     if act not in TABLE_ACTIVATIONS:
         raise QuantizationError(f"no activation table for {act!r}; allowed: {TABLE_ACTIVATIONS}")
     x = pre.scale * (np.arange(-128, 128, dtype=np.float64) - pre.zero)
@@ -421,7 +424,13 @@ def _quantize_conv(
     )  # fmt: skip
 
 
-def _quantize_mul(op: Op, graph: Graph, acts: dict[int, ActQuant]) -> QMul:
+def _quantize_mul(
+    op: Op,
+    module: torch.nn.Module,
+    graph: Graph,
+    acts: dict[int, ActQuant],
+    pre: dict[str, ActQuant],
+) -> QMul:
     x, s, y = (acts[t] for t in (*op.inputs, op.output))
     mult, shift = quantize_multiplier(x.scale * s.scale / y.scale)
     x_frac, s_frac = frac_bits_for(x.scale), frac_bits_for(s.scale)
@@ -432,7 +441,11 @@ def _quantize_mul(op: Op, graph: Graph, acts: dict[int, ActQuant]) -> QMul:
 
 
 def _quantize_add(
-    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+    op: Op,
+    module: torch.nn.Module,
+    graph: Graph,
+    acts: dict[int, ActQuant],
+    pre: dict[str, ActQuant],
 ) -> QAdd:
     a, b, y = (acts[t] for t in (*op.inputs, op.output))
     big = max(a.scale, b.scale) / y.scale
@@ -444,7 +457,11 @@ def _quantize_add(
 
 
 def _quantize_gap(
-    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+    op: Op,
+    module: torch.nn.Module,
+    graph: Graph,
+    acts: dict[int, ActQuant],
+    pre: dict[str, ActQuant],
 ) -> QGap:
     x = graph.tensors[op.inputs[0]]
     hw = x.shape[2] * x.shape[3]
@@ -454,7 +471,11 @@ def _quantize_gap(
 
 
 def _quantize_pool(
-    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+    op: Op,
+    module: torch.nn.Module,
+    graph: Graph,
+    acts: dict[int, ActQuant],
+    pre: dict[str, ActQuant],
 ) -> QPool:
     r = op.attrs["ratio"]
     mult, shift = quantize_multiplier(acts[op.inputs[0]].scale / (acts[op.output].scale * r * r))
@@ -463,7 +484,11 @@ def _quantize_pool(
 
 
 def _quantize_upsample(
-    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+    op: Op,
+    module: torch.nn.Module,
+    graph: Graph,
+    acts: dict[int, ActQuant],
+    pre: dict[str, ActQuant],
 ) -> QUpsample:
     (_, _, h, w), (_, _, oh, ow) = (
         graph.tensors[op.inputs[0]].shape,
@@ -477,7 +502,11 @@ def _quantize_upsample(
 
 
 def _quantize_groupnorm(
-    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+    op: Op,
+    module: torch.nn.Module,
+    graph: Graph,
+    acts: dict[int, ActQuant],
+    pre: dict[str, ActQuant],
 ) -> QGroupNorm:
     x = graph.tensors[op.inputs[0]]
     hw, per_group = x.shape[2] * x.shape[3], x.shape[1] // op.attrs["groups"]
@@ -492,7 +521,11 @@ def _quantize_groupnorm(
 
 
 def _quantize_linear(
-    op: Op, module: torch.nn.Module, graph: Graph, acts: dict[int, ActQuant]
+    op: Op,
+    module: torch.nn.Module,
+    graph: Graph,
+    acts: dict[int, ActQuant],
+    pre: dict[str, ActQuant],
 ) -> QLinear:
     w = module.weight.detach().to(torch.float32).numpy().copy()
     b = module.bias.detach().to(torch.float32).numpy().copy()
@@ -500,7 +533,9 @@ def _quantize_linear(
 
 
 _QUANTIZERS = {
+    "conv": _quantize_conv,
     "add": _quantize_add,
+    "mul": _quantize_mul,
     "gap": _quantize_gap,
     "avgpool": _quantize_pool,
     "upsample": _quantize_upsample,
@@ -572,12 +607,7 @@ def quantize(
     ranges = observe(net, graph, batches, method=method, percentile=percentile)
     acts = {t: ActQuant.from_range(*r) for t, r in ranges.tensors.items()}
     pre = {name: ActQuant.from_range(*r) for name, r in ranges.pre_activations.items()}
-
-    def layer(op: Op) -> QLayer:
-        if op.kind == "conv":
-            return _quantize_conv(op, net.get_submodule(op.name), graph, acts, pre)
-        if op.kind == "mul":
-            return _quantize_mul(op, graph, acts)
-        return _QUANTIZERS[op.kind](op, net.get_submodule(op.name), graph, acts)
-
-    return QuantizedNet(graph, acts, tuple(layer(op) for op in graph.ops), method)
+    layers = tuple(
+        _QUANTIZERS[op.kind](op, net.get_submodule(op.name), graph, acts, pre) for op in graph.ops
+    )
+    return QuantizedNet(graph, acts, layers, method)

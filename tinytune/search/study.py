@@ -12,10 +12,12 @@ trials whose beat is older than the grace period (:func:`optuna.storages.fail_st
 releases their claims in tinytune's tables and has
 :class:`optuna.storages.RetryHeartbeatStaleTrialCallback` enqueue them again. A trial of a live
 driver is never touched. A driver killed between creating a trial and its first beat leaves a
-trial that Optuna never finds stale (it has no heartbeat at all); a trial that stays running
-longer than a grace period and a heartbeat after a driver first saw it, without being failed,
-either beats (its driver lives) or never did, so the driver records one beat for it, and it
-goes stale a grace period later if nobody else beats (:meth:`StudyAdapter.fail_stale`).
+trial that Optuna never finds stale (it has no heartbeat at all): so a driver records one beat
+for any trial of another driver still running a grace period and a heartbeat after it first
+saw it (:meth:`StudyAdapter.fail_stale`), and the trial goes stale a grace period later unless
+its own driver beats. A live driver's trial only gets one more beat; a dead one's failure can
+come up to a grace period later than without it; and a running trial of a client that never
+beats (``study.ask()`` from a notebook on the same study) is failed like a dead driver's.
 """
 
 from __future__ import annotations
@@ -244,7 +246,7 @@ class StudyAdapter:
     def _adopt_unbeaten(self, now: float) -> None:
         """Record one heartbeat for each running trial of another driver that stayed running
         a grace period and a heartbeat after this driver first saw it (see the module
-        docstring); a trial that beat and whose driver died has been failed by then."""
+        docstring)."""
         import optuna
 
         states = (optuna.trial.TrialState.RUNNING,)
@@ -264,13 +266,14 @@ class StudyAdapter:
     def left_running(self) -> bool:
         """Whether trials of other drivers are left running with no claim (one died after
         storing its result, or before its first heartbeat): True for at most two grace
-        periods and three heartbeats, while they are adopted, go stale and are retried."""
+        periods and four checks, while they are adopted, go stale and are retried. A check
+        comes every heartbeat or loop pass (up to 2 s), and SQLite's clock has whole seconds."""
         if not self.running():
             self._idle_since = None
             return False
         now = time.monotonic()
         self._idle_since = self._idle_since or now
-        limit = 2 * self.config.grace_s + 3 * self.config.heartbeat_s
+        limit = 2 * self.config.grace_s + 4 * (self.config.heartbeat_s + 2)
         return now - self._idle_since < limit
 
     # -- trials --------------------------------------------------------------------------------

@@ -13,17 +13,13 @@ void tt_grad_mask(int8_t *g, const uint8_t *mask, int32_t n) {
 
 void tt_grad_act_table(int8_t *g, int32_t *g_exp, const int8_t *pre, const int16_t *table,
                        int32_t frac_bits, int32_t n) {
-    int32_t i, top = 0;
+    int32_t i;
     tt_grad dst;
     tt_emit st;
-    for (i = 0; i < 256; i++) {
-        int32_t a = table[i] < 0 ? -table[i] : table[i];
-        top = a > top ? a : top;
-    }
     dst.data = g;
     dst.exp = g_exp;
     dst.accumulate = 0;
-    tt_emit_begin(&st, &dst, *g_exp - frac_bits, tt_bitlen((uint64_t)TT_GRAD_MAX * (uint64_t)top));
+    tt_emit_begin(&st, &dst, *g_exp - frac_bits, 0); /* written afresh: no bound needed */
     do {
         for (i = 0; i < n; i++) {
             tt_emit_put(&st, &dst, i, (int64_t)g[i] * table[pre[i] + 128]);
