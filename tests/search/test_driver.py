@@ -158,9 +158,20 @@ def test_over_budget_candidates_are_pruned_without_training(
     assert len(calls) == result.counts.measured + result.counts.failed
 
 
-def test_a_trial_whose_driver_stopped_beating_is_failed_and_retried(
-    tmp_path: Path, tiny_checkpoint: Path
+@pytest.mark.parametrize(
+    "beat",
+    [
+        True,  # a driver beat once for the trial, then died
+        pytest.param(False, marks=pytest.mark.slow),  # it died before its first beat
+    ],
+)
+def test_a_trial_whose_driver_died_is_failed_and_retried(
+    tmp_path: Path, tiny_checkpoint: Path, beat: bool
 ) -> None:
+    """A trial whose heartbeat went stale is failed and retried by the next driver. One that
+    never beat (its driver was killed between creating it and its first heartbeat) is one that
+    Optuna never finds stale: the next driver adopts it (one beat), and a grace period later
+    it is failed and retried like any other."""
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:
         run_search(
@@ -170,12 +181,13 @@ def test_a_trial_whose_driver_stopped_beating_is_failed_and_retried(
         )
     storage = optuna.storages.RDBStorage(url, heartbeat_interval=1, grace_period=4)
     study = optuna.load_study(study_name="s", storage=storage)
-    zombie = study.ask()  # a driver beat once for this trial, then died
+    dead = study.ask()
     from tinytune.spaces import suggest_candidate
 
-    suggest_candidate(zombie, SPEC)
-    storage.record_heartbeat(zombie._trial_id)
-    time.sleep(5.5)  # SQLite's clock has whole seconds: a margin over the grace period
+    suggest_candidate(dead, SPEC)
+    if beat:
+        storage.record_heartbeat(dead._trial_id)
+        time.sleep(5.5)  # SQLite's clock has whole seconds: a margin over the grace period
     with open_store(url) as store:
         result = run_search(
             _config(
@@ -186,50 +198,16 @@ def test_a_trial_whose_driver_stopped_beating_is_failed_and_retried(
         )
     assert result.counts.retried == 1
     trials = optuna.load_study(study_name="s", storage=url).trials
-    assert trials[zombie.number].state == optuna.trial.TrialState.FAIL
+    assert trials[dead.number].state == optuna.trial.TrialState.FAIL
+    assert not [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
     retried = [
         t
         for t in trials
-        if t.system_attrs.get("failed_trial") == zombie.number  # RetryHeartbeatStaleTrialCallback
+        if t.system_attrs.get("failed_trial") == dead.number  # RetryHeartbeatStaleTrialCallback
     ]
-    assert len(retried) == 1 and retried[0].params == zombie.params
+    assert len(retried) == 1 and retried[0].params == dead.params
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     assert retried[0].state in finished  # measured, or pruned as over budget
-
-
-@pytest.mark.slow
-def test_a_trial_whose_driver_died_before_its_first_beat_is_failed_and_retried(
-    tmp_path: Path, tiny_checkpoint: Path
-) -> None:
-    """Killed between creating a trial and its first heartbeat, a driver leaves a running
-    trial with no heartbeat, which Optuna never finds stale: the next driver adopts it (one
-    beat), and a grace period later it is failed and retried like any other."""
-    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    with open_store(url) as store:
-        run_search(
-            _config(tiny_checkpoint, trials=1, baselines=False),
-            store,
-            InlineExecutor(run_evaluation),
-        )
-    study = optuna.load_study(study_name="s", storage=url)
-    orphan = study.ask()  # no heartbeat was ever recorded for it
-    from tinytune.spaces import suggest_candidate
-
-    suggest_candidate(orphan, SPEC)
-    with open_store(url) as store:
-        result = run_search(
-            _config(
-                tiny_checkpoint, trials=2, resume=True, baselines=False, heartbeat_s=1, grace_s=4
-            ),
-            store,
-            InlineExecutor(run_evaluation),
-        )
-    assert result.counts.retried == 1
-    trials = optuna.load_study(study_name="s", storage=url).trials
-    assert trials[orphan.number].state == optuna.trial.TrialState.FAIL
-    assert not [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
-    retried = [t for t in trials if t.system_attrs.get("failed_trial") == orphan.number]
-    assert len(retried) == 1 and retried[0].params == orphan.params
 
 
 @pytest.mark.requires_postgres
