@@ -11,7 +11,7 @@ from tinytune.data.imagefolder import IMAGE_EXTENSIONS, ImageFolderDataset
 from tinytune.data.procedural import ProceduralDataset, ProceduralTask
 from tinytune.data.registry import DATASET_NAMES, get_dataset
 from tinytune.data.sources import SOURCE_TASKS, get_source_task
-from tinytune.data.splits import Split, Splits, repeated, val_repeats
+from tinytune.data.splits import Split, Splits, repeated, train_subset, val_repeats
 from tinytune.data.stratify import stratified_split
 
 __all__ = [
@@ -34,5 +34,6 @@ __all__ = [
     "get_source_task",
     "repeated",
     "stratified_split",
+    "train_subset",
     "val_repeats",
 ]

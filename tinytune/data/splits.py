@@ -8,7 +8,15 @@ import numpy as np
 
 from tinytune.errors import DataError
 
-__all__ = ["MAX_REPEATS", "MIN_VAL_IMAGES", "Split", "Splits", "repeated", "val_repeats"]
+__all__ = [
+    "MAX_REPEATS",
+    "MIN_VAL_IMAGES",
+    "Split",
+    "Splits",
+    "repeated",
+    "train_subset",
+    "val_repeats",
+]
 
 
 def _describe(value: object) -> str:
@@ -137,3 +145,26 @@ def repeated(splits: Splits, repeat: int, seed: int) -> Splits:
     x = np.concatenate([splits.train.x, splits.val.x])
     y = np.concatenate([splits.train.y, splits.val.y])
     return Splits(Split(x[train_idx], y[train_idx]), Split(x[val_idx], y[val_idx]), splits.test)
+
+
+def train_subset(splits: Splits, fraction: float, seed: int) -> Splits:
+    """The splits with a stratified ``fraction`` of the training images (at least one image of
+    each class, drawn by scikit-learn's ``train_test_split`` seeded by ``seed``); validation and
+    test are the same objects. ``fraction`` 1 returns ``splits`` itself. A short fine-tune on a
+    subset is the low fidelity of a multi-fidelity search (:mod:`tinytune.search.screening`)."""
+    if not 0.0 < fraction <= 1.0:
+        raise DataError(f"a training subset's fraction must lie in (0, 1], got {fraction}")
+    if fraction == 1.0:
+        return splits
+    from sklearn.model_selection import train_test_split
+
+    y = splits.train.y
+    _, counts = np.unique(y, return_counts=True)
+    keep = max(len(counts), round(fraction * len(y)))
+    if keep >= len(y) or counts.min() < 2:  # too few images to leave any out of every class
+        return splits
+    index, _ = train_test_split(
+        np.arange(len(y)), train_size=keep, stratify=y, random_state=seed, shuffle=True
+    )
+    index = np.sort(index)
+    return Splits(Split(splits.train.x[index], y[index]), splits.val, splits.test)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tinytune.data import Splits, get_dataset, repeated
+from tinytune.data import Splits, get_dataset, repeated, train_subset
 from tinytune.errors import TinyTuneError
 from tinytune.evaluators.finetune import FinetuneConfig, finetune
 from tinytune.models import TrainNet, build_candidate, load_supernet
@@ -71,11 +71,14 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
         task: ``candidate`` (JSON), ``checkpoint`` (path), ``dataset`` (spec), ``data_seed``,
             ``finetune`` (:class:`FinetuneConfig` fields), ``threads`` (torch intra-op threads),
             optionally ``repeats``: measure on that many train/val partitions
-            (:func:`tinytune.data.repeated`; the test split fixed) and report the means.
+            (:func:`tinytune.data.repeated`; the test split fixed) and report the means, and
+            ``train_fraction``: train on that stratified share of the training images
+            (:func:`tinytune.data.train_subset`; the validation and test splits whole).
 
     Returns:
         ``status`` (``ok``/``failed``), ``accuracy``, ``val_accuracy``, ``wall_time_s``,
-        ``error``, ``details``.
+        ``error``, ``details`` (with ``train_epochs``: the epochs trained, in passes over the
+        whole training split, summed over the repeats — the compute a search counts).
     """
     start = time.perf_counter()
     torch.set_num_threads(int(task.get("threads", 1)))
@@ -89,11 +92,15 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
         )
         supernet = _supernet(candidate.supernet, task["checkpoint"])
         repeats = int(task.get("repeats", 1))
-        results = []
+        fraction = float(task.get("train_fraction", 1.0))
+        results, passes = [], 0.0
         for r in range(repeats):  # repeated train/val partitions for small validation splits
             part = repeated(splits, r, int(task["data_seed"]))
+            whole = len(part.train)
+            part = train_subset(part, fraction, cfg.seed + r)
             net, _ = network_on_data(candidate, supernet, part, n_classes, cfg.seed)
             results.append(finetune(net, part, cfg))
+            passes += cfg.epochs * len(part.train) / whole
     except (TinyTuneError, RuntimeError, ValueError, KeyError) as e:
         return _failed(e, start, "evaluation")
     details: dict[str, Any] = {
@@ -102,7 +109,10 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
         "train_loss": float(np.mean([r.train_loss for r in results])),
         "finetune_s": sum(r.wall_time_s for r in results),
         "steps": sum(r.steps for r in results),
+        "train_epochs": passes,
     }
+    if fraction < 1.0:
+        details["train_fraction"] = fraction
     if repeats > 1:
         details["repeats"] = repeats
         details["val_accuracies"] = [r.val_accuracy for r in results]
