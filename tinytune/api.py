@@ -63,6 +63,7 @@ def optimize(
     flash_budget: int | str | None = None,
     latency_budget: float | str | None = None,
     time_budget: float | str | None = None,
+    epoch_budget: float | None = None,
     study: str = "tinytune",
     storage: str = DEFAULT_STORAGE,
     supernet: str = DEFAULT_SUPERNET,
@@ -81,6 +82,9 @@ def optimize(
     proposals: int | None = None,
     proxy: bool = False,
     proxy_eta: int = 4,
+    halving: bool = False,
+    screen_epochs: int = 2,
+    screen_fraction: float = 0.5,
     resume: bool = False,
     pretrain_steps: int | None = None,
     repeats: int | None = None,
@@ -102,6 +106,11 @@ def optimize(
     failed); a number fine-tunes every candidate at that rate. ``repeats`` measures each
     candidate on that many train/validation partitions (None: more than one only where the
     validation split has under 100 images; :func:`tinytune.data.val_repeats`).
+    ``epoch_budget`` caps this run's compute in fine-tuning epochs (passes over the training
+    split, every fine-tune counted). ``halving`` screens the candidates of each bracket of
+    ``proxy_eta`` by short fine-tunes (``screen_epochs`` epochs on ``screen_fraction`` of the
+    training images) and measures the most promising one; ``proxy`` screens them by the
+    additive proxy instead.
     ``verify_int8`` ends the run by training each front point as the device does (int8, batch
     1, QAS) and returns its accuracy in ``SearchResult.int8``. ``engine`` is what the latency
     objective predicts (``bundle``, ``published``, ``pytorch``; None: the bundle's kernels where
@@ -142,6 +151,7 @@ def optimize(
         preset=preset,
         trials=trials,
         time_budget_s=_seconds(time_budget, "--time-budget"),
+        epoch_budget=epoch_budget,
         max_proposals=proposals,
         device=device,
         engine=engine,
@@ -153,6 +163,9 @@ def optimize(
         sampler=sampler,
         proxy=proxy,
         proxy_eta=proxy_eta,
+        halving=halving,
+        screen_epochs=screen_epochs,
+        screen_fraction=screen_fraction,
         finetune=FinetuneConfig(
             epochs=epochs, batch_size=batch_size, lr=0.2 if lr is None else lr, seed=seed
         ),

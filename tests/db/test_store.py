@@ -289,7 +289,7 @@ def test_evaluation_record_normalizes_numbers() -> None:
     assert (rec.accuracy, rec.latency_ms) == (0.5, 3.0)
     assert type(rec.accuracy) is float and type(rec.latency_ms) is float
     assert type(rec.memory_bytes) is int
-    assert set(FIDELITIES) == {"measured", "proxy", "int8"}
+    assert set(FIDELITIES) == {"measured", "proxy", "short", "int8"}
 
 
 _json_leaf = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8)

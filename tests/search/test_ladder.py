@@ -205,7 +205,10 @@ def test_ladder_with_real_fine_tunes(tmp_path: Path, tiny_checkpoint: Path) -> N
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--sampler", "cmaes"], "unknown sampler 'cmaes'; allowed: tpe, random, nsga2"),
+        (
+            ["--sampler", "cmaes"],
+            "unknown sampler 'cmaes'; allowed: tpe, tpe-early, random, nsga2",
+        ),
         (["--proxy", "--proxy-eta", "1"], "--proxy-eta must be >= 2"),
         (["--proposals", "0"], "--proposals must be >= 1"),
     ],

@@ -43,10 +43,15 @@ def pareto(
         snap = store.latest_pareto(study)
         snapshots = store.pareto_snapshots(study)
         measured = store.evaluations(study, fidelity="measured", status="ok")
-        n_proxy = len(store.evaluations(study, fidelity="proxy", status="ok"))
+        low = {
+            fidelity: (
+                len(store.evaluations(study, fidelity=fidelity, status="ok")),
+                rank_correlation(store, study, fidelity),
+            )
+            for fidelity in ("proxy", "short")
+        }
         keys = [p["candidate_key"] for p in snap.points] if snap is not None else []
         int8 = int8_accuracies(store, study, keys)
-        tau = rank_correlation(store, study)
     if snap is None or not snap.points:
         console.print(f"study {study!r} has no measured candidate within its budget yet")
     else:
@@ -60,15 +65,18 @@ def pareto(
                 int8,
             )
         )
-    if n_proxy:
+    for fidelity, what in (("proxy", "estimates"), ("short", "short fine-tunes")):
+        n, tau = low[fidelity]
+        if not n:
+            continue
         corr = (
             f"Kendall τ {tau.tau:.2f} (p = {tau.p_value:.2g})"
             if tau.tau is not None and tau.p_value is not None
             else "Kendall τ undefined"
         )
         console.print(
-            f"proxy: {n_proxy} estimates (not on the front); {corr} with measured accuracy "
-            f"over the {tau.n} candidates measured too"
+            f"{fidelity}: {n} {what} (not on the front); {corr} with measured validation "
+            f"accuracy over the {tau.n} candidates measured too"
         )
     if plot is not None:
         from tinytune.viz.pareto import pareto_figure

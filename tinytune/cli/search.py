@@ -40,6 +40,13 @@ def search(
     time_budget: Annotated[
         str | None, typer.Option(help="Budget: stop proposing after this long (e.g. 300s, 5m).")
     ] = None,
+    epoch_budget: Annotated[
+        float | None,
+        typer.Option(
+            help="Budget: fine-tuning epochs of this run, every fine-tune counted (passes over "
+            "the training split; a measured fine-tune is --epochs)."
+        ),
+    ] = None,
     device: Annotated[
         str,
         typer.Option(
@@ -112,7 +119,12 @@ def search(
         ),
     ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of fine-tuning.")] = 0,
-    sampler: Annotated[str, typer.Option(help="Optuna sampler: tpe, random or nsga2.")] = "tpe",
+    sampler: Annotated[
+        str,
+        typer.Option(
+            help="Optuna sampler: tpe, tpe-early (models from the 5th trial on), random or nsga2."
+        ),
+    ] = "tpe",
     proxy: Annotated[
         bool,
         typer.Option(
@@ -121,8 +133,27 @@ def search(
         ),
     ] = False,
     proxy_eta: Annotated[
-        int, typer.Option(help="With --proxy: proxy-scored candidates per measured one.")
+        int,
+        typer.Option(
+            help="With --proxy or --halving: candidates scored at the low fidelity per "
+            "measured one."
+        ),
     ] = 4,
+    halving: Annotated[
+        bool,
+        typer.Option(
+            help="Fidelity ladder by successive halving: screen candidates by short "
+            "fine-tunes (--screen-epochs on --screen-fraction of the training images) and "
+            "fine-tune in full only the most promising of each bracket."
+        ),
+    ] = False,
+    screen_epochs: Annotated[
+        int, typer.Option(help="With --halving: epochs of a screening fine-tune.")
+    ] = 2,
+    screen_fraction: Annotated[
+        float,
+        typer.Option(help="With --halving: share of the training images a screening sees."),
+    ] = 0.5,
     proposals: Annotated[
         int | None, typer.Option(help="Budget: trials proposed in this run (any fidelity).")
     ] = None,
@@ -175,7 +206,13 @@ def search(
             if event.accuracy is not None:
                 best[0] = max(best[0], event.accuracy)
             c = event.counts
-            scored = f", {c.proxy_scored} proxy-scored" if proxy else ""
+            scored = (
+                f", {c.proxy_scored} proxy-scored"
+                if proxy
+                else f", {c.screen_tasks} screened"
+                if halving
+                else ""
+            )
             waiting = ", waiting on other drivers" if event.kind == "waiting" else ""
             bar.update(
                 tid[0],
@@ -195,6 +232,7 @@ def search(
             flash_budget=flash_budget,
             latency_budget=latency_budget,
             time_budget=time_budget,
+            epoch_budget=epoch_budget,
             study=study,
             storage=storage,
             supernet=supernet,
@@ -213,6 +251,9 @@ def search(
             proposals=proposals,
             proxy=proxy,
             proxy_eta=proxy_eta,
+            halving=halving,
+            screen_epochs=screen_epochs,
+            screen_fraction=screen_fraction,
             resume=resume,
             pretrain_steps=pretrain_steps,
             repeats=repeats,
@@ -244,6 +285,21 @@ def search(
             f"{table}; {c.base_tasks} classifier-only fine-tunes of new sub-networks; "
             f"{tau}"
         )
+    if halving:
+        tau = (
+            f"Kendall τ {result.proxy_tau:.2f} over {result.proxy_pairs} candidates measured too"
+            if result.proxy_tau is not None
+            else f"Kendall τ undefined ({result.proxy_pairs} candidates measured too)"
+        )
+        console.print(
+            f"successive halving: {c.screen_tasks} short fine-tunes ({screen_epochs} epochs on "
+            f"{screen_fraction:g} of the training images), {c.proxy_scored} candidates "
+            f"screened, {c.promoted} promoted; short vs measured validation accuracy: {tau}"
+        )
+    console.print(
+        f"compute: {result.train_epochs:.1f} fine-tuning epochs (passes over the training "
+        f"split; a measured fine-tune is {epochs}), {result.task_time_s:.0f} s of workers' time"
+    )
     if result.repeats > 1:
         console.print(
             f"the validation split has {result.val_images} images, too few to rank candidates: "

@@ -53,10 +53,11 @@ __all__ = [
     "open_store",
 ]
 
-FIDELITIES = ("measured", "proxy", "int8")
+FIDELITIES = ("measured", "proxy", "short", "int8")
 """How an evaluation was obtained: fine-tuned in float32 and tested on held-out data
-(``measured``), estimated (``proxy``), or trained as the device trains — int8, batch 1, the
-bundle's integer step — and tested (``int8``)."""
+(``measured``), estimated (``proxy``), fine-tuned briefly on part of the training data to
+screen candidates (``short``), or trained as the device trains — int8, batch 1, the bundle's
+integer step — and tested (``int8``)."""
 
 STATUSES = ("ok", "failed")
 

@@ -36,7 +36,7 @@ def reference_candidate(supernet: str) -> Candidate:
     return make_preset(REFERENCE_PRESET, spec, default_subnet(spec))
 
 
-SAMPLERS = ("tpe", "random", "nsga2")
+SAMPLERS = ("tpe", "tpe-early", "random", "nsga2")
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,10 @@ class SearchConfig:
         trials: The study's budget of measured fine-tunes (successful or failed), over all its
             runs and all the drivers that share it.
         time_budget_s: Stop submitting after this many seconds of this run.
+        epoch_budget: Start no fine-tune that could take this run's compute beyond this many
+            fine-tuning epochs (passes over the training split: a measured fine-tune costs
+            ``finetune.epochs``, a short one its share); fine-tunes in flight and those the
+            ladder's open brackets still need count as spent.
         max_proposals: Trials this run may ask Optuna for (any fidelity).
         baselines: Measure the baseline presets on the default sub-network first (without a
             preset).
@@ -64,6 +68,13 @@ class SearchConfig:
             (built in or calibrated).
         verify_int8: At the end, train each point of the front as the device does (int8,
             batch 1, QAS) and store its accuracy (:mod:`tinytune.search.verify`).
+        proxy: The fidelity ladder with the additive proxy as its low rung: brackets of
+            ``proxy_eta`` candidates scored by a contribution analysis, one promoted to a
+            measured fine-tune (:mod:`tinytune.search.brackets`).
+        halving: The fidelity ladder with short fine-tunes as its low rung (successive halving
+            on epochs and training images): each member of a bracket is fine-tuned for
+            ``screen_epochs`` epochs on a stratified ``screen_fraction`` of the training images,
+            and the one that adds most to the measured front is fine-tuned in full.
         heartbeat_s: How often a driver beats for its running trials; a trial whose driver has
             not beaten for ``grace_s`` is failed by any other driver and retried (Optuna's
             heartbeat with ``RetryHeartbeatStaleTrialCallback``).
@@ -78,6 +89,7 @@ class SearchConfig:
     preset: str | None = None
     trials: int = 12
     time_budget_s: float | None = None
+    epoch_budget: float | None = None
     max_proposals: int | None = None
     device: str = "stm32f746"
     engine: str | None = None
@@ -95,6 +107,9 @@ class SearchConfig:
     resume: bool = False
     proxy: bool = False
     proxy_eta: int = 4
+    halving: bool = False
+    screen_epochs: int = 2
+    screen_fraction: float = 0.5
     heartbeat_s: int = 10
     grace_s: int = 30
     contribution_plan: ContributionPlan = field(default_factory=ContributionPlan)
@@ -106,6 +121,8 @@ class SearchConfig:
             raise BudgetError(f"--trials must be >= 1, got {self.trials}")
         if self.time_budget_s is not None and self.time_budget_s <= 0:
             raise BudgetError(f"--time-budget must be > 0 seconds, got {self.time_budget_s}")
+        if self.epoch_budget is not None and self.epoch_budget <= 0:
+            raise BudgetError(f"--epoch-budget must be > 0 epochs, got {self.epoch_budget}")
         if self.max_proposals is not None and self.max_proposals < 1:
             raise BudgetError(f"--proposals must be >= 1, got {self.max_proposals}")
         for what, value in (
@@ -135,6 +152,20 @@ class SearchConfig:
             raise ConfigError(
                 f"--proxy-eta must be >= 2 (proxy-scored candidates per measured one), got "
                 f"{self.proxy_eta}"
+            )
+        if self.proxy and self.halving:
+            raise ConfigError(
+                "--proxy and --halving are two low rungs of the fidelity ladder; choose one"
+            )
+        if self.screen_epochs < 1:
+            raise ConfigError(f"--screen-epochs must be >= 1, got {self.screen_epochs}")
+        if not 0.0 < self.screen_fraction <= 1.0:
+            raise ConfigError(f"--screen-fraction must lie in (0, 1], got {self.screen_fraction}")
+        if self.halving and self.screen_epochs * self.screen_fraction >= self.finetune.epochs:
+            raise ConfigError(
+                f"a screening fine-tune ({self.screen_epochs} epochs on {self.screen_fraction:g} "
+                f"of the images) must cost less than a measured one ({self.finetune.epochs} "
+                "epochs); lower --screen-epochs or --screen-fraction"
             )
         if self.heartbeat_s < 1 or self.grace_s <= self.heartbeat_s:
             raise ConfigError(

@@ -12,7 +12,9 @@ hypervolume. The objective and the front use validation accuracy; the test accur
 and shown beside it, never used to choose.
 
 ``trials`` counts the study's measured fine-tunes (successful or failed) over all runs and
-drivers; ``time_budget_s`` stops new submissions after that many seconds of this run;
+drivers; ``time_budget_s`` stops new submissions after that many seconds of this run, and
+``epoch_budget`` before this run's fine-tuning epochs (:attr:`SearchResult.train_epochs`,
+those in flight or reserved by open brackets included) would exceed it;
 ``max_proposals`` caps the trials asked in this run. A candidate measured before is told from
 its stored result. While other drivers' fine-tunes are in flight and the budget may still free
 up, a driver waits and watches their heartbeats (:mod:`tinytune.search.study`), so the trials
@@ -36,7 +38,7 @@ from tinytune.search.budgets import RunLimits, StudyBudget, over_budget
 from tinytune.search.config import SearchConfig
 from tinytune.search.dashboard import HypervolumePublisher
 from tinytune.search.events import Counts, SearchEvent, SearchResult
-from tinytune.search.executor import Executor
+from tinytune.search.executor import Executor, Metered
 from tinytune.search.lr import LrCalibration, calibrate, family_of
 from tinytune.search.preflight import Preflight, preflight
 from tinytune.search.proxy import rank_correlation
@@ -86,7 +88,8 @@ class Run:
         start: float,
         progress: Callable[[SearchEvent], None] | None,
     ) -> None:
-        self.config, self.store, self.executor, self.study = config, store, executor, study
+        self.config, self.store, self.study = config, store, study
+        self.executor = Metered(executor)  # counts the epochs every task of the run trained
         self.checked, self.spec, self.progress = checked, checked.spec, progress
         self.reference_key = checked.reference.key  # measured beside the budget
         self.budget = StudyBudget(store, config.study_name, config.trials, self.reference_key)
@@ -104,9 +107,9 @@ class Run:
         self.lrs: LrCalibration | None = None
         self.grid_results: dict[tuple[str, float], dict[str, Any]] = {}
         self.lr_cost = (0, 0.0)  # the grid's fine-tunes and task seconds in this run
-        if config.proxy and config.preset is not None:
-            log.warning("the proxy ladder searches update schemes; it is off with a preset")
-        elif config.proxy:
+        if (config.proxy or config.halving) and config.preset is not None:
+            log.warning("the fidelity ladder searches update schemes; it is off with a preset")
+        elif config.proxy or config.halving:
             self.ladder = Ladder(self)
 
     # -- bookkeeping ---------------------------------------------------------------------------
@@ -137,6 +140,7 @@ class Run:
         )
 
     def task(self, candidate: Candidate, lr: float | None = None) -> dict[str, Any]:
+        """The worker's task that fine-tunes ``candidate`` as the study measures it."""
         config = self.config
         finetune = dataclasses.replace(config.finetune, lr=lr or self.lr_for(candidate))
         return {
@@ -152,10 +156,29 @@ class Run:
     def budget_left(self) -> bool:
         """Whether another measured fine-tune may be started (or reserved by a bracket)."""
         brackets = len(self.ladder.brackets) if self.ladder else 0
-        return self.budget.left(brackets) and self.limits.time_left()
+        return self.budget.left(brackets) and self.limits.time_left() and self.epochs_left()
+
+    def epoch_costs(self) -> tuple[float, float]:
+        """The epochs of a measured fine-tune and of a short one, repeats included."""
+        config, repeats = self.config, self.checked.repeats
+        full = config.finetune.epochs * repeats
+        return full, config.screen_epochs * config.screen_fraction * repeats
+
+    def epochs_left(self) -> bool:
+        """Whether a fresh proposal (a measured fine-tune, or a bracket with its screenings)
+        fits the epoch budget beside what is spent, in flight and reserved."""
+        if self.config.epoch_budget is None:
+            return True
+        full, short = self.epoch_costs()
+        committed = self.executor.train_epochs + full * len(self.pending)
+        fresh = full
+        if self.ladder is not None:
+            committed += self.ladder.committed_epochs(full, short)
+            fresh += self.config.proxy_eta * short if self.ladder.screening else 0.0
+        return committed + fresh <= self.config.epoch_budget + 1e-9
 
     def free(self) -> int:
-        busy = len(self.pending) + (len(self.ladder.base_tasks) if self.ladder else 0)
+        busy = len(self.pending) + (self.ladder.busy() if self.ladder else 0)
         return self.executor.slots - busy
 
     def front(self) -> tuple[FrontPoint, ...]:
@@ -194,7 +217,9 @@ class Run:
         front, hv = self.last if self.last is not None else self.snapshot()
         int8_cost = verify_int8(self, front) if self.config.verify_int8 else (0, 0.0)
         self.publish(force=True)
-        tau = rank_correlation(self.store, self.config.study_name)
+        tau = rank_correlation(
+            self.store, self.config.study_name, "short" if self.config.halving else "proxy"
+        )
         table = self.ladder.table if self.ladder is not None else None
         return SearchResult(
             study_name=self.config.study_name,
@@ -209,6 +234,7 @@ class Run:
             contribution_tasks=table.tasks if table is not None else 0,
             contribution_s=self.ladder.contribution_s if self.ladder is not None else 0.0,
             task_time_s=self.task_time + (table.task_time_s if table is not None else 0.0),
+            train_epochs=self.executor.train_epochs,
             proxy_tau=tau.tau,
             proxy_pairs=tau.n,
             lr_calibration=self.lrs,
@@ -228,7 +254,7 @@ class Run:
         while True:
             while self.free() > 0 and self.step():
                 pass
-            if not self.pending and not (ladder and ladder.base_tasks):
+            if not self.pending and not (ladder and ladder.busy()):
                 if ladder and ladder.brackets and ladder.close():
                     continue
                 others = self.budget.others_in_flight(0) or self.study.left_running()
@@ -238,9 +264,7 @@ class Run:
                 time.sleep(1.0)
             for key, result in self.executor.wait(timeout=1.0):
                 self.task_time += float(result.get("wall_time_s") or 0.0)
-                if ladder and key in ladder.base_tasks:
-                    ladder.on_base(key, result)
-                else:
+                if not (ladder and ladder.on_result(key, result)):
                     self.record(key, result)
             self.watch()
 

@@ -19,9 +19,11 @@ class Counts:
         measured, failed: measured fine-tunes that succeeded or failed.
         pruned: trials over a budget (pruned before any training) or duplicates in flight.
         reused: trials told the stored result of a candidate measured before.
-        proxy_scored, promoted, not_promoted: trials scored by the proxy, and of those, promoted
-            to a measured fine-tune or told PRUNED.
+        proxy_scored, promoted, not_promoted: trials scored at the ladder's low fidelity (the
+            proxy, or a short fine-tune with ``--halving``), and of those, promoted to a
+            measured fine-tune or told PRUNED.
         base_tasks: classifier-only fine-tunes of new sub-networks (the proxy's bases).
+        screen_tasks: short fine-tunes that screened bracket members (``--halving``).
         retried: trials of drivers that stopped beating, failed here and enqueued again.
     """
 
@@ -33,6 +35,7 @@ class Counts:
     promoted: int = 0
     not_promoted: int = 0
     base_tasks: int = 0
+    screen_tasks: int = 0
     retried: int = 0
 
 
@@ -43,7 +46,8 @@ class SearchEvent:
     Attributes:
         kind: ``start``, ``submitted``, ``finished``, ``pruned``, ``reused``, ``promoted``,
             ``contributions`` (``done`` of ``total`` fine-tunes of the contribution analysis),
-            ``contributions_ready``, ``base``, ``waiting`` (on other drivers' fine-tunes) or
+            ``contributions_ready``, ``base``, ``screened`` (a short fine-tune's validation
+            ``accuracy``, None when it failed), ``waiting`` (on other drivers' fine-tunes) or
             ``calibrating`` (``done`` of ``total`` fine-tunes of the learning-rate grid) or
             ``int8`` (``done`` of ``total`` front points trained as the device trains).
         counts: this run's counters at that moment (a copy).
@@ -85,7 +89,12 @@ class SearchResult:
         contribution_tasks, contribution_s: fine-tunes and wall time of the contribution
             analysis in this run.
         task_time_s: seconds spent inside evaluations, summed over workers.
-        proxy_tau, proxy_pairs: Kendall's τ between proxy and measured accuracy over the
+        train_epochs: the compute of this run: epochs of every fine-tune it ran (learning-rate
+            grid, reference, measured, short, classifier-only bases, contribution analysis), in
+            passes over the whole training split; a measured fine-tune costs ``epochs`` of
+            them, one on a partition repeated r times r·``epochs``.
+        proxy_tau, proxy_pairs: Kendall's τ between the ladder's low fidelity (the proxy, or
+            the short fine-tunes with ``--halving``) and measured validation accuracy over the
             study's candidates that have both, and their number.
         lr_calibration: the study's learning rate per scheme family (None when the rate is
             fixed); ``lr_fine_tunes`` and ``lr_s``: fine-tunes and task seconds its grid cost
@@ -108,6 +117,7 @@ class SearchResult:
     contribution_tasks: int = 0
     contribution_s: float = 0.0
     task_time_s: float = 0.0
+    train_epochs: float = 0.0
     proxy_tau: float | None = None
     proxy_pairs: int = 0
     reference: FrontPoint | None = None

@@ -18,7 +18,14 @@ from typing import Any
 from tinytune.errors import ConfigError, TinyTuneError
 from tinytune.search.shipping import Shipper, run_shipped
 
-__all__ = ["Executor", "InlineExecutor", "RayExecutor", "RayUnavailableError", "check_reachable"]
+__all__ = [
+    "Executor",
+    "InlineExecutor",
+    "Metered",
+    "RayExecutor",
+    "RayUnavailableError",
+    "check_reachable",
+]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +91,34 @@ class Executor(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release workers."""
+
+
+class Metered(Executor):
+    """Another executor whose returned results are added up: the epochs they trained, in
+    passes over the whole training split (``details.train_epochs``, the compute a search
+    counts), and their seconds inside workers. It owns nothing: closing it leaves the inner
+    executor open."""
+
+    def __init__(self, inner: Executor) -> None:
+        self.inner = inner
+        self.slots = inner.slots
+        self.train_epochs = 0.0
+        self.task_s = 0.0
+
+    def submit(self, key: int, task: Task) -> None:
+        self.inner.submit(key, task)
+
+    def wait(self, timeout: float) -> list[tuple[int, Result]]:
+        results = self.inner.wait(timeout)
+        for _, result in results:
+            details = result.get("details") or {}
+            self.train_epochs += float(details.get("train_epochs") or 0.0)
+            self.task_s += float(result.get("wall_time_s") or 0.0)
+        return results
+
+    @property
+    def in_flight(self) -> int:
+        return self.inner.in_flight
 
 
 class InlineExecutor(Executor):

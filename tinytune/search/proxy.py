@@ -121,18 +121,18 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> RankCorrelation:
     return RankCorrelation(tau, p, len(x))
 
 
-def rank_correlation(store: Store, study_name: str) -> RankCorrelation:
-    """Kendall's τ between the proxy and the measured validation accuracy of the study's
+def rank_correlation(store: Store, study_name: str, fidelity: str = "proxy") -> RankCorrelation:
+    """Kendall's τ between a low fidelity's accuracy (``proxy``: the estimate; ``short``: the
+    short fine-tune's validation accuracy) and the measured validation accuracy of the study's
     candidates that have both (the latest of each)."""
-    proxy = {
-        e.candidate_key: e.accuracy
-        for e in store.evaluations(study_name, fidelity="proxy", status="ok")
-        if e.accuracy is not None
+    low = {
+        e.candidate_key: e.val_accuracy if fidelity == "short" else e.accuracy
+        for e in store.evaluations(study_name, fidelity=fidelity, status="ok")
     }
     measured = {
         e.candidate_key: e.val_accuracy
         for e in store.evaluations(study_name, fidelity="measured", status="ok")
         if e.val_accuracy is not None
     }
-    both = sorted(set(proxy) & set(measured))
-    return kendall_tau([proxy[k] for k in both], [measured[k] for k in both])  # type: ignore[misc]
+    both = sorted(k for k in set(low) & set(measured) if low[k] is not None)
+    return kendall_tau([low[k] for k in both], [measured[k] for k in both])  # type: ignore[misc]

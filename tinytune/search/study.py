@@ -64,6 +64,7 @@ class Attr:
     BRACKET = "ladder_bracket"
     PROMOTED = "promoted"
     PROXY_ACCURACY = "proxy_accuracy"
+    SCREEN_ACCURACY = "short_val_accuracy"  # the short fine-tune's (--halving)
     REFERENCE = "reference"
     LR_CALIBRATION = "lr_calibration"  # the study's rate per scheme family (search/lr.py)
     HYPERVOLUME_GRAPH = "tinytune-hypervolume"
@@ -74,6 +75,10 @@ def _constraints(trial: Any) -> list[float]:
     return trial.user_attrs.get(Attr.CONSTRAINTS, [0.0])
 
 
+EARLY_STARTUP_TRIALS = 4
+"""Random trials before the ``tpe-early`` sampler models the finished ones."""
+
+
 def make_sampler(config: SearchConfig) -> Any:
     """Optuna's sampler named by ``config.sampler``, seeded, budgets as constraints."""
     import optuna
@@ -82,6 +87,18 @@ def make_sampler(config: SearchConfig) -> Any:
         return optuna.samplers.RandomSampler(seed=config.seed)
     if config.sampler == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=config.seed, constraints_func=_constraints)
+    if config.sampler == "tpe-early":
+        # Optuna's TPE draws its first 10 trials at random, which at a budget of about ten
+        # fine-tunes is random search; this one models from the 5th on, all parameters jointly
+        # (multivariate), with ``group`` keeping the conditional parameters of each scheme
+        # family (define-by-run) apart
+        return optuna.samplers.TPESampler(
+            seed=config.seed,
+            constraints_func=_constraints,
+            n_startup_trials=EARLY_STARTUP_TRIALS,
+            multivariate=True,
+            group=True,
+        )
     return optuna.samplers.TPESampler(seed=config.seed, constraints_func=_constraints)
 
 
