@@ -1,46 +1,61 @@
-"""Search efficiency at equal budgets of measured fine-tunes: tinytune's TPE + proxy ladder
-against TPE alone, Optuna's RandomSampler and NSGAIISampler (without the proxy).
+"""Search strategies at equal compute: the hypervolume of the measured front each one finds
+with the same number of fine-tuning epochs.
 
-Every strategy runs ``--budget`` measured fine-tunes per seed, without the baseline presets (so
-that every measured candidate is the strategy's choice), on the same supernet checkpoint, data
-and fine-tuning settings, in one SQLite database (one study per strategy and seed). Reported,
-as medians over the seeds:
+Compute is counted in fine-tuning epochs — passes over the whole training split — of every
+fine-tune a strategy runs (measured, short screening fine-tunes, contribution analysis), so
+that a strategy that screens cheaply measures fewer candidates in full. Every strategy gets
+``--budget`` × ``--epochs`` epochs (the default search's budget: 12 measured fine-tunes of 8
+epochs; the searches' ``epoch_budget``) on the same checkpoint, data and learning rate
+(the learning rate of each scheme family chosen once per data set by the search's grid on the
+validation split, in a study of its own, and given to every run — or one ``--lr`` for all; the
+grid and the full-fine-tuning reference of a real study are the same for every strategy, so
+they are left out of all of them). Strategies:
 
-* the hypervolume of the measured front (accuracy, predicted peak SRAM, predicted latency),
-  normalised by one reference point shared by all runs: accuracy 0, the SRAM budget, and 1.1
-  times the slowest measured step — so the numbers compare across strategies;
-* the fine-tunes each run spent: measured, plus for the ladder the classifier-only fine-tunes
-  of new sub-networks and the contribution analysis (measured once, by the first seed, then
-  reused from the database by the others: its count is shown apart);
-* the proxy's Kendall τ with measured accuracy (per run, and pooled over the seeds);
-* proxy evaluations per second of driver time (ask, hardware model, estimate, database), and
-  the rate of the estimate alone;
-* the driver's overhead per measured evaluation: wall time minus the time inside fine-tunes
-  (``--workers 0`` runs them in the driver's process, so that the difference is exact).
+* ``default``: what ``tinytune search`` does — Optuna's TPE (random for its first 10 trials),
+  after the four baseline presets on the default sub-network;
+* ``tpe-early``: the same with TPE modelling from the 5th trial on, grouped conditional
+  parameters;
+* ``halving``: ``tpe-early`` with successive halving: brackets of ``--eta`` candidates on one
+  sub-network screened by short fine-tunes (``--screen-epochs`` on ``--screen-fraction`` of the
+  training images), the one adding most to the measured front fine-tuned in full; it measures
+  fewer candidates in full so that its total epochs stay within the budget;
+* ``random``, ``tpe``, ``nsga2``: Optuna's samplers on the joint space, no baselines;
+* ``mcunetv3``: MCUNetV3's recipe — contribution analysis of the default sub-network (at the
+  screening fidelity, so that it fits the budget), then an evolutionary search (NSGA-II,
+  ``--evolution-trials`` candidates scored by the additive estimate and the hardware model) over
+  the update schemes of that one sub-network, and the points of its estimated front that add
+  most hypervolume measured in full with the epochs left.
 
-``random-eq`` is random search given as many fine-tunes as the ladder spent on the same seed
-(run it after ``tinytune``). At budgets of ten or fewer, ``tpe`` and ``nsga2`` draw exactly
-the candidates that ``random`` draws for the same seed: TPE starts with ten random trials and
-NSGA-II with a random first generation of fifty.
+tinytune's strategies also run with ``--small-budget`` measured fine-tunes' worth (a third of
+the default budget: ``default@4`` and so on), to see whether they reach the baselines'
+hypervolume with a third of their compute.
 
-Short version (a few minutes on two cores)::
+Reported per strategy, over the seeds: the median and the range of the hypervolume of the
+measured front (validation accuracy, predicted peak SRAM, predicted step latency; one reference
+point for every run of a data set: accuracy 0, the SRAM budget, 1.1 × the slowest measured step),
+the gap between that median and the hypervolume of all runs' points together (the best front
+known: the hypervolume of fronts that all reach 97 % spreads little, the gap shows how far each
+strategy stays from what was found), the test accuracy of the front's most accurate point
+(chosen on validation), the epochs spent, the candidates measured in full, and the wall time.
+Each run's record is appended to ``--out`` (JSON lines) as it finishes, so that an interrupted
+benchmark keeps what it measured and ``--report FILE`` prints the table of a file.
 
-    python3 bench/search_efficiency.py --budget 4 --seeds 0 1 2 --epochs 1 --plan small
+One data set, five seeds, the default budget (about an hour on two cores for digits)::
 
-Full version (budget 8, three seeds, the default contribution plan)::
-
-    python3 bench/search_efficiency.py --budget 8 --seeds 0 1 2 --epochs 2
+    python3 bench/search_efficiency.py --dataset digits --seeds 0 1 2 3 4 --out digits.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -48,244 +63,388 @@ from tinytune.checkpoints import ensure_checkpoint
 from tinytune.data import get_dataset
 from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig, run_evaluation
-from tinytune.models import PretrainRecipe
-from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, run_search
-from tinytune.search.contribution import ContributionPlan
-from tinytune.search.ladder import reference
-from tinytune.search.pareto import hypervolume
-from tinytune.search.proxy import estimate, kendall_tau, rank_correlation
-from tinytune.spaces import get_supernet
-
-STRATEGIES = {
-    "tinytune": {"sampler": "tpe", "proxy": True},
-    "tpe": {"sampler": "tpe", "proxy": False},
-    "random": {"sampler": "random", "proxy": False},
-    "nsga2": {"sampler": "nsga2", "proxy": False},
-    # random search given as many fine-tunes as the ladder spent on the same seed (measured
-    # plus classifier-only bases): equal compute rather than equal measured fine-tunes
-    "random-eq": {"sampler": "random", "proxy": False},
-}
-SMALL_PLAN = ContributionPlan(
-    weight_layers=None, ratios=(0.25, 1.0), bias_ks=(), lite_offsets=(0, 3), norm=False
+from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
+from tinytune.search.config import DIRECTIONS
+from tinytune.search.contribution import (
+    ContributionPlan,
+    TableIdentity,
+    file_sha256,
+    run_contributions,
 )
+from tinytune.search.executor import Executor, Metered
+from tinytune.search.ladder import choose_promotion, reference
+from tinytune.search.lr import LrCalibration, family_of
+from tinytune.search.pareto import hypervolume
+from tinytune.search.proxy import estimate, kendall_tau
+from tinytune.search.study import Attr
+from tinytune.spaces import default_subnet, get_supernet, subnet_params, suggest_candidate
+
+SEARCHES: dict[str, dict[str, Any]] = {
+    "default": {"sampler": "tpe", "baselines": True},  # what `tinytune search` does
+    "tpe-early": {"sampler": "tpe-early", "baselines": True},
+    "halving": {"sampler": "tpe-early", "baselines": True, "halving": True},
+    "random": {"sampler": "random", "baselines": False},
+    "tpe": {"sampler": "tpe", "baselines": False},
+    "nsga2": {"sampler": "nsga2", "baselines": False},
+}
+STRATEGIES = (*SEARCHES, "mcunetv3")
+BASELINES = ("random", "tpe", "nsga2", "mcunetv3")  # what tinytune's strategies are judged by
+MINE = ("default", "tpe-early", "halving")
+
+Point = tuple[float, float, float, float | None]  # val accuracy, SRAM, latency s, test accuracy
 
 
-@dataclass
-class Run:
-    strategy: str
-    seed: int
-    measured: int
-    fine_tunes: int
-    contribution_tasks: int
-    proposals: int
-    proxy_scored: int
-    wall_s: float
-    task_s: float
-    hv: float = 0.0
-    tau: float | None = None
-    tau_pairs: int = 0
+def search_run(
+    args: argparse.Namespace,
+    store: Any,
+    executor: Executor,
+    strategy: str,
+    seed: int,
+    budget: int,
+) -> tuple[list[Point], float]:
+    """Run one search strategy with ``budget`` measured fine-tunes' worth of epochs; its
+    measured points and the epochs it trained."""
+    data = get_dataset(args.dataset)
+    options = dict(SEARCHES[strategy])
+    name = f"{strategy}-{seed}" if budget == args.budget else f"{strategy}@{budget}-{seed}"
+    if args.rates is not None:  # the data set's rates, as if this study had chosen them
+        import optuna
 
-    @property
-    def overhead_s(self) -> float:
-        return max(0.0, self.wall_s - self.task_s) / max(1, self.measured)
+        study = optuna.create_study(
+            study_name=name, storage=store.url, directions=list(DIRECTIONS), load_if_exists=True
+        )
+        study.set_user_attr(Attr.LR_CALIBRATION, args.rates.to_json())
+    config = SearchConfig(
+        reference=False,
+        tune_lr=args.rates is not None,
+        checkpoint=str(args.checkpoint),
+        study_name=name,
+        supernet=args.supernet,
+        dataset=data.name,
+        n_classes=data.num_classes,
+        trials=10**6,  # the epoch budget decides
+        epoch_budget=float(budget * args.epochs),
+        seed=seed,
+        proxy_eta=args.eta,
+        screen_epochs=args.screen_epochs,
+        screen_fraction=args.screen_fraction,
+        sram_budget_bytes=args.sram_budget_kb * 1024,
+        finetune=FinetuneConfig(
+            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr or 0.2, seed=seed
+        ),
+        **options,
+    )
+    result = run_search(config, store, executor)
+    points = [
+        (e.val_accuracy, float(e.memory_bytes), e.latency_ms / 1000.0, e.accuracy)
+        for e in store.evaluations(config.study_name, fidelity="measured", status="ok")
+        if e.val_accuracy is not None
+    ]
+    return points, result.train_epochs  # type: ignore[return-value]
 
-    @property
-    def proxy_per_s(self) -> float | None:
-        driver = self.wall_s - self.task_s
-        return self.proxy_scored / driver if self.proxy_scored and driver > 0 else None
+
+def mcunetv3_run(
+    args: argparse.Namespace, store: Any, executor: Executor, seed: int
+) -> tuple[list[Point], float]:
+    """MCUNetV3's recipe on the default sub-network (see the module docstring)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    data = get_dataset(args.dataset)
+    spec = get_supernet(args.supernet)
+    subnet = default_subnet(spec)
+    config = SearchConfig(
+        checkpoint=str(args.checkpoint),
+        study_name=f"mcunetv3-{seed}",
+        supernet=args.supernet,
+        dataset=data.name,
+        n_classes=data.num_classes,
+        sram_budget_bytes=args.sram_budget_kb * 1024,
+    )
+    checked = preflight(config, store)
+    metered = Metered(executor)
+    lr = args.lr or 0.2  # with --rates, each family's (a stand-in for the table's identity)
+    low = FinetuneConfig(epochs=args.screen_epochs, batch_size=args.batch_size, lr=lr, seed=seed)
+    full = FinetuneConfig(epochs=args.epochs, batch_size=args.batch_size, lr=lr, seed=seed)
+
+    def task(candidate: Any, finetune: FinetuneConfig, fraction: float) -> dict[str, Any]:
+        if args.rates is not None:  # the rate of the candidate's family, as the search's
+            finetune = replace(finetune, lr=args.rates.lr(family_of(candidate, spec), finetune.lr))
+        return {
+            "candidate": candidate.to_json(),
+            "checkpoint": str(args.checkpoint),
+            "dataset": data.name,
+            "data_seed": 0,
+            "finetune": finetune.to_dict(),
+            "repeats": checked.repeats,
+            "threads": 1,
+            "train_fraction": fraction,
+        }
+
+    keys = iter(range(-1, -(10**9), -1))
+    identity = TableIdentity(
+        spec.name, str(args.checkpoint), file_sha256(args.checkpoint), data.name, 0, low, subnet
+    )
+    table = run_contributions(
+        store,
+        metered,
+        identity,
+        spec,
+        ContributionPlan(),
+        lambda c: task(c, low, args.screen_fraction),
+        lambda: next(keys),
+    )
+    if table is None:
+        raise RuntimeError("the contribution analysis's classifier-only base failed")
+    budget = args.sram_budget_kb * 1024
+    costs: dict[int, tuple[Any, Any, float]] = {}
+
+    def objective(trial: optuna.Trial) -> tuple[float, float, float]:
+        candidate = suggest_candidate(trial, spec)
+        cost = checked.hardware(candidate)
+        trial.set_user_attr("constraints", [float(cost.arena_bytes - budget)])
+        accuracy = estimate(candidate, table, table.base).accuracy
+        costs[trial.number] = (candidate, cost, accuracy)
+        return accuracy, float(cost.arena_bytes), float(cost.latency_s or 0.0)
+
+    evolution = optuna.create_study(
+        directions=list(DIRECTIONS),
+        sampler=optuna.samplers.PartialFixedSampler(
+            subnet_params(subnet),
+            optuna.samplers.NSGAIISampler(
+                population_size=args.population,
+                seed=seed,
+                constraints_func=lambda t: t.user_attrs["constraints"],
+            ),
+        ),
+    )
+    evolution.optimize(objective, n_trials=args.evolution_trials)
+    feasible = {
+        t.number: costs[t.number]
+        for t in evolution.best_trials
+        if t.user_attrs["constraints"][0] <= 0
+    }
+    unique = {c.key: (c, cost, acc) for c, cost, acc in feasible.values()}
+    left = int((args.budget * args.epochs - metered.train_epochs) // args.epochs)
+    picks: list[tuple[Any, Any, float]] = []
+    pool = list(unique.values())
+    while pool and len(picks) < left:
+        contenders = [(a, float(c.arena_bytes), float(c.latency_s or 0.0)) for _, c, a in pool]
+        chosen = [(a, float(c.arena_bytes), float(c.latency_s or 0.0)) for _, c, a in picks]
+        ref = reference([*contenders, *chosen], budget, None)
+        picks.append(pool.pop(choose_promotion(contenders, chosen, ref)))
+    for i, (candidate, _, _) in enumerate(picks):
+        metered.submit(i, task(candidate, full, 1.0))
+    points: list[Point] = []
+    while metered.in_flight:
+        for i, result in metered.wait(timeout=5.0):
+            if result.get("status") == "ok":
+                cost = picks[i][1]
+                points.append(
+                    (
+                        float(result["val_accuracy"]),
+                        float(cost.arena_bytes),
+                        float(cost.latency_s or 0.0),
+                        float(result["accuracy"]),
+                    )
+                )
+    return points, metered.train_epochs
 
 
-def _checkpoint(args: argparse.Namespace) -> Path:
-    recipe = PretrainRecipe(steps=args.pretrain_steps)
-    return ensure_checkpoint(get_supernet(args.supernet), recipe, args.weights)
+def choose_rates(args: argparse.Namespace, store: Any, executor: Executor) -> LrCalibration:
+    """Each scheme family's learning rate on the data set, chosen by the search's grid on the
+    validation split in a study of its own (``rates``), reused when it exists."""
+    data = get_dataset(args.dataset)
+    config = SearchConfig(
+        checkpoint=str(args.checkpoint),
+        study_name="rates",
+        supernet=args.supernet,
+        dataset=data.name,
+        n_classes=data.num_classes,
+        trials=1,
+        baselines=False,
+        reference=False,
+        sram_budget_bytes=args.sram_budget_kb * 1024,
+        finetune=FinetuneConfig(epochs=args.epochs, batch_size=args.batch_size),
+    )
+    result = run_search(config, store, executor)
+    assert result.lr_calibration is not None
+    return result.lr_calibration
 
 
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
+def short_tau(url: str) -> str:
+    """Kendall τ between the short fine-tunes and the measured validation accuracy of the
+    candidates that have both, pooled over the database's halving studies (the promoted members
+    only: the others were never measured in full)."""
+    import optuna
+
+    pairs: list[tuple[float, float]] = []
+    with open_store(url) as store:
+        for name in optuna.get_all_study_names(url):
+            if not name.startswith("halving"):
+                continue
+            short = {
+                e.candidate_key: e.val_accuracy
+                for e in store.evaluations(name, fidelity="short", status="ok")
+            }
+            pairs += [
+                (short[e.candidate_key], e.val_accuracy)
+                for e in store.evaluations(name, fidelity="measured", status="ok")
+                if short.get(e.candidate_key) is not None and e.val_accuracy is not None
+            ]  # type: ignore[misc]
+    tau = kendall_tau([a for a, _ in pairs], [b for _, b in pairs])
+    value = "undefined" if tau.tau is None else f"{tau.tau:.2f} (p = {tau.p_value:.2g})"
+    return (
+        f"short fine-tunes vs measured validation accuracy, pooled over the halving runs: "
+        f"Kendall τ {value} over {tau.n} promoted candidates"
+    )
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+def report(records: list[dict[str, Any]]) -> str:
+    """The Markdown table of a benchmark's records (one data set)."""
+    everything = [tuple(p) for r in records for p in r["points"]]
+    sram = records[0]["sram_budget"]
+    ref = reference([(a, m, t) for a, m, t, _ in everything], sram, None)
+
+    def volume(points: list[Any]) -> float:
+        return hypervolume(
+            [(-a, m / ref[1], t / ref[2]) for a, m, t, _ in points], (0.0, 1.0, 1.0)
+        )
+
+    union = volume(everything)  # the front of every run's points together
+    rows, medians = [], {}
+    for strategy in dict.fromkeys(r["strategy"] for r in records):
+        mine = [r for r in records if r["strategy"] == strategy]
+        hvs, tests = [], []
+        for r in mine:
+            pts = [tuple(p) for p in r["points"]]
+            hvs.append(volume(pts))
+            if pts:
+                tests.append(max(pts, key=lambda p: p[0])[3] or 0.0)
+        medians[strategy] = statistics.median(hvs)
+        rows.append(
+            f"| {strategy} | {len(mine)} | {statistics.median(hvs):.4f} | "
+            f"{min(hvs):.4f}–{max(hvs):.4f} | {union - statistics.median(hvs):.4f} | "
+            f"{100 * statistics.median(tests) if tests else float('nan'):.1f} | "
+            f"{statistics.median(r['epochs'] for r in mine):.0f} | "
+            f"{statistics.median(len(r['points']) for r in mine):.0f} | "
+            f"{statistics.median(r['wall_s'] for r in mine):.0f} s |"
+        )
+    head = (
+        "| strategy | seeds | hypervolume (median) | range | gap to all runs' front | test acc. "
+        "of the most accurate point (%) | epochs | measured | wall |\n"
+        "|---|---|---|---|---|---|---|---|---|"
+    )
+    lines = [head, *rows]
+    base = {s: v for s, v in medians.items() if s in BASELINES}
+    if base:
+        best = max(base, key=lambda s: base[s])
+        lines.append("")
+        for mine in (s for s in medians if s.split("@")[0] in MINE):
+            if base[best] > 0:
+                gap = (union - medians[mine]) / max(1e-12, union - base[best])
+                lines.append(
+                    f"* {mine}: {medians[mine] / base[best]:.3f}× the best baseline's "
+                    f"({best}) median hypervolume; its gap to all runs' front {gap:.2f}× the "
+                    "baseline's"
+                )
+    return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", type=int, default=8, help="measured fine-tunes per run")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
-    parser.add_argument("--supernet", default="ofa-proxyless-w0.35")
     parser.add_argument("--dataset", default="digits")
-    parser.add_argument("--weights", type=Path, help="checkpoint (default: the cached one)")
-    parser.add_argument("--pretrain-steps", type=int, default=300)
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES), choices=STRATEGIES)
+    parser.add_argument("--budget", type=int, default=12, help="measured fine-tunes' worth")
+    parser.add_argument(
+        "--small-budget", type=int, default=4, help="tinytune's strategies again (0: not)"
+    )
+    parser.add_argument("--small", nargs="*", default=list(MINE), choices=MINE)
+    parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=0.2)
-    parser.add_argument("--proxy-eta", type=int, default=4)
-    parser.add_argument("--plan", choices=("default", "small"), default="default")
+    parser.add_argument(
+        "--lr", type=float, help="every fine-tune's rate (default: each family's, chosen first)"
+    )
+    parser.add_argument("--eta", type=int, default=4, help="halving: candidates per bracket")
+    parser.add_argument("--screen-epochs", type=int, default=2)
+    parser.add_argument("--screen-fraction", type=float, default=0.5)
+    parser.add_argument("--evolution-trials", type=int, default=240)
+    parser.add_argument("--population", type=int, default=24)
+    parser.add_argument("--supernet", default="ofa-proxyless-w0.35")
     parser.add_argument("--sram-budget-kb", type=int, default=256)
-    parser.add_argument("--workers", type=int, default=0, help="Ray workers (0: in-process)")
+    parser.add_argument("--workers", type=int, default=2, help="Ray workers (0: in-process)")
     parser.add_argument("--db", type=Path, help="SQLite file (default: a temporary one)")
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, help="append each run's record here (JSON lines)")
+    parser.add_argument(
+        "--report", type=Path, help="print the table of a records file (and with --db the τ)"
+    )
+    args = parser.parse_args(argv)
+    if args.report:
+        records = [json.loads(line) for line in args.report.read_text().splitlines() if line]
+        print(report(records))
+        if args.db:
+            print(short_tau(f"sqlite:///{args.db}"))
+        return 0
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.WARNING)
-    ckpt = _checkpoint(args)
-    data = get_dataset(args.dataset)
+    args.checkpoint = ensure_checkpoint(get_supernet(args.supernet))
     folder = Path(tempfile.mkdtemp(prefix="tinytune-bench-"))
     url = f"sqlite:///{args.db or folder / 'bench.db'}"
-    plan = SMALL_PLAN if args.plan == "small" else ContributionPlan()
-    finetune = FinetuneConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr)
     executor = (
         RayExecutor(run_evaluation, workers=args.workers)
         if args.workers
         else InlineExecutor(run_evaluation)
     )
-    runs: list[Run] = []
-    pairs: list[tuple[float, float]] = []
-    points: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
-    table = None
+    records: list[dict[str, Any]] = []
+    args.rates = None
     try:
         with open_store(url) as store:
+            if args.lr is None:
+                args.rates = choose_rates(args, store, executor)
+                print(f"learning rates chosen on validation: {args.rates.to_json()}", flush=True)
+            runs = [(s, args.budget) for s in args.strategies]
+            runs += [(s, args.small_budget) for s in args.small if args.small_budget]
             for seed in args.seeds:
-                for strategy in args.strategies:
-                    budget = args.budget
-                    if strategy == "random-eq":
-                        ladder = [r for r in runs if r.strategy == "tinytune" and r.seed == seed]
-                        budget = ladder[0].fine_tunes if ladder else args.budget
-                    config = SearchConfig(
-                        reference=False,  # the same for every strategy: not compared here
-                        tune_lr=False,  # likewise: every strategy fine-tunes at --lr
-                        checkpoint=str(ckpt),
-                        study_name=f"{strategy}-{seed}",
-                        supernet=args.supernet,
-                        dataset=data.name,
-                        n_classes=data.num_classes,
-                        trials=budget,
-                        seed=seed,
-                        baselines=False,
-                        proxy_eta=args.proxy_eta,
-                        contribution_plan=plan,
-                        sram_budget_bytes=args.sram_budget_kb * 1024,
-                        finetune=finetune,
-                        **STRATEGIES[strategy],  # type: ignore[arg-type]
-                    )
+                for strategy, budget in runs:
                     started = time.monotonic()
-                    result = run_search(config, store, executor)
-                    wall = time.monotonic() - started
-                    measured = store.evaluations(config.study_name, fidelity="measured")
-                    points[(strategy, seed)] = [
-                        (e.val_accuracy, float(e.memory_bytes), e.latency_ms / 1000.0)
-                        for e in measured
-                        if e.status == "ok" and e.val_accuracy is not None
-                    ]  # type: ignore[misc]
-                    tau = rank_correlation(store, config.study_name)
-                    if config.proxy:
-                        proxy = {
-                            e.candidate_key: e.accuracy
-                            for e in store.evaluations(config.study_name, fidelity="proxy")
-                        }
-                        pairs += [
-                            (proxy[e.candidate_key], e.val_accuracy)
-                            for e in measured
-                            if e.candidate_key in proxy and e.val_accuracy is not None
-                        ]  # type: ignore[misc]
-                    runs.append(
-                        Run(
-                            strategy,
-                            seed,
-                            result.counts.measured + result.counts.failed,
-                            (c := result.counts).measured + c.failed + c.base_tasks,
-                            result.contribution_tasks,
-                            result.proposals,
-                            result.counts.proxy_scored,
-                            wall,
-                            result.task_time_s,
-                            tau=tau.tau,
-                            tau_pairs=tau.n,
-                        )
-                    )
+                    if strategy == "mcunetv3":
+                        points, epochs = mcunetv3_run(args, store, executor, seed)
+                    else:
+                        points, epochs = search_run(args, store, executor, strategy, seed, budget)
+                    label = strategy if budget == args.budget else f"{strategy}@{budget}"
+                    record = {
+                        "dataset": args.dataset,
+                        "strategy": label,
+                        "seed": seed,
+                        "points": points,
+                        "epochs": epochs,
+                        "budget_epochs": budget * args.epochs,
+                        "wall_s": time.monotonic() - started,
+                        "sram_budget": args.sram_budget_kb * 1024,
+                        "lr": args.lr if args.rates is None else args.rates.to_json(),
+                    }
+                    records.append(record)
+                    if args.out:
+                        with args.out.open("a") as f:
+                            f.write(json.dumps(record) + "\n")
                     print(
-                        f"{strategy:>8} seed {seed}: {result.counts.measured} measured, "
-                        f"{result.proposals} proposals, {result.counts.base_tasks} base and "
-                        f"{result.contribution_tasks} contribution fine-tunes, {wall:.0f} s",
+                        f"{label:>11} seed {seed}: {len(points)} measured, {epochs:.1f} epochs, "
+                        f"{record['wall_s']:.0f} s",
                         flush=True,
                     )
-            if any(STRATEGIES[s]["proxy"] for s in args.strategies):
-                from tinytune.search.contribution import TableIdentity, file_sha256
-                from tinytune.search.contribution_table import build_table
-                from tinytune.spaces import default_subnet
-
-                spec = get_supernet(args.supernet)
-                identity = TableIdentity(
-                    spec.name,
-                    str(ckpt),
-                    file_sha256(ckpt),
-                    data.name,
-                    0,
-                    finetune,
-                    default_subnet(spec),
-                )
-                records = store.contributions(identity.key)
-                table = build_table(identity.key, spec, identity.subnet, records)
     finally:
         executor.close()
-
-    everything = [p for pts in points.values() for p in pts]
-    ref = reference(everything, args.sram_budget_kb * 1024, None)
-    for run in runs:
-        pts = points[(run.strategy, run.seed)]
-        run.hv = hypervolume([(-a, m / ref[1], t / ref[2]) for a, m, t in pts], (0.0, 1.0, 1.0))
     print()
+    rates = f"lr {args.lr:g}" if args.rates is None else "each family's lr"
     print(
-        f"budget {args.budget} measured fine-tunes, seeds {args.seeds}, {args.epochs} epochs, "
-        f"batch {args.batch_size}, {data.name}, {args.supernet}, SRAM budget "
-        f"{args.sram_budget_kb} KB; medians over the seeds"
+        f"{args.dataset}, {args.supernet}, budget {args.budget} × {args.epochs} epochs, {rates}, "
+        f"SRAM budget {args.sram_budget_kb} KB, seeds {args.seeds}"
     )
-    header = (
-        f"{'strategy':>9} {'HV':>7} {'HV min-max':>13} {'measured':>8} {'fine-tunes':>10} "
-        f"{'proposals':>9} {'proxy/s':>8} {'τ':>6} {'overhead/eval':>13} {'wall':>7}"
-    )
-    print(header)
-    print("-" * len(header))
-    for strategy in args.strategies:
-        mine = [r for r in runs if r.strategy == strategy]
-        hvs = [r.hv for r in mine]
-        taus = [r.tau for r in mine if r.tau is not None]
-        print(
-            f"{strategy:>9} {_fmt(_median(hvs), '.4f'):>7} {min(hvs):.3f}-{max(hvs):.3f}".ljust(31)
-            + f" {_fmt(_median([r.measured for r in mine]), '.0f'):>8}"
-            f" {_fmt(_median([r.fine_tunes for r in mine]), '.0f'):>10}"
-            f" {_fmt(_median([r.proposals for r in mine]), '.0f'):>9}"
-            f" {_fmt(_median([r.proxy_per_s for r in mine if r.proxy_per_s]), '.2f'):>8}"
-            f" {_fmt(_median(taus), '.2f'):>6}"
-            f" {_fmt(_median([r.overhead_s for r in mine]), '.2f') + ' s':>13}"
-            f" {_fmt(_median([r.wall_s for r in mine]), '.0f') + ' s':>7}"
-        )
-    contribution = sum(r.contribution_tasks for r in runs)
-    if contribution:
-        print(
-            f"\ncontribution analysis: {contribution} fine-tunes, once (the other runs reused "
-            "the stored table); not counted in 'fine-tunes' above"
-        )
-    if pairs:
-        pooled = kendall_tau([p for p, _ in pairs], [m for _, m in pairs])
-        print(
-            f"proxy vs measured accuracy, pooled over the ladder's runs: Kendall τ "
-            f"{_fmt(pooled.tau, '.2f')} (p = {_fmt(pooled.p_value, '.2g')}) over {pooled.n} "
-            "candidates"
-        )
-    if table is not None:
-        from tinytune.spaces import make_preset
-
-        spec = get_supernet(args.supernet)
-        candidate = make_preset("mcunetv3", spec)
-        n = 20000
-        started = time.perf_counter()
-        for _ in range(n):
-            estimate(candidate, table, table.base)
-        rate = n / (time.perf_counter() - started)
-        print(f"the estimate alone (table lookups, no hardware model): {rate:,.0f} per second")
+    print(report(records))
     print(f"database: {url}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,7 +1,8 @@
 """Cheap signals against measured accuracy: Kendall τ per scheme family and pooled.
 
     python3 bench/signals.py [--sample 24] [--seed 0] [--dataset digits] [--lr 1.6]
-        [--epochs 8] [--contribution-epochs 2] [--repeat-seed S] [--processes 2] [--json OUT]
+        [--epochs 8] [--contribution-epochs 2] [--short-epochs 2] [--short-fraction 0.5]
+        [--repeat-seed S] [--processes 2] [--json OUT]
 
 Candidates: the presets on the default sub-network (classifier only, bias-only, the MCUNetV3-
 and TinyTL-style schemes, full fine-tuning) and ``--sample`` more drawn at random from the joint
@@ -14,7 +15,10 @@ MCUNetV3's contribution analysis at low fidelity: the default plan's table (34 f
 the default sub-network) measured at ``--contribution-epochs`` epochs instead of the study's,
 and the sum of :func:`tinytune.search.proxy.estimate`'s terms (not clipped to 1, which would tie
 the best schemes) for each candidate with the probe as its sub-network's base
-(``contribution``; ``--contribution-epochs 0`` leaves it out). ``--repeat-seed S``
+(``contribution``; ``--contribution-epochs 0`` leaves it out). Another is the low rung of
+successive halving (``tinytune search --halving``): the candidate's own short fine-tune,
+``--short-epochs`` epochs on a stratified ``--short-fraction`` of the training images, its
+validation accuracy (``short``; ``--short-epochs 0`` leaves it out). ``--repeat-seed S``
 fine-tunes every candidate again with fine-tuning seed S (another data order and classifier
 initialisation) and reports the τ of the two measurements: the measurement's own noise, a
 ceiling for any signal. Printed: each
@@ -107,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=1.6)
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--contribution-epochs", type=int, default=2)
+    parser.add_argument("--short-epochs", type=int, default=2)
+    parser.add_argument("--short-fraction", type=float, default=0.5)
     parser.add_argument("--repeat-seed", type=int, help="fine-tune again with this seed")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--json", type=Path)
@@ -151,6 +157,16 @@ def main(argv: list[str] | None = None) -> int:
             again = {
                 k: pool.submit(run_evaluation, t | {"finetune": other}) for k, t in tasks.items()
             }
+        shorts = {}
+        if args.short_epochs > 0:
+            brief = {**config.to_dict(), "epochs": args.short_epochs}
+            shorts = {
+                k: pool.submit(
+                    run_evaluation,
+                    t | {"finetune": brief, "train_fraction": args.short_fraction},
+                )
+                for k, t in tasks.items()
+            }
         supernet = load_supernet(spec, checkpoint)
         dataset = get_dataset(args.dataset, seed=args.seed)
         signals = {}
@@ -160,7 +176,10 @@ def main(argv: list[str] | None = None) -> int:
             signals[key] = measure_signals(net, splits, seed=args.seed)
         measured = {key: f.result() for key, f in futures.items()}
         repeated = {key: f.result() for key, f in again.items()}
+        short = {key: f.result() for key, f in shorts.items()}
         names = list(SIGNALS)
+        if shorts:
+            names.append("short")
         if args.contribution_epochs > 0:
             t0 = time.perf_counter()
             table = _contribution_table(args, spec, checkpoint, pool)
@@ -174,9 +193,15 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - start
 
     def value(key: str, name: str) -> float:
+        if name == "short":
+            return short[key]["val_accuracy"]
         return contribution[key] if name == "contribution" else getattr(signals[key], name)
 
-    ok = [k for k in candidates if measured[k]["status"] == "ok"]
+    ok = [
+        k
+        for k in candidates
+        if measured[k]["status"] == "ok" and (not short or short[k]["status"] == "ok")
+    ]
     family = {k: family_of(candidates[k], spec) for k in ok}
     rows = []
     for name in names:
@@ -208,7 +233,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<10} {fmt(pooled):>12} {cells}")
     sig_s = statistics.median(s.seconds for s in signals.values())
     ft_s = statistics.median(measured[k]["details"]["finetune_s"] for k in ok)
-    print(f"median seconds per candidate: signals {sig_s:.2f}, fine-tune {ft_s:.1f}")
+    short_s = (
+        f", short fine-tune {statistics.median(short[k]['details']['finetune_s'] for k in ok):.1f}"
+        if short
+        else ""
+    )
+    print(f"median seconds per candidate: signals {sig_s:.2f}, fine-tune {ft_s:.1f}{short_s}")
     noise = None
     if repeated:
         both = [k for k in ok if repeated[k]["status"] == "ok"]
@@ -232,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                     "candidate": candidates[k].to_json(),
                     "family": family.get(k),
                     "signals": signals[k].to_dict()
-                    | ({"contribution": contribution[k]} if args.contribution_epochs else {}),
+                    | ({"contribution": contribution[k]} if args.contribution_epochs else {})
+                    | ({"short": short[k].get("val_accuracy")} if short else {}),
                     "val_accuracy": measured[k].get("val_accuracy"),
                     "test_accuracy": measured[k].get("accuracy"),
                     "finetune_s": (measured[k].get("details") or {}).get("finetune_s"),
