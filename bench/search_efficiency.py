@@ -19,6 +19,7 @@ they are left out of all of them). Strategies:
   sub-network screened by short fine-tunes (``--screen-epochs`` on ``--screen-fraction`` of the
   training images), the one adding most to the measured front fine-tuned in full; it measures
   fewer candidates in full so that its total epochs stay within the budget;
+* ``gp``: the same with Optuna's Gaussian-process sampler (from the 5th trial on) instead of TPE;
 * ``random``, ``tpe``, ``nsga2``: Optuna's samplers on the joint space, no baselines;
 * ``mcunetv3``: MCUNetV3's recipe — contribution analysis of the default sub-network (at the
   screening fidelity, so that it fits the budget), then an evolutionary search (NSGA-II,
@@ -83,13 +84,14 @@ SEARCHES: dict[str, dict[str, Any]] = {
     "default": {"sampler": "tpe", "baselines": True},  # what `tinytune search` does
     "tpe-early": {"sampler": "tpe-early", "baselines": True},
     "halving": {"sampler": "tpe-early", "baselines": True, "halving": True},
+    "gp": {"sampler": "gp", "baselines": True},
     "random": {"sampler": "random", "baselines": False},
     "tpe": {"sampler": "tpe", "baselines": False},
     "nsga2": {"sampler": "nsga2", "baselines": False},
 }
 STRATEGIES = (*SEARCHES, "mcunetv3")
 BASELINES = ("random", "tpe", "nsga2", "mcunetv3")  # what tinytune's strategies are judged by
-MINE = ("default", "tpe-early", "halving")
+MINE = ("default", "tpe-early", "halving", "gp")
 
 Point = tuple[float, float, float, float | None]  # val accuracy, SRAM, latency s, test accuracy
 

@@ -183,9 +183,10 @@ def test_bad_halving_options_are_one_line_and_exit_2(
     assert not (tmp_path / "db.sqlite").exists()
 
 
-def test_tpe_early_models_from_its_fifth_trial() -> None:
+def test_tpe_early_and_gp_model_from_their_fifth_trial() -> None:
     """With one seed, Optuna's TPE and ``tpe-early`` draw the same start-up trials; from the
-    5th on, ``tpe-early`` models the finished ones while TPE still draws at random."""
+    5th on, ``tpe-early`` models the finished ones while TPE still draws at random. ``gp``
+    draws its start-up trials as the random sampler does, then models them."""
 
     def draws(sampler_name: str) -> list[tuple[float, float]]:
         config = _config(Path("w.pt"), halving=False, sampler=sampler_name, seed=3)
@@ -205,6 +206,10 @@ def test_tpe_early_models_from_its_fifth_trial() -> None:
     assert early[:EARLY_STARTUP_TRIALS] == tpe[:EARLY_STARTUP_TRIALS]
     assert early[EARLY_STARTUP_TRIALS:] != tpe[EARLY_STARTUP_TRIALS:]
     assert early == again  # seeded
+    gp, random = draws("gp"), draws("random")
+    assert gp[:EARLY_STARTUP_TRIALS] == random[:EARLY_STARTUP_TRIALS]  # its start-up sampler
+    assert gp[EARLY_STARTUP_TRIALS:] != random[EARLY_STARTUP_TRIALS:]
+    assert gp == draws("gp")  # seeded
 
 
 @pytest.mark.parametrize("halving", [False, True])

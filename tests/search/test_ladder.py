@@ -207,7 +207,7 @@ def test_ladder_with_real_fine_tunes(tmp_path: Path, tiny_checkpoint: Path) -> N
     [
         (
             ["--sampler", "cmaes"],
-            "unknown sampler 'cmaes'; allowed: tpe, tpe-early, random, nsga2",
+            "unknown sampler 'cmaes'; allowed: tpe, tpe-early, gp, random, nsga2",
         ),
         (["--proxy", "--proxy-eta", "1"], "--proxy-eta must be >= 2"),
         (["--proposals", "0"], "--proposals must be >= 1"),

@@ -122,7 +122,8 @@ def search(
     sampler: Annotated[
         str,
         typer.Option(
-            help="Optuna sampler: tpe, tpe-early (models from the 5th trial on), random or nsga2."
+            help="Optuna sampler: tpe, tpe-early (models from the 5th trial on), gp (Gaussian "
+            "process, from the 5th trial on), random or nsga2."
         ),
     ] = "tpe",
     proxy: Annotated[

@@ -36,7 +36,7 @@ def reference_candidate(supernet: str) -> Candidate:
     return make_preset(REFERENCE_PRESET, spec, default_subnet(spec))
 
 
-SAMPLERS = ("tpe", "tpe-early", "random", "nsga2")
+SAMPLERS = ("tpe", "tpe-early", "gp", "random", "nsga2")
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,17 @@ def make_sampler(config: SearchConfig) -> Any:
             multivariate=True,
             group=True,
         )
+    if config.sampler == "gp":
+        # Optuna's Gaussian-process sampler (log EHVI for several objectives) models the
+        # parameters every trial has (the sub-network's and the scheme family); the conditional
+        # parameters of a family, which only some trials have, are drawn at random, as Optuna
+        # does for any parameter outside the intersection of the trials' spaces
+        return optuna.samplers.GPSampler(
+            seed=config.seed,
+            constraints_func=_constraints,
+            n_startup_trials=EARLY_STARTUP_TRIALS,
+            warn_independent_sampling=False,
+        )
     return optuna.samplers.TPESampler(seed=config.seed, constraints_func=_constraints)
 
 
