@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +27,7 @@ from tinytune.search import (
     RayExecutor,
     RayUnavailableError,
     SearchConfig,
+    loopback,
     run_search,
 )
 from tinytune.search.executor import check_reachable
@@ -37,20 +35,6 @@ from tinytune.search.executor import check_reachable
 COMPLETE = optuna.trial.TrialState.COMPLETE
 FAIL = optuna.trial.TrialState.FAIL
 WAITING = optuna.trial.TrialState.WAITING
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct TCP ports that were free on 127.0.0.1 a moment ago."""
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def search_config(checkpoint: Path, trials: int = 2) -> SearchConfig:
@@ -80,7 +64,7 @@ def test_nothing_listening_at_the_address_fails_in_seconds() -> None:
     import ray
 
     assert not ray.is_initialized(), "another test left Ray running in this process"
-    (port,) = free_ports(1)
+    (port,) = loopback.free_ports(1)
     start = time.monotonic()
     with pytest.raises(RayUnavailableError, match=f"127.0.0.1:{port}"):
         RayExecutor(lambda task: task, workers=1, address=f"127.0.0.1:{port}")
@@ -300,112 +284,20 @@ def test_negative_retries_are_refused() -> None:
 
 # --- two nodes on loopback --------------------------------------------------------------------
 
-NODE_MEMORY = ["--memory=2000000000", "--object-store-memory=150000000"]
-
-
-@contextmanager
-def ray_node(args: list[str], log: Path, env: dict[str, str]) -> Iterator[subprocess.Popen]:
-    """``ray start ... --block`` in a session of its own; on exit every process of that node
-    (GCS, raylet, agents, workers) is stopped through its process group, not ``ray stop``, which
-    would stop every Ray cluster of the user on this machine."""
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            ["ray", "start", *args, "--block", "--disable-usage-stats", *NODE_MEMORY],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    try:
-        yield proc
-    finally:
-        for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                continue
-            if not _group_alive(proc.pid):
-                break
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} within {timeout:.0f} s; log:\n{log.read_text()[-3000:]}")
-        time.sleep(0.5)
-
-
-def answers(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
-
 
 @contextmanager
 def two_nodes(
     tmp_path: Path, env: dict[str, str], worker_env: dict[str, str]
 ) -> Iterator[tuple[int, int, Callable[[], list[str]]]]:
-    """A head and a worker node on loopback, each with its own Ray temp folder and environment:
+    """:func:`tinytune.search.loopback.two_nodes`, skipped where Ray cannot start a node:
     (GCS port, dashboard port, probe of the alive nodes)."""
-    if shutil.which("ray") is None:
-        pytest.skip("the 'ray' command is not on PATH, so 'ray start' cannot run here")
-    (gcs, dashboard, client, *head_ports), worker_ports = free_ports(9), free_ports(5)
-    # Every port explicit: two nodes on one host must not both claim the defaults (the dashboard
-    # agent's 52365, for one), and neither may collide with another cluster on this machine.
-    # Temp dirs under /tmp keep Ray's Unix socket paths short enough.
-    node_ports = ["--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port"]
-    node_ports += ["--dashboard-agent-grpc-port", "--metrics-export-port"]
-    head_args = [
-        "--head",
-        f"--port={gcs}",
-        "--node-ip-address=127.0.0.1",
-        "--num-cpus=1",
-        "--include-dashboard=true",
-        "--dashboard-host=127.0.0.1",
-        f"--dashboard-port={dashboard}",
-        f"--ray-client-server-port={client}",
-        f"--runtime-env-agent-port={head_ports.pop()}",
-        *(f"{flag}={port}" for flag, port in zip(node_ports, head_ports, strict=True)),
-    ]
-    worker_args = [
-        f"--address=127.0.0.1:{gcs}",
-        "--node-ip-address=127.0.0.1",
-        "--num-cpus=1",
-        *(f"{flag}={port}" for flag, port in zip(node_ports, worker_ports, strict=True)),
-    ]
-    head_tmp = Path(tempfile.mkdtemp(prefix="tt-ray-"))
-    worker_tmp = Path(tempfile.mkdtemp(prefix="tt-ray-"))
-    head_log, worker_log = tmp_path / "head.log", tmp_path / "worker.log"
     try:
-        with ray_node([*head_args, f"--temp-dir={head_tmp}"], head_log, env) as head:
-            deadline = time.monotonic() + 60
-            while not answers(gcs) and head.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.3)
-            if head.poll() is not None:
-                pytest.skip(f"'ray start --head' cannot run here: {head_log.read_text()[-800:]}")
-            wait_for(lambda: answers(gcs), 0, "the head's GCS did not answer", head_log)
-            with ray_node([*worker_args, f"--temp-dir={worker_tmp}"], worker_log, worker_env):
-                nodes = alive_nodes(dashboard)
-                wait_for(lambda: len(nodes()) == 2, 90, "the second node did not join", worker_log)
-                yield gcs, dashboard, nodes
-    finally:
-        shutil.rmtree(head_tmp, ignore_errors=True)
-        shutil.rmtree(worker_tmp, ignore_errors=True)
+        with loopback.two_nodes(tmp_path, env, worker_env) as cluster:
+            yield cluster.gcs_port, cluster.dashboard_port, cluster.nodes
+    except loopback.LoopbackUnavailable as e:
+        pytest.skip(str(e))
+    except loopback.LoopbackError as e:
+        pytest.fail(str(e))
 
 
 @pytest.mark.slow
@@ -475,26 +367,6 @@ def test_a_node_with_its_own_folders_gets_the_checkpoint_and_images_through_ray(
     assert len(copies) == 1
     for image in folder.rglob("*.png"):
         assert (copies[0] / image.relative_to(folder)).read_bytes() == image.read_bytes()
-
-
-def alive_nodes(dashboard_port: int) -> Callable[[], list[str]]:
-    """A probe of the IDs of the cluster's alive nodes, through Ray's state API."""
-
-    def probe() -> list[str]:
-        from ray.util.state import list_nodes
-
-        try:
-            found = list_nodes(
-                address=f"http://127.0.0.1:{dashboard_port}",
-                filters=[("state", "=", "ALIVE")],
-                timeout=5,
-                raise_on_missing_output=False,
-            )
-        except Exception:  # the dashboard is still starting
-            return []
-        return [n.node_id for n in found]
-
-    return probe
 
 
 def evaluation_nodes(dashboard_port: int) -> list[str]:

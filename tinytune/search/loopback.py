@@ -1,0 +1,189 @@
+"""A Ray cluster of two nodes on one machine (loopback), each node with its own temp folder and
+environment, as a second host would have: how the tests and ``bench/workers.py`` try
+``--ray-address`` and the shipping of files through Ray without a second machine.
+
+Every port is explicit: two nodes on one host must not both claim Ray's defaults (the dashboard
+agent's 52365, for one), and neither may collide with another cluster on the machine. The nodes
+are stopped through their process groups, never with ``ray stop``, which would stop every Ray
+cluster of the user on this machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+NODE_MEMORY = ["--memory=2000000000", "--object-store-memory=150000000"]
+_NODE_PORTS = (
+    "--node-manager-port",
+    "--object-manager-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--metrics-export-port",
+)
+
+
+class LoopbackUnavailable(RuntimeError):
+    """Ray cannot start a node on this machine (no ``ray`` command, the head exits at once)."""
+
+
+class LoopbackError(RuntimeError):
+    """A node started but the cluster did not form in time; the message ends with its log."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    gcs_port: int
+    dashboard_port: int
+    nodes: Callable[[], list[str]]  # IDs of the alive nodes
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.gcs_port}"
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports that were free on 127.0.0.1 a moment ago."""
+    sockets = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+@contextmanager
+def ray_node(args: list[str], log: Path, env: dict[str, str]) -> Iterator[subprocess.Popen]:
+    """``ray start ... --block`` in a session of its own; on exit every process of that node
+    (GCS, raylet, agents, workers) is stopped through its process group."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            ["ray", "start", *args, "--block", "--disable-usage-stats", *NODE_MEMORY],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        yield proc
+    finally:
+        for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                continue
+            if not _group_alive(proc.pid):
+                break
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def alive_nodes(dashboard_port: int) -> Callable[[], list[str]]:
+    """A probe of the IDs of the cluster's alive nodes, through Ray's state API."""
+
+    def probe() -> list[str]:
+        from ray.util.state import list_nodes
+
+        try:
+            found = list_nodes(
+                address=f"http://127.0.0.1:{dashboard_port}",
+                filters=[("state", "=", "ALIVE")],
+                timeout=5,
+                raise_on_missing_output=False,
+            )
+        except Exception:  # the dashboard is still starting
+            return []
+        return [n.node_id for n in found]
+
+    return probe
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float, what: str, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise LoopbackError(f"{what} within {timeout:.0f} s; log:\n{log.read_text()[-3000:]}")
+        time.sleep(0.5)
+
+
+@contextmanager
+def two_nodes(
+    logs: Path, env: dict[str, str], worker_env: dict[str, str], cpus: int = 1
+) -> Iterator[Cluster]:
+    """A head and a worker node on loopback with ``cpus`` CPUs each, the head started with
+    ``env`` and the worker with ``worker_env``, their logs in the folder ``logs``."""
+    if shutil.which("ray") is None:
+        raise LoopbackUnavailable("the 'ray' command is not on PATH, so 'ray start' cannot run")
+    (gcs, dashboard, client, *head_ports), worker_ports = free_ports(9), free_ports(5)
+    head_args = [
+        "--head",
+        f"--port={gcs}",
+        "--node-ip-address=127.0.0.1",
+        f"--num-cpus={cpus}",
+        "--include-dashboard=true",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard}",
+        f"--ray-client-server-port={client}",
+        f"--runtime-env-agent-port={head_ports.pop()}",
+        *(f"{flag}={port}" for flag, port in zip(_NODE_PORTS, head_ports, strict=True)),
+    ]
+    worker_args = [
+        f"--address=127.0.0.1:{gcs}",
+        "--node-ip-address=127.0.0.1",
+        f"--num-cpus={cpus}",
+        *(f"{flag}={port}" for flag, port in zip(_NODE_PORTS, worker_ports, strict=True)),
+    ]
+    # temp folders under /tmp keep Ray's Unix socket paths short enough
+    head_tmp = Path(tempfile.mkdtemp(prefix="tt-ray-"))
+    worker_tmp = Path(tempfile.mkdtemp(prefix="tt-ray-"))
+    head_log, worker_log = logs / "head.log", logs / "worker.log"
+    try:
+        with ray_node([*head_args, f"--temp-dir={head_tmp}"], head_log, env) as head:
+            deadline = time.monotonic() + 60
+            while not answers(gcs) and head.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.3)
+            if head.poll() is not None:
+                raise LoopbackUnavailable(
+                    f"'ray start --head' cannot run here: {head_log.read_text()[-800:]}"
+                )
+            _wait_for(lambda: answers(gcs), 0, "the head's GCS did not answer", head_log)
+            with ray_node([*worker_args, f"--temp-dir={worker_tmp}"], worker_log, worker_env):
+                nodes = alive_nodes(dashboard)
+                _wait_for(
+                    lambda: len(nodes()) == 2, 90, "the second node did not join", worker_log
+                )
+                yield Cluster(gcs, dashboard, nodes)
+    finally:
+        shutil.rmtree(head_tmp, ignore_errors=True)
+        shutil.rmtree(worker_tmp, ignore_errors=True)
