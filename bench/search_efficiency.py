@@ -25,7 +25,8 @@ they are left out of all of them). Strategies:
   screening fidelity, so that it fits the budget), then an evolutionary search (NSGA-II,
   ``--evolution-trials`` candidates scored by the additive estimate and the hardware model) over
   the update schemes of that one sub-network, and the points of its estimated front that add
-  most hypervolume measured in full with the epochs left.
+  most hypervolume measured in full with the epochs left (then, while epochs are left, those
+  of the population's next non-dominated layer, and so on).
 
 tinytune's strategies also run with ``--small-budget`` measured fine-tunes' worth (a third of
 the default budget: ``default@4`` and so on), to see whether they reach the baselines'
@@ -75,7 +76,7 @@ from tinytune.search.contribution import (
 from tinytune.search.executor import Executor, Metered
 from tinytune.search.ladder import choose_promotion, reference
 from tinytune.search.lr import LrCalibration, family_of
-from tinytune.search.pareto import hypervolume
+from tinytune.search.pareto import hypervolume, pareto_front
 from tinytune.search.proxy import estimate, kendall_tau
 from tinytune.search.study import Attr
 from tinytune.spaces import default_subnet, get_supernet, subnet_params, suggest_candidate
@@ -221,20 +222,25 @@ def mcunetv3_run(
         ),
     )
     evolution.optimize(objective, n_trials=args.evolution_trials)
-    feasible = {
-        t.number: costs[t.number]
-        for t in evolution.best_trials
-        if t.user_attrs["constraints"][0] <= 0
-    }
-    unique = {c.key: (c, cost, acc) for c, cost, acc in feasible.values()}
+    feasible = [costs[t.number] for t in evolution.trials if t.user_attrs["constraints"][0] <= 0]
+    unique = list({c.key: (c, cost, acc) for c, cost, acc in feasible}.values())
     left = int((args.budget * args.epochs - metered.train_epochs) // args.epochs)
     picks: list[tuple[Any, Any, float]] = []
-    pool = list(unique.values())
-    while pool and len(picks) < left:
-        contenders = [(a, float(c.arena_bytes), float(c.latency_s or 0.0)) for _, c, a in pool]
-        chosen = [(a, float(c.arena_bytes), float(c.latency_s or 0.0)) for _, c, a in picks]
-        ref = reference([*contenders, *chosen], budget, None)
-        picks.append(pool.pop(choose_promotion(contenders, chosen, ref)))
+
+    def objectives(entry: tuple[Any, Any, float]) -> tuple[float, float, float]:
+        _, cost, accuracy = entry
+        return accuracy, float(cost.arena_bytes), float(cost.latency_s or 0.0)
+
+    # the estimated front first, most hypervolume first; with epochs left, the next
+    # non-dominated layer of the population, and so on
+    while unique and len(picks) < left:
+        layer = pareto_front([(-a, m, t) for a, m, t in map(objectives, unique)])
+        pool = [unique[i] for i in layer]
+        unique = [u for i, u in enumerate(unique) if i not in set(layer)]
+        while pool and len(picks) < left:
+            contenders, chosen = list(map(objectives, pool)), list(map(objectives, picks))
+            ref = reference([*contenders, *chosen], budget, None)
+            picks.append(pool.pop(choose_promotion(contenders, chosen, ref)))
     for i, (candidate, _, _) in enumerate(picks):
         metered.submit(i, task(candidate, full, 1.0))
     points: list[Point] = []
