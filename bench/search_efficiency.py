@@ -224,7 +224,10 @@ def mcunetv3_run(
     evolution.optimize(objective, n_trials=args.evolution_trials)
     feasible = [costs[t.number] for t in evolution.trials if t.user_attrs["constraints"][0] <= 0]
     unique = list({c.key: (c, cost, acc) for c, cost, acc in feasible}.values())
-    left = int((args.budget * args.epochs - metered.train_epochs) // args.epochs)
+    # a measured fine-tune costs its epochs on every train/validation partition
+    left = int(
+        (args.budget * args.epochs - metered.train_epochs) // (args.epochs * checked.repeats)
+    )
     picks: list[tuple[Any, Any, float]] = []
 
     def objectives(entry: tuple[Any, Any, float]) -> tuple[float, float, float]:
