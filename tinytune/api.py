@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from tinytune.search import FrontPoint, SearchEvent, SearchResult
 
 __all__ = [
+    "DEFAULT_SAMPLER",
     "DEFAULT_STORAGE",
     "DEFAULT_SUPERNET",
     "Exported",
@@ -32,6 +33,9 @@ __all__ = [
 
 DEFAULT_STORAGE = "sqlite:///tinytune.db"
 DEFAULT_SUPERNET = "ofa-proxyless-w0.35"
+DEFAULT_SAMPLER = "tpe-early"
+"""The sampler of ``tinytune search``: of tinytune's strategies, the best median hypervolume at
+equal compute in ``bench/search_efficiency.py`` (``docs/benchmarks.md``, "Search efficiency")."""
 DEFAULT_DEVICE_LR = 0.003125
 """The bundle's learning rate when no device accuracy was measured: the smaller of the rates
 that ``--verify-int8`` tries (:data:`tinytune.search.verify.INT8_LRS`)."""
@@ -70,7 +74,7 @@ def optimize(
     weights: str | Path | None = None,
     preset: str | None = None,
     precision: str = "int8",
-    sampler: str = "tpe",
+    sampler: str = DEFAULT_SAMPLER,
     seed: int = 0,
     epochs: int = 8,
     lr: float | None = None,

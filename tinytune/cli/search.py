@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from tinytune.api import DEFAULT_SAMPLER
 from tinytune.cli.common import DEFAULT_STORAGE
 
 __all__ = ["search"]
@@ -125,7 +126,7 @@ def search(
             help="Optuna sampler: tpe, tpe-early (models from the 5th trial on), gp (Gaussian "
             "process, from the 5th trial on), random or nsga2."
         ),
-    ] = "tpe",
+    ] = DEFAULT_SAMPLER,
     proxy: Annotated[
         bool,
         typer.Option(

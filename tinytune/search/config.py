@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinytune.api import DEFAULT_SAMPLER
 from tinytune.errors import BudgetError, ConfigError
 from tinytune.evaluators import FinetuneConfig, HardwareConfig
 from tinytune.hwmodels.devices import ENGINES
@@ -97,7 +98,7 @@ class SearchConfig:
     flash_budget_bytes: int | None = None
     latency_budget_s: float | None = None
     seed: int = 0
-    sampler: str = "tpe"
+    sampler: str = DEFAULT_SAMPLER
     baselines: bool = True
     reference: bool = True
     tune_lr: bool = True
