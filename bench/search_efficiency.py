@@ -11,15 +11,15 @@ validation split, in a study of its own, and given to every run — or one ``--l
 grid and the full-fine-tuning reference of a real study are the same for every strategy, so
 they are left out of all of them). Strategies:
 
-* ``default``: what ``tinytune search`` does — Optuna's TPE (random for its first 10 trials),
-  after the four baseline presets on the default sub-network;
-* ``tpe-early``: the same with TPE modelling from the 5th trial on, grouped conditional
-  parameters;
+* ``tpe-baselines``: the default of earlier versions of ``tinytune search`` — Optuna's TPE (random
+  for its first 10 trials), after the four baseline presets on the default sub-network;
+* ``tpe-early``: what it does now (``--sampler tpe-early``, the default) — the same with TPE
+  modelling from the 5th trial on, all parameters jointly, grouped conditional parameters;
 * ``halving``: ``tpe-early`` with successive halving: brackets of ``--eta`` candidates on one
   sub-network screened by short fine-tunes (``--screen-epochs`` on ``--screen-fraction`` of the
   training images), the one adding most to the measured front fine-tuned in full; it measures
   fewer candidates in full so that its total epochs stay within the budget;
-* ``gp``: the same with Optuna's Gaussian-process sampler (from the 5th trial on) instead of TPE;
+* ``gp``: the baseline presets, then Optuna's Gaussian-process sampler (from the 5th trial on);
 * ``random``, ``tpe``, ``nsga2``: Optuna's samplers on the joint space, no baselines;
 * ``mcunetv3``: MCUNetV3's recipe — contribution analysis of the default sub-network (at the
   screening fidelity, so that it fits the budget), then an evolutionary search (NSGA-II,
@@ -29,7 +29,7 @@ they are left out of all of them). Strategies:
   of the population's next non-dominated layer, and so on).
 
 tinytune's strategies also run with ``--small-budget`` measured fine-tunes' worth (a third of
-the default budget: ``default@4`` and so on), to see whether they reach the baselines'
+the default budget: ``tpe-early@4`` and so on), to see whether they reach the baselines'
 hypervolume with a third of their compute.
 
 Reported per strategy, over the seeds: the median and the range of the hypervolume of the
@@ -82,7 +82,7 @@ from tinytune.search.study import Attr
 from tinytune.spaces import default_subnet, get_supernet, subnet_params, suggest_candidate
 
 SEARCHES: dict[str, dict[str, Any]] = {
-    "default": {"sampler": "tpe", "baselines": True},  # what `tinytune search` does
+    "tpe-baselines": {"sampler": "tpe", "baselines": True},  # the default before tpe-early
     "tpe-early": {"sampler": "tpe-early", "baselines": True},
     "halving": {"sampler": "tpe-early", "baselines": True, "halving": True},
     "gp": {"sampler": "gp", "baselines": True},
@@ -92,7 +92,7 @@ SEARCHES: dict[str, dict[str, Any]] = {
 }
 STRATEGIES = (*SEARCHES, "mcunetv3")
 BASELINES = ("random", "tpe", "nsga2", "mcunetv3")  # what tinytune's strategies are judged by
-MINE = ("default", "tpe-early", "halving", "gp")
+MINE = ("tpe-baselines", "tpe-early", "halving", "gp")
 
 Point = tuple[float, float, float, float | None]  # val accuracy, SRAM, latency s, test accuracy
 
