@@ -270,6 +270,9 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
     keys = {p.candidate_key for p in view.front}
     assert keys and set(view.int8) == keys  # every front point, the reference excluded
     assert f"{len(keys)} front points trained here" in out and "int8 val/test" in out
+    # every rate on every partition, outside the search's compute line
+    int8_epochs = len(keys) * INT8_EPOCHS * len(INT8_LRS) * 5
+    assert f"{int8_epochs} epochs (every rate tried)" in out
     for key, device in view.int8.items():
         shown = f"{100 * device.val_accuracy:.1f}/{100 * device.test_accuracy:.1f}%"
         assert shown in out, key
@@ -282,7 +285,8 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
         with open_store(url) as store:
             fp32 = store.find_evaluation("tinytune", e.candidate_key, "measured")
         assert fp32 is not None and fp32.details is not None
-        assert e.details["repeats"] == fp32.details["repeats"] > 1
+        assert e.details["repeats"] == fp32.details["repeats"] == 5
+        assert e.details["train_epochs"] == INT8_EPOCHS * len(INT8_LRS) * 5
         tried = e.details["tried"]
         assert [t["lr"] for t in tried] == list(INT8_LRS)
         best = max(tried, key=lambda t: t["val"])
@@ -293,7 +297,7 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
         )
     assert main([*argv, "--verify-int8"]) == 0  # stored: not trained again
     out = " ".join(capsys.readouterr().out.split())
-    assert "0 front points trained here" in out
+    assert "0 front points trained here, 0 epochs" in out
     assert main(["pareto", "--storage", url]) == 0
     assert "int8 val/test" in capsys.readouterr().out
 

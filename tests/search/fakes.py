@@ -1,12 +1,16 @@
 """Made-up inputs for the search tests: an evaluator that trains nothing, with an accuracy
-that adds up by parts, and a contribution table written by hand."""
+that adds up by parts, a contribution table written by hand, and the small search config the
+driver tests start from."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from tinytune.db import ContributionRecord
+from tinytune.evaluators import FinetuneConfig
+from tinytune.search import SearchConfig
 from tinytune.search.contribution import subnet_key
 from tinytune.spaces import Candidate, conv_kinds, default_subnet, get_supernet
 
@@ -14,6 +18,21 @@ SPEC = get_supernet("ofa-proxyless-w0.35")
 SUBNET = default_subnet(SPEC)
 KINDS = conv_kinds(SPEC, SUBNET)  # 37 convolutions, 12 blocks
 N = len(KINDS)
+
+
+def search_config(ckpt: Path, **kw: Any) -> SearchConfig:
+    """A study ``s`` of 2 fine-tunes of 1 epoch at a fixed rate, with no reference; ``kw``
+    overrides or adds any field."""
+    fields: dict[str, Any] = {
+        "checkpoint": str(ckpt),
+        "study_name": "s",
+        "trials": 2,
+        "reference": False,
+        "tune_lr": False,
+        "finetune": FinetuneConfig(epochs=1, batch_size=32, lr=0.05),
+        **kw,
+    }
+    return SearchConfig(**fields)
 
 
 def fake_accuracy(candidate: Candidate) -> float:

@@ -10,24 +10,13 @@ import pytest
 
 from tinytune.db import open_store
 from tinytune.errors import BudgetError, StorageError
-from tinytune.evaluators import FinetuneConfig, run_evaluation
-from tinytune.search import InlineExecutor, SearchConfig, run_search
+from tinytune.evaluators import run_evaluation
+from tinytune.search import InlineExecutor, run_search
 from tinytune.spaces import Candidate, get_supernet
 
+from .fakes import search_config
+
 SPEC = get_supernet("ofa-proxyless-w0.35")
-
-
-def _config(ckpt: Path, **kw: object) -> SearchConfig:
-    base = {
-        "checkpoint": str(ckpt),
-        "study_name": "s",
-        "trials": 2,
-        "reference": False,
-        "tune_lr": False,
-        "finetune": FinetuneConfig(epochs=1, batch_size=32, lr=0.05),
-    }
-    base.update(kw)
-    return SearchConfig(**base)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
@@ -35,7 +24,7 @@ def test_search_stores_the_same_trials_in_optuna_and_tinytune(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    config = _config(tiny_checkpoint, reference=True)
+    config = search_config(tiny_checkpoint, reference=True)
     with open_store(url) as store:
         result = run_search(config, store, InlineExecutor(run_evaluation))
     assert result.counts.measured == 3  # the budget of 2, and the reference beside it
@@ -44,7 +33,7 @@ def test_search_stores_the_same_trials_in_optuna_and_tinytune(
     # the reference first (full fine-tuning, measured over the SRAM budget), then the baselines
     assert [t.params["scheme"] for t in complete] == ["full", "last", "bias-only"]
     assert complete[0].user_attrs["reference"] is True
-    assert complete[0].user_attrs["constraints"][0] > 0  # infeasible for the samplers
+    assert complete[0].constraints["sram"] > 0  # infeasible for the samplers
     assert result.reference is not None and result.reference.trial == complete[0].number
     assert complete[0].user_attrs["candidate_key"] not in {
         p.candidate_key for p in result.front
@@ -71,10 +60,12 @@ def test_a_study_with_another_space_is_refused_and_kept(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:
-        run_search(_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
+        run_search(search_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
     with open_store(url) as store, pytest.raises(StorageError, match="another search space"):
         run_search(
-            _config(tiny_checkpoint, dataset="procedural"), store, InlineExecutor(run_evaluation)
+            search_config(tiny_checkpoint, dataset="procedural"),
+            store,
+            InlineExecutor(run_evaluation),
         )
     assert len(optuna.load_study(study_name="s", storage=url).trials) >= 1
 
@@ -90,7 +81,7 @@ def test_a_study_stored_before_engines_were_named_goes_on_with_its_engine(
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:
         run_search(
-            _config(tiny_checkpoint, trials=1, engine="published"),
+            search_config(tiny_checkpoint, trials=1, engine="published"),
             store,
             InlineExecutor(run_evaluation),
         )
@@ -101,10 +92,10 @@ def test_a_study_stored_before_engines_were_named_goes_on_with_its_engine(
         open_store(url) as store,
         pytest.raises(StorageError, match=r"'engine': \('published', 'bundle'\).* --engine publ"),
     ):
-        run_search(_config(tiny_checkpoint, trials=2), store, InlineExecutor(run_evaluation))
+        run_search(search_config(tiny_checkpoint, trials=2), store, InlineExecutor(run_evaluation))
     with open_store(url) as store:
         run_search(
-            _config(tiny_checkpoint, trials=2, engine="published"),
+            search_config(tiny_checkpoint, trials=2, engine="published"),
             store,
             InlineExecutor(run_evaluation),
         )
@@ -117,7 +108,9 @@ def test_infeasible_budget_is_refused_before_anything_runs(
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store, pytest.raises(BudgetError, match="no candidate"):
         run_search(
-            _config(tiny_checkpoint, sram_budget_bytes=1024), store, InlineExecutor(run_evaluation)
+            search_config(tiny_checkpoint, sram_budget_bytes=1024),
+            store,
+            InlineExecutor(run_evaluation),
         )
 
 
@@ -128,7 +121,7 @@ def test_failed_evaluations_are_stored_not_lost(tmp_path: Path, tiny_checkpoint:
         return {"status": "failed", "error": "RuntimeError: out of memory", "wall_time_s": 0.1}
 
     with open_store(url) as store:
-        result = run_search(_config(tiny_checkpoint), store, InlineExecutor(broken))
+        result = run_search(search_config(tiny_checkpoint), store, InlineExecutor(broken))
         failed = store.evaluations("s", status="failed")
     assert result.counts.failed == 2 and result.counts.measured == 0
     assert [e.error for e in failed] == ["RuntimeError: out of memory"] * 2
@@ -148,7 +141,7 @@ def test_over_budget_candidates_are_pruned_without_training(
         calls.append(task)
         return run_evaluation(task)
 
-    config = _config(tiny_checkpoint, trials=5, sram_budget_bytes=60 * 1024)
+    config = search_config(tiny_checkpoint, trials=5, sram_budget_bytes=60 * 1024)
     with open_store(url) as store:
         result = run_search(config, store, InlineExecutor(counting))
     study = optuna.load_study(study_name="s", storage=url)
@@ -175,7 +168,7 @@ def test_a_trial_whose_driver_died_is_failed_and_retried(
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:
         run_search(
-            _config(tiny_checkpoint, trials=1, baselines=False),
+            search_config(tiny_checkpoint, trials=1, baselines=False),
             store,
             InlineExecutor(run_evaluation),
         )
@@ -185,12 +178,13 @@ def test_a_trial_whose_driver_died_is_failed_and_retried(
     from tinytune.spaces import suggest_candidate
 
     suggest_candidate(dead, SPEC)
+    dead.set_constraint("sram", 1e9)  # as if proposed under a budget raised since
     if beat:
         storage.record_heartbeat(dead._trial_id)
         time.sleep(5.5)  # SQLite's clock has whole seconds: a margin over the grace period
     with open_store(url) as store:
         result = run_search(
-            _config(
+            search_config(
                 tiny_checkpoint, trials=2, resume=True, baselines=False, heartbeat_s=1, grace_s=4
             ),
             store,
@@ -208,13 +202,18 @@ def test_a_trial_whose_driver_died_is_failed_and_retried(
     assert len(retried) == 1 and retried[0].params == dead.params
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     assert retried[0].state in finished  # measured, or pruned as over budget
+    # constrained afresh, under this run's budgets, not those the dead trial carried
+    budget = search_config(tiny_checkpoint).sram_budget_bytes
+    assert budget is not None
+    assert set(retried[0].constraints) == {"sram", "flash", "latency"}
+    assert retried[0].constraints["sram"] == retried[0].user_attrs["memory_bytes"] - budget
 
 
 @pytest.mark.requires_postgres
 def test_search_on_postgresql(postgres_url: str, tiny_checkpoint: Path) -> None:
     with open_store(postgres_url) as store:
         result = run_search(
-            _config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation)
+            search_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation)
         )
         evals = store.evaluations("s")
     assert result.counts.measured == 1 and len(evals) == 1
@@ -251,7 +250,7 @@ def test_latency_budget_prunes_and_budgets_beyond_the_device_are_refused(
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store, pytest.raises(BudgetError, match="exceeds the 327680 bytes"):
         run_search(
-            _config(tiny_checkpoint, sram_budget_bytes=512 * 1024),
+            search_config(tiny_checkpoint, sram_budget_bytes=512 * 1024),
             store,
             InlineExecutor(run_evaluation),
         )
@@ -260,14 +259,16 @@ def test_latency_budget_prunes_and_budgets_beyond_the_device_are_refused(
         pytest.raises(BudgetError, match=r"latency budget of 0\.001 ms"),
     ):
         run_search(
-            _config(tiny_checkpoint, latency_budget_s=1e-6), store, InlineExecutor(run_evaluation)
+            search_config(tiny_checkpoint, latency_budget_s=1e-6),
+            store,
+            InlineExecutor(run_evaluation),
         )
     # a budget just above the classifier-only baseline: it is measured, costlier schemes pruned
     hw = HardwareEvaluator(SPEC, 10, HardwareConfig(), get_device("stm32f746"))  # the bundle
     last = hw(make_preset("last", SPEC, default_subnet(SPEC))).latency_s
     with open_store(url) as store:
         result = run_search(
-            _config(tiny_checkpoint, latency_budget_s=1.001 * last, max_idle_proposals=8),
+            search_config(tiny_checkpoint, latency_budget_s=1.001 * last, max_idle_proposals=8),
             store,
             InlineExecutor(run_evaluation),
         )
@@ -276,26 +277,28 @@ def test_latency_budget_prunes_and_budgets_beyond_the_device_are_refused(
     study = optuna.load_study(study_name="s", storage=url)
     pruned = study.get_trials(states=(optuna.trial.TrialState.PRUNED,))
     assert all("latency exceeds its budget" in t.user_attrs["pruned_reason"] for t in pruned)
-    assert all(t.user_attrs["constraints"][2] > 0 for t in pruned)
+    assert all(t.constraints["latency"] > 0 for t in pruned)
 
 
 def test_trials_count_over_the_whole_study(tmp_path: Path, tiny_checkpoint: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:
         first = run_search(
-            _config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation)
+            search_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation)
         )
         again = run_search(
-            _config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation)
+            search_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation)
         )
         more = run_search(
-            _config(tiny_checkpoint, trials=2, resume=True), store, InlineExecutor(run_evaluation)
+            search_config(tiny_checkpoint, trials=2, resume=True),
+            store,
+            InlineExecutor(run_evaluation),
         )
         assert (first.counts.measured, again.counts.measured, more.counts.measured) == (1, 0, 1)
         assert len(store.evaluations("s", fidelity="measured")) == 2
     with open_store(url) as store, pytest.raises(StorageError, match="no study 'other'"):
         run_search(
-            _config(tiny_checkpoint, study_name="other", resume=True),
+            search_config(tiny_checkpoint, study_name="other", resume=True),
             store,
             InlineExecutor(run_evaluation),
         )

@@ -17,7 +17,7 @@ from tinytune.search.executor import Metered
 from tinytune.search.study import EARLY_STARTUP_TRIALS, make_sampler
 from tinytune.spaces import Candidate
 
-from .fakes import fake_accuracy
+from .fakes import fake_accuracy, search_config
 
 EPOCHS = 4
 
@@ -48,21 +48,17 @@ class ScreeningFake:
 
 
 def _config(ckpt: Path, **kw: object) -> SearchConfig:
-    base: dict[str, object] = {
-        "checkpoint": str(ckpt),
-        "study_name": "s",
+    """Brackets of 3, each screened for 1 epoch on half the training set."""
+    fields: dict[str, object] = {
         "trials": 3,
         "baselines": False,
-        "reference": False,
-        "tune_lr": False,
         "halving": True,
         "proxy_eta": 3,
         "screen_epochs": 1,
         "screen_fraction": 0.5,
         "finetune": FinetuneConfig(epochs=EPOCHS, batch_size=32, lr=0.05),
     }
-    base.update(kw)
-    return SearchConfig(**base)  # type: ignore[arg-type]
+    return search_config(ckpt, **{**fields, **kw})
 
 
 def test_halving_screens_each_bracket_and_measures_one_member(
@@ -197,7 +193,7 @@ def test_tpe_early_and_gp_model_from_their_fifth_trial() -> None:
         for _ in range(EARLY_STARTUP_TRIALS + 3):
             trial = study.ask()
             x, y = trial.suggest_float("x", 0, 1), trial.suggest_float("y", 0, 1)
-            trial.set_user_attr("constraints", [0.0])
+            trial.set_constraint("sram", 0.0)
             study.tell(trial, (x + y, x * y, 1 - x))
             out.append((x, y))
         return out

@@ -11,7 +11,6 @@ import optuna
 import pytest
 
 from tinytune.db import open_store
-from tinytune.evaluators import FinetuneConfig
 from tinytune.search import InlineExecutor, SearchConfig, run_search
 from tinytune.search.contribution import ContributionPlan
 from tinytune.search.ladder import (
@@ -22,7 +21,7 @@ from tinytune.search.ladder import (
 )
 from tinytune.search.study import Attr
 
-from .fakes import FakeEvaluator, N
+from .fakes import FakeEvaluator, N, search_config
 
 REF = (0.0, 100.0, 1.0)
 FRONT = [(0.5, 50.0, 0.5)]  # normalised: (−0.5, 0.5, 0.5), a box of 0.5 · 0.5 · 0.5
@@ -62,20 +61,15 @@ PLAN = ContributionPlan(
 
 
 def _config(ckpt: Path, **kw: object) -> SearchConfig:
-    base: dict[str, object] = {
-        "checkpoint": str(ckpt),
-        "study_name": "s",
+    """The proxy ladder in brackets of 3, over the hand-written contribution plan."""
+    fields: dict[str, object] = {
         "trials": 3,
         "baselines": False,
-        "reference": False,
-        "tune_lr": False,
         "proxy": True,
         "proxy_eta": 3,
         "contribution_plan": PLAN,
-        "finetune": FinetuneConfig(epochs=1, batch_size=32, lr=0.05),
     }
-    base.update(kw)
-    return SearchConfig(**base)  # type: ignore[arg-type]
+    return search_config(ckpt, **{**fields, **kw})
 
 
 def _api(url: str, path: str) -> dict:

@@ -323,8 +323,9 @@ def search(
     if verify_int8:
         console.print(
             f"device accuracy (int8, batch 1, QAS, {INT8_EPOCHS} epochs, rate per point chosen "
-            f"on validation): {result.int8_runs} front points trained here in "
-            f"{result.int8_s:.0f} s of workers' time; {len(result.int8)} of the "
+            f"on validation): {result.int8_runs} front points trained here, "
+            f"{result.int8_epochs:g} epochs (every rate tried), {result.int8_s:.0f} s of "
+            f"workers' time; {len(result.int8)} of the "
             f"{len(result.front)} points have one"
         )
     for error in result.errors:

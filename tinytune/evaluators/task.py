@@ -191,5 +191,6 @@ def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
             "qas": qas,
             "tried": tried,
             "repeats": repeats,
+            "train_epochs": int(settings["epochs"]) * len(tried) * repeats,
         },
     }

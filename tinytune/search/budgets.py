@@ -15,6 +15,7 @@ from tinytune.search.config import SearchConfig
 from tinytune.spaces import default_subnet, get_supernet, make_preset
 
 __all__ = [
+    "CONSTRAINTS",
     "RunLimits",
     "StudyBudget",
     "check_budgets",
@@ -23,7 +24,10 @@ __all__ = [
     "violations",
 ]
 
-_CONSTRAINTS = (("peak SRAM", " B"), ("flash", " B"), ("training-step latency", " s"))
+CONSTRAINTS = ("sram", "flash", "latency")
+"""The names of a trial's budget constraints in Optuna (``trial.constraints``), in the order of
+:func:`violations`."""
+_WHAT = (("peak SRAM", " B"), ("flash", " B"), ("training-step latency", " s"))
 
 
 def check_budgets(config: SearchConfig, device: DeviceProfile) -> None:
@@ -83,7 +87,7 @@ def over_budget(
     )
     over = [
         f"predicted {what} exceeds its budget by {amount:g}{unit}"
-        for (what, unit), amount in zip(_CONSTRAINTS, v, strict=True)
+        for (what, unit), amount in zip(_WHAT, v, strict=True)
         if amount > 0
     ]
     return v, "; ".join(over) or None

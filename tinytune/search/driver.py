@@ -215,6 +215,7 @@ class Run:
                 self.limits.idle,
             )
         front, hv = self.last if self.last is not None else self.snapshot()
+        search_epochs = self.executor.train_epochs
         int8_cost = verify_int8(self, front) if self.config.verify_int8 else (0, 0.0)
         self.publish(force=True)
         tau = rank_correlation(
@@ -234,7 +235,7 @@ class Run:
             contribution_tasks=table.tasks if table is not None else 0,
             contribution_s=self.ladder.contribution_s if self.ladder is not None else 0.0,
             task_time_s=self.task_time + (table.task_time_s if table is not None else 0.0),
-            train_epochs=self.executor.train_epochs,
+            train_epochs=search_epochs,
             proxy_tau=tau.tau,
             proxy_pairs=tau.n,
             lr_calibration=self.lrs,
@@ -246,6 +247,7 @@ class Run:
                 self.store, self.config.study_name, [p.candidate_key for p in front]
             ),
             int8_runs=int8_cost[0],
+            int8_epochs=self.executor.train_epochs - search_epochs,
             int8_s=int8_cost[1],
         )
 
@@ -331,9 +333,9 @@ class Run:
                 Attr.LATENCY: float(cost.latency_s or 0.0),
                 Attr.LATENCY_PROFILE: self.checked.latency_profile,
                 Attr.MCUNETV3_EXTRA: cost.memory.mcunetv3_extra_bytes,
-                Attr.CONSTRAINTS: constraints,
             },
         )
+        self.study.constrain(trial, constraints)
         if self.config.sram_budget_bytes is not None:
             self.study.note(trial, **{Attr.SRAM_BUDGET: self.config.sram_budget_bytes})
         if reason is None or reference:

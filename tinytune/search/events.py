@@ -102,8 +102,9 @@ class SearchResult:
         val_images, repeats: the validation split's size, and the train/val partitions each
             accuracy is the mean over (1: the data set's own split).
         int8: the device's accuracy (int8, batch 1, QAS) of front points, by candidate key,
-            where measured; ``int8_runs`` and ``int8_s``: trainings and task seconds spent on
-            it in this run.
+            where measured; ``int8_runs``, ``int8_epochs`` and ``int8_s``: trainings, their
+            epochs (every rate tried, at batch 1; not in ``train_epochs``) and task seconds
+            spent on it in this run.
     """
 
     study_name: str
@@ -128,4 +129,5 @@ class SearchResult:
     repeats: int = 1
     int8: dict[str, Int8Accuracy] = field(default_factory=dict)
     int8_runs: int = 0
+    int8_epochs: float = 0.0
     int8_s: float = 0.0

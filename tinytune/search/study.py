@@ -22,14 +22,17 @@ beats (``study.ask()`` from a notebook on the same study) is failed like a dead 
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 from tinytune.db import Store
 from tinytune.errors import StorageError
+from tinytune.search.budgets import CONSTRAINTS
 from tinytune.search.config import DIRECTIONS, OBJECTIVES, SearchConfig
 
 __all__ = ["MAX_RETRY", "Attr", "Heartbeats", "StudyAdapter"]
@@ -38,6 +41,11 @@ log = logging.getLogger(__name__)
 
 MAX_RETRY = 2
 """Times a trial whose driver died is enqueued again."""
+
+_CONSTRAINT_KEYS = {"constraints", *(f"constraints:{name}" for name in CONSTRAINTS)}
+"""Where Optuna keeps a trial's constraints among its system attributes: one key per constraint
+(``Trial.set_constraint``), and the list that a sampler's ``constraints_func`` stored in studies
+made before."""
 
 
 class Attr:
@@ -52,7 +60,6 @@ class Attr:
     LATENCY = "latency_s"
     LATENCY_PROFILE = "latency_profile"
     MCUNETV3_EXTRA = "mcunetv3_extra_bytes"
-    CONSTRAINTS = "constraints"
     SRAM_BUDGET = "sram_budget_bytes"
     FIDELITY = "fidelity"
     TEST_ACCURACY = "test_accuracy"
@@ -71,22 +78,20 @@ class Attr:
     FAILED_TRIAL = "failed_trial"  # system attribute of a retried trial (Optuna's callback)
 
 
-def _constraints(trial: Any) -> list[float]:
-    return trial.user_attrs.get(Attr.CONSTRAINTS, [0.0])
-
-
 EARLY_STARTUP_TRIALS = 4
 """Random trials before the ``tpe-early`` sampler models the finished ones."""
 
 
 def make_sampler(config: SearchConfig) -> Any:
-    """Optuna's sampler named by ``config.sampler``, seeded, budgets as constraints."""
+    """Optuna's sampler named by ``config.sampler``, seeded. Every one of them reads the budgets
+    from the constraints each trial carries (:meth:`StudyAdapter.constrain`): a trial over a
+    budget is infeasible, ranked below every feasible one."""
     import optuna
 
     if config.sampler == "random":
         return optuna.samplers.RandomSampler(seed=config.seed)
     if config.sampler == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=config.seed, constraints_func=_constraints)
+        return optuna.samplers.NSGAIISampler(seed=config.seed)
     if config.sampler == "tpe-early":
         # Optuna's TPE draws its first 10 trials at random, which at a budget of about ten
         # fine-tunes is random search; this one models from the 5th on, all parameters jointly
@@ -94,7 +99,6 @@ def make_sampler(config: SearchConfig) -> Any:
         # family (define-by-run) apart
         return optuna.samplers.TPESampler(
             seed=config.seed,
-            constraints_func=_constraints,
             n_startup_trials=EARLY_STARTUP_TRIALS,
             multivariate=True,
             group=True,
@@ -106,11 +110,10 @@ def make_sampler(config: SearchConfig) -> Any:
         # does for any parameter outside the intersection of the trials' spaces
         return optuna.samplers.GPSampler(
             seed=config.seed,
-            constraints_func=_constraints,
             n_startup_trials=EARLY_STARTUP_TRIALS,
             warn_independent_sampling=False,
         )
-    return optuna.samplers.TPESampler(seed=config.seed, constraints_func=_constraints)
+    return optuna.samplers.TPESampler(seed=config.seed)
 
 
 class Heartbeats:
@@ -161,7 +164,6 @@ class StudyAdapter:
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-        warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
         self.config, self.store = config, store
         self.retried = 0
         self._checked = -float("inf")
@@ -257,7 +259,12 @@ class StudyAdapter:
             trial.number,
             released,
         )
-        self._retry(study, trial)
+        # the retry is constrained afresh when proposed (the budgets may have changed since)
+        retry = copy.copy(trial)
+        retry.system_attrs = {
+            k: v for k, v in trial.system_attrs.items() if k not in _CONSTRAINT_KEYS
+        }
+        self._retry(study, retry)
         self.retried += 1
 
     def fail_stale(self, force: bool = False) -> None:
@@ -345,6 +352,17 @@ class StudyAdapter:
                 trial.set_user_attr(name, value)
         except optuna.exceptions.UpdateFinishedTrialError:
             log.info("trial %d was finished by another driver; its attributes stay", trial.number)
+
+    def constrain(self, trial: Any, violations: Sequence[float]) -> None:
+        """Give the samplers how far a trial exceeds each budget (> 0) or meets it (<= 0), as
+        Optuna's constraints named :data:`~tinytune.search.budgets.CONSTRAINTS`."""
+        import optuna
+
+        try:
+            for name, value in zip(CONSTRAINTS, violations, strict=True):
+                trial.set_constraint(name, value)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            log.info("trial %d was finished by another driver; its constraints stay", trial.number)
 
     def let_go(self, trial: Any) -> None:
         """Leave a trial to the driver that holds its claim: no more heartbeats from here."""
