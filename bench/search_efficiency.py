@@ -205,7 +205,7 @@ def mcunetv3_run(
     def objective(trial: optuna.Trial) -> tuple[float, float, float]:
         candidate = suggest_candidate(trial, spec)
         cost = checked.hardware(candidate)
-        trial.set_user_attr("constraints", [float(cost.arena_bytes - budget)])
+        trial.set_constraint("sram", float(cost.arena_bytes - budget))
         accuracy = estimate(candidate, table, table.base).accuracy
         costs[trial.number] = (candidate, cost, accuracy)
         return accuracy, float(cost.arena_bytes), float(cost.latency_s or 0.0)
@@ -214,15 +214,11 @@ def mcunetv3_run(
         directions=list(DIRECTIONS),
         sampler=optuna.samplers.PartialFixedSampler(
             subnet_params(subnet),
-            optuna.samplers.NSGAIISampler(
-                population_size=args.population,
-                seed=seed,
-                constraints_func=lambda t: t.user_attrs["constraints"],
-            ),
+            optuna.samplers.NSGAIISampler(population_size=args.population, seed=seed),
         ),
     )
     evolution.optimize(objective, n_trials=args.evolution_trials)
-    feasible = [costs[t.number] for t in evolution.trials if t.user_attrs["constraints"][0] <= 0]
+    feasible = [costs[t.number] for t in evolution.trials if t.constraints["sram"] <= 0]
     unique = list({c.key: (c, cost, acc) for c, cost, acc in feasible}.values())
     # a measured fine-tune costs its epochs on every train/validation partition
     left = int(
