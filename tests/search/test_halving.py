@@ -193,7 +193,6 @@ def test_tpe_early_and_gp_model_from_their_fifth_trial() -> None:
         for _ in range(EARLY_STARTUP_TRIALS + 3):
             trial = study.ask()
             x, y = trial.suggest_float("x", 0, 1), trial.suggest_float("y", 0, 1)
-            trial.set_constraint("sram", 0.0)
             study.tell(trial, (x + y, x * y, 1 - x))
             out.append((x, y))
         return out

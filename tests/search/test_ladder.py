@@ -3,8 +3,6 @@ candidates while Optuna, the front and the hypervolume see measured results only
 
 from __future__ import annotations
 
-import json
-import wsgiref.util
 from pathlib import Path
 
 import optuna
@@ -21,6 +19,7 @@ from tinytune.search.ladder import (
 )
 from tinytune.search.study import Attr
 
+from .dashboard import dashboard_api
 from .fakes import FakeEvaluator, N, search_config
 
 REF = (0.0, 100.0, 1.0)
@@ -72,19 +71,6 @@ def _config(ckpt: Path, **kw: object) -> SearchConfig:
     return search_config(ckpt, **{**fields, **kw})
 
 
-def _api(url: str, path: str) -> dict:
-    """GET a JSON endpoint of optuna-dashboard's WSGI app for the database at ``url``."""
-    import optuna_dashboard
-
-    app = optuna_dashboard.wsgi(url)
-    environ: dict = {"PATH_INFO": path, "REQUEST_METHOD": "GET"}
-    wsgiref.util.setup_testing_defaults(environ)
-    status: list[str] = []
-    body = b"".join(app(environ, lambda s, _h, *_: status.append(s)))
-    assert status[0].startswith("200"), status
-    return json.loads(body)
-
-
 def test_ladder_promotes_and_tells_optuna_measured_values_only(tmp_path: Path) -> None:
     ckpt = tmp_path / "weights.pt"
     ckpt.write_bytes(b"supernet weights")
@@ -126,7 +112,7 @@ def test_ladder_promotes_and_tells_optuna_measured_values_only(tmp_path: Path) -
     # every measured candidate also has its proxy estimate: τ over all of them
     assert set(measured) <= set(proxy) and result.proxy_pairs == 2
     # the hypervolume history reaches optuna-dashboard's study page
-    detail = _api(url, f"/api/studies/{study._study_id}")
+    detail = dashboard_api(url, f"/api/studies/{study._study_id}")
     assert [g["id"] for g in detail["plotly_graph_objects"]] == [Attr.HYPERVOLUME_GRAPH]
 
 

@@ -22,7 +22,6 @@ beats (``study.ask()`` from a notebook on the same study) is failed like a dead 
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -42,10 +41,9 @@ log = logging.getLogger(__name__)
 MAX_RETRY = 2
 """Times a trial whose driver died is enqueued again."""
 
-_CONSTRAINT_KEYS = {"constraints", *(f"constraints:{name}" for name in CONSTRAINTS)}
-"""Where Optuna keeps a trial's constraints among its system attributes: one key per constraint
-(``Trial.set_constraint``), and the list that a sampler's ``constraints_func`` stored in studies
-made before."""
+CONSTRAINTS_ATTR = "constraints"
+"""The system attribute that holds a trial's constraints as one list, in the order of
+:data:`~tinytune.search.budgets.CONSTRAINTS`."""
 
 
 class Attr:
@@ -259,12 +257,7 @@ class StudyAdapter:
             trial.number,
             released,
         )
-        # the retry is constrained afresh when proposed (the budgets may have changed since)
-        retry = copy.copy(trial)
-        retry.system_attrs = {
-            k: v for k, v in trial.system_attrs.items() if k not in _CONSTRAINT_KEYS
-        }
-        self._retry(study, retry)
+        self._retry(study, trial)  # constrained afresh when proposed again
         self.retried += 1
 
     def fail_stale(self, force: bool = False) -> None:
@@ -354,13 +347,22 @@ class StudyAdapter:
             log.info("trial %d was finished by another driver; its attributes stay", trial.number)
 
     def constrain(self, trial: Any, violations: Sequence[float]) -> None:
-        """Give the samplers how far a trial exceeds each budget (> 0) or meets it (<= 0), as
-        Optuna's constraints named :data:`~tinytune.search.budgets.CONSTRAINTS`."""
+        """Give the samplers how far a trial exceeds each budget (> 0) or meets it (<= 0).
+
+        Stored, through the storage's API, as the one list that Optuna's samplers read as
+        ``trial.constraints`` (keys ``"0"``, ``"1"``, ``"2"``) and optuna-dashboard reads to
+        mark infeasible trials: :meth:`optuna.trial.Trial.set_constraint` stores one attribute
+        per constraint, which the samplers read too but optuna-dashboard (0.21) does not, and
+        samplers' ``constraints_func`` is deprecated. It replaces what a trial carried (a
+        retried trial, copied with its attributes, is constrained under this run's budgets).
+        """
         import optuna
 
+        if len(violations) != len(CONSTRAINTS):
+            raise ValueError(f"{len(CONSTRAINTS)} constraint values expected, got {violations}")
+        values = [float(v) for v in violations]
         try:
-            for name, value in zip(CONSTRAINTS, violations, strict=True):
-                trial.set_constraint(name, value)
+            self.storage.set_trial_system_attr(trial._trial_id, CONSTRAINTS_ATTR, values)
         except optuna.exceptions.UpdateFinishedTrialError:
             log.info("trial %d was finished by another driver; its constraints stay", trial.number)
 
