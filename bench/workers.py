@@ -1,7 +1,7 @@
 """Measured fine-tunes per minute with 1 and 2 local Ray workers, and where the time goes.
 
     python3 bench/workers.py [--trials 16] [--lr 1.6] [--workers 1 2] [--sampler random]
-                             [--cluster]
+                             [--cluster] [--pair]
 
 Each setting runs ``tinytune.optimize`` on digits in a fresh SQLite database of its own (the
 shipped checkpoint, the study's reference and baselines first, then the sampler; ``--lr`` fixed
@@ -13,12 +13,18 @@ workers' utilisation (that sum over wall time × workers) and the tail: how long
 fine-tune ran while another worker had nothing left to do (finish of the last minus finish of
 the one before it, each evaluation's stored finish time). Equal sums of evaluation time with 1
 and 2 workers mean the workers do not slow each other down; the rest of the gap to 2× is idle
-time (start-up, the tail).
+time (start-up, the tail). Each setting also reports the CPU seconds of the driver process
+(all its threads; the first setting includes the modules imported on first use), which compete
+with the workers for the same cores.
 
 ``--cluster`` adds a third setting: 2 workers on a Ray cluster of two nodes on loopback (one CPU
 each, :mod:`tinytune.search.loopback`) reached with ``ray_address``, the worker node with a cache
 folder of its own, so that the checkpoint reaches it through Ray's object store as it would reach
 another host.
+
+``--pair`` first measures the machine itself: one fine-tune of the ``mcunetv3`` preset (the
+study's epochs, one thread) in a plain process, then two copies at once in two processes,
+without Ray or a driver; the ratio of their times is what two cores lose to each other alone.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -39,6 +46,7 @@ def run(
     import tinytune
 
     url = f"sqlite:///{folder / 'workers.db'}"
+    cpu = time.process_time()
     result = tinytune.optimize(
         "digits",
         trials=trials,
@@ -48,6 +56,7 @@ def run(
         sampler=sampler,
         ray_address=address,
     )
+    cpu = time.process_time() - cpu
     engine = sa.create_engine(url)
     with engine.connect() as c:
         done = c.execute(
@@ -66,6 +75,7 @@ def run(
         "task_s": result.task_time_s,
         "utilisation": result.task_time_s / (wall * workers),
         "tail_s": tail,
+        "driver_cpu_s": cpu,
     }
 
 
@@ -80,7 +90,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cluster", action="store_true", help="also 2 workers on two loopback Ray nodes"
     )
+    parser.add_argument(
+        "--pair", action="store_true", help="first, one fine-tune alone and two at once"
+    )
     args = parser.parse_args(argv)
+    if args.pair:
+        alone, both = pair(args.lr)
+        print(
+            f"one fine-tune alone {alone:.2f} s; two at once in two processes "
+            f"{both[0]:.2f} s and {both[1]:.2f} s (x{max(both) / alone:.2f})",
+            flush=True,
+        )
     rows: dict[int | str, dict[str, float]] = {}
     settings: list[int | str] = [*args.workers, *(["cluster"] if args.cluster else [])]
     for w in settings:
@@ -94,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{name}: {r['measured']} fine-tunes in {r['wall_s']:.1f} s = "
             f"{r['per_minute']:.2f} per minute; {r['task_s']:.1f} s inside evaluations, "
-            f"utilisation {100 * r['utilisation']:.0f} %, tail {r['tail_s']:.1f} s",
+            f"utilisation {100 * r['utilisation']:.0f} %, tail {r['tail_s']:.1f} s; "
+            f"driver {r['driver_cpu_s']:.1f} CPU s",
             flush=True,
         )
     for w in (2, "cluster"):
@@ -102,6 +123,46 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{w if w == 'cluster' else '2 workers'} / 1 worker, fine-tunes per minute: "
                   f"{rows[w]['per_minute'] / rows[1]['per_minute']:.2f}")  # fmt: skip
     return 0
+
+
+def _fine_tune(lr: float) -> float:
+    """Seconds of one measured fine-tune of the mcunetv3 preset on digits, one thread."""
+    import dataclasses
+
+    from tinytune.checkpoints import shipped_checkpoint
+    from tinytune.evaluators import run_evaluation
+    from tinytune.search import SearchConfig
+    from tinytune.spaces import default_subnet, get_supernet, make_preset
+
+    config = SearchConfig(checkpoint="")
+    spec = get_supernet(config.supernet)
+    task = {
+        "candidate": make_preset("mcunetv3", spec, default_subnet(spec)).to_json(),
+        "checkpoint": str(shipped_checkpoint(spec)),
+        "dataset": config.dataset,
+        "data_seed": config.data_seed,
+        "finetune": dataclasses.replace(config.finetune, lr=lr).to_dict(),
+        "threads": 1,
+    }
+    start = time.perf_counter()
+    result = run_evaluation(task)
+    if result["status"] != "ok":
+        raise RuntimeError(f"the fine-tune failed: {result['error']}")
+    return time.perf_counter() - start
+
+
+def pair(lr: float) -> tuple[float, list[float]]:
+    """One fine-tune alone, then two at once, each in a fresh process (after a warm-up)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        pool.map(_fine_tune, [lr])  # data and checkpoint cached, as for a search's workers
+    with context.Pool(1) as pool:
+        alone = pool.map(_fine_tune, [lr])[0]
+    with context.Pool(2) as pool:
+        both = pool.map(_fine_tune, [lr, lr])
+    return alone, both
 
 
 def run_on_cluster(args: argparse.Namespace, folder: Path) -> dict[str, float]:
