@@ -13,6 +13,7 @@ from tinytune.errors import BudgetError, StorageError
 from tinytune.evaluators import run_evaluation
 from tinytune.search import InlineExecutor, run_search
 from tinytune.search.budgets import CONSTRAINTS
+from tinytune.search.study import Attr
 from tinytune.spaces import Candidate, get_supernet
 
 from .dashboard import dashboard_api
@@ -191,7 +192,7 @@ def test_a_trial_whose_driver_died_is_failed_and_retried(
 
     suggest_candidate(dead, SPEC)
     # as if proposed under an SRAM budget raised since
-    storage.set_trial_system_attr(dead._trial_id, "constraints", [1e9, 0.0, 0.0])
+    storage.set_trial_system_attr(dead._trial_id, Attr.CONSTRAINTS, [1e9, 0.0, 0.0])
     if beat:
         storage.record_heartbeat(dead._trial_id)
         time.sleep(5.5)  # SQLite's clock has whole seconds: a margin over the grace period

@@ -24,10 +24,14 @@ __all__ = [
     "violations",
 ]
 
-CONSTRAINTS = ("sram", "flash", "latency")
-"""The names of a trial's budget constraints in Optuna (``trial.constraints``), in the order of
+_BUDGETS = (
+    ("sram", "peak SRAM", " B"),
+    ("flash", "flash", " B"),
+    ("latency", "training-step latency", " s"),
+)
+CONSTRAINTS = tuple(name for name, _, _ in _BUDGETS)
+"""The budgets a trial's constraints measure (``trial.constraints``), in the order of
 :func:`violations`."""
-_WHAT = (("peak SRAM", " B"), ("flash", " B"), ("training-step latency", " s"))
 
 
 def check_budgets(config: SearchConfig, device: DeviceProfile) -> None:
@@ -87,7 +91,7 @@ def over_budget(
     )
     over = [
         f"predicted {what} exceeds its budget by {amount:g}{unit}"
-        for (what, unit), amount in zip(_WHAT, v, strict=True)
+        for (_, what, unit), amount in zip(_BUDGETS, v, strict=True)
         if amount > 0
     ]
     return v, "; ".join(over) or None

@@ -31,7 +31,6 @@ from typing import Any
 
 from tinytune.db import Store
 from tinytune.errors import StorageError
-from tinytune.search.budgets import CONSTRAINTS
 from tinytune.search.config import DIRECTIONS, OBJECTIVES, SearchConfig
 
 __all__ = ["MAX_RETRY", "Attr", "Heartbeats", "StudyAdapter"]
@@ -41,13 +40,10 @@ log = logging.getLogger(__name__)
 MAX_RETRY = 2
 """Times a trial whose driver died is enqueued again."""
 
-CONSTRAINTS_ATTR = "constraints"
-"""The system attribute that holds a trial's constraints as one list, in the order of
-:data:`~tinytune.search.budgets.CONSTRAINTS`."""
-
 
 class Attr:
-    """Names of the study's and the trials' user attributes."""
+    """Names of the study's and the trials' user attributes (and of the system attributes
+    tinytune reads or writes, marked as such)."""
 
     SPACE = "tinytune.space"
     CHECKPOINT = "tinytune.checkpoint"
@@ -74,6 +70,9 @@ class Attr:
     LR_CALIBRATION = "lr_calibration"  # the study's rate per scheme family (search/lr.py)
     HYPERVOLUME_GRAPH = "tinytune-hypervolume"
     FAILED_TRIAL = "failed_trial"  # system attribute of a retried trial (Optuna's callback)
+    CONSTRAINTS = (
+        "constraints"  # system attribute: budget violations, in budgets.CONSTRAINTS order
+    )
 
 
 EARLY_STARTUP_TRIALS = 4
@@ -347,22 +346,16 @@ class StudyAdapter:
             log.info("trial %d was finished by another driver; its attributes stay", trial.number)
 
     def constrain(self, trial: Any, violations: Sequence[float]) -> None:
-        """Give the samplers how far a trial exceeds each budget (> 0) or meets it (<= 0).
-
-        Stored, through the storage's API, as the one list that Optuna's samplers read as
-        ``trial.constraints`` (keys ``"0"``, ``"1"``, ``"2"``) and optuna-dashboard reads to
-        mark infeasible trials: :meth:`optuna.trial.Trial.set_constraint` stores one attribute
-        per constraint, which the samplers read too but optuna-dashboard (0.21) does not, and
-        samplers' ``constraints_func`` is deprecated. It replaces what a trial carried (a
-        retried trial, copied with its attributes, is constrained under this run's budgets).
-        """
+        """Give the samplers how far a trial exceeds each budget (> 0) or meets it (<= 0), as
+        the one list that Optuna's samplers (``trial.constraints``) and optuna-dashboard (which
+        marks infeasible trials) both read. ``Trial.set_constraint`` writes one attribute per
+        budget, which optuna-dashboard 0.21 does not read; ``constraints_func`` is deprecated.
+        Overwrites what a retried trial was copied with."""
         import optuna
 
-        if len(violations) != len(CONSTRAINTS):
-            raise ValueError(f"{len(CONSTRAINTS)} constraint values expected, got {violations}")
         values = [float(v) for v in violations]
         try:
-            self.storage.set_trial_system_attr(trial._trial_id, CONSTRAINTS_ATTR, values)
+            self.storage.set_trial_system_attr(trial._trial_id, Attr.CONSTRAINTS, values)
         except optuna.exceptions.UpdateFinishedTrialError:
             log.info("trial %d was finished by another driver; its constraints stay", trial.number)
 
