@@ -25,6 +25,16 @@ another host.
 ``--pair`` first measures the machine itself: one fine-tune of the ``mcunetv3`` preset (the
 study's epochs, one thread) in a plain process, then two copies at once in two processes,
 without Ray or a driver; the ratio of their times is what two cores lose to each other alone.
+With ``--pair-preset full`` it does so with the reference's full fine-tuning instead, the
+largest network of a search's first fine-tunes, and ``--threads 2`` adds the same fine-tune
+alone with two torch threads: what the last fine-tune of a run would gain from the core that
+the other worker leaves idle.
+
+``--grid N`` measures the learning-rate grid (12 fine-tunes before a study's first candidate)
+on 2 workers, N times in each order, alternating: submitted in the families' order
+(classifier, bias, sparse, full) and longest predicted training step first, as the search
+submits it (:func:`tinytune.search.lr.longest_first`); the grid's wall time runs from its first
+submission to its last result, the Ray start-up left out.
 """
 
 from __future__ import annotations
@@ -93,14 +103,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pair", action="store_true", help="first, one fine-tune alone and two at once"
     )
+    parser.add_argument("--pair-preset", default="mcunetv3", help="the preset --pair trains")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="with --pair: also one fine-tune on this many"
+    )
+    parser.add_argument(
+        "--grid", type=int, default=0, metavar="N", help="the learning-rate grid, N per order"
+    )
     args = parser.parse_args(argv)
     if args.pair:
-        alone, both = pair(args.lr)
+        alone, both, threaded = pair(args.lr, args.pair_preset, args.threads)
         print(
-            f"one fine-tune alone {alone:.2f} s; two at once in two processes "
+            f"one {args.pair_preset} fine-tune alone {alone:.2f} s; two at once in two processes "
             f"{both[0]:.2f} s and {both[1]:.2f} s (x{max(both) / alone:.2f})",
             flush=True,
         )
+        if threaded is not None:
+            print(
+                f"alone with {args.threads} threads {threaded:.2f} s "
+                f"(x{alone / threaded:.2f} faster than one thread)",
+                flush=True,
+            )
+    if args.grid:
+        grid(args.grid)
+        return 0
     rows: dict[int | str, dict[str, float]] = {}
     settings: list[int | str] = [*args.workers, *(["cluster"] if args.cluster else [])]
     for w in settings:
@@ -125,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _fine_tune(lr: float) -> float:
-    """Seconds of one measured fine-tune of the mcunetv3 preset on digits, one thread."""
+def _fine_tune(lr: float, preset: str = "mcunetv3", threads: int = 1) -> float:
+    """Seconds of one measured fine-tune of a preset on the default sub-network, on digits."""
     import dataclasses
 
     from tinytune.checkpoints import shipped_checkpoint
@@ -137,12 +163,12 @@ def _fine_tune(lr: float) -> float:
     config = SearchConfig(checkpoint="")
     spec = get_supernet(config.supernet)
     task = {
-        "candidate": make_preset("mcunetv3", spec, default_subnet(spec)).to_json(),
+        "candidate": make_preset(preset, spec, default_subnet(spec)).to_json(),
         "checkpoint": str(shipped_checkpoint(spec)),
         "dataset": config.dataset,
         "data_seed": config.data_seed,
         "finetune": dataclasses.replace(config.finetune, lr=lr).to_dict(),
-        "threads": 1,
+        "threads": threads,
     }
     start = time.perf_counter()
     result = run_evaluation(task)
@@ -151,18 +177,63 @@ def _fine_tune(lr: float) -> float:
     return time.perf_counter() - start
 
 
-def pair(lr: float) -> tuple[float, list[float]]:
-    """One fine-tune alone, then two at once, each in a fresh process (after a warm-up)."""
+def pair(lr: float, preset: str, threads: int) -> tuple[float, list[float], float | None]:
+    """One fine-tune alone, then two at once, each in a fresh process (after a warm-up), then
+    (``threads`` > 1) one alone on that many threads."""
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
+    one = [(lr, preset, 1)]
     with context.Pool(1) as pool:
-        pool.map(_fine_tune, [lr])  # data and checkpoint cached, as for a search's workers
+        pool.starmap(_fine_tune, one)  # data and checkpoint cached, as for a search's workers
     with context.Pool(1) as pool:
-        alone = pool.map(_fine_tune, [lr])[0]
+        alone = pool.starmap(_fine_tune, one)[0]
     with context.Pool(2) as pool:
-        both = pool.map(_fine_tune, [lr, lr])
-    return alone, both
+        both = pool.starmap(_fine_tune, one * 2)
+    threaded = None
+    if threads > 1:
+        with context.Pool(1) as pool:
+            threaded = pool.starmap(_fine_tune, [(lr, preset, threads)])[0]
+    return alone, both, threaded
+
+
+def grid(rounds: int) -> None:
+    """The learning-rate grid on 2 workers in the families' order and longest first."""
+    import statistics
+
+    import tinytune
+    from tinytune.search import lr as lr_module
+
+    longest_first = lr_module.longest_first
+    orders = {"families' order": lambda step_s: list(step_s), "longest first": longest_first}
+    times: dict[str, list[float]] = {name: [] for name in orders}
+    try:
+        for i in range(rounds):
+            for name, order in orders.items():
+                lr_module.longest_first = order
+                marks: list[float] = []
+
+                def progress(event: object, marks: list[float] = marks) -> None:
+                    if getattr(event, "kind", "") == "calibrating":
+                        marks.append(time.monotonic())
+
+                with tempfile.TemporaryDirectory(prefix="tt-grid-") as tmp:
+                    tinytune.optimize(
+                        "digits",
+                        trials=1,
+                        workers=2,
+                        storage=f"sqlite:///{Path(tmp) / 'grid.db'}",
+                        progress=progress,
+                    )
+                times[name].append(marks[-1] - marks[0])
+                print(f"round {i + 1}, {name}: grid {times[name][-1]:.1f} s", flush=True)
+    finally:
+        lr_module.longest_first = longest_first
+    before, after = (statistics.median(t) for t in times.values())
+    print(
+        f"grid on 2 workers, median of {rounds}: families' order {before:.1f} s, "
+        f"longest first {after:.1f} s (x{before / after:.2f})"
+    )
 
 
 def run_on_cluster(args: argparse.Namespace, folder: Path) -> dict[str, float]:

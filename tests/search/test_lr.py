@@ -12,9 +12,19 @@ import pytest
 from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig, run_evaluation
 from tinytune.search import InlineExecutor, SearchConfig, run_search
-from tinytune.search.lr import FAMILIES, LrCalibration, choose, families_needed, family_of
+from tinytune.search.lr import (
+    FAMILIES,
+    LrCalibration,
+    choose,
+    families_needed,
+    family_of,
+    longest_first,
+)
+from tinytune.search.preflight import preflight
 from tinytune.spaces import PRESET_NAMES, Candidate, get_supernet, make_preset
 from tinytune.spaces.candidate import LiteResidualBranch, LiteResidualConfig, UpdateScheme
+
+from .fakes import FakeEvaluator, search_config
 
 SPEC = get_supernet("ofa-proxyless-w0.35")
 
@@ -72,6 +82,24 @@ def test_a_preset_study_calibrates_its_family_and_full_only() -> None:
     no_reference = SearchConfig(checkpoint="", preset="full", reference=False)
     assert families_needed(no_reference, SPEC) == ["full"]
     assert families_needed(SearchConfig(checkpoint=""), SPEC) == list(FAMILIES)
+
+
+def test_the_grid_submits_the_longest_predicted_fine_tunes_first(tmp_path: Path) -> None:
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    fake = FakeEvaluator()
+    config = search_config(ckpt, trials=1, tune_lr=True)
+    with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
+        result = run_search(config, store, InlineExecutor(fake))
+        hardware = preflight(config, store).hardware
+    presets = [next(p for p in PRESET_NAMES if make_preset(p, SPEC) == c) for c in fake.candidates]
+    # one executor slot: the submission order is the order of the fine-tunes
+    assert presets == ["full"] * 3 + ["bias-only"] * 3 + ["mcunetv3"] * 3 + ["last"] * 3
+    steps = [hardware(c).latency_s or 0.0 for c in fake.candidates]
+    assert steps == sorted(steps, reverse=True) and steps[-1] < steps[0]
+    assert result.lr_calibration is not None  # the rates keep the families' order
+    assert [r.family for r in result.lr_calibration.rates] == list(FAMILIES)
+    assert longest_first({-1: 0.1, -2: 0.3, -3: 0.1, -4: 0.2}) == [-2, -4, -1, -3]
 
 
 @pytest.mark.slow

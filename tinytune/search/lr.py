@@ -35,6 +35,7 @@ __all__ = [
     "choose",
     "families_needed",
     "family_of",
+    "longest_first",
 ]
 
 
@@ -171,9 +172,20 @@ def families_needed(config: SearchConfig, spec: SupernetSpec) -> list[str]:
     return needed
 
 
+def longest_first(step_s: Mapping[int, float]) -> list[int]:
+    """The grid's jobs in the order they are submitted: the longest predicted training step
+    first (LPT scheduling). The grid ends when its last fine-tune does; started first, the
+    slow fine-tunes (full, then bias-only, whose backward pass crosses every layer) overlap
+    each other and the short ones fill the workers' gaps at the end. A fine-tune's time on the
+    host follows the device's predicted step latency (docs/benchmarks.md, "Local Ray
+    workers"); ties keep the families' order."""
+    return sorted(step_s, key=lambda key: -step_s[key])
+
+
 def calibrate(run: Run) -> tuple[LrCalibration, dict[tuple[str, float], dict[str, Any]]]:
     """The study's rate per family: stored by an earlier run, else measured now on the run's
-    executor (every fine-tune of the grids at once, as slots free up) and stored.
+    executor (every fine-tune of the grids at once, as slots free up, the families with the
+    longest predicted training step first) and stored.
 
     Returns:
         The rates, and this run's grid results by ``(candidate key, lr)``, so that a preset
@@ -186,11 +198,14 @@ def calibrate(run: Run) -> tuple[LrCalibration, dict[tuple[str, float], dict[str
         return LrCalibration.from_json(stored), {}
     config, spec = run.config, run.spec
     jobs: dict[int, tuple[str, float, Candidate]] = {}
+    step_s: dict[int, float] = {}
     for name in families_needed(config, spec):
         candidate = make_preset(FAMILIES[name].preset, spec, default_subnet(spec))
+        predicted = float(run.checked.hardware(candidate).latency_s or 0.0)
         for lr in FAMILIES[name].grid:
-            jobs[run.next_key()] = (name, lr, candidate)
-    queue, running = list(jobs), 0
+            key = run.next_key()
+            jobs[key], step_s[key] = (name, lr, candidate), predicted
+    queue, running = longest_first(step_s), 0
     results: dict[int, dict[str, Any]] = {}
     run.emit("calibrating", done=0, total=len(jobs))
     while queue or running:
