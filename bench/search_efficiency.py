@@ -84,6 +84,7 @@ from tinytune.spaces import default_subnet, get_supernet, subnet_params, suggest
 SEARCHES: dict[str, dict[str, Any]] = {
     "tpe-baselines": {"sampler": "tpe", "baselines": True},  # the default before tpe-early
     "tpe-early": {"sampler": "tpe-early", "baselines": True},
+    "tpe-mutate": {"sampler": "tpe-early", "baselines": True, "mutate": True},
     "halving": {"sampler": "tpe-early", "baselines": True, "halving": True},
     "gp": {"sampler": "gp", "baselines": True},
     "random": {"sampler": "random", "baselines": False},
@@ -92,7 +93,7 @@ SEARCHES: dict[str, dict[str, Any]] = {
 }
 STRATEGIES = (*SEARCHES, "mcunetv3")
 BASELINES = ("random", "tpe", "nsga2", "mcunetv3")  # what tinytune's strategies are judged by
-MINE = ("tpe-baselines", "tpe-early", "halving", "gp")
+MINE = ("tpe-baselines", "tpe-early", "tpe-mutate", "halving", "gp")
 
 Point = tuple[float, float, float, float | None]  # val accuracy, SRAM, latency s, test accuracy
 

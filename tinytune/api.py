@@ -89,6 +89,7 @@ def optimize(
     halving: bool = False,
     screen_epochs: int = 2,
     screen_fraction: float = 0.5,
+    mutate: bool = False,
     resume: bool = False,
     pretrain_steps: int | None = None,
     repeats: int | None = None,
@@ -114,7 +115,8 @@ def optimize(
     split, every fine-tune counted). ``halving`` screens the candidates of each bracket of
     ``proxy_eta`` by short fine-tunes (``screen_epochs`` epochs on ``screen_fraction`` of the
     training images) and measures the most promising one; ``proxy`` screens them by the
-    additive proxy instead.
+    additive proxy instead. ``mutate`` makes every other fresh proposal a mutant of a front
+    point's update scheme (:mod:`tinytune.search.mutation`).
     ``verify_int8`` ends the run by training each front point as the device does (int8, batch
     1, QAS) and returns its accuracy in ``SearchResult.int8``. ``engine`` is what the latency
     objective predicts (``bundle``, ``published``, ``pytorch``; None: the bundle's kernels where
@@ -170,6 +172,7 @@ def optimize(
         halving=halving,
         screen_epochs=screen_epochs,
         screen_fraction=screen_fraction,
+        mutate=mutate,
         finetune=FinetuneConfig(
             epochs=epochs, batch_size=batch_size, lr=0.2 if lr is None else lr, seed=seed
         ),

@@ -156,6 +156,13 @@ def search(
         float,
         typer.Option(help="With --halving: share of the training images a screening sees."),
     ] = 0.5,
+    mutate: Annotated[
+        bool,
+        typer.Option(
+            help="Every other fresh proposal a mutant of a front point's update scheme "
+            "(a layer, a ratio or the bias tail changed), the others the sampler's."
+        ),
+    ] = False,
     proposals: Annotated[
         int | None, typer.Option(help="Budget: trials proposed in this run (any fidelity).")
     ] = None,
@@ -256,6 +263,7 @@ def search(
             halving=halving,
             screen_epochs=screen_epochs,
             screen_fraction=screen_fraction,
+            mutate=mutate,
             resume=resume,
             pretrain_steps=pretrain_steps,
             repeats=repeats,

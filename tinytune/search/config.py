@@ -76,6 +76,9 @@ class SearchConfig:
             on epochs and training images): each member of a bracket is fine-tuned for
             ``screen_epochs`` epochs on a stratified ``screen_fraction`` of the training images,
             and the one that adds most to the measured front is fine-tuned in full.
+        mutate: Every other fresh proposal is a mutant of a front point's update scheme (one
+            layer or ratio or the bias tail changed), proposed to the sampler as a joint-scheme
+            trial (:mod:`tinytune.search.mutation`); the others are the sampler's.
         heartbeat_s: How often a driver beats for its running trials; a trial whose driver has
             not beaten for ``grace_s`` is failed by any other driver and retried (Optuna's
             heartbeat with ``RetryHeartbeatStaleTrialCallback``).
@@ -111,6 +114,7 @@ class SearchConfig:
     halving: bool = False
     screen_epochs: int = 2
     screen_fraction: float = 0.5
+    mutate: bool = False
     heartbeat_s: int = 10
     grace_s: int = 30
     contribution_plan: ContributionPlan = field(default_factory=ContributionPlan)

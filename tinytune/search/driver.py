@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import random
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -40,6 +41,7 @@ from tinytune.search.dashboard import HypervolumePublisher
 from tinytune.search.events import Counts, SearchEvent, SearchResult
 from tinytune.search.executor import Executor, Metered
 from tinytune.search.lr import LrCalibration, calibrate, family_of
+from tinytune.search.mutation import mutant
 from tinytune.search.preflight import Preflight, preflight
 from tinytune.search.proxy import rank_correlation
 from tinytune.search.recording import FrontPoint, measured_record, reference_point, snapshot
@@ -107,6 +109,7 @@ class Run:
         self.lrs: LrCalibration | None = None
         self.grid_results: dict[tuple[str, float], dict[str, Any]] = {}
         self.lr_cost = (0, 0.0)  # the grid's fine-tunes and task seconds in this run
+        self.mutation_turn = False  # with config.mutate: whether the last proposal was one
         if (config.proxy or config.halving) and config.preset is not None:
             log.warning("the fidelity ladder searches update schemes; it is off with a preset")
         elif config.proxy or config.halving:
@@ -286,6 +289,10 @@ class Run:
         opened = ladder is not None and bracket_id in ladder.brackets
         if not (opened or retried) and not self.budget_left():
             return False  # a retried trial is still told (its result may be stored)
+        if not waiting and self.config.mutate:
+            self.mutation_turn = not self.mutation_turn
+            if self.mutation_turn:
+                self.enqueue_mutant()
         trial = self.study.ask()
         self.limits.proposals += 1
         reference = bool(trial.user_attrs.get(Attr.REFERENCE))
@@ -314,6 +321,33 @@ class Run:
                 ladder.score_measured(member)
             self.measure(member)
         return True
+
+    def enqueue_mutant(self) -> None:
+        """Enqueue a mutant of a front point (:mod:`tinytune.search.mutation`) as the next
+        trial: one the joint space expresses, not measured or in flight, within the budgets.
+        Nothing when the front is empty or no such mutant is found."""
+        parents = []
+        for point in self.front():
+            record = self.store.get_candidate(point.candidate_key)
+            if record is not None:
+                parents.append(Candidate.from_json(record.payload))
+        if not parents:
+            return
+        in_flight = {member.candidate.key for member in self.pending.values()}
+
+        def accept(child: Candidate) -> bool:
+            if child.key in in_flight or self.store.find_evaluation(
+                self.config.study_name, child.key, "measured"
+            ):
+                return False
+            cost = self.checked.hardware(child)
+            return over_budget(self.config, self.checked.flash_budget, cost)[1] is None
+
+        rng = random.Random(f"{self.config.seed}:{self.limits.proposals}")
+        found = mutant(parents, self.spec, rng, accept)
+        if found is not None:
+            _, params, parent = found
+            self.study.enqueue(params, {Attr.MUTANT_OF: parent.key})
 
     def predict(
         self, trial: Any, candidate: Candidate, reference: bool = False

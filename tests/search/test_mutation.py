@@ -1,0 +1,162 @@
+"""Mutations of the front's update schemes (``SearchConfig.mutate``): each operator's step,
+the joint parameters that express a candidate (checked against Optuna's own sampling of them),
+and the driver proposing mutants of front points as joint-scheme trials."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tinytune.db import open_store
+from tinytune.search import InlineExecutor, run_search
+from tinytune.search.mutation import joint_params, mutant, mutate_scheme, mutate_subnet
+from tinytune.spaces import PRESET_NAMES, Candidate, make_preset, suggest_candidate
+from tinytune.spaces.candidate import LiteResidualBranch, LiteResidualConfig, UpdateScheme
+
+from .fakes import SPEC, SUBNET, FakeEvaluator, N, search_config
+
+
+def _step(scheme: UpdateScheme, operator: str, seed: int = 0) -> UpdateScheme | None:
+    return mutate_scheme(scheme, N, operator, random.Random(seed))
+
+
+def test_each_operator_changes_one_thing_and_keeps_weights_inside_the_bias_tail() -> None:
+    scheme = UpdateScheme(12, ((27, 0.5), (33, 0.125)))
+    dropped = _step(scheme, "drop")
+    assert dropped is not None and dropped.bias_last_k == 12 and len(dropped.weights) == 1
+    assert set(dropped.weights) < set(scheme.weights)
+    assert _step(scheme, "narrow") == UpdateScheme(12, ((27, 0.25), (33, 0.125)))  # 0.125: least
+    widened = _step(scheme, "widen")
+    assert widened in (
+        UpdateScheme(12, ((27, 1.0), (33, 0.125))),
+        UpdateScheme(12, ((27, 0.5), (33, 0.25))),
+    )
+    for seed in range(50):
+        added = _step(scheme, "add", seed)
+        assert added is not None and added.bias_last_k == 12 and len(added.weights) == 3
+        assert all(N - 12 <= layer < N for layer, _ in added.weights)
+        shorter = _step(scheme, "shorten", seed)
+        # convolution 27 must stay inside the tail: k >= 37 - 27
+        assert shorter is not None and N - 27 <= shorter.bias_last_k < 12
+        assert shorter.weights == scheme.weights
+        longer = _step(scheme, "lengthen", seed)
+        assert longer is not None and 12 < longer.bias_last_k <= 24
+    for seed in range(20):  # from the classifier alone: a short tail of biases
+        first = _step(UpdateScheme(0), "lengthen", seed)
+        assert first is not None and 1 <= first.bias_last_k <= 4 and not first.weights
+
+
+def test_an_operator_that_does_not_apply_gives_none() -> None:
+    classifier, tail = UpdateScheme(0), UpdateScheme(N - 27, ((27, 1.0),))
+    assert _step(classifier, "drop") is None and _step(classifier, "narrow") is None
+    assert _step(classifier, "add") is None and _step(classifier, "shorten") is None
+    assert _step(tail, "widen") is None  # every ratio is whole already
+    assert _step(tail, "shorten") is None  # the tail ends at the weight-updated layer
+    assert _step(UpdateScheme(N), "lengthen") is None
+    assert _step(UpdateScheme(1, ((N - 1, 0.125),)), "add") is None  # no free layer in the tail
+    assert _step(tail, "no-such-operator") is None
+
+
+def test_a_subnet_step_moves_one_resolution_kernel_or_expand_ratio() -> None:
+    assert SPEC.resolutions.index(SUBNET.resolution) not in (0, len(SPEC.resolutions) - 1)
+    for seed in range(30):
+        moved = mutate_subnet(SUBNET, SPEC, "resolution", random.Random(seed))
+        assert moved is not None and moved.stages == SUBNET.stages
+        i, j = SPEC.resolutions.index(SUBNET.resolution), SPEC.resolutions.index(moved.resolution)
+        assert abs(i - j) == 1
+        for operator, field, choices in (
+            ("kernel", "ks", SPEC.ks_choices),
+            ("expand", "e", SPEC.expand_choices),
+        ):
+            net = mutate_subnet(SUBNET, SPEC, operator, random.Random(seed))
+            assert net is not None and net.resolution == SUBNET.resolution
+            assert net.depths == SUBNET.depths
+            before = [v for st in SUBNET.stages for v in getattr(st, field)]
+            after = [v for st in net.stages for v in getattr(st, field)]
+            changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+            assert len(changed) == 1 and changed[0][1] in choices
+            other = "e" if field == "ks" else "ks"
+            assert [getattr(st, other) for st in net.stages] == [
+                getattr(st, other) for st in SUBNET.stages
+            ]
+    assert mutate_subnet(SUBNET, SPEC, "depth", random.Random(0)) is None
+
+
+def test_joint_params_select_the_candidate_when_the_joint_space_can_express_it() -> None:
+    expressible = {"last", "bias-only", "tinytl"}
+    for name in PRESET_NAMES:
+        candidate = make_preset(name, SPEC, SUBNET)
+        params = joint_params(candidate, SPEC)
+        if name not in expressible:  # full: 37 weights, mcunetv3: 6, bn+last: a norm update
+            assert params is None, name
+            continue
+        assert params is not None and params["scheme"] == "joint", name
+        assert suggest_candidate(optuna.trial.FixedTrial(params), SPEC) == candidate
+    # a lite residual shape that the joint space never draws (groups 1)
+    odd = LiteResidualConfig(((SUBNET.n_blocks - 1, LiteResidualBranch(groups=1)),))
+    base = make_preset("last", SPEC, SUBNET)
+    assert joint_params(Candidate(base.supernet, base.subnet, odd, base.update), SPEC) is None
+
+
+def test_mutants_keep_their_parents_network_and_honour_accept() -> None:
+    parents = [make_preset(name, SPEC, SUBNET) for name in ("last", "bias-only", "mcunetv3")]
+    rng = random.Random(1)
+    seen = set()
+    for _ in range(30):
+        found = mutant(parents, SPEC, rng, lambda child: True)
+        assert found is not None
+        child, params, parent = found
+        assert parent in parents and child != parent
+        assert child.lite_residual == parent.lite_residual
+        assert child.subnet.depths == parent.subnet.depths
+        assert suggest_candidate(optuna.trial.FixedTrial(params), SPEC) == child
+        assert len(child.update.weights) <= 4
+        seen.add(child.key)
+    assert len(seen) > 20  # they spread
+    assert mutant(parents, SPEC, random.Random(1), lambda child: False) is None
+    again = [mutant(parents, SPEC, random.Random(7), lambda c: True) for _ in range(2)]
+    assert again[0] == again[1]  # a seeded draw
+
+
+def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path) -> None:
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    config = search_config(ckpt, trials=10, mutate=True)  # 4 baselines, then 6 proposals
+    with open_store(url) as store:
+        result = run_search(config, store, InlineExecutor(FakeEvaluator()))
+    assert result.counts.measured == 10
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    keys = [t.user_attrs["candidate_key"] for t in trials]
+    assert len(set(keys)) == len(keys)  # never one measured before
+    mutants = [t for t in trials if "mutant_of" in t.user_attrs]
+    assert [t.number for t in mutants] == [4, 6, 8]
+    for t in mutants:
+        assert t.state == optuna.trial.TrialState.COMPLETE and t.params["scheme"] == "joint"
+        child = Candidate.from_json(t.user_attrs["candidate"])
+        parent_trial = keys.index(t.user_attrs["mutant_of"])
+        assert parent_trial < t.number  # measured before it, on the front then
+        parent = Candidate.from_json(trials[parent_trial].user_attrs["candidate"])
+        assert child.lite_residual == parent.lite_residual and child != parent
+        assert child.subnet.depths == parent.subnet.depths
+        assert t.user_attrs["memory_bytes"] <= config.sram_budget_bytes
+        assert suggest_candidate(optuna.trial.FixedTrial(t.params), SPEC) == child
+
+
+@pytest.mark.slow
+def test_the_cli_proposes_mutants_with_mutate(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    from tinytune.cli.main import main
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    argv = ["search", "--storage", url, "--trials", "6", "--inline", "--epochs", "1"]
+    argv += ["--lr", "0.05", "--weights", str(tiny_checkpoint), "--mutate"]
+    assert main(argv) == 0
+    trials = optuna.load_study(study_name="tinytune", storage=url).trials
+    # the reference and the 4 baselines, then a mutant and the sampler's proposals in turn
+    fresh = [t.number for t in trials[5:]]
+    mutants = [t for t in trials if "mutant_of" in t.user_attrs]
+    assert fresh and [t.number for t in mutants] == fresh[::2]
+    assert mutants[0].state == optuna.trial.TrialState.COMPLETE

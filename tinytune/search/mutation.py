@@ -1,0 +1,191 @@
+"""Mutations of the front's candidates: local search where the front already is.
+
+At a budget of about ten fine-tunes a model-based sampler has seen too few trials to model the
+joint space, and the presets a study measures first teach it nothing about the joint scheme's
+parameters (a preset trial has none). The candidates that extend a front, though, lie next to
+the ones on it: MCUNetV3 finds its sparse schemes by an evolutionary search over the update
+scheme of one sub-network (§2.3), each scheme a few layers or ratios away from another. So every
+other fresh proposal (``SearchConfig.mutate``) is a mutant of a front point: its update scheme
+and sub-network (its lite residual branches kept) changed by one or two steps, each drawn at
+random among
+
+* dropping one weight-updated layer, or halving one's ratio of input channels,
+* adding one inside the bias-updated tail (any ratio), or doubling one's ratio,
+* shortening the bias-updated tail (never past a weight-updated layer), or lengthening it,
+* the next input resolution up or down, another kernel size or expand ratio of one block (as
+  Once-for-All's evolutionary search mutates its sub-networks; depths stay, so the update
+  scheme's layer indices keep their meaning).
+
+A mutant is proposed as a joint-scheme trial with explicit parameters (Optuna's
+``enqueue_trial``), so the sampler learns from its result like from any other trial. Only
+mutants the joint space can express are proposed (at most :data:`MAX_WEIGHT_LAYERS` weight
+layers; a parent's extra ones are dropped first), never one measured before or over a budget:
+its cost is predicted before it is proposed. Optuna offers no such operator for define-by-run
+spaces (its NSGA-II mutates its own population of a fixed space), hence this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from tinytune.spaces import Candidate, SupernetSpec, conv_kinds, subnet_params, suggest_candidate
+from tinytune.spaces.candidate import WEIGHT_RATIOS, SubnetConfig, UpdateScheme
+from tinytune.spaces.sampling import JOINT, MAX_WEIGHT_LAYERS
+
+__all__ = [
+    "MAX_STEPS",
+    "OPERATORS",
+    "SUBNET_OPERATORS",
+    "joint_params",
+    "mutant",
+    "mutate_scheme",
+    "mutate_subnet",
+]
+
+OPERATORS = ("drop", "narrow", "add", "widen", "shorten", "lengthen")
+SUBNET_OPERATORS = ("resolution", "kernel", "expand")
+MAX_STEPS = 2
+"""A mutant is one or two operator steps from its parent (drawn with equal chance)."""
+
+
+def _weights(scheme: UpdateScheme) -> dict[int, float]:
+    return dict(scheme.weights)
+
+
+def mutate_scheme(
+    scheme: UpdateScheme, n_convs: int, operator: str, rng: random.Random
+) -> UpdateScheme | None:
+    """``scheme`` changed by one ``operator`` step (:data:`OPERATORS`); None where the operator
+    does not apply (nothing to drop, a full tail to lengthen, ...)."""
+    k, weights = scheme.bias_last_k, _weights(scheme)
+    tail_start = n_convs - k  # the first bias-updated convolution
+    if operator == "drop" and weights:
+        del weights[rng.choice(sorted(weights))]
+    elif operator == "narrow" and any(r > WEIGHT_RATIOS[0] for r in weights.values()):
+        layer = rng.choice(sorted(i for i, r in weights.items() if r > WEIGHT_RATIOS[0]))
+        weights[layer] = WEIGHT_RATIOS[WEIGHT_RATIOS.index(weights[layer]) - 1]
+    elif operator == "widen" and any(r < WEIGHT_RATIOS[-1] for r in weights.values()):
+        layer = rng.choice(sorted(i for i, r in weights.items() if r < WEIGHT_RATIOS[-1]))
+        weights[layer] = WEIGHT_RATIOS[WEIGHT_RATIOS.index(weights[layer]) + 1]
+    elif operator == "add" and k > len(weights) and len(weights) < MAX_WEIGHT_LAYERS:
+        layer = rng.choice([i for i in range(tail_start, n_convs) if i not in weights])
+        weights[layer] = rng.choice(WEIGHT_RATIOS)
+    elif operator == "shorten" and k > 0:
+        # never past a weight-updated layer: a trained weight lies inside the bias tail
+        shortest = n_convs - min(weights) if weights else 0
+        if shortest >= k:
+            return None
+        k = rng.randint(shortest, k - 1)
+    elif operator == "lengthen" and k < n_convs:
+        k = rng.randint(k + 1, min(n_convs, max(2 * k, k + 4)))
+    else:
+        return None
+    return UpdateScheme(k, tuple(sorted(weights.items())), scheme.norm)
+
+
+def mutate_subnet(
+    subnet: SubnetConfig, spec: SupernetSpec, operator: str, rng: random.Random
+) -> SubnetConfig | None:
+    """``subnet`` changed by one ``operator`` step (:data:`SUBNET_OPERATORS`): the next input
+    resolution up or down, or another kernel size or expand ratio of one active block. Depths
+    stay, so the convolutions keep their indices and the update scheme stays valid. None
+    where the operator does not apply."""
+    if operator == "resolution":
+        i = spec.resolutions.index(subnet.resolution)
+        near = [spec.resolutions[j] for j in (i - 1, i + 1) if 0 <= j < len(spec.resolutions)]
+        return dataclasses.replace(subnet, resolution=rng.choice(near)) if near else None
+    if operator not in ("kernel", "expand"):
+        return None
+    choices = spec.ks_choices if operator == "kernel" else spec.expand_choices
+    if len(choices) < 2:
+        return None
+    s = rng.randrange(len(subnet.stages))
+    stage = subnet.stages[s]
+    b = rng.randrange(stage.depth)
+    values = list(stage.ks if operator == "kernel" else stage.e)
+    values[b] = rng.choice([v for v in choices if v != values[b]])
+    field = "ks" if operator == "kernel" else "e"
+    stages = list(subnet.stages)
+    stages[s] = dataclasses.replace(stage, **{field: tuple(values)})
+    return dataclasses.replace(subnet, stages=tuple(stages))
+
+
+def joint_params(candidate: Candidate, spec: SupernetSpec) -> dict[str, Any] | None:
+    """The joint scheme's sampler parameters that select ``candidate``, or None when the joint
+    space cannot express it (more weight layers than it samples, a lite residual shape or a
+    norm update it does not draw). Checked by sampling them back with Optuna's ``FixedTrial``."""
+    import optuna
+
+    n_convs = len(conv_kinds(spec, candidate.subnet))
+    update, lite = candidate.update, candidate.lite_residual
+    params: dict[str, Any] = {"scheme": JOINT, **subnet_params(candidate.subnet)}
+    params["lr_blocks"] = len(lite.branches)
+    if lite.branches:
+        branch = lite.branches[0][1]
+        params.update(
+            lr_kernel=branch.kernel_size,
+            lr_groups=branch.groups,
+            lr_downsample=branch.downsample,
+            lr_expand=branch.expand,
+        )
+    params["bias_last_k"] = update.bias_last_k
+    params["n_weight"] = len(update.weights)
+    for j, (layer, ratio) in enumerate(update.weights):
+        params[f"w{j}.offset"] = n_convs - 1 - layer
+        params[f"w{j}.ratio"] = ratio
+    if len(update.weights) > MAX_WEIGHT_LAYERS:
+        return None
+    trial = optuna.trial.FixedTrial(params)
+    try:
+        with warnings.catch_warnings():  # an integer out of its range: checked below
+            warnings.simplefilter("ignore", UserWarning)
+            again = suggest_candidate(trial, spec)
+    except ValueError:  # a value outside a categorical parameter's choices
+        return None
+    within = all(
+        dist._contains(dist.to_internal_repr(trial.params[name]))
+        for name, dist in trial.distributions.items()
+    )  # FixedTrial only warns about an integer out of its range
+    return dict(trial.params) if within and again == candidate else None
+
+
+def mutant(
+    parents: list[Candidate],
+    spec: SupernetSpec,
+    rng: random.Random,
+    accept: Callable[[Candidate], bool],
+    tries: int = 64,
+) -> tuple[Candidate, dict[str, Any], Candidate] | None:
+    """A mutant of one of ``parents`` that the joint space expresses and ``accept`` takes (not
+    measured, within the budgets): ``(mutant, its joint parameters, its parent)``, or None
+    after ``tries`` draws."""
+    for _ in range(tries):
+        parent = rng.choice(parents)
+        n_convs = len(conv_kinds(spec, parent.subnet))
+        scheme = parent.update
+        while len(scheme.weights) > MAX_WEIGHT_LAYERS:  # what the joint space can hold
+            scheme = mutate_scheme(scheme, n_convs, "drop", rng) or scheme
+        subnet, changed, applies = parent.subnet, scheme, True
+        for _ in range(rng.randint(1, MAX_STEPS)):
+            operator = rng.choice(OPERATORS + SUBNET_OPERATORS)
+            if operator in OPERATORS:
+                scheme_step = mutate_scheme(changed, n_convs, operator, rng)
+                applies = applies and scheme_step is not None
+                changed = scheme_step or changed
+            else:
+                subnet_step = mutate_subnet(subnet, spec, operator, rng)
+                applies = applies and subnet_step is not None
+                subnet = subnet_step or subnet
+        if not applies:
+            continue
+        child = Candidate(parent.supernet, subnet, parent.lite_residual, changed)
+        if child == parent:
+            continue
+        params = joint_params(child, spec)
+        if params is not None and accept(child):
+            return child, params, parent
+    return None
