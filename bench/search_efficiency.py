@@ -344,6 +344,17 @@ def report(records: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|---|"
     )
     lines = [head, *rows]
+    planes = []  # accuracy against SRAM alone, the plane an SRAM budget is about
+    for strategy in medians:
+        flat = [
+            hypervolume([(-a, m / ref[1]) for a, m, _, _ in r["points"]], (0.0, 1.0))
+            for r in records
+            if r["strategy"] == strategy
+        ]
+        planes.append(
+            f"{strategy} {statistics.median(flat):.4f} ({', '.join(f'{v:.4f}' for v in flat)})"
+        )
+    lines += ["", "* accuracy × SRAM hypervolume (median; per seed): " + "; ".join(planes)]
     base = {s: v for s, v in medians.items() if s in BASELINES}
     if base:
         best = max(base, key=lambda s: base[s])
