@@ -78,7 +78,8 @@ class SearchConfig:
             and the one that adds most to the measured front is fine-tuned in full.
         mutate: Every other fresh proposal is a mutant of a front point's update scheme (one
             layer or ratio or the bias tail changed), proposed to the sampler as a joint-scheme
-            trial (:mod:`tinytune.search.mutation`); the others are the sampler's.
+            trial (:mod:`tinytune.search.mutation`); the others are the sampler's. Off with a
+            preset (only the sub-network is searched then).
         heartbeat_s: How often a driver beats for its running trials; a trial whose driver has
             not beaten for ``grace_s`` is failed by any other driver and retried (Optuna's
             heartbeat with ``RetryHeartbeatStaleTrialCallback``).

@@ -289,7 +289,7 @@ class Run:
         opened = ladder is not None and bracket_id in ladder.brackets
         if not (opened or retried) and not self.budget_left():
             return False  # a retried trial is still told (its result may be stored)
-        if not waiting and self.config.mutate:
+        if not waiting and self.config.mutate and self.config.preset is None:
             self.mutation_turn = not self.mutation_turn
             if self.mutation_turn:
                 self.enqueue_mutant()
