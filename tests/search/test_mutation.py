@@ -121,6 +121,35 @@ def test_mutants_keep_their_parents_network_and_honour_accept() -> None:
     assert again[0] == again[1]  # a seeded draw
 
 
+def test_a_parent_over_the_budget_is_shrunk_until_it_fits() -> None:
+    bias_only, sparse = (
+        make_preset("bias-only", SPEC, SUBNET),
+        make_preset("mcunetv3", SPEC, SUBNET),
+    )
+    tinytl = make_preset("tinytl", SPEC, SUBNET)
+
+    def small(c: Candidate) -> bool:  # a made-up budget: few biases, weights, branches
+        weights = sum(ratio for _, ratio in c.update.weights)
+        return c.update.bias_last_k + 8 * weights + len(c.lite_residual.branches) <= 20
+
+    rng = random.Random(0)
+    for _ in range(40):
+        found = mutant([bias_only, sparse, tinytl], SPEC, rng, lambda c: True, fits=small)
+        assert found is not None
+        child, params, parent = found
+        assert small(child) and not small(parent)
+        assert child.subnet == parent.subnet  # repairs shrink the scheme only
+        assert child.update.bias_last_k <= parent.update.bias_last_k
+        assert dict(child.update.weights).keys() <= dict(parent.update.weights).keys()
+        assert set(child.lite_residual.blocks) <= set(parent.lite_residual.blocks)
+        assert suggest_candidate(optuna.trial.FixedTrial(params), SPEC) == child
+    # a parent that fits is mutated as before, with or without ``fits``
+    last = make_preset("last", SPEC, SUBNET)
+    with_fits = mutant([last], SPEC, random.Random(3), lambda c: True, fits=lambda c: True)
+    assert with_fits == mutant([last], SPEC, random.Random(3), lambda c: True)
+    assert mutant([sparse], SPEC, random.Random(0), lambda c: True, fits=lambda c: False) is None
+
+
 def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path) -> None:
     ckpt = tmp_path / "weights.pt"
     ckpt.write_bytes(b"supernet weights")
@@ -160,3 +189,24 @@ def test_the_cli_proposes_mutants_with_mutate(tmp_path: Path, tiny_checkpoint: P
     mutants = [t for t in trials if "mutant_of" in t.user_attrs]
     assert fresh and [t.number for t in mutants] == fresh[::2]
     assert mutants[0].state == optuna.trial.TrialState.COMPLETE
+
+
+def test_under_a_tight_budget_the_baselines_over_it_are_repaired_into_it(
+    tmp_path: Path,
+) -> None:
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    budget = 48 * 1024  # classifier-only fits (35.5 KB); bias-only, mcunetv3, tinytl do not
+    config = search_config(ckpt, trials=7, mutate=True, sram_budget_bytes=budget)
+    with open_store(url) as store:
+        run_search(config, store, InlineExecutor(FakeEvaluator()))
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    over = {make_preset(n, SPEC, SUBNET).key for n in ("bias-only", "mcunetv3", "tinytl")}
+    assert {t.user_attrs["candidate_key"] for t in trials if t.number < 4} >= over
+    mutants = [t for t in trials if "mutant_of" in t.user_attrs]
+    repaired = [t for t in mutants if t.user_attrs["mutant_of"] in over]
+    assert repaired, "no baseline over the budget was repaired"
+    for t in mutants:
+        assert t.state == optuna.trial.TrialState.COMPLETE
+        assert t.user_attrs["memory_bytes"] <= budget

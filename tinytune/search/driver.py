@@ -36,7 +36,7 @@ from tinytune.db import EvaluationRecord, Store
 from tinytune.evaluators import HardwareCost
 from tinytune.search.brackets import Ladder, Member
 from tinytune.search.budgets import RunLimits, StudyBudget, over_budget
-from tinytune.search.config import SearchConfig
+from tinytune.search.config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.dashboard import HypervolumePublisher
 from tinytune.search.events import Counts, SearchEvent, SearchResult
 from tinytune.search.executor import Executor, Metered
@@ -47,7 +47,7 @@ from tinytune.search.proxy import rank_correlation
 from tinytune.search.recording import FrontPoint, measured_record, reference_point, snapshot
 from tinytune.search.study import Attr, StudyAdapter
 from tinytune.search.verify import int8_accuracies, verify_int8
-from tinytune.spaces import Candidate, suggest_candidate
+from tinytune.spaces import Candidate, default_subnet, make_preset, suggest_candidate
 
 __all__ = ["Run", "SearchResult", "run_search"]
 
@@ -335,16 +335,23 @@ class Run:
             return
         in_flight = {member.candidate.key for member in self.pending.values()}
 
+        def fits(candidate: Candidate) -> bool:
+            cost = self.checked.hardware(candidate)
+            return over_budget(self.config, self.checked.flash_budget, cost)[1] is None
+
         def accept(child: Candidate) -> bool:
             if child.key in in_flight or self.store.find_evaluation(
                 self.config.study_name, child.key, "measured"
             ):
                 return False
-            cost = self.checked.hardware(child)
-            return over_budget(self.config, self.checked.flash_budget, cost)[1] is None
+            return fits(child)
 
+        if self.config.baselines:  # those over a budget are repaired into it
+            subnet = default_subnet(self.spec)
+            presets = (make_preset(name, self.spec, subnet) for name in BASELINE_PRESETS)
+            parents += [p for p in presets if p not in parents and not fits(p)]
         rng = random.Random(f"{self.config.seed}:{self.limits.proposals}")
-        found = mutant(parents, self.spec, rng, accept)
+        found = mutant(parents, self.spec, rng, accept, fits=fits)
         if found is not None:
             _, params, parent = found
             self.study.enqueue(params, {Attr.MUTANT_OF: parent.key})

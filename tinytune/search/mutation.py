@@ -16,6 +16,12 @@ random among
   Once-for-All's evolutionary search mutates its sub-networks; depths stay, so the update
   scheme's layer indices keep their meaning).
 
+Under a tight SRAM budget the front may hold little besides the classifier-only update, while
+the baseline presets that were over the budget hold the better schemes. So the parents include
+those baselines too, and an over-budget parent is repaired rather than mutated: shrunk by random
+steps (drop a weight-updated layer, halve a ratio, shorten the bias tail, remove the first lite
+residual branch) until its predicted cost is within the budgets.
+
 A mutant is proposed as a joint-scheme trial with explicit parameters (Optuna's
 ``enqueue_trial``), so the sampler learns from its result like from any other trial. Only
 mutants the joint space can express are proposed (at most :data:`MAX_WEIGHT_LAYERS` weight
@@ -33,12 +39,18 @@ from collections.abc import Callable
 from typing import Any
 
 from tinytune.spaces import Candidate, SupernetSpec, conv_kinds, subnet_params, suggest_candidate
-from tinytune.spaces.candidate import WEIGHT_RATIOS, SubnetConfig, UpdateScheme
+from tinytune.spaces.candidate import (
+    WEIGHT_RATIOS,
+    LiteResidualConfig,
+    SubnetConfig,
+    UpdateScheme,
+)
 from tinytune.spaces.sampling import JOINT, MAX_WEIGHT_LAYERS
 
 __all__ = [
     "MAX_STEPS",
     "OPERATORS",
+    "REPAIR_OPERATORS",
     "SUBNET_OPERATORS",
     "joint_params",
     "mutant",
@@ -50,6 +62,10 @@ OPERATORS = ("drop", "narrow", "add", "widen", "shorten", "lengthen")
 SUBNET_OPERATORS = ("resolution", "kernel", "expand")
 MAX_STEPS = 2
 """A mutant is one or two operator steps from its parent (drawn with equal chance)."""
+REPAIR_OPERATORS = ("drop", "narrow", "shorten", "unbranch")
+REPAIR_STEPS = 12
+"""An over-budget parent is shrunk by at most this many steps, each dropping a weight-updated
+layer, halving a ratio, shortening the bias tail or removing the first lite residual branch."""
 
 
 def _weights(scheme: UpdateScheme) -> dict[int, float]:
@@ -153,22 +169,55 @@ def joint_params(candidate: Candidate, spec: SupernetSpec) -> dict[str, Any] | N
     return dict(trial.params) if within and again == candidate else None
 
 
+def _shrink(
+    candidate: Candidate, n_convs: int, rng: random.Random, fits: Callable[[Candidate], bool]
+) -> Candidate | None:
+    """``candidate`` shrunk by random :data:`REPAIR_OPERATORS` steps until ``fits`` takes it,
+    or None after :data:`REPAIR_STEPS` steps."""
+    for _ in range(REPAIR_STEPS):
+        operator = rng.choice(REPAIR_OPERATORS)
+        if operator == "unbranch":
+            if not candidate.lite_residual.branches:
+                continue
+            lite = LiteResidualConfig(candidate.lite_residual.branches[1:])
+            candidate = dataclasses.replace(candidate, lite_residual=lite)
+        else:
+            scheme = mutate_scheme(candidate.update, n_convs, operator, rng)
+            if scheme is None:
+                continue
+            candidate = dataclasses.replace(candidate, update=scheme)
+        if fits(candidate):
+            return candidate
+    return None
+
+
 def mutant(
     parents: list[Candidate],
     spec: SupernetSpec,
     rng: random.Random,
     accept: Callable[[Candidate], bool],
     tries: int = 64,
+    fits: Callable[[Candidate], bool] | None = None,
 ) -> tuple[Candidate, dict[str, Any], Candidate] | None:
     """A mutant of one of ``parents`` that the joint space expresses and ``accept`` takes (not
     measured, within the budgets): ``(mutant, its joint parameters, its parent)``, or None
-    after ``tries`` draws."""
+    after ``tries`` draws. With ``fits`` (within the budgets), a parent that does not fit is
+    repaired instead of mutated: shrunk step by step until it fits."""
     for _ in range(tries):
         parent = rng.choice(parents)
         n_convs = len(conv_kinds(spec, parent.subnet))
         scheme = parent.update
         while len(scheme.weights) > MAX_WEIGHT_LAYERS:  # what the joint space can hold
             scheme = mutate_scheme(scheme, n_convs, "drop", rng) or scheme
+        if fits is not None and not fits(parent):
+            start = dataclasses.replace(parent, update=scheme)
+            repaired = start if fits(start) else _shrink(start, n_convs, rng, fits)
+            if repaired is None:
+                continue
+            params = joint_params(repaired, spec)
+            if params is not None and accept(repaired):
+                return repaired, params, parent
+            continue
         subnet, changed, applies = parent.subnet, scheme, True
         for _ in range(rng.randint(1, MAX_STEPS)):
             operator = rng.choice(OPERATORS + SUBNET_OPERATORS)
