@@ -116,7 +116,7 @@ def optimize(
     ``proxy_eta`` by short fine-tunes (``screen_epochs`` epochs on ``screen_fraction`` of the
     training images) and measures the most promising one; ``proxy`` screens them by the
     additive proxy instead. ``mutate`` makes every other fresh proposal a mutant of a front
-    point's update scheme (:mod:`tinytune.search.mutation`).
+    point, or a baseline over the SRAM budget shrunk into it (:mod:`tinytune.search.mutation`).
     ``verify_int8`` ends the run by training each front point as the device does (int8, batch
     1, QAS) and returns its accuracy in ``SearchResult.int8``. ``engine`` is what the latency
     objective predicts (``bundle``, ``published``, ``pytorch``; None: the bundle's kernels where

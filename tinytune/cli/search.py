@@ -159,8 +159,9 @@ def search(
     mutate: Annotated[
         bool,
         typer.Option(
-            help="Every other fresh proposal a mutant of a front point's update scheme "
-            "(a layer, a ratio or the bias tail changed), the others the sampler's."
+            help="Every other fresh proposal a mutant of a front point (its update scheme and "
+            "sub-network one or two steps away) or a baseline over the SRAM budget shrunk "
+            "into it; the others the sampler's."
         ),
     ] = False,
     proposals: Annotated[

@@ -76,10 +76,11 @@ class SearchConfig:
             on epochs and training images): each member of a bracket is fine-tuned for
             ``screen_epochs`` epochs on a stratified ``screen_fraction`` of the training images,
             and the one that adds most to the measured front is fine-tuned in full.
-        mutate: Every other fresh proposal is a mutant of a front point's update scheme (one
-            layer or ratio or the bias tail changed), proposed to the sampler as a joint-scheme
-            trial (:mod:`tinytune.search.mutation`); the others are the sampler's. Off with a
-            preset (only the sub-network is searched then).
+        mutate: Every other fresh proposal is a mutant of a front point (its update scheme and
+            sub-network one or two steps away), or a baseline over the SRAM budget shrunk into
+            it, proposed to the sampler as a joint-scheme trial
+            (:mod:`tinytune.search.mutation`); the others are the sampler's. Off with a preset
+            (only the sub-network is searched then).
         heartbeat_s: How often a driver beats for its running trials; a trial whose driver has
             not beaten for ``grace_s`` is failed by any other driver and retried (Optuna's
             heartbeat with ``RetryHeartbeatStaleTrialCallback``).

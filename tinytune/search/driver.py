@@ -110,6 +110,8 @@ class Run:
         self.grid_results: dict[tuple[str, float], dict[str, Any]] = {}
         self.lr_cost = (0, 0.0)  # the grid's fine-tunes and task seconds in this run
         self.mutation_turn = False  # with config.mutate: whether the last proposal was one
+        if config.mutate and config.preset is not None:
+            log.warning("--mutate changes update schemes; it is off with a preset")
         if (config.proxy or config.halving) and config.preset is not None:
             log.warning("the fidelity ladder searches update schemes; it is off with a preset")
         elif config.proxy or config.halving:
@@ -323,9 +325,10 @@ class Run:
         return True
 
     def enqueue_mutant(self) -> None:
-        """Enqueue a mutant of a front point (:mod:`tinytune.search.mutation`) as the next
-        trial: one the joint space expresses, not measured or in flight, within the budgets.
-        Nothing when the front is empty or no such mutant is found."""
+        """Enqueue a mutant of a front point, or a baseline over a budget repaired into it
+        (:mod:`tinytune.search.mutation`), as the next trial: one the joint space expresses,
+        not measured or in flight, within the budgets. Nothing when the front is empty or no
+        such mutant is found."""
         parents = []
         for point in self.front():
             record = self.store.get_candidate(point.candidate_key)
@@ -334,10 +337,14 @@ class Run:
         if not parents:
             return
         in_flight = {member.candidate.key for member in self.pending.values()}
+        priced: dict[str, bool] = {}  # a candidate's cost is predicted once per proposal
 
         def fits(candidate: Candidate) -> bool:
-            cost = self.checked.hardware(candidate)
-            return over_budget(self.config, self.checked.flash_budget, cost)[1] is None
+            if candidate.key not in priced:
+                cost = self.checked.hardware(candidate)
+                verdict = over_budget(self.config, self.checked.flash_budget, cost)[1] is None
+                priced[candidate.key] = verdict
+            return priced[candidate.key]
 
         def accept(child: Candidate) -> bool:
             if child.key in in_flight or self.store.find_evaluation(

@@ -68,16 +68,12 @@ REPAIR_STEPS = 12
 layer, halving a ratio, shortening the bias tail or removing the first lite residual branch."""
 
 
-def _weights(scheme: UpdateScheme) -> dict[int, float]:
-    return dict(scheme.weights)
-
-
 def mutate_scheme(
     scheme: UpdateScheme, n_convs: int, operator: str, rng: random.Random
 ) -> UpdateScheme | None:
     """``scheme`` changed by one ``operator`` step (:data:`OPERATORS`); None where the operator
     does not apply (nothing to drop, a full tail to lengthen, ...)."""
-    k, weights = scheme.bias_last_k, _weights(scheme)
+    k, weights = scheme.bias_last_k, dict(scheme.weights)
     tail_start = n_convs - k  # the first bias-updated convolution
     if operator == "drop" and weights:
         del weights[rng.choice(sorted(weights))]
@@ -136,8 +132,10 @@ def joint_params(candidate: Candidate, spec: SupernetSpec) -> dict[str, Any] | N
     norm update it does not draw). Checked by sampling them back with Optuna's ``FixedTrial``."""
     import optuna
 
-    n_convs = len(conv_kinds(spec, candidate.subnet))
     update, lite = candidate.update, candidate.lite_residual
+    if len(update.weights) > MAX_WEIGHT_LAYERS:
+        return None
+    n_convs = len(conv_kinds(spec, candidate.subnet))
     params: dict[str, Any] = {"scheme": JOINT, **subnet_params(candidate.subnet)}
     params["lr_blocks"] = len(lite.branches)
     if lite.branches:
@@ -153,8 +151,6 @@ def joint_params(candidate: Candidate, spec: SupernetSpec) -> dict[str, Any] | N
     for j, (layer, ratio) in enumerate(update.weights):
         params[f"w{j}.offset"] = n_convs - 1 - layer
         params[f"w{j}.ratio"] = ratio
-    if len(update.weights) > MAX_WEIGHT_LAYERS:
-        return None
     trial = optuna.trial.FixedTrial(params)
     try:
         with warnings.catch_warnings():  # an integer out of its range: checked below
