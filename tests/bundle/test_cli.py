@@ -14,7 +14,7 @@ from tests.bundle.support import make, needs
 from tinytune.bundle import verify_checksums
 from tinytune.cli.main import main
 from tinytune.db import open_store
-from tinytune.spaces import Candidate, get_supernet, make_preset
+from tinytune.spaces import Candidate, default_subnet, get_supernet, make_preset
 
 SPEC = get_supernet("ofa-proxyless-w0.35")
 
@@ -26,13 +26,13 @@ def _at(candidate: Candidate, resolution: int) -> Candidate:
 @pytest.fixture
 def database(tmp_path: Path) -> tuple[str, dict[str, str]]:
     """A database with an empty study ``s`` and three stored candidates: a small sparse one,
-    the full update (too big for the SRAM of an STM32F746) and a MobileNetV3 one that trains
-    its BatchNorm scales (no int8 kernel)."""
+    the full update of the largest sub-network (too big for the SRAM of an STM32F746) and a
+    MobileNetV3 one that trains its BatchNorm scales (no int8 kernel)."""
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     mbv3 = get_supernet("ofa-mbv3-w0.35")
     candidates = {
         "small": _at(make_preset("bias-only", SPEC), 32),
-        "full": _at(make_preset("full", SPEC), 32),
+        "full": _at(make_preset("full", SPEC, default_subnet(SPEC, "max")), 32),
         "norm": _at(make_preset("bn+last", mbv3), 32),
     }
     with open_store(url) as store:
@@ -57,7 +57,7 @@ def _export(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         (["--study", "nope", "--trial", "0"], "no study 'nope'"),
         (["--candidate", "0000"], "matches 0 stored candidates"),
         (["--candidate", "xyz"], "is not lower-case hex digits"),
-        (["--candidate", "{full}"], "needs a 420364-byte training arena, more than the 327680"),
+        (["--candidate", "{full}"], "needs a 713280-byte training arena, more than the 327680"),
         (
             ["--candidate", "{full}", "--device", "nrf52840"],
             "more than the 262144 bytes of SRAM of nrf52840",

@@ -172,6 +172,9 @@ def test_program_lies_in_the_arena_the_search_predicted(case):
                 assert 0 <= value.offset < report.arena_bytes
     # frozen weights are constants, never arena buffers
     assert any(name.endswith(".weight_frozen") for name in program.flash)
+    # and the arena holds nothing the step does not use (no parameter gradient: fused)
+    assert {b.name for b in report.buffers} - program.buffers_used == set()
+    assert not any(b.category == "param_gradient" for b in report.buffers)
 
 
 def _real_net(preset: str, family: str = "ofa-proxyless-w0.35") -> TrainNet:

@@ -145,8 +145,12 @@ def test_planner_properties_on_real_networks(name, index, supernets):
         assert sum(report.breakdown.values()) == report.peak_bytes
 
     # int8 activations and their gradients take a quarter of fp32's; masks (1 bit) and
-    # GroupNorm statistics (fp32) do not change
-    for a, b in zip(fp32.buffers, int8.buffers, strict=True):
+    # GroupNorm statistics (fp32) do not change; the int8 logits live in the workspace
+    logits = {f"t{graph.output}", f"grad t{graph.output}"}
+    assert logits <= {b.name for b in fp32.buffers}
+    assert not logits & {b.name for b in int8.buffers}
+    fp32_in_arena = [b for b in fp32.buffers if b.name not in logits]
+    for a, b in zip(fp32_in_arena, int8.buffers, strict=True):
         assert (a.name, a.category, a.start, a.end) == (b.name, b.category, b.start, b.end)
         if a.category in ("activation", "gradient"):
             assert a.nbytes == 4 * b.nbytes, a.name
@@ -159,8 +163,14 @@ def test_planner_properties_on_real_networks(name, index, supernets):
     assert fp32.flash_bytes == 4 * sum(p.numel() for p in net.parameters())
 
     for precision, report in (("fp32", fp32), ("int8", int8)):
-        held = plan_memory(graph, precision=precision, reorder=False)
-        assert held.peak_bytes >= report.peak_bytes
+        reordered = plan_memory(graph, precision=precision, update="reordered")
+        held = plan_memory(graph, precision=precision, update="deferred")
+        assert held.peak_bytes >= reordered.peak_bytes >= report.peak_bytes
+        grads = [b for b in reordered.buffers if b.category == "param_gradient"]
+        assert sum(b.nbytes for b in grads) == 4 * trained  # fp32, one per trained element
+        assert [b for b in reordered.buffers if b.category != "param_gradient"] == list(
+            report.buffers
+        )
         for state, optimizer in ((4, "sgd-momentum"), (8, "adam")):
             with_state = plan_memory(graph, precision=precision, optimizer=optimizer)
             assert with_state.breakdown["optimizer"] == state * trained
@@ -318,12 +328,12 @@ def test_peak_and_timeline_of_a_bias_only_layer():
     x 256 (step 0); y 512 (0–1); pooled p 32 (1–3: the classifier keeps it for ∂L/∂W);
     logits 12 (2); ReLU mask 16 (0–5); trained copies: conv bias 32 + classifier 4·(24 + 3) = 108
     (0–5); ∂L/∂logits 12 (3); ∂L/∂p 32 (3–4); ∂L/∂y 512 (4–5); classifier gradient 108 (3) and
-    conv bias gradient 32 (5), each applied at once.
+    conv bias gradient 32 (5), each applied at once (``reordered``; ``fused`` has neither).
     """
     conv = trained(unit(4, 8, act="relu", index=0))
     module = Chain(conv, train_classifier=True)
     graph = trace(module, torch.randn(1, 4, 4, 4))
-    report = plan_memory(graph, precision="fp32")
+    report = plan_memory(graph, precision="fp32", update="reordered")
     static = 16 + 32 + 108
     assert report.timeline == (
         256 + 512 + static,
@@ -340,15 +350,22 @@ def test_peak_and_timeline_of_a_bias_only_layer():
     assert report.flash_bytes == 4 * (32 + 8) + 4 * (24 + 3)
 
     # holding the parameter gradients to the end adds the classifier's 108 to steps 4 and 5
-    held = plan_memory(graph, precision="fp32", reorder=False)
+    held = plan_memory(graph, precision="fp32", update="deferred")
     assert held.timeline == (*report.timeline[:4], 700 + 108, 700 + 108)
+    # fused into their kernels, neither gradient is ever a buffer: 108 less at step 3, 32 at 5
+    fused = plan_memory(graph, precision="fp32")
+    assert fused.timeline == (*report.timeline[:3], 32 + 12 + 32 + 156, 700, 512 + 156)
+    assert "param_gradient" not in {b.category for b in fused.buffers}
     # momentum: 4 bytes per trained element (8 + 27) at every step
     momentum = plan_memory(graph, precision="fp32", optimizer="sgd-momentum")
-    assert momentum.timeline == tuple(t + 4 * 35 for t in report.timeline)
+    assert momentum.timeline == tuple(t + 4 * 35 for t in fused.timeline)
 
-    # int8: x 64 + y 128 + mask 16 + int32 bias 32 + fp32 classifier 108 at step 0
+    # int8: x 64 + y 128 + mask 16 + int32 bias 32 + fp32 classifier 108 at step 0; the
+    # logits are the workspace's (float32), not the arena's
     int8 = plan_memory(graph, precision="int8")
     assert (int8.peak_bytes, int8.peak_step) == (348, 0)
+    assert int8.timeline[2] == 8 + 16 + 32 + 108  # the pooled int8 features, nothing else
+    assert int8.workspace_bytes == 4 * 3 + 4 * 2  # the logits; exponents of ∂L/∂p and ∂L/∂y
 
 
 def test_peak_and_timeline_when_the_whole_input_is_kept():
@@ -358,11 +375,11 @@ def test_peak_and_timeline_when_the_whole_input_is_kept():
     The conv keeps its whole input for ∂L/∂W, so x (256 B) lives from step 0 to the conv's
     backward at step 5; nothing else is kept. y 512 (0–1); p 32 (1–2); logits 12 (2);
     ∂L/∂logits 12 (3); ∂L/∂p 32 (3–4); ∂L/∂y 512 (4–5); trained copy 4·(32 + 8) = 160 (0–5)
-    and its gradient 160 (5). The peak is the conv's backward step.
+    and its gradient 160 (5, ``reordered``). The peak is the conv's backward step.
     """
     conv = trained(unit(4, 8, index=0), ratio=1.0)
     graph = trace(Chain(conv), torch.randn(1, 4, 4, 4))
-    report = plan_memory(graph, precision="fp32")
+    report = plan_memory(graph, precision="fp32", update="reordered")
     assert report.timeline == (
         256 + 512 + 160,
         256 + 512 + 32 + 160,
@@ -379,3 +396,8 @@ def test_peak_and_timeline_when_the_whole_input_is_kept():
         "param_gradient": 160,
     }
     assert report.saved_bytes == 256
+    # fused, the gradient never exists: the backward step is 160 lighter and the forward's
+    # step 1 (y and p beside x and the weights) is the peak
+    fused = plan_memory(graph, precision="fp32")
+    assert fused.timeline == (*report.timeline[:5], 256 + 512 + 160)
+    assert (fused.peak_bytes, fused.peak_step, fused.peak_phase) == (960, 1, "forward")

@@ -32,7 +32,8 @@ def test_search_stores_the_same_trials_in_optuna_and_tinytune(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    config = search_config(tiny_checkpoint, reference=True)
+    # full fine-tuning's arena at 40 px is about 241 KB: a budget under it
+    config = search_config(tiny_checkpoint, reference=True, sram_budget_bytes=200 * 1024)
     with open_store(url) as store:
         result = run_search(config, store, InlineExecutor(run_evaluation))
     assert result.counts.measured == 3  # the budget of 2, and the reference beside it
@@ -50,7 +51,7 @@ def test_search_stores_the_same_trials_in_optuna_and_tinytune(
     assert result.reference is not None and result.reference.trial == complete[0].number
     assert complete[0].user_attrs["candidate_key"] not in {
         p.candidate_key for p in result.front
-    }  # never on the front
+    }  # over the SRAM budget, so not on the front
     with open_store(url) as store:
         evals = store.evaluations("s", fidelity="measured")
         assert {e.trial_number for e in evals} == {t.number for t in complete}
@@ -66,6 +67,22 @@ def test_search_stores_the_same_trials_in_optuna_and_tinytune(
         snap = store.latest_pareto("s")
     assert snap is not None and snap.points
     assert all(0.0 <= p["val_accuracy"] <= 1.0 for p in snap.points)
+
+
+def test_the_reference_within_every_budget_is_on_the_front(tmp_path: Path) -> None:
+    """Without an SRAM budget full fine-tuning is an option like any other: the most
+    accurate here (the fake scores it highest), so on the front, labelled as the reference."""
+    from .fakes import FakeEvaluator
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    config = search_config(ckpt, reference=True, sram_budget_bytes=None)
+    with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
+        result = run_search(config, store, InlineExecutor(FakeEvaluator()))
+    assert result.reference is not None
+    on_front = [p for p in result.front if p.candidate_key == result.reference.candidate_key]
+    assert [p.scheme for p in on_front] == ["full (reference)"]
+    assert on_front[0].val_accuracy == max(p.val_accuracy for p in result.front)
 
 
 def test_a_study_with_another_space_is_refused_and_kept(
@@ -113,6 +130,31 @@ def test_a_study_stored_before_engines_were_named_goes_on_with_its_engine(
             InlineExecutor(run_evaluation),
         )
     assert len(optuna.load_study(study_name="s", storage=url).trials) >= 2
+
+
+def test_a_study_planned_with_gradient_buffers_is_refused_and_kept(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    """A space stored before it named the parameter update was planned with a buffer per
+    parameter gradient (``reordered``), which the bundles' fused kernels never use: its SRAM
+    figures would mix with the fused plan's, so resuming it is refused, the reason given, and
+    its trials stay."""
+    from tinytune.search.study import Attr
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        run_search(search_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
+    study = optuna.load_study(study_name="s", storage=url)
+    n = len(study.trials)
+    assert study.user_attrs[Attr.SPACE]["update"] == "fused"
+    old = {k: v for k, v in study.user_attrs[Attr.SPACE].items() if k != "update"}
+    study.set_user_attr(Attr.SPACE, old)
+    with (
+        open_store(url) as store,
+        pytest.raises(StorageError, match=r"'update': \('reordered', 'fused'\).*gradient buffers"),
+    ):
+        run_search(search_config(tiny_checkpoint, trials=2), store, InlineExecutor(run_evaluation))
+    assert len(optuna.load_study(study_name="s", storage=url).trials) == n
 
 
 def test_infeasible_budget_is_refused_before_anything_runs(

@@ -162,7 +162,8 @@ def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path)
     keys = [t.user_attrs["candidate_key"] for t in trials]
     assert len(set(keys)) == len(keys)  # never one measured before
     mutants = [t for t in trials if "mutant_of" in t.user_attrs]
-    assert [t.number for t in mutants] == [4, 6, 8]
+    # the sampler's proposals in between, pruned ones (over the budget) included
+    assert len(mutants) >= 3 and [t.number for t in mutants] == [t.number for t in trials[4::2]]
     for t in mutants:
         assert t.state == optuna.trial.TrialState.COMPLETE and t.params["scheme"] == "joint"
         child = Candidate.from_json(t.user_attrs["candidate"])

@@ -26,12 +26,14 @@ __all__ = ["HardwareConfig", "HardwareCost", "HardwareEvaluator", "hardware_cost
 
 @dataclass(frozen=True)
 class HardwareConfig:
-    """How the device trains: numeric format, batch size, optimiser, operator reordering."""
+    """How the device trains: numeric format, batch size, optimiser, and when parameter
+    gradients are applied (``fused``, as the bundles' int8 engine does: see
+    :func:`tinytune.hwmodels.plan_memory`)."""
 
     precision: str = "int8"
     batch_size: int = 1
     optimizer: str = "sgd"
-    reorder: bool = True
+    update: str = "fused"
 
 
 def hardware_cost(net: TrainNet, config: HardwareConfig) -> tuple[Graph, MemoryReport]:
@@ -39,7 +41,7 @@ def hardware_cost(net: TrainNet, config: HardwareConfig) -> tuple[Graph, MemoryR
     example = torch.zeros(config.batch_size, 3, net.resolution, net.resolution)
     graph = trace(net, example)
     report = plan_memory(
-        graph, precision=config.precision, reorder=config.reorder, optimizer=config.optimizer
+        graph, precision=config.precision, update=config.update, optimizer=config.optimizer
     )
     return graph, report
 

@@ -14,7 +14,7 @@ Every pointer is an offset into one of four spaces:
 * ``flash``: constants — frozen weights and biases, requantisation and update multipliers,
   activation tables.
 * ``scratch``: the float32 logits (and, in place, their gradient), outside the planner's
-  buffers (it counts the classifier output as int8; see :data:`SCRATCH_NOTE`), and the
+  buffers (the planner counts them in its workspace; see :data:`SCRATCH_NOTE`), and the
   statistics of a GroupNorm that nothing back-propagates through (the planner keeps none).
 * ``exp``: one int32 exponent per gradient tensor.
 
@@ -59,8 +59,8 @@ __all__ = [
 ]
 
 SCRATCH_NOTE = (
-    "the memory planner sizes the classifier output (and its gradient) as int8, one byte per "
-    "class; the float32 logits need four, so they live in a scratch buffer outside the arena"
+    "the float32 logits (and, in place, their gradient) live in a scratch buffer outside the "
+    "arena; the memory planner counts them in its workspace, not among the arena's buffers"
 )
 
 # kernel name (``tt_<name>`` in C) → its operands in the order of the C prototype. Structs
@@ -210,6 +210,7 @@ class StepProgram:
     report: MemoryReport = field(repr=False)
     nodes: tuple[Node, ...] = field(default=(), repr=False)
     passes: PassRecord | None = None
+    buffers_used: frozenset[str] = frozenset()
 
     @property
     def flash_bytes(self) -> int:
@@ -236,6 +237,7 @@ class _Lowering:
         self.conv_ptrs: dict[int, dict[str, Ptr | None]] = {}
         self.norm_ptrs: dict[int, dict[str, Ptr | None]] = {}
         self.classifier: tuple[Ptr, Ptr] | None = None
+        self.used: set[str] = set()  # the planner's buffers the step reads or writes
         self.scratch_end = 4 * net.graph.n_classes  # the float32 logits come first
 
     def scratch(self, nbytes: int) -> Ptr:
@@ -258,6 +260,7 @@ class _Lowering:
         if name not in self.buffers:
             raise QuantizationError(f"the memory plan has no buffer {name!r}")
         offset, size = self.buffers[name]
+        self.used.add(name)
         if at + nbytes > size:
             raise QuantizationError(
                 f"buffer {name!r} holds {size} bytes, the step needs {at + nbytes}"
@@ -795,4 +798,5 @@ def lower_step(net: QuantizedNet, lr: float, report: MemoryReport | None = None)
         report=report,
         nodes=nodes,
         passes=record,
+        buffers_used=frozenset(lw.used),
     )

@@ -15,6 +15,7 @@ from tinytune.hwmodels.layout import ArenaLayout, Buffer, plan_layout
 from tinytune.hwmodels.memory import (
     OPTIMIZERS,
     PRECISIONS,
+    UPDATES,
     MemoryReport,
     Precision,
     plan_memory,
@@ -32,6 +33,7 @@ __all__ = [
     "ENGINES",
     "OPTIMIZERS",
     "PRECISIONS",
+    "UPDATES",
     "ArenaLayout",
     "Buffer",
     "Calibration",

@@ -6,11 +6,18 @@ A :class:`Buffer` is a block of bytes with a lifetime on the step's timeline; th
 Greedy by size (TFLM's and TinyEngine's planners work the same way): buffers are taken largest
 first, longest-lived first among equals, and each is placed at the lowest aligned offset where
 its bytes overlap no placed buffer whose lifetime overlaps its own. The arena is the highest end
-of any buffer; it is at least the peak of live bytes and usually equal or close to it.
+of any buffer; it is at least the peak of live bytes. Where the greedy order leaves a gap above
+the peak (a chain of activations whose sizes pair up badly: on a 40 px network the
+classifier-only step came out 10 % above its peak), :func:`plan_layout` tries a few more
+orders — sizes scaled by fixed pseudo-random factors in [0.5, 1.5), the same every run — and
+keeps the smallest arena, stopping as soon as one comes within 0.2 % of the peak. Finding the
+smallest arena is NP-hard (dynamic storage allocation); the tries are a cheap, deterministic
+search.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,14 +48,8 @@ def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
-def plan_layout(buffers: Sequence[Buffer], alignment: int = 4) -> ArenaLayout:
-    """Place ``buffers`` (lifetimes inclusive) in one arena; see the module docstring."""
-    if alignment < 1:
-        raise ValueError(f"alignment must be >= 1, got {alignment}")
-    order = sorted(
-        range(len(buffers)),
-        key=lambda i: (-buffers[i].nbytes, -(buffers[i].end - buffers[i].start), i),
-    )
+def _first_fit(buffers: Sequence[Buffer], order: Sequence[int], alignment: int) -> ArenaLayout:
+    """Place the buffers in ``order``, each at the lowest aligned offset free for its life."""
     offsets = [0] * len(buffers)
     placed: list[int] = []
     arena = 0
@@ -70,3 +71,44 @@ def plan_layout(buffers: Sequence[Buffer], alignment: int = 4) -> ArenaLayout:
         placed.append(i)
         arena = max(arena, offset + b.nbytes)
     return ArenaLayout(tuple(offsets), arena, alignment)
+
+
+def _live_peak(buffers: Sequence[Buffer]) -> int:
+    """The most bytes alive at one step: no layout can be smaller."""
+    events: dict[int, int] = {}
+    for b in buffers:
+        events[b.start] = events.get(b.start, 0) + b.nbytes
+        events[b.end + 1] = events.get(b.end + 1, 0) - b.nbytes
+    live = peak = 0
+    for step in sorted(events):
+        live += events[step]
+        peak = max(peak, live)
+    return peak
+
+
+def plan_layout(buffers: Sequence[Buffer], alignment: int = 4, tries: int = 8) -> ArenaLayout:
+    """Place ``buffers`` (lifetimes inclusive) in one arena; see the module docstring.
+
+    Args:
+        buffers: the step's buffers.
+        alignment: every offset is a multiple of it.
+        tries: orders tried after the greedy one when its arena is above the peak.
+    """
+    if alignment < 1:
+        raise ValueError(f"alignment must be >= 1, got {alignment}")
+    n = range(len(buffers))
+    best = _first_fit(
+        buffers,
+        sorted(n, key=lambda i: (-buffers[i].nbytes, -(buffers[i].end - buffers[i].start), i)),
+        alignment,
+    )
+    peak = _live_peak(buffers)
+    rng = random.Random(0)  # fixed: the planner and the bundle get the same layout
+    for _ in range(tries):
+        if best.arena_bytes <= peak + peak // 500:
+            break
+        weight = [buffers[i].nbytes * rng.uniform(0.5, 1.5) for i in n]
+        layout = _first_fit(buffers, sorted(n, key=lambda i: (-weight[i], i)), alignment)
+        if layout.arena_bytes < best.arena_bytes:
+            best = layout
+    return best

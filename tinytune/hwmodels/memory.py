@@ -5,7 +5,9 @@ Every byte of a training step is a *buffer* with a lifetime on one timeline: for
 The peak is the largest sum of the buffers alive at one step. Buffers:
 
 * activations: each tensor from the op that writes it to its last forward reader — and on to the
-  backward step of an op that keeps the whole tensor for backward;
+  backward step of an op that keeps the whole tensor for backward; in int8 the logits are not
+  among them (the engine computes them, and their gradient in place, in float32 in its
+  workspace, outside the arena: ``workspace_bytes``);
 * kept for backward (TinyTL Table 1, MCUNetV3 §2.2), from the op's forward step to its backward
   step: a convolution keeps its first k input channels only when its weight is updated (k = the
   trained channels); a folded-BatchNorm scale that is trained keeps the convolution output;
@@ -14,9 +16,14 @@ The peak is the largest sum of the buffers alive at one step. Buffers:
   trained; the SE product each operand whose partner needs a gradient; add, pooling and
   upsampling keep nothing;
 * activation gradients: ∂L/∂t from the backward step of t's last reader to that of its writer;
-* parameter gradients: applied as soon as they exist when ``reorder`` is on (the Tiny Training
-  Engine's in-place update, MCUNetV3 §3), else held from their backward step to the end; with
-  gradient accumulation over micro-batches, held for the whole step;
+* parameter gradients, by ``update`` (:data:`UPDATES`): ``fused`` — none: the kernel that
+  computes a weight's or bias's gradient applies it element by element, as tinytune's int8
+  engine does (:func:`tinytune.export.passes.fuse_gradient_updates`), so the gradient never
+  exists as a buffer; ``reordered`` — each one a buffer at its backward step only, applied
+  right after (the Tiny Training Engine's in-place update, MCUNetV3 §3); ``deferred`` — held
+  from their backward step to the end, as a framework applies them. With gradient
+  accumulation over micro-batches every mode holds them for the whole step (they outlive the
+  micro-batch);
 * static: trained weights copied to SRAM and optimizer state, for the whole step. Frozen weights
   stay in flash.
 
@@ -40,6 +47,7 @@ __all__ = [
     "CODE_BYTES_PER_CALL",
     "OPTIMIZERS",
     "PRECISIONS",
+    "UPDATES",
     "MemoryReport",
     "Precision",
     "plan_memory",
@@ -63,6 +71,8 @@ PRECISIONS = {
     "fp32": Precision("fp32", 4, 4, 4, 4, 4, 4),
     "int8": Precision("int8", 1, 1, 1, 4, 4, 4),
 }
+UPDATES = ("fused", "reordered", "deferred")
+"""When a parameter's gradient is applied, and so how long it is a buffer (see the module)."""
 OPTIMIZERS = {"sgd": 0, "sgd-momentum": 1, "adam": 2}  # fp32 state tensors per trained element
 
 
@@ -167,7 +177,7 @@ def plan_memory(
     graph: Graph,
     *,
     precision: str = "int8",
-    reorder: bool = True,
+    update: str = "fused",
     optimizer: str = "sgd",
     accumulate: int = 1,
 ) -> MemoryReport:
@@ -177,14 +187,18 @@ def plan_memory(
         graph: the traced network; its batch size is that of the traced example.
         precision: ``fp32`` or ``int8`` (int8 activations and weights, int32 biases, fp32
             classifier and parameter gradients).
-        reorder: apply each parameter gradient as soon as it is computed and free it.
+        update: when parameter gradients are applied (:data:`UPDATES`): ``fused`` (the
+            int8 engine of the bundles: no gradient buffer), ``reordered`` (each gradient a
+            buffer for its own backward step) or ``deferred`` (all held to the end).
         optimizer: ``sgd`` (no state, the on-device choice), ``sgd-momentum`` or ``adam``.
         accumulate: micro-batches whose gradients are summed before one update; above 1 every
-            parameter gradient is held for the whole step (it outlives the micro-batch), so
-            reordering cannot free it early.
+            parameter gradient is held for the whole step (it outlives the micro-batch),
+            whatever ``update`` says.
     """
     if precision not in PRECISIONS:
         raise ConfigError(f"unknown precision {precision!r}; allowed: {sorted(PRECISIONS)}")
+    if update not in UPDATES:
+        raise ConfigError(f"unknown update {update!r}; allowed: {', '.join(UPDATES)}")
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {optimizer!r}; allowed: {sorted(OPTIMIZERS)}")
     if isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1:
@@ -216,6 +230,8 @@ def plan_memory(
             saved_total += nbytes
     saved_total += sum(graph.tensors[t].numel * p.activation for t in kept_whole)
     for t, info in graph.tensors.items():
+        if p.name == "int8" and t == graph.output:
+            continue  # the float32 logits and, in place, their gradient: the workspace's
         start = producer.get(t, 0)
         buffers.append(Buffer(f"t{t}", "activation", info.numel * p.activation, start, end_of[t]))
         if info.requires_grad:  # its gradient, from its last reader's backward to its writer's
@@ -236,8 +252,10 @@ def plan_memory(
         buffers.append(Buffer(f"{op.name}:weights", "weights", _param_bytes(op, p, True), 0, last))
         if accumulate > 1:
             g_start, g_end = 0, last
+        elif update == "fused":
+            continue
         else:
-            g_start, g_end = bwd(op.index), bwd(op.index) if reorder else last
+            g_start, g_end = bwd(op.index), bwd(op.index) if update == "reordered" else last
         buffers.append(
             Buffer(
                 f"{op.name}:grad",
@@ -307,6 +325,6 @@ def _code_bytes(graph: Graph) -> int:
 
 
 def _workspace_bytes(graph: Graph, buffers: list[Buffer]) -> int:
-    # the logits' gradient is float32, in place of the logits: it needs no exponent
-    gradients = sum(1 for b in buffers if b.category == "gradient") - 1
+    # the float32 logits, and their gradient in place (no exponent): not arena buffers
+    gradients = sum(1 for b in buffers if b.category == "gradient")
     return 4 * graph.n_classes + 4 * max(1, gradients)

@@ -31,8 +31,8 @@ REFERENCE_PRESET = "full"
 
 def reference_candidate(supernet: str) -> Candidate:
     """The study's reference: full fine-tuning of the supernet's default sub-network, measured
-    once per study beside its budget (even over the SRAM budget) and never on the front, so that
-    each front point can be told its accuracy loss and its SRAM saving against it."""
+    once per study beside its budget (even over the SRAM budget, and then never on the front),
+    so that each front point can be told its accuracy loss and its SRAM saving against it."""
     spec = get_supernet(supernet)
     return make_preset(REFERENCE_PRESET, spec, default_subnet(spec))
 
@@ -189,6 +189,7 @@ class SearchConfig:
             "preset": self.preset,
             "precision": self.hardware.precision,
             "batch_size": self.hardware.batch_size,
+            "update": self.hardware.update,
             "device": self.device,
             "engine": self.engine,
             "objectives": list(OBJECTIVES),

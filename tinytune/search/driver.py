@@ -500,9 +500,7 @@ class Run:
         self.emit("finished", trial=trial.number, accuracy=record.val_accuracy, error=record.error)
 
     def snapshot(self) -> tuple[tuple[FrontPoint, ...], float | None]:
-        self.last = snapshot(
-            self.config, self.store, self.checked.flash_budget, exclude=self.reference_key
-        )
+        self.last = snapshot(self.config, self.store, self.checked.flash_budget)
         return self.last
 
 

@@ -123,10 +123,11 @@ def reference_point(store: Store, study_name: str, key: str) -> FrontPoint | Non
 
 
 def snapshot(
-    config: SearchConfig, store: Store, flash_budget: int | None, exclude: str | None = None
+    config: SearchConfig, store: Store, flash_budget: int | None
 ) -> tuple[tuple[FrontPoint, ...], float | None]:
-    """The Pareto front of the study's measured, feasible evaluations (the candidate
-    ``exclude``, the study's reference, left out), stored as a snapshot.
+    """The Pareto front of the study's measured, feasible evaluations, stored as a snapshot.
+    The study's reference is among them when it meets every budget: it is then an option
+    like any other.
 
     The hypervolume is normalised by the reference point (accuracy 0 and each budget; without a
     budget, 10 % beyond the worst value measured so far), so it is the share of that box in
@@ -141,7 +142,7 @@ def snapshot(
         v = violations(config, flash_budget, e.memory_bytes, flash, e.latency_ms / 1000.0)
         return all(x <= 0 for x in v)
 
-    ok = [e for e in evaluations if feasible(e) and e.candidate_key != exclude]
+    ok = [e for e in evaluations if feasible(e)]
     if not ok:
         return (), None
     objectives = [

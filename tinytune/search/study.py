@@ -190,6 +190,11 @@ class StudyAdapter:
             self._enqueue_baselines()
         elif diff := _space_difference(stored, config.space()):
             hint = f" or pass --engine {diff['engine'][0]}" if "engine" in diff else ""
+            if diff.get("update", (None,))[0] == "reordered":
+                hint += (
+                    " (its SRAM was planned with parameter-gradient buffers that the bundles' "
+                    "fused updates do not use)"
+                )
             raise StorageError(
                 f"study {config.study_name!r} exists with another search space "
                 f"(stored vs requested: {diff}); choose another --study name{hint}"
@@ -388,9 +393,12 @@ def _space_difference(stored: dict[str, Any], requested: dict[str, Any]) -> dict
     """The keys whose stored and requested values differ, as (stored, requested). A study
     stored before its space named the latency engine was measured with the engine a profile
     then had, :func:`tinytune.hwmodels.devices.unnamed_engine` (published; PyTorch on the
-    host); any other key it lacks reads as None."""
+    host); one stored before it named the parameter update was planned with each gradient a
+    buffer for its backward step (``reordered``); any other key it lacks reads as None."""
     from tinytune.hwmodels.devices import unnamed_engine
 
     if "engine" not in stored:
         stored = {**stored, "engine": unnamed_engine(str(stored.get("device", "")))}
+    if "update" not in stored:
+        stored = {**stored, "update": "reordered"}
     return {k: (stored.get(k), v) for k, v in requested.items() if stored.get(k) != v}
