@@ -61,7 +61,10 @@ def front_table(
     for col in cols:
         table.add_column(col, justify="right" if col not in ("scheme", "candidate") else "left")
     points = [FrontPoint.from_dict(p) if isinstance(p, dict) else p for p in front]
-    for point in [*points, *([reference] if reference is not None else [])]:
+    # the reference gets a row of its own unless it is on the front (within every budget)
+    if reference is not None and reference.candidate_key not in {p.candidate_key for p in points}:
+        points.append(reference)
+    for point in points:
         flash, test, latency = point.flash_bytes, point.test_accuracy, point.latency_s
         row = [
             str(point.trial),
@@ -88,7 +91,7 @@ def front_table(
 
 def _against(point: FrontPoint, reference: FrontPoint) -> list[str]:
     """Test accuracy loss (pp) and SRAM saving (×) against the reference."""
-    if point is reference:
+    if point.candidate_key == reference.candidate_key:
         return ["(reference)", ""]
     loss = (
         f"{100 * (point.test_accuracy - reference.test_accuracy):+.1f} pp"
