@@ -81,7 +81,7 @@ def test_real_networks_fit_in_an_arena_close_to_the_peak(spec: SupernetSpec, pre
     report = plan_memory(trace(net, torch.zeros(1, 3, r, r)))
     arena = _check(report.buffers)
     assert arena == report.arena_bytes
-    assert report.peak_bytes <= arena <= report.peak_bytes * 1.02 + 4 * len(report.buffers)
+    assert report.peak_bytes <= arena <= report.peak_bytes * 1.007  # as the README says
 
 
 def test_gradient_accumulation_holds_parameter_gradients() -> None:
