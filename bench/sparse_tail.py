@@ -1,16 +1,19 @@
 """Update schemes between classifier-only and the ``mcunetv3`` preset: where a sparse update
 comes within a point of full fine-tuning at a tenth of its training SRAM.
 
-    python3 bench/sparse_tail.py [--lr 1.6] [--seed 0]
+    python3 bench/sparse_tail.py [--lr 1.6] [--seed 0] [--subnet min|max] [--resolution PX]
 
-On the default sub-network of the shipped ``ofa-proxyless-w0.35`` (40 px), on digits, each
+On a reference sub-network of the shipped ``ofa-proxyless-w0.35`` (``--subnet``: ``min``, the
+search's default sub-network, or ``max``, the largest; ``--resolution``: 40 px unless given),
+on digits, each
 scheme is fine-tuned as the search measures a candidate (8 epochs, batch 32, one thread, one
 rate for every scheme: ``--lr``) and priced by the search's planner (the int8 arena of one
 training step at batch 1). The reference is full fine-tuning of the same sub-network, measured
 in the same run. Schemes, named as MCUNetV3 counts (``b<k>``: the biases of the last k
 convolutions; ``<i>@<r>``: the weight of convolution i, from the input, on its first r of the
-input channels): the presets, bias updates of the last k layers, and bias updates with one or
-two expansion (``pw1``) convolutions of the last blocks. For each: arena, how many times less
+input channels): the presets, bias updates of the last k layers, and bias updates with one to
+three expansion (``pw1``) convolutions of the last three blocks (on the default sub-network
+convolutions 27, 30 and 33). For each: arena, how many times less
 than the reference's, validation and test accuracy, and the test accuracy against the
 reference's in points. Nothing is chosen here; the table shows what the space holds.
 """
@@ -23,46 +26,90 @@ import sys
 import tempfile
 import time
 
-SCHEMES: dict[str, tuple[int, tuple[tuple[int, float], ...]]] = {
-    "b2": (2, ()),
-    "b6": (6, ()),
-    "b10": (10, ()),
-    "b16": (16, ()),
-    "b24": (24, ()),
-    "b4 33@0.25": (4, ((33, 0.25),)),
-    "b10 33@0.25": (10, ((33, 0.25),)),
-    "b10 27@0.125": (10, ((27, 0.125),)),
-    "b10 27@0.25": (10, ((27, 0.25),)),
-    "b10 27@0.5": (10, ((27, 0.5),)),
-    "b10 27@1": (10, ((27, 1.0),)),
-    "b12 27@0.5 30@0.125": (12, ((27, 0.5), (30, 0.125))),
-    "b12 27@1 30@0.125 33@0.25": (12, ((27, 1.0), (30, 0.125), (33, 0.25))),
-}
+# (k, ((j, r), ...)): the biases of the last k convolutions and the weight of the expansion
+# convolution of the j-th block from the end (1: the last block) on its first r input channels.
+SCHEMES: tuple[tuple[int, tuple[tuple[int, float], ...]], ...] = (
+    (2, ()),
+    (6, ()),
+    (10, ()),
+    (16, ()),
+    (24, ()),
+    (4, ((1, 0.25),)),
+    (10, ((1, 0.25),)),
+    (10, ((3, 0.125),)),
+    (10, ((3, 0.25),)),
+    (10, ((3, 0.5),)),
+    (10, ((3, 1.0),)),
+    (12, ((3, 0.5), (2, 0.125))),
+    (12, ((3, 1.0), (2, 0.125), (1, 0.25))),
+)
 PRESETS = ("full", "last", "bias-only", "mcunetv3")
+
+
+def _parse_scheme(text: str) -> tuple[int, tuple[tuple[int, float], ...]]:
+    """``'b34 45@0.25 48@1'`` as ``(34, ((45, 0.25), (48, 1.0)))``."""
+    words = text.split()
+    if not words or not words[0].startswith("b") or not words[0][1:].isdigit():
+        raise ValueError(f"scheme {text!r}: expected 'b<k>' then 'i@r' terms, e.g. 'b34 45@0.25'")
+    weights = []
+    for word in words[1:]:
+        index, _, ratio = word.partition("@")
+        try:
+            weights.append((int(index), float(ratio)))
+        except ValueError:
+            raise ValueError(f"scheme {text!r}: {word!r} is not 'i@r', e.g. '45@0.25'") from None
+    return int(words[0][1:]), tuple(sorted(weights))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lr", type=float, default=1.6)
     parser.add_argument("--seed", type=int, default=0, help="the fine-tunes' seed")
+    parser.add_argument("--subnet", choices=("min", "max"), default="min")
+    parser.add_argument("--resolution", type=int, default=40, help="the input size in pixels")
+    parser.add_argument(
+        "--schemes",
+        nargs="+",
+        metavar="SCHEME",
+        help="measure these schemes instead of the built-in ones, named as in the table "
+        "('b34 45@0.25': the biases of the last 34 convolutions and convolution 45's weight "
+        "on a quarter of its input channels); the presets are always measured",
+    )
     args = parser.parse_args(argv)
 
     from tinytune.checkpoints import shipped_checkpoint
     from tinytune.db import open_store
+    from tinytune.errors import ConfigError
     from tinytune.evaluators import run_evaluation
     from tinytune.search import SearchConfig
     from tinytune.search.preflight import preflight
     from tinytune.spaces import default_subnet, get_supernet, make_preset
-    from tinytune.spaces.candidate import UpdateScheme
+    from tinytune.spaces.candidate import UpdateScheme, conv_kinds
 
     start = time.monotonic()
     config = SearchConfig(checkpoint="")
     spec = get_supernet(config.supernet)
-    subnet = default_subnet(spec)
+    if args.resolution not in spec.resolutions:
+        parser.error(f"--resolution {args.resolution}: allowed {list(spec.resolutions)}")
+    subnet = dataclasses.replace(default_subnet(spec, args.subnet), resolution=args.resolution)
     candidates = {name: make_preset(name, spec, subnet) for name in PRESETS}
     classifier = candidates["last"]
-    for name, (k, weights) in SCHEMES.items():
-        candidates[name] = dataclasses.replace(classifier, update=UpdateScheme(k, weights))
+    pw1 = [i for i, kind in enumerate(conv_kinds(spec, subnet)) if kind == "pw1"]
+    if args.schemes:
+        try:
+            schemes = [_parse_scheme(text) for text in args.schemes]
+        except ValueError as error:
+            parser.error(str(error))
+    else:
+        schemes = [(k, tuple((pw1[-j], r) for j, r in tail)) for k, tail in SCHEMES]
+    for k, weights in schemes:
+        name = " ".join([f"b{k}"] + [f"{i}@{r:g}" for i, r in weights])
+        try:
+            update = UpdateScheme(k, weights)
+            update.validate(classifier.n_convs)
+        except ConfigError as error:
+            parser.error(f"scheme {name!r}: {error}")
+        candidates[name] = dataclasses.replace(classifier, update=update)
     finetune = dataclasses.replace(config.finetune, lr=args.lr, seed=args.seed).to_dict()
     with tempfile.TemporaryDirectory() as tmp, open_store(f"sqlite:///{tmp}/plan.db") as store:
         hardware = preflight(config, store).hardware
@@ -92,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
             f"| `{name}` | {arena:,} | {full_arena / arena:.1f}× | {100 * val:.1f} / "
             f"{100 * test:.1f} | {100 * (test - full_test):+.1f} |"
         )
-    print(f"\nlr {args.lr}, seed {args.seed}; measured in {time.monotonic() - start:.0f} s")
+    print(
+        f"\n{args.subnet} sub-network at {args.resolution} px, lr {args.lr}, seed {args.seed}; "
+        f"measured in {time.monotonic() - start:.0f} s"
+    )
     return 0
 
 
