@@ -25,6 +25,7 @@ import dataclasses
 import sys
 import tempfile
 import time
+from typing import Any
 
 # (k, ((j, r), ...)): the biases of the last k convolutions and the weight of the expansion
 # convolution of the j-th block from the end (1: the last block) on its first r input channels.
@@ -61,6 +62,38 @@ def _parse_scheme(text: str) -> tuple[int, tuple[tuple[int, float], ...]]:
     return int(words[0][1:]), tuple(sorted(weights))
 
 
+def build_candidates(
+    subnet_size: str = "min", resolution: int = 40, schemes: list[str] | None = None
+) -> dict[str, Any]:
+    """The presets and the schemes to measure (the built-in ones unless ``schemes`` names
+    others), by name, on the reference sub-network ``subnet_size`` at ``resolution`` px of the
+    default supernet. Raises ``ValueError`` naming a scheme or resolution that does not fit."""
+    from tinytune.search import SearchConfig
+    from tinytune.spaces import default_subnet, get_supernet, make_preset
+    from tinytune.spaces.candidate import UpdateScheme, conv_kinds
+
+    spec = get_supernet(SearchConfig(checkpoint="").supernet)
+    if resolution not in spec.resolutions:
+        raise ValueError(f"resolution {resolution}: allowed {list(spec.resolutions)}")
+    subnet = dataclasses.replace(default_subnet(spec, subnet_size), resolution=resolution)
+    candidates = {name: make_preset(name, spec, subnet) for name in PRESETS}
+    classifier = candidates["last"]
+    pw1 = [i for i, kind in enumerate(conv_kinds(spec, subnet)) if kind == "pw1"]
+    if schemes:
+        parsed = [_parse_scheme(text) for text in schemes]
+    else:
+        parsed = [(k, tuple((pw1[-j], r) for j, r in tail)) for k, tail in SCHEMES]
+    for k, weights in parsed:
+        name = " ".join([f"b{k}"] + [f"{i}@{r:g}" for i, r in weights])
+        try:
+            update = UpdateScheme(k, weights)
+            update.validate(classifier.n_convs)
+        except ValueError as error:
+            raise ValueError(f"scheme {name!r}: {error}") from None
+        candidates[name] = dataclasses.replace(classifier, update=update)
+    return candidates
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lr", type=float, default=1.6)
@@ -79,37 +112,17 @@ def main(argv: list[str] | None = None) -> int:
 
     from tinytune.checkpoints import shipped_checkpoint
     from tinytune.db import open_store
-    from tinytune.errors import ConfigError
     from tinytune.evaluators import run_evaluation
     from tinytune.search import SearchConfig
     from tinytune.search.preflight import preflight
-    from tinytune.spaces import default_subnet, get_supernet, make_preset
-    from tinytune.spaces.candidate import UpdateScheme, conv_kinds
 
     start = time.monotonic()
     config = SearchConfig(checkpoint="")
-    spec = get_supernet(config.supernet)
-    if args.resolution not in spec.resolutions:
-        parser.error(f"--resolution {args.resolution}: allowed {list(spec.resolutions)}")
-    subnet = dataclasses.replace(default_subnet(spec, args.subnet), resolution=args.resolution)
-    candidates = {name: make_preset(name, spec, subnet) for name in PRESETS}
-    classifier = candidates["last"]
-    pw1 = [i for i, kind in enumerate(conv_kinds(spec, subnet)) if kind == "pw1"]
-    if args.schemes:
-        try:
-            schemes = [_parse_scheme(text) for text in args.schemes]
-        except ValueError as error:
-            parser.error(str(error))
-    else:
-        schemes = [(k, tuple((pw1[-j], r) for j, r in tail)) for k, tail in SCHEMES]
-    for k, weights in schemes:
-        name = " ".join([f"b{k}"] + [f"{i}@{r:g}" for i, r in weights])
-        try:
-            update = UpdateScheme(k, weights)
-            update.validate(classifier.n_convs)
-        except ConfigError as error:
-            parser.error(f"scheme {name!r}: {error}")
-        candidates[name] = dataclasses.replace(classifier, update=update)
+    try:
+        candidates = build_candidates(args.subnet, args.resolution, args.schemes)
+    except ValueError as error:
+        parser.error(str(error))
+    spec = next(iter(candidates.values())).spec
     finetune = dataclasses.replace(config.finetune, lr=args.lr, seed=args.seed).to_dict()
     with tempfile.TemporaryDirectory() as tmp, open_store(f"sqlite:///{tmp}/plan.db") as store:
         hardware = preflight(config, store).hardware
