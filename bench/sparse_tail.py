@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         candidates = build_candidates(args.subnet, args.resolution, args.schemes)
     except ValueError as error:
         parser.error(str(error))
-    spec = next(iter(candidates.values())).spec
+    spec = candidates["full"].spec
     finetune = dataclasses.replace(config.finetune, lr=args.lr, seed=args.seed).to_dict()
     with tempfile.TemporaryDirectory() as tmp, open_store(f"sqlite:///{tmp}/plan.db") as store:
         hardware = preflight(config, store).hardware

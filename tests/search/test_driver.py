@@ -100,14 +100,23 @@ def test_a_study_with_another_space_is_refused_and_kept(
     assert len(optuna.load_study(study_name="s", storage=url).trials) >= 1
 
 
+def _forget_space_key(url: str, key: str) -> None:
+    """Store study ``s``'s search space without ``key``, as a study stored before the space
+    named it."""
+    from tinytune.search.study import Attr
+
+    study = optuna.load_study(study_name="s", storage=url)
+    study.set_user_attr(
+        Attr.SPACE, {k: v for k, v in study.user_attrs[Attr.SPACE].items() if k != key}
+    )
+
+
 def test_a_study_stored_before_engines_were_named_goes_on_with_its_engine(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
     """A space stored without the engine was measured with the device's profile of the time,
     the published engine: the study resumes with ``engine="published"``; with the new default
     (the bundle's kernels) its latencies would mix, so that is refused and the fix named."""
-    from tinytune.search.study import Attr
-
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:
         run_search(
@@ -115,9 +124,7 @@ def test_a_study_stored_before_engines_were_named_goes_on_with_its_engine(
             store,
             InlineExecutor(run_evaluation),
         )
-    study = optuna.load_study(study_name="s", storage=url)
-    old = {k: v for k, v in study.user_attrs[Attr.SPACE].items() if k != "engine"}
-    study.set_user_attr(Attr.SPACE, old)
+    _forget_space_key(url, "engine")
     with (
         open_store(url) as store,
         pytest.raises(StorageError, match=r"'engine': \('published', 'bundle'\).* --engine publ"),
@@ -147,8 +154,7 @@ def test_a_study_planned_with_gradient_buffers_is_refused_and_kept(
     study = optuna.load_study(study_name="s", storage=url)
     n = len(study.trials)
     assert study.user_attrs[Attr.SPACE]["update"] == "fused"
-    old = {k: v for k, v in study.user_attrs[Attr.SPACE].items() if k != "update"}
-    study.set_user_attr(Attr.SPACE, old)
+    _forget_space_key(url, "update")
     with (
         open_store(url) as store,
         pytest.raises(StorageError, match=r"'update': \('reordered', 'fused'\).*gradient buffers"),
