@@ -135,6 +135,7 @@ def optimize(
     from tinytune.db import open_store
     from tinytune.errors import ConfigError
     from tinytune.evaluators import FinetuneConfig, HardwareConfig, run_evaluation
+    from tinytune.hwmodels.registry import check_device
     from tinytune.models import PretrainRecipe
     from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
     from tinytune.search.executor import check_reachable
@@ -143,6 +144,7 @@ def optimize(
     spec = get_supernet(supernet)
     weights_path = Path(weights) if weights is not None else None
     require_weights(spec, weights_path)
+    check_device(device)  # before the database is opened (and, if new, created)
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     if max_retries < 0:

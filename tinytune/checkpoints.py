@@ -42,10 +42,11 @@ def sha256_file(path: Path) -> str:
 
 
 def require_weights(spec: SupernetSpec, weights: Path | None) -> None:
-    """A published supernet cannot be pre-trained here: its weights must be given.
+    """A published supernet cannot be pre-trained here: its weights must be given; and given
+    weights must exist.
 
     Raises:
-        ModelError: ``spec`` is published and ``weights`` is None.
+        ModelError: ``spec`` is published and ``weights`` is None, or ``weights`` is not a file.
     """
     from tinytune.errors import ModelError
     from tinytune.models.supernet import PUBLISHED_URL
@@ -56,6 +57,8 @@ def require_weights(spec: SupernetSpec, weights: Path | None) -> None:
             f"download: fetch {PUBLISHED_URL.format(name=spec.name)} and pass the file with "
             "--weights FILE"
         )
+    if weights is not None and not weights.is_file():
+        raise ModelError(f"supernet checkpoint {str(weights)!r} does not exist")
 
 
 def shipped_checkpoint(spec: SupernetSpec, recipe: PretrainRecipe | None = None) -> Path | None:

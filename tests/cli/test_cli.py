@@ -76,6 +76,26 @@ def test_bad_search_input_is_one_line_and_exit_2(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (["--device", "esp32"], "unknown device 'esp32'"),
+        (["--weights", "no/such/weights.pt"], "supernet checkpoint 'no/such/weights.pt' does not"),
+        (["--supernet", "resnet9000"], "unknown supernet 'resnet9000'"),
+        (["--dataset", "cifar"], "unknown data set"),
+        (["--sram-budget", "12parsecs"], "is not a size"),
+        (["--workers", "0"], "--workers must be >= 1"),
+    ],
+)
+def test_bad_search_input_creates_no_database(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "new.db"
+    code, err = _run(["search", "--storage", f"sqlite:///{path}", *args], capsys)
+    assert code == 2 and err.count("\n") == 1 and message in err
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
         (["--recipe", "quick", "--workers", "2"], "--workers needs a recipe with per-step draws"),
         (["--recipe", "glyphs-gpu", "--workers", "-1"], "--workers must be >= 0, got -1"),
         (["--recipe", "imagenet"], "unknown pre-training recipe 'imagenet'; allowed: quick"),

@@ -25,6 +25,7 @@ from tinytune.hwmodels.host import host_profile
 
 __all__ = [
     "Calibration",
+    "check_device",
     "default_engine",
     "device_engines",
     "device_names",
@@ -92,7 +93,7 @@ def device_engines(name: str) -> list[str]:
     Raises:
         ConfigError: an unknown device (the message lists the known ones).
     """
-    _check_name(name)
+    check_device(name)
     engines = sorted(e for n, e in _catalogue() if n == name)
     return sorted(engines, key=lambda e: e != "bundle")
 
@@ -114,7 +115,7 @@ def get_device(
         ConfigError: an unknown name or engine (the message lists the known ones), or a
             calibration of another device or engine.
     """
-    _check_name(name)
+    check_device(name)
     engine = engine or (calibration.profile.engine if calibration else default_engine(name))
     if calibration is not None:
         if calibration.device != name:
@@ -137,7 +138,12 @@ def get_device(
     return load()
 
 
-def _check_name(name: str) -> None:
+def check_device(name: str) -> None:
+    """Refuse a device name that the registry does not know.
+
+    Raises:
+        ConfigError: ``name`` is not a known device (the message lists the known ones).
+    """
     if name not in device_names():
         raise ConfigError(f"unknown device {name!r}; known devices: {', '.join(device_names())}")
 
