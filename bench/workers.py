@@ -1,7 +1,7 @@
 """Measured fine-tunes per minute with 1 and 2 local Ray workers, and where the time goes.
 
     python3 bench/workers.py [--trials 16] [--lr 1.6] [--workers 1 2] [--sampler random]
-                             [--cluster] [--pair]
+                             [--cluster] [--pair] [--grid N] [--niceness N]
 
 Each setting runs ``tinytune.optimize`` on digits in a fresh SQLite database of its own (the
 shipped checkpoint, the study's reference and baselines first, then the sampler; ``--lr`` fixed
@@ -29,6 +29,11 @@ With ``--pair-preset full`` it does so with the reference's full fine-tuning ins
 largest network of a search's first fine-tunes, and ``--threads 2`` adds the same fine-tune
 alone with two torch threads: what the last fine-tune of a run would gain from the core that
 the other worker leaves idle.
+
+``--niceness N`` measures 2 workers N times at each of Ray's worker niceness (15, Ray's default,
+and 0, set through ``RAY_worker_niceness`` before Ray starts), alternating: Ray lowers its
+workers' priority below the driver's and every other process on the machine, which could cost
+the fine-tunes time whenever those run.
 
 ``--grid N`` measures the learning-rate grid (12 fine-tunes before a study's first candidate)
 on 2 workers, N times in each order, alternating: submitted in the families' order
@@ -110,6 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--grid", type=int, default=0, metavar="N", help="the learning-rate grid, N per order"
     )
+    parser.add_argument(
+        "--niceness",
+        type=int,
+        default=0,
+        metavar="N",
+        help="2 workers at niceness 15 and 0, N each",
+    )
     args = parser.parse_args(argv)
     if args.pair:
         alone, both, threaded = pair(args.lr, args.pair_preset, args.threads)
@@ -126,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
             )
     if args.grid:
         grid(args.grid)
+        return 0
+    if args.niceness:
+        niceness(args.niceness, args.trials, args.lr, args.sampler)
         return 0
     rows: dict[int | str, dict[str, float]] = {}
     settings: list[int | str] = [*args.workers, *(["cluster"] if args.cluster else [])]
@@ -195,6 +210,25 @@ def pair(lr: float, preset: str, threads: int) -> tuple[float, list[float], floa
         with context.Pool(1) as pool:
             threaded = pool.starmap(_fine_tune, [(lr, preset, threads)])[0]
     return alone, both, threaded
+
+
+NICENESS = "RAY_worker_niceness"  # Ray's system setting, as an environment variable
+
+
+def niceness(rounds: int, trials: int, lr: float, sampler: str) -> None:
+    """2 workers at Ray's default worker niceness and at 0, alternating, ``rounds`` times each."""
+    for r in range(rounds):
+        for nice in (15, 0):
+            os.environ[NICENESS] = str(nice)  # read by the raylet that Ray starts
+            with tempfile.TemporaryDirectory(prefix="tt-workers-") as tmp:
+                row = run(2, trials, lr, sampler, Path(tmp))
+            print(
+                f"niceness {nice:>2}, round {r + 1}: {row['measured']} fine-tunes in "
+                f"{row['wall_s']:.1f} s, {row['task_s']:.1f} s inside evaluations, "
+                f"utilisation {100 * row['utilisation']:.0f} %, tail {row['tail_s']:.1f} s",
+                flush=True,
+            )
+    os.environ.pop(NICENESS, None)
 
 
 def grid(rounds: int) -> None:
