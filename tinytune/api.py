@@ -132,8 +132,9 @@ def optimize(
 
     from tinytune.checkpoints import ensure_checkpoint, require_weights
     from tinytune.data import get_dataset
-    from tinytune.db import open_store
-    from tinytune.errors import ConfigError
+    from tinytune.db import open_store, require_existing
+    from tinytune.db.engine import parse_url
+    from tinytune.errors import ConfigError, StorageError
     from tinytune.evaluators import FinetuneConfig, HardwareConfig, run_evaluation
     from tinytune.hwmodels.registry import check_device
     from tinytune.models import PretrainRecipe
@@ -185,8 +186,14 @@ def optimize(
     )
     if ray_address is not None and not inline:
         check_reachable(ray_address)  # before any pre-training or database work
+    parse_url(storage)  # a malformed URL is an error
+    try:
+        require_existing(storage)
+        checked = None
+    except StorageError:  # no database file yet: check the search before creating one
+        checked = preflight(config, None)
     with open_store(storage) as store:
-        checked = preflight(config, store)
+        checked = checked or preflight(config, store)
         recipe = None if pretrain_steps is None else PretrainRecipe(steps=pretrain_steps)
         checkpoint = ensure_checkpoint(spec, recipe, weights_path, progress=on_pretrain)
         config = dataclasses.replace(config, checkpoint=str(checkpoint))

@@ -82,6 +82,9 @@ def test_bad_search_input_is_one_line_and_exit_2(
         (["--dataset", "cifar"], "unknown data set"),
         (["--sram-budget", "12parsecs"], "is not a size"),
         (["--workers", "0"], "--workers must be >= 1"),
+        (["--sram-budget", "1KB"], "no candidate of ofa-proxyless-w0.35 fits"),
+        (["--flash-budget", "2MB"], "exceeds the 1048576 bytes of stm32f746"),
+        (["--device", "rpi4", "--engine", "bundle"], "'rpi4' has no 'bundle' engine"),
     ],
 )
 def test_bad_search_input_creates_no_database(

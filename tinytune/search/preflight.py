@@ -50,8 +50,9 @@ class Preflight:
     repeats: int = 1
 
 
-def preflight(config: SearchConfig, store: Store) -> Preflight:
-    """Check a search before it starts.
+def preflight(config: SearchConfig, store: Store | None) -> Preflight:
+    """Check a search before it starts; ``store`` holds the device calibrations (None: a
+    database not created yet, which holds none, so the built-in profiles).
 
     Raises:
         ConfigError: an unknown supernet or device, or a data set with another number of
@@ -63,7 +64,11 @@ def preflight(config: SearchConfig, store: Store) -> Preflight:
     from tinytune.hwmodels.registry import get_device, profile_label
 
     spec = get_supernet(config.supernet)
-    calibration = store.latest_device_calibration(config.device, config.engine)
+    calibration = (
+        store.latest_device_calibration(config.device, config.engine)
+        if store is not None
+        else None
+    )
     device = get_device(config.device, calibration, config.engine)
     check_budgets(config, device)
     data = get_dataset(config.dataset, seed=config.data_seed)
