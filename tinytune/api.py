@@ -145,7 +145,7 @@ def optimize(
     spec = get_supernet(supernet)
     weights_path = Path(weights) if weights is not None else None
     require_weights(spec, weights_path)
-    check_device(device)  # before the database is opened (and, if new, created)
+    check_device(device)  # before any database work
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     if max_retries < 0:
