@@ -132,9 +132,8 @@ def optimize(
 
     from tinytune.checkpoints import ensure_checkpoint, require_weights
     from tinytune.data import get_dataset
-    from tinytune.db import open_store, require_existing
-    from tinytune.db.engine import parse_url
-    from tinytune.errors import ConfigError, StorageError
+    from tinytune.db import database_exists, open_store
+    from tinytune.errors import ConfigError
     from tinytune.evaluators import FinetuneConfig, HardwareConfig, run_evaluation
     from tinytune.hwmodels.registry import check_device
     from tinytune.models import PretrainRecipe
@@ -186,12 +185,8 @@ def optimize(
     )
     if ray_address is not None and not inline:
         check_reachable(ray_address)  # before any pre-training or database work
-    parse_url(storage)  # a malformed URL is an error
-    try:
-        require_existing(storage)
-        checked = None
-    except StorageError:  # no database file yet: check the search before creating one
-        checked = preflight(config, None)
+    # no database file yet: check the search on the built-in profiles before creating one
+    checked = None if database_exists(storage) else preflight(config, None)
     with open_store(storage) as store:
         checked = checked or preflight(config, store)
         recipe = None if pretrain_steps is None else PretrainRecipe(steps=pretrain_steps)
@@ -213,18 +208,11 @@ def optimize(
 def devices(storage: str | None = None) -> list[DeviceProfile]:
     """Every device a search can target, with the newest calibration stored in ``storage``
     (when given and the database exists) in place of its built-in latency profile."""
-    from tinytune.db import open_store, require_existing
-    from tinytune.db.engine import parse_url
-    from tinytune.errors import StorageError
+    from tinytune.db import database_exists, open_store
     from tinytune.hwmodels.registry import device_names, get_device
 
-    if storage is not None:
-        parse_url(storage)  # a malformed URL is an error
-        try:
-            require_existing(storage)  # reading creates no empty database file
-        except StorageError:
-            storage = None  # no database yet: the built-in profiles
-    if storage is None:
+    # no database yet (reading creates no empty file): the built-in profiles
+    if storage is None or not database_exists(storage):
         return [get_device(name) for name in device_names()]
     with open_store(storage) as store:
         return [get_device(n, store.latest_device_calibration(n)) for n in device_names()]

@@ -3,7 +3,7 @@ contribution tables) beside Optuna's."""
 
 from __future__ import annotations
 
-from tinytune.db.engine import mask_url, require_existing
+from tinytune.db.engine import database_exists, mask_url, require_existing
 from tinytune.db.store import (
     CONTRIBUTION_PARTS,
     FIDELITIES,
@@ -29,6 +29,7 @@ __all__ = [
     "EvaluationRecord",
     "ParetoSnapshot",
     "Store",
+    "database_exists",
     "mask_url",
     "open_store",
     "require_existing",

@@ -23,6 +23,7 @@ __all__ = [
     "CONNECT_TIMEOUT_S",
     "SQLITE_BUSY_TIMEOUT_S",
     "create_engine",
+    "database_exists",
     "mask_url",
     "parse_url",
     "require_existing",
@@ -163,11 +164,12 @@ def _first_line(error: BaseException) -> str:
     return line or type(error).__name__
 
 
-def require_existing(url: str) -> None:
-    """Reading must not create an empty SQLite file where none exists.
+def database_exists(url: str) -> bool:
+    """False only for a SQLite file that does not exist yet (opening it would create it); a
+    server's database, or SQLite in memory, counts as existing.
 
     Raises:
-        StorageError: the URL is malformed, or names a SQLite file that does not exist.
+        StorageError: the URL is malformed.
     """
     parsed = parse_url(url)  # a one-line error with the password masked
     on_disk = parsed.get_backend_name() == "sqlite" and parsed.database not in (
@@ -175,5 +177,14 @@ def require_existing(url: str) -> None:
         "",
         ":memory:",
     )
-    if on_disk and not Path(parsed.database).is_file():
-        raise StorageError(f"database file {parsed.database!r} does not exist")
+    return not on_disk or Path(parsed.database).is_file()
+
+
+def require_existing(url: str) -> None:
+    """Reading must not create an empty SQLite file where none exists.
+
+    Raises:
+        StorageError: the URL is malformed, or names a SQLite file that does not exist.
+    """
+    if not database_exists(url):
+        raise StorageError(f"database file {parse_url(url).database!r} does not exist")
