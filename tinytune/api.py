@@ -130,13 +130,14 @@ def optimize(
     """
     import dataclasses
 
-    from tinytune.checkpoints import ensure_checkpoint, require_weights
+    from tinytune.checkpoints import ensure_checkpoint
     from tinytune.data import get_dataset
     from tinytune.db import database_exists, open_store
     from tinytune.errors import ConfigError
     from tinytune.evaluators import FinetuneConfig, HardwareConfig, run_evaluation
     from tinytune.hwmodels.registry import check_device
     from tinytune.models import PretrainRecipe
+    from tinytune.models.supernet import require_weights
     from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
     from tinytune.search.executor import check_reachable
     from tinytune.spaces import get_supernet

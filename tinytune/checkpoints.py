@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ensure_checkpoint",
     "pretrain_into",
-    "require_weights",
     "sha256_file",
     "shipped_checkpoint",
 ]
@@ -39,26 +38,6 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def require_weights(spec: SupernetSpec, weights: Path | None) -> None:
-    """A published supernet cannot be pre-trained here: its weights must be given; and given
-    weights must exist.
-
-    Raises:
-        ModelError: ``spec`` is published and ``weights`` is None, or ``weights`` is not a file.
-    """
-    from tinytune.errors import ModelError
-    from tinytune.models.supernet import PUBLISHED_URL
-
-    if spec.published and weights is None:
-        raise ModelError(
-            f"supernet {spec.name} needs its published ImageNet weights, which tinytune does not "
-            f"download: fetch {PUBLISHED_URL.format(name=spec.name)} and pass the file with "
-            "--weights FILE"
-        )
-    if weights is not None and not weights.is_file():
-        raise ModelError(f"supernet checkpoint {str(weights)!r} does not exist")
 
 
 def shipped_checkpoint(spec: SupernetSpec, recipe: PretrainRecipe | None = None) -> Path | None:
@@ -161,7 +140,7 @@ def ensure_checkpoint(
             checkpoint is damaged.
     """
     from tinytune.models import checkpoint_path, load_supernet
-    from tinytune.models.supernet import DEFAULT_RECIPE, get_recipe
+    from tinytune.models.supernet import DEFAULT_RECIPE, get_recipe, require_weights
 
     if weights is not None:
         load_supernet(spec, weights)  # fails early, with one line, on a bad file

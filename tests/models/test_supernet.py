@@ -25,6 +25,7 @@ from tinytune.models.supernet import (
     _lr_at,
     _mix,
     get_recipe,
+    require_weights,
     step_rng,
 )
 from tinytune.spaces import get_supernet
@@ -61,8 +62,9 @@ def test_pretrain_save_load_round_trip(tmp_path: Path) -> None:
 
 
 def test_bad_checkpoints_give_one_line_errors(tmp_path: Path) -> None:
-    with pytest.raises(ModelError, match="does not exist"):
+    with pytest.raises(ModelError, match=r"^supernet checkpoint '.+missing.pt' does not exist$"):
         load_supernet(SPEC, tmp_path / "missing.pt")
+    require_weights(SPEC, None)  # tinytune's own supernets are pre-trained when none are given
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a checkpoint")
     with pytest.raises(ModelError, match="cannot read") as info:
@@ -79,6 +81,11 @@ def test_published_supernet_needs_its_file(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"--weights FILE") as info:
         load_supernet(spec, tmp_path / "none")
     assert "ofa_nets/ofa_mbv3_d234_e346_k357_w1.0" in str(info.value)
+    assert str(info.value).startswith(f"supernet checkpoint {str(tmp_path / 'none')!r} does not")
+    with pytest.raises(
+        ModelError, match=r"^supernet ofa_mbv3\S+ needs its published .+ --weights"
+    ):
+        require_weights(spec, None)
     wrong = tmp_path / "wrong.pt"
     torch.save({"state_dict": {"x": torch.zeros(1)}}, wrong)
     with pytest.raises(ModelError, match="does not match"):

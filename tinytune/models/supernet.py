@@ -42,6 +42,7 @@ __all__ = [
     "load_supernet",
     "pretrain_supernet",
     "random_subnet",
+    "require_weights",
     "save_supernet",
     "step_rng",
 ]
@@ -437,17 +438,30 @@ def _published_state(spec: SupernetSpec, path: Path) -> dict[str, torch.Tensor]:
     return state
 
 
+def require_weights(spec: SupernetSpec, path: Path | None) -> None:
+    """Weights a supernet can load: a published supernet's must be given (tinytune never
+    downloads them; without them it cannot be pre-trained here), and given weights must be a file.
+
+    Raises:
+        ModelError: ``spec`` is published and ``path`` is None, or ``path`` is not a file.
+    """
+    if path is not None and path.is_file():
+        return
+    missing = f"supernet checkpoint {str(path)!r} does not exist" if path is not None else ""
+    if spec.published:
+        raise ModelError(
+            f"{missing}{'; ' if missing else ''}supernet {spec.name} needs its published "
+            f"ImageNet weights, which tinytune does not download: fetch "
+            f"{PUBLISHED_URL.format(name=spec.name)} and pass the file with --weights FILE"
+        )
+    if missing:
+        raise ModelError(missing)
+
+
 def load_supernet(spec: SupernetSpec, path: Path) -> nn.Module:
     """Load a supernet checkpoint written by :func:`save_supernet`, or a published
     Once-for-All ImageNet checkpoint (for published supernets)."""
-    if not path.is_file():
-        if spec.published:
-            raise ModelError(
-                f"supernet {spec.name} needs its published ImageNet weights, which tinytune does "
-                f"not download: fetch {PUBLISHED_URL.format(name=spec.name)} and pass the file "
-                "with --weights FILE"
-            )
-        raise ModelError(f"supernet checkpoint {str(path)!r} does not exist")
+    require_weights(spec, path)
     if spec.published:
         net = build_ofa_supernet(spec, 1000)
         state = _published_state(spec, path)
