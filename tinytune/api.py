@@ -141,11 +141,13 @@ def optimize(
     from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
     from tinytune.search.executor import check_reachable
     from tinytune.spaces import get_supernet
+    from tinytune.units import check_seed
 
     spec = get_supernet(supernet)
     weights_path = Path(weights) if weights is not None else None
     require_weights(spec, weights_path)
     check_device(device)  # before any database work
+    check_seed(seed)
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     if max_retries < 0:
@@ -284,9 +286,11 @@ def export_bundle(
     from tinytune.hwmodels.registry import device_engines, get_device
     from tinytune.spaces import get_supernet
     from tinytune.studies import find_candidate
+    from tinytune.units import check_seed
 
     out = Path(out)
     check_options(samples, epochs, DEFAULT_DEVICE_LR if lr is None else lr)
+    check_seed(seed)
     check_destination(out)
     require_existing(storage)
     key: int | str = target if isinstance(target, int | str) else target.candidate_key

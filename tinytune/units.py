@@ -1,12 +1,16 @@
-"""Parsing of sizes and durations (budgets given as text: "256KB", "500ms")."""
+"""Parsing of sizes and durations (budgets given as text: "256KB", "500ms"), and the range of a
+random seed."""
 
 from __future__ import annotations
 
 import re
 
-from tinytune.errors import BudgetError
+from tinytune.errors import BudgetError, ConfigError
 
-__all__ = ["parse_bytes", "parse_seconds"]
+__all__ = ["MAX_SEED", "check_seed", "parse_bytes", "parse_seconds"]
+
+MAX_SEED = 2**32 - 1
+"""The largest seed: numpy's generators take 0 to 2**32 - 1."""
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
 # Embedded convention: an MCU's "256KB" of SRAM is 256 × 1024 bytes.
@@ -51,3 +55,13 @@ def parse_seconds(text: str, what: str = "duration") -> float:
     if value <= 0:
         raise BudgetError(f"{what} {text!r} must be > 0")
     return value
+
+
+def check_seed(seed: int, what: str = "--seed") -> None:
+    """Refuse a seed that numpy's generators (and so the data splits and samplers) cannot take.
+
+    Raises:
+        ConfigError: ``seed`` is not an integer from 0 to :data:`MAX_SEED`.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"{what} must be an integer from 0 to {MAX_SEED}, got {seed!r}")

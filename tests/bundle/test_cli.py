@@ -65,6 +65,7 @@ def _export(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         (["--candidate", "{norm}"], "a trained per-channel scale (norm update) is not"),
         (["--candidate", "{small}", "--device", "esp32"], "unknown device 'esp32'"),
         (["--candidate", "{small}", "--samples", "0"], "--samples must be an integer >= 1"),
+        (["--candidate", "{small}", "--seed", "-2"], "--seed must be an integer from 0 to"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(

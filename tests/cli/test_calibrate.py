@@ -135,6 +135,8 @@ def test_profile_refuses_bad_options(capsys: pytest.CaptureFixture[str]) -> None
     assert code == 2 and "--candidates must be >= 1" in err
     code, _, err = _run(["profile", "--supernet", "resnet9000"], capsys)
     assert code == 2 and "unknown supernet" in err
+    code, _, err = _run(["profile", "--seed", "-1"], capsys)
+    assert code == 2 and "--seed must be an integer from 0 to 4294967295, got -1" in err
 
 
 def test_a_bundle_calibration_of_a_device_without_a_built_in_bundle_profile(

@@ -12,8 +12,8 @@ import optuna
 import pytest
 
 from tinytune.cli.main import main
-from tinytune.errors import BudgetError
-from tinytune.units import parse_bytes, parse_seconds
+from tinytune.errors import BudgetError, ConfigError
+from tinytune.units import MAX_SEED, check_seed, parse_bytes, parse_seconds
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -85,6 +85,11 @@ def test_bad_search_input_is_one_line_and_exit_2(
         (["--sram-budget", "1KB"], "no candidate of ofa-proxyless-w0.35 fits"),
         (["--flash-budget", "2MB"], "exceeds the 1048576 bytes of stm32f746"),
         (["--device", "rpi4", "--engine", "bundle"], "'rpi4' has no 'bundle' engine"),
+        (["--seed", "-1"], "--seed must be an integer from 0 to 4294967295, got -1"),
+        (["--seed", str(2**32)], "--seed must be an integer from 0 to 4294967295"),
+        (["--study", ""], "--study must be a name of 1 to 512 characters"),
+        (["--study", "   "], "not only spaces"),
+        (["--study", "s" * 513], "--study must be a name of 1 to 512 characters"),
     ],
 )
 def test_bad_search_input_creates_no_database(
@@ -156,6 +161,19 @@ def test_published_supernet_offline_says_where_to_get_it(
 )
 def test_parse_bytes(text: str, value: int) -> None:
     assert parse_bytes(text) == value
+
+
+def test_check_seed() -> None:
+    from tinytune.evaluators import FinetuneConfig
+
+    for seed in (0, 7, MAX_SEED):
+        check_seed(seed)
+    assert MAX_SEED == 4294967295
+    for bad in (-1, MAX_SEED + 1, 1.5, True):
+        with pytest.raises(ConfigError, match="--seed must be an integer from 0 to 4294967295"):
+            check_seed(bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="the fine-tuning seed must be"):
+        FinetuneConfig(seed=-3)
 
 
 def test_parse_seconds() -> None:

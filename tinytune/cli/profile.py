@@ -32,6 +32,7 @@ def profile(
     from tinytune.cli.common import console, quiet_logs
     from tinytune.errors import ConfigError
     from tinytune.spaces import get_supernet
+    from tinytune.units import check_seed
 
     quiet_logs()
     for name, value, low in (("--candidates", candidates, 1), ("--batch-size", batch_size, 1)):
@@ -40,6 +41,7 @@ def profile(
     for name, value in (("--rounds", rounds), ("--repeats", repeats), ("--threads", threads)):
         if value < 1:
             raise ConfigError(f"{name} must be >= 1, got {value}")
+    check_seed(seed)
     spec = get_supernet(supernet)
     import torch
 

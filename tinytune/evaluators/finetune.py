@@ -22,6 +22,7 @@ from torch import nn
 
 from tinytune.data import Split, Splits
 from tinytune.errors import ConfigError
+from tinytune.units import check_seed
 
 __all__ = ["FinetuneConfig", "FinetuneResult", "accuracy", "finetune"]
 
@@ -47,6 +48,7 @@ class FinetuneConfig:
             raise ConfigError(f"weight_lr_scale {self.weight_lr_scale} is out of range (0, 1]")
         if not 0.0 < self.lr < 10.0:
             raise ConfigError(f"fine-tuning learning rate {self.lr} is out of range (0, 10)")
+        check_seed(self.seed, "the fine-tuning seed")
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)

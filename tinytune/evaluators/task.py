@@ -25,6 +25,7 @@ from tinytune.errors import TinyTuneError
 from tinytune.evaluators.finetune import FinetuneConfig, finetune
 from tinytune.models import TrainNet, build_candidate, load_supernet
 from tinytune.spaces import Candidate, get_supernet
+from tinytune.units import MAX_SEED
 
 __all__ = ["CALIBRATION_SAMPLES", "network_on_data", "run_evaluation"]
 
@@ -97,7 +98,7 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
         for r in range(repeats):  # repeated train/val partitions for small validation splits
             part = repeated(splits, r, int(task["data_seed"]))
             whole = len(part.train)
-            part = train_subset(part, fraction, cfg.seed + r)
+            part = train_subset(part, fraction, (cfg.seed + r) % (MAX_SEED + 1))
             net, _ = network_on_data(candidate, supernet, part, n_classes, cfg.seed)
             results.append(finetune(net, part, cfg))
             passes += cfg.epochs * len(part.train) / whole

@@ -13,6 +13,7 @@ from tinytune.hwmodels.devices import ENGINES
 from tinytune.hwmodels.memory import PRECISIONS
 from tinytune.search.contribution import ContributionPlan
 from tinytune.spaces import PRESET_NAMES, Candidate, default_subnet, get_supernet, make_preset
+from tinytune.units import check_seed
 
 __all__ = [
     "BASELINE_PRESETS",
@@ -124,6 +125,12 @@ class SearchConfig:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.study_name, str) or not 0 < len(self.study_name.strip()) <= 512:
+            raise ConfigError(
+                f"--study must be a name of 1 to 512 characters, not only spaces; got "
+                f"{self.study_name!r:.80}"
+            )
+        check_seed(self.seed)
         if self.trials < 1:
             raise BudgetError(f"--trials must be >= 1, got {self.trials}")
         if self.time_budget_s is not None and self.time_budget_s <= 0:
