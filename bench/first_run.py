@@ -17,10 +17,11 @@ wall clock), and the stored study is read back for:
 The summary gives each figure's median, mean and range over the seeds.
 
     python3 bench/first_run.py [--seeds 0 1 2 3 4] [--dataset digits] [--json OUT]
-        [--from-json EARLIER.json] [--write docs/benchmarks.md]
+        [--from-json EARLIER.json [MORE.json ...]] [--write docs/benchmarks.md]
 
-``--write`` replaces the text between ``<!-- first-run:begin -->`` and ``<!-- first-run:end -->``.
-About 100 s per seed on two cores.
+``--write`` replaces the text between ``<!-- first-run:begin -->`` and ``<!-- first-run:end -->``
+(with ``--from-json``, by the summaries of every file given, one data set after another). About
+100 s per seed on two cores.
 """
 
 from __future__ import annotations
@@ -173,14 +174,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--dataset", default="digits")
     p.add_argument("--json", type=Path)
-    p.add_argument("--from-json", type=Path, help="print (or write) an earlier run's figures")
+    p.add_argument(
+        "--from-json", type=Path, nargs="+", help="print (or write) earlier runs' figures, in turn"
+    )
     p.add_argument(
         "--write", type=Path, help="the Markdown file whose first-run section to replace"
     )
     args = p.parse_args(argv)
     if args.from_json:
-        earlier = json.loads(args.from_json.read_text())
-        runs, dataset = earlier["runs"], earlier["dataset"]
+        earlier = [json.loads(path.read_text()) for path in args.from_json]
+        text = "\n\n".join(table(e["runs"], e["dataset"]) for e in earlier)
     else:
         runs, dataset = [], args.dataset
         for seed in args.seeds:
@@ -194,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.json:
             args.json.write_text(json.dumps({"dataset": dataset, "runs": runs}, indent=1))
-    text = table(runs, dataset)
+        text = table(runs, dataset)
     print(text)
     if args.write:
         write_section(args.write, "first-run", text)
