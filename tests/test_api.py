@@ -29,6 +29,26 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ({"workers": 0}, "--workers must be >= 1"),
         ({"sram_budget": "12parsecs"}, "is not a size"),
         ({"dataset": "cifar"}, "unknown data set"),
+        ({"trials": "3"}, "--trials must be an integer, got '3'"),
+        ({"trials": 2.5}, "--trials must be an integer, got 2.5"),
+        ({"epochs": 2.5}, "--epochs must be an integer, got 2.5"),
+        ({"batch_size": None}, "--batch-size must be an integer, got None"),
+        ({"lr": "0.1"}, "--lr must be a number, got '0.1'"),
+        ({"lr": True}, "--lr must be a number, got True"),
+        ({"workers": "2"}, "--workers must be an integer"),
+        ({"max_retries": None}, "--max-retries must be an integer"),
+        ({"repeats": 1.5}, "--repeats must be an integer"),
+        ({"proposals": 2.0}, "--proposals must be an integer"),
+        ({"pretrain_steps": 1.5}, "--pretrain-steps must be an integer"),
+        ({"screen_fraction": "0.5"}, "--screen-fraction must be a number"),
+        ({"sram_budget": [1]}, "--sram-budget must be a number, got \\[1\\]"),
+        ({"latency_budget": float("nan")}, "--latency-budget must be a number, got nan"),
+        ({"epoch_budget": float("nan")}, "--epoch-budget must be a number, got nan"),
+        ({"seed": "1"}, "--seed must be an integer from 0 to 4294967295, got '1'"),
+        ({"study": None}, "--study must be a name of 1 to 512 characters"),
+        ({"weights": 5}, "--weights must be a path, got 5"),
+        ({"weights": " "}, "--weights must be a path, got ' '"),
+        ({"supernet": None}, "unknown supernet None"),
     ],
 )
 def test_bad_arguments_raise_before_any_work(tmp_path: Path, kwargs: dict, message: str) -> None:
@@ -38,3 +58,44 @@ def test_bad_arguments_raise_before_any_work(tmp_path: Path, kwargs: dict, messa
     with pytest.raises(tinytune.TinyTuneError, match=message):
         tinytune.optimize(storage=f"sqlite:///{db}", inline=True, **kwargs)
     assert not db.exists()  # nothing was opened, let alone stored
+
+
+@pytest.mark.parametrize(
+    ("target", "kwargs", "message"),
+    [
+        (
+            None,
+            {},
+            "the target must be a front point, a trial number or a candidate key, got None",
+        ),
+        (3.5, {}, "the target must be a front point, a trial number or a candidate key"),
+        (True, {}, "the target must be a front point"),
+        (0, {"out": None}, "out must be a path, got None"),
+        (0, {"out": 5}, "out must be a path, got 5"),
+        (0, {"weights": 5}, "--weights must be a path, got 5"),
+        (0, {"lr": "x"}, "--lr must lie in \\(0, 10\\), got 'x'"),
+        (0, {"lr": True}, "--lr must lie in \\(0, 10\\), got True"),
+        (0, {"seed": 1.5}, "--seed must be an integer from 0 to 4294967295, got 1.5"),
+    ],
+)
+def test_bad_export_arguments_raise_before_any_work(
+    tmp_path: Path, target: object, kwargs: dict, message: str
+) -> None:
+    import tinytune
+
+    db, out = tmp_path / "t.db", tmp_path / "bundle"
+    with pytest.raises(tinytune.TinyTuneError, match=message):
+        tinytune.export_bundle(
+            target,  # type: ignore[arg-type]
+            **{"out": out, "storage": f"sqlite:///{db}", **kwargs},
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_candidate_is_looked_up_by_a_trial_number_or_a_key_only() -> None:
+    from tinytune.errors import StorageError
+    from tinytune.studies import find_candidate
+
+    for bad in (None, 3.5, False):
+        with pytest.raises(StorageError, match="by a trial number or a stored key, got"):
+            find_candidate(None, study=None, target=bad)  # type: ignore[arg-type]

@@ -42,19 +42,37 @@ that ``--verify-int8`` tries (:data:`tinytune.search.verify.INT8_LRS`)."""
 
 
 def _bytes(value: int | str | None, what: str) -> int | None:
-    from tinytune.units import parse_bytes
+    from tinytune.units import check_real, parse_bytes
 
     if value is None or (isinstance(value, str) and value.lower() == "none"):
         return None
-    return parse_bytes(value, what) if isinstance(value, str) else int(value)
+    if isinstance(value, str):
+        return parse_bytes(value, what)
+    check_real(value, what)
+    return int(value)
 
 
 def _seconds(value: float | str | None, what: str) -> float | None:
-    from tinytune.units import parse_seconds
+    from tinytune.units import check_real, parse_seconds
 
     if value is None:
         return None
-    return parse_seconds(value, what) if isinstance(value, str) else float(value)
+    if isinstance(value, str):
+        return parse_seconds(value, what)
+    check_real(value, what)
+    return float(value)
+
+
+def _path(value: object, what: str, required: bool = False) -> Path | None:
+    """``value`` as a path (None stays None where not ``required``); anything else than a
+    non-blank ``str`` or ``Path`` is refused, naming ``what``."""
+    from tinytune.errors import ConfigError
+
+    if value is None and not required:
+        return None
+    if not isinstance(value, str | Path) or not str(value).strip():
+        raise ConfigError(f"{what} must be a path, got {value!r:.80}")
+    return Path(value)
 
 
 def optimize(
@@ -141,13 +159,20 @@ def optimize(
     from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
     from tinytune.search.executor import check_reachable
     from tinytune.spaces import get_supernet
-    from tinytune.units import check_seed
+    from tinytune.units import check_integer, check_seed
 
+    weights_path = _path(weights, "--weights")
     spec = get_supernet(supernet)
-    weights_path = Path(weights) if weights is not None else None
     require_weights(spec, weights_path)
     check_device(device)  # before any database work
     check_seed(seed)
+    for what, count in (
+        ("--workers", workers),
+        ("--max-retries", max_retries),
+        ("--pretrain-steps", pretrain_steps),
+    ):
+        if count is not None or what != "--pretrain-steps":
+            check_integer(count, what)
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     if max_retries < 0:
@@ -282,13 +307,20 @@ def export_bundle(
     from tinytune.checkpoints import ensure_checkpoint
     from tinytune.data import get_dataset
     from tinytune.db import open_store, require_existing
-    from tinytune.errors import ModelError
+    from tinytune.errors import ConfigError, ModelError
     from tinytune.hwmodels.registry import device_engines, get_device
+    from tinytune.search import FrontPoint
     from tinytune.spaces import get_supernet
     from tinytune.studies import find_candidate
     from tinytune.units import check_seed
 
-    out = Path(out)
+    out = Path(_path(out, "out", required=True))  # type: ignore[arg-type]
+    weights_path = _path(weights, "--weights")
+    if isinstance(target, bool) or not isinstance(target, int | str | FrontPoint):
+        raise ConfigError(
+            f"the target must be a front point, a trial number or a candidate key, got "
+            f"{target!r:.80}"
+        )
     check_options(samples, epochs, DEFAULT_DEVICE_LR if lr is None else lr)
     check_seed(seed)
     check_destination(out)
@@ -306,8 +338,8 @@ def export_bundle(
     dataset = space.get("dataset", "digits")
     check_candidate(candidate, profile, get_dataset(dataset).num_classes)  # fails fast
     spec = get_supernet(candidate.supernet)
-    if weights is not None:
-        checkpoint, source = ensure_checkpoint(spec, weights=Path(weights)), "--weights"
+    if weights_path is not None:
+        checkpoint, source = ensure_checkpoint(spec, weights=weights_path), "--weights"
     elif found.checkpoint:
         checkpoint, source = Path(found.checkpoint), "the study"
         if not checkpoint.is_file():

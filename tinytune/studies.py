@@ -99,6 +99,10 @@ def find_candidate(store: Store, *, study: str | None, target: int | str) -> Sto
     """
     from tinytune.search import Attr
 
+    if isinstance(target, bool) or not isinstance(target, int | str):
+        raise StorageError(
+            f"a candidate is found by a trial number or a stored key, got {target!r:.80}"
+        )
     if isinstance(target, int):
         loaded = _optuna_study(store, _study_name(store, study))
         trials = {t.number: t for t in loaded.get_trials(deepcopy=False)}

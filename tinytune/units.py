@@ -1,13 +1,23 @@
-"""Parsing of sizes and durations (budgets given as text: "256KB", "500ms"), and the range of a
-random seed."""
+"""Parsing of sizes and durations (budgets given as text: "256KB", "500ms"), and the checks that
+the numbers a caller gives are numbers: an integer where one is counted, a real number where
+one is measured, a seed that numpy's generators take."""
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 
 from tinytune.errors import BudgetError, ConfigError
 
-__all__ = ["MAX_SEED", "check_seed", "parse_bytes", "parse_seconds"]
+__all__ = [
+    "MAX_SEED",
+    "check_integer",
+    "check_real",
+    "check_seed",
+    "parse_bytes",
+    "parse_seconds",
+]
 
 MAX_SEED = 2**32 - 1
 """The largest seed: numpy's generators take 0 to 2**32 - 1."""
@@ -65,3 +75,25 @@ def check_seed(seed: int, what: str = "--seed") -> None:
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ConfigError(f"{what} must be an integer from 0 to {MAX_SEED}, got {seed!r}")
+
+
+def check_integer(value: object, what: str) -> None:
+    """Refuse a value that is not an integer (``True`` is not one), whatever its range.
+
+    Raises:
+        ConfigError: naming ``what`` and the value.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"{what} must be an integer, got {value!r:.80}")
+
+
+def check_real(value: object, what: str) -> None:
+    """Refuse a value that is not a real number (``True`` and NaN are not), whatever its range.
+
+    Raises:
+        ConfigError: naming ``what`` and the value.
+    """
+    if (
+        isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(float(value))  # type: ignore[arg-type]
+    ):
+        raise ConfigError(f"{what} must be a number, got {value!r:.80}")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import numbers
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -107,7 +108,8 @@ def check_options(samples: int, epochs: int, lr: float) -> None:
     for name, value in (("--samples", samples), ("--epochs", epochs)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise BundleError(f"{name} must be an integer >= 1, got {value!r}")
-    if not (math.isfinite(lr) and 0.0 < lr < 10.0):
+    number = not isinstance(lr, bool) and isinstance(lr, numbers.Real)
+    if not (number and math.isfinite(lr) and 0.0 < lr < 10.0):
         raise BundleError(f"--lr must lie in (0, 10), got {lr!r}")
 
 

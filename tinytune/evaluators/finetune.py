@@ -22,7 +22,7 @@ from torch import nn
 
 from tinytune.data import Split, Splits
 from tinytune.errors import ConfigError
-from tinytune.units import check_seed
+from tinytune.units import check_integer, check_real, check_seed
 
 __all__ = ["FinetuneConfig", "FinetuneResult", "accuracy", "finetune"]
 
@@ -39,6 +39,12 @@ class FinetuneConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_integer(self.epochs, "--epochs")
+        check_integer(self.batch_size, "--batch-size")
+        check_real(self.lr, "--lr")
+        check_real(self.weight_lr_scale, "weight_lr_scale")
+        if self.clip_norm is not None:
+            check_real(self.clip_norm, "clip_norm")
         if self.epochs < 1 or self.batch_size < 1:
             raise ConfigError(
                 f"fine-tuning needs epochs >= 1 and batch_size >= 1, got {self.epochs} and "

@@ -13,7 +13,7 @@ from tinytune.hwmodels.devices import ENGINES
 from tinytune.hwmodels.memory import PRECISIONS
 from tinytune.search.contribution import ContributionPlan
 from tinytune.spaces import PRESET_NAMES, Candidate, default_subnet, get_supernet, make_preset
-from tinytune.units import check_seed
+from tinytune.units import check_integer, check_real, check_seed
 
 __all__ = [
     "BASELINE_PRESETS",
@@ -131,6 +131,25 @@ class SearchConfig:
                 f"{self.study_name!r:.80}"
             )
         check_seed(self.seed)
+        for what, count in (
+            ("--trials", self.trials),
+            ("--proposals", self.max_proposals),
+            ("--repeats", self.repeats),
+            ("--proxy-eta", self.proxy_eta),
+            ("--screen-epochs", self.screen_epochs),
+        ):
+            if count is not None or what == "--trials":
+                check_integer(count, what)
+        for what, amount in (
+            ("--time-budget", self.time_budget_s),
+            ("--epoch-budget", self.epoch_budget),
+            ("--sram-budget", self.sram_budget_bytes),
+            ("--flash-budget", self.flash_budget_bytes),
+            ("--latency-budget", self.latency_budget_s),
+            ("--screen-fraction", self.screen_fraction),
+        ):
+            if amount is not None:
+                check_real(amount, what)
         if self.trials < 1:
             raise BudgetError(f"--trials must be >= 1, got {self.trials}")
         if self.time_budget_s is not None and self.time_budget_s <= 0:

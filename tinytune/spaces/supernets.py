@@ -113,6 +113,8 @@ def get_supernet(name: str) -> SupernetSpec:
     Raises:
         ConfigError: the name has none of the allowed forms.
     """
+    if not isinstance(name, str):
+        raise ConfigError(f"unknown supernet {name!r:.80}; allowed: {', '.join(SUPERNET_FORMS)}")
     if name in PUBLISHED_SUPERNETS:
         family, width, resolutions = PUBLISHED_SUPERNETS[name]
         return SupernetSpec(name, family, width, resolutions=resolutions, published=True)
