@@ -14,8 +14,8 @@ fine-tune ran while another worker had nothing left to do (finish of the last mi
 the one before it, each evaluation's stored finish time). Equal sums of evaluation time with 1
 and 2 workers mean the workers do not slow each other down; the rest of the gap to 2× is idle
 time (start-up, the tail). Each setting also reports the CPU seconds of the driver process
-(all its threads; the first setting includes the modules imported on first use), which compete
-with the workers for the same cores.
+(all its threads; the first setting includes the modules imported on first use) and of Ray's
+own processes (:class:`DaemonCpu`), which compete with the workers for the same cores.
 
 ``--cluster`` adds a third setting: 2 workers on a Ray cluster of two nodes on loopback (one CPU
 each, :mod:`tinytune.search.loopback`) reached with ``ray_address``, the worker node with a cache
@@ -48,9 +48,55 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
+
+
+class DaemonCpu:
+    """The CPU seconds of Ray's own processes (GCS, raylet, agents, monitors: every process
+    whose command line names Ray, its workers and this process left out) while the block runs,
+    read from ``/proc`` every half second; a process's last reading counts, so those that Ray
+    stops at shutdown count up to half a second short."""
+
+    WORKER_PREFIXES = ("ray::IDLE", "ray::run_evaluation", "ray::evaluation", "ray::_")
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._last: dict[int, float] = {}
+        self._workers: set[int] = set()
+        self._stop = threading.Event()
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def _read(self, pid: int) -> None:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if "ray" not in cmd:
+                return
+            if cmd.startswith(self.WORKER_PREFIXES):  # a worker (once it has named itself)
+                self._workers.add(pid)
+                return
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return
+        self._last[pid] = (int(fields[11]) + int(fields[12])) / self._tick  # utime + stime
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.5):
+            for entry in Path("/proc").iterdir():
+                if entry.name.isdigit() and int(entry.name) != os.getpid():
+                    self._read(int(entry.name))
+
+    def __enter__(self) -> DaemonCpu:
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.seconds = sum(v for pid, v in self._last.items() if pid not in self._workers)
 
 
 def run(
@@ -62,15 +108,16 @@ def run(
 
     url = f"sqlite:///{folder / 'workers.db'}"
     cpu = time.process_time()
-    result = tinytune.optimize(
-        "digits",
-        trials=trials,
-        lr=lr,
-        workers=workers,
-        storage=url,
-        sampler=sampler,
-        ray_address=address,
-    )
+    with DaemonCpu() as daemons:
+        result = tinytune.optimize(
+            "digits",
+            trials=trials,
+            lr=lr,
+            workers=workers,
+            storage=url,
+            sampler=sampler,
+            ray_address=address,
+        )
     cpu = time.process_time() - cpu
     engine = sa.create_engine(url)
     with engine.connect() as c:
@@ -91,6 +138,7 @@ def run(
         "utilisation": result.task_time_s / (wall * workers),
         "tail_s": tail,
         "driver_cpu_s": cpu,
+        "ray_cpu_s": daemons.seconds,
     }
 
 
@@ -156,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{name}: {r['measured']} fine-tunes in {r['wall_s']:.1f} s = "
             f"{r['per_minute']:.2f} per minute; {r['task_s']:.1f} s inside evaluations, "
             f"utilisation {100 * r['utilisation']:.0f} %, tail {r['tail_s']:.1f} s; "
-            f"driver {r['driver_cpu_s']:.1f} CPU s",
+            f"driver {r['driver_cpu_s']:.1f} CPU s, Ray's own processes "
+            f"{r.get('ray_cpu_s', float('nan')):.1f} CPU s",
             flush=True,
         )
     for w in (2, "cluster"):
