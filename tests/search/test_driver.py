@@ -10,7 +10,7 @@ import pytest
 
 from tinytune.db import open_store
 from tinytune.errors import BudgetError, StorageError
-from tinytune.evaluators import run_evaluation
+from tinytune.evaluators import FinetuneConfig, run_evaluation
 from tinytune.search import InlineExecutor, run_search
 from tinytune.search.budgets import CONSTRAINTS
 from tinytune.search.study import Attr
@@ -161,6 +161,56 @@ def test_a_study_planned_with_gradient_buffers_is_refused_and_kept(
     ):
         run_search(search_config(tiny_checkpoint, trials=2), store, InlineExecutor(run_evaluation))
     assert len(optuna.load_study(study_name="s", storage=url).trials) == n
+
+
+def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    """Accuracies measured with other epochs, batch size, rate or repeats would be ranked on one
+    front with the study's own: each such change is refused, the study's own settings named,
+    and its trials stay; a space stored before it named its fine-tuning goes on unchecked."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        run_search(search_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
+    study = optuna.load_study(study_name="s", storage=url)
+    n = len(study.trials)
+    assert study.user_attrs[Attr.SPACE]["finetune"] == {
+        "epochs": 1,
+        "batch_size": 32,
+        "lr": 0.05,
+        "repeats": "auto",
+    }
+    for change, message in (
+        ({"finetune": FinetuneConfig(epochs=2, lr=0.05)}, r"'epochs': \(1, 2\).*own --epochs 1"),
+        (
+            {"finetune": FinetuneConfig(epochs=1, batch_size=16, lr=0.05)},
+            r"'batch_size': \(32, 16\).*own --batch-size 32",
+        ),
+        ({"finetune": FinetuneConfig(epochs=1, lr=0.1)}, r"'lr': \(0.05, 0.1\).*own --lr 0.05"),
+        ({"tune_lr": True}, r"'lr': \(0.05, 'per family'\).*own --lr 0.05"),
+        ({"repeats": 2}, r"'repeats': \('auto', 2\).*own repeats \(leave out --repeats\)"),
+    ):
+        with (
+            open_store(url) as store,
+            pytest.raises(StorageError, match=f"another search space.*{message}"),
+        ):
+            run_search(
+                search_config(tiny_checkpoint, trials=2, **change),
+                store,
+                InlineExecutor(run_evaluation),
+            )
+    assert len(optuna.load_study(study_name="s", storage=url).trials) == n
+    _forget_space_key(url, "finetune")
+    with open_store(url) as store:
+        run_search(
+            search_config(tiny_checkpoint, trials=2, finetune=FinetuneConfig(epochs=2, lr=0.05)),
+            store,
+            InlineExecutor(run_evaluation),
+        )
+    done = optuna.load_study(study_name="s", storage=url).get_trials(
+        states=(optuna.trial.TrialState.COMPLETE,)
+    )
+    assert len(done) == 2  # the second run measured its one more fine-tune
 
 
 def test_infeasible_budget_is_refused_before_anything_runs(

@@ -207,7 +207,10 @@ class SearchConfig:
             )
 
     def space(self) -> dict[str, Any]:
-        """What makes two runs the same search space (kept with the study)."""
+        """What makes two runs the same search space (kept with the study): what is searched,
+        for which device, and how a candidate's accuracy is measured (``finetune``: epochs,
+        batch size, the learning rate or ``per family``, the repeats or ``auto``), so that the
+        front never ranks fine-tunes of different settings against each other."""
         return {
             "supernet": self.supernet,
             "dataset": self.dataset,
@@ -219,4 +222,10 @@ class SearchConfig:
             "device": self.device,
             "engine": self.engine,
             "objectives": list(OBJECTIVES),
+            "finetune": {
+                "epochs": self.finetune.epochs,
+                "batch_size": self.finetune.batch_size,
+                "lr": "per family" if self.tune_lr else self.finetune.lr,
+                "repeats": "auto" if self.repeats is None else self.repeats,
+            },
         }

@@ -190,6 +190,10 @@ class StudyAdapter:
             self._enqueue_baselines()
         elif diff := _space_difference(stored, config.space()):
             hint = f" or pass --engine {diff['engine'][0]}" if "engine" in diff else ""
+            if "finetune" in diff:
+                hint += " or pass the study's own " + ", ".join(
+                    _FINETUNE_OPTIONS[k](was) for k, (was, _) in diff["finetune"].items()
+                )
             if diff.get("update", (None,))[0] == "reordered":
                 hint += (
                     " (its SRAM was planned with parameter-gradient buffers that the bundles' "
@@ -389,16 +393,33 @@ class StudyAdapter:
         self.heartbeats.discard(trial._trial_id)
 
 
+_FINETUNE_OPTIONS = {
+    "epochs": lambda v: f"--epochs {v}",
+    "batch_size": lambda v: f"--batch-size {v}",
+    "lr": lambda v: "learning rates (leave out --lr)" if v == "per family" else f"--lr {v}",
+    "repeats": lambda v: "repeats (leave out --repeats)" if v == "auto" else f"--repeats {v}",
+}
+"""How to ask for a study's own fine-tuning setting, by the key of its space's ``finetune``."""
+
+
 def _space_difference(stored: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
-    """The keys whose stored and requested values differ, as (stored, requested). A study
-    stored before its space named the latency engine was measured with the engine a profile
-    then had, :func:`tinytune.hwmodels.devices.unnamed_engine` (published; PyTorch on the
-    host); one stored before it named the parameter update was planned with each gradient a
-    buffer for its backward step (``reordered``); any other key it lacks reads as None."""
+    """The keys whose stored and requested values differ, as (stored, requested); of the
+    fine-tuning settings, the settings that differ. A study stored before its space named the
+    latency engine was measured with the engine a profile then had,
+    :func:`tinytune.hwmodels.devices.unnamed_engine` (published; PyTorch on the host); one
+    stored before it named the parameter update was planned with each gradient a buffer for its
+    backward step (``reordered``); one stored before it named its fine-tuning settings did not
+    record them, so they are not compared; any other key it lacks reads as None."""
     from tinytune.hwmodels.devices import unnamed_engine
 
     if "engine" not in stored:
         stored = {**stored, "engine": unnamed_engine(str(stored.get("device", "")))}
     if "update" not in stored:
         stored = {**stored, "update": "reordered"}
-    return {k: (stored.get(k), v) for k, v in requested.items() if stored.get(k) != v}
+    if "finetune" not in stored:
+        stored = {**stored, "finetune": requested.get("finetune")}
+    diff = {k: (stored.get(k), v) for k, v in requested.items() if stored.get(k) != v}
+    if "finetune" in diff:
+        was, asked = stored["finetune"], requested["finetune"]
+        diff["finetune"] = {k: (was.get(k), v) for k, v in asked.items() if was.get(k) != v}
+    return diff
