@@ -166,9 +166,10 @@ def test_a_study_planned_with_gradient_buffers_is_refused_and_kept(
 def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
-    """Accuracies measured with other epochs, batch size, rate or repeats would be ranked on one
-    front with the study's own: each such change is refused, the study's own settings named,
-    and its trials stay; a space stored before it named its fine-tuning goes on unchecked."""
+    """Accuracies measured with other epochs, batch size, rate, repeats or weights would be
+    ranked on one front with the study's own: each such change is refused, the study's own
+    settings named, and its trials stay; a space stored before it named its fine-tuning goes on
+    unchecked."""
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:
         run_search(search_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
@@ -199,6 +200,16 @@ def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
                 store,
                 InlineExecutor(run_evaluation),
             )
+    other = tmp_path / "other-weights.pt"
+    other.write_bytes(tiny_checkpoint.read_bytes() + b"\0")  # other weights: another SHA-256
+    with (
+        open_store(url) as store,
+        pytest.raises(
+            StorageError,
+            match=r"'weights': \('[0-9a-f]{12}…', '[0-9a-f]{12}…'\).*own --weights",
+        ),
+    ):
+        run_search(search_config(other, trials=2), store, InlineExecutor(run_evaluation))
     assert len(optuna.load_study(study_name="s", storage=url).trials) == n
     _forget_space_key(url, "finetune")
     with open_store(url) as store:
@@ -413,3 +424,16 @@ def test_trials_count_over_the_whole_study(tmp_path: Path, tiny_checkpoint: Path
             store,
             InlineExecutor(run_evaluation),
         )
+
+
+def test_the_weights_hint_names_the_studys_own_weights(tmp_path: Path) -> None:
+    from tinytune.checkpoints import shipped_checkpoint
+    from tinytune.search.study import _weights_hint
+
+    config = search_config(tmp_path / "w.pt")
+    shipped = shipped_checkpoint(get_supernet(config.supernet))
+    assert shipped is not None
+    assert _weights_hint(config, str(shipped)) == (
+        " or leave out --weights (the study searched with the shipped checkpoint)"
+    )
+    assert _weights_hint(config, "mine.pt") == " or pass its own --weights mine.pt"

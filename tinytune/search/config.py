@@ -208,9 +208,15 @@ class SearchConfig:
 
     def space(self) -> dict[str, Any]:
         """What makes two runs the same search space (kept with the study): what is searched,
-        for which device, and how a candidate's accuracy is measured (``finetune``: epochs,
-        batch size, the learning rate or ``per family``, the repeats or ``auto``), so that the
-        front never ranks fine-tunes of different settings against each other."""
+        for which device, and how a candidate's accuracy is measured (``weights``: the SHA-256
+        of the supernet checkpoint; ``finetune``: epochs, batch size, the learning rate or ``per
+        family``, the repeats or ``auto``), so that the front never ranks fine-tunes of
+        different weights or settings against each other."""
+        from pathlib import Path
+
+        from tinytune.checkpoints import sha256_file
+
+        weights = Path(self.checkpoint) if self.checkpoint else None
         return {
             "supernet": self.supernet,
             "dataset": self.dataset,
@@ -222,6 +228,7 @@ class SearchConfig:
             "device": self.device,
             "engine": self.engine,
             "objectives": list(OBJECTIVES),
+            "weights": sha256_file(weights) if weights and weights.is_file() else None,
             "finetune": {
                 "epochs": self.finetune.epochs,
                 "batch_size": self.finetune.batch_size,

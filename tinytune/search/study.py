@@ -27,6 +27,7 @@ import threading
 import time
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from tinytune.db import Store
@@ -190,6 +191,8 @@ class StudyAdapter:
             self._enqueue_baselines()
         elif diff := _space_difference(stored, config.space()):
             hint = f" or pass --engine {diff['engine'][0]}" if "engine" in diff else ""
+            if "weights" in diff and self.study.user_attrs.get(Attr.CHECKPOINT):
+                hint += _weights_hint(config, self.study.user_attrs[Attr.CHECKPOINT])
             if "finetune" in diff:
                 hint += " or pass the study's own " + ", ".join(
                     _FINETUNE_OPTIONS[k](was) for k, (was, _) in diff["finetune"].items()
@@ -393,6 +396,22 @@ class StudyAdapter:
         self.heartbeats.discard(trial._trial_id)
 
 
+def _weights_hint(config: SearchConfig, stored: str) -> str:
+    """How to search with a study's own weights: its path, or none where the study searched
+    with the checkpoint the package ships."""
+    from tinytune.checkpoints import shipped_checkpoint
+    from tinytune.errors import ModelError
+    from tinytune.spaces import get_supernet
+
+    try:
+        shipped = shipped_checkpoint(get_supernet(config.supernet))
+    except ModelError:  # a damaged shipped file: the path is all there is to say
+        shipped = None
+    if shipped is not None and Path(stored).resolve() == shipped.resolve():
+        return " or leave out --weights (the study searched with the shipped checkpoint)"
+    return f" or pass its own --weights {stored}"
+
+
 _FINETUNE_OPTIONS = {
     "epochs": lambda v: f"--epochs {v}",
     "batch_size": lambda v: f"--batch-size {v}",
@@ -408,17 +427,21 @@ def _space_difference(stored: dict[str, Any], requested: dict[str, Any]) -> dict
     latency engine was measured with the engine a profile then had,
     :func:`tinytune.hwmodels.devices.unnamed_engine` (published; PyTorch on the host); one
     stored before it named the parameter update was planned with each gradient a buffer for its
-    backward step (``reordered``); one stored before it named its fine-tuning settings did not
-    record them, so they are not compared; any other key it lacks reads as None."""
+    backward step (``reordered``); one stored before it named its fine-tuning settings or its
+    weights did not record them, so they are not compared; any other key it lacks reads as
+    None."""
     from tinytune.hwmodels.devices import unnamed_engine
 
     if "engine" not in stored:
         stored = {**stored, "engine": unnamed_engine(str(stored.get("device", "")))}
     if "update" not in stored:
         stored = {**stored, "update": "reordered"}
-    if "finetune" not in stored:
-        stored = {**stored, "finetune": requested.get("finetune")}
+    for unrecorded in ("finetune", "weights"):
+        if unrecorded not in stored:
+            stored = {**stored, unrecorded: requested.get(unrecorded)}
     diff = {k: (stored.get(k), v) for k, v in requested.items() if stored.get(k) != v}
+    if "weights" in diff:  # SHA-256s, shortened as git shortens commits
+        diff["weights"] = tuple(f"{v[:12]}…" if v else v for v in diff["weights"])
     if "finetune" in diff:
         was, asked = stored["finetune"], requested["finetune"]
         diff["finetune"] = {k: (was.get(k), v) for k, v in asked.items() if was.get(k) != v}
