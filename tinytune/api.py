@@ -166,13 +166,10 @@ def optimize(
     require_weights(spec, weights_path)
     check_device(device)  # before any database work
     check_seed(seed)
-    for what, count in (
-        ("--workers", workers),
-        ("--max-retries", max_retries),
-        ("--pretrain-steps", pretrain_steps),
-    ):
-        if count is not None or what != "--pretrain-steps":
-            check_integer(count, what)
+    check_integer(workers, "--workers")
+    check_integer(max_retries, "--max-retries")
+    if pretrain_steps is not None:
+        check_integer(pretrain_steps, "--pretrain-steps")
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     if max_retries < 0:

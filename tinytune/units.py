@@ -5,7 +5,6 @@ one is measured, a seed that numpy's generators take."""
 from __future__ import annotations
 
 import math
-import numbers
 import re
 
 from tinytune.errors import BudgetError, ConfigError
@@ -78,22 +77,22 @@ def check_seed(seed: int, what: str = "--seed") -> None:
 
 
 def check_integer(value: object, what: str) -> None:
-    """Refuse a value that is not an integer (``True`` is not one), whatever its range.
+    """Refuse a value that is not a Python integer (``True`` is not one; nor is a numpy integer,
+    which the study's JSON attributes could not hold), whatever its range.
 
     Raises:
         ConfigError: naming ``what`` and the value.
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{what} must be an integer, got {value!r:.80}")
 
 
 def check_real(value: object, what: str) -> None:
-    """Refuse a value that is not a real number (``True`` and NaN are not), whatever its range.
+    """Refuse a value that is not a Python ``int`` or ``float`` (``True`` and NaN are not; a
+    numpy float64 is a float), whatever its range.
 
     Raises:
         ConfigError: naming ``what`` and the value.
     """
-    if (
-        isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(float(value))  # type: ignore[arg-type]
-    ):
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise ConfigError(f"{what} must be a number, got {value!r:.80}")

@@ -8,12 +8,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pytest
 
 from tinytune.cli.main import main
 from tinytune.errors import BudgetError, ConfigError
-from tinytune.units import MAX_SEED, check_seed, parse_bytes, parse_seconds
+from tinytune.units import (
+    MAX_SEED,
+    check_integer,
+    check_real,
+    check_seed,
+    parse_bytes,
+    parse_seconds,
+)
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -174,6 +182,18 @@ def test_check_seed() -> None:
             check_seed(bad)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="the fine-tuning seed must be"):
         FinetuneConfig(seed=-3)
+
+
+def test_check_integer_and_real() -> None:
+    check_integer(3, "--x")
+    check_real(2.5, "--y")
+    check_real(np.float64(2.5), "--y")  # a float
+    for bad in (2.5, "3", True, None, np.int64(3)):
+        with pytest.raises(ConfigError, match=r"^--x must be an integer, got "):
+            check_integer(bad, "--x")
+    for bad in ("1", None, True, float("nan"), np.float32(1.0)):
+        with pytest.raises(ConfigError, match=r"^--y must be a number, got "):
+            check_real(bad, "--y")
 
 
 def test_parse_seconds() -> None:

@@ -131,14 +131,14 @@ class SearchConfig:
                 f"{self.study_name!r:.80}"
             )
         check_seed(self.seed)
+        check_integer(self.trials, "--trials")
         for what, count in (
-            ("--trials", self.trials),
             ("--proposals", self.max_proposals),
             ("--repeats", self.repeats),
             ("--proxy-eta", self.proxy_eta),
             ("--screen-epochs", self.screen_epochs),
         ):
-            if count is not None or what == "--trials":
+            if count is not None:
                 check_integer(count, what)
         for what, amount in (
             ("--time-budget", self.time_budget_s),
