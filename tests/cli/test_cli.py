@@ -252,7 +252,14 @@ def test_search_end_to_end_with_ray(
             assert e.details is not None
             assert e.details["lr"] == rates[family_of(candidate, spec)]["lr"]
     assert main(["pareto", "--storage", url]) == 0
-    assert "(reference)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "(reference)" in printed
+    chosen = ", ".join(f"{family} {rates[family]['lr']:g}" for family in rates)
+    sha = study.user_attrs["tinytune.space"]["weights"]
+    assert (
+        "measured by fine-tuning 1 epoch at batch 32, the learning rate of each scheme family "
+        f"chosen on validation: {chosen}; supernet weights {sha[:12]}… (SHA-256)"
+    ) in " ".join(printed.split())
 
 
 def test_an_unreadable_image_is_named_before_the_search(
@@ -390,3 +397,17 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
         again = store.find_evaluation("tinytune", view.reference.candidate_key, "int8")
     assert again is not None and again.accuracy == measured["accuracy"]
     assert again.details is not None and again.details["repeats"] > 1  # as the fp32 one
+
+
+def test_how_a_study_measures_is_told_from_its_space() -> None:
+    from tinytune.cli.pareto import _measured_by
+
+    assert _measured_by({"supernet": "ofa-proxyless-w0.35"}, "sqlite://", "s") is None  # older
+    space = {
+        "finetune": {"epochs": 8, "batch_size": 32, "lr": 1.6, "repeats": 3},
+        "weights": "ab" * 32,
+    }
+    assert _measured_by(space, "sqlite://", "s") == (
+        "measured by fine-tuning 8 epochs at batch 32, learning rate 1.6, 3 train/validation "
+        "partitions each; supernet weights abababababab… (SHA-256)"
+    )

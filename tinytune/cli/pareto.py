@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -65,6 +65,9 @@ def pareto(
                 int8,
             )
         )
+    measured_by = _measured_by(view.space, storage, study)
+    if measured_by is not None:
+        console.print(measured_by)
     for fidelity, what in (("proxy", "estimates"), ("short", "short fine-tunes")):
         n, tau = low[fidelity]
         if not n:
@@ -90,6 +93,41 @@ def pareto(
             sram_budget_bytes=_sram_budget(study, storage),
         )
         console.print(f"wrote {plot}")
+
+
+def _measured_by(space: dict[str, Any], storage: str, study: str) -> str | None:
+    """How the study measures its candidates, from its search space (None for a study stored
+    before its space named it): epochs, batch, rates (each family's, where chosen on
+    validation), repeats and the weights' SHA-256."""
+    import optuna
+
+    from tinytune.search import Attr
+    from tinytune.search.lr import LrCalibration
+
+    finetune = space.get("finetune")
+    if not isinstance(finetune, dict):
+        return None
+    if finetune.get("lr") == "per family":
+        stored = optuna.load_study(study_name=study, storage=storage).user_attrs.get(
+            Attr.LR_CALIBRATION
+        )
+        rates = (
+            ": " + ", ".join(f"{r.family} {r.lr:g}" for r in LrCalibration.from_json(stored).rates)
+            if stored
+            else " (not chosen yet)"
+        )
+        rate = f"the learning rate of each scheme family chosen on validation{rates}"
+    else:
+        rate = f"learning rate {finetune.get('lr')}"
+    repeats = finetune.get("repeats")
+    parts = f", {repeats} train/validation partitions each" if repeats != "auto" else ""
+    weights = space.get("weights")
+    sha = f"; supernet weights {weights[:12]}… (SHA-256)" if weights else ""
+    epochs = finetune.get("epochs")
+    return (
+        f"measured by fine-tuning {epochs} epoch{'' if epochs == 1 else 's'} at batch "
+        f"{finetune.get('batch_size')}, {rate}{parts}{sha}"
+    )
 
 
 def _check_plot_path(path: Path) -> None:
