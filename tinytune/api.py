@@ -63,13 +63,11 @@ def _seconds(value: float | str | None, what: str) -> float | None:
     return float(value)
 
 
-def _path(value: object, what: str, required: bool = False) -> Path | None:
-    """``value`` as a path (None stays None where not ``required``); anything else than a
-    non-blank ``str`` or ``Path`` is refused, naming ``what``."""
+def _path(value: object, what: str) -> Path:
+    """``value`` as a path; anything else than a non-blank ``str`` or ``Path`` is refused,
+    naming ``what``."""
     from tinytune.errors import ConfigError
 
-    if value is None and not required:
-        return None
     if not isinstance(value, str | Path) or not str(value).strip():
         raise ConfigError(f"{what} must be a path, got {value!r:.80}")
     return Path(value)
@@ -161,7 +159,7 @@ def optimize(
     from tinytune.spaces import get_supernet
     from tinytune.units import check_integer, check_seed
 
-    weights_path = _path(weights, "--weights")
+    weights_path = None if weights is None else _path(weights, "--weights")
     spec = get_supernet(supernet)
     require_weights(spec, weights_path)
     check_device(device)  # before any database work
@@ -311,8 +309,8 @@ def export_bundle(
     from tinytune.studies import find_candidate
     from tinytune.units import check_seed
 
-    out = Path(_path(out, "out", required=True))  # type: ignore[arg-type]
-    weights_path = _path(weights, "--weights")
+    out = _path(out, "out")
+    weights_path = None if weights is None else _path(weights, "--weights")
     if isinstance(target, bool) or not isinstance(target, int | str | FrontPoint):
         raise ConfigError(
             f"the target must be a front point, a trial number or a candidate key, got "

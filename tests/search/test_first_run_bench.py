@@ -4,7 +4,6 @@ summary gives the median, mean and range of each over the seeds."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -12,15 +11,12 @@ import pytest
 
 import tinytune
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "first_run.py"
+from .benches import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_first_run", BENCH)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load_bench("first_run")
 
 
 def _run(seed: int, wall: float, full: float, last: float, best: float, ratio: float) -> dict:

@@ -3,20 +3,17 @@ its epochs, the records keep validation and test accuracy, and the report reads 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "search_efficiency.py"
+from .benches import load_bench
 
 
 @pytest.mark.slow
 def test_search_bench_smallest_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location("bench_search", BENCH)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = load_bench("search_efficiency")
     out = tmp_path / "runs.jsonl"
     args = [
         *("--budget", "6", "--epochs", "2", "--screen-epochs", "1", "--screen-fraction", "0.25"),

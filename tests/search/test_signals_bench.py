@@ -3,20 +3,17 @@ each candidate's validation and test accuracy, and the repeat's τ is reported."
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "signals.py"
+from .benches import load_bench
 
 
 @pytest.mark.slow
 def test_signals_bench_smallest_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location("bench_signals", BENCH)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = load_bench("signals")
     out = tmp_path / "signals.json"
     args = ["--sample", "1", "--epochs", "2", "--contribution-epochs", "1", "--short-epochs", "1"]
     args += ["--repeat-seed", "1"]

@@ -4,23 +4,18 @@ does not fit the sub-network is refused with a message naming it."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from tinytune.spaces.candidate import UpdateScheme
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "sparse_tail.py"
+from .benches import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_sparse_tail", BENCH)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load_bench("sparse_tail")
 
 
 def test_parse_scheme(bench: ModuleType) -> None:

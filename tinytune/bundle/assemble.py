@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import numbers
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -108,7 +107,7 @@ def check_options(samples: int, epochs: int, lr: float) -> None:
     for name, value in (("--samples", samples), ("--epochs", epochs)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise BundleError(f"{name} must be an integer >= 1, got {value!r}")
-    number = not isinstance(lr, bool) and isinstance(lr, numbers.Real)
+    number = not isinstance(lr, bool) and isinstance(lr, int | float)
     if not (number and math.isfinite(lr) and 0.0 < lr < 10.0):
         raise BundleError(f"--lr must lie in (0, 10), got {lr!r}")
 
