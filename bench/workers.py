@@ -52,6 +52,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 
 class DaemonCpu:
@@ -64,6 +65,7 @@ class DaemonCpu:
 
     def __init__(self) -> None:
         self.seconds = 0.0
+        self.each: list[float] = []  # each process's CPU seconds, ascending
         self._last: dict[int, float] = {}
         self._workers: set[int] = set()
         self._stop = threading.Event()
@@ -96,12 +98,13 @@ class DaemonCpu:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.seconds = sum(v for pid, v in self._last.items() if pid not in self._workers)
+        self.each = sorted(v for pid, v in self._last.items() if pid not in self._workers)
+        self.seconds = sum(self.each)
 
 
 def run(
     workers: int, trials: int, lr: float, sampler: str, folder: Path, address: str | None = None
-) -> dict[str, float]:
+) -> dict[str, Any]:
     import sqlalchemy as sa
 
     import tinytune
@@ -139,6 +142,8 @@ def run(
         "tail_s": tail,
         "driver_cpu_s": cpu,
         "ray_cpu_s": daemons.seconds,
+        "ray_processes": len(daemons.each),
+        "ray_cpu_each_s": (daemons.each[0], daemons.each[-1]) if daemons.each else (0.0, 0.0),
     }
 
 
@@ -205,7 +210,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['per_minute']:.2f} per minute; {r['task_s']:.1f} s inside evaluations, "
             f"utilisation {100 * r['utilisation']:.0f} %, tail {r['tail_s']:.1f} s; "
             f"driver {r['driver_cpu_s']:.1f} CPU s, Ray's own processes "
-            f"{r.get('ray_cpu_s', float('nan')):.1f} CPU s",
+            f"{r.get('ray_cpu_s', float('nan')):.1f} CPU s"
+            + (
+                f" ({r['ray_processes']} processes, {r['ray_cpu_each_s'][0]:.1f}–"
+                f"{r['ray_cpu_each_s'][1]:.1f} s each)"
+                if r.get("ray_processes")
+                else ""
+            ),
             flush=True,
         )
     for w in (2, "cluster"):
