@@ -12,14 +12,18 @@ To write a new migration, point an ``alembic.ini`` (``script_location`` = this f
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from tinytune.db.engine import translate_error
+from tinytune.db.engine import SQLITE_BUSY_TIMEOUT_S, translate_error
 from tinytune.db.models import TABLE_PREFIX
 from tinytune.errors import StorageError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -55,6 +59,24 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         StorageError: the database cannot be reached, or it carries a tinytune revision that
             these migrations do not know (written by a newer tinytune).
     """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
+    delay = 0.1
+    while True:
+        try:
+            return _upgrade_once(engine, revision)
+        except StorageError as e:
+            # processes that open one new SQLite file at once can meet "database is locked"
+            # where SQLite does not wait (switching the new file to WAL): the upgrade is one
+            # transaction, so it is tried again until the busy timeout has passed
+            locked = engine.dialect.name == "sqlite" and "database is locked" in str(e)
+            if not locked or time.monotonic() + delay > deadline:
+                raise
+            log.info("the new SQLite database is locked by another process; trying again")
+            time.sleep(delay)
+            delay = min(2 * delay, 1.0)
+
+
+def _upgrade_once(engine: Engine, revision: str) -> None:
     from alembic import command
     from alembic.util import CommandError
 
