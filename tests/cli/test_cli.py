@@ -293,6 +293,26 @@ def test_failed_evaluations_are_printed_once_each(
     assert "no measured candidate meets the budget yet" in out
 
 
+@pytest.mark.parametrize(("copies", "printed"), [(0, None), (1, "1 copy "), (7, "7 copies ")])
+def test_copies_left_out_of_an_image_folder_are_said(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    copies: int,
+    printed: str | None,
+) -> None:
+    import tinytune
+    from tinytune.search import Counts, SearchResult
+
+    result = SearchResult("s", Counts(), (), None, 0, (), 1.0, 0, copies=copies)
+    monkeypatch.setattr(tinytune, "optimize", lambda *a, **k: result)
+    assert main(["search", "--trials", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    said = "of other images (the same bytes), left out so that no image is both trained and tested"
+    assert (said in out) == (printed is not None)
+    if printed is not None:
+        assert f"the image folder holds {printed}{said}" in out
+
+
 @pytest.mark.slow
 def test_a_tiny_image_folder_is_measured_on_repeated_splits_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -300,11 +320,13 @@ def test_a_tiny_image_folder_is_measured_on_repeated_splits_and_says_so(
     from tests.data.test_data import write_image_folder
 
     root = write_image_folder(tmp_path / "images", images_per_class=8)
+    (root / "apple" / "again.png").write_bytes((root / "apple" / "0.png").read_bytes())
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     argv = ["search", "--storage", url, "--dataset", f"imagefolder:{root}", "--inline"]
     argv += ["--trials", "1", "--epochs", "1", "--lr", "0.05", "--pretrain-steps", "2"]
     assert main(argv) == 0
     out = " ".join(capsys.readouterr().out.split())
+    assert "the image folder holds 1 copy of other images (the same bytes), left out" in out
     assert (
         "the validation split has 6 images, too few to rank candidates: every accuracy is the "
         "mean over 5 train/validation partitions" in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -409,6 +410,48 @@ def test_imagefolder_corrupt_image(tmp_path: Path) -> None:
     corrupt.write_bytes(b"this is not a png")
     dataset = ImageFolderDataset(root)  # listing does not read the images
     one_line_error_about(corrupt, "cannot read image", lambda: dataset.load(8))
+
+
+def test_imagefolder_uses_each_image_once(tmp_path: Path) -> None:
+    """Copies, links and duplicated sub-folders of an image are left out (else a copy could be
+    trained on and its original tested on); so are images below hidden folders."""
+    root = write_image_folder(tmp_path / "images")
+    originals = {path.read_bytes() for path in root.rglob("*.[pP][nN][gG]")}
+    shutil.copytree(root / "apple", root / "apple" / "backup")  # 5 copies
+    (root / "mango" / "copy.png").write_bytes((root / "mango" / "2.png").read_bytes())
+    (root / "zebra" / "link.png").symlink_to(root / "zebra" / "3.PNG")
+    hidden = root / "zebra" / ".thumbnails"
+    hidden.mkdir()
+    Image.new("RGB", (3, 3), (1, 2, 3)).save(hidden / "small.png")  # not listed: hidden
+    dataset = ImageFolderDataset(root)
+    assert dataset.copies == 7
+    splits = dataset.load(8)
+    assert [len(s) for s in (splits.train, splits.val, splits.test)] == [9, 3, 3]
+    assert sorted(path.read_bytes() for path in dataset._files) == sorted(originals)
+    assert dataset.load(8).train.x.tobytes() == ImageFolderDataset(root).load(8).train.x.tobytes()
+    assert get_dataset("digits").copies == 0
+
+
+def test_imagefolder_refuses_one_image_in_two_classes(tmp_path: Path) -> None:
+    root = write_image_folder(tmp_path / "images")
+    stray = root / "zebra" / "stray.png"
+    stray.write_bytes((root / "apple" / "1.PNG").read_bytes())
+    one_line_error_about(
+        stray,
+        r"class 'zebra' has the same bytes as '.*apple/1.PNG' of class 'apple'.*one class",
+        lambda: ImageFolderDataset(root),
+    )
+
+
+def test_imagefolder_counts_a_class_without_its_copies(tmp_path: Path) -> None:
+    root = write_image_folder(tmp_path / "images", images_per_class=3)
+    (root / "mango" / "0.png").unlink()
+    (root / "mango" / "again.png").write_bytes((root / "mango" / "1.PNG").read_bytes())
+    one_line_error_about(
+        root,
+        "class 'mango'.* has 2 image.* besides copies.*at least 3 different",
+        lambda: ImageFolderDataset(root),
+    )
 
 
 # --- check: every file read once, before any training --------------------------------------

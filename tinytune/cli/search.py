@@ -311,6 +311,12 @@ def search(
         f"compute: {result.train_epochs:.1f} fine-tuning epochs (passes over the training "
         f"split; a measured fine-tune is {epochs}), {result.task_time_s:.0f} s of workers' time"
     )
+    if result.copies:
+        console.print(
+            f"the image folder holds {result.copies} cop{'y' if result.copies == 1 else 'ies'} "
+            "of other images (the same bytes), left out so that no image is both trained and "
+            "tested on"
+        )
     if result.repeats > 1:
         console.print(
             f"the validation split has {result.val_images} images, too few to rank candidates: "

@@ -63,6 +63,8 @@ class ImageDataset(ABC):
       resolution: only the pixels are resampled.
     * Results are cached on the instance, one entry per resolution; a repeated call returns the
       same ``Splits`` object, whose arrays are read-only.
+    * ``copies``: source files left out because another file has the same bytes (0 for the
+      built-in data sets).
 
     Subclasses call ``super().__init__`` and implement ``_build``.
     """
@@ -71,6 +73,7 @@ class ImageDataset(ABC):
     class_names: tuple[str, ...]
     num_classes: int
     seed: int
+    copies: int = 0
 
     def __init__(self, *, name: str, class_names: Sequence[str], seed: int) -> None:
         """Set the fixed attributes.

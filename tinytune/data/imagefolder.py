@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from pathlib import Path
@@ -41,11 +42,58 @@ def _visible(path: Path) -> bool:
     return not path.name.startswith(".")
 
 
-def _scan(root: Path) -> tuple[list[str], list[Path], np.ndarray]:
-    """List the classes of ``root`` and the image files of each, in a fixed order.
+def _visible_below(path: Path, top: Path) -> bool:
+    """No part of ``path`` below ``top`` is hidden (``cat/.thumbnails/x.png`` is not)."""
+    return not any(part.startswith(".") for part in path.relative_to(top).parts)
+
+
+def _sha256(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError as e:
+        raise DataError(f"cannot read image '{path}': {_one_line(e)}") from e
+
+
+def _without_copies(
+    class_names: list[str], files_per_class: list[list[Path]]
+) -> tuple[list[list[Path]], int]:
+    """Each image once: a file with the same bytes as one listed before it (a copy, a link, a
+    duplicated sub-folder) is left out, so that no image is both trained on and tested on.
 
     Returns:
-        Class names (sorted), image paths (class by class, sorted by path) and their labels.
+        The files of each class without copies, and how many copies were left out.
+
+    Raises:
+        DataError: the same image is in two classes, naming both files.
+    """
+    first: dict[str, tuple[int, Path]] = {}  # sha256 -> (class, the first file)
+    kept: list[list[Path]] = []
+    copies = 0
+    for label, files in enumerate(files_per_class):
+        kept.append([])
+        for path in files:
+            owner, original = first.setdefault(_sha256(path), (label, path))
+            if original == path:
+                kept[-1].append(path)
+            elif owner == label:
+                copies += 1
+            else:
+                raise DataError(
+                    f"image '{path}' of class '{class_names[label]}' has the same bytes as "
+                    f"'{original}' of class '{class_names[owner]}'; an image can have one "
+                    "class: remove one of the two"
+                )
+    return kept, copies
+
+
+def _scan(root: Path) -> tuple[list[str], list[Path], np.ndarray, int]:
+    """List the classes of ``root`` and the image files of each, in a fixed order, each image
+    once (:func:`_without_copies`).
+
+    Returns:
+        Class names (sorted), image paths (class by class, sorted by path), their labels, and
+        the number of copies left out.
     """
     if not root.exists():
         raise DataError(f"image folder '{root}' does not exist; {_EXPECTED}")
@@ -59,7 +107,9 @@ def _scan(root: Path) -> tuple[list[str], list[Path], np.ndarray]:
             sorted(
                 p
                 for p in class_dir.rglob("*")
-                if p.is_file() and _visible(p) and p.suffix.lower() in IMAGE_EXTENSIONS
+                if p.is_file()
+                and _visible_below(p, class_dir)
+                and p.suffix.lower() in IMAGE_EXTENSIONS
             )
             for class_dir in class_dirs
         ]
@@ -70,18 +120,21 @@ def _scan(root: Path) -> tuple[list[str], list[Path], np.ndarray]:
             f"image folder '{root}' has {len(class_dirs)} class sub-folder(s); expected at "
             "least 2, one sub-folder of images per class"
         )
+    names = [p.name for p in class_dirs]
+    files_per_class, copies = _without_copies(names, files_per_class)
     for class_dir, files in zip(class_dirs, files_per_class, strict=True):
         if len(files) < MIN_PER_CLASS:
             raise DataError(
-                f"class '{class_dir.name}' of image folder '{root}' has {len(files)} image(s); "
-                f"each class needs at least {MIN_PER_CLASS} (one each for train, val and test) "
-                f"with an extension in {sorted(IMAGE_EXTENSIONS)}"
+                f"class '{class_dir.name}' of image folder '{root}' has {len(files)} image(s)"
+                f"{' besides copies' if copies else ''}; each class needs at least "
+                f"{MIN_PER_CLASS} different ones (one each for train, val and test) with an "
+                f"extension in {sorted(IMAGE_EXTENSIONS)}"
             )
     files = [path for class_files in files_per_class for path in class_files]
     labels = np.repeat(
         np.arange(len(class_dirs), dtype=np.int64), [len(f) for f in files_per_class]
     )
-    return [p.name for p in class_dirs], files, labels
+    return names, files, labels, copies
 
 
 def _open_rgb(path: Path) -> Image.Image:
@@ -112,7 +165,10 @@ class ImageFolderDataset(ImageDataset):
 
     Classes are the visible sub-folders of ``root`` in sorted order (class index = position);
     a class's images are the files below its sub-folder, at any depth, whose extension (any
-    case) is in ``IMAGE_EXTENSIONS``; names starting with ``.`` are skipped. Each image is
+    case) is in ``IMAGE_EXTENSIONS``; names starting with ``.``, and files below such a folder,
+    are skipped. A file with the same bytes as one before it (in sorted order) is left out
+    (``copies`` counts them), so that a copy cannot land in the training split and its
+    original in the test split; the same image in two classes is refused. Each image is
     converted to RGB, resized to ``R x R`` with bilinear resampling (the aspect ratio is not
     kept) and mapped from 0..255 to [-1, 1]. The split is ``stratified_split(labels, seed)``
     over the files in sorted order, so it does not depend on the resolution.
@@ -131,13 +187,15 @@ class ImageFolderDataset(ImageDataset):
             seed: Seed of the train/val/test split.
 
         Raises:
-            DataError: If the folder is missing, has fewer than two class sub-folders, or has a
-                class with fewer than ``MIN_PER_CLASS`` images.
+            DataError: If the folder is missing, has fewer than two class sub-folders, has a
+                class with fewer than ``MIN_PER_CLASS`` different images, or has the same
+                image in two classes.
         """
         root_path = Path(root).expanduser().resolve()
-        class_names, files, labels = _scan(root_path)
+        class_names, files, labels, copies = _scan(root_path)
         super().__init__(name=f"imagefolder:{root_path}", class_names=class_names, seed=seed)
         self.root = root_path
+        self.copies = copies
         self._files = files
         self._labels = labels
         self._checked = False

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 CALIBRATION_SAMPLES = 256
 _supernets: dict[tuple[str, float], torch.nn.Module] = {}
-_splits: dict[tuple[str, int, int], Splits] = {}
+_splits: dict[tuple[str, int, int], tuple[Splits, int]] = {}
 
 
 def _supernet(name: str, path: str) -> torch.nn.Module:
@@ -45,11 +45,13 @@ def _supernet(name: str, path: str) -> torch.nn.Module:
 
 
 def _data(spec: str, seed: int, resolution: int) -> tuple[Splits, int]:
-    dataset = get_dataset(spec, seed=seed)
-    key = (dataset.name, seed, resolution)
+    """The splits and number of classes of a data set, kept per process (an image folder is
+    listed and its files hashed once, not once per evaluation)."""
+    key = (spec, seed, resolution)
     if key not in _splits:
-        _splits[key] = dataset.load(resolution)
-    return _splits[key], dataset.num_classes
+        dataset = get_dataset(spec, seed=seed)
+        _splits[key] = dataset.load(resolution), dataset.num_classes
+    return _splits[key]
 
 
 def network_on_data(

@@ -248,6 +248,7 @@ class Run:
             lr_s=self.lr_cost[1],
             val_images=self.checked.val_images,
             repeats=self.checked.repeats,
+            copies=self.checked.copies,
             int8=int8_accuracies(
                 self.store, self.config.study_name, [p.candidate_key for p in front]
             ),

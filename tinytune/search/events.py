@@ -101,6 +101,7 @@ class SearchResult:
             in this run (0 when an earlier run chose the rates).
         val_images, repeats: the validation split's size, and the train/val partitions each
             accuracy is the mean over (1: the data set's own split).
+        copies: image files of the data set left out as copies of others (the same bytes).
         int8: the device's accuracy (int8, batch 1, QAS) of front points, by candidate key,
             where measured; ``int8_runs``, ``int8_epochs`` and ``int8_s``: trainings, their
             epochs (every rate tried, at batch 1; not in ``train_epochs``) and task seconds
@@ -127,6 +128,7 @@ class SearchResult:
     lr_s: float = 0.0
     val_images: int = 0
     repeats: int = 1
+    copies: int = 0
     int8: dict[str, Int8Accuracy] = field(default_factory=dict)
     int8_runs: int = 0
     int8_epochs: float = 0.0

@@ -38,6 +38,7 @@ class Preflight:
         val_images: images in the data set's validation split.
         repeats: train/val partitions each candidate is measured on (``config.repeats``, or
             :func:`tinytune.data.val_repeats` of ``val_images``).
+        copies: image files left out of the data set as copies of others.
     """
 
     spec: SupernetSpec
@@ -48,6 +49,7 @@ class Preflight:
     reference: Candidate
     val_images: int = 0
     repeats: int = 1
+    copies: int = 0
 
 
 def preflight(config: SearchConfig, store: Store | None) -> Preflight:
@@ -90,4 +92,5 @@ def preflight(config: SearchConfig, store: Store | None) -> Preflight:
         reference=reference_candidate(spec.name),
         val_images=val_images,
         repeats=config.repeats or val_repeats(val_images),
+        copies=data.copies,
     )
