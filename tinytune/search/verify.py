@@ -24,8 +24,9 @@ __all__ = ["INT8_EPOCHS", "INT8_LRS", "Int8Accuracy", "int8_accuracies", "verify
 
 INT8_EPOCHS = 4
 """Epochs of the device's training over the whole training split (batch 1). At a constant rate
-more epochs of smaller steps do better: on digits the sparse update reached 94.7 % test after
-2 epochs at 0.00625 and 96.9 % (its fp32 accuracy) after 4 at 0.003125."""
+more epochs of smaller steps do better: on digits the sparse update reached 96.7 % validation
+after 2 epochs at 0.00625 and 98.1 % after 4 at 0.003125 (docs/benchmarks.md, "Device
+accuracy")."""
 
 INT8_LRS = (0.003125, 0.0125)
 """Per-image learning rates tried, constant as in the bundle (whose update multipliers are
