@@ -43,7 +43,10 @@ class StudyView:
     """A stored study: its search space, its latest measured Pareto front (chosen on validation
     accuracy, test accuracy beside it), its reference (full fine-tuning of the default
     sub-network, measured beside the budget), when measured, and the device's accuracy of its
-    points (int8, batch 1, QAS) by candidate key, where measured (``--verify-int8``)."""
+    points (int8, batch 1, QAS) by candidate key, where measured (``--verify-int8``).
+
+    ``chosen_on`` is ``"validation"``, or ``"test"`` for a front stored by a tinytune before
+    validation selection: such a front was chosen on test accuracy, and is shown as stored."""
 
     name: str
     storage: str
@@ -52,6 +55,7 @@ class StudyView:
     hypervolume: float | None
     reference: FrontPoint | None = None
     int8: dict[str, Int8Accuracy] = field(default_factory=dict)
+    chosen_on: str = "validation"
 
     def candidate(self, target: int | str) -> StoredCandidate:
         """The candidate of a trial number, or of a stored key (or a unique prefix of one)."""
@@ -161,7 +165,7 @@ def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> St
     from tinytune.db import open_store, require_existing
     from tinytune.search import Attr, FrontPoint
     from tinytune.search.config import reference_candidate
-    from tinytune.search.recording import reference_point
+    from tinytune.search.recording import chosen_on, reference_point
     from tinytune.search.verify import int8_accuracies
 
     require_existing(storage)
@@ -188,4 +192,5 @@ def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> St
         hypervolume=snapshot.hypervolume if snapshot is not None else None,
         reference=reference,
         int8=int8,
+        chosen_on=chosen_on(snapshot.points) if snapshot is not None else "validation",
     )

@@ -66,10 +66,11 @@ def front_table(
         points.append(reference)
     for point in points:
         flash, test, latency = point.flash_bytes, point.test_accuracy, point.latency_s
+        val = point.val_accuracy  # None in a snapshot stored before validation was measured
         row = [
             str(point.trial),
             point.scheme,
-            f"{100 * point.val_accuracy:.1f}%",
+            f"{100 * val:.1f}%" if val is not None else "-",
             f"{100 * test:.1f}%" if test is not None else "-",
             f"{point.memory_bytes / 1024:.1f} KB",
             f"{flash / 1024:.1f} KB" if flash else "-",

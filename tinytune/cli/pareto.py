@@ -56,11 +56,16 @@ def pareto(
         console.print(f"study {study!r} has no measured candidate within its budget yet")
     else:
         hv = f", hypervolume {snap.hypervolume:.4f}" if snap.hypervolume is not None else ""
+        chosen = (
+            "chosen on validation accuracy, test accuracy reported"
+            if view.chosen_on == "validation"
+            else "chosen on TEST accuracy by an earlier tinytune (stored before fronts were "
+            "chosen on validation; search a new study to choose on validation)"
+        )
         console.print(
             front_table(
                 snap.points,
-                f"Pareto front of study {study!r} ({snap.n_trials} measured{hv}), chosen on "
-                "validation accuracy, test accuracy reported",
+                f"Pareto front of study {study!r} ({snap.n_trials} measured{hv}), {chosen}",
                 view.reference,
                 int8,
             )

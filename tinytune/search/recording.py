@@ -7,7 +7,7 @@ accuracy; the test accuracy of each point is stored and shown beside it, never u
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -18,7 +18,7 @@ from tinytune.search.config import SearchConfig
 from tinytune.search.ladder import reference
 from tinytune.search.pareto import hypervolume, pareto_front
 
-__all__ = ["FrontPoint", "measured_record", "reference_point", "snapshot"]
+__all__ = ["FrontPoint", "chosen_on", "measured_record", "reference_point", "snapshot"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,13 @@ class FrontPoint:
         if "test_accuracy" not in data:
             values["test_accuracy"] = data.get("accuracy")
         return cls(**values)
+
+
+def chosen_on(points: Sequence[Mapping[str, Any]]) -> str:
+    """The split a stored snapshot's front was chosen on: ``"validation"``, or ``"test"`` for
+    one stored by a tinytune before validation selection (its points have no
+    ``test_accuracy``: their ``accuracy`` is the test accuracy the front was chosen on)."""
+    return "test" if any("test_accuracy" not in p for p in points) else "validation"
 
 
 def measured_record(
