@@ -33,8 +33,14 @@ def bundle(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[
     return built, folder
 
 
-def _profile(folder: Path, target: str, steps: int) -> MeasurementFile:
-    make(folder, f"run-profile-{target}", build=f"build-{target}-{steps}", PROFILE_STEPS=steps)
+def _profile(folder: Path, target: str, steps: int, **variables: str) -> MeasurementFile:
+    make(
+        folder,
+        f"run-profile-{target}",
+        build=f"build-{target}-{steps}",
+        PROFILE_STEPS=steps,
+        **variables,
+    )
     out = folder / f"build-{target}-{steps}" / f"profile-{target}.json"
     json.loads(out.read_text())  # plain JSON
     return load_measurements(out)
@@ -74,8 +80,9 @@ def test_host_profile_is_a_measurement_file_of_the_bundle(bundle: tuple[Bundle, 
 @needs("aarch64")
 def test_aarch64_profile_runs_under_emulation(bundle: tuple[Bundle, Path]) -> None:
     built, folder = bundle
-    measured = _profile(folder, "aarch64", 2)
+    measured = _profile(folder, "aarch64", 2, PROFILE_TARGET="rpi4")
     assert measured.machine["arch"] == "aarch64"
+    assert measured.device == "rpi4"  # named for the board, as calibrate --device rpi4 needs
     _check_against_bundle(measured, built, 2)
 
 

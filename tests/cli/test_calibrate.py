@@ -115,6 +115,7 @@ def test_a_bad_file_is_one_line_and_keeps_the_calibration(
         (["--device", "esp32"], "unknown device 'esp32'"),
         (["--device", "host", "--held-out", "5"], "leave 1 to fit"),
         (["--device", "host", "--held-out", "-1"], "--held-out must be >= 0"),
+        (["--device", "stm32f746"], "measured on 'host', not on 'stm32f746'"),
     ],
 )
 def test_calibrate_refuses_bad_options(
@@ -128,6 +129,7 @@ def test_calibrate_refuses_bad_options(
     code, _, err = _run(["calibrate", str(measured), "--storage", url, *argv], capsys)
     assert code == 2 and err.count("\n") == 1 and message in err, err
     assert not list(tmp_path.glob("calibration-*.json"))
+    assert not (tmp_path / "db.sqlite").exists()
 
 
 def test_profile_refuses_bad_options(capsys: pytest.CaptureFixture[str]) -> None:

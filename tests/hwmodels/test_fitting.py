@@ -135,6 +135,14 @@ def test_timed_calls_and_the_engine_round_trip_and_reach_the_profile(tmp_path: P
         calibrate([_timed(_file(models=MODELS[:4])), _file(models=MODELS[4:])], result.profile)
 
 
+def test_files_of_another_device_are_refused() -> None:
+    """A host's measurements cannot become a microcontroller's latency model."""
+    host = dataclasses.replace(_file(), device="host")
+    with pytest.raises(CalibrationError, match=r"measured on 'host', not on 'stm32f746'.*host"):
+        calibrate([host], get_device("stm32f746"))
+    assert calibrate([host], get_device("host")).profile.name == "host"
+
+
 def test_a_timed_call_of_an_unknown_op_is_malformed(tmp_path: Path) -> None:
     file = _timed(_file(models=MODELS[:1]))
     save_measurements(tmp_path / "b.json", file)

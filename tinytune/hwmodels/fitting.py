@@ -55,7 +55,8 @@ def calibrate(
         held_out: held-out networks, a count (>= 1) or a fraction (< 1) of the measurements.
 
     Raises:
-        CalibrationError: the files disagree on precision, there are too few measurements, or
+        CalibrationError: the files were measured on another device than ``base`` or disagree
+            on it or on precision, there are too few measurements, or
             the fitted coefficients predict a non-positive time for a measured network.
     """
     if not files:
@@ -63,6 +64,13 @@ def calibrate(
     if len(measured_on := sorted({f.device for f in files if f.device})) > 1:
         raise CalibrationError(
             f"measurement files of different devices {measured_on} cannot be fitted together"
+        )
+    if measured_on and measured_on[0] != base.name:
+        raise CalibrationError(
+            f"the measurement files were measured on {measured_on[0]!r}, not on "
+            f"{base.name!r}: fit them as device {measured_on[0]!r} (--device "
+            f"{measured_on[0]}); a bundle's profiler run on a Linux board names itself 'host' "
+            f"unless built with PROFILE_TARGET (make profile-aarch64 PROFILE_TARGET={base.name})"
         )
     precisions = {f.precision for f in files}
     if len(precisions) > 1:

@@ -23,7 +23,10 @@
 #                                                              -> build/profile-cortex-m4.json
 #   make profile-cortex-m4       the Cortex-M4F image for a board (nRF52840: DWT cycles)
 # PROFILE_STEPS=N sets the timed steps (default 10); on a board set the core clock with
-# EXTRA_CFLAGS=-DTT_CPU_HZ=... when it differs from the device profile's.
+# EXTRA_CFLAGS=-DTT_CPU_HZ=... when it differs from the device profile's. The file names the
+# device it was measured on: "host" on Linux, the bundle's device on a Cortex-M, or NAME with
+# PROFILE_TARGET=NAME (make profile-aarch64 PROFILE_TARGET=rpi4 for a Raspberry Pi 4);
+# `tinytune calibrate --device D` takes only files of device D.
 #
 # DEFS=-DTT_DUMP adds every step's logits and loss, the trained parameters and the evaluation
 # logits to the output (use another BUILD folder for it, e.g. BUILD=build-dump).
@@ -58,6 +61,9 @@ M4_FLAGS := -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16 \
 PROFILE_STEPS ?= 10
 PROFILE_SOURCES := platform/profile_main.c $(filter-out main.c,$(SOURCES))
 PROFILE_FLAGS := -DTT_PROFILE -DTT_PROFILE_STEPS=$(PROFILE_STEPS)
+ifneq ($(PROFILE_TARGET),)
+PROFILE_FLAGS += -DTT_PROFILE_TARGET='"$(PROFILE_TARGET)"'
+endif
 
 HOST_BIN := $(BUILD)/host/train
 ASAN_BIN := $(BUILD)/host-asan/train
