@@ -99,3 +99,42 @@ def test_a_candidate_is_looked_up_by_a_trial_number_or_a_key_only() -> None:
     for bad in (None, 3.5, False):
         with pytest.raises(StorageError, match="by a trial number or a stored key, got"):
             find_candidate(None, study=None, target=bad)  # type: ignore[arg-type]
+
+
+def test_a_study_of_another_space_is_refused_before_any_pre_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Continuing a study with another supernet is refused before its weights are pre-trained
+    (minutes); so is ``resume`` of a study that does not exist."""
+    import tinytune
+    import tinytune.checkpoints
+    from tinytune.db import open_store
+    from tinytune.evaluators import FinetuneConfig
+    from tinytune.search import InlineExecutor, SearchConfig, run_search
+    from tinytune.spaces import Candidate
+
+    def made_up(task: dict) -> dict:
+        acc = 0.3 + 0.01 * Candidate.from_json(task["candidate"]).update.bias_last_k
+        return {"status": "ok", "accuracy": acc, "val_accuracy": acc, "wall_time_s": 0.0}
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    config = SearchConfig(
+        tune_lr=False, checkpoint=str(ckpt), study_name="s", trials=2, finetune=FinetuneConfig()
+    )
+    with open_store(url) as store:
+        run_search(config, store, InlineExecutor(made_up))
+
+    def no_pre_training(*args: object, **kwargs: object) -> None:
+        raise AssertionError("pre-trained before the study's space was checked")
+
+    monkeypatch.setattr(tinytune.checkpoints, "ensure_checkpoint", no_pre_training)
+    with pytest.raises(tinytune.TinyTuneError, match="study 's' exists with another search spa"):
+        tinytune.optimize("digits", study="s", supernet="ofa-mbv3-w0.35", storage=url)
+    with pytest.raises(tinytune.TinyTuneError, match="no study 'other' to resume"):
+        tinytune.optimize("digits", study="other", resume=True, storage=url)
+    new = tmp_path / "new.sqlite"
+    with pytest.raises(tinytune.TinyTuneError, match="no study 'tinytune' to resume: the data"):
+        tinytune.optimize("digits", resume=True, storage=f"sqlite:///{new}")
+    assert not new.exists()

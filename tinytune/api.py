@@ -148,14 +148,15 @@ def optimize(
 
     from tinytune.checkpoints import ensure_checkpoint
     from tinytune.data import get_dataset
-    from tinytune.db import database_exists, open_store
-    from tinytune.errors import ConfigError
+    from tinytune.db import database_exists, mask_url, open_store
+    from tinytune.errors import ConfigError, StorageError
     from tinytune.evaluators import FinetuneConfig, HardwareConfig, run_evaluation
     from tinytune.hwmodels.registry import check_device
     from tinytune.models import PretrainRecipe
     from tinytune.models.supernet import require_weights
     from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
     from tinytune.search.executor import check_reachable
+    from tinytune.search.study import check_stored_space
     from tinytune.spaces import get_supernet
     from tinytune.units import check_integer, check_seed
 
@@ -210,8 +211,15 @@ def optimize(
         check_reachable(ray_address)  # before any pre-training or database work
     # no database file yet: check the search on the built-in profiles before creating one
     checked = None if database_exists(storage) else preflight(config, None)
+    if checked is not None and resume:
+        raise StorageError(
+            f"no study {config.study_name!r} to resume: the database "
+            f"{mask_url(storage)!r} does not exist yet"
+        )
     with open_store(storage) as store:
-        checked = checked or preflight(config, store)
+        if checked is None:  # an existing database: its study's space, before pre-training
+            checked = preflight(config, store)
+            check_stored_space(config, store)
         recipe = None if pretrain_steps is None else PretrainRecipe(steps=pretrain_steps)
         checkpoint = ensure_checkpoint(spec, recipe, weights_path, progress=on_pretrain)
         config = dataclasses.replace(config, checkpoint=str(checkpoint))

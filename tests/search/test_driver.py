@@ -437,3 +437,30 @@ def test_the_weights_hint_names_the_studys_own_weights(tmp_path: Path) -> None:
         " or leave out --weights (the study searched with the shipped checkpoint)"
     )
     assert _weights_hint(config, "mine.pt") == " or pass its own --weights mine.pt"
+
+
+def test_a_device_whose_flash_holds_no_candidate_is_refused() -> None:
+    """The floor of flash is the classifier-only scheme of the smallest sub-network: every
+    weight in flash and the fewest kernels."""
+    import dataclasses
+
+    from tinytune.evaluators import HardwareConfig, HardwareEvaluator
+    from tinytune.hwmodels.registry import get_device
+    from tinytune.search import SearchConfig
+    from tinytune.search.budgets import check_feasible
+    from tinytune.spaces import get_supernet, make_preset
+
+    spec = get_supernet("ofa-proxyless-w0.35")
+    device = get_device("stm32f746")
+    config = SearchConfig(checkpoint=None)
+    hw = HardwareEvaluator(spec, config.n_classes, config.hardware, device)
+    floor = hw(make_preset("last", spec)).flash_bytes
+    for preset in ("bias-only", "mcunetv3", "tinytl", "full"):
+        assert hw(make_preset(preset, spec)).flash_bytes > floor
+    check_feasible(dataclasses.replace(config, flash_budget_bytes=floor), hw)
+    with pytest.raises(BudgetError, match=f"flash budget of {floor - 1} bytes.*needs {floor}"):
+        check_feasible(dataclasses.replace(config, flash_budget_bytes=floor - 1), hw)
+    small = dataclasses.replace(device, flash_bytes=floor - 1)
+    tiny = HardwareEvaluator(spec, config.n_classes, HardwareConfig(), small)
+    with pytest.raises(BudgetError, match=f"the {floor - 1} bytes of flash of stm32f746"):
+        check_feasible(config, tiny)

@@ -48,9 +48,11 @@ def check_budgets(config: SearchConfig, device: DeviceProfile) -> None:
 
 
 def check_feasible(config: SearchConfig, hw: HardwareEvaluator) -> None:
-    """Raise :class:`BudgetError` when no candidate of the space can meet the SRAM budget, or
-    the latency budget on the evaluator's device: the cheapest scheme (classifier only) on the
-    smallest sub-network at the smallest resolution is the floor of both."""
+    """Raise :class:`BudgetError` when no candidate of the space can meet the SRAM budget, the
+    flash budget (the device's flash without one), or the latency budget on the evaluator's
+    device: the cheapest scheme (classifier only) on the smallest sub-network at the smallest
+    resolution is the floor of all three (every scheme keeps every weight in flash, and the
+    others add kernels)."""
     spec = get_supernet(config.supernet)
     subnet = default_subnet(spec)
     floor_cost = hw(make_preset("last", spec, type(subnet)(min(spec.resolutions), subnet.stages)))
@@ -68,6 +70,19 @@ def check_feasible(config: SearchConfig, hw: HardwareEvaluator) -> None:
             f"no candidate of {spec.name} fits an SRAM budget of {budget} bytes: the smallest "
             f"training step needs {floor} bytes ({config.hardware.precision}, batch "
             f"{config.hardware.batch_size}); raise --sram-budget to at least {floor}B"
+        )
+    flash = config.flash_budget_bytes
+    if flash is not None and floor_cost.flash_bytes > flash:
+        raise BudgetError(
+            f"no candidate of {spec.name} fits a flash budget of {flash} bytes: the smallest "
+            f"needs {floor_cost.flash_bytes} bytes (its weights and the training step's "
+            f"code); raise --flash-budget to at least {floor_cost.flash_bytes}B"
+        )
+    if hw.device is not None and floor_cost.flash_bytes > hw.device.flash_bytes:
+        raise BudgetError(
+            f"no candidate of {spec.name} fits the {hw.device.flash_bytes} bytes of flash of "
+            f"{hw.device.name}: the smallest needs {floor_cost.flash_bytes} bytes (its weights "
+            "and the training step's code); choose a device with more flash (tinytune devices)"
         )
 
 

@@ -172,11 +172,7 @@ class StudyAdapter:
         self.storage = self._storage(config)
         self._retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
         if config.resume and config.study_name not in optuna.get_all_study_names(self.storage):
-            names = optuna.get_all_study_names(self.storage)
-            raise StorageError(
-                f"no study {config.study_name!r} to resume in the database; studies: "
-                f"{', '.join(names) or '(none)'}"
-            )
+            raise _nothing_to_resume(config, optuna.get_all_study_names(self.storage))
         self.study = optuna.create_study(
             study_name=config.study_name,
             storage=self.storage,
@@ -190,22 +186,7 @@ class StudyAdapter:
             self.study.set_metric_names(list(OBJECTIVES))
             self._enqueue_baselines()
         elif diff := _space_difference(stored, config.space()):
-            hint = f" or pass --engine {diff['engine'][0]}" if "engine" in diff else ""
-            if "weights" in diff and self.study.user_attrs.get(Attr.CHECKPOINT):
-                hint += _weights_hint(config, self.study.user_attrs[Attr.CHECKPOINT])
-            if "finetune" in diff:
-                hint += " or pass the study's own " + ", ".join(
-                    _FINETUNE_OPTIONS[k](was) for k, (was, _) in diff["finetune"].items()
-                )
-            if diff.get("update", (None,))[0] == "reordered":
-                hint += (
-                    " (its SRAM was planned with parameter-gradient buffers that the bundles' "
-                    "fused updates do not use)"
-                )
-            raise StorageError(
-                f"study {config.study_name!r} exists with another search space "
-                f"(stored vs requested: {diff}); choose another --study name{hint}"
-            )
+            raise _another_space(config, diff, self.study.user_attrs.get(Attr.CHECKPOINT))
         if config.checkpoint:  # the weights this run searches with, for export
             self.study.set_user_attr(Attr.CHECKPOINT, str(config.checkpoint))
         self.heartbeats = Heartbeats(self.storage, config.heartbeat_s)
@@ -419,6 +400,66 @@ _FINETUNE_OPTIONS = {
     "repeats": lambda v: "repeats (leave out --repeats)" if v == "auto" else f"--repeats {v}",
 }
 """How to ask for a study's own fine-tuning setting, by the key of its space's ``finetune``."""
+
+
+def _another_space(
+    config: SearchConfig, diff: dict[str, Any], checkpoint: str | None
+) -> StorageError:
+    """The one-line refusal of a study stored with another search space (``diff``: what
+    :func:`_space_difference` found), with what to pass instead."""
+    hint = f" or pass --engine {diff['engine'][0]}" if "engine" in diff else ""
+    if "weights" in diff and checkpoint:
+        hint += _weights_hint(config, checkpoint)
+    if "finetune" in diff:
+        hint += " or pass the study's own " + ", ".join(
+            _FINETUNE_OPTIONS[k](was) for k, (was, _) in diff["finetune"].items()
+        )
+    if diff.get("update", (None,))[0] == "reordered":
+        hint += (
+            " (its SRAM was planned with parameter-gradient buffers that the bundles' "
+            "fused updates do not use)"
+        )
+    return StorageError(
+        f"study {config.study_name!r} exists with another search space "
+        f"(stored vs requested: {diff}); choose another --study name{hint}"
+    )
+
+
+def _nothing_to_resume(config: SearchConfig, names: Sequence[str]) -> StorageError:
+    return StorageError(
+        f"no study {config.study_name!r} to resume in the database; studies: "
+        f"{', '.join(names) or '(none)'}"
+    )
+
+
+def check_stored_space(config: SearchConfig, store: Store) -> None:
+    """Refuse a study stored with another search space before its weights exist: everything
+    but the weights' SHA-256 (compared when the study is opened, once the checkpoint is there)
+    is compared here, so that a mismatch costs no pre-training.
+
+    Raises:
+        StorageError: the study exists with another search space, or ``--resume`` names a
+            study that does not exist.
+    """
+    import optuna
+    import sqlalchemy as sa
+
+    try:
+        names = optuna.get_all_study_names(store.url)
+        if config.study_name not in names:
+            if config.resume:
+                raise _nothing_to_resume(config, names)
+            return
+        study = optuna.load_study(study_name=config.study_name, storage=store.url)
+        stored = study.user_attrs.get(Attr.SPACE)
+    except sa.exc.SQLAlchemyError:  # another driver creating Optuna's tables at this moment:
+        return  # the study's own check, when it is opened, still compares the whole space
+    if stored is None:
+        return
+    requested = {k: v for k, v in config.space().items() if k != "weights"}
+    stored = {k: v for k, v in stored.items() if k != "weights"}
+    if diff := _space_difference(stored, requested):
+        raise _another_space(config, diff, None)
 
 
 def _space_difference(stored: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
