@@ -66,15 +66,32 @@ class StudyView:
 
 
 def _study_name(store: Store, study: str | None) -> str:
-    names = store.study_names()
-    if study is None:
-        if len(names) != 1:
-            raise StorageError(
-                f"the database holds {len(names)} studies; choose one with --study: "
-                f"{', '.join(names) or '(none)'}"
-            )
-        return names[0]
-    return study
+    """``study``, or the only study of the database: one with tinytune's evaluations or an
+    Optuna study (one whose first fine-tunes are still running has only the latter)."""
+    if study is not None:
+        return study
+    names = sorted(set(store.study_names()) | set(_optuna_study_names(store)))
+    if len(names) != 1:
+        raise StorageError(
+            f"the database holds {len(names)} studies; choose one with --study: "
+            f"{', '.join(names) or '(none)'}"
+        )
+    return names[0]
+
+
+def _optuna_study_names(store: Store) -> list[str]:
+    """The Optuna studies of the database, read without creating Optuna's tables where there
+    are none (a database of calibrations only)."""
+    import optuna
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(store.url)
+    try:
+        if not sa.inspect(engine).has_table("studies"):
+            return []
+    finally:
+        engine.dispose()
+    return optuna.get_all_study_names(store.url)
 
 
 def _optuna_study(store: Store, name: str) -> Any:

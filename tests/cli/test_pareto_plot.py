@@ -131,3 +131,27 @@ def test_a_front_stored_before_validation_selection_says_it_was_chosen_on_test(
     out = " ".join(capsys.readouterr().out.split())
     assert "chosen on TEST accuracy by an earlier tinytune" in out
     assert "chosen on validation accuracy" not in out
+
+
+def test_the_only_study_is_found_before_its_first_measurement(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A study whose first fine-tunes have not finished has no tinytune evaluation yet, only
+    its Optuna study: it is still the database's only study."""
+    import optuna
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url):
+        pass
+    assert main(["pareto", "--storage", url]) == 2
+    assert "the database holds 0 studies" in capsys.readouterr().err
+    engine = sa.create_engine(url)
+    assert not sa.inspect(engine).has_table("studies")  # reading created no Optuna tables
+    engine.dispose()
+    optuna.create_study(study_name="early", storage=url, directions=["maximize"])
+    assert main(["pareto", "--storage", url]) == 0
+    assert "study 'early' has no measured candidate" in capsys.readouterr().out
+    optuna.create_study(study_name="later", storage=url, directions=["maximize"])
+    assert main(["pareto", "--storage", url]) == 2
+    assert "holds 2 studies; choose one with --study: early, later" in capsys.readouterr().err
