@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -24,9 +25,13 @@ __all__ = [
     "quiet_logs",
 ]
 
-# A terminal's own width; written to a file or a pipe (logs, CI), wide enough for a front table
-# (rich would otherwise wrap it at 80 columns).
-console = Console(stderr=False, highlight=False, width=None if sys.stdout.isatty() else 120)
+# A terminal's own width, or COLUMNS where set; written to a file or a pipe (logs, CI), wide
+# enough for a front table with every column (rich would otherwise wrap it at 80 columns).
+console = Console(
+    stderr=False,
+    highlight=False,
+    width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else 160,
+)
 
 
 def quiet_logs() -> None:
@@ -61,15 +66,17 @@ def front_table(
     for col in cols:
         table.add_column(col, justify="right" if col not in ("scheme", "candidate") else "left")
     points = [FrontPoint.from_dict(p) if isinstance(p, dict) else p for p in front]
-    # the reference gets a row of its own unless it is on the front (within every budget)
-    if reference is not None and reference.candidate_key not in {p.candidate_key for p in points}:
+    on_front = {p.candidate_key for p in points}
+    # the reference gets a row of its own unless it is on the front, marked as off it
+    if reference is not None and reference.candidate_key not in on_front:
         points.append(reference)
     for point in points:
         flash, test, latency = point.flash_bytes, point.test_accuracy, point.latency_s
         val = point.val_accuracy  # None in a snapshot stored before validation was measured
+        off = "" if point.candidate_key in on_front else ", off the front"
         row = [
             str(point.trial),
-            point.scheme,
+            point.scheme + off,
             f"{100 * val:.1f}%" if val is not None else "-",
             f"{100 * test:.1f}%" if test is not None else "-",
             f"{point.memory_bytes / 1024:.1f} KB",
