@@ -427,12 +427,22 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
 def test_how_a_study_measures_is_told_from_its_space() -> None:
     from tinytune.cli.pareto import _measured_by
 
-    assert _measured_by({"supernet": "ofa-proxyless-w0.35"}, "sqlite://", "s") is None  # older
+    older = {"supernet": "ofa-proxyless-w0.35"}
+    assert _measured_by(older, "sqlite://", "s", {1}) is None
     space = {
         "finetune": {"epochs": 8, "batch_size": 32, "lr": 1.6, "repeats": 3},
         "weights": "ab" * 32,
     }
-    assert _measured_by(space, "sqlite://", "s") == (
+    assert _measured_by(space, "sqlite://", "s", {3}) == (
         "measured by fine-tuning 8 epochs at batch 32, learning rate 1.6, 3 train/validation "
         "partitions each; supernet weights abababababab… (SHA-256)"
+    )
+    auto = {"finetune": {"epochs": 8, "batch_size": 32, "lr": 1.6, "repeats": "auto"}}
+    assert _measured_by(auto, "sqlite://", "s", {1}) == (
+        "measured by fine-tuning 8 epochs at batch 32, learning rate 1.6"
+    )
+    assert _measured_by(auto, "sqlite://", "s", {5}) == (
+        "measured by fine-tuning 8 epochs at batch 32, learning rate 1.6, each the mean over 5 "
+        "train/validation partitions (the validation split is too small to rank candidates "
+        "alone)"
     )

@@ -70,7 +70,8 @@ def pareto(
                 int8,
             )
         )
-    measured_by = _measured_by(view.space, storage, study)
+    repeats = {int((e.details or {}).get("repeats", 1)) for e in measured}
+    measured_by = _measured_by(view.space, storage, study, repeats)
     if measured_by is not None:
         console.print(measured_by)
     for fidelity, what in (("proxy", "estimates"), ("short", "short fine-tunes")):
@@ -100,10 +101,13 @@ def pareto(
         console.print(f"wrote {plot}")
 
 
-def _measured_by(space: dict[str, Any], storage: str, study: str) -> str | None:
+def _measured_by(
+    space: dict[str, Any], storage: str, study: str, repeats_seen: set[int]
+) -> str | None:
     """How the study measures its candidates, from its search space (None for a study stored
     before its space named it): epochs, batch, rates (each family's, where chosen on
-    validation), repeats and the weights' SHA-256."""
+    validation), the train/validation partitions (given, or ``repeats_seen`` in its measured
+    evaluations where chosen by the validation split's size) and the weights' SHA-256."""
     import optuna
 
     from tinytune.search import Attr
@@ -125,7 +129,16 @@ def _measured_by(space: dict[str, Any], storage: str, study: str) -> str | None:
     else:
         rate = f"learning rate {finetune.get('lr')}"
     repeats = finetune.get("repeats")
-    parts = f", {repeats} train/validation partitions each" if repeats != "auto" else ""
+    if repeats == "auto":
+        seen = sorted(repeats_seen - {1})
+        parts = (
+            f", each the mean over {'/'.join(map(str, seen))} train/validation partitions (the "
+            "validation split is too small to rank candidates alone)"
+            if seen
+            else ""
+        )
+    else:
+        parts = f", {repeats} train/validation partitions each"
     weights = space.get("weights")
     sha = f"; supernet weights {weights[:12]}… (SHA-256)" if weights else ""
     epochs = finetune.get("epochs")
