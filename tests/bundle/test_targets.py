@@ -63,6 +63,10 @@ def test_the_bundle_states_the_planned_arena(sparse: tuple[Bundle, Path]) -> Non
     bundle, folder = sparse
     memory = bundle.manifest["memory"]
     assert memory["arena_bytes"] == bundle.program.report.arena_bytes == bundle.model.arena_bytes
+    # its constants are the planner's flash, and the search's flash adds the code estimate
+    report = bundle.program.report
+    assert memory["model_flash_bytes"] == report.flash_bytes == bundle.model.flash_bytes
+    assert memory["planner_flash_bytes"] == report.flash_bytes + report.code_bytes
     assert (
         f"#define TT_ARENA_BYTES {memory['arena_bytes']}\n" in (folder / "tt_model.h").read_text()
     )

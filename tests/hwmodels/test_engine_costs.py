@@ -22,8 +22,8 @@ def supernet(request: pytest.FixtureRequest) -> tuple[str, torch.nn.Module]:
     return request.param, build_ofa_supernet(get_supernet(request.param), 10, seed=0)
 
 
-@pytest.mark.parametrize("preset", ["last", "bias-only", "mcunetv3", "tinytl"])
-def test_workspace_and_calls_match_the_lowered_step(preset: str, supernet) -> None:
+@pytest.mark.parametrize("preset", ["last", "bias-only", "mcunetv3", "tinytl", "full"])
+def test_workspace_flash_and_calls_match_the_lowered_step(preset: str, supernet) -> None:
     family, net = supernet
     c = make_preset(preset, get_supernet(family))
     c = replace(c, subnet=replace(c.subnet, resolution=32))
@@ -32,6 +32,9 @@ def test_workspace_and_calls_match_the_lowered_step(preset: str, supernet) -> No
     report = program.report
     assert report.workspace_bytes == program.scratch_bytes + 4 * max(1, program.n_exponents)
     assert report.arena_bytes == program.arena_bytes
+    # every constant array, and the trained parameters' initial values, byte for byte
+    constants = sum(a.nbytes for _, a in program.flash.values())
+    assert report.flash_bytes == constants + sum(len(data) for _, data in program.arena_init)
     # the code estimate counts one call per op phase; the exporter fuses or splits a few
     base = CODE_BYTES_BASE + (CODE_BYTES_MBV3 if "mbv3" in family else 0)
     calls = (report.code_bytes - base) / CODE_BYTES_PER_CALL

@@ -87,8 +87,10 @@ class MemoryReport:
         breakdown: bytes per buffer category alive at the peak.
         timeline: bytes alive at every step (2n entries).
         buffers: every buffer, for laying out an arena.
-        flash_bytes: parameter bytes stored in flash (all weights, biases and, for int8,
-            per-channel scales); program code is not included.
+        flash_bytes: constant bytes stored in flash: in int8 every constant array of the
+            exported step, the trained parameters' initial values included
+            (:func:`_int8_constant_bytes`, equal to the lowered step's); in fp32 every weight,
+            bias and scale. Program code is not included.
         code_bytes: an estimate of the int8 training engine's code in flash (see
             :data:`CODE_BYTES_BASE`); 0 for fp32, which tinytune does not export.
         workspace_bytes: SRAM the int8 engine needs outside the arena: the float32 logits
@@ -242,9 +244,10 @@ def plan_memory(
                 Buffer(f"grad t{t}", "gradient", info.numel * p.gradient, g_start, g_end)
             )
     trained_elems = 0
-    flash = 0
+    flash = _int8_constant_bytes(graph) if precision == "int8" else 0
     for op in graph.ops:
-        flash += _param_bytes(op, p, trained_only=False)
+        if precision != "int8":
+            flash += _param_bytes(op, p, trained_only=False)
         trained = op.params.trained
         if not trained:
             continue
@@ -313,6 +316,39 @@ CODE_BYTES_MBV3 = 22_044 - 19_120
 """Text of the kernels that only MobileNetV3 steps call (h-swish/h-sigmoid tables, the
 squeeze-and-excitation product and their gradients; ``arm-none-eabi-size`` as above), which
 ``--gc-sections`` leaves out of other images."""
+
+
+def _int8_constant_bytes(graph: Graph) -> int:
+    """The bytes of every constant array of the int8 step that the exporter lowers from
+    ``graph`` (``tinytune.export.lower_step``), the initial values of trained parameters
+    included: per convolution its int8 weight, int32 bias, requantization multiplier and shift
+    per output channel, its activation's output table (256 int8) and, where a gradient flows
+    through it, derivative table (256 int16), the input gradient's multiplier per output
+    channel where its input needs a gradient, and the QAS step's multiplier and shift per output
+    channel of a trained weight and of a trained bias; the float32 classifier and GroupNorm
+    γ, β; the interpolation tables of an upsampling. Tested equal to the lowered step's."""
+    total = 0
+    for op in graph.ops:
+        prm = op.params
+        if op.kind == "conv":
+            out_ch = prm.weight_shape[0]
+            total += prm.weight + 4 * out_ch + 8 * out_ch  # weight, bias, mult and shift
+            if op.act in TABLE_ACTIVATIONS:
+                total += 256 + 512 * graph.tensors[op.output].requires_grad
+            x = op.inputs[0]
+            if x != graph.input and graph.tensors[x].requires_grad:
+                total += 4 * out_ch  # the input gradient's multipliers
+            total += 8 * out_ch * ((prm.trained_weight > 0) + prm.bias_trained)
+        elif op.kind == "linear":
+            total += 4 * (prm.weight + prm.bias)
+        elif op.kind == "groupnorm":
+            total += 4 * (prm.scale + prm.bias)
+        elif op.kind == "upsample":
+            (_, _, h_in, w_in) = graph.tensors[op.inputs[0]].shape
+            (_, _, h_out, w_out) = graph.tensors[op.output].shape
+            # per axis: n_in, n_out, then i0, i1, w0, w1 per output and lo, hi per input
+            total += 4 * (4 + 4 * (h_out + w_out) + 2 * (h_in + w_in))
+    return total
 
 
 def _code_bytes(graph: Graph) -> int:

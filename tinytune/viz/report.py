@@ -83,7 +83,7 @@ def report_figure(
     ax.set_title(
         f"{title}\npeak {memory.peak_bytes / 1024:.1f} KB at {memory.peak_phase} of "
         f"{memory.peak_op}; arena {memory.arena_bytes / 1024:.1f} KB ({memory.precision}); "
-        f"flash {memory.flash_bytes / 1024:.1f} KB"
+        f"flash {(memory.flash_bytes + memory.code_bytes) / 1024:.1f} KB"
     )
     ax.legend(loc="upper right", fontsize=8, ncol=2)
     if latency is not None:
