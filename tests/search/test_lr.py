@@ -151,3 +151,22 @@ def test_the_driver_chooses_rates_once_per_study_and_reuses_the_grid(
     for task in tasks:
         candidate = Candidate.from_json(task["candidate"])
         assert task["finetune"]["lr"] == rates[family_of(candidate, SPEC)]
+
+
+def test_a_preset_study_keeps_the_grids_fine_tune_of_its_preset(tmp_path: Path) -> None:
+    """In a study of one preset, the preset on the default sub-network is its first trial:
+    the grid's fine-tune of it at the chosen rate is that trial's measurement, not thrown
+    away."""
+    evaluate = FakeEvaluator()
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    config = search_config(
+        tmp_path / "weights.pt", preset="mcunetv3", reference=True, tune_lr=True, trials=1
+    )
+    (tmp_path / "weights.pt").write_bytes(b"weights")
+    with open_store(url) as store:
+        result = run_search(config, store, InlineExecutor(evaluate))
+        measured = {e.candidate_key for e in store.evaluations("s", fidelity="measured")}
+    grid = len(FAMILIES["sparse"].grid) + len(FAMILIES["full"].grid)
+    assert len(evaluate.candidates) == grid == result.lr_fine_tunes  # nothing fine-tuned twice
+    assert measured == {make_preset("mcunetv3", SPEC).key, make_preset("full", SPEC).key}
+    assert make_preset("mcunetv3", SPEC).key in {p.candidate_key for p in result.front}

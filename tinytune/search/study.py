@@ -228,16 +228,22 @@ class StudyAdapter:
         self.storage.engine.dispose()
 
     def _enqueue_baselines(self) -> None:
-        """The reference first (full fine-tuning, beside the budget), then the baselines."""
+        """The reference first (full fine-tuning, beside the budget), then the baselines: the
+        baseline presets on the default sub-network, or, in a study of one preset, that preset
+        on it (the learning-rate grid's fine-tune of its family, reused, not run again)."""
         from tinytune.search.config import BASELINE_PRESETS, REFERENCE_PRESET
         from tinytune.spaces import default_subnet, get_supernet, subnet_params
 
         params = subnet_params(default_subnet(get_supernet(self.config.supernet)))
         if self.config.reference:
             self.enqueue({"scheme": REFERENCE_PRESET, **params}, {Attr.REFERENCE: True})
-        if self.config.baselines and self.config.preset is None:
+        if not self.config.baselines:
+            return
+        if self.config.preset is None:
             for name in BASELINE_PRESETS:
                 self.study.enqueue_trial({"scheme": name, **params})
+        elif not (self.config.reference and self.config.preset == REFERENCE_PRESET):
+            self.study.enqueue_trial(params)
 
     # -- dead drivers --------------------------------------------------------------------------
 
