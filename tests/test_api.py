@@ -130,6 +130,8 @@ def test_a_study_of_another_space_is_refused_before_any_pre_training(
         raise AssertionError("pre-trained before the study's space was checked")
 
     monkeypatch.setattr(tinytune.checkpoints, "ensure_checkpoint", no_pre_training)
+    with pytest.raises(AssertionError, match="pre-trained before"):  # the same space goes on
+        tinytune.optimize("digits", study="s", lr=0.2, trials=3, storage=url)
     with pytest.raises(tinytune.TinyTuneError, match="study 's' exists with another search spa"):
         tinytune.optimize("digits", study="s", supernet="ofa-mbv3-w0.35", storage=url)
     with pytest.raises(tinytune.TinyTuneError, match="no study 'other' to resume"):

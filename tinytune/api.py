@@ -219,7 +219,8 @@ def optimize(
     with open_store(storage) as store:
         if checked is None:  # an existing database: its study's space, before pre-training
             checked = preflight(config, store)
-            check_stored_space(config, store)
+            # compared as the study stores it: with the engine that predicts its latencies
+            check_stored_space(dataclasses.replace(config, engine=checked.device.engine), store)
         recipe = None if pretrain_steps is None else PretrainRecipe(steps=pretrain_steps)
         checkpoint = ensure_checkpoint(spec, recipe, weights_path, progress=on_pretrain)
         config = dataclasses.replace(config, checkpoint=str(checkpoint))

@@ -170,3 +170,34 @@ def test_a_preset_study_keeps_the_grids_fine_tune_of_its_preset(tmp_path: Path) 
     assert len(evaluate.candidates) == grid == result.lr_fine_tunes  # nothing fine-tuned twice
     assert measured == {make_preset("mcunetv3", SPEC).key, make_preset("full", SPEC).key}
     assert make_preset("mcunetv3", SPEC).key in {p.candidate_key for p in result.front}
+
+
+@pytest.mark.parametrize("limit", ["time", "epochs"])
+def test_a_run_out_of_budget_after_the_grid_still_records_what_the_grid_measured(
+    tmp_path: Path, limit: str
+) -> None:
+    """The grid's fine-tunes of the reference and of the baselines are their measurements; a
+    time or epoch budget spent by the grid does not throw them away (tinytl, which the grid
+    did not fine-tune, waits for a later run)."""
+
+    class Timed(FakeEvaluator):
+        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+            result = super().__call__(task)
+            result["details"] = {"train_epochs": float(task["finetune"]["epochs"])}
+            return result
+
+    evaluate = Timed()
+    (tmp_path / "weights.pt").write_bytes(b"weights")
+    budget = {"time_budget_s": 1e-3} if limit == "time" else {"epoch_budget": 2}
+    config = search_config(
+        tmp_path / "weights.pt", reference=True, tune_lr=True, trials=10, **budget
+    )
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        result = run_search(config, store, InlineExecutor(evaluate))
+        measured = {e.candidate_key for e in store.evaluations("s", fidelity="measured")}
+    grid = sum(len(f.grid) for f in FAMILIES.values())
+    assert len(evaluate.candidates) == grid  # nothing beyond the grid was fine-tuned
+    presets = ("full", "last", "bias-only", "mcunetv3")
+    assert measured == {make_preset(name, SPEC).key for name in presets}
+    assert result.counts.measured == 4

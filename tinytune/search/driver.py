@@ -280,17 +280,44 @@ class Run:
         """Do one thing that needs no result from a worker; False when nothing is left."""
         if self.ladder is not None and self.ladder.step():
             return True
-        if not self.limits.may_propose():
-            return False
-        return self.propose()
+        if self.limits.may_propose():
+            return self.propose()
+        # out of time or proposals: what the learning-rate grid measured is still recorded
+        return self.grid_measured_next() and self.propose(free=True)
 
-    def propose(self) -> bool:
+    def grid_measured_next(self) -> bool:
+        """Whether the next enqueued trial (a baseline, the reference) is a candidate that the
+        learning-rate grid fine-tuned at its rate: recording it costs no compute, so no time or
+        epoch budget holds it back, and the grid's work is not lost."""
+        import optuna
+
+        if not self.grid_results:
+            return False
+        waiting = self.study.waiting()
+        if not waiting:
+            return False
+        trial = waiting[0]
+        params = trial.system_attrs.get("fixed_params") or trial.params
+        preset = None if trial.user_attrs.get(Attr.REFERENCE) else self.config.preset
+        try:
+            candidate = suggest_candidate(optuna.trial.FixedTrial(params), self.spec, preset)
+        except ValueError:  # not fully fixed: sampled, so not the grid's
+            return False
+        return (candidate.key, self.lr_for(candidate)) in self.grid_results
+
+    def propose(self, free: bool = False) -> bool:
+        """Ask for a trial and start measuring it (``free``: one the learning-rate grid has
+        measured, within the study's count of measured fine-tunes but beside this run's time
+        and epoch budgets)."""
         waiting = self.study.waiting()
         bracket_id = waiting[0].user_attrs.get(Attr.BRACKET) if waiting and self.ladder else None
         ladder = self.ladder
         retried = bool(waiting) and Attr.FAILED_TRIAL in waiting[0].system_attrs
         opened = ladder is not None and bracket_id in ladder.brackets
-        if not (opened or retried) and not self.budget_left():
+        free = free or self.grid_measured_next()
+        brackets = len(ladder.brackets) if ladder else 0
+        left = self.budget.left(brackets) if free else self.budget_left()
+        if not (opened or retried) and not left:
             return False  # a retried trial is still told (its result may be stored)
         if not waiting and self.config.mutate and self.config.preset is None:
             self.mutation_turn = not self.mutation_turn
