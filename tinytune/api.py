@@ -207,7 +207,12 @@ def optimize(
         verify_int8=verify_int8,
         hardware=HardwareConfig(precision=precision),
     )
-    if ray_address is not None and not inline:
+    if ray_address is not None and inline:
+        raise ConfigError(
+            f"--inline runs without Ray, so --ray-address {ray_address} would be ignored; give "
+            "one of the two"
+        )
+    if ray_address is not None:
         check_reachable(ray_address)  # before any pre-training or database work
     # no database file yet: check the search on the built-in profiles before creating one
     checked = None if database_exists(storage) else preflight(config, None)

@@ -146,6 +146,7 @@ def test_export_a_trial_then_the_same_candidate_by_key(
         memory["arena_bytes"] == memory["search_memory_bytes"] == trial.user_attrs["memory_bytes"]
     )
     assert manifest["predicted_latency"]["train_step_s"] == pytest.approx(trial.values[2])
+    assert "note: the study planned" not in stdout  # the study's int8 plan is the bundle's
     assert manifest["dataset"]["train_samples"] == 4 and manifest["training"]["epochs"] == 1
     lines = make(out, "run-host").splitlines()
     assert [line.split()[:2] for line in lines[2:]] == [["epoch", "0"], ["epoch", "1"]]
@@ -160,3 +161,46 @@ def test_export_a_trial_then_the_same_candidate_by_key(
     assert again["dataset"]["train_samples"] == 32 and not (out / "build").exists()
     assert verify_checksums(out) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
+
+
+@pytest.mark.parametrize(
+    ("searched", "device_sram", "said"),
+    [
+        (146_022, 320 * 1024, "the study planned this candidate at 142.6 KB of SRAM"),
+        (56_936, 1024**3, None),
+        (None, 320 * 1024, None),
+    ],
+)
+def test_export_says_what_differs_from_the_study_and_sizes_the_device_readably(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    searched: int | None,
+    device_sram: int,
+    said: str | None,
+) -> None:
+    """An fp32 study (or one planned by an earlier planner) priced the candidate otherwise than
+    the int8 bundle: export says so; a Linux board's SRAM reads in GB, not millions of KB."""
+    import tinytune
+    from tinytune.api import Exported
+
+    manifest = {
+        "candidate_key": "a" * 64,
+        "memory": {
+            "arena_bytes": 56_936,
+            "model_flash_bytes": 235_376,
+            "search_memory_bytes": searched,
+        },
+        "device": {"name": "rpi4", "sram_bytes": device_sram},
+        "predicted_latency": {"train_step_s": None, "engine": "published"},
+    }
+    done = Exported(tmp_path, manifest, "the study")
+    monkeypatch.setattr(tinytune, "export_bundle", lambda *a, **k: done)
+    code, out, err = _export(["--candidate", "aaaa", "-o", str(tmp_path)], capsys)
+    assert code == 0, err
+    out = " ".join(out.split())
+    assert ("note: the study planned" in out) == (said is not None)
+    if said is not None:
+        assert said in out and "the bundle trains in int8" in out
+    size = "1 GB" if device_sram == 1024**3 else "320 KB"
+    assert f"55.6 KB of {size} SRAM on rpi4" in out

@@ -115,6 +115,7 @@ def test_a_bad_file_is_one_line_and_keeps_the_calibration(
         (["--device", "esp32"], "unknown device 'esp32'"),
         (["--device", "host", "--held-out", "5"], "leave 1 to fit"),
         (["--device", "host", "--held-out", "-1"], "--held-out must be >= 0"),
+        (["--device", "host", "--held-out", "50"], "--held-out 50 would hold out 50 networks of"),
         (["--device", "stm32f746"], "measured on 'host', not on 'stm32f746'"),
     ],
 )

@@ -95,6 +95,7 @@ def test_bad_search_input_is_one_line_and_exit_2(
         (["--flash-budget", "2MB"], "exceeds the 1048576 bytes of stm32f746"),
         (["--flash-budget", "100B"], "raise --flash-budget to at least"),
         (["--resume"], "no study 'tinytune' to resume: the database"),
+        (["--inline", "--ray-address", "127.0.0.1:1"], "--inline runs without Ray, so --ray"),
         (["--device", "rpi4", "--engine", "bundle"], "'rpi4' has no 'bundle' engine"),
         (["--seed", "-1"], "--seed must be an integer from 0 to 4294967295, got -1"),
         (["--seed", str(2**32)], "--seed must be an integer from 0 to 4294967295"),

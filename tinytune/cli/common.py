@@ -23,6 +23,7 @@ __all__ = [
     "front_table",
     "pretrain_bar",
     "quiet_logs",
+    "size_text",
 ]
 
 # A terminal's own width, or COLUMNS where set; written to a file or a pipe (logs, CI), wide
@@ -95,6 +96,14 @@ def front_table(
             ]
         table.add_row(*row)
     return table
+
+
+def size_text(n: int) -> str:
+    """``n`` bytes in the largest binary unit that fits: ``320 KB``, ``1 GB``."""
+    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
 
 
 def _against(point: FrontPoint, reference: FrontPoint) -> list[str]:

@@ -65,7 +65,7 @@ def export(
     samples of the study's data set, a Makefile (host, ASan, aarch64, Cortex-M7, Cortex-M4F) and a
     manifest."""
     import tinytune
-    from tinytune.cli.common import console, pretrain_bar, quiet_logs
+    from tinytune.cli.common import console, pretrain_bar, quiet_logs, size_text
 
     quiet_logs()
     if trial is not None and candidate is not None:
@@ -96,7 +96,7 @@ def export(
     latency = m["predicted_latency"]["train_step_s"]
     console.print(
         f"wrote {done.path}: candidate {m['candidate_key'][:12]}, arena "
-        f"{m['memory']['arena_bytes'] / 1024:.1f} KB of {m['device']['sram_bytes'] / 1024:.0f} KB "
+        f"{m['memory']['arena_bytes'] / 1024:.1f} KB of {size_text(m['device']['sram_bytes'])} "
         f"SRAM on {m['device']['name']}, constants "
         f"{m['memory']['model_flash_bytes'] / 1024:.1f} KB"
         + (
@@ -107,6 +107,14 @@ def export(
         + f"; try: make -C {done.path} run-host (run-profile-host: measure the step)",
         soft_wrap=True,
     )
+    searched = m["memory"].get("search_memory_bytes")
+    if searched is not None and searched != m["memory"]["arena_bytes"]:
+        console.print(
+            f"note: the study planned this candidate at {searched / 1024:.1f} KB of SRAM (another "
+            "precision or planner than the bundle's); the bundle trains in int8 in the arena "
+            "above, and its latency and accuracy are those of int8 too",
+            soft_wrap=True,
+        )
     device = m.get("measured_int8")
     if device is not None:
         console.print(

@@ -134,7 +134,7 @@ def devices(
     from rich.markup import escape
     from rich.table import Table
 
-    from tinytune.cli.common import console, quiet_logs
+    from tinytune.cli.common import console, quiet_logs, size_text
     from tinytune.db import open_store
     from tinytune.db.engine import parse_url
     from tinytune.hwmodels.registry import device_names, get_device
@@ -164,8 +164,8 @@ def devices(
                 engine,
                 p.core if len(p.core) <= 24 else p.core[:23] + "…",
                 f"{p.clock_hz / 1e6:.0f} MHz",
-                _size(p.sram_bytes),
-                _size(p.flash_bytes),
+                size_text(p.sram_bytes),
+                size_text(p.flash_bytes),
                 p.precision,
                 str(len(p.calibration)),
                 err,
@@ -195,10 +195,3 @@ def _engines(name: str, store: Any) -> list[str]:
         if engine not in engines:
             engines.append(engine)
     return engines
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} B"

@@ -186,10 +186,17 @@ def _split(measurements: Sequence[Measurement], held_out: float) -> tuple[list[i
     """
     n = len(measurements)
     count = round(held_out * n) if held_out < 1 else int(held_out)
-    if count < 0 or n - count < MIN_FIT:
+    if count > n:
         raise CalibrationError(
-            f"{n} measurements leave {n - count} to fit after holding out {count}; a fit needs "
-            f"at least {MIN_FIT}: measure more networks or hold out fewer (--held-out)"
+            f"--held-out {held_out:g} would hold out {count} networks of {n} measured; a fit "
+            f"needs at least {MIN_FIT} besides those held out: measure more networks or hold "
+            "out fewer"
+        )
+    if n - count < MIN_FIT:
+        raise CalibrationError(
+            f"{n} measurement{'' if n == 1 else 's'} leave{'s' if n == 1 else ''} {n - count} "
+            f"to fit after holding out {count}; a fit needs at least {MIN_FIT}: measure more "
+            "networks or hold out fewer (--held-out)"
         )
     order = sorted(range(n), key=lambda i: hashlib.sha256(measurements[i].name.encode()).digest())
     held = sorted(order[:: max(1, n // count)][:count]) if count else []
