@@ -155,3 +155,46 @@ def test_the_only_study_is_found_before_its_first_measurement(
     optuna.create_study(study_name="later", storage=url, directions=["maximize"])
     assert main(["pareto", "--storage", url]) == 2
     assert "holds 2 studies; choose one with --study: early, later" in capsys.readouterr().err
+
+
+def test_the_history_rises_only_when_the_front_improves() -> None:
+    """Measuring a dominated, slower candidate moves the stored hypervolume's reference point
+    (10 % beyond the slowest step measured); the history, against one reference point, stays
+    level until the front improves."""
+    import datetime as dt
+
+    from tinytune.db import ParetoSnapshot
+    from tinytune.search.pareto import hypervolume
+
+    def point(key: str, val: float, memory: int, latency: float) -> dict:
+        return {
+            "trial": 0,
+            "candidate_key": key,
+            "val_accuracy": val,
+            "test_accuracy": val,
+            "memory_bytes": memory,
+            "flash_bytes": None,
+            "latency_s": latency,
+            "scheme": "x",
+        }
+
+    a, b = point("a", 0.9, 40_000, 0.1), point("b", 0.95, 80_000, 0.2)
+    better = point("c", 0.97, 60_000, 0.15)
+    now = dt.datetime.now(dt.UTC)
+    snaps = [
+        ParetoSnapshot(1, "s", now, 2, 0.5, [a, b]),
+        ParetoSnapshot(2, "s", now, 3, 0.6, [a, b]),  # a slower, dominated point measured
+        ParetoSnapshot(3, "s", now, 4, 0.7, [a, better]),
+    ]
+    history = hypervolume_history(snaps)
+    assert [n for n, _ in history] == [2, 3, 4]
+    assert history[0][1] == history[1][1] < history[2][1]
+    ref = (0.0, 1.1 * 80_000, 1.1 * 0.2)  # the largest SRAM and latency of any front
+    expected = hypervolume(
+        [
+            (-p["val_accuracy"], p["memory_bytes"] / ref[1], p["latency_s"] / ref[2])
+            for p in (a, b)
+        ],
+        (0.0, 1.0, 1.0),
+    )
+    assert history[0][1] == pytest.approx(expected)
