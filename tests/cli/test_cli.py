@@ -447,3 +447,29 @@ def test_how_a_study_measures_is_told_from_its_space() -> None:
         "train/validation partitions (the validation split is too small to rank candidates "
         "alone)"
     )
+
+
+@pytest.mark.parametrize(
+    ("flag", "scored", "said"),
+    [
+        ("--proxy", 1, "proxy: 1 candidate scored in this run, 1 promoted;"),
+        ("--halving", 2, "2 candidates screened in this run, 1 promoted; short vs measured"),
+    ],
+)
+def test_the_low_fidelity_counts_say_they_are_this_runs(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flag: str,
+    scored: int,
+    said: str,
+) -> None:
+    """This run's screenings, the study's τ: pareto counts the study's (tests/search)."""
+    import tinytune
+    from tinytune.search import Counts, SearchResult
+
+    counts = Counts(proxy_scored=scored, promoted=1)
+    result = SearchResult("s", counts, (), None, 1, (), 1.0, 1, proxy_tau=0.5, proxy_pairs=3)
+    monkeypatch.setattr(tinytune, "optimize", lambda *a, **k: result)
+    assert main(["search", "--trials", "1", flag]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert said in out and "in the study: Kendall τ 0.50 over 3 candidates measured too" in out

@@ -116,7 +116,7 @@ def test_halving_screens_each_bracket_and_measures_one_member(
 
     assert main(["pareto", "--storage", url, "--study", "s"]) == 0
     printed = " ".join(capsys.readouterr().out.split())
-    assert f"short: {len(short)} short fine-tunes (not on the front)" in printed
+    assert f"short: {len(short)} short fine-tunes in the study (not on the front)" in printed
     assert "over the 3 candidates measured too" in printed
 
 

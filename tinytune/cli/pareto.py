@@ -84,8 +84,8 @@ def pareto(
             else "Kendall τ undefined"
         )
         console.print(
-            f"{fidelity}: {n} {what} (not on the front); {corr} with measured validation "
-            f"accuracy over the {tau.n} candidates measured too"
+            f"{fidelity}: {n} {what} in the study (not on the front); {corr} with measured "
+            f"validation accuracy over the {tau.n} candidates measured too"
         )
     if plot is not None:
         from tinytune.viz.pareto import pareto_figure

@@ -292,9 +292,10 @@ def search(
             else "the stored contribution table reused"
         )
         console.print(
-            f"proxy: {c.proxy_scored} candidates scored, {c.promoted} promoted; "
+            f"proxy: {_count(c.proxy_scored, 'candidate')} scored in this run, {c.promoted} "
+            "promoted; "
             f"{table}; {c.base_tasks} classifier-only fine-tunes of new sub-networks; "
-            f"{tau}"
+            f"in the study: {tau}"
         )
     if halving:
         tau = (
@@ -304,8 +305,9 @@ def search(
         )
         console.print(
             f"successive halving: {c.screen_tasks} short fine-tunes ({screen_epochs} epochs on "
-            f"{screen_fraction:g} of the training images), {c.proxy_scored} candidates "
-            f"screened, {c.promoted} promoted; short vs measured validation accuracy: {tau}"
+            f"{screen_fraction:g} of the training images), {_count(c.proxy_scored, 'candidate')} "
+            f"screened in this run, {c.promoted} promoted; short vs measured validation accuracy "
+            f"in the study: {tau}"
         )
     console.print(
         f"compute: {result.train_epochs:.1f} fine-tuning epochs (passes over the training "
@@ -362,3 +364,7 @@ def search(
     console.print(
         f"storage: {mask_url(storage)} (optuna.load_study(study_name={study!r}, storage=...))"
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
