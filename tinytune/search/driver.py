@@ -40,7 +40,7 @@ from tinytune.search.config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.dashboard import HypervolumePublisher
 from tinytune.search.events import Counts, SearchEvent, SearchResult
 from tinytune.search.executor import Executor, Metered
-from tinytune.search.lr import LrCalibration, calibrate, family_of
+from tinytune.search.lr import FAMILIES, LrCalibration, calibrate, family_of
 from tinytune.search.mutation import mutant
 from tinytune.search.preflight import Preflight, preflight
 from tinytune.search.proxy import rank_correlation
@@ -200,9 +200,17 @@ class Run:
         self.emit("start")
         self.watch(force=True)
         if self.config.tune_lr:
-            self.lrs, self.grid_results = calibrate(self)
-            self.lr_cost = (len(self.grid_results), _task_seconds(self.grid_results.values()))
+            self.lrs, grid = calibrate(self)
+            self.lr_cost = (len(grid), _task_seconds(grid.values()))
             self.task_time += self.lr_cost[1]
+            # only a fine-tune at its family's chosen rate can be a trial's measurement
+            chosen = {
+                make_preset(
+                    FAMILIES[r.family].preset, self.spec, default_subnet(self.spec)
+                ).key: r.lr
+                for r in self.lrs.rates
+            }
+            self.grid_results = {k: v for k, v in grid.items() if chosen.get(k[0]) == k[1]}
         if self.ladder is not None and not self.ladder.prepare():
             self.ladder = None
         try:
