@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import optuna
@@ -473,3 +474,24 @@ def test_the_low_fidelity_counts_say_they_are_this_runs(
     assert main(["search", "--trials", "1", flag]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert said in out and "in the study: Kendall τ 0.50 over 3 candidates measured too" in out
+
+
+@pytest.mark.parametrize("pretrains", [False, True])
+def test_the_total_time_says_pre_training_only_when_there_was_some(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], pretrains: bool
+) -> None:
+    import tinytune
+    from tinytune.search import Counts, SearchResult
+
+    result = SearchResult("s", Counts(measured=1), (), None, 1, (), 1.0, 1)
+
+    def optimize(*args: object, **kwargs: Any) -> SearchResult:
+        if pretrains:
+            kwargs["on_pretrain"](1, 1, 0.5)
+        return result
+
+    monkeypatch.setattr(tinytune, "optimize", optimize)
+    assert main(["search", "--trials", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "s in all" in out
+    assert ("pre-training included" in out) == pretrains

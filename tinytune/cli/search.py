@@ -192,6 +192,12 @@ def search(
             console=console,
         ) as bar,
     ):
+        pretrained: list[bool] = []
+
+        def pretraining(step: int, steps: int, loss: float) -> None:
+            pretrained[:] = [True]
+            on_pretrain(step, steps, loss)
+
         tid: list = []
         side: dict = {}  # bars of the fine-tunes that are not trials, by event kind
         side_bars = {
@@ -270,13 +276,14 @@ def search(
             repeats=repeats,
             verify_int8=verify_int8,
             progress=progress,
-            on_pretrain=on_pretrain,
+            on_pretrain=pretraining,
         )
     c = result.counts
     console.print(
         f"{c.measured} measured, {c.pruned} pruned as over budget, {c.failed} failed, "
         f"{c.reused} reused in {result.wall_time_s:.0f} s "
-        f"({time.monotonic() - started:.0f} s with pre-training)"
+        f"({time.monotonic() - started:.0f} s in all"
+        f"{', pre-training included' if pretrained else ''})"
         + (f"; {c.retried} trials of stopped drivers retried" if c.retried else "")
     )
     if proxy:
