@@ -235,7 +235,7 @@ def search(
                 completed=event.finished,
                 status=(
                     f"measured{scored}, {c.pruned} over budget, {c.failed} failed, best "
-                    f"{f'{100 * best[0]:.1f}%' if best[0] else '-'}{waiting}"
+                    f"{f'{100 * best[0]:.1f}% val' if best[0] else '-'} this run{waiting}"
                 ),
             )
 
