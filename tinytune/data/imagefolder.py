@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from tinytune.checkpoints import sha256_file
 from tinytune.data.base import ImageDataset
 from tinytune.data.splits import Split, Splits
 from tinytune.data.stratify import MIN_PER_CLASS, stratified_split
@@ -49,8 +49,7 @@ def _visible_below(path: Path, top: Path) -> bool:
 
 def _sha256(path: Path) -> str:
     try:
-        with path.open("rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
+        return sha256_file(path)
     except OSError as e:
         raise DataError(f"cannot read image '{path}': {_one_line(e)}") from e
 

@@ -171,8 +171,7 @@ def _param_bytes(op: Op, p: Precision, trained_only: bool) -> int:
             + (prm.bias * p.bias if prm.bias_trained else 0)
             + (prm.scale * 4 if prm.scale_trained else 0)
         )
-    scales = op.params.weight_shape[0] * 4 if p.name == "int8" and op.kind == "conv" else 0
-    return prm.weight * wbytes + prm.bias * p.bias + prm.scale * 4 + scales
+    return prm.weight * wbytes + prm.bias * p.bias + prm.scale * 4  # fp32 flash (int8: below)
 
 
 def plan_memory(
@@ -244,10 +243,11 @@ def plan_memory(
                 Buffer(f"grad t{t}", "gradient", info.numel * p.gradient, g_start, g_end)
             )
     trained_elems = 0
-    flash = _int8_constant_bytes(graph) if precision == "int8" else 0
+    if precision == "int8":
+        flash = _int8_constant_bytes(graph)
+    else:
+        flash = sum(_param_bytes(op, p, trained_only=False) for op in graph.ops)
     for op in graph.ops:
-        if precision != "int8":
-            flash += _param_bytes(op, p, trained_only=False)
         trained = op.params.trained
         if not trained:
             continue

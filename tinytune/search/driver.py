@@ -29,7 +29,7 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from tinytune.db import EvaluationRecord, Store
@@ -40,7 +40,7 @@ from tinytune.search.config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.dashboard import HypervolumePublisher
 from tinytune.search.events import Counts, SearchEvent, SearchResult
 from tinytune.search.executor import Executor, Metered
-from tinytune.search.lr import FAMILIES, LrCalibration, calibrate, family_of
+from tinytune.search.lr import LrCalibration, calibrate, family_of
 from tinytune.search.mutation import mutant
 from tinytune.search.preflight import Preflight, preflight
 from tinytune.search.proxy import rank_correlation
@@ -201,16 +201,10 @@ class Run:
         self.watch(force=True)
         if self.config.tune_lr:
             self.lrs, grid = calibrate(self)
-            self.lr_cost = (len(grid), _task_seconds(grid.values()))
-            self.task_time += self.lr_cost[1]
-            # only a fine-tune at its family's chosen rate can be a trial's measurement
-            chosen = {
-                make_preset(
-                    FAMILIES[r.family].preset, self.spec, default_subnet(self.spec)
-                ).key: r.lr
-                for r in self.lrs.rates
-            }
-            self.grid_results = {k: v for k, v in grid.items() if chosen.get(k[0]) == k[1]}
+            if grid is not None:  # this run's grid: its fine-tunes are this run's compute
+                self.lr_cost = (self.lrs.fine_tunes, self.lrs.wall_time_s)
+                self.task_time += self.lr_cost[1]
+                self.grid_results = grid
         if self.ladder is not None and not self.ladder.prepare():
             self.ladder = None
         try:
@@ -538,7 +532,3 @@ class Run:
     def snapshot(self) -> tuple[tuple[FrontPoint, ...], float | None]:
         self.last = snapshot(self.config, self.store, self.checked.flash_budget)
         return self.last
-
-
-def _task_seconds(results: Iterable[dict[str, Any]]) -> float:
-    return sum(float(r.get("wall_time_s") or 0.0) for r in results)

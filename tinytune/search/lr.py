@@ -182,20 +182,23 @@ def longest_first(step_s: Mapping[int, float]) -> list[int]:
     return sorted(step_s, key=lambda key: -step_s[key])
 
 
-def calibrate(run: Run) -> tuple[LrCalibration, dict[tuple[str, float], dict[str, Any]]]:
+def calibrate(
+    run: Run,
+) -> tuple[LrCalibration, dict[tuple[str, float], dict[str, Any]] | None]:
     """The study's rate per family: stored by an earlier run, else measured now on the run's
     executor (every fine-tune of the grids at once, as slots free up, the families with the
     longest predicted training step first) and stored.
 
     Returns:
-        The rates, and this run's grid results by ``(candidate key, lr)``, so that a preset
-        measured later at its family's rate is told the grid's result, not fine-tuned again.
+        The rates, and this run's grid results at each family's chosen rate by ``(candidate
+        key, lr)``, so that a preset measured later at its family's rate is told the grid's
+        result, not fine-tuned again (None when an earlier run chose the rates).
     """
     from tinytune.search.study import Attr
 
     stored = run.study.study.user_attrs.get(Attr.LR_CALIBRATION)
     if stored:
-        return LrCalibration.from_json(stored), {}
+        return LrCalibration.from_json(stored), None
     config, spec = run.config, run.spec
     jobs: dict[int, tuple[str, float, Candidate]] = {}
     step_s: dict[int, float] = {}
@@ -225,5 +228,6 @@ def calibrate(run: Run) -> tuple[LrCalibration, dict[tuple[str, float], dict[str
         rates.append(choose(name, grid, config.finetune.lr))
     calibration = LrCalibration(tuple(rates))
     run.study.study.set_user_attr(Attr.LR_CALIBRATION, calibration.to_json())
-    cache = {(c.key, lr): results[key] for key, (_, lr, c) in jobs.items()}
+    chosen = {r.family: r.lr for r in rates}
+    cache = {(c.key, lr): results[key] for key, (n, lr, c) in jobs.items() if lr == chosen[n]}
     return calibration, cache

@@ -25,30 +25,25 @@ def hypervolume_history(snapshots: Sequence[ParetoSnapshot]) -> list[tuple[int, 
     any of the fronts. The hypervolume stored with each snapshot is normalised by the reference
     of its own moment, which moves out as slower or larger candidates are measured, so that the
     stored values can rise while the front stays the same; these rise only when it improves."""
+    from tinytune.search.ladder import reference
     from tinytune.search.pareto import hypervolume
     from tinytune.search.recording import FrontPoint
 
     fronts = []
     for snap in snapshots:
         points = [FrontPoint.from_dict(p) for p in snap.points]
-        usable = [p for p in points if p.val_accuracy is not None and p.latency_s is not None]
+        usable = [
+            (p.val_accuracy, p.memory_bytes, p.latency_s)
+            for p in points
+            if p.val_accuracy is not None and p.latency_s is not None
+        ]
         if usable:
             fronts.append((snap.n_trials, usable))
     if not fronts:
         return []
-    memory = 1.1 * max(p.memory_bytes for _, front in fronts for p in front)
-    latency = 1.1 * max(float(p.latency_s or 0.0) for _, front in fronts for p in front) or 1.0
+    _, memory, latency = reference([p for _, front in fronts for p in front], None, None)
     return [
-        (
-            n,
-            hypervolume(
-                [
-                    (-p.val_accuracy, p.memory_bytes / memory, float(p.latency_s or 0.0) / latency)
-                    for p in front
-                ],
-                (0.0, 1.0, 1.0),
-            ),
-        )
+        (n, hypervolume([(-a, m / memory, s / (latency or 1.0)) for a, m, s in front], (0, 1, 1)))
         for n, front in fronts
     ]
 
