@@ -22,7 +22,14 @@ from collections.abc import Sequence
 
 from tinytune.search.pareto import hypervolume
 
-__all__ = ["Point", "calibration_offset", "choose_promotion", "hypervolume_gain", "reference"]
+__all__ = [
+    "Point",
+    "calibration_offset",
+    "choose_promotion",
+    "hypervolume_gain",
+    "normalised_hypervolume",
+    "reference",
+]
 
 Point = tuple[float, float, float]
 """(accuracy ↑, peak SRAM bytes ↓, step latency s ↓)."""
@@ -48,11 +55,15 @@ def _normalised(points: Sequence[Point], ref: Point) -> list[tuple[float, float,
     ]
 
 
+def normalised_hypervolume(points: Sequence[Point], ref: Point) -> float:
+    """The hypervolume of ``points`` in the box between the ideal point and ``ref``, each
+    objective divided by the reference's, so the whole box is 1."""
+    return hypervolume(_normalised(points, ref), (0.0, 1.0, 1.0))
+
+
 def hypervolume_gain(point: Point, front: Sequence[Point], ref: Point) -> float:
     """How much normalised hypervolume ``point`` adds to ``front``."""
-    unit = (0.0, 1.0, 1.0)
-    before = hypervolume(_normalised(front, ref), unit)
-    return hypervolume(_normalised([*front, point], ref), unit) - before
+    return normalised_hypervolume([*front, point], ref) - normalised_hypervolume(front, ref)
 
 
 def calibration_offset(pairs: Sequence[tuple[float, float]]) -> float:

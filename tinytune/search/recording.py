@@ -15,8 +15,8 @@ from tinytune.db import EvaluationRecord, Store
 from tinytune.evaluators import HardwareCost
 from tinytune.search.budgets import violations
 from tinytune.search.config import SearchConfig
-from tinytune.search.ladder import reference
-from tinytune.search.pareto import hypervolume, pareto_front
+from tinytune.search.ladder import normalised_hypervolume, reference
+from tinytune.search.pareto import pareto_front
 
 __all__ = ["FrontPoint", "chosen_on", "measured_record", "reference_point", "snapshot"]
 
@@ -158,18 +158,9 @@ def snapshot(
     ]
     front_idx = sorted(pareto_front(objectives), key=lambda i: ok[i].memory_bytes or 0)
     points = tuple(_point(ok[i]) for i in front_idx)
-    ref = reference(
-        [(-o[0], o[1], o[2]) for o in objectives],
-        config.sram_budget_bytes,
-        config.latency_budget_s,
-    )
-    hv = hypervolume(
-        [
-            tuple(o / r if r else o for o, r in zip(objectives[i], ref, strict=True))
-            for i in front_idx
-        ],
-        (0.0, 1.0, 1.0),
-    )
+    measured = [(-o[0], o[1], o[2]) for o in objectives]
+    ref = reference(measured, config.sram_budget_bytes, config.latency_budget_s)
+    hv = normalised_hypervolume([measured[i] for i in front_idx], ref)
     store.add_pareto_snapshot(
         config.study_name, [asdict(p) for p in points], n_trials=len(evaluations), hypervolume=hv
     )

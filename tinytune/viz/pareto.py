@@ -25,8 +25,7 @@ def hypervolume_history(snapshots: Sequence[ParetoSnapshot]) -> list[tuple[int, 
     any of the fronts. The hypervolume stored with each snapshot is normalised by the reference
     of its own moment, which moves out as slower or larger candidates are measured, so that the
     stored values can rise while the front stays the same; these rise only when it improves."""
-    from tinytune.search.ladder import reference
-    from tinytune.search.pareto import hypervolume
+    from tinytune.search.ladder import normalised_hypervolume, reference
     from tinytune.search.recording import FrontPoint
 
     fronts = []
@@ -41,11 +40,8 @@ def hypervolume_history(snapshots: Sequence[ParetoSnapshot]) -> list[tuple[int, 
             fronts.append((snap.n_trials, usable))
     if not fronts:
         return []
-    _, memory, latency = reference([p for _, front in fronts for p in front], None, None)
-    return [
-        (n, hypervolume([(-a, m / memory, s / (latency or 1.0)) for a, m, s in front], (0, 1, 1)))
-        for n, front in fronts
-    ]
+    ref = reference([p for _, front in fronts for p in front], None, None)
+    return [(n, normalised_hypervolume(front, ref)) for n, front in fronts]
 
 
 def pareto_figure(
