@@ -50,6 +50,9 @@ def test_plot_writes_a_png(
     assert main(["pareto", "--storage", searched, "--plot", str(out)]) == 0
     assert out.read_bytes()[:8] == PNG
     assert f"wrote {out}" in capsys.readouterr().out
+    into_new = out.parent / "figures" / "front.png"  # its folder made, as report's is
+    assert main(["pareto", "--storage", searched, "--plot", str(into_new)]) == 0
+    assert into_new.read_bytes()[:8] == PNG
     with open_store(searched) as store:
         history = hypervolume_history(store.pareto_snapshots("s"))
     assert [n for n, _ in history] == [1, 2, 3]  # one snapshot per measured evaluation
@@ -59,7 +62,7 @@ def test_plot_writes_a_png(
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("missing/front.png", "does not exist; create it first"),
+        ("a-file/front.png", "cannot make its folder"),
         ("front.svg", "must name a .png file"),
         ("folder.png", "is a folder"),
     ],
@@ -72,6 +75,7 @@ def test_bad_plot_target_is_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     (tmp_path / "folder.png").mkdir()
+    (tmp_path / "a-file").write_text("")
     code = main(["pareto", "--storage", searched, "--plot", str(tmp_path / target)])
     err = capsys.readouterr().err
     assert code == 2

@@ -58,7 +58,7 @@ def test_report_for_a_trial_and_a_key(
     out = tmp_path / "trial.png"
     assert main(["report", "0", "--study", "s", "--storage", db, "-o", str(out)]) == 0
     assert out.read_bytes()[:8] == PNG
-    out = tmp_path / "key.png"
+    out = tmp_path / "new" / "folder" / "key.png"  # made, as profile's and export's are
     args = ["report", candidate.key[:10], "--storage", db, "--device", "nrf52840"]
     assert main([*args, "-o", str(out)]) == 0
     assert out.read_bytes()[:8] == PNG
@@ -73,6 +73,7 @@ def test_report_for_a_trial_and_a_key(
         (["abc123"], "matches 0 stored candidates"),
         (["not-a-key"], "is not lower-case hex digits"),
         (["0", "--study", "s", "--device", "esp32"], "unknown device 'esp32'"),
+        (["0", "--study", "s", "-o", "report.svg"], "--out 'report.svg' must name a .png file"),
     ],
 )
 def test_bad_targets_are_one_line(

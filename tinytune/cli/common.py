@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -21,6 +22,7 @@ __all__ = [
     "DEFAULT_STORAGE",
     "console",
     "front_table",
+    "png_path",
     "pretrain_bar",
     "quiet_logs",
     "size_text",
@@ -96,6 +98,26 @@ def front_table(
             ]
         table.add_row(*row)
     return table
+
+
+def png_path(path: Path, flag: str) -> Path:
+    """``path`` checked as a PNG to write, before any work: a ``.png`` name that is not a
+    folder; its folder is made when missing, as ``profile``, ``calibrate`` and ``export`` make
+    theirs. Anything else is a one-line error that names ``flag``."""
+    from tinytune.errors import ConfigError
+
+    if path.suffix.lower() != ".png":
+        raise ConfigError(f"{flag} {str(path)!r} must name a .png file")
+    if path.is_dir():
+        raise ConfigError(f"{flag} {str(path)!r} is a folder; expected a .png file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(
+            f"{flag} {str(path)!r}: cannot make its folder {str(path.parent)!r} "
+            f"({e.strerror or e})"
+        ) from None
+    return path
 
 
 def size_text(n: int) -> str:

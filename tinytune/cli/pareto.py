@@ -29,14 +29,14 @@ def pareto(
 ) -> None:
     """Print the Pareto front of measured results stored for a study."""
     import tinytune
-    from tinytune.cli.common import console, front_table, quiet_logs
+    from tinytune.cli.common import console, front_table, png_path, quiet_logs
     from tinytune.db import open_store
     from tinytune.search.proxy import rank_correlation
     from tinytune.search.verify import int8_accuracies
 
     quiet_logs()
     if plot is not None:
-        _check_plot_path(plot)
+        png_path(plot, "--plot")
     view = tinytune.load(study, storage)  # one line when there is no such study
     study = view.name
     with open_store(storage) as store:
@@ -146,21 +146,6 @@ def _measured_by(
         f"measured by fine-tuning {epochs} epoch{'' if epochs == 1 else 's'} at batch "
         f"{finetune.get('batch_size')}, {rate}{parts}{sha}"
     )
-
-
-def _check_plot_path(path: Path) -> None:
-    """A PNG path in an existing folder; anything else is a one-line error before any work."""
-    from tinytune.errors import ConfigError
-
-    if path.suffix.lower() != ".png":
-        raise ConfigError(f"--plot {str(path)!r} must name a .png file")
-    if path.is_dir():
-        raise ConfigError(f"--plot {str(path)!r} is a folder; expected a .png file")
-    if not path.parent.is_dir():
-        raise ConfigError(
-            f"--plot {str(path)!r}: the folder {str(path.parent)!r} does not exist; create it "
-            "first"
-        )
 
 
 def _sram_budget(study: str, storage: str) -> int | None:

@@ -33,7 +33,7 @@ def report(
     predicted per-op latency on the device."""
     import optuna
 
-    from tinytune.cli.common import console, quiet_logs
+    from tinytune.cli.common import console, png_path, quiet_logs
     from tinytune.db import open_store, require_existing
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
     from tinytune.hwmodels.registry import get_device
@@ -42,6 +42,8 @@ def report(
     from tinytune.viz import report_figure
 
     quiet_logs()
+    if out is not None:
+        png_path(out, "--out")
     require_existing(storage)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with open_store(storage) as store:
