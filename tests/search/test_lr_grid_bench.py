@@ -1,0 +1,65 @@
+"""bench/lr_grid.py's rules: the study's own rule on one partition or on the mean of several,
+and the one-standard-error rule, on grids whose choice is computed by hand; the summary
+reports the partition-0 test accuracy at each chosen rate."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+from .benches import load_bench
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    return load_bench("lr_grid")
+
+
+GRID = {
+    0.4: {"val": [0.975, 0.981, 0.981], "test": [0.983, 0.986, 0.969]},
+    0.8: {"val": [0.989, 0.983, 0.981], "test": [0.983, 0.986, 0.989]},
+    1.6: {"val": [0.994, 0.978, 0.983], "test": [0.972, 0.975, 0.989]},
+}
+
+
+def test_the_rules_choose_as_computed_by_hand(bench: ModuleType) -> None:
+    assert bench.mean_of(1)(GRID) == 1.6  # 0.994 is the best on partition 0
+    # means of two: 0.978, 0.986, 0.986: a tie, the smaller rate
+    assert bench.mean_of(2)(GRID) == 0.8
+    # means of three: 0.979, 0.9843, 0.985
+    assert bench.mean_of(3)(GRID) == 1.6
+    # one SE of 0.994 on 359 images: sqrt(0.994 * 0.006 / 359) = 0.00408; 0.989 is 0.005 below
+    assert bench.one_se(GRID, 359) == 1.6
+    # on 100 images the SE is 0.00772: 0.8 is within it, 0.4 (0.019 below) is not
+    assert bench.one_se(GRID, 100) == 0.8
+
+
+def test_summary_reports_the_partition_0_test_at_each_chosen_rate(bench: ModuleType) -> None:
+    rows = [
+        {"seed": seed, "family": "full", "lr": lr, **grid}
+        for seed in (0, 1)
+        for lr, grid in GRID.items()
+    ]
+    rows += [
+        {"seed": 0, "family": "classifier", "lr": lr, "val": [v], "test": [t]}
+        for lr, v, t in ((0.8, 0.90, 0.85), (1.6, 0.91, 0.87), (3.2, 0.91, 0.88))
+    ] + [
+        {"seed": 1, "family": "classifier", "lr": lr, "val": [v], "test": [t]}
+        for lr, v, t in ((0.8, 0.92, 0.86), (1.6, 0.91, 0.87), (3.2, 0.90, 0.88))
+    ]
+    text = bench.summary({"epochs": 8, "n_val": 359, "rows": rows})
+    lines = text.splitlines()
+    assert lines[0].startswith("2 seeds (0, 1), 1 train/validation partitions, 8 epochs")
+    table = [line for line in lines if line.startswith("| ")][1:]
+    # the families in FAMILIES' order; one partition in common, so no "mean of k" rows
+    assert [line.split(" | ")[0] for line in table] == ["| classifier"] * 5 + ["| full"] * 5
+    assert table[0] == (
+        "| classifier | partition 0 (the study's) | 1.6 0.8 "
+        "| 86.5 (86.0–87.0) | 86.5 (86.0–87.0) |"
+    )
+    assert table[2] == "| classifier | fixed 0.8 | | 85.5 (85.0–86.0) | 85.5 (85.0–86.0) |"
+    # the mean over the partitions every row has (one here), not over all of full's three
+    assert table[5] == (
+        "| full | partition 0 (the study's) | 1.6 1.6 | 97.2 (97.2–97.2) | 97.2 (97.2–97.2) |"
+    )
