@@ -5,6 +5,7 @@ one is measured, a seed that numpy's generators take."""
 from __future__ import annotations
 
 import math
+import numbers
 import re
 
 from tinytune.errors import BudgetError, ConfigError
@@ -84,6 +85,10 @@ def check_integer(value: object, what: str) -> None:
         ConfigError: naming ``what`` and the value.
     """
     if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            raise ConfigError(
+                f"{what} must be a Python int, got {type(value).__name__} {value}; pass int(...)"
+            )
         raise ConfigError(f"{what} must be an integer, got {value!r:.80}")
 
 

@@ -190,6 +190,11 @@ def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
         ({"finetune": FinetuneConfig(epochs=1, lr=0.1)}, r"'lr': \(0.05, 0.1\).*own --lr 0.05"),
         ({"tune_lr": True}, r"'lr': \(0.05, 'per family'\).*own --lr 0.05"),
         ({"repeats": 2}, r"'repeats': \('auto', 2\).*own repeats \(leave out --repeats\)"),
+        # another device: its own engine follows, so the device is what to pass
+        (
+            {"device": "rpi4"},
+            r"'device': \('stm32f746', 'rpi4'\).* name or pass --device stm32f746$",
+        ),
     ):
         with (
             open_store(url) as store,

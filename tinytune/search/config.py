@@ -130,6 +130,11 @@ class SearchConfig:
                 f"--study must be a name of 1 to 512 characters, not only spaces; got "
                 f"{self.study_name!r:.80}"
             )
+        if self.study_name != self.study_name.strip():
+            raise ConfigError(
+                f"--study {self.study_name!r:.80} begins or ends with a space; give the name "
+                "without them"
+            )
         check_seed(self.seed)
         check_integer(self.trials, "--trials")
         for what, count in (

@@ -413,7 +413,10 @@ def _another_space(
 ) -> StorageError:
     """The one-line refusal of a study stored with another search space (``diff``: what
     :func:`_space_difference` found), with what to pass instead."""
-    hint = f" or pass --engine {diff['engine'][0]}" if "engine" in diff else ""
+    if "device" in diff:  # its engine follows from its device
+        hint = f" or pass --device {diff['device'][0]}"
+    else:
+        hint = f" or pass --engine {diff['engine'][0]}" if "engine" in diff else ""
     if "weights" in diff and checkpoint:
         hint += _weights_hint(config, checkpoint)
     if "finetune" in diff:
