@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 
@@ -26,37 +27,46 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ({"precision": "int4"}, "unknown precision 'int4'; allowed: fp32, int8"),
         ({"sampler": "grid"}, "unknown sampler 'grid'"),
         ({"engine": "tflite"}, "unknown engine 'tflite'"),
-        ({"workers": 0}, "--workers must be >= 1"),
+        ({"workers": 0}, "workers must be >= 1"),
         ({"sram_budget": "12parsecs"}, "is not a size"),
         ({"dataset": "cifar"}, "unknown data set"),
-        ({"trials": "3"}, "--trials must be an integer, got '3'"),
-        ({"trials": 2.5}, "--trials must be an integer, got 2.5"),
-        ({"epochs": 2.5}, "--epochs must be an integer, got 2.5"),
-        ({"batch_size": None}, "--batch-size must be an integer, got None"),
-        ({"lr": "0.1"}, "--lr must be a number, got '0.1'"),
-        ({"lr": True}, "--lr must be a number, got True"),
-        ({"workers": "2"}, "--workers must be an integer"),
-        ({"max_retries": None}, "--max-retries must be an integer"),
-        ({"repeats": 1.5}, "--repeats must be an integer"),
-        ({"proposals": 2.0}, "--proposals must be an integer"),
-        ({"pretrain_steps": 1.5}, "--pretrain-steps must be an integer"),
-        ({"screen_fraction": "0.5"}, "--screen-fraction must be a number"),
-        ({"sram_budget": [1]}, "--sram-budget must be a number, got \\[1\\]"),
-        ({"latency_budget": float("nan")}, "--latency-budget must be a number, got nan"),
-        ({"epoch_budget": float("nan")}, "--epoch-budget must be a number, got nan"),
-        ({"seed": "1"}, "--seed must be an integer from 0 to 4294967295, got '1'"),
-        ({"study": None}, "--study must be a name of 1 to 512 characters"),
-        ({"weights": 5}, "--weights must be a path, got 5"),
-        ({"weights": " "}, "--weights must be a path, got ' '"),
+        ({"trials": "3"}, "trials must be an integer, got '3'"),
+        ({"trials": 2.5}, "trials must be an integer, got 2.5"),
+        ({"epochs": 2.5}, "epochs must be an integer, got 2.5"),
+        ({"batch_size": None}, "batch_size must be an integer, got None"),
+        ({"lr": "0.1"}, "lr must be a number, got '0.1'"),
+        ({"lr": True}, "lr must be a number, got True"),
+        ({"workers": "2"}, "workers must be an integer"),
+        ({"max_retries": None}, "max_retries must be an integer"),
+        ({"repeats": 1.5}, "repeats must be an integer"),
+        ({"proposals": 2.0}, "proposals must be an integer"),
+        ({"pretrain_steps": 1.5}, "pretrain_steps must be an integer"),
+        ({"screen_fraction": "0.5"}, "screen_fraction must be a number"),
+        ({"sram_budget": [1]}, "sram_budget must be a number, got \\[1\\]"),
+        ({"latency_budget": float("nan")}, "latency_budget must be a number, got nan"),
+        ({"epoch_budget": float("nan")}, "epoch_budget must be a number, got nan"),
+        ({"seed": "1"}, "seed must be an integer from 0 to 4294967295, got '1'"),
+        ({"study": None}, "study must be a name of 1 to 512 characters"),
+        ({"weights": 5}, "weights must be a path, got 5"),
+        ({"weights": " "}, "weights must be a path, got ' '"),
         ({"supernet": None}, "unknown supernet None"),
+        # the checks are the command line's; their messages name the Python keywords
+        ({"sram_budget": 10}, "raise sram_budget to at least 26152B$"),
+        ({"ray_address": "127.0.0.1:1"}, "^inline runs without Ray, so ray_address 127.0.0.1:1"),
+        ({"pretrain_steps": 0}, "pre-training steps must be >= 1, got 0"),
+        ({"progress": 5}, "progress must be a function or None, got 5"),
+        ({"on_pretrain": "print"}, "on_pretrain must be a function or None, got 'print'"),
+        ({"study": " tinytune"}, "study ' tinytune' begins or ends with a space"),
+        ({"trials": np.int64(3)}, "trials must be a Python int, got int64 3; pass int"),
     ],
 )
 def test_bad_arguments_raise_before_any_work(tmp_path: Path, kwargs: dict, message: str) -> None:
     import tinytune
 
     db = tmp_path / "t.db"
-    with pytest.raises(tinytune.TinyTuneError, match=message):
+    with pytest.raises(tinytune.TinyTuneError, match=message) as raised:
         tinytune.optimize(storage=f"sqlite:///{db}", inline=True, **kwargs)
+    assert "--" not in str(raised.value)  # a Python caller's keywords, not the flags
     assert not db.exists()  # nothing was opened, let alone stored
 
 
@@ -72,10 +82,12 @@ def test_bad_arguments_raise_before_any_work(tmp_path: Path, kwargs: dict, messa
         (True, {}, "the target must be a front point"),
         (0, {"out": None}, "out must be a path, got None"),
         (0, {"out": 5}, "out must be a path, got 5"),
-        (0, {"weights": 5}, "--weights must be a path, got 5"),
-        (0, {"lr": "x"}, "--lr must lie in \\(0, 10\\), got 'x'"),
-        (0, {"lr": True}, "--lr must lie in \\(0, 10\\), got True"),
-        (0, {"seed": 1.5}, "--seed must be an integer from 0 to 4294967295, got 1.5"),
+        (0, {"weights": 5}, "weights must be a path, got 5"),
+        (0, {"lr": "x"}, "lr must lie in \\(0, 10\\), got 'x'"),
+        (0, {"lr": True}, "lr must lie in \\(0, 10\\), got True"),
+        (0, {"seed": 1.5}, "seed must be an integer from 0 to 4294967295, got 1.5"),
+        (0, {"samples": 0}, "^samples must be an integer >= 1, got 0"),
+        (0, {"on_measure": 3}, "on_measure must be a function or None, got 3"),
     ],
 )
 def test_bad_export_arguments_raise_before_any_work(
@@ -84,11 +96,12 @@ def test_bad_export_arguments_raise_before_any_work(
     import tinytune
 
     db, out = tmp_path / "t.db", tmp_path / "bundle"
-    with pytest.raises(tinytune.TinyTuneError, match=message):
+    with pytest.raises(tinytune.TinyTuneError, match=message) as raised:
         tinytune.export_bundle(
             target,  # type: ignore[arg-type]
             **{"out": out, "storage": f"sqlite:///{db}", **kwargs},
         )
+    assert "--" not in str(raised.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
@@ -140,3 +153,74 @@ def test_a_study_of_another_space_is_refused_before_any_pre_training(
     with pytest.raises(tinytune.TinyTuneError, match="no study 'tinytune' to resume: the data"):
         tinytune.optimize("digits", resume=True, storage=f"sqlite:///{new}")
     assert not new.exists()
+
+
+def test_a_front_point_exports_from_its_own_study_when_two_measured_it(tmp_path: Path) -> None:
+    """The presets are measured by every study of a database: a front point still names one
+    bundle, its own study's (the candidate's key alone matches two studies)."""
+    import json
+
+    import tinytune
+    from tinytune.checkpoints import shipped_checkpoint
+    from tinytune.db import open_store
+    from tinytune.evaluators import FinetuneConfig
+    from tinytune.search import InlineExecutor, SearchConfig, run_search
+    from tinytune.spaces import Candidate, get_supernet
+
+    def made_up(task: dict) -> dict:
+        acc = 0.3 + 0.01 * Candidate.from_json(task["candidate"]).update.bias_last_k
+        return {"status": "ok", "accuracy": acc, "val_accuracy": acc, "wall_time_s": 0.0}
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    weights = str(shipped_checkpoint(get_supernet("ofa-proxyless-w0.35")))
+    for name in ("a", "b"):
+        config = SearchConfig(
+            tune_lr=False, checkpoint=weights, study_name=name, trials=2, finetune=FinetuneConfig()
+        )
+        with open_store(url) as store:
+            run_search(config, store, InlineExecutor(made_up))
+    point = min(tinytune.load("b", url).front, key=lambda p: p.memory_bytes)
+    assert point.study == "b"
+    with pytest.raises(tinytune.TinyTuneError, match="was measured in 2 studies"):
+        tinytune.export_bundle(
+            point.candidate_key, tmp_path / "by-key", storage=url, measure_int8=False
+        )
+    done = tinytune.export_bundle(point, tmp_path / "bundle", storage=url, measure_int8=False)
+    manifest = json.loads((done.path / "manifest.json").read_text())
+    assert (manifest["study"], manifest["trial"]) == ("b", point.trial)
+    assert manifest["candidate_key"] == point.candidate_key
+
+
+def test_in_python_words_names_only_the_functions_keywords() -> None:
+    from tinytune.api import in_python_words
+
+    keywords = {"sram_budget", "batch_size", "measure_int8", "study"}
+    assert in_python_words(
+        "raise --sram-budget to at least 1KB; pass --batch-size 32, --no-measure-int8, "
+        "--candidate KEY, or --study; the file /tmp/--study-x stays",
+        keywords,
+    ) == (
+        "raise sram_budget to at least 1KB; pass batch_size 32, measure_int8=False, "
+        "--candidate KEY, or study; the file /tmp/--study-x stays"
+    )
+
+
+def test_the_command_line_keeps_its_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same refusal, from ``tinytune.load`` and from ``tinytune pareto``."""
+    import optuna
+
+    import tinytune
+    from tinytune.cli.main import main
+    from tinytune.db import open_store
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url):
+        pass
+    for name in ("a", "b"):
+        optuna.create_study(study_name=name, storage=url)
+    with pytest.raises(tinytune.TinyTuneError, match=r"choose one with study: a, b$"):
+        tinytune.load(storage=url)
+    assert main(["pareto", "--storage", url]) == 2
+    assert "choose one with --study: a, b" in capsys.readouterr().err

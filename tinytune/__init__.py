@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinytune.api import Exported, devices, export_bundle, optimize
+from tinytune.api import Exported, devices, export_bundle, load, optimize
 from tinytune.errors import TinyTuneError
 from tinytune.spaces import Candidate
-from tinytune.studies import StudyView, load
+from tinytune.studies import StudyView
 
 __version__ = "0.1.0"
 

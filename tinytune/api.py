@@ -12,10 +12,18 @@ these functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tinytune import studies as _studies
+from tinytune.errors import TinyTuneError
 
 if TYPE_CHECKING:
     from tinytune.hwmodels.devices import DeviceProfile
@@ -26,8 +34,10 @@ __all__ = [
     "DEFAULT_STORAGE",
     "DEFAULT_SUPERNET",
     "Exported",
+    "command_line",
     "devices",
     "export_bundle",
+    "load",
     "optimize",
 ]
 
@@ -39,6 +49,64 @@ equal compute in ``bench/search_efficiency.py`` (``docs/benchmarks.md``, "Search
 DEFAULT_DEVICE_LR = 0.003125
 """The bundle's learning rate when no device accuracy was measured: the smaller of the rates
 that ``--verify-int8`` tries (:data:`tinytune.search.verify.INT8_LRS`)."""
+
+
+_COMMAND_LINE: ContextVar[bool] = ContextVar("tinytune_command_line", default=False)
+_FLAG = re.compile(r"(?<![\w-])--(no-)?([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@contextmanager
+def command_line() -> Iterator[None]:
+    """Calls of the front door within it are the command line's: their errors name its flags
+    (``--sram-budget``), not the keyword arguments of a Python call (``sram_budget``)."""
+    token = _COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        _COMMAND_LINE.reset(token)
+
+
+def in_python_words(message: str, keywords: set[str]) -> str:
+    """``message`` with each command-line flag that is one of ``keywords`` named as the
+    keyword argument (``--batch-size`` as ``batch_size``, ``--no-measure-int8`` as
+    ``measure_int8=False``); other text, and flags of no such keyword, as they were."""
+
+    def keyword(match: re.Match[str]) -> str:
+        name = match.group(2).replace("-", "_")
+        if name not in keywords:
+            return match.group(0)
+        return f"{name}=False" if match.group(1) else name
+
+    return _FLAG.sub(keyword, message)
+
+
+def _python_words(function: _F) -> _F:
+    """``function``, whose :class:`TinyTuneError` names its keyword arguments where the checks
+    it shares with the command line name flags (outside :func:`command_line`)."""
+    keywords = set(inspect.signature(function).parameters)
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except TinyTuneError as e:
+            message = str(e)
+            worded = message if _COMMAND_LINE.get() else in_python_words(message, keywords)
+            if worded == message:
+                raise
+            raise type(e)(worded).with_traceback(e.__traceback__) from None
+
+    return call  # type: ignore[return-value]
+
+
+def _check_callbacks(**callbacks: object) -> None:
+    """Refuse a callback that cannot be called, before any work."""
+    from tinytune.errors import ConfigError
+
+    for name, callback in callbacks.items():
+        if callback is not None and not callable(callback):
+            raise ConfigError(f"{name} must be a function or None, got {callback!r:.80}")
 
 
 def _bytes(value: int | str | None, what: str) -> int | None:
@@ -73,6 +141,7 @@ def _path(value: object, what: str) -> Path:
     return Path(value)
 
 
+@_python_words
 def optimize(
     dataset: str = "digits",
     *,
@@ -167,8 +236,11 @@ def optimize(
     check_seed(seed)
     check_integer(workers, "--workers")
     check_integer(max_retries, "--max-retries")
+    recipe = None
     if pretrain_steps is not None:
         check_integer(pretrain_steps, "--pretrain-steps")
+        recipe = PretrainRecipe(steps=pretrain_steps)  # checked before any database work
+    _check_callbacks(progress=progress, on_pretrain=on_pretrain)
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     if max_retries < 0:
@@ -226,7 +298,6 @@ def optimize(
             checked = preflight(config, store)
             # compared as the study stores it: with the engine that predicts its latencies
             check_stored_space(dataclasses.replace(config, engine=checked.device.engine), store)
-        recipe = None if pretrain_steps is None else PretrainRecipe(steps=pretrain_steps)
         checkpoint = ensure_checkpoint(spec, recipe, weights_path, progress=on_pretrain)
         config = dataclasses.replace(config, checkpoint=str(checkpoint))
         executor = (
@@ -242,6 +313,7 @@ def optimize(
             executor.close()
 
 
+@_python_words
 def devices(storage: str | None = None) -> list[DeviceProfile]:
     """Every device a search can target, with the newest calibration stored in ``storage``
     (when given and the database exists) in place of its built-in latency profile."""
@@ -253,6 +325,9 @@ def devices(storage: str | None = None) -> list[DeviceProfile]:
         return [get_device(name) for name in device_names()]
     with open_store(storage) as store:
         return [get_device(n, store.latest_device_calibration(n)) for n in device_names()]
+
+
+load = _python_words(_studies.load)
 
 
 @dataclass(frozen=True)
@@ -270,6 +345,7 @@ class Exported:
     checkpoint_source: str
 
 
+@_python_words
 def export_bundle(
     target: FrontPoint | int | str,
     out: str | Path,
@@ -287,6 +363,7 @@ def export_bundle(
     on_measure: Callable[[], None] | None = None,
 ) -> Exported:
     """Write the device bundle of a front point, a trial number or a stored candidate key.
+    A front point is looked up in the study that measured it unless ``study`` names another.
 
     The bundle holds int8 weights, the training step as C99 over the memory planner's static
     arena, an example that trains on ``samples`` samples of the study's data set for ``epochs``
@@ -331,10 +408,13 @@ def export_bundle(
             f"{target!r:.80}"
         )
     check_options(samples, epochs, DEFAULT_DEVICE_LR if lr is None else lr)
+    _check_callbacks(on_pretrain=on_pretrain, on_measure=on_measure)
     check_seed(seed)
     check_destination(out)
     require_existing(storage)
     key: int | str = target if isinstance(target, int | str) else target.candidate_key
+    if isinstance(target, FrontPoint) and study is None:
+        study = target.study  # the point's own study, where several measured its candidate
     with open_store(storage) as store:
         found = find_candidate(store, study=study, target=key)
         name = device or found.space.get("device", "stm32f746")

@@ -199,7 +199,11 @@ def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> St
         reference = (
             reference_point(store, name, reference_candidate(supernet).key) if supernet else None
         )
-        points = tuple(FrontPoint.from_dict(p) for p in snapshot.points) if snapshot else ()
+        points = (
+            tuple(FrontPoint.from_dict({**p, "study": name}) for p in snapshot.points)
+            if snapshot
+            else ()
+        )
         int8 = int8_accuracies(store, name, [p.candidate_key for p in points])
     return StudyView(
         name=name,

@@ -34,10 +34,12 @@ app.command("export")(export.export)
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
+    from tinytune.api import command_line
     from tinytune.errors import TinyTuneError
 
     try:
-        result = app(args=argv, standalone_mode=False)
+        with command_line():  # errors name the flags, not the Python API's keywords
+            result = app(args=argv, standalone_mode=False)
     except TinyTuneError as e:
         print(f"tinytune: error: {e}", file=sys.stderr)
         return 2

@@ -35,6 +35,9 @@ class FrontPoint:
         flash_bytes: predicted flash (parameters and the training engine's code).
         latency_s: predicted latency of one training step on the device.
         scheme: the preset or ``joint``.
+        study: the study that measured it (None for a point made outside a study), so that
+            ``tinytune.export_bundle(point, ...)`` finds it when several studies measured the
+            same candidate.
     """
 
     trial: int | None
@@ -45,6 +48,7 @@ class FrontPoint:
     flash_bytes: int | None
     latency_s: float | None
     scheme: str
+    study: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FrontPoint:
@@ -118,6 +122,7 @@ def _point(e: EvaluationRecord, scheme: str | None = None) -> FrontPoint:
         flash_bytes=(e.details or {}).get("flash_bytes"),
         latency_s=e.latency_ms / 1000.0 if e.latency_ms is not None else None,
         scheme=scheme or (e.details or {}).get("scheme", "?"),
+        study=e.study_name,
     )
 
 
