@@ -3,7 +3,7 @@ choice of rate, and of the accuracy it then reports, is the split's and the seed
 
     python3 bench/lr_grid.py [--seeds 0 1 2 3 4] [--partitions 3] [--epochs 8]
         [--families classifier bias sparse full] [--json OUT] [--from-json IN]
-        [--write docs/benchmarks.md]
+        [--write docs/benchmarks.md [--section lr-grid]]
 
 For each seed and each family of :data:`tinytune.search.lr.FAMILIES`, the family's preset on
 the default sub-network is fine-tuned at each rate of its grid exactly as a study's grid
@@ -20,9 +20,10 @@ would report) is given with its median and range over the seeds:
   standard error of the best (Breiman's one-standard-error rule, applied to the rate).
 
 The table also gives, per family, the test accuracy at each fixed rate (median over seeds, and
-the mean over the partitions' fine-tunes), which no rule can beat. ``--write`` replaces the
-text between ``<!-- lr-grid:begin -->`` and ``<!-- lr-grid:end -->``. About 12 minutes on two
-cores for five seeds and three partitions at 8 epochs.
+the mean over the partitions' fine-tunes), for comparison. ``--write`` replaces the text
+between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` (``--section NAME``, default
+``lr-grid``). About 15 to 20 minutes on two cores for five seeds and three partitions at 8
+epochs.
 """
 
 from __future__ import annotations
@@ -177,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the measurements here")
     parser.add_argument("--from-json", type=Path, help="summarise earlier measurements")
-    parser.add_argument("--write", type=Path, help="replace the lr-grid section of this file")
+    parser.add_argument("--write", type=Path, help="replace a section of this file")
+    parser.add_argument("--section", default="lr-grid", help="the section's name")
     args = parser.parse_args(argv)
     if args.partitions < 1:
         parser.error("--partitions must be at least 1")
@@ -210,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     text = summary(data)
     print(text)
     if args.write:
-        write_section(args.write, "lr-grid", text)
+        write_section(args.write, args.section, text)
     return 0
 
 
