@@ -129,9 +129,16 @@ def find_candidate(store: Store, *, study: str | None, target: int | str) -> Sto
         trials = {t.number: t for t in loaded.get_trials(deepcopy=False)}
         found = trials.get(target)
         if found is None or Attr.CANDIDATE not in found.user_attrs:
+            numbers = [n for n, t in sorted(trials.items()) if Attr.CANDIDATE in t.user_attrs]
+            have = (
+                "none has one"
+                if not numbers
+                else f"trial {numbers[0]} has one"
+                if len(numbers) == 1
+                else f"trials {numbers[0]}–{numbers[-1]} have one"
+            )
             raise StorageError(
-                f"study {loaded.study_name!r} has no trial {target} with a candidate (trials 0–"
-                f"{max(trials, default=-1)})"
+                f"study {loaded.study_name!r} has no trial {target} with a candidate ({have})"
             )
         candidate = Candidate.from_json(found.user_attrs[Attr.CANDIDATE])
         name = loaded.study_name

@@ -32,3 +32,13 @@ def test_memory_and_server_urls_count_as_existing() -> None:
 def test_a_malformed_url_is_an_error() -> None:
     with pytest.raises(StorageError):
         database_exists("not a url")
+
+
+def test_a_folder_or_a_bare_path_is_named_as_such(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match=r"database file '.*' is a folder; name the SQLite"):
+        require_existing(f"sqlite:///{tmp_path}")
+    path = tmp_path / "t.db"
+    for given in (path, str(path)):  # a path where a URL goes: the URL that names the file
+        with pytest.raises(StorageError, match=f"for a SQLite file write 'sqlite:///{path}'$"):
+            require_existing(given)  # type: ignore[arg-type]
+    assert sorted(tmp_path.iterdir()) == []

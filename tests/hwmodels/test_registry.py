@@ -178,3 +178,13 @@ def test_a_calibration_names_its_engine() -> None:
     assert DeviceProfile.from_dict(old_host).engine == "pytorch"
     with pytest.raises(ConfigError, match="unknown engine 'tflite'; known engines: bundle, pub"):
         dataclasses.replace(get_device("host"), engine="tflite")
+
+
+def test_a_printed_profile_leaves_out_its_anchors() -> None:
+    from tinytune.hwmodels.registry import get_device
+
+    profile = get_device("stm32f746")
+    assert len(profile.calibration) > 10
+    text = repr(profile)
+    assert "name='stm32f746'" in text and "engine=" in text
+    assert "calibration=" not in text and "CalibrationPoint" not in text

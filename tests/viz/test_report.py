@@ -68,7 +68,7 @@ def test_report_for_a_trial_and_a_key(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["7", "--study", "s"], "has no trial 7"),
+        (["7", "--study", "s"], "has no trial 7 with a candidate (trial 0 has one)"),
         (["0", "--study", "other"], "no study 'other'"),
         (["abc123"], "matches 0 stored candidates"),
         (["not-a-key"], "is not lower-case hex digits"),

@@ -59,9 +59,13 @@ def parse_url(url: str) -> URL:
     try:
         return sa.make_url(url)
     except (sa.exc.ArgumentError, ValueError, TypeError) as e:
+        text = str(url)
+        if "://" not in text and text.strip():  # a file's path: say the URL that names it
+            raise StorageError(
+                f"cannot parse database URL {text!r}; for a SQLite file write 'sqlite:///{text}'"
+            ) from e
         raise StorageError(
-            f"cannot parse database URL {mask_url(str(url))!r}; expected a URL such as "
-            f"{_URL_EXAMPLES}"
+            f"cannot parse database URL {mask_url(text)!r}; expected a URL such as {_URL_EXAMPLES}"
         ) from e
 
 
@@ -187,4 +191,7 @@ def require_existing(url: str) -> None:
         StorageError: the URL is malformed, or names a SQLite file that does not exist.
     """
     if not database_exists(url):
-        raise StorageError(f"database file {parse_url(url).database!r} does not exist")
+        path = parse_url(url).database
+        if path is not None and Path(path).is_dir():
+            raise StorageError(f"database file {path!r} is a folder; name the SQLite file in it")
+        raise StorageError(f"database file {path!r} does not exist")

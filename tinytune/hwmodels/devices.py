@@ -55,7 +55,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -339,7 +339,8 @@ class DeviceProfile:
     precision: str
     coefficients: LatencyCoefficients
     source: str
-    calibration: tuple[CalibrationPoint, ...] = ()
+    # every anchor, left out of the repr (a profile printed is a few lines, not 20 KB)
+    calibration: tuple[CalibrationPoint, ...] = field(default=(), repr=False)
     loo_median_error: float | None = None
     loo_within_10: float | None = None
     notes: str = ""
