@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -224,3 +225,30 @@ def test_the_command_line_keeps_its_flags(
         tinytune.load(storage=url)
     assert main(["pareto", "--storage", url]) == 2
     assert "choose one with --study: a, b" in capsys.readouterr().err
+
+
+def test_a_run_that_measures_nothing_stores_no_copy_of_the_front(tmp_path: Path) -> None:
+    from tinytune.db import open_store
+    from tinytune.evaluators import FinetuneConfig
+    from tinytune.search import InlineExecutor, SearchConfig, run_search
+    from tinytune.spaces import Candidate
+
+    def made_up(task: dict) -> dict:
+        acc = 0.3 + 0.01 * Candidate.from_json(task["candidate"]).update.bias_last_k
+        return {"status": "ok", "accuracy": acc, "val_accuracy": acc, "wall_time_s": 0.0}
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    config = SearchConfig(
+        tune_lr=False, checkpoint=str(ckpt), study_name="s", trials=2, finetune=FinetuneConfig()
+    )
+    with open_store(url) as store:
+        run_search(config, store, InlineExecutor(made_up))
+        before = store.pareto_snapshots("s")
+        again = run_search(config, store, InlineExecutor(made_up))  # its budget is spent
+        assert again.counts.measured == 0
+        assert store.pareto_snapshots("s") == before
+        smaller = dataclasses.replace(config, sram_budget_bytes=40 * 1024)
+        run_search(smaller, store, InlineExecutor(made_up))  # another budget: another front
+        assert len(store.pareto_snapshots("s")) == len(before) + 1

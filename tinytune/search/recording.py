@@ -143,7 +143,8 @@ def snapshot(
 
     The hypervolume is normalised by the reference point (accuracy 0 and each budget; without a
     budget, 10 % beyond the worst value measured so far), so it is the share of that box in
-    [0, 1].
+    [0, 1]. A snapshot equal to the latest (no evaluation since, the same front and
+    hypervolume) is not stored again.
     """
     evaluations = store.evaluations(config.study_name, fidelity="measured", status="ok")
 
@@ -166,7 +167,13 @@ def snapshot(
     measured = [(-o[0], o[1], o[2]) for o in objectives]
     ref = reference(measured, config.sram_budget_bytes, config.latency_budget_s)
     hv = normalised_hypervolume([measured[i] for i in front_idx], ref)
-    store.add_pareto_snapshot(
-        config.study_name, [asdict(p) for p in points], n_trials=len(evaluations), hypervolume=hv
-    )
+    stored, latest = [asdict(p) for p in points], store.latest_pareto(config.study_name)
+    if latest is None or (latest.n_trials, latest.points, latest.hypervolume) != (
+        len(evaluations),
+        stored,
+        hv,
+    ):  # a run that measured nothing and changed no budget adds no copy of the latest
+        store.add_pareto_snapshot(
+            config.study_name, stored, n_trials=len(evaluations), hypervolume=hv
+        )
     return points, hv
