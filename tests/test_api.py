@@ -55,6 +55,7 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ({"sram_budget": 10}, "raise sram_budget to at least 26152B$"),
         ({"ray_address": "127.0.0.1:1"}, "^inline runs without Ray, so ray_address 127.0.0.1:1"),
         ({"pretrain_steps": 0}, "pre-training steps must be >= 1, got 0"),
+        ({"latency_budget": "500"}, "latency_budget '500' has no unit; write 500ms or 500s$"),
         ({"progress": 5}, "progress must be a function or None, got 5"),
         ({"on_pretrain": "print"}, "on_pretrain must be a function or None, got 'print'"),
         ({"study": " tinytune"}, "study ' tinytune' begins or ends with a space"),

@@ -120,13 +120,13 @@ def _bytes(value: int | str | None, what: str) -> int | None:
     return int(value)
 
 
-def _seconds(value: float | str | None, what: str) -> float | None:
+def _seconds(value: float | str | None, what: str, *, bare: bool = True) -> float | None:
     from tinytune.units import check_real, parse_seconds
 
     if value is None:
         return None
     if isinstance(value, str):
-        return parse_seconds(value, what)
+        return parse_seconds(value, what, bare=bare)
     check_real(value, what)
     return float(value)
 
@@ -262,7 +262,7 @@ def optimize(
         resume=resume,
         sram_budget_bytes=_bytes(sram_budget, "--sram-budget"),
         flash_budget_bytes=_bytes(flash_budget, "--flash-budget"),
-        latency_budget_s=_seconds(latency_budget, "--latency-budget"),
+        latency_budget_s=_seconds(latency_budget, "--latency-budget", bare=False),
         seed=seed,
         sampler=sampler,
         proxy=proxy,

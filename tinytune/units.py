@@ -52,8 +52,9 @@ def parse_bytes(text: str, what: str = "size") -> int:
     return int(value)
 
 
-def parse_seconds(text: str, what: str = "duration") -> float:
-    """``300``, ``300s``, ``5m``, ``1h``, ``250ms`` → seconds."""
+def parse_seconds(text: str, what: str = "duration", *, bare: bool = True) -> float:
+    """``300``, ``300s``, ``5m``, ``1h``, ``250ms`` → seconds; ``bare=False`` refuses a number
+    without a unit (a step's latency budget of ``500`` is more likely meant in ms than in s)."""
     match = _SIZE.match(text)
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _TIME_UNITS:
@@ -61,6 +62,9 @@ def parse_seconds(text: str, what: str = "duration") -> float:
             f"{what} {text!r} is not a duration; use a number with a unit ms, s, m (minutes) "
             "or h, e.g. 5m or 500ms"
         )
+    if not unit and not bare:
+        number = text.strip()
+        raise BudgetError(f"{what} {text!r} has no unit; write {number}ms or {number}s")
     value = float(match.group(1)) * _TIME_UNITS[unit]
     if value <= 0:
         raise BudgetError(f"{what} {text!r} must be > 0")

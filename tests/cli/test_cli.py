@@ -57,6 +57,7 @@ def existing_db(tmp_path: Path) -> tuple[str, Path, str]:
         (["--device", "rpi4", "--engine", "bundle"], "'rpi4' has no 'bundle' engine; its engi"),
         (["--latency-budget", "fast"], "is not a duration"),
         (["--latency-budget", "1us"], "is not a duration"),
+        (["--latency-budget", "500"], "--latency-budget '500' has no unit; write 500ms or 500s"),
         (["--latency-budget", "0.001ms"], "no candidate of ofa-proxyless-w0.35 fits a latency"),
         (["--flash-budget", "2GB"], "is not a size"),
         (["--flash-budget", "2MB"], "exceeds the 1048576 bytes of stm32f746"),
