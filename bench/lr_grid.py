@@ -141,9 +141,9 @@ def summary(data: Mapping[str, Any]) -> str:
     rows, n_val = data["rows"], data["n_val"]
     partitions = min(len(r["val"]) for r in rows)
     named = rules(partitions, n_val)
-    seeds = sorted({r["seed"] for r in rows})
+    every = sorted({r["seed"] for r in rows})
     lines = [
-        f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), {partitions} train/validation "
+        f"{len(every)} seeds ({', '.join(map(str, every))}), {partitions} train/validation "
         f"partitions, {data['epochs']} epochs, digits ({n_val} validation images); test "
         "accuracy of the partition-0 fine-tune at the chosen rate, median (range) over the seeds:",
         "",
@@ -151,6 +151,7 @@ def summary(data: Mapping[str, Any]) -> str:
         "|---|---|---|---|---|",
     ]
     for family, by_seed in grids(rows).items():
+        seeds = sorted(by_seed)  # a family's own (merged measurements may differ)
         for name, rule in named.items():
             chosen = [rule(by_seed[s]) for s in seeds]
             reported = [by_seed[s][lr]["test"][0] for s, lr in zip(seeds, chosen, strict=True)]

@@ -196,15 +196,30 @@ def test_a_front_point_exports_from_its_own_study_when_two_measured_it(tmp_path:
 def test_in_python_words_names_only_the_functions_keywords() -> None:
     from tinytune.api import in_python_words
 
-    keywords = {"sram_budget", "batch_size", "measure_int8", "study"}
+    keywords = {"sram_budget", "batch_size", "measure_int8", "study", "storage"}
     assert in_python_words(
-        "raise --sram-budget to at least 1KB; pass --batch-size 32, --no-measure-int8, "
-        "--candidate KEY, or --study; the file /tmp/--study-x stays",
+        "raise --sram-budget to at least 1KB; pass --batch-size 32 (or --no-measure-int8), "
+        "--candidate KEY, or the study's own --study; no study '--study' in "
+        "'/tmp/--storage/db'; start one with 'tinytune search --study x'",
         keywords,
     ) == (
-        "raise sram_budget to at least 1KB; pass batch_size 32, measure_int8=False, "
-        "--candidate KEY, or study; the file /tmp/--study-x stays"
+        "raise sram_budget to at least 1KB; pass batch_size 32 (or measure_int8=False), "
+        "--candidate KEY, or the study's own study; no study '--study' in "
+        "'/tmp/--storage/db'; start one with 'tinytune search --study x'"
     )
+
+
+def test_a_reworded_error_keeps_its_class_cause_and_the_functions_pickle() -> None:
+    import pickle
+
+    import tinytune
+    from tinytune.search.executor import RayUnavailableError
+
+    with pytest.raises(RayUnavailableError, match="or leave out ray_address for") as raised:
+        tinytune.optimize(storage="sqlite:///:memory:", ray_address="127.0.0.1:1")
+    assert isinstance(raised.value.__cause__, ConnectionRefusedError)
+    for function in (tinytune.load, tinytune.optimize, tinytune.export_bundle):
+        assert pickle.loads(pickle.dumps(function)) is function
 
 
 def test_the_command_line_keeps_its_flags(

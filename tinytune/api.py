@@ -28,6 +28,7 @@ from tinytune.errors import TinyTuneError
 if TYPE_CHECKING:
     from tinytune.hwmodels.devices import DeviceProfile
     from tinytune.search import FrontPoint, SearchEvent, SearchResult
+    from tinytune.studies import StudyView
 
 __all__ = [
     "DEFAULT_SAMPLER",
@@ -52,7 +53,9 @@ that ``--verify-int8`` tries (:data:`tinytune.search.verify.INT8_LRS`)."""
 
 
 _COMMAND_LINE: ContextVar[bool] = ContextVar("tinytune_command_line", default=False)
-_FLAG = re.compile(r"(?<![\w-])--(no-)?([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+_FLAG = re.compile(r"(?<![^\s(])--(no-)?([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+# a value quoted by repr(): not an apostrophe within a word (the study's own --epochs)
+_QUOTED = re.compile(r"((?<!\w)'[^']*'(?!\w)|(?<!\w)\"[^\"]*\"(?!\w))")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -70,7 +73,8 @@ def command_line() -> Iterator[None]:
 def in_python_words(message: str, keywords: set[str]) -> str:
     """``message`` with each command-line flag that is one of ``keywords`` named as the
     keyword argument (``--batch-size`` as ``batch_size``, ``--no-measure-int8`` as
-    ``measure_int8=False``); other text, and flags of no such keyword, as they were."""
+    ``measure_int8=False``); other text, flags of no such keyword and anything quoted (a value
+    the caller gave: a study's name, a path) as they were."""
 
     def keyword(match: re.Match[str]) -> str:
         name = match.group(2).replace("-", "_")
@@ -78,7 +82,9 @@ def in_python_words(message: str, keywords: set[str]) -> str:
             return match.group(0)
         return f"{name}=False" if match.group(1) else name
 
-    return _FLAG.sub(keyword, message)
+    # the split keeps the quoted spans at the odd indices
+    parts = _QUOTED.split(message)
+    return "".join(p if i % 2 else _FLAG.sub(keyword, p) for i, p in enumerate(parts))
 
 
 def _python_words(function: _F) -> _F:
@@ -91,11 +97,9 @@ def _python_words(function: _F) -> _F:
         try:
             return function(*args, **kwargs)
         except TinyTuneError as e:
-            message = str(e)
-            worded = message if _COMMAND_LINE.get() else in_python_words(message, keywords)
-            if worded == message:
-                raise
-            raise type(e)(worded).with_traceback(e.__traceback__) from None
+            if not _COMMAND_LINE.get() and len(e.args) == 1 and isinstance(e.args[0], str):
+                e.args = (in_python_words(e.args[0], keywords),)
+            raise  # the same error, its cause and traceback kept
 
     return call  # type: ignore[return-value]
 
@@ -327,7 +331,14 @@ def devices(storage: str | None = None) -> list[DeviceProfile]:
         return [get_device(n, store.latest_device_calibration(n)) for n in device_names()]
 
 
-load = _python_words(_studies.load)
+@_python_words
+def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
+    """A stored study (default: the only one in the database), read only.
+
+    Raises:
+        StorageError: no database file, no such study, or several to choose from.
+    """
+    return _studies.load(study, storage)
 
 
 @dataclass(frozen=True)

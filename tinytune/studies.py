@@ -109,6 +109,17 @@ def _optuna_study(store: Store, name: str) -> Any:
         ) from e
 
 
+def _runs(numbers: list[int]) -> str:
+    """Sorted integers as runs: ``[0, 1, 2, 5, 7, 8]`` as ``0–2, 5, 7–8``."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs)
+
+
 def find_candidate(store: Store, *, study: str | None, target: int | str) -> StoredCandidate:
     """The candidate of trial ``target`` in ``study`` (default: the only study), or the stored
     candidate whose key starts with ``target`` (with the study that measured it: ``study``,
@@ -135,7 +146,7 @@ def find_candidate(store: Store, *, study: str | None, target: int | str) -> Sto
                 if not numbers
                 else f"trial {numbers[0]} has one"
                 if len(numbers) == 1
-                else f"trials {numbers[0]}–{numbers[-1]} have one"
+                else f"trials {_runs(numbers)} have one"
             )
             raise StorageError(
                 f"study {loaded.study_name!r} has no trial {target} with a candidate ({have})"

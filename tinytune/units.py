@@ -78,6 +78,10 @@ def check_seed(seed: int, what: str = "--seed") -> None:
         ConfigError: ``seed`` is not an integer from 0 to :data:`MAX_SEED`.
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        if isinstance(seed, numbers.Integral) and not isinstance(seed, bool | int):
+            raise ConfigError(
+                f"{what} must be a Python int, got {type(seed).__name__} {seed}; pass int(...)"
+            )
         raise ConfigError(f"{what} must be an integer from 0 to {MAX_SEED}, got {seed!r}")
 
 

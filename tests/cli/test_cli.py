@@ -188,6 +188,8 @@ def test_check_seed() -> None:
             check_seed(bad)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="the fine-tuning seed must be"):
         FinetuneConfig(seed=-3)
+    with pytest.raises(ConfigError, match=r"^--seed must be a Python int, got int64 3; pass int"):
+        check_seed(np.int64(3))  # type: ignore[arg-type]
 
 
 def test_check_integer_and_real() -> None:

@@ -62,7 +62,8 @@ def test_plot_writes_a_png(
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("a-file/front.png", "cannot make its folder"),
+        ("a-file/front.png", "a-file' (not a folder)"),
+        ("a-file/deeper/front.png", "a-file' (not a folder)"),
         ("front.svg", "must name a .png file"),
         ("folder.png", "is a folder"),
     ],
@@ -81,6 +82,16 @@ def test_bad_plot_target_is_one_line_and_exit_2(
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("tinytune: error: ") and message in err
     assert not (tmp_path / "missing").exists()
+
+
+def test_a_refused_plot_makes_no_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "figures" / "deep" / "front.png"
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    assert main(["pareto", "--storage", url, "--plot", str(target)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert sorted(tmp_path.iterdir()) == []
 
 
 def test_plot_of_a_study_without_a_front_still_draws(

@@ -41,4 +41,8 @@ def test_a_folder_or_a_bare_path_is_named_as_such(tmp_path: Path) -> None:
     for given in (path, str(path)):  # a path where a URL goes: the URL that names the file
         with pytest.raises(StorageError, match=f"for a SQLite file write 'sqlite:///{path}'$"):
             require_existing(given)  # type: ignore[arg-type]
+    for not_a_path in ("sqlite:t.db", "tt@dbhost/tinytune"):  # no SQLite advice for these
+        with pytest.raises(StorageError, match="expected a URL such as") as raised:
+            require_existing(not_a_path)
+        assert "for a SQLite file" not in str(raised.value)
     assert sorted(tmp_path.iterdir()) == []

@@ -415,7 +415,13 @@ def test_postgresql_connections_get_a_connect_timeout() -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["not a url", "://nothing", "postgresql+psycopg://tt:secret@host:notaport/db"],
+    [
+        "not a url",
+        "://nothing",
+        "postgresql+psycopg://tt:secret@host:notaport/db",
+        "postgresql:/tt:secret@host/db",  # one slash: no URL, the password still masked
+        "tt:secret@dbhost/tinytune",
+    ],
 )
 def test_malformed_url_raises(url: str) -> None:
     with pytest.raises(StorageError, match="cannot parse database URL") as info:

@@ -469,3 +469,18 @@ def test_a_device_whose_flash_holds_no_candidate_is_refused() -> None:
     tiny = HardwareEvaluator(spec, config.n_classes, HardwareConfig(), small)
     with pytest.raises(BudgetError, match=f"the {floor - 1} bytes of flash of stm32f746"):
         check_feasible(config, tiny)
+
+
+def test_the_hint_for_another_device_names_the_studys_engine_when_not_its_default() -> None:
+    from tinytune.search import SearchConfig
+    from tinytune.search.study import _another_space
+
+    config = SearchConfig(checkpoint="", study_name="s", device="rpi4")
+    default = _another_space(
+        config, {"device": ("stm32f746", "rpi4"), "engine": ("bundle", "published")}, None
+    )
+    assert str(default).endswith("name or pass --device stm32f746")
+    other = _another_space(
+        config, {"device": ("stm32f746", "rpi4"), "engine": ("published", "pytorch")}, None
+    )
+    assert str(other).endswith("name or pass --device stm32f746 --engine published")

@@ -102,21 +102,23 @@ def front_table(
 
 def png_path(path: Path, flag: str) -> Path:
     """``path`` checked as a PNG to write, before any work: a ``.png`` name that is not a
-    folder; its folder is made when missing, as ``profile``, ``calibrate`` and ``export`` make
-    theirs. Anything else is a one-line error that names ``flag``."""
+    folder, under a folder that exists or can be made (the nearest existing one a writable
+    folder); the command makes its missing folders when it writes, as ``profile``,
+    ``calibrate`` and ``export`` do. Anything else is a one-line error that names ``flag``."""
     from tinytune.errors import ConfigError
 
     if path.suffix.lower() != ".png":
         raise ConfigError(f"{flag} {str(path)!r} must name a .png file")
     if path.is_dir():
         raise ConfigError(f"{flag} {str(path)!r} is a folder; expected a .png file")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
+    existing = path.absolute().parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(
-            f"{flag} {str(path)!r}: cannot make its folder {str(path.parent)!r} "
-            f"({e.strerror or e})"
-        ) from None
+            f"{flag} {str(path)!r}: cannot write under {str(existing)!r} "
+            f"({'not a folder' if not existing.is_dir() else 'not writable'})"
+        )
     return path
 
 

@@ -90,6 +90,7 @@ def pareto(
     if plot is not None:
         from tinytune.viz.pareto import pareto_figure
 
+        plot.parent.mkdir(parents=True, exist_ok=True)
         pareto_figure(
             measured,
             snap.points if snap is not None else [],

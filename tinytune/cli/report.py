@@ -65,6 +65,7 @@ def report(
     hw = HardwareEvaluator(spec, _n_classes(space), config, profile)
     cost, graph = hw.cost_with_graph(candidate)
     path = out or Path(f"report-{candidate.key[:12]}.png")
+    path.parent.mkdir(parents=True, exist_ok=True)
     report_figure(
         graph,
         cost.memory,

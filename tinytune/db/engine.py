@@ -37,7 +37,8 @@ CONNECT_TIMEOUT_S = 10
 """How long a PostgreSQL connection attempt may take (``connect_timeout`` in the URL wins)."""
 
 _URL_EXAMPLES = "'sqlite:///path/to/tinytune.db' or 'postgresql+psycopg://user@host:5432/db'"
-_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
+# user:password@ wherever it stands, a malformed URL's too (postgresql:/user:secret@host)
+_PASSWORD = re.compile(r"([^\s:/@]+:)[^\s@/]*@")
 
 
 def mask_url(url: str | URL) -> str:
@@ -60,7 +61,7 @@ def parse_url(url: str) -> URL:
         return sa.make_url(url)
     except (sa.exc.ArgumentError, ValueError, TypeError) as e:
         text = str(url)
-        if "://" not in text and text.strip():  # a file's path: say the URL that names it
+        if text.strip() and ":" not in text and "@" not in text:  # a file's path, it seems
             raise StorageError(
                 f"cannot parse database URL {text!r}; for a SQLite file write 'sqlite:///{text}'"
             ) from e

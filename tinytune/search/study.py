@@ -413,8 +413,14 @@ def _another_space(
 ) -> StorageError:
     """The one-line refusal of a study stored with another search space (``diff``: what
     :func:`_space_difference` found), with what to pass instead."""
-    if "device" in diff:  # its engine follows from its device
-        hint = f" or pass --device {diff['device'][0]}"
+    if "device" in diff:  # its engine follows from its device, unless it was another
+        from tinytune.hwmodels.registry import default_engine
+
+        device = diff["device"][0]
+        hint = f" or pass --device {device}"
+        engine = diff.get("engine", (None,))[0]
+        if engine is not None and engine != default_engine(str(device)):
+            hint += f" --engine {engine}"
     else:
         hint = f" or pass --engine {diff['engine'][0]}" if "engine" in diff else ""
     if "weights" in diff and checkpoint:
