@@ -244,6 +244,8 @@ def test_the_command_line_keeps_its_flags(
 
 
 def test_a_run_that_measures_nothing_stores_no_copy_of_the_front(tmp_path: Path) -> None:
+    """...and one under other budgets stores its own front, with the budgets."""
+    import tinytune
     from tinytune.db import open_store
     from tinytune.evaluators import FinetuneConfig
     from tinytune.search import InlineExecutor, SearchConfig, run_search
@@ -265,6 +267,19 @@ def test_a_run_that_measures_nothing_stores_no_copy_of_the_front(tmp_path: Path)
         again = run_search(config, store, InlineExecutor(made_up))  # its budget is spent
         assert again.counts.measured == 0
         assert store.pareto_snapshots("s") == before
+        assert before[-1].budgets == {
+            "sram_bytes": 256 * 1024,
+            "flash_bytes": 1024 * 1024,  # the STM32F746's flash
+            "latency_s": None,
+        }
         smaller = dataclasses.replace(config, sram_budget_bytes=40 * 1024)
         run_search(smaller, store, InlineExecutor(made_up))  # another budget: another front
-        assert len(store.pareto_snapshots("s")) == len(before) + 1
+        snapshots = store.pareto_snapshots("s")
+        assert len(snapshots) == len(before) + 1
+        assert snapshots[-1].budgets["sram_bytes"] == 40 * 1024
+        assert all(p["memory_bytes"] <= 40 * 1024 for p in snapshots[-1].points)
+        # a budget that no measured candidate meets: an empty front, stored as such
+        tiny = dataclasses.replace(config, sram_budget_bytes=26_200)
+        run_search(tiny, store, InlineExecutor(made_up))
+    view = tinytune.load("s", url)
+    assert view.front == () and view.budgets["sram_bytes"] == 26_200

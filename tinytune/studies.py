@@ -46,7 +46,9 @@ class StudyView:
     points (int8, batch 1, QAS) by candidate key, where measured (``--verify-int8``).
 
     ``chosen_on`` is ``"validation"``, or ``"test"`` for a front stored by a tinytune before
-    validation selection: such a front was chosen on test accuracy, and is shown as stored."""
+    validation selection: such a front was chosen on test accuracy, and is shown as stored.
+    ``budgets`` are those the front was chosen under (``sram_bytes``, ``flash_bytes``,
+    ``latency_s``; None where there was none), None for a front stored before they were kept."""
 
     name: str
     storage: str
@@ -56,6 +58,7 @@ class StudyView:
     reference: FrontPoint | None = None
     int8: dict[str, Int8Accuracy] = field(default_factory=dict)
     chosen_on: str = "validation"
+    budgets: dict[str, Any] | None = None
 
     def candidate(self, target: int | str) -> StoredCandidate:
         """The candidate of a trial number, or of a stored key (or a unique prefix of one)."""
@@ -232,4 +235,5 @@ def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> St
         reference=reference,
         int8=int8,
         chosen_on=chosen_on(snapshot.points) if snapshot is not None else "validation",
+        budgets=snapshot.budgets if snapshot is not None else None,
     )

@@ -49,7 +49,12 @@ def test_plot_writes_a_png(
     out = tmp_path / "front.png"
     assert main(["pareto", "--storage", searched, "--plot", str(out)]) == 0
     assert out.read_bytes()[:8] == PNG
-    assert f"wrote {out}" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f"wrote {out}" in printed
+    assert (
+        "the front meets the budgets of the run that stored it: SRAM 256 KB, flash 1 MB, step "
+        "latency none"
+    ) in " ".join(printed.split())
     into_new = out.parent / "figures" / "front.png"  # its folder made, as report's is
     assert main(["pareto", "--storage", searched, "--plot", str(into_new)]) == 0
     assert into_new.read_bytes()[:8] == PNG

@@ -70,6 +70,8 @@ def pareto(
                 int8,
             )
         )
+    if snap is not None and snap.budgets is not None:
+        console.print(_budgets_line(snap.budgets))
     repeats = {int((e.details or {}).get("repeats", 1)) for e in measured}
     measured_by = _measured_by(view.space, storage, study, repeats)
     if measured_by is not None:
@@ -97,7 +99,11 @@ def pareto(
             snapshots,
             plot,
             title=f"study {study!r}: measured Pareto front",
-            sram_budget_bytes=_sram_budget(study, storage),
+            sram_budget_bytes=(
+                snap.budgets.get("sram_bytes")
+                if snap is not None and snap.budgets is not None
+                else _sram_budget(study, storage)  # a snapshot stored before budgets were kept
+            ),
         )
         console.print(f"wrote {plot}")
 
@@ -146,6 +152,19 @@ def _measured_by(
     return (
         f"measured by fine-tuning {epochs} epoch{'' if epochs == 1 else 's'} at batch "
         f"{finetune.get('batch_size')}, {rate}{parts}{sha}"
+    )
+
+
+def _budgets_line(budgets: dict[str, Any]) -> str:
+    """The budgets a stored front was chosen under, in a line."""
+    from tinytune.cli.common import size_text
+
+    sram, flash, latency = (budgets.get(k) for k in ("sram_bytes", "flash_bytes", "latency_s"))
+    return (
+        f"the front meets the budgets of the run that stored it: SRAM "
+        f"{size_text(int(sram)) if sram else 'none'}, flash "
+        f"{size_text(int(flash)) if flash else 'none'}, step latency "
+        f"{f'{1000 * float(latency):g} ms' if latency else 'none'}"
     )
 
 

@@ -125,6 +125,8 @@ class ParetoSnapshotRow(Base):
     n_trials: Mapped[int] = mapped_column(sa.Integer)
     hypervolume: Mapped[float | None] = mapped_column(sa.Float)
     points: Mapped[list[dict[str, Any]]] = mapped_column(sa.JSON)
+    # the budgets the front was chosen under; NULL for a snapshot stored before they were kept
+    budgets: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON, nullable=True)
 
 
 class CalibrationRow(Base):

@@ -184,6 +184,9 @@ class ParetoSnapshot:
         n_trials: How many trials the study had when the front was computed.
         hypervolume: Hypervolume of the front, when one was computed.
         points: One dict per Pareto-optimal point.
+        budgets: The budgets the front was chosen under (``sram_bytes``, ``flash_bytes``,
+            ``latency_s``; None where there was none), or None for a snapshot stored before
+            budgets were kept.
     """
 
     id: int
@@ -192,6 +195,7 @@ class ParetoSnapshot:
     n_trials: int
     hypervolume: float | None
     points: list[dict[str, Any]]
+    budgets: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -495,12 +499,14 @@ class Store:
         points: list[dict[str, Any]],
         n_trials: int,
         hypervolume: float | None,
+        budgets: dict[str, Any] | None = None,
     ) -> int:
         """Appends a snapshot of a study's Pareto front and returns its id.
 
         Raises:
             StorageError: the points are not a JSON-serializable list of dicts, ``n_trials`` is
-                not a non-negative integer, or ``hypervolume`` is not finite.
+                not a non-negative integer, ``hypervolume`` is not finite, or ``budgets`` is
+                not a JSON-serializable dict.
         """
         _check_name("study_name", study_name)
         if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
@@ -510,12 +516,17 @@ class Store:
         if n_trials is None:
             raise StorageError("n_trials is None; expected a non-negative integer")
         hypervolume = _optional_float("hypervolume", hypervolume)
+        if budgets is not None:
+            if not isinstance(budgets, dict):
+                raise StorageError(f"Pareto budgets {budgets!r:.80} are not a dict")
+            _check_json("Pareto budgets", budgets)
         row = ParetoSnapshotRow(
             study_name=study_name,
             created_at=_now(),
             n_trials=n_trials,
             hypervolume=hypervolume,
             points=points,
+            budgets=budgets,
         )
         with self._transaction("add Pareto snapshot to") as s:
             s.add(row)
@@ -839,6 +850,7 @@ def _snapshot(row: ParetoSnapshotRow) -> ParetoSnapshot:
         n_trials=row.n_trials,
         hypervolume=row.hypervolume,
         points=row.points,
+        budgets=row.budgets,
     )
 
 

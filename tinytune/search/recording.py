@@ -143,8 +143,9 @@ def snapshot(
 
     The hypervolume is normalised by the reference point (accuracy 0 and each budget; without a
     budget, 10 % beyond the worst value measured so far), so it is the share of that box in
-    [0, 1]. A snapshot equal to the latest (no evaluation since, the same front and
-    hypervolume) is not stored again.
+    [0, 1]. The snapshot records the budgets (``sram_bytes``, ``flash_bytes``, ``latency_s``);
+    one where no measured candidate meets them is stored with an empty front. A snapshot equal
+    to the latest (no evaluation since, the same budgets) is not stored again.
     """
     evaluations = store.evaluations(config.study_name, fidelity="measured", status="ok")
 
@@ -155,25 +156,34 @@ def snapshot(
         v = violations(config, flash_budget, e.memory_bytes, flash, e.latency_ms / 1000.0)
         return all(x <= 0 for x in v)
 
-    ok = [e for e in evaluations if feasible(e)]
-    if not ok:
+    if not evaluations:
         return (), None
-    objectives = [
-        (-e.val_accuracy, float(e.memory_bytes), e.latency_ms / 1000.0)  # type: ignore[operator]
-        for e in ok
-    ]
-    front_idx = sorted(pareto_front(objectives), key=lambda i: ok[i].memory_bytes or 0)
-    points = tuple(_point(ok[i]) for i in front_idx)
-    measured = [(-o[0], o[1], o[2]) for o in objectives]
-    ref = reference(measured, config.sram_budget_bytes, config.latency_budget_s)
-    hv = normalised_hypervolume([measured[i] for i in front_idx], ref)
+    ok = [e for e in evaluations if feasible(e)]
+    points: tuple[FrontPoint, ...] = ()
+    hv = None
+    if ok:  # else no measured candidate meets these budgets: an empty front, stored as such
+        objectives = [
+            (-e.val_accuracy, float(e.memory_bytes), e.latency_ms / 1000.0)  # type: ignore[operator]
+            for e in ok
+        ]
+        front_idx = sorted(pareto_front(objectives), key=lambda i: ok[i].memory_bytes or 0)
+        points = tuple(_point(ok[i]) for i in front_idx)
+        measured = [(-o[0], o[1], o[2]) for o in objectives]
+        ref = reference(measured, config.sram_budget_bytes, config.latency_budget_s)
+        hv = normalised_hypervolume([measured[i] for i in front_idx], ref)
+    budgets = {
+        "sram_bytes": config.sram_budget_bytes,
+        "flash_bytes": flash_budget,
+        "latency_s": config.latency_budget_s,
+    }
     stored, latest = [asdict(p) for p in points], store.latest_pareto(config.study_name)
-    if latest is None or (latest.n_trials, latest.points, latest.hypervolume) != (
-        len(evaluations),
-        stored,
-        hv,
-    ):  # a run that measured nothing and changed no budget adds no copy of the latest
+    new = (len(evaluations), stored, hv, budgets)
+    if (
+        latest is None
+        or (latest.n_trials, latest.points, latest.hypervolume, latest.budgets) != new
+    ):
+        # a run that measured nothing under the same budgets adds no copy of the latest
         store.add_pareto_snapshot(
-            config.study_name, stored, n_trials=len(evaluations), hypervolume=hv
+            config.study_name, stored, len(evaluations), hypervolume=hv, budgets=budgets
         )
     return points, hv
