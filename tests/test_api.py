@@ -4,9 +4,46 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+
+if TYPE_CHECKING:
+    from tinytune.search import SearchConfig
+
+
+def _made_up(task: dict) -> dict:
+    """Made-up accuracies, higher with more biases trained: a search without fine-tuning."""
+    from tinytune.spaces import Candidate
+
+    acc = 0.3 + 0.01 * Candidate.from_json(task["candidate"]).update.bias_last_k
+    return {"status": "ok", "accuracy": acc, "val_accuracy": acc, "wall_time_s": 0.0}
+
+
+def _made_up_study(
+    tmp_path: Path, name: str = "s", weights: Path | None = None
+) -> tuple[str, SearchConfig]:
+    """A study of 2 trials with :func:`_made_up` accuracies in ``tmp_path/db.sqlite`` (weights
+    of made-up bytes unless given), its URL and its configuration."""
+    from tinytune.db import open_store
+    from tinytune.evaluators import FinetuneConfig
+    from tinytune.search import InlineExecutor, SearchConfig, run_search
+
+    if weights is None:
+        weights = tmp_path / "weights.pt"
+        weights.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    config = SearchConfig(
+        tune_lr=False,
+        checkpoint=str(weights),
+        study_name=name,
+        trials=2,
+        finetune=FinetuneConfig(),
+    )
+    with open_store(url) as store:
+        run_search(config, store, InlineExecutor(_made_up))
+    return url, config
 
 
 def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
@@ -123,23 +160,8 @@ def test_a_study_of_another_space_is_refused_before_any_pre_training(
     (minutes); so is ``resume`` of a study that does not exist."""
     import tinytune
     import tinytune.checkpoints
-    from tinytune.db import open_store
-    from tinytune.evaluators import FinetuneConfig
-    from tinytune.search import InlineExecutor, SearchConfig, run_search
-    from tinytune.spaces import Candidate
 
-    def made_up(task: dict) -> dict:
-        acc = 0.3 + 0.01 * Candidate.from_json(task["candidate"]).update.bias_last_k
-        return {"status": "ok", "accuracy": acc, "val_accuracy": acc, "wall_time_s": 0.0}
-
-    ckpt = tmp_path / "weights.pt"
-    ckpt.write_bytes(b"supernet weights")
-    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    config = SearchConfig(
-        tune_lr=False, checkpoint=str(ckpt), study_name="s", trials=2, finetune=FinetuneConfig()
-    )
-    with open_store(url) as store:
-        run_search(config, store, InlineExecutor(made_up))
+    url, _ = _made_up_study(tmp_path)
 
     def no_pre_training(*args: object, **kwargs: object) -> None:
         raise AssertionError("pre-trained before the study's space was checked")
@@ -164,23 +186,11 @@ def test_a_front_point_exports_from_its_own_study_when_two_measured_it(tmp_path:
 
     import tinytune
     from tinytune.checkpoints import shipped_checkpoint
-    from tinytune.db import open_store
-    from tinytune.evaluators import FinetuneConfig
-    from tinytune.search import InlineExecutor, SearchConfig, run_search
-    from tinytune.spaces import Candidate, get_supernet
+    from tinytune.spaces import get_supernet
 
-    def made_up(task: dict) -> dict:
-        acc = 0.3 + 0.01 * Candidate.from_json(task["candidate"]).update.bias_last_k
-        return {"status": "ok", "accuracy": acc, "val_accuracy": acc, "wall_time_s": 0.0}
-
-    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    weights = str(shipped_checkpoint(get_supernet("ofa-proxyless-w0.35")))
+    weights = shipped_checkpoint(get_supernet("ofa-proxyless-w0.35"))
     for name in ("a", "b"):
-        config = SearchConfig(
-            tune_lr=False, checkpoint=weights, study_name=name, trials=2, finetune=FinetuneConfig()
-        )
-        with open_store(url) as store:
-            run_search(config, store, InlineExecutor(made_up))
+        url, _ = _made_up_study(tmp_path, name, weights)
     point = min(tinytune.load("b", url).front, key=lambda p: p.memory_bytes)
     assert point.study == "b"
     with pytest.raises(tinytune.TinyTuneError, match="was measured in 2 studies"):
@@ -247,24 +257,12 @@ def test_a_run_that_measures_nothing_stores_no_copy_of_the_front(tmp_path: Path)
     """...and one under other budgets stores its own front, with the budgets."""
     import tinytune
     from tinytune.db import open_store
-    from tinytune.evaluators import FinetuneConfig
-    from tinytune.search import InlineExecutor, SearchConfig, run_search
-    from tinytune.spaces import Candidate
+    from tinytune.search import InlineExecutor, run_search
 
-    def made_up(task: dict) -> dict:
-        acc = 0.3 + 0.01 * Candidate.from_json(task["candidate"]).update.bias_last_k
-        return {"status": "ok", "accuracy": acc, "val_accuracy": acc, "wall_time_s": 0.0}
-
-    ckpt = tmp_path / "weights.pt"
-    ckpt.write_bytes(b"supernet weights")
-    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    config = SearchConfig(
-        tune_lr=False, checkpoint=str(ckpt), study_name="s", trials=2, finetune=FinetuneConfig()
-    )
+    url, config = _made_up_study(tmp_path)
     with open_store(url) as store:
-        run_search(config, store, InlineExecutor(made_up))
         before = store.pareto_snapshots("s")
-        again = run_search(config, store, InlineExecutor(made_up))  # its budget is spent
+        again = run_search(config, store, InlineExecutor(_made_up))  # its budget is spent
         assert again.counts.measured == 0
         assert store.pareto_snapshots("s") == before
         assert before[-1].budgets == {
@@ -273,13 +271,13 @@ def test_a_run_that_measures_nothing_stores_no_copy_of_the_front(tmp_path: Path)
             "latency_s": None,
         }
         smaller = dataclasses.replace(config, sram_budget_bytes=40 * 1024)
-        run_search(smaller, store, InlineExecutor(made_up))  # another budget: another front
+        run_search(smaller, store, InlineExecutor(_made_up))  # another budget: another front
         snapshots = store.pareto_snapshots("s")
         assert len(snapshots) == len(before) + 1
         assert snapshots[-1].budgets["sram_bytes"] == 40 * 1024
         assert all(p["memory_bytes"] <= 40 * 1024 for p in snapshots[-1].points)
         # a budget that no measured candidate meets: an empty front, stored as such
         tiny = dataclasses.replace(config, sram_budget_bytes=26_200)
-        run_search(tiny, store, InlineExecutor(made_up))
+        run_search(tiny, store, InlineExecutor(_made_up))
     view = tinytune.load("s", url)
     assert view.front == () and view.budgets["sram_bytes"] == 26_200

@@ -162,13 +162,13 @@ def snapshot(
     points: tuple[FrontPoint, ...] = ()
     hv = None
     if ok:  # else no measured candidate meets these budgets: an empty front, stored as such
-        objectives = [
-            (-e.val_accuracy, float(e.memory_bytes), e.latency_ms / 1000.0)  # type: ignore[operator]
+        measured = [
+            (e.val_accuracy, float(e.memory_bytes), e.latency_ms / 1000.0)  # type: ignore[operator]
             for e in ok
         ]
+        objectives = [(-a, m, t) for a, m, t in measured]  # all minimised
         front_idx = sorted(pareto_front(objectives), key=lambda i: ok[i].memory_bytes or 0)
         points = tuple(_point(ok[i]) for i in front_idx)
-        measured = [(-o[0], o[1], o[2]) for o in objectives]
         ref = reference(measured, config.sram_budget_bytes, config.latency_budget_s)
         hv = normalised_hypervolume([measured[i] for i in front_idx], ref)
     budgets = {
