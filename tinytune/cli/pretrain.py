@@ -16,7 +16,9 @@ def pretrain(
     ] = "ofa-proxyless-w0.35",
     recipe: Annotated[
         str,
-        typer.Option(help="Named recipe: quick, formula-cpu or glyphs-gpu (the shipped one)."),
+        typer.Option(
+            help="Named recipe: quick, formula-cpu, glyphs-gpu (the shipped one) or glyphs-gpu-xl."
+        ),
     ] = "quick",
     steps: Annotated[
         int | None, typer.Option(help="Training steps, replacing the recipe's.")
