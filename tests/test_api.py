@@ -171,6 +171,10 @@ def test_a_study_of_another_space_is_refused_before_any_pre_training(
         tinytune.optimize("digits", study="s", lr=0.2, trials=3, storage=url)
     with pytest.raises(tinytune.TinyTuneError, match="study 's' exists with another search spa"):
         tinytune.optimize("digits", study="s", supernet="ofa-mbv3-w0.35", storage=url)
+    with pytest.raises(tinytune.TinyTuneError, match=r"name or pass device='stm32f746'$"):
+        tinytune.optimize("digits", study="s", device="rpi4", lr=0.2, storage=url)
+    with pytest.raises(tinytune.TinyTuneError, match=r"or pass the study's own lr=0.2$"):
+        tinytune.optimize("digits", study="s", lr=0.1, storage=url)
     with pytest.raises(tinytune.TinyTuneError, match="no study 'other' to resume"):
         tinytune.optimize("digits", study="other", resume=True, storage=url)
     new = tmp_path / "new.sqlite"
@@ -216,6 +220,17 @@ def test_in_python_words_names_only_the_functions_keywords() -> None:
         "raise sram_budget to at least 1KB; pass batch_size 32 (or measure_int8=False), "
         "--candidate KEY, or the study's own study; no study '--study' in "
         "'/tmp/--storage/db'; start one with 'tinytune search --study x'"
+    )
+    # a hint's value, as the Python call takes it: a number as it is, a name as a string, a
+    # quoted path kept as quoted
+    keywords = {"device", "engine", "epochs", "lr", "weights"}
+    assert in_python_words(
+        "pass --device=rpi4 --engine=bundle, or the study's own --epochs=1, --lr=0.05, "
+        "--weights='/a b/--lr=2.pt' or --lr",
+        keywords,
+    ) == (
+        "pass device='rpi4' engine='bundle', or the study's own epochs=1, lr=0.05, "
+        "weights='/a b/--lr=2.pt' or lr"
     )
 
 

@@ -53,7 +53,9 @@ that ``--verify-int8`` tries (:data:`tinytune.search.verify.INT8_LRS`)."""
 
 
 _COMMAND_LINE: ContextVar[bool] = ContextVar("tinytune_command_line", default=False)
-_FLAG = re.compile(r"(?<![^\s(])--(no-)?([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+# a flag, and the value of a hint that writes it as --flag=VALUE (to pass as given)
+_FLAG = re.compile(r"(?<![^\s(])--(no-)?([a-z][a-z0-9]*(?:-[a-z0-9]+)*)(=[^\s,;()']*)?")
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 # a value quoted by repr(): not an apostrophe within a word (the study's own --epochs)
 _QUOTED = re.compile(r"((?<!\w)'[^']*'(?!\w)|(?<!\w)\"[^\"]*\"(?!\w))")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -73,14 +75,22 @@ def command_line() -> Iterator[None]:
 def in_python_words(message: str, keywords: set[str]) -> str:
     """``message`` with each command-line flag that is one of ``keywords`` named as the
     keyword argument (``--batch-size`` as ``batch_size``, ``--no-measure-int8`` as
-    ``measure_int8=False``); other text, flags of no such keyword and anything quoted (a value
-    the caller gave: a study's name, a path) as they were."""
+    ``measure_int8=False``, a hint's ``--device=rpi4`` as ``device='rpi4'`` and ``--epochs=1``
+    as ``epochs=1``); other text, flags of no such keyword and anything quoted (a value the
+    caller gave: a study's name, a path) as they were."""
 
     def keyword(match: re.Match[str]) -> str:
         name = match.group(2).replace("-", "_")
         if name not in keywords:
             return match.group(0)
-        return f"{name}=False" if match.group(1) else name
+        if match.group(1):
+            return f"{name}=False"
+        value = (match.group(3) or "")[1:]
+        if match.group(3) is None:
+            return name
+        if not value or _NUMBER.fullmatch(value):  # a quoted value follows, or a number
+            return f"{name}={value}"
+        return f"{name}={value!r}"
 
     # the split keeps the quoted spans at the odd indices
     parts = _QUOTED.split(message)

@@ -127,7 +127,7 @@ def test_a_study_stored_before_engines_were_named_goes_on_with_its_engine(
     _forget_space_key(url, "engine")
     with (
         open_store(url) as store,
-        pytest.raises(StorageError, match=r"'engine': \('published', 'bundle'\).* --engine publ"),
+        pytest.raises(StorageError, match=r"'engine': \('published', 'bundle'\).* --engine=publ"),
     ):
         run_search(search_config(tiny_checkpoint, trials=2), store, InlineExecutor(run_evaluation))
     with open_store(url) as store:
@@ -182,18 +182,18 @@ def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
         "repeats": "auto",
     }
     for change, message in (
-        ({"finetune": FinetuneConfig(epochs=2, lr=0.05)}, r"'epochs': \(1, 2\).*own --epochs 1"),
+        ({"finetune": FinetuneConfig(epochs=2, lr=0.05)}, r"'epochs': \(1, 2\).*own --epochs=1"),
         (
             {"finetune": FinetuneConfig(epochs=1, batch_size=16, lr=0.05)},
-            r"'batch_size': \(32, 16\).*own --batch-size 32",
+            r"'batch_size': \(32, 16\).*own --batch-size=32",
         ),
-        ({"finetune": FinetuneConfig(epochs=1, lr=0.1)}, r"'lr': \(0.05, 0.1\).*own --lr 0.05"),
-        ({"tune_lr": True}, r"'lr': \(0.05, 'per family'\).*own --lr 0.05"),
+        ({"finetune": FinetuneConfig(epochs=1, lr=0.1)}, r"'lr': \(0.05, 0.1\).*own --lr=0.05"),
+        ({"tune_lr": True}, r"'lr': \(0.05, 'per family'\).*own --lr=0.05"),
         ({"repeats": 2}, r"'repeats': \('auto', 2\).*own repeats \(leave out --repeats\)"),
         # another device: its own engine follows, so the device is what to pass
         (
             {"device": "rpi4"},
-            r"'device': \('stm32f746', 'rpi4'\).* name or pass --device stm32f746$",
+            r"'device': \('stm32f746', 'rpi4'\).* name or pass --device=stm32f746$",
         ),
     ):
         with (
@@ -441,7 +441,7 @@ def test_the_weights_hint_names_the_studys_own_weights(tmp_path: Path) -> None:
     assert _weights_hint(config, str(shipped)) == (
         " or leave out --weights (the study searched with the shipped checkpoint)"
     )
-    assert _weights_hint(config, "mine.pt") == " or pass its own --weights mine.pt"
+    assert _weights_hint(config, "mine.pt") == " or pass its own --weights='mine.pt'"
 
 
 def test_a_device_whose_flash_holds_no_candidate_is_refused() -> None:
@@ -479,8 +479,8 @@ def test_the_hint_for_another_device_names_the_studys_engine_when_not_its_defaul
     default = _another_space(
         config, {"device": ("stm32f746", "rpi4"), "engine": ("bundle", "published")}, None
     )
-    assert str(default).endswith("name or pass --device stm32f746")
+    assert str(default).endswith("name or pass --device=stm32f746")
     other = _another_space(
         config, {"device": ("stm32f746", "rpi4"), "engine": ("published", "pytorch")}, None
     )
-    assert str(other).endswith("name or pass --device stm32f746 --engine published")
+    assert str(other).endswith("name or pass --device=stm32f746 --engine=published")

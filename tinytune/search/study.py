@@ -396,14 +396,14 @@ def _weights_hint(config: SearchConfig, stored: str) -> str:
         shipped = None
     if shipped is not None and Path(stored).resolve() == shipped.resolve():
         return " or leave out --weights (the study searched with the shipped checkpoint)"
-    return f" or pass its own --weights {stored}"
+    return f" or pass its own --weights={stored!r}"
 
 
 _FINETUNE_OPTIONS = {
-    "epochs": lambda v: f"--epochs {v}",
-    "batch_size": lambda v: f"--batch-size {v}",
-    "lr": lambda v: "learning rates (leave out --lr)" if v == "per family" else f"--lr {v}",
-    "repeats": lambda v: "repeats (leave out --repeats)" if v == "auto" else f"--repeats {v}",
+    "epochs": lambda v: f"--epochs={v}",
+    "batch_size": lambda v: f"--batch-size={v}",
+    "lr": lambda v: "learning rates (leave out --lr)" if v == "per family" else f"--lr={v}",
+    "repeats": lambda v: "repeats (leave out --repeats)" if v == "auto" else f"--repeats={v}",
 }
 """How to ask for a study's own fine-tuning setting, by the key of its space's ``finetune``."""
 
@@ -417,12 +417,12 @@ def _another_space(
         from tinytune.hwmodels.registry import default_engine
 
         device = diff["device"][0]
-        hint = f" or pass --device {device}"
+        hint = f" or pass --device={device}"
         engine = diff.get("engine", (None,))[0]
         if engine is not None and engine != default_engine(str(device)):
-            hint += f" --engine {engine}"
+            hint += f" --engine={engine}"
     else:
-        hint = f" or pass --engine {diff['engine'][0]}" if "engine" in diff else ""
+        hint = f" or pass --engine={diff['engine'][0]}" if "engine" in diff else ""
     if "weights" in diff and checkpoint:
         hint += _weights_hint(config, checkpoint)
     if "finetune" in diff:
