@@ -217,3 +217,44 @@ def test_the_history_rises_only_when_the_front_improves() -> None:
         (0.0, 1.0, 1.0),
     )
     assert history[0][1] == pytest.approx(expected)
+
+
+def test_the_history_holds_the_fronts_of_the_latest_budgets_and_empty_ones_as_zero() -> None:
+    """A run under a smaller SRAM budget chose its front from fewer candidates: its snapshots
+    are left out of the history of a later run under the first budgets, and a front that no
+    candidate made counts as 0."""
+    import datetime as dt
+
+    from tinytune.db import ParetoSnapshot
+
+    def point(key: str, val: float, memory: int, latency: float) -> dict:
+        return {
+            "trial": 0,
+            "candidate_key": key,
+            "val_accuracy": val,
+            "test_accuracy": val,
+            "memory_bytes": memory,
+            "flash_bytes": None,
+            "latency_s": latency,
+            "scheme": "x",
+        }
+
+    a, b = point("a", 0.9, 40_000, 0.1), point("b", 0.95, 80_000, 0.2)
+    wide = {"sram_bytes": 262_144, "flash_bytes": None, "latency_s": None}
+    narrow = {"sram_bytes": 50_000, "flash_bytes": None, "latency_s": None}
+    now = dt.datetime.now(dt.UTC)
+    snaps = [
+        ParetoSnapshot(1, "s", now, 2, 0.5, [a, b], wide),
+        ParetoSnapshot(2, "s", now, 3, 0.3, [a], narrow),  # b over the smaller budget
+        ParetoSnapshot(3, "s", now, 4, 0.5, [a, b], wide),
+    ]
+    history = hypervolume_history(snaps)
+    assert [n for n, _ in history] == [2, 4]
+    assert history[0][1] == history[1][1] > 0.0
+    tiny = {"sram_bytes": 10_000, "flash_bytes": None, "latency_s": None}
+    assert hypervolume_history([*snaps, ParetoSnapshot(4, "s", now, 5, None, [], tiny)]) == [
+        (5, 0.0)
+    ]
+    history = hypervolume_history([ParetoSnapshot(0, "s", now, 1, None, [], wide), *snaps])
+    assert [n for n, _ in history] == [1, 2, 4] and history[0][1] == 0.0
+    assert history[1:] == hypervolume_history(snaps)

@@ -3,7 +3,7 @@
 :func:`pareto_figure` writes a PNG (matplotlib): on top, measured accuracy against predicted
 peak training SRAM for every measured candidate, the Pareto front coloured by predicted
 training-step latency; below, the normalised hypervolume of the front after each measured
-evaluation. :func:`hypervolume_history_figure` is the same history as a plotly figure, which
+evaluation under the latest run's budgets. :func:`hypervolume_history_figure` is the same history as a plotly figure, which
 the search saves into the study so that optuna-dashboard shows it on the study page.
 """
 
@@ -20,28 +20,38 @@ __all__ = ["hypervolume_history", "hypervolume_history_figure", "pareto_figure"]
 
 
 def hypervolume_history(snapshots: Sequence[ParetoSnapshot]) -> list[tuple[int, float]]:
-    """``(measured evaluations, hypervolume)`` after each snapshot, every front measured against
-    one reference point: accuracy 0 and 10 % beyond the largest peak SRAM and step latency on
-    any of the fronts. The hypervolume stored with each snapshot is normalised by the reference
-    of its own moment, which moves out as slower or larger candidates are measured, so that the
-    stored values can rise while the front stays the same; these rise only when it improves."""
+    """``(measured evaluations, hypervolume)`` after each snapshot chosen under the latest
+    snapshot's budgets, every front measured against one reference point: accuracy 0 and 10 %
+    beyond the largest peak SRAM and step latency on any of those fronts.
+
+    A run under other budgets chose its front from other candidates (a smaller SRAM budget
+    drops points), so its snapshots are left out; a front that no candidate made under the
+    budgets counts as 0. The hypervolume stored with each snapshot is normalised by the
+    reference of its own moment, which moves out as slower or larger candidates are measured,
+    so that the stored values can rise while the front stays the same; these rise only when
+    the front improves."""
     from tinytune.search.ladder import normalised_hypervolume, reference
     from tinytune.search.recording import FrontPoint
 
+    if not snapshots:
+        return []
+    budgets = snapshots[-1].budgets
     fronts = []
     for snap in snapshots:
+        if snap.budgets != budgets:
+            continue
         points = [FrontPoint.from_dict(p) for p in snap.points]
         usable = [
             (p.val_accuracy, p.memory_bytes, p.latency_s)
             for p in points
             if p.val_accuracy is not None and p.latency_s is not None
         ]
-        if usable:
+        if usable or not points:  # an empty front, or one with the objectives to measure
             fronts.append((snap.n_trials, usable))
-    if not fronts:
-        return []
+    if not any(front for _, front in fronts):
+        return [(n, 0.0) for n, _ in fronts]
     ref = reference([p for _, front in fronts for p in front], None, None)
-    return [(n, normalised_hypervolume(front, ref)) for n, front in fronts]
+    return [(n, normalised_hypervolume(front, ref) if front else 0.0) for n, front in fronts]
 
 
 def pareto_figure(
@@ -119,10 +129,13 @@ def pareto_figure(
         n, hv = zip(*history, strict=True)
         ax_hv.step(n, hv, where="post", color="tab:blue")
         ax_hv.plot(n, hv, "o", color="tab:blue", ms=3)
-        ax_hv.set_title(f"hypervolume after each measured evaluation (last {hv[-1]:.4f})")
+        ax_hv.set_title(
+            f"hypervolume after each measured evaluation, under the latest run's budgets "
+            f"(last {hv[-1]:.4f})"
+        )
     else:
         ax_hv.text(0.5, 0.5, "no hypervolume yet", ha="center", va="center")
-        ax_hv.set_title("hypervolume after each measured evaluation")
+        ax_hv.set_title("hypervolume after each measured evaluation, under the latest budgets")
     ax_hv.set_xlabel("measured evaluations in the study")
     ax_hv.set_ylabel("hypervolume (one reference\nfor the whole history)")
     ax_hv.grid(alpha=0.3)
@@ -149,6 +162,7 @@ def hypervolume_history_figure(snapshots: Sequence[ParetoSnapshot], title: str =
     figure.update_layout(
         title=f"Hypervolume of the measured Pareto front{f' ({title})' if title else ''}",
         xaxis_title="measured evaluations in the study",
-        yaxis_title="hypervolume (accuracy, SRAM, latency; one reference for the history)",
+        yaxis_title="hypervolume under the latest run's budgets (accuracy, SRAM, latency; "
+        "one reference for the history)",
     )
     return figure
