@@ -296,3 +296,33 @@ def test_a_run_that_measures_nothing_stores_no_copy_of_the_front(tmp_path: Path)
         run_search(tiny, store, InlineExecutor(_made_up))
     view = tinytune.load("s", url)
     assert view.front == () and view.budgets["sram_bytes"] == 26_200
+
+
+def test_a_study_stored_under_a_spaced_name_goes_on_but_no_new_one_is_made(tmp_path: Path) -> None:
+    """Earlier versions stored ``--study " x"`` as given: such a study is continued, while a new
+    study with a space at either end is refused, in an existing database too."""
+    import optuna
+    import sqlalchemy as sa
+
+    import tinytune
+    from tinytune.db import open_store
+    from tinytune.search import InlineExecutor, run_search
+
+    url, config = _made_up_study(tmp_path, "old")
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:  # as an earlier version would have stored it
+        for table in sa.inspect(engine).get_table_names():
+            if "study_name" in {c["name"] for c in sa.inspect(engine).get_columns(table)}:
+                connection.execute(sa.text(f"UPDATE {table} SET study_name = ' old'"))
+    engine.dispose()
+    before = len(optuna.load_study(study_name=" old", storage=url).trials)
+    spaced = dataclasses.replace(config, study_name=" old", trials=8)
+    with open_store(url) as store:
+        run_search(spaced, store, InlineExecutor(_made_up))
+    assert len(optuna.load_study(study_name=" old", storage=url).trials) > before
+    assert optuna.get_all_study_names(url) == [" old"]
+    assert tinytune.load(" old", storage=url).front
+    with pytest.raises(tinytune.TinyTuneError, match="study ' new' begins or ends with a space"):
+        tinytune.optimize("digits", study=" new", storage=url)
+    with open_store(url) as store, pytest.raises(tinytune.TinyTuneError, match="' new' begins"):
+        run_search(dataclasses.replace(config, study_name=" new"), store, InlineExecutor(_made_up))

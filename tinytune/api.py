@@ -238,6 +238,7 @@ def optimize(
     from tinytune.models import PretrainRecipe
     from tinytune.models.supernet import require_weights
     from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
+    from tinytune.search.config import check_new_study_name
     from tinytune.search.executor import check_reachable
     from tinytune.search.study import check_stored_space
     from tinytune.spaces import get_supernet
@@ -307,6 +308,8 @@ def optimize(
             f"no study {config.study_name!r} to resume: the database "
             f"{mask_url(storage)!r} does not exist yet"
         )
+    if checked is not None:  # a new database: a new study
+        check_new_study_name(config.study_name)
     with open_store(storage) as store:
         if checked is None:  # an existing database: its study's space, before pre-training
             checked = preflight(config, store)

@@ -21,6 +21,7 @@ __all__ = [
     "OBJECTIVES",
     "SAMPLERS",
     "SearchConfig",
+    "check_new_study_name",
     "reference_candidate",
 ]
 
@@ -28,6 +29,21 @@ OBJECTIVES = ("accuracy", "peak_sram_bytes", "latency_s")
 DIRECTIONS = ("maximize", "minimize", "minimize")
 BASELINE_PRESETS = ("last", "bias-only", "mcunetv3", "tinytl")
 REFERENCE_PRESET = "full"
+
+
+def check_new_study_name(name: str) -> None:
+    """Refuse to create a study whose name begins or ends with a space (``--study " x"`` is
+    almost always a quoting slip, and would make a second study beside ``x``). A study stored
+    under such a name by an earlier version is still continued: callers check only names that
+    are not in the database yet.
+
+    Raises:
+        ConfigError: the name has a space at either end.
+    """
+    if name != name.strip():
+        raise ConfigError(
+            f"--study {name!r:.80} begins or ends with a space; give the name without them"
+        )
 
 
 def reference_candidate(supernet: str) -> Candidate:
@@ -129,11 +145,6 @@ class SearchConfig:
             raise ConfigError(
                 f"--study must be a name of 1 to 512 characters, not only spaces; got "
                 f"{self.study_name!r:.80}"
-            )
-        if self.study_name != self.study_name.strip():
-            raise ConfigError(
-                f"--study {self.study_name!r:.80} begins or ends with a space; give the name "
-                "without them"
             )
         check_seed(self.seed)
         check_integer(self.trials, "--trials")

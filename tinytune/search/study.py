@@ -32,7 +32,12 @@ from typing import Any
 
 from tinytune.db import Store
 from tinytune.errors import StorageError
-from tinytune.search.config import DIRECTIONS, OBJECTIVES, SearchConfig
+from tinytune.search.config import (
+    DIRECTIONS,
+    OBJECTIVES,
+    SearchConfig,
+    check_new_study_name,
+)
 
 __all__ = ["MAX_RETRY", "Attr", "Heartbeats", "StudyAdapter"]
 
@@ -171,8 +176,11 @@ class StudyAdapter:
         self._adopted: set[int] = set()
         self.storage = self._storage(config)
         self._retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
-        if config.resume and config.study_name not in optuna.get_all_study_names(self.storage):
-            raise _nothing_to_resume(config, optuna.get_all_study_names(self.storage))
+        names = optuna.get_all_study_names(self.storage)
+        if config.study_name not in names:
+            if config.resume:
+                raise _nothing_to_resume(config, names)
+            check_new_study_name(config.study_name)
         self.study = optuna.create_study(
             study_name=config.study_name,
             storage=self.storage,
@@ -464,6 +472,7 @@ def check_stored_space(config: SearchConfig, store: Store) -> None:
         if config.study_name not in names:
             if config.resume:
                 raise _nothing_to_resume(config, names)
+            check_new_study_name(config.study_name)
             return
         study = optuna.load_study(study_name=config.study_name, storage=store.url)
         stored = study.user_attrs.get(Attr.SPACE)

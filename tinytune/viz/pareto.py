@@ -3,8 +3,9 @@
 :func:`pareto_figure` writes a PNG (matplotlib): on top, measured accuracy against predicted
 peak training SRAM for every measured candidate, the Pareto front coloured by predicted
 training-step latency; below, the normalised hypervolume of the front after each measured
-evaluation under the latest run's budgets. :func:`hypervolume_history_figure` is the same history as a plotly figure, which
-the search saves into the study so that optuna-dashboard shows it on the study page.
+evaluation under the latest run's budgets. :func:`hypervolume_history_figure` is the same
+history as a plotly figure, which the search saves into the study so that optuna-dashboard
+shows it on the study page.
 """
 
 from __future__ import annotations
