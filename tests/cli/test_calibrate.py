@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,9 @@ def test_calibrate_stores_in_the_database_and_a_file(
     assert "held out 2 networks" in text
     saved = json.loads(out.read_text())
     assert saved["fit"]["n_fit"] == 4 and saved["fit"]["n_held_out"] == 2
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # as any file the user writes
     with open_store(url) as store:
         calibration = store.latest_device_calibration("host")
         assert calibration is not None and calibration.device == "host"
@@ -114,7 +118,9 @@ def test_a_bad_file_is_one_line_and_keeps_the_calibration(
     [
         (["--device", "esp32"], "unknown device 'esp32'"),
         (["--device", "host", "--held-out", "5"], "leave 1 to fit"),
-        (["--device", "host", "--held-out", "-1"], "--held-out must be >= 0"),
+        (["--device", "host", "--held-out", "-1"], "--held-out must be a count (>= 1) or a"),
+        (["--device", "host", "--held-out", "nan"], "or a fraction (0 to 1), got nan"),
+        (["--device", "host", "--held-out", "inf"], "or a fraction (0 to 1), got inf"),
         (["--device", "host", "--held-out", "50"], "--held-out 50 would hold out 50 networks of"),
         (["--device", "stm32f746"], "measured on 'host', not on 'stm32f746'"),
     ],
@@ -182,3 +188,96 @@ def test_a_bundle_calibration_of_a_device_without_a_built_in_bundle_profile(
     assert get_device("rpi4").engine == "published"  # the built-in default is unchanged
     code, text, _ = _run(["devices", "--storage", url], capsys)
     assert code == 0 and f"rpi4 (bundle) (stored calibration #{calibration.id})" in text
+
+
+def test_an_output_that_is_not_a_profile_file_is_refused_before_the_fit(
+    measured: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-o`` naming the database, an input file, another database, a folder or a path under a
+    file: one line, before the fit, so nothing is stored and no file is overwritten."""
+    import shutil
+
+    db = tmp_path / "db.sqlite"
+    url = f"sqlite:///{db}"
+    base = ["calibrate", str(measured), "--device", "host", "--storage", url]
+    assert _run([*base, "-o", str(tmp_path / "p.json")], capsys)[0] == 0  # a profile: replaced
+    assert _run([*base, "-o", str(tmp_path / "p.json")], capsys)[0] == 0
+    other = tmp_path / "other.db"
+    shutil.copy(db, other)
+    (tmp_path / "a-folder").mkdir()
+    (tmp_path / "a-file.txt").write_text("notes")
+    copy = tmp_path / "copy.json"
+    shutil.copy(measured, copy)
+    cases = [
+        (db, "is the database --storage names"),
+        (copy, "is one of the input files"),
+        (other, "is a SQLite database, which writing would destroy"),
+        (tmp_path / "a-folder", "is a folder; expected a .json file"),
+        (tmp_path / "a-file.txt" / "p.json", "(not a folder)"),
+        (tmp_path / "a-file.txt", "exists and is not a JSON file of tinytune's"),
+    ]
+    kept = {p: p.read_bytes() for p in (db, other, copy, tmp_path / "a-file.txt")}
+    for out, message in cases:
+        argv = [*base, "-o", str(out)]
+        if out == copy:
+            argv = ["calibrate", str(copy), *base[2:], "-o", str(out)]
+        code, _, err = _run(argv, capsys)
+        assert code == 2 and err.count("\n") == 1 and message in err, err
+    code, _, err = _run([*base, "-o", ""], capsys)
+    assert code == 2 and "is a folder" in err, err
+    assert {p: p.read_bytes() for p in kept} == kept
+    with open_store(url) as store:
+        assert len(store.calibrations("host")) == 2
+
+
+def test_profile_checks_its_output_and_threads_before_timing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tinytune.db import open_store as make
+
+    db = tmp_path / "study.db"
+    with make(f"sqlite:///{db}"):
+        pass
+    kept = db.read_bytes()
+    for out, message in [
+        (db, "is a SQLite database"),
+        (tmp_path, "is a folder"),
+        (tmp_path / "study.db" / "p.json", "(not a folder)"),
+    ]:
+        code, text, err = _run(["profile", "-o", str(out), "--candidates", "1"], capsys)
+        assert code == 2 and message in err and "timing" not in text, (text, err)
+    assert db.read_bytes() == kept
+    cores = os.cpu_count() or 1
+    code, _, err = _run(["profile", "--threads", str(cores + 1)], capsys)
+    assert code == 2 and f"exceeds this machine's {cores} cores" in err
+
+
+def test_a_measurement_file_whose_device_is_not_a_name_is_refused(
+    measured: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(measured.read_text())
+    data["device"] = 5
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    code, _, err = _run(["calibrate", str(bad), "--device", "host", "--storage", url], capsys)
+    assert code == 2 and "device 5 is not a name" in err, err
+
+
+def test_devices_reads_a_database_without_changing_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another program's SQLite file is listed against, not migrated; a folder is refused."""
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as connection:
+        connection.execute("CREATE TABLE foo (x)")
+    connection.close()
+    kept = other.read_bytes()
+    code, text, _ = _run(["devices", "--storage", f"sqlite:///{other}"], capsys)
+    assert code == 0 and "stm32f746" in text
+    assert "no calibrations" in " ".join(text.split())
+    assert other.read_bytes() == kept
+    code, _, err = _run(["devices", "--storage", f"sqlite:///{tmp_path}"], capsys)
+    assert code == 2 and "is a folder" in err

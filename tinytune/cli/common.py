@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_STORAGE",
     "console",
     "front_table",
+    "json_path",
     "png_path",
     "pretrain_bar",
     "quiet_logs",
@@ -100,6 +101,18 @@ def front_table(
     return table
 
 
+def _writable_under(path: Path, flag: str, expected: str) -> None:
+    """Refuse ``path`` as a file to write when it is a folder (``''`` included) or when the
+    nearest folder above it that exists is not a writable folder."""
+    from tinytune.errors import ConfigError
+
+    if str(path) in ("", ".") or path.is_dir():
+        raise ConfigError(f"{flag} {str(path)!r} is a folder; expected {expected}")
+    from tinytune.paths import writable_folder
+
+    writable_folder(path.absolute().parent, flag, path)
+
+
 def png_path(path: Path, flag: str) -> Path:
     """``path`` checked as a PNG to write, before any work: a ``.png`` name that is not a
     folder, under a folder that exists or can be made (the nearest existing one a writable
@@ -109,15 +122,51 @@ def png_path(path: Path, flag: str) -> Path:
 
     if path.suffix.lower() != ".png":
         raise ConfigError(f"{flag} {str(path)!r} must name a .png file")
-    if path.is_dir():
-        raise ConfigError(f"{flag} {str(path)!r} is a folder; expected a .png file")
-    existing = path.absolute().parent
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+    _writable_under(path, flag, "a .png file")
+    return path
+
+
+def json_path(
+    path: Path, flag: str, *, inputs: Sequence[Path] = (), storage: str | None = None
+) -> Path:
+    """``path`` checked, before any work, as a JSON file to write (a measurement or profile
+    file): not a folder, under a folder that exists or can be made, and, where it exists, a
+    JSON object (a file tinytune wrote, replaced) that is none of ``inputs`` and not the
+    SQLite file of ``storage``. Anything else (a database, another program's file, the file
+    being read) is a one-line error that names ``flag``, and nothing is overwritten."""
+    import json
+
+    from tinytune.errors import ConfigError
+
+    _writable_under(path, flag, "a .json file")
+    if not path.exists():
+        return path
+    if not path.is_file():
+        raise ConfigError(f"{flag} {str(path)!r} exists and is not a file")
+    same = [p for p in inputs if Path(p).exists() and Path(p).samefile(path)]
+    if same:
+        raise ConfigError(f"{flag} {str(path)!r} is one of the input files; write elsewhere")
+    if storage is not None:
+        from tinytune.db.engine import parse_url
+
+        database = parse_url(storage).database
+        if database and Path(database).exists() and Path(database).samefile(path):
+            raise ConfigError(f"{flag} {str(path)!r} is the database --storage names")
+    with path.open("rb") as f:
+        head = f.read(16)
+    if head.startswith(b"SQLite format 3"):
         raise ConfigError(
-            f"{flag} {str(path)!r}: cannot write under {str(existing)!r} "
-            f"({'not a folder' if not existing.is_dir() else 'not writable'})"
+            f"{flag} {str(path)!r} is a SQLite database, which writing would destroy; name "
+            "another file"
+        )
+    try:
+        is_object = isinstance(json.loads(path.read_text()), dict)
+    except (OSError, UnicodeDecodeError, ValueError):
+        is_object = False
+    if not is_object:
+        raise ConfigError(
+            f"{flag} {str(path)!r} exists and is not a JSON file of tinytune's; name a new file "
+            "or remove it first"
         )
     return path
 

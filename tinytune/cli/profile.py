@@ -29,18 +29,27 @@ def profile(
 ) -> None:
     """Measure training steps of sampled candidates on this machine (interleaved rounds; the
     fastest repeat and the median) and write a measurement file for 'tinytune calibrate'."""
-    from tinytune.cli.common import console, quiet_logs
+    import os
+
+    from tinytune.cli.common import console, json_path, quiet_logs
     from tinytune.errors import ConfigError
     from tinytune.spaces import get_supernet
     from tinytune.units import check_seed
 
     quiet_logs()
+    json_path(out, "--out")  # before any timing
     for name, value, low in (("--candidates", candidates, 1), ("--batch-size", batch_size, 1)):
         if value < low:
             raise ConfigError(f"{name} must be >= {low}, got {value}")
     for name, value in (("--rounds", rounds), ("--repeats", repeats), ("--threads", threads)):
         if value < 1:
             raise ConfigError(f"{name} must be >= 1, got {value}")
+    cores = os.cpu_count() or 1
+    if threads > cores:
+        raise ConfigError(
+            f"--threads {threads} exceeds this machine's {cores} cores; the timings would "
+            "measure the threads' contention, not the network"
+        )
     check_seed(seed)
     spec = get_supernet(supernet)
     import torch
@@ -87,7 +96,9 @@ def calibrate(
     """Fit a device's latency profile from measurement files (non-negative least squares),
     report the fit and held-out error, and store it in the database and as a file. A fit that
     fails stores nothing and keeps the previous calibration."""
-    from tinytune.cli.common import console, quiet_logs
+    import math
+
+    from tinytune.cli.common import console, json_path, quiet_logs
     from tinytune.db import open_store
     from tinytune.db.engine import mask_url
     from tinytune.errors import ConfigError
@@ -97,8 +108,13 @@ def calibrate(
     from tinytune.hwmodels.registry import device_engines, get_device
 
     quiet_logs()
-    if held_out < 0:
-        raise ConfigError(f"--held-out must be >= 0, got {held_out}")
+    if not math.isfinite(held_out) or held_out < 0:
+        raise ConfigError(
+            f"--held-out must be a count (>= 1) or a fraction (0 to 1), got {held_out:g}"
+        )
+    path = json_path(
+        out or Path(f"calibration-{device}.json"), "--out", inputs=files, storage=storage
+    )  # before the fit: a refused path stores nothing
     loaded = [load_measurements(f) for f in files]
     engines = {f.engine or unnamed_engine(device) for f in loaded}
     engine = engines.pop() if len(engines) == 1 else None  # several: the fit refuses them
@@ -107,7 +123,6 @@ def calibrate(
     result = fit(loaded, base, held_out=held_out)
     with open_store(storage) as store:
         calibration_id = store.add_calibration(device, result.profile.to_dict(), result.fit)
-    path = out or Path(f"calibration-{device}.json")
     write_json_atomic(path, {"profile": result.profile.to_dict(), "fit": result.fit})
     f, h = result.fit["fit"], result.fit["held_out"]
     console.print(
@@ -129,23 +144,18 @@ def devices(
 ) -> None:
     """List the devices and their engines: SRAM, flash, clock, calibration source and error
     (the default engine of each device first)."""
-    from pathlib import Path as _Path
-
     from rich.markup import escape
     from rich.table import Table
 
     from tinytune.cli.common import console, quiet_logs, size_text
     from tinytune.db import open_store
-    from tinytune.db.engine import parse_url
+    from tinytune.db.engine import holds_tinytune_tables, mask_url
     from tinytune.hwmodels.registry import device_names, get_device
 
     quiet_logs()
-    parsed = parse_url(storage)  # a malformed URL is one line, its password masked
-    store = None
-    if parsed.get_backend_name() != "sqlite" or (
-        parsed.database and _Path(parsed.database).is_file()
-    ):
-        store = open_store(storage)
+    # read only: a database without tinytune's tables (none yet, another program's) is left
+    # as it is, and the built-in profiles are listed
+    store = open_store(storage) if holds_tinytune_tables(storage) else None
     table = Table(title="devices")
     left = ("device", "engine", "core")
     for col in (*left, "clock", "SRAM", "flash", "format", "points", "error"):
@@ -182,6 +192,11 @@ def devices(
     )
     for line in sources:
         console.print(line)
+    if store is None:
+        console.print(
+            f"no calibrations: {mask_url(storage)} holds no tinytune tables (no database there "
+            "yet, or another program's), so these are the built-in profiles"
+        )
 
 
 def _engines(name: str, store: Any) -> list[str]:

@@ -9,6 +9,7 @@ that a long search survives a server restart between transactions.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ __all__ = [
     "SQLITE_BUSY_TIMEOUT_S",
     "create_engine",
     "database_exists",
+    "holds_tinytune_tables",
     "mask_url",
     "parse_url",
     "require_existing",
@@ -196,3 +198,41 @@ def require_existing(url: str) -> None:
         if path is not None and Path(path).is_dir():
             raise StorageError(f"database file {path!r} is a folder; name the SQLite file in it")
         raise StorageError(f"database file {path!r} does not exist")
+
+
+def holds_tinytune_tables(url: str) -> bool:
+    """Whether the database at ``url`` holds tinytune's tables (its schema's version table),
+    read without creating or changing anything; False for a SQLite file that does not exist.
+
+    Raises:
+        StorageError: the URL is malformed, names a folder, or the database cannot be read.
+    """
+    from tinytune.db.migrations.runner import VERSION_TABLE
+
+    if not database_exists(url):
+        if Path(parse_url(url).database or "").is_dir():
+            require_existing(url)  # its one line: a folder, name the file in it
+        return False
+    parsed = parse_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        import sqlite3
+        from urllib.parse import quote
+
+        # read-only, and without the pragmas of tinytune's engine (WAL would change the file)
+        uri = f"file:{quote(str(Path(parsed.database).absolute()))}?mode=ro"
+        try:
+            with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+                rows = connection.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                    (VERSION_TABLE,),
+                ).fetchall()
+        except sqlite3.Error as e:
+            raise translate_error("cannot read database", url, e) from e
+        return bool(rows)
+    engine = create_engine(url)
+    try:
+        return VERSION_TABLE in sa.inspect(engine).get_table_names()
+    except sa.exc.SQLAlchemyError as e:
+        raise translate_error("cannot read database", url, e) from e
+    finally:
+        engine.dispose()

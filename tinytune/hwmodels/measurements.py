@@ -103,6 +103,9 @@ def write_json_atomic(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as open() would make it, not mkstemp's owner-only
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1, allow_nan=False)
             f.write("\n")
@@ -179,6 +182,11 @@ def load_measurements(path: str | Path) -> MeasurementFile:
         raise CalibrationError(
             f"measurement file {str(path)!r}: precision {precision!r} is not 'fp32' or 'int8'"
         )
+    for field in ("device", "engine"):
+        if data.get(field) is not None and not isinstance(data[field], str):
+            raise CalibrationError(
+                f"measurement file {str(path)!r}: {field} {data[field]!r} is not a name"
+            )
     measurements = []
     for i, entry in enumerate(entries):
         try:

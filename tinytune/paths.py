@@ -1,0 +1,30 @@
+"""Checks of the paths a command will write, made before any work."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tinytune.errors import ConfigError, TinyTuneError
+
+__all__ = ["writable_folder"]
+
+
+def writable_folder(
+    folder: Path, flag: str, given: Path, error: type[TinyTuneError] = ConfigError
+) -> None:
+    """Refuse ``folder`` (the folder of what ``flag`` names as ``given``) unless the nearest of
+    it and the folders above it that exists is a writable folder, so that the command can make
+    what is missing when it writes.
+
+    Raises:
+        error: the nearest existing path is a file, or a folder this process cannot write.
+    """
+    existing = Path(folder).absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise error(
+            f"{flag} {str(given)!r}: cannot write under {str(existing)!r} "
+            f"({'not a folder' if not existing.is_dir() else 'not writable'})"
+        )
