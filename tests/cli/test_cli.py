@@ -131,6 +131,29 @@ def test_bad_pretrain_input_is_one_line_and_exit_2(
     assert not (tmp_path / "w").exists()
 
 
+def test_pretrain_out_is_checked_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file as --out, a folder under a file, a checkpoint already there (without --force) or a
+    negative --checkpoint-every: one line, before any training; the checkpoint is kept."""
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("notes")
+    held = tmp_path / "held"
+    held.mkdir()
+    checkpoint = held / "ofa-proxyless-w0.35.pt"
+    checkpoint.write_bytes(b"a checkpoint")
+    for args, message in [
+        (["--out", str(a_file)], "is a file; name a folder for the checkpoint"),
+        (["--out", str(a_file / "w")], "(not a folder)"),
+        (["--out", str(held)], "holds a checkpoint of ofa-proxyless-w0.35 already; pass --force"),
+        (["--out", str(tmp_path / "w"), "--checkpoint-every", "-1"], "must be >= 0"),
+    ]:
+        code, err = _run(["pretrain", "--steps", "1", *args], capsys)
+        assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert checkpoint.read_bytes() == b"a checkpoint" and a_file.read_text() == "notes"
+    assert not (tmp_path / "w").exists()
+
+
 def test_unknown_option_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run(["search", "--no-such-flag"], capsys)
     assert code == 2 and err.count("\n") == 1

@@ -36,7 +36,7 @@ def pretrain(
         ),
     ] = None,
     checkpoint_every: Annotated[
-        int, typer.Option(help="Steps between partial checkpoints with --out.")
+        int, typer.Option(help="Steps between partial checkpoints with --out (0: none).")
     ] = 200,
     workers: Annotated[
         int,
@@ -45,7 +45,9 @@ def pretrain(
             "ones; what is drawn does not depend on their number)."
         ),
     ] = 0,
-    force: Annotated[bool, typer.Option(help="Train again even when cached.")] = False,
+    force: Annotated[
+        bool, typer.Option(help="Train again even when cached, or replace --out's checkpoint.")
+    ] = False,
 ) -> None:
     """Pre-train a supernet with the sandwich rule and cache the checkpoint."""
     import dataclasses
@@ -83,6 +85,12 @@ def pretrain(
         )
     if steps is not None:
         chosen = dataclasses.replace(chosen, steps=steps)
+    if checkpoint_every < 0:
+        raise ConfigError(
+            f"--checkpoint-every must be >= 0 (0: no partial saves), got {checkpoint_every}"
+        )
+    if out is not None:  # before any training
+        _check_out(out, spec.name, force)
     with pretrain_bar(spec.name) as progress:
         if out is None:
             path = ensure_checkpoint(
@@ -117,6 +125,22 @@ def pretrain(
             }
             path.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     console.print(f"{spec.name}: {path}")
+
+
+def _check_out(out: Path, name: str, force: bool) -> None:
+    """Refuse ``--out`` where the checkpoint cannot be written, or where one is already (it
+    is replaced only with ``--force``), before any training."""
+    from tinytune.errors import ConfigError
+    from tinytune.paths import writable_folder
+
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a file; name a folder for the checkpoint")
+    writable_folder(out, "--out", out)
+    if (out / f"{name}.pt").exists() and not force:
+        raise ConfigError(
+            f"--out {str(out)!r} holds a checkpoint of {name} already; pass --force to train "
+            "and replace it"
+        )
 
 
 def _own_args(argv: list[str]) -> list[str]:
