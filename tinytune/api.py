@@ -441,7 +441,7 @@ def export_bundle(
         study = target.study  # the point's own study, where several measured its candidate
     with open_store(storage) as store:
         found = find_candidate(store, study=study, target=key)
-        name = device or found.space.get("device", "stm32f746")
+        name = device if device is not None else found.space.get("device", "stm32f746")
         # the bundle's step is predicted by a profile of the bundle's kernels, where one exists
         calibration = store.latest_device_calibration(name, "bundle")
         if calibration is None and "bundle" not in device_engines(name):

@@ -64,6 +64,7 @@ def _export(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         ),
         (["--candidate", "{norm}"], "a trained per-channel scale (norm update) is not"),
         (["--candidate", "{small}", "--device", "esp32"], "unknown device 'esp32'"),
+        (["--candidate", "{small}", "--device", ""], "unknown device ''"),
         (["--candidate", "{small}", "--samples", "0"], "--samples must be an integer >= 1"),
         (["--candidate", "{small}", "--seed", "-2"], "--seed must be an integer from 0 to"),
     ],
@@ -97,8 +98,19 @@ def test_an_output_folder_that_is_not_a_bundle_is_kept(
     code, _, err = _export(
         ["--candidate", keys["small"], "--storage", url, "-o", str(out)], capsys
     )
-    assert code == 2 and "is not a tinytune bundle" in err and err.count("\n") == 1
-    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert code == 2 and "is not a tinytune bundle (no manifest.json)" in err
+    assert err.count("\n") == 1 and [p.name for p in out.iterdir()] == ["notes.txt"]
+    (out / "manifest.json").write_text('{"name": "a browser extension"}')
+    code, _, err = _export(
+        ["--candidate", keys["small"], "--storage", url, "-o", str(out)], capsys
+    )
+    assert code == 2 and "(its manifest.json is not a tinytune bundle's)" in err
+    code, _, err = _export(
+        ["--candidate", keys["small"], "--storage", url, "-o", str(out / "notes.txt" / "b")],
+        capsys,
+    )
+    assert code == 2 and err.count("\n") == 1 and "notes.txt' (not a folder)" in err, err
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "notes.txt"]
 
 
 @pytest.fixture(scope="module")
@@ -191,8 +203,12 @@ def test_export_says_what_differs_from_the_study_and_sizes_the_device_readably(
             "model_flash_bytes": 235_376,
             "search_memory_bytes": searched,
         },
-        "device": {"name": "rpi4", "sram_bytes": device_sram},
+        "device": {"name": "rpi4", "sram_bytes": device_sram, "flash_bytes": 1024**3},
         "predicted_latency": {"train_step_s": None, "engine": "published"},
+        "dataset": {"train_samples": 32, "eval_samples": 32},
+        "step": {"input_bytes": 4800},
+        "trial": None,
+        "measured": None,
     }
     done = Exported(tmp_path, manifest, "the study")
     monkeypatch.setattr(tinytune, "export_bundle", lambda *a, **k: done)
@@ -204,3 +220,34 @@ def test_export_says_what_differs_from_the_study_and_sizes_the_device_readably(
         assert said in out and "the bundle trains in int8" in out
     size = "1 GB" if device_sram == 1024**3 else "320 KB"
     assert f"55.6 KB of {size} SRAM on rpi4" in out
+
+    assert "example: 32 training and 32 test samples, 300 KB of constants" in out
+    assert "note: trial" not in out and "more than the" not in out
+
+
+def test_export_says_when_samples_are_capped_overflow_flash_or_the_trial_failed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import tinytune
+    from tinytune.api import Exported
+
+    manifest = {
+        "candidate_key": "a" * 64,
+        "trial": 2,
+        "measured": None,  # the trial's evaluation failed
+        "memory": {"arena_bytes": 56_936, "model_flash_bytes": 235_376},
+        "device": {"name": "nrf52840", "sram_bytes": 256 * 1024, "flash_bytes": 1024**2},
+        "predicted_latency": {"train_step_s": None, "engine": "published"},
+        "dataset": {"train_samples": 1079, "eval_samples": 359},
+        "step": {"input_bytes": 4800},
+    }
+    monkeypatch.setattr(
+        tinytune, "export_bundle", lambda *a, **k: Exported(tmp_path, manifest, "the study")
+    )
+    code, out, err = _export(["--trial", "2", "-o", str(tmp_path), "--samples", "5000"], capsys)
+    assert code == 0, err
+    out = " ".join(out.split())
+    assert "example: 1079 training and 359 test samples, 6.58 MB of constants" in out
+    assert "(--samples 5000 is more than the training split's 1079)" in out
+    assert "take 6.81 MB, more than the 1 MB of flash of nrf52840: pass fewer --samples" in out
+    assert "note: trial 2 has no measured accuracy (its evaluation failed" in out

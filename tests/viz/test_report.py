@@ -73,6 +73,7 @@ def test_report_for_a_trial_and_a_key(
         (["abc123"], "matches 0 stored candidates"),
         (["not-a-key"], "is not lower-case hex digits"),
         (["0", "--study", "s", "--device", "esp32"], "unknown device 'esp32'"),
+        (["0", "--study", "s", "--device", ""], "unknown device ''"),
         (["0", "--study", "s", "-o", "report.svg"], "--out 'report.svg' must name a .png file"),
     ],
 )

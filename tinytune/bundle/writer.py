@@ -27,14 +27,22 @@ log = logging.getLogger(__name__)
 def check_destination(out: Path) -> None:
     """Refuse an output path that exists and is not a bundle folder (checked again by
     :func:`write_bundle`; call it early to fail before any work)."""
+    from tinytune.paths import writable_folder
+
     out = Path(out)
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise BundleError(f"output {str(out)!r} exists and is not a folder; choose another path")
     if out.is_dir() and not is_bundle(out):
-        raise BundleError(
-            f"output folder {str(out)!r} exists and is not a tinytune bundle (no "
-            f"{MANIFEST_NAME}); choose a new folder or a previous bundle to replace"
+        why = (
+            f"its {MANIFEST_NAME} is not a tinytune bundle's"
+            if (out / MANIFEST_NAME).exists()
+            else f"no {MANIFEST_NAME}"
         )
+        raise BundleError(
+            f"output folder {str(out)!r} exists and is not a tinytune bundle ({why}); choose a "
+            "new folder or a previous bundle to replace"
+        )
+    writable_folder(out, "output", out, BundleError)
 
 
 def _safe_relative(name: str) -> Path:

@@ -107,6 +107,33 @@ def export(
         + f"; try: make -C {done.path} run-host (run-profile-host: measure the step)",
         soft_wrap=True,
     )
+    data = m["dataset"]
+    data_bytes = (data["train_samples"] + data["eval_samples"]) * (m["step"]["input_bytes"] + 1)
+    capped = (
+        f" (--samples {samples} is more than the training split's {data['train_samples']})"
+        if data["train_samples"] < samples
+        else ""
+    )
+    console.print(
+        f"example: {data['train_samples']} training and {data['eval_samples']} test samples, "
+        f"{size_text(data_bytes)} of constants{capped}",
+        soft_wrap=True,
+    )
+    flash = m["device"]["flash_bytes"]
+    if m["memory"]["model_flash_bytes"] + data_bytes > flash:
+        console.print(
+            f"note: the model's constants and the example's samples take "
+            f"{size_text(m['memory']['model_flash_bytes'] + data_bytes)}, more than the "
+            f"{size_text(flash)} of flash of {m['device']['name']}: pass fewer --samples to "
+            "flash the example there (host builds are not limited)",
+            soft_wrap=True,
+        )
+    if m.get("trial") is not None and m.get("measured") is None:
+        console.print(
+            f"note: trial {m['trial']} has no measured accuracy (its evaluation failed or has "
+            "not finished); the bundle trains its candidate all the same",
+            soft_wrap=True,
+        )
     searched = m["memory"].get("search_memory_bytes")
     if searched is not None and searched != m["memory"]["arena_bytes"]:
         console.print(

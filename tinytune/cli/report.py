@@ -51,7 +51,7 @@ def report(
             store, study=study, target=int(target) if target.isdigit() else target
         )
         space = found.space
-        name = device or space.get("device", "stm32f746")
+        name = device if device is not None else space.get("device", "stm32f746")
         profile = get_device(name, store.latest_device_calibration(name))
     candidate = found.candidate
     if found.trial is not None:
