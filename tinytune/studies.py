@@ -71,9 +71,16 @@ class StudyView:
 def _study_name(store: Store, study: str | None) -> str:
     """``study``, or the only study of the database: one with tinytune's evaluations or an
     Optuna study (one whose first fine-tunes are still running has only the latter)."""
+    from tinytune.db import mask_url
+
     if study is not None:
         return study
     names = sorted(set(store.study_names()) | set(_optuna_study_names(store)))
+    if not names:
+        raise StorageError(
+            f"the database {mask_url(store.url)!r} holds no study; make one with "
+            "'tinytune search' first"
+        )
     if len(names) != 1:
         raise StorageError(
             f"the database holds {len(names)} studies; choose one with --study: "

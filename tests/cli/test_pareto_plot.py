@@ -164,7 +164,7 @@ def test_the_only_study_is_found_before_its_first_measurement(
     with open_store(url):
         pass
     assert main(["pareto", "--storage", url]) == 2
-    assert "the database holds 0 studies" in capsys.readouterr().err
+    assert "holds no study; make one with 'tinytune search' first" in capsys.readouterr().err
     engine = sa.create_engine(url)
     assert not sa.inspect(engine).has_table("studies")  # reading created no Optuna tables
     engine.dispose()

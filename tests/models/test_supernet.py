@@ -199,3 +199,22 @@ def test_workers_need_per_step_draws() -> None:
     with pytest.raises(ModelError, match="unknown draw stream 'parallel'; allowed: sequential"):
         PretrainRecipe(stream="parallel")
     assert get_recipe("glyphs-gpu").stream == "per-step"
+
+
+def test_a_file_that_is_no_checkpoint_is_named_as_such(tmp_path: Path) -> None:
+    """A folder, bytes that are no PyTorch file, and a pickle of objects besides tensors: one
+    line each, none of which proposes loading with ``weights_only=False``."""
+    import collections
+
+    spec = get_supernet("ofa-proxyless-w0.35")
+    with pytest.raises(ModelError, match=r"'.*' is a folder; name the file in it$"):
+        load_supernet(spec, tmp_path)
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(bytes(range(256)))
+    with pytest.raises(ModelError, match="not a PyTorch checkpoint; expected a file written by"):
+        load_supernet(spec, garbage)
+    pickled = tmp_path / "objects.pt"
+    torch.save({"state_dict": collections.OrderedDict(), "x": ModelError("an object")}, pickled)
+    with pytest.raises(ModelError, match="holds objects besides tensors") as raised:
+        load_supernet(spec, pickled)
+    assert "weights_only" not in str(raised.value) and "\n" not in str(raised.value)

@@ -449,11 +449,29 @@ def _published_state(spec: SupernetSpec, path: Path) -> dict[str, torch.Tensor]:
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise ModelError(f"cannot read supernet weights {str(path)!r}: {e}".splitlines()[0]) from e
+        raise ModelError(_unreadable(path, "supernet weights", e)) from e
     state = data.get("state_dict", data) if isinstance(data, dict) else None
     if not isinstance(state, dict):
         raise ModelError(f"{str(path)!r} holds no state dict for {spec.name}")
     return state
+
+
+def _unreadable(path: Path, what: str, error: Exception) -> str:
+    """One line on a file ``torch.load`` refused: not a file of tensors, whatever torch's own
+    message suggests (it proposes loading with ``weights_only=False``, which runs the file's
+    code, and tinytune never does that)."""
+    text = str(error)
+    reason = text.splitlines()[0] if text else type(error).__name__
+    if "Weights only load failed" in text:
+        reason = (
+            "it holds objects besides tensors, and tinytune loads only tensors"
+            if "Unsupported global" in text
+            else "not a PyTorch checkpoint"
+        )
+    return (
+        f"cannot read {what} {str(path)!r}: {reason.rstrip('.')}; expected a file written by "
+        "'tinytune pretrain' or a published Once-for-All checkpoint"
+    )
 
 
 def require_weights(spec: SupernetSpec, path: Path | None) -> None:
@@ -465,6 +483,8 @@ def require_weights(spec: SupernetSpec, path: Path | None) -> None:
     """
     if path is not None and path.is_file():
         return
+    if path is not None and path.is_dir():
+        raise ModelError(f"supernet checkpoint {str(path)!r} is a folder; name the file in it")
     missing = f"supernet checkpoint {str(path)!r} does not exist" if path is not None else ""
     if spec.published:
         raise ModelError(
@@ -492,9 +512,7 @@ def load_supernet(spec: SupernetSpec, path: Path) -> nn.Module:
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise ModelError(
-            f"cannot read supernet checkpoint {str(path)!r}: {e}".splitlines()[0]
-        ) from e
+        raise ModelError(_unreadable(path, "supernet checkpoint", e)) from e
     if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
         raise ModelError(
             f"{str(path)!r} is not a tinytune supernet checkpoint ({CHECKPOINT_FORMAT})"
