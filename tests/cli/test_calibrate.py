@@ -281,3 +281,26 @@ def test_devices_reads_a_database_without_changing_it(
     assert other.read_bytes() == kept
     code, _, err = _run(["devices", "--storage", f"sqlite:///{tmp_path}"], capsys)
     assert code == 2 and "is a folder" in err
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"precision": "int8"}, "engine 'pytorch' trains in fp32, but the file says precision"),
+        ({"engine": "bundle"}, "engine 'bundle' trains in int8, but the file says precision"),
+    ],
+)
+def test_a_file_whose_engine_contradicts_its_precision_is_refused(
+    changes: dict[str, str],
+    message: str,
+    measured: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    data = {**json.loads(measured.read_text()), **changes}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    code, _, err = _run(["calibrate", str(bad), "--device", "host", "--storage", url], capsys)
+    assert code == 2 and message in err, err
+    assert not (tmp_path / "db.sqlite").exists()

@@ -96,6 +96,11 @@ class MeasurementFile:
     engine: str = ""
 
 
+ENGINE_PRECISION = {"pytorch": "fp32", "bundle": "int8"}
+"""The precision each measuring engine trains in: ``tinytune profile`` times PyTorch's fp32
+step, a bundle's profiler its int8 step."""
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write ``data`` as JSON to ``path`` through a temporary file and a rename, so that a
     failure never leaves a half-written file."""
@@ -187,6 +192,12 @@ def load_measurements(path: str | Path) -> MeasurementFile:
             raise CalibrationError(
                 f"measurement file {str(path)!r}: {field} {data[field]!r} is not a name"
             )
+    engine = data.get("engine")
+    if engine in ENGINE_PRECISION and precision != ENGINE_PRECISION[engine]:
+        raise CalibrationError(
+            f"measurement file {str(path)!r}: engine {engine!r} trains in "
+            f"{ENGINE_PRECISION[engine]}, but the file says precision {precision!r}"
+        )
     measurements = []
     for i, entry in enumerate(entries):
         try:
