@@ -180,10 +180,10 @@ RECIPES: dict[str, PretrainRecipe] = {
     ),
     # glyphs-gpu at four times the batch (1,024) and 2.7 times the images (2.05M), peak LR 0.6
     # (square-root scaling of 0.3 at 256): 7 minutes on one H200. Kept to reproduce a measured
-    # negative result: it fits the source task better and transfers worse to ``digits``
-    # (validation: linear probe 83 % against 91 %, classifier-only fine-tuning 83 % against
-    # 91 %, full fine-tuning no better; docs/benchmarks.md), so the shipped checkpoint stays
-    # ``glyphs-gpu``.
+    # negative result: at this batch the features transfer worse to ``digits``, already at the
+    # shipped run's images (``--steps 750``: linear probe 86 % against 91 % validation) and
+    # more so with more (83 % at 2.05M), full fine-tuning no better (docs/benchmarks.md); the
+    # shipped checkpoint stays ``glyphs-gpu``.
     "glyphs-gpu-xl": PretrainRecipe(
         source="shapes-glyphs",
         source_classes=200,
