@@ -8,7 +8,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torch import nn
@@ -75,27 +75,47 @@ def pretrain_into(
     checkpoint_every: int = 0,
     half: bool = False,
     workers: int = 0,
+    fresh: bool = False,
+    on_resume: Callable[[int], None] | None = None,
 ) -> nn.Module:
     """Pre-train ``spec`` by ``recipe`` on its source task and save it at ``path``.
 
     Args:
         progress: told of each pre-training step.
         device: torch device to train on (``cpu`` or ``cuda``).
-        checkpoint_every: also save (float32) at ``<path>.partial.pt`` every so many steps,
-            so that an interrupted run is usable; 0 does not.
+        checkpoint_every: also save (float32, with the optimiser's state) at
+            ``<path>.partial.pt`` every so many steps, so that an interrupted run is usable
+            and goes on where it stopped when started again; 0 does not.
         half: store the final checkpoint's tensors as float16.
         workers: processes drawing batches ahead (``per-step`` recipes only).
+        fresh: start from scratch even where a partial run of this recipe is saved.
+        on_resume: told the steps done when a partial run is resumed.
+
+    Raises:
+        ModelError: a partial run of another recipe is saved there (and ``fresh`` is not set).
     """
     from tinytune.data.sources import get_source_task
+    from tinytune.errors import ModelError
     from tinytune.models import pretrain_supernet, save_supernet
+    from tinytune.models.supernet import load_partial
 
     batch_fn = get_source_task(
         recipe.source, recipe.source_classes, recipe.seed, max(spec.resolutions)
     )
     partial = path.with_suffix(".partial.pt")
+    resume = None
+    if partial.exists() and not fresh and recipe.stream == "per-step":
+        resume = load_partial(spec, partial)
+        if resume is not None and resume.recipe != recipe:
+            raise ModelError(
+                f"{str(partial)!r} is a partial run of another recipe (digest "
+                f"{resume.recipe.digest}, not {recipe.digest}); pass --force to start over"
+            )
+        if resume is not None and on_resume is not None:
+            on_resume(resume.step)
 
-    def save_partial(net: nn.Module, step: int) -> None:
-        save_supernet(net, spec, recipe, partial)
+    def save_partial(net: nn.Module, step: int, optimizer: dict[str, Any]) -> None:
+        save_supernet(net, spec, recipe, partial, partial=(step, optimizer))
 
     net = pretrain_supernet(
         spec,
@@ -106,6 +126,7 @@ def pretrain_into(
         checkpoint=save_partial if checkpoint_every else None,
         checkpoint_every=checkpoint_every,
         workers=workers,
+        resume=resume,
     )
     save_supernet(net, spec, recipe, path, half=half)
     partial.unlink(missing_ok=True)

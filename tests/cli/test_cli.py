@@ -154,6 +154,38 @@ def test_pretrain_out_is_checked_before_training(
     assert not (tmp_path / "w").exists()
 
 
+def test_pretrain_out_with_a_partial_run_of_another_recipe_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A partial run goes on only under its own recipe: another one is one line naming
+    --force, before any training, and the partial file is kept."""
+    from tinytune.checkpoints import pretrain_into
+    from tinytune.models import PretrainRecipe
+    from tinytune.spaces import get_supernet
+
+    recipe = PretrainRecipe(steps=2, batch_size=4, source_classes=8, stream="per-step")
+    out = tmp_path / "w"
+
+    def stop(step: int, steps: int, loss: float) -> None:
+        if step == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pretrain_into(
+            get_supernet("ofa-proxyless-w0.35"),
+            recipe,
+            out / "ofa-proxyless-w0.35.pt",
+            progress=stop,
+            checkpoint_every=1,
+        )
+    partial = out / "ofa-proxyless-w0.35.partial.pt"
+    kept = partial.read_bytes()
+    code, err = _run(["pretrain", "--recipe", "glyphs-gpu", "--out", str(out)], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "is a partial run of another recipe" in err and "pass --force to start over" in err
+    assert partial.read_bytes() == kept
+
+
 def test_unknown_option_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run(["search", "--no-such-flag"], capsys)
     assert code == 2 and err.count("\n") == 1

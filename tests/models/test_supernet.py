@@ -3,6 +3,7 @@ pre-training recipes and their schedule."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -145,7 +146,7 @@ def test_formula_pretraining_runs_and_half_storage_loads(tmp_path: Path) -> None
         SPEC,
         recipe,
         get_source_task("formula", 12, 0, max(SPEC.resolutions)),
-        checkpoint=lambda net, step: calls.append(step),
+        checkpoint=lambda net, step, optimizer: calls.append(step),
         checkpoint_every=1,
     )
     assert calls == [1, 2]
@@ -186,6 +187,55 @@ def test_per_step_draws_give_the_same_weights_with_any_number_of_workers() -> No
     last = draws[2]
     assert draws[2][0] == last[0] and torch.equal(draws[2][1], last[1])
     assert last[0] == step_rng(recipe, 2).choice(SPEC.resolutions) == last[1].shape[-1]
+
+
+def test_a_stopped_run_goes_on_to_the_weights_of_the_uninterrupted_one(tmp_path: Path) -> None:
+    """A ``per-step`` run stopped after its partial save at step 2 goes on from it when
+    started again (weights, momentum, steps done) and ends with the very weights of the run
+    that was never stopped; a partial run of another recipe is refused, ``fresh`` starts over."""
+    from tinytune.checkpoints import pretrain_into
+
+    recipe = PretrainRecipe(
+        steps=4, batch_size=4, source_classes=8, warmup_steps=1, mix_prob=0.5, stream="per-step"
+    )
+    whole = pretrain_into(SPEC, recipe, tmp_path / "whole" / "net.pt")
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_3(step: int, steps: int, loss: float) -> None:
+        if step == 3:
+            raise Stop
+
+    path = tmp_path / "stopped" / "net.pt"
+    with pytest.raises(Stop):
+        pretrain_into(SPEC, recipe, path, progress=stop_at_3, checkpoint_every=2)
+    partial = path.with_suffix(".partial.pt")
+    assert partial.exists() and not path.exists()
+    seen: list[int] = []
+    steps: list[int] = []
+    again = pretrain_into(
+        SPEC,
+        recipe,
+        path,
+        progress=lambda step, n, loss: steps.append(step),
+        checkpoint_every=2,
+        on_resume=seen.append,
+    )
+    assert seen == [2] and steps == [3, 4] and not partial.exists()
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(whole.state_dict().values(), again.state_dict().values(), strict=True)
+    )
+
+    with pytest.raises(Stop):
+        pretrain_into(SPEC, recipe, path, progress=stop_at_3, checkpoint_every=2)
+    other = dataclasses.replace(recipe, steps=6)
+    with pytest.raises(ModelError, match=r"partial run of another recipe .*--force to start"):
+        pretrain_into(SPEC, other, path, checkpoint_every=2)
+    steps.clear()
+    pretrain_into(SPEC, other, path, progress=lambda s, n, loss: steps.append(s), fresh=True)
+    assert steps == [1, 2, 3, 4, 5, 6]
 
 
 def test_workers_need_per_step_draws() -> None:

@@ -31,8 +31,9 @@ def pretrain(
         Path | None,
         typer.Option(
             help="Write <supernet>.pt (float16) and <supernet>.json (recipe, SHA-256, command, "
-            "wall time) into this folder instead of the cache, saving every "
-            "--checkpoint-every steps meanwhile."
+            "wall time) into this folder instead of the cache, saving a partial run every "
+            "--checkpoint-every steps meanwhile; a run stopped early goes on from it when "
+            "started again (recipes with per-step draws)."
         ),
     ] = None,
     checkpoint_every: Annotated[
@@ -46,7 +47,11 @@ def pretrain(
         ),
     ] = 0,
     force: Annotated[
-        bool, typer.Option(help="Train again even when cached, or replace --out's checkpoint.")
+        bool,
+        typer.Option(
+            help="Train again even when cached, replace --out's checkpoint, or start over "
+            "instead of going on from its partial run."
+        ),
     ] = False,
 ) -> None:
     """Pre-train a supernet with the sandwich rule and cache the checkpoint."""
@@ -98,6 +103,15 @@ def pretrain(
             )
         else:
             path = out / f"{spec.name}.pt"
+            resumed: list[int] = []  # the steps a partial run had done, where one went on
+
+            def going_on(done: int) -> None:
+                resumed.append(done)
+                console.print(
+                    f"going on from the partial run in {out} after step {done} of "
+                    f"{chosen.steps} (--force starts over)"
+                )
+
             start = time.perf_counter()
             pretrain_into(
                 spec,
@@ -108,6 +122,8 @@ def pretrain(
                 checkpoint_every=checkpoint_every,
                 half=True,
                 workers=workers,
+                fresh=force,
+                on_resume=going_on,
             )
             record = {
                 "supernet": spec.name,
@@ -116,6 +132,7 @@ def pretrain(
                 "sha256": sha256_file(path),
                 "command": "tinytune pretrain " + shlex.join(_own_args(sys.argv)),
                 "wall_time_s": round(time.perf_counter() - start, 1),
+                **({"resumed_after_step": resumed[0]} if resumed else {}),
                 "device": device,
                 "threads": torch.get_num_threads(),
                 "workers": workers,

@@ -20,6 +20,7 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,11 +35,13 @@ __all__ = [
     "CHECKPOINT_FORMAT",
     "DEFAULT_RECIPE",
     "RECIPES",
+    "PartialRun",
     "PretrainRecipe",
     "StepDraws",
     "cache_dir",
     "checkpoint_path",
     "get_recipe",
+    "load_partial",
     "load_supernet",
     "pretrain_supernet",
     "random_subnet",
@@ -305,11 +308,19 @@ def _one_thread(_: int) -> None:
 
 
 def _step_stream(
-    spec: SupernetSpec, recipe: PretrainRecipe, batch_fn: BatchFn, workers: int, device: str
+    spec: SupernetSpec,
+    recipe: PretrainRecipe,
+    batch_fn: BatchFn,
+    workers: int,
+    device: str,
+    start: int = 0,
 ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor, random.Random, np.random.Generator]]:
-    """``(resolution, x, y, rng, np_rng)`` for each step; ``rng`` draws the random
-    sub-networks after the resolution, ``np_rng`` the mixing."""
+    """``(resolution, x, y, rng, np_rng)`` for each step from ``start`` (``per-step`` streams
+    only; a ``sequential`` one starts at 0); ``rng`` draws the random sub-networks after the
+    resolution, ``np_rng`` the mixing."""
     if recipe.stream == "sequential":
+        if start:
+            raise ModelError("a 'sequential' recipe's run cannot resume; a 'per-step' one can")
         if workers:
             raise ModelError(
                 "this recipe draws its batches in one sequence (stream 'sequential'); "
@@ -322,7 +333,7 @@ def _step_stream(
             x, y = batch_fn(recipe.batch_size, res, np_rng)
             yield res, torch.from_numpy(x), torch.from_numpy(y), rng, np_rng
         return
-    draws = StepDraws(spec, recipe, batch_fn)
+    draws = torch.utils.data.Subset(StepDraws(spec, recipe, batch_fn), range(start, recipe.steps))
     loader = torch.utils.data.DataLoader(
         draws,
         batch_size=None,
@@ -331,7 +342,7 @@ def _step_stream(
         worker_init_fn=_one_thread if workers else None,
         pin_memory=device.startswith("cuda"),
     )
-    for step, (res, x, y) in enumerate(loader):
+    for step, (res, x, y) in enumerate(loader, start):
         rng = step_rng(recipe, step)
         rng.choice(spec.resolutions)  # the resolution's draw, made in the worker
         yield int(res), x, y, rng, np.random.default_rng([recipe.seed, step, 1])
@@ -344,9 +355,10 @@ def pretrain_supernet(
     progress: Callable[[int, int, float], None] | None = None,
     *,
     device: str = "cpu",
-    checkpoint: Callable[[nn.Module, int], None] | None = None,
+    checkpoint: Callable[[nn.Module, int, dict[str, Any]], None] | None = None,
     checkpoint_every: int = 0,
     workers: int = 0,
+    resume: PartialRun | None = None,
 ) -> nn.Module:
     """Pre-train a supernet from scratch with the sandwich rule.
 
@@ -357,11 +369,15 @@ def pretrain_supernet(
         progress: called after each step with (step, steps, loss).
         device: torch device to train on (``cpu`` or ``cuda``); the network returned is on
             the CPU.
-        checkpoint: called as ``(net, step)`` every ``checkpoint_every`` steps (with the
-            largest sub-network active), so that a partial run is usable.
+        checkpoint: called as ``(net, step, optimizer_state)`` every ``checkpoint_every``
+            steps (with the largest sub-network active), so that a partial run is usable and
+            can be resumed.
         checkpoint_every: steps between calls of ``checkpoint``; 0 never calls it.
         workers: processes drawing batches ahead (``per-step`` recipes only; what is drawn
             does not depend on their number). 0 draws them in this process.
+        resume: a partial run of this recipe to go on from (``per-step`` recipes only): its
+            weights, optimiser state and steps done. The steps after it draw what they would
+            have drawn, so the result is the uninterrupted run's (exactly, on the CPU).
 
     Raises:
         ModelError: ``spec`` is published, or ``workers`` is set for a ``sequential`` recipe.
@@ -370,7 +386,10 @@ def pretrain_supernet(
         raise ModelError(f"{spec.name} is a published supernet: load its weights, do not train it")
     if workers < 0:
         raise ModelError(f"batch workers must be >= 0, got {workers}")
-    net = build_ofa_supernet(spec, recipe.source_classes, seed=recipe.seed).to(device)
+    net = build_ofa_supernet(spec, recipe.source_classes, seed=recipe.seed)
+    if resume is not None:
+        net.load_state_dict(resume.state_dict)
+    net = net.to(device)
     decay = [p for n, p in net.named_parameters() if p.ndim > 1]
     no_decay = [p for n, p in net.named_parameters() if p.ndim <= 1]
     opt = torch.optim.SGD(
@@ -379,9 +398,13 @@ def pretrain_supernet(
         momentum=0.9,
         nesterov=True,
     )
+    start = 0
+    if resume is not None:
+        opt.load_state_dict(resume.optimizer)
+        start = resume.step
     net.train()
-    stream = _step_stream(spec, recipe, batch_fn, workers, device)
-    for step, (res, x, y, rng, np_rng) in enumerate(stream):
+    stream = _step_stream(spec, recipe, batch_fn, workers, device, start)
+    for step, (res, x, y, rng, np_rng) in enumerate(stream, start):
         for group in opt.param_groups:
             group["lr"] = _lr_at(recipe, step)
         xt, yt = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -409,9 +432,42 @@ def pretrain_supernet(
             progress(step + 1, recipe.steps, float(total) / len(subnets))
         if checkpoint is not None and checkpoint_every and (step + 1) % checkpoint_every == 0:
             set_active(net, spec, default_subnet(spec, "max"))
-            checkpoint(net, step + 1)
+            checkpoint(net, step + 1, opt.state_dict())
     set_active(net, spec, default_subnet(spec, "max"))
     return net.cpu()
+
+
+@dataclass(frozen=True)
+class PartialRun:
+    """A pre-training run stopped after ``step`` steps: what it needs to go on."""
+
+    recipe: PretrainRecipe
+    step: int
+    state_dict: dict[str, torch.Tensor]
+    optimizer: dict[str, Any]
+
+
+def load_partial(spec: SupernetSpec, path: Path) -> PartialRun | None:
+    """The partial run saved at ``path`` with its optimiser state, or None where the file
+    holds none (a checkpoint saved before partial runs kept it).
+
+    Raises:
+        ModelError: the file cannot be read or is of another supernet.
+    """
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise ModelError(_unreadable(path, "partial pre-training run", e)) from e
+    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
+        raise ModelError(f"{str(path)!r} is not a tinytune supernet checkpoint")
+    if data.get("supernet") != spec.name:
+        raise ModelError(f"{str(path)!r} holds supernet {data.get('supernet')}, not {spec.name}")
+    if "optimizer" not in data or "step" not in data:
+        return None
+    fields = {k: v for k, v in data["recipe"].items() if k in PretrainRecipe.__dataclass_fields__}
+    return PartialRun(
+        PretrainRecipe(**fields), int(data["step"]), data["state_dict"], data["optimizer"]
+    )
 
 
 def save_supernet(
@@ -421,12 +477,15 @@ def save_supernet(
     path: Path,
     *,
     half: bool = False,
+    partial: tuple[int, dict[str, Any]] | None = None,
 ) -> None:
     """Write a checkpoint atomically (a temporary file renamed into place).
 
     Args:
         half: store floating-point tensors as float16 (half the size; :func:`load_supernet`
             converts them back to float32).
+        partial: ``(steps done, optimiser state)`` of a run that goes on: saved beside the
+            weights so that :func:`load_partial` can resume it.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {
@@ -440,6 +499,8 @@ def save_supernet(
         "recipe": asdict(recipe) if recipe is not None else {},
         "state_dict": state,
     }
+    if partial is not None:
+        payload["step"], payload["optimizer"] = partial
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
     torch.save(payload, tmp)
     tmp.replace(path)
