@@ -141,7 +141,16 @@ def test_calibrate_refuses_bad_options(
 
 def test_profile_refuses_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(["profile", "--candidates", "0"], capsys)
-    assert code == 2 and "--candidates must be >= 1" in err
+    assert code == 2 and "--candidates must lie in [1, 10000], got 0" in err
+    for flag, value, message in [
+        ("--candidates", "1000000000", "--candidates must lie in [1, 10000]"),
+        ("--batch-size", "100000", "--batch-size must lie in [1, 256], got 100000"),
+        ("--rounds", "0", "--rounds must lie in [1, 1000], got 0"),
+        ("--repeats", "5000", "--repeats must lie in [1, 1000]"),
+        ("--threads", "0", "--threads must be >= 1, got 0"),
+    ]:
+        code, text, err = _run(["profile", flag, value], capsys)
+        assert code == 2 and message in err and "timing" not in text, err
     code, _, err = _run(["profile", "--supernet", "resnet9000"], capsys)
     assert code == 2 and "unknown supernet" in err
     code, _, err = _run(["profile", "--seed", "-1"], capsys)

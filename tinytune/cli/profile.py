@@ -38,12 +38,18 @@ def profile(
 
     quiet_logs()
     json_path(out, "--out")  # before any timing
-    for name, value, low in (("--candidates", candidates, 1), ("--batch-size", batch_size, 1)):
-        if value < low:
-            raise ConfigError(f"{name} must be >= {low}, got {value}")
-    for name, value in (("--rounds", rounds), ("--repeats", repeats), ("--threads", threads)):
-        if value < 1:
-            raise ConfigError(f"{name} must be >= 1, got {value}")
+    # upper bounds: a profile is of on-device training steps (batch 1 to a few), and a
+    # calibration needs tens of networks; beyond these a run only exhausts memory or time
+    for name, value, high in (
+        ("--candidates", candidates, 10_000),
+        ("--batch-size", batch_size, 256),
+        ("--rounds", rounds, 1_000),
+        ("--repeats", repeats, 1_000),
+    ):
+        if not 1 <= value <= high:
+            raise ConfigError(f"{name} must lie in [1, {high}], got {value}")
+    if threads < 1:
+        raise ConfigError(f"--threads must be >= 1, got {threads}")
     cores = os.cpu_count() or 1
     if threads > cores:
         raise ConfigError(
