@@ -385,3 +385,21 @@ def evaluation_nodes(dashboard_port: int) -> list[str]:
         if len(tasks) >= 2 or time.monotonic() > deadline:  # task events arrive asynchronously
             return [t.node_id for t in tasks]
         time.sleep(1)
+
+
+def test_a_workers_error_keeps_the_line_that_names_it() -> None:
+    """Ray's import failure announces a traceback on its first line: the one line stored with
+    the failed evaluation keeps the traceback's last line, which names the error."""
+    from tinytune.search.executor import _first_line
+
+    announced = RuntimeError(
+        "The remote function failed to import on the worker. sys.path ['/x']:\n\n"
+        'Traceback (most recent call last):\n  File "m.py", line 1\n'
+        "SyntaxError: invalid syntax\n"
+    )
+    assert _first_line(announced) == (
+        "The remote function failed to import on the worker. sys.path ['/x']: … "
+        "SyntaxError: invalid syntax"
+    )
+    assert _first_line(ValueError("bad value\nmore")) == "bad value"
+    assert _first_line(ValueError("")) == "ValueError"

@@ -256,5 +256,12 @@ class RayExecutor(Executor):
 
 
 def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
+    """The first line of ``e``'s message; where it only announces what follows (it ends with
+    a colon, as Ray's "failed to import on the worker" does before a traceback), the last line
+    too, which names the error."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    if lines[0].endswith(":") and len(lines) > 1:
+        return f"{lines[0]} … {lines[-1]}"
+    return lines[0]
