@@ -92,7 +92,9 @@ def pretrain_into(
         on_resume: told the steps done when a partial run is resumed.
 
     Raises:
-        ModelError: a partial run of another recipe is saved there (and ``fresh`` is not set).
+        ModelError: a partial run is saved there that cannot go on (another recipe, a
+            ``sequential`` one, a file without the optimiser's state or not readable), and
+            ``fresh`` is not set.
     """
     from tinytune.data.sources import get_source_task
     from tinytune.errors import ModelError
@@ -104,14 +106,25 @@ def pretrain_into(
     )
     partial = path.with_suffix(".partial.pt")
     resume = None
-    if partial.exists() and not fresh and recipe.stream == "per-step":
-        resume = load_partial(spec, partial)
-        if resume is not None and resume.recipe != recipe:
+    if partial.exists() and not fresh:  # never overwritten unasked: it may hold hours of work
+        where = f"{str(partial)!r} holds a partial run"
+        if recipe.stream != "per-step":
             raise ModelError(
-                f"{str(partial)!r} is a partial run of another recipe (digest "
-                f"{resume.recipe.digest}, not {recipe.digest}); pass --force to start over"
+                f"{where}, and this recipe draws its batches in one sequence, so no run of it "
+                "can go on from one; pass --force to start over"
             )
-        if resume is not None and on_resume is not None:
+        resume = load_partial(spec, partial)
+        if resume is None:
+            raise ModelError(
+                f"{where} saved without its optimiser's state (by an earlier version), which "
+                "cannot go on; pass --force to start over"
+            )
+        if resume.recipe != recipe:
+            raise ModelError(
+                f"{where} of another recipe (digest {resume.recipe.digest}, not "
+                f"{recipe.digest}); pass --force to start over"
+            )
+        if on_resume is not None:
             on_resume(resume.step)
 
     def save_partial(net: nn.Module, step: int, optimizer: dict[str, Any]) -> None:

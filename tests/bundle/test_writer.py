@@ -103,3 +103,22 @@ def test_file_names_stay_inside_the_bundle(tmp_path: Path, name: str) -> None:
     with pytest.raises(BundleError, match="not a plain relative path"):
         write_bundle(tmp_path / "b", {name: b""}, _manifest({}))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bundle_in_a_folder_that_cannot_be_written_is_refused_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bundle is written beside its folder and renamed into place: replacing a bundle needs
+    its parent to be writable, and that is checked before any work."""
+    import tinytune.paths
+    from tinytune.bundle.writer import check_destination
+
+    out = write_bundle(tmp_path / "b", FILES, _manifest())
+    real_access = os.access
+
+    def parent_read_only(path: object, mode: int) -> bool:
+        return Path(str(path)) != tmp_path and real_access(path, mode)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tinytune.paths.os, "access", parent_read_only)
+    with pytest.raises(BundleError, match=r"cannot write under .* \(not writable\)"):
+        check_destination(out)

@@ -223,9 +223,17 @@ def test_an_output_that_is_not_a_profile_file_is_refused_before_the_fit(
         (other, "is a SQLite database, which writing would destroy"),
         (tmp_path / "a-folder", "is a folder; expected a .json file"),
         (tmp_path / "a-file.txt" / "p.json", "(not a folder)"),
-        (tmp_path / "a-file.txt", "exists and is not a JSON file of tinytune's"),
+        (tmp_path / "a-file.txt", "exists and is not a calibration profile"),
+        (tmp_path / "package.json", "exists and is not a calibration profile"),
+        (tmp_path / "more.json", "exists and is not a calibration profile"),
     ]
-    kept = {p: p.read_bytes() for p in (db, other, copy, tmp_path / "a-file.txt")}
+    (tmp_path / "package.json").write_text('{"name": "my-app"}')  # another program's
+    shutil.copy(measured, tmp_path / "more.json")  # measurements, not a profile
+    kept = {
+        p: p.read_bytes()
+        for p in (db, other, copy, tmp_path / "a-file.txt", tmp_path / "package.json")
+    }
+    kept[tmp_path / "more.json"] = (tmp_path / "more.json").read_bytes()
     for out, message in cases:
         argv = [*base, "-o", str(out)]
         if out == copy:
@@ -248,10 +256,13 @@ def test_profile_checks_its_output_and_threads_before_timing(
     with make(f"sqlite:///{db}"):
         pass
     kept = db.read_bytes()
+    profile_file = tmp_path / "calibration-host.json"
+    profile_file.write_text('{"profile": {}, "fit": {}}')
     for out, message in [
         (db, "is a SQLite database"),
         (tmp_path, "is a folder"),
         (tmp_path / "study.db" / "p.json", "(not a folder)"),
+        (profile_file, "exists and is not a measurement file"),
     ]:
         code, text, err = _run(["profile", "-o", str(out), "--candidates", "1"], capsys)
         assert code == 2 and message in err and "timing" not in text, (text, err)

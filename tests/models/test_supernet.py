@@ -268,3 +268,31 @@ def test_a_file_that_is_no_checkpoint_is_named_as_such(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="holds objects besides tensors") as raised:
         load_supernet(spec, pickled)
     assert "weights_only" not in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_partial_run_that_cannot_go_on_is_kept_unless_forced(tmp_path: Path) -> None:
+    """A partial run is never overwritten unasked: not by a ``sequential`` recipe, not when it
+    was saved without the optimiser's state or cannot be read; each refusal names --force."""
+    from tinytune.checkpoints import pretrain_into
+
+    per_step = PretrainRecipe(steps=2, batch_size=4, source_classes=8, stream="per-step")
+    sequential = PretrainRecipe(steps=2, batch_size=4, source_classes=8)
+    path = tmp_path / "net.pt"
+    partial = path.with_suffix(".partial.pt")
+    net = pretrain_supernet(SPEC, per_step, SourceTask(8).batch)
+    save_supernet(net, SPEC, per_step, partial, partial=(1, {"state": {}, "param_groups": []}))
+    kept = partial.read_bytes()
+    with pytest.raises(ModelError, match=r"draws its batches in one sequence.*--force to start"):
+        pretrain_into(SPEC, sequential, path)
+    assert partial.read_bytes() == kept
+    save_supernet(net, SPEC, per_step, partial)  # as an earlier version saved it
+    kept = partial.read_bytes()
+    with pytest.raises(ModelError, match=r"without its optimiser's state .*--force to start over"):
+        pretrain_into(SPEC, per_step, path)
+    assert partial.read_bytes() == kept
+    partial.write_bytes(b"half a file")
+    with pytest.raises(ModelError, match=r"cannot read the partial run .*pass --force to start"):
+        pretrain_into(SPEC, per_step, path)
+    assert partial.read_bytes() == b"half a file" and not path.exists()
+    pretrain_into(SPEC, per_step, path, fresh=True)
+    assert path.exists() and not partial.exists()

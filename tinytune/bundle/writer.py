@@ -42,7 +42,8 @@ def check_destination(out: Path) -> None:
             f"output folder {str(out)!r} exists and is not a tinytune bundle ({why}); choose a "
             "new folder or a previous bundle to replace"
         )
-    writable_folder(out, "output", out, BundleError)
+    # the bundle is written beside ``out`` and renamed into place
+    writable_folder(out.absolute().parent, "output", out, BundleError)
 
 
 def _safe_relative(name: str) -> Path:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -127,13 +127,20 @@ def png_path(path: Path, flag: str) -> Path:
 
 
 def json_path(
-    path: Path, flag: str, *, inputs: Sequence[Path] = (), storage: str | None = None
+    path: Path,
+    flag: str,
+    kind: str,
+    same_kind: Callable[[dict[str, Any]], bool],
+    *,
+    inputs: Sequence[Path] = (),
+    storage: str | None = None,
 ) -> Path:
-    """``path`` checked, before any work, as a JSON file to write (a measurement or profile
-    file): not a folder, under a folder that exists or can be made, and, where it exists, a
-    JSON object (a file tinytune wrote, replaced) that is none of ``inputs`` and not the
-    SQLite file of ``storage``. Anything else (a database, another program's file, the file
-    being read) is a one-line error that names ``flag``, and nothing is overwritten."""
+    """``path`` checked, before any work, as a JSON file to write: not a folder, under a
+    folder that exists or can be made, and, where it exists, a file of the same ``kind`` (a
+    JSON object for which ``same_kind`` holds: what the command wrote before, replaced) that
+    is none of ``inputs`` and not the SQLite file of ``storage``. Anything else (a database,
+    another program's file, a file of another kind, the file being read) is a one-line error
+    that names ``flag``, and nothing is overwritten."""
     import json
 
     from tinytune.errors import ConfigError
@@ -160,13 +167,12 @@ def json_path(
             "another file"
         )
     try:
-        is_object = isinstance(json.loads(path.read_text()), dict)
+        data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError):
-        is_object = False
-    if not is_object:
+        data = None
+    if not isinstance(data, dict) or not same_kind(data):
         raise ConfigError(
-            f"{flag} {str(path)!r} exists and is not a JSON file of tinytune's; name a new file "
-            "or remove it first"
+            f"{flag} {str(path)!r} exists and is not a {kind}; name a new file or remove it first"
         )
     return path
 

@@ -108,7 +108,8 @@ def export(
         soft_wrap=True,
     )
     data = m["dataset"]
-    data_bytes = (data["train_samples"] + data["eval_samples"]) * (m["step"]["input_bytes"] + 1)
+    # each sample: its int8 image and a uint16_t label (tt_data.c)
+    data_bytes = (data["train_samples"] + data["eval_samples"]) * (m["step"]["input_bytes"] + 2)
     capped = (
         f" (--samples {samples} is more than the training split's {data['train_samples']})"
         if data["train_samples"] < samples
@@ -130,8 +131,9 @@ def export(
         )
     if m.get("trial") is not None and m.get("measured") is None:
         console.print(
-            f"note: trial {m['trial']} has no measured accuracy (its evaluation failed or has "
-            "not finished); the bundle trains its candidate all the same",
+            f"note: trial {m['trial']} has no measured accuracy (it was not fine-tuned to the "
+            "end: it failed, was screened out, or is still running); the bundle trains its "
+            "candidate all the same",
             soft_wrap=True,
         )
     searched = m["memory"].get("search_memory_bytes")

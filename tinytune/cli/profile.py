@@ -33,11 +33,14 @@ def profile(
 
     from tinytune.cli.common import console, json_path, quiet_logs
     from tinytune.errors import ConfigError
+    from tinytune.hwmodels.measurements import FORMAT
     from tinytune.spaces import get_supernet
     from tinytune.units import check_seed
 
     quiet_logs()
-    json_path(out, "--out")  # before any timing
+    json_path(  # before any timing
+        out, "--out", "measurement file", lambda data: data.get("format") == FORMAT
+    )
     # upper bounds: a profile is of on-device training steps (batch 1 to a few), and a
     # calibration needs tens of networks; beyond these a run only exhausts memory or time
     for name, value, high in (
@@ -118,9 +121,14 @@ def calibrate(
         raise ConfigError(
             f"--held-out must be a count (>= 1) or a fraction (0 to 1), got {held_out:g}"
         )
-    path = json_path(
-        out or Path(f"calibration-{device}.json"), "--out", inputs=files, storage=storage
-    )  # before the fit: a refused path stores nothing
+    path = json_path(  # before the fit: a refused path stores nothing
+        out or Path(f"calibration-{device}.json"),
+        "--out",
+        "calibration profile",
+        lambda data: {"profile", "fit"} <= set(data),
+        inputs=files,
+        storage=storage,
+    )
     loaded = [load_measurements(f) for f in files]
     engines = {f.engine or unnamed_engine(device) for f in loaded}
     engine = engines.pop() if len(engines) == 1 else None  # several: the fit refuses them

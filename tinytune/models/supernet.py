@@ -454,14 +454,20 @@ def load_partial(spec: SupernetSpec, path: Path) -> PartialRun | None:
     Raises:
         ModelError: the file cannot be read or is of another supernet.
     """
+    way_out = "pass --force to start over, or remove it"
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise ModelError(_unreadable(path, "partial pre-training run", e)) from e
+        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        reason = "not a PyTorch file" if "Weights only load failed" in str(e) else text
+        raise ModelError(f"cannot read the partial run {str(path)!r} ({reason}); {way_out}") from e
     if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
-        raise ModelError(f"{str(path)!r} is not a tinytune supernet checkpoint")
+        raise ModelError(f"{str(path)!r} is not a partial run of tinytune's; {way_out}")
     if data.get("supernet") != spec.name:
-        raise ModelError(f"{str(path)!r} holds supernet {data.get('supernet')}, not {spec.name}")
+        raise ModelError(
+            f"{str(path)!r} is a partial run of supernet {data.get('supernet')}, not "
+            f"{spec.name}; {way_out}"
+        )
     if "optimizer" not in data or "step" not in data:
         return None
     fields = {k: v for k, v in data["recipe"].items() if k in PretrainRecipe.__dataclass_fields__}

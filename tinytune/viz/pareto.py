@@ -26,11 +26,11 @@ def hypervolume_history(snapshots: Sequence[ParetoSnapshot]) -> list[tuple[int, 
     beyond the largest peak SRAM and step latency on any of those fronts.
 
     A run under other budgets chose its front from other candidates (a smaller SRAM budget
-    drops points), so its snapshots are left out; a front that no candidate made under the
-    budgets counts as 0. The hypervolume stored with each snapshot is normalised by the
-    reference of its own moment, which moves out as slower or larger candidates are measured,
-    so that the stored values can rise while the front stays the same; these rise only when
-    the front improves."""
+    drops points), so its snapshots are left out; those stored before snapshots kept their
+    budgets are kept; a front that no candidate made under the budgets counts as 0. The
+    hypervolume stored with each snapshot is normalised by the reference of its own moment,
+    which moves out as slower or larger candidates are measured, so that the stored values can
+    rise while the front stays the same; these rise only when the front improves."""
     from tinytune.search.ladder import normalised_hypervolume, reference
     from tinytune.search.recording import FrontPoint
 
@@ -39,8 +39,8 @@ def hypervolume_history(snapshots: Sequence[ParetoSnapshot]) -> list[tuple[int, 
     budgets = snapshots[-1].budgets
     fronts = []
     for snap in snapshots:
-        if snap.budgets != budgets:
-            continue
+        if snap.budgets is not None and snap.budgets != budgets:
+            continue  # one stored before budgets were kept (None) stays in
         points = [FrontPoint.from_dict(p) for p in snap.points]
         usable = [
             (p.val_accuracy, p.memory_bytes, p.latency_s)
