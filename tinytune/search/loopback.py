@@ -10,6 +10,7 @@ cluster of the user on this machine.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -158,16 +159,20 @@ def two_nodes(
         f"--runtime-env-agent-port={head_ports.pop()}",
         *(f"{flag}={port}" for flag, port in zip(_NODE_PORTS, head_ports, strict=True)),
     ]
-    worker_args = [
-        f"--address=127.0.0.1:{gcs}",
-        "--node-ip-address=127.0.0.1",
-        f"--num-cpus={cpus}",
-        *(f"{flag}={port}" for flag, port in zip(_NODE_PORTS, worker_ports, strict=True)),
-    ]
+
+    def worker_args(ports: list[int], tmp: Path) -> list[str]:
+        return [
+            f"--address=127.0.0.1:{gcs}",
+            "--node-ip-address=127.0.0.1",
+            f"--num-cpus={cpus}",
+            *(f"{flag}={port}" for flag, port in zip(_NODE_PORTS, ports, strict=True)),
+            f"--temp-dir={tmp}",
+        ]
+
     # temp folders under /tmp keep Ray's Unix socket paths short enough
     head_tmp = Path(tempfile.mkdtemp(prefix="tt-ray-"))
-    worker_tmp = Path(tempfile.mkdtemp(prefix="tt-ray-"))
-    head_log, worker_log = logs / "head.log", logs / "worker.log"
+    worker_tmps: list[Path] = []
+    head_log = logs / "head.log"
     try:
         with ray_node([*head_args, f"--temp-dir={head_tmp}"], head_log, env) as head:
             deadline = time.monotonic() + 60
@@ -178,12 +183,33 @@ def two_nodes(
                     f"'ray start --head' cannot run here: {head_log.read_text()[-800:]}"
                 )
             _wait_for(lambda: answers(gcs), 0, "the head's GCS did not answer", head_log)
-            with ray_node([*worker_args, f"--temp-dir={worker_tmp}"], worker_log, worker_env):
-                nodes = alive_nodes(dashboard)
-                _wait_for(
-                    lambda: len(nodes()) == 2, 90, "the second node did not join", worker_log
-                )
+            nodes = alive_nodes(dashboard)
+            with contextlib.ExitStack() as kept:
+                # a loaded machine can make the worker's 'ray start' give up ("timed out during
+                # startup"): its process then exits, and a second start usually joins
+                for attempt in (1, 2):
+                    worker_tmps.append(Path(tempfile.mkdtemp(prefix="tt-ray-")))
+                    log = logs / ("worker.log" if attempt == 1 else "worker-2.log")
+                    ports = worker_ports if attempt == 1 else free_ports(5)
+                    with contextlib.ExitStack() as this:
+                        worker = this.enter_context(
+                            ray_node(worker_args(ports, worker_tmps[-1]), log, worker_env)
+                        )
+                        _wait_for(
+                            lambda w=worker: len(nodes()) == 2 or w.poll() is not None,
+                            90,
+                            "the second node did not join",
+                            log,
+                        )
+                        if worker.poll() is None:  # it joined: the wait ended on two nodes
+                            kept.enter_context(this.pop_all())  # runs until the cluster ends
+                            break
+                else:
+                    raise LoopbackError(
+                        f"the second node's 'ray start' failed twice; log:\n"
+                        f"{log.read_text()[-3000:]}"
+                    )
                 yield Cluster(gcs, dashboard, nodes)
     finally:
-        shutil.rmtree(head_tmp, ignore_errors=True)
-        shutil.rmtree(worker_tmp, ignore_errors=True)
+        for folder in (head_tmp, *worker_tmps):
+            shutil.rmtree(folder, ignore_errors=True)
