@@ -43,6 +43,20 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> str:
     return url
 
 
+def _point(key: str, val: float, memory: int, latency: float) -> dict:
+    """A stored front point of a made-up candidate."""
+    return {
+        "trial": 0,
+        "candidate_key": key,
+        "val_accuracy": val,
+        "test_accuracy": val,
+        "memory_bytes": memory,
+        "flash_bytes": None,
+        "latency_s": latency,
+        "scheme": "x",
+    }
+
+
 def test_plot_writes_a_png(
     searched: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -185,20 +199,8 @@ def test_the_history_rises_only_when_the_front_improves() -> None:
     from tinytune.db import ParetoSnapshot
     from tinytune.search.pareto import hypervolume
 
-    def point(key: str, val: float, memory: int, latency: float) -> dict:
-        return {
-            "trial": 0,
-            "candidate_key": key,
-            "val_accuracy": val,
-            "test_accuracy": val,
-            "memory_bytes": memory,
-            "flash_bytes": None,
-            "latency_s": latency,
-            "scheme": "x",
-        }
-
-    a, b = point("a", 0.9, 40_000, 0.1), point("b", 0.95, 80_000, 0.2)
-    better = point("c", 0.97, 60_000, 0.15)
+    a, b = _point("a", 0.9, 40_000, 0.1), _point("b", 0.95, 80_000, 0.2)
+    better = _point("c", 0.97, 60_000, 0.15)
     now = dt.datetime.now(dt.UTC)
     snaps = [
         ParetoSnapshot(1, "s", now, 2, 0.5, [a, b]),
@@ -227,19 +229,7 @@ def test_the_history_holds_the_fronts_of_the_latest_budgets_and_empty_ones_as_ze
 
     from tinytune.db import ParetoSnapshot
 
-    def point(key: str, val: float, memory: int, latency: float) -> dict:
-        return {
-            "trial": 0,
-            "candidate_key": key,
-            "val_accuracy": val,
-            "test_accuracy": val,
-            "memory_bytes": memory,
-            "flash_bytes": None,
-            "latency_s": latency,
-            "scheme": "x",
-        }
-
-    a, b = point("a", 0.9, 40_000, 0.1), point("b", 0.95, 80_000, 0.2)
+    a, b = _point("a", 0.9, 40_000, 0.1), _point("b", 0.95, 80_000, 0.2)
     wide = {"sram_bytes": 262_144, "flash_bytes": None, "latency_s": None}
     narrow = {"sram_bytes": 50_000, "flash_bytes": None, "latency_s": None}
     now = dt.datetime.now(dt.UTC)

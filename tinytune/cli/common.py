@@ -105,11 +105,10 @@ def _writable_under(path: Path, flag: str, expected: str) -> None:
     """Refuse ``path`` as a file to write when it is a folder (``''`` included) or when the
     nearest folder above it that exists is not a writable folder."""
     from tinytune.errors import ConfigError
+    from tinytune.paths import writable_folder
 
     if str(path) in ("", ".") or path.is_dir():
         raise ConfigError(f"{flag} {str(path)!r} is a folder; expected {expected}")
-    from tinytune.paths import writable_folder
-
     writable_folder(path.absolute().parent, flag, path)
 
 

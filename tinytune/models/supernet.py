@@ -18,7 +18,7 @@ import math
 import os
 import random
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,20 @@ _LATER_FIELDS = {
 }
 STREAMS = ("sequential", "per-step")
 
+_GLYPHS_GPU = PretrainRecipe(
+    source="shapes-glyphs",
+    source_classes=200,
+    steps=3000,
+    batch_size=256,
+    lr=0.3,
+    weight_decay=4e-5,
+    warmup_steps=300,
+    random_subnets=2,
+    mix_prob=0.2,
+    stream="per-step",
+)
+"""The shipped checkpoint's recipe (below, ``glyphs-gpu``)."""
+
 RECIPES: dict[str, PretrainRecipe] = {
     # The default: 300 steps of 48 shape and stroke-glyph images, each step the sandwich rule
     # with the largest, the smallest and two random sub-networks, cosine LR from 0.1
@@ -169,36 +183,14 @@ RECIPES: dict[str, PretrainRecipe] = {
     # draws), peak LR 0.3 after 300 warm-up steps, mixup/CutMix on a fifth of the steps. Seven
     # minutes on one H100 (docs/benchmarks.md); many hours on two CPU cores. On ``digits`` the
     # linear probe of the default sub-network rises from 75 % (``quick``) to 91 % (validation).
-    "glyphs-gpu": PretrainRecipe(
-        source="shapes-glyphs",
-        source_classes=200,
-        steps=3000,
-        batch_size=256,
-        lr=0.3,
-        weight_decay=4e-5,
-        warmup_steps=300,
-        random_subnets=2,
-        mix_prob=0.2,
-        stream="per-step",
-    ),
+    "glyphs-gpu": _GLYPHS_GPU,
     # glyphs-gpu at four times the batch (1,024) and 2.7 times the images (2.05M), peak LR 0.6
     # (square-root scaling of 0.3 at 256): 7 minutes on one H200. Kept to reproduce a measured
     # negative result: at this batch the features transfer worse to ``digits``, already at the
     # shipped run's images (``--steps 750``: linear probe 86 % against 91 % validation) and
     # more so with more (83 % at 2.05M), full fine-tuning no better (docs/benchmarks.md); the
     # shipped checkpoint stays ``glyphs-gpu``.
-    "glyphs-gpu-xl": PretrainRecipe(
-        source="shapes-glyphs",
-        source_classes=200,
-        steps=2000,
-        batch_size=1024,
-        lr=0.6,
-        weight_decay=4e-5,
-        warmup_steps=300,
-        random_subnets=2,
-        mix_prob=0.2,
-        stream="per-step",
-    ),
+    "glyphs-gpu-xl": replace(_GLYPHS_GPU, steps=2000, batch_size=1024, lr=0.6),
 }
 """Named pre-training recipes (``tinytune pretrain --recipe NAME``)."""
 
