@@ -12,11 +12,13 @@ the network and resolution it was measured on, and why the two differ where they
   rate chosen on validation, the test accuracy reported. At the default resolution only: the
   shipped checkpoint was pre-trained at 32 to 48 px.
 * QAS: the device's integer training of the ``last``, ``bias-only`` and ``mcunetv3`` presets
-  (int8, batch 1, :func:`tinytune.evaluators.device.int8_finetune`, the bundle's step at its
-  constant rate) with and without the gradient scaling, the rate chosen on validation.
+  (int8, batch 1, :func:`tinytune.evaluators.device.int8_finetune`, the bundle's step, its rate
+  halved after every epoch as the bundle halves it) with and without the gradient scaling, and
+  with it at a constant rate (``--constant-lrs``), the rate chosen on validation.
 * The C step against PyTorch eager: ``bench/bundle_step.py`` run once, its JSON read back.
 
-    python3 bench/seeds.py [--large 128] [--qas-lrs 0.003125 0.0125] [--qas-epochs 4]
+    python3 bench/seeds.py [--large 128] [--qas-lrs 0.0125 0.1] [--qas-epochs 4]
+        [--qas-schedule halving] [--constant-lrs 0.003125 0.0125]
         [--workers 2] [--json OUT] [--write docs/benchmarks.md]
         [--folder PATH] [--from-json EARLIER.json [--c-step]]
 
@@ -73,12 +75,12 @@ def _finetune(job: tuple[str, str, str, float]) -> dict[str, Any]:
     return {"lr": lr, "val": r["val_accuracy"], "test": r["accuracy"]}
 
 
-def _int8(job: tuple[str, str, str, float, bool, int]) -> dict[str, Any]:
+def _int8(job: tuple[str, str, str, float, bool, int, str]) -> dict[str, Any]:
     """One integer training at batch 1 (a worker process): the search's ``int8`` fidelity at
-    one rate, with or without QAS."""
+    one rate under a schedule, with or without QAS."""
     from tinytune.evaluators import FinetuneConfig, run_evaluation
 
-    dataset, candidate, checkpoint, lr, qas, epochs = job
+    dataset, candidate, checkpoint, lr, qas, epochs, schedule = job
     r = run_evaluation(
         {
             "candidate": candidate,
@@ -88,12 +90,18 @@ def _int8(job: tuple[str, str, str, float, bool, int]) -> dict[str, Any]:
             "finetune": FinetuneConfig().to_dict(),
             "threads": 1,
             "fidelity": "int8",
-            "int8": {"epochs": epochs, "lrs": [lr], "qas": qas},
+            "int8": {"epochs": epochs, "lrs": [lr], "qas": qas, "schedule": schedule},
         }
     )
     if r["status"] != "ok":
         raise RuntimeError(r["error"])
-    return {"lr": lr, "qas": qas, "val": r["val_accuracy"], "test": r["accuracy"]}
+    return {
+        "lr": lr,
+        "qas": qas,
+        "schedule": schedule,
+        "val": r["val_accuracy"],
+        "test": r["accuracy"],
+    }
 
 
 def _best(tried: list[dict[str, Any]]) -> dict[str, Any]:
@@ -176,11 +184,14 @@ def accuracies(
         for name, c in candidates.items()
         for lr in FAMILIES[family_of(c, spec)].grid
     ]
+    settings = [(True, args.qas_schedule, lr) for lr in args.qas_lrs]
+    settings += [(False, args.qas_schedule, lr) for lr in args.qas_lrs]
+    if args.qas_schedule != "constant":
+        settings += [(True, "constant", lr) for lr in args.constant_lrs]
     int8_jobs = [
-        (name, (dataset, candidates[name].to_json(), str(checkpoint), lr, qas, args.qas_epochs))
+        (name, (dataset, candidates[name].to_json(), str(checkpoint), lr, qas, args.qas_epochs, s))
         for name in DEVICE_PRESETS
-        for qas in (True, False)
-        for lr in args.qas_lrs
+        for qas, s, lr in settings
     ]
     with ProcessPoolExecutor(args.workers) as pool:
         int8_futures = [(name, pool.submit(_int8, job)) for name, job in int8_jobs]
@@ -195,10 +206,16 @@ def accuracies(
             "fp32": _best(tried),
             "tried": tried,
         }
+
+    def chosen(name: str, qas: bool, schedule: str) -> dict[str, Any] | None:
+        tried = [r for n, r in int8 if n == name and r["qas"] == qas and r["schedule"] == schedule]
+        return _best(tried) if tried else None
+
     device = {
         name: {
-            "int8_qas": _best([r for n, r in int8 if n == name and r["qas"]]),
-            "int8_no_qas": _best([r for n, r in int8 if n == name and not r["qas"]]),
+            "int8_qas": chosen(name, True, args.qas_schedule),
+            "int8_no_qas": chosen(name, False, args.qas_schedule),
+            "int8_qas_constant": chosen(name, True, "constant"),
             "tried": [r for n, r in int8 if n == name],
         }
         for name in DEVICE_PRESETS
@@ -223,6 +240,7 @@ def measure_folder(args: argparse.Namespace) -> dict[str, Any]:
         "sizes": [len(splits.train), len(splits.val), len(splits.test)],
         "schemes": schemes,
         "device": device,
+        "qas_schedule": args.qas_schedule,
         "seconds": round(time.perf_counter() - started),
     }
 
@@ -262,6 +280,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     results["schemes"], results["device"] = accuracies(spec, checkpoint, DATASET, candidates, args)
     results["qas_epochs"] = args.qas_epochs
+    results["qas_schedule"] = args.qas_schedule
     print(f"accuracy: {time.perf_counter() - started:.0f} s", flush=True)
     results["c_step"] = c_step_figures()
     results["seconds"] = round(time.perf_counter() - started)
@@ -417,7 +436,9 @@ def table(r: dict[str, Any]) -> str:
             "64.9 % without QAS, 73.5 % with, 73.3 % fp32 (8-dataset average)",
             f"`mcunetv3`: fp32 {_pct(sparse)}, int8 + QAS {_pct(q['int8_qas'])} (lr "
             f"{q['int8_qas']['lr']}), int8 without QAS {_pct(q['int8_no_qas'])}",
-            net + f", {res} px, int8 at batch 1 for {r['qas_epochs']} epochs",
+            net
+            + f", {res} px, int8 at batch 1 for {r['qas_epochs']} epochs"
+            + (", the rate halved after each" if r.get("qas_schedule") == "halving" else ""),
             "The paper uses SGD with momentum at batch 128 on a GPU; here the device's step, "
             "plain SGD at batch 1.",
         )
@@ -448,18 +469,20 @@ def table(r: dict[str, Any]) -> str:
 
 
 def device_table(r: dict[str, Any]) -> str:
-    """fp32 against the device's int8 training, with and without QAS, per preset."""
-    lines = [
-        "| preset | fp32 (search) | int8 + QAS (device) | int8, no QAS |",
-        "|---|---|---|---|",
-    ]
+    """fp32 against the device's int8 training, with and without QAS, per preset; with QAS at
+    a constant rate too when it was measured."""
+    schedule = r.get("qas_schedule", "constant")
+    constant = schedule != "constant" and any(
+        d.get("int8_qas_constant") for d in r["device"].values()
+    )
+    head = f"| preset | fp32 (search) | int8 + QAS (device, {schedule}) | int8, no QAS |"
+    lines = [head + (" int8 + QAS, constant rate |" if constant else ""), "|---|---|---|---|"]
+    lines[1] += "---|" if constant else ""
     for name, d in r["device"].items():
         fp32 = r["schemes"][name]["fp32"]
-        cells = [
-            f"{_pct(fp32)} (lr {fp32['lr']})",
-            f"{_pct(d['int8_qas'])} (lr {d['int8_qas']['lr']})",
-            f"{_pct(d['int8_no_qas'])} (lr {d['int8_no_qas']['lr']})",
-        ]
+        keys = ("int8_qas", "int8_no_qas") + (("int8_qas_constant",) if constant else ())
+        cells = [f"{_pct(fp32)} (lr {fp32['lr']})"]
+        cells += [f"{_pct(d[k])} (lr {d[k]['lr']})" for k in keys]
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -476,12 +499,21 @@ def write_section(path: Path, name: str, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tinytune.search.verify import INT8_EPOCHS, INT8_LRS
+    from tinytune.quant.schedule import LR_SCHEDULES
+    from tinytune.search.verify import INT8_EPOCHS, INT8_LRS, INT8_SCHEDULE
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--large", type=int, default=128, help="a second resolution (memory)")
     parser.add_argument("--qas-lrs", nargs="+", type=float, default=list(INT8_LRS))
     parser.add_argument("--qas-epochs", type=int, default=INT8_EPOCHS)
+    parser.add_argument("--qas-schedule", choices=LR_SCHEDULES, default=INT8_SCHEDULE)
+    parser.add_argument(
+        "--constant-lrs",
+        nargs="+",
+        type=float,
+        default=[0.003125, 0.0125],
+        help="rates of the constant-rate QAS column (the device's recipe before halving)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the measurements here")
     parser.add_argument(

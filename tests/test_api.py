@@ -124,6 +124,12 @@ def test_bad_arguments_raise_before_any_work(tmp_path: Path, kwargs: dict, messa
         (0, {"weights": 5}, "weights must be a path, got 5"),
         (0, {"lr": "x"}, "lr must lie in \\(0, 10\\), got 'x'"),
         (0, {"lr": True}, "lr must lie in \\(0, 10\\), got True"),
+        (
+            0,
+            {"lr_schedule": "cosine"},
+            "lr_schedule must be one of halving, constant, got 'cosine'",
+        ),
+        (0, {"lr_schedule": 2}, "lr_schedule must be one of halving, constant, got 2"),
         (0, {"seed": 1.5}, "seed must be an integer from 0 to 4294967295, got 1.5"),
         (0, {"samples": 0}, "^samples must be an integer >= 1, got 0"),
         (0, {"on_measure": 3}, "on_measure must be a function or None, got 3"),

@@ -47,7 +47,7 @@ DEFAULT_SUPERNET = "ofa-proxyless-w0.35"
 DEFAULT_SAMPLER = "tpe-early"
 """The sampler of ``tinytune search``: of tinytune's strategies, the best median hypervolume at
 equal compute in ``bench/search_efficiency.py`` (``docs/benchmarks.md``, "Search efficiency")."""
-DEFAULT_DEVICE_LR = 0.003125
+DEFAULT_DEVICE_LR = 0.0125
 """The bundle's learning rate when no device accuracy was measured: the smaller of the rates
 that ``--verify-int8`` tries (:data:`tinytune.search.verify.INT8_LRS`)."""
 
@@ -381,6 +381,7 @@ def export_bundle(
     samples: int = 32,
     epochs: int = 3,
     lr: float | None = None,
+    lr_schedule: str | None = None,
     seed: int = 0,
     measure_int8: bool = True,
     on_pretrain: Callable[[int, int, float], None] | None = None,
@@ -391,10 +392,11 @@ def export_bundle(
 
     The bundle holds int8 weights, the training step as C99 over the memory planner's static
     arena, an example that trains on ``samples`` samples of the study's data set for ``epochs``
-    epochs at learning rate ``lr``, a Makefile (host, ASan, aarch64, Cortex-M7, Cortex-M4F) and a
-    manifest.
-    ``lr=None``: the rate at which the device's accuracy was measured (chosen on validation), so
-    that the bundle trains as measured; :data:`DEFAULT_DEVICE_LR` when none was.
+    epochs at learning rate ``lr`` under ``lr_schedule`` (``halving``: halved after every epoch;
+    ``constant``), a Makefile (host, ASan, aarch64, Cortex-M7, Cortex-M4F) and a manifest.
+    ``lr=None`` and ``lr_schedule=None``: the rate and schedule at which the device's accuracy was
+    measured (the rate chosen on validation), so that the bundle trains as measured;
+    :data:`DEFAULT_DEVICE_LR` and :data:`tinytune.search.verify.INT8_SCHEDULE` when none was.
     The weights are ``weights``, else the study's checkpoint, else the shipped or cached one.
     The manifest records the search's fp32 accuracies and the device's (int8, batch 1, QAS):
     stored by ``tinytune search --verify-int8``, else measured first (minutes) and stored with
@@ -420,6 +422,7 @@ def export_bundle(
     from tinytune.errors import ConfigError, ModelError
     from tinytune.hwmodels.registry import device_engines, get_device
     from tinytune.search import FrontPoint
+    from tinytune.search.verify import INT8_SCHEDULE
     from tinytune.spaces import get_supernet
     from tinytune.studies import find_candidate
     from tinytune.units import check_seed
@@ -431,7 +434,12 @@ def export_bundle(
             f"the target must be a front point, a trial number or a candidate key, got "
             f"{target!r:.80}"
         )
-    check_options(samples, epochs, DEFAULT_DEVICE_LR if lr is None else lr)
+    check_options(
+        samples,
+        epochs,
+        DEFAULT_DEVICE_LR if lr is None else lr,
+        INT8_SCHEDULE if lr_schedule is None else lr_schedule,
+    )
     _check_callbacks(on_pretrain=on_pretrain, on_measure=on_measure)
     check_seed(seed)
     check_destination(out)
@@ -476,6 +484,8 @@ def export_bundle(
     )
     if lr is None:  # train as the device's accuracy was measured
         lr = float(int8["lr"]) if int8 is not None and int8.get("lr") else DEFAULT_DEVICE_LR
+    if lr_schedule is None:
+        lr_schedule = str(int8["schedule"]) if int8 is not None else INT8_SCHEDULE
     request = BundleRequest(
         candidate=candidate,
         checkpoint=checkpoint,
@@ -485,6 +495,7 @@ def export_bundle(
         samples=samples,
         epochs=epochs,
         lr=lr,
+        lr_schedule=lr_schedule,
         seed=seed,
         latency_profile=(
             f"calibration #{calibration.id} in the database"
@@ -524,7 +535,7 @@ def _device_accuracy(
     from tinytune.bundle.errors import BundleError
     from tinytune.db import EvaluationRecord, open_store
     from tinytune.evaluators import FinetuneConfig, run_evaluation
-    from tinytune.search.verify import INT8_EPOCHS, INT8_LRS
+    from tinytune.search.verify import int8_settings
 
     key = found.candidate.key
     if found.study is not None:
@@ -545,7 +556,7 @@ def _device_accuracy(
             "finetune": FinetuneConfig(seed=seed).to_dict(),
             "threads": 1,
             "fidelity": "int8",
-            "int8": {"epochs": INT8_EPOCHS, "lrs": list(INT8_LRS)},
+            "int8": int8_settings(),
             "repeats": _repeats_of(found.evaluation),
         }
     )
@@ -584,6 +595,7 @@ def _int8_entry(
         "accuracy": test,
         "val_accuracy": val,
         "lr": details.get("lr"),
+        "schedule": details.get("schedule", "constant"),  # stored before the rate could halve
         "epochs": details.get("epochs"),
         "batch_size": 1,
         "qas": details.get("qas", True),

@@ -23,6 +23,7 @@ import torch
 from tinytune.bundle import BUNDLE_FORMAT, Samples, c_sources, write_bundle
 from tinytune.export.program import StepProgram, lower_step
 from tinytune.quant import QConv, QGroupNorm, QLinear, QuantizedNet, forward, train_step
+from tinytune.quant.schedule import epoch_lr
 
 TOOLS = {
     "host": ("make", "gcc"),
@@ -76,6 +77,7 @@ def write_test_bundle(
     *,
     lr: float = 0.01,
     epochs: int = 2,
+    schedule: str = "constant",
 ) -> tuple[StepProgram, Samples, Samples]:
     """A bundle of ``net`` (a small test network) on float images, labelled round-robin."""
     n_classes = net.graph.n_classes
@@ -87,7 +89,14 @@ def write_test_bundle(
 
     train, evaluation = samples(train_images, "train"), samples(eval_images, "test")
     files, _ = c_sources(
-        program, net, train, evaluation, epochs=epochs, title="a test network", data="test"
+        program,
+        net,
+        train,
+        evaluation,
+        epochs=epochs,
+        title="a test network",
+        data="test",
+        schedule=schedule,
     )
     write_bundle(folder, files, {"format": BUNDLE_FORMAT})
     return program, train, evaluation
@@ -149,18 +158,26 @@ def _correct(net: QuantizedNet, evaluation: Samples) -> int:
     return int((logits.argmax(axis=1) == evaluation.labels).sum())
 
 
-def replay(net: QuantizedNet, lr: float, train: Samples, evaluation: Samples, dump: Dump) -> int:
-    """Replay the dumped steps on a copy of ``net`` in the simulator and assert that every
-    dumped byte equals it: the logits of every step (its forward pass), the loss, the correct
-    evaluation count after every epoch, the trained parameters and the final evaluation
-    logits. Returns the number of steps."""
+def replay(
+    net: QuantizedNet,
+    lr: float,
+    train: Samples,
+    evaluation: Samples,
+    dump: Dump,
+    schedule: str = "constant",
+) -> int:
+    """Replay the dumped steps on a copy of ``net`` in the simulator, each epoch at its rate
+    under ``schedule``, and assert that every dumped byte equals it: the logits of every step
+    (its forward pass), the loss, the correct evaluation count after every epoch, the trained
+    parameters and the final evaluation logits. Returns the number of steps."""
     sim = net.clone()
     xs = torch.from_numpy(train.images.astype(np.int64))
     n = len(train)
     assert len(dump.steps) == n * (len(dump.epochs) - 1) > 0
     assert dump.epochs[0] == (_correct(sim, evaluation), len(evaluation))
     for k, (sample, loss_bits, logits) in enumerate(dump.steps):
-        record = train_step(sim, xs[sample : sample + 1], int(train.labels[sample]), lr)
+        rate = epoch_lr(lr, k // n, schedule)
+        record = train_step(sim, xs[sample : sample + 1], int(train.labels[sample]), rate)
         expected = record.forward.logits[0].astype("<f4").tobytes()
         assert logits == expected, f"step {k}: logits differ"
         loss = float(np.frombuffer(loss_bits, "<f4")[0])

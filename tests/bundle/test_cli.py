@@ -67,6 +67,10 @@ def _export(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         (["--candidate", "{small}", "--device", ""], "unknown device ''"),
         (["--candidate", "{small}", "--samples", "0"], "--samples must be an integer >= 1"),
         (["--candidate", "{small}", "--seed", "-2"], "--seed must be an integer from 0 to"),
+        (
+            ["--candidate", "{small}", "--lr-schedule", "cosine"],
+            "--lr-schedule must be one of halving, constant, got 'cosine'",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(

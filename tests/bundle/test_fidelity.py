@@ -13,6 +13,7 @@ from tests.quant.nets import SCHEMES, images, tiny_net
 from tinytune.data import Split, Splits
 from tinytune.evaluators.device import int8_accuracy, int8_finetune
 from tinytune.quant import quantize
+from tinytune.quant.schedule import epoch_lr
 
 LR = 0.01
 
@@ -45,3 +46,69 @@ def test_int8_finetune_ends_with_the_parameters_and_accuracy_of_the_c_step(
     assert names and trained_state(q, names) == {n: dump.params[n][1] for n in names}
     correct, total = dump.epochs[-1]
     assert result.accuracy == int8_accuracy(q, held_out) == correct / total
+
+
+@needs("host")
+def test_a_rate_halved_after_every_epoch_trains_as_the_reference_at_the_halved_rates(
+    tmp_path: Path,
+) -> None:
+    """The example halves its rate with tt_set_lr_halvings (the shifts of the constant update
+    multipliers, the float32 classifier's rate times 2^-k); the reference trains each epoch at
+    lr * 2^-e; every parameter ends equal, bit for bit."""
+    q = quantize(tiny_net(SCHEMES["bias+pw 1/4"]), [images(16)])
+    halved = q.clone()
+    train_x, eval_x = images(4, seed=21).clamp(-1, 1), images(3, seed=22).clamp(-1, 1)
+    constant_dir, halving_dir = tmp_path / "constant", tmp_path / "halving"
+    _, train, evaluation = write_test_bundle(constant_dir, q, train_x, eval_x, lr=LR, epochs=3)
+    write_test_bundle(halving_dir, q, train_x, eval_x, lr=LR, epochs=3, schedule="halving")
+    constant = parse_dump(make(constant_dir, "run-host", defs="-DTT_DUMP"))
+    dump = parse_dump(make(halving_dir, "run-host", defs="-DTT_DUMP"))
+    order = [sample for sample, *_ in dump.steps]
+    assert order == [sample for sample, *_ in constant.steps] and len(order) == 12
+
+    held_out = Split(eval_x.numpy(), evaluation.labels.astype(np.int64))
+    labels = train.labels.astype(np.int64)
+    for epoch in range(3):
+        part = order[4 * epoch : 4 * epoch + 4]
+        stream = Split(train_x.numpy()[part], labels[part])
+        int8_finetune(
+            halved,
+            Splits(stream, held_out, held_out),
+            epochs=1,
+            lr=epoch_lr(LR, epoch, "halving"),
+            seed=None,
+        )
+    names = list(dump.params)
+    assert names and trained_state(halved, names) == {n: dump.params[n][1] for n in names}
+    # the halvings changed the training: not the constant rate's parameters
+    assert {n: dump.params[n][1] for n in names} != {n: constant.params[n][1] for n in names}
+    correct, total = dump.epochs[-1]
+    assert int8_accuracy(halved, held_out) == correct / total
+
+
+def test_int8_finetune_halving_trains_epoch_e_at_the_rate_halved_e_times() -> None:
+    q = quantize(tiny_net(SCHEMES["bias+pw 1/4"]), [images(16)])
+    stepwise = q.clone()
+    x = images(4, seed=21).clamp(-1, 1).numpy()
+    stream = Split(x, np.arange(4) % 2)
+    splits = Splits(stream, stream, stream)
+    int8_finetune(q, splits, epochs=3, lr=LR, seed=None, schedule="halving")
+    for epoch, rate in enumerate((LR, LR / 2, LR / 4)):
+        assert epoch_lr(LR, epoch, "halving") == rate
+        int8_finetune(stepwise, splits, epochs=1, lr=rate, seed=None)
+    got, want = q.trained_state(), stepwise.trained_state()
+    assert got.keys() == want.keys()
+    for name, value in got.items():
+        assert np.array_equal(np.asarray(value), np.asarray(want[name])), name
+    assert not all(  # and not what a constant rate gives
+        np.array_equal(np.asarray(v), np.asarray(w))
+        for v, w in zip(got.values(), _constant(LR).values(), strict=True)
+    )
+
+
+def _constant(lr: float) -> dict[str, object]:
+    q = quantize(tiny_net(SCHEMES["bias+pw 1/4"]), [images(16)])
+    x = images(4, seed=21).clamp(-1, 1).numpy()
+    stream = Split(x, np.arange(4) % 2)
+    int8_finetune(q, Splits(stream, stream, stream), epochs=3, lr=lr, seed=None)
+    return dict(q.trained_state())

@@ -44,6 +44,11 @@ def _build(
     return bundle
 
 
+def schedule(bundle: Bundle) -> str:
+    """The rate's schedule the example trains by (the request's default: halving)."""
+    return str(bundle.manifest["training"]["lr_schedule"])
+
+
 @pytest.fixture(scope="module")
 def sparse(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Bundle, Path]:
     out = tmp_path_factory.mktemp("bundles") / "mcunetv3"
@@ -86,7 +91,7 @@ def test_host_steps_match_the_simulator(
     bundle, _ = sparse
     dump = parse_dump(host_outputs["dump"])
     assert set(dump.params) == set(bundle.program.params)
-    assert replay(bundle.net, LR, bundle.train, bundle.evaluation, dump) == 12
+    assert replay(bundle.net, LR, bundle.train, bundle.evaluation, dump, schedule(bundle)) == 12
     assert host_outputs["dump"].startswith(host_outputs["plain"].split("epoch 1")[0])
 
 
@@ -104,7 +109,7 @@ def test_a_real_tinytl_candidate_matches_the_simulator(checkpoint: Path, tmp_pat
     """Lite residual branches on every block but the first (GroupNorm, pooling, upsampling)."""
     bundle = _build("tinytl", checkpoint, tmp_path / "tinytl")
     dump = parse_dump(make(tmp_path / "tinytl", "run-host", defs="-DTT_DUMP"))
-    assert replay(bundle.net, LR, bundle.train, bundle.evaluation, dump) == 12
+    assert replay(bundle.net, LR, bundle.train, bundle.evaluation, dump, schedule(bundle)) == 12
 
 
 @needs("aarch64")
@@ -195,7 +200,10 @@ def test_cortex_m_kernels_match_the_host_on_every_scheme(
     and every weight trained (no frozen input channels)."""
     bundle = _build(preset, checkpoint, tmp_path / preset, device)
     host = make(tmp_path / preset, "run-host", build="build-host", defs="-DTT_DUMP")
-    assert replay(bundle.net, LR, bundle.train, bundle.evaluation, parse_dump(host)) == 12
+    assert (
+        replay(bundle.net, LR, bundle.train, bundle.evaluation, parse_dump(host), schedule(bundle))
+        == 12
+    )
     m7 = make(tmp_path / preset, "run-cortex-m7", build="build-m7", defs="-DTT_DUMP")
     assert m7 == host
 
@@ -216,7 +224,10 @@ def test_a_mobilenetv3_candidate_matches_the_simulator_on_every_target(
     kernels = {call.kernel for call in bundle.program.calls}
     assert {"act_table_s8", "grad_act_table", "mul_s8", "mul_grad_x", "mul_grad_scale"} <= kernels
     host = make(folder, "run-host", build="build-host", defs="-DTT_DUMP")
-    assert replay(bundle.net, LR, bundle.train, bundle.evaluation, parse_dump(host)) == 12
+    assert (
+        replay(bundle.net, LR, bundle.train, bundle.evaluation, parse_dump(host), schedule(bundle))
+        == 12
+    )
     assert make(folder, "run-aarch64", build="build-a64", defs="-DTT_DUMP") == host
     assert make(folder, "run-cortex-m7", build="build-m7", defs="-DTT_DUMP") == host
     assert make(folder, "run-cortex-m4", build="build-m4", defs="-DTT_DUMP") == host

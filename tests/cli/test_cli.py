@@ -413,7 +413,7 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
 
     monkeypatch.setattr(console, "width", 200)  # the whole table, as in a wide terminal
     from tinytune.db import open_store
-    from tinytune.search.verify import INT8_EPOCHS, INT8_LRS
+    from tinytune.search.verify import INT8_EPOCHS, INT8_LRS, INT8_SCHEDULE
 
     root = write_image_folder(tmp_path / "images", images_per_class=8)
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
@@ -436,6 +436,7 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
     assert len(rows) == len(keys)
     for e in rows:  # the rate chosen on validation, its test accuracy reported
         assert e.details is not None and e.details["epochs"] == INT8_EPOCHS
+        assert e.details["schedule"] == INT8_SCHEDULE == "halving"
         # a small validation split: the fp32 partitions, repeated for the device's training too
         with open_store(url) as store:
             fp32 = store.find_evaluation("tinytune", e.candidate_key, "measured")
@@ -468,12 +469,15 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
     assert manifest["measured_int8"]["accuracy"] == stored.test_accuracy
     assert manifest["measured_int8"]["source"] == "the study"
     assert manifest["training"]["lr"] == stored.lr  # the bundle trains at the measured rate
+    assert manifest["training"]["lr_schedule"] == stored.schedule == "halving"  # and schedule
+    assert "#define TT_LR_HALVING 1" in (tmp_path / "b1" / "tt_data.h").read_text()
     assert view.reference is not None and view.reference.candidate_key not in view.int8
     reference = ["export", "--storage", url, "--trial", "0", "--device", "host", "-o"]
     assert main([*reference, str(tmp_path / "b2"), "--no-measure-int8"]) == 0  # none stored
     unmeasured = json.loads((tmp_path / "b2" / "manifest.json").read_text())
     assert unmeasured["measured_int8"] is None
     assert unmeasured["training"]["lr"] == tinytune.api.DEFAULT_DEVICE_LR == INT8_LRS[0]
+    assert unmeasured["training"]["lr_schedule"] == INT8_SCHEDULE
     assert main([*reference, str(tmp_path / "b3")]) == 0  # measured by default
     measured = json.loads((tmp_path / "b3" / "manifest.json").read_text())["measured_int8"]
     assert measured["source"] == "measured by export" and measured["batch_size"] == 1

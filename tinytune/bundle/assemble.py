@@ -44,6 +44,7 @@ from tinytune.export.program import StepProgram
 from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.ir import Graph
 from tinytune.quant import QuantizationError, QuantizedNet
+from tinytune.quant.schedule import LR_SCHEDULES
 from tinytune.spaces import Candidate
 
 __all__ = [
@@ -81,7 +82,9 @@ class BundleRequest:
         samples: training samples embedded in the example (and at most as many held-out test
             samples for its evaluation).
         epochs: epochs the example trains.
-        lr: the on-device learning rate (plain SGD, batch 1, QAS-scaled).
+        lr: the on-device learning rate (plain SGD, batch 1, QAS-scaled), of the first epoch.
+        lr_schedule: how the example's rate moves over the epochs: ``halving`` after every
+            epoch, or ``constant`` (:data:`tinytune.quant.schedule.LR_SCHEDULES`).
         seed: seeds the new classifier (as the search's fine-tuning does).
         latency_profile: where the device's latency coefficients came from, for people.
     """
@@ -94,14 +97,15 @@ class BundleRequest:
     samples: int = 32
     epochs: int = 3
     lr: float = 0.01
+    lr_schedule: str = "halving"
     seed: int = 0
     latency_profile: str = "built-in profile"
 
     def __post_init__(self) -> None:
-        check_options(self.samples, self.epochs, self.lr)
+        check_options(self.samples, self.epochs, self.lr, self.lr_schedule)
 
 
-def check_options(samples: int, epochs: int, lr: float) -> None:
+def check_options(samples: int, epochs: int, lr: float, lr_schedule: str = "halving") -> None:
     """Validate the example's settings (a :class:`BundleRequest` does it; call it early to
     fail before any work)."""
     for name, value in (("--samples", samples), ("--epochs", epochs)):
@@ -110,6 +114,10 @@ def check_options(samples: int, epochs: int, lr: float) -> None:
     number = not isinstance(lr, bool) and isinstance(lr, int | float)
     if not (number and math.isfinite(lr) and 0.0 < lr < 10.0):
         raise BundleError(f"--lr must lie in (0, 10), got {lr!r}")
+    if lr_schedule not in LR_SCHEDULES:
+        raise BundleError(
+            f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)}, got {lr_schedule!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -209,15 +217,19 @@ def c_sources(
     title: str,
     data: str,
     profile: str | None = None,
+    schedule: str = "constant",
 ) -> tuple[dict[str, bytes], ModelInfo]:
     """Every C source, header and build file of a bundle (no README, no manifest): the model
-    of ``program`` (lowered from ``net``), the example's samples (described by ``data``), the
-    kernels, the example program, the platform files, the Makefile and, when given, the
-    profiler's ``tt_profile.h`` (:func:`~tinytune.bundle.render.render_profile`)."""
+    of ``program`` (lowered from ``net``), the example's samples (described by ``data``) and
+    its rate's ``schedule`` over the epochs, the kernels, the example program, the platform
+    files, the Makefile and, when given, the profiler's ``tt_profile.h``
+    (:func:`~tinytune.bundle.render.render_profile`)."""
     rendered, model = render_model(program, net, title=title)
     if profile is not None:
         rendered["tt_profile.h"] = profile
-    rendered |= render_samples(train, evaluation, epochs=epochs, description=data)
+    rendered |= render_samples(
+        train, evaluation, epochs=epochs, description=data, schedule=schedule
+    )
     files = {name: text.encode() for name, text in rendered.items()}
     src = csrc_dir()
     for name in (*C_HEADERS, *C_SOURCES):
@@ -310,6 +322,7 @@ def build_bundle(
         train,
         evaluation,
         epochs=request.epochs,
+        schedule=request.lr_schedule,
         title=title,
         data=(
             f"the first {n_train} training and {n_eval} held-out test images of "
@@ -396,7 +409,8 @@ def _readme(f: _Facts) -> str:
         n_eval=f.n_eval,
         dataset=f.dataset,
         epochs=f.request.epochs,
-        lr=f"{f.request.lr:g}",
+        lr=f"{f.request.lr:g}"
+        + (", halved after every epoch" if f.request.lr_schedule == "halving" else ""),
     )
 
 
@@ -435,6 +449,7 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
             "optimizer": "SGD without momentum, QAS (MCUNetV3 Eq. 4)",
             "batch_size": 1,
             "lr": request.lr,
+            "lr_schedule": request.lr_schedule,
             "epochs": request.epochs,
             "seed": request.seed,
         },

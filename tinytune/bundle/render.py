@@ -32,6 +32,7 @@ from tinytune.bundle.errors import BundleError
 from tinytune.bundle.templates import KERNEL_TEMPLATES, MODEL_HEADER, MODEL_SOURCE, PROFILE_HEADER
 from tinytune.export.program import KERNELS, Call, ExpRef, Label, Ptr, StepProgram
 from tinytune.quant import QuantizedNet
+from tinytune.quant.schedule import MAX_LR_HALVINGS
 
 __all__ = [
     "C_TYPES",
@@ -324,6 +325,7 @@ def render_model(
         "n_params": len(program.params),
         "n_calls": info.n_calls,
         "lr": c_float(program.lr),
+        "max_halvings": MAX_LR_HALVINGS,
         "guard_bytes": GUARD_BYTES,
         "scratch_words": program.scratch_bytes // 4,
         "exp_slots": exp_slots,

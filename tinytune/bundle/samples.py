@@ -1,7 +1,8 @@
 """Render the example's samples as C: int8 images quantized as the model's input, and labels.
 
-``tt_data.h`` states how many training and evaluation samples there are and how many epochs
-the example trains; ``tt_data.c`` holds them as ``const`` arrays (flash on a microcontroller).
+``tt_data.h`` states how many training and evaluation samples there are, how many epochs
+the example trains and whether its rate halves after each; ``tt_data.c`` holds them as
+``const`` arrays (flash on a microcontroller).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 
 from tinytune.bundle.errors import BundleError
 from tinytune.bundle.render import c_values
+from tinytune.quant.schedule import LR_SCHEDULES
 
 __all__ = ["Samples", "render_samples"]
 
@@ -51,6 +53,8 @@ _HEADER = Template("""\
 #define TT_TRAIN_SAMPLES $n_train
 #define TT_EVAL_SAMPLES $n_eval
 #define TT_EPOCHS $epochs
+/* 1: epoch e (from 1) trains at TT_LEARNING_RATE / 2^(e-1); 0: at TT_LEARNING_RATE. */
+#define TT_LR_HALVING $halving
 
 extern const int8_t tt_train_images[TT_TRAIN_SAMPLES][TT_INPUT_BYTES];
 extern const uint16_t tt_train_labels[TT_TRAIN_SAMPLES];
@@ -87,9 +91,15 @@ def _images(images: np.ndarray) -> str:
 
 
 def render_samples(
-    train: Samples, evaluation: Samples, *, epochs: int, description: str
+    train: Samples,
+    evaluation: Samples,
+    *,
+    epochs: int,
+    description: str,
+    schedule: str = "constant",
 ) -> dict[str, str]:
-    """``tt_data.h`` and ``tt_data.c`` for the example program."""
+    """``tt_data.h`` and ``tt_data.c`` for the example program, which trains ``epochs`` epochs
+    under the rate's ``schedule`` (:data:`tinytune.quant.schedule.LR_SCHEDULES`)."""
     if len(train) < 1 or len(evaluation) < 1:
         raise BundleError(
             f"the example needs at least one training and one evaluation sample, got "
@@ -99,11 +109,16 @@ def render_samples(
         raise BundleError("training and evaluation images differ in shape")
     if epochs < 1:
         raise BundleError(f"the example trains at least one epoch, got {epochs}")
+    if schedule not in LR_SCHEDULES:
+        raise BundleError(
+            f"unknown learning-rate schedule {schedule!r}; allowed: {', '.join(LR_SCHEDULES)}"
+        )
     fields = {
         "description": description.replace("*/", "* /"),
         "n_train": len(train),
         "n_eval": len(evaluation),
         "epochs": epochs,
+        "halving": int(schedule == "halving"),
         "train_images": _images(train.images),
         "train_labels": c_values(train.labels.astype(np.uint16)),
         "eval_images": _images(evaluation.images),

@@ -46,8 +46,15 @@ def export(
     lr: Annotated[
         float | None,
         typer.Option(
-            help="On-device learning rate (SGD, batch 1, QAS); default: the rate the device's "
-            "accuracy was measured at, else 0.003125."
+            help="On-device learning rate of the first epoch (SGD, batch 1, QAS); default: the "
+            "rate the device's accuracy was measured at, else 0.0125."
+        ),
+    ] = None,
+    lr_schedule: Annotated[
+        str | None,
+        typer.Option(
+            help="How the example's rate moves: 'halving' (halved after every epoch) or "
+            "'constant'; default: as the device's accuracy was measured, else halving."
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the new classifier.")] = 0,
@@ -83,6 +90,7 @@ def export(
             samples=samples,
             epochs=epochs,
             lr=lr,
+            lr_schedule=lr_schedule,
             seed=seed,
             measure_int8=measure_int8,
             on_pretrain=on_pretrain,

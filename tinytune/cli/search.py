@@ -346,8 +346,9 @@ def search(
         console.print(f"learning rate per scheme family, chosen on validation ({cost}): {rates}")
     if verify_int8:
         console.print(
-            f"device accuracy (int8, batch 1, QAS, {INT8_EPOCHS} epochs, rate per point chosen "
-            f"on validation): {result.int8_runs} front points trained here, "
+            f"device accuracy (int8, batch 1, QAS, {INT8_EPOCHS} epochs, the rate halved after "
+            f"each, its start per point chosen on validation): {result.int8_runs} front points "
+            f"trained here, "
             f"{result.int8_epochs:g} epochs (every rate tried), {result.int8_s:.0f} s of "
             f"workers' time; {len(result.int8)} of the "
             f"{len(result.front)} points have one"

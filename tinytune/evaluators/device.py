@@ -4,8 +4,10 @@ The network is built and quantized exactly as the exporter builds it (BatchNorm 
 and folded, activation ranges observed on the same calibration images), then trained with the
 integer training step of :mod:`tinytune.quant.simulate` — the numerical reference that the
 bundle's C step matches bit for bit — one image at a time (batch 1, as on the device), over the
-whole training split for ``epochs`` epochs in a seeded order, at the bundle's constant learning
-rate (its update multipliers are constants of the generated code). Accuracy is the integer
+whole training split for ``epochs`` epochs in a seeded order, at the bundle's learning rate:
+constant, or halved after every epoch as the bundle's ``tt_set_lr_halvings`` halves it (its update
+multipliers are constants of the generated code, so only their shifts change; halving is exact).
+Accuracy is the integer
 forward pass's top-1 on the validation split (to choose) and on the test split (to report).
 ``qas=False`` trains without quantization-aware scaling, the ablation of MCUNetV3 Table 2.
 """
@@ -21,6 +23,7 @@ import torch
 from tinytune.data import Split, Splits
 from tinytune.errors import ConfigError
 from tinytune.quant import QuantizedNet
+from tinytune.quant.schedule import epoch_lr
 from tinytune.quant.simulate import forward, train_step
 
 __all__ = ["Int8Result", "int8_accuracy", "int8_finetune"]
@@ -55,31 +58,35 @@ def int8_finetune(
     lr: float,
     qas: bool = True,
     seed: int | None = 0,
+    schedule: str = "constant",
 ) -> Int8Result:
     """Train ``q`` in place on every training image, one at a time, then measure it.
 
     Args:
         q: the quantized candidate (:func:`tinytune.quant.quantize`).
         epochs: passes over the training split.
-        lr: the learning rate of one image's step, the same for every step as in the bundle.
+        lr: the learning rate of one image's step (of the first epoch's, with ``halving``).
         qas: scale the integer updates as MCUNetV3's QAS does (False: the ablation).
         seed: seed of the order of the images in each epoch; ``None``: the split's own order
             every epoch, as the bundle's example program trains on its embedded samples.
+        schedule: one of :data:`tinytune.quant.schedule.LR_SCHEDULES`.
     """
     if epochs < 1 or not 0.0 < lr < 10.0:
         raise ConfigError(
             f"int8 fine-tuning needs epochs >= 1 and a learning rate in (0, 10), got {epochs} "
             f"and {lr}"
         )
+    epoch_lr(lr, 0, schedule)  # a known schedule
     start = time.perf_counter()
     rng = None if seed is None else np.random.default_rng(seed)
     n = len(splits.train)
     losses: list[float] = []
     step = 0
-    for _ in range(epochs):
+    for epoch in range(epochs):
+        rate = epoch_lr(lr, epoch, schedule)
         for i in range(n) if rng is None else rng.permutation(n):
             x = q.quantize_input(torch.tensor(splits.train.x[i : i + 1]))
-            losses.append(train_step(q, x, int(splits.train.y[i]), lr, qas=qas).loss)
+            losses.append(train_step(q, x, int(splits.train.y[i]), rate, qas=qas).loss)
             step += 1
     return Int8Result(
         accuracy=int8_accuracy(q, splits.test),

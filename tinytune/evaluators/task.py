@@ -146,7 +146,9 @@ def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
     the exporter quantizes, trained at each rate of ``task["int8"]["lrs"]`` for
     ``task["int8"]["epochs"]`` epochs at batch 1, the rate chosen on validation; with
     ``repeats``, on the same train/validation partitions as the fp32 measurement, the means
-    reported. ``task["int8"]["qas"]`` (default true) false: the same step without QAS."""
+    reported. ``task["int8"]["qas"]`` (default true) false: the same step without QAS;
+    ``task["int8"]["schedule"]`` the rate's schedule over the epochs (default ``constant``, as
+    tasks were before the bundle could halve its rate)."""
     from tinytune.evaluators.device import int8_finetune
     from tinytune.quant import quantize
 
@@ -154,6 +156,7 @@ def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
         candidate = Candidate.from_json(task["candidate"])
         settings = task["int8"]
         qas = bool(settings.get("qas", True))
+        schedule = str(settings.get("schedule", "constant"))
         seed = int(task["finetune"]["seed"])
         splits, n_classes = _data(
             task["dataset"], int(task["data_seed"]), candidate.subnet.resolution
@@ -167,7 +170,13 @@ def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
             base = quantize(net, calib)
             for lr in runs:
                 r = int8_finetune(
-                    base.clone(), part, epochs=int(settings["epochs"]), lr=lr, qas=qas, seed=seed
+                    base.clone(),
+                    part,
+                    epochs=int(settings["epochs"]),
+                    lr=lr,
+                    qas=qas,
+                    seed=seed,
+                    schedule=schedule,
                 )
                 runs[lr].append((r.val_accuracy, r.accuracy))
         tried = [
@@ -192,6 +201,7 @@ def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
             "epochs": int(settings["epochs"]),
             "batch_size": 1,
             "qas": qas,
+            "schedule": schedule,
             "tried": tried,
             "repeats": repeats,
             "train_epochs": int(settings["epochs"]) * len(tried) * repeats,

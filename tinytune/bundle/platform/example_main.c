@@ -91,6 +91,11 @@ int main(void) {
     }
     for (epoch = 1; epoch <= TT_EPOCHS; epoch++) {
         double total = 0.0;
+#if TT_LR_HALVING
+        /* the rate of epoch e is TT_LEARNING_RATE / 2^(e-1), as the device's accuracy was
+         * measured */
+        tt_set_lr_halvings(epoch - 1 < TT_LR_MAX_HALVINGS ? epoch - 1 : TT_LR_MAX_HALVINGS);
+#endif
         shuffle(order, TT_TRAIN_SAMPLES);
         for (i = 0; i < TT_TRAIN_SAMPLES; i++) {
             int k = order[i];
