@@ -122,8 +122,9 @@ def test_bad_arguments_raise_before_any_work(tmp_path: Path, kwargs: dict, messa
         (0, {"out": None}, "out must be a path, got None"),
         (0, {"out": 5}, "out must be a path, got 5"),
         (0, {"weights": 5}, "weights must be a path, got 5"),
-        (0, {"lr": "x"}, "lr must lie in \\(0, 10\\), got 'x'"),
-        (0, {"lr": True}, "lr must lie in \\(0, 10\\), got True"),
+        (0, {"lr": "x"}, "lr must lie in \\[1e-06, 10\\), got 'x'"),
+        (0, {"lr": True}, "lr must lie in \\[1e-06, 10\\), got True"),
+        (0, {"lr": 1e-9}, "lr must lie in \\[1e-06, 10\\), got 1e-09"),
         (
             0,
             {"lr_schedule": "cosine"},

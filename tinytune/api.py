@@ -396,7 +396,8 @@ def export_bundle(
     ``constant``), a Makefile (host, ASan, aarch64, Cortex-M7, Cortex-M4F) and a manifest.
     ``lr=None`` and ``lr_schedule=None``: the rate and schedule at which the device's accuracy was
     measured (the rate chosen on validation), so that the bundle trains as measured;
-    :data:`DEFAULT_DEVICE_LR` and :data:`tinytune.search.verify.INT8_SCHEDULE` when none was.
+    :data:`DEFAULT_DEVICE_LR` and :data:`tinytune.search.verify.INT8_SCHEDULE` when none was (the
+    default rate also where ``lr_schedule`` names another schedule than the measurement's).
     The weights are ``weights``, else the study's checkpoint, else the shipped or cached one.
     The manifest records the search's fp32 accuracies and the device's (int8, batch 1, QAS):
     stored by ``tinytune search --verify-int8``, else measured first (minutes) and stored with
@@ -482,10 +483,13 @@ def export_bundle(
         measure_int8,
         on_measure,
     )
-    if lr is None:  # train as the device's accuracy was measured
-        lr = float(int8["lr"]) if int8 is not None and int8.get("lr") else DEFAULT_DEVICE_LR
+    # train as the device's accuracy was measured: its schedule, and its rate where the
+    # schedule is the same (a rate chosen under another schedule is no guide)
     if lr_schedule is None:
         lr_schedule = str(int8["schedule"]) if int8 is not None else INT8_SCHEDULE
+    if lr is None:
+        same = int8 is not None and int8.get("lr") and int8["schedule"] == lr_schedule
+        lr = float(int8["lr"]) if same and int8 is not None else DEFAULT_DEVICE_LR
     request = BundleRequest(
         candidate=candidate,
         checkpoint=checkpoint,

@@ -4,16 +4,24 @@ C step (its example program) on the same images in the same order, parameter for
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
 
-from tests.bundle.support import make, needs, parse_dump, trained_state, write_test_bundle
+from tests.bundle.support import (
+    make,
+    needs,
+    parse_dump,
+    replay,
+    trained_state,
+    write_test_bundle,
+)
 from tests.quant.nets import SCHEMES, images, tiny_net
 from tinytune.data import Split, Splits
 from tinytune.evaluators.device import int8_accuracy, int8_finetune
 from tinytune.quant import quantize
-from tinytune.quant.schedule import epoch_lr
+from tinytune.quant.schedule import MAX_LR_HALVINGS, epoch_lr
 
 LR = 0.01
 
@@ -112,3 +120,37 @@ def _constant(lr: float) -> dict[str, object]:
     stream = Split(x, np.arange(4) % 2)
     int8_finetune(q, Splits(stream, stream, stream), epochs=3, lr=lr, seed=None)
     return dict(q.trained_state())
+
+
+@needs("host")
+def test_the_rate_stops_halving_at_its_limit_and_refuses_other_halvings(tmp_path: Path) -> None:
+    """33 epochs: the example's halvings stop at TT_LR_MAX_HALVINGS (30), as the reference's
+    epoch_lr does, and the replay at the halved rates matches every step; tt_set_lr_halvings
+    refuses a count outside [0, 30] and keeps the rate."""
+    q = quantize(tiny_net(SCHEMES["bias+pw 1/4"]), [images(16)])
+    train_x, eval_x = images(2, seed=21).clamp(-1, 1), images(2, seed=22).clamp(-1, 1)
+    folder = tmp_path / "bundle"
+    _, train, evaluation = write_test_bundle(
+        folder, q, train_x, eval_x, lr=LR, epochs=33, schedule="halving"
+    )
+    assert f"#define TT_LR_MAX_HALVINGS {MAX_LR_HALVINGS}" in (folder / "tt_model.h").read_text()
+    dump = parse_dump(make(folder, "run-host", defs="-DTT_DUMP"))
+    assert replay(q, LR, train, evaluation, dump, "halving") == 66
+    assert epoch_lr(LR, 32, "halving") == epoch_lr(LR, MAX_LR_HALVINGS, "halving") == LR / 2**30
+
+    harness = folder / "harness.c"
+    harness.write_text(
+        '#include <stdio.h>\n#include "tt_model.h"\n'
+        "int main(void) {\n    tt_model_init();\n"
+        '    printf("%d %d %d %d\\n", tt_set_lr_halvings(-1), tt_set_lr_halvings(31),\n'
+        "           tt_set_lr_halvings(0), tt_set_lr_halvings(TT_LR_MAX_HALVINGS));\n"
+        "    return 0;\n}\n"
+    )
+    binary = folder / "harness"
+    kernels = sorted(str(p) for p in (folder / "kernels").glob("*.c"))
+    cc = ["gcc", "-std=c99", "-Wall", "-Werror", f"-I{folder}", f"-I{folder / 'kernels'}"]
+    subprocess.run(
+        [*cc, str(harness), str(folder / "tt_model.c"), *kernels, "-o", str(binary), "-lm"],
+        check=True,
+    )
+    assert subprocess.run([str(binary)], capture_output=True, text=True).stdout == "-1 -1 0 0\n"

@@ -91,6 +91,7 @@ def test_host_steps_match_the_simulator(
     bundle, _ = sparse
     dump = parse_dump(host_outputs["dump"])
     assert set(dump.params) == set(bundle.program.params)
+    assert schedule(bundle) == "halving"  # the replay follows the halvings
     assert replay(bundle.net, LR, bundle.train, bundle.evaluation, dump, schedule(bundle)) == 12
     assert host_outputs["dump"].startswith(host_outputs["plain"].split("epoch 1")[0])
 

@@ -44,7 +44,7 @@ from tinytune.export.program import StepProgram
 from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.ir import Graph
 from tinytune.quant import QuantizationError, QuantizedNet
-from tinytune.quant.schedule import LR_SCHEDULES
+from tinytune.quant.schedule import LR_SCHEDULES, MIN_DEVICE_LR
 from tinytune.spaces import Candidate
 
 __all__ = [
@@ -84,7 +84,8 @@ class BundleRequest:
         epochs: epochs the example trains.
         lr: the on-device learning rate (plain SGD, batch 1, QAS-scaled), of the first epoch.
         lr_schedule: how the example's rate moves over the epochs: ``halving`` after every
-            epoch, or ``constant`` (:data:`tinytune.quant.schedule.LR_SCHEDULES`).
+            epoch (the default, as the search measures the device's accuracy), or ``constant``
+            (:data:`tinytune.quant.schedule.LR_SCHEDULES`).
         seed: seeds the new classifier (as the search's fine-tuning does).
         latency_profile: where the device's latency coefficients came from, for people.
     """
@@ -112,8 +113,8 @@ def check_options(samples: int, epochs: int, lr: float, lr_schedule: str = "halv
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise BundleError(f"{name} must be an integer >= 1, got {value!r}")
     number = not isinstance(lr, bool) and isinstance(lr, int | float)
-    if not (number and math.isfinite(lr) and 0.0 < lr < 10.0):
-        raise BundleError(f"--lr must lie in (0, 10), got {lr!r}")
+    if not (number and math.isfinite(lr) and MIN_DEVICE_LR <= lr < 10.0):
+        raise BundleError(f"--lr must lie in [{MIN_DEVICE_LR:g}, 10), got {lr!r}")
     if lr_schedule not in LR_SCHEDULES:
         raise BundleError(
             f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)}, got {lr_schedule!r}"
@@ -221,7 +222,8 @@ def c_sources(
 ) -> tuple[dict[str, bytes], ModelInfo]:
     """Every C source, header and build file of a bundle (no README, no manifest): the model
     of ``program`` (lowered from ``net``), the example's samples (described by ``data``) and
-    its rate's ``schedule`` over the epochs, the kernels, the example program, the platform
+    its rate's ``schedule`` over the epochs (``constant`` unless given; an exported bundle's is
+    its request's), the kernels, the example program, the platform
     files, the Makefile and, when given, the profiler's ``tt_profile.h``
     (:func:`~tinytune.bundle.render.render_profile`)."""
     rendered, model = render_model(program, net, title=title)

@@ -99,7 +99,8 @@ def render_samples(
     schedule: str = "constant",
 ) -> dict[str, str]:
     """``tt_data.h`` and ``tt_data.c`` for the example program, which trains ``epochs`` epochs
-    under the rate's ``schedule`` (:data:`tinytune.quant.schedule.LR_SCHEDULES`)."""
+    under the rate's ``schedule`` (:data:`tinytune.quant.schedule.LR_SCHEDULES`; ``constant``
+    unless given: an exported bundle's comes from its :class:`~tinytune.bundle.BundleRequest`)."""
     if len(train) < 1 or len(evaluation) < 1:
         raise BundleError(
             f"the example needs at least one training and one evaluation sample, got "

@@ -23,7 +23,7 @@ import torch
 from tinytune.data import Split, Splits
 from tinytune.errors import ConfigError
 from tinytune.quant import QuantizedNet
-from tinytune.quant.schedule import epoch_lr
+from tinytune.quant.schedule import MIN_DEVICE_LR, epoch_lr
 from tinytune.quant.simulate import forward, train_step
 
 __all__ = ["Int8Result", "int8_accuracy", "int8_finetune"]
@@ -69,12 +69,14 @@ def int8_finetune(
         qas: scale the integer updates as MCUNetV3's QAS does (False: the ablation).
         seed: seed of the order of the images in each epoch; ``None``: the split's own order
             every epoch, as the bundle's example program trains on its embedded samples.
-        schedule: one of :data:`tinytune.quant.schedule.LR_SCHEDULES`.
+        schedule: one of :data:`tinytune.quant.schedule.LR_SCHEDULES`; ``constant`` by
+            default, as the bundles trained before they could halve their rate (the search's
+            device accuracy passes :data:`tinytune.search.verify.INT8_SCHEDULE`).
     """
-    if epochs < 1 or not 0.0 < lr < 10.0:
+    if epochs < 1 or not MIN_DEVICE_LR <= lr < 10.0:
         raise ConfigError(
-            f"int8 fine-tuning needs epochs >= 1 and a learning rate in (0, 10), got {epochs} "
-            f"and {lr}"
+            f"int8 fine-tuning needs epochs >= 1 and a learning rate in [{MIN_DEVICE_LR:g}, 10), "
+            f"got {epochs} and {lr}"
         )
     epoch_lr(lr, 0, schedule)  # a known schedule
     start = time.perf_counter()

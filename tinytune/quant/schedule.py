@@ -13,7 +13,7 @@ import math
 
 from tinytune.quant.errors import QuantizationError
 
-__all__ = ["LR_SCHEDULES", "MAX_LR_HALVINGS", "epoch_halvings", "epoch_lr"]
+__all__ = ["LR_SCHEDULES", "MAX_LR_HALVINGS", "MIN_DEVICE_LR", "epoch_halvings", "epoch_lr"]
 
 LR_SCHEDULES = ("halving", "constant")
 """``halving``: epoch e (from 0) trains at lr·2^−e, a step decay that the bundle does exactly;
@@ -23,6 +23,12 @@ LR_SCHEDULES = ("halving", "constant")
 
 MAX_LR_HALVINGS = 30
 """The most halvings a bundle's rate takes (its ``TT_LR_MAX_HALVINGS``); later epochs keep it."""
+
+
+MIN_DEVICE_LR = 1e-6
+"""The smallest rate a device trains at: halved :data:`MAX_LR_HALVINGS` times it stays a normal
+float32 (about 9·10^-16, far above 2^-126), where the bundle's float32 rate times 2^-k and the
+reference's float32 of the halved rate are the same number (subnormals would round twice)."""
 
 
 def epoch_halvings(epoch: int, schedule: str) -> int:

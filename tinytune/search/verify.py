@@ -86,14 +86,21 @@ def int8_accuracies(store: Store, study: str, keys: list[str]) -> dict[str, Int8
 
 
 def verify_int8(run: Run, points: tuple[FrontPoint, ...]) -> tuple[int, float]:
-    """Measure the device's accuracy of the ``points`` that have none stored.
+    """Measure the device's accuracy of the ``points`` that have none stored under
+    :data:`INT8_SCHEDULE`.
 
     Returns:
         The trainings run here and their seconds, summed over workers.
     """
     study = run.config.study_name
     stored = int8_accuracies(run.store, study, [p.candidate_key for p in points])
-    todo = [p for p in points if p.candidate_key not in stored]
+    # one measured at a constant rate (before the rate could halve) is measured again, so that
+    # every point of the front is trained alike
+    todo = [
+        p
+        for p in points
+        if p.candidate_key not in stored or stored[p.candidate_key].schedule != INT8_SCHEDULE
+    ]
     jobs: dict[int, FrontPoint] = {}
     for point in todo:
         record = run.store.get_candidate(point.candidate_key)
