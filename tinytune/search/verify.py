@@ -37,7 +37,7 @@ INT8_EPOCHS = 4
 INT8_SCHEDULE = "halving"
 """The rate halves after every epoch, as the bundle's example does with ``tt_set_lr_halvings``
 (the multipliers are constants of its code; only their shifts move). At a constant rate the
-last epochs' steps stay as large as the first's: on digits the bias-only update reached 94.2 %
+last epochs' steps stay as large as the first's: on digits the bias-only update reached 93.9 %
 validation at the best constant rate and 97.2 % halving (docs/benchmarks.md, "Device
 accuracy")."""
 
