@@ -475,12 +475,18 @@ def device_table(r: dict[str, Any]) -> str:
     constant = schedule != "constant" and any(
         d.get("int8_qas_constant") for d in r["device"].values()
     )
-    head = f"| preset | fp32 (search) | int8 + QAS (device, {schedule}) | int8, no QAS |"
-    lines = [head + (" int8 + QAS, constant rate |" if constant else ""), "|---|---|---|---|"]
-    lines[1] += "---|" if constant else ""
+    columns = {
+        "int8_qas": f"int8 + QAS (device, {schedule})",
+        "int8_no_qas": "int8, no QAS",
+        "int8_qas_constant": "int8 + QAS, constant rate",
+    }
+    if not constant:
+        del columns["int8_qas_constant"]
+    heads = ["preset", "fp32 (search)", *columns.values()]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for name, d in r["device"].items():
         fp32 = r["schemes"][name]["fp32"]
-        keys = ("int8_qas", "int8_no_qas") + (("int8_qas_constant",) if constant else ())
+        keys = list(columns)
         cells = [f"{_pct(fp32)} (lr {fp32['lr']})"]
         cells += [f"{_pct(d[k])} (lr {d[k]['lr']})" for k in keys]
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")

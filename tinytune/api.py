@@ -488,8 +488,8 @@ def export_bundle(
     if lr_schedule is None:
         lr_schedule = str(int8["schedule"]) if int8 is not None else INT8_SCHEDULE
     if lr is None:
-        same = int8 is not None and int8.get("lr") and int8["schedule"] == lr_schedule
-        lr = float(int8["lr"]) if same and int8 is not None else DEFAULT_DEVICE_LR
+        rate = int8.get("lr") if int8 is not None and int8["schedule"] == lr_schedule else None
+        lr = float(rate) if rate else DEFAULT_DEVICE_LR
     request = BundleRequest(
         candidate=candidate,
         checkpoint=checkpoint,

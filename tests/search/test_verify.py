@@ -7,12 +7,7 @@ from pathlib import Path
 
 from tinytune.api import _int8_entry
 from tinytune.db import EvaluationRecord, open_store
-from tinytune.search.verify import INT8_LRS, INT8_SCHEDULE, int8_accuracies, int8_settings
-
-
-def test_the_device_settings_halve_the_rate_from_the_grids_rates() -> None:
-    assert int8_settings() == {"epochs": 4, "lrs": list(INT8_LRS), "schedule": "halving"}
-    assert INT8_SCHEDULE == "halving"
+from tinytune.search.verify import int8_accuracies
 
 
 def test_a_device_accuracy_stored_before_the_rate_could_halve_reads_as_constant(

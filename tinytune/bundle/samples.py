@@ -14,7 +14,7 @@ import numpy as np
 
 from tinytune.bundle.errors import BundleError
 from tinytune.bundle.render import c_values
-from tinytune.quant.schedule import LR_SCHEDULES
+from tinytune.quant.schedule import check_schedule
 
 __all__ = ["Samples", "render_samples"]
 
@@ -110,10 +110,7 @@ def render_samples(
         raise BundleError("training and evaluation images differ in shape")
     if epochs < 1:
         raise BundleError(f"the example trains at least one epoch, got {epochs}")
-    if schedule not in LR_SCHEDULES:
-        raise BundleError(
-            f"unknown learning-rate schedule {schedule!r}; allowed: {', '.join(LR_SCHEDULES)}"
-        )
+    check_schedule(schedule)
     fields = {
         "description": description.replace("*/", "* /"),
         "n_train": len(train),

@@ -174,8 +174,7 @@ KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
     ),
     "update_bias": KernelTemplate(
         "tt_update_bias((const int8_t *)$gy, $gy_exp - tt_lr_halvings, $channels, $hw, "
-        "(int32_t *)$bias, "
-        "(const int32_t *)$mult, (const int32_t *)$shift);"
+        "(int32_t *)$bias, (const int32_t *)$mult, (const int32_t *)$shift);"
     ),
     "conv2d_update_weight": KernelTemplate(
         decls=_GEOM,

@@ -7,8 +7,8 @@ bundle's C step matches bit for bit — one image at a time (batch 1, as on the 
 whole training split for ``epochs`` epochs in a seeded order, at the bundle's learning rate:
 constant, or halved after every epoch as the bundle's ``tt_set_lr_halvings`` halves it (its update
 multipliers are constants of the generated code, so only their shifts change; halving is exact).
-Accuracy is the integer
-forward pass's top-1 on the validation split (to choose) and on the test split (to report).
+Accuracy is the integer forward pass's top-1 on the validation split (to choose) and on the test
+split (to report).
 ``qas=False`` trains without quantization-aware scaling, the ablation of MCUNetV3 Table 2.
 """
 
@@ -23,7 +23,7 @@ import torch
 from tinytune.data import Split, Splits
 from tinytune.errors import ConfigError
 from tinytune.quant import QuantizedNet
-from tinytune.quant.schedule import MIN_DEVICE_LR, epoch_lr
+from tinytune.quant.schedule import MIN_DEVICE_LR, check_schedule, epoch_lr
 from tinytune.quant.simulate import forward, train_step
 
 __all__ = ["Int8Result", "int8_accuracy", "int8_finetune"]
@@ -78,7 +78,7 @@ def int8_finetune(
             f"int8 fine-tuning needs epochs >= 1 and a learning rate in [{MIN_DEVICE_LR:g}, 10), "
             f"got {epochs} and {lr}"
         )
-    epoch_lr(lr, 0, schedule)  # a known schedule
+    check_schedule(schedule)
     start = time.perf_counter()
     rng = None if seed is None else np.random.default_rng(seed)
     n = len(splits.train)

@@ -13,7 +13,14 @@ import math
 
 from tinytune.quant.errors import QuantizationError
 
-__all__ = ["LR_SCHEDULES", "MAX_LR_HALVINGS", "MIN_DEVICE_LR", "epoch_halvings", "epoch_lr"]
+__all__ = [
+    "LR_SCHEDULES",
+    "MAX_LR_HALVINGS",
+    "MIN_DEVICE_LR",
+    "check_schedule",
+    "epoch_halvings",
+    "epoch_lr",
+]
 
 LR_SCHEDULES = ("halving", "constant")
 """``halving``: epoch e (from 0) trains at lr·2^−e, a step decay that the bundle does exactly;
@@ -31,16 +38,23 @@ float32 (about 9·10^-16, far above 2^-126), where the bundle's float32 rate tim
 reference's float32 of the halved rate are the same number (subnormals would round twice)."""
 
 
-def epoch_halvings(epoch: int, schedule: str) -> int:
-    """How many times the rate of epoch ``epoch`` (from 0) is halved under ``schedule``.
+def check_schedule(schedule: str) -> str:
+    """``schedule`` if it is one of :data:`LR_SCHEDULES`.
 
     Raises:
-        QuantizationError: for a schedule not in :data:`LR_SCHEDULES` (the message lists them).
+        QuantizationError: otherwise (the message lists them).
     """
     if schedule not in LR_SCHEDULES:
         raise QuantizationError(
             f"unknown learning-rate schedule {schedule!r}; allowed: {', '.join(LR_SCHEDULES)}"
         )
+    return schedule
+
+
+def epoch_halvings(epoch: int, schedule: str) -> int:
+    """How many times the rate of epoch ``epoch`` (from 0) is halved under ``schedule``
+    (checked by :func:`check_schedule`)."""
+    check_schedule(schedule)
     return min(max(epoch, 0), MAX_LR_HALVINGS) if schedule == "halving" else 0
 
 

@@ -4,9 +4,9 @@ The search ranks candidates by their float32 fine-tune; the bundle trains in int
 with QAS. With ``verify_int8`` a run finishes by training each point of the front as the device
 does (:func:`tinytune.evaluators.device.int8_finetune`, through the run's workers), the
 per-image rate of the first epoch chosen on validation from :data:`INT8_LRS` and halved after
-every epoch (:data:`INT8_SCHEDULE`), and stores the result as an
-evaluation of fidelity ``int8`` beside the float32 one. A point measured so before (by an
-earlier run, or another driver) is not trained again.
+every epoch (:data:`INT8_SCHEDULE`), and stores the result as an evaluation of fidelity
+``int8`` beside the float32 one. A point measured so before (by an earlier run, or another
+driver) is not trained again; one measured at a constant rate (before the rate could halve) is.
 """
 
 from __future__ import annotations
