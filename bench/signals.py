@@ -21,7 +21,8 @@ successive halving (``tinytune search --halving``): the candidate's own short fi
 validation accuracy (``short``; ``--short-epochs 0`` leaves it out). ``--repeat-seed S``
 fine-tunes every candidate again with fine-tuning seed S (another data order and classifier
 initialisation) and reports the τ of the two measurements: the measurement's own noise, a
-ceiling for any signal. Printed: each
+ceiling for any signal against one fine-tune; each signal's pooled τ against the mean of the two
+(``mean of two``, a less noisy measurement) is printed beside it. Printed: each
 signal's Kendall τ-b against measured validation accuracy pooled over all candidates and within
 each scheme family (``tinytune.search.lr.family_of``; families of fewer than 3 candidates are
 left out), the seconds a candidate's signals and its fine-tune took (medians), and the command.
@@ -217,6 +218,17 @@ def main(argv: list[str] | None = None) -> int:
                     [measured[k]["val_accuracy"] for k in keys],
                 )
         rows.append((name, pooled, per_family))
+    # against the mean of the two fine-tunes (--repeat-seed): a measurement with less noise, so
+    # what a signal misses of the expected accuracy shows apart from what one fine-tune adds
+    both = [k for k in ok if repeated and repeated[k]["status"] == "ok"]
+    mean_of_two = {
+        k: (measured[k]["val_accuracy"] + repeated[k]["val_accuracy"]) / 2 for k in both
+    }
+    against_mean = {
+        name: kendall_tau([value(k, name) for k in both], [mean_of_two[k] for k in both])
+        for name in names
+        if both
+    }
     counts = {fam: sum(1 for k in ok if family[k] == fam) for fam in sorted(set(family.values()))}
     print(
         f"{len(ok)} candidates measured ({len(candidates) - len(ok)} failed) on {args.dataset}: "
@@ -227,10 +239,12 @@ def main(argv: list[str] | None = None) -> int:
         return "-" if r.tau is None else f"{r.tau:+.2f} (n={r.n})"
 
     fams = sorted({f for _, _, pf in rows for f in pf})
-    print(f"{'signal':<10} {'pooled':>12} " + " ".join(f"{f:>12}" for f in fams))
+    mean_head = f" {'mean of two':>12}" if against_mean else ""
+    print(f"{'signal':<10} {'pooled':>12}{mean_head} " + " ".join(f"{f:>12}" for f in fams))
     for name, pooled, per_family in rows:
         cells = " ".join(f"{fmt(per_family[f]) if f in per_family else '-':>12}" for f in fams)
-        print(f"{name:<10} {fmt(pooled):>12} {cells}")
+        mean_cell = f" {fmt(against_mean[name]):>12}" if against_mean else ""
+        print(f"{name:<10} {fmt(pooled):>12}{mean_cell} {cells}")
     sig_s = statistics.median(s.seconds for s in signals.values())
     ft_s = statistics.median(measured[k]["details"]["finetune_s"] for k in ok)
     short_s = (
@@ -241,7 +255,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"median seconds per candidate: signals {sig_s:.2f}, fine-tune {ft_s:.1f}{short_s}")
     noise = None
     if repeated:
-        both = [k for k in ok if repeated[k]["status"] == "ok"]
         noise = kendall_tau(
             [repeated[k]["val_accuracy"] for k in both],
             [measured[k]["val_accuracy"] for k in both],
@@ -275,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
                 for name, pooled, pf in rows
             },
             "tau_repeat": None if noise is None else noise.tau,
+            "tau_mean_of_two": {name: r.tau for name, r in against_mean.items()},
             "val_accuracy_repeat": {k: r.get("val_accuracy") for k, r in repeated.items()},
         }
         args.json.write_text(json.dumps(out, indent=2) + "\n")
