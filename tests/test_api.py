@@ -90,7 +90,10 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ({"supernet": None}, "unknown supernet None"),
         # the checks are the command line's; their messages name the Python keywords
         ({"sram_budget": 10}, "raise sram_budget to at least 26152B$"),
-        ({"ray_address": "127.0.0.1:1"}, "^inline runs without Ray, so ray_address 127.0.0.1:1"),
+        (
+            {"ray_address": "127.0.0.1:1"},
+            "^inline=True runs without Ray, so ray_address 127.0.0.1:1",
+        ),
         ({"pretrain_steps": 0}, "pre-training steps must be >= 1, got 0"),
         ({"latency_budget": "500"}, "latency_budget '500' has no unit; write 500ms or 500s$"),
         ({"progress": 5}, "progress must be a function or None, got 5"),
@@ -149,6 +152,29 @@ def test_bad_export_arguments_raise_before_any_work(
         )
     assert "--" not in str(raised.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_export_refuses_to_lose_an_edited_bundle_file_before_any_work(tmp_path: Path) -> None:
+    import tinytune
+    from tinytune.bundle import BUNDLE_FORMAT, write_bundle
+    from tinytune.bundle.manifest import checksums
+
+    out = write_bundle(
+        tmp_path / "bundle",
+        {"main.c": b"int main;"},
+        {"format": BUNDLE_FORMAT, "files": checksums({"main.c": b"int main;"})},
+    )
+    (out / "main.c").write_text("int main; /* mine */")
+    storage = f"sqlite:///{tmp_path / 'none.db'}"
+    with pytest.raises(
+        tinytune.TinyTuneError,
+        match=r"main.c \(changed\); move it elsewhere, or replace it with force=True$",
+    ):
+        tinytune.export_bundle(0, out, storage=storage)
+    with pytest.raises(tinytune.TinyTuneError, match=r"^force must be True or False, got 'yes'"):
+        tinytune.export_bundle(0, out, storage=storage, force="yes")  # type: ignore[arg-type]
+    assert (out / "main.c").read_text() == "int main; /* mine */"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
 
 
 def test_a_candidate_is_looked_up_by_a_trial_number_or_a_key_only() -> None:
@@ -238,6 +264,11 @@ def test_in_python_words_names_only_the_functions_keywords() -> None:
     ) == (
         "pass device='rpi4' engine='bundle', or the study's own epochs=1, lr=0.05, "
         "weights='/a b/--lr=2.pt' or lr"
+    )
+    # a switch, off by default, is turned on by its flag
+    assert (
+        in_python_words("replace it with --force; --no-force", {"force"}, frozenset({"force"}))
+        == "replace it with force=True; force=False"
     )
 
 

@@ -72,11 +72,14 @@ def command_line() -> Iterator[None]:
         _COMMAND_LINE.reset(token)
 
 
-def in_python_words(message: str, keywords: set[str]) -> str:
+def in_python_words(
+    message: str, keywords: set[str], switches: frozenset[str] = frozenset()
+) -> str:
     """``message`` with each command-line flag that is one of ``keywords`` named as the
     keyword argument (``--batch-size`` as ``batch_size``, ``--no-measure-int8`` as
-    ``measure_int8=False``, a hint's ``--device=rpi4`` as ``device='rpi4'`` and ``--epochs=1``
-    as ``epochs=1``); other text, flags of no such keyword and anything quoted (a value the
+    ``measure_int8=False``, a switch — a keyword of ``switches``, off by default — ``--force``
+    as ``force=True``, a hint's ``--device=rpi4`` as ``device='rpi4'`` and ``--epochs=1`` as
+    ``epochs=1``); other text, flags of no such keyword and anything quoted (a value the
     caller gave: a study's name, a path) as they were."""
 
     def keyword(match: re.Match[str]) -> str:
@@ -87,7 +90,7 @@ def in_python_words(message: str, keywords: set[str]) -> str:
             return f"{name}=False"
         value = (match.group(3) or "")[1:]
         if match.group(3) is None:
-            return name
+            return f"{name}=True" if name in switches else name
         if not value or _NUMBER.fullmatch(value):  # a quoted value follows, or a number
             return f"{name}={value}"
         return f"{name}={value!r}"
@@ -100,7 +103,9 @@ def in_python_words(message: str, keywords: set[str]) -> str:
 def _python_words(function: _F) -> _F:
     """``function``, whose :class:`TinyTuneError` names its keyword arguments where the checks
     it shares with the command line name flags (outside :func:`command_line`)."""
-    keywords = set(inspect.signature(function).parameters)
+    parameters = inspect.signature(function).parameters
+    keywords = set(parameters)
+    switches = frozenset(name for name, p in parameters.items() if p.default is False)
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -108,7 +113,7 @@ def _python_words(function: _F) -> _F:
             return function(*args, **kwargs)
         except TinyTuneError as e:
             if not _COMMAND_LINE.get() and len(e.args) == 1 and isinstance(e.args[0], str):
-                e.args = (in_python_words(e.args[0], keywords),)
+                e.args = (in_python_words(e.args[0], keywords, switches),)
             raise  # the same error, its cause and traceback kept
 
     return call  # type: ignore[return-value]
@@ -384,6 +389,7 @@ def export_bundle(
     lr_schedule: str | None = None,
     seed: int = 0,
     measure_int8: bool = True,
+    force: bool = False,
     on_pretrain: Callable[[int, int, float], None] | None = None,
     on_measure: Callable[[], None] | None = None,
 ) -> Exported:
@@ -404,9 +410,15 @@ def export_bundle(
     the study; ``measure_int8=False`` skips that, and the manifest then has no device accuracy.
     ``on_measure`` is called before such a measurement starts.
 
+    ``out`` may be a bundle written before: the new one replaces it, and the files of the user's
+    in it (``build/`` with the profiler's measurements, notes) are kept. A file of the bundle
+    changed since it was written, or one of the user's at a path the new bundle writes, is
+    refused before any work unless ``force`` (then replaced).
+
     Raises:
-        TinyTuneError: bad options, an unknown target or device, or a destination that is not
-            a bundle; nothing is written then.
+        TinyTuneError: bad options, an unknown target or device, a destination that is not
+            a bundle, or (without ``force``) one whose user's work would be lost; nothing is
+            written then.
     """
     from tinytune.bundle import (
         BundleRequest,
@@ -443,7 +455,9 @@ def export_bundle(
     )
     _check_callbacks(on_pretrain=on_pretrain, on_measure=on_measure)
     check_seed(seed)
-    check_destination(out)
+    if not isinstance(force, bool):
+        raise ConfigError(f"force must be True or False, got {force!r:.40}")
+    check_destination(out, force=force)
     require_existing(storage)
     key: int | str = target if isinstance(target, int | str) else target.candidate_key
     if isinstance(target, FrontPoint) and study is None:
@@ -520,7 +534,7 @@ def export_bundle(
         checkpoint_source=source,
     )
     bundle = build_bundle(request, provenance)
-    path = write_bundle(out, bundle.files, bundle.manifest)
+    path = write_bundle(out, bundle.files, bundle.manifest, force=force)
     return Exported(path, bundle.manifest, source)
 
 

@@ -167,16 +167,23 @@ def test_export_a_trial_then_the_same_candidate_by_key(
     lines = make(out, "run-host").splitlines()
     assert [line.split()[:2] for line in lines[2:]] == [["epoch", "0"], ["epoch", "1"]]
 
-    # the same candidate by a key prefix replaces that bundle (its build folder included)
-    code, _, err = _export(
-        ["--candidate", trial.user_attrs["candidate_key"][:10], *common], capsys
-    )
+    # the same candidate by a key prefix replaces that bundle; the build folder and a note of
+    # the user's stay, an edited file of the bundle is refused before any work unless --force
+    (out / "notes.txt").write_text("board 3")
+    (out / "main.c").write_text((out / "main.c").read_text() + "/* mine */\n")
+    by_key = ["--candidate", trial.user_attrs["candidate_key"][:10], *common]
+    code, _, err = _export(by_key, capsys)
+    assert code == 2 and err.count("\n") == 1 and "main.c (changed)" in err and "--force" in err
+    assert (out / "main.c").read_text().endswith("/* mine */\n")
+    code, _, err = _export([*by_key, "--force"], capsys)
     assert code == 0, err
     again = json.loads((out / "manifest.json").read_text())
     assert again["candidate_key"] == manifest["candidate_key"] and again["trial"] == 0
-    assert again["dataset"]["train_samples"] == 32 and not (out / "build").exists()
-    assert verify_checksums(out) == []
+    assert again["dataset"]["train_samples"] == 32 and verify_checksums(out) == []
+    assert (out / "notes.txt").read_text() == "board 3" and (out / "build").is_dir()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
+    lines = make(out, "run-host").splitlines()  # the kept build is older: make builds again
+    assert [line.split()[:2] for line in lines[2:]] == [["epoch", str(e)] for e in range(4)]
 
 
 @pytest.mark.parametrize(

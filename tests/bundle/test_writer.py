@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from tinytune.bundle import (
     write_bundle,
 )
 from tinytune.bundle.manifest import checksums
+from tinytune.bundle.writer import FolderChanges, check_destination, folder_changes
 
 FILES = {"a.c": b"int a;\n", "kernels/b.h": b"/* b */\n"}
 
@@ -39,14 +41,102 @@ def test_a_bundle_is_written_with_its_manifest_and_checksums(tmp_path: Path) -> 
     assert _siblings(out) == ["b"]  # no temporary folder left beside it
 
 
-def test_an_existing_bundle_is_replaced_whole(tmp_path: Path) -> None:
+def test_an_existing_bundle_is_replaced_and_the_users_files_are_kept(tmp_path: Path) -> None:
     out = tmp_path / "b"
-    write_bundle(out, {**FILES, "old.c": b""}, _manifest())
-    (out / "build").mkdir()
-    new = {"a.c": b"int new;\n"}
+    write_bundle(out, {**FILES, "old.c": b""}, _manifest({**FILES, "old.c": b""}))
+    (out / "build" / "host").mkdir(parents=True)
+    (out / "build" / "host" / "train").write_bytes(b"\x7fELF")
+    os.chmod(out / "build" / "host" / "train", 0o755)
+    os.utime(out / "build" / "host" / "train", (1_000_000, 1_000_000))
+    (out / "build" / "profile-host.json").write_text('{"device": "host"}')
+    (out / "kernels" / "mine.c").write_text("int mine;")
+    (out / "empty").mkdir()
+    (out / "link").symlink_to("a.c")
+    new = {"a.c": b"int new;\n", "kernels/b.h": b"/* b */\n"}
     write_bundle(out, new, _manifest(new))
-    assert sorted(p.name for p in out.iterdir()) == ["a.c", "manifest.json"]
     assert verify_checksums(out) == [] and _siblings(out) == ["b"]
+    assert (out / "a.c").read_bytes() == b"int new;\n" and not (out / "old.c").exists()
+    assert (out / "build" / "profile-host.json").read_text() == '{"device": "host"}'
+    assert (out / "kernels" / "mine.c").read_text() == "int mine;"
+    train = (out / "build" / "host" / "train").stat()
+    assert train.st_mtime == 1_000_000 and train.st_mode & 0o777 == 0o755  # make sees it stale
+    assert (out / "empty").is_dir() and os.readlink(out / "link") == "a.c"
+    assert folder_changes(out) == FolderChanges(
+        changed=(),
+        own=("build/host/train", "build/profile-host.json", "kernels/mine.c", "link"),
+        own_folders=("empty",),
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ("edit", "a.c (changed)"),  # a file of the bundle, edited
+        ("edit-removed", "kernels/b.h (changed)"),  # edited, and the new bundle has none
+        ("own-at-file", "new.c (yours)"),  # the user's file where the new bundle writes one
+        ("own-at-folder", "src (yours)"),  # ... where the new bundle has a folder
+        ("own-under-file", "x.c/notes (yours)"),  # under a path the new bundle writes a file
+    ],
+)
+def test_work_a_new_bundle_would_lose_is_refused_unless_forced(
+    tmp_path: Path, change: str, named: str
+) -> None:
+    out = write_bundle(tmp_path / "b", FILES, _manifest())
+    if change == "edit":
+        (out / "a.c").write_bytes(b"int a = 1; /* mine */\n")
+    elif change == "edit-removed":
+        (out / "kernels" / "b.h").write_bytes(b"/* mine */\n")
+    elif change == "own-at-file":
+        (out / "new.c").write_text("mine")
+    elif change == "own-at-folder":
+        (out / "src").write_text("mine")
+    else:
+        (out / "x.c").mkdir()
+        (out / "x.c" / "notes").write_text("mine")
+    new = {"a.c": b"int new;\n", "new.c": b"", "src/s.c": b"", "x.c": b""}
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(BundleError, match=re.escape(named)) as refused:
+        write_bundle(out, new, _manifest(new))
+    assert "replace it with --force" in str(refused.value) and "\n" not in str(refused.value)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert _siblings(out) == ["b"]
+    if change.startswith("edit"):  # found before any work too
+        with pytest.raises(BundleError, match=re.escape(named)):
+            check_destination(out)
+    else:
+        check_destination(out)
+    write_bundle(out, new, _manifest(new), force=True)
+    assert verify_checksums(out) == [] and folder_changes(out).changed == ()
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
+        "a.c",
+        "manifest.json",
+        "new.c",
+        "src/s.c",
+        "x.c",
+    ]
+
+
+def test_the_refusal_names_a_few_and_counts_the_rest(tmp_path: Path) -> None:
+    files = {f"f{i}.c": b"" for i in range(6)}
+    out = write_bundle(tmp_path / "b", files, _manifest(files))
+    for name in files:
+        (out / name).write_text("mine")
+    with pytest.raises(BundleError, match=r"f0.c \(changed\), .*f3.c \(changed\) and 2 more;"):
+        check_destination(out)
+
+
+def test_a_manifest_without_checksums_makes_every_file_the_users(tmp_path: Path) -> None:
+    out = write_bundle(tmp_path / "b", FILES, {"format": BUNDLE_FORMAT})
+    assert folder_changes(out).own == ("a.c", "kernels/b.h")
+    with pytest.raises(BundleError, match=re.escape("a.c (yours), kernels/b.h (yours)")):
+        write_bundle(out, FILES, _manifest())
+    write_bundle(out, {"c.c": b""}, _manifest({"c.c": b""}))
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
+        "a.c",
+        "c.c",
+        "kernels/b.h",
+        "manifest.json",
+    ]
 
 
 @pytest.mark.parametrize("kind", ["folder", "file", "other manifest"])
@@ -111,7 +201,6 @@ def test_a_bundle_in_a_folder_that_cannot_be_written_is_refused_early(
     """The bundle is written beside its folder and renamed into place: replacing a bundle needs
     its parent to be writable, and that is checked before any work."""
     import tinytune.paths
-    from tinytune.bundle.writer import check_destination
 
     out = write_bundle(tmp_path / "b", FILES, _manifest())
     real_access = os.access

@@ -4,28 +4,110 @@ The files go into a fresh temporary folder beside the destination, the manifest 
 folder then takes the destination's name by a rename. An existing bundle there is moved aside
 first and removed once the new one is in place (or put back if the rename fails); a folder or
 file that is not a bundle is never touched.
+
+What a user keeps in a bundle folder survives a new export into it: files that are not the
+bundle's (``build/`` with the profiler's measurement files, notes, a board's project files) are
+copied into the new folder, times and modes kept, before it takes the old one's place. A file of
+the bundle changed since it was written (an edited ``main.c``), or a file of the user's at a
+path the new bundle writes, would be lost: such an export is refused, naming them, unless
+``force`` says to replace them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tinytune.bundle.errors import BundleError
-from tinytune.bundle.manifest import MANIFEST_NAME, is_bundle, manifest_bytes
+from tinytune.bundle.manifest import MANIFEST_NAME, is_bundle, manifest_bytes, read_manifest
 
-__all__ = ["check_destination", "write_bundle"]
+__all__ = ["FolderChanges", "check_destination", "folder_changes", "write_bundle"]
 
 log = logging.getLogger(__name__)
 
 
-def check_destination(out: Path) -> None:
-    """Refuse an output path that exists and is not a bundle folder (checked again by
+@dataclass(frozen=True)
+class FolderChanges:
+    """What an existing bundle folder holds besides the bundle as it was written.
+
+    Attributes:
+        changed: files of the bundle's manifest whose contents differ from it (edited since).
+        own: files that are not the bundle's (paths inside the folder, sorted).
+        own_folders: folders that hold none of the bundle's files and nothing else (empty).
+    """
+
+    changed: tuple[str, ...]
+    own: tuple[str, ...]
+    own_folders: tuple[str, ...]
+
+
+def folder_changes(out: Path) -> FolderChanges:
+    """The changes a user made to the bundle folder ``out`` since it was written.
+
+    A symbolic link counts as a file of the user's (it is kept as a link, not followed).
+    """
+    out = Path(out)
+    listed = read_manifest(out).get("files")
+    digests = (
+        {k: v for k, v in listed.items() if isinstance(k, str) and isinstance(v, str)}
+        if isinstance(listed, dict)
+        else {}
+    )
+    changed, own, own_folders = [], [], []
+    for root, dirs, names in os.walk(out):
+        here = Path(root).relative_to(out)
+        links = [d for d in dirs if (Path(root) / d).is_symlink()]  # not walked into
+        dirs[:] = [d for d in dirs if d not in links]
+        if here.parts and not dirs and not names and not links:
+            own_folders.append(here.as_posix())
+        for name in names + links:
+            rel = (here / name).as_posix()
+            if rel == MANIFEST_NAME:
+                continue
+            path = Path(root) / name
+            if rel not in digests or path.is_symlink():
+                own.append(rel)
+            elif hashlib.sha256(path.read_bytes()).hexdigest() != digests[rel]:
+                changed.append(rel)
+    return FolderChanges(tuple(sorted(changed)), tuple(sorted(own)), tuple(sorted(own_folders)))
+
+
+def _would_lose(changes: FolderChanges, files: Mapping[str, bytes] | None) -> list[str]:
+    """The user's work that writing ``files`` over the folder would lose, by path: its changed
+    bundle files, its own files at a path the new bundle writes or uses as a folder, or under a
+    path that the new bundle writes as a file, and its empty folders at a new file's path."""
+    lost = list(changes.changed)
+    if files is not None:
+        folders = {p.as_posix() for name in files for p in Path(name).parents}
+
+        def under_a_file(name: str) -> bool:
+            return any(p.as_posix() in files for p in Path(name).parents)
+
+        lost += [n for n in changes.own if n in files or n in folders or under_a_file(n)]
+        lost += [n for n in changes.own_folders if n in files or under_a_file(n)]
+    return lost
+
+
+def _refuse_losses(out: Path, changes: FolderChanges, lost: list[str]) -> None:
+    if lost:
+        named = [f"{n} ({'changed' if n in changes.changed else 'yours'})" for n in lost]
+        shown = ", ".join(named[:4]) + (f" and {len(named) - 4} more" if len(named) > 4 else "")
+        raise BundleError(
+            f"output folder {str(out)!r} holds work that a new bundle there would lose: {shown}; "
+            "move it elsewhere, or replace it with --force"
+        )
+
+
+def check_destination(out: Path, *, force: bool = False) -> None:
+    """Refuse an output path that exists and is not a bundle folder, or a bundle folder with
+    files of the bundle changed since it was written unless ``force`` (checked again by
     :func:`write_bundle`; call it early to fail before any work)."""
     from tinytune.paths import writable_folder
 
@@ -42,6 +124,9 @@ def check_destination(out: Path) -> None:
             f"output folder {str(out)!r} exists and is not a tinytune bundle ({why}); choose a "
             "new folder or a previous bundle to replace"
         )
+    if out.is_dir() and not force:
+        changes = folder_changes(out)
+        _refuse_losses(out, changes, _would_lose(changes, None))
     # the bundle is written beside ``out`` and renamed into place
     writable_folder(out.absolute().parent, "output", out, BundleError)
 
@@ -53,15 +138,32 @@ def _safe_relative(name: str) -> Path:
     return rel
 
 
-def write_bundle(out: Path, files: Mapping[str, bytes], manifest: Mapping[str, Any]) -> Path:
+def write_bundle(
+    out: Path, files: Mapping[str, bytes], manifest: Mapping[str, Any], *, force: bool = False
+) -> Path:
     """Write ``files`` (path inside the bundle → bytes) and ``manifest`` as the folder ``out``.
 
+    Over an existing bundle, the user's own files and empty folders are carried into the new
+    one; with ``force``, those at a path the new bundle writes, and the bundle's files changed
+    since it was written, are replaced instead of refused.
+
     Raises:
-        BundleError: ``out`` exists and is not a bundle, or a file name leaves the folder.
+        BundleError: ``out`` exists and is not a bundle, a file name leaves the folder, or
+            (without ``force``) the new bundle would overwrite a user's work; nothing is
+            written then.
     """
     out = Path(out).absolute()
-    check_destination(out)
+    check_destination(out, force=force)
     rels = {name: _safe_relative(name) for name in files}
+    keep: list[str] = []
+    keep_folders: list[str] = []
+    if out.is_dir():
+        changes = folder_changes(out)
+        lost = _would_lose(changes, files)
+        if not force:
+            _refuse_losses(out, changes, lost)
+        keep = [name for name in changes.own if name not in lost]
+        keep_folders = [name for name in changes.own_folders if name not in lost]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
@@ -69,9 +171,14 @@ def write_bundle(out: Path, files: Mapping[str, bytes], manifest: Mapping[str, A
             path = tmp / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(files[name])
+        for name in keep:  # copies: the old folder stays whole until the new one is in place
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(out / name, tmp / name, follow_symlinks=False)
+        for name in keep_folders:
+            (tmp / name).mkdir(parents=True, exist_ok=True)
         (tmp / MANIFEST_NAME).write_bytes(manifest_bytes(manifest))
         os.chmod(tmp, 0o755)  # mkdtemp made it private
-        check_destination(out)  # nothing appeared there meanwhile
+        check_destination(out, force=True)  # nothing but a bundle appeared there meanwhile
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
             os.rename(out, old / "bundle")
@@ -82,7 +189,7 @@ def write_bundle(out: Path, files: Mapping[str, bytes], manifest: Mapping[str, A
                 shutil.rmtree(old, ignore_errors=True)
                 raise
             shutil.rmtree(old, ignore_errors=True)
-            log.info("replaced the bundle in %s", out)
+            log.info("replaced the bundle in %s (kept %d files of the user's)", out, len(keep))
         else:
             os.rename(tmp, out)
     except BaseException:

@@ -66,6 +66,14 @@ def export(
             "whole training split; minutes) when the study has none stored, and record it.",
         ),
     ] = True,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace the files of an existing bundle folder that were changed since it was "
+            "written, and files of yours at paths the bundle writes (your other files are kept).",
+        ),
+    ] = False,
 ) -> None:
     """Export a candidate's on-device training step as a C bundle: int8 weights, the sparse
     update as straight-line C over the memory planner's static arena, an example that trains on
@@ -93,6 +101,7 @@ def export(
             lr_schedule=lr_schedule,
             seed=seed,
             measure_int8=measure_int8,
+            force=force,
             on_pretrain=on_pretrain,
             on_measure=lambda: console.print(
                 "measuring the accuracy the device's training reaches (int8, batch 1, QAS, the "
