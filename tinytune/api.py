@@ -431,7 +431,7 @@ def export_bundle(
     )
     from tinytune.checkpoints import ensure_checkpoint
     from tinytune.data import get_dataset
-    from tinytune.db import open_store, require_existing
+    from tinytune.db import open_store, require_tinytune
     from tinytune.errors import ConfigError, ModelError
     from tinytune.hwmodels.registry import device_engines, get_device
     from tinytune.search import FrontPoint
@@ -458,7 +458,7 @@ def export_bundle(
     if not isinstance(force, bool):
         raise ConfigError(f"force must be True or False, got {force!r:.40}")
     check_destination(out, force=force)
-    require_existing(storage)
+    require_tinytune(storage)
     key: int | str = target if isinstance(target, int | str) else target.candidate_key
     if isinstance(target, FrontPoint) and study is None:
         study = target.study  # the point's own study, where several measured its candidate

@@ -113,7 +113,8 @@ def _optuna_study(store: Store, name: str) -> Any:
     try:
         return optuna.load_study(study_name=name, storage=store.url)
     except KeyError as e:
-        names = ", ".join(store.study_names()) or "(none)"
+        names = ", ".join(sorted(set(store.study_names()) | set(_optuna_study_names(store))))
+        names = names or "(none)"
         raise StorageError(
             f"no study {name!r} in {mask_url(store.url)!r}; studies: {names}"
         ) from e
@@ -207,13 +208,13 @@ def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> St
     Raises:
         StorageError: no database file, no such study, or several to choose from.
     """
-    from tinytune.db import open_store, require_existing
+    from tinytune.db import open_store, require_tinytune
     from tinytune.search import Attr, FrontPoint
     from tinytune.search.config import reference_candidate
     from tinytune.search.recording import chosen_on, reference_point
     from tinytune.search.verify import int8_accuracies
 
-    require_existing(storage)
+    require_tinytune(storage)
     with open_store(storage) as store:
         name = _study_name(store, study)
         try:

@@ -14,6 +14,7 @@ import optuna
 import pytest
 
 from tinytune.cli.main import main
+from tinytune.db import open_store
 from tinytune.errors import BudgetError, ConfigError
 from tinytune.units import (
     MAX_SEED,
@@ -211,8 +212,24 @@ def test_pareto_names_the_studies(
     existing_db: tuple[str, Path, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, _, _ = existing_db
+    open_store(url).close()  # tinytune's tables beside the Optuna study
     code, err = _run(["pareto", "--storage", url, "--study", "nope"], capsys)
-    assert code == 2 and "no study 'nope'" in err
+    assert code == 2 and err.count("\n") == 1
+    assert "no study 'nope' in" in err and err.endswith("; studies: old\n")
+
+
+@pytest.mark.parametrize("command", [["pareto"], ["report", "0"]])
+def test_reading_another_programs_database_leaves_it_as_it_was(
+    command: list[str], existing_db: tuple[str, Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An Optuna database that tinytune never opened: refused in one line, not a byte
+    changed (opening it would add tinytune's tables and switch its journal)."""
+    url, path, digest = existing_db
+    code, err = _run([*command, "--storage", url], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "holds no tinytune study (none of its tables)" in err
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    assert sorted(p.name for p in path.parent.iterdir()) == ["keep.db"]
 
 
 def test_published_supernet_offline_says_where_to_get_it(

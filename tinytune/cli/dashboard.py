@@ -25,12 +25,11 @@ def dashboard(
     opens on the Pareto front plot.
     """
     from tinytune.cli.common import console, quiet_logs
-    from tinytune.db import open_store, require_existing
+    from tinytune.db import require_existing
     from tinytune.db.engine import mask_url
 
     quiet_logs()
     require_existing(storage)
-    open_store(storage).close()  # checks the URL and tinytune's tables with a one-line error
     _require_study(storage)
     _require_free_port(port)
     import optuna
@@ -53,10 +52,11 @@ def _require_study(storage: str) -> None:
     tables without creating them and fails with a traceback where they are missing."""
     import sqlalchemy as sa
 
-    from tinytune.db.engine import create_engine, mask_url, translate_error
+    from tinytune.db.engine import mask_url, translate_error
     from tinytune.errors import StorageError
 
-    engine = create_engine(storage)
+    # SQLAlchemy's engine, not tinytune's: its SQLite pragmas (WAL) would change the file
+    engine = sa.create_engine(storage)
     try:
         with engine.connect() as connection:
             tables = sa.inspect(connection)

@@ -34,7 +34,7 @@ def report(
     import optuna
 
     from tinytune.cli.common import console, png_path, quiet_logs
-    from tinytune.db import open_store, require_existing
+    from tinytune.db import open_store, require_tinytune
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
     from tinytune.hwmodels.registry import get_device
     from tinytune.spaces import get_supernet
@@ -44,7 +44,7 @@ def report(
     quiet_logs()
     if out is not None:
         png_path(out, "--out")
-    require_existing(storage)
+    require_tinytune(storage)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with open_store(storage) as store:
         found = find_candidate(

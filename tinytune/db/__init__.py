@@ -3,7 +3,7 @@ contribution tables) beside Optuna's."""
 
 from __future__ import annotations
 
-from tinytune.db.engine import database_exists, mask_url, require_existing
+from tinytune.db.engine import database_exists, mask_url, require_existing, require_tinytune
 from tinytune.db.store import (
     CONTRIBUTION_PARTS,
     FIDELITIES,
@@ -33,4 +33,5 @@ __all__ = [
     "mask_url",
     "open_store",
     "require_existing",
+    "require_tinytune",
 ]

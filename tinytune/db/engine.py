@@ -200,6 +200,23 @@ def require_existing(url: str) -> None:
         raise StorageError(f"database file {path!r} does not exist")
 
 
+def require_tinytune(url: str) -> None:
+    """Reading a study must not change a database that is not tinytune's: one without
+    tinytune's tables (another program's SQLite file, an empty database) is refused before it
+    is opened, since opening would add them.
+
+    Raises:
+        StorageError: as :func:`require_existing`, or the database holds none of tinytune's
+            tables.
+    """
+    require_existing(url)
+    if not holds_tinytune_tables(url):
+        raise StorageError(
+            f"the database {mask_url(url)!r} holds no tinytune study (none of its tables); make "
+            "one with 'tinytune search' first"
+        )
+
+
 def holds_tinytune_tables(url: str) -> bool:
     """Whether the database at ``url`` holds tinytune's tables (its schema's version table),
     read without creating or changing anything; False for a SQLite file that does not exist.
