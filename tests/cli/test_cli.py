@@ -344,6 +344,25 @@ def test_search_end_to_end_with_ray(
     ) in " ".join(printed.split())
 
 
+@pytest.mark.parametrize("objectives", [1, 3])
+def test_an_optuna_study_tinytune_did_not_make_is_refused_untouched(
+    objectives: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'theirs.db'}"
+    study = optuna.create_study(
+        study_name="theirs",
+        storage=url,
+        directions=["maximize", "minimize", "minimize"][:objectives],
+    )
+    study.optimize(lambda t: [t.suggest_float("x", 0, 1)] * objectives, n_trials=2)
+    code, err = _run(["search", "--storage", url, "--study", "theirs", "--inline"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    said = "1 objective(s) (maximize)" if objectives == 1 else "holds 2 trial(s) and no tinytune"
+    assert "study 'theirs' was not made by tinytune: " in err and said in err
+    again = optuna.load_study(study_name="theirs", storage=url)
+    assert again.user_attrs == {} and len(again.trials) == 2 and again.metric_names is None
+
+
 def test_an_unreadable_image_is_named_before_the_search(
     tmp_path: Path, existing_db: tuple[str, Path, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

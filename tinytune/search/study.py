@@ -189,6 +189,8 @@ class StudyAdapter:
             load_if_exists=True,
         )
         stored = self.study.user_attrs.get(Attr.SPACE)
+        if stored is None and (foreign := _foreign_study(self.study)) is not None:
+            raise foreign
         if stored is None:
             self.study.set_user_attr(Attr.SPACE, config.space())
             self.study.set_metric_names(list(OBJECTIVES))
@@ -479,11 +481,32 @@ def check_stored_space(config: SearchConfig, store: Store) -> None:
     except sa.exc.SQLAlchemyError:  # another driver creating Optuna's tables at this moment:
         return  # the study's own check, when it is opened, still compares the whole space
     if stored is None:
+        if (foreign := _foreign_study(study)) is not None:
+            raise foreign
         return
     requested = {k: v for k, v in config.space().items() if k != "weights"}
     stored = {k: v for k, v in stored.items() if k != "weights"}
     if diff := _space_difference(stored, requested):
         raise _another_space(config, diff, None)
+
+
+def _foreign_study(study: Any) -> StorageError | None:
+    """Why an Optuna study without tinytune's search space is not one tinytune may take over:
+    other objectives, or trials already (tinytune stores its space before its first trial, so
+    a study of its own without one is one that another driver is creating); None if it may."""
+    directions = tuple(d.name.lower() for d in study.directions)
+    if directions != DIRECTIONS:
+        return StorageError(
+            f"study {study.study_name!r} was not made by tinytune: it has {len(directions)} "
+            f"objective(s) ({', '.join(directions)}), a tinytune study {len(DIRECTIONS)} "
+            f"({', '.join(OBJECTIVES)}); choose another --study"
+        )
+    if trials := len(study.get_trials(deepcopy=False)):
+        return StorageError(
+            f"study {study.study_name!r} was not made by tinytune: it holds {trials} trial(s) "
+            "and no tinytune search space; choose another --study"
+        )
+    return None
 
 
 def _space_difference(stored: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
