@@ -68,6 +68,10 @@ def _export(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         (["--candidate", "{small}", "--samples", "0"], "--samples must be an integer >= 1"),
         (["--candidate", "{small}", "--seed", "-2"], "--seed must be an integer from 0 to"),
         (
+            ["--candidate", "{small}", "--epochs", "99999999999"],
+            "--epochs must be at most 32767 (the example counts in a C int",
+        ),
+        (
             ["--candidate", "{small}", "--lr-schedule", "cosine"],
             "--lr-schedule must be one of halving, constant, got 'cosine'",
         ),

@@ -122,6 +122,8 @@ def test_bad_search_input_creates_no_database(
         (["--recipe", "quick", "--workers", "2"], "--workers needs a recipe with per-step draws"),
         (["--recipe", "glyphs-gpu", "--workers", "-1"], "--workers must be >= 0, got -1"),
         (["--recipe", "imagenet"], "unknown pre-training recipe 'imagenet'; allowed: quick"),
+        (["--threads", "0"], "--threads must lie in [1, "),
+        (["--threads", "100000"], "(this machine's cores), got 100000"),
     ],
 )
 def test_bad_pretrain_input_is_one_line_and_exit_2(
@@ -376,6 +378,23 @@ def test_an_unreadable_image_is_named_before_the_search(
     assert code == 2
     assert err.count("\n") == 1 and "mango/3.png" in err
     assert optuna.get_all_study_names(url) == ["old"]  # nothing was started
+
+
+def test_a_file_the_system_refuses_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tinytune
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device", "/data/.front.png.tmp")
+
+    monkeypatch.setattr(tinytune, "optimize", full)
+    assert main(["search", "--trials", "3"]) == 1
+    err = capsys.readouterr().err
+    assert err == "tinytune: error: No space left on device: '/data/.front.png.tmp'\n"
+    monkeypatch.setattr(tinytune, "optimize", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):  # a defect is not dressed up as bad input
+        main(["search", "--trials", "3"])
 
 
 def test_failed_evaluations_are_printed_once_each(

@@ -106,12 +106,22 @@ class BundleRequest:
         check_options(self.samples, self.epochs, self.lr, self.lr_schedule)
 
 
+MAX_EXAMPLE_COUNT = 32767
+"""The most samples and epochs the example takes: it counts them in a C ``int``, which C99
+guarantees up to 32767, and its epoch loop runs to the count inclusive."""
+
+
 def check_options(samples: int, epochs: int, lr: float, lr_schedule: str = "halving") -> None:
     """Validate the example's settings (a :class:`BundleRequest` does it; call it early to
     fail before any work)."""
     for name, value in (("--samples", samples), ("--epochs", epochs)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise BundleError(f"{name} must be an integer >= 1, got {value!r}")
+            raise BundleError(f"{name} must be an integer >= 1, got {value!r:.40}")
+        if value > MAX_EXAMPLE_COUNT:
+            raise BundleError(
+                f"{name} must be at most {MAX_EXAMPLE_COUNT} (the example counts in a C int, "
+                f"at least 16 bits), got {value}"
+            )
     number = not isinstance(lr, bool) and isinstance(lr, int | float)
     if not (number and math.isfinite(lr) and MIN_DEVICE_LR <= lr < 10.0):
         raise BundleError(f"--lr must lie in [{MIN_DEVICE_LR:g}, 10), got {lr!r}")

@@ -57,6 +57,15 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(e, "format_message") and hasattr(e, "exit_code"):
             print(f"tinytune: error: {e.format_message()}", file=sys.stderr)
             return int(e.exit_code) if name != "ClickException" else 2
+        if isinstance(e, OSError) and e.filename is not None:
+            # a file the checks let through that the system then refused (a read-only or full
+            # file system, a folder removed meanwhile): its name and the system's reason
+            other = f" -> {e.filename2!r}" if e.filename2 is not None else ""
+            print(
+                f"tinytune: error: {e.strerror or type(e).__name__}: {str(e.filename)!r}{other}",
+                file=sys.stderr,
+            )
+            return 1
         raise
     return result if isinstance(result, int) else 0
 

@@ -57,6 +57,7 @@ def pretrain(
     """Pre-train a supernet with the sandwich rule and cache the checkpoint."""
     import dataclasses
     import json
+    import os
     import platform
     import shlex
     import sys
@@ -76,8 +77,11 @@ def pretrain(
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda, but torch sees no CUDA device")
     if threads is not None:
-        if threads < 1:
-            raise ConfigError(f"--threads must be >= 1, got {threads}")
+        cores = os.cpu_count() or 1
+        if not 1 <= threads <= cores:  # more only contend (and torch fails on far more)
+            raise ConfigError(
+                f"--threads must lie in [1, {cores}] (this machine's cores), got {threads}"
+            )
         torch.set_num_threads(threads)
     spec = get_supernet(supernet)
     chosen = get_recipe(recipe)
