@@ -99,6 +99,7 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ({"progress": 5}, "progress must be a function or None, got 5"),
         ({"on_pretrain": "print"}, "on_pretrain must be a function or None, got 'print'"),
         ({"study": " tinytune"}, "study ' tinytune' begins or ends with a space"),
+        ({"study": "a\nb"}, "study 'a\\\\nb' holds a control character; give a name of"),
         ({"trials": np.int64(3)}, "trials must be a Python int, got int64 3; pass int"),
     ],
 )

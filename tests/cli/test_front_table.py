@@ -69,3 +69,16 @@ def test_every_column_of_a_wide_front_fits_160_columns() -> None:
     console.print(front_table(front, "front", reference, {"a" * 64: Int8Accuracy(0.9, 0.8, 0.1)}))
     text = console.export_text()
     assert "…" not in text and "90.0/80.0%" in text and "full (reference), off the front" in text
+
+
+def test_names_and_paths_are_printed_as_given_not_as_markup() -> None:
+    """A study named ``[/x]`` (rich markup's closing tag) or ``[bold]x[/bold]``: the commands'
+    console prints it as it is, in a table's title and in a line, where markup would fail or
+    hide the brackets."""
+    from tinytune.cli.common import console
+
+    for name in ("[/x]", "[bold]x[/bold]"):
+        with console.capture() as captured:
+            console.print(front_table([], f"Pareto front of study {name!r}", None))
+            console.print(f"wrote '/tmp/{name}/front.png'")
+        assert f"study {name!r}" in captured.get() and f"/tmp/{name}/front.png" in captured.get()

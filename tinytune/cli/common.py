@@ -31,9 +31,11 @@ __all__ = [
 
 # A terminal's own width, or COLUMNS where set; written to a file or a pipe (logs, CI), wide
 # enough for a front table with every column (rich would otherwise wrap it at 80 columns).
+# Without markup: study names, paths and data sets are printed as given ("[/x]" is a name).
 console = Console(
     stderr=False,
     highlight=False,
+    markup=False,
     width=None if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit() else 160,
 )
 
@@ -202,7 +204,7 @@ def pretrain_bar(name: str) -> Iterator[Callable[[int, int, float], None]]:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     bar = Progress(
-        TextColumn("pre-training {task.description}"),
+        TextColumn("pre-training {task.description}", markup=False),
         BarColumn(),
         TextColumn("{task.completed}/{task.total} steps, loss {task.fields[loss]:.3f}"),
         TimeElapsedColumn(),

@@ -185,9 +185,9 @@ def search(
     with (
         pretrain_bar(supernet) as on_pretrain,
         Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
-            TextColumn("{task.completed}/{task.total} {task.fields[status]}"),
+            TextColumn("{task.completed}/{task.total} {task.fields[status]}", markup=False),
             TimeElapsedColumn(),
             console=console,
         ) as bar,
