@@ -72,6 +72,7 @@ def test_report_for_a_trial_and_a_key(
         (["0", "--study", "other"], "no study 'other'"),
         (["abc123"], "matches 0 stored candidates"),
         (["not-a-key"], "is not lower-case hex digits"),
+        (["٣", "--study", "s"], "is not lower-case hex digits"),  # a digit, but not 0-9
         (["0", "--study", "s", "--device", "esp32"], "unknown device 'esp32'"),
         (["0", "--study", "s", "--device", ""], "unknown device ''"),
         (["0", "--study", "s", "-o", "report.svg"], "--out 'report.svg' must name a .png file"),

@@ -48,7 +48,9 @@ def report(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with open_store(storage) as store:
         found = find_candidate(
-            store, study=study, target=int(target) if target.isdigit() else target
+            store,
+            study=study,
+            target=int(target) if target.isascii() and target.isdigit() else target,
         )
         space = found.space
         name = device if device is not None else space.get("device", "stm32f746")
