@@ -47,6 +47,9 @@ DEFAULT_SUPERNET = "ofa-proxyless-w0.35"
 DEFAULT_SAMPLER = "tpe-early"
 """The sampler of ``tinytune search``: of tinytune's strategies, the best median hypervolume at
 equal compute in ``bench/search_efficiency.py`` (``docs/benchmarks.md``, "Search efficiency")."""
+DEFAULT_WORKERS = 2
+"""Evaluations in parallel (Ray tasks) when ``workers`` is not given: one per core of a
+two-core machine."""
 DEFAULT_DEVICE_LR = 0.0125
 """The bundle's learning rate when no device accuracy was measured: the smaller of the rates
 that ``--verify-int8`` tries (:data:`tinytune.search.verify.INT8_LRS`)."""
@@ -183,7 +186,7 @@ def optimize(
     epochs: int = 8,
     lr: float | None = None,
     batch_size: int = 32,
-    workers: int = 2,
+    workers: int | None = None,
     inline: bool = False,
     ray_address: str | None = None,
     max_retries: int = 2,
@@ -206,7 +209,8 @@ def optimize(
 
     Budgets are bytes or seconds, or text with a unit (``"256KB"``, ``"500ms"``, ``"5m"``);
     ``sram_budget=None`` searches without one. ``n_classes`` comes from the data set. Ray runs
-    ``workers`` evaluations in parallel (``inline=True``: in this process). The supernet's
+    ``workers`` evaluations in parallel (:data:`DEFAULT_WORKERS` when None; ``inline=True``:
+    one at a time in this process, and then ``workers`` is not given). The supernet's
     weights are ``weights``, else the checkpoint the package ships for it, else the cached
     pre-trained one, pre-trained first when missing (``on_pretrain(step, steps, loss)``
     follows it); ``pretrain_steps`` asks for a pre-training by the quick recipe instead.
@@ -254,6 +258,8 @@ def optimize(
     require_weights(spec, weights_path)
     check_device(device)  # before any database work
     check_seed(seed)
+    given_workers = workers is not None
+    workers = DEFAULT_WORKERS if workers is None else workers
     check_integer(workers, "--workers")
     check_integer(max_retries, "--max-retries")
     recipe = None
@@ -263,6 +269,11 @@ def optimize(
     _check_callbacks(progress=progress, on_pretrain=on_pretrain)
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
+    if given_workers and inline:
+        raise ConfigError(
+            f"--inline runs in this process, so --workers {workers} would be ignored; give one "
+            "of the two"
+        )
     if max_retries < 0:
         raise ConfigError(f"--max-retries must be >= 0, got {max_retries}")
     data = get_dataset(dataset)

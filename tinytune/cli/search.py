@@ -75,7 +75,9 @@ def search(
     precision: Annotated[
         str, typer.Option(help="On-device training format: int8 or fp32.")
     ] = "int8",
-    workers: Annotated[int, typer.Option(help="Parallel evaluations (Ray tasks).")] = 2,
+    workers: Annotated[
+        int | None, typer.Option(help="Parallel evaluations (Ray tasks); default 2.")
+    ] = None,
     ray_address: Annotated[
         str | None, typer.Option(help="Address of an existing Ray cluster (default: local).")
     ] = None,
