@@ -89,9 +89,12 @@ def calibrate(
     files: Annotated[list[Path], typer.Argument(help="Measurement files of the device.")],
     device: Annotated[str, typer.Option(help="Device the measurements were taken on.")],
     held_out: Annotated[
-        float,
-        typer.Option(help="Held-out networks: a count (>= 1) or a fraction (< 1)."),
-    ] = 0.25,
+        str,
+        typer.Option(
+            metavar="NUMBER",
+            help="Held-out networks: a count (a whole number >= 1) or a fraction (< 1).",
+        ),
+    ] = "0.25",
     storage: Annotated[
         str, typer.Option(help="SQLAlchemy URL of the database that keeps calibrations.")
     ] = DEFAULT_STORAGE,
@@ -104,23 +107,19 @@ def calibrate(
 ) -> None:
     """Fit a device's latency profile from measurement files (non-negative least squares),
     report the fit and held-out error, and store it in the database and as a file. A fit that
-    fails stores nothing and keeps the previous calibration."""
-    import math
-
+    fails, or a file that cannot be written, stores nothing and keeps the previous
+    calibration."""
     from tinytune.cli.common import console, json_path, quiet_logs
     from tinytune.db import open_store
     from tinytune.db.engine import mask_url
     from tinytune.errors import ConfigError
     from tinytune.hwmodels.devices import unnamed_engine
     from tinytune.hwmodels.fitting import calibrate as fit
-    from tinytune.hwmodels.measurements import load_measurements, write_json_atomic
+    from tinytune.hwmodels.measurements import load_measurements, staged_json
     from tinytune.hwmodels.registry import device_engines, get_device
 
     quiet_logs()
-    if not math.isfinite(held_out) or held_out < 0:
-        raise ConfigError(
-            f"--held-out must be a count (>= 1) or a fraction (0 to 1), got {held_out:g}"
-        )
+    held = _held_out(held_out)
     path = json_path(  # before the fit: a refused path stores nothing
         out or Path(f"calibration-{device}.json"),
         "--out",
@@ -134,10 +133,27 @@ def calibrate(
     engine = engines.pop() if len(engines) == 1 else None  # several: the fit refuses them
     # the device's facts, from its built-in profile of the files' engine where there is one
     base = get_device(device, engine=engine if engine in device_engines(device) else None)
-    result = fit(loaded, base, held_out=held_out)
-    with open_store(storage) as store:
-        calibration_id = store.add_calibration(device, result.profile.to_dict(), result.fit)
-    write_json_atomic(path, {"profile": result.profile.to_dict(), "fit": result.fit})
+    result = fit(loaded, base, held_out=held)
+    profile = result.profile.to_dict()
+    calibration_id = None
+    try:
+        # the file is written first and renamed into place only once the database holds the
+        # calibration: a file that cannot be written stores nothing, a refused store leaves
+        # the previous file
+        with (
+            staged_json(path, {"profile": profile, "fit": result.fit}),
+            open_store(storage) as store,
+        ):
+            calibration_id = store.add_calibration(device, profile, result.fit)
+    except OSError as e:
+        kept = (
+            "nothing was stored"
+            if calibration_id is None
+            else f"the calibration is stored as {calibration_id} in {mask_url(storage)}"
+        )
+        raise ConfigError(
+            f"--out {str(path)!r} cannot be written ({e.strerror or e}); {kept}"
+        ) from e
     f, h = result.fit["fit"], result.fit["held_out"]
     console.print(
         f"{device}: fitted on {f['n']} networks: {f['within_10']:.0%} within ±10 %, median "
@@ -151,6 +167,31 @@ def calibrate(
     console.print(f"stored as calibration {calibration_id} in {mask_url(storage)} and in {path}")
 
 
+def _held_out(text: str) -> float:
+    """``--held-out`` as a number: a count (a whole number >= 1, in digits) or a fraction
+    (0 to 1).
+
+    Raises:
+        ConfigError: anything else, quoted as given.
+    """
+    import math
+
+    from tinytune.errors import ConfigError
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    count = text.strip().isdigit()  # not 1.5, nor 1e308: a count is spelled out
+    if math.isfinite(value) and value >= 0 and (value < 1 or count):
+        return value
+    given = text if len(text) <= 24 else text[:23] + "…"
+    raise ConfigError(
+        f"--held-out must be a count (>= 1) or a fraction (0 to 1), got {given}"
+        + ("; a count is a whole number, in digits" if 1 <= value < math.inf else "")
+    )
+
+
 def devices(
     storage: Annotated[
         str, typer.Option(help="Database whose calibrations override the built-in profiles.")
@@ -158,8 +199,8 @@ def devices(
 ) -> None:
     """List the devices and their engines: SRAM, flash, clock, calibration source and error
     (the default engine of each device first)."""
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     from tinytune.cli.common import console, quiet_logs, size_text
     from tinytune.db import open_store
@@ -195,7 +236,7 @@ def devices(
                 err,
             )
             stored = f" (stored calibration #{calibration.id})" if calibration is not None else ""
-            sources.append(f"[bold]{name}[/bold] ({engine}){stored}: {escape(p.source)}")
+            sources.append(Text.assemble((name, "bold"), f" ({engine}){stored}: {p.source}"))
     finally:
         if store is not None:
             store.close()

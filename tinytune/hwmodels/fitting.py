@@ -52,12 +52,14 @@ def calibrate(
         files: measurement files of one precision.
         base: the device's profile; everything but the coefficients, calibration and
             provenance is kept.
-        held_out: held-out networks, a count (>= 1) or a fraction (< 1) of the measurements.
+        held_out: held-out networks, a count (a whole number >= 1) or a fraction (< 1) of
+            the measurements.
 
     Raises:
         CalibrationError: the files were measured on another device than ``base`` or disagree
-            on it or on precision, there are too few measurements, or
-            the fitted coefficients predict a non-positive time for a measured network.
+            on it or on precision, ``held_out`` is neither a count nor a fraction, there are
+            too few measurements, or the fitted coefficients predict a non-positive time for a
+            measured network.
     """
     if not files:
         raise CalibrationError("no measurement files given")
@@ -182,16 +184,21 @@ def _train_step_s(profile: DeviceProfile, graph: Graph) -> float:
 def _split(measurements: Sequence[Measurement], held_out: float) -> tuple[list[int], list[int]]:
     """Deterministic split: measurements ordered by a hash of their name, every k-th held out.
 
-    ``held_out`` is a count (>= 1) or a fraction (< 1) of the measurements.
+    ``held_out`` is a count (a whole number >= 1) or a fraction (0 to 1) of the measurements.
     """
     n = len(measurements)
-    count = round(held_out * n) if held_out < 1 else int(held_out)
-    if count > n:
+    if not (held_out >= 0 and (held_out < 1 or float(held_out).is_integer())):
         raise CalibrationError(
-            f"--held-out {held_out:g} would hold out {count} networks of {n} measured; a fit "
-            f"needs at least {MIN_FIT} besides those held out: measure more networks or hold "
-            "out fewer"
+            f"--held-out must be a count (a whole number >= 1) or a fraction (0 to 1), got "
+            f"{held_out:g}"
         )
+    if held_out > n:  # shown as given, not as int(): int(1e308) has 309 digits
+        raise CalibrationError(
+            f"--held-out {held_out:g} would hold out {held_out:g} networks of {n} measured; a "
+            f"fit needs at least {MIN_FIT} besides those held out: measure more networks or "
+            "hold out fewer"
+        )
+    count = round(held_out * n) if held_out < 1 else int(held_out)
     if n - count < MIN_FIT:
         raise CalibrationError(
             f"{n} measurement{'' if n == 1 else 's'} leave{'s' if n == 1 else ''} {n - count} "

@@ -283,7 +283,8 @@ def fit_coefficients(
     step time: a call's error weighs as its share of the step.
 
     Raises:
-        ConfigError: fewer measurements than one, a non-positive time, or shapes that differ.
+        ConfigError: fewer measurements than one, a non-positive time, shapes that differ, or
+            times so far from the features' scale that the scaled system is not finite.
     """
     from scipy.optimize import nnls
 
@@ -295,17 +296,29 @@ def fit_coefficients(
     y = np.asarray(seconds, dtype=float)
     if not np.all(np.isfinite(y)) or np.any(y <= 0):
         raise ConfigError("measured times must be finite and > 0 seconds")
-    a = np.stack([_design_row(g, bytes_per_element) for g in graphs]) / y[:, None]
-    b = np.ones_like(y)
-    if calls is not None:
-        if len(calls) != len(graphs):
-            raise ConfigError(f"need one list of calls per network, got {len(calls)}")
-        for graph, step, timed in zip(graphs, y, calls, strict=True):
-            rows, secs = call_rows(graph, timed, bytes_per_element)
-            a = np.vstack([a, rows / step])
-            b = np.concatenate([b, secs / step])
-    norms = np.linalg.norm(a, axis=0)
+    # overflow is checked below rather than warned about on stderr
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = np.stack([_design_row(g, bytes_per_element) for g in graphs]) / y[:, None]
+        b = np.ones_like(y)
+        if calls is not None:
+            if len(calls) != len(graphs):
+                raise ConfigError(f"need one list of calls per network, got {len(calls)}")
+            for graph, step, timed in zip(graphs, y, calls, strict=True):
+                rows, secs = call_rows(graph, timed, bytes_per_element)
+                a = np.vstack([a, rows / step])
+                b = np.concatenate([b, secs / step])
+        norms = np.linalg.norm(a, axis=0)
+    if not (np.isfinite(a).all() and np.isfinite(b).all() and np.isfinite(norms).all()):
+        raise ConfigError(
+            "the measured times are too far from the networks' sizes to fit (a feature per "
+            "second overflows): are the times in seconds?"
+        )
     used = norms > 0
+    if not used.any():  # scipy's nnls aborts the process on a system without columns
+        raise ConfigError(
+            "the networks' features vanish against the measured times (every column is 0): "
+            "are the times in seconds?"
+        )
     x = np.zeros(a.shape[1])
     x[used] = nnls(a[:, used] / norms[used], b, maxiter=50 * a.shape[1])[0] / norms[used]
     values: dict[str, dict[str, tuple[float, float, float, float]]] = {}

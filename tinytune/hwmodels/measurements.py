@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,16 +40,30 @@ from tinytune.ir import Graph
 
 __all__ = [
     "FORMAT",
+    "PART_RANGE_S",
+    "STEP_RANGE_S",
     "CalibrationError",
     "CallTime",
     "Measurement",
     "MeasurementFile",
     "load_measurements",
     "save_measurements",
+    "staged_json",
     "write_json_atomic",
 ]
 
 FORMAT = "tinytune-latency/1"
+
+STEP_RANGE_S = (1e-9, 3600.0)
+"""Seconds a measured step (or forward pass, or sample) may take. One nanosecond is the
+finest tick of any counter that writes these files (``clock_gettime``; a Cortex-M's cycle
+counter and QEMU's instruction count tick coarser), so a shorter step was not measured; an
+hour is far beyond the training step of any network the latency model prices (seconds on a
+microcontroller), so a longer one is a unit error or a hang."""
+
+PART_RANGE_S = (0.0, 3600.0)
+"""Seconds an op's forward pass or a kernel call may take: as :data:`STEP_RANGE_S`, but zero
+is allowed, since a part shorter than the counter's tick reads as zero ticks."""
 
 
 class CalibrationError(ConfigError):
@@ -104,6 +119,21 @@ step, a bundle's profiler its int8 step."""
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write ``data`` as JSON to ``path`` through a temporary file and a rename, so that a
     failure never leaves a half-written file."""
+    with staged_json(path, data):
+        pass
+
+
+@contextmanager
+def staged_json(path: Path, data: Any) -> Iterator[None]:
+    """Write ``data`` as JSON to a temporary file beside ``path`` on entry, and rename it to
+    ``path`` when the block ends without an error; an error in the block removes it and
+    leaves ``path`` as it was. What must happen only once the file is written (storing the
+    same data elsewhere) goes in the block.
+
+    Raises:
+        OSError: the temporary file cannot be written, or the rename fails.
+        ValueError: ``data`` is not JSON (a NaN or an infinity included).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -114,6 +144,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1, allow_nan=False)
             f.write("\n")
+        yield
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -158,101 +189,231 @@ def save_measurements(path: Path, file: MeasurementFile) -> None:
 
 
 def load_measurements(path: str | Path) -> MeasurementFile:
-    """Read and check a measurement file.
+    """Read and check a measurement file: every field of its type, every time in seconds
+    within :data:`STEP_RANGE_S` (steps, forward passes, samples) or :data:`PART_RANGE_S` (an
+    op's forward pass, a kernel call).
 
     Raises:
-        CalibrationError: the file is missing, not JSON, not a measurement file, empty, or one
-            of its measurements is malformed (the message names the file and the entry).
+        CalibrationError: the file is missing, not JSON, not a measurement file, empty, a field
+            is of the wrong type or unknown, or one of its measurements is malformed (the
+            message names the file, the entry and the field).
     """
     path = Path(path)
+    where = str(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(), parse_constant=_no_constant)
     except FileNotFoundError as e:
-        raise CalibrationError(f"measurement file {str(path)!r} does not exist") from e
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise CalibrationError(f"measurement file {where!r} does not exist") from e
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
         raise CalibrationError(
-            f"measurement file {str(path)!r} is not readable JSON ({_first_line(e)}); expected "
+            f"measurement file {where!r} is not readable JSON ({_first_line(e)}); expected "
             f"a file written by 'tinytune profile' (format {FORMAT!r})"
         ) from e
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CalibrationError(
-            f"{str(path)!r} is not a tinytune measurement file: expected a JSON object with "
+            f"{where!r} is not a tinytune measurement file: expected a JSON object with "
             f'"format": "{FORMAT}"'
         )
+    if unknown := sorted(set(data) - _FILE_KEYS):
+        raise CalibrationError(
+            f"measurement file {where!r} has unknown fields {unknown[:3]}; allowed: "
+            f"{sorted(_FILE_KEYS)}"
+        )
     entries = data.get("measurements")
-    if not isinstance(entries, list) or not entries:
-        raise CalibrationError(f"measurement file {str(path)!r} has no measurements")
+    if entries is not None and not isinstance(entries, list):
+        raise CalibrationError(
+            f"measurement file {where!r}: measurements {_short(entries)} is not a JSON array"
+        )
+    if not entries:
+        raise CalibrationError(f"measurement file {where!r} has no measurements")
     precision = data.get("precision")
     if precision not in ("fp32", "int8"):
         raise CalibrationError(
-            f"measurement file {str(path)!r}: precision {precision!r} is not 'fp32' or 'int8'"
+            f"measurement file {where!r}: precision {_short(precision)} is not 'fp32' or 'int8'"
         )
-    for field in ("device", "engine"):
+    for field, kind in (("device", "a name"), ("engine", "a name"), ("created_at", "a string")):
         if data.get(field) is not None and not isinstance(data[field], str):
             raise CalibrationError(
-                f"measurement file {str(path)!r}: {field} {data[field]!r} is not a name"
+                f"measurement file {where!r}: {field} {_short(data[field])} is not {kind}"
             )
+    machine = data.get("machine")
+    if machine is not None and not isinstance(machine, dict):
+        raise CalibrationError(
+            f"measurement file {where!r}: machine {_short(machine)} is not a JSON object of "
+            "the measuring machine's facts by name"
+        )
     engine = data.get("engine")
     if engine in ENGINE_PRECISION and precision != ENGINE_PRECISION[engine]:
         raise CalibrationError(
-            f"measurement file {str(path)!r}: engine {engine!r} trains in "
+            f"measurement file {where!r}: engine {engine!r} trains in "
             f"{ENGINE_PRECISION[engine]}, but the file says precision {precision!r}"
         )
     measurements = []
     for i, entry in enumerate(entries):
         try:
             measurements.append(_measurement(entry))
-        except (KeyError, TypeError, ValueError) as e:
+        except ValueError as e:
             raise CalibrationError(
-                f"measurement {i} of {str(path)!r} is malformed ({_first_line(e)}); expected "
-                "name, graph, train_step_s > 0"
+                f"measurement {i} of {where!r} is malformed ({_first_line(e)}); expected "
+                "name, graph and train_step_s (seconds)"
             ) from e
     return MeasurementFile(
-        device=str(data.get("device", "")),
+        device=data.get("device") or "",
         precision=precision,
-        machine=dict(data.get("machine") or {}),
-        created_at=str(data.get("created_at", "")),
+        machine=machine or {},
+        created_at=data.get("created_at") or "",
         measurements=tuple(measurements),
-        engine=str(data.get("engine") or ""),
+        engine=engine or "",
     )
+
+
+_FILE_KEYS = {"format", "device", "precision", "engine", "machine", "created_at", "measurements"}
+_MEASUREMENT_KEYS = {
+    "name",
+    "graph",
+    "train_step_s",
+    "train_step_median_s",
+    "inference_s",
+    "samples",
+    "per_op_forward_s",
+    "per_call",
+}
+_CALL_KEYS = {"op", "kernel", "s"}
 
 
 def _measurement(entry: Any) -> Measurement:
+    """One entry of ``measurements``, checked field by field.
+
+    Raises:
+        ValueError: a field is missing, unknown, of the wrong type or out of its range.
+    """
     if not isinstance(entry, dict):
-        raise TypeError("not a JSON object")
-    step = float(entry["train_step_s"])
-    infer = entry.get("inference_s")
-    infer = None if infer is None else float(infer)
-    median = entry.get("train_step_median_s")
-    median = None if median is None else float(median)
-    for what, v in (("train_step_s", step), ("inference_s", infer), ("median", median)):
-        if v is not None and (not math.isfinite(v) or v <= 0):
-            raise ValueError(f"{what} {v!r} is not a finite number > 0")
-    graph_data = entry["graph"]
-    if not isinstance(graph_data, dict):
-        raise TypeError("graph is not a JSON object")
-    graph = Graph.from_json(json.dumps(graph_data))
-    if not graph.ops:
-        raise ValueError("graph has no ops")
-    per_op = {str(k): float(v) for k, v in (entry.get("per_op_forward_s") or {}).items()}
-    per_call = tuple(
-        CallTime(str(c["op"]), str(c["kernel"]), float(c["s"]))
-        for c in entry.get("per_call") or ()
+        raise ValueError(f"{_short(entry)} is not a JSON object")
+    if unknown := sorted(set(entry) - _MEASUREMENT_KEYS):
+        raise ValueError(f"unknown fields {unknown[:3]}; allowed: {sorted(_MEASUREMENT_KEYS)}")
+    for field in ("name", "graph", "train_step_s"):
+        if field not in entry:
+            raise ValueError(f"{field} is missing")
+    name = entry["name"]
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name {_short(name)} is not a non-empty string")
+    step = _seconds(entry["train_step_s"], "train_step_s", STEP_RANGE_S)
+    infer, median = (
+        None if entry.get(field) is None else _seconds(entry[field], field, STEP_RANGE_S)
+        for field in ("inference_s", "train_step_median_s")
     )
-    if any(not math.isfinite(c.seconds) or c.seconds < 0 for c in per_call):
-        raise ValueError("a per_call time is not a finite number >= 0")
+    samples = tuple(
+        _seconds(v, f"samples[{k}]", STEP_RANGE_S) for k, v in enumerate(_list(entry, "samples"))
+    )
+    graph = _graph(entry["graph"])
+    per_op_data = entry.get("per_op_forward_s")
+    if per_op_data is None:
+        per_op_data = {}
+    if not isinstance(per_op_data, dict):
+        raise ValueError(
+            f"per_op_forward_s {_short(per_op_data)} is not a JSON object of op names to seconds"
+        )
+    per_op = {
+        k: _seconds(v, f"per_op_forward_s[{k!r}]", PART_RANGE_S) for k, v in per_op_data.items()
+    }
+    per_call = tuple(_call(c, f"per_call[{k}]") for k, c in enumerate(_list(entry, "per_call")))
     if unknown := sorted({c.op for c in per_call} - {op.name for op in graph.ops}):
         raise ValueError(f"per_call names ops the graph does not have: {unknown[:3]}")
     return Measurement(
-        name=str(entry["name"]),
+        name=name,
         graph=graph,
         train_step_s=step,
         inference_s=infer,
-        samples=tuple(float(s) for s in entry.get("samples") or ()),
+        samples=samples,
         train_step_median_s=median,
         per_op_forward_s=per_op,
         per_call=per_call,
     )
+
+
+def _seconds(value: Any, field: str, bounds: tuple[float, float]) -> float:
+    """``value`` as seconds within ``bounds``; ``field`` names it in the error."""
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{field} {_short(value)} is not a number of seconds")
+    # compared as given: NaN and the infinities fall outside, and an integer too large for a
+    # float is out of range rather than an OverflowError
+    if not low <= value <= high:
+        raise ValueError(f"{field} {_short(value)} is outside {_range(bounds)} seconds")
+    return float(value)
+
+
+def _list(entry: dict[str, Any], field: str) -> list[Any]:
+    value = entry.get(field)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{field} {_short(value)} is not a JSON array")
+    return value
+
+
+def _call(data: Any, field: str) -> CallTime:
+    """One timed kernel call, ``{"op": ..., "kernel": ..., "s": ...}``."""
+    from tinytune.hwmodels.latency import KERNEL_PHASES
+
+    if not isinstance(data, dict) or set(data) != _CALL_KEYS:
+        raise ValueError(f"{field} {_short(data)} is not a JSON object of op, kernel and s")
+    for key in ("op", "kernel"):
+        if not isinstance(data[key], str):
+            raise ValueError(f"{field}.{key} {_short(data[key])} is not a name")
+    if data["kernel"] not in KERNEL_PHASES:
+        raise ValueError(
+            f"{field}.kernel {data['kernel']!r} is not a kernel of the bundle; known: "
+            f"{sorted(KERNEL_PHASES)}"
+        )
+    return CallTime(data["op"], data["kernel"], _seconds(data["s"], f"{field}.s", PART_RANGE_S))
+
+
+def _graph(data: Any) -> Graph:
+    """The traced network of a measurement, checked to be one the latency model can price:
+    every op's cost class and features (finite numbers >= 0) can be worked out."""
+    import numpy as np
+
+    from tinytune.hwmodels.latency import cost_class, phase_features
+
+    if not isinstance(data, dict):
+        raise ValueError(f"graph {_short(data)} is not a JSON object")
+    try:
+        graph = Graph.from_json(json.dumps(data))
+        features = []
+        for op in graph.ops:
+            cost_class(op)  # reads the convolution's groups, kernel and weight shape
+            features.extend(phase_features(op, graph).values())
+    except (AttributeError, IndexError, KeyError, OverflowError, TypeError, ValueError) as e:
+        problem = f"no {e.args[0]!r}" if isinstance(e, KeyError) and e.args else _first_line(e)
+        raise ValueError(f"graph is not a traced network ({problem})") from e
+    if not graph.ops:
+        raise ValueError("graph has no ops")
+    if unnamed := [op.name for op in graph.ops if not isinstance(op.name, str)]:
+        raise ValueError(f"graph has an op named {_short(unnamed[0])}, which is not a name")
+    for f in features:
+        if f.dtype.kind != "f" or not (np.isfinite(f).all() and (f >= 0).all()):
+            raise ValueError(
+                "graph is not a traced network (an op's sizes or multiply-accumulates are "
+                "not finite numbers >= 0)"
+            )
+    return graph
+
+
+def _no_constant(name: str) -> float:
+    """Refuses JSON's non-standard ``NaN``, ``Infinity`` and ``-Infinity``, which Python's
+    reader would otherwise take as numbers."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _range(bounds: tuple[float, float]) -> str:
+    return f"{bounds[0]:g} to {bounds[1]:g}"
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """``repr(value)``, cut to ``limit`` characters so that an error stays one short line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _first_line(e: BaseException) -> str:
