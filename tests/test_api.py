@@ -90,7 +90,7 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ({"supernet": None}, "unknown supernet None"),
         # the checks are the command line's; their messages name the Python keywords
         ({"sram_budget": 10}, "raise sram_budget to at least 26152B$"),
-        ({"workers": 4}, "^inline=True runs in this process, so workers 4 would be ignored"),
+        ({"workers": 4}, "^inline=True runs in this process, so workers=4 would be ignored"),
         (
             {"ray_address": "127.0.0.1:1"},
             "^inline=True runs without Ray, so ray_address 127.0.0.1:1",
@@ -100,7 +100,9 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ({"progress": 5}, "progress must be a function or None, got 5"),
         ({"on_pretrain": "print"}, "on_pretrain must be a function or None, got 'print'"),
         ({"study": " tinytune"}, "study ' tinytune' begins or ends with a space"),
-        ({"study": "a\nb"}, "study 'a\\\\nb' holds a control character; give a name of"),
+        ({"study": "a\nb"}, "study 'a\\\\nb' holds a control or format character; give a"),
+        ({"study": "evil\u202etxt"}, "holds a control or format character"),
+        ({"study": "a\u2028b"}, "holds a control or format character"),
         ({"trials": np.int64(3)}, "trials must be a Python int, got int64 3; pass int"),
     ],
 )

@@ -271,7 +271,7 @@ def optimize(
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     if given_workers and inline:
         raise ConfigError(
-            f"--inline runs in this process, so --workers {workers} would be ignored; give one "
+            f"--inline runs in this process, so --workers={workers} would be ignored; give one "
             "of the two"
         )
     if max_retries < 0:
@@ -422,14 +422,16 @@ def export_bundle(
     ``on_measure`` is called before such a measurement starts.
 
     ``out`` may be a bundle written before: the new one replaces it, and the files of the user's
-    in it (``build/`` with the profiler's measurements, notes) are kept. A file of the bundle
-    changed since it was written, or one of the user's at a path the new bundle writes, is
-    refused before any work unless ``force`` (then replaced).
+    in it (``build/`` with the profiler's measurements, notes) are kept. Unless ``force``, a
+    file of the bundle changed since it was written is refused before any work, and one of the
+    user's at a path the new bundle writes once the bundle is built (after the device's
+    accuracy is measured and stored); with ``force`` they are replaced, and a changed file the
+    new bundle does not hold is removed.
 
     Raises:
         TinyTuneError: bad options, an unknown target or device, a destination that is not
-            a bundle, or (without ``force``) one whose user's work would be lost; nothing is
-            written then.
+            a bundle, or (without ``force``) one whose user's work would be lost; no bundle
+            file is written then.
     """
     from tinytune.bundle import (
         BundleRequest,

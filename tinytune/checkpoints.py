@@ -111,18 +111,18 @@ def pretrain_into(
         if recipe.stream != "per-step":
             raise ModelError(
                 f"{where}, and this recipe draws its batches in one sequence, so no run of it "
-                "can go on from one; pass --force to start over"
+                "can go on from one; start over with 'tinytune pretrain --force'"
             )
         resume = load_partial(spec, partial)
         if resume is None:
             raise ModelError(
                 f"{where} saved without its optimiser's state (by an earlier version), which "
-                "cannot go on; pass --force to start over"
+                "cannot go on; start over with 'tinytune pretrain --force'"
             )
         if resume.recipe != recipe:
             raise ModelError(
                 f"{where} of another recipe (digest {resume.recipe.digest}, not "
-                f"{recipe.digest}); pass --force to start over"
+                f"{recipe.digest}); start over with 'tinytune pretrain --force'"
             )
         if on_resume is not None:
             on_resume(resume.step)

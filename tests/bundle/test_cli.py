@@ -69,7 +69,7 @@ def _export(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         (["--candidate", "{small}", "--seed", "-2"], "--seed must be an integer from 0 to"),
         (
             ["--candidate", "{small}", "--epochs", "99999999999"],
-            "--epochs must be at most 32767 (the example counts in a C int",
+            "--epochs must be at most 32766 (the example counts in a C int",
         ),
         (
             ["--candidate", "{small}", "--lr-schedule", "cosine"],

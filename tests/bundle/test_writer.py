@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,63 @@ def test_work_a_new_bundle_would_lose_is_refused_unless_forced(
         "src/s.c",
         "x.c",
     ]
+
+
+def test_the_users_folders_keep_their_modes_and_a_pipe_is_not_copied(tmp_path: Path) -> None:
+    out = write_bundle(tmp_path / "b", FILES, _manifest())
+    (out / "build" / "private").mkdir(parents=True)
+    (out / "build" / "private" / "key.txt").write_text("k")
+    os.chmod(out / "build" / "private", 0o700)
+    os.mkfifo(out / "build" / "pipe")
+    write_bundle(out, FILES, _manifest())
+    assert (out / "build" / "private").stat().st_mode & 0o777 == 0o700
+    assert (out / "build" / "private" / "key.txt").read_text() == "k"
+    assert not (out / "build" / "pipe").exists()  # a pipe holds no data
+
+
+def test_a_folder_that_cannot_be_read_is_refused_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = write_bundle(tmp_path / "b", FILES, _manifest())
+    (out / "build" / "locked").mkdir(parents=True)
+    (out / "build" / "locked" / "data.json").write_text("{}")
+    real = os.scandir
+
+    def scandir(path: object = ".") -> object:
+        if str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.raises(BundleError, match=r"cannot read '.*/build/locked' in the bundle folder"):
+        write_bundle(out, FILES, _manifest())
+    monkeypatch.undo()
+    assert (out / "build" / "locked" / "data.json").read_text() == "{}"
+    assert _siblings(out) == ["b"]
+
+
+def test_a_file_written_into_the_folder_meanwhile_stops_the_export(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A profiler run writing its measurement file while the new bundle is copied: the copy
+    would miss it, so the export stops and the folder keeps it."""
+    out = write_bundle(tmp_path / "b", FILES, _manifest())
+    (out / "build").mkdir()
+    (out / "build" / "train").write_bytes(b"elf")
+    real = shutil.copy2
+
+    def copy_while_profiling(src: object, dst: object, **kwargs: object) -> object:
+        (out / "build" / "profile-host.json").write_text('{"device": "host"}')
+        return real(src, dst, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shutil, "copy2", copy_while_profiling)
+    new = {"a.c": b"int new;\n"}
+    with pytest.raises(
+        BundleError, match=r"changed while the bundle was written \(build/profile-host.json\)"
+    ):
+        write_bundle(out, new, _manifest(new))
+    assert (out / "build" / "profile-host.json").read_text() == '{"device": "host"}'
+    assert (out / "a.c").read_bytes() == FILES["a.c"] and _siblings(out) == ["b"]
 
 
 def test_the_refusal_names_a_few_and_counts_the_rest(tmp_path: Path) -> None:

@@ -185,7 +185,10 @@ def test_pretrain_out_with_a_partial_run_of_another_recipe_is_refused(
     kept = partial.read_bytes()
     code, err = _run(["pretrain", "--recipe", "glyphs-gpu", "--out", str(out)], capsys)
     assert code == 2 and err.count("\n") == 1, err
-    assert "holds a partial run of another recipe" in err and "pass --force to start over" in err
+    assert (
+        "holds a partial run of another recipe" in err
+        and "start over with 'tinytune pretrain --force'" in err
+    )
     assert partial.read_bytes() == kept
 
 

@@ -104,6 +104,30 @@ def test_a_database_without_a_study_is_one_line_and_exit_2(
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("url", ["mysql://u@h/db", "foo://x"])
+def test_a_url_without_a_driver_is_one_line(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["dashboard", "--storage", url, "--port", str(_free_port())])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"tinytune: error: cannot use database URL '{url}'")
+
+
+def test_another_programs_sqlite_file_is_read_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import hashlib
+    import sqlite3
+
+    path = tmp_path / "theirs.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE foo (x)")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    code = main(["dashboard", "--storage", f"sqlite:///{path}", "--port", str(_free_port())])
+    assert code == 2 and "no study in" in capsys.readouterr().err
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.db"]  # no -wal beside it
+
+
 def test_a_port_in_use_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

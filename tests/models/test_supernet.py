@@ -231,7 +231,10 @@ def test_a_stopped_run_goes_on_to_the_weights_of_the_uninterrupted_one(tmp_path:
     with pytest.raises(Stop):
         pretrain_into(SPEC, recipe, path, progress=stop_at_3, checkpoint_every=2)
     other = dataclasses.replace(recipe, steps=6)
-    with pytest.raises(ModelError, match=r"partial run of another recipe .*--force to start"):
+    with pytest.raises(
+        ModelError,
+        match=r"partial run of another recipe .*start over with 'tinytune pretrain --force'",
+    ):
         pretrain_into(SPEC, other, path, checkpoint_every=2)
     steps.clear()
     pretrain_into(SPEC, other, path, progress=lambda s, n, loss: steps.append(s), fresh=True)
@@ -282,16 +285,25 @@ def test_a_partial_run_that_cannot_go_on_is_kept_unless_forced(tmp_path: Path) -
     net = pretrain_supernet(SPEC, per_step, SourceTask(8).batch)
     save_supernet(net, SPEC, per_step, partial, partial=(1, {"state": {}, "param_groups": []}))
     kept = partial.read_bytes()
-    with pytest.raises(ModelError, match=r"draws its batches in one sequence.*--force to start"):
+    with pytest.raises(
+        ModelError,
+        match=r"draws its batches in one sequence.*start over with 'tinytune pretrain --force'",
+    ):
         pretrain_into(SPEC, sequential, path)
     assert partial.read_bytes() == kept
     save_supernet(net, SPEC, per_step, partial)  # as an earlier version saved it
     kept = partial.read_bytes()
-    with pytest.raises(ModelError, match=r"without its optimiser's state .*--force to start over"):
+    with pytest.raises(
+        ModelError,
+        match=r"without its optimiser's state .*start over with 'tinytune pretrain --force'",
+    ):
         pretrain_into(SPEC, per_step, path)
     assert partial.read_bytes() == kept
     partial.write_bytes(b"half a file")
-    with pytest.raises(ModelError, match=r"cannot read the partial run .*pass --force to start"):
+    with pytest.raises(
+        ModelError,
+        match=r"cannot read the partial run .*start over with 'tinytune pretrain --force'",
+    ):
         pretrain_into(SPEC, per_step, path)
     assert partial.read_bytes() == b"half a file" and not path.exists()
     pretrain_into(SPEC, per_step, path, fresh=True)

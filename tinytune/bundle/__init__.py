@@ -22,7 +22,7 @@ from tinytune.bundle.manifest import (
 )
 from tinytune.bundle.render import ModelInfo, render_model
 from tinytune.bundle.samples import Samples, render_samples
-from tinytune.bundle.writer import check_destination, write_bundle
+from tinytune.bundle.writer import FolderChanges, check_destination, folder_changes, write_bundle
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -30,6 +30,7 @@ __all__ = [
     "Bundle",
     "BundleError",
     "BundleRequest",
+    "FolderChanges",
     "ModelInfo",
     "Provenance",
     "Samples",
@@ -38,6 +39,7 @@ __all__ = [
     "check_candidate",
     "check_destination",
     "check_options",
+    "folder_changes",
     "is_bundle",
     "read_manifest",
     "render_model",

@@ -106,9 +106,9 @@ class BundleRequest:
         check_options(self.samples, self.epochs, self.lr, self.lr_schedule)
 
 
-MAX_EXAMPLE_COUNT = 32767
+MAX_EXAMPLE_COUNT = 32766
 """The most samples and epochs the example takes: it counts them in a C ``int``, which C99
-guarantees up to 32767, and its epoch loop runs to the count inclusive."""
+guarantees up to 32767, and its epoch loop runs to the count inclusive (so one less)."""
 
 
 def check_options(samples: int, epochs: int, lr: float, lr_schedule: str = "halving") -> None:

@@ -19,8 +19,9 @@ import hashlib
 import logging
 import os
 import shutil
+import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,10 +49,34 @@ class FolderChanges:
     own_folders: tuple[str, ...]
 
 
+def _walk(out: Path) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """``os.walk`` of ``out`` that does not follow links (a linked folder is listed among the
+    files) and fails on a folder it cannot read, which it would otherwise skip unseen.
+
+    Raises:
+        BundleError: a folder under ``out`` cannot be listed.
+    """
+
+    def unreadable(error: OSError) -> None:
+        raise BundleError(
+            f"cannot read {str(error.filename)!r} in the bundle folder ({error.strerror}); "
+            "make it readable or move it elsewhere"
+        ) from error
+
+    for root, dirs, names in os.walk(out, onerror=unreadable):
+        links = [d for d in dirs if (Path(root) / d).is_symlink()]  # not walked into
+        dirs[:] = [d for d in dirs if d not in links]
+        yield Path(root), dirs, names + links
+
+
 def folder_changes(out: Path) -> FolderChanges:
     """The changes a user made to the bundle folder ``out`` since it was written.
 
-    A symbolic link counts as a file of the user's (it is kept as a link, not followed).
+    A symbolic link counts as a file of the user's (it is kept as a link, not followed); a
+    socket or a pipe holds no data and is not counted.
+
+    Raises:
+        BundleError: ``out`` is not a bundle, or a folder in it cannot be read.
     """
     out = Path(out)
     listed = read_manifest(out).get("files")
@@ -61,22 +86,35 @@ def folder_changes(out: Path) -> FolderChanges:
         else {}
     )
     changed, own, own_folders = [], [], []
-    for root, dirs, names in os.walk(out):
-        here = Path(root).relative_to(out)
-        links = [d for d in dirs if (Path(root) / d).is_symlink()]  # not walked into
-        dirs[:] = [d for d in dirs if d not in links]
-        if here.parts and not dirs and not names and not links:
+    for root, dirs, names in _walk(out):
+        here = root.relative_to(out)
+        if here.parts and not dirs and not names:
             own_folders.append(here.as_posix())
-        for name in names + links:
+        for name in names:
             rel = (here / name).as_posix()
-            if rel == MANIFEST_NAME:
+            path = root / name
+            if rel == MANIFEST_NAME or not (path.is_symlink() or path.is_file()):
                 continue
-            path = Path(root) / name
             if rel not in digests or path.is_symlink():
                 own.append(rel)
             elif hashlib.sha256(path.read_bytes()).hexdigest() != digests[rel]:
                 changed.append(rel)
     return FolderChanges(tuple(sorted(changed)), tuple(sorted(own)), tuple(sorted(own_folders)))
+
+
+def _stamps(out: Path) -> dict[str, tuple[int, int, int]]:
+    """Every entry under ``out`` by path: its kind, size and modification time, to tell
+    whether anything was written there meanwhile."""
+    stamps = {}
+    for root, dirs, names in _walk(out):
+        for name in dirs + names:
+            st = os.lstat(root / name)
+            stamps[(root / name).relative_to(out).as_posix()] = (
+                stat.S_IFMT(st.st_mode),
+                st.st_size,
+                st.st_mtime_ns,
+            )
+    return stamps
 
 
 def _would_lose(changes: FolderChanges, files: Mapping[str, bytes] | None) -> list[str]:
@@ -138,6 +176,19 @@ def _safe_relative(name: str) -> Path:
     return rel
 
 
+def _first_difference(
+    before: Mapping[str, tuple[int, int, int]], after: Mapping[str, tuple[int, int, int]]
+) -> str | None:
+    """The first path that is new, gone or different between two stamps, if any: a file
+    before a folder (a folder's time moves with what is written in it)."""
+
+    def is_folder(name: str) -> bool:
+        return (before.get(name) or after[name])[0] == stat.S_IFDIR
+
+    moved = [k for k in before.keys() | after.keys() if before.get(k) != after.get(k)]
+    return min(moved, key=lambda k: (is_folder(k), k)) if moved else None
+
+
 def write_bundle(
     out: Path, files: Mapping[str, bytes], manifest: Mapping[str, Any], *, force: bool = False
 ) -> Path:
@@ -147,17 +198,22 @@ def write_bundle(
     one; with ``force``, those at a path the new bundle writes, and the bundle's files changed
     since it was written, are replaced instead of refused.
 
+    Anything written into ``out`` while the new bundle is written (a profiler's measurement
+    file) would be missed by the copy: the export then stops and leaves ``out`` as it is.
+
     Raises:
-        BundleError: ``out`` exists and is not a bundle, a file name leaves the folder, or
-            (without ``force``) the new bundle would overwrite a user's work; nothing is
-            written then.
+        BundleError: ``out`` exists and is not a bundle, a file name leaves the folder, a
+            folder in it cannot be read, something was written there meanwhile, or (without
+            ``force``) the new bundle would overwrite a user's work; nothing is written then.
     """
     out = Path(out).absolute()
     check_destination(out, force=force)
     rels = {name: _safe_relative(name) for name in files}
     keep: list[str] = []
     keep_folders: list[str] = []
+    before: dict[str, tuple[int, int, int]] = {}
     if out.is_dir():
+        before = _stamps(out)
         changes = folder_changes(out)
         lost = _would_lose(changes, files)
         if not force:
@@ -176,9 +232,20 @@ def write_bundle(
             shutil.copy2(out / name, tmp / name, follow_symlinks=False)
         for name in keep_folders:
             (tmp / name).mkdir(parents=True, exist_ok=True)
+        # the user's folders keep their modes and times (deepest first: copying into a folder
+        # moves its time); the bundle's own folders are the bundle's
+        bundle_folders = {p.as_posix() for rel in rels.values() for p in rel.parents}
+        theirs = {p.as_posix() for name in keep for p in Path(name).parents} | set(keep_folders)
+        for name in sorted(theirs - bundle_folders - {"."}, key=lambda n: -n.count("/")):
+            shutil.copystat(out / name, tmp / name, follow_symlinks=False)
         (tmp / MANIFEST_NAME).write_bytes(manifest_bytes(manifest))
         os.chmod(tmp, 0o755)  # mkdtemp made it private
         check_destination(out, force=True)  # nothing but a bundle appeared there meanwhile
+        if out.exists() and (moved := _first_difference(before, _stamps(out))) is not None:
+            raise BundleError(
+                f"output folder {str(out)!r} changed while the bundle was written ({moved}); "
+                "export again once nothing writes there"
+            )
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
             os.rename(out, old / "bundle")

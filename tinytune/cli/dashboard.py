@@ -52,11 +52,10 @@ def _require_study(storage: str) -> None:
     tables without creating them and fails with a traceback where they are missing."""
     import sqlalchemy as sa
 
-    from tinytune.db.engine import mask_url, translate_error
+    from tinytune.db.engine import create_engine, mask_url, translate_error
     from tinytune.errors import StorageError
 
-    # SQLAlchemy's engine, not tinytune's: its SQLite pragmas (WAL) would change the file
-    engine = sa.create_engine(storage)
+    engine = create_engine(storage, pragmas=False)  # WAL would change another program's file
     try:
         with engine.connect() as connection:
             tables = sa.inspect(connection)

@@ -70,8 +70,9 @@ def export(
         bool,
         typer.Option(
             "--force",
-            help="Replace the files of an existing bundle folder that were changed since it was "
-            "written, and files of yours at paths the bundle writes (your other files are kept).",
+            help="Replace (or remove, where the new bundle has none) the files of an existing "
+            "bundle folder that were changed since it was written, and files of yours at paths "
+            "the bundle writes (your other files are kept).",
         ),
     ] = False,
 ) -> None:

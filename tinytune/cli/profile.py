@@ -182,7 +182,7 @@ def _held_out(text: str) -> float:
         value = float(text)
     except ValueError:
         value = math.nan
-    count = text.strip().isdigit()  # not 1.5, nor 1e308: a count is spelled out
+    count = text.strip().isascii() and text.strip().isdigit()  # not 1.5, 1e308 nor '٣'
     if math.isfinite(value) and value >= 0 and (value < 1 or count):
         return value
     given = text if len(text) <= 24 else text[:23] + "…"

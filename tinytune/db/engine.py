@@ -72,8 +72,10 @@ def parse_url(url: str) -> URL:
         ) from e
 
 
-def create_engine(url: str) -> Engine:
+def create_engine(url: str, *, pragmas: bool = True) -> Engine:
     """Creates an engine for ``url`` with tinytune's connection settings; connects to nothing.
+    ``pragmas=False`` leaves out the SQLite pragmas (WAL changes the file): for reading another
+    program's database.
 
     Raises:
         StorageError: the URL cannot be parsed, names an unknown database or missing driver, or
@@ -98,7 +100,7 @@ def create_engine(url: str) -> Engine:
             f"{_without_password(_first_line(e), parsed)}; expected a "
             f"SQLite or PostgreSQL URL whose driver is installed, such as {_URL_EXAMPLES}"
         ) from e
-    if backend == "sqlite":
+    if backend == "sqlite" and pragmas:
         sa.event.listen(engine, "connect", _set_sqlite_pragmas)
     return engine
 

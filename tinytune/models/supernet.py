@@ -446,7 +446,7 @@ def load_partial(spec: SupernetSpec, path: Path) -> PartialRun | None:
     Raises:
         ModelError: the file cannot be read or is of another supernet.
     """
-    way_out = "pass --force to start over, or remove it"
+    way_out = "start over with 'tinytune pretrain --force', or remove it"
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:

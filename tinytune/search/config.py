@@ -38,19 +38,21 @@ def check_new_study_name(name: str) -> None:
     under such a name by an earlier version is still continued: callers check only names that
     are not in the database yet.
 
-    A control character (a line break, an escape) is refused too: the name is printed in
-    every line that names the study, and would break or rewrite them.
+    A control, format or separator character (a line break, an escape, a bidirectional
+    override, U+2028) is refused too: the name is printed in every line that names the
+    study, and would break or rewrite them.
 
     Raises:
-        ConfigError: the name has a space at either end, or a control character.
+        ConfigError: the name has a space at either end, or such a character.
     """
     if name != name.strip():
         raise ConfigError(
             f"--study {name!r:.80} begins or ends with a space; give the name without them"
         )
-    if any(unicodedata.category(c) == "Cc" for c in name):
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):
         raise ConfigError(
-            f"--study {name!r:.80} holds a control character; give a name of printable characters"
+            f"--study {name!r:.80} holds a control or format character; give a name of "
+            "printable characters"
         )
 
 
