@@ -429,6 +429,19 @@ def test_malformed_url_raises(url: str) -> None:
     assert "secret" not in str(info.value)
 
 
+def test_sqlite_arguments_its_driver_would_ignore_are_refused(tmp_path) -> None:
+    """``?mode=ro`` without ``uri=true``: SQLAlchemy's driver would warn and open the file
+    read-write; with ``uri=true`` SQLite takes it."""
+    path = tmp_path / "t.db"
+    open_store(f"sqlite:///{path}").close()
+    with pytest.raises(StorageError, match=r"t.db\?cache=shared&mode=ro': cache, mode are SQLite"):
+        open_store(f"sqlite:///{path}?mode=ro&cache=shared")
+    with pytest.raises(StorageError, match=r"mode is a SQLite argument that takes effect only"):
+        open_store(f"sqlite:///{path}?mode=ro")
+    open_store(f"sqlite:///{path}?mode=ro&uri=true").close()
+    open_store(f"sqlite:///{path}?timeout=5").close()
+
+
 def test_unknown_database_kind_raises() -> None:
     with pytest.raises(StorageError, match="nosuchdb"):
         open_store("nosuchdb://host/x")

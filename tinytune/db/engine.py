@@ -53,14 +53,22 @@ def mask_url(url: str | URL) -> str:
         return _PASSWORD.sub(r"\1***@", url)
 
 
+# what SQLAlchemy's SQLite driver reads from a URL's query; any other is SQLite's own URI
+# argument (mode, cache, immutable, ...), passed on only with uri=true
+_SQLITE_DRIVER_ARGUMENTS = frozenset(
+    {"timeout", "isolation_level", "detect_types", "check_same_thread", "cached_statements", "uri"}
+)
+
+
 def parse_url(url: str) -> URL:
     """Parses a database URL.
 
     Raises:
-        StorageError: SQLAlchemy cannot parse it.
+        StorageError: SQLAlchemy cannot parse it, or it gives SQLite arguments that its driver
+            would ignore (SQLite's own, without ``uri=true``).
     """
     try:
-        return sa.make_url(url)
+        parsed = sa.make_url(url)
     except (sa.exc.ArgumentError, ValueError, TypeError) as e:
         text = str(url)
         if text.strip() and ":" not in text and "@" not in text:  # a file's path, it seems
@@ -70,6 +78,20 @@ def parse_url(url: str) -> URL:
         raise StorageError(
             f"cannot parse database URL {mask_url(text)!r}; expected a URL such as {_URL_EXAMPLES}"
         ) from e
+    ignored = sorted(set(parsed.query) - _SQLITE_DRIVER_ARGUMENTS)
+    uri = str(parsed.query.get("uri", "")).lower() == "true"
+    if parsed.get_backend_name() == "sqlite" and ignored and not uri:
+        # the driver would ignore them with a warning: a read-only ?mode=ro would not be
+        what = (
+            "is a SQLite argument that takes"
+            if len(ignored) == 1
+            else "are SQLite arguments that take"
+        )
+        raise StorageError(
+            f"database URL {mask_url(parsed)!r}: {', '.join(ignored)} {what} effect only with "
+            "uri=true in the URL (e.g. 'sqlite:///file.db?mode=ro&uri=true')"
+        )
+    return parsed
 
 
 def create_engine(url: str, *, pragmas: bool = True) -> Engine:
