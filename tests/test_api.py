@@ -178,6 +178,11 @@ def test_export_refuses_to_lose_an_edited_bundle_file_before_any_work(tmp_path: 
     with pytest.raises(tinytune.TinyTuneError, match=r"^force must be True or False, got 'yes'"):
         tinytune.export_bundle(0, out, storage=storage, force="yes")  # type: ignore[arg-type]
     assert (out / "main.c").read_text() == "int main; /* mine */"
+    (out / "main.c").write_text("int main;")
+    (out / "Makefile").write_text("all:")  # the user's, where the new bundle writes one
+    with pytest.raises(tinytune.TinyTuneError, match=r"would lose: Makefile \(yours\);"):
+        tinytune.export_bundle(0, out, storage=storage)
+    assert (out / "Makefile").read_text() == "all:"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
 
 

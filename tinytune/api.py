@@ -423,15 +423,14 @@ def export_bundle(
 
     ``out`` may be a bundle written before: the new one replaces it, and the files of the user's
     in it (``build/`` with the profiler's measurements, notes) are kept. Unless ``force``, a
-    file of the bundle changed since it was written is refused before any work, and one of the
-    user's at a path the new bundle writes once the bundle is built (after the device's
-    accuracy is measured and stored); with ``force`` they are replaced, and a changed file the
-    new bundle does not hold is removed.
+    file of the bundle changed since it was written, or one of the user's at a path the new
+    bundle writes, is refused before any work; with ``force`` they are replaced, and a changed
+    file the new bundle does not hold is removed.
 
     Raises:
         TinyTuneError: bad options, an unknown target or device, a destination that is not
-            a bundle, or (without ``force``) one whose user's work would be lost; no bundle
-            file is written then.
+            a bundle, or (without ``force``) one whose user's work would be lost; nothing is
+            written then.
     """
     from tinytune.bundle import (
         BundleRequest,
@@ -440,6 +439,7 @@ def export_bundle(
         check_candidate,
         check_destination,
         check_options,
+        exported_file_names,
         write_bundle,
     )
     from tinytune.checkpoints import ensure_checkpoint
@@ -470,7 +470,7 @@ def export_bundle(
     check_seed(seed)
     if not isinstance(force, bool):
         raise ConfigError(f"force must be True or False, got {force!r:.40}")
-    check_destination(out, force=force)
+    check_destination(out, force=force, files=exported_file_names())
     require_tinytune(storage)
     key: int | str = target if isinstance(target, int | str) else target.candidate_key
     if isinstance(target, FrontPoint) and study is None:

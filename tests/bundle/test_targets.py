@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 
 from tests.bundle.support import make, needs, parse_dump, replay
-from tinytune.bundle import Bundle, BundleRequest, build_bundle, verify_checksums, write_bundle
+from tinytune.bundle import (
+    Bundle,
+    BundleRequest,
+    build_bundle,
+    exported_file_names,
+    verify_checksums,
+    write_bundle,
+)
 from tinytune.hwmodels.registry import get_device
 from tinytune.spaces import Candidate, SupernetSpec, get_supernet, make_preset
 
@@ -82,6 +89,8 @@ def test_the_bundle_states_the_planned_arena(sparse: tuple[Bundle, Path]) -> Non
     assert manifest["predicted_latency"]["train_step_s"] > 0
     assert manifest["memory"]["predicted_peak_sram_bytes"] <= memory["arena_bytes"]
     assert {"tt_model.c", "kernels/tt_int8.h", "Makefile", "README.md"} <= set(manifest["files"])
+    assert set(bundle.files) == set(manifest["files"]) == exported_file_names()  # known early
+    assert set(bundle.files) == set(manifest["files"]) == exported_file_names()  # known early
 
 
 @needs("host")

@@ -11,6 +11,7 @@ from tinytune.bundle.assemble import (
     c_sources,
     check_candidate,
     check_options,
+    exported_file_names,
 )
 from tinytune.bundle.errors import BundleError
 from tinytune.bundle.manifest import (
@@ -39,6 +40,7 @@ __all__ = [
     "check_candidate",
     "check_destination",
     "check_options",
+    "exported_file_names",
     "folder_changes",
     "is_bundle",
     "read_manifest",

@@ -55,6 +55,7 @@ __all__ = [
     "build_bundle",
     "c_sources",
     "check_candidate",
+    "exported_file_names",
 ]
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,14 @@ STATIC_FILES = {
     "profile_main.c": "platform/profile_main.c",
 }
 README_TEMPLATE = "bundle_readme.md"
+
+
+def exported_file_names() -> frozenset[str]:
+    """The path of every file of an exported bundle besides its manifest: what
+    :func:`build_bundle` writes, known before anything is built (to check a destination)."""
+    rendered = ("tt_model.h", "tt_model.c", "tt_profile.h", "tt_data.h", "tt_data.c", "README.md")
+    kernels = (f"kernels/{name}" for name in (*C_HEADERS, *C_SOURCES))
+    return frozenset((*rendered, *kernels, *STATIC_FILES.values()))
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,7 +117,7 @@ def _stamps(out: Path) -> dict[str, tuple[int, int, int]]:
     return stamps
 
 
-def _would_lose(changes: FolderChanges, files: Mapping[str, bytes] | None) -> list[str]:
+def _would_lose(changes: FolderChanges, files: Collection[str] | None) -> list[str]:
     """The user's work that writing ``files`` over the folder would lose, by path: its changed
     bundle files, its own files at a path the new bundle writes or uses as a folder, or under a
     path that the new bundle writes as a file, and its empty folders at a new file's path."""
@@ -143,10 +143,13 @@ def _refuse_losses(out: Path, changes: FolderChanges, lost: list[str]) -> None:
         )
 
 
-def check_destination(out: Path, *, force: bool = False) -> None:
-    """Refuse an output path that exists and is not a bundle folder, or a bundle folder with
-    files of the bundle changed since it was written unless ``force`` (checked again by
-    :func:`write_bundle`; call it early to fail before any work)."""
+def check_destination(
+    out: Path, *, force: bool = False, files: Collection[str] | None = None
+) -> None:
+    """Refuse an output path that exists and is not a bundle folder, or, unless ``force``, a
+    bundle folder with files of the bundle changed since it was written or, where the paths
+    of the new bundle's ``files`` are given, files of the user's at those paths (checked again
+    by :func:`write_bundle`; call it early to fail before any work)."""
     from tinytune.paths import writable_folder
 
     out = Path(out)
@@ -164,7 +167,7 @@ def check_destination(out: Path, *, force: bool = False) -> None:
         )
     if out.is_dir() and not force:
         changes = folder_changes(out)
-        _refuse_losses(out, changes, _would_lose(changes, None))
+        _refuse_losses(out, changes, _would_lose(changes, files))
     # the bundle is written beside ``out`` and renamed into place
     writable_folder(out.absolute().parent, "output", out, BundleError)
 
