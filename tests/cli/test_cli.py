@@ -150,6 +150,8 @@ def test_pretrain_out_is_checked_before_training(
         (["--out", str(a_file / "w")], "(not a folder)"),
         (["--out", str(held)], "holds a checkpoint of ofa-proxyless-w0.35 already; pass --force"),
         (["--out", str(tmp_path / "w"), "--checkpoint-every", "-1"], "must be >= 0"),
+        (["--out", ""], "--out must name a folder for the checkpoint, got ''"),
+        (["--out", "  "], "--out must name a folder for the checkpoint, got '  '"),
     ]:
         code, err = _run(["pretrain", "--steps", "1", *args], capsys)
         assert code == 2 and err.count("\n") == 1 and message in err, err

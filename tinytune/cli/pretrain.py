@@ -28,12 +28,13 @@ def pretrain(
         int | None, typer.Option(help="torch intra-op threads (on a shared CPU 1 is often best).")
     ] = None,
     out: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
+            metavar="FOLDER",
             help="Write <supernet>.pt (float16) and <supernet>.json (recipe, SHA-256, command, "
             "wall time) into this folder instead of the cache, saving a partial run every "
             "--checkpoint-every steps meanwhile; a run stopped early goes on from it when "
-            "started again (recipes with per-step draws)."
+            "started again (recipes with per-step draws).",
         ),
     ] = None,
     checkpoint_every: Annotated[
@@ -98,21 +99,22 @@ def pretrain(
         raise ConfigError(
             f"--checkpoint-every must be >= 0 (0: no partial saves), got {checkpoint_every}"
         )
-    if out is not None:  # before any training
-        _check_out(out, spec.name, force)
+    folder = None if out is None else _out_folder(out)
+    if folder is not None:  # before any training
+        _check_out(folder, spec.name, force)
     with pretrain_bar(spec.name) as progress:
-        if out is None:
+        if folder is None:
             path = ensure_checkpoint(
                 spec, chosen, force=force, progress=progress, device=device, workers=workers
             )
         else:
-            path = out / f"{spec.name}.pt"
+            path = folder / f"{spec.name}.pt"
             resumed: list[int] = []  # the steps a partial run had done, where one went on
 
             def going_on(done: int) -> None:
                 resumed.append(done)
                 console.print(
-                    f"going on from the partial run in {out} after step {done} of "
+                    f"going on from the partial run in {folder} after step {done} of "
                     f"{chosen.steps} (--force starts over)"
                 )
 
@@ -146,6 +148,16 @@ def pretrain(
             }
             path.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     console.print(f"{spec.name}: {path}")
+
+
+def _out_folder(text: str) -> Path:
+    """``--out`` as a folder; a blank one is refused (a path of '' would be the current
+    folder, which the user did not name)."""
+    from tinytune.errors import ConfigError
+
+    if not text.strip():
+        raise ConfigError(f"--out must name a folder for the checkpoint, got {text!r}")
+    return Path(text)
 
 
 def _check_out(out: Path, name: str, force: bool) -> None:
