@@ -75,7 +75,7 @@ def _study_name(store: Store, study: str | None) -> str:
 
     if study is not None:
         return study
-    names = sorted(set(store.study_names()) | set(_optuna_study_names(store)))
+    names = _all_study_names(store)
     if not names:
         raise StorageError(
             f"the database {mask_url(store.url)!r} holds no study; make one with "
@@ -87,6 +87,11 @@ def _study_name(store: Store, study: str | None) -> str:
             f"{', '.join(names) or '(none)'}"
         )
     return names[0]
+
+
+def _all_study_names(store: Store) -> list[str]:
+    """The studies of the database, sorted: those with tinytune's evaluations and Optuna's."""
+    return sorted(set(store.study_names()) | set(_optuna_study_names(store)))
 
 
 def _optuna_study_names(store: Store) -> list[str]:
@@ -113,8 +118,7 @@ def _optuna_study(store: Store, name: str) -> Any:
     try:
         return optuna.load_study(study_name=name, storage=store.url)
     except KeyError as e:
-        names = ", ".join(sorted(set(store.study_names()) | set(_optuna_study_names(store))))
-        names = names or "(none)"
+        names = ", ".join(_all_study_names(store)) or "(none)"
         raise StorageError(
             f"no study {name!r} in {mask_url(store.url)!r}; studies: {names}"
         ) from e

