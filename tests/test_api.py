@@ -71,6 +71,7 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ({"trials": "3"}, "trials must be an integer, got '3'"),
         ({"trials": 2.5}, "trials must be an integer, got 2.5"),
         ({"epochs": 2.5}, "epochs must be an integer, got 2.5"),
+        ({"epochs": 1001}, "epochs must lie in \\[1, 1000\\], got 1001"),
         ({"batch_size": None}, "batch_size must be an integer, got None"),
         ({"lr": "0.1"}, "lr must be a number, got '0.1'"),
         ({"lr": True}, "lr must be a number, got True"),

@@ -67,6 +67,7 @@ def existing_db(tmp_path: Path) -> tuple[str, Path, str]:
         (["--max-retries", "-1"], "--max-retries must be >= 0"),
         (["--repeats", "0"], "--repeats must lie in [1, 20], got 0"),
         (["--lr", "12"], "fine-tuning learning rate 12.0 is out of range (0, 10)"),
+        (["--epochs", "80000000"], "--epochs must lie in [1, 1000], got 80000000"),
     ],
 )
 def test_bad_search_input_is_one_line_and_exit_2(

@@ -237,6 +237,31 @@ def test_a_refused_store_keeps_the_previous_profile_file(
     _refused(["calibrate", str(good), *stored], capsys, tmp_path, "the database refused it")
 
 
+def test_a_database_that_fails_on_write_is_named_not_the_output(
+    measured: dict[str, Any],
+    stored: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An OSError of the store's (its journal on a full disk) was once worded as the profile
+    file's: "--out ... cannot be written"."""
+    import errno
+
+    from tinytune.db.store import Store
+
+    journal = str(tmp_path / "t.db-journal")
+
+    def full(*_: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device", journal)
+
+    monkeypatch.setattr(Store, "add_calibration", full)
+    good = _write(tmp_path, measured)
+    err = _refused(["calibrate", str(good), *stored], capsys, tmp_path, "the database sqlite:")
+    assert f"({journal!r}) cannot be written (No space left on device)" in err
+    assert "nothing was stored" in err and "--out" not in err
+
+
 @pytest.mark.parametrize(
     ("value", "words"),
     [

@@ -157,7 +157,11 @@ def test_the_meter_adds_up_epochs_and_seconds() -> None:
     ("kw", "message"),
     [
         ({"proxy": True}, "--proxy and --halving are two low rungs"),
-        ({"screen_epochs": 0}, "--screen-epochs must be >= 1"),
+        ({"screen_epochs": 0}, "--screen-epochs must lie in \\[1, 1000\\], got 0"),
+        (
+            {"screen_epochs": 1001, "screen_fraction": 0.001},
+            "--screen-epochs must lie in \\[1, 1000\\]",
+        ),
         ({"screen_fraction": 0.0}, r"--screen-fraction must lie in \(0, 1\]"),
         ({"screen_epochs": EPOCHS, "screen_fraction": 1.0}, "must cost less than a measured"),
     ],

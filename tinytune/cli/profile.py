@@ -135,25 +135,31 @@ def calibrate(
     base = get_device(device, engine=engine if engine in device_engines(device) else None)
     result = fit(loaded, base, held_out=held)
     profile = result.profile.to_dict()
-    calibration_id = None
+    calibration_id, stored = None, False
+    in_database = False
     try:
         # the file is written first and renamed into place only once the database holds the
         # calibration: a file that cannot be written stores nothing, a refused store leaves
         # the previous file
-        with (
-            staged_json(path, {"profile": profile, "fit": result.fit}),
-            open_store(storage) as store,
-        ):
-            calibration_id = store.add_calibration(device, profile, result.fit)
+        with staged_json(path, {"profile": profile, "fit": result.fit}):
+            in_database = True
+            with open_store(storage) as store:
+                calibration_id = store.add_calibration(device, profile, result.fit)
+            in_database, stored = False, True
     except OSError as e:
+        reason = e.strerror or e
+        if in_database:  # the store's side (a file of its own), not the profile file
+            name = f" ({str(e.filename)!r})" if e.filename is not None else ""
+            raise ConfigError(
+                f"the database {mask_url(storage)}{name} cannot be written ({reason}); nothing "
+                f"was stored and {str(path)!r} was left as it was"
+            ) from e
         kept = (
-            "nothing was stored"
-            if calibration_id is None
-            else f"the calibration is stored as {calibration_id} in {mask_url(storage)}"
+            f"the calibration is stored as {calibration_id} in {mask_url(storage)}"
+            if stored
+            else "nothing was stored"
         )
-        raise ConfigError(
-            f"--out {str(path)!r} cannot be written ({e.strerror or e}); {kept}"
-        ) from e
+        raise ConfigError(f"--out {str(path)!r} cannot be written ({reason}); {kept}") from e
     f, h = result.fit["fit"], result.fit["held_out"]
     console.print(
         f"{device}: fitted on {f['n']} networks: {f['within_10']:.0%} within ±10 %, median "

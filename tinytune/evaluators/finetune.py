@@ -24,7 +24,12 @@ from tinytune.data import Split, Splits
 from tinytune.errors import ConfigError
 from tinytune.units import check_integer, check_real, check_seed
 
-__all__ = ["FinetuneConfig", "FinetuneResult", "accuracy", "finetune"]
+__all__ = ["MAX_EPOCHS", "FinetuneConfig", "FinetuneResult", "accuracy", "finetune"]
+
+MAX_EPOCHS = 1000
+"""The most epochs a fine-tune may run: twenty times the 50 that TinyTL and MCUNetV3 fine-tune
+for. A time budget is checked between fine-tunes, so one of a mistyped length (``--epochs
+80000000``) would run past it for days."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ class FinetuneConfig:
                 f"fine-tuning needs epochs >= 1 and batch_size >= 1, got {self.epochs} and "
                 f"{self.batch_size}"
             )
+        if self.epochs > MAX_EPOCHS:
+            raise ConfigError(f"--epochs must lie in [1, {MAX_EPOCHS}], got {self.epochs}")
         if not 0.0 < self.weight_lr_scale <= 1.0:
             raise ConfigError(f"weight_lr_scale {self.weight_lr_scale} is out of range (0, 1]")
         if not 0.0 < self.lr < 10.0:

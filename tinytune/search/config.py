@@ -10,6 +10,7 @@ from typing import Any
 from tinytune.api import DEFAULT_SAMPLER
 from tinytune.errors import BudgetError, ConfigError
 from tinytune.evaluators import FinetuneConfig, HardwareConfig
+from tinytune.evaluators.finetune import MAX_EPOCHS
 from tinytune.hwmodels.devices import ENGINES
 from tinytune.hwmodels.memory import PRECISIONS
 from tinytune.search.contribution import ContributionPlan
@@ -216,8 +217,10 @@ class SearchConfig:
             raise ConfigError(
                 "--proxy and --halving are two low rungs of the fidelity ladder; choose one"
             )
-        if self.screen_epochs < 1:
-            raise ConfigError(f"--screen-epochs must be >= 1, got {self.screen_epochs}")
+        if not 1 <= self.screen_epochs <= MAX_EPOCHS:
+            raise ConfigError(
+                f"--screen-epochs must lie in [1, {MAX_EPOCHS}], got {self.screen_epochs}"
+            )
         if not 0.0 < self.screen_fraction <= 1.0:
             raise ConfigError(f"--screen-fraction must lie in (0, 1], got {self.screen_fraction}")
         if self.halving and self.screen_epochs * self.screen_fraction >= self.finetune.epochs:
