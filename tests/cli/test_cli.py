@@ -305,6 +305,28 @@ def test_help_does_not_import_torch() -> None:
     assert "search" in done.stdout
 
 
+def test_the_list_of_commands_is_wrapped_to_the_terminal() -> None:
+    """Each command's first paragraph is one summary, wrapped by the width of the terminal,
+    not at the docstring's line breaks (once "print the Pareto front" ended a line of 80)."""
+    env = {**os.environ, "COLUMNS": "200", "TERMINAL_WIDTH": "200"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tinytune.cli.main", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [" ".join(line.strip("│ ").split()) for line in done.stdout.splitlines()]
+    assert (
+        "search Search sub-networks × lite residuals × sparse update schemes; print the Pareto "
+        "front of measured accuracy vs predicted peak training SRAM and training-step latency."
+    ) in lines
+    assert (
+        "devices List the devices and their engines: SRAM, flash, clock, calibration source and "
+        "error (the default engine of each device first)."
+    ) in lines
+
+
 @pytest.mark.slow
 def test_search_end_to_end_with_ray(
     tmp_path: Path,

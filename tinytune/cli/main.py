@@ -6,7 +6,9 @@ on stderr and exit with status 2; anything else is a bug and keeps its traceback
 
 from __future__ import annotations
 
+import inspect
 import sys
+from collections.abc import Callable
 
 import typer
 
@@ -21,15 +23,26 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.command("search")(search.search)
-app.command("pareto")(pareto.pareto)
-app.command("dashboard")(dashboard.dashboard)
-app.command("pretrain")(pretrain.pretrain)
-app.command("profile")(profile.profile)
-app.command("calibrate")(profile.calibrate)
-app.command("devices")(profile.devices)
-app.command("report")(report.report)
-app.command("export")(export.export)
+
+
+def _summary(command: Callable[..., None]) -> str:
+    """The first paragraph of a command's docstring on one line: the list of commands in
+    ``tinytune --help`` keeps a docstring's line breaks, which wrap mid-sentence there."""
+    return " ".join(inspect.cleandoc(command.__doc__ or "").split("\n\n")[0].split())
+
+
+for _name, _command in (
+    ("search", search.search),
+    ("pareto", pareto.pareto),
+    ("dashboard", dashboard.dashboard),
+    ("pretrain", pretrain.pretrain),
+    ("profile", profile.profile),
+    ("calibrate", profile.calibrate),
+    ("devices", profile.devices),
+    ("report", report.report),
+    ("export", export.export),
+):
+    app.command(_name, short_help=_summary(_command))(_command)
 
 
 def main(argv: list[str] | None = None) -> int:
