@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
 from tinytune.hwmodels import Buffer, plan_layout, plan_memory
+from tinytune.hwmodels.layout import _first_fit
 from tinytune.ir import trace
 from tinytune.models import build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
@@ -31,6 +34,50 @@ def _check(buffers: list[Buffer] | tuple[Buffer, ...], alignment: int = 4) -> in
             a0, b0 = layout.offsets[i], layout.offsets[j]
             assert a0 + a.nbytes <= b0 or b0 + b.nbytes <= a0, (a, b)
     return layout.arena_bytes
+
+
+def _first_fit_by_hand(buffers: list[Buffer], order: list[int], alignment: int) -> list[int]:
+    """First fit as written out in the module's docstring, one buffer and one gap at a time."""
+    offsets = [0] * len(buffers)
+    placed: list[int] = []
+    for i in order:
+        b = buffers[i]
+        if b.nbytes == 0:
+            continue
+        busy = sorted(
+            (offsets[j], offsets[j] + buffers[j].nbytes)
+            for j in placed
+            if buffers[j].start <= b.end and b.start <= buffers[j].end
+        )
+        offset = 0
+        for lo, hi in busy:
+            if offset + b.nbytes <= lo:
+                break
+            offset = max(offset, -(-hi // alignment) * alignment)
+        offsets[i] = offset
+        placed.append(i)
+    return offsets
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_first_fit_places_as_the_loop_by_hand(seed: int) -> None:
+    """The vectorised first fit against the plain loop, on random lifetimes and sizes with
+    ties, empty buffers and odd sizes: the same offset for every buffer."""
+    rng = random.Random(seed)
+    n, steps = rng.randint(1, 120), rng.randint(1, 60)
+    buffers = []
+    for k in range(n):
+        start = rng.randrange(steps)
+        nbytes = rng.choice([0, 1, 3, 64, 100, 100, rng.randint(1, 5000)])
+        buffers.append(Buffer(f"b{k}", "x", nbytes, start, rng.randint(start, steps)))
+    order = list(range(n))
+    rng.shuffle(order)
+    alignment = rng.choice([1, 2, 4, 8, 16])
+    got = _first_fit(buffers, order, alignment)
+    assert list(got.offsets) == _first_fit_by_hand(buffers, order, alignment)
+    assert got.arena_bytes == max(
+        (o + b.nbytes for o, b in zip(got.offsets, buffers, strict=True) if b.nbytes), default=0
+    )
 
 
 def test_hand_made_lifetimes() -> None:

@@ -21,6 +21,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 __all__ = ["ArenaLayout", "Buffer", "plan_layout"]
 
 
@@ -44,33 +46,40 @@ class ArenaLayout:
     alignment: int
 
 
-def _align(value: int, alignment: int) -> int:
-    return (value + alignment - 1) // alignment * alignment
-
-
 def _first_fit(buffers: Sequence[Buffer], order: Sequence[int], alignment: int) -> ArenaLayout:
-    """Place the buffers in ``order``, each at the lowest aligned offset free for its life."""
-    offsets = [0] * len(buffers)
-    placed: list[int] = []
+    """Place the buffers in ``order``, each at the lowest aligned offset free for its life.
+
+    For each buffer, the placed ones whose lives overlap its own are sorted by their lowest
+    byte; the buffer goes below the first of them with room beneath it above all those before
+    it, else above them all. Vectorised with numpy (a search prices hundreds of buffers per
+    candidate, in the driver, beside the workers)."""
+    n = len(buffers)
+    size = np.fromiter((b.nbytes for b in buffers), np.int64, n)
+    start = np.fromiter((b.start for b in buffers), np.int64, n)
+    end = np.fromiter((b.end for b in buffers), np.int64, n)
+    offsets = np.zeros(n, np.int64)
+    placed = np.zeros(n, bool)
     arena = 0
     for i in order:
-        b = buffers[i]
-        if b.nbytes == 0:
+        nbytes = int(size[i])
+        if nbytes == 0:
             continue
-        busy = sorted(
-            (offsets[j], offsets[j] + buffers[j].nbytes)
-            for j in placed
-            if buffers[j].start <= b.end and b.start <= buffers[j].end
-        )
+        near = np.flatnonzero(placed & (start <= end[i]) & (start[i] <= end))
         offset = 0
-        for lo, hi in busy:  # first gap from the bottom that the buffer fits in
-            if offset + b.nbytes <= lo:
-                break
-            offset = max(offset, _align(hi, alignment))
+        if near.size:
+            lo = offsets[near]
+            by_lo = np.argsort(lo, kind="stable")
+            lo = lo[by_lo]
+            hi = lo + size[near][by_lo]
+            # the lowest free offset above the first k of them: the highest of their ends, aligned
+            above = (np.maximum.accumulate(hi) + alignment - 1) // alignment * alignment
+            below = np.concatenate(([0], above[:-1]))
+            fits = np.flatnonzero(below + nbytes <= lo)
+            offset = int(below[fits[0]] if fits.size else above[-1])
         offsets[i] = offset
-        placed.append(i)
-        arena = max(arena, offset + b.nbytes)
-    return ArenaLayout(tuple(offsets), arena, alignment)
+        placed[i] = True
+        arena = max(arena, offset + nbytes)
+    return ArenaLayout(tuple(int(o) for o in offsets), arena, alignment)
 
 
 def _live_peak(buffers: Sequence[Buffer]) -> int:
