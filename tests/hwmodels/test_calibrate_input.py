@@ -5,6 +5,7 @@ stderr with exit status 2, and the calibrations already stored are left as they 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 from tests.hwmodels.support import predicted_file
 from tinytune.cli.main import main
 from tinytune.db import open_store
+from tinytune.errors import StorageError
 from tinytune.hwmodels import get_device
 from tinytune.hwmodels.fitting import calibrate
 from tinytune.hwmodels.measurements import (
@@ -217,7 +219,25 @@ def test_an_output_that_fails_on_write_stores_nothing(
     )
 
 
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        (StorageError("the database refused it"), ["the database refused it"]),
+        # an OSError of the store's (its journal on a full disk) was once worded as the
+        # profile file's: "--out ... cannot be written"
+        (
+            OSError(errno.ENOSPC, "No space left on device", "/db/t.db-journal"),
+            [
+                "the database sqlite:",
+                "('/db/t.db-journal') cannot be written (No space left on device)",
+                "nothing was stored",
+            ],
+        ),
+    ],
+)
 def test_a_refused_store_keeps_the_previous_profile_file(
+    error: Exception,
+    words: list[str],
     measured: dict[str, Any],
     stored: list[str],
     tmp_path: Path,
@@ -225,41 +245,17 @@ def test_a_refused_store_keeps_the_previous_profile_file(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The profile file is written aside and renamed only once the database holds the
-    calibration: a store that fails leaves the previous file and no temporary one."""
+    calibration: a store that fails leaves the previous file and no temporary one, and the
+    message names the store, not ``--out``."""
     from tinytune.db.store import Store
-    from tinytune.errors import StorageError
 
     def refuse(*_: Any) -> int:
-        raise StorageError("the database refused it")
+        raise error
 
     monkeypatch.setattr(Store, "add_calibration", refuse)
     good = _write(tmp_path, measured)
-    _refused(["calibrate", str(good), *stored], capsys, tmp_path, "the database refused it")
-
-
-def test_a_database_that_fails_on_write_is_named_not_the_output(
-    measured: dict[str, Any],
-    stored: list[str],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """An OSError of the store's (its journal on a full disk) was once worded as the profile
-    file's: "--out ... cannot be written"."""
-    import errno
-
-    from tinytune.db.store import Store
-
-    journal = str(tmp_path / "t.db-journal")
-
-    def full(*_: Any) -> int:
-        raise OSError(errno.ENOSPC, "No space left on device", journal)
-
-    monkeypatch.setattr(Store, "add_calibration", full)
-    good = _write(tmp_path, measured)
-    err = _refused(["calibrate", str(good), *stored], capsys, tmp_path, "the database sqlite:")
-    assert f"({journal!r}) cannot be written (No space left on device)" in err
-    assert "nothing was stored" in err and "--out" not in err
+    err = _refused(["calibrate", str(good), *stored], capsys, tmp_path, *words)
+    assert "--out" not in err
 
 
 @pytest.mark.parametrize(
