@@ -11,6 +11,7 @@ from tinytune.cli.main import main
 from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig
 from tinytune.search import InlineExecutor, SearchConfig, run_search
+from tinytune.search.ladder import HYPERVOLUME_BOX
 from tinytune.spaces import Candidate
 from tinytune.viz.pareto import hypervolume_history
 
@@ -69,6 +70,7 @@ def test_plot_writes_a_png(
         "the front meets the budgets of the run that stored it: SRAM 256 KB, flash 1 MB, step "
         "latency none"
     ) in " ".join(printed.split())
+    assert " ".join(HYPERVOLUME_BOX.split()) in " ".join(printed.split())  # what it measures
     into_new = out.parent / "figures" / "front.png"  # its folder made, as report's is
     assert main(["pareto", "--storage", searched, "--plot", str(into_new)]) == 0
     assert into_new.read_bytes()[:8] == PNG

@@ -52,18 +52,19 @@ def front_table(
     title: str,
     reference: FrontPoint | None = None,
     int8: Mapping[str, Int8Accuracy] | None = None,
+    caption: str | None = None,
 ):
     """A rich table of Pareto points (FrontPoint objects or their stored dicts): validation
     accuracy (what the front is chosen on) and test accuracy (reported) side by side, and, given
     the study's reference (full fine-tuning), each point's test accuracy against it and how
     many times less peak training SRAM it needs; given ``int8`` accuracies (by candidate key),
     a column of the validation / test accuracy each point reaches trained as the device trains
-    it."""
+    it; ``caption`` is printed under it."""
     from rich.table import Table
 
     from tinytune.search import FrontPoint
 
-    table = Table(title=title)
+    table = Table(title=title, caption=caption, caption_justify="left")
     cols = ["trial", "scheme", "val acc", "test acc", "peak SRAM", "flash", "step", "candidate"]
     if reference is not None:
         cols[4:4] = ["vs full", "SRAM vs full"]

@@ -31,6 +31,7 @@ def pareto(
     import tinytune
     from tinytune.cli.common import console, front_table, png_path, quiet_logs
     from tinytune.db import open_store
+    from tinytune.search.ladder import HYPERVOLUME_BOX
     from tinytune.search.proxy import rank_correlation
     from tinytune.search.verify import int8_accuracies
 
@@ -68,6 +69,7 @@ def pareto(
                 f"Pareto front of study {study!r} ({snap.n_trials} measured{hv}), {chosen}",
                 view.reference,
                 int8,
+                caption=HYPERVOLUME_BOX if snap.hypervolume is not None else None,
             )
         )
     if snap is not None and snap.budgets is not None:

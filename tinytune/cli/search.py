@@ -180,6 +180,7 @@ def search(
     from tinytune.cli.common import console, front_table, pretrain_bar, quiet_logs
     from tinytune.db.engine import mask_url
     from tinytune.search import SearchEvent
+    from tinytune.search.ladder import HYPERVOLUME_BOX
     from tinytune.search.verify import INT8_EPOCHS
 
     quiet_logs()
@@ -369,6 +370,7 @@ def search(
             f"({precision}, batch 1) and training-step latency on {device}{hv}",
             result.reference,
             result.int8,
+            caption=HYPERVOLUME_BOX if result.hypervolume is not None else None,
         )
     )
     console.print(

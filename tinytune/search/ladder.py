@@ -35,6 +35,15 @@ Point = tuple[float, float, float]
 """(accuracy ↑, peak SRAM bytes ↓, step latency s ↓)."""
 
 
+HYPERVOLUME_BOX = (
+    "hypervolume: the share that the front dominates of the box between the ideal point (100 % "
+    "validation accuracy, 0 bytes, 0 s) and the reference point (accuracy 0, the SRAM and "
+    "latency budgets; without a budget, 1.1 × the largest value measured so far, which moves "
+    "as larger candidates are measured)"
+)
+"""What a printed hypervolume measures (:func:`reference`, :func:`normalised_hypervolume`)."""
+
+
 def reference(
     points: Sequence[Point], sram_budget: float | None, latency_budget: float | None
 ) -> Point:
