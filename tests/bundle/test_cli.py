@@ -51,9 +51,14 @@ def _export(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([], "name what to export: --trial N"),
-        (["--trial", "0", "--candidate", "ab"], "either --trial N or --candidate KEY, not both"),
+        ([], "name what to export: a trial number or candidate key (tinytune export 3 -o DIR)"),
+        (["--trial", "0", "--candidate", "ab"], "name what to export once: a TARGET"),
+        (["0", "--trial", "0"], "name what to export once: a TARGET"),
+        (["ab", "--candidate", "ab"], "name what to export once: a TARGET"),
         (["--study", "s", "--trial", "7"], "study 's' has no trial 7 with a candidate"),
+        (["--study", "s", "7"], "study 's' has no trial 7 with a candidate"),  # as report's
+        (["0a0a"], "matches 0 stored candidates"),  # digits alone are a trial number
+        (["{full}"], "needs a 713280-byte training arena, more than the 327680"),
         (["--study", "nope", "--trial", "0"], "no study 'nope'"),
         (["--candidate", "0000"], "matches 0 stored candidates"),
         (["--candidate", "xyz"], "is not lower-case hex digits"),

@@ -27,6 +27,7 @@ __all__ = [
     "pretrain_bar",
     "quiet_logs",
     "size_text",
+    "trial_or_key",
 ]
 
 # A terminal's own width, or COLUMNS where set; written to a file or a pipe (logs, CI), wide
@@ -45,6 +46,12 @@ def quiet_logs() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for name in ("ray", "optuna", "alembic", "filelock"):
         logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def trial_or_key(target: str) -> int | str:
+    """A command's TARGET: a trial number when it is ASCII digits, else a candidate key (or a
+    unique prefix of one)."""
+    return int(target) if target.isascii() and target.isdigit() else target
 
 
 def front_table(

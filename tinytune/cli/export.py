@@ -21,6 +21,13 @@ def export(
             "--out", "-o", help="Bundle folder to write (an existing one must be a bundle)."
         ),
     ],
+    target: Annotated[
+        str | None,
+        typer.Argument(
+            help="A trial number of the study, or a candidate key (or prefix); as --trial N "
+            "or --candidate KEY."
+        ),
+    ] = None,
     trial: Annotated[int | None, typer.Option(help="Trial number in the study.")] = None,
     candidate: Annotated[
         str | None, typer.Option(help="Stored candidate key (or a unique prefix).")
@@ -81,16 +88,23 @@ def export(
     samples of the study's data set, a Makefile (host, ASan, aarch64, Cortex-M7, Cortex-M4F) and a
     manifest."""
     import tinytune
-    from tinytune.cli.common import console, pretrain_bar, quiet_logs, size_text
+    from tinytune.cli.common import console, pretrain_bar, quiet_logs, size_text, trial_or_key
 
     quiet_logs()
-    if trial is not None and candidate is not None:
-        raise StorageError("give either --trial N or --candidate KEY, not both")
-    if trial is None and candidate is None:
-        raise StorageError("name what to export: --trial N (of --study S) or --candidate KEY")
+    named = [t for t in (target, trial, candidate) if t is not None]
+    if len(named) > 1:
+        raise StorageError(
+            "name what to export once: a TARGET (a trial number or candidate key), --trial N "
+            "or --candidate KEY"
+        )
+    if not named:
+        raise StorageError(
+            "name what to export: a trial number or candidate key (tinytune export 3 -o DIR), "
+            "or --trial N (of --study S) or --candidate KEY"
+        )
     with pretrain_bar("the default supernet") as on_pretrain:
         done = tinytune.export_bundle(
-            trial if trial is not None else str(candidate),
+            trial_or_key(target) if target is not None else named[0],
             out,
             study=study,
             storage=storage,

@@ -33,7 +33,7 @@ def report(
     predicted per-op latency on the device."""
     import optuna
 
-    from tinytune.cli.common import console, png_path, quiet_logs
+    from tinytune.cli.common import console, png_path, quiet_logs, trial_or_key
     from tinytune.db import open_store, require_tinytune
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
     from tinytune.hwmodels.registry import get_device
@@ -50,7 +50,7 @@ def report(
         found = find_candidate(
             store,
             study=study,
-            target=int(target) if target.isascii() and target.isdigit() else target,
+            target=trial_or_key(target),
         )
         space = found.space
         name = device if device is not None else space.get("device", "stm32f746")
