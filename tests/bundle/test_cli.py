@@ -57,7 +57,8 @@ def _export(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         (["ab", "--candidate", "ab"], "name what to export once: a TARGET"),
         (["--study", "s", "--trial", "7"], "study 's' has no trial 7 with a candidate"),
         (["--study", "s", "7"], "study 's' has no trial 7 with a candidate"),  # as report's
-        (["0a0a"], "matches 0 stored candidates"),  # digits alone are a trial number
+        (["0a0a"], "matches 0 stored candidates"),  # not digits alone: a key's prefix
+        (["0123"], "has no trial 123 with a candidate"),  # digits alone: a trial number
         (["{full}"], "needs a 713280-byte training arena, more than the 327680"),
         (["--study", "nope", "--trial", "0"], "no study 'nope'"),
         (["--candidate", "0000"], "matches 0 stored candidates"),

@@ -80,6 +80,20 @@ def test_first_fit_places_as_the_loop_by_hand(seed: int) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("nbytes", "words"),
+    [
+        (-4, "has -4 bytes; a size is an int >= 0"),
+        (2.5, "has 2.5 bytes; a size is an int >= 0"),
+        (2**62, "do not fit the layout's 64-bit offsets"),
+    ],
+)
+def test_sizes_the_layout_cannot_place_are_refused(nbytes: object, words: str) -> None:
+    bufs = [Buffer("a", "x", 100, 0, 1), Buffer("b", "x", nbytes, 0, 1)]  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=words):
+        plan_layout(bufs)
+
+
 def test_hand_made_lifetimes() -> None:
     # a [0,1] 100 B, b [1,2] 60 B, c [2,3] 100 B: a and c can share; b must sit beside both
     bufs = [Buffer("a", "x", 100, 0, 1), Buffer("b", "x", 60, 1, 2), Buffer("c", "x", 100, 2, 3)]

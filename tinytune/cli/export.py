@@ -25,7 +25,7 @@ def export(
         str | None,
         typer.Argument(
             help="A trial number of the study, or a candidate key (or prefix); as --trial N "
-            "or --candidate KEY."
+            "or --candidate KEY.",
         ),
     ] = None,
     trial: Annotated[int | None, typer.Option(help="Trial number in the study.")] = None,

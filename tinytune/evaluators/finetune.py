@@ -50,13 +50,10 @@ class FinetuneConfig:
         check_real(self.weight_lr_scale, "weight_lr_scale")
         if self.clip_norm is not None:
             check_real(self.clip_norm, "clip_norm")
-        if self.epochs < 1 or self.batch_size < 1:
-            raise ConfigError(
-                f"fine-tuning needs epochs >= 1 and batch_size >= 1, got {self.epochs} and "
-                f"{self.batch_size}"
-            )
-        if self.epochs > MAX_EPOCHS:
+        if not 1 <= self.epochs <= MAX_EPOCHS:
             raise ConfigError(f"--epochs must lie in [1, {MAX_EPOCHS}], got {self.epochs}")
+        if self.batch_size < 1:
+            raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
         if not 0.0 < self.weight_lr_scale <= 1.0:
             raise ConfigError(f"weight_lr_scale {self.weight_lr_scale} is out of range (0, 1]")
         if not 0.0 < self.lr < 10.0:

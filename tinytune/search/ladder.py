@@ -37,9 +37,9 @@ Point = tuple[float, float, float]
 
 HYPERVOLUME_BOX = (
     "hypervolume: the share that the front dominates of the box between the ideal point (100 % "
-    "validation accuracy, 0 bytes, 0 s) and the reference point (accuracy 0, the SRAM and "
-    "latency budgets; without a budget, 1.1 × the largest value measured so far, which moves "
-    "as larger candidates are measured)"
+    "accuracy, 0 bytes, 0 s) and the reference point (accuracy 0, the SRAM and latency budgets; "
+    "without a budget, 1.1 × the largest value among the measured candidates within the "
+    "budgets, which moves as larger ones are measured)"
 )
 """What a printed hypervolume measures (:func:`reference`, :func:`normalised_hypervolume`)."""
 
