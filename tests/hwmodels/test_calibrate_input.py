@@ -229,7 +229,7 @@ def test_an_output_that_fails_on_write_stores_nothing(
             OSError(errno.ENOSPC, "No space left on device", "/db/t.db-journal"),
             [
                 "the database sqlite:",
-                "('/db/t.db-journal') cannot be written (No space left on device)",
+                "('/db/t.db-journal') cannot be used (No space left on device)",
                 "nothing was stored",
             ],
         ),

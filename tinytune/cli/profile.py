@@ -151,7 +151,7 @@ def calibrate(
         if in_database:  # the store's side (a file of its own), not the profile file
             name = f" ({str(e.filename)!r})" if e.filename is not None else ""
             raise ConfigError(
-                f"the database {mask_url(storage)}{name} cannot be written ({reason}); nothing "
+                f"the database {mask_url(storage)}{name} cannot be used ({reason}); nothing "
                 f"was stored and {str(path)!r} was left as it was"
             ) from e
         kept = (
