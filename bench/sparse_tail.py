@@ -1,13 +1,15 @@
 """Update schemes between classifier-only and the ``mcunetv3`` preset: where a sparse update
 comes within a point of full fine-tuning at a tenth of its training SRAM.
 
-    python3 bench/sparse_tail.py [--lr 1.6] [--seed 0] [--subnet min|max] [--resolution PX]
+    python3 bench/sparse_tail.py [--lr 1.6 ...] [--seed 0] [--subnet min|max] [--resolution PX]
+        [--schemes SCHEME ...] [--choose-at RATIO]
 
 On a reference sub-network of the shipped ``ofa-proxyless-w0.35`` (``--subnet``: ``min``, the
 search's default sub-network, or ``max``, the largest; ``--resolution``: 40 px unless given),
 on digits, each
 scheme is fine-tuned as the search measures a candidate (8 epochs, batch 32, one thread, one
-rate for every scheme: ``--lr``) and priced by the search's planner (the int8 arena of one
+rate for every scheme: ``--lr``; several rates: each scheme at each, its own chosen on
+validation) and priced by the search's planner (the int8 arena of one
 training step at batch 1). The reference is full fine-tuning of the same sub-network, measured
 in the same run. Schemes, named as MCUNetV3 counts (``b<k>``: the biases of the last k
 convolutions; ``<i>@<r>``: the weight of convolution i, from the input, on its first r of the
@@ -15,7 +17,8 @@ input channels): the presets, bias updates of the last k layers, and bias update
 three expansion (``pw1``) convolutions of the last three blocks (on the default sub-network
 convolutions 27, 30 and 33). For each: arena, how many times less
 than the reference's, validation and test accuracy, and the test accuracy against the
-reference's in points. Nothing is chosen here; the table shows what the space holds.
+reference's in points. The table shows what the space holds; ``--choose-at 10`` also
+chooses, on validation, among the schemes at ten times less SRAM or more, as a front would.
 """
 
 from __future__ import annotations
@@ -94,9 +97,39 @@ def build_candidates(
     return candidates
 
 
+def chosen_rate(measured: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """``(lr, val, test)`` of the fine-tune with the best validation accuracy among
+    ``measured`` ones (each ``(lr, val, test)``), the smaller rate on a tie: the search's rule."""
+    return max(measured, key=lambda m: (m[1], -m[0]))
+
+
+def choose_at(
+    rows: list[tuple[str, int, float, float, float]], full_arena: int, ratio: float
+) -> tuple[str, int, float, float, float] | None:
+    """Of ``rows`` (``(name, arena, val, test, lr)``), the one a front would hold among those
+    needing at least ``ratio`` times less SRAM than ``full_arena``: the best on validation,
+    the smaller arena on a tie; None when no scheme is that small."""
+    eligible = [r for r in rows if full_arena / r[1] >= ratio]
+    return max(eligible, key=lambda r: (r[2], -r[1])) if eligible else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lr", type=float, default=1.6)
+    parser.add_argument(
+        "--lr",
+        type=float,
+        nargs="+",
+        default=[1.6],
+        help="the rate of every scheme; several: each scheme fine-tuned at each, its rate chosen "
+        "on validation (the smaller on a tie), as the search's grid chooses a family's",
+    )
+    parser.add_argument(
+        "--choose-at",
+        type=float,
+        metavar="RATIO",
+        help="also choose, on validation (the smaller arena on a tie), among the schemes that "
+        "need at least RATIO times less SRAM than full fine-tuning, as a front would",
+    )
     parser.add_argument("--seed", type=int, default=0, help="the fine-tunes' seed")
     parser.add_argument("--subnet", choices=("min", "max"), default="min")
     parser.add_argument("--resolution", type=int, default=40, help="the input size in pixels")
@@ -123,39 +156,62 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     spec = candidates["full"].spec
-    finetune = dataclasses.replace(config.finetune, lr=args.lr, seed=args.seed).to_dict()
+    grid = sorted(set(args.lr))
     with tempfile.TemporaryDirectory() as tmp, open_store(f"sqlite:///{tmp}/plan.db") as store:
         hardware = preflight(config, store).hardware
-        rows = []
+        rows = []  # (name, arena, val, test, lr): each scheme at its rate chosen on validation
         for name, candidate in candidates.items():
-            result = run_evaluation(
-                {
-                    "candidate": candidate.to_json(),
-                    "checkpoint": str(shipped_checkpoint(spec)),
-                    "dataset": config.dataset,
-                    "data_seed": config.data_seed,
-                    "finetune": finetune,
-                    "threads": 1,
-                }
-            )
-            if result["status"] != "ok":
-                raise RuntimeError(f"{name}: {result['error']}")
             arena = hardware(candidate).arena_bytes
-            rows.append((name, arena, result["val_accuracy"], result["accuracy"]))
-            print(f"{name}: {arena} B, {100 * result['val_accuracy']:.1f} / "
-                  f"{100 * result['accuracy']:.1f}", file=sys.stderr, flush=True)  # fmt: skip
-    _, full_arena, _, full_test = rows[0]
-    print("| scheme | arena (B) | less SRAM than full | val / test % | test vs full (pp) |")
-    print("|---|---|---|---|---|")
-    for name, arena, val, test in rows:
+            measured = []
+            for lr in grid:
+                finetune = dataclasses.replace(config.finetune, lr=lr, seed=args.seed)
+                result = run_evaluation(
+                    {
+                        "candidate": candidate.to_json(),
+                        "checkpoint": str(shipped_checkpoint(spec)),
+                        "dataset": config.dataset,
+                        "data_seed": config.data_seed,
+                        "finetune": finetune.to_dict(),
+                        "threads": 1,
+                    }
+                )
+                if result["status"] != "ok":
+                    raise RuntimeError(f"{name} at lr {lr:g}: {result['error']}")
+                val, test = result["val_accuracy"], result["accuracy"]
+                measured.append((lr, val, test))
+                print(f"{name} lr {lr:g}: {arena} B, {100 * val:.1f} / {100 * test:.1f}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+            lr, val, test = chosen_rate(measured)
+            rows.append((name, arena, val, test, lr))
+    _, full_arena, full_val, full_test, _ = rows[0]
+    rate = " | lr" if len(grid) > 1 else ""
+    print(f"| scheme | arena (B) | less SRAM than full{rate} | val / test % | test vs full (pp) |")
+    print("|---|---|---|---|---|" + ("---|" if rate else ""))
+    for name, arena, val, test, lr in rows:
+        chosen = f" | {lr:g}" if rate else ""
         print(
-            f"| `{name}` | {arena:,} | {full_arena / arena:.1f}× | {100 * val:.1f} / "
+            f"| `{name}` | {arena:,} | {full_arena / arena:.1f}×{chosen} | {100 * val:.1f} / "
             f"{100 * test:.1f} | {100 * (test - full_test):+.1f} |"
         )
+    rates = "lr " + ", ".join(f"{lr:g}" for lr in grid)
+    if len(grid) > 1:
+        rates += " (each scheme's chosen on validation)"
     print(
-        f"\n{args.subnet} sub-network at {args.resolution} px, lr {args.lr}, seed {args.seed}; "
+        f"\n{args.subnet} sub-network at {args.resolution} px, {rates}, seed {args.seed}; "
         f"measured in {time.monotonic() - start:.0f} s"
     )
+    if args.choose_at is not None:
+        chosen = choose_at(rows[1:], full_arena, args.choose_at)
+        if chosen is None:
+            print(f"no scheme needs {args.choose_at:g}× less SRAM than full fine-tuning")
+            return 0
+        name, arena, val, test, lr = chosen
+        print(
+            f"chosen on validation among the schemes at >= {args.choose_at:g}× less SRAM: "
+            f"`{name}` (lr {lr:g}), {full_arena / arena:.1f}× less, {100 * val:.1f} / "
+            f"{100 * test:.1f} %, against full fine-tuning {100 * (val - full_val):+.1f} pp on "
+            f"validation and {100 * (test - full_test):+.1f} pp on test"
+        )
     return 0
 
 
