@@ -328,6 +328,25 @@ def test_the_list_of_commands_is_wrapped_to_the_terminal() -> None:
 
 
 @pytest.mark.slow
+def test_a_run_stopped_by_its_own_limit_says_which_and_that_the_study_goes_on(
+    tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once the run ended without a word when --proposals, --time-budget or --epoch-budget
+    stopped it short of the study's --trials: "12 measured" looked like a finished study."""
+    url = f"sqlite:///{tmp_path / 'stop.db'}"
+    argv = ["search", "--storage", url, "--inline", "--trials", "2", "--epochs", "1"]
+    argv += ["--lr", "0.05", "--pretrain-steps", "2"]
+    assert main([*argv, "--proposals", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "the run stopped at --proposals 1, with 0 of the study's 2 measured fine-tunes done; "
+        "the same command goes on with the study"
+    ) in out  # its one proposal was the reference, beside the budget
+    assert main(argv) == 0
+    assert "the run stopped" not in capsys.readouterr().out  # the budget spent: no such line
+
+
+@pytest.mark.slow
 def test_search_end_to_end_with_ray(
     tmp_path: Path,
     tiny_checkpoint: Path,

@@ -422,6 +422,7 @@ def test_trials_count_over_the_whole_study(tmp_path: Path, tiny_checkpoint: Path
             InlineExecutor(run_evaluation),
         )
         assert (first.counts.measured, again.counts.measured, more.counts.measured) == (1, 0, 1)
+        assert first.stopped_by is again.stopped_by is more.stopped_by is None  # budget spent
         assert len(store.evaluations("s", fidelity="measured")) == 2
     with open_store(url) as store, pytest.raises(StorageError, match="no study 'other'"):
         run_search(

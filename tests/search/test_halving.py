@@ -222,6 +222,7 @@ def test_the_epoch_budget_caps_the_run_s_compute(tmp_path: Path, halving: bool) 
         result = run_search(config, store, InlineExecutor(ScreeningFake()))
     fresh = EPOCHS + (3 * 0.5 if halving else 0.0)  # a measured fine-tune, with its screenings
     assert result.train_epochs <= budget < result.train_epochs + fresh
+    assert result.stopped_by == "epochs"
     if not halving:  # five measured fine-tunes of 4 epochs fit 23, six do not
         assert result.counts.measured == 5 and result.train_epochs == 20.0
     else:  # the four baselines directly (16), then one bracket: three screenings and one

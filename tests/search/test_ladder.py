@@ -144,7 +144,7 @@ def test_the_proposal_budget_stops_proposing(tmp_path: Path) -> None:
         result = run_search(
             _config(ckpt, trials=10, max_proposals=4), store, InlineExecutor(FakeEvaluator())
         )
-    assert result.proposals == 4
+    assert result.proposals == 4 and result.stopped_by == "proposals"
     assert 1 <= result.counts.measured <= 2  # one promotion per (possibly unfinished) bracket
     states = {t.state for t in optuna.load_study(study_name="s", storage=url).trials}
     assert optuna.trial.TrialState.RUNNING not in states

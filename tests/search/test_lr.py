@@ -201,3 +201,4 @@ def test_a_run_out_of_budget_after_the_grid_still_records_what_the_grid_measured
     presets = ("full", "last", "bias-only", "mcunetv3")
     assert measured == {make_preset(name, SPEC).key for name in presets}
     assert result.counts.measured == 4
+    assert result.stopped_by == limit  # what the CLI tells the user

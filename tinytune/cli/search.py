@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tinytune.api import DEFAULT_SAMPLER
 from tinytune.cli.common import DEFAULT_STORAGE
+
+if TYPE_CHECKING:
+    from tinytune.search import SearchResult
 
 __all__ = ["search"]
 
@@ -289,6 +292,10 @@ def search(
         f"{', pre-training included' if pretrained else ''})"
         + (f"; {c.retried} trials of stopped drivers retried" if c.retried else "")
     )
+    if result.stopped_by is not None:
+        console.print(
+            _stopped(result, trials, time_budget, epoch_budget, proposals), soft_wrap=True
+        )
     if proxy:
         tau = (
             f"Kendall τ {result.proxy_tau:.2f} over {result.proxy_pairs} candidates measured too"
@@ -380,3 +387,26 @@ def search(
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _stopped(
+    result: SearchResult,
+    trials: int,
+    time_budget: str | None,
+    epoch_budget: float | None,
+    proposals: int | None,
+) -> str:
+    """Which of the run's limits ended it before the study's budget was spent, and what to do."""
+    done = f"with {result.finished} of the study's {trials} measured fine-tunes done"
+    if result.stopped_by == "idle":
+        return (
+            f"the run stopped after a long row of proposals over the budgets or already "
+            f"measured, {done}; a looser budget may let it go on"
+        )
+    if result.stopped_by == "time":
+        limit = f"--time-budget {time_budget}"
+    elif result.stopped_by == "epochs":
+        limit = f"--epoch-budget {epoch_budget:g}"
+    else:
+        limit = f"--proposals {proposals}"
+    return f"the run stopped at {limit}, {done}; the same command goes on with the study"

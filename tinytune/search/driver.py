@@ -182,6 +182,22 @@ class Run:
             fresh += self.config.proxy_eta * short if self.ladder.screening else 0.0
         return committed + fresh <= self.config.epoch_budget + 1e-9
 
+    def stop_reason(self) -> str | None:
+        """Which of this run's limits ended it with the study's budget unspent (one of
+        :data:`~tinytune.search.events.STOP_REASONS`), or None."""
+        if self.budget.spent()[0] >= self.config.trials:
+            return None
+        limits = self.limits
+        if not limits.time_left():
+            return "time"
+        if self.config.epoch_budget is not None and not self.epochs_left():
+            return "epochs"
+        if limits.max_proposals is not None and limits.proposals >= limits.max_proposals:
+            return "proposals"
+        if limits.idle >= limits.max_idle:
+            return "idle"
+        return None
+
     def free(self) -> int:
         busy = len(self.pending) + (self.ladder.busy() if self.ladder else 0)
         return self.executor.slots - busy
@@ -221,6 +237,7 @@ class Run:
                 "stopped after %d proposals in a row that were over budget or already measured",
                 self.limits.idle,
             )
+        stopped_by = self.stop_reason()
         front, hv = self.last if self.last is not None else self.snapshot()
         search_epochs = self.executor.train_epochs
         int8_cost = verify_int8(self, front) if self.config.verify_int8 else (0, 0.0)
@@ -251,6 +268,7 @@ class Run:
             val_images=self.checked.val_images,
             repeats=self.checked.repeats,
             copies=self.checked.copies,
+            stopped_by=stopped_by,
             int8=int8_accuracies(
                 self.store, self.config.study_name, [p.candidate_key for p in front]
             ),

@@ -8,7 +8,11 @@ from tinytune.search.lr import LrCalibration
 from tinytune.search.recording import FrontPoint
 from tinytune.search.verify import Int8Accuracy
 
-__all__ = ["Counts", "SearchEvent", "SearchResult"]
+__all__ = ["STOP_REASONS", "Counts", "SearchEvent", "SearchResult"]
+
+STOP_REASONS = ("time", "epochs", "proposals", "idle")
+"""Why a run can end with the study's budget unspent: ``time_budget_s``, ``epoch_budget``,
+``max_proposals``, or ``max_idle_proposals`` proposals in a row over budget or measured."""
 
 
 @dataclass
@@ -102,6 +106,9 @@ class SearchResult:
         val_images, repeats: the validation split's size, and the train/val partitions each
             accuracy is the mean over (1: the data set's own split).
         copies: image files of the data set left out as copies of others (the same bytes).
+        stopped_by: why the run ended before the study's budget of measured fine-tunes was
+            spent (:data:`STOP_REASONS`: ``time``, ``epochs``, ``proposals``, ``idle``); None
+            when it was spent, or when the run ended for none of these.
         int8: the device's accuracy (int8, batch 1, QAS) of front points, by candidate key,
             where measured; ``int8_runs``, ``int8_epochs`` and ``int8_s``: trainings, their
             epochs (every rate tried, at batch 1; not in ``train_epochs``) and task seconds
@@ -129,6 +136,7 @@ class SearchResult:
     val_images: int = 0
     repeats: int = 1
     copies: int = 0
+    stopped_by: str | None = None
     int8: dict[str, Int8Accuracy] = field(default_factory=dict)
     int8_runs: int = 0
     int8_epochs: float = 0.0
