@@ -407,6 +407,21 @@ def test_latency_budget_prunes_and_budgets_beyond_the_device_are_refused(
     assert all(_budgets(t)["latency"] > 0 for t in pruned)
 
 
+def test_a_row_of_proposals_over_the_budget_ends_the_run_and_says_so(tmp_path: Path) -> None:
+    """Under an SRAM budget that only classifier-only updates meet, the proposals that follow
+    the baselines are pruned one after another until ``max_idle_proposals`` in a row end the
+    run, short of the study's trials: ``stopped_by`` says so, for the command to print."""
+    from .fakes import FakeEvaluator
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"weights")
+    config = search_config(ckpt, trials=50, sram_budget_bytes=32 * 1024, max_idle_proposals=4)
+    with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
+        result = run_search(config, store, InlineExecutor(FakeEvaluator()))
+    assert result.finished < 50 and result.counts.pruned >= 4
+    assert result.stopped_by == "idle"
+
+
 def test_trials_count_over_the_whole_study(tmp_path: Path, tiny_checkpoint: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:
