@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=[1.6],
         help="the rate of every scheme; several: each scheme fine-tuned at each, its rate chosen "
-        "on validation (the smaller on a tie), as the search's grid chooses a family's",
+        "on validation (the smaller on a tie), by the rule of the search's grid (which chooses "
+        "one per family, on its preset, not one per scheme)",
     )
     parser.add_argument(
         "--choose-at",
@@ -142,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         "on a quarter of its input channels); the presets are always measured",
     )
     args = parser.parse_args(argv)
+    if not all(0.0 < lr < 10.0 for lr in args.lr):  # before any fine-tune, not after some
+        parser.error(f"--lr: every rate must lie in (0, 10), got {args.lr}")
+    if args.choose_at is not None and not args.choose_at > 0:
+        parser.error(f"--choose-at must be > 0, got {args.choose_at}")
 
     from tinytune.checkpoints import shipped_checkpoint
     from tinytune.db import open_store

@@ -68,6 +68,11 @@ def existing_db(tmp_path: Path) -> tuple[str, Path, str]:
         (["--repeats", "0"], "--repeats must lie in [1, 20], got 0"),
         (["--lr", "12"], "fine-tuning learning rate 12.0 is out of range (0, 10)"),
         (["--epochs", "80000000"], "--epochs must lie in [1, 1000], got 80000000"),
+        (
+            ["--epoch-budget", "4"],
+            "--epoch-budget 4 is less than one proposal costs here (a measured fine-tune of 8 "
+            "epochs: 8 epochs); give at least 8",
+        ),
     ],
 )
 def test_bad_search_input_is_one_line_and_exit_2(
@@ -339,8 +344,8 @@ def test_a_run_stopped_by_its_own_limit_says_which_and_that_the_study_goes_on(
     assert main([*argv, "--proposals", "1"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert (
-        "the run stopped at --proposals 1, with 0 of the study's 2 measured fine-tunes done; "
-        "the same command goes on with the study"
+        "the run stopped at --proposals 1, with 0 of the study's 2 measured fine-tunes done (the "
+        "reference not counted); the same command goes on with the study"
     ) in out  # its one proposal was the reference, beside the budget
     assert main(argv) == 0
     assert "the run stopped" not in capsys.readouterr().out  # the budget spent: no such line

@@ -85,6 +85,7 @@ def test_first_fit_places_as_the_loop_by_hand(seed: int) -> None:
     [
         (-4, "has -4 bytes; a size is an int >= 0"),
         (2.5, "has 2.5 bytes; a size is an int >= 0"),
+        (True, "has True bytes; a size is an int >= 0"),
         (2**62, "do not fit the layout's 64-bit offsets"),
     ],
 )
@@ -92,6 +93,13 @@ def test_sizes_the_layout_cannot_place_are_refused(nbytes: object, words: str) -
     bufs = [Buffer("a", "x", 100, 0, 1), Buffer("b", "x", nbytes, 0, 1)]  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=words):
         plan_layout(bufs)
+
+
+def test_numpy_sizes_are_placed_as_ints() -> None:
+    import numpy as np
+
+    bufs = [Buffer("a", "x", 100, 0, 1), Buffer("b", "x", np.int64(60), 1, 2)]  # type: ignore[arg-type]
+    assert plan_layout(bufs).arena_bytes == 160
 
 
 def test_hand_made_lifetimes() -> None:

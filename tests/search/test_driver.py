@@ -422,6 +422,25 @@ def test_a_row_of_proposals_over_the_budget_ends_the_run_and_says_so(tmp_path: P
     assert result.stopped_by == "idle"
 
 
+def test_the_limit_that_stopped_the_run_is_the_first_reached(tmp_path: Path) -> None:
+    """--proposals 1 is reached at the first proposal; the time budget runs out while its
+    fine-tune trains. The run was stopped by the proposals, not the time."""
+    from .fakes import FakeEvaluator
+
+    class Slow(FakeEvaluator):
+        def __call__(self, task: dict) -> dict:
+            time.sleep(0.5)
+            return super().__call__(task)
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"weights")
+    config = search_config(ckpt, trials=5, max_proposals=1, time_budget_s=0.25)
+    with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
+        result = run_search(config, store, InlineExecutor(Slow()))
+    assert (result.proposals, result.finished) == (1, 1)
+    assert result.wall_time_s > 0.25 and result.stopped_by == "proposals"
+
+
 def test_trials_count_over_the_whole_study(tmp_path: Path, tiny_checkpoint: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:

@@ -397,11 +397,14 @@ def _stopped(
     proposals: int | None,
 ) -> str:
     """Which of the run's limits ended it before the study's budget was spent, and what to do."""
-    done = f"with {result.finished} of the study's {trials} measured fine-tunes done"
+    done = (
+        f"with {result.finished} of the study's {trials} measured fine-tunes done (the reference "
+        "not counted)"
+    )
     if result.stopped_by == "idle":
         return (
             f"the run stopped after a long row of proposals over the budgets or already "
-            f"measured, {done}; a looser budget may let it go on"
+            f"measured, {done}; a looser SRAM, flash or latency budget may let it go on"
         )
     if result.stopped_by == "time":
         limit = f"--time-budget {time_budget}"

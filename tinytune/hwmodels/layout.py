@@ -106,7 +106,11 @@ def plan_layout(buffers: Sequence[Buffer], alignment: int = 4, tries: int = 8) -
     if alignment < 1:
         raise ValueError(f"alignment must be >= 1, got {alignment}")
     for b in buffers:
-        if not isinstance(b.nbytes, int) or b.nbytes < 0:
+        if (
+            isinstance(b.nbytes, bool)
+            or not isinstance(b.nbytes, int | np.integer)
+            or b.nbytes < 0
+        ):
             raise ValueError(f"buffer {b.name!r} has {b.nbytes!r} bytes; a size is an int >= 0")
     if sum(b.nbytes for b in buffers) + len(buffers) * alignment >= 2**62:
         raise ValueError("the buffers' bytes do not fit the layout's 64-bit offsets")

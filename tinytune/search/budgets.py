@@ -129,12 +129,19 @@ class RunLimits:
         return budget is None or time.monotonic() - self.start < budget
 
     def may_propose(self) -> bool:
-        limit = self.max_proposals
-        return (
-            self.time_left()
-            and (limit is None or self.proposals < limit)
-            and self.idle < self.max_idle
-        )
+        return self.spent() is None
+
+    def spent(self) -> str | None:
+        """Which of these limits holds new proposals back (``proposals``, ``idle``, ``time``),
+        or None while none does. The counts grow only by proposals, which a spent time
+        forbids, so one that is spent was spent before the time: it comes first."""
+        if self.max_proposals is not None and self.proposals >= self.max_proposals:
+            return "proposals"
+        if self.idle >= self.max_idle:
+            return "idle"
+        if not self.time_left():
+            return "time"
+        return None
 
 
 @dataclass(frozen=True)

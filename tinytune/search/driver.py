@@ -109,6 +109,7 @@ class Run:
         self.lrs: LrCalibration | None = None
         self.grid_results: dict[tuple[str, float], dict[str, Any]] = {}
         self.lr_cost = (0, 0.0)  # the grid's fine-tunes and task seconds in this run
+        self.stopped_by: str | None = None  # the first of this run's limits that held it back
         self.mutation_turn = False  # with config.mutate: whether the last proposal was one
         if config.mutate and config.preset is not None:
             log.warning("--mutate changes update schemes; it is off with a preset")
@@ -182,21 +183,12 @@ class Run:
             fresh += self.config.proxy_eta * short if self.ladder.screening else 0.0
         return committed + fresh <= self.config.epoch_budget + 1e-9
 
-    def stop_reason(self) -> str | None:
-        """Which of this run's limits ended it with the study's budget unspent (one of
-        :data:`~tinytune.search.events.STOP_REASONS`), or None."""
-        if self.budget.spent()[0] >= self.config.trials:
-            return None
-        limits = self.limits
-        if not limits.time_left():
-            return "time"
-        if self.config.epoch_budget is not None and not self.epochs_left():
-            return "epochs"
-        if limits.max_proposals is not None and limits.proposals >= limits.max_proposals:
-            return "proposals"
-        if limits.idle >= limits.max_idle:
-            return "idle"
-        return None
+    def held_back(self, reason: str | None) -> None:
+        """Note the first of this run's limits that held a proposal back (one of
+        :data:`~tinytune.search.events.STOP_REASONS`): the run ends on it unless the study's
+        budget is spent meanwhile. A limit, once reached, stays so."""
+        if self.stopped_by is None:
+            self.stopped_by = reason
 
     def free(self) -> int:
         busy = len(self.pending) + (self.ladder.busy() if self.ladder else 0)
@@ -237,7 +229,8 @@ class Run:
                 "stopped after %d proposals in a row that were over budget or already measured",
                 self.limits.idle,
             )
-        stopped_by = self.stop_reason()
+        finished = self.budget.spent()[0]
+        stopped_by = self.stopped_by if finished < self.config.trials else None
         front, hv = self.last if self.last is not None else self.snapshot()
         search_epochs = self.executor.train_epochs
         int8_cost = verify_int8(self, front) if self.config.verify_int8 else (0, 0.0)
@@ -251,7 +244,7 @@ class Run:
             counts=self.counts,
             front=front,
             hypervolume=hv,
-            finished=self.budget.spent()[0],
+            finished=finished,
             reference=reference_point(self.store, self.config.study_name, self.reference_key),
             errors=tuple(self.errors),
             wall_time_s=time.monotonic() - self.limits.start,
@@ -302,6 +295,7 @@ class Run:
             return True
         if self.limits.may_propose():
             return self.propose()
+        self.held_back(self.limits.spent())
         # out of time or proposals: what the learning-rate grid measured is still recorded
         return self.grid_measured_next() and self.propose(free=True)
 
@@ -338,6 +332,8 @@ class Run:
         brackets = len(ladder.brackets) if ladder else 0
         left = self.budget.left(brackets) if free else self.budget_left()
         if not (opened or retried) and not left:
+            if not free and self.budget.left(brackets):  # this run's limit, not the study's
+                self.held_back("time" if not self.limits.time_left() else "epochs")
             return False  # a retried trial is still told (its result may be stored)
         if not waiting and self.config.mutate and self.config.preset is None:
             self.mutation_turn = not self.mutation_turn

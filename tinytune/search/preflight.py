@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinytune.db import Store
-from tinytune.errors import ConfigError
+from tinytune.errors import BudgetError, ConfigError
 from tinytune.evaluators import HardwareEvaluator
 from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.search.budgets import check_budgets, check_feasible
@@ -83,6 +83,8 @@ def preflight(config: SearchConfig, store: Store | None) -> Preflight:
     hardware = HardwareEvaluator(spec, config.n_classes, config.hardware, device)
     check_feasible(config, hardware)
     val_images = len(data.load(min(spec.resolutions)).val)
+    repeats = config.repeats or val_repeats(val_images)
+    check_epoch_budget(config, repeats)
     return Preflight(
         spec=spec,
         device=device,
@@ -91,6 +93,31 @@ def preflight(config: SearchConfig, store: Store | None) -> Preflight:
         flash_budget=config.flash_budget_bytes or device.flash_bytes,
         reference=reference_candidate(spec.name),
         val_images=val_images,
-        repeats=config.repeats or val_repeats(val_images),
+        repeats=repeats,
         copies=data.copies,
     )
+
+
+def check_epoch_budget(config: SearchConfig, repeats: int) -> None:
+    """Refuse an ``epoch_budget`` below what one proposal costs (a measured fine-tune on each
+    of ``repeats`` partitions, with its bracket's screenings under ``halving``): every run
+    would stop before its first proposal, and the next the same.
+
+    Raises:
+        BudgetError: naming the least budget that measures something.
+    """
+    budget = config.epoch_budget
+    if budget is None:
+        return
+    least = config.finetune.epochs * repeats
+    what = f"a measured fine-tune of {config.finetune.epochs} epochs"
+    if repeats > 1:
+        what += f" on {repeats} train/validation partitions"
+    if config.halving:
+        least += config.proxy_eta * config.screen_epochs * config.screen_fraction * repeats
+        what += f" and the {config.proxy_eta} short fine-tunes that screen it"
+    if budget < least - 1e-9:
+        raise BudgetError(
+            f"--epoch-budget {budget:g} is less than one proposal costs here ({what}: "
+            f"{least:g} epochs); give at least {least:g}"
+        )
