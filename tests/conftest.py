@@ -58,6 +58,20 @@ def use_tiny_cache(tiny_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def another_programs_sqlite(tmp_path: Path) -> Path:
+    """``theirs.db``: a SQLite file of another program (one table, no tinytune or Optuna
+    tables), alone in ``tmp_path``, for commands that must read it without changing a byte."""
+    import sqlite3
+
+    path = tmp_path / "theirs.db"
+    connection = sqlite3.connect(path)
+    with connection:
+        connection.execute("CREATE TABLE foo (x)")
+    connection.close()
+    return path
+
+
+@pytest.fixture
 def tiny_checkpoint(use_tiny_cache: Path) -> Path:
     """The path of the tiny checkpoint (resolved inside the private cache)."""
     from tinytune.models import PretrainRecipe, checkpoint_path

@@ -285,15 +285,10 @@ def test_a_measurement_file_whose_device_is_not_a_name_is_refused(
 
 
 def test_devices_reads_a_database_without_changing_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    another_programs_sqlite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Another program's SQLite file is listed against, not migrated; a folder is refused."""
-    import sqlite3
-
-    other = tmp_path / "other.db"
-    with sqlite3.connect(other) as connection:
-        connection.execute("CREATE TABLE foo (x)")
-    connection.close()
+    other = another_programs_sqlite
     kept = other.read_bytes()
     code, text, _ = _run(["devices", "--storage", f"sqlite:///{other}"], capsys)
     assert code == 0 and "stm32f746" in text

@@ -113,14 +113,11 @@ def test_a_url_without_a_driver_is_one_line(url: str, capsys: pytest.CaptureFixt
 
 
 def test_another_programs_sqlite_file_is_read_as_it_is(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    another_programs_sqlite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import hashlib
-    import sqlite3
 
-    path = tmp_path / "theirs.db"
-    with sqlite3.connect(path) as connection:
-        connection.execute("CREATE TABLE foo (x)")
+    path = another_programs_sqlite
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     code = main(["dashboard", "--storage", f"sqlite:///{path}", "--port", str(_free_port())])
     assert code == 2 and "no study in" in capsys.readouterr().err
