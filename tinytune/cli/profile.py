@@ -135,20 +135,20 @@ def calibrate(
     base = get_device(device, engine=engine if engine in device_engines(device) else None)
     result = fit(loaded, base, held_out=held)
     profile = result.profile.to_dict()
-    calibration_id, stored = None, False
-    in_database = False
+    calibration_id = None
+    stage = "file"  # where an OSError comes from: the staged file, the database, the rename
     try:
         # the file is written first and renamed into place only once the database holds the
         # calibration: a file that cannot be written stores nothing, a refused store leaves
         # the previous file
         with staged_json(path, {"profile": profile, "fit": result.fit}):
-            in_database = True
+            stage = "database"
             with open_store(storage) as store:
                 calibration_id = store.add_calibration(device, profile, result.fit)
-            in_database, stored = False, True
+            stage = "rename"
     except OSError as e:
         reason = e.strerror or e
-        if in_database:  # the store's side (a file of its own), not the profile file
+        if stage == "database":  # the store's side (a file of its own), not the profile file
             name = f" ({str(e.filename)!r})" if e.filename is not None else ""
             raise ConfigError(
                 f"the database {mask_url(storage)}{name} cannot be used ({reason}); nothing "
@@ -156,7 +156,7 @@ def calibrate(
             ) from e
         kept = (
             f"the calibration is stored as {calibration_id} in {mask_url(storage)}"
-            if stored
+            if stage == "rename"
             else "nothing was stored"
         )
         raise ConfigError(f"--out {str(path)!r} cannot be written ({reason}); {kept}") from e

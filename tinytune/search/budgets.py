@@ -112,6 +112,13 @@ def over_budget(
     return v, "; ".join(over) or None
 
 
+def epoch_costs(config: SearchConfig, repeats: int) -> tuple[float, float]:
+    """The epochs of a measured fine-tune and of a short one (``--halving``'s screening), each
+    on ``repeats`` train/validation partitions, in passes over the training split."""
+    full = config.finetune.epochs * repeats
+    return full, config.screen_epochs * config.screen_fraction * repeats
+
+
 @dataclass
 class RunLimits:
     """What this run may still do: its wall time, its proposals, and proposals in a row that

@@ -35,7 +35,7 @@ from typing import Any
 from tinytune.db import EvaluationRecord, Store
 from tinytune.evaluators import HardwareCost
 from tinytune.search.brackets import Ladder, Member
-from tinytune.search.budgets import RunLimits, StudyBudget, over_budget
+from tinytune.search.budgets import RunLimits, StudyBudget, epoch_costs, over_budget
 from tinytune.search.config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.dashboard import HypervolumePublisher
 from tinytune.search.events import Counts, SearchEvent, SearchResult
@@ -164,18 +164,12 @@ class Run:
         brackets = len(self.ladder.brackets) if self.ladder else 0
         return self.budget.left(brackets) and self.limits.time_left() and self.epochs_left()
 
-    def epoch_costs(self) -> tuple[float, float]:
-        """The epochs of a measured fine-tune and of a short one, repeats included."""
-        config, repeats = self.config, self.checked.repeats
-        full = config.finetune.epochs * repeats
-        return full, config.screen_epochs * config.screen_fraction * repeats
-
     def epochs_left(self) -> bool:
         """Whether a fresh proposal (a measured fine-tune, or a bracket with its screenings)
         fits the epoch budget beside what is spent, in flight and reserved."""
         if self.config.epoch_budget is None:
             return True
-        full, short = self.epoch_costs()
+        full, short = epoch_costs(self.config, self.checked.repeats)
         committed = self.executor.train_epochs + full * len(self.pending)
         fresh = full
         if self.ladder is not None:

@@ -15,7 +15,7 @@ from tinytune.db import Store
 from tinytune.errors import BudgetError, ConfigError
 from tinytune.evaluators import HardwareEvaluator
 from tinytune.hwmodels.devices import DeviceProfile
-from tinytune.search.budgets import check_budgets, check_feasible
+from tinytune.search.budgets import check_budgets, check_feasible, epoch_costs
 from tinytune.search.config import SearchConfig, reference_candidate
 from tinytune.spaces import Candidate, SupernetSpec, get_supernet
 
@@ -109,12 +109,12 @@ def check_epoch_budget(config: SearchConfig, repeats: int) -> None:
     budget = config.epoch_budget
     if budget is None:
         return
-    least = config.finetune.epochs * repeats
+    least, short = epoch_costs(config, repeats)  # what the driver counts a proposal at
     what = f"a measured fine-tune of {config.finetune.epochs} epochs"
     if repeats > 1:
         what += f" on {repeats} train/validation partitions"
     if config.halving:
-        least += config.proxy_eta * config.screen_epochs * config.screen_fraction * repeats
+        least += config.proxy_eta * short
         what += f" and the {config.proxy_eta} short fine-tunes that screen it"
     if budget < least - 1e-9:
         raise BudgetError(
