@@ -1,24 +1,24 @@
 """Update schemes between classifier-only and the ``mcunetv3`` preset: where a sparse update
 comes within a point of full fine-tuning at a tenth of its training SRAM.
 
-    python3 bench/sparse_tail.py [--lr 1.6 ...] [--seed 0] [--subnet min|max] [--resolution PX]
-        [--schemes SCHEME ...] [--choose-at RATIO]
+    python3 bench/sparse_tail.py [--lr 1.6 ...] [--epochs 8 ...] [--seed 0] [--subnet min|max]
+        [--resolution PX] [--schemes SCHEME ...] [--choose-at RATIO]
 
 On a reference sub-network of the shipped ``ofa-proxyless-w0.35`` (``--subnet``: ``min``, the
 search's default sub-network, or ``max``, the largest; ``--resolution``: 40 px unless given),
-on digits, each
-scheme is fine-tuned as the search measures a candidate (8 epochs, batch 32, one thread, one
-rate for every scheme: ``--lr``; several rates: each scheme at each, its own chosen on
-validation) and priced by the search's planner (the int8 arena of one
-training step at batch 1). The reference is full fine-tuning of the same sub-network, measured
-in the same run. Schemes, named as MCUNetV3 counts (``b<k>``: the biases of the last k
-convolutions; ``<i>@<r>``: the weight of convolution i, from the input, on its first r of the
-input channels): the presets, bias updates of the last k layers, and bias updates with one to
-three expansion (``pw1``) convolutions of the last three blocks (on the default sub-network
-convolutions 27, 30 and 33). For each: arena, how many times less
-than the reference's, validation and test accuracy, and the test accuracy against the
-reference's in points. The table shows what the space holds; ``--choose-at 10`` also
-chooses, on validation, among the schemes at ten times less SRAM or more, as a front would.
+on digits, each scheme is fine-tuned as the search measures a candidate (8 epochs, batch 32,
+one thread, one rate for every scheme: ``--lr``; several rates, or several lengths with
+``--epochs``: each scheme at each pair, its own pair chosen on validation) and priced by the
+search's planner (the int8 arena of one training step at batch 1). The reference is full
+fine-tuning of the same sub-network, measured in the same run. Schemes, named as MCUNetV3
+counts (``b<k>``: the biases of the last k convolutions; ``<i>@<r>``: the weight of
+convolution i, from the input, on its first r of the input channels): the presets, bias
+updates of the last k layers, and bias updates with one to three expansion (``pw1``)
+convolutions of the last three blocks (on the default sub-network convolutions 27, 30 and 33).
+For each: arena, how many times less than the reference's, validation and test accuracy, and
+the test accuracy against the reference's in points. The table shows what the space holds;
+``--choose-at 10`` also chooses, on validation, among the schemes at ten times less SRAM or
+more, as a front would.
 """
 
 from __future__ import annotations
@@ -97,17 +97,20 @@ def build_candidates(
     return candidates
 
 
-def chosen_rate(measured: list[tuple[float, float, float]]) -> tuple[float, float, float]:
-    """``(lr, val, test)`` of the fine-tune with the best validation accuracy among
-    ``measured`` ones (each ``(lr, val, test)``), the smaller rate on a tie: the search's rule."""
-    return max(measured, key=lambda m: (m[1], -m[0]))
+def chosen_setting(
+    measured: list[tuple[float, int, float, float]],
+) -> tuple[float, int, float, float]:
+    """``(lr, epochs, val, test)`` of the fine-tune with the best validation accuracy among
+    ``measured`` ones, the shorter fine-tune and then the smaller rate on a tie: the search's
+    rule for its rate grid, with the cheaper length first."""
+    return max(measured, key=lambda m: (m[2], -m[1], -m[0]))
 
 
 def choose_at(
-    rows: list[tuple[str, int, float, float, float]], full_arena: int, ratio: float
-) -> tuple[str, int, float, float, float] | None:
-    """Of ``rows`` (``(name, arena, val, test, lr)``), the one a front would hold among those
-    needing at least ``ratio`` times less SRAM than ``full_arena``: the best on validation,
+    rows: list[tuple[str, int, float, float, float, int]], full_arena: int, ratio: float
+) -> tuple[str, int, float, float, float, int] | None:
+    """Of ``rows`` (``(name, arena, val, test, lr, epochs)``), the one a front would hold among
+    those needing at least ``ratio`` times less SRAM than ``full_arena``: the best on validation,
     the smaller arena on a tie; None when no scheme is that small."""
     eligible = [r for r in rows if full_arena / r[1] >= ratio]
     return max(eligible, key=lambda r: (r[2], -r[1])) if eligible else None
@@ -123,6 +126,15 @@ def main(argv: list[str] | None = None) -> int:
         help="the rate of every scheme; several: each scheme fine-tuned at each, its rate chosen "
         "on validation (the smaller on a tie), by the rule of the search's grid (which chooses "
         "one per family, on its preset, not one per scheme)",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        nargs="+",
+        default=[8],
+        help="the fine-tunes' length (the search's 8 unless given); several: each scheme "
+        "fine-tuned at each rate and each length, its pair chosen on validation (the best; on "
+        "a tie the fewer epochs, then the smaller rate)",
     )
     parser.add_argument(
         "--choose-at",
@@ -145,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not all(0.0 < lr < 10.0 for lr in args.lr):  # before any fine-tune, not after some
         parser.error(f"--lr: every rate must lie in (0, 10), got {args.lr}")
+    if not all(1 <= epochs <= 1000 for epochs in args.epochs):
+        parser.error(f"--epochs: every length must lie in [1, 1000], got {args.epochs}")
     if args.choose_at is not None and not args.choose_at > 0:
         parser.error(f"--choose-at must be > 0, got {args.choose_at}")
 
@@ -161,15 +175,17 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     spec = candidates["full"].spec
-    grid = sorted(set(args.lr))
+    grid = [(lr, epochs) for epochs in sorted(set(args.epochs)) for lr in sorted(set(args.lr))]
     with tempfile.TemporaryDirectory() as tmp, open_store(f"sqlite:///{tmp}/plan.db") as store:
         hardware = preflight(config, store).hardware
-        rows = []  # (name, arena, val, test, lr): each scheme at its rate chosen on validation
+        rows = []  # (name, arena, val, test, lr, epochs): each at its pair chosen on validation
         for name, candidate in candidates.items():
             arena = hardware(candidate).arena_bytes
             measured = []
-            for lr in grid:
-                finetune = dataclasses.replace(config.finetune, lr=lr, seed=args.seed)
+            for lr, epochs in grid:
+                finetune = dataclasses.replace(
+                    config.finetune, lr=lr, epochs=epochs, seed=args.seed
+                )
                 result = run_evaluation(
                     {
                         "candidate": candidate.to_json(),
@@ -183,24 +199,30 @@ def main(argv: list[str] | None = None) -> int:
                 if result["status"] != "ok":
                     raise RuntimeError(f"{name} at lr {lr:g}: {result['error']}")
                 val, test = result["val_accuracy"], result["accuracy"]
-                measured.append((lr, val, test))
-                print(f"{name} lr {lr:g}: {arena} B, {100 * val:.1f} / {100 * test:.1f}",
-                      file=sys.stderr, flush=True)  # fmt: skip
-            lr, val, test = chosen_rate(measured)
-            rows.append((name, arena, val, test, lr))
-    _, full_arena, full_val, full_test, _ = rows[0]
-    rate = " | lr" if len(grid) > 1 else ""
-    print(f"| scheme | arena (B) | less SRAM than full{rate} | val / test % | test vs full (pp) |")
-    print("|---|---|---|---|---|" + ("---|" if rate else ""))
-    for name, arena, val, test, lr in rows:
-        chosen = f" | {lr:g}" if rate else ""
+                measured.append((lr, epochs, val, test))
+                print(f"{name} lr {lr:g}, {epochs} epochs: {arena} B, {100 * val:.1f} / "
+                      f"{100 * test:.1f}", file=sys.stderr, flush=True)  # fmt: skip
+            lr, epochs, val, test = chosen_setting(measured)
+            rows.append((name, arena, val, test, lr, epochs))
+    _, full_arena, full_val, full_test, _, _ = rows[0]
+    several_rates, several_lengths = len(set(args.lr)) > 1, len(set(args.epochs)) > 1
+    extra = (" | lr" if several_rates else "") + (" | epochs" if several_lengths else "")
+    print(
+        f"| scheme | arena (B) | less SRAM than full{extra} | val / test % | test vs full (pp) |"
+    )
+    print("|---|---|---|---|---|" + "---|" * (several_rates + several_lengths))
+    for name, arena, val, test, lr, epochs in rows:
+        chosen = (f" | {lr:g}" if several_rates else "") + (
+            f" | {epochs}" if several_lengths else ""
+        )
         print(
             f"| `{name}` | {arena:,} | {full_arena / arena:.1f}×{chosen} | {100 * val:.1f} / "
             f"{100 * test:.1f} | {100 * (test - full_test):+.1f} |"
         )
-    rates = "lr " + ", ".join(f"{lr:g}" for lr in grid)
+    rates = "lr " + ", ".join(f"{lr:g}" for lr in sorted(set(args.lr)))
+    rates += ", epochs " + ", ".join(str(epochs) for epochs in sorted(set(args.epochs)))
     if len(grid) > 1:
-        rates += " (each scheme's chosen on validation)"
+        rates += " (each scheme's pair chosen on validation)"
     print(
         f"\n{args.subnet} sub-network at {args.resolution} px, {rates}, seed {args.seed}; "
         f"measured in {time.monotonic() - start:.0f} s"
@@ -210,12 +232,13 @@ def main(argv: list[str] | None = None) -> int:
         if chosen is None:
             print(f"no scheme needs {args.choose_at:g}× less SRAM than full fine-tuning")
             return 0
-        name, arena, val, test, lr = chosen
+        name, arena, val, test, lr, epochs = chosen
         print(
             f"chosen on validation among the schemes at >= {args.choose_at:g}× less SRAM: "
-            f"`{name}` (lr {lr:g}), {full_arena / arena:.1f}× less, {100 * val:.1f} / "
-            f"{100 * test:.1f} %, against full fine-tuning {100 * (val - full_val):+.1f} pp on "
-            f"validation and {100 * (test - full_test):+.1f} pp on test"
+            f"`{name}` (lr {lr:g}, {epochs} epochs), {full_arena / arena:.1f}× less, "
+            f"{100 * val:.1f} / {100 * test:.1f} %, against full fine-tuning "
+            f"{100 * (val - full_val):+.1f} pp on validation and "
+            f"{100 * (test - full_test):+.1f} pp on test"
         )
     return 0
 

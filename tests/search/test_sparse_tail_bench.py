@@ -85,19 +85,20 @@ def test_a_scheme_that_does_not_fit_is_refused(bench: ModuleType) -> None:
 
 
 def test_each_schemes_rate_and_the_scheme_are_chosen_on_validation(bench: ModuleType) -> None:
-    """The rate as the search's grid chooses it (the best validation accuracy, the smaller rate
-    on a tie), and among the schemes at least ``ratio`` times smaller than full fine-tuning
-    the best on validation (the smaller arena on a tie); test accuracy never chooses."""
-    assert bench.chosen_rate([(0.8, 0.95, 0.99), (1.6, 0.97, 0.90), (3.2, 0.97, 0.91)]) == (
-        1.6,
-        0.97,
-        0.90,
-    )
+    """The rate and length as the search's grid chooses a rate (the best validation accuracy;
+    on a tie the fewer epochs, then the smaller rate), and among the schemes at least ``ratio``
+    times smaller than full fine-tuning the best on validation (the smaller arena on a tie);
+    test accuracy never chooses."""
+    rates = [(0.8, 8, 0.95, 0.99), (1.6, 8, 0.97, 0.90), (3.2, 8, 0.97, 0.91)]
+    assert bench.chosen_setting(rates) == (1.6, 8, 0.97, 0.90)
+    lengths = [(3.2, 24, 0.97, 0.99), (1.6, 24, 0.96, 0.99), (3.2, 8, 0.97, 0.90)]
+    assert bench.chosen_setting(lengths) == (3.2, 8, 0.97, 0.90)  # the tie: fewer epochs
+    assert bench.chosen_setting([*lengths, (0.8, 24, 0.98, 0.80)]) == (0.8, 24, 0.98, 0.80)
     rows = [
-        ("a", 100, 0.96, 0.99, 1.6),  # 10x: the most accurate on test, not on validation
-        ("b", 80, 0.97, 0.95, 3.2),  # 12.5x
-        ("c", 90, 0.97, 0.96, 0.8),  # 11.1x: ties b on validation, larger arena
-        ("d", 200, 0.99, 0.99, 1.6),  # 5x: too large
+        ("a", 100, 0.96, 0.99, 1.6, 8),  # 10x: the most accurate on test, not on validation
+        ("b", 80, 0.97, 0.95, 3.2, 24),  # 12.5x
+        ("c", 90, 0.97, 0.96, 0.8, 8),  # 11.1x: ties b on validation, larger arena
+        ("d", 200, 0.99, 0.99, 1.6, 8),  # 5x: too large
     ]
-    assert bench.choose_at(rows, 1000, 10) == ("b", 80, 0.97, 0.95, 3.2)
+    assert bench.choose_at(rows, 1000, 10) == ("b", 80, 0.97, 0.95, 3.2, 24)
     assert bench.choose_at(rows, 1000, 20) is None
