@@ -436,9 +436,22 @@ def _another_space(
     if "weights" in diff and checkpoint:
         hint += _weights_hint(config, checkpoint)
     if "finetune" in diff:
-        hint += " or pass the study's own " + ", ".join(
-            _FINETUNE_OPTIONS[k](was) for k, (was, _) in diff["finetune"].items()
-        )
+        from tinytune.evaluators.finetune import MAX_EPOCHS
+
+        settings = dict(diff["finetune"])
+        was = settings.get("epochs", (1,))[0]
+        beyond = not (isinstance(was, int) and 1 <= was <= MAX_EPOCHS)
+        if beyond:  # stored by a version without the bound: no option can ask for it now
+            del settings["epochs"]
+        if settings:
+            hint += " or pass the study's own " + ", ".join(
+                _FINETUNE_OPTIONS[k](was) for k, (was, _) in settings.items()
+            )
+        if beyond:
+            hint += (
+                f" (its {diff['finetune']['epochs'][0]!r} epochs lie outside the 1 to "
+                f"{MAX_EPOCHS} allowed now, so it cannot be continued)"
+            )
     if diff.get("update", (None,))[0] == "reordered":
         hint += (
             " (its SRAM was planned with parameter-gradient buffers that the bundles' "
