@@ -249,7 +249,7 @@ def test_a_refused_store_keeps_the_previous_profile_file(
     message names the store, not ``--out``."""
     from tinytune.db.store import Store
 
-    def refuse(*_: Any) -> int:
+    def refuse(*_: Any, **__: Any) -> int:
         raise error
 
     monkeypatch.setattr(Store, "add_calibration", refuse)
@@ -340,3 +340,68 @@ def test_huge_times_in_the_fit_are_an_error_not_an_abort() -> None:
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.count("are the times in seconds?") == 3 and not run.stderr
+
+
+def test_a_rename_that_fails_stores_nothing(
+    measured: dict[str, Any],
+    stored: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The profile file is renamed into place inside the database's transaction: a rename
+    that fails rolls the calibration back (it was once kept, with the file left as it was)."""
+    import tinytune.hwmodels.measurements as measurements
+
+    def refuse(src: Any, dst: Any) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", str(dst))
+
+    monkeypatch.setattr(measurements.os, "replace", refuse)
+    good = _write(tmp_path, measured)
+    err = _refused(
+        ["calibrate", str(good), *stored],
+        capsys,
+        tmp_path,
+        "profile.json' cannot be written (Permission denied); nothing was stored",
+    )
+    assert err.startswith("tinytune: error: --out "), err
+
+
+def test_a_commit_that_fails_after_the_rename_says_where_the_calibration_is(
+    measured: dict[str, Any],
+    stored: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The one order of failures that cannot leave both as they were: the file is in place,
+    the commit fails. The database keeps what it had, and the message says the file holds the
+    new calibration."""
+    import sqlalchemy as sa
+
+    from tinytune.db.store import Store
+
+    add = Store.add_calibration
+
+    def failing_commit(self: Store, *args: Any, before_commit: Any = None) -> int:
+        def then(row: int) -> None:
+            before_commit(row)
+            raise sa.exc.OperationalError("COMMIT", {}, Exception("disk I/O error"))
+
+        return add(self, *args, before_commit=then)
+
+    monkeypatch.setattr(Store, "add_calibration", failing_commit)
+    good = _write(tmp_path, measured)
+    _, profile, records = _state(tmp_path)
+    data = json.loads(good.read_text())
+    data["measurements"] = data["measurements"][1:]  # another fit: another file
+    good.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["calibrate", str(good), *stored]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "disk I/O error" in err, err
+    assert err.rstrip().endswith("profile.json' holds the new calibration, the database does not")
+    _, now_profile, now_records = _state(tmp_path)
+    assert now_records == records
+    assert now_profile != profile and json.loads(now_profile)["profile"]
+    assert not list(tmp_path.glob(".profile.json.*"))

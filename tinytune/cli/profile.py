@@ -112,7 +112,7 @@ def calibrate(
     from tinytune.cli.common import console, json_path, quiet_logs
     from tinytune.db import open_store
     from tinytune.db.engine import mask_url
-    from tinytune.errors import ConfigError
+    from tinytune.errors import ConfigError, StorageError
     from tinytune.hwmodels.devices import unnamed_engine
     from tinytune.hwmodels.fitting import calibrate as fit
     from tinytune.hwmodels.measurements import load_measurements, staged_json
@@ -135,31 +135,46 @@ def calibrate(
     base = get_device(device, engine=engine if engine in device_engines(device) else None)
     result = fit(loaded, base, held_out=held)
     profile = result.profile.to_dict()
-    calibration_id = None
-    stage = "file"  # where an OSError comes from: the staged file, the database, the rename
+    stage = "file"  # where an error comes from: the staged file, the database, the rename,
+    # the commit. The file is written aside first and renamed into place inside the
+    # database's transaction, before its commit: a file that cannot be written or renamed
+    # stores nothing, a refused store leaves the previous file.
     try:
-        # the file is written first and renamed into place only once the database holds the
-        # calibration: a file that cannot be written stores nothing, a refused store leaves
-        # the previous file
-        with staged_json(path, {"profile": profile, "fit": result.fit}):
+        with staged_json(path, {"profile": profile, "fit": result.fit}) as place:
+
+            def place_file(_: int) -> None:
+                nonlocal stage
+                stage = "rename"
+                place()
+                stage = "commit"
+
             stage = "database"
             with open_store(storage) as store:
-                calibration_id = store.add_calibration(device, profile, result.fit)
-            stage = "rename"
+                calibration_id = store.add_calibration(
+                    device, profile, result.fit, before_commit=place_file
+                )
     except OSError as e:
         reason = e.strerror or e
-        if stage == "database":  # the store's side (a file of its own), not the profile file
+        if stage in ("database", "commit"):  # the store's side, not the profile file
             name = f" ({str(e.filename)!r})" if e.filename is not None else ""
+            kept = (
+                f"{str(path)!r} was left as it was"
+                if stage == "database"
+                else f"{str(path)!r} holds the new calibration, the database does not"
+            )
             raise ConfigError(
                 f"the database {mask_url(storage)}{name} cannot be used ({reason}); nothing "
-                f"was stored and {str(path)!r} was left as it was"
+                f"was stored in it and {kept}"
             ) from e
-        kept = (
-            f"the calibration is stored as {calibration_id} in {mask_url(storage)}"
-            if stage == "rename"
-            else "nothing was stored"
-        )
-        raise ConfigError(f"--out {str(path)!r} cannot be written ({reason}); {kept}") from e
+        raise ConfigError(
+            f"--out {str(path)!r} cannot be written ({reason}); nothing was stored"
+        ) from e
+    except StorageError as e:
+        if stage == "commit":  # the file is in place: say so, beside the store's reason
+            raise StorageError(
+                f"{e}; {str(path)!r} holds the new calibration, the database does not"
+            ) from e
+        raise
     f, h = result.fit["fit"], result.fit["held_out"]
     console.print(
         f"{device}: fitted on {f['n']} networks: {f['within_10']:.0%} within ±10 %, median "

@@ -14,7 +14,7 @@ import datetime as dt
 import json
 import math
 import numbers
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -557,8 +557,16 @@ class Store:
 
     # -- calibrations --------------------------------------------------------------------------
 
-    def add_calibration(self, device: str, profile: dict[str, Any], fit: dict[str, Any]) -> int:
+    def add_calibration(
+        self,
+        device: str,
+        profile: dict[str, Any],
+        fit: dict[str, Any],
+        before_commit: Callable[[int], None] | None = None,
+    ) -> int:
         """Appends a fitted profile of ``device`` and returns its id; earlier ones are kept.
+        ``before_commit`` is called with the id inside the transaction: whatever it raises
+        rolls the calibration back and leaves as it is.
 
         Raises:
             StorageError: the device name is empty or the profile or fit is not a JSON object.
@@ -572,6 +580,8 @@ class Store:
         with self._transaction("add calibration to") as s:
             s.add(row)
             s.flush()
+            if before_commit is not None:
+                before_commit(row.id)
             return row.id
 
     def latest_calibration(self, device: str) -> CalibrationRecord | None:

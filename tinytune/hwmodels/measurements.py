@@ -29,7 +29,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,11 +124,13 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 @contextmanager
-def staged_json(path: Path, data: Any) -> Iterator[None]:
+def staged_json(path: Path, data: Any) -> Iterator[Callable[[], None]]:
     """Write ``data`` as JSON to a temporary file beside ``path`` on entry, and rename it to
     ``path`` when the block ends without an error; an error in the block removes it and
     leaves ``path`` as it was. What must happen only once the file is written (storing the
-    same data elsewhere) goes in the block.
+    same data elsewhere) goes in the block. The block gets the rename as a function, to call
+    at the moment of its choosing (inside a database transaction, before its commit); called,
+    it is not done again at the end.
 
     Raises:
         OSError: the temporary file cannot be written, or the rename fails.
@@ -137,6 +139,14 @@ def staged_json(path: Path, data: Any) -> Iterator[None]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    placed = False
+
+    def place() -> None:
+        nonlocal placed
+        if not placed:
+            os.replace(tmp, path)
+            placed = True
+
     try:
         umask = os.umask(0)
         os.umask(umask)
@@ -144,8 +154,8 @@ def staged_json(path: Path, data: Any) -> Iterator[None]:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1, allow_nan=False)
             f.write("\n")
-        yield
-        os.replace(tmp, path)
+        yield place
+        place()
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
