@@ -157,8 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not all(0.0 < lr < 10.0 for lr in args.lr):  # before any fine-tune, not after some
         parser.error(f"--lr: every rate must lie in (0, 10), got {args.lr}")
-    if not all(1 <= epochs <= 1000 for epochs in args.epochs):
-        parser.error(f"--epochs: every length must lie in [1, 1000], got {args.epochs}")
+    from tinytune.evaluators.finetune import MAX_EPOCHS
+
+    if not all(1 <= epochs <= MAX_EPOCHS for epochs in args.epochs):
+        parser.error(f"--epochs: every length must lie in [1, {MAX_EPOCHS}], got {args.epochs}")
     if args.choose_at is not None and not args.choose_at > 0:
         parser.error(f"--choose-at must be > 0, got {args.choose_at}")
 
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                     }
                 )
                 if result["status"] != "ok":
-                    raise RuntimeError(f"{name} at lr {lr:g}: {result['error']}")
+                    raise RuntimeError(f"{name} at lr {lr:g}, {epochs} epochs: {result['error']}")
                 val, test = result["val_accuracy"], result["accuracy"]
                 measured.append((lr, epochs, val, test))
                 print(f"{name} lr {lr:g}, {epochs} epochs: {arena} B, {100 * val:.1f} / "

@@ -216,29 +216,32 @@ def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
     ):
         run_search(search_config(other, trials=2), store, InlineExecutor(run_evaluation))
     assert len(optuna.load_study(study_name="s", storage=url).trials) == n
-    # stored by a version without the bound on --epochs: no option asks for its length now
+    # stored by a version without the bound on --epochs (or damaged): no option asks for its
+    # length now, and no other option helps
     space = study.user_attrs[Attr.SPACE]
-    study.set_user_attr(
-        Attr.SPACE, {**space, "finetune": {**space["finetune"], "epochs": 80_000_000}}
-    )
-    with (
-        open_store(url) as store,
-        pytest.raises(
-            StorageError,
-            match=r"another --study name \(its 80000000 epochs lie outside the 1 to 1000 "
-            r"allowed now, so it cannot be continued\)$",
-        ),
+    for epochs, words in (
+        (80_000_000, "80000000 epochs lie outside"),
+        (0, "0 epochs lie outside"),
+        (8.5, "8.5 epochs are not a whole number in"),
+        (None, "None epochs are not a whole number in"),
     ):
-        run_search(search_config(tiny_checkpoint, trials=2), store, InlineExecutor(run_evaluation))
-    with (
-        open_store(url) as store,
-        pytest.raises(StorageError, match=r"own --lr=0.05 \(its 80000000 epochs lie outside"),
-    ):
-        run_search(
-            search_config(tiny_checkpoint, trials=2, finetune=FinetuneConfig(epochs=1, lr=0.1)),
-            store,
-            InlineExecutor(run_evaluation),
-        )
+        finetune = {**space["finetune"], "epochs": epochs}
+        study.set_user_attr(Attr.SPACE, {**space, "finetune": finetune})
+        for change in ({}, {"finetune": FinetuneConfig(epochs=1, lr=0.1)}, {"device": "rpi4"}):
+            with (
+                open_store(url) as store,
+                pytest.raises(
+                    StorageError,
+                    match=rf"another --study name \(its {words} the 1 to 1000 allowed now, so "
+                    r"it cannot be continued\)$",
+                ),
+            ):
+                run_search(
+                    search_config(tiny_checkpoint, trials=2, **change),
+                    store,
+                    InlineExecutor(run_evaluation),
+                )
+    study.set_user_attr(Attr.SPACE, space)
     assert len(optuna.load_study(study_name="s", storage=url).trials) == n
     _forget_space_key(url, "finetune")
     with open_store(url) as store:

@@ -135,10 +135,11 @@ def calibrate(
     base = get_device(device, engine=engine if engine in device_engines(device) else None)
     result = fit(loaded, base, held_out=held)
     profile = result.profile.to_dict()
-    stage = "file"  # where an error comes from: the staged file, the database, the rename,
-    # the commit. The file is written aside first and renamed into place inside the
-    # database's transaction, before its commit: a file that cannot be written or renamed
-    # stores nothing, a refused store leaves the previous file.
+    # where an error comes from: the staged file, the database, the rename, the commit that
+    # follows it, or none of them ("done"). The file is written aside first and renamed into
+    # place inside the database's transaction, before its commit: a file that cannot be
+    # written or renamed stores nothing, a refused store leaves the previous file.
+    stage = "file"
     try:
         with staged_json(path, {"profile": profile, "fit": result.fit}) as place:
 
@@ -153,6 +154,7 @@ def calibrate(
                 calibration_id = store.add_calibration(
                     device, profile, result.fit, before_commit=place_file
                 )
+            stage = "done"
     except OSError as e:
         reason = e.strerror or e
         if stage in ("database", "commit"):  # the store's side, not the profile file
@@ -160,7 +162,7 @@ def calibrate(
             kept = (
                 f"{str(path)!r} was left as it was"
                 if stage == "database"
-                else f"{str(path)!r} holds the new calibration, the database does not"
+                else f"{str(path)!r} holds the new calibration, the database may not"
             )
             raise ConfigError(
                 f"the database {mask_url(storage)}{name} cannot be used ({reason}); nothing "
@@ -172,7 +174,7 @@ def calibrate(
     except StorageError as e:
         if stage == "commit":  # the file is in place: say so, beside the store's reason
             raise StorageError(
-                f"{e}; {str(path)!r} holds the new calibration, the database does not"
+                f"{e}; {str(path)!r} holds the new calibration, the database may not"
             ) from e
         raise
     f, h = result.fit["fit"], result.fit["held_out"]

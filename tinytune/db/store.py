@@ -566,10 +566,12 @@ class Store:
     ) -> int:
         """Appends a fitted profile of ``device`` and returns its id; earlier ones are kept.
         ``before_commit`` is called with the id inside the transaction: whatever it raises
-        rolls the calibration back and leaves as it is.
+        rolls the calibration back and leaves as it is (an SQLAlchemy error as a
+        :class:`StorageError`).
 
         Raises:
-            StorageError: the device name is empty or the profile or fit is not a JSON object.
+            StorageError: the device name is empty, the profile or fit is not a JSON object, or
+                the database refuses the calibration or its commit.
         """
         _check_name("device", device)
         for what, value in (("profile", profile), ("fit", fit)):

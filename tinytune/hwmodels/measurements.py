@@ -127,10 +127,10 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def staged_json(path: Path, data: Any) -> Iterator[Callable[[], None]]:
     """Write ``data`` as JSON to a temporary file beside ``path`` on entry, and rename it to
     ``path`` when the block ends without an error; an error in the block removes it and
-    leaves ``path`` as it was. What must happen only once the file is written (storing the
-    same data elsewhere) goes in the block. The block gets the rename as a function, to call
-    at the moment of its choosing (inside a database transaction, before its commit); called,
-    it is not done again at the end.
+    leaves ``path`` as it was, unless the block had already done the rename. What must happen
+    only once the file is written (storing the same data elsewhere) goes in the block. The
+    block gets the rename as a function, to call at the moment of its choosing (inside a
+    database transaction, before its commit); called, it is not done again at the end.
 
     Raises:
         OSError: the temporary file cannot be written, or the rename fails.

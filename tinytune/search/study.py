@@ -438,20 +438,24 @@ def _another_space(
     if "finetune" in diff:
         from tinytune.evaluators.finetune import MAX_EPOCHS
 
-        settings = dict(diff["finetune"])
-        was = settings.get("epochs", (1,))[0]
-        beyond = not (isinstance(was, int) and 1 <= was <= MAX_EPOCHS)
-        if beyond:  # stored by a version without the bound: no option can ask for it now
-            del settings["epochs"]
-        if settings:
-            hint += " or pass the study's own " + ", ".join(
-                _FINETUNE_OPTIONS[k](was) for k, (was, _) in settings.items()
+        settings = diff["finetune"]
+        if "epochs" in settings and not (
+            type(was := settings["epochs"][0]) is int and 1 <= was <= MAX_EPOCHS
+        ):  # stored by a version without the bound: no option asks for it, nothing else helps
+            number = type(was) in (int, float)
+            what = (
+                "lie outside"
+                if number and not 1 <= was <= MAX_EPOCHS
+                else "are not a whole number in"
             )
-        if beyond:
-            hint += (
-                f" (its {diff['finetune']['epochs'][0]!r} epochs lie outside the 1 to "
-                f"{MAX_EPOCHS} allowed now, so it cannot be continued)"
+            return StorageError(
+                f"study {config.study_name!r} exists with another search space (stored vs "
+                f"requested: {diff}); choose another --study name (its {was!r} epochs {what} "
+                f"the 1 to {MAX_EPOCHS} allowed now, so it cannot be continued)"
             )
+        hint += " or pass the study's own " + ", ".join(
+            _FINETUNE_OPTIONS[k](was) for k, (was, _) in settings.items()
+        )
     if diff.get("update", (None,))[0] == "reordered":
         hint += (
             " (its SRAM was planned with parameter-gradient buffers that the bundles' "
