@@ -357,7 +357,9 @@ def test_a_rename_that_fails_stores_nothing(
         raise PermissionError(errno.EACCES, "Permission denied", str(dst))
 
     monkeypatch.setattr(measurements.os, "replace", refuse)
-    good = _write(tmp_path, measured)
+    data = json.loads(json.dumps(measured))
+    data["measurements"] = data["measurements"][1:]  # another fit: a file that would differ
+    good = _write(tmp_path, data)
     err = _refused(
         ["calibrate", str(good), *stored],
         capsys,
