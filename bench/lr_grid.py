@@ -1,7 +1,7 @@
 """The learning-rate grid over seeds and train/validation partitions: how much of a study's
 choice of rate, and of the accuracy it then reports, is the split's and the seed's noise.
 
-    python3 bench/lr_grid.py [--seeds 0 1 2 3 4] [--partitions 3] [--epochs 8]
+    python3 bench/lr_grid.py [--seeds 0 1 2 3 4] [--partitions 3] [--epochs 8 ...]
         [--families classifier bias sparse full] [--json OUT] [--from-json IN]
         [--write docs/benchmarks.md [--section lr-grid]]
 
@@ -20,7 +20,10 @@ would report) is given with its median and range over the seeds:
   standard error of the best (Breiman's one-standard-error rule, applied to the rate).
 
 The table also gives, per family, the test accuracy at each fixed rate (median over seeds, and
-the mean over the partitions' fine-tunes), for comparison. ``--write`` replaces the text
+the mean over the partitions' fine-tunes), for comparison. With several ``--epochs``, a table
+per length, then one more: each family's rate and length chosen together on partition 0's
+validation (the best; on a tie the fewer epochs, then the smaller rate), against each length's
+own choice of rate. ``--write`` replaces the text
 between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` (``--section NAME``, default
 ``lr-grid``). About 15 to 20 minutes on two cores for five seeds and three partitions at 8
 epochs.
@@ -168,13 +171,56 @@ def summary(data: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def chosen_pair(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """Of one seed's fine-tunes of a family at several rates and lengths, the one with the best
+    partition-0 validation accuracy; on a tie the fewer epochs, then the smaller rate (the
+    study's rule for its rate, with the cheaper length first)."""
+    return max(rows, key=lambda r: (r["val"][0], -r["epochs"], -r["lr"]))
+
+
+def length_summary(data: Mapping[str, Any]) -> str:
+    """The markdown table of each family's rate and length chosen together on partition 0,
+    against each length's own choice of rate: per seed the choice, and the partition-0
+    validation and test accuracy at it (median and range over the seeds)."""
+    from tinytune.search.lr import FAMILIES
+
+    rows = data["rows"]
+    lengths = sorted({r["epochs"] for r in rows})
+    every = sorted({r["seed"] for r in rows})
+    lines = [
+        f"{len(every)} seeds ({', '.join(map(str, every))}), {' and '.join(map(str, lengths))} "
+        "epochs, partition 0; the rate, or the rate and the length, chosen on its validation "
+        "(on a tie the fewer epochs, then the smaller rate), median (range) over the seeds:",
+        "",
+        "| family | chosen among | rate / epochs per seed | validation | test, reported |",
+        "|---|---|---|---|---|",
+    ]
+    pools = [(f"the rates at {e} epochs", (e,)) for e in lengths]
+    pools.append(("the rates and the lengths", tuple(lengths)))
+    for family in FAMILIES:
+        by_seed: dict[int, list[Mapping[str, Any]]] = {}
+        for row in rows:
+            if row["family"] == family:
+                by_seed.setdefault(row["seed"], []).append(row)
+        seeds = sorted(by_seed)
+        for label, allowed in pools if seeds else ():  # a family measured
+            chosen = [
+                chosen_pair([r for r in by_seed[s] if r["epochs"] in allowed]) for s in seeds
+            ]
+            pairs = " ".join(f"{r['lr']:g}/{r['epochs']}" for r in chosen)
+            val = _pct([r["val"][0] for r in chosen])
+            test = _pct([r["test"][0] for r in chosen])
+            lines.append(f"| {family} | {label} | {pairs} | {val} | {test} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     from tinytune.search.lr import FAMILIES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--epochs", type=int, nargs="+", default=[8])
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the measurements here")
@@ -184,15 +230,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.partitions < 1:
         parser.error("--partitions must be at least 1")
+    from tinytune.evaluators.finetune import MAX_EPOCHS
+
+    if not all(1 <= epochs <= MAX_EPOCHS for epochs in args.epochs):
+        parser.error(f"--epochs: every length must lie in [1, {MAX_EPOCHS}], got {args.epochs}")
     if args.from_json:
         data = json.loads(args.from_json.read_text())
     else:
         from tinytune.data import get_dataset
 
         jobs = [
-            (seed, family, lr, args.partitions, args.epochs)
+            (seed, family, lr, args.partitions, epochs)
             for family in args.families
             for seed in args.seeds
+            for epochs in sorted(set(args.epochs))
             for lr in FAMILIES[family].grid
         ]
         rows = []
@@ -200,17 +251,28 @@ def main(argv: list[str] | None = None) -> int:
             for row in pool.map(measure, jobs):
                 rows.append(row)
                 print(
-                    f"seed {row['seed']} {row['family']} {row['lr']:g}: val "
+                    f"seed {row['seed']} {row['family']} {row['lr']:g}, {row['epochs']} epochs: "
+                    "val "
                     + " ".join(f"{100 * v:.1f}" for v in row["val"])
                     + ", test "
                     + " ".join(f"{100 * v:.1f}" for v in row["test"]),
                     flush=True,
                 )
         n_val = len(get_dataset(DATASET, seed=0).load(8).val)
-        data = {"epochs": args.epochs, "n_val": n_val, "rows": rows}
+        lengths = sorted(set(args.epochs))
+        data = {"epochs": lengths[0] if len(lengths) == 1 else lengths, "n_val": n_val}
+        data["rows"] = rows
         if args.json:
             args.json.write_text(json.dumps(data, indent=1))
-    text = summary(data)
+    lengths = sorted({row.get("epochs", data["epochs"]) for row in data["rows"]})
+    if len(lengths) == 1:
+        text = summary(data)
+    else:  # a table per length, then the rate and the length chosen together
+        tables = [
+            summary({**data, "epochs": e, "rows": [r for r in data["rows"] if r["epochs"] == e]})
+            for e in lengths
+        ]
+        text = "\n\n".join([*tables, length_summary(data)])
     print(text)
     if args.write:
         write_section(args.write, args.section, text)

@@ -63,3 +63,38 @@ def test_summary_reports_the_partition_0_test_at_each_chosen_rate(bench: ModuleT
     assert table[5] == (
         "| full | partition 0 (the study's) | 1.6 1.6 | 97.2 (97.2–97.2) | 97.2 (97.2–97.2) |"
     )
+
+
+def test_the_rate_and_the_length_are_chosen_together_on_partition_0(bench: ModuleType) -> None:
+    """The best partition-0 validation accuracy over every rate and length; on a tie the fewer
+    epochs, then the smaller rate; each length's own choice beside it."""
+    seed0 = [  # (lr, epochs, val, test)
+        (0.4, 8, 0.975, 0.983),
+        (0.8, 8, 0.989, 0.983),
+        (0.4, 24, 0.989, 0.991),  # ties 0.8/8 on validation: the fewer epochs win
+        (0.8, 24, 0.986, 0.989),
+    ]
+    seed1 = [
+        (0.4, 8, 0.972, 0.972),
+        (0.8, 8, 0.978, 0.975),
+        (0.4, 24, 0.983, 0.989),
+        (0.8, 24, 0.983, 0.980),  # ties 0.4/24: the smaller rate wins
+    ]
+    rows = [
+        {"seed": seed, "family": "full", "lr": lr, "epochs": e, "val": [v], "test": [t]}
+        for seed, grid in ((0, seed0), (1, seed1))
+        for lr, e, v, t in grid
+    ]
+    assert bench.chosen_pair(rows[:4])["test"] == [0.983]
+    assert bench.chosen_pair(rows[4:])["test"] == [0.989]
+    table = [
+        line
+        for line in bench.length_summary({"n_val": 359, "rows": rows}).splitlines()
+        if line.startswith("| full")
+    ]
+    assert table == [
+        "| full | the rates at 8 epochs | 0.8/8 0.8/8 | 98.4 (97.8–98.9) | 97.9 (97.5–98.3) |",
+        "| full | the rates at 24 epochs | 0.4/24 0.4/24 | 98.6 (98.3–98.9) | 99.0 (98.9–99.1) |",
+        "| full | the rates and the lengths | 0.8/8 0.4/24 | 98.6 (98.3–98.9) "
+        "| 98.6 (98.3–98.9) |",
+    ]
