@@ -203,10 +203,11 @@ def length_summary(data: Mapping[str, Any]) -> str:
             if row["family"] == family:
                 by_seed.setdefault(row["seed"], []).append(row)
         seeds = sorted(by_seed)
-        for label, allowed in pools if seeds else ():  # a family measured
-            chosen = [
-                chosen_pair([r for r in by_seed[s] if r["epochs"] in allowed]) for s in seeds
-            ]
+        for label, allowed in pools:
+            pooled = [[r for r in by_seed[s] if r["epochs"] in allowed] for s in seeds]
+            chosen = [chosen_pair(rows) for rows in pooled if rows]  # the seeds measured so
+            if not chosen:
+                continue
             pairs = " ".join(f"{r['lr']:g}/{r['epochs']}" for r in chosen)
             val = _pct([r["val"][0] for r in chosen])
             test = _pct([r["test"][0] for r in chosen])
@@ -236,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--epochs: every length must lie in [1, {MAX_EPOCHS}], got {args.epochs}")
     if args.from_json:
         data = json.loads(args.from_json.read_text())
+        for row in data["rows"]:  # files of one length once kept it only beside the rows
+            row.setdefault("epochs", data["epochs"])
     else:
         from tinytune.data import get_dataset
 
@@ -264,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         data["rows"] = rows
         if args.json:
             args.json.write_text(json.dumps(data, indent=1))
-    lengths = sorted({row.get("epochs", data["epochs"]) for row in data["rows"]})
+    lengths = sorted({row["epochs"] for row in data["rows"]})
     if len(lengths) == 1:
         text = summary(data)
     else:  # a table per length, then the rate and the length chosen together

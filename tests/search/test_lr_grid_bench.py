@@ -4,6 +4,7 @@ reports the partition-0 test accuracy at each chosen rate."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -68,23 +69,25 @@ def test_summary_reports_the_partition_0_test_at_each_chosen_rate(bench: ModuleT
 def test_the_rate_and_the_length_are_chosen_together_on_partition_0(bench: ModuleType) -> None:
     """The best partition-0 validation accuracy over every rate and length; on a tie the fewer
     epochs, then the smaller rate; each length's own choice beside it."""
-    seed0 = [  # (lr, epochs, val, test)
+    seed0 = [  # (lr, epochs, val, test); the tied rows last, so that max's order cannot pick
         (0.4, 8, 0.975, 0.983),
-        (0.8, 8, 0.989, 0.983),
-        (0.4, 24, 0.989, 0.991),  # ties 0.8/8 on validation: the fewer epochs win
         (0.8, 24, 0.986, 0.989),
+        (0.4, 24, 0.989, 0.991),  # ties 0.8/8 on validation: the fewer epochs win
+        (0.8, 8, 0.989, 0.983),
     ]
     seed1 = [
         (0.4, 8, 0.972, 0.972),
         (0.8, 8, 0.978, 0.975),
-        (0.4, 24, 0.983, 0.989),
         (0.8, 24, 0.983, 0.980),  # ties 0.4/24: the smaller rate wins
+        (0.4, 24, 0.983, 0.989),
     ]
     rows = [
         {"seed": seed, "family": "full", "lr": lr, "epochs": e, "val": [v], "test": [t]}
         for seed, grid in ((0, seed0), (1, seed1))
         for lr, e, v, t in grid
     ]
+    for seed in (rows[:4], rows[4:]):  # in either order
+        assert bench.chosen_pair(seed) == bench.chosen_pair(seed[::-1])
     assert bench.chosen_pair(rows[:4])["test"] == [0.983]
     assert bench.chosen_pair(rows[4:])["test"] == [0.989]
     table = [
@@ -98,3 +101,30 @@ def test_the_rate_and_the_length_are_chosen_together_on_partition_0(bench: Modul
         "| full | the rates and the lengths | 0.8/8 0.4/24 | 98.6 (98.3–98.9) "
         "| 98.6 (98.3–98.9) |",
     ]
+
+
+def test_a_file_of_one_length_and_a_length_missing_at_a_seed_still_summarise(
+    bench: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Files written before rows named their length keep it beside the rows; a seed that lacks
+    a length is left out of that length's choice, not a crash."""
+    import json
+
+    old = {"epochs": 8, "n_val": 359, "rows": [
+        {"seed": 0, "family": "full", "lr": lr, **grid} for lr, grid in GRID.items()
+    ]}  # fmt: skip
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert bench.main(["--from-json", str(tmp_path / "old.json")]) == 0
+    assert "| full | partition 0 (the study's) | 1.6 |" in capsys.readouterr().out
+    rows = [
+        {"seed": seed, "family": "full", "lr": 0.8, "epochs": e, "val": [v], "test": [t]}
+        for seed, e, v, t in ((0, 8, 0.98, 0.97), (0, 24, 0.99, 0.99), (1, 8, 0.97, 0.96))
+    ]
+    table = bench.length_summary({"n_val": 359, "rows": rows}).splitlines()
+    assert (
+        "| full | the rates at 24 epochs | 0.8/24 | 99.0 (99.0–99.0) | 99.0 (99.0–99.0) |" in table
+    )
+    assert (
+        "| full | the rates and the lengths | 0.8/24 0.8/8 | 98.0 (97.0–99.0) | 97.5 (96.0–99.0) |"
+        in table
+    )
