@@ -263,8 +263,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
         n_val = len(get_dataset(DATASET, seed=0).load(8).val)
         lengths = sorted(set(args.epochs))
-        data = {"epochs": lengths[0] if len(lengths) == 1 else lengths, "n_val": n_val}
-        data["rows"] = rows
+        data = {
+            "epochs": lengths[0] if len(lengths) == 1 else lengths,
+            "n_val": n_val,
+            "rows": rows,
+        }
         if args.json:
             args.json.write_text(json.dumps(data, indent=1))
     lengths = sorted({row["epochs"] for row in data["rows"]})

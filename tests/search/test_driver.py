@@ -220,10 +220,10 @@ def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
     # length now, and no other option helps
     space = study.user_attrs[Attr.SPACE]
     for epochs, words in (
-        (80_000_000, "80000000 epochs lie outside"),
-        (0, "0 epochs lie outside"),
-        (8.5, "8.5 epochs are not a whole number in"),
-        (None, "None epochs are not a whole number in"),
+        (80_000_000, r"must lie in \[1, 1000\], got 80000000"),
+        (0, r"must lie in \[1, 1000\], got 0"),
+        (8.5, "must be an integer, got 8.5"),
+        (None, "must be an integer, got None"),
     ):
         finetune = {**space["finetune"], "epochs": epochs}
         study.set_user_attr(Attr.SPACE, {**space, "finetune": finetune})
@@ -232,8 +232,8 @@ def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
                 open_store(url) as store,
                 pytest.raises(
                     StorageError,
-                    match=rf"another --study name \(its {words} the 1 to 1000 allowed now, so "
-                    r"it cannot be continued\)$",
+                    match=r"another --study name \(its length cannot be asked for now: --epochs "
+                    rf"{words}; so it cannot be continued\)$",
                 ),
             ):
                 run_search(

@@ -436,22 +436,17 @@ def _another_space(
     if "weights" in diff and checkpoint:
         hint += _weights_hint(config, checkpoint)
     if "finetune" in diff:
-        from tinytune.evaluators.finetune import MAX_EPOCHS
+        from tinytune.errors import ConfigError
+        from tinytune.evaluators.finetune import FinetuneConfig
 
         settings = diff["finetune"]
-        if "epochs" in settings and not (
-            type(was := settings["epochs"][0]) is int and 1 <= was <= MAX_EPOCHS
-        ):  # stored by a version without the bound: no option asks for it, nothing else helps
-            number = type(was) in (int, float)
-            what = (
-                "lie outside"
-                if number and not 1 <= was <= MAX_EPOCHS
-                else "are not a whole number in"
-            )
+        try:  # a length stored by a version without today's bound: no option asks for it
+            FinetuneConfig(epochs=settings.get("epochs", (1,))[0])
+        except ConfigError as e:
             return StorageError(
                 f"study {config.study_name!r} exists with another search space (stored vs "
-                f"requested: {diff}); choose another --study name (its {was!r} epochs {what} "
-                f"the 1 to {MAX_EPOCHS} allowed now, so it cannot be continued)"
+                f"requested: {diff}); choose another --study name (its length cannot be asked "
+                f"for now: {e}; so it cannot be continued)"
             )
         hint += " or pass the study's own " + ", ".join(
             _FINETUNE_OPTIONS[k](was) for k, (was, _) in settings.items()
