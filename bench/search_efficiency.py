@@ -214,7 +214,7 @@ def mcunetv3_run(
     evolution = optuna.create_study(
         directions=list(DIRECTIONS),
         sampler=optuna.samplers.PartialFixedSampler(
-            subnet_params(subnet),
+            subnet_params(subnet, spec),
             optuna.samplers.NSGAIISampler(population_size=args.population, seed=seed),
         ),
     )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinytune import studies as _studies
 from tinytune.errors import TinyTuneError
+from tinytune.spaces.supernets import DEFAULT_SUPERNET, default_network
 
 if TYPE_CHECKING:
     from tinytune.hwmodels.devices import DeviceProfile
@@ -43,7 +44,6 @@ __all__ = [
 ]
 
 DEFAULT_STORAGE = "sqlite:///tinytune.db"
-DEFAULT_SUPERNET = "ofa-proxyless-w0.35"
 DEFAULT_SAMPLER = "tpe-early"
 """The sampler of ``tinytune search``: of tinytune's strategies, the best median hypervolume at
 equal compute in ``bench/search_efficiency.py`` (``docs/benchmarks.md``, "Search efficiency")."""
@@ -177,7 +177,7 @@ def optimize(
     epoch_budget: float | None = None,
     study: str = "tinytune",
     storage: str = DEFAULT_STORAGE,
-    supernet: str = DEFAULT_SUPERNET,
+    supernet: str | None = None,
     weights: str | Path | None = None,
     preset: str | None = None,
     precision: str = "int8",
@@ -204,8 +204,10 @@ def optimize(
     progress: Callable[[SearchEvent], None] | None = None,
     on_pretrain: Callable[[int, int, float], None] | None = None,
 ) -> SearchResult:
-    """Search how to fine-tune a supernet on ``dataset`` for ``device``; run or continue the
+    """Search how to fine-tune a network on ``dataset`` for ``device``; run or continue the
     study ``study`` in ``storage`` until its budget of ``trials`` measured fine-tunes is spent.
+    ``supernet=None`` searches :func:`tinytune.spaces.default_network`: EfficientNet-Lite0 with
+    its ImageNet weights for an image folder, the shipped supernet for a built-in data set.
 
     Budgets are bytes or seconds, or text with a unit (``"256KB"``, ``"500ms"``, ``"5m"``);
     ``sram_budget=None`` searches without one. ``n_classes`` comes from the data set. Ray runs
@@ -254,7 +256,7 @@ def optimize(
     from tinytune.units import check_integer, check_seed
 
     weights_path = None if weights is None else _path(weights, "--weights")
-    spec = get_supernet(supernet)
+    spec = get_supernet(default_network(dataset) if supernet is None else supernet)
     require_weights(spec, weights_path)
     check_device(device)  # before any database work
     check_seed(seed)
@@ -265,6 +267,11 @@ def optimize(
     recipe = None
     if pretrain_steps is not None:
         check_integer(pretrain_steps, "--pretrain-steps")
+        if spec.fixed:
+            raise ConfigError(
+                f"{spec.name} comes with its ImageNet weights and is not pre-trained here: leave "
+                "out --pretrain-steps, or name a supernet with --supernet"
+            )
         recipe = PretrainRecipe(steps=pretrain_steps)  # checked before any database work
     _check_callbacks(progress=progress, on_pretrain=on_pretrain)
     if workers < 1:

@@ -42,12 +42,17 @@ def sha256_file(path: Path) -> str:
 
 def shipped_checkpoint(spec: SupernetSpec, recipe: PretrainRecipe | None = None) -> Path | None:
     """The checkpoint the package ships for ``spec`` (pre-trained by ``recipe``, when given),
-    if any.
+    if any; for a fixed pretrained network, its ImageNet weights from their registry package.
 
     Raises:
         ModelError: the shipped file's SHA-256 is not the one its record states.
     """
     from tinytune.errors import ModelError
+
+    if spec.fixed:
+        from tinytune.models.pretrained import pretrained_weights
+
+        return pretrained_weights(spec)
 
     record_path = WEIGHTS_DIR / f"{spec.name}.json"
     if not record_path.is_file():

@@ -26,7 +26,7 @@ from tinytune.bundle import (
     write_bundle,
 )
 from tinytune.hwmodels.registry import get_device
-from tinytune.spaces import Candidate, SupernetSpec, get_supernet, make_preset
+from tinytune.spaces import Candidate, SupernetSpec, default_subnet, get_supernet, make_preset
 
 pytestmark = pytest.mark.slow
 
@@ -241,3 +241,38 @@ def test_a_mobilenetv3_candidate_matches_the_simulator_on_every_target(
     assert make(folder, "run-aarch64", build="build-a64", defs="-DTT_DUMP") == host
     assert make(folder, "run-cortex-m7", build="build-m7", defs="-DTT_DUMP") == host
     assert make(folder, "run-cortex-m4", build="build-m4", defs="-DTT_DUMP") == host
+
+
+@needs("host")
+@needs("aarch64")
+@needs("cortex-m7")
+def test_an_efficientnet_lite0_candidate_matches_the_simulator_and_fits_the_stm32f746(
+    tmp_path: Path,
+) -> None:
+    """EfficientNet-Lite0 with its ImageNet weights, cut after its third stage (block 7), at
+    48 px, the MCUNetV3-style scheme: the host matches the simulator, aarch64 and the Cortex-M7
+    print the host's bytes, the arena is the planner's, and the image fits the device."""
+    from tinytune.models.pretrained import pretrained_weights
+
+    spec = get_supernet("efficientnet-lite0")
+    subnet = replace(default_subnet(spec), resolution=48)
+    candidate = make_preset("mcunetv3", spec, replace(subnet, stages=subnet.stages[:3]))
+    device = get_device("stm32f746")
+    folder = tmp_path / "lite0"
+    bundle = build_bundle(
+        BundleRequest(candidate, pretrained_weights(spec), device, samples=6, epochs=2, lr=LR)
+    )
+    write_bundle(folder, bundle.files, bundle.manifest)
+    memory = bundle.manifest["memory"]
+    assert memory["arena_bytes"] == bundle.program.report.arena_bytes == bundle.model.arena_bytes
+    host = make(folder, "run-host", build="build-host", defs="-DTT_DUMP")
+    assert (
+        replay(bundle.net, LR, bundle.train, bundle.evaluation, parse_dump(host), schedule(bundle))
+        == 12
+    )
+    assert make(folder, "run-aarch64", build="build-a64", defs="-DTT_DUMP") == host
+    assert make(folder, "run-cortex-m7", build="build-m7", defs="-DTT_DUMP") == host
+    symbols = _symbol_sizes(folder / "build-m7" / "cortex-m7" / "train.elf")
+    assert symbols["tt_arena"] == memory["arena_bytes"] <= 256 * 1024
+    text, data = (int(v) for v in make(folder, "size", build="build-m7").split()[-6:-4])
+    assert text + data <= device.flash_bytes

@@ -499,6 +499,7 @@ def test_a_tiny_image_folder_is_measured_on_repeated_splits_and_says_so(
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     argv = ["search", "--storage", url, "--dataset", f"imagefolder:{root}", "--inline"]
     argv += ["--trials", "1", "--epochs", "1", "--lr", "0.05", "--pretrain-steps", "2"]
+    argv += ["--supernet", "ofa-proxyless-w0.35"]
     assert main(argv) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "the image folder holds 1 copy of other images (the same bytes), left out" in out
@@ -529,6 +530,7 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     argv = ["search", "--storage", url, "--dataset", f"imagefolder:{root}", "--inline"]
     argv += ["--trials", "2", "--epochs", "1", "--lr", "0.05", "--pretrain-steps", "2"]
+    argv += ["--supernet", "ofa-proxyless-w0.35"]
     assert main([*argv, "--verify-int8"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     view = tinytune.load(storage=url)

@@ -347,7 +347,7 @@ def test_a_node_with_its_own_folders_gets_the_checkpoint_and_images_through_ray(
             [sys.executable, "-m", "tinytune.cli.main", "search", "--storage", url,
              "--ray-address", f"127.0.0.1:{gcs}", "--workers", "2", "--trials", "2",
              "--epochs", "1", "--lr", "0.05", "--pretrain-steps", "2", "--repeats", "1",
-             "--dataset", f"imagefolder:{folder}"],
+             "--dataset", f"imagefolder:{folder}", "--supernet", "ofa-proxyless-w0.35"],
             capture_output=True, text=True, env=env, timeout=400,
         )  # fmt: skip
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

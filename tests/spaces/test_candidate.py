@@ -184,7 +184,7 @@ def test_enqueued_preset_reproduces_the_preset() -> None:
     spec = PROXYLESS
     study = optuna.create_study()
     for name in PRESET_NAMES:
-        study.enqueue_trial({"scheme": name, **subnet_params(default_subnet(spec))})
+        study.enqueue_trial({"scheme": name, **subnet_params(default_subnet(spec), spec)})
         assert suggest_candidate(study.ask(), spec) == make_preset(name, spec)
 
 

@@ -7,13 +7,15 @@ from typing import Annotated
 
 import typer
 
+from tinytune.spaces import DEFAULT_SUPERNET
+
 __all__ = ["pretrain"]
 
 
 def pretrain(
     supernet: Annotated[
         str, typer.Option(help="ofa-proxyless-w<width> or ofa-mbv3-w<width>.")
-    ] = "ofa-proxyless-w0.35",
+    ] = DEFAULT_SUPERNET,
     recipe: Annotated[
         str,
         typer.Option(

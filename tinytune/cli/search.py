@@ -22,8 +22,13 @@ def search(
         str, typer.Option(help="SQLAlchemy URL of the database (SQLite or PostgreSQL).")
     ] = DEFAULT_STORAGE,
     supernet: Annotated[
-        str, typer.Option(help="ofa-proxyless-w<width>, ofa-mbv3-w<width> or a published OFA id.")
-    ] = "ofa-proxyless-w0.35",
+        str | None,
+        typer.Option(
+            help="efficientnet-lite0 (ImageNet weights), ofa-proxyless-w<width>, "
+            "ofa-mbv3-w<width> or a published OFA id; default: efficientnet-lite0 for "
+            "imagefolder:PATH, ofa-proxyless-w0.35 for the built-in data sets."
+        ),
+    ] = None,
     dataset: Annotated[
         str, typer.Option(help="digits, procedural or imagefolder:PATH.")
     ] = "digits",
@@ -185,11 +190,12 @@ def search(
     from tinytune.search import SearchEvent
     from tinytune.search.ladder import HYPERVOLUME_BOX
     from tinytune.search.verify import INT8_EPOCHS
+    from tinytune.spaces import default_network
 
     quiet_logs()
     started = time.monotonic()
     with (
-        pretrain_bar(supernet) as on_pretrain,
+        pretrain_bar(supernet or default_network(dataset)) as on_pretrain,
         Progress(
             TextColumn("{task.description}", markup=False),
             BarColumn(),

@@ -113,12 +113,17 @@ def build_candidate(
             beyond its active sub-network setting).
         n_classes: classes of the target task (a fresh classifier is created).
         calibration: batches (N, 3, R, R) of target training images at the candidate's
-            resolution, used to re-estimate the BatchNorm statistics before folding.
+            resolution, used to re-estimate a supernet's BatchNorm statistics before folding
+            (a fixed pretrained network keeps its own).
         seed: seeds the new classifier and the lite residual branches.
     """
     generator = torch.Generator().manual_seed(seed)
     static = extract_subnet(supernet, candidate.spec, candidate.subnet)
-    recalibrate_bn(static, calibration)
+    if not candidate.spec.fixed:
+        # A supernet's statistics are those of its largest sub-networks (Once-for-All §3.3); a
+        # fixed network keeps the ImageNet statistics it was trained with, which transfer
+        # better than statistics of a few hundred target images (docs/pretrained.md).
+        recalibrate_bn(static, calibration)
     net = from_ofa_subnet(static, n_classes, candidate.subnet.resolution, generator)
     if len(net.convs()) != candidate.n_convs:
         raise ModelError(

@@ -100,10 +100,11 @@ def from_ofa_subnet(
         head_pre.append(_unit(subnet.final_expand_layer, "head", idx))
         head_post.append(_unit(subnet.feature_mix_layer, "head", idx + 1))
         idx += 2
-    else:  # ProxylessNAS: feature mix, pool
+    elif subnet.feature_mix_layer is not None:  # ProxylessNAS: feature mix, pool
         head_pre.append(_unit(subnet.feature_mix_layer, "head", idx))
         idx += 1
-    in_features = (head_post or head_pre)[-1].out_channels
+    # else a fixed network cut before its head: the classifier reads the last block
+    in_features = (head_post or head_pre or [blocks[-1].pw2])[-1].out_channels
     return TrainNet(
         stem,
         blocks,

@@ -464,10 +464,29 @@ class TrainNet(nn.Module):
             out += block.convs()
         return out + list(self.head_pre) + list(self.head_post)
 
+    def frozen_prefix(self) -> int:
+        """How many leading modules of ``[stem, *blocks]`` hold no trainable parameter: with
+        every convolution's BatchNorm folded and no augmentation, their output for an image does
+        not change while the rest trains, so it can be computed once (:meth:`forward_from`)."""
+        for n, module in enumerate([self.stem, *self.blocks]):
+            if any(p.requires_grad for p in module.parameters()):
+                return n
+        return 1 + len(self.blocks)
+
+    def prefix(self, x: Tensor, n: int) -> Tensor:
+        """The output of the first ``n`` modules of ``[stem, *blocks]``."""
+        for module in [self.stem, *self.blocks][:n]:
+            x = module(x)
+        return x
+
     def forward(self, x: Tensor) -> Tensor:  # (N, 3, R, R) -> (N, classes)
-        h = self.stem(x)
-        for block in self.blocks:
-            h = block(h)
+        return self.forward_from(x, 0)
+
+    def forward_from(self, h: Tensor, n: int) -> Tensor:
+        """The logits from the output of the first ``n`` modules of ``[stem, *blocks]``:
+        ``forward(x) == forward_from(prefix(x, n), n)``."""
+        for module in [self.stem, *self.blocks][n:]:
+            h = module(h)
         for conv in self.head_pre:
             h = conv(h)
         h = self.pool(h)

@@ -25,7 +25,14 @@ if TYPE_CHECKING:
 
     from tinytune.spaces import SubnetConfig, SupernetSpec
 
-__all__ = ["build_ofa_supernet", "extract_subnet", "ofa_arch", "set_active", "torchvision_standin"]
+__all__ = [
+    "build_ofa_supernet",
+    "build_proxyless",
+    "extract_subnet",
+    "ofa_arch",
+    "set_active",
+    "torchvision_standin",
+]
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +85,40 @@ def _networks() -> types.ModuleType:
         raise ModelError(f"cannot import the once-for-all package (pip name 'ofa'): {e}") from e
 
 
-def build_ofa_supernet(spec: SupernetSpec, n_classes: int, seed: int = 0) -> nn.Module:
-    """Construct the ``ofa`` supernet that ``spec`` describes, initialised from ``seed`` (ofa
-    draws from torch's global generator; its state is restored afterwards)."""
+def build_proxyless(config: dict[str, Any], seed: int = 0) -> nn.Module:
+    """A static ``ProxylessNASNets`` from its JSON config (the format of ``ofa``'s and the
+    MCUNet model zoo's ``net.config``), initialised from ``seed``.
+
+    Raises:
+        ModelError: the config does not describe such a network.
+    """
     import torch
 
+    _networks()
+    from ofa.imagenet_classification.networks import ProxylessNASNets
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        try:
+            return ProxylessNASNets.build_from_config(config)
+        except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+            detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ModelError(
+                f"not a ProxylessNASNets config ({type(e).__name__}: {detail})"
+            ) from e
+
+
+def build_ofa_supernet(spec: SupernetSpec, n_classes: int, seed: int = 0) -> nn.Module:
+    """Construct the ``ofa`` network that ``spec`` describes, initialised from ``seed`` (ofa
+    draws from torch's global generator; its state is restored afterwards): the dynamic
+    supernet, or for a fixed pretrained network the whole static network
+    (:func:`tinytune.models.pretrained.network_config`)."""
+    import torch
+
+    if spec.fixed:
+        from tinytune.models.pretrained import network_config
+
+        return build_proxyless(network_config(spec, n_classes), seed)
     nets = _networks()
     cls = nets.OFAProxylessNASNets if spec.family == "proxyless" else nets.OFAMobileNetV3
     with torch.random.fork_rng(devices=[]):
@@ -114,6 +150,32 @@ def set_active(supernet: nn.Module, spec: SupernetSpec, subnet: SubnetConfig) ->
 
 
 def extract_subnet(supernet: nn.Module, spec: SupernetSpec, subnet: SubnetConfig) -> nn.Module:
-    """A static ``ofa`` network holding a copy of the sub-network's weights."""
+    """A static ``ofa`` network holding a copy of the sub-network's weights: the active
+    sub-network of a supernet, or the cut of a fixed network (the first blocks of each stage it
+    keeps; its head only where every stage is kept, and no classifier: the candidate's
+    network gets a new one)."""
+    if spec.fixed:
+        return _cut(supernet, spec, subnet)
     set_active(supernet, spec, subnet)
     return supernet.get_active_subnet(preserve_weight=True)  # type: ignore[operator]
+
+
+def _cut(network: nn.Module, spec: SupernetSpec, subnet: SubnetConfig) -> nn.Module:
+    import copy
+
+    from ofa.imagenet_classification.networks import ProxylessNASNets
+    from torch import nn
+
+    blocks = [network.blocks[0]]  # type: ignore[index]
+    start = 1
+    for stage, cap in zip(subnet.stages, spec.stage_max_depth, strict=False):
+        blocks += [network.blocks[start + b] for b in range(stage.depth)]  # type: ignore[index]
+        start += cap
+    whole = len(subnet.stages) == spec.n_stages
+    head = network.feature_mix_layer if whole else None  # type: ignore[attr-defined]
+    return ProxylessNASNets(
+        copy.deepcopy(network.first_conv),  # type: ignore[attr-defined]
+        [copy.deepcopy(b) for b in blocks],
+        copy.deepcopy(head),
+        nn.Identity(),
+    )

@@ -235,8 +235,8 @@ def random_subnet(spec: SupernetSpec, rng: random.Random, resolution: int) -> Su
         depth = rng.choice(spec.stage_depths(i))
         stages.append(
             StageConfig(
-                tuple(rng.choice(spec.ks_choices) for _ in range(depth)),
-                tuple(rng.choice(spec.expand_choices) for _ in range(depth)),
+                tuple(rng.choice(spec.stage_kernels(i)) for _ in range(depth)),
+                tuple(rng.choice(spec.stage_expands(i)) for _ in range(depth)),
             )
         )
     return SubnetConfig(resolution, tuple(stages))
@@ -374,8 +374,11 @@ def pretrain_supernet(
     Raises:
         ModelError: ``spec`` is published, or ``workers`` is set for a ``sequential`` recipe.
     """
-    if spec.published:
-        raise ModelError(f"{spec.name} is a published supernet: load its weights, do not train it")
+    if spec.published or spec.fixed:
+        raise ModelError(
+            f"{spec.name} is a published {'network' if spec.fixed else 'supernet'}: load its "
+            "weights, do not train it"
+        )
     if workers < 0:
         raise ModelError(f"batch workers must be >= 0, got {workers}")
     net = build_ofa_supernet(spec, recipe.source_classes, seed=recipe.seed)
@@ -542,6 +545,11 @@ def require_weights(spec: SupernetSpec, path: Path | None) -> None:
     """
     if path is not None and path.is_file():
         return
+    if path is None and spec.fixed:
+        from tinytune.models.pretrained import pretrained_weights
+
+        pretrained_weights(spec)  # installed and intact, or one line saying how to get it
+        return
     if path is not None and path.is_dir():
         raise ModelError(f"supernet checkpoint {str(path)!r} is a folder; name the file in it")
     missing = f"supernet checkpoint {str(path)!r} does not exist" if path is not None else ""
@@ -556,9 +564,20 @@ def require_weights(spec: SupernetSpec, path: Path | None) -> None:
 
 
 def load_supernet(spec: SupernetSpec, path: Path) -> nn.Module:
-    """Load a supernet checkpoint written by :func:`save_supernet`, or a published
-    Once-for-All ImageNet checkpoint (for published supernets)."""
+    """Load a supernet checkpoint written by :func:`save_supernet`, a published
+    Once-for-All ImageNet checkpoint (for published supernets), or a fixed network's ImageNet
+    weights (a state dict named as its registry package names it)."""
     require_weights(spec, path)
+    if spec.fixed:
+        from tinytune.models.pretrained import lite0_state
+
+        net = build_ofa_supernet(spec, 1000)
+        try:  # ofa's loader keeps the tensors the state leaves out (the batch counters)
+            net.load_state_dict(lite0_state(spec, _published_state(spec, path)))
+        except (RuntimeError, ModelError) as e:
+            detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ModelError(f"{str(path)!r} does not match {spec.name}: {detail}") from e
+        return net
     if spec.published:
         net = build_ofa_supernet(spec, 1000)
         state = _published_state(spec, path)

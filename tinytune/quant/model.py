@@ -353,12 +353,19 @@ def qas_multipliers(
     return UpdateMultipliers(bm, bs, wm, ws)
 
 
-def _weight_scales(w: Tensor) -> Tensor:
+def _weight_scales(w: Tensor, b: Tensor, s_x: float) -> Tensor:
+    """Per output channel s_w = max|W|/127, raised where the bias b/(s_x·s_w) would not leave
+    the int32 accumulator room for the products: a channel whose BatchNorm γ is about 0 (a
+    "dead" channel of an ImageNet network: weights of 1e-8 after folding, a bias of 1) outputs
+    its bias, and its weights round to 0 at any scale that holds that bias."""
     amax = w.abs().flatten(1).max(dim=1).values
     scale = amax / 127.0
     live = scale > 0
     fill = float(scale[live].mean()) if bool(live.any()) else 1.0
-    return torch.where(live, scale, torch.full_like(scale, fill))
+    scale = torch.where(live, scale, torch.full_like(scale, fill))
+    taps = w[0].numel()
+    room = (INT32_MAX - 255 * 127 * taps) / 2  # half of what is left, for the bias updates
+    return torch.maximum(scale, b.abs() / (s_x * room))
 
 
 def _act_real(act: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -402,9 +409,9 @@ def _quantize_conv(
     tabled = op.act in TABLE_ACTIVATIONS
     y_q = pre[op.name] if tabled else out_q  # what the requantisation targets
     w = module.full_weight().double()  # (O, C/groups, k, k)
-    s_w = _weight_scales(w)
-    weight = torch.clamp(torch.round(w / s_w.view(-1, 1, 1, 1)), -127, 127).long()
     b = module.bias.detach().double()
+    s_w = _weight_scales(w, b, x_q.scale)
+    weight = torch.clamp(torch.round(w / s_w.view(-1, 1, 1, 1)), -127, 127).long()
     bias = torch.clamp(torch.round(b / (x_q.scale * s_w)), INT32_MIN, INT32_MAX).long()
     mult, shift = _multipliers(x_q.scale * s / y_q.scale for s in s_w.tolist())
     frac = frac_bits_for(s_w)

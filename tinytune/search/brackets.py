@@ -195,7 +195,7 @@ class Ladder:
 
         number = member.trial.number
         bracket = self.open(number, member.candidate.subnet, self.run.config.proxy_eta - 1)
-        params = subnet_params(member.candidate.subnet)
+        params = subnet_params(member.candidate.subnet, self.run.spec)
         for _ in range(bracket.siblings_left):
             self.run.study.enqueue(params, {Attr.BRACKET: number})
         self.join(bracket, member)

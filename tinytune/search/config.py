@@ -14,7 +14,14 @@ from tinytune.evaluators.finetune import MAX_EPOCHS
 from tinytune.hwmodels.devices import ENGINES
 from tinytune.hwmodels.memory import PRECISIONS
 from tinytune.search.contribution import ContributionPlan
-from tinytune.spaces import PRESET_NAMES, Candidate, default_subnet, get_supernet, make_preset
+from tinytune.spaces import (
+    DEFAULT_SUPERNET,
+    PRESET_NAMES,
+    Candidate,
+    default_subnet,
+    get_supernet,
+    make_preset,
+)
 from tinytune.units import check_integer, check_real, check_seed
 
 __all__ = [
@@ -116,7 +123,7 @@ class SearchConfig:
 
     checkpoint: str
     study_name: str = "tinytune"
-    supernet: str = "ofa-proxyless-w0.35"
+    supernet: str = DEFAULT_SUPERNET
     dataset: str = "digits"
     n_classes: int = 10
     data_seed: int = 0

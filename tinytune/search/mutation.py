@@ -112,10 +112,10 @@ def mutate_subnet(
         return dataclasses.replace(subnet, resolution=rng.choice(near)) if near else None
     if operator not in ("kernel", "expand"):
         return None
-    choices = spec.ks_choices if operator == "kernel" else spec.expand_choices
+    s = rng.randrange(len(subnet.stages))
+    choices = spec.stage_kernels(s) if operator == "kernel" else spec.stage_expands(s)
     if len(choices) < 2:
         return None
-    s = rng.randrange(len(subnet.stages))
     stage = subnet.stages[s]
     b = rng.randrange(stage.depth)
     values = list(stage.ks if operator == "kernel" else stage.e)
@@ -136,7 +136,7 @@ def joint_params(candidate: Candidate, spec: SupernetSpec) -> dict[str, Any] | N
     if len(update.weights) > MAX_WEIGHT_LAYERS:
         return None
     n_convs = len(conv_kinds(spec, candidate.subnet))
-    params: dict[str, Any] = {"scheme": JOINT, **subnet_params(candidate.subnet)}
+    params: dict[str, Any] = {"scheme": JOINT, **subnet_params(candidate.subnet, spec)}
     params["lr_blocks"] = len(lite.branches)
     if lite.branches:
         branch = lite.branches[0][1]

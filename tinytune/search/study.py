@@ -244,7 +244,8 @@ class StudyAdapter:
         from tinytune.search.config import BASELINE_PRESETS, REFERENCE_PRESET
         from tinytune.spaces import default_subnet, get_supernet, subnet_params
 
-        params = subnet_params(default_subnet(get_supernet(self.config.supernet)))
+        spec = get_supernet(self.config.supernet)
+        params = subnet_params(default_subnet(spec), spec)
         if self.config.reference:
             self.enqueue({"scheme": REFERENCE_PRESET, **params}, {Attr.REFERENCE: True})
         if not self.config.baselines:

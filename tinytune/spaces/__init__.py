@@ -21,18 +21,25 @@ from tinytune.spaces.sampling import (
     suggest_subnet,
 )
 from tinytune.spaces.supernets import (
+    DEFAULT_SUPERNET,
     FAMILIES,
+    IMAGE_NETWORK,
+    PRETRAINED_NETWORKS,
     PUBLISHED_SUPERNETS,
     SUPERNET_FORMS,
     SupernetSpec,
+    default_network,
     family_supernets,
     get_supernet,
 )
 
 __all__ = [
+    "DEFAULT_SUPERNET",
     "FAMILIES",
+    "IMAGE_NETWORK",
     "JOINT",
     "PRESET_NAMES",
+    "PRETRAINED_NETWORKS",
     "PUBLISHED_SUPERNETS",
     "SCHEMES",
     "SUPERNET_FORMS",
@@ -45,6 +52,7 @@ __all__ = [
     "SupernetSpec",
     "UpdateScheme",
     "conv_kinds",
+    "default_network",
     "default_subnet",
     "family_supernets",
     "get_supernet",

@@ -1,6 +1,7 @@
 """A point of the joint search space and its three parts.
 
-A :class:`Candidate` is a Once-for-All sub-network (:class:`SubnetConfig`), a TinyTL lite
+A :class:`Candidate` is a sub-network (:class:`SubnetConfig`: of a Once-for-All supernet, or a
+cut of a fixed pretrained network), a TinyTL lite
 residual configuration (:class:`LiteResidualConfig`) and a sparse update scheme
 (:class:`UpdateScheme`). All four are frozen dataclasses validated on construction, with a
 canonical JSON form (:meth:`Candidate.to_json`) whose exact inverse is
@@ -86,7 +87,8 @@ class StageConfig:
 
 @dataclass(frozen=True)
 class SubnetConfig:
-    """A Once-for-All sub-network: its elastic stages and its input resolution."""
+    """A sub-network: its input resolution and the active blocks of each stage it keeps (every
+    stage of a supernet; the first ``len(stages)`` of a fixed network, cut after them)."""
 
     resolution: int
     stages: tuple[StageConfig, ...]
@@ -106,7 +108,12 @@ class SubnetConfig:
                 f"resolution {self.resolution} is not offered by {spec.name}; allowed: "
                 f"{list(spec.resolutions)}"
             )
-        if len(self.stages) != spec.n_stages:
+        if len(self.stages) not in spec.stage_counts:
+            if spec.fixed:
+                raise ConfigError(
+                    f"{spec.name} may be cut after {spec.min_stages} to {spec.n_stages} stages, "
+                    f"the sub-network keeps {len(self.stages)}"
+                )
             raise ConfigError(
                 f"{spec.name} has {spec.n_stages} elastic stages, the sub-network gives "
                 f"{len(self.stages)}"
@@ -117,18 +124,15 @@ class SubnetConfig:
                     f"stage {i} depth {stage.depth} is not allowed; allowed: "
                     f"{list(spec.stage_depths(i))}"
                 )
-            for k in stage.ks:
-                if k not in spec.ks_choices:
-                    raise ConfigError(
-                        f"kernel size {k} in stage {i} is not allowed; allowed: "
-                        f"{list(spec.ks_choices)}"
-                    )
-            for e in stage.e:
-                if e not in spec.expand_choices:
-                    raise ConfigError(
-                        f"expand ratio {e} in stage {i} is not allowed; allowed: "
-                        f"{list(spec.expand_choices)}"
-                    )
+            for what, values, allowed in (
+                ("kernel size", stage.ks, spec.stage_kernels(i)),
+                ("expand ratio", stage.e, spec.stage_expands(i)),
+            ):
+                for value in values:
+                    if value not in allowed:
+                        raise ConfigError(
+                            f"{what} {value} in stage {i} is not allowed; allowed: {list(allowed)}"
+                        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -328,10 +332,10 @@ def conv_kinds(spec: SupernetSpec, subnet: SubnetConfig) -> tuple[str, ...]:
     is convolution i of the update-scheme convention.
     """
     kinds = ["stem", "dw", "pw2"]
-    for stage, se in zip(subnet.stages, spec.has_se, strict=True):
+    for stage, se in zip(subnet.stages, spec.has_se[: len(subnet.stages)], strict=True):
         for _ in range(stage.depth):
             kinds += ["pw1", "dw"] + (["se1", "se2"] if se else []) + ["pw2"]
-    kinds += ["head", "head"] if spec.family == "mbv3" else ["head"]
+    kinds += ["head"] * spec.head_convs(len(subnet.stages))
     return tuple(kinds)
 
 

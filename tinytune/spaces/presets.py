@@ -39,18 +39,24 @@ __all__ = ["PRESET_NAMES", "default_subnet", "make_preset", "preset_scheme"]
 
 
 def default_subnet(spec: SupernetSpec, size: str = "min") -> SubnetConfig:
-    """A reference sub-network: ``min`` (smallest depths, kernels and expand ratios, middle
-    resolution) or ``max`` (the largest sub-network at the largest resolution)."""
+    """A reference sub-network: ``min`` (smallest depths, kernels and expand ratios, the
+    default resolution; a fixed network cut at its default stage count, every block kept) or
+    ``max``
+    (the largest sub-network at the largest resolution)."""
     if size not in ("min", "max"):
         raise ConfigError(f"unknown sub-network size {size!r}; allowed: 'min', 'max'")
     pick = min if size == "min" else max
+    n_stages = spec.default_stages if spec.fixed and size == "min" else spec.n_stages
     stages = []
-    for i in range(spec.n_stages):
-        depth = pick(spec.stage_depths(i))
+    for i in range(n_stages):
+        depth = max(spec.stage_depths(i)) if spec.fixed else pick(spec.stage_depths(i))
         stages.append(
-            StageConfig((pick(spec.ks_choices),) * depth, (pick(spec.expand_choices),) * depth)
+            StageConfig(
+                (pick(spec.stage_kernels(i)),) * depth, (pick(spec.stage_expands(i)),) * depth
+            )
         )
-    res = spec.resolutions[len(spec.resolutions) // 2] if size == "min" else max(spec.resolutions)
+    res = spec.default_resolution or spec.resolutions[len(spec.resolutions) // 2]
+    res = res if size == "min" else max(spec.resolutions)
     return SubnetConfig(res, tuple(stages))
 
 

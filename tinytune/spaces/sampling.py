@@ -3,8 +3,9 @@
 The parameter names are stable (the database and the dashboard show them):
 
 * ``scheme``: ``joint`` or a preset name (see :func:`suggest_candidate`);
-* ``resolution``; ``d<s>`` the depth of elastic stage s; ``k<s>.<b>`` and ``e<s>.<b>`` the
-  kernel size and expand ratio of its active block b;
+* ``resolution``; ``stages`` the stages a fixed network keeps (where it may be cut);
+  ``d<s>`` the depth of stage s; ``k<s>.<b>`` and ``e<s>.<b>`` the kernel size and expand
+  ratio of its active block b (each only where the network offers a choice);
 * ``lr_blocks`` — lite residual branches on the last m blocks (block 0 never gets one) — and, when
   m > 0, their shared shape ``lr_kernel``, ``lr_groups``, ``lr_downsample``, ``lr_expand``;
 * ``bias_last_k``; ``n_weight`` — how many weight-updated layers; for each j, ``w<j>.offset``
@@ -53,18 +54,20 @@ SCHEMES = (JOINT, *PRESET_NAMES)
 def suggest_subnet(trial: optuna.Trial, spec: SupernetSpec) -> SubnetConfig:
     """Sample a sub-network of ``spec``."""
     resolution = trial.suggest_categorical("resolution", list(spec.resolutions))
+    counts = spec.stage_counts
+    n_stages = trial.suggest_categorical("stages", list(counts)) if len(counts) > 1 else counts[0]
     stages = []
-    for s in range(spec.n_stages):
-        depths = spec.stage_depths(s)
-        depth = trial.suggest_categorical(f"d{s}", list(depths)) if len(depths) > 1 else depths[0]
-        ks = tuple(
-            trial.suggest_categorical(f"k{s}.{b}", list(spec.ks_choices)) for b in range(depth)
-        )
-        es = tuple(
-            trial.suggest_categorical(f"e{s}.{b}", list(spec.expand_choices)) for b in range(depth)
-        )
+    for s in range(int(n_stages)):
+        depth = _pick(trial, f"d{s}", spec.stage_depths(s))
+        ks = tuple(_pick(trial, f"k{s}.{b}", spec.stage_kernels(s)) for b in range(depth))
+        es = tuple(_pick(trial, f"e{s}.{b}", spec.stage_expands(s)) for b in range(depth))
         stages.append(StageConfig(ks, es))
     return SubnetConfig(int(resolution), tuple(stages))
+
+
+def _pick(trial: optuna.Trial, name: str, choices: tuple[int, ...]) -> int:
+    """A categorical parameter, suggested only where there is a choice."""
+    return int(trial.suggest_categorical(name, list(choices))) if len(choices) > 1 else choices[0]
 
 
 def _suggest_lite(trial: optuna.Trial, n_blocks: int) -> LiteResidualConfig:
@@ -113,12 +116,18 @@ def suggest_candidate(
     return Candidate(spec.name, subnet, lite, update)
 
 
-def subnet_params(subnet: SubnetConfig) -> dict[str, int]:
-    """The sampler parameters that select ``subnet`` (for ``study.enqueue_trial``)."""
+def subnet_params(subnet: SubnetConfig, spec: SupernetSpec) -> dict[str, int]:
+    """The sampler parameters that select ``subnet`` (for ``study.enqueue_trial``): those that
+    :func:`suggest_subnet` suggests for ``spec``."""
     params: dict[str, int] = {"resolution": subnet.resolution}
+    if len(spec.stage_counts) > 1:
+        params["stages"] = len(subnet.stages)
     for s, stage in enumerate(subnet.stages):
-        params[f"d{s}"] = stage.depth
+        if len(spec.stage_depths(s)) > 1:
+            params[f"d{s}"] = stage.depth
         for b, (k, e) in enumerate(zip(stage.ks, stage.e, strict=True)):
-            params[f"k{s}.{b}"] = k
-            params[f"e{s}.{b}"] = e
+            if len(spec.stage_kernels(s)) > 1:
+                params[f"k{s}.{b}"] = k
+            if len(spec.stage_expands(s)) > 1:
+                params[f"e{s}.{b}"] = e
     return params

