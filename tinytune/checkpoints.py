@@ -49,10 +49,12 @@ def shipped_checkpoint(spec: SupernetSpec, recipe: PretrainRecipe | None = None)
     """
     from tinytune.errors import ModelError
 
-    if spec.fixed:
+    if spec.weights_package:
         from tinytune.models.pretrained import pretrained_weights
 
         return pretrained_weights(spec)
+    if spec.fixed:
+        return None
 
     record_path = WEIGHTS_DIR / f"{spec.name}.json"
     if not record_path.is_file():

@@ -140,7 +140,7 @@ def test_dropping_the_last_block_of_a_stage_skips_that_block(lite0: nn.Module) -
 def test_the_space_offers_cuts_resolutions_and_fixed_kernels() -> None:
     assert SPEC.fixed and SPEC.stage_counts == (3, 4, 5, 6)
     assert SPEC.stage_max_depth == (2, 2, 3, 3, 4, 1)
-    assert [SPEC.stage_kernels(s) for s in range(6)] == [(3,), (5,), (3,), (5,), (5,), (3,)]
+    assert [SPEC.block_kernels(s, 0) for s in range(6)] == [(3,), (5,), (3,), (5,), (5,), (3,)]
     assert SPEC.stage_depths(4) == (3, 4) and SPEC.stage_depths(5) == (1,)
     subnet = default_subnet(SPEC)
     assert subnet.resolution == 64 and subnet.depths == (2, 2, 3, 3)

@@ -37,9 +37,6 @@ __all__ = [
     "pretrained_weights",
 ]
 
-STEM_CHANNELS = 32
-FIRST_BLOCK_CHANNELS = 16
-HEAD_CHANNELS = 1280
 BN_EPS = 1e-3
 
 WEIGHTS_FILES: dict[str, tuple[str, str, str]] = {
@@ -101,11 +98,17 @@ def _block(c_in: int, c_out: int, kernel: int, stride: int, expand: int) -> dict
 
 def network_config(spec: SupernetSpec, n_classes: int) -> dict[str, Any]:
     """The ``ProxylessNASNets`` config of the whole fixed network ``spec``, with a classifier
-    of ``n_classes`` outputs."""
+    of ``n_classes`` outputs: its config file's, or made from its blocks."""
     if not spec.fixed:
         raise ModelError(f"{spec.name} is a supernet, not a fixed network")
-    blocks = [_block(STEM_CHANNELS, FIRST_BLOCK_CHANNELS, 3, 1, 1)]
-    c_in = FIRST_BLOCK_CHANNELS
+    if spec.config_file:
+        from tinytune.spaces.configs import read_config
+
+        config = read_config(spec.config_file)
+        config["classifier"] = {**config["classifier"], "out_features": n_classes}
+        return config
+    kernel, stride, expand, c_in = spec.first_block
+    blocks = [_block(spec.stem_channels, c_in, kernel, stride, expand)]
     for stage in spec.blocks:
         for kernel, stride, expand, c_out in stage:
             blocks.append(_block(c_in, c_out, kernel, stride, expand))
@@ -113,12 +116,12 @@ def network_config(spec: SupernetSpec, n_classes: int) -> dict[str, Any]:
     return {
         "name": "ProxylessNASNets",
         "bn": {"momentum": 0.1, "eps": BN_EPS},
-        "first_conv": _conv(3, STEM_CHANNELS, 3, 2),
+        "first_conv": _conv(3, spec.stem_channels, 3, 2),
         "blocks": blocks,
-        "feature_mix_layer": _conv(c_in, HEAD_CHANNELS, 1, 1),
+        "feature_mix_layer": _conv(c_in, spec.head_channels, 1, 1),
         "classifier": {
             "name": "LinearLayer",
-            "in_features": HEAD_CHANNELS,
+            "in_features": spec.head_channels,
             "out_features": n_classes,
             "bias": True,
             "use_bn": False,

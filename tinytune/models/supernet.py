@@ -235,8 +235,8 @@ def random_subnet(spec: SupernetSpec, rng: random.Random, resolution: int) -> Su
         depth = rng.choice(spec.stage_depths(i))
         stages.append(
             StageConfig(
-                tuple(rng.choice(spec.stage_kernels(i)) for _ in range(depth)),
-                tuple(rng.choice(spec.stage_expands(i)) for _ in range(depth)),
+                tuple(rng.choice(spec.block_kernels(i, b)) for b in range(depth)),
+                tuple(rng.choice(spec.block_expands(i, b)) for b in range(depth)),
             )
         )
     return SubnetConfig(resolution, tuple(stages))
@@ -536,6 +536,14 @@ def _unreadable(path: Path, what: str, error: Exception) -> str:
     )
 
 
+def _reason(error: Exception) -> str:
+    """The first line of a failed ``load_state_dict`` that names a tensor (torch puts a header
+    line first; ofa's loader asserts without a message on a name it does not know)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("Error(s) in loading")]
+    return lines[0].rstrip(".") if lines else "it holds a tensor of a name the network has not"
+
+
 def require_weights(spec: SupernetSpec, path: Path | None) -> None:
     """Weights a supernet can load: a published supernet's must be given (tinytune never
     downloads them; without them it cannot be pre-trained here), and given weights must be a file.
@@ -545,11 +553,16 @@ def require_weights(spec: SupernetSpec, path: Path | None) -> None:
     """
     if path is not None and path.is_file():
         return
-    if path is None and spec.fixed:
+    if path is None and spec.weights_package:
         from tinytune.models.pretrained import pretrained_weights
 
         pretrained_weights(spec)  # installed and intact, or one line saying how to get it
         return
+    if path is None and spec.config_file:
+        raise ModelError(
+            f"the network of {spec.config_file!r} needs its weights, which tinytune does not "
+            "download: pass the weights file downloaded with the config as --weights FILE"
+        )
     if path is not None and path.is_dir():
         raise ModelError(f"supernet checkpoint {str(path)!r} is a folder; name the file in it")
     missing = f"supernet checkpoint {str(path)!r} does not exist" if path is not None else ""
@@ -570,13 +583,18 @@ def load_supernet(spec: SupernetSpec, path: Path) -> nn.Module:
     require_weights(spec, path)
     if spec.fixed:
         from tinytune.models.pretrained import lite0_state
+        from tinytune.spaces.configs import read_config
 
-        net = build_ofa_supernet(spec, 1000)
-        try:  # ofa's loader keeps the tensors the state leaves out (the batch counters)
-            net.load_state_dict(lite0_state(spec, _published_state(spec, path)))
-        except (RuntimeError, ModelError) as e:
-            detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise ModelError(f"{str(path)!r} does not match {spec.name}: {detail}") from e
+        classes = 1000
+        if spec.config_file:
+            classes = read_config(spec.config_file)["classifier"].get("out_features", classes)
+        net = build_ofa_supernet(spec, int(classes))
+        state = _published_state(spec, path)
+        try:  # ofa's loader keeps the tensors the state leaves out (the batch counters) and
+            # renames the zoo's "mobile_inverted_conv" to "conv"; it asserts on other names
+            net.load_state_dict(state if spec.config_file else lite0_state(spec, state))
+        except (RuntimeError, ModelError, AssertionError, KeyError) as e:
+            raise ModelError(f"{str(path)!r} does not match {spec.name}: {_reason(e)}") from e
         return net
     if spec.published:
         net = build_ofa_supernet(spec, 1000)

@@ -113,11 +113,11 @@ def mutate_subnet(
     if operator not in ("kernel", "expand"):
         return None
     s = rng.randrange(len(subnet.stages))
-    choices = spec.stage_kernels(s) if operator == "kernel" else spec.stage_expands(s)
-    if len(choices) < 2:
-        return None
     stage = subnet.stages[s]
     b = rng.randrange(stage.depth)
+    choices = spec.block_kernels(s, b) if operator == "kernel" else spec.block_expands(s, b)
+    if len(choices) < 2:
+        return None
     values = list(stage.ks if operator == "kernel" else stage.e)
     values[b] = rng.choice([v for v in choices if v != values[b]])
     field = "ks" if operator == "kernel" else "e"

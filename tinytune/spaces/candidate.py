@@ -124,11 +124,11 @@ class SubnetConfig:
                     f"stage {i} depth {stage.depth} is not allowed; allowed: "
                     f"{list(spec.stage_depths(i))}"
                 )
-            for what, values, allowed in (
-                ("kernel size", stage.ks, spec.stage_kernels(i)),
-                ("expand ratio", stage.e, spec.stage_expands(i)),
-            ):
-                for value in values:
+            for b in range(stage.depth):
+                for what, value, allowed in (
+                    ("kernel size", stage.ks[b], spec.block_kernels(i, b)),
+                    ("expand ratio", stage.e[b], spec.block_expands(i, b)),
+                ):
                     if value not in allowed:
                         raise ConfigError(
                             f"{what} {value} in stage {i} is not allowed; allowed: {list(allowed)}"
@@ -331,7 +331,7 @@ def conv_kinds(spec: SupernetSpec, subnet: SubnetConfig) -> tuple[str, ...]:
     ``se2`` (squeeze-and-excitation), ``head`` (final 1×1 convolutions). Index i of the result
     is convolution i of the update-scheme convention.
     """
-    kinds = ["stem", "dw", "pw2"]
+    kinds = ["stem", *(["pw1"] if spec.first_block[2] != 1 else []), "dw", "pw2"]
     for stage, se in zip(subnet.stages, spec.has_se[: len(subnet.stages)], strict=True):
         for _ in range(stage.depth):
             kinds += ["pw1", "dw"] + (["se1", "se2"] if se else []) + ["pw2"]

