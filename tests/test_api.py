@@ -88,7 +88,7 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ({"study": None}, "study must be a name of 1 to 512 characters"),
         ({"weights": 5}, "weights must be a path, got 5"),
         ({"weights": " "}, "weights must be a path, got ' '"),
-        ({"supernet": None}, "unknown supernet None"),
+        ({"supernet": 5}, "unknown supernet 5"),
         # the checks are the command line's; their messages name the Python keywords
         ({"sram_budget": 10}, "raise sram_budget to at least 26152B$"),
         ({"workers": 4}, "^inline=True runs in this process, so workers=4 would be ignored"),

@@ -104,6 +104,7 @@ def build_candidate(
     n_classes: int,
     calibration: Iterable[Tensor],
     seed: int = 0,
+    recalibrate: bool | None = None,
 ) -> TrainNet:
     """The network that fine-tunes ``candidate``, with its update scheme applied.
 
@@ -116,10 +117,12 @@ def build_candidate(
             resolution, used to re-estimate a supernet's BatchNorm statistics before folding
             (a fixed pretrained network keeps its own).
         seed: seeds the new classifier and the lite residual branches.
+        recalibrate: re-estimate the BatchNorm statistics on ``calibration``; None: for a
+            supernet's sub-network, not for a fixed pretrained network.
     """
     generator = torch.Generator().manual_seed(seed)
     static = extract_subnet(supernet, candidate.spec, candidate.subnet)
-    if not candidate.spec.fixed:
+    if not candidate.spec.fixed if recalibrate is None else recalibrate:
         # A supernet's statistics are those of its largest sub-networks (Once-for-All §3.3); a
         # fixed network keeps the ImageNet statistics it was trained with, which transfer
         # better than statistics of a few hundred target images (docs/pretrained.md).

@@ -1,0 +1,149 @@
+"""EfficientNet-Lite0 with its ImageNet weights, measured: what it costs where it is cut, how
+its photographs classify, and which BatchNorm statistics transfer.
+
+    python3 bench/pretrained.py costs                    # seconds
+    python3 bench/pretrained.py photos                   # seconds
+    python3 bench/letters.py /tmp/letters
+    python3 bench/pretrained.py statistics /tmp/letters  # minutes on two cores
+
+* ``costs``: peak training SRAM (int8, batch 1, the bundle's fused updates), flash (weights and
+  the engine's code) and the STM32F746's predicted step latency of each preset at each cut and
+  input resolution.
+* ``photos``: the ImageNet class and probability of the photographs scikit-image ships, with
+  tinytune's symmetric padding and with TensorFlow's "SAME" padding that the weights were
+  trained with (the reference implementation, ``efficientnet_lite_pytorch``; a test
+  dependency).
+* ``statistics``: each family's preset fine-tuned on an image folder (the default
+  sub-network, rates 0.4 and 1.6, 8 epochs, two train/validation partitions), once with the
+  ImageNet BatchNorm statistics folded and once with statistics re-estimated on 256 training
+  images, as tinytune does for a supernet's sub-networks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+NETWORK = "efficientnet-lite0"
+PRESETS = ("last", "bias-only", "mcunetv3", "tinytl", "full")
+
+
+def costs() -> None:
+    from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator
+    from tinytune.hwmodels.registry import get_device
+    from tinytune.spaces import SubnetConfig, default_subnet, get_supernet, make_preset
+
+    spec = get_supernet(NETWORK)
+    evaluator = HardwareEvaluator(spec, 10, HardwareConfig(), get_device("stm32f746"))
+    whole = default_subnet(spec, "max").stages
+    print("SRAM KB / flash KB / step ms on the STM32F746, 10 classes")
+    print(f"| cut after | px | {' | '.join(PRESETS)} |")
+    print("|---|---|" + "---|" * len(PRESETS))
+    for stages in spec.stage_counts:
+        last = sum(spec.stage_max_depth[:stages])
+        for resolution in (48, 64, 96, 128, 160):
+            cells = []
+            for name in PRESETS:
+                cost = evaluator(make_preset(name, spec, SubnetConfig(resolution, whole[:stages])))
+                cells.append(
+                    f"{cost.arena_bytes / 1024:.0f} / {cost.flash_bytes / 1024:.0f} / "
+                    f"{1000 * (cost.latency_s or 0):.0f}"
+                )
+            print(f"| block {last} | {resolution} | {' | '.join(cells)} |")
+
+
+def photos() -> None:
+    import numpy as np
+    import torch
+    from efficientnet_lite_pytorch import EfficientNet
+    from PIL import Image
+    from skimage import data
+
+    from tinytune.models import load_supernet
+    from tinytune.models.pretrained import pretrained_weights
+    from tinytune.spaces import get_supernet
+
+    spec = get_supernet(NETWORK)
+    ours = load_supernet(spec, pretrained_weights(spec)).eval()
+    print("| photo | px | tinytune (symmetric padding) | TensorFlow padding |")
+    print("|---|---|---|---|")
+    for resolution in (224, 128):
+        reference = EfficientNet.from_name(NETWORK, image_size=resolution)
+        reference.load_state_dict(torch.load(pretrained_weights(spec), weights_only=True))
+        reference.eval()
+        for name in ("chelsea", "coffee", "astronaut", "rocket"):
+            image = Image.fromarray(getattr(data, name)()).convert("RGB")
+            image = image.resize((resolution, resolution), Image.BILINEAR)
+            x = torch.tensor(np.asarray(image), dtype=torch.float32).permute(2, 0, 1)[None]
+            x = (x / 255.0 - 0.5) / 0.5
+            with torch.no_grad():
+                cells = []
+                for net in (ours, reference):
+                    p = net(x).softmax(dim=1)[0]
+                    cells.append(f"class {int(p.argmax())}, p = {float(p.max()):.2f}")
+            print(f"| {name} | {resolution} | {cells[0]} | {cells[1]} |")
+
+
+def statistics(folder: Path) -> None:
+    import statistics as stats
+
+    import torch
+
+    from tinytune.data import get_dataset, repeated
+    from tinytune.evaluators import FinetuneConfig
+    from tinytune.evaluators.finetune import finetune
+    from tinytune.evaluators.task import CALIBRATION_SAMPLES
+    from tinytune.models import build_candidate, load_supernet
+    from tinytune.models.pretrained import pretrained_weights
+    from tinytune.spaces import default_subnet, get_supernet, make_preset
+
+    torch.set_num_threads(1)
+    spec = get_supernet(NETWORK)
+    network = load_supernet(spec, pretrained_weights(spec))
+    subnet = default_subnet(spec)
+    dataset = get_dataset(f"imagefolder:{folder}")
+    loaded = dataset.load(subnet.resolution)
+    print(
+        f"default sub-network ({subnet.resolution} px, cut after block 10), mean of 2 partitions"
+    )
+    print("| preset | statistics | val / test at 0.4 | val / test at 1.6 |")
+    print("|---|---|---|---|")
+    for name in ("last", "bias-only", "mcunetv3"):
+        candidate = make_preset(name, spec, subnet)
+        for label, recalibrate in (("ImageNet (tinytune)", False), ("re-estimated", True)):
+            cells = []
+            for lr in (0.4, 1.6):
+                runs = []
+                for repeat in range(2):
+                    splits = repeated(loaded, repeat, 0)
+                    calibration = torch.tensor(splits.train.x[:CALIBRATION_SAMPLES]).split(64)
+                    net = build_candidate(
+                        candidate, network, dataset.num_classes, calibration, 0, recalibrate
+                    )
+                    runs.append(finetune(net, splits, FinetuneConfig(lr=lr)))
+                val = stats.mean(r.val_accuracy for r in runs)
+                test = stats.mean(r.accuracy for r in runs)
+                cells.append(f"{100 * val:.1f} / {100 * test:.1f}")
+            print(f"| {name} | {label} | {' | '.join(cells)} |", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    sub.add_parser("costs")
+    sub.add_parser("photos")
+    stats = sub.add_parser("statistics")
+    stats.add_argument("folder", type=Path)
+    args = parser.parse_args(argv)
+    if args.what == "costs":
+        costs()
+    elif args.what == "photos":
+        photos()
+    else:
+        statistics(args.folder)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
