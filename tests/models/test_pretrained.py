@@ -214,3 +214,21 @@ def test_foreign_weights_files_are_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="does not match efficientnet-lite0") as error:
         load_supernet(SPEC, wrong)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.slow
+def test_an_image_folder_is_searched_with_imagenet_features_by_default(tmp_path: Path) -> None:
+    import tinytune
+    from tests.data.test_data import write_image_folder
+
+    folder = write_image_folder(tmp_path / "images", images_per_class=8)
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    result = tinytune.optimize(
+        f"imagefolder:{folder}", trials=2, epochs=1, lr=0.4, repeats=1, inline=True, storage=url
+    )
+    assert result.front
+    view = tinytune.load(storage=url)
+    assert view.space["supernet"] == "efficientnet-lite0"
+    assert all(view.candidate(p.candidate_key).candidate.spec.fixed for p in view.front)
+    with pytest.raises(ConfigError, match="comes with its ImageNet weights"):
+        tinytune.optimize(f"imagefolder:{folder}", pretrain_steps=2, inline=True, storage=url)
