@@ -1,8 +1,10 @@
-"""Riding out a database server that goes away: the bounded retry on its own (an injected
-clock)."""
+"""Riding out a database server that goes away: the bounded retry on its own (an injected clock),
+and the store against a real PostgreSQL database that drops and refuses its connections."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 
 import optuna
@@ -10,6 +12,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
+from tinytune.db import EvaluationRecord, open_store
 from tinytune.db.reconnect import FIRST_DELAY_S, MAX_DELAY_S, Reconnect, lost_connection
 from tinytune.errors import DatabaseUnavailableError, StorageError
 
@@ -203,3 +206,93 @@ def test_a_sqlite_file_is_never_waited_for(tmp_path) -> None:
     with pytest.raises(sa.exc.OperationalError):
         reconnect.call(failing(1, lambda: locked))
     assert clock.sleeps == []
+
+
+# -- the store against a real server --------------------------------------------------------------
+
+
+@pytest.mark.requires_postgres
+def test_the_store_reconnects_after_its_sessions_were_ended(postgres_url, refuse_connections):
+    """A restart ends every session: the pooled connections are replaced at checkout."""
+    with open_store(postgres_url, reconnect_wait_s=0) as store:
+        assert store.study_names() == []
+        with refuse_connections(postgres_url):
+            pass  # every session of the database ended, then connections allowed again
+        assert store.study_names() == []  # no wait allowed: the pre-ping did it
+
+
+@pytest.mark.requires_postgres
+def test_the_store_waits_for_a_database_that_refuses_connections_a_while(
+    postgres_url, refuse_connections
+) -> None:
+    with open_store(postgres_url, reconnect_wait_s=30) as store:
+        store.add_candidate("a" * 16, "ofa", "{}")
+        refused_for = threading.Event()
+
+        def outage() -> None:
+            with refuse_connections(postgres_url):
+                refused_for.set()
+                time.sleep(2.0)
+
+        thread = threading.Thread(target=outage)
+        thread.start()
+        refused_for.wait(10)
+        start = time.monotonic()
+        try:
+            candidate = store.get_candidate("a" * 16)
+        finally:
+            thread.join()
+        assert candidate is not None and candidate.payload == "{}"
+        assert 1.0 < time.monotonic() - start < 20
+
+
+@pytest.mark.requires_postgres
+def test_a_database_that_stays_away_gives_one_line_and_is_used_again_once_back(
+    postgres_url, refuse_connections
+) -> None:
+    with open_store(postgres_url, reconnect_wait_s=1.0) as store:
+        with refuse_connections(postgres_url), pytest.raises(DatabaseUnavailableError) as raised:
+            store.study_names()
+        name = sa.make_url(postgres_url).database
+        assert f"{name}' did not answer for 1 s" in str(raised.value)
+        assert "not currently accepting connections" in str(raised.value)
+        assert store.study_names() == []
+
+
+@pytest.mark.requires_postgres
+def test_a_measurement_whose_commit_answer_was_lost_is_stored_once(
+    postgres_url, answer_lost
+) -> None:
+    with open_store(postgres_url, reconnect_wait_s=30) as store:
+        store.add_candidate("a" * 16, "ofa", "{}")
+        assert store.claim_measurement("s", "a" * 16, 1, budget=3).outcome == "claimed"
+        record = EvaluationRecord(
+            study_name="s",
+            candidate_key="a" * 16,
+            fidelity="measured",
+            status="ok",
+            trial_number=1,
+            accuracy=0.5,
+            val_accuracy=0.5,
+        )
+        with answer_lost(store._engine, "INSERT INTO tt_evaluations") as lost:
+            stored = store.finish_measurement(record)
+        assert lost == [True]
+        (evaluation,) = store.evaluations("s")
+        assert evaluation.id == stored
+        assert store.measured_budget_spent("s") == (1, 0)  # stored once, its claim dropped
+
+
+@pytest.mark.requires_postgres
+def test_a_claim_whose_commit_answer_was_lost_stays_the_trials_own(
+    postgres_url, answer_lost
+) -> None:
+    with open_store(postgres_url, reconnect_wait_s=30) as store:
+        store.add_candidate("a" * 16, "ofa", "{}")
+        with answer_lost(store._engine, "INSERT INTO tt_claims") as lost:
+            claim = store.claim_measurement("s", "a" * 16, 1, budget=3)
+        assert lost == [True]
+        assert claim.outcome == "claimed"  # not "in flight" with trial 1: its own claim
+        assert store.measured_budget_spent("s") == (0, 1)
+        other = store.claim_measurement("s", "a" * 16, 2, budget=3)
+        assert (other.outcome, other.holder) == ("in_flight", 1)
