@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -115,7 +117,8 @@ def postgres_url() -> Iterator[str]:
     if problem is not None:
         pytest.skip(problem)
     name = f"tt_test_{uuid.uuid4().hex[:16]}"
-    admin = sa.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    # pre-ping: a test may restart the server between creating the database and dropping it
+    admin = sa.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
     try:
         with admin.connect() as connection:
             connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
@@ -128,3 +131,115 @@ def postgres_url() -> Iterator[str]:
         with admin.connect() as connection:
             connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture
+def refuse_connections() -> Callable[[str], AbstractContextManager[None]]:
+    """``with refuse_connections(url):`` — the PostgreSQL database of ``url`` (a test's own, from
+    ``postgres_url``) refuses new connections and its sessions are ended, as while its server
+    restarts, without touching the other databases of the server; allowed again on leaving."""
+
+    @contextmanager
+    def refused(url: str) -> Iterator[None]:
+        name = sa.make_url(url).database
+        admin = sa.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        try:
+            with admin.connect() as connection:
+                connection.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
+                connection.execute(
+                    sa.text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :name AND pid <> pg_backend_pid()"
+                    ),
+                    {"name": name},
+                )
+            yield
+        finally:
+            with admin.connect() as connection:
+                connection.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+            admin.dispose()
+
+    return refused
+
+
+@pytest.fixture
+def restart_postgres() -> Iterator[Callable[[], None]]:
+    """A function that restarts the local PostgreSQL server under test with ``pg_ctlcluster``
+    (skips with the reason where the server is not local or the tool is absent); the server is
+    started at the end of the test, whatever happened."""
+    import shutil
+    import subprocess
+
+    problem = _postgres_problem()
+    if problem is not None:
+        pytest.skip(problem)
+    if sa.make_url(POSTGRES_ADMIN_URL).host not in ("127.0.0.1", "localhost", "::1"):
+        pytest.skip(f"the PostgreSQL server at {POSTGRES_ADMIN_URL} is not this machine's")
+    if shutil.which("pg_ctlcluster") is None:
+        pytest.skip("pg_ctlcluster is not installed: cannot restart the PostgreSQL server")
+    engine = sa.create_engine(POSTGRES_ADMIN_URL)
+    try:
+        with engine.connect() as connection:
+            number = int(connection.execute(sa.text("SHOW server_version_num")).scalar_one())
+    finally:
+        engine.dispose()
+    cluster = [str(number // 10000), "main"]
+
+    def control(action: str) -> None:
+        subprocess.run(
+            ["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, action],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    try:
+        yield lambda: control("restart")
+    finally:
+        status = subprocess.run(
+            ["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, "status"],
+            capture_output=True,
+        )
+        if status.returncode != 0:  # stopped: bring it back for everyone else
+            control("start")
+
+
+@pytest.fixture
+def answer_lost() -> Callable[[sa.Engine, str], AbstractContextManager[list[bool]]]:
+    """``with answer_lost(engine, "INSERT INTO t") as lost:`` — the first transaction on
+    ``engine`` that runs a statement starting so commits on the server, and then its connection
+    breaks before the answer comes back, as when a server goes away at that moment (once;
+    ``lost`` is ``[True]`` after it happened)."""
+
+    import psycopg
+
+    @contextmanager
+    def lose(engine: sa.Engine, statement: str) -> Iterator[list[bool]]:
+        wrote: list[bool] = []
+        lost: list[bool] = []
+
+        def note(conn: Any, cursor: Any, sql: str, *args: Any) -> None:
+            if sql.lstrip().startswith(statement):
+                wrote.append(True)
+
+        def commit_then_drop(conn: sa.Connection) -> None:
+            if wrote and not lost:
+                lost.append(True)
+                conn.connection.dbapi_connection.commit()
+                conn.invalidate()
+                raise sa.exc.OperationalError(
+                    "COMMIT",
+                    {},
+                    psycopg.OperationalError("server closed the connection unexpectedly"),
+                    connection_invalidated=True,
+                )
+
+        sa.event.listen(engine, "before_cursor_execute", note)
+        sa.event.listen(engine, "commit", commit_then_drop)
+        try:
+            yield lost
+        finally:
+            sa.event.remove(engine, "commit", commit_then_drop)
+            sa.event.remove(engine, "before_cursor_execute", note)
+
+    return lose

@@ -10,6 +10,7 @@ __all__ = [
     "BudgetError",
     "ConfigError",
     "DataError",
+    "DatabaseUnavailableError",
     "ModelError",
     "StorageError",
     "TinyTuneError",
@@ -34,6 +35,11 @@ class ModelError(TinyTuneError):
 
 class StorageError(TinyTuneError):
     """The database cannot be reached, or holds something that contradicts the request."""
+
+
+class DatabaseUnavailableError(StorageError):
+    """A database server stayed away (restarting, failing over, refusing connections) for longer
+    than tinytune waits for it; what it stored before is kept."""
 
 
 class BudgetError(TinyTuneError):

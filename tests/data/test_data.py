@@ -500,3 +500,69 @@ def test_check_reads_files_by_extension_only(tmp_path: Path) -> None:
     root = write_image_folder(tmp_path / "images")
     (root / "zebra" / "3.json").write_bytes(b"\x00\x01 not an image")  # not an image extension
     ImageFolderDataset(root).check()
+
+
+# --- every mode Pillow reads, as the colour it shows -----------------------------------------
+
+GREYS = {"apple": 40, "mango": 128, "zebra": 220}
+
+
+def _grey(level: int, mode: str, width: int) -> Image.Image:
+    """A solid image of the grey ``level`` (0..255), 9 high, in a mode wider than 8 bits."""
+    if mode == "I;16":
+        return Image.fromarray(np.full((9, width), level * 257, np.uint16))
+    if mode == "I":
+        return Image.fromarray(np.full((9, width), level * 257, np.int32))
+    return Image.fromarray(np.full((9, width), level / 255, np.float32))  # F
+
+
+@pytest.mark.parametrize(
+    ("mode", "suffix"), [("I;16", ".png"), ("I;16", ".tif"), ("I", ".tif"), ("F", ".tif")]
+)
+def test_imagefolder_scales_wide_samples_instead_of_clipping_them(
+    tmp_path: Path, mode: str, suffix: str
+) -> None:
+    """A 16-bit or float image reads as the grey it shows (Pillow's convert alone clips: a
+    16-bit image turned white, a float one black)."""
+    for name, level in GREYS.items():
+        (tmp_path / name).mkdir()
+        for i in range(3):
+            _grey(level, mode, 6 + i).save(tmp_path / name / f"{i}{suffix}")
+    assert Image.open(tmp_path / "apple" / f"0{suffix}").mode == mode  # stored as written
+    splits = ImageFolderDataset(tmp_path).load(8)
+    levels = np.array(list(GREYS.values()), np.float32) / 127.5 - 1.0
+    for split in (splits.train, splits.val, splits.test):
+        expected = levels[split.y][:, None, None, None]
+        np.testing.assert_allclose(split.x, np.broadcast_to(expected, split.x.shape), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("mode", "suffix"),
+    [("RGBA", ".png"), ("P", ".gif"), ("P", ".png"), ("CMYK", ".tif"), ("LA", ".png")],
+)
+def test_imagefolder_reads_palette_cmyk_and_alpha_images_as_their_colours(
+    tmp_path: Path, mode: str, suffix: str
+) -> None:
+    colours = (
+        {name: (grey,) * 3 for name, grey in GREYS.items()} if mode == "LA" else FOLDER_CLASSES
+    )
+    for name, colour in colours.items():
+        (tmp_path / name).mkdir()
+        for i in range(3):
+            image = Image.new("RGB", (5 + i, 11), colour).convert(mode)
+            image.save(tmp_path / name / f"{i}{suffix}")
+    assert Image.open(tmp_path / "apple" / f"0{suffix}").mode == mode
+    splits = ImageFolderDataset(tmp_path).load(8)
+    expected_colours = np.array(list(colours.values()), np.float32) / 127.5 - 1.0  # (3, 3)
+    for split in (splits.train, splits.val, splits.test):
+        expected = expected_colours[split.y][:, :, None, None]
+        np.testing.assert_allclose(split.x, np.broadcast_to(expected, split.x.shape), atol=1e-6)
+
+
+def test_wide_samples_outside_their_nominal_range_span_black_to_white() -> None:
+    from tinytune.data.imagefolder import _to_rgb
+
+    ramp = np.linspace(-3.0, 5.0, 5, dtype=np.float32)[None, :]  # (1, 5): a float image
+    assert np.asarray(_to_rgb(Image.fromarray(ramp)))[0, :, 0].tolist() == [0, 64, 128, 191, 255]
+    wide = np.array([[0, 70000, 140000]], np.int32)  # 32-bit samples beyond 16 bits
+    assert np.asarray(_to_rgb(Image.fromarray(wide)))[0, :, 1].tolist() == [0, 128, 255]

@@ -136,15 +136,39 @@ def _scan(root: Path) -> tuple[list[str], list[Path], np.ndarray, int]:
     return names, files, labels, copies
 
 
+def _to_rgb(image: Image.Image) -> Image.Image:
+    """An image of any mode as 8-bit RGB.
+
+    Pillow's ``convert("RGB")`` clips the modes wider than 8 bits to 0..255, which turns a
+    16-bit image nearly white and a float one black; so their samples are scaled to 0..255
+    first: 16-bit ones (``I;16*``, and ``I`` within 0..65535, as Pillow opens some 16-bit
+    files) by 255/65535, float ones (``F``) within [0, 1] by 255, and any other range of ``I``
+    or ``F`` from its own minimum to its maximum. Every other mode goes through ``convert``:
+    palette and CMYK to their colours, grey to three equal channels, alpha dropped.
+    """
+    if image.mode.startswith("I;16") or image.mode in ("I", "F"):
+        samples = np.asarray(image, dtype=np.float64)  # (H, W)
+        low, high = float(samples.min()), float(samples.max())
+        if image.mode == "F" and low >= 0.0 and high <= 1.0:
+            scaled = samples * 255.0
+        elif image.mode != "F" and low >= 0.0 and high <= 65535.0:
+            scaled = samples * (255.0 / 65535.0)
+        else:
+            scaled = (samples - low) * (255.0 / (high - low)) if high > low else samples * 0.0
+        grey = Image.fromarray(np.rint(scaled).astype(np.uint8))
+        return grey.convert("RGB")
+    return image.convert("RGB")
+
+
 def _open_rgb(path: Path) -> Image.Image:
-    """Open and decode one image file as RGB.
+    """Open and decode one image file as RGB (:func:`_to_rgb`).
 
     Raises:
         DataError: naming the file, Pillow's reason and what an image folder may hold.
     """
     try:
         with Image.open(path) as image:
-            return image.convert("RGB")
+            return _to_rgb(image)
     except _DECODE_ERRORS as e:
         raise DataError(
             f"cannot read image '{path}': {_one_line(e)}; every file of an image folder with an "
@@ -167,8 +191,9 @@ class ImageFolderDataset(ImageDataset):
     case) is in ``IMAGE_EXTENSIONS``; names starting with ``.``, and files below such a folder,
     are skipped. A file with the same bytes as one before it (in sorted order) is left out
     (``copies`` counts them), so that a copy cannot land in the training split and its
-    original in the test split; the same image in two classes is refused. Each image is
-    converted to RGB, resized to ``R x R`` with bilinear resampling (the aspect ratio is not
+    original in the test split; the same image in two classes is refused. Each image, of any
+    size and mode, is converted to 8-bit RGB (16-bit and float samples scaled, not clipped:
+    :func:`_to_rgb`), resized to ``R x R`` with bilinear resampling (the aspect ratio is not
     kept) and mapped from 0..255 to [-1, 1]. The split is ``stratified_split(labels, seed)``
     over the files in sorted order, so it does not depend on the resolution.
 

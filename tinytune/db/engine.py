@@ -4,7 +4,8 @@ SQLite (the embedded default) gets WAL journaling, ``synchronous=NORMAL`` and en
 keys on every connection, plus a busy timeout; WAL with NORMAL roughly halves the cost of a
 commit and lets readers (the dashboard) run beside the single writer. PostgreSQL gets a connect
 timeout, so that an unreachable server fails in seconds rather than hanging, and pre-ping, so
-that a long search survives a server restart between transactions.
+that a long search survives a server restart between transactions (a restart during one is
+retried: :mod:`tinytune.db.reconnect`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "mask_url",
     "parse_url",
     "require_existing",
+    "server_options",
     "translate_error",
 ]
 
@@ -105,15 +107,11 @@ def create_engine(url: str, *, pragmas: bool = True) -> Engine:
     """
     parsed = parse_url(url)
     backend = parsed.get_backend_name()
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = server_options(parsed)
     if backend == "sqlite":
         _check_sqlite_directory(parsed)
         if "timeout" not in parsed.query:
             kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_S}
-    else:
-        kwargs["pool_pre_ping"] = True
-        if backend == "postgresql" and "connect_timeout" not in parsed.query:
-            kwargs["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S}
     try:
         engine = sa.create_engine(parsed, **kwargs)
     except (sa.exc.ArgumentError, ImportError) as e:
@@ -125,6 +123,24 @@ def create_engine(url: str, *, pragmas: bool = True) -> Engine:
     if backend == "sqlite" and pragmas:
         sa.event.listen(engine, "connect", _set_sqlite_pragmas)
     return engine
+
+
+def server_options(url: str | URL) -> dict[str, Any]:
+    """The keyword arguments of :func:`sqlalchemy.create_engine` that tinytune gives a database
+    server (none for SQLite): pre-ping, so that a connection that a restart broke is replaced at
+    checkout, and for PostgreSQL a connect timeout. Optuna's storage gets them too.
+
+    Raises:
+        StorageError: the URL cannot be parsed.
+    """
+    parsed = url if isinstance(url, URL) else parse_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return {}
+    options: dict[str, Any] = {"pool_pre_ping": True}
+    if backend == "postgresql" and "connect_timeout" not in parsed.query:
+        options["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S}
+    return options
 
 
 def translate_error(action: str, url: str | URL, error: BaseException) -> StorageError:

@@ -3,21 +3,23 @@ tables, beside Optuna's tables.
 
 Callers see frozen records, never ORM objects or sessions. Every method is its own short
 transaction, so a crash loses at most the call in flight and nothing holds locks between calls
-(SQLite has one writer at a time). Records are validated where they are built, so a bad value
-fails at the line that made it, not at the commit.
+(SQLite has one writer at a time); on a database server, a transaction whose connection was lost
+(a restart) is run again once the server answers (:mod:`tinytune.db.reconnect`). Records are
+validated where they are built, so a bad value fails at the line that made it, not at the commit.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 import math
 import numbers
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -33,6 +35,7 @@ from tinytune.db.models import (
     EvaluationRow,
     ParetoSnapshotRow,
 )
+from tinytune.db.reconnect import Reconnect
 from tinytune.errors import StorageError
 
 if TYPE_CHECKING:
@@ -313,11 +316,13 @@ class ContributionRecord:
         object.__setattr__(self, name, value)
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, *, reconnect_wait_s: float | None = None) -> Store:
     """Opens tinytune's tables in the database at ``url``, creating or upgrading them first.
 
     The database may be empty or may already hold Optuna's tables; tinytune touches only its own
-    ``tt_*`` tables and its own Alembic version table.
+    ``tt_*`` tables and its own Alembic version table. ``reconnect_wait_s`` bounds how long the
+    store's calls wait, in all, for a database server that went away (default
+    :data:`~tinytune.db.reconnect.RECONNECT_WAIT_S`).
 
     Raises:
         StorageError: the URL cannot be parsed, the database cannot be reached or opened, or it
@@ -329,7 +334,21 @@ def open_store(url: str) -> Store:
     except BaseException:
         engine.dispose()
         raise
-    return Store(engine, url)
+    return Store(engine, url, reconnect_wait_s=reconnect_wait_s)
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _retried(method: Callable[Concatenate[Store, _P], _T]) -> Callable[Concatenate[Store, _P], _T]:
+    """The method, run again while the database server is away (see :class:`Reconnect`)."""
+
+    @functools.wraps(method)
+    def retried(self: Store, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        return self.reconnect.call(lambda: method(self, *args, **kwargs))
+
+    return retried
 
 
 class Store:
@@ -338,14 +357,19 @@ class Store:
     Contract: every method runs in its own transaction and returns plain records; nothing ORM
     or session-bound escapes. Candidates are immutable once stored (same key, same payload).
     Evaluations and snapshots are append-only. Create one with :func:`open_store`, which also
-    migrates the schema; the constructor does no I/O.
+    migrates the schema; the constructor does no I/O. Every method but :meth:`add_calibration`
+    (whose ``before_commit`` acts outside the database) is run again when a database server
+    drops its connection, until ``reconnect`` gives up.
 
     Attributes:
         url: The URL the store was opened with (``repr`` masks its password).
+        reconnect: Retries while the database server is away; share it with other clients of
+            the same database (Optuna's storage) so that one outage is waited out once.
     """
 
-    def __init__(self, engine: Engine, url: str) -> None:
+    def __init__(self, engine: Engine, url: str, *, reconnect_wait_s: float | None = None) -> None:
         self.url = url
+        self.reconnect = Reconnect(url, reconnect_wait_s)
         self._engine = engine
         self._closed = False
 
@@ -372,6 +396,7 @@ class Store:
 
     # -- candidates ---------------------------------------------------------------------------
 
+    @_retried
     def add_candidate(self, key: str, supernet: str, payload: str) -> None:
         """Stores a candidate; storing the same key with the same content again does nothing.
 
@@ -399,12 +424,14 @@ class Store:
             with self._transaction("add candidate to") as s:
                 _put_candidate(s, key, supernet, payload)
 
+    @_retried
     def get_candidate(self, key: str) -> CandidateRecord | None:
         """The candidate stored under ``key``, or None."""
         with self._transaction("read candidate from") as s:
             row = s.get(CandidateRow, key)
             return None if row is None else _candidate_record(row)
 
+    @_retried
     def find_candidates(self, prefix: str, limit: int = 10) -> list[CandidateRecord]:
         """Stored candidates whose key starts with ``prefix`` (hex digits only), at most
         ``limit``."""
@@ -421,6 +448,7 @@ class Store:
 
     # -- evaluations --------------------------------------------------------------------------
 
+    @_retried
     def add_evaluation(self, rec: EvaluationRecord) -> int:
         """Appends an evaluation and returns its id.
 
@@ -447,6 +475,7 @@ class Store:
         s.flush()
         return row.id
 
+    @_retried
     def evaluations(
         self, study_name: str, *, fidelity: str | None = None, status: str | None = None
     ) -> list[EvaluationRecord]:
@@ -464,6 +493,7 @@ class Store:
             rows = s.scalars(query.order_by(EvaluationRow.id)).all()
             return [_evaluation_record(row) for row in rows]
 
+    @_retried
     def find_evaluation(
         self, study_name: str, candidate_key: str, fidelity: str
     ) -> EvaluationRecord | None:
@@ -485,6 +515,7 @@ class Store:
             row = s.scalars(query).first()
             return None if row is None else _evaluation_record(row)
 
+    @_retried
     def study_names(self) -> list[str]:
         """Names of the studies that have tinytune evaluations, sorted."""
         query = sa.select(EvaluationRow.study_name).distinct().order_by(EvaluationRow.study_name)
@@ -493,6 +524,7 @@ class Store:
 
     # -- Pareto snapshots ---------------------------------------------------------------------
 
+    @_retried
     def add_pareto_snapshot(
         self,
         study_name: str,
@@ -520,19 +552,20 @@ class Store:
             if not isinstance(budgets, dict):
                 raise StorageError(f"Pareto budgets {budgets!r:.80} are not a dict")
             _check_json("Pareto budgets", budgets)
-        row = ParetoSnapshotRow(
-            study_name=study_name,
-            created_at=_now(),
-            n_trials=n_trials,
-            hypervolume=hypervolume,
-            points=points,
-            budgets=budgets,
-        )
         with self._transaction("add Pareto snapshot to") as s:
+            row = ParetoSnapshotRow(
+                study_name=study_name,
+                created_at=_now(),
+                n_trials=n_trials,
+                hypervolume=hypervolume,
+                points=points,
+                budgets=budgets,
+            )
             s.add(row)
             s.flush()
             return row.id
 
+    @_retried
     def pareto_snapshots(self, study_name: str) -> list[ParetoSnapshot]:
         """The Pareto snapshots of a study, oldest first."""
         query = (
@@ -543,6 +576,7 @@ class Store:
         with self._transaction("read Pareto snapshots from") as s:
             return [_snapshot(row) for row in s.scalars(query).all()]
 
+    @_retried
     def latest_pareto(self, study_name: str) -> ParetoSnapshot | None:
         """The newest Pareto snapshot of a study, or None."""
         query = (
@@ -586,6 +620,7 @@ class Store:
                 before_commit(row.id)
             return row.id
 
+    @_retried
     def latest_calibration(self, device: str) -> CalibrationRecord | None:
         """The newest calibration of ``device``, or None."""
         query = (
@@ -620,6 +655,7 @@ class Store:
                 return calibration
         return None if engine or not stored else stored[0]
 
+    @_retried
     def calibrations(self, device: str | None = None) -> list[CalibrationRecord]:
         """Every stored calibration, optionally of one device, oldest first."""
         query = sa.select(CalibrationRow).order_by(CalibrationRow.id)
@@ -630,6 +666,7 @@ class Store:
 
     # -- contribution analysis ----------------------------------------------------------------
 
+    @_retried
     def add_contribution(self, rec: ContributionRecord) -> int:
         """Stores one entry of a contribution table and returns its row id.
 
@@ -674,6 +711,7 @@ class Store:
                     raise
         raise AssertionError("unreachable")
 
+    @_retried
     def contributions(self, table_key: str) -> list[ContributionRecord]:
         """The stored entries of one contribution table, in the order they were added."""
         query = (
@@ -703,9 +741,32 @@ class Store:
         on SQLite through the database's single writer (the transaction writes first, so it
         holds the write lock before it reads).
 
+        A claim whose commit reached the server but whose answer was lost (the connection
+        dropped) is found by the retry as this trial's own and kept: ``claimed``.
+
         Returns:
             The outcome; see :class:`Claim`.
         """
+        attempts = 0
+
+        def claim() -> Claim:
+            nonlocal attempts
+            attempts += 1
+            return self._claim(
+                study_name, candidate_key, trial_number, budget, uncounted, attempts
+            )
+
+        return self.reconnect.call(claim)
+
+    def _claim(
+        self,
+        study_name: str,
+        candidate_key: str,
+        trial_number: int,
+        budget: int | None,
+        uncounted: str | None,
+        attempt: int,
+    ) -> Claim:
         with self._transaction("claim a measurement in") as s:
             self._lock_study(s, study_name)
             previous = s.scalars(
@@ -726,6 +787,8 @@ class Store:
                     ClaimRow.study_name == study_name, ClaimRow.candidate_key == candidate_key
                 )
             ).first()
+            if holder is not None and attempt > 1 and holder == trial_number:
+                return Claim("claimed")  # this very call's claim, committed before the drop
             if holder is not None:
                 return Claim("in_flight", holder=holder)
             if budget is not None and self._spent(s, study_name, uncounted) >= budget:
@@ -740,8 +803,14 @@ class Store:
             )
             return Claim("claimed")
 
+    @_retried
     def finish_measurement(self, rec: EvaluationRecord) -> int:
-        """Store a measured evaluation and drop its claim in one transaction; returns its id."""
+        """Store a measured evaluation and drop its claim in one transaction; returns its id.
+
+        A trial's measurement is stored once: when the study holds a measured evaluation of the
+        same trial and candidate already (the commit of a call whose answer a dropped
+        connection lost), its id is returned and nothing is added.
+        """
         if rec.id is not None:
             raise StorageError(
                 f"evaluation record already has id {rec.id}; expected a new record (id=None)"
@@ -753,8 +822,19 @@ class Store:
                     ClaimRow.candidate_key == rec.candidate_key,
                 )
             )
+            stored = s.scalars(
+                sa.select(EvaluationRow.id).where(
+                    EvaluationRow.study_name == rec.study_name,
+                    EvaluationRow.candidate_key == rec.candidate_key,
+                    EvaluationRow.trial_number == rec.trial_number,
+                    EvaluationRow.fidelity == rec.fidelity,
+                )
+            ).first()
+            if stored is not None and rec.trial_number is not None:
+                return int(stored)
             return self._insert_evaluation(s, rec)
 
+    @_retried
     def release_claims(self, study_name: str, trial_numbers: Iterable[int]) -> int:
         """Drop the claims of trials that will not finish (their driver stopped); returns how
         many there were."""
@@ -769,6 +849,7 @@ class Store:
             )
             return int(result.rowcount or 0)
 
+    @_retried
     def measured_budget_spent(
         self, study_name: str, uncounted: str | None = None
     ) -> tuple[int, int]:

@@ -18,6 +18,10 @@ saw it (:meth:`StudyAdapter.fail_stale`), and the trial goes stale a grace perio
 its own driver beats. A live driver's trial only gets one more beat; a dead one's failure can
 come up to a grace period later than without it; and a running trial of a client that never
 beats (``study.ask()`` from a notebook on the same study) is failed like a dead driver's.
+
+A database server that restarts is ridden out: Optuna's storage shares the store's retries
+(:mod:`tinytune.search.storage`), and a driver beats for its own trials before it looks for
+stale ones, so that heartbeats missed while the server was away do not fail its live trials.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytune.db import Store
-from tinytune.errors import StorageError
+from tinytune.errors import DatabaseUnavailableError, StorageError
 from tinytune.search.config import (
     DIRECTIONS,
     OBJECTIVES,
@@ -136,6 +140,11 @@ class Heartbeats:
         with self._lock:
             self._trials.add(trial_id)
 
+    def beat(self) -> None:
+        """Record a heartbeat now for each trial this driver runs."""
+        for trial_id in self.trials():
+            self._record(trial_id)
+
     def discard(self, trial_id: int) -> None:
         with self._lock:
             self._trials.discard(trial_id)
@@ -154,10 +163,15 @@ class Heartbeats:
             with self._lock:
                 trials = list(self._trials)
             for trial_id in trials:
-                try:
-                    self._storage.record_heartbeat(trial_id)
-                except Exception as e:  # a missed beat is retried at the next interval
-                    log.warning("cannot record the heartbeat of trial %d: %s", trial_id, e)
+                self._record(trial_id)
+
+    def _record(self, trial_id: int) -> None:
+        try:
+            self._storage.record_heartbeat(trial_id)
+        except DatabaseUnavailableError as e:  # the driver stops on it, in one line
+            log.info("cannot record the heartbeat of trial %d: %s", trial_id, e)
+        except Exception as e:  # a missed beat is retried at the next interval
+            log.warning("cannot record the heartbeat of trial %d: %s", trial_id, e)
 
 
 class StudyAdapter:
@@ -202,14 +216,17 @@ class StudyAdapter:
         self.heartbeats = Heartbeats(self.storage, config.heartbeat_s)
 
     def _storage(self, config: SearchConfig) -> Any:
-        """Optuna's storage with the heartbeat. Drivers started at once on an empty database
-        race to create Optuna's tables; the loser finds them made and opens them."""
-        import optuna
+        """Optuna's storage with the heartbeat, retried while the server is away as the store
+        is. Drivers started at once on an empty database race to create Optuna's tables; the
+        loser finds them made and opens them."""
         import sqlalchemy as sa
 
+        from tinytune.search.storage import ReconnectingStorage
+
         def open_storage() -> Any:
-            return optuna.storages.RDBStorage(
+            return ReconnectingStorage(
                 self.store.url,
+                self.store.reconnect,
                 heartbeat_interval=config.heartbeat_s,
                 grace_period=config.grace_s,
                 heartbeat_stale_trial_callback=self._on_stale,
@@ -272,12 +289,14 @@ class StudyAdapter:
 
     def fail_stale(self, force: bool = False) -> None:
         """Fail the trials of drivers that stopped beating, each retried (at most once a
-        heartbeat unless ``force``)."""
+        heartbeat unless ``force``). This driver's own trials get a beat first: the heartbeat
+        thread may not have beaten since the database came back from a restart."""
         import optuna
 
         now = time.monotonic()
         if force or now - self._checked >= self.config.heartbeat_s:
             self._checked = now
+            self.heartbeats.beat()
             optuna.storages.fail_stale_trials(self.study)
             self._adopt_unbeaten(now)
 
@@ -296,6 +315,8 @@ class StudyAdapter:
             if now - seen >= wait and trial_id not in self._adopted:
                 try:
                     self.storage.record_heartbeat(trial_id)
+                except DatabaseUnavailableError:  # the driver stops on it, in one line
+                    raise
                 except Exception as e:  # e.g. a locked SQLite file: tried again next beat
                     log.warning("cannot record a heartbeat for trial %d: %s", trial_id, e)
                     continue
