@@ -105,7 +105,7 @@ def statistics(folder: Path) -> None:
     dataset = get_dataset(f"imagefolder:{folder}")
     loaded = dataset.load(subnet.resolution)
     print(
-        f"default sub-network ({subnet.resolution} px, cut after block 10), mean of 2 partitions"
+        f"default sub-network ({subnet.resolution} px, cut after block 7), mean of 2 partitions"
     )
     print("| preset | statistics | val / test at 0.4 | val / test at 1.6 |")
     print("|---|---|---|---|")

@@ -125,7 +125,7 @@ def test_a_cut_keeps_the_first_blocks_and_puts_the_classifier_on_the_last(
 
 def test_dropping_the_last_block_of_a_stage_skips_that_block(lite0: nn.Module) -> None:
     """Stage 2 (blocks 5-7) at depth 2: block 7 is left out, block 8 follows block 6."""
-    stages = list(default_subnet(SPEC).stages)
+    stages = list(default_subnet(SPEC, "max").stages[:4])
     stages[2] = StageConfig((3, 3), (6, 6))
     static = extract_subnet(lite0, SPEC, SubnetConfig(64, tuple(stages)))
     assert len(static.blocks) == 10
@@ -143,9 +143,9 @@ def test_the_space_offers_cuts_resolutions_and_fixed_kernels() -> None:
     assert [SPEC.block_kernels(s, 0) for s in range(6)] == [(3,), (5,), (3,), (5,), (5,), (3,)]
     assert SPEC.stage_depths(4) == (3, 4) and SPEC.stage_depths(5) == (1,)
     subnet = default_subnet(SPEC)
-    assert subnet.resolution == 64 and subnet.depths == (2, 2, 3, 3)
+    assert subnet.resolution == 64 and subnet.depths == (2, 2, 3)
     # stem, the first block's dw and pw2, three convolutions per further block; no head
-    assert make_preset("full", SPEC, subnet).n_convs == 3 + 3 * 10
+    assert make_preset("full", SPEC, subnet).n_convs == 3 + 3 * 7
     assert make_preset("full", SPEC, default_subnet(SPEC, "max")).n_convs == 3 + 3 * 15 + 1
     with pytest.raises(ConfigError, match="cut after 3 to 6 stages, the sub-network keeps 2"):
         SubnetConfig(64, subnet.stages[:2]).validate(SPEC)
