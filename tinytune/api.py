@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinytune import studies as _studies
 from tinytune.errors import TinyTuneError
+from tinytune.samplers import DEFAULT_SAMPLER  # re-exported: the front door's default
 from tinytune.spaces.supernets import DEFAULT_SUPERNET, default_network
 
 if TYPE_CHECKING:
@@ -44,9 +45,6 @@ __all__ = [
 ]
 
 DEFAULT_STORAGE = "sqlite:///tinytune.db"
-DEFAULT_SAMPLER = "tpe-early"
-"""The sampler of ``tinytune search``: of tinytune's strategies, the best median hypervolume at
-equal compute in ``bench/search_efficiency.py`` (``docs/benchmarks.md``, "Search efficiency")."""
 DEFAULT_WORKERS = 2
 """Evaluations in parallel (Ray tasks) when ``workers`` is not given: one per core of a
 two-core machine."""
