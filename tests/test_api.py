@@ -142,6 +142,11 @@ def test_bad_arguments_raise_before_any_work(tmp_path: Path, kwargs: dict, messa
         (0, {"seed": 1.5}, "seed must be an integer from 0 to 4294967295, got 1.5"),
         (0, {"samples": 0}, "^samples must be an integer >= 1, got 0"),
         (0, {"on_measure": 3}, "on_measure must be a function or None, got 3"),
+        (
+            0,
+            {"on_measure_progress": "bar"},
+            "on_measure_progress must be a function or None, got 'bar'",
+        ),
     ],
 )
 def test_bad_export_arguments_raise_before_any_work(

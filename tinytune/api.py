@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinytune import studies as _studies
 from tinytune.errors import TinyTuneError
+from tinytune.samplers import DEFAULT_SAMPLER  # re-exported: the front door's default
 from tinytune.spaces.supernets import DEFAULT_SUPERNET, default_network
 
 if TYPE_CHECKING:
+    from tinytune.evaluators.device import Int8Progress
     from tinytune.hwmodels.devices import DeviceProfile
     from tinytune.search import FrontPoint, SearchEvent, SearchResult
     from tinytune.studies import StudyView
@@ -44,9 +46,6 @@ __all__ = [
 ]
 
 DEFAULT_STORAGE = "sqlite:///tinytune.db"
-DEFAULT_SAMPLER = "tpe-early"
-"""The sampler of ``tinytune search``: of tinytune's strategies, the best median hypervolume at
-equal compute in ``bench/search_efficiency.py`` (``docs/benchmarks.md``, "Search efficiency")."""
 DEFAULT_WORKERS = 2
 """Evaluations in parallel (Ray tasks) when ``workers`` is not given: one per core of a
 two-core machine."""
@@ -410,6 +409,7 @@ def export_bundle(
     force: bool = False,
     on_pretrain: Callable[[int, int, float], None] | None = None,
     on_measure: Callable[[], None] | None = None,
+    on_measure_progress: Int8Progress | None = None,
 ) -> Exported:
     """Write the device bundle of a front point, a trial number or a stored candidate key.
     A front point is looked up in the study that measured it unless ``study`` names another.
@@ -426,7 +426,9 @@ def export_bundle(
     The manifest records the search's fp32 accuracies and the device's (int8, batch 1, QAS):
     stored by ``tinytune search --verify-int8``, else measured first (minutes) and stored with
     the study; ``measure_int8=False`` skips that, and the manifest then has no device accuracy.
-    ``on_measure`` is called before such a measurement starts.
+    ``on_measure`` is called before such a measurement starts, and ``on_measure_progress``
+    after each of its training images, with the epochs and images done and to do
+    (:class:`tinytune.evaluators.device.TrainingProgress`).
 
     ``out`` may be a bundle written before: the new one replaces it, and the files of the user's
     in it (``build/`` with the profiler's measurements, notes) are kept. Unless ``force``, a
@@ -473,7 +475,9 @@ def export_bundle(
         DEFAULT_DEVICE_LR if lr is None else lr,
         INT8_SCHEDULE if lr_schedule is None else lr_schedule,
     )
-    _check_callbacks(on_pretrain=on_pretrain, on_measure=on_measure)
+    _check_callbacks(
+        on_pretrain=on_pretrain, on_measure=on_measure, on_measure_progress=on_measure_progress
+    )
     check_seed(seed)
     if not isinstance(force, bool):
         raise ConfigError(f"force must be True or False, got {force!r:.40}")
@@ -516,6 +520,7 @@ def export_bundle(
         seed,
         measure_int8,
         on_measure,
+        on_measure_progress,
     )
     # train as the device's accuracy was measured: its schedule, and its rate where the
     # schedule is the same (a rate chosen under another schedule is no guide)
@@ -567,9 +572,11 @@ def _device_accuracy(
     seed: int,
     measure: bool,
     on_measure: Callable[[], None] | None,
+    on_progress: Int8Progress | None = None,
 ) -> dict[str, Any] | None:
     """The candidate's stored int8 accuracy in its study, else (with ``measure``) measured now
-    and stored with the study when it has one; None when neither."""
+    (reporting to ``on_progress``) and stored with the study when it has one; None when
+    neither."""
     from tinytune.bundle.errors import BundleError
     from tinytune.db import EvaluationRecord, open_store
     from tinytune.evaluators import FinetuneConfig, run_evaluation
@@ -596,7 +603,8 @@ def _device_accuracy(
             "fidelity": "int8",
             "int8": int8_settings(),
             "repeats": _repeats_of(found.evaluation),
-        }
+        },
+        progress=on_progress,
     )
     if result["status"] != "ok":
         raise BundleError(f"the int8 training of {key[:12]} failed: {result['error']}")

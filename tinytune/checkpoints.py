@@ -4,11 +4,12 @@ pre-trained checkpoint of the recipe, pre-trained on its source task when missin
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from tinytune.hashing import sha256_file  # also importable from here, as before
 
 if TYPE_CHECKING:
     from torch import nn
@@ -29,15 +30,6 @@ PretrainProgress = Callable[[int, int, float], None]
 WEIGHTS_DIR = Path(__file__).parent / "models" / "weights"
 """Checkpoints shipped inside the package: ``<supernet>.pt`` and its record ``<supernet>.json``
 (recipe, SHA-256 of the ``.pt``, the command that made it and its wall time)."""
-
-
-def sha256_file(path: Path) -> str:
-    """The hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def shipped_checkpoint(spec: SupernetSpec, recipe: PretrainRecipe | None = None) -> Path | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -272,3 +273,47 @@ def test_export_says_when_samples_are_capped_overflow_flash_or_the_trial_failed(
     assert "(--samples 5000 is more than the training split's 1079)" in out
     assert "take 6.81 MB, more than the 1 MB of flash of nrf52840: pass fewer --samples" in out
     assert "note: trial 2 has no measured accuracy (it was not fine-tuned to the end" in out
+
+
+def test_export_shows_a_bar_of_epochs_and_images_while_it_measures(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The command passes a progress callback down; the library only reports to it."""
+    import tinytune
+    from tinytune.api import Exported
+    from tinytune.evaluators.device import TrainingProgress
+
+    manifest = {
+        "candidate_key": "a" * 64,
+        "memory": {"arena_bytes": 56_936, "model_flash_bytes": 235_376},
+        "device": {"name": "stm32f746", "sram_bytes": 320 * 1024, "flash_bytes": 1024**2},
+        "predicted_latency": {"train_step_s": None, "engine": "published"},
+        "dataset": {"train_samples": 3, "eval_samples": 3},
+        "step": {"input_bytes": 4800},
+        "trial": None,
+        "measured": None,
+    }
+
+    def export_bundle(
+        *_: object, on_measure: Any, on_measure_progress: Any, **__: object
+    ) -> Exported:
+        assert callable(on_measure) and callable(on_measure_progress)
+        on_measure()
+        for done in range(1, 7):  # 2 epochs of 3 images
+            on_measure_progress(TrainingProgress(done // 3, 2, done, 6))
+        return Exported(tmp_path, manifest, "the study")
+
+    monkeypatch.setattr(tinytune, "export_bundle", export_bundle)
+    code, out, err = _export(["--candidate", "aaaa", "-o", str(tmp_path)], capsys)
+    assert code == 0, err
+    out = " ".join(out.split())
+    assert "measuring the accuracy the device's training reaches" in out
+    assert "int8 training at batch 1" in out and "2/2 epochs, 6/6 images" in out
+
+    def quiet(*_: object, **__: object) -> Exported:  # nothing to measure: no bar
+        return Exported(tmp_path, manifest, "the study")
+
+    monkeypatch.setattr(tinytune, "export_bundle", quiet)
+    code, out, err = _export(["--candidate", "aaaa", "-o", str(tmp_path)], capsys)
+    assert code == 0, err
+    assert "int8 training" not in out and "images" not in out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -611,6 +612,8 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
     assert measured["source"] == "measured by export" and measured["batch_size"] == 1
     printed = capsys.readouterr().out
     assert "measuring the accuracy the device's training reaches" in printed
+    assert "int8 training at batch 1" in printed  # the measurement's bar, images and epochs
+    assert re.search(r"(\d+)/\1 epochs, (\d+)/\2 images", printed)
     assert "accuracy trained as the bundle trains" in printed
     with open_store(url) as store:  # stored with the study
         again = store.find_evaluation("tinytune", view.reference.candidate_key, "int8")

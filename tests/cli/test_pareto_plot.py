@@ -12,8 +12,8 @@ from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig
 from tinytune.search import InlineExecutor, SearchConfig, run_search
 from tinytune.search.ladder import HYPERVOLUME_BOX
+from tinytune.search.recording import hypervolume_history
 from tinytune.spaces import Candidate
-from tinytune.viz.pareto import hypervolume_history
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +12,7 @@ import torch
 from tests.quant.nets import SCHEMES, images, tiny_net
 from tinytune.data import Split, Splits
 from tinytune.errors import ConfigError
-from tinytune.evaluators.device import int8_accuracy, int8_finetune
+from tinytune.evaluators.device import TrainingProgress, int8_accuracy, int8_finetune
 from tinytune.quant import QConv, forward, quantize, train_step
 from tinytune.quant.model import qas_multipliers
 
@@ -99,3 +102,57 @@ def test_qas_off_trains_the_integer_parameters_differently_and_touches_nothing_f
 def test_bad_int8_settings_are_refused() -> None:
     with pytest.raises(ConfigError, match="epochs >= 1 and a learning rate in"):
         int8_finetune(_quantized(), _splits(), epochs=0, lr=0.05)
+
+
+def test_int8_finetune_reports_every_image_and_epoch_and_trains_the_same() -> None:
+    splits, base = _splits(), _quantized()
+    quiet, heard = base.clone(), base.clone()
+    reports: list[TrainingProgress] = []
+    expected = int8_finetune(quiet, splits, epochs=2, lr=0.05, seed=3)
+    result = int8_finetune(heard, splits, epochs=2, lr=0.05, seed=3, progress=reports.append)
+    n = len(splits.train)
+    assert [p.images_done for p in reports] == list(range(1, 2 * n + 1))
+    assert [p.epochs_done for p in reports] == [k // n for k in range(1, 2 * n + 1)]
+    assert {(p.epochs, p.images) for p in reports} == {(2, 2 * n)}
+    assert (result.accuracy, result.val_accuracy, result.steps) == (
+        expected.accuracy,
+        expected.val_accuracy,
+        expected.steps,
+    )
+    for key, value in quiet.trained_state().items():
+        assert np.array_equal(np.asarray(value), np.asarray(heard.trained_state()[key])), key
+
+
+def test_an_int8_task_reports_its_progress_over_every_rate_and_partition(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    """The measurement that ``tinytune export`` draws as a bar: one count over every rate tried
+    on every train/validation partition, rising image by image to the task's whole work."""
+    from tests.data.test_data import write_image_folder
+    from tinytune.data import get_dataset
+    from tinytune.evaluators import FinetuneConfig, run_evaluation
+    from tinytune.spaces import get_supernet, make_preset
+
+    root = write_image_folder(tmp_path / "images", images_per_class=6)
+    candidate = make_preset("bias-only", get_supernet("ofa-proxyless-w0.35"))
+    candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=32))
+    task = {
+        "candidate": candidate.to_json(),
+        "checkpoint": str(tiny_checkpoint),
+        "dataset": f"imagefolder:{root}",
+        "data_seed": 0,
+        "finetune": FinetuneConfig(seed=0).to_dict(),
+        "threads": 1,
+        "fidelity": "int8",
+        "int8": {"epochs": 1, "lrs": [0.0125, 0.1], "schedule": "halving"},
+        "repeats": 2,
+    }
+    reports: list[TrainingProgress] = []
+    result = run_evaluation(task, progress=reports.append)
+    assert result["status"] == "ok", result.get("error")
+    n = len(get_dataset(f"imagefolder:{root}").load(32).train)
+    runs = 2 * 2  # rates x partitions, one epoch each
+    assert [p.images_done for p in reports] == list(range(1, runs * n + 1))
+    assert [p.epochs_done for p in reports] == [k // n for k in range(1, runs * n + 1)]
+    assert {(p.epochs, p.images) for p in reports} == {(runs, runs * n)}
+    assert reports[-1].epochs_done == result["details"]["train_epochs"] == runs

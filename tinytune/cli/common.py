@@ -15,6 +15,7 @@ from rich.console import Console
 from tinytune.api import DEFAULT_STORAGE
 
 if TYPE_CHECKING:
+    from tinytune.evaluators.device import TrainingProgress
     from tinytune.search import FrontPoint
     from tinytune.search.verify import Int8Accuracy
 
@@ -23,6 +24,7 @@ __all__ = [
     "console",
     "front_table",
     "json_path",
+    "measure_bar",
     "png_path",
     "pretrain_bar",
     "quiet_logs",
@@ -228,6 +230,44 @@ def pretrain_bar(name: str) -> Iterator[Callable[[int, int, float], None]]:
 
     try:
         yield step
+    finally:
+        if tasks:
+            bar.stop()
+
+
+@contextmanager
+def measure_bar(name: str) -> Iterator[Callable[[TrainingProgress], None]]:
+    """A progress callback for a measurement of the device's accuracy (int8 training at batch
+    1) that shows a bar of its training images, its epochs and the time left once it reports."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        TextColumn(
+            "{task.fields[epochs_done]}/{task.fields[epochs]} epochs, "
+            "{task.completed}/{task.total} images",
+            markup=False,
+        ),
+        TimeRemainingColumn(),
+        console=console,
+    )
+    tasks: list = []
+
+    def report(p: TrainingProgress) -> None:
+        if not tasks:
+            bar.start()
+            tasks.append(bar.add_task(name, total=p.images, epochs_done=0, epochs=p.epochs))
+        bar.update(
+            tasks[0],
+            completed=p.images_done,
+            total=p.images,
+            epochs_done=p.epochs_done,
+            epochs=p.epochs,
+        )
+
+    try:
+        yield report
     finally:
         if tasks:
             bar.stop()

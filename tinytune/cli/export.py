@@ -88,7 +88,14 @@ def export(
     samples of the study's data set, a Makefile (host, ASan, aarch64, Cortex-M7, Cortex-M4F) and a
     manifest."""
     import tinytune
-    from tinytune.cli.common import console, pretrain_bar, quiet_logs, size_text, trial_or_key
+    from tinytune.cli.common import (
+        console,
+        measure_bar,
+        pretrain_bar,
+        quiet_logs,
+        size_text,
+        trial_or_key,
+    )
 
     quiet_logs()
     named = [t for t in (target, trial, candidate) if t is not None]
@@ -102,7 +109,10 @@ def export(
             "name what to export: a trial number or candidate key (tinytune export 3 -o DIR), "
             "or --trial N (of --study S) or --candidate KEY"
         )
-    with pretrain_bar("the default supernet") as on_pretrain:
+    with (
+        pretrain_bar("the default supernet") as on_pretrain,
+        measure_bar("int8 training at batch 1") as on_measure_progress,
+    ):
         done = tinytune.export_bundle(
             trial_or_key(target) if target is not None else named[0],
             out,
@@ -123,6 +133,7 @@ def export(
                 "whole training split; minutes; --no-measure-int8 skips it)",
                 soft_wrap=True,
             ),
+            on_measure_progress=on_measure_progress,
         )
     m = done.manifest
     latency = m["predicted_latency"]["train_step_s"]

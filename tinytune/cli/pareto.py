@@ -92,13 +92,14 @@ def pareto(
             f"validation accuracy over the {tau.n} candidates measured too"
         )
     if plot is not None:
+        from tinytune.search.recording import hypervolume_history
         from tinytune.viz.pareto import pareto_figure
 
         plot.parent.mkdir(parents=True, exist_ok=True)
         pareto_figure(
             measured,
             snap.points if snap is not None else [],
-            snapshots,
+            hypervolume_history(snapshots),
             plot,
             title=f"study {study!r}: measured Pareto front",
             sram_budget_bytes=(

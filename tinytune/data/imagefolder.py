@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from tinytune.checkpoints import sha256_file
 from tinytune.data.base import ImageDataset
 from tinytune.data.splits import Split, Splits
 from tinytune.data.stratify import MIN_PER_CLASS, stratified_split
 from tinytune.errors import DataError
+from tinytune.hashing import sha256_file
 
 __all__ = ["IMAGE_EXTENSIONS", "ImageFolderDataset"]
 

@@ -264,7 +264,7 @@ def holds_tinytune_tables(url: str) -> bool:
     Raises:
         StorageError: the URL is malformed, names a folder, or the database cannot be read.
     """
-    from tinytune.db.migrations.runner import VERSION_TABLE
+    from tinytune.db.models import VERSION_TABLE
 
     if not database_exists(url):
         if Path(parse_url(url).database or "").is_dir():

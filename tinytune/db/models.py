@@ -24,6 +24,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 __all__ = [
     "NAMING_CONVENTION",
     "TABLE_PREFIX",
+    "VERSION_TABLE",
     "Base",
     "CalibrationRow",
     "CandidateRow",
@@ -35,6 +36,10 @@ __all__ = [
 ]
 
 TABLE_PREFIX = "tt_"
+
+VERSION_TABLE = "tinytune_alembic_version"
+"""Where tinytune records its schema revision (never Optuna's ``alembic_version``); named here
+with the tables so that the engine can look for it without importing the migrations."""
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",

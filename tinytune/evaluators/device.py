@@ -15,6 +15,7 @@ split (to report).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,28 @@ from tinytune.quant import QuantizedNet
 from tinytune.quant.schedule import MIN_DEVICE_LR, check_schedule, epoch_lr
 from tinytune.quant.simulate import forward, train_step
 
-__all__ = ["Int8Result", "int8_accuracy", "int8_finetune"]
+__all__ = ["Int8Progress", "Int8Result", "TrainingProgress", "int8_accuracy", "int8_finetune"]
+
+
+@dataclass(frozen=True)
+class TrainingProgress:
+    """How far a measurement of the device's accuracy has trained.
+
+    Attributes:
+        epochs_done: epochs finished (passes over the training split, over every run).
+        epochs: epochs of the whole measurement.
+        images_done: training images stepped (one step each, batch 1).
+        images: steps of the whole measurement.
+    """
+
+    epochs_done: int
+    epochs: int
+    images_done: int
+    images: int
+
+
+Int8Progress = Callable[[TrainingProgress], None]
+"""Called after each training image with the measurement's :class:`TrainingProgress`."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +81,7 @@ def int8_finetune(
     qas: bool = True,
     seed: int | None = 0,
     schedule: str = "constant",
+    progress: Int8Progress | None = None,
 ) -> Int8Result:
     """Train ``q`` in place on every training image, one at a time, then measure it.
 
@@ -72,6 +95,8 @@ def int8_finetune(
         schedule: one of :data:`tinytune.quant.schedule.LR_SCHEDULES`; ``constant`` by
             default, as the bundles trained before they could halve their rate (the search's
             device accuracy passes :data:`tinytune.search.verify.INT8_SCHEDULE`).
+        progress: called after each image with the epochs and images done of this call's
+            ``epochs`` passes (the library reports; the command line draws a bar).
     """
     if epochs < 1 or not MIN_DEVICE_LR <= lr < 10.0:
         raise ConfigError(
@@ -90,6 +115,8 @@ def int8_finetune(
             x = q.quantize_input(torch.tensor(splits.train.x[i : i + 1]))
             losses.append(train_step(q, x, int(splits.train.y[i]), rate, qas=qas).loss)
             step += 1
+            if progress is not None:
+                progress(TrainingProgress(step // n, epochs, step, epochs * n))
     return Int8Result(
         accuracy=int8_accuracy(q, splits.test),
         val_accuracy=int8_accuracy(q, splits.val),

@@ -15,7 +15,7 @@ import logging
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -26,6 +26,9 @@ from tinytune.evaluators.finetune import FinetuneConfig, finetune
 from tinytune.models import TrainNet, build_candidate, load_supernet
 from tinytune.spaces import Candidate, get_supernet
 from tinytune.units import MAX_SEED
+
+if TYPE_CHECKING:
+    from tinytune.evaluators.device import Int8Progress, TrainingProgress
 
 __all__ = ["CALIBRATION_SAMPLES", "network_on_data", "run_evaluation"]
 
@@ -66,7 +69,7 @@ def network_on_data(
     return build_candidate(candidate, supernet, n_classes, calib, seed=seed), calib
 
 
-def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
+def run_evaluation(task: dict[str, Any], progress: Int8Progress | None = None) -> dict[str, Any]:
     """Fine-tune one candidate and measure its accuracy (``fidelity="int8"`` in the task: as
     the device trains it, with ``int8`` = ``{"epochs": E, "lrs": [...]}``).
 
@@ -77,6 +80,10 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
             (:func:`tinytune.data.repeated`; the test split fixed) and report the means, and
             ``train_fraction``: train on that stratified share of the training images
             (:func:`tinytune.data.train_subset`; the validation and test splits whole).
+        progress: with ``fidelity="int8"``, called after each training image with the
+            epochs and images done of the whole measurement (every rate and partition); the
+            fp32 fidelities do not report. A local caller's hook: a task sent to a Ray
+            worker is a plain dict and has none.
 
     Returns:
         ``status`` (``ok``/``failed``), ``accuracy``, ``val_accuracy``, ``wall_time_s``,
@@ -86,7 +93,7 @@ def run_evaluation(task: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     torch.set_num_threads(int(task.get("threads", 1)))
     if task.get("fidelity") == "int8":
-        return _int8_evaluation(task, start)
+        return _int8_evaluation(task, start, progress)
     try:
         candidate = Candidate.from_json(task["candidate"])
         cfg = FinetuneConfig(**task["finetune"])
@@ -141,14 +148,17 @@ def _failed(e: Exception, start: float, what: str) -> dict[str, Any]:
     }
 
 
-def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
+def _int8_evaluation(
+    task: dict[str, Any], start: float, progress: Int8Progress | None = None
+) -> dict[str, Any]:
     """The device's accuracy (:func:`tinytune.evaluators.device.int8_finetune`): quantized as
     the exporter quantizes, trained at each rate of ``task["int8"]["lrs"]`` for
     ``task["int8"]["epochs"]`` epochs at batch 1, the rate chosen on validation; with
     ``repeats``, on the same train/validation partitions as the fp32 measurement, the means
     reported. ``task["int8"]["qas"]`` (default true) false: the same step without QAS;
     ``task["int8"]["schedule"]`` the rate's schedule over the epochs (default ``constant``, as
-    tasks were before the bundle could halve its rate)."""
+    tasks were before the bundle could halve its rate). ``progress`` hears of every image of
+    every run, counted over the whole measurement."""
     from tinytune.evaluators.device import int8_finetune
     from tinytune.quant import quantize
 
@@ -164,11 +174,12 @@ def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
         supernet = _supernet(candidate.supernet, task["checkpoint"])
         repeats = int(task.get("repeats", 1))
         runs: dict[float, list[tuple[float, float]]] = {float(lr): [] for lr in settings["lrs"]}
+        n_runs = repeats * len(runs)  # each partition keeps the training split's size
         for rep in range(repeats):  # the same partitions as the fp32 measurement
             part = repeated(splits, rep, int(task["data_seed"]))
             net, calib = network_on_data(candidate, supernet, part, n_classes, seed)
             base = quantize(net, calib)
-            for lr in runs:
+            for i, lr in enumerate(runs):
                 r = int8_finetune(
                     base.clone(),
                     part,
@@ -177,6 +188,7 @@ def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
                     qas=qas,
                     seed=seed,
                     schedule=schedule,
+                    progress=_of_all(progress, rep * len(runs) + i, n_runs),
                 )
                 runs[lr].append((r.val_accuracy, r.accuracy))
         tried = [
@@ -207,3 +219,23 @@ def _int8_evaluation(task: dict[str, Any], start: float) -> dict[str, Any]:
             "train_epochs": int(settings["epochs"]) * len(tried) * repeats,
         },
     }
+
+
+def _of_all(progress: Int8Progress | None, run: int, runs: int) -> Int8Progress | None:
+    """``progress`` told of one run (of ``runs`` of equal length, this the ``run``-th from 0)
+    as counts over all of them."""
+    if progress is None:
+        return None
+    from tinytune.evaluators.device import TrainingProgress
+
+    def report(p: TrainingProgress) -> None:
+        progress(
+            TrainingProgress(
+                run * p.epochs + p.epochs_done,
+                runs * p.epochs,
+                run * p.images + p.images_done,
+                runs * p.images,
+            )
+        )
+
+    return report

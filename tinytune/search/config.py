@@ -7,12 +7,12 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinytune.api import DEFAULT_SAMPLER
 from tinytune.errors import BudgetError, ConfigError
 from tinytune.evaluators import FinetuneConfig, HardwareConfig
 from tinytune.evaluators.finetune import MAX_EPOCHS
 from tinytune.hwmodels.devices import ENGINES
 from tinytune.hwmodels.memory import PRECISIONS
+from tinytune.samplers import DEFAULT_SAMPLER, SAMPLERS
 from tinytune.search.contribution import ContributionPlan
 from tinytune.spaces import (
     DEFAULT_SUPERNET,
@@ -70,9 +70,6 @@ def reference_candidate(supernet: str) -> Candidate:
     so that each front point can be told its accuracy loss and its SRAM saving against it."""
     spec = get_supernet(supernet)
     return make_preset(REFERENCE_PRESET, spec, default_subnet(spec))
-
-
-SAMPLERS = ("tpe", "tpe-early", "gp", "random", "nsga2")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from tinytune.db import Store
+from tinytune.search.recording import hypervolume_history
 from tinytune.search.study import Attr
 
 __all__ = ["HypervolumePublisher"]
@@ -35,7 +36,8 @@ class HypervolumePublisher:
 
             from tinytune.viz.pareto import hypervolume_history_figure
 
-            figure = hypervolume_history_figure(snapshots, title=self.study_name)
+            history = hypervolume_history(snapshots)
+            figure = hypervolume_history_figure(history, title=self.study_name)
             save_plotly_graph_object(self.study, figure, graph_object_id=Attr.HYPERVOLUME_GRAPH)
         except (ImportError, ValueError) as e:  # the search does not depend on the figure
             log.warning("cannot show the hypervolume history in optuna-dashboard: %s", e)

@@ -11,14 +11,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from tinytune.db import EvaluationRecord, Store
+from tinytune.db import EvaluationRecord, ParetoSnapshot, Store
 from tinytune.evaluators import HardwareCost
 from tinytune.search.budgets import violations
 from tinytune.search.config import SearchConfig
 from tinytune.search.ladder import normalised_hypervolume, reference
 from tinytune.search.pareto import pareto_front
 
-__all__ = ["FrontPoint", "chosen_on", "measured_record", "reference_point", "snapshot"]
+__all__ = [
+    "FrontPoint",
+    "chosen_on",
+    "hypervolume_history",
+    "measured_record",
+    "reference_point",
+    "snapshot",
+]
 
 
 @dataclass(frozen=True)
@@ -187,3 +194,35 @@ def snapshot(
             config.study_name, stored, len(evaluations), hypervolume=hv, budgets=budgets
         )
     return points, hv
+
+
+def hypervolume_history(snapshots: Sequence[ParetoSnapshot]) -> list[tuple[int, float]]:
+    """``(measured evaluations, hypervolume)`` after each snapshot chosen under the latest
+    snapshot's budgets, every front measured against one reference point: accuracy 0 and 10 %
+    beyond the largest peak SRAM and step latency on any of those fronts.
+
+    A run under other budgets chose its front from other candidates (a smaller SRAM budget
+    drops points), so its snapshots are left out; those stored before snapshots kept their
+    budgets are kept; a front that no candidate made under the budgets counts as 0. The
+    hypervolume stored with each snapshot is normalised by the reference of its own moment,
+    which moves out as slower or larger candidates are measured, so that the stored values can
+    rise while the front stays the same; these rise only when the front improves."""
+    if not snapshots:
+        return []
+    budgets = snapshots[-1].budgets
+    fronts = []
+    for snap in snapshots:
+        if snap.budgets is not None and snap.budgets != budgets:
+            continue  # one stored before budgets were kept (None) stays in
+        points = [FrontPoint.from_dict(p) for p in snap.points]
+        usable = [
+            (p.val_accuracy, p.memory_bytes, p.latency_s)
+            for p in points
+            if p.val_accuracy is not None and p.latency_s is not None
+        ]
+        if usable or not points:  # an empty front, or one with the objectives to measure
+            fronts.append((snap.n_trials, usable))
+    if not any(front for _, front in fronts):
+        return [(n, 0.0) for n, _ in fronts]
+    ref = reference([p for _, front in fronts for p in front], None, None)
+    return [(n, normalised_hypervolume(front, ref) if front else 0.0) for n, front in fronts]

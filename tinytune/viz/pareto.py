@@ -15,50 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tinytune.db import EvaluationRecord, ParetoSnapshot
+    from tinytune.db import EvaluationRecord
 
-__all__ = ["hypervolume_history", "hypervolume_history_figure", "pareto_figure"]
-
-
-def hypervolume_history(snapshots: Sequence[ParetoSnapshot]) -> list[tuple[int, float]]:
-    """``(measured evaluations, hypervolume)`` after each snapshot chosen under the latest
-    snapshot's budgets, every front measured against one reference point: accuracy 0 and 10 %
-    beyond the largest peak SRAM and step latency on any of those fronts.
-
-    A run under other budgets chose its front from other candidates (a smaller SRAM budget
-    drops points), so its snapshots are left out; those stored before snapshots kept their
-    budgets are kept; a front that no candidate made under the budgets counts as 0. The
-    hypervolume stored with each snapshot is normalised by the reference of its own moment,
-    which moves out as slower or larger candidates are measured, so that the stored values can
-    rise while the front stays the same; these rise only when the front improves."""
-    from tinytune.search.ladder import normalised_hypervolume, reference
-    from tinytune.search.recording import FrontPoint
-
-    if not snapshots:
-        return []
-    budgets = snapshots[-1].budgets
-    fronts = []
-    for snap in snapshots:
-        if snap.budgets is not None and snap.budgets != budgets:
-            continue  # one stored before budgets were kept (None) stays in
-        points = [FrontPoint.from_dict(p) for p in snap.points]
-        usable = [
-            (p.val_accuracy, p.memory_bytes, p.latency_s)
-            for p in points
-            if p.val_accuracy is not None and p.latency_s is not None
-        ]
-        if usable or not points:  # an empty front, or one with the objectives to measure
-            fronts.append((snap.n_trials, usable))
-    if not any(front for _, front in fronts):
-        return [(n, 0.0) for n, _ in fronts]
-    ref = reference([p for _, front in fronts for p in front], None, None)
-    return [(n, normalised_hypervolume(front, ref) if front else 0.0) for n, front in fronts]
+__all__ = ["hypervolume_history_figure", "pareto_figure"]
 
 
 def pareto_figure(
     evaluations: Sequence[EvaluationRecord],
     front: Sequence[dict[str, Any]],
-    snapshots: Sequence[ParetoSnapshot],
+    history: Sequence[tuple[int, float]],
     path: Path,
     *,
     title: str,
@@ -70,7 +35,8 @@ def pareto_figure(
         evaluations: the study's successful measured evaluations (drawn in grey).
         front: the latest snapshot's Pareto points (dicts with ``val_accuracy``,
             ``memory_bytes``, ``latency_s``).
-        snapshots: the study's snapshots, oldest first (the hypervolume history).
+        history: ``(measured evaluations, hypervolume)`` after each snapshot, oldest first
+            (:func:`tinytune.search.recording.hypervolume_history`).
         path: the PNG to write.
         title: the figure's title.
         sram_budget_bytes: drawn as a vertical line when given.
@@ -125,7 +91,6 @@ def pareto_figure(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    history = hypervolume_history(snapshots)
     if history:
         n, hv = zip(*history, strict=True)
         ax_hv.step(n, hv, where="post", color="tab:blue")
@@ -146,11 +111,16 @@ def pareto_figure(
     return Path(path)
 
 
-def hypervolume_history_figure(snapshots: Sequence[ParetoSnapshot], title: str = "") -> Any:
-    """The hypervolume history as a ``plotly.graph_objects.Figure``."""
+def hypervolume_history_figure(history: Sequence[tuple[int, float]], title: str = "") -> Any:
+    """The hypervolume history as a ``plotly.graph_objects.Figure``.
+
+    Args:
+        history: ``(measured evaluations, hypervolume)`` after each snapshot, oldest first
+            (:func:`tinytune.search.recording.hypervolume_history`).
+        title: the study's name, added to the figure's title when given.
+    """
     import plotly.graph_objects as go
 
-    history = hypervolume_history(snapshots)
     figure = go.Figure(
         go.Scatter(
             x=[n for n, _ in history],

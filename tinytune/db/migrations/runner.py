@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from tinytune.db.engine import SQLITE_BUSY_TIMEOUT_S, translate_error
-from tinytune.db.models import TABLE_PREFIX
+from tinytune.db.models import TABLE_PREFIX, VERSION_TABLE
 from tinytune.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -30,9 +30,6 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
 __all__ = ["VERSION_TABLE", "current_revision", "head_revision", "include_name", "upgrade"]
-
-VERSION_TABLE = "tinytune_alembic_version"
-"""Where tinytune records its schema revision (never Optuna's ``alembic_version``)."""
 
 SCRIPT_LOCATION = Path(__file__).resolve().parent
 
