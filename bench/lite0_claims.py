@@ -14,7 +14,8 @@ folder: accuracy chosen on validation, test reported, memory from the planner.
     python3 bench/letters.py /tmp/letters
     tinytune search --dataset imagefolder:/tmp/letters --storage sqlite:///letters.db
     python3 bench/lite0_claims.py /tmp/letters --storage sqlite:///letters.db --key KEY
-        [--large 128] [--repeats 5] [--workers 2] [--json OUT]
+        [--large 128] [--repeats 5] [--large-repeats 2] [--full-rates 0.2 0.4 0.8]
+        [--sparse-rates 0.8 1.6 3.2] [--workers 2] [--json OUT]
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 NETWORK = "efficientnet-lite0"
-GRIDS = {"full": (0.2, 0.4, 0.8), "sparse": (0.8, 1.6, 3.2)}
 
 
 def _measure(job: tuple[str, str, str, float, int]) -> dict[str, Any]:
@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--study", default="tinytune")
     parser.add_argument("--large", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--large-repeats", type=int, default=2)
+    parser.add_argument("--full-rates", type=float, nargs="+", default=[0.2, 0.4, 0.8])
+    parser.add_argument("--sparse-rates", type=float, nargs="+", default=[0.8, 1.6, 3.2])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -85,23 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     dataset = f"imagefolder:{args.folder}"
     point = tinytune.load(study=args.study, storage=args.storage).candidate(args.key).candidate
     whole = replace(default_subnet(spec, "max"), resolution=args.large)
+    same = make_preset("full", spec, point.subnet)
+    large = f"whole Lite0 at {args.large} px"
+    full, tinytl = make_preset("full", spec, whole), make_preset("tinytl", spec, whole)
     rows = {
-        "front point": (point, GRIDS["sparse"], args.repeats),
-        "full, same sub-network": (
-            make_preset("full", spec, point.subnet),
-            GRIDS["full"],
-            args.repeats,
-        ),
-        f"full, whole Lite0 at {args.large} px": (
-            make_preset("full", spec, whole),
-            GRIDS["full"],
-            2,
-        ),
-        f"tinytl, whole Lite0 at {args.large} px": (
-            make_preset("tinytl", spec, whole),
-            GRIDS["sparse"],
-            2,
-        ),
+        "front point": (point, args.sparse_rates, args.repeats),
+        "full, same sub-network": (same, args.full_rates, args.repeats),
+        f"full, {large}": (full, args.full_rates, args.large_repeats),
+        f"tinytl, {large}": (tinytl, args.sparse_rates, args.large_repeats),
     }
     jobs = {
         (name, lr): (c.to_json(), checkpoint, dataset, lr, repeats)

@@ -5,6 +5,7 @@ its photographs classify, and which BatchNorm statistics transfer.
     python3 bench/pretrained.py photos                   # seconds
     python3 bench/letters.py /tmp/letters
     python3 bench/pretrained.py statistics /tmp/letters  # minutes on two cores
+    python3 bench/pretrained.py cuts /tmp/letters        # about 15 minutes on two cores
 
 * ``costs``: peak training SRAM (int8, batch 1, the bundle's fused updates), flash (weights and
   the engine's code) and the STM32F746's predicted step latency of each preset at each cut and
@@ -17,6 +18,9 @@ its photographs classify, and which BatchNorm statistics transfer.
   sub-network, rates 0.4 and 1.6, 8 epochs, two train/validation partitions), once with the
   ImageNet BatchNorm statistics folded and once with statistics re-estimated on 256 training
   images, as tinytune does for a supernet's sub-networks.
+* ``cuts``: the sparse MCUNetV3-style preset and full fine-tuning at a few cuts and
+  resolutions around 256 KB, each at two rates of its family's grid, on two partitions, the
+  peak SRAM beside: how the default sub-network was chosen.
 """
 
 from __future__ import annotations
@@ -104,9 +108,7 @@ def statistics(folder: Path) -> None:
     subnet = default_subnet(spec)
     dataset = get_dataset(f"imagefolder:{folder}")
     loaded = dataset.load(subnet.resolution)
-    print(
-        f"default sub-network ({subnet.resolution} px, cut after block 7), mean of 2 partitions"
-    )
+    print(f"default sub-network ({subnet.resolution} px, cut after block 7), mean of 2 partitions")
     print("| preset | statistics | val / test at 0.4 | val / test at 1.6 |")
     print("|---|---|---|---|")
     for name in ("last", "bias-only", "mcunetv3"):
@@ -128,18 +130,70 @@ def statistics(folder: Path) -> None:
             print(f"| {name} | {label} | {' | '.join(cells)} |", flush=True)
 
 
+def _cut_job(job: tuple[Path, int, int, str, float]) -> str:
+    import torch
+
+    from tinytune.evaluators import FinetuneConfig, run_evaluation
+    from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator
+    from tinytune.hwmodels.registry import get_device
+    from tinytune.models.pretrained import pretrained_weights
+    from tinytune.spaces import SubnetConfig, default_subnet, get_supernet, make_preset
+
+    folder, resolution, stages, name, lr = job
+    torch.set_num_threads(1)
+    spec = get_supernet(NETWORK)
+    subnet = SubnetConfig(resolution, default_subnet(spec, "max").stages[:stages])
+    candidate = make_preset(name, spec, subnet)
+    evaluator = HardwareEvaluator(spec, 10, HardwareConfig(), get_device("stm32f746"))
+    result = run_evaluation(
+        {
+            "candidate": candidate.to_json(),
+            "checkpoint": str(pretrained_weights(spec)),
+            "dataset": f"imagefolder:{folder}",
+            "data_seed": 0,
+            "finetune": FinetuneConfig(lr=lr).to_dict(),
+            "threads": 1,
+            "repeats": 2,
+        }
+    )
+    last = sum(spec.stage_max_depth[:stages])
+    return (
+        f"| block {last} | {resolution} | {name} | {lr:g} | "
+        f"{evaluator(candidate).arena_bytes / 1024:.0f} KB | "
+        f"{100 * result['val_accuracy']:.1f} / {100 * result['accuracy']:.1f} |"
+    )
+
+
+def cuts(folder: Path) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    jobs = [
+        (folder, resolution, stages, name, lr)
+        for resolution, stages in ((64, 3), (48, 4), (80, 3), (64, 4))
+        for name, rates in (("mcunetv3", (1.6, 3.2)), ("full", (0.4, 0.8)))
+        for lr in rates
+    ]
+    print("| cut after | px | preset | rate | peak SRAM | val / test |")
+    print("|---|---|---|---|---|---|")
+    with ProcessPoolExecutor(2) as pool:
+        for line in pool.map(_cut_job, jobs):
+            print(line, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
     sub.add_parser("costs")
     sub.add_parser("photos")
-    stats = sub.add_parser("statistics")
-    stats.add_argument("folder", type=Path)
+    for name in ("statistics", "cuts"):
+        sub.add_parser(name).add_argument("folder", type=Path)
     args = parser.parse_args(argv)
     if args.what == "costs":
         costs()
     elif args.what == "photos":
         photos()
+    elif args.what == "cuts":
+        cuts(args.folder)
     else:
         statistics(args.folder)
     return 0

@@ -139,7 +139,7 @@ def pretrained_weights(spec: SupernetSpec) -> Path:
         ModelError: the package is not installed, or the file is missing or not the one the
             package was published with.
     """
-    from tinytune.checkpoints import sha256_file
+    from tinytune.hashing import sha256_file
 
     if spec.name not in WEIGHTS_FILES:
         raise ModelError(f"{spec.name} has no packaged weights; allowed: {sorted(WEIGHTS_FILES)}")

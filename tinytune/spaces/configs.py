@@ -20,7 +20,7 @@ from typing import Any
 
 from tinytune.errors import ConfigError
 
-__all__ = ["CONFIG_RESOLUTIONS", "config_network", "read_config"]
+__all__ = ["CONFIG_RESOLUTIONS", "config_fields", "read_config"]
 
 CONFIG_RESOLUTIONS = tuple(range(48, 161, 16))
 """Input resolutions searched besides the config's own (MCUNetV3 fine-tunes at 128 px)."""
@@ -80,9 +80,9 @@ def _conv(block: dict[str, Any]) -> dict[str, Any]:
     return block.get("conv", block.get("mobile_inverted_conv"))  # type: ignore[no-any-return]
 
 
-def config_network(path: str) -> Any:
-    """The fixed :class:`~tinytune.spaces.SupernetSpec` of the config in ``path`` (its name is
-    the file's absolute path)."""
+def config_fields(path: str) -> dict[str, Any]:
+    """The fields of the fixed :class:`~tinytune.spaces.SupernetSpec` of the config in
+    ``path``, its name the file's absolute path."""
     resolved = os.path.abspath(path)
     try:
         stat = os.stat(resolved)
@@ -91,13 +91,11 @@ def config_network(path: str) -> Any:
             f"cannot read the network config {path!r}: {e.strerror or e}; name a "
             "ProxylessNASNets JSON config file (e.g. one of the MCUNet model zoo's)"
         ) from e
-    return _spec(resolved, stat.st_size, stat.st_mtime_ns)
+    return dict(_fields(resolved, stat.st_size, stat.st_mtime_ns))
 
 
 @functools.lru_cache(maxsize=16)
-def _spec(path: str, _size: int, _mtime: int) -> Any:
-    from tinytune.spaces.supernets import SupernetSpec
-
+def _fields(path: str, _size: int, _mtime: int) -> tuple[tuple[str, Any], ...]:
     config = read_config(path)
     blocks = [_conv(b) for b in config["blocks"]]
     first = blocks[0]
@@ -114,25 +112,29 @@ def _spec(path: str, _size: int, _mtime: int) -> Any:
     own = (resolution,) if isinstance(resolution, int) and 32 <= resolution <= 512 else ()
     resolutions = tuple(sorted(set(CONFIG_RESOLUTIONS) | set(own)))
     mix = config.get("feature_mix_layer")
-    return SupernetSpec(
-        path,
-        "config",
-        1.0,
-        ks_choices=tuple(sorted({r[0] for s in stages for r in s})),
-        expand_choices=tuple(sorted({r[2] for s in stages for r in s})),
-        resolutions=resolutions,
-        blocks=tuple(tuple(s) for s in stages),
-        min_stages=max(1, len(stages) - 2),
-        default_stages=len(stages),
-        default_resolution=min(own[0], 128) if own and min(own[0], 128) in resolutions else 128,
-        max_drop=1,
-        stem_channels=int(config["first_conv"].get("out_channels", 0)),
-        first_block=(
-            first["kernel_size"],
-            first["stride"],
-            first["expand_ratio"],
-            first["out_channels"],
-        ),
-        head_channels=int(mix.get("out_channels", 0)) if isinstance(mix, dict) else 0,
-        config_file=path,
+    return tuple(
+        dict(
+            name=path,
+            family="config",
+            width_mult=1.0,
+            ks_choices=tuple(sorted({r[0] for s in stages for r in s})),
+            expand_choices=tuple(sorted({r[2] for s in stages for r in s})),
+            resolutions=resolutions,
+            blocks=tuple(tuple(s) for s in stages),
+            min_stages=max(1, len(stages) - 2),
+            default_stages=len(stages),
+            default_resolution=min(own[0], 128)
+            if own and min(own[0], 128) in resolutions
+            else 128,
+            max_drop=1,
+            stem_channels=int(config["first_conv"].get("out_channels", 0)),
+            first_block=(
+                first["kernel_size"],
+                first["stride"],
+                first["expand_ratio"],
+                first["out_channels"],
+            ),
+            head_channels=int(mix.get("out_channels", 0)) if isinstance(mix, dict) else 0,
+            config_file=path,
+        ).items()
     )

@@ -241,9 +241,9 @@ def get_supernet(name: str) -> SupernetSpec:
     if name in PRETRAINED_NETWORKS:
         return PRETRAINED_NETWORKS[name]
     if name.endswith(".json"):
-        from tinytune.spaces.configs import config_network
+        from tinytune.spaces.configs import config_fields
 
-        return config_network(name)
+        return SupernetSpec(**config_fields(name))
     if name in PUBLISHED_SUPERNETS:
         family, width, resolutions = PUBLISHED_SUPERNETS[name]
         return SupernetSpec(name, family, width, resolutions=resolutions, published=True)
