@@ -6,6 +6,7 @@ its photographs classify, and which BatchNorm statistics transfer.
     python3 bench/letters.py /tmp/letters
     python3 bench/pretrained.py statistics /tmp/letters  # minutes on two cores
     python3 bench/pretrained.py cuts /tmp/letters        # about 15 minutes on two cores
+    python3 bench/pretrained.py depth /tmp/letters       # minutes on two cores
 
 * ``costs``: peak training SRAM (int8, batch 1, the bundle's fused updates), flash (weights and
   the engine's code) and the STM32F746's predicted step latency of each preset at each cut and
@@ -21,12 +22,16 @@ its photographs classify, and which BatchNorm statistics transfer.
 * ``cuts``: the sparse MCUNetV3-style preset and full fine-tuning at a few cuts and
   resolutions around 256 KB, each at two rates of its family's grid, on two partitions, the
   peak SRAM beside: how the default sub-network was chosen.
+* ``depth``: Once-for-All's elastic depth taken without retraining: the sparse preset on the
+  default sub-network with the last block of none, one, two or three of its stages left out,
+  fine-tuned as the search does (rates 0.8 and 1.6, two partitions).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 NETWORK = "efficientnet-lite0"
@@ -164,6 +169,57 @@ def _cut_job(job: tuple[Path, int, int, str, float]) -> str:
     )
 
 
+def _depth_job(job: tuple[Path, tuple[int, ...], float]) -> str:
+    import torch
+
+    from tinytune.evaluators import FinetuneConfig, run_evaluation
+    from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator
+    from tinytune.hwmodels.registry import get_device
+    from tinytune.models.pretrained import pretrained_weights
+    from tinytune.spaces import StageConfig, default_subnet, get_supernet, make_preset
+
+    folder, dropped, lr = job
+    torch.set_num_threads(1)
+    spec = get_supernet(NETWORK)
+    subnet = default_subnet(spec)
+    stages = tuple(
+        StageConfig(stage.ks[:-1], stage.e[:-1]) if s in dropped else stage
+        for s, stage in enumerate(subnet.stages)
+    )
+    candidate = make_preset("mcunetv3", spec, replace(subnet, stages=stages))
+    evaluator = HardwareEvaluator(spec, 10, HardwareConfig(), get_device("stm32f746"))
+    result = run_evaluation(
+        {
+            "candidate": candidate.to_json(),
+            "checkpoint": str(pretrained_weights(spec)),
+            "dataset": f"imagefolder:{folder}",
+            "data_seed": 0,
+            "finetune": FinetuneConfig(lr=lr).to_dict(),
+            "threads": 1,
+            "repeats": 2,
+        }
+    )
+    left_out = ", ".join(f"stage {s}" for s in dropped) or "none"
+    return (
+        f"| {left_out} | {sum(subnet.depths) - len(dropped) + 1} | {lr:g} | "
+        f"{evaluator(candidate).arena_bytes / 1024:.0f} KB | "
+        f"{100 * result['val_accuracy']:.1f} / {100 * result['accuracy']:.1f} |"
+    )
+
+
+def depth(folder: Path) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    jobs = [
+        (folder, dropped, lr) for dropped in ((), (2,), (1, 2), (0, 1, 2)) for lr in (0.8, 1.6)
+    ]
+    print("| last block left out of | blocks | rate | peak SRAM | val / test |")
+    print("|---|---|---|---|---|")
+    with ProcessPoolExecutor(2) as pool:
+        for line in pool.map(_depth_job, jobs):
+            print(line, flush=True)
+
+
 def cuts(folder: Path) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
@@ -185,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="what", required=True)
     sub.add_parser("costs")
     sub.add_parser("photos")
-    for name in ("statistics", "cuts"):
+    for name in ("statistics", "cuts", "depth"):
         sub.add_parser(name).add_argument("folder", type=Path)
     args = parser.parse_args(argv)
     if args.what == "costs":
@@ -194,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         photos()
     elif args.what == "cuts":
         cuts(args.folder)
+    elif args.what == "depth":
+        depth(args.folder)
     else:
         statistics(args.folder)
     return 0
