@@ -50,7 +50,7 @@ DEFAULT_WORKERS = 2
 """Evaluations in parallel (Ray tasks) when ``workers`` is not given: one per core of a
 two-core machine."""
 DEFAULT_DEVICE_LR = 0.0125
-"""The bundle's learning rate when no device accuracy was measured: the smaller of the rates
+"""The bundle's learning rate when no device accuracy was measured: the middle one of the rates
 that ``--verify-int8`` tries (:data:`tinytune.search.verify.INT8_LRS`)."""
 
 
