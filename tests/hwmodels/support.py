@@ -19,6 +19,13 @@ MODELS = [
     *(mobilenet_v1_id(a, r, 3, 5) for a in (0.25, 0.5) for r in (64, 96)),
 ]
 
+MORE_MODELS = [*MODELS, *(mobilenet_v1_id(a, r, 3, 5) for a in (0.35, 0.75) for r in (80, 128))]
+"""Twelve reference networks."""
+
+SMALL = ModelForm("op", "shared", ("macs", "constant"))
+"""A form of ten coefficients: for the reference networks, which are timed forward only, the
+smallest that holds times drawn with a set per op class (:func:`form_truth`)."""
+
 
 def form_truth(form: ModelForm, seed: int = 0) -> LatencyCoefficients:
     """Coefficients of ``form`` drawn at random (seconds per MAC about 1e-9, per op about

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.optimize import nnls
 
-from tests.hwmodels.support import MODELS, form_truth, predicted_file, timed
+from tests.hwmodels.support import MODELS, MORE_MODELS, SMALL, form_truth, predicted_file, timed
 from tinytune.hwmodels import get_device, predict_latency
 from tinytune.hwmodels.fitting import (
     MIN_FIT,
@@ -31,14 +31,6 @@ from tinytune.hwmodels.measurements import (
     load_measurements,
     save_measurements,
 )
-from tinytune.hwmodels.reference_models import mobilenet_v1_id
-
-MORE_MODELS = [*MODELS, *(mobilenet_v1_id(a, r, 3, 5) for a in (0.35, 0.75) for r in (80, 128))]
-"""Twelve reference networks."""
-
-SMALL = ModelForm("op", "shared", ("macs", "constant"))
-"""A form of ten coefficients: for the reference networks, which are timed forward only, the
-smallest that holds times drawn with a set per op class (:func:`form_truth`)."""
 
 
 def test_a_fit_recovers_a_profile_of_one_of_its_forms() -> None:

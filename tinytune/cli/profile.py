@@ -104,10 +104,21 @@ def calibrate(
             "--out", "-o", help="Profile file to write (default calibration-DEVICE.json)."
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Store a fit whose held-out error misses the accuracy a profile needs, "
+            "marked as forced.",
+        ),
+    ] = False,
 ) -> None:
-    """Fit a device's latency profile from measurement files (non-negative least squares),
-    report the fit and held-out error, and store it in the database and as a file. A fit that
-    fails, or a file that cannot be written, stores nothing and keeps the previous
+    """Fit a device's latency profile from measurement files (non-negative least squares, in
+    the form that cross-validation over whole networks chooses), report the fit and held-out
+    error, and store it in the database and as a file. A fit whose held-out error misses the
+    accuracy a profile needs (median within ±10 %, every network within ±25 %) is refused and
+    says how many more networks to measure, unless --force stores it marked as forced. A fit
+    that fails, or a file that cannot be written, stores nothing and keeps the previous
     calibration."""
     from tinytune.cli.common import console, json_path, quiet_logs
     from tinytune.db import open_store
@@ -134,14 +145,21 @@ def calibrate(
     # the device's facts, from its built-in profile of the files' engine where there is one
     base = get_device(device, engine=engine if engine in device_engines(device) else None)
     result = fit(loaded, base, held_out=held)
+    forced = result.shortfall is not None
+    if forced and not force:
+        raise ConfigError(
+            f"{device}: {result.shortfall}; not stored: {_measure_more(result)} and calibrate "
+            "again, or store it marked as forced with --force"
+        )
     profile = result.profile.to_dict()
+    fit_record = {**result.fit, "forced": forced}
     # where an error comes from: the staged file, the database, the rename, the commit that
     # follows it, or none of them ("done"). The file is written aside first and renamed into
     # place inside the database's transaction, before its commit: a file that cannot be
     # written or renamed stores nothing, a refused store leaves the previous file.
     stage = "file"
     try:
-        with staged_json(path, {"profile": profile, "fit": result.fit}) as place:
+        with staged_json(path, {"profile": profile, "fit": fit_record}) as place:
 
             def place_file(_: int) -> None:
                 nonlocal stage
@@ -152,7 +170,7 @@ def calibrate(
             stage = "database"
             with open_store(storage) as store:
                 calibration_id = store.add_calibration(
-                    device, profile, result.fit, before_commit=place_file
+                    device, profile, fit_record, before_commit=place_file, forced=forced
                 )
             stage = "done"
     except OSError as e:
@@ -177,17 +195,42 @@ def calibrate(
                 f"{e}; {str(path)!r} holds the new calibration, the database may not"
             ) from e
         raise
-    f, h = result.fit["fit"], result.fit["held_out"]
+    f, c, h = (result.fit[k] for k in ("fit", "cross_validated", "held_out"))
     console.print(
-        f"{device}: fitted on {f['n']} networks: {f['within_10']:.0%} within ±10 %, median "
-        f"|error| {100 * f['median_abs_error']:.1f} %"
+        f"{device}: fitted on {f['n']} networks ({result.fit['n_rows']} rows): "
+        f"{f['within_10']:.0%} within ±10 %, median |error| {100 * f['median_abs_error']:.1f} %"
+    )
+    console.print(
+        f"form chosen by cross-validation over whole networks: {result.fit['form_text']}"
+    )
+    console.print(
+        f"cross-validated on {c['n']} networks: {c['within_10']:.0%} within ±10 %, median "
+        f"|error| {100 * c['median_abs_error']:.1f} %, max {100 * c['max_abs_error']:.1f} %"
     )
     if h["n"]:
         console.print(
             f"held out {h['n']} networks: {h['within_10']:.0%} within ±10 %, median |error| "
             f"{100 * h['median_abs_error']:.1f} %, max {100 * h['max_abs_error']:.1f} %"
         )
+    if forced:
+        console.print(
+            f"[bold red]FORCED[/]: {result.shortfall}; stored marked as forced: "
+            f"{_measure_more(result)} for a profile that meets it",
+            markup=True,
+        )
     console.print(f"stored as calibration {calibration_id} in {mask_url(storage)} and in {path}")
+
+
+def _measure_more(result: Any) -> str:
+    """What to measure for a fit that meets the accuracy: the networks to add, and for the
+    host's PyTorch engine the command that measures them all in one run."""
+    more, measured = result.more_networks, result.fit["n_fit"] + result.fit["n_held_out"]
+    if result.fit["engine"] == "pytorch":
+        return (
+            f"measure at least {more} more networks (tinytune profile --candidates "
+            f"{measured + more} measures {measured + more} in one run)"
+        )
+    return f"measure at least {more} more networks"
 
 
 def _held_out(text: str) -> float:
@@ -247,6 +290,7 @@ def devices(
                 err = f"{p.loo_median_error:.0%}, {p.loo_within_10:.0%} in ±10%"
             else:
                 err = "-"
+            forced = calibration is not None and calibration.forced
             table.add_row(
                 name,
                 engine,
@@ -256,9 +300,12 @@ def devices(
                 size_text(p.flash_bytes),
                 p.precision,
                 str(len(p.calibration)),
-                err,
+                Text(f"{err} FORCED", style="bold red") if forced else err,
             )
-            stored = f" (stored calibration #{calibration.id})" if calibration is not None else ""
+            stored = ""
+            if calibration is not None:
+                mark = ", FORCED: held-out error above the accuracy required" * forced
+                stored = f" (stored calibration #{calibration.id}{mark})"
             sources.append(Text.assemble((name, "bold"), f" ({engine}){stored}: {p.source}"))
     finally:
         if store is not None:
@@ -266,7 +313,9 @@ def devices(
     console.print(table)
     console.print(
         "error: median |relative error| and share within ±10 %, leave-one-out over published "
-        "measurements (published engine) or on held-out networks (bundle engine, calibrated)."
+        "measurements (published engine) or on held-out networks (bundle engine, calibrated); "
+        "FORCED: a calibration stored with --force although that error misses the accuracy a "
+        "profile needs."
     )
     for line in sources:
         console.print(line)

@@ -354,7 +354,7 @@ def _shortfall(
         if s["n"] and not required.met_by(s):
             said.append(
                 f"{name} error median {s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%} "
-                f"over {s['n']} networks"
+                f"over {s['n']} network{'s' * (s['n'] != 1)}"
             )
     return (
         f"{measured} networks measured; {' and '.join(said)}, short of the accuracy a "
