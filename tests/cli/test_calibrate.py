@@ -346,7 +346,7 @@ def test_calibrate_stores_a_fit_that_meets_the_accuracy(
     code, text, err = _run([*argv, "--storage", url, "-o", str(out)], capsys)
     assert code == 0, err
     text = " ".join(text.split())
-    assert "form chosen by cross-validation over whole networks: 10 coefficients" in text
+    assert "form chosen by cross-validation over whole networks: 12 coefficients" in text
     assert "held out 3 networks: 100% within ±10 %" in text and "FORCED" not in text
     assert json.loads(out.read_text())["fit"]["forced"] is False
     with open_store(url) as store:

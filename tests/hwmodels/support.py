@@ -22,9 +22,10 @@ MODELS = [
 MORE_MODELS = [*MODELS, *(mobilenet_v1_id(a, r, 3, 5) for a in (0.35, 0.75) for r in (80, 128))]
 """Twelve reference networks."""
 
-SMALL = ModelForm("op", "shared", ("macs", "constant"))
-"""A form of ten coefficients: for the reference networks, which are timed forward only, the
-smallest that holds times drawn with a set per op class (:func:`form_truth`)."""
+SMALL = ModelForm("op", "shared", ("macs", "constant"), shared_update=True)
+"""A form of twelve coefficients (two of them the update's): for the reference networks,
+which are timed forward only, the smallest that holds times drawn with a set per op class
+(:func:`form_truth`)."""
 
 
 def form_truth(form: ModelForm, seed: int = 0) -> LatencyCoefficients:

@@ -34,7 +34,7 @@ from tinytune.hwmodels.measurements import (
 
 
 def test_a_fit_recovers_a_profile_of_one_of_its_forms() -> None:
-    """Steps and timed calls that a 10-coefficient form predicts exactly: cross-validation
+    """Steps and timed calls that a 12-coefficient form predicts exactly: cross-validation
     chooses that form, not a larger one that holds them as well, and the fit predicts
     held-out networks exactly."""
     base = get_device("stm32f746")
@@ -43,7 +43,7 @@ def test_a_fit_recovers_a_profile_of_one_of_its_forms() -> None:
     fit = result.fit
     assert (fit["n_fit"], fit["n_held_out"]) == (len(MODELS) - 2, 2)
     assert ModelForm(**{**fit["form"], "features": tuple(fit["form"]["features"])}) == SMALL
-    assert fit["form_text"] == SMALL.describe() and SMALL.n_params == 10
+    assert fit["form_text"] == SMALL.describe() and SMALL.n_params == 12
     for errors in ("fit", "cross_validated", "held_out"):
         assert fit[errors]["max_abs_error"] == pytest.approx(0.0, abs=1e-6)
     assert result.shortfall is None and fit["meets_required"] and result.more_networks == 0

@@ -61,23 +61,28 @@ MIN_FIT = 4
 """Fewest measurements a fit accepts."""
 
 MODEL_FORMS = tuple(
-    ModelForm(classes, phases, features)
-    for classes, phases, features in itertools.product(
+    ModelForm(classes, phases, features, shared_update)
+    for classes, phases, features, shared_update in itertools.product(
         ("shared", "op", "cost"),
         ("shared", "forward-backward", "each"),
         (("macs", "constant"), ("macs", "bytes", "constant"), FEATURES),
+        (True,),
     )
 )
 """The forms a calibration chooses among, from one coefficient set for every class and phase
-on two features to the full model."""
+on two features to a set per cost class and phase on every feature. In each the update phase
+has one set for every class (:attr:`~tinytune.hwmodels.latency.ModelForm.shared_update`):
+with a set per class, a class whose weights few measured networks train priced the update
+of a network that trains many of them several times too high (a held-out step 5.7× its
+measured time, 48 networks on the host)."""
 
 CV_FOLDS = 10
 """Folds of the cross-validation over whole networks (one network a fold below that many)."""
 
 SCORE_TIE = 1e-6
 """Cross-validated scores (mean |relative error|) this close are a tie, which the form with
-fewer coefficients wins: a form that holds the measurements' own exactly scores 0 to
-rounding, as do the larger forms that contain it."""
+fewer coefficients wins: a form that holds the measurements exactly scores 0 to rounding, as
+do the larger forms that contain it."""
 
 ENOUGH_NETWORKS = {"pytorch": 40, "bundle": 40}
 """Networks to measure on a device, by the engine measured, for a fit that meets
@@ -300,8 +305,10 @@ def select_form(
     Each network's rows (its step and its timed parts) stay together: scikit-learn's
     :class:`~sklearn.model_selection.GroupKFold` over :data:`CV_FOLDS` folds (one network a
     fold when there are fewer) fits each form on the other folds' rows and predicts each
-    held-out network's step. The score is the mean |relative error| over networks; of forms
-    that score the same (within :data:`SCORE_TIE`), the one with fewer coefficients wins.
+    held-out network's step. The score is the mean |relative error| over networks. The form
+    chosen is the one with the fewest coefficients among those that score within a standard
+    error of the best (the one-standard-error rule; within :data:`SCORE_TIE` where that error
+    is 0): of forms the measurements cannot tell apart, the one that extrapolates least.
 
     Returns:
         the form, its cross-validated relative error of each network (in the order of
@@ -324,10 +331,12 @@ def select_form(
             tested = ~rows[steps]
             errors[tested] = system.a[steps[tested]] @ x - 1.0
         tried.append((float(np.mean(np.abs(errors))), form, errors))
-    least = min(score for score, _, _ in tried)
-    # the fewest coefficients among the forms that score the best (to rounding)
+    least, _, best_errors = min(tried, key=lambda t: (t[0], t[1].n_params))
+    # the one-standard-error rule: the fewest coefficients among the forms that score within
+    # a standard error of the best (or, where that is 0, within rounding)
+    spread = float(np.std(np.abs(best_errors), ddof=1) / np.sqrt(len(best_errors)))
     _, form, errors = min(
-        (t for t in tried if t[0] <= least + SCORE_TIE),
+        (t for t in tried if t[0] <= least + max(spread, SCORE_TIE)),
         key=lambda t: (t[1].n_params, t[0]),
     )
     scores = [{**f.to_dict(), "cv_mean_abs_error": score} for score, f, _ in tried]

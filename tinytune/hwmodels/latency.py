@@ -318,11 +318,16 @@ class ModelForm:
         phases: ``each`` (each phase apart), ``forward-backward`` (the three backward phases
             share one set) or ``shared`` (one set for every phase).
         features: the features fitted; the others' coefficients are 0.
+        shared_update: the update phase has a set of its own, the same for every class: an
+            SGD step costs the same per trained parameter whatever op the parameter belongs
+            to, and one set priced by many networks does not extrapolate as a class's set
+            seen with few trained parameters does.
     """
 
     classes: str = "cost"
     phases: str = "each"
     features: tuple[str, ...] = FEATURES
+    shared_update: bool = False
 
     def __post_init__(self) -> None:
         if self.classes not in CLASS_SHARING:
@@ -342,6 +347,8 @@ class ModelForm:
 
     def phase_group(self, phase: str) -> str:
         """The group whose coefficients price ``phase``."""
+        if self.shared_update and phase == "update":
+            return "update"
         if self.phases == "shared":
             return "all"
         if self.phases == "forward-backward":
@@ -360,7 +367,9 @@ class ModelForm:
                     if feature not in self.features:
                         cells.append(None)
                         continue
-                    key = (self.class_group(cls), self.phase_group(phase), feature)
+                    group = self.phase_group(phase)
+                    shared = self.shared_update and group == "update"
+                    key = ("all" if shared else self.class_group(cls), group, feature)
                     cells.append(index.setdefault(key, len(index)))
         tying = np.zeros((len(cells), len(index)))
         for row, col in enumerate(cells):
@@ -382,13 +391,15 @@ class ModelForm:
         ]
         per = " and ".join(p for p in (classes, phases) if p)
         text = f"{self.n_params} coefficients: " + (f"a set per {per}" if per else "one set")
-        return text + f" of {', '.join(self.features)}"
+        text += f" of {', '.join(self.features)}"
+        return text + (", one set for every class's update" if self.shared_update else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "classes": self.classes,
             "phases": self.phases,
             "features": list(self.features),
+            "shared_update": self.shared_update,
         }
 
 
