@@ -381,3 +381,21 @@ def test_calibrate_refuses_a_fit_short_of_the_accuracy_unless_forced(
     text = " ".join(text.split())
     assert code == 0 and f"(stored calibration #{calibration.id}, FORCED:" in text
     assert "% in ±10% FORCED" in text
+
+
+def test_profile_says_first_how_long_it_will_take(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    out = tmp_path / "m.json"
+    argv = ["profile", "-o", str(out), "--candidates", "2", "--rounds", "2", "--repeats", "1"]
+    code, text, err = _run(argv, capsys)
+    assert code == 0, err
+    first, *_, last = [line for line in text.splitlines() if line.strip()]
+    estimate = re.fullmatch(r"timing 2 networks, 2 interleaved rounds: about (\d+) s on this "
+                            r"machine", first)  # fmt: skip
+    took = re.match(r"measured 2 networks in (\d+) s: ", last)
+    assert estimate is not None and took is not None, text
+    # one step of each network, timed, priced every step to come: the same order as the run
+    assert int(estimate[1]) <= 10 * max(1, int(took[1]))

@@ -16,7 +16,13 @@ def profile(
     out: Annotated[Path, typer.Option("--out", "-o", help="Measurement file to write.")] = Path(
         "host-latency.json"
     ),
-    candidates: Annotated[int, typer.Option(help="Candidates to sample and measure.")] = 40,
+    candidates: Annotated[
+        int,
+        typer.Option(
+            help="Candidates to sample and measure; the default is what a host calibration "
+            "that meets the accuracy a profile needs takes (docs/calibration.md)."
+        ),
+    ] = 40,
     supernet: Annotated[
         str, typer.Option(help="ofa-proxyless-w<width> or ofa-mbv3-w<width>.")
     ] = "ofa-proxyless-w0.35",
@@ -28,8 +34,10 @@ def profile(
     seed: Annotated[int, typer.Option(help="Seed of the candidate sampler.")] = 0,
 ) -> None:
     """Measure training steps of sampled candidates on this machine (interleaved rounds; the
-    fastest repeat and the median) and write a measurement file for 'tinytune calibrate'."""
+    fastest repeat and the median) and write a measurement file for 'tinytune calibrate'.
+    Says first how long it will take."""
     import os
+    import time
 
     from tinytune.cli.common import console, json_path, quiet_logs
     from tinytune.errors import ConfigError
@@ -67,6 +75,7 @@ def profile(
     from tinytune.hwmodels.measurements import save_measurements
 
     torch.set_num_threads(threads)
+    started = time.monotonic()
     file = profile_host(
         spec,
         candidates,
@@ -80,7 +89,8 @@ def profile(
     save_measurements(out, file)
     steps = sorted(m.train_step_s for m in file.measurements)
     console.print(
-        f"measured {len(steps)} networks: training step {1000 * steps[0]:.1f}–"
+        f"measured {len(steps)} networks in {time.monotonic() - started:.0f} s: training step "
+        f"{1000 * steps[0]:.1f}–"
         f"{1000 * steps[-1]:.1f} ms (median {1000 * steps[len(steps) // 2]:.1f} ms); wrote {out}"
     )
 
