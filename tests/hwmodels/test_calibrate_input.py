@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.hwmodels.support import predicted_file
+from tests.hwmodels.support import SMALL, form_truth, predicted_file
 from tinytune.cli.main import main
 from tinytune.db import open_store
 from tinytune.errors import StorageError
@@ -34,8 +34,8 @@ from tinytune.hwmodels.measurements import (
 
 def _measurements() -> MeasurementFile:
     """A host's fp32 measurement file as ``tinytune profile`` writes it: the training steps a
-    built-in profile predicts, with their samples and median."""
-    file = predicted_file("fp32")
+    profile of a form the fit can choose predicts, with their samples and median."""
+    file = predicted_file("fp32", truth=form_truth(SMALL))
     measurements = tuple(
         dataclasses.replace(
             m,
@@ -385,12 +385,14 @@ def test_a_commit_that_fails_after_the_rename_says_where_the_calibration_is(
 
     add = Store.add_calibration
 
-    def failing_commit(self: Store, *args: Any, before_commit: Any = None) -> int:
+    def failing_commit(
+        self: Store, *args: Any, before_commit: Any = None, forced: bool = False
+    ) -> int:
         def then(row: int) -> None:
             before_commit(row)
             raise sa.exc.OperationalError("COMMIT", {}, Exception("disk I/O error"))
 
-        return add(self, *args, before_commit=then)
+        return add(self, *args, before_commit=then, forced=forced)
 
     monkeypatch.setattr(Store, "add_calibration", failing_commit)
     good = _write(tmp_path, measured)
