@@ -20,8 +20,8 @@ from tinytune.hwmodels.latency import (
     coefficients_from_vector,
     cost_class,
     fit_coefficients,
-    forward_rows,
     op_class,
+    op_rows,
     phase_features,
     predict_latency,
 )
@@ -146,9 +146,9 @@ def test_call_rows_by_hand() -> None:
         call_rows(graph, [("nowhere", "conv2d_s8", 1.0)])
 
 
-def test_forward_rows_by_hand() -> None:
-    graph = trace(_Tiny(), torch.zeros(1, 2, 3, 3))
-    rows, seconds = forward_rows(graph, {"conv": 5.0, "fc": 2.0, "elsewhere": 1.0})
+def test_op_rows_by_hand() -> None:
+    graph = trace(_Tiny(), torch.zeros(1, 2, 3, 3))  # conv frozen; classifier trained
+    rows, seconds = op_rows(graph, {"conv": 5.0, "fc": 2.0, "elsewhere": 1.0})
     width = len(PHASES) * len(FEATURES)
     assert seconds.tolist() == [5.0, 2.0]  # in the graph's order; other names left out
     start = COST_CLASSES.index("conv_pw_few") * width  # forward: the class's first phase
@@ -156,6 +156,30 @@ def test_forward_rows_by_hand() -> None:
     start = COST_CLASSES.index("linear") * width
     assert rows[1][start : start + 4].tolist() == [12.0, 76.0, 3.0, 1.0]
     assert rows.sum() == 72 + 248 + 36 + 1 + 12 + 76 + 3 + 1
+    # backward: the classifier's weight gradient (no gradient flows into x); the frozen
+    # convolution runs neither backward phase, so its row is left out
+    rows, seconds = op_rows(graph, {"conv": 5.0, "fc": 3.0}, ("grad_input", "grad_weight"))
+    assert seconds.tolist() == [3.0] and rows.sum() == 12 + 76 + 12 + 1
+    at = COST_CLASSES.index("linear") * width + PHASES.index("grad_weight") * 4
+    assert rows[0][at : at + 4].tolist() == [12.0, 76.0, 12.0, 1.0]
+
+
+def test_measure_op_backward_times_the_modules_a_gradient_reaches() -> None:
+    """The frozen convolution (its input needs no gradient) and the pooling after it get no
+    gradient: only the trained classifier is timed; a chain of trained layers times every
+    one, in less than the whole backward pass."""
+    from tinytune.hwmodels.profiler import measure_op_backward
+
+    net = _Tiny()
+    times = measure_op_backward(net, torch.randn(1, 2, 3, 3), ["conv", "pool", "fc"], repeats=3)
+    assert set(times) == {"fc"} and times["fc"] > 0
+    assert all(p.grad is None for p in net.parameters())  # gradients left as they were
+    chain = torch.nn.Sequential(*(torch.nn.Linear(64, 64) for _ in range(4)))
+    x = torch.randn(8, 64)
+    times = measure_op_backward(chain, x, ["0", "1", "2", "3"], repeats=5)
+    assert set(times) == {"0", "1", "2", "3"} and all(t > 0 for t in times.values())
+    with pytest.raises(ValueError, match="no sub-modules named"):
+        measure_op_backward(chain, x, ["9"])
 
 
 def test_model_forms_tie_coefficients_by_hand() -> None:

@@ -30,7 +30,9 @@ def profile(
     rounds: Annotated[int, typer.Option(help="Interleaved timing rounds.")] = 7,
     repeats: Annotated[int, typer.Option(help="Steps per network per round.")] = 3,
     threads: Annotated[int, typer.Option(help="torch intra-op threads.")] = 1,
-    per_op: Annotated[bool, typer.Option(help="Also time every op's forward pass.")] = True,
+    per_op: Annotated[
+        bool, typer.Option(help="Also time every op's forward and backward pass.")
+    ] = True,
     seed: Annotated[int, typer.Option(help="Seed of the candidate sampler.")] = 0,
 ) -> None:
     """Measure training steps of sampled candidates on this machine (interleaved rounds; the

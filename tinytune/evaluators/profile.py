@@ -16,7 +16,12 @@ import torch
 
 from tinytune.hwmodels.host import machine_info
 from tinytune.hwmodels.measurements import Measurement, MeasurementFile
-from tinytune.hwmodels.profiler import measure_op_forward, measure_step, measure_steps
+from tinytune.hwmodels.profiler import (
+    measure_op_backward,
+    measure_op_forward,
+    measure_step,
+    measure_steps,
+)
 from tinytune.ir import trace
 from tinytune.models import build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
@@ -28,8 +33,8 @@ WARMUP = 3
 """Untimed steps of each network before the rounds (:func:`measure_steps`'s default)."""
 
 OP_REPEATS = 10
-"""Forward passes of the per-op timing (:func:`measure_op_forward`: one warm-up and its
-default of 9)."""
+"""Passes of each per-op timing (:func:`measure_op_forward` and :func:`measure_op_backward`:
+one warm-up and their default of 9)."""
 
 
 def sample_candidates(spec: SupernetSpec, n: int, seed: int) -> list[Candidate]:
@@ -58,7 +63,7 @@ def estimate_seconds(
         one = measure_step(net, example, warmup=0, repeats=1)
         passes = WARMUP + rounds * repeats
         total += passes * (one.train_step_s + one.inference_s)
-        total += OP_REPEATS * one.inference_s * per_op
+        total += OP_REPEATS * (one.inference_s + one.train_step_s) * per_op
     return total
 
 
@@ -97,7 +102,9 @@ def profile_host(
     timings = measure_steps(nets, rounds=rounds, repeats=repeats, seed=seed)
     measurements = []
     for c, (net, example), graph, t in zip(candidates, nets, graphs, timings, strict=True):
-        ops = measure_op_forward(net, example, [op.name for op in graph.ops]) if per_op else {}
+        names = [op.name for op in graph.ops]
+        ops = measure_op_forward(net, example, names) if per_op else {}
+        backward = measure_op_backward(net, example, names) if per_op else {}
         measurements.append(
             Measurement(
                 name=c.key,
@@ -107,6 +114,7 @@ def profile_host(
                 samples=t.samples,
                 train_step_median_s=t.train_step_median_s,
                 per_op_forward_s=ops,
+                per_op_backward_s=backward,
             )
         )
     return MeasurementFile(

@@ -198,6 +198,7 @@ def calibrate(
         PRECISIONS[precision].activation,
         calls=[[(c.op, c.kernel, c.seconds) for c in m.per_call] for m in fit_ms],
         forward=[m.per_op_forward_s for m in fit_ms],
+        backward=[m.per_op_backward_s for m in fit_ms],
     )
     form, cv_errors, scores = select_form(system)
     coef = coefficients_from_vector(*solve(system, form), form)
@@ -252,7 +253,9 @@ def calibrate(
         f"the timed kernel calls of {timed_calls} of them (phases measured)"
         if timed_calls
         else "",
-        f"the timed forward pass of each op of {timed_ops} of them" if timed_ops else "",
+        f"the timed forward (and backward) pass of each op of {timed_ops} of them"
+        if timed_ops
+        else "",
     ]
     profile = dataclasses.replace(
         draft,

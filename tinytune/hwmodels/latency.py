@@ -36,6 +36,7 @@ from tinytune.errors import ConfigError
 from tinytune.ir import Graph, Op
 
 __all__ = [
+    "BACKWARD_TIMED",
     "COST_CLASSES",
     "FEATURES",
     "FULL_FORM",
@@ -51,8 +52,8 @@ __all__ = [
     "cost_class",
     "fit_coefficients",
     "fit_system",
-    "forward_rows",
     "op_class",
+    "op_rows",
     "phase_features",
     "predict_latency",
     "solve",
@@ -261,18 +262,26 @@ def call_rows(
     return _phase_rows(graph, groups, bytes_per_element)
 
 
-def forward_rows(
-    graph: Graph, per_op_forward_s: Mapping[str, float], bytes_per_element: int = 4
+def op_rows(
+    graph: Graph,
+    seconds_by_op: Mapping[str, float],
+    phases: Sequence[str] = ("forward",),
+    bytes_per_element: int = 4,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Design rows and seconds of each op's timed forward pass (``tinytune profile``'s
-    ``per_op_forward_s``, by op name): one row per op, the features of its forward phase.
-    Names the graph does not have are left out."""
+    """Design rows and seconds of each op's timed part of a step (``tinytune profile``'s
+    ``per_op_forward_s`` with ``phases`` forward, or ``per_op_backward_s`` with the gradient
+    to the input and of the weights), by op name: one row per op, the features of those of
+    ``phases`` it has. Names the graph does not have are left out."""
     groups = {
-        op.name: [({"forward"}, float(per_op_forward_s[op.name]))]
+        op.name: [(set(phases), float(seconds_by_op[op.name]))]
         for op in graph.ops
-        if op.name in per_op_forward_s
+        if op.name in seconds_by_op
     }
     return _phase_rows(graph, groups, bytes_per_element)
+
+
+BACKWARD_TIMED = ("grad_input", "grad_weight")
+"""The phases an op's timed backward pass runs (the update is the optimizer's, apart)."""
 
 
 def _phase_rows(
@@ -431,10 +440,11 @@ def fit_system(
     bytes_per_element: int = 4,
     calls: Sequence[Sequence[tuple[str, str, float]]] | None = None,
     forward: Sequence[Mapping[str, float]] | None = None,
+    backward: Sequence[Mapping[str, float]] | None = None,
 ) -> FitSystem:
     """The rows of a fit: each network's whole step, then its timed kernel calls
-    (:func:`call_rows`) or, where it has none, its ops' timed forward passes
-    (:func:`forward_rows`); all divided by the network's step time, so that the fit minimises
+    (:func:`call_rows`) or, where it has none, its ops' timed forward and backward passes
+    (:func:`op_rows`); all divided by the network's step time, so that the fit minimises
     relative error and a part's error weighs as its share of the step.
 
     Raises:
@@ -449,7 +459,11 @@ def fit_system(
     y = np.asarray(seconds, dtype=float)
     if not np.all(np.isfinite(y)) or np.any(y <= 0):
         raise ConfigError("measured times must be finite and > 0 seconds")
-    for what, given in (("calls", calls), ("forward times", forward)):
+    for what, given in (
+        ("calls", calls),
+        ("forward times", forward),
+        ("backward times", backward),
+    ):
         if given is not None and len(given) != len(graphs):
             raise ConfigError(f"need one list of {what} per network, got {len(given)}")
     blocks_a, blocks_b, owner, step = [], [], [], []
@@ -460,10 +474,16 @@ def fit_system(
             timed = calls[i] if calls is not None else ()
             if timed:
                 parts = call_rows(graph, timed, bytes_per_element)
-            elif forward is not None and forward[i]:
-                parts = forward_rows(graph, forward[i], bytes_per_element)
             else:
-                parts = (np.zeros((0, rows.shape[1])), np.zeros(0))
+                found = [
+                    op_rows(graph, by_op[i], phases, bytes_per_element)
+                    for by_op, phases in ((forward, ("forward",)), (backward, BACKWARD_TIMED))
+                    if by_op is not None and by_op[i]
+                ]
+                parts = (
+                    np.vstack([rows[:0], *(f[0] for f in found)]),
+                    np.concatenate([np.zeros(0), *(f[1] for f in found)]),
+                )
             blocks_a += [rows / t, parts[0] / t]
             blocks_b += [secs / t, parts[1] / t]
             owner += [i] * (1 + len(parts[1]))
@@ -537,20 +557,22 @@ def fit_coefficients(
     bytes_per_element: int = 4,
     calls: Sequence[Sequence[tuple[str, str, float]]] | None = None,
     forward: Sequence[Mapping[str, float]] | None = None,
+    backward: Sequence[Mapping[str, float]] | None = None,
     form: ModelForm = FULL_FORM,
 ) -> LatencyCoefficients:
     """Fit coefficients to measured training-step times by non-negative least squares.
 
     Rows are divided by the measured time, so the fit minimises relative error
     (:func:`fit_system`). ``calls``, one sequence per network (empty where the calls were not
-    timed), adds each network's :func:`call_rows`; ``forward``, one mapping of op names to
-    seconds per network, adds the :func:`forward_rows` of those without timed calls. A part's
-    error weighs as its share of the step. ``form`` says which coefficients are shared.
+    timed), adds each network's :func:`call_rows`; ``forward`` and ``backward``, one mapping
+    of op names to seconds per network each, add the :func:`op_rows` of those without timed
+    calls. A part's error weighs as its share of the step. ``form`` says which coefficients
+    are shared.
 
     Raises:
         ConfigError: fewer measurements than one, a non-positive time, shapes that differ, or
             times so far from the features' scale that the scaled system is not finite.
     """
-    system = fit_system(graphs, seconds, bytes_per_element, calls, forward)
+    system = fit_system(graphs, seconds, bytes_per_element, calls, forward, backward)
     x, determined = solve(system, form)
     return coefficients_from_vector(x, determined, form)
