@@ -308,10 +308,11 @@ def select_form(
     Each network's rows (its step and its timed parts) stay together: scikit-learn's
     :class:`~sklearn.model_selection.GroupKFold` over :data:`CV_FOLDS` folds (one network a
     fold when there are fewer) fits each form on the other folds' rows and predicts each
-    held-out network's step. The score is the mean |relative error| over networks. The form
-    chosen is the one with the fewest coefficients among those that score within a standard
-    error of the best (the one-standard-error rule; within :data:`SCORE_TIE` where that error
-    is 0): of forms the measurements cannot tell apart, the one that extrapolates least.
+    held-out network's step. The score is the mean |relative error| over networks; of forms
+    that score the same (within :data:`SCORE_TIE`), the one with fewer coefficients wins.
+    (The one-standard-error rule, the fewest coefficients within a standard error of the
+    best, chose smaller forms that predicted held-out host networks worse: 65 % within ±10 %
+    from 48 networks against 73 %.)
 
     Returns:
         the form, its cross-validated relative error of each network (in the order of
@@ -334,12 +335,10 @@ def select_form(
             tested = ~rows[steps]
             errors[tested] = system.a[steps[tested]] @ x - 1.0
         tried.append((float(np.mean(np.abs(errors))), form, errors))
-    least, _, best_errors = min(tried, key=lambda t: (t[0], t[1].n_params))
-    # the one-standard-error rule: the fewest coefficients among the forms that score within
-    # a standard error of the best (or, where that is 0, within rounding)
-    spread = float(np.std(np.abs(best_errors), ddof=1) / np.sqrt(len(best_errors)))
+    least = min(score for score, _, _ in tried)
+    # the fewest coefficients among the forms that score the best (to rounding)
     _, form, errors = min(
-        (t for t in tried if t[0] <= least + max(spread, SCORE_TIE)),
+        (t for t in tried if t[0] <= least + SCORE_TIE),
         key=lambda t: (t[1].n_params, t[0]),
     )
     scores = [{**f.to_dict(), "cv_mean_abs_error": score} for score, f, _ in tried]
