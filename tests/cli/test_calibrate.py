@@ -164,14 +164,13 @@ def test_a_bundle_calibration_of_a_device_without_a_built_in_bundle_profile(
     """Bundle profiler files of a board with no built-in bundle profile (a Raspberry Pi 4, the
     aarch64 build's profiler): the calibration is of the bundle engine, and it is what a search
     on that device then predicts with."""
-    from tests.hwmodels.support import SMALL, form_truth
+    from tests.hwmodels.support import MORE_MODELS, SMALL, form_truth
     from tinytune.hwmodels import predict_latency
     from tinytune.hwmodels.measurements import Measurement, MeasurementFile, save_measurements
-    from tinytune.hwmodels.reference_models import build_reference, mobilenet_v1_id
+    from tinytune.hwmodels.reference_models import build_reference
 
     truth = form_truth(SMALL)  # any coefficients of a form the fit can choose will do
-    models = [mobilenet_v1_id(a, r, 3, 5) for a in (0.25, 0.5) for r in (64, 96)]
-    models += ["mlperf-ic-resnet8", "mlperf-kws-dscnn"]
+    models = MORE_MODELS
     files = []
     for i, model in enumerate(models):
         graph = build_reference(model)
@@ -346,7 +345,7 @@ def test_calibrate_stores_a_fit_that_meets_the_accuracy(
     code, text, err = _run([*argv, "--storage", url, "-o", str(out)], capsys)
     assert code == 0, err
     text = " ".join(text.split())
-    assert "form chosen by cross-validation over whole networks: 12 coefficients" in text
+    assert "form chosen by cross-validation over whole networks: 11 coefficients" in text
     assert "held out 3 networks: 100% within ±10 %" in text and "FORCED" not in text
     assert json.loads(out.read_text())["fit"]["forced"] is False
     with open_store(url) as store:

@@ -22,8 +22,8 @@ MODELS = [
 MORE_MODELS = [*MODELS, *(mobilenet_v1_id(a, r, 3, 5) for a in (0.35, 0.75) for r in (80, 128))]
 """Twelve reference networks."""
 
-SMALL = ModelForm("op", "shared", ("macs", "constant"), shared_update=True)
-"""A form of twelve coefficients (two of them the update's): for the reference networks,
+SMALL = ModelForm("op", "shared", ("macs", "constant"), ("constant",))
+"""A form of eleven coefficients (one of them the update's): for the reference networks,
 which are timed forward only, the smallest that holds times drawn with a set per op class
 (:func:`form_truth`)."""
 

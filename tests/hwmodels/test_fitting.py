@@ -15,6 +15,7 @@ from scipy.optimize import nnls
 from tests.hwmodels.support import MODELS, MORE_MODELS, SMALL, form_truth, predicted_file, timed
 from tinytune.hwmodels import get_device, predict_latency
 from tinytune.hwmodels.fitting import (
+    MIN_CHECKED,
     MIN_FIT,
     MODEL_FORMS,
     Accuracy,
@@ -22,7 +23,7 @@ from tinytune.hwmodels.fitting import (
     networks_to_add,
     select_form,
 )
-from tinytune.hwmodels.latency import FULL_FORM, ModelForm, fit_system
+from tinytune.hwmodels.latency import FEATURES, ModelForm, fit_system
 from tinytune.hwmodels.measurements import (
     FORMAT,
     CalibrationError,
@@ -34,16 +35,18 @@ from tinytune.hwmodels.measurements import (
 
 
 def test_a_fit_recovers_a_profile_of_one_of_its_forms() -> None:
-    """Steps and timed calls that a 12-coefficient form predicts exactly: cross-validation
+    """Steps and timed calls that an 11-coefficient form predicts exactly: cross-validation
     chooses that form, not a larger one that holds them as well, and the fit predicts
     held-out networks exactly."""
     base = get_device("stm32f746")
     truth = form_truth(SMALL)
-    result = calibrate([timed(predicted_file(truth=truth), truth)], base, held_out=2)
+    file = timed(predicted_file(models=MORE_MODELS, truth=truth), truth)
+    result = calibrate([file], base, held_out=2)
     fit = result.fit
-    assert (fit["n_fit"], fit["n_held_out"]) == (len(MODELS) - 2, 2)
-    assert ModelForm(**{**fit["form"], "features": tuple(fit["form"]["features"])}) == SMALL
-    assert fit["form_text"] == SMALL.describe() and SMALL.n_params == 12
+    assert (fit["n_fit"], fit["n_held_out"]) == (len(MORE_MODELS) - 2, 2)
+    form = {**fit["form"], "features": tuple(fit["form"]["features"])}
+    assert ModelForm(**{**form, "update_features": tuple(form["update_features"])}) == SMALL
+    assert fit["form_text"] == SMALL.describe() and SMALL.n_params == 11
     for errors in ("fit", "cross_validated", "held_out"):
         assert fit[errors]["max_abs_error"] == pytest.approx(0.0, abs=1e-6)
     assert result.shortfall is None and fit["meets_required"] and result.more_networks == 0
@@ -55,7 +58,7 @@ def test_a_fit_recovers_a_profile_of_one_of_its_forms() -> None:
         base.clock_hz,
         base.sram_bytes,
     )
-    assert [p.model for p in profile.calibration] == MODELS
+    assert [p.model for p in profile.calibration] == MORE_MODELS
     assert {p.board for p in profile.calibration} == {"F746"}
     assert profile.loo_median_error == fit["held_out"]["median_abs_error"]
     assert SMALL.describe() in profile.notes
@@ -63,18 +66,19 @@ def test_a_fit_recovers_a_profile_of_one_of_its_forms() -> None:
 
 def test_few_networks_do_not_get_the_full_model() -> None:
     """Steps of a profile with a coefficient per (cost class, phase, feature), eight networks
-    measured: cross-validation chooses a smaller form, one that predicts networks it was not
-    fitted on better than the full model does."""
+    measured: cross-validation chooses a smaller form than the largest tried, one that predicts
+    networks it was not fitted on better."""
     result = calibrate([predicted_file()], get_device("stm32f746"), held_out=0)
-    tried = {
-        (f["classes"], f["phases"], tuple(f["features"])): f["cv_mean_abs_error"]
-        for f in result.fit["forms_tried"]
-    }
-    chosen = result.fit["form"]
+
+    def key(f: dict) -> tuple:
+        return f["classes"], f["phases"], tuple(f["features"]), tuple(f["update_features"])
+
+    tried = {key(f): f["cv_mean_abs_error"] for f in result.fit["forms_tried"]}
     assert len(tried) == len(MODEL_FORMS) and result.fit["n_held_out"] == 0
-    assert (chosen["classes"], chosen["phases"]) != ("cost", "each")
-    full = tried[FULL_FORM.classes, FULL_FORM.phases, FULL_FORM.features]
-    assert tried[chosen["classes"], chosen["phases"], tuple(chosen["features"])] < full
+    largest = max(MODEL_FORMS, key=lambda f: f.n_params)
+    assert (largest.classes, largest.phases, largest.features) == ("cost", "each", FEATURES)
+    chosen = key(result.fit["form"])
+    assert chosen != key(largest.to_dict()) and tried[chosen] < tried[key(largest.to_dict())]
     # with none held out, the profile's error columns are the cross-validated ones
     cv = result.fit["cross_validated"]
     assert result.profile.loo_median_error == cv["median_abs_error"]
@@ -118,6 +122,15 @@ def test_a_fit_short_of_the_accuracy_says_so() -> None:
     assert result.more_networks == 40 - len(MORE_MODELS)
     loose = Accuracy(median=10.0, worst=10.0)
     assert calibrate([file], get_device("stm32f746"), held_out=3, required=loose).shortfall is None
+    # fewer networks than an accuracy is checked on: refused however small their errors
+    truth = form_truth(SMALL)
+    few = calibrate([timed(predicted_file(truth=truth), truth)], get_device("stm32f746"))
+    assert few.fit["held_out"]["max_abs_error"] == pytest.approx(0.0, abs=1e-6)
+    assert few.shortfall == (
+        f"{len(MODELS)} networks measured, too few to check the accuracy a profile needs "
+        f"(median within ±10%, every network within ±25%) on: it takes at least {MIN_CHECKED}"
+    )
+    assert few.more_networks == 40 - len(MODELS)
 
 
 def test_accuracy_and_networks_to_add_by_hand() -> None:

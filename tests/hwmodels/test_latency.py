@@ -204,11 +204,12 @@ def test_model_forms_tie_coefficients_by_hand() -> None:
     assert (t[cell("conv_pw", "forward", "bytes")] != t[same[0]]).any()
     assert ModelForm().tying().tolist() == np.eye(len(COST_CLASSES) * width).tolist()
     # the update: one set for every class, apart from the backward phases it is shared with
-    t = ModelForm("cost", "forward-backward", FEATURES, shared_update=True).tying()
-    update = [cell(cls, "update", "bytes") for cls in COST_CLASSES]
+    t = ModelForm("cost", "forward-backward", FEATURES, ("elements", "constant")).tying()
+    update = [cell(cls, "update", "elements") for cls in COST_CLASSES]
     assert all((t[u] == t[update[0]]).all() for u in update) and t[update[0]].sum() == 1.0
-    assert (t[cell("conv_pw", "grad_weight", "bytes")] != t[update[0]]).any()
-    assert t.shape[1] == len(COST_CLASSES) * 2 * len(FEATURES) + len(FEATURES)
+    assert (t[cell("conv_pw", "grad_weight", "elements")] != t[update[0]]).any()
+    assert t.shape[1] == len(COST_CLASSES) * 2 * len(FEATURES) + 2
+    assert not t[cell("conv_pw", "update", "bytes")].any()  # the update: elements, constant
     # a few-pixel class of a form that shares it is left to fall back on its op class
     x = op.tying() @ np.arange(1.0, op.n_params + 1)
     coef = coefficients_from_vector(x, np.ones(len(x), dtype=bool), op)

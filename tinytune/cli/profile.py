@@ -128,8 +128,9 @@ def calibrate(
     """Fit a device's latency profile from measurement files (non-negative least squares, in
     the form that cross-validation over whole networks chooses), report the fit and held-out
     error, and store it in the database and as a file. A fit whose held-out error misses the
-    accuracy a profile needs (median within ±10 %, every network within ±25 %) is refused and
-    says how many more networks to measure, unless --force stores it marked as forced. A fit
+    accuracy a profile needs (median within ±10 %, every network within ±25 %, checked on at
+    least 12 networks) is refused and says how many more networks to measure, unless --force
+    stores it marked as forced. A fit
     that fails, or a file that cannot be written, stores nothing and keeps the previous
     calibration."""
     from tinytune.cli.common import console, json_path, quiet_logs

@@ -47,6 +47,7 @@ from tinytune.ir import Graph
 
 __all__ = [
     "ENOUGH_NETWORKS",
+    "MIN_CHECKED",
     "MIN_FIT",
     "MODEL_FORMS",
     "REQUIRED_ACCURACY",
@@ -61,20 +62,26 @@ MIN_FIT = 4
 """Fewest measurements a fit accepts."""
 
 MODEL_FORMS = tuple(
-    ModelForm(classes, phases, features, shared_update)
-    for classes, phases, features, shared_update in itertools.product(
+    ModelForm(classes, phases, features, update)
+    for classes, phases, features, update in itertools.product(
         ("shared", "op", "cost"),
         ("shared", "forward-backward", "each"),
         (("macs", "constant"), ("macs", "bytes", "constant"), FEATURES),
-        (True,),
+        (("constant",), ("elements", "constant")),
     )
 )
 """The forms a calibration chooses among, from one coefficient set for every class and phase
 on two features to a set per cost class and phase on every feature. In each the update phase
-has one set for every class (:attr:`~tinytune.hwmodels.latency.ModelForm.shared_update`):
+has one set for every class (:attr:`~tinytune.hwmodels.latency.ModelForm.update_features`),
+per op or per op and trained element:
 with a set per class, a class whose weights few measured networks train priced the update
 of a network that trains many of them several times too high (a held-out step 5.7× its
 measured time, 48 networks on the host)."""
+
+MIN_CHECKED = 12
+"""Fewest networks whose errors (held out, and cross-validated over the others) a stored
+profile's accuracy rests on. From 6 networks the checks passed for fits that predicted other
+networks up to 2.5× off (host and Cortex-M7 counts, ``docs/calibration.md``)."""
 
 CV_FOLDS = 10
 """Folds of the cross-validation over whole networks (one network a fold below that many)."""
@@ -222,7 +229,8 @@ def calibrate(
         ]
     )
     shortfall, more = None, 0
-    if not (required.met_by(held_summary) and required.met_by(cv_summary)):
+    met = required.met_by(held_summary) and required.met_by(cv_summary)
+    if not met or len(ms) < MIN_CHECKED:
         shortfall = _shortfall(len(ms), held_summary, cv_summary, required)
         more = networks_to_add(len(ms), engine)
     described = {
@@ -359,7 +367,8 @@ def _shortfall(
     cross_validated: dict[str, Any],
     required: Accuracy,
 ) -> str:
-    """One sentence: what was measured, and the errors that miss ``required``."""
+    """One sentence: what was measured, and the errors that miss ``required`` (or that they
+    rest on fewer than :data:`MIN_CHECKED` networks)."""
     said = []
     for name, s in (("held-out", held), ("cross-validated", cross_validated)):
         if s["n"] and not required.met_by(s):
@@ -367,6 +376,11 @@ def _shortfall(
                 f"{name} error median {s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%} "
                 f"over {s['n']} network{'s' * (s['n'] != 1)}"
             )
+    if not said:
+        return (
+            f"{measured} networks measured, too few to check the accuracy a profile needs "
+            f"({required.describe()}) on: it takes at least {MIN_CHECKED}"
+        )
     return (
         f"{measured} networks measured; {' and '.join(said)}, short of the accuracy a "
         f"profile needs ({required.describe()})"

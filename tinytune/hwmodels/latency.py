@@ -327,16 +327,17 @@ class ModelForm:
         phases: ``each`` (each phase apart), ``forward-backward`` (the three backward phases
             share one set) or ``shared`` (one set for every phase).
         features: the features fitted; the others' coefficients are 0.
-        shared_update: the update phase has a set of its own, the same for every class: an
-            SGD step costs the same per trained parameter whatever op the parameter belongs
-            to, and one set priced by many networks does not extrapolate as a class's set
-            seen with few trained parameters does.
+        update_features: when not empty, the update phase has a set of its own on these
+            features, the same for every class: an SGD step costs the same per trained
+            parameter (and per trained tensor) whatever op the parameter belongs to, and one
+            set priced by many networks does not extrapolate as a class's set seen with few
+            trained parameters does. Empty: the update is priced as ``phases`` says.
     """
 
     classes: str = "cost"
     phases: str = "each"
     features: tuple[str, ...] = FEATURES
-    shared_update: bool = False
+    update_features: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.classes not in CLASS_SHARING:
@@ -345,6 +346,10 @@ class ModelForm:
             raise ConfigError(f"unknown phase sharing {self.phases!r}; allowed: {PHASE_SHARING}")
         if not self.features or not set(self.features) <= set(FEATURES):
             raise ConfigError(f"features must be some of {FEATURES}, got {self.features!r}")
+        if not set(self.update_features) <= set(FEATURES):
+            raise ConfigError(
+                f"update features must be some of {FEATURES}, got {self.update_features!r}"
+            )
 
     def class_group(self, cls: str) -> str:
         """The group whose coefficients price cost class ``cls``."""
@@ -356,7 +361,7 @@ class ModelForm:
 
     def phase_group(self, phase: str) -> str:
         """The group whose coefficients price ``phase``."""
-        if self.shared_update and phase == "update":
+        if self.update_features and phase == "update":
             return "update"
         if self.phases == "shared":
             return "all"
@@ -372,12 +377,12 @@ class ModelForm:
         cells = []
         for cls in COST_CLASSES:
             for phase in PHASES:
+                group = self.phase_group(phase)
+                shared = bool(self.update_features) and group == "update"
                 for feature in FEATURES:
-                    if feature not in self.features:
+                    if feature not in (self.update_features if shared else self.features):
                         cells.append(None)
                         continue
-                    group = self.phase_group(phase)
-                    shared = self.shared_update and group == "update"
                     key = ("all" if shared else self.class_group(cls), group, feature)
                     cells.append(index.setdefault(key, len(index)))
         tying = np.zeros((len(cells), len(index)))
@@ -401,14 +406,16 @@ class ModelForm:
         per = " and ".join(p for p in (classes, phases) if p)
         text = f"{self.n_params} coefficients: " + (f"a set per {per}" if per else "one set")
         text += f" of {', '.join(self.features)}"
-        return text + (", one set for every class's update" if self.shared_update else "")
+        if not self.update_features:
+            return text
+        return text + f"; the update one set for every class, of {', '.join(self.update_features)}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "classes": self.classes,
             "phases": self.phases,
             "features": list(self.features),
-            "shared_update": self.shared_update,
+            "update_features": list(self.update_features),
         }
 
 
