@@ -142,6 +142,9 @@ def test_accuracy_and_networks_to_add_by_hand() -> None:
     assert networks_to_add(12, "pytorch") == 28
     assert networks_to_add(40, "pytorch") == 40  # as many as fell short, again
     assert networks_to_add(6, "published") == 34
+    for bad in (0.0, -0.1, True, "10%"):
+        with pytest.raises(CalibrationError, match="accuracy median must be a number > 0"):
+            Accuracy(median=bad)  # type: ignore[arg-type]
 
 
 def test_the_held_out_split_is_deterministic() -> None:

@@ -3,15 +3,16 @@
 :func:`calibrate` splits the measurements (:mod:`tinytune.hwmodels.measurements`)
 deterministically into a fit set and a held-out set. On the fit set it fits the per-op
 coefficients by non-negative least squares (:func:`~tinytune.hwmodels.latency.solve`) on each
-network's whole step and on its timed parts (a bundle's kernel calls, or each op's forward pass
-on the host), so that a dozen networks give hundreds of rows. The full model has a coefficient
-per (cost class, phase, feature), more than a few networks determine; the fit therefore chooses
-among :data:`MODEL_FORMS` — which coefficients are shared across classes or phases, which
-features are used — the one that predicts whole steps best in cross-validation over whole
-networks (:func:`select_form`), and fits it on the whole fit set. It reports the error on the
-fit set, in cross-validation and on the held-out networks, and whether that meets
-:data:`REQUIRED_ACCURACY`; a fit that does not is returned with the reason
-(:attr:`CalibrationResult.shortfall`), for the caller to refuse or to store marked.
+network's whole step and on its timed parts (a bundle's kernel calls, or each op's forward and
+backward pass on the host), so that a dozen networks give hundreds of rows. The full model has
+a coefficient per (cost class, phase, feature), more than a few networks determine; the fit
+therefore chooses among :data:`MODEL_FORMS` — which coefficients are shared across classes or
+phases, which features are used — the one that predicts whole steps best in cross-validation
+over whole networks (:func:`select_form`), and fits it on the whole fit set. It reports the
+error on the fit set, in cross-validation and on the held-out networks, and whether that meets
+:data:`REQUIRED_ACCURACY` on at least :data:`MIN_CHECKED` networks; a fit that does not is
+returned with the reason (:attr:`CalibrationResult.shortfall`), for the caller to refuse or to
+store marked.
 
 A fit that is not usable at all (too few measurements, or coefficients that predict a
 non-positive time for a measured network) raises
@@ -73,15 +74,15 @@ MODEL_FORMS = tuple(
 """The forms a calibration chooses among, from one coefficient set for every class and phase
 on two features to a set per cost class and phase on every feature. In each the update phase
 has one set for every class (:attr:`~tinytune.hwmodels.latency.ModelForm.update_features`),
-per op or per op and trained element:
-with a set per class, a class whose weights few measured networks train priced the update
-of a network that trains many of them several times too high (a held-out step 5.7× its
-measured time, 48 networks on the host)."""
+per op or per op and trained element: with a set per class, a class whose weights few
+measured networks train priced the update of a network that trains many of them several
+times too high (a held-out step 5.7× its measured time, 48 networks on the host)."""
 
 MIN_CHECKED = 12
 """Fewest networks whose errors (held out, and cross-validated over the others) a stored
 profile's accuracy rests on. From 6 networks the checks passed for fits that predicted other
-networks up to 2.5× off (host and Cortex-M7 counts, ``docs/calibration.md``)."""
+networks up to 27 % off on the host and 146 % off in Cortex-M7 counts
+(``docs/calibration.md``)."""
 
 CV_FOLDS = 10
 """Folds of the cross-validation over whole networks (one network a fold below that many)."""
@@ -109,6 +110,12 @@ class Accuracy:
     median: float = 0.10
     worst: float = 0.25
 
+    def __post_init__(self) -> None:
+        for name in ("median", "worst"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise CalibrationError(f"accuracy {name} must be a number > 0, got {value!r}")
+
     def met_by(self, summary: dict[str, Any]) -> bool:
         """Whether an error summary (:func:`_summary`; none is no evidence against) meets it."""
         if not summary["n"]:
@@ -118,6 +125,7 @@ class Accuracy:
         )
 
     def describe(self) -> str:
+        """The accuracy in words, for messages."""
         return f"median within ±{self.median:.0%}, every network within ±{self.worst:.0%}"
 
 
