@@ -20,7 +20,9 @@ weigh alike. Where the step's kernel calls were timed one by one (a bundle's pro
 op's calls add rows of their own — its forward, its gradient to the input, its weight
 gradient and update — so that the training phases' coefficients are measured rather than
 inferred from whole steps alone (:data:`KERNEL_PHASES` says which phases each kernel of
-:mod:`tinytune.export` runs).
+:mod:`tinytune.export` runs); on the host, each op's timed forward and backward pass does the
+same (:func:`op_rows`). A :class:`ModelForm` ties coefficients together (across classes,
+phases, features) so that fewer measurements determine them; :func:`solve` fits any form.
 """
 
 from __future__ import annotations
@@ -411,6 +413,7 @@ class ModelForm:
         return text + f"; the update one set for every class, of {', '.join(self.update_features)}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The form as a JSON object (its fields, tuples as lists)."""
         return {
             "classes": self.classes,
             "phases": self.phases,
