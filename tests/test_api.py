@@ -255,6 +255,30 @@ def test_a_front_point_exports_from_its_own_study_when_two_measured_it(tmp_path:
     assert manifest["candidate_key"] == point.candidate_key
 
 
+def test_a_bundle_predicted_with_a_forced_calibration_says_so(tmp_path: Path) -> None:
+    """The manifest names the calibration that predicted the step, and its FORCED mark."""
+    import json
+
+    import tinytune
+    from tinytune.checkpoints import shipped_checkpoint
+    from tinytune.db import open_store
+    from tinytune.hwmodels import get_device
+    from tinytune.spaces import get_supernet
+
+    weights = shipped_checkpoint(get_supernet("ofa-proxyless-w0.35"))
+    url, _ = _made_up_study(tmp_path, "s", weights)
+    with open_store(url) as store:
+        cid = store.add_calibration(
+            "stm32f746", get_device("stm32f746").to_dict(), {}, forced=True
+        )
+    point = min(tinytune.load("s", url).front, key=lambda p: p.memory_bytes)
+    done = tinytune.export_bundle(point, tmp_path / "bundle", storage=url, measure_int8=False)
+    manifest = json.loads((done.path / "manifest.json").read_text())
+    assert manifest["device"]["latency_profile"] == (
+        f"calibration #{cid} in the database, FORCED: held-out error above the accuracy required"
+    )
+
+
 def test_in_python_words_names_only_the_functions_keywords() -> None:
     from tinytune.api import in_python_words
 

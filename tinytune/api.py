@@ -542,6 +542,7 @@ def export_bundle(
         seed=seed,
         latency_profile=(
             f"calibration #{calibration.id} in the database"
+            + (", FORCED: held-out error above the accuracy required" * calibration.forced)
             if calibration is not None
             else f"built-in profile: {profile.source}"
         ),

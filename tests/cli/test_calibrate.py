@@ -56,6 +56,7 @@ def test_calibrate_stores_in_the_database_and_a_file(
             url,
             "-o",
             str(out),
+            "--force",
         ],
         capsys,
     )
@@ -102,7 +103,7 @@ def test_a_bad_file_is_one_line_and_keeps_the_calibration(
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     out = tmp_path / "profile.json"
     args = ["--device", "host", "--storage", url, "-o", str(out)]
-    assert _run(["calibrate", str(measured), *args, "--held-out", "0"], capsys)[0] == 0
+    assert _run(["calibrate", str(measured), *args, "--held-out", "0", "--force"], capsys)[0] == 0
     before = out.read_bytes()
     bad = tmp_path / "bad.json"
     bad.write_text(content)
@@ -163,17 +164,17 @@ def test_a_bundle_calibration_of_a_device_without_a_built_in_bundle_profile(
     """Bundle profiler files of a board with no built-in bundle profile (a Raspberry Pi 4, the
     aarch64 build's profiler): the calibration is of the bundle engine, and it is what a search
     on that device then predicts with."""
+    from tests.hwmodels.support import MORE_MODELS, SMALL, form_truth
     from tinytune.hwmodels import predict_latency
     from tinytune.hwmodels.measurements import Measurement, MeasurementFile, save_measurements
-    from tinytune.hwmodels.reference_models import build_reference, mobilenet_v1_id
+    from tinytune.hwmodels.reference_models import build_reference
 
-    truth = get_device("stm32f746")  # any coefficients will do as the "measured" board
-    models = [mobilenet_v1_id(a, r, 3, 5) for a in (0.25, 0.5) for r in (64, 96)]
-    models += ["mlperf-ic-resnet8", "mlperf-kws-dscnn"]
+    truth = form_truth(SMALL)  # any coefficients of a form the fit can choose will do
+    models = MORE_MODELS
     files = []
     for i, model in enumerate(models):
         graph = build_reference(model)
-        step = predict_latency(graph, truth.coefficients, 1).train_step_s
+        step = predict_latency(graph, truth, 1).train_step_s
         file = MeasurementFile(
             "rpi4",
             "int8",
@@ -208,7 +209,7 @@ def test_an_output_that_is_not_a_profile_file_is_refused_before_the_fit(
 
     db = tmp_path / "db.sqlite"
     url = f"sqlite:///{db}"
-    base = ["calibrate", str(measured), "--device", "host", "--storage", url]
+    base = ["calibrate", str(measured), "--device", "host", "--storage", url, "--force"]
     assert _run([*base, "-o", str(tmp_path / "p.json")], capsys)[0] == 0  # a profile: replaced
     assert _run([*base, "-o", str(tmp_path / "p.json")], capsys)[0] == 0
     other = tmp_path / "other.db"
@@ -319,3 +320,81 @@ def test_a_file_whose_engine_contradicts_its_precision_is_refused(
     code, _, err = _run(["calibrate", str(bad), "--device", "host", "--storage", url], capsys)
     assert code == 2 and message in err, err
     assert not (tmp_path / "db.sqlite").exists()
+
+
+def _host_file(tmp_path: Path, noise: float) -> Path:
+    """Twelve reference networks' steps as a host profile of a known form predicts them, each
+    off by up to ``noise`` (a deterministic draw), written as ``tinytune profile`` would."""
+    import dataclasses
+
+    from tests.hwmodels.support import MORE_MODELS, SMALL, form_truth, predicted_file
+    from tinytune.hwmodels.measurements import save_measurements
+
+    file = predicted_file("fp32", MORE_MODELS, form_truth(SMALL), "host", noise)
+    path = tmp_path / f"host-{noise:g}.json"
+    save_measurements(path, dataclasses.replace(file, engine="pytorch"))
+    return path
+
+
+def test_calibrate_stores_a_fit_that_meets_the_accuracy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    out = tmp_path / "p.json"
+    argv = ["calibrate", str(_host_file(tmp_path, 0.0)), "--device", "host", "--held-out", "3"]
+    code, text, err = _run([*argv, "--storage", url, "-o", str(out)], capsys)
+    assert code == 0, err
+    text = " ".join(text.split())
+    assert "form chosen by cross-validation over whole networks: 11 coefficients" in text
+    assert "held out 3 networks: 100% within ±10 %" in text and "FORCED" not in text
+    assert json.loads(out.read_text())["fit"]["forced"] is False
+    with open_store(url) as store:
+        (record,) = store.calibrations("host")
+        assert not record.forced and not store.latest_device_calibration("host").forced
+
+
+def test_calibrate_refuses_a_fit_short_of_the_accuracy_unless_forced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Steps up to 60 % off: one line, exit 2, the networks to measure and the command, and
+    nothing stored; with --force it is stored, marked in the database, the file, the
+    output and the device list."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    out = tmp_path / "p.json"
+    argv = ["calibrate", str(_host_file(tmp_path, 0.6)), "--device", "host", "--held-out", "3"]
+    argv += ["--storage", url, "-o", str(out)]
+    code, text, err = _run(argv, capsys)
+    assert code == 2 and err.count("\n") == 1 and not text, (text, err)
+    assert err.startswith("tinytune: error: host: 12 networks measured; held-out error median")
+    assert "measure at least 28 more networks (tinytune profile --candidates 40" in err
+    assert "or store it marked as forced with --force" in err
+    assert not out.exists() and not (tmp_path / "db.sqlite").exists()
+    code, text, err = _run([*argv, "--force"], capsys)
+    assert code == 0, err
+    assert "FORCED: 12 networks measured; held-out error" in " ".join(text.split())
+    assert json.loads(out.read_text())["fit"]["forced"] is True
+    with open_store(url) as store:
+        calibration = store.latest_device_calibration("host")
+    assert calibration is not None and calibration.forced and "FORCED" in calibration.label
+    code, text, _ = _run(["devices", "--storage", url], capsys)
+    text = " ".join(text.split())
+    assert code == 0 and f"(stored calibration #{calibration.id}, FORCED:" in text
+    assert "% in ±10% FORCED" in text
+
+
+def test_profile_says_first_how_long_it_will_take(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    out = tmp_path / "m.json"
+    argv = ["profile", "-o", str(out), "--candidates", "2", "--rounds", "2", "--repeats", "1"]
+    code, text, err = _run(argv, capsys)
+    assert code == 0, err
+    first, *_, last = [line for line in text.splitlines() if line.strip()]
+    estimate = re.fullmatch(r"timing 2 networks, 2 interleaved rounds: about (\d+) s on this "
+                            r"machine", first)  # fmt: skip
+    took = re.match(r"measured 2 networks in (\d+) s: ", last)
+    assert estimate is not None and took is not None, text
+    # one step of each network, timed, priced every step to come: the same order as the run
+    assert int(estimate[1]) <= 10 * max(1, int(took[1]))

@@ -57,3 +57,22 @@ def test_the_calibration_of_an_engine(sqlite_store) -> None:
     assert sqlite_store.latest_device_calibration("stm32f746").id == bundle
     assert sqlite_store.latest_device_calibration("stm32f746", "bundle").id == bundle
     assert sqlite_store.latest_device_calibration("stm32f746", "published").id == bundle + 1
+
+
+def test_a_forced_calibration_is_kept_marked(sqlite_store) -> None:
+    """One stored with --force is in use, and marked so in its record and its label; one
+    stored without is not."""
+    from tinytune.hwmodels import get_device
+
+    profile = get_device("stm32f746", engine="published").to_dict()
+    plain = sqlite_store.add_calibration("stm32f746", profile, {})
+    forced = sqlite_store.add_calibration("stm32f746", profile, {}, forced=True)
+    assert [c.forced for c in sqlite_store.calibrations("stm32f746")] == [False, True]
+    latest = sqlite_store.latest_device_calibration("stm32f746")
+    assert latest.id == forced > plain and latest.forced
+    assert latest.label == (
+        f"calibration {forced} (FORCED: held-out error above the accuracy required)"
+    )
+    sqlite_store.add_calibration("stm32f746", profile, {})
+    latest = sqlite_store.latest_device_calibration("stm32f746")
+    assert not latest.forced and latest.label == f"calibration {forced + 1}"

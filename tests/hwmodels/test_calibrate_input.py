@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.hwmodels.support import predicted_file
+from tests.hwmodels.support import MORE_MODELS, SMALL, form_truth, predicted_file
 from tinytune.cli.main import main
 from tinytune.db import open_store
 from tinytune.errors import StorageError
@@ -34,8 +34,8 @@ from tinytune.hwmodels.measurements import (
 
 def _measurements() -> MeasurementFile:
     """A host's fp32 measurement file as ``tinytune profile`` writes it: the training steps a
-    built-in profile predicts, with their samples and median."""
-    file = predicted_file("fp32")
+    profile of a form the fit can choose predicts, with their samples and median."""
+    file = predicted_file("fp32", MORE_MODELS, form_truth(SMALL))
     measurements = tuple(
         dataclasses.replace(
             m,
@@ -358,7 +358,7 @@ def test_a_rename_that_fails_stores_nothing(
 
     monkeypatch.setattr(measurements.os, "replace", refuse)
     data = json.loads(json.dumps(measured))
-    data["measurements"] = data["measurements"][1:]  # another fit: a file that would differ
+    data["measurements"][0]["name"] += "-again"  # another fit: a file that would differ
     good = _write(tmp_path, data)
     err = _refused(
         ["calibrate", str(good), *stored],
@@ -385,18 +385,20 @@ def test_a_commit_that_fails_after_the_rename_says_where_the_calibration_is(
 
     add = Store.add_calibration
 
-    def failing_commit(self: Store, *args: Any, before_commit: Any = None) -> int:
+    def failing_commit(
+        self: Store, *args: Any, before_commit: Any = None, forced: bool = False
+    ) -> int:
         def then(row: int) -> None:
             before_commit(row)
             raise sa.exc.OperationalError("COMMIT", {}, Exception("disk I/O error"))
 
-        return add(self, *args, before_commit=then)
+        return add(self, *args, before_commit=then, forced=forced)
 
     monkeypatch.setattr(Store, "add_calibration", failing_commit)
     good = _write(tmp_path, measured)
     _, profile, records = _state(tmp_path)
     data = json.loads(good.read_text())
-    data["measurements"] = data["measurements"][1:]  # another fit: another file
+    data["measurements"][0]["name"] += "-again"  # another fit: another file
     good.write_text(json.dumps(data))
     capsys.readouterr()
     assert main(["calibrate", str(good), *stored]) == 2

@@ -1,6 +1,6 @@
 """Fitting a latency profile from measurement files: a fit of synthetic measurements made by a
-known profile, the deterministic held-out split, and the fits that are refused; measurement
-files on disk."""
+known profile, the form that cross-validation chooses, the accuracy a stored profile needs,
+the deterministic held-out split, and the fits that are refused; measurement files on disk."""
 
 from __future__ import annotations
 
@@ -8,11 +8,22 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy.optimize import nnls
 
-from tests.hwmodels.support import MODELS, predicted_file
+from tests.hwmodels.support import MODELS, MORE_MODELS, SMALL, form_truth, predicted_file, timed
 from tinytune.hwmodels import get_device, predict_latency
-from tinytune.hwmodels.fitting import MIN_FIT, calibrate
+from tinytune.hwmodels.fitting import (
+    MIN_CHECKED,
+    MIN_FIT,
+    MODEL_FORMS,
+    Accuracy,
+    calibrate,
+    networks_to_add,
+    select_form,
+)
+from tinytune.hwmodels.latency import FEATURES, ModelForm, fit_system
 from tinytune.hwmodels.measurements import (
     FORMAT,
     CalibrationError,
@@ -23,22 +34,117 @@ from tinytune.hwmodels.measurements import (
 )
 
 
-def test_a_fit_reproduces_measurements_made_by_a_profile() -> None:
+def test_a_fit_recovers_a_profile_of_one_of_its_forms() -> None:
+    """Steps and timed calls that an 11-coefficient form predicts exactly: cross-validation
+    chooses that form, not a larger one that holds them as well, and the fit predicts
+    held-out networks exactly."""
     base = get_device("stm32f746")
-    result = calibrate([predicted_file()], base, held_out=2)
+    truth = form_truth(SMALL)
+    file = timed(predicted_file(models=MORE_MODELS, truth=truth), truth)
+    result = calibrate([file], base, held_out=2)
     fit = result.fit
-    assert (fit["n_fit"], fit["n_held_out"]) == (len(MODELS) - 2, 2)
-    assert fit["fit"]["median_abs_error"] == pytest.approx(0.0, abs=1e-6)
+    assert (fit["n_fit"], fit["n_held_out"]) == (len(MORE_MODELS) - 2, 2)
+    form = {**fit["form"], "features": tuple(fit["form"]["features"])}
+    assert ModelForm(**{**form, "update_features": tuple(form["update_features"])}) == SMALL
+    assert fit["form_text"] == SMALL.describe() and SMALL.n_params == 11
+    for errors in ("fit", "cross_validated", "held_out"):
+        assert fit[errors]["max_abs_error"] == pytest.approx(0.0, abs=1e-6)
+    assert result.shortfall is None and fit["meets_required"] and result.more_networks == 0
     assert fit["precision"] == "int8" and len(fit["held_out_names"]) == 2
+    assert len(fit["forms_tried"]) == len(MODEL_FORMS)
     profile = result.profile
     assert (profile.name, profile.clock_hz, profile.sram_bytes) == (
         base.name,
         base.clock_hz,
         base.sram_bytes,
     )
-    assert [p.model for p in profile.calibration] == MODELS
+    assert [p.model for p in profile.calibration] == MORE_MODELS
     assert {p.board for p in profile.calibration} == {"F746"}
     assert profile.loo_median_error == fit["held_out"]["median_abs_error"]
+    assert SMALL.describe() in profile.notes
+
+
+def test_few_networks_do_not_get_the_full_model() -> None:
+    """Steps of a profile with a coefficient per (cost class, phase, feature), eight networks
+    measured: cross-validation chooses a smaller form than the largest tried, one that predicts
+    networks it was not fitted on better."""
+    result = calibrate([predicted_file()], get_device("stm32f746"), held_out=0)
+
+    def key(f: dict) -> tuple:
+        return f["classes"], f["phases"], tuple(f["features"]), tuple(f["update_features"])
+
+    tried = {key(f): f["cv_mean_abs_error"] for f in result.fit["forms_tried"]}
+    assert len(tried) == len(MODEL_FORMS) and result.fit["n_held_out"] == 0
+    largest = max(MODEL_FORMS, key=lambda f: f.n_params)
+    assert (largest.classes, largest.phases, largest.features) == ("cost", "each", FEATURES)
+    chosen = key(result.fit["form"])
+    assert chosen != key(largest.to_dict()) and tried[chosen] < tried[key(largest.to_dict())]
+    # with none held out, the profile's error columns are the cross-validated ones
+    cv = result.fit["cross_validated"]
+    assert result.profile.loo_median_error == cv["median_abs_error"]
+
+
+def test_the_cross_validation_leaves_whole_networks_out() -> None:
+    """Each network's cross-validated error, against scipy's nnls fitted by hand on the other
+    networks' rows (their steps and their ops' timed forward passes), columns scaled to unit
+    norm: fewer networks than folds, so each is left out alone."""
+    file = predicted_file(truth=form_truth(SMALL), noise=0.2, models=MODELS[:6])
+    ms = file.measurements
+    forward = [
+        {name: phases["forward"] * (1.1 + 0.01 * k) for k, (name, phases) in enumerate(
+            predict_latency(m.graph, form_truth(SMALL), 1).per_op)}
+        for m in ms
+    ]  # fmt: skip
+    system = fit_system([m.graph for m in ms], [m.train_step_s for m in ms], 1, None, forward)
+    assert system.step.sum() == 6 and len(system.b) == 6 + sum(len(m.graph.ops) for m in ms)
+    form = ModelForm("shared", "shared", ("macs", "constant"))
+    _, errors, _ = select_form(system, [form])
+    tying = form.tying()
+    for i in range(len(ms)):
+        rows = system.network != i
+        a = system.a[rows] @ tying
+        norms = np.linalg.norm(a, axis=0)
+        theta = nnls(a / norms, system.b[rows])[0] / norms
+        step = system.a[(system.network == i) & system.step][0]
+        assert errors[i] == pytest.approx(step @ tying @ theta - 1.0, rel=1e-6, abs=1e-9)
+
+
+def test_a_fit_short_of_the_accuracy_says_so() -> None:
+    """Steps 60 % off a profile's, either way: the fit is returned with what it misses and the
+    networks to add; an accuracy that the same errors meet takes it."""
+    file = predicted_file(truth=form_truth(SMALL), noise=0.6, models=MORE_MODELS)
+    result = calibrate([file], get_device("stm32f746"), held_out=3)
+    held = result.fit["held_out"]
+    assert result.shortfall is not None and not result.fit["meets_required"]
+    assert f"{len(MORE_MODELS)} networks measured" in result.shortfall
+    assert f"max {held['max_abs_error']:.1%} over 3 networks" in result.shortfall
+    assert "median within ±10%, every network within ±25%" in result.shortfall
+    assert result.more_networks == 40 - len(MORE_MODELS)
+    loose = Accuracy(median=10.0, worst=10.0)
+    assert calibrate([file], get_device("stm32f746"), held_out=3, required=loose).shortfall is None
+    # fewer networks than an accuracy is checked on: refused however small their errors
+    truth = form_truth(SMALL)
+    few = calibrate([timed(predicted_file(truth=truth), truth)], get_device("stm32f746"))
+    assert few.fit["held_out"]["max_abs_error"] == pytest.approx(0.0, abs=1e-6)
+    assert few.shortfall == (
+        f"{len(MODELS)} networks measured, too few to check the accuracy a profile needs "
+        f"(median within ±10%, every network within ±25%) on: it takes at least {MIN_CHECKED}"
+    )
+    assert few.more_networks == 40 - len(MODELS)
+
+
+def test_accuracy_and_networks_to_add_by_hand() -> None:
+    summary = {"n": 3, "median_abs_error": 0.10, "max_abs_error": 0.25}
+    assert Accuracy().met_by(summary)
+    assert not Accuracy().met_by({**summary, "max_abs_error": 0.2501})
+    assert not Accuracy().met_by({**summary, "median_abs_error": 0.11})
+    assert Accuracy().met_by({"n": 0, "median_abs_error": None, "max_abs_error": None})
+    assert networks_to_add(12, "pytorch") == 28
+    assert networks_to_add(40, "pytorch") == 40  # as many as fell short, again
+    assert networks_to_add(6, "published") == 34
+    for bad in (0.0, -0.1, True, "10%"):
+        with pytest.raises(CalibrationError, match="accuracy median must be a number > 0"):
+            Accuracy(median=bad)  # type: ignore[arg-type]
 
 
 def test_the_held_out_split_is_deterministic() -> None:
@@ -101,7 +207,10 @@ def test_timed_calls_and_the_engine_round_trip_and_reach_the_profile(tmp_path: P
     assert [m.per_call for m in loaded.measurements] == [m.per_call for m in file.measurements]
     result = calibrate([loaded], get_device("stm32f746"), held_out=2)
     assert result.profile.engine == "bundle" and result.fit["timed_calls"] == len(MODELS) - 2
-    assert result.fit["fit"]["median_abs_error"] == pytest.approx(0.0, abs=1e-6)
+    assert result.fit["n_rows"] == sum(
+        1 + len(m.graph.ops) for m in loaded.measurements if m.name not in result.fit[
+            "held_out_names"]
+    )  # fmt: skip
     assert "timed kernel calls" in result.profile.notes
     assert calibrate([predicted_file()], get_device("stm32f746")).profile.engine == "published"
     with pytest.raises(CalibrationError, match=r"different devices \['host', 'stm32f746'\]"):

@@ -15,10 +15,13 @@ from tinytune.hwmodels.latency import (
     OP_CLASSES,
     PHASES,
     LatencyCoefficients,
+    ModelForm,
     call_rows,
+    coefficients_from_vector,
     cost_class,
     fit_coefficients,
     op_class,
+    op_rows,
     phase_features,
     predict_latency,
 )
@@ -141,6 +144,81 @@ def test_call_rows_by_hand() -> None:
         call_rows(graph, [("conv", "conv9", 1.0)])
     with pytest.raises(ConfigError, match="does not have"):
         call_rows(graph, [("nowhere", "conv2d_s8", 1.0)])
+
+
+def test_op_rows_by_hand() -> None:
+    graph = trace(_Tiny(), torch.zeros(1, 2, 3, 3))  # conv frozen; classifier trained
+    rows, seconds = op_rows(graph, {"conv": 5.0, "fc": 2.0, "elsewhere": 1.0})
+    width = len(PHASES) * len(FEATURES)
+    assert seconds.tolist() == [5.0, 2.0]  # in the graph's order; other names left out
+    start = COST_CLASSES.index("conv_pw_few") * width  # forward: the class's first phase
+    assert rows[0][start : start + 4].tolist() == [72.0, 248.0, 36.0, 1.0]
+    start = COST_CLASSES.index("linear") * width
+    assert rows[1][start : start + 4].tolist() == [12.0, 76.0, 3.0, 1.0]
+    assert rows.sum() == 72 + 248 + 36 + 1 + 12 + 76 + 3 + 1
+    # backward: the classifier's weight gradient (no gradient flows into x); the frozen
+    # convolution runs neither backward phase, so its row is left out
+    rows, seconds = op_rows(graph, {"conv": 5.0, "fc": 3.0}, ("grad_input", "grad_weight"))
+    assert seconds.tolist() == [3.0] and rows.sum() == 12 + 76 + 12 + 1
+    at = COST_CLASSES.index("linear") * width + PHASES.index("grad_weight") * 4
+    assert rows[0][at : at + 4].tolist() == [12.0, 76.0, 12.0, 1.0]
+
+
+def test_measure_op_backward_times_the_modules_a_gradient_reaches() -> None:
+    """The frozen convolution (its input needs no gradient) and the pooling after it get no
+    gradient: only the trained classifier is timed; a chain of trained layers times every
+    one, in less than the whole backward pass."""
+    from tinytune.hwmodels.profiler import measure_op_backward
+
+    net = _Tiny()
+    times = measure_op_backward(net, torch.randn(1, 2, 3, 3), ["conv", "pool", "fc"], repeats=3)
+    assert set(times) == {"fc"} and times["fc"] > 0
+    assert all(p.grad is None for p in net.parameters())  # gradients left as they were
+    chain = torch.nn.Sequential(*(torch.nn.Linear(64, 64) for _ in range(4)))
+    x = torch.randn(8, 64)
+    times = measure_op_backward(chain, x, ["0", "1", "2", "3"], repeats=5)
+    assert set(times) == {"0", "1", "2", "3"} and all(t > 0 for t in times.values())
+    with pytest.raises(ValueError, match="no sub-modules named"):
+        measure_op_backward(chain, x, ["9"])
+
+
+def test_model_forms_tie_coefficients_by_hand() -> None:
+    """A form's tying matrix spreads each parameter over the (cost class, phase, feature)
+    cells it prices, and only those."""
+    width = len(PHASES) * len(FEATURES)
+
+    def cell(cls: str, phase: str, feature: str) -> int:
+        return COST_CLASSES.index(cls) * width + PHASES.index(phase) * 4 + FEATURES.index(feature)
+
+    one = ModelForm("shared", "shared", ("macs", "constant")).tying()
+    assert one.shape == (len(COST_CLASSES) * width, 2)
+    assert one[:, 0].sum() == one[:, 1].sum() == len(COST_CLASSES) * len(PHASES)
+    assert one[cell("linear", "update", "macs"), 0] == 1.0
+    assert one[cell("conv_dw", "forward", "constant"), 1] == 1.0
+    assert not one[cell("conv_dw", "forward", "bytes")].any()
+    op = ModelForm("op", "forward-backward", FEATURES)
+    assert op.n_params == len(OP_CLASSES) * 2 * len(FEATURES)
+    t = op.tying()
+    same = [cell("conv_pw", "grad_input", "bytes"), cell("conv_pw_few", "update", "bytes")]
+    assert (t[same[0]] == t[same[1]]).all() and t[same[0]].sum() == 1.0
+    assert (t[cell("conv_pw", "forward", "bytes")] != t[same[0]]).any()
+    assert ModelForm().tying().tolist() == np.eye(len(COST_CLASSES) * width).tolist()
+    # the update: one set for every class, apart from the backward phases it is shared with
+    t = ModelForm("cost", "forward-backward", FEATURES, ("elements", "constant")).tying()
+    update = [cell(cls, "update", "elements") for cls in COST_CLASSES]
+    assert all((t[u] == t[update[0]]).all() for u in update) and t[update[0]].sum() == 1.0
+    assert (t[cell("conv_pw", "grad_weight", "elements")] != t[update[0]]).any()
+    assert t.shape[1] == len(COST_CLASSES) * 2 * len(FEATURES) + 2
+    assert not t[cell("conv_pw", "update", "bytes")].any()  # the update: elements, constant
+    # a few-pixel class of a form that shares it is left to fall back on its op class
+    x = op.tying() @ np.arange(1.0, op.n_params + 1)
+    coef = coefficients_from_vector(x, np.ones(len(x), dtype=bool), op)
+    assert "conv_pw_few" not in coef.values
+    assert (coef.get("conv_pw_few", "update") == coef.get("conv_pw", "grad_input")).all()
+    with pytest.raises(ConfigError, match="unknown class sharing"):
+        ModelForm("some")
+    with pytest.raises(ConfigError, match="features must be some of"):
+        ModelForm(features=("flops",))
 
 
 def test_every_exported_kernel_has_its_phases() -> None:

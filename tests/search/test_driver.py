@@ -85,6 +85,30 @@ def test_the_reference_within_every_budget_is_on_the_front(tmp_path: Path) -> No
     assert on_front[0].val_accuracy == max(p.val_accuracy for p in result.front)
 
 
+def test_the_result_names_the_latency_profile_and_a_forced_calibration(
+    tmp_path: Path,
+) -> None:
+    """A calibration stored with --force predicts the search's latencies all the same, and
+    the result (which the CLI's front table names) says FORCED; a built-in one says so."""
+    from tinytune.hwmodels import get_device
+
+    from .fakes import FakeEvaluator
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
+        result = run_search(search_config(ckpt, trials=1), store, InlineExecutor(FakeEvaluator()))
+        assert result.latency_profile == "stm32f746, bundle engine (built-in)"
+        profile = get_device("stm32f746").to_dict()
+        cid = store.add_calibration("stm32f746", profile, {}, forced=True)
+        config = search_config(ckpt, trials=2)
+        result = run_search(config, store, InlineExecutor(FakeEvaluator()))
+    assert result.latency_profile == (
+        f"stm32f746, bundle engine (calibration {cid} (FORCED: held-out error above the "
+        "accuracy required))"
+    )
+
+
 def test_a_study_with_another_space_is_refused_and_kept(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:

@@ -16,7 +16,13 @@ def profile(
     out: Annotated[Path, typer.Option("--out", "-o", help="Measurement file to write.")] = Path(
         "host-latency.json"
     ),
-    candidates: Annotated[int, typer.Option(help="Candidates to sample and measure.")] = 40,
+    candidates: Annotated[
+        int,
+        typer.Option(
+            help="Candidates to sample and measure; the default is what a host calibration "
+            "that meets the accuracy a profile needs takes (docs/calibration.md)."
+        ),
+    ] = 40,
     supernet: Annotated[
         str, typer.Option(help="ofa-proxyless-w<width> or ofa-mbv3-w<width>.")
     ] = "ofa-proxyless-w0.35",
@@ -24,12 +30,16 @@ def profile(
     rounds: Annotated[int, typer.Option(help="Interleaved timing rounds.")] = 7,
     repeats: Annotated[int, typer.Option(help="Steps per network per round.")] = 3,
     threads: Annotated[int, typer.Option(help="torch intra-op threads.")] = 1,
-    per_op: Annotated[bool, typer.Option(help="Also time every op's forward pass.")] = True,
+    per_op: Annotated[
+        bool, typer.Option(help="Also time every op's forward and backward pass.")
+    ] = True,
     seed: Annotated[int, typer.Option(help="Seed of the candidate sampler.")] = 0,
 ) -> None:
     """Measure training steps of sampled candidates on this machine (interleaved rounds; the
-    fastest repeat and the median) and write a measurement file for 'tinytune calibrate'."""
+    fastest repeat and the median) and write a measurement file for 'tinytune calibrate'.
+    Says first how long it will take."""
     import os
+    import time
 
     from tinytune.cli.common import console, json_path, quiet_logs
     from tinytune.errors import ConfigError
@@ -67,6 +77,7 @@ def profile(
     from tinytune.hwmodels.measurements import save_measurements
 
     torch.set_num_threads(threads)
+    started = time.monotonic()
     file = profile_host(
         spec,
         candidates,
@@ -80,7 +91,8 @@ def profile(
     save_measurements(out, file)
     steps = sorted(m.train_step_s for m in file.measurements)
     console.print(
-        f"measured {len(steps)} networks: training step {1000 * steps[0]:.1f}–"
+        f"measured {len(steps)} networks in {time.monotonic() - started:.0f} s: training step "
+        f"{1000 * steps[0]:.1f}–"
         f"{1000 * steps[-1]:.1f} ms (median {1000 * steps[len(steps) // 2]:.1f} ms); wrote {out}"
     )
 
@@ -104,10 +116,22 @@ def calibrate(
             "--out", "-o", help="Profile file to write (default calibration-DEVICE.json)."
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Store a fit whose held-out error misses the accuracy a profile needs, "
+            "marked as forced.",
+        ),
+    ] = False,
 ) -> None:
-    """Fit a device's latency profile from measurement files (non-negative least squares),
-    report the fit and held-out error, and store it in the database and as a file. A fit that
-    fails, or a file that cannot be written, stores nothing and keeps the previous
+    """Fit a device's latency profile from measurement files (non-negative least squares, in
+    the form that cross-validation over whole networks chooses), report the fit and held-out
+    error, and store it in the database and as a file. A fit whose held-out error misses the
+    accuracy a profile needs (median within ±10 %, every network within ±25 %, checked on at
+    least 12 networks) is refused and says how many more networks to measure, unless --force
+    stores it marked as forced. A fit
+    that fails, or a file that cannot be written, stores nothing and keeps the previous
     calibration."""
     from tinytune.cli.common import console, json_path, quiet_logs
     from tinytune.db import open_store
@@ -134,14 +158,21 @@ def calibrate(
     # the device's facts, from its built-in profile of the files' engine where there is one
     base = get_device(device, engine=engine if engine in device_engines(device) else None)
     result = fit(loaded, base, held_out=held)
+    forced = result.shortfall is not None
+    if forced and not force:
+        raise ConfigError(
+            f"{device}: {result.shortfall}; not stored: {_measure_more(result)} and calibrate "
+            "again, or store it marked as forced with --force"
+        )
     profile = result.profile.to_dict()
+    fit_record = {**result.fit, "forced": forced}
     # where an error comes from: the staged file, the database, the rename, the commit that
     # follows it, or none of them ("done"). The file is written aside first and renamed into
     # place inside the database's transaction, before its commit: a file that cannot be
     # written or renamed stores nothing, a refused store leaves the previous file.
     stage = "file"
     try:
-        with staged_json(path, {"profile": profile, "fit": result.fit}) as place:
+        with staged_json(path, {"profile": profile, "fit": fit_record}) as place:
 
             def place_file(_: int) -> None:
                 nonlocal stage
@@ -152,7 +183,7 @@ def calibrate(
             stage = "database"
             with open_store(storage) as store:
                 calibration_id = store.add_calibration(
-                    device, profile, result.fit, before_commit=place_file
+                    device, profile, fit_record, before_commit=place_file, forced=forced
                 )
             stage = "done"
     except OSError as e:
@@ -177,17 +208,42 @@ def calibrate(
                 f"{e}; {str(path)!r} holds the new calibration, the database may not"
             ) from e
         raise
-    f, h = result.fit["fit"], result.fit["held_out"]
+    f, c, h = (result.fit[k] for k in ("fit", "cross_validated", "held_out"))
     console.print(
-        f"{device}: fitted on {f['n']} networks: {f['within_10']:.0%} within ±10 %, median "
-        f"|error| {100 * f['median_abs_error']:.1f} %"
+        f"{device}: fitted on {f['n']} networks ({result.fit['n_rows']} rows): "
+        f"{f['within_10']:.0%} within ±10 %, median |error| {100 * f['median_abs_error']:.1f} %"
+    )
+    console.print(
+        f"form chosen by cross-validation over whole networks: {result.fit['form_text']}"
+    )
+    console.print(
+        f"cross-validated on {c['n']} networks: {c['within_10']:.0%} within ±10 %, median "
+        f"|error| {100 * c['median_abs_error']:.1f} %, max {100 * c['max_abs_error']:.1f} %"
     )
     if h["n"]:
         console.print(
             f"held out {h['n']} networks: {h['within_10']:.0%} within ±10 %, median |error| "
             f"{100 * h['median_abs_error']:.1f} %, max {100 * h['max_abs_error']:.1f} %"
         )
+    if forced:
+        console.print(
+            f"[bold red]FORCED[/]: {result.shortfall}; stored marked as forced: "
+            f"{_measure_more(result)} for a profile that meets it",
+            markup=True,
+        )
     console.print(f"stored as calibration {calibration_id} in {mask_url(storage)} and in {path}")
+
+
+def _measure_more(result: Any) -> str:
+    """What to measure for a fit that meets the accuracy: the networks to add, and for the
+    host's PyTorch engine the command that measures them all in one run."""
+    more, measured = result.more_networks, result.fit["n_fit"] + result.fit["n_held_out"]
+    if result.fit["engine"] == "pytorch":
+        return (
+            f"measure at least {more} more networks (tinytune profile --candidates "
+            f"{measured + more} measures {measured + more} in one run)"
+        )
+    return f"measure at least {more} more networks"
 
 
 def _held_out(text: str) -> float:
@@ -247,6 +303,7 @@ def devices(
                 err = f"{p.loo_median_error:.0%}, {p.loo_within_10:.0%} in ±10%"
             else:
                 err = "-"
+            forced = calibration is not None and calibration.forced
             table.add_row(
                 name,
                 engine,
@@ -256,9 +313,12 @@ def devices(
                 size_text(p.flash_bytes),
                 p.precision,
                 str(len(p.calibration)),
-                err,
+                Text(f"{err} FORCED", style="bold red") if forced else err,
             )
-            stored = f" (stored calibration #{calibration.id})" if calibration is not None else ""
+            stored = ""
+            if calibration is not None:
+                mark = ", FORCED: held-out error above the accuracy required" * forced
+                stored = f" (stored calibration #{calibration.id}{mark})"
             sources.append(Text.assemble((name, "bold"), f" ({engine}){stored}: {p.source}"))
     finally:
         if store is not None:
@@ -266,7 +326,9 @@ def devices(
     console.print(table)
     console.print(
         "error: median |relative error| and share within ±10 %, leave-one-out over published "
-        "measurements (published engine) or on held-out networks (bundle engine, calibrated)."
+        "measurements (published engine) or on held-out networks (bundle engine, calibrated); "
+        "FORCED: a calibration stored with --force although that error misses the accuracy a "
+        "profile needs."
     )
     for line in sources:
         console.print(line)

@@ -380,7 +380,8 @@ def search(
             result.front,
             f"Pareto front of study {study!r}: measured accuracy on {dataset} (chosen on the "
             f"validation split, test split reported) vs predicted peak training SRAM "
-            f"({precision}, batch 1) and training-step latency on {device}{hv}",
+            f"({precision}, batch 1) and training-step latency on "
+            f"{result.latency_profile or device}{hv}",
             result.reference,
             result.int8,
             caption=HYPERVOLUME_BOX if result.hypervolume is not None else None,

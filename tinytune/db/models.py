@@ -144,6 +144,8 @@ class CalibrationRow(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
     profile: Mapped[dict[str, Any]] = mapped_column(sa.JSON)  # the DeviceProfile's dict
     fit: Mapped[dict[str, Any]] = mapped_column(sa.JSON)  # fit and held-out errors, inputs
+    # stored although its held-out error missed the accuracy a profile needs (--force)
+    forced: Mapped[bool] = mapped_column(sa.Boolean, default=False, server_default=sa.false())
 
 
 class ContributionRow(Base):

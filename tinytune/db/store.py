@@ -211,6 +211,7 @@ class CalibrationRecord:
         created_at: When it was stored (aware, UTC).
         profile: The device profile as a JSON object (``DeviceProfile.to_dict``).
         fit: How it was fitted: inputs, fit error and held-out error.
+        forced: Stored although its held-out error missed the accuracy a profile needs.
     """
 
     id: int
@@ -218,6 +219,7 @@ class CalibrationRecord:
     created_at: dt.datetime
     profile: dict[str, Any]
     fit: dict[str, Any]
+    forced: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -597,11 +599,14 @@ class Store:
         profile: dict[str, Any],
         fit: dict[str, Any],
         before_commit: Callable[[int], None] | None = None,
+        *,
+        forced: bool = False,
     ) -> int:
         """Appends a fitted profile of ``device`` and returns its id; earlier ones are kept.
-        ``before_commit`` is called with the id inside the transaction: whatever it raises
-        rolls the calibration back and leaves as it is (an SQLAlchemy error as a
-        :class:`StorageError`).
+        ``forced`` marks one stored although its held-out error missed the accuracy a profile
+        needs: it is in use all the same, and shown as such. ``before_commit`` is called
+        with the id inside the transaction: whatever it raises rolls the calibration back and
+        leaves as it is (an SQLAlchemy error as a :class:`StorageError`).
 
         Raises:
             StorageError: the device name is empty, the profile or fit is not a JSON object, or
@@ -612,7 +617,9 @@ class Store:
             if not isinstance(value, dict):
                 raise StorageError(f"calibration {what} {value!r} is not a JSON object")
             _check_json(f"calibration {what}", value)
-        row = CalibrationRow(device=device, created_at=_now(), profile=profile, fit=fit)
+        row = CalibrationRow(
+            device=device, created_at=_now(), profile=profile, fit=fit, forced=bool(forced)
+        )
         with self._transaction("add calibration to") as s:
             s.add(row)
             s.flush()
@@ -647,7 +654,7 @@ class Store:
         from tinytune.hwmodels.registry import Calibration
 
         stored = [
-            Calibration.parse(r.id, r.device, r.profile)
+            Calibration.parse(r.id, r.device, r.profile, forced=r.forced)
             for r in reversed(self.calibrations(device))
         ]
         for calibration in stored:
@@ -948,7 +955,7 @@ def _snapshot(row: ParetoSnapshotRow) -> ParetoSnapshot:
 
 
 def _calibration(row: CalibrationRow) -> CalibrationRecord:
-    return CalibrationRecord(row.id, row.device, row.created_at, row.profile, row.fit)
+    return CalibrationRecord(row.id, row.device, row.created_at, row.profile, row.fit, row.forced)
 
 
 def _now() -> dt.datetime:

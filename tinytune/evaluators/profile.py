@@ -16,13 +16,25 @@ import torch
 
 from tinytune.hwmodels.host import machine_info
 from tinytune.hwmodels.measurements import Measurement, MeasurementFile
-from tinytune.hwmodels.profiler import measure_op_forward, measure_steps
+from tinytune.hwmodels.profiler import (
+    measure_op_backward,
+    measure_op_forward,
+    measure_step,
+    measure_steps,
+)
 from tinytune.ir import trace
 from tinytune.models import build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
 from tinytune.spaces import Candidate, SupernetSpec, suggest_candidate
 
-__all__ = ["profile_host", "sample_candidates"]
+__all__ = ["estimate_seconds", "profile_host", "sample_candidates"]
+
+WARMUP = 3
+"""Untimed steps of each network before the rounds (:func:`measure_steps`'s default)."""
+
+OP_REPEATS = 10
+"""Passes of each per-op timing (:func:`measure_op_forward` and :func:`measure_op_backward`:
+one warm-up and their default of 9)."""
 
 
 def sample_candidates(spec: SupernetSpec, n: int, seed: int) -> list[Candidate]:
@@ -38,6 +50,25 @@ def sample_candidates(spec: SupernetSpec, n: int, seed: int) -> list[Candidate]:
         c = suggest_candidate(study.ask(), spec)
         out.setdefault(c.key, c)
     return list(out.values())
+
+
+def estimate_seconds(
+    nets: list[tuple[torch.nn.Module, torch.Tensor]], *, rounds: int, repeats: int, per_op: bool
+) -> float:
+    """Seconds that timing ``nets`` will take, from one step and one forward pass of each
+    (which serve as its first warm-up): every step and forward pass of the rounds and the
+    warm-up, and the per-op forward passes."""
+    total = 0.0
+    for net, example in nets:
+        one = measure_step(net, example, warmup=0, repeats=1)
+        passes = WARMUP + rounds * repeats
+        total += passes * (one.train_step_s + one.inference_s)
+        total += OP_REPEATS * (one.inference_s + one.train_step_s) * per_op
+    return total
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def profile_host(
@@ -63,11 +94,17 @@ def profile_host(
         nets.append((net, example))
         graphs.append(trace(net, example))
     if progress:
-        progress(f"timing {len(nets)} networks, {rounds} interleaved rounds")
+        estimate = estimate_seconds(nets, rounds=rounds, repeats=repeats, per_op=per_op)
+        progress(
+            f"timing {len(nets)} networks, {rounds} interleaved rounds: about "
+            f"{_duration(estimate)} on this machine"
+        )
     timings = measure_steps(nets, rounds=rounds, repeats=repeats, seed=seed)
     measurements = []
     for c, (net, example), graph, t in zip(candidates, nets, graphs, timings, strict=True):
-        ops = measure_op_forward(net, example, [op.name for op in graph.ops]) if per_op else {}
+        names = [op.name for op in graph.ops]
+        ops = measure_op_forward(net, example, names) if per_op else {}
+        backward = measure_op_backward(net, example, names) if per_op else {}
         measurements.append(
             Measurement(
                 name=c.key,
@@ -77,6 +114,7 @@ def profile_host(
                 samples=t.samples,
                 train_step_median_s=t.train_step_median_s,
                 per_op_forward_s=ops,
+                per_op_backward_s=backward,
             )
         )
     return MeasurementFile(

@@ -9,7 +9,8 @@ networks on one device:
      "machine": {...}, "created_at": "2026-11-21T10:00:00+00:00",
      "measurements": [{"name": "...", "graph": {...}, "train_step_s": 0.021,
                        "train_step_median_s": 0.023, "inference_s": 0.006,
-                       "samples": [...], "per_op_forward_s": {...}}]}
+                       "samples": [...], "per_op_forward_s": {...},
+                       "per_op_backward_s": {...}}]}
 
 ``train_step_s`` is the figure fitted (for the host: the fastest of many interleaved repeats,
 see :mod:`tinytune.hwmodels.profiler`); the other fields are optional. A bundle's profiler
@@ -83,8 +84,8 @@ class CallTime:
 @dataclass(frozen=True)
 class Measurement:
     """One measured network: its graph, the seconds of a training step that a fit uses and,
-    where measured, a forward pass, the median step, every sample, each op's forward and each
-    kernel call of a bundle's step."""
+    where measured, a forward pass, the median step, every sample, each op's forward and
+    backward pass and each kernel call of a bundle's step."""
 
     name: str
     graph: Graph
@@ -94,6 +95,7 @@ class Measurement:
     train_step_median_s: float | None = None
     per_op_forward_s: dict[str, float] = dataclasses.field(default_factory=dict)
     per_call: tuple[CallTime, ...] = ()
+    per_op_backward_s: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,7 @@ def save_measurements(path: Path, file: MeasurementFile) -> None:
                     "inference_s": m.inference_s,
                     "samples": list(m.samples),
                     "per_op_forward_s": m.per_op_forward_s,
+                    **({"per_op_backward_s": m.per_op_backward_s} if m.per_op_backward_s else {}),
                     **(
                         {
                             "per_call": [
@@ -286,6 +289,7 @@ _MEASUREMENT_KEYS = {
     "inference_s",
     "samples",
     "per_op_forward_s",
+    "per_op_backward_s",
     "per_call",
 }
 _CALL_KEYS = {"op", "kernel", "s"}
@@ -316,16 +320,9 @@ def _measurement(entry: Any) -> Measurement:
         _seconds(v, f"samples[{k}]", STEP_RANGE_S) for k, v in enumerate(_list(entry, "samples"))
     )
     graph = _graph(entry["graph"])
-    per_op_data = entry.get("per_op_forward_s")
-    if per_op_data is None:
-        per_op_data = {}
-    if not isinstance(per_op_data, dict):
-        raise ValueError(
-            f"per_op_forward_s {_short(per_op_data)} is not a JSON object of op names to seconds"
-        )
-    per_op = {
-        k: _seconds(v, f"per_op_forward_s[{k!r}]", PART_RANGE_S) for k, v in per_op_data.items()
-    }
+    per_op, per_op_backward = (
+        _per_op(entry, f) for f in ("per_op_forward_s", "per_op_backward_s")
+    )
     per_call = tuple(_call(c, f"per_call[{k}]") for k, c in enumerate(_list(entry, "per_call")))
     if unknown := sorted({c.op for c in per_call} - {op.name for op in graph.ops}):
         raise ValueError(f"per_call names ops the graph does not have: {unknown[:3]}")
@@ -338,7 +335,18 @@ def _measurement(entry: Any) -> Measurement:
         train_step_median_s=median,
         per_op_forward_s=per_op,
         per_call=per_call,
+        per_op_backward_s=per_op_backward,
     )
+
+
+def _per_op(entry: dict[str, Any], field: str) -> dict[str, float]:
+    """``entry[field]``, seconds by op name (an empty one when it is absent)."""
+    data = entry.get(field)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{field} {_short(data)} is not a JSON object of op names to seconds")
+    return {k: _seconds(v, f"{field}[{k!r}]", PART_RANGE_S) for k, v in data.items()}
 
 
 def _seconds(value: Any, field: str, bounds: tuple[float, float]) -> float:

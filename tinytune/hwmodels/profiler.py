@@ -9,8 +9,9 @@ machine tinytune is developed on it added up to 40 % to a quarter of the repeats
 one network were bimodal). The figure a latency profile is fitted to is therefore the fastest
 of the interleaved repeats — the step's time on an otherwise idle core; the median over all
 repeats is reported beside it. Per-op forward times are
-taken in a separate pass with forward hooks (they add their own small overhead, so the
-whole-step figures are timed without them).
+taken in a separate pass with forward hooks, and per-op backward times in another with
+backward pre-hooks (they add their own small overhead, so the whole-step figures are timed
+without them).
 
 This is I/O-free but not pure: it runs the modules.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -27,7 +29,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["StepTiming", "measure_op_forward", "measure_step", "measure_steps"]
+__all__ = [
+    "StepTiming",
+    "measure_op_backward",
+    "measure_op_forward",
+    "measure_step",
+    "measure_steps",
+]
 
 
 @dataclass(frozen=True)
@@ -144,6 +152,54 @@ def measure_op_forward(
                 v.clear()
             for _ in range(repeats):
                 module(example)
+    finally:
+        for h in handles:
+            h.remove()
+    return {n: statistics.median(v) for n, v in samples.items() if v}
+
+
+def measure_op_backward(
+    module: nn.Module, example: torch.Tensor, names: Sequence[str], *, repeats: int = 9
+) -> dict[str, float]:
+    """Median backward seconds of the sub-modules named ``names`` (module paths), in a
+    training step's backward pass (cross-entropy against label 0, no update).
+
+    A module's backward pre-hook fires when the gradient of its output is ready; autograd
+    then runs the module's own backward (its gradient to the input and of its weights)
+    before the gradient reaches the module before it, whose pre-hook fires next. A
+    module's time is from its pre-hook to the next one, the last's to the end of the
+    backward pass. Modules that no gradient reaches are left out.
+
+    Raises:
+        ValueError: a name is not a sub-module of ``module``.
+    """
+    modules = dict(module.named_modules())
+    missing = [n for n in names if n not in modules]
+    if missing:
+        raise ValueError(f"no sub-modules named {missing[:3]} in the network")
+    fired: list[tuple[str, float]] = []
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    labels = torch.zeros(example.shape[0], dtype=torch.long)
+    handles = [
+        modules[name].register_full_backward_pre_hook(
+            lambda _m, _g, name=name: fired.append((name, time.perf_counter()))
+        )
+        for name in names
+    ]
+    try:
+        with warnings.catch_warnings():
+            # a module whose inputs need no gradient fires on its output's: what is timed
+            warnings.filterwarnings("ignore", message="Full backward hook is firing")
+            for k in range(repeats + 1):  # the first is a warm-up
+                fired.clear()
+                loss = F.cross_entropy(module(example), labels)
+                loss.backward()
+                end = time.perf_counter()
+                module.zero_grad(set_to_none=True)
+                if k:
+                    times = [t for _, t in fired[1:]] + [end]
+                    for (name, start), stop in zip(fired, times, strict=True):
+                        samples[name].append(stop - start)
     finally:
         for h in handles:
             h.remove()

@@ -42,11 +42,14 @@ class Calibration:
         id: the stored calibration's id (the newest of a device is the one in use).
         device: the registry name of the device it calibrates.
         profile: the fitted profile; its name is ``device``.
+        forced: stored although its held-out error missed the accuracy a profile needs
+            (``tinytune calibrate --force``); in use all the same, and labelled so.
     """
 
     id: int
     device: str
     profile: DeviceProfile
+    forced: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.id, bool) or not isinstance(self.id, int) or self.id < 1:
@@ -60,21 +63,28 @@ class Calibration:
                 f"calibration {self.id} of device {self.device!r} holds a profile of "
                 f"{self.profile.name!r}; expected a profile named {self.device!r}"
             )
+        if not isinstance(self.forced, bool):
+            raise ConfigError(f"calibration forced must be True or False, got {self.forced!r}")
 
     @classmethod
-    def parse(cls, id: int, device: str, profile: Mapping[str, Any]) -> Calibration:
-        """A calibration from stored plain values: its id, the device name, and the profile
-        as :meth:`DeviceProfile.to_dict` wrote it.
+    def parse(
+        cls, id: int, device: str, profile: Mapping[str, Any], *, forced: bool = False
+    ) -> Calibration:
+        """A calibration from stored plain values: its id, the device name, the profile as
+        :meth:`DeviceProfile.to_dict` wrote it, and whether it was forced.
 
         Raises:
             ConfigError: a malformed profile, or one of another device.
         """
-        return cls(id=id, device=device, profile=DeviceProfile.from_dict(profile))
+        parsed = DeviceProfile.from_dict(profile)
+        return cls(id=id, device=device, profile=parsed, forced=forced)
 
     @property
     def label(self) -> str:
-        """Where the profile came from, for people: ``calibration 7``."""
-        return f"calibration {self.id}"
+        """Where the profile came from, for people: ``calibration 7``, or ``calibration 7
+        (FORCED: held-out error above the accuracy required)`` for a forced one."""
+        mark = " (FORCED: held-out error above the accuracy required)" if self.forced else ""
+        return f"calibration {self.id}{mark}"
 
 
 def profile_label(calibration: Calibration | None) -> str:

@@ -262,6 +262,7 @@ class Run:
             int8_runs=int8_cost[0],
             int8_epochs=self.executor.train_epochs - search_epochs,
             int8_s=int8_cost[1],
+            latency_profile=self.checked.latency_profile,
         )
 
     def loop(self) -> None:

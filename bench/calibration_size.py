@@ -1,0 +1,110 @@
+"""Error of a latency calibration against the number of networks measured.
+
+One measurement file (a pool measured in one run, so that every network is timed under the
+same conditions) is split in two: the first ``--fit-pool`` networks to draw calibrations
+from, the others (``--test``) to check them on — networks no calibration saw. For each size N
+of ``--sizes`` the fit pool is cut into disjoint sets of N networks (``--fit-pool // N``
+sets), and each set is calibrated as ``tinytune calibrate`` does (``--held-out 0.25``: the
+form chosen by cross-validation over whole networks, and whether the held-out and
+cross-validated errors meet the accuracy a profile needs, so that it would be stored) and as
+it did before forms were chosen (the full model, 112 coefficients, on whole steps and a
+bundle's timed calls). Each calibration predicts the test networks' steps; the table gives,
+per N, the medians over sets of the share within ±10 %, the median and the largest |error|,
+and the worst set's largest error.
+
+    python3 bench/calibration_size.py --device host host-pool.json
+    python3 bench/calibration_size.py --device stm32f746 m7-pool.json
+
+The host pool: ``tinytune profile --candidates 96 --seed 1 -o host-pool.json`` (about 2 min);
+the Cortex-M7 pool: ``python3 bench/m7_instructions.py --sample 96 --seed 0 --out
+m7-pool.json`` (instruction counts under QEMU, about 45 min).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from tinytune.hwmodels.fitting import calibrate
+from tinytune.hwmodels.latency import fit_coefficients, predict_latency
+from tinytune.hwmodels.measurements import Measurement, load_measurements
+from tinytune.hwmodels.memory import PRECISIONS
+from tinytune.hwmodels.registry import get_device
+
+
+def errors(coefficients: object, tests: list[Measurement], width: int) -> np.ndarray:
+    """|relative error| of each test network's predicted step."""
+    return np.array(
+        [
+            abs(predict_latency(m.graph, coefficients, width).train_step_s / m.train_step_s - 1)
+            for m in tests
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("measurements", type=Path)
+    parser.add_argument("--device", default="host")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[6, 12, 24, 48])
+    parser.add_argument("--fit-pool", type=int, default=48)
+    args = parser.parse_args()
+    file = load_measurements(args.measurements)
+    pool, tests = (
+        list(file.measurements[: args.fit_pool]),
+        list(file.measurements[args.fit_pool :]),
+    )
+    width = PRECISIONS[file.precision].activation
+    engine = file.engine or None
+    base = get_device(args.device, engine=engine)
+    print(f"{args.measurements}: {len(pool)} networks to fit from, {len(tests)} to test on")
+    columns = [
+        "networks", "sets", "stored", "form (most chosen)", "within ±10 %", "median", "max",
+        "worst set's max", "stored sets' max", "before: within ±10 %", "median", "max",
+    ]  # fmt: skip
+    print("| " + " | ".join(columns) + " |")
+    print("|---" * len(columns) + "|")
+    for n in args.sizes:
+        sets = [pool[k * n : (k + 1) * n] for k in range(len(pool) // n)]
+        rows, old, kept, forms = [], [], [], []
+        for chosen in sets:
+            sub = dataclasses.replace(file, measurements=tuple(chosen))
+            result = calibrate([sub], base, held_out=0.25)
+            forms.append(result.fit["form_text"].split(":")[0])
+            rows.append(errors(result.profile.coefficients, tests, width))
+            if result.shortfall is None:
+                kept.append(rows[-1])
+            full = fit_coefficients(
+                [m.graph for m in chosen],
+                [m.train_step_s for m in chosen],
+                width,
+                calls=[[(c.op, c.kernel, c.seconds) for c in m.per_call] for m in chosen],
+            )
+            old.append(errors(full, tests, width))
+
+        def cells(errs: list[np.ndarray]) -> list[str]:
+            return [
+                f"{statistics.median(float(np.mean(e <= 0.10)) for e in errs):.0%}",
+                f"{statistics.median(float(np.median(e)) for e in errs):.1%}",
+                f"{statistics.median(float(e.max()) for e in errs):.1%}",
+            ]
+
+        common = max(set(forms), key=forms.count)
+        new, before = cells(rows), cells(old)
+        worst = f"{max(float(e.max()) for e in rows):.1%}"
+        worst_kept = f"{max(float(e.max()) for e in kept):.1%}" if kept else "–"
+        print(
+            f"| {n} | {len(sets)} | {len(kept)} of {len(sets)} | {common} | "
+            + " | ".join(new)
+            + f" | {worst} | {worst_kept} | "
+            + " | ".join(before)
+            + " |"
+        )
+
+
+if __name__ == "__main__":
+    main()
