@@ -125,7 +125,7 @@ def test_calibrate_does_not_show_the_password(
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    argv = ["calibrate", str(measured), "--device", "host", "--storage", secret_url]
+    argv = ["calibrate", str(measured), "--device", "host", "--storage", secret_url, "--force"]
     code, shown = _run_and_collect(
         [*argv, "-o", str(tmp_path / "p.json")], tmp_path, capsys, caplog
     )
