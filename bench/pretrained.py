@@ -7,6 +7,8 @@ its photographs classify, and which BatchNorm statistics transfer.
     python3 bench/pretrained.py statistics /tmp/letters  # minutes on two cores
     python3 bench/pretrained.py cuts /tmp/letters        # about 15 minutes on two cores
     python3 bench/pretrained.py depth /tmp/letters       # minutes on two cores
+    python3 bench/m7_instructions.py --sample 8 --supernet efficientnet-lite0 --out lite0-m7.json
+    python3 bench/pretrained.py latency lite0-m7.json     # the built-in profile's error
 
 * ``costs``: peak training SRAM (int8, batch 1, the bundle's fused updates), flash (weights and
   the engine's code) and the STM32F746's predicted step latency of each preset at each cut and
@@ -25,6 +27,8 @@ its photographs classify, and which BatchNorm statistics transfer.
 * ``depth``: Once-for-All's elastic depth taken without retraining: the sparse preset on the
   default sub-network with the last block of none, one, two or three of its stages left out,
   fine-tuned as the search does (rates 0.8 and 1.6, two partitions).
+* ``latency``: the STM32F746's built-in profile of the bundle's kernels (fitted on
+  ``ofa-proxyless-w0.35`` bundles) against Lite0 bundles' instruction counts under QEMU.
 """
 
 from __future__ import annotations
@@ -220,6 +224,31 @@ def depth(folder: Path) -> None:
             print(line, flush=True)
 
 
+def latency(path: Path) -> None:
+    from tinytune.hwmodels import PRECISIONS, predict_latency
+    from tinytune.hwmodels.measurements import load_measurements
+    from tinytune.hwmodels.registry import get_device
+
+    device = get_device("stm32f746")
+    width = PRECISIONS[device.precision].activation
+    file = load_measurements(path)
+    print("| network | measured ms | predicted ms | error |")
+    print("|---|---|---|---|")
+    errors = []
+    for m in file.measurements:
+        predicted = predict_latency(m.graph, device.coefficients, width).train_step_s
+        errors.append(predicted / m.train_step_s - 1)
+        print(
+            f"| {m.name} | {1000 * m.train_step_s:.1f} | {1000 * predicted:.1f} | "
+            f"{100 * errors[-1]:+.1f} % |"
+        )
+    magnitudes = sorted(abs(e) for e in errors)
+    print(
+        f"{len(errors)} bundles: median |error| {100 * magnitudes[len(magnitudes) // 2]:.1f} %, "
+        f"largest {100 * magnitudes[-1]:.1f} %"
+    )
+
+
 def cuts(folder: Path) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
@@ -243,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("photos")
     for name in ("statistics", "cuts", "depth"):
         sub.add_parser(name).add_argument("folder", type=Path)
+    sub.add_parser("latency").add_argument("file", type=Path)
     args = parser.parse_args(argv)
     if args.what == "costs":
         costs()
@@ -252,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         cuts(args.folder)
     elif args.what == "depth":
         depth(args.folder)
+    elif args.what == "latency":
+        latency(args.file)
     else:
         statistics(args.folder)
     return 0
