@@ -139,24 +139,23 @@ def statistics(folder: Path) -> None:
             print(f"| {name} | {label} | {' | '.join(cells)} |", flush=True)
 
 
-def _cut_job(job: tuple[Path, int, int, str, float]) -> str:
+def _sram_and_accuracy(candidate: object, folder: Path, lr: float) -> str:
+    """``peak SRAM | val / test`` of a candidate fine-tuned as the search does (two
+    partitions, one torch thread)."""
     import torch
 
     from tinytune.evaluators import FinetuneConfig, run_evaluation
     from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator
     from tinytune.hwmodels.registry import get_device
     from tinytune.models.pretrained import pretrained_weights
-    from tinytune.spaces import SubnetConfig, default_subnet, get_supernet, make_preset
+    from tinytune.spaces import get_supernet
 
-    folder, resolution, stages, name, lr = job
     torch.set_num_threads(1)
     spec = get_supernet(NETWORK)
-    subnet = SubnetConfig(resolution, default_subnet(spec, "max").stages[:stages])
-    candidate = make_preset(name, spec, subnet)
     evaluator = HardwareEvaluator(spec, 10, HardwareConfig(), get_device("stm32f746"))
     result = run_evaluation(
         {
-            "candidate": candidate.to_json(),
+            "candidate": candidate.to_json(),  # type: ignore[attr-defined]
             "checkpoint": str(pretrained_weights(spec)),
             "dataset": f"imagefolder:{folder}",
             "data_seed": 0,
@@ -165,25 +164,27 @@ def _cut_job(job: tuple[Path, int, int, str, float]) -> str:
             "repeats": 2,
         }
     )
-    last = sum(spec.stage_max_depth[:stages])
     return (
-        f"| block {last} | {resolution} | {name} | {lr:g} | "
         f"{evaluator(candidate).arena_bytes / 1024:.0f} KB | "
         f"{100 * result['val_accuracy']:.1f} / {100 * result['accuracy']:.1f} |"
     )
 
 
-def _depth_job(job: tuple[Path, tuple[int, ...], float]) -> str:
-    import torch
+def _cut_job(job: tuple[Path, int, int, str, float]) -> str:
+    from tinytune.spaces import SubnetConfig, default_subnet, get_supernet, make_preset
 
-    from tinytune.evaluators import FinetuneConfig, run_evaluation
-    from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator
-    from tinytune.hwmodels.registry import get_device
-    from tinytune.models.pretrained import pretrained_weights
+    folder, resolution, stages, name, lr = job
+    spec = get_supernet(NETWORK)
+    subnet = SubnetConfig(resolution, default_subnet(spec, "max").stages[:stages])
+    last = sum(spec.stage_max_depth[:stages])
+    cells = _sram_and_accuracy(make_preset(name, spec, subnet), folder, lr)
+    return f"| block {last} | {resolution} | {name} | {lr:g} | {cells}"
+
+
+def _depth_job(job: tuple[Path, tuple[int, ...], float]) -> str:
     from tinytune.spaces import StageConfig, default_subnet, get_supernet, make_preset
 
     folder, dropped, lr = job
-    torch.set_num_threads(1)
     spec = get_supernet(NETWORK)
     subnet = default_subnet(spec)
     stages = tuple(
@@ -191,24 +192,9 @@ def _depth_job(job: tuple[Path, tuple[int, ...], float]) -> str:
         for s, stage in enumerate(subnet.stages)
     )
     candidate = make_preset("mcunetv3", spec, replace(subnet, stages=stages))
-    evaluator = HardwareEvaluator(spec, 10, HardwareConfig(), get_device("stm32f746"))
-    result = run_evaluation(
-        {
-            "candidate": candidate.to_json(),
-            "checkpoint": str(pretrained_weights(spec)),
-            "dataset": f"imagefolder:{folder}",
-            "data_seed": 0,
-            "finetune": FinetuneConfig(lr=lr).to_dict(),
-            "threads": 1,
-            "repeats": 2,
-        }
-    )
     left_out = ", ".join(f"stage {s}" for s in dropped) or "none"
-    return (
-        f"| {left_out} | {sum(subnet.depths) - len(dropped) + 1} | {lr:g} | "
-        f"{evaluator(candidate).arena_bytes / 1024:.0f} KB | "
-        f"{100 * result['val_accuracy']:.1f} / {100 * result['accuracy']:.1f} |"
-    )
+    blocks = sum(subnet.depths) - len(dropped) + 1
+    return f"| {left_out} | {blocks} | {lr:g} | {_sram_and_accuracy(candidate, folder, lr)}"
 
 
 def depth(folder: Path) -> None:
