@@ -112,6 +112,16 @@ def test_bad_search_input_is_one_line_and_exit_2(
         (["--study", ""], "--study must be a name of 1 to 512 characters"),
         (["--study", "   "], "not only spaces"),
         (["--study", "s" * 513], "--study must be a name of 1 to 512 characters"),
+        (
+            ["--gpus-per-trial", "1.5"],
+            "--gpus-per-trial must be a share of one GPU in [0, 1] or a whole number of GPUs, "
+            "got 1.5",
+        ),
+        (["--gpus-per-trial", "-1"], "--gpus-per-trial must be a share of one GPU"),
+        (
+            ["--inline", "--gpus-per-trial", "0.25"],
+            "--inline fine-tunes in this process, without Ray to give each fine-tune its share",
+        ),
     ],
 )
 def test_bad_search_input_creates_no_database(
