@@ -251,7 +251,14 @@ def optimize(
     from tinytune.hwmodels.registry import check_device
     from tinytune.models import PretrainRecipe
     from tinytune.models.supernet import require_weights
-    from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
+    from tinytune.search import (
+        Executor,
+        InlineExecutor,
+        RayExecutor,
+        SearchConfig,
+        preflight,
+        run_search,
+    )
     from tinytune.search.config import check_new_study_name
     from tinytune.search.executor import check_reachable
     from tinytune.search.study import check_stored_space
@@ -348,25 +355,30 @@ def optimize(
             checked = preflight(config, store)
             # compared as the study stores it: with the engine that predicts its latencies
             check_stored_space(dataclasses.replace(config, engine=checked.device.engine), store)
-        # the workers before any pre-training: a cluster without the GPUs asked for is
-        # refused in seconds, not after minutes of it
-        executor = (
-            InlineExecutor(run_evaluation)
-            if inline
-            else RayExecutor(
+
+        def start_workers() -> Executor:
+            if inline:
+                return InlineExecutor(run_evaluation)
+            return RayExecutor(
                 run_evaluation,
                 workers=workers,
                 address=ray_address,
                 max_retries=max_retries,
                 gpus=config.gpus_per_trial,
             )
-        )
+
+        # GPUs asked for: the workers before any pre-training, so that a cluster without them
+        # is refused in seconds, not after minutes of it
+        executor = start_workers() if config.gpus_per_trial else None
         try:
             checkpoint = ensure_checkpoint(spec, recipe, weights_path, progress=on_pretrain)
             config = dataclasses.replace(config, checkpoint=str(checkpoint))
+            if executor is None:
+                executor = start_workers()
             return run_search(config, store, executor, progress=progress, checked=checked)
         finally:
-            executor.close()
+            if executor is not None:
+                executor.close()
 
 
 @_python_words
