@@ -189,6 +189,7 @@ def optimize(
     inline: bool = False,
     ray_address: str | None = None,
     max_retries: int = 2,
+    gpus_per_trial: float = 0.0,
     proposals: int | None = None,
     proxy: bool = False,
     proxy_eta: int = 4,
@@ -211,7 +212,10 @@ def optimize(
     Budgets are bytes or seconds, or text with a unit (``"256KB"``, ``"500ms"``, ``"5m"``);
     ``sram_budget=None`` searches without one. ``n_classes`` comes from the data set. Ray runs
     ``workers`` evaluations in parallel (:data:`DEFAULT_WORKERS` when None; ``inline=True``:
-    one at a time in this process, and then ``workers`` is not given). The supernet's
+    one at a time in this process, and then ``workers`` is not given); ``gpus_per_trial``
+    is the share of a GPU each fp32 fine-tune's Ray task asks for (0: CPUs; a fraction lets
+    fine-tunes share a device; not with ``inline``), the int8 measurement of ``verify_int8``
+    staying on CPUs. The supernet's
     weights are ``weights``, else the checkpoint the package ships for it, else the cached
     pre-trained one, pre-trained first when missing (``on_pretrain(step, steps, loss)``
     follows it); ``pretrain_steps`` asks for a pre-training by the quick recipe instead.
@@ -247,7 +251,14 @@ def optimize(
     from tinytune.hwmodels.registry import check_device
     from tinytune.models import PretrainRecipe
     from tinytune.models.supernet import require_weights
-    from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
+    from tinytune.search import (
+        Executor,
+        InlineExecutor,
+        RayExecutor,
+        SearchConfig,
+        preflight,
+        run_search,
+    )
     from tinytune.search.config import check_new_study_name
     from tinytune.search.executor import check_reachable
     from tinytune.search.study import check_stored_space
@@ -314,8 +325,15 @@ def optimize(
         tune_lr=lr is None,
         repeats=repeats,
         verify_int8=verify_int8,
+        gpus_per_trial=gpus_per_trial,
         hardware=HardwareConfig(precision=precision),
     )
+    if gpus_per_trial and inline:
+        raise ConfigError(
+            f"--inline fine-tunes in this process, without Ray to give each fine-tune its share "
+            f"of a GPU, so --gpus-per-trial {gpus_per_trial:g} would be ignored; give one of "
+            "the two"
+        )
     if ray_address is not None and inline:
         raise ConfigError(
             f"--inline runs without Ray, so --ray-address {ray_address} would be ignored; give "
@@ -337,19 +355,30 @@ def optimize(
             checked = preflight(config, store)
             # compared as the study stores it: with the engine that predicts its latencies
             check_stored_space(dataclasses.replace(config, engine=checked.device.engine), store)
-        checkpoint = ensure_checkpoint(spec, recipe, weights_path, progress=on_pretrain)
-        config = dataclasses.replace(config, checkpoint=str(checkpoint))
-        executor = (
-            InlineExecutor(run_evaluation)
-            if inline
-            else RayExecutor(
-                run_evaluation, workers=workers, address=ray_address, max_retries=max_retries
+
+        def start_workers() -> Executor:
+            if inline:
+                return InlineExecutor(run_evaluation)
+            return RayExecutor(
+                run_evaluation,
+                workers=workers,
+                address=ray_address,
+                max_retries=max_retries,
+                gpus=config.gpus_per_trial,
             )
-        )
+
+        # GPUs asked for: the workers before any pre-training, so that a cluster without them
+        # is refused in seconds, not after minutes of it
+        executor = start_workers() if config.gpus_per_trial else None
         try:
+            checkpoint = ensure_checkpoint(spec, recipe, weights_path, progress=on_pretrain)
+            config = dataclasses.replace(config, checkpoint=str(checkpoint))
+            if executor is None:
+                executor = start_workers()
             return run_search(config, store, executor, progress=progress, checked=checked)
         finally:
-            executor.close()
+            if executor is not None:
+                executor.close()
 
 
 @_python_words

@@ -112,6 +112,16 @@ def test_bad_search_input_is_one_line_and_exit_2(
         (["--study", ""], "--study must be a name of 1 to 512 characters"),
         (["--study", "   "], "not only spaces"),
         (["--study", "s" * 513], "--study must be a name of 1 to 512 characters"),
+        (
+            ["--gpus-per-trial", "1.5"],
+            "--gpus-per-trial must be a share of one GPU in [0, 1] or a whole number of GPUs, "
+            "got 1.5",
+        ),
+        (["--gpus-per-trial", "-1"], "--gpus-per-trial must be a share of one GPU"),
+        (
+            ["--inline", "--gpus-per-trial", "0.25"],
+            "--inline fine-tunes in this process, without Ray to give each fine-tune its share",
+        ),
     ],
 )
 def test_bad_search_input_creates_no_database(
@@ -690,3 +700,39 @@ def test_the_total_time_says_pre_training_only_when_there_was_some(
     out = " ".join(capsys.readouterr().out.split())
     assert "s in all" in out
     assert ("pre-training included" in out) == pretrains
+
+
+@pytest.mark.parametrize(
+    ("devices", "args", "said"),
+    [
+        ({"cpu": 3}, [], "workers trained on: cpu (3 tasks)"),
+        (
+            {"cpu": 1},
+            ["--gpus-per-trial", "0.5"],
+            "workers trained on: cpu (1 task); --gpus-per-trial 0.5 reserved GPUs, but no "
+            "worker saw one through CUDA, so they fine-tuned on CPUs",
+        ),
+        (
+            {"cuda:0 (NVIDIA H100)": 4, "cpu": 2},
+            ["--gpus-per-trial", "0.25"],
+            "workers trained on: cpu (2 tasks), cuda:0 (NVIDIA H100) (4 tasks)",
+        ),
+    ],
+)
+def test_the_search_says_which_devices_its_workers_trained_on(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    devices: dict[str, int],
+    args: list[str],
+    said: str,
+) -> None:
+    import tinytune
+    from tinytune.search import Counts, SearchResult
+
+    result = SearchResult("s", Counts(), (), None, 0, (), 1.0, 0, devices=devices)
+    monkeypatch.setattr(tinytune, "optimize", lambda *a, **k: result)
+    assert main(["search", "--trials", "1", *args]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert said in out
+    assert out.count("workers trained on") == 1
+    assert ("reserved GPUs" in out) == ("reserved GPUs" in said)

@@ -70,3 +70,53 @@ def test_a_prefix_computed_once_trains_to_the_same_network(
     assert trained
     for name, p in trained:
         torch.testing.assert_close(p, dict(whole.named_parameters())[name], rtol=1e-5, atol=1e-6)
+
+
+def test_the_data_moves_to_the_device_once_not_per_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Moves of tensors to the fine-tune's device (``Tensor.to`` with the very device object it
+    was given) are as many with five batches an epoch as with one: the splits go over once, as
+    whole tensors, and the data order once an epoch."""
+    splits = _splits(default_subnet(SPEC).resolution)
+    device = torch.device("cpu")
+    moves: list[int] = []
+    to = torch.Tensor.to
+
+    def counted(self: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        moves[-1] += bool(args) and args[0] is device
+        return to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", counted)
+    for batch_size in (40, 8):  # 1 and 5 batches of the 40 training images
+        moves.append(0)
+        finetune(_net(7), splits, FinetuneConfig(epochs=2, batch_size=batch_size), device)
+    # an image that sizes the frozen prefix's output, the three splits (each under 256
+    # images: one chunk through the prefix), the training labels, the data order twice
+    assert moves[0] == moves[1] == 1 + 3 + 1 + 2
+
+
+def test_the_device_argument_cpu_trains_as_the_default() -> None:
+    splits = _splits(default_subnet(SPEC).resolution)
+    config = FinetuneConfig(epochs=2, batch_size=8, lr=0.5)
+    default, named = _net(7), _net(7)
+    a = finetune(default, splits, config)
+    b = finetune(named, splits, config, torch.device("cpu"))
+    assert (a.accuracy, a.val_accuracy, a.train_loss, a.steps) == (
+        b.accuracy,
+        b.val_accuracy,
+        b.train_loss,
+        b.steps,
+    )
+    theirs = named.state_dict()
+    for name, x in default.state_dict().items():
+        assert torch.equal(x, theirs[name]), name
+
+
+def test_a_task_fine_tunes_on_a_gpu_only_when_given_one_and_one_is_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tinytune.evaluators.task import task_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert [task_device(g) for g in (0.0, 0.25, 1.0)] == ["cpu", "cpu", "cpu"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert [task_device(g) for g in (0.0, 0.25, 2.0)] == ["cpu", "cuda", "cuda"]

@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from tinytune.db import open_store
-from tinytune.errors import BudgetError, StorageError
+from tinytune.errors import BudgetError, ConfigError, StorageError
 from tinytune.evaluators import FinetuneConfig, run_evaluation
 from tinytune.search import InlineExecutor, run_search
 from tinytune.search.budgets import CONSTRAINTS
@@ -582,3 +582,46 @@ def test_the_hint_for_another_device_names_the_studys_engine_when_not_its_defaul
         config, {"device": ("stm32f746", "rpi4"), "engine": ("published", "pytorch")}, None
     )
     assert str(other).endswith("name or pass --device=stm32f746 --engine=published")
+
+
+def test_fine_tunes_ask_for_their_gpu_share_and_the_int8_training_for_none(
+    tmp_path: Path,
+) -> None:
+    """Every fp32 fine-tune's task carries ``--gpus-per-trial`` for the executor to ask Ray
+    for; the front's int8 training asks for none. The result counts tasks by their device."""
+    from .fakes import FakeEvaluator
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    fake = FakeEvaluator()
+    asked: list[tuple[str, float]] = []
+
+    def evaluate(task: dict) -> dict:
+        asked.append((task.get("fidelity", "fp32"), task["gpus"]))
+        return {**fake(task), "details": {"device": "cpu"}}
+
+    config = search_config(ckpt, gpus_per_trial=0.5, verify_int8=True)
+    with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
+        result = run_search(config, store, InlineExecutor(evaluate))
+    fp32 = [gpus for fidelity, gpus in asked if fidelity == "fp32"]
+    int8 = [gpus for fidelity, gpus in asked if fidelity == "int8"]
+    assert fp32 and set(fp32) == {0.5}
+    assert int8 and set(int8) == {0.0}
+    assert result.devices == {"cpu": len(asked)}
+
+
+@pytest.mark.parametrize(
+    ("gpus", "allowed"), [(0, True), (0.25, True), (1, True), (3, True), (1.5, False), (-1, False)]
+)
+def test_gpus_per_trial_is_a_share_of_one_gpu_or_whole_gpus(
+    tmp_path: Path, gpus: float, allowed: bool
+) -> None:
+    if allowed:
+        assert search_config(tmp_path / "w.pt", gpus_per_trial=gpus).gpus_per_trial == gpus
+        return
+    with pytest.raises(
+        ConfigError,
+        match=rf"--gpus-per-trial must be a share of one GPU in \[0, 1\] or a whole number of "
+        rf"GPUs, got {gpus:g}$",
+    ):
+        search_config(tmp_path / "w.pt", gpus_per_trial=gpus)

@@ -287,12 +287,12 @@ def test_negative_retries_are_refused() -> None:
 
 @contextmanager
 def two_nodes(
-    tmp_path: Path, env: dict[str, str], worker_env: dict[str, str]
+    tmp_path: Path, env: dict[str, str], worker_env: dict[str, str], worker_gpus: int = 0
 ) -> Iterator[tuple[int, int, Callable[[], list[str]]]]:
     """:func:`tinytune.search.loopback.two_nodes`, skipped where Ray cannot start a node:
     (GCS port, dashboard port, probe of the alive nodes)."""
     try:
-        with loopback.two_nodes(tmp_path, env, worker_env) as cluster:
+        with loopback.two_nodes(tmp_path, env, worker_env, worker_gpus=worker_gpus) as cluster:
             yield cluster.gcs_port, cluster.dashboard_port, cluster.nodes
     except loopback.LoopbackUnavailable as e:
         pytest.skip(str(e))
@@ -369,22 +369,131 @@ def test_a_node_with_its_own_folders_gets_the_checkpoint_and_images_through_ray(
         assert (copies[0] / image.relative_to(folder)).read_bytes() == image.read_bytes()
 
 
-def evaluation_nodes(dashboard_port: int) -> list[str]:
-    """The node of every finished ``run_evaluation`` task, through Ray's state API."""
+def evaluation_nodes(
+    dashboard_port: int, name: str = "run_evaluation", at_least: int = 2
+) -> list[str]:
+    """The node of every finished task called ``name``, through Ray's state API (waiting up
+    to 30 s for ``at_least`` of them)."""
     from ray.util.state import list_tasks
 
     deadline = time.monotonic() + 30
     while True:
         tasks = list_tasks(
             address=f"http://127.0.0.1:{dashboard_port}",
-            filters=[("name", "=", "run_evaluation"), ("state", "=", "FINISHED")],
+            filters=[("name", "=", name), ("state", "=", "FINISHED")],
             detail=True,
             timeout=10,
             raise_on_missing_output=False,
         )
-        if len(tasks) >= 2 or time.monotonic() > deadline:  # task events arrive asynchronously
+        if len(tasks) >= at_least or time.monotonic() > deadline:  # events arrive late
             return [t.node_id for t in tasks]
         time.sleep(1)
+
+
+def gpu_nodes(dashboard_port: int) -> set[str]:
+    """The alive nodes that declare a GPU, through Ray's state API."""
+    from ray.util.state import list_nodes
+
+    found = list_nodes(
+        address=f"http://127.0.0.1:{dashboard_port}",
+        filters=[("state", "=", "ALIVE")],
+        detail=True,
+        timeout=10,
+        raise_on_missing_output=False,
+    )
+    return {n.node_id for n in found if n.resources_total.get("GPU", 0) > 0}
+
+
+# --- a mixed cluster: one node declares a GPU -------------------------------------------------
+
+
+@pytest.mark.slow
+def test_on_a_mixed_cluster_fine_tunes_run_only_on_the_gpu_node_and_the_rest_anywhere(
+    tmp_path: Path,
+    tiny_checkpoint: Path,
+    use_tiny_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker node declares a GPU it does not have (Ray schedules by what nodes declare);
+    a search with --gpus-per-trial 0.5 runs every fine-tune there, where no CUDA answers, so
+    each falls back to the CPU and says so. Tasks that ask for no GPU run on both nodes."""
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+    url = f"sqlite:///{tmp_path / 'mixed.db'}"
+    with two_nodes(tmp_path, env, env, worker_gpus=1) as (gcs, dashboard, nodes):
+        done = subprocess.run(
+            [sys.executable, "-m", "tinytune.cli.main", "search", "--storage", url,
+             "--ray-address", f"127.0.0.1:{gcs}", "--workers", "2", "--trials", "2",
+             "--epochs", "1", "--lr", "0.05", "--pretrain-steps", "2",
+             "--gpus-per-trial", "0.5"],
+            capture_output=True, text=True, env=env, timeout=400,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        fine_tune_nodes = evaluation_nodes(dashboard, at_least=3)
+        with_gpu = gpu_nodes(dashboard)
+        cluster_nodes = set(nodes())
+
+        # tasks that ask for no GPU (here: four that each hold a CPU for a few seconds)
+        def no_gpu(task: dict) -> dict:
+            time.sleep(3)
+            return {"status": "ok", "details": {}}
+
+        monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+        executor = RayExecutor(no_gpu, workers=2, address=f"127.0.0.1:{gcs}")
+        try:
+            for key in range(4):
+                executor.submit(key, {"gpus": 0.0})
+            results: list[tuple[int, dict]] = []
+            deadline = time.monotonic() + 120
+            while len(results) < 4 and time.monotonic() < deadline:
+                results += executor.wait(timeout=1.0)
+        finally:
+            executor.close()
+        assert sorted(key for key, _ in results) == [0, 1, 2, 3]
+        cpu_task_nodes = evaluation_nodes(dashboard, name="no_gpu", at_least=4)
+
+    assert len(cluster_nodes) == 2 and len(with_gpu) == 1
+    assert len(fine_tune_nodes) == 3  # the reference beside the budget of 2
+    assert set(fine_tune_nodes) == with_gpu  # every fine-tune on the node with the GPU
+    assert set(cpu_task_nodes) == cluster_nodes  # the others anywhere
+    with open_store(url) as store:
+        evaluations = store.evaluations("tinytune", fidelity="measured")
+    assert len(evaluations) == 3 and all(e.status == "ok" for e in evaluations)
+    assert all(e.details["device"] == "cpu" for e in evaluations)  # no CUDA behind the GPU
+    out = " ".join(done.stdout.split())
+    assert "workers trained on: cpu (" in out
+    assert "--gpus-per-trial 0.5 reserved GPUs, but no worker saw one through CUDA" in out
+
+
+@pytest.mark.slow
+def test_gpus_per_trial_without_a_gpu_in_the_cluster_exits_2_before_pre_training(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A local Ray instance on a machine whose GPUs are hidden declares none: the search is
+    refused in one line, before the pre-training it asks for, rather than queueing fine-tunes
+    that could never start."""
+    import ray
+
+    assert not ray.is_initialized(), "another test left Ray running in this process"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # Ray counts the GPUs it may see
+    monkeypatch.setenv("TINYTUNE_CACHE", str(tmp_path / "cache"))  # no checkpoint in it
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    argv = ["search", "--storage", url, "--trials", "1", "--epochs", "1", "--lr", "0.05"]
+    argv += ["--pretrain-steps", "2", "--workers", "1", "--gpus-per-trial", "0.5"]
+    start = time.monotonic()
+    code = main(argv)
+    elapsed = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("tinytune: error: ")
+    assert (
+        "--gpus-per-trial 0.5 asks for GPUs, but no node of the Ray cluster started here has any"
+        in err
+    )
+    assert elapsed < 60, f"took {elapsed:.1f} s"
+    assert not ray.is_initialized()
+    assert not list((tmp_path / "cache").rglob("*.pt"))  # not pre-trained
 
 
 def test_a_workers_error_keeps_the_line_that_names_it() -> None:

@@ -95,6 +95,14 @@ def search(
     max_retries: Annotated[
         int, typer.Option(help="Retries of an evaluation whose Ray worker died.")
     ] = 2,
+    gpus_per_trial: Annotated[
+        float,
+        typer.Option(
+            help="Share of a GPU each fine-tune's Ray task asks for (e.g. 0.25: four share a "
+            "device; above 1 a whole number); 0: CPUs. The int8 training of --verify-int8 "
+            "stays on CPUs."
+        ),
+    ] = 0.0,
     weights: Annotated[
         Path | None, typer.Option(help="Supernet weights file (published OFA checkpoint).")
     ] = None,
@@ -276,6 +284,7 @@ def search(
             inline=inline,
             ray_address=ray_address,
             max_retries=max_retries,
+            gpus_per_trial=gpus_per_trial,
             proposals=proposals,
             proxy=proxy,
             proxy_eta=proxy_eta,
@@ -336,6 +345,8 @@ def search(
         f"compute: {result.train_epochs:.1f} fine-tuning epochs (passes over the training "
         f"split; a measured fine-tune is {epochs}), {result.task_time_s:.0f} s of workers' time"
     )
+    if result.devices:
+        console.print(_devices(result.devices, gpus_per_trial), soft_wrap=True)
     if result.copies:
         console.print(
             f"the image folder holds {result.copies} cop{'y' if result.copies == 1 else 'ies'} "
@@ -390,6 +401,18 @@ def search(
     console.print(
         f"storage: {mask_url(storage)} (optuna.load_study(study_name={study!r}, storage=...))"
     )
+
+
+def _devices(devices: dict[str, int], gpus_per_trial: float) -> str:
+    """Which devices the workers trained on, and why not a GPU where one was asked for."""
+    where = ", ".join(f"{d} ({_count(n, 'task')})" for d, n in sorted(devices.items()))
+    line = f"workers trained on: {where}"
+    if gpus_per_trial and all(d == "cpu" for d in devices):
+        line += (
+            f"; --gpus-per-trial {gpus_per_trial:g} reserved GPUs, but no worker saw one "
+            "through CUDA, so they fine-tuned on CPUs"
+        )
+    return line
 
 
 def _count(n: int, noun: str) -> str:

@@ -95,36 +95,52 @@ splits); a larger set is run through the whole network at every step instead."""
 
 
 @torch.no_grad()
-def _prefix_outputs(net: TrainNet, x: np.ndarray, n: int, batch_size: int = 256) -> Tensor:
+def _prefix_outputs(
+    net: TrainNet, x: np.ndarray, n: int, device: str | torch.device, batch_size: int = 256
+) -> Tensor:
     return torch.cat(
-        [net.prefix(torch.tensor(x[i : i + batch_size]), n) for i in range(0, len(x), batch_size)]
+        [
+            net.prefix(torch.tensor(x[i : i + batch_size]).to(device), n)
+            for i in range(0, len(x), batch_size)
+        ]
     )
 
 
-def _prefix_fits(net: TrainNet, splits: Splits, n: int) -> bool:
+def _prefix_fits(net: TrainNet, splits: Splits, n: int, device: str | torch.device) -> bool:
     with torch.no_grad():
-        one = net.prefix(torch.tensor(splits.train.x[:1]), n)
+        one = net.prefix(torch.tensor(splits.train.x[:1]).to(device), n)
     images = len(splits.train) + len(splits.val) + len(splits.test)
     return one.numel() * one.element_size() * images <= PREFIX_CACHE_BYTES
 
 
 @torch.no_grad()
 def _accuracy(model: Callable[[Tensor], Tensor], x: Tensor, y: np.ndarray) -> float:
+    labels = torch.tensor(y).to(x.device)
     correct = 0
     for i in range(0, len(x), 256):
-        correct += int((model(x[i : i + 256]).argmax(dim=1) == torch.tensor(y[i : i + 256])).sum())
+        correct += int((model(x[i : i + 256]).argmax(dim=1) == labels[i : i + 256]).sum())
     return correct / max(1, len(x))
 
 
-def finetune(net: nn.Module, splits: Splits, config: FinetuneConfig) -> FinetuneResult:
+def finetune(
+    net: nn.Module, splits: Splits, config: FinetuneConfig, device: str | torch.device = "cpu"
+) -> FinetuneResult:
     """Train the parameters of ``net`` that require a gradient, then measure it.
 
     Where the update scheme leaves a prefix of a :class:`TrainNet` frozen (the stem and the
     first blocks: no weight, bias, scale or lite residual trained), its output for each image
     is computed once and the rest of the network trains on it: the same arithmetic (frozen
     folded convolutions, no augmentation) without repeating it every epoch.
+
+    Args:
+        net: the network, moved to ``device`` (and left there).
+        splits: the data; each split goes to ``device`` once, as one tensor indexed per batch.
+        config: how to train.
+        device: where to train (``"cpu"``, ``"cuda"``); the data order is drawn on the CPU
+            either way, so only the arithmetic differs between devices.
     """
     start = time.perf_counter()
+    net.to(device)
     params = [p for p in net.parameters() if p.requires_grad]
     weights = [
         p for n, p in net.named_parameters() if p.requires_grad and n.endswith("weight_train")
@@ -140,25 +156,26 @@ def finetune(net: nn.Module, splits: Splits, config: FinetuneConfig) -> Finetune
     per_epoch = math.ceil(n / config.batch_size)
     total = per_epoch * config.epochs
     step = 0
-    losses: list[float] = []
+    losses: list[Tensor] = []
     cut = net.frozen_prefix() if isinstance(net, TrainNet) else 0
     model: Callable[[Tensor], Tensor] = net
-    if cut and _prefix_fits(net, splits, cut):
+    if cut and _prefix_fits(net, splits, cut, device):
         train_x, val_x, test_x = (
-            _prefix_outputs(net, s.x, cut) for s in (splits.train, splits.val, splits.test)
+            _prefix_outputs(net, s.x, cut, device) for s in (splits.train, splits.val, splits.test)
         )
         model = functools.partial(net.forward_from, n=cut)
     else:
         train_x, val_x, test_x = (
-            torch.tensor(s.x) for s in (splits.train, splits.val, splits.test)
+            torch.tensor(s.x).to(device) for s in (splits.train, splits.val, splits.test)
         )
+    train_y = torch.tensor(splits.train.y).to(device)
     net.train()
     for _ in range(config.epochs):
-        order = rng.permutation(n)
+        order = torch.from_numpy(rng.permutation(n)).to(device)  # one move an epoch
         for i in range(0, n, config.batch_size):
             idx = order[i : i + config.batch_size]
-            x = train_x[torch.from_numpy(idx)]  # (B, 3, R, R), or the prefix's (B, C, H, W)
-            y = torch.from_numpy(splits.train.y[idx])
+            x = train_x[idx]  # (B, 3, R, R), or the prefix's (B, C, H, W)
+            y = train_y[idx]
             for group in opt.param_groups:
                 group["lr"] = 0.5 * group["base_lr"] * (1 + math.cos(math.pi * step / total))
             loss = F.cross_entropy(model(x), y)
@@ -167,12 +184,12 @@ def finetune(net: nn.Module, splits: Splits, config: FinetuneConfig) -> Finetune
             if config.clip_norm is not None:
                 torch.nn.utils.clip_grad_norm_(params, config.clip_norm)
             opt.step()
-            losses.append(float(loss.detach()))
+            losses.append(loss.detach())  # read back once, after training
             step += 1
     net.eval()
     val = _accuracy(model, val_x, splits.val.y)
     test = _accuracy(model, test_x, splits.test.y)
-    tail = losses[-per_epoch:]
+    tail = [float(loss) for loss in losses[-per_epoch:]]
     return FinetuneResult(
         accuracy=test,
         val_accuracy=val,

@@ -7,6 +7,9 @@ result with ``status="failed"`` and the error text, so that the search stores it
 losing it.
 The loaded supernet and data splits are cached per worker process, keyed by what identifies
 them (path and modification time; data set, seed and resolution).
+An fp32 fine-tune runs on the GPU that Ray gave its task (``gpus`` in the task: the share of a
+device it asked for), else on the CPU; the int8 measurement always runs on the CPU, being the
+bundle's integer arithmetic.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from tinytune.units import MAX_SEED
 if TYPE_CHECKING:
     from tinytune.evaluators.device import Int8Progress, TrainingProgress
 
-__all__ = ["CALIBRATION_SAMPLES", "network_on_data", "run_evaluation"]
+__all__ = ["CALIBRATION_SAMPLES", "network_on_data", "run_evaluation", "task_device"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,20 @@ def _data(spec: str, seed: int, resolution: int) -> tuple[Splits, int]:
         dataset = get_dataset(spec, seed=seed)
         _splits[key] = dataset.load(resolution), dataset.num_classes
     return _splits[key]
+
+
+def task_device(gpus: float) -> str:
+    """Where a task given ``gpus`` of a GPU fine-tunes: ``cuda`` when it was given a share of
+    one and this process sees one (Ray makes its GPU the task's ``cuda:0``), else ``cpu``."""
+    return "cuda" if gpus > 0 and torch.cuda.is_available() else "cpu"
+
+
+def _device_details(device: str) -> dict[str, str]:
+    """The device a fine-tune ran on, as stored with its evaluation."""
+    if device == "cpu":
+        return {"device": "cpu"}
+    index = torch.cuda.current_device()
+    return {"device": f"cuda:{index}", "gpu": torch.cuda.get_device_name(index)}
 
 
 def network_on_data(
@@ -88,7 +105,8 @@ def run_evaluation(task: dict[str, Any], progress: Int8Progress | None = None) -
     Returns:
         ``status`` (``ok``/``failed``), ``accuracy``, ``val_accuracy``, ``wall_time_s``,
         ``error``, ``details`` (with ``train_epochs``: the epochs trained, in passes over the
-        whole training split, summed over the repeats — the compute a search counts).
+        whole training split, summed over the repeats — the compute a search counts; and
+        ``device``: ``cpu`` or ``cuda:0``, with the GPU's name as ``gpu``).
     """
     start = time.perf_counter()
     torch.set_num_threads(int(task.get("threads", 1)))
@@ -103,13 +121,14 @@ def run_evaluation(task: dict[str, Any], progress: Int8Progress | None = None) -
         supernet = _supernet(candidate.supernet, task["checkpoint"])
         repeats = int(task.get("repeats", 1))
         fraction = float(task.get("train_fraction", 1.0))
+        device = task_device(float(task.get("gpus", 0.0)))
         results, passes = [], 0.0
         for r in range(repeats):  # repeated train/val partitions for small validation splits
             part = repeated(splits, r, int(task["data_seed"]))
             whole = len(part.train)
             part = train_subset(part, fraction, (cfg.seed + r) % (MAX_SEED + 1))
             net, _ = network_on_data(candidate, supernet, part, n_classes, cfg.seed)
-            results.append(finetune(net, part, cfg))
+            results.append(finetune(net, part, cfg, device))
             passes += cfg.epochs * len(part.train) / whole
     except (TinyTuneError, RuntimeError, ValueError, KeyError) as e:
         return _failed(e, start, "evaluation")
@@ -120,6 +139,7 @@ def run_evaluation(task: dict[str, Any], progress: Int8Progress | None = None) -
         "finetune_s": sum(r.wall_time_s for r in results),
         "steps": sum(r.steps for r in results),
         "train_epochs": passes,
+        **_device_details(device),
     }
     if fraction < 1.0:
         details["train_fraction"] = fraction
@@ -217,6 +237,7 @@ def _int8_evaluation(
             "tried": tried,
             "repeats": repeats,
             "train_epochs": int(settings["epochs"]) * len(tried) * repeats,
+            "device": "cpu",
         },
     }
 

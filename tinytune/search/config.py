@@ -113,6 +113,12 @@ class SearchConfig:
             it, proposed to the sampler as a joint-scheme trial
             (:mod:`tinytune.search.mutation`); the others are the sampler's. Off with a preset
             (only the sub-network is searched then).
+        gpus_per_trial: The share of a GPU each fp32 fine-tune's Ray task asks for (measured,
+            short, learning-rate grid, contribution analysis): 0 (the default) fine-tunes on
+            CPUs; a fraction lets several fine-tunes share one device; more than 1 must be a
+            whole number. The int8 measurement of ``verify_int8`` asks for none: it is the
+            bundle's integer arithmetic, run on a CPU. Not part of the search space: where a
+            fine-tune ran is stored with its evaluation (``details.device``).
         heartbeat_s: How often a driver beats for its running trials; a trial whose driver has
             not beaten for ``grace_s`` is failed by any other driver and retried (Optuna's
             heartbeat with ``RetryHeartbeatStaleTrialCallback``).
@@ -149,6 +155,7 @@ class SearchConfig:
     screen_epochs: int = 2
     screen_fraction: float = 0.5
     mutate: bool = False
+    gpus_per_trial: float = 0.0
     heartbeat_s: int = 10
     grace_s: int = 30
     contribution_plan: ContributionPlan = field(default_factory=ContributionPlan)
@@ -178,6 +185,7 @@ class SearchConfig:
             ("--flash-budget", self.flash_budget_bytes),
             ("--latency-budget", self.latency_budget_s),
             ("--screen-fraction", self.screen_fraction),
+            ("--gpus-per-trial", self.gpus_per_trial),
         ):
             if amount is not None:
                 check_real(amount, what)
@@ -232,6 +240,12 @@ class SearchConfig:
                 f"a screening fine-tune ({self.screen_epochs} epochs on {self.screen_fraction:g} "
                 f"of the images) must cost less than a measured one ({self.finetune.epochs} "
                 "epochs); lower --screen-epochs or --screen-fraction"
+            )
+        gpus = float(self.gpus_per_trial)
+        if gpus < 0.0 or (gpus > 1.0 and not gpus.is_integer()):
+            raise ConfigError(
+                f"--gpus-per-trial must be a share of one GPU in [0, 1] or a whole number of "
+                f"GPUs, got {self.gpus_per_trial:g}"
             )
         if self.heartbeat_s < 1 or self.grace_s <= self.heartbeat_s:
             raise ConfigError(

@@ -157,6 +157,7 @@ class Run:
             "finetune": finetune.to_dict(),
             "repeats": self.checked.repeats,
             "threads": 1,
+            "gpus": config.gpus_per_trial,  # the share of a GPU the task asks Ray for
         }
 
     def budget_left(self) -> bool:
@@ -263,6 +264,7 @@ class Run:
             int8_epochs=self.executor.train_epochs - search_epochs,
             int8_s=int8_cost[1],
             latency_profile=self.checked.latency_profile,
+            devices=dict(self.executor.devices),
         )
 
     def loop(self) -> None:

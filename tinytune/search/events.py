@@ -113,6 +113,8 @@ class SearchResult:
             where measured; ``int8_runs``, ``int8_epochs`` and ``int8_s``: trainings, their
             epochs (every rate tried, at batch 1; not in ``train_epochs``) and task seconds
             spent on it in this run.
+        devices: this run's evaluations by where their worker ran them (``cpu``, or
+            ``cuda:0 (the GPU's name)``), read from their results.
         latency_profile: the device profile that predicted the latencies, for people
             (``"host, pytorch engine (calibration 3)"``); a calibration stored with
             ``--force`` says FORCED.
@@ -145,3 +147,4 @@ class SearchResult:
     int8_epochs: float = 0.0
     int8_s: float = 0.0
     latency_profile: str = ""
+    devices: dict[str, int] = field(default_factory=dict)

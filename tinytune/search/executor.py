@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -96,14 +97,15 @@ class Executor(ABC):
 class Metered(Executor):
     """Another executor whose returned results are added up: the epochs they trained, in
     passes over the whole training split (``details.train_epochs``, the compute a search
-    counts), and their seconds inside workers. It owns nothing: closing it leaves the inner
-    executor open."""
+    counts), their seconds inside workers, and the devices they ran on (``devices``: tasks
+    by :func:`device_label`). It owns nothing: closing it leaves the inner executor open."""
 
     def __init__(self, inner: Executor) -> None:
         self.inner = inner
         self.slots = inner.slots
         self.train_epochs = 0.0
         self.task_s = 0.0
+        self.devices: Counter[str] = Counter()
 
     def submit(self, key: int, task: Task) -> None:
         self.inner.submit(key, task)
@@ -114,11 +116,19 @@ class Metered(Executor):
             details = result.get("details") or {}
             self.train_epochs += float(details.get("train_epochs") or 0.0)
             self.task_s += float(result.get("wall_time_s") or 0.0)
+            if "device" in details:
+                self.devices[device_label(details)] += 1
         return results
 
     @property
     def in_flight(self) -> int:
         return self.inner.in_flight
+
+
+def device_label(details: dict[str, Any]) -> str:
+    """Where a result's task ran, for people: ``cpu``, or ``cuda:0 (the GPU's name)``."""
+    device = str(details.get("device"))
+    return f"{device} ({details['gpu']})" if details.get("gpu") else device
 
 
 class InlineExecutor(Executor):
@@ -144,7 +154,12 @@ class InlineExecutor(Executor):
 
 
 class RayExecutor(Executor):
-    """Ray tasks, one CPU each, retried when their worker dies.
+    """Ray tasks, one CPU each and the share of a GPU a task asks for, retried when their
+    worker dies.
+
+    A task's ``gpus`` (default 0) becomes its Ray ``num_gpus``: Ray runs it only on a node
+    that declares GPUs, as many at once as their shares fit, and makes the task's GPU the
+    worker's ``cuda:0``; a task without one runs on any node with a free CPU.
 
     Retries follow Ray's split between system and application failures. A task whose worker
     process dies (killed, crashed, its node lost) runs again from scratch on a fresh worker, up
@@ -162,10 +177,13 @@ class RayExecutor(Executor):
             workers on other nodes need no shared file system.
         max_retries: extra attempts for a task whose worker died (0: none).
         connect_timeout_s: how long the reachability check of ``address`` may take.
+        gpus: the most GPUs one task will ask for (``--gpus-per-trial``): the cluster must
+            have that many on one of its nodes, or its tasks would wait forever.
 
     Raises:
         RayUnavailableError: Ray cannot start, or nothing answers at ``address``.
-        ConfigError: ``workers`` < 1 or ``max_retries`` < 0.
+        ConfigError: ``workers`` < 1, ``max_retries`` < 0, or ``gpus`` more than any node
+            of the cluster has.
     """
 
     def __init__(
@@ -175,6 +193,7 @@ class RayExecutor(Executor):
         address: str | None = None,
         max_retries: int = 2,
         connect_timeout_s: float = 3.0,
+        gpus: float = 0.0,
     ) -> None:
         if workers < 1:
             raise ConfigError(f"workers must be >= 1, got {workers}")
@@ -208,18 +227,41 @@ class RayExecutor(Executor):
                 raise RayUnavailableError(
                     f"cannot start or reach Ray {where}: {_first_line(e)}"
                 ) from e
+        if gpus > 0:
+            self._check_gpus(gpus, address)
         self._fn = fn
         self._remote = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(
             run_shipped
-        ).options(name=getattr(fn, "__name__", "evaluation"))  # the task's name in Ray's state
+        )
+        self._name = getattr(fn, "__name__", "evaluation")  # the task's name in Ray's state
+        self._kinds: dict[float, Any] = {}  # the remote function by a task's share of a GPU
         # on a cluster the checkpoint and image folder travel through the object store
         self._shipper = Shipper(ray.put) if address is not None else None
         self._pending: dict[Any, int] = {}
 
+    def _check_gpus(self, gpus: float, address: str | None) -> None:
+        """Refuse ``gpus`` per task where no node of the cluster has that many."""
+        nodes = [n for n in self._ray.nodes() if n.get("Alive")]
+        most = max((float(n.get("Resources", {}).get("GPU", 0.0)) for n in nodes), default=0.0)
+        if most >= gpus:
+            log.info("fine-tunes ask for %g GPU each; the most on one node is %g", gpus, most)
+            return
+        if self._owns:
+            self._ray.shutdown()
+        where = f"at {address!r}" if address else "started here"
+        raise ConfigError(
+            f"--gpus-per-trial {gpus:g} asks for GPUs, but no node of the Ray cluster {where} "
+            f"has {'any' if most == 0 else f'{gpus:g} (the most is {most:g})'}; leave it out "
+            "to fine-tune on CPUs"
+        )
+
     def submit(self, key: int, task: Task) -> None:
+        gpus = float(task.get("gpus") or 0.0)
+        if gpus not in self._kinds:
+            self._kinds[gpus] = self._remote.options(name=self._name, num_gpus=gpus)
         if self._shipper is not None:
             task = self._shipper.pack(task)
-        self._pending[self._remote.remote(self._fn, task)] = key
+        self._pending[self._kinds[gpus].remote(self._fn, task)] = key
 
     def wait(self, timeout: float) -> list[tuple[int, Result]]:
         if not self._pending:

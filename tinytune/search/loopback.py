@@ -140,10 +140,16 @@ def _wait_for(predicate: Callable[[], bool], timeout: float, what: str, log: Pat
 
 @contextmanager
 def two_nodes(
-    logs: Path, env: dict[str, str], worker_env: dict[str, str], cpus: int = 1
+    logs: Path,
+    env: dict[str, str],
+    worker_env: dict[str, str],
+    cpus: int = 1,
+    worker_gpus: int = 0,
 ) -> Iterator[Cluster]:
     """A head and a worker node on loopback with ``cpus`` CPUs each, the head started with
-    ``env`` and the worker with ``worker_env``, their logs in the folder ``logs``."""
+    ``env`` and the worker with ``worker_env``, their logs in the folder ``logs``. The head
+    declares no GPU and the worker ``worker_gpus``, whatever the machine has: Ray schedules
+    by what a node declares, so a mixed cluster's scheduling can be tried without a GPU."""
     if shutil.which("ray") is None:
         raise LoopbackUnavailable("the 'ray' command is not on PATH, so 'ray start' cannot run")
     (gcs, dashboard, client, *head_ports), worker_ports = free_ports(9), free_ports(5)
@@ -152,6 +158,7 @@ def two_nodes(
         f"--port={gcs}",
         "--node-ip-address=127.0.0.1",
         f"--num-cpus={cpus}",
+        "--num-gpus=0",
         "--include-dashboard=true",
         "--dashboard-host=127.0.0.1",
         f"--dashboard-port={dashboard}",
@@ -165,6 +172,7 @@ def two_nodes(
             f"--address=127.0.0.1:{gcs}",
             "--node-ip-address=127.0.0.1",
             f"--num-cpus={cpus}",
+            f"--num-gpus={worker_gpus}",
             *(f"{flag}={port}" for flag, port in zip(_NODE_PORTS, ports, strict=True)),
             f"--temp-dir={tmp}",
         ]

@@ -110,6 +110,7 @@ def verify_int8(run: Run, points: tuple[FrontPoint, ...]) -> tuple[int, float]:
         task = run.task(Candidate.from_json(record.payload))
         task["fidelity"] = "int8"
         task["int8"] = int8_settings()
+        task["gpus"] = 0.0  # the bundle's integer arithmetic runs on a CPU of any node
         key = run.next_key()
         jobs[key] = point
         run.executor.submit(key, task)
