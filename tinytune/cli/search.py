@@ -104,7 +104,11 @@ def search(
         ),
     ] = 0.0,
     weights: Annotated[
-        Path | None, typer.Option(help="Supernet weights file (published OFA checkpoint).")
+        Path | None,
+        typer.Option(
+            help="Weights file: a published OFA checkpoint, or the weights of a --supernet "
+            "PATH.json config (efficientnet-lite0's come with the package)."
+        ),
     ] = None,
     epochs: Annotated[int, typer.Option(help="Fine-tuning epochs per candidate.")] = 8,
     lr: Annotated[

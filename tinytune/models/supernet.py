@@ -511,14 +511,18 @@ def _published_state(spec: SupernetSpec, path: Path) -> dict[str, torch.Tensor]:
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise ModelError(_unreadable(path, "supernet weights", e)) from e
+        expected = f"the weights of {spec.name}" if spec.fixed else None
+        raise ModelError(_unreadable(path, "supernet weights", e, expected)) from e
     state = data.get("state_dict", data) if isinstance(data, dict) else None
     if not isinstance(state, dict):
         raise ModelError(f"{str(path)!r} holds no state dict for {spec.name}")
     return state
 
 
-def _unreadable(path: Path, what: str, error: Exception) -> str:
+_CHECKPOINTS = "a file written by 'tinytune pretrain' or a published Once-for-All checkpoint"
+
+
+def _unreadable(path: Path, what: str, error: Exception, expected: str | None = None) -> str:
     """One line on a file ``torch.load`` refused: not a file of tensors, whatever torch's own
     message suggests (it proposes loading with ``weights_only=False``, which runs the file's
     code, and tinytune never does that)."""
@@ -531,8 +535,8 @@ def _unreadable(path: Path, what: str, error: Exception) -> str:
             else "not a PyTorch checkpoint"
         )
     return (
-        f"cannot read {what} {str(path)!r}: {reason.rstrip('.')}; expected a file written by "
-        "'tinytune pretrain' or a published Once-for-All checkpoint"
+        f"cannot read {what} {str(path)!r}: {reason.rstrip('.')}; expected "
+        f"{expected or _CHECKPOINTS}"
     )
 
 
