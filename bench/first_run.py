@@ -17,7 +17,7 @@ wall clock), and the stored study is read back for:
 The summary gives each figure's median, mean and range over the seeds.
 
     python3 bench/first_run.py [--seeds 0 1 2 3 4] [--dataset digits] [--json OUT]
-        [--from-json EARLIER.json [MORE.json ...]] [--write docs/benchmarks.md]
+        [--from-json EARLIER.json [MORE.json ...]] [--write docs/bench/first-run.md]
 
 ``--write`` replaces the text between ``<!-- first-run:begin -->`` and ``<!-- first-run:end -->``
 (with ``--from-json``, by the summaries of every file given, one data set after another). About
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from seeds import write_section
+from _markers import write_section
 
 WITHIN_PP = 1.0  # "within a point of full fine-tuning"
 

@@ -3,7 +3,7 @@ choice of rate, and of the accuracy it then reports, is the split's and the seed
 
     python3 bench/lr_grid.py [--seeds 0 1 2 3 4] [--partitions 3] [--epochs 8 ...]
         [--families classifier bias sparse full] [--json OUT] [--from-json IN]
-        [--write docs/benchmarks.md [--section lr-grid]]
+        [--write docs/bench/lr-grid.md [--section lr-grid]]
 
 For each seed and each family of :data:`tinytune.search.lr.FAMILIES`, the family's preset on
 the default sub-network is fine-tuned at each rate of its grid exactly as a study's grid
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from seeds import write_section
+from _markers import write_section
 
 SUPERNET = "ofa-proxyless-w0.35"
 DATASET = "digits"

@@ -19,17 +19,19 @@ the network and resolution it was measured on, and why the two differ where they
 
     python3 bench/seeds.py [--large 128] [--qas-lrs 0.0125 0.1] [--qas-epochs 4]
         [--qas-schedule halving] [--constant-lrs 0.003125 0.0125]
-        [--workers 2] [--json OUT] [--write docs/benchmarks.md]
+        [--workers 2] [--json OUT] [--write [PAGE ...]]
         [--folder PATH] [--from-json EARLIER.json [--c-step]]
 
 ``--folder`` measures the device table on an image folder too (``bench/letters.py`` makes
 one); with ``--from-json`` the rest is read from an earlier run instead of measured again
 (``--c-step`` times the C step again, e.g. after a change of the kernels).
 
-``--write`` replaces the parts of the file between ``<!-- seeds:begin -->`` and
-``<!-- seeds:end -->`` (the claims) and between ``<!-- device-accuracy:begin -->`` and
-``<!-- device-accuracy:end -->`` (fp32 against int8 with and without QAS, per preset). About
-15 minutes on two cores.
+``--write`` replaces the blocks between ``<!-- seeds:begin -->`` and ``<!-- seeds:end -->``
+(the claims, in ``docs/bench/claims.md``), between ``<!-- device-accuracy:begin -->`` and
+``<!-- device-accuracy:end -->`` (fp32 against int8 with and without QAS, per preset) and, with
+``--folder``, ``<!-- device-accuracy-folder:begin -->`` … ``end`` (both in
+``docs/bench/device-accuracy.md``): each in whichever of the pages given holds its markers, the
+two pages above when none is given. About 15 minutes on two cores.
 """
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _markers import write_blocks
+
+ROOT = Path(__file__).resolve().parents[1]
+# the pages that hold this script's blocks (``--write`` with no page given)
+PAGES = (ROOT / "docs" / "bench" / "claims.md", ROOT / "docs" / "bench" / "device-accuracy.md")
 
 SUPERNET = "ofa-proxyless-w0.35"
 DATASET = "digits"
@@ -493,17 +502,6 @@ def device_table(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, name: str, text: str) -> None:
-    """Replace the text between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->``."""
-    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-    doc = path.read_text()
-    if begin not in doc or end not in doc:
-        raise SystemExit(f"{path} has no {begin} … {end} section to replace")
-    head, rest = doc.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    path.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
-
-
 def main(argv: list[str] | None = None) -> int:
     from tinytune.quant.schedule import LR_SCHEDULES
     from tinytune.search.verify import INT8_EPOCHS, INT8_LRS, INT8_SCHEDULE
@@ -525,7 +523,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--from-json", type=Path, help="start from earlier measurements instead of measuring"
     )
-    parser.add_argument("--write", type=Path, help="replace the seeds section of this file")
+    parser.add_argument(
+        "--write",
+        type=Path,
+        nargs="*",
+        help="replace this script's blocks in these pages (default: the pages that hold them)",
+    )
     parser.add_argument(
         "--folder", type=Path, help="also measure the device table on this image folder"
     )
@@ -552,11 +555,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{n_test} test images; measured in {folder['seconds']} s."
         )
         print("\n" + folder_text)
-    if args.write:
-        write_section(args.write, "seeds", text)
-        write_section(args.write, "device-accuracy", device)
+    if args.write is not None:
+        blocks = {"seeds": text, "device-accuracy": device}
         if "folder" in results:
-            write_section(args.write, "device-accuracy-folder", folder_text)
+            blocks["device-accuracy-folder"] = folder_text
+        for page in write_blocks(args.write or PAGES, blocks):
+            print(f"wrote {page}")
     return 0
 
 

@@ -1,18 +1,38 @@
-"""The README's Python example, run as a user would: in an empty folder, with ``import
-tinytune`` only."""
+"""The README: its Python example, run as a user would (in an empty folder, with ``import
+tinytune`` only), and its front, whose picture and table ``bench/readme.py`` writes from one
+fresh run of the default job."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+MAX_LINES = 200
+
+
+def _bench(name: str) -> ModuleType:
+    """``bench/NAME.py`` as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+@pytest.fixture(scope="module")
+def readme_bench() -> ModuleType:
+    return _bench("readme")
 
 
 def _example() -> str:
@@ -55,3 +75,76 @@ def test_the_readme_example_runs(
     assert "bytes of arena" in lines[-2]
     assert (work / "bundle" / "manifest.json").is_file()
     assert (work / "ex.db").is_file()
+
+
+def test_the_readme_is_short_and_shows_the_front() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= MAX_LINES
+    assert "](docs/front.png)" in text
+    assert (ROOT / "docs" / "front.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_front_block_is_the_scripts_table_of_the_kept_run(readme_bench: ModuleType) -> None:
+    """The block was written by ``bench/readme.py`` from the figures kept beside the picture,
+    not typed by hand (``python3 bench/readme.py --from-json docs/front.json`` rewrites it)."""
+    markers = _bench("_markers")
+    figures = json.loads((ROOT / "docs" / "front.json").read_text())
+    block = markers.read_block(README.read_text(), readme_bench.BLOCK, "README.md")
+    assert block == readme_bench.table(figures)
+    assert figures["reference"]["scheme"].startswith("full")
+    assert figures["front"], "a fresh run's front has at least one point"
+
+
+def _point(scheme: str, val: float, test: float, kb: float, ms: float | None) -> dict[str, Any]:
+    return {
+        "scheme": scheme,
+        "val": val,
+        "test": test,
+        "memory_bytes": int(kb * 1024),
+        "latency_s": None if ms is None else ms / 1000,
+        "key": scheme,
+    }
+
+
+def test_the_table_of_a_hand_built_run(readme_bench: ModuleType) -> None:
+    full = _point("full (reference)", 0.983, 0.981, 240.0, 234)
+    run = {
+        "wall_s": 92.4,
+        "cores": 2,
+        "cpu": "Some CPU",
+        "load": [1.25, 3.0],
+        "device": "stm32f746",
+        # out of order: the table sorts by SRAM
+        "front": [
+            _point("mcunetv3", 0.986, 0.969, 60.0, 114),
+            _point("last", 0.914, 0.875, 30.0, None),
+        ],
+        "reference": full,
+    }
+    assert readme_bench.table(run).splitlines() == [
+        "`tinytune search` in an empty folder with an empty cache took **1 min 32 s** on this "
+        "machine (2 cores, Some CPU; load average 1.2 as it started and 3.0 as it ended). Its "
+        "front has 2 points, "
+        "chosen on validation accuracy:",
+        "",
+        "| update scheme | validation / test accuracy | test vs full fine-tuning | peak training "
+        "SRAM | training step on `stm32f746` (predicted) |",
+        "|---|---|---|---|---|",
+        "| `last`: the classifier only | 91.4 % / 87.5 % | -10.6 pp | 30.0 KB (8.0× less) | – |",
+        "| `mcunetv3`: sparse update (MCUNetV3) | 98.6 % / 96.9 % | -1.2 pp | 60.0 KB (4.0× less) "
+        "| 114 ms |",
+        "| full fine-tuning (the reference, off the front) | 98.3 % / 98.1 % | – | 240.0 KB "
+        "| 234 ms |",
+    ]
+    # the reference on the front is a row of the front, not a second row
+    on_front = {**run, "front": [*run["front"], full], "load": None, "wall_s": 41.0}
+    lines = readme_bench.table(on_front).splitlines()
+    assert lines[0].startswith(
+        "`tinytune search` in an empty folder with an empty cache took "
+        "**41 s** on this machine (2 cores, Some CPU). Its front has 3"
+    )
+    assert (
+        lines[-1]
+        == "| full fine-tuning (the reference) | 98.3 % / 98.1 % | – | 240.0 KB | 234 ms |"
+    )
+    assert len(lines) == 7

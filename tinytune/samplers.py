@@ -13,4 +13,4 @@ SAMPLERS = ("tpe", "tpe-early", "gp", "random", "nsga2")
 
 DEFAULT_SAMPLER = "tpe-early"
 """The sampler of ``tinytune search``: of tinytune's strategies, the best median hypervolume at
-equal compute in ``bench/search_efficiency.py`` (``docs/benchmarks.md``, "Search efficiency")."""
+equal compute in ``bench/search_efficiency.py`` (``docs/bench/search.md``)."""

@@ -63,7 +63,7 @@ def host_base() -> DeviceProfile:
 @cache
 def host_profile() -> DeviceProfile:
     """The built-in profile of ``host``: this machine's facts with the coefficients fitted on
-    the development machine by ``bench/host_latency.py`` (see ``docs/benchmarks.md``).
+    the development machine by ``bench/host_latency.py`` (see ``docs/bench/latency.md``).
     Calibrate it on your own machine (``tinytune profile`` then ``tinytune calibrate --device
     host``) for predictions that mean something there."""
     text = resources.files("tinytune.hwmodels").joinpath("data/host.json").read_text()

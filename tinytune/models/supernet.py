@@ -152,7 +152,7 @@ RECIPES: dict[str, PretrainRecipe] = {
     # The default: 300 steps of 48 shape and stroke-glyph images, each step the sandwich rule
     # with the largest, the smallest and two random sub-networks, cosine LR from 0.1
     # (≈4 minutes of one core). Glyph strokes resemble characters, and on ``digits`` this
-    # transfers better than an hour of ``formula-cpu`` (docs/benchmarks.md).
+    # transfers better than an hour of ``formula-cpu`` (docs/bench/pretraining.md).
     "quick": PretrainRecipe(),
     # Formula-driven pre-training sized for under an hour of one CPU core (≈0.2M images; the
     # published FDSL recipes use 20–300M, so everything here favours fast convergence):
@@ -181,15 +181,16 @@ RECIPES: dict[str, PretrainRecipe] = {
     # The shipped checkpoint's recipe: 53 times the images of ``quick`` (0.77M), 200 classes
     # (100 shapes, 100 glyphs), batches of 256 drawn ahead by worker processes (per-step
     # draws), peak LR 0.3 after 300 warm-up steps, mixup/CutMix on a fifth of the steps. Seven
-    # minutes on one H100 (docs/benchmarks.md); many hours on two CPU cores. On ``digits`` the
-    # linear probe of the default sub-network rises from 75 % (``quick``) to 91 % (validation).
+    # minutes on one H100 (docs/bench/pretraining.md); many hours on two CPU cores. On
+    # ``digits`` the linear probe of the default sub-network rises from 75 % (``quick``) to 91 %
+    # (validation).
     "glyphs-gpu": _GLYPHS_GPU,
     # glyphs-gpu at four times the batch (1,024) and 2.7 times the images (2.05M), peak LR 0.6
     # (square-root scaling of 0.3 at 256): 7 minutes on one H200. Kept to reproduce a measured
     # negative result: at this batch the features transfer worse to ``digits``, already at the
     # shipped run's images (``--steps 750``: linear probe 86 % against 91 % validation) and
-    # more so with more (83 % at 2.05M), full fine-tuning no better (docs/benchmarks.md); the
-    # shipped checkpoint stays ``glyphs-gpu``.
+    # more so with more (83 % at 2.05M), full fine-tuning no better (docs/bench/pretraining.md);
+    # the shipped checkpoint stays ``glyphs-gpu``.
     "glyphs-gpu-xl": replace(_GLYPHS_GPU, steps=2000, batch_size=1024, lr=0.6),
 }
 """Named pre-training recipes (``tinytune pretrain --recipe NAME``)."""
@@ -199,7 +200,7 @@ DEFAULT_RECIPE = "quick"
 checkpoint of it (minutes on a CPU). The default supernet's shipped checkpoint was made by
 ``glyphs-gpu`` (its record says so). ``formula-cpu`` transferred worse to ``digits`` in its
 one-hour CPU form (linear probe 57 % vs 76 %, full fine-tuning 79 % vs 96 % test,
-validation-selected; see docs/benchmarks.md)."""
+validation-selected; see docs/bench/pretraining.md)."""
 
 
 def get_recipe(name: str) -> PretrainRecipe:

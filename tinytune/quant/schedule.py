@@ -25,8 +25,8 @@ __all__ = [
 LR_SCHEDULES = ("halving", "constant")
 """``halving``: epoch e (from 0) trains at lr·2^−e, a step decay that the bundle does exactly;
 ``constant``: lr throughout. On digits halving brought the device's bias-only update from 93.9 to
-97.2 % validation accuracy (97.5 % in float32 with a cosine decay; docs/benchmarks.md, "Device
-accuracy")."""
+97.2 % validation accuracy (97.5 % in float32 with a cosine decay;
+docs/bench/device-accuracy.md)."""
 
 MAX_LR_HALVINGS = 30
 """The most halvings a bundle's rate takes (its ``TT_LR_MAX_HALVINGS``); later epochs keep it."""

@@ -65,7 +65,7 @@ FAMILIES: dict[str, Family] = {
 }
 """The families and their grids for batches of 32, centred on the rates that did best on
 ``digits``' validation split with the shipped supernet over a wider grid at batch 16, doubled
-with the batch (linear scaling; docs/benchmarks.md)."""
+with the batch (linear scaling; docs/bench/pretraining.md)."""
 
 
 def family_of(candidate: Candidate, spec: SupernetSpec) -> str:
@@ -177,8 +177,8 @@ def longest_first(step_s: Mapping[int, float]) -> list[int]:
     first (LPT scheduling). The grid ends when its last fine-tune does; started first, the
     slow fine-tunes (full, then bias-only, whose backward pass crosses every layer) overlap
     each other and the short ones fill the workers' gaps at the end. A fine-tune's time on the
-    host follows the device's predicted step latency (docs/benchmarks.md, "Local Ray
-    workers"); ties keep the families' order."""
+    host follows the device's predicted step latency (docs/bench/workers.md); ties keep the
+    families' order."""
     return sorted(step_s, key=lambda key: -step_s[key])
 
 

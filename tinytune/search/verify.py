@@ -38,13 +38,12 @@ INT8_SCHEDULE = "halving"
 """The rate halves after every epoch, as the bundle's example does with ``tt_set_lr_halvings``
 (the multipliers are constants of its code; only their shifts move). At a constant rate the
 last epochs' steps stay as large as the first's: on digits the bias-only update reached 93.9 %
-validation at the best constant rate and 97.2 % halving (docs/benchmarks.md, "Device
-accuracy")."""
+validation at the best constant rate and 97.2 % halving (docs/bench/device-accuracy.md)."""
 
 INT8_LRS = (0.003125, 0.0125, 0.1)
 """Per-image learning rates of the first epoch tried, a factor of four and eight apart: on
 digits the sparse update does best at 0.0125, bias-only and classifier-only at 0.1 (the device
-accuracy table of docs/benchmarks.md); EfficientNet-Lite0's sparse update on the letters
+accuracy table of docs/bench/device-accuracy.md); EfficientNet-Lite0's sparse update on the letters
 diverges at 0.1 and stays 14 points below its float32 fine-tune at 0.0125, where at 0.003125 it
 is above it (docs/pretrained.md)."""
 
