@@ -10,6 +10,7 @@ import typer
 
 from tinytune.cli.common import DEFAULT_STORAGE
 from tinytune.errors import StorageError
+from tinytune.options import DEFAULT_DEVICE
 
 __all__ = ["export"]
 
@@ -37,7 +38,7 @@ def export(
     ] = None,
     device: Annotated[
         str | None,
-        typer.Option(help="Target device (default: the study's, else stm32f746)."),
+        typer.Option(help=f"Target device (default: the study's, else {DEFAULT_DEVICE})."),
     ] = None,
     storage: Annotated[
         str, typer.Option(help="SQLAlchemy URL of the database.")
