@@ -405,3 +405,23 @@ def test_a_study_stored_under_a_spaced_name_goes_on_but_no_new_one_is_made(tmp_p
         tinytune.optimize("digits", study=" new", storage=url)
     with open_store(url) as store, pytest.raises(tinytune.TinyTuneError, match="' new' begins"):
         run_search(dataclasses.replace(config, study_name=" new"), store, InlineExecutor(_made_up))
+
+
+def test_a_stored_study_reads_back_its_space_typed(tmp_path: Path) -> None:
+    """What tinytune.load, a front point's export and report read of a study is the space its
+    search stored: the config's, with the engine that predicted its latencies."""
+    import tinytune
+    from tinytune.db import open_store
+    from tinytune.search.config import StudySpace
+    from tinytune.studies import find_candidate
+
+    url, config = _made_up_study(tmp_path)
+    expected = StudySpace.from_config(dataclasses.replace(config, engine="bundle"))
+    view = tinytune.load("s", url)
+    assert view.space == expected
+    assert view.space.finetune is not None and view.space.finetune.lr == config.finetune.lr
+    with open_store(url) as store:
+        found = find_candidate(store, study="s", target=view.front[0].trial)
+        assert found.space == expected
+        unknown = find_candidate(store, study=None, target=view.front[0].candidate_key[:12])
+    assert unknown.study == "s" and unknown.space == expected

@@ -228,5 +228,5 @@ def test_the_epoch_budget_caps_the_run_s_compute(tmp_path: Path, halving: bool) 
     else:  # the four baselines directly (16), then one bracket: three screenings and one
         assert result.counts.promoted == 1 and result.counts.measured == 5
         assert result.train_epochs == 16 + EPOCHS + 0.5 * result.counts.screen_tasks
-    with pytest.raises(BudgetError, match="^epoch_budget must be > 0"):
+    with pytest.raises(BudgetError, match=r"^epoch_budget must be > 0"):
         _config(ckpt, epoch_budget=0.0)
