@@ -408,3 +408,32 @@ def test_a_file_is_digested_by_one_function() -> None:
             ):
                 fed.append(str(path.relative_to(PACKAGE)))
     assert fed == ["hashing.py"]
+
+
+def test_the_command_line_hands_every_option_to_the_front_door(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tinytune
+    from tinytune.cli.main import main
+    from tinytune.search import Counts, SearchResult
+
+    asked: dict[str, Any] = {}
+
+    def optimize(*args: object, **kwargs: Any) -> SearchResult:
+        asked.update(kwargs)
+        return SearchResult("s", Counts(measured=1), (), None, 1, (), 1.0, 1)
+
+    monkeypatch.setattr(tinytune, "optimize", optimize)
+    assert main(["search", "--trials", "3", "--sram-budget", "none", "--seed", "5"]) == 0
+    assert set(asked) == {o.name for o in SEARCH_OPTIONS} | set(CALLBACKS)
+    assert (asked["trials"], asked["sram_budget"], asked["seed"]) == (3, "none", 5)
+    assert {k: v for k, v in asked.items() if k not in ("trials", "sram_budget", "seed")} == {
+        **{
+            o.name: o.default
+            for o in SEARCH_OPTIONS
+            if o.name not in ("trials", "sram_budget", "seed")
+        },
+        "progress": asked["progress"],
+        "on_pretrain": asked["on_pretrain"],
+    }
+    capsys.readouterr()
