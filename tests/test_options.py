@@ -37,7 +37,6 @@ UNSET_BY_OPTIONS = {
     "checkpoint",  # the front door resolves the weights
     "supernet",  # resolved from the data set (tinytune.spaces.default_network)
     "n_classes",  # the data set's
-    "data_seed",
     "baselines",
     "reference",
     "max_idle_proposals",
@@ -321,6 +320,8 @@ def test_from_options_sets_every_field_an_option_names() -> None:
     assert (config.finetune.lr, config.tune_lr) == (0.05, False)
     assert (config.seed, config.finetune.seed) == (7, 7)
     assert config.sram_budget_bytes is None and config.time_budget_s == 300.0
+    split = SearchConfig.from_options(resolve({"data_seed": 3}), checkpoint="")
+    assert split.data_seed == 3 and split.space()["data_seed"] == 3  # another study's space
     default = SearchConfig.from_options(resolve({}), checkpoint="")
     assert default == SearchConfig(checkpoint="")
     assert default.tune_lr and default.sram_budget_bytes == 256 * 1024

@@ -479,6 +479,13 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         positional=True,
     ),
     Option(
+        "data_seed",
+        Seed(),
+        0,
+        "Seed of the data set's split into training, validation and test images (a study "
+        "keeps the split it was made with).",
+    ),
+    Option(
         "preset",
         Choice(optional=True, choices=_presets),
         None,

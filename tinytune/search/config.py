@@ -139,7 +139,7 @@ class SearchConfig:
     supernet: str = default_network(DEFAULT_DATASET)
     dataset: str = config_default("dataset")
     n_classes: int = 10
-    data_seed: int = 0
+    data_seed: int = config_default("data_seed")
     preset: str | None = config_default("preset")
     trials: int = config_default("trials")
     time_budget_s: float | None = config_default("time_budget_s")
