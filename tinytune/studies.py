@@ -46,7 +46,7 @@ class StudyView:
     """A stored study: its search space, its latest measured Pareto front (chosen on validation
     accuracy, test accuracy beside it), its reference (full fine-tuning of the default
     sub-network, measured beside the budget), when measured, and the device's accuracy of its
-    points (int8, batch 1, QAS) by candidate key, where measured (``--verify-int8``).
+    points (int8, batch 1, QAS) by candidate key, where measured (``verify_int8``).
 
     ``chosen_on`` is ``"validation"``, or ``"test"`` for a front stored by a tinytune before
     validation selection: such a front was chosen on test accuracy, and is shown as stored.
