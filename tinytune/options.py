@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 from tinytune.errors import PYTHON, ConfigError, Flag, Style, Words, flag
 from tinytune.samplers import DEFAULT_SAMPLER, SAMPLERS
+from tinytune.spaces.supernets import DEFAULT_SUPERNET, IMAGE_NETWORK
 from tinytune.units import check_integer, check_real, check_seed, parse_bytes, parse_seconds
 
 __all__ = [
@@ -466,8 +467,8 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "supernet",
         Text(optional=True),
         None,
-        "efficientnet-lite0 (ImageNet weights), ofa-proxyless-w<width>, ofa-mbv3-w<width> or a "
-        "published OFA id; default: efficientnet-lite0 for imagefolder:PATH, ofa-proxyless-w0.35 "
+        f"{IMAGE_NETWORK} (ImageNet weights), ofa-proxyless-w<width>, ofa-mbv3-w<width> or a "
+        f"published OFA id; default: {IMAGE_NETWORK} for imagefolder:PATH, {DEFAULT_SUPERNET} "
         "for the built-in data sets.",
         None,  # resolved from the data set by tinytune.spaces.default_network
     ),
