@@ -27,7 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tinytune.errors import PYTHON, ConfigError, Flag, Style, Words, flag
+from tinytune.errors import (
+    PYTHON,
+    BudgetOptionError,
+    Flag,
+    OptionError,
+    Style,
+    Words,
+    flag,
+)
 from tinytune.samplers import DEFAULT_SAMPLER, SAMPLERS
 from tinytune.spaces.supernets import DEFAULT_SUPERNET, IMAGE_NETWORK
 from tinytune.units import check_integer, check_real, check_seed, parse_bytes, parse_seconds
@@ -127,10 +135,8 @@ class Kind:
     def _check(self, name: str, value: Any) -> None:
         raise NotImplementedError
 
-    def refuse(self, name: str, problem: str | Words) -> ConfigError:
+    def refuse(self, name: str, problem: str | Words) -> OptionError:
         """The error of a value of option ``name`` that breaks a bound."""
-        from tinytune.errors import BudgetOptionError, OptionError
-
         return (BudgetOptionError if self.budget else OptionError)(name, problem)
 
 
@@ -221,7 +227,7 @@ class Switch(Kind):
 class Choice(Kind):
     """One of the names ``choices()`` lists (read when a value is checked)."""
 
-    choices: Callable[[], Iterable[str]] = tuple
+    choices: Callable[[], Iterable[str]] = tuple  # every Choice names its own
 
     python: ClassVar[Any] = str
     command: ClassVar[Any] = str
