@@ -54,7 +54,7 @@ def read_study(storage: str) -> dict[str, Any]:
     ref = view.reference
     if ref is None or ref.test_accuracy is None:
         raise SystemExit(f"{storage}: the study has no measured reference")
-    supernet = view.space["supernet"]
+    supernet = view.space.supernet
     last_key = make_preset(
         "last", get_supernet(supernet), default_subnet(get_supernet(supernet))
     ).key

@@ -61,10 +61,11 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"preset": "everything"}, "unknown preset 'everything'"),
-        ({"precision": "int4"}, "unknown precision 'int4'; allowed: fp32, int8"),
-        ({"sampler": "grid"}, "unknown sampler 'grid'"),
-        ({"engine": "tflite"}, "unknown engine 'tflite'"),
+        ({"preset": "everything"}, "^preset must be one of full, last, .*, got 'everything'$"),
+        ({"precision": "int4"}, "^precision must be one of fp32, int8, got 'int4'$"),
+        ({"sampler": "grid"}, "^sampler must be one of tpe, .*, got 'grid'$"),
+        ({"engine": "tflite"}, "^engine must be one of bundle, published, pytorch, got 'tflite'"),
+        ({"device": "esp32"}, "^device must be one of host, .*, got 'esp32'$"),
         ({"workers": 0}, "workers must be >= 1"),
         ({"sram_budget": "12parsecs"}, "is not a size"),
         ({"dataset": "cifar"}, "unknown data set"),
@@ -88,15 +89,16 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ({"study": None}, "study must be a name of 1 to 512 characters"),
         ({"weights": 5}, "weights must be a path, got 5"),
         ({"weights": " "}, "weights must be a path, got ' '"),
-        ({"supernet": 5}, "unknown supernet 5"),
+        ({"supernet": 5}, "^supernet must be a str, got 5$"),
+        ({"supernet": "resnet9000"}, "unknown supernet 'resnet9000'"),
         # the checks are the command line's; their messages name the Python keywords
         ({"sram_budget": 10}, "raise sram_budget to at least 26152B$"),
         ({"workers": 4}, "^inline=True runs in this process, so workers=4 would be ignored"),
         (
             {"ray_address": "127.0.0.1:1"},
-            "^inline=True runs without Ray, so ray_address 127.0.0.1:1",
+            "^inline=True runs without Ray, so ray_address='127.0.0.1:1' would be ignored",
         ),
-        ({"pretrain_steps": 0}, "pre-training steps must be >= 1, got 0"),
+        ({"pretrain_steps": 0}, "^pretrain_steps must be >= 1, got 0$"),
         ({"latency_budget": "500"}, "latency_budget '500' has no unit; write 500ms or 500s$"),
         ({"progress": 5}, "progress must be a function or None, got 5"),
         ({"on_pretrain": "print"}, "on_pretrain must be a function or None, got 'print'"),
@@ -403,3 +405,23 @@ def test_a_study_stored_under_a_spaced_name_goes_on_but_no_new_one_is_made(tmp_p
         tinytune.optimize("digits", study=" new", storage=url)
     with open_store(url) as store, pytest.raises(tinytune.TinyTuneError, match="' new' begins"):
         run_search(dataclasses.replace(config, study_name=" new"), store, InlineExecutor(_made_up))
+
+
+def test_a_stored_study_reads_back_its_space_typed(tmp_path: Path) -> None:
+    """What tinytune.load, a front point's export and report read of a study is the space its
+    search stored: the config's, with the engine that predicted its latencies."""
+    import tinytune
+    from tinytune.db import open_store
+    from tinytune.search.config import StudySpace
+    from tinytune.studies import find_candidate
+
+    url, config = _made_up_study(tmp_path)
+    expected = StudySpace.from_config(dataclasses.replace(config, engine="bundle"))
+    view = tinytune.load("s", url)
+    assert view.space == expected
+    assert view.space.finetune is not None and view.space.finetune.lr == config.finetune.lr
+    with open_store(url) as store:
+        found = find_candidate(store, study="s", target=view.front[0].trial)
+        assert found.space == expected
+        unknown = find_candidate(store, study=None, target=view.front[0].candidate_key[:12])
+    assert unknown.study == "s" and unknown.space == expected

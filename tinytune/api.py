@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -24,6 +25,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinytune import studies as _studies
 from tinytune.errors import TinyTuneError
+from tinytune.options import (
+    DEFAULT_DATASET,
+    DEFAULT_STORAGE,
+    DEFAULT_WORKERS,
+    SEARCH_OPTIONS,
+    describe,
+    resolve,
+)
 from tinytune.samplers import DEFAULT_SAMPLER  # re-exported: the front door's default
 from tinytune.spaces.supernets import DEFAULT_SUPERNET, default_network
 
@@ -31,12 +40,15 @@ if TYPE_CHECKING:
     from tinytune.evaluators.device import Int8Progress
     from tinytune.hwmodels.devices import DeviceProfile
     from tinytune.search import FrontPoint, SearchEvent, SearchResult
+    from tinytune.search.verify import Int8Accuracy
     from tinytune.studies import StudyView
 
 __all__ = [
+    "DEFAULT_DATASET",
     "DEFAULT_SAMPLER",
     "DEFAULT_STORAGE",
     "DEFAULT_SUPERNET",
+    "DEFAULT_WORKERS",
     "Exported",
     "command_line",
     "devices",
@@ -45,10 +57,6 @@ __all__ = [
     "optimize",
 ]
 
-DEFAULT_STORAGE = "sqlite:///tinytune.db"
-DEFAULT_WORKERS = 2
-"""Evaluations in parallel (Ray tasks) when ``workers`` is not given: one per core of a
-two-core machine."""
 DEFAULT_DEVICE_LR = 0.0125
 """The bundle's learning rate when no device accuracy was measured: the middle one of the rates
 that ``--verify-int8`` tries (:data:`tinytune.search.verify.INT8_LRS`)."""
@@ -65,8 +73,10 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 @contextmanager
 def command_line() -> Iterator[None]:
-    """Calls of the front door within it are the command line's: their errors name its flags
-    (``--sram-budget``), not the keyword arguments of a Python call (``sram_budget``)."""
+    """Calls of the front door within it are the command line's: the errors whose messages are
+    still text name its flags (``--sram-budget``), not the keyword arguments of a Python call
+    (``sram_budget``). An error that names options as :class:`tinytune.errors.Words` needs no
+    such context: each front end words it (:meth:`TinyTuneError.worded`)."""
     token = _COMMAND_LINE.set(True)
     try:
         yield
@@ -82,7 +92,11 @@ def in_python_words(
     ``measure_int8=False``, a switch — a keyword of ``switches``, off by default — ``--force``
     as ``force=True``, a hint's ``--device=rpi4`` as ``device='rpi4'`` and ``--epochs=1`` as
     ``epochs=1``); other text, flags of no such keyword and anything quoted (a value the
-    caller gave: a study's name, a path) as they were."""
+    caller gave: a study's name, a path) as they were.
+
+    Only for the messages of text that modules below the front door still word in flags (the
+    search's study and driver, the bundle's options, the checkpoints); a message of
+    :class:`tinytune.errors.Words` is never rewritten."""
 
     def keyword(match: re.Match[str]) -> str:
         name = match.group(2).replace("-", "_")
@@ -103,8 +117,8 @@ def in_python_words(
 
 
 def _python_words(function: _F) -> _F:
-    """``function``, whose :class:`TinyTuneError` names its keyword arguments where the checks
-    it shares with the command line name flags (outside :func:`command_line`)."""
+    """``function``, whose :class:`TinyTuneError` of text names its keyword arguments where the
+    checks it shares with the command line name flags (outside :func:`command_line`)."""
     parameters = inspect.signature(function).parameters
     keywords = set(parameters)
     switches = frozenset(name for name, p in parameters.items() if p.default is False)
@@ -123,132 +137,119 @@ def _python_words(function: _F) -> _F:
 
 def _check_callbacks(**callbacks: object) -> None:
     """Refuse a callback that cannot be called, before any work."""
-    from tinytune.errors import ConfigError
+    from tinytune.errors import OptionError
 
     for name, callback in callbacks.items():
         if callback is not None and not callable(callback):
-            raise ConfigError(f"{name} must be a function or None, got {callback!r:.80}")
-
-
-def _bytes(value: int | str | None, what: str) -> int | None:
-    from tinytune.units import check_real, parse_bytes
-
-    if value is None or (isinstance(value, str) and value.lower() == "none"):
-        return None
-    if isinstance(value, str):
-        return parse_bytes(value, what)
-    check_real(value, what)
-    return int(value)
-
-
-def _seconds(value: float | str | None, what: str, *, bare: bool = True) -> float | None:
-    from tinytune.units import check_real, parse_seconds
-
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return parse_seconds(value, what, bare=bare)
-    check_real(value, what)
-    return float(value)
+            raise OptionError(name, f"must be a function or None, got {callback!r:.80}")
 
 
 def _path(value: object, what: str) -> Path:
     """``value`` as a path; anything else than a non-blank ``str`` or ``Path`` is refused,
-    naming ``what``."""
-    from tinytune.errors import ConfigError
+    naming the keyword argument ``what``."""
+    from tinytune.errors import OptionError
 
     if not isinstance(value, str | Path) or not str(value).strip():
-        raise ConfigError(f"{what} must be a path, got {value!r:.80}")
+        raise OptionError(what, f"must be a path, got {value!r:.80}")
     return Path(value)
 
 
+def _search_signature() -> inspect.Signature:
+    """The signature of :func:`optimize`: the data set (positional too), every other option
+    of :data:`~tinytune.options.SEARCH_OPTIONS` by keyword with its default, and the
+    callbacks."""
+    parameters = [
+        inspect.Parameter(
+            o.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD
+            if o.positional
+            else inspect.Parameter.KEYWORD_ONLY,
+            default=o.default,
+            annotation=o.kind.api_type,
+        )
+        for o in sorted(SEARCH_OPTIONS, key=lambda o: not o.positional)
+    ]
+    callback = Callable[..., None] | None
+    parameters += [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=callback)
+        for name in ("progress", "on_pretrain")
+    ]
+    return inspect.Signature(parameters, return_annotation="SearchResult")
+
+
+def _from_options(function: _F) -> _F:
+    """``function`` (which takes ``*args, **kwargs``) with :func:`_search_signature` as its
+    signature, and the options' help appended to its docstring."""
+    function.__signature__ = _search_signature()  # type: ignore[attr-defined]
+    function.__doc__ = f"{function.__doc__}\n{textwrap.indent(describe(), '    ')}\n"
+    return function
+
+
 @_python_words
-def optimize(
-    dataset: str = "digits",
-    *,
-    trials: int = 12,
-    device: str = "stm32f746",
-    engine: str | None = None,
-    sram_budget: int | str | None = "256KB",
-    flash_budget: int | str | None = None,
-    latency_budget: float | str | None = None,
-    time_budget: float | str | None = None,
-    epoch_budget: float | None = None,
-    study: str = "tinytune",
-    storage: str = DEFAULT_STORAGE,
-    supernet: str | None = None,
-    weights: str | Path | None = None,
-    preset: str | None = None,
-    precision: str = "int8",
-    sampler: str = DEFAULT_SAMPLER,
-    seed: int = 0,
-    epochs: int = 8,
-    lr: float | None = None,
-    batch_size: int = 32,
-    workers: int | None = None,
-    inline: bool = False,
-    ray_address: str | None = None,
-    max_retries: int = 2,
-    gpus_per_trial: float = 0.0,
-    proposals: int | None = None,
-    proxy: bool = False,
-    proxy_eta: int = 4,
-    halving: bool = False,
-    screen_epochs: int = 2,
-    screen_fraction: float = 0.5,
-    mutate: bool = False,
-    resume: bool = False,
-    pretrain_steps: int | None = None,
-    repeats: int | None = None,
-    verify_int8: bool = False,
-    progress: Callable[[SearchEvent], None] | None = None,
-    on_pretrain: Callable[[int, int, float], None] | None = None,
-) -> SearchResult:
+@_from_options
+def optimize(*args: Any, **kwargs: Any) -> SearchResult:
     """Search how to fine-tune a network on ``dataset`` for ``device``; run or continue the
     study ``study`` in ``storage`` until its budget of ``trials`` measured fine-tunes is spent.
     ``supernet=None`` searches :func:`tinytune.spaces.default_network`: EfficientNet-Lite0 with
     its ImageNet weights for an image folder, the shipped supernet for a built-in data set.
 
-    Budgets are bytes or seconds, or text with a unit (``"256KB"``, ``"500ms"``, ``"5m"``);
-    ``sram_budget=None`` searches without one. ``n_classes`` comes from the data set. Ray runs
-    ``workers`` evaluations in parallel (:data:`DEFAULT_WORKERS` when None; ``inline=True``:
-    one at a time in this process, and then ``workers`` is not given); ``gpus_per_trial``
-    is the share of a GPU each fp32 fine-tune's Ray task asks for (0: CPUs; a fraction lets
-    fine-tunes share a device; not with ``inline``), the int8 measurement of ``verify_int8``
-    staying on CPUs. The supernet's
-    weights are ``weights``, else the checkpoint the package ships for it, else the cached
-    pre-trained one, pre-trained first when missing (``on_pretrain(step, steps, loss)``
-    follows it); ``pretrain_steps`` asks for a pre-training by the quick recipe instead.
-    ``lr=None`` chooses the fine-tuning learning rate of each scheme family on the validation
-    split before the first measurement (:mod:`tinytune.search.lr`; 0.2 where a family's grid
-    failed); a number fine-tunes every candidate at that rate. ``repeats`` measures each
-    candidate on that many train/validation partitions (None: more than one only where the
-    validation split has under 100 images; :func:`tinytune.data.val_repeats`).
-    ``epoch_budget`` caps this run's compute in fine-tuning epochs (passes over the training
-    split, every fine-tune counted). ``halving`` screens the candidates of each bracket of
-    ``proxy_eta`` by short fine-tunes (``screen_epochs`` epochs on ``screen_fraction`` of the
-    training images) and measures the most promising one; ``proxy`` screens them by the
-    additive proxy instead. ``mutate`` makes every other fresh proposal a mutant of a front
-    point, or a baseline over the SRAM budget shrunk into it (:mod:`tinytune.search.mutation`).
-    ``verify_int8`` ends the run by training each front point as the device does (int8, batch
-    1, QAS) and returns its accuracy in ``SearchResult.int8``. ``engine`` is what the latency
-    objective predicts (``bundle``, ``published``, ``pytorch``; None: the bundle's kernels where
-    the device has a profile of them, built in or calibrated).
+    Every option is one of :data:`tinytune.options.SEARCH_OPTIONS` (listed below), with the
+    command line's default. Budgets are bytes or seconds, or text with a unit (``"256KB"``,
+    ``"500ms"``, ``"5m"``); ``sram_budget=None`` searches without one. ``n_classes`` comes from
+    the data set. Ray runs ``workers`` evaluations in parallel (:data:`DEFAULT_WORKERS` when
+    None; ``inline=True``: one at a time in this process, and then ``workers`` is not given);
+    ``gpus_per_trial`` is the share of a GPU each fp32 fine-tune's Ray task asks for (0: CPUs;
+    a fraction lets fine-tunes share a device; not with ``inline``), the int8 measurement of
+    ``verify_int8`` staying on CPUs. The supernet's weights are ``weights``, else the checkpoint
+    the package ships for it, else the cached pre-trained one, pre-trained first when missing
+    (``on_pretrain(step, steps, loss)`` follows it); ``pretrain_steps`` asks for a pre-training
+    by the quick recipe instead. ``lr=None`` chooses the fine-tuning learning rate of each
+    scheme family on the validation split before the first measurement
+    (:mod:`tinytune.search.lr`; the evaluator's default rate where a family's grid failed); a
+    number fine-tunes every candidate at that rate. ``repeats`` measures each candidate on that
+    many train/validation partitions (None: more than one only where the validation split has
+    under 100 images; :func:`tinytune.data.val_repeats`). ``epoch_budget`` caps this run's
+    compute in fine-tuning epochs (passes over the training split, every fine-tune counted).
+    ``halving`` screens the candidates of each bracket of ``proxy_eta`` by short fine-tunes
+    (``screen_epochs`` epochs on ``screen_fraction`` of the training images) and measures the
+    most promising one; ``proxy`` screens them by the additive proxy instead. ``mutate`` makes
+    every other fresh proposal a mutant of a front point, or a baseline over the SRAM budget
+    shrunk into it (:mod:`tinytune.search.mutation`). ``verify_int8`` ends the run by training
+    each front point as the device does (int8, batch 1, QAS) and returns its accuracy in
+    ``SearchResult.int8``. ``engine`` is what the latency objective predicts (``bundle``,
+    ``published``, ``pytorch``; None: the bundle's kernels where the device has a profile of
+    them, built in or calibrated). ``progress`` is called with each
+    :class:`~tinytune.search.SearchEvent`.
 
     Returns:
         What the run did and the study's measured Pareto front.
 
     Raises:
-        TinyTuneError: bad input (the message names it and what is allowed), before any work.
+        TypeError: an argument that is no option, as any Python function raises.
+        TinyTuneError: bad input (the message names it and what is allowed), before any work;
+            an :class:`~tinytune.errors.OptionError` names the option in its ``field``.
     """
+    call = optimize.__signature__.bind(*args, **kwargs)  # type: ignore[attr-defined]
+    given = dict(call.arguments)
+    progress = given.pop("progress", None)
+    on_pretrain = given.pop("on_pretrain", None)
+    _check_callbacks(progress=progress, on_pretrain=on_pretrain)
+    return _optimize(resolve(given), progress, on_pretrain)
+
+
+def _optimize(
+    values: dict[str, Any],
+    progress: Callable[[SearchEvent], None] | None,
+    on_pretrain: Callable[[int, int, float], None] | None,
+) -> SearchResult:
+    """:func:`optimize` of the options' checked ``values``."""
     import dataclasses
 
     from tinytune.checkpoints import ensure_checkpoint
     from tinytune.data import get_dataset
     from tinytune.db import database_exists, mask_url, open_store
-    from tinytune.errors import ConfigError, StorageError
-    from tinytune.evaluators import FinetuneConfig, HardwareConfig, run_evaluation
-    from tinytune.hwmodels.registry import check_device
+    from tinytune.errors import OptionError, StorageError, flag
+    from tinytune.evaluators import run_evaluation
     from tinytune.models import PretrainRecipe
     from tinytune.models.supernet import require_weights
     from tinytune.search import (
@@ -263,87 +264,55 @@ def optimize(
     from tinytune.search.executor import check_reachable
     from tinytune.search.study import check_stored_space
     from tinytune.spaces import get_supernet
-    from tinytune.units import check_integer, check_seed
 
-    weights_path = None if weights is None else _path(weights, "--weights")
-    spec = get_supernet(default_network(dataset) if supernet is None else supernet)
-    require_weights(spec, weights_path)
-    check_device(device)  # before any database work
-    check_seed(seed)
-    given_workers = workers is not None
-    workers = DEFAULT_WORKERS if workers is None else workers
-    check_integer(workers, "--workers")
-    check_integer(max_retries, "--max-retries")
+    supernet, weights, storage = values["supernet"], values["weights"], values["storage"]
+    inline, ray_address = values["inline"], values["ray_address"]
+    spec = get_supernet(default_network(values["dataset"]) if supernet is None else supernet)
+    require_weights(spec, weights)
+    workers = DEFAULT_WORKERS if values["workers"] is None else values["workers"]
     recipe = None
-    if pretrain_steps is not None:
-        check_integer(pretrain_steps, "--pretrain-steps")
+    if values["pretrain_steps"] is not None:
         if spec.fixed:
-            raise ConfigError(
+            raise OptionError.saying(
+                "pretrain_steps",
                 f"{spec.name} comes with its ImageNet weights and is not pre-trained here: leave "
-                "out --pretrain-steps, or name a supernet with --supernet"
+                "out " + flag("pretrain_steps") + ", or name a supernet with " + flag("supernet"),
             )
-        recipe = PretrainRecipe(steps=pretrain_steps)  # checked before any database work
-    _check_callbacks(progress=progress, on_pretrain=on_pretrain)
-    if workers < 1:
-        raise ConfigError(f"--workers must be >= 1, got {workers}")
-    if given_workers and inline:
-        raise ConfigError(
-            f"--inline runs in this process, so --workers={workers} would be ignored; give one "
-            "of the two"
+        recipe = PretrainRecipe(steps=values["pretrain_steps"])  # before any database work
+    if values["workers"] is not None and inline:
+        raise OptionError.saying(
+            "workers",
+            flag("inline", True)
+            + " runs in this process, so "
+            + flag("workers", workers)
+            + " would be ignored; give one of the two",
         )
-    if max_retries < 0:
-        raise ConfigError(f"--max-retries must be >= 0, got {max_retries}")
-    data = get_dataset(dataset)
-    config = SearchConfig(
-        checkpoint="",
-        study_name=study,
-        supernet=spec.name,
-        dataset=data.name,
-        n_classes=data.num_classes,
-        preset=preset,
-        trials=trials,
-        time_budget_s=_seconds(time_budget, "--time-budget"),
-        epoch_budget=epoch_budget,
-        max_proposals=proposals,
-        device=device,
-        engine=engine,
-        resume=resume,
-        sram_budget_bytes=_bytes(sram_budget, "--sram-budget"),
-        flash_budget_bytes=_bytes(flash_budget, "--flash-budget"),
-        latency_budget_s=_seconds(latency_budget, "--latency-budget", bare=False),
-        seed=seed,
-        sampler=sampler,
-        proxy=proxy,
-        proxy_eta=proxy_eta,
-        halving=halving,
-        screen_epochs=screen_epochs,
-        screen_fraction=screen_fraction,
-        mutate=mutate,
-        finetune=FinetuneConfig(
-            epochs=epochs, batch_size=batch_size, lr=0.2 if lr is None else lr, seed=seed
-        ),
-        tune_lr=lr is None,
-        repeats=repeats,
-        verify_int8=verify_int8,
-        gpus_per_trial=gpus_per_trial,
-        hardware=HardwareConfig(precision=precision),
+    data = get_dataset(values["dataset"])
+    config = SearchConfig.from_options(
+        values, checkpoint="", supernet=spec.name, dataset=data.name, n_classes=data.num_classes
     )
-    if gpus_per_trial and inline:
-        raise ConfigError(
-            f"--inline fine-tunes in this process, without Ray to give each fine-tune its share "
-            f"of a GPU, so --gpus-per-trial {gpus_per_trial:g} would be ignored; give one of "
-            "the two"
+    if config.gpus_per_trial and inline:
+        raise OptionError.saying(
+            "gpus_per_trial",
+            flag("inline", True)
+            + " fine-tunes in this process, without Ray to give each fine-tune its share of a "
+            "GPU, so "
+            + flag("gpus_per_trial", config.gpus_per_trial)
+            + " would be ignored; give one of the two",
         )
     if ray_address is not None and inline:
-        raise ConfigError(
-            f"--inline runs without Ray, so --ray-address {ray_address} would be ignored; give "
-            "one of the two"
+        raise OptionError.saying(
+            "ray_address",
+            flag("inline", True)
+            + " runs without Ray, so "
+            + flag("ray_address", ray_address)
+            + " would be ignored; give one of the two",
         )
     if ray_address is not None:
         check_reachable(ray_address)  # before any pre-training or database work
     # no database file yet: check the search on the built-in profiles before creating one
     checked = None if database_exists(storage) else preflight(config, None)
-    if checked is not None and resume:
+    if checked is not None and config.resume:
         raise StorageError(
             f"no study {config.study_name!r} to resume: the database "
             f"{mask_url(storage)!r} does not exist yet"
@@ -363,7 +332,7 @@ def optimize(
                 run_evaluation,
                 workers=workers,
                 address=ray_address,
-                max_retries=max_retries,
+                max_retries=values["max_retries"],
                 gpus=config.gpus_per_trial,
             )
 
@@ -371,7 +340,7 @@ def optimize(
         # is refused in seconds, not after minutes of it
         executor = start_workers() if config.gpus_per_trial else None
         try:
-            checkpoint = ensure_checkpoint(spec, recipe, weights_path, progress=on_pretrain)
+            checkpoint = ensure_checkpoint(spec, recipe, weights, progress=on_pretrain)
             config = dataclasses.replace(config, checkpoint=str(checkpoint))
             if executor is None:
                 executor = start_workers()
@@ -483,7 +452,7 @@ def export_bundle(
     from tinytune.checkpoints import ensure_checkpoint
     from tinytune.data import get_dataset
     from tinytune.db import open_store, require_tinytune
-    from tinytune.errors import ConfigError, ModelError
+    from tinytune.errors import ConfigError, ModelError, OptionError, flag
     from tinytune.hwmodels.registry import device_engines, get_device
     from tinytune.search import FrontPoint
     from tinytune.search.verify import INT8_SCHEDULE
@@ -492,7 +461,7 @@ def export_bundle(
     from tinytune.units import check_seed
 
     out = _path(out, "out")
-    weights_path = None if weights is None else _path(weights, "--weights")
+    weights_path = None if weights is None else _path(weights, "weights")
     if isinstance(target, bool) or not isinstance(target, int | str | FrontPoint):
         raise ConfigError(
             f"the target must be a front point, a trial number or a candidate key, got "
@@ -507,9 +476,9 @@ def export_bundle(
     _check_callbacks(
         on_pretrain=on_pretrain, on_measure=on_measure, on_measure_progress=on_measure_progress
     )
-    check_seed(seed)
+    check_seed(seed, flag("seed"))
     if not isinstance(force, bool):
-        raise ConfigError(f"force must be True or False, got {force!r:.40}")
+        raise OptionError("force", f"must be True or False, got {force!r:.40}")
     check_destination(out, force=force, files=exported_file_names())
     require_tinytune(storage)
     key: int | str = target if isinstance(target, int | str) else target.candidate_key
@@ -517,14 +486,14 @@ def export_bundle(
         study = target.study  # the point's own study, where several measured its candidate
     with open_store(storage) as store:
         found = find_candidate(store, study=study, target=key)
-        name = device if device is not None else found.space.get("device", "stm32f746")
+        name = device if device is not None else found.space.device
         # the bundle's step is predicted by a profile of the bundle's kernels, where one exists
         calibration = store.latest_device_calibration(name, "bundle")
         if calibration is None and "bundle" not in device_engines(name):
             calibration = store.latest_device_calibration(name)
         profile = get_device(name, calibration)
     candidate, space = found.candidate, found.space
-    dataset = space.get("dataset", "digits")
+    dataset = space.dataset
     check_candidate(candidate, profile, get_dataset(dataset).num_classes)  # fails fast
     spec = get_supernet(candidate.supernet)
     if weights_path is not None:
@@ -534,36 +503,37 @@ def export_bundle(
         if not checkpoint.is_file():
             raise ModelError(
                 f"the study's supernet checkpoint {found.checkpoint!r} does not exist; pass the "
-                "weights with --weights FILE"
+                "weights with " + flag("weights") + " FILE"
             )
     else:
         checkpoint = ensure_checkpoint(spec, progress=on_pretrain)
         source = "the shipped or cached default pre-training"
     evaluation = found.evaluation
-    int8 = _device_accuracy(
+    measured = _device_accuracy(
         storage,
         found,
         checkpoint,
         dataset,
-        int(space.get("data_seed", 0)),
+        space.data_seed,
         seed,
         measure_int8,
         on_measure,
         on_measure_progress,
     )
+    int8 = measured[0] if measured is not None else None
     # train as the device's accuracy was measured: its schedule, and its rate where the
     # schedule is the same (a rate chosen under another schedule is no guide)
     if lr_schedule is None:
-        lr_schedule = str(int8["schedule"]) if int8 is not None else INT8_SCHEDULE
+        lr_schedule = int8.schedule if int8 is not None else INT8_SCHEDULE
     if lr is None:
-        rate = int8.get("lr") if int8 is not None and int8["schedule"] == lr_schedule else None
+        rate = int8.lr if int8 is not None and int8.schedule == lr_schedule else None
         lr = float(rate) if rate else DEFAULT_DEVICE_LR
     request = BundleRequest(
         candidate=candidate,
         checkpoint=checkpoint,
         device=profile,
         dataset=dataset,
-        data_seed=int(space.get("data_seed", 0)),
+        data_seed=space.data_seed,
         samples=samples,
         epochs=epochs,
         lr=lr,
@@ -584,7 +554,7 @@ def export_bundle(
             if evaluation is not None
             else None
         ),
-        int8=int8,
+        int8=measured[1] if measured is not None else None,
         search_memory_bytes=evaluation.memory_bytes if evaluation is not None else None,
         checkpoint_source=source,
     )
@@ -603,21 +573,23 @@ def _device_accuracy(
     measure: bool,
     on_measure: Callable[[], None] | None,
     on_progress: Int8Progress | None = None,
-) -> dict[str, Any] | None:
-    """The candidate's stored int8 accuracy in its study, else (with ``measure``) measured now
-    (reporting to ``on_progress``) and stored with the study when it has one; None when
-    neither."""
+) -> tuple[Int8Accuracy, dict[str, Any]] | None:
+    """The candidate's int8 accuracy stored in its study (read as the search reads it,
+    :func:`tinytune.search.verify.int8_accuracies`), else (with ``measure``) measured now
+    (reporting to ``on_progress``) and stored with the study when it has one; with the
+    manifest's entry of it. None when neither."""
     from tinytune.bundle.errors import BundleError
     from tinytune.db import EvaluationRecord, open_store
     from tinytune.evaluators import FinetuneConfig, run_evaluation
-    from tinytune.search.verify import int8_settings
+    from tinytune.search.verify import Int8Accuracy, int8_accuracies, int8_settings
 
     key = found.candidate.key
     if found.study is not None:
         with open_store(storage) as store:
-            stored = store.find_evaluation(found.study, key, "int8")
-        if stored is not None:
-            return _int8_entry(stored.val_accuracy, stored.accuracy, stored.details, "the study")
+            stored = int8_accuracies(store, found.study, [key]).get(key)
+            evaluation = store.find_evaluation(found.study, key, "int8") if stored else None
+        if stored is not None and evaluation is not None:
+            return stored, _int8_entry(stored, evaluation.details, "the study")
     if not measure:
         return None
     if on_measure is not None:
@@ -654,7 +626,11 @@ def _device_accuracy(
                     details=details,
                 )
             )
-    return _int8_entry(result["val_accuracy"], result["accuracy"], details, "measured by export")
+    # the task's own result: its rate and schedule are always there
+    fresh = Int8Accuracy(
+        result["val_accuracy"], result["accuracy"], float(details["lr"]), str(details["schedule"])
+    )
+    return fresh, _int8_entry(fresh, details, "measured by export")
 
 
 def _repeats_of(evaluation: Any) -> int:
@@ -664,14 +640,17 @@ def _repeats_of(evaluation: Any) -> int:
 
 
 def _int8_entry(
-    val: float | None, test: float | None, details: dict[str, Any] | None, source: str
+    accuracy: Int8Accuracy, details: dict[str, Any] | None, source: str
 ) -> dict[str, Any]:
+    """The manifest's record of the device's accuracy: ``accuracy``, and of its evaluation's
+    ``details`` the epochs and whether QAS trained it (which :class:`Int8Accuracy` does not
+    hold)."""
     details = details or {}
     return {
-        "accuracy": test,
-        "val_accuracy": val,
-        "lr": details.get("lr"),
-        "schedule": details.get("schedule", "constant"),  # stored before the rate could halve
+        "accuracy": accuracy.test_accuracy,
+        "val_accuracy": accuracy.val_accuracy,
+        "lr": accuracy.lr or None,  # 0.0: a measurement stored without its rate
+        "schedule": accuracy.schedule,
         "epochs": details.get("epochs"),
         "batch_size": 1,
         "qas": details.get("qas", True),

@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tinytune.errors import StorageError
+from tinytune.errors import StorageError, flag
+from tinytune.options import DEFAULT_STORAGE
 from tinytune.spaces import Candidate
 
 if TYPE_CHECKING:
     from tinytune.db import EvaluationRecord, Store
     from tinytune.search import FrontPoint
+    from tinytune.search.config import StudySpace
     from tinytune.search.verify import Int8Accuracy
 
 __all__ = ["StoredCandidate", "StudyView", "find_candidate", "load"]
@@ -25,7 +27,8 @@ class StoredCandidate:
         candidate: the candidate.
         study: the study it comes from (None: a key found in no study).
         trial: its trial number in that study, when known.
-        space: the study's search space (data set, seed, device, precision...), or {}.
+        space: the study's search space (data set, seed, device, precision...); that of no
+            stored space (its ``supernet`` None) for a candidate of no study.
         checkpoint: the supernet weights the study last searched with, if recorded.
         evaluation: its successful measured evaluation in that study, if any.
     """
@@ -33,7 +36,7 @@ class StoredCandidate:
     candidate: Candidate
     study: str | None
     trial: int | None
-    space: dict[str, Any]
+    space: StudySpace
     checkpoint: str | None
     evaluation: EvaluationRecord | None
 
@@ -43,7 +46,7 @@ class StudyView:
     """A stored study: its search space, its latest measured Pareto front (chosen on validation
     accuracy, test accuracy beside it), its reference (full fine-tuning of the default
     sub-network, measured beside the budget), when measured, and the device's accuracy of its
-    points (int8, batch 1, QAS) by candidate key, where measured (``--verify-int8``).
+    points (int8, batch 1, QAS) by candidate key, where measured (``verify_int8``).
 
     ``chosen_on`` is ``"validation"``, or ``"test"`` for a front stored by a tinytune before
     validation selection: such a front was chosen on test accuracy, and is shown as stored.
@@ -52,7 +55,7 @@ class StudyView:
 
     name: str
     storage: str
-    space: dict[str, Any]
+    space: StudySpace
     front: tuple[FrontPoint, ...]
     hypervolume: float | None
     reference: FrontPoint | None = None
@@ -83,8 +86,9 @@ def _study_name(store: Store, study: str | None) -> str:
         )
     if len(names) != 1:
         raise StorageError(
-            f"the database holds {len(names)} studies; choose one with --study: "
-            f"{', '.join(names) or '(none)'}"
+            f"the database holds {len(names)} studies; choose one with "
+            + flag("study")
+            + f": {', '.join(names) or '(none)'}"
         )
     return names[0]
 
@@ -145,6 +149,7 @@ def find_candidate(store: Store, *, study: str | None, target: int | str) -> Sto
             to choose from).
     """
     from tinytune.search import Attr
+    from tinytune.search.config import StudySpace
 
     if isinstance(target, bool) or not isinstance(target, int | str):
         raise StorageError(
@@ -173,7 +178,7 @@ def find_candidate(store: Store, *, study: str | None, target: int | str) -> Sto
         if len(matches) != 1:
             raise StorageError(
                 f"candidate key {target!r} matches {len(matches)} stored candidates; give "
-                "more of the key, or a trial number with --study"
+                "more of the key, or a trial number with " + flag("study")
             )
         candidate = Candidate.from_json(matches[0].payload)
         names = (
@@ -188,10 +193,10 @@ def find_candidate(store: Store, *, study: str | None, target: int | str) -> Sto
         if len(names) > 1:
             raise StorageError(
                 f"candidate {candidate.key[:12]} was measured in {len(names)} studies; choose "
-                f"one with --study: {', '.join(names)}"
+                "one with " + flag("study") + f": {', '.join(names)}"
             )
         if not names:
-            return StoredCandidate(candidate, None, None, {}, None, None)
+            return StoredCandidate(candidate, None, None, StudySpace.from_attrs(None), None, None)
         loaded = _optuna_study(store, names[0])
         name = loaded.study_name
     evaluation = store.find_evaluation(name, candidate.key, "measured")
@@ -200,13 +205,13 @@ def find_candidate(store: Store, *, study: str | None, target: int | str) -> Sto
         candidate=candidate,
         study=name,
         trial=trial,
-        space=dict(loaded.user_attrs.get(Attr.SPACE, {})),
+        space=StudySpace.from_attrs(loaded.user_attrs.get(Attr.SPACE)),
         checkpoint=loaded.user_attrs.get(Attr.CHECKPOINT),
         evaluation=evaluation,
     )
 
 
-def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> StudyView:
+def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
     """A stored study (default: the only one in the database), read only.
 
     Raises:
@@ -214,7 +219,7 @@ def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> St
     """
     from tinytune.db import open_store, require_tinytune
     from tinytune.search import Attr, FrontPoint
-    from tinytune.search.config import reference_candidate
+    from tinytune.search.config import StudySpace, reference_candidate
     from tinytune.search.recording import chosen_on, reference_point
     from tinytune.search.verify import int8_accuracies
 
@@ -222,13 +227,13 @@ def load(study: str | None = None, storage: str = "sqlite:///tinytune.db") -> St
     with open_store(storage) as store:
         name = _study_name(store, study)
         try:
-            space = dict(_optuna_study(store, name).user_attrs.get(Attr.SPACE, {}))
+            space = StudySpace.from_attrs(_optuna_study(store, name).user_attrs.get(Attr.SPACE))
         except StorageError:
             if name not in store.study_names():
                 raise
-            space = {}  # tinytune's records of a study whose Optuna side is gone
+            space = StudySpace.from_attrs(None)  # tinytune's records, the Optuna side gone
         snapshot = store.latest_pareto(name)
-        supernet = space.get("supernet")
+        supernet = space.supernet
         reference = (
             reference_point(store, name, reference_candidate(supernet).key) if supernet else None
         )

@@ -8,7 +8,7 @@ import math
 import numbers
 import re
 
-from tinytune.errors import BudgetError, ConfigError
+from tinytune.errors import BudgetError, Flag, refusal
 
 __all__ = [
     "MAX_SEED",
@@ -37,55 +37,61 @@ _SIZE_UNITS = {
 _TIME_UNITS = {"": 1, "ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600}
 
 
-def parse_bytes(text: str, what: str = "size") -> int:
-    """``256KB`` → 262144 (KB = KiB = 1024 bytes, MB = MiB); a plain number is bytes."""
+def parse_bytes(text: str, what: str | Flag = "size") -> int:
+    """``256KB`` → 262144 (KB = KiB = 1024 bytes, MB = MiB); a plain number is bytes. An error
+    names ``what``: words, or an option (:func:`tinytune.errors.refusal`)."""
     match = _SIZE.match(text)
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _SIZE_UNITS:
-        raise BudgetError(
-            f"{what} {text!r} is not a size; use a number with a unit B, KB, MB (KB = 1024 B), "
-            "e.g. 256KB"
+        raise refusal(
+            what,
+            f"{text!r} is not a size; use a number with a unit B, KB, MB (KB = 1024 B), "
+            "e.g. 256KB",
+            BudgetError,
         )
     value = float(match.group(1)) * _SIZE_UNITS[unit]
     if value <= 0:
-        raise BudgetError(f"{what} {text!r} must be > 0")
+        raise refusal(what, f"{text!r} must be > 0", BudgetError)
     return int(value)
 
 
-def parse_seconds(text: str, what: str = "duration", *, bare: bool = True) -> float:
+def parse_seconds(text: str, what: str | Flag = "duration", *, bare: bool = True) -> float:
     """``300``, ``300s``, ``5m``, ``1h``, ``250ms`` → seconds; ``bare=False`` refuses a number
     without a unit (a step's latency budget of ``500`` is more likely meant in ms than in s)."""
     match = _SIZE.match(text)
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _TIME_UNITS:
-        raise BudgetError(
-            f"{what} {text!r} is not a duration; use a number with a unit ms, s, m (minutes) "
-            "or h, e.g. 5m or 500ms"
+        raise refusal(
+            what,
+            f"{text!r} is not a duration; use a number with a unit ms, s, m (minutes) or h, "
+            "e.g. 5m or 500ms",
+            BudgetError,
         )
     if not unit and not bare:
         number = text.strip()
-        raise BudgetError(f"{what} {text!r} has no unit; write {number}ms or {number}s")
+        raise refusal(what, f"{text!r} has no unit; write {number}ms or {number}s", BudgetError)
     value = float(match.group(1)) * _TIME_UNITS[unit]
     if value <= 0:
-        raise BudgetError(f"{what} {text!r} must be > 0")
+        raise refusal(what, f"{text!r} must be > 0", BudgetError)
     return value
 
 
-def check_seed(seed: int, what: str = "--seed") -> None:
+def check_seed(seed: int, what: str | Flag = "--seed") -> None:
     """Refuse a seed that numpy's generators (and so the data splits and samplers) cannot take.
 
     Raises:
-        ConfigError: ``seed`` is not an integer from 0 to :data:`MAX_SEED`.
+        ConfigError: ``seed`` is not an integer from 0 to :data:`MAX_SEED` (an
+            :class:`~tinytune.errors.OptionError` where ``what`` is an option).
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         if isinstance(seed, numbers.Integral) and not isinstance(seed, bool | int):
-            raise ConfigError(
-                f"{what} must be a Python int, got {type(seed).__name__} {seed}; pass int(...)"
+            raise refusal(
+                what, f"must be a Python int, got {type(seed).__name__} {seed}; pass int(...)"
             )
-        raise ConfigError(f"{what} must be an integer from 0 to {MAX_SEED}, got {seed!r}")
+        raise refusal(what, f"must be an integer from 0 to {MAX_SEED}, got {seed!r}")
 
 
-def check_integer(value: object, what: str) -> None:
+def check_integer(value: object, what: str | Flag) -> None:
     """Refuse a value that is not a Python integer (``True`` is not one; nor is a numpy integer,
     which the study's JSON attributes could not hold), whatever its range.
 
@@ -94,13 +100,13 @@ def check_integer(value: object, what: str) -> None:
     """
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-            raise ConfigError(
-                f"{what} must be a Python int, got {type(value).__name__} {value}; pass int(...)"
+            raise refusal(
+                what, f"must be a Python int, got {type(value).__name__} {value}; pass int(...)"
             )
-        raise ConfigError(f"{what} must be an integer, got {value!r:.80}")
+        raise refusal(what, f"must be an integer, got {value!r:.80}")
 
 
-def check_real(value: object, what: str) -> None:
+def check_real(value: object, what: str | Flag) -> None:
     """Refuse a value that is not a Python ``int`` or ``float`` (``True`` and NaN are not; a
     numpy float64 is a float), whatever its range.
 
@@ -108,4 +114,4 @@ def check_real(value: object, what: str) -> None:
         ConfigError: naming ``what`` and the value.
     """
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise ConfigError(f"{what} must be a number, got {value!r:.80}")
+        raise refusal(what, f"must be a number, got {value!r:.80}")

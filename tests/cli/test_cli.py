@@ -47,15 +47,15 @@ def existing_db(tmp_path: Path) -> tuple[str, Path, str]:
     [
         (["--supernet", "resnet9000"], "unknown supernet 'resnet9000'"),
         (["--dataset", "cifar"], "unknown data set"),
-        (["--preset", "everything"], "unknown preset 'everything'"),
+        (["--preset", "everything"], "--preset must be one of full, last, "),
         (["--sram-budget", "12parsecs"], "is not a size"),
         (["--sram-budget", "1KB"], "no candidate of ofa-proxyless-w0.35 fits"),
         (["--dataset", "imagefolder:/no/such/folder"], "/no/such/folder"),
         (["--time-budget", "soon"], "is not a duration"),
         (["--trials", "0"], "--trials must be >= 1"),
         (["--workers", "0"], "--workers must be >= 1"),
-        (["--device", "esp32"], "unknown device 'esp32'; known devices: host, nrf52840"),
-        (["--engine", "tflite"], "unknown engine 'tflite'; allowed: bundle, published, pytorch"),
+        (["--device", "esp32"], "--device must be one of host, nrf52840, "),
+        (["--engine", "tflite"], "--engine must be one of bundle, published, pytorch, got 'tfl"),
         (["--device", "rpi4", "--engine", "bundle"], "'rpi4' has no 'bundle' engine; its engi"),
         (["--latency-budget", "fast"], "is not a duration"),
         (["--latency-budget", "1us"], "is not a duration"),
@@ -67,7 +67,7 @@ def existing_db(tmp_path: Path) -> tuple[str, Path, str]:
         (["--device", "nrf52840", "--sram-budget", "300KB"], "exceeds the 262144 bytes"),
         (["--max-retries", "-1"], "--max-retries must be >= 0"),
         (["--repeats", "0"], "--repeats must lie in [1, 20], got 0"),
-        (["--lr", "12"], "fine-tuning learning rate 12.0 is out of range (0, 10)"),
+        (["--lr", "12"], "--lr must lie in (0, 10), got 12.0"),
         (["--epochs", "80000000"], "--epochs must lie in [1, 1000], got 80000000"),
         (
             ["--epoch-budget", "4"],
@@ -95,7 +95,7 @@ def test_bad_search_input_is_one_line_and_exit_2(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--device", "esp32"], "unknown device 'esp32'"),
+        (["--device", "esp32"], "--device must be one of host, "),
         (["--weights", "no/such/weights.pt"], "supernet checkpoint 'no/such/weights.pt' does not"),
         (["--supernet", "resnet9000"], "unknown supernet 'resnet9000'"),
         (["--dataset", "cifar"], "unknown data set"),
@@ -633,22 +633,26 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
 
 def test_how_a_study_measures_is_told_from_its_space() -> None:
     from tinytune.cli.pareto import _measured_by
+    from tinytune.search.config import StudySpace
+
+    def _measured_by_attrs(attrs: dict, repeats_seen: set[int]) -> str | None:
+        return _measured_by(StudySpace.from_attrs(attrs), "sqlite://", "s", repeats_seen)
 
     older = {"supernet": "ofa-proxyless-w0.35"}
-    assert _measured_by(older, "sqlite://", "s", {1}) is None
+    assert _measured_by_attrs(older, {1}) is None
     space = {
         "finetune": {"epochs": 8, "batch_size": 32, "lr": 1.6, "repeats": 3},
         "weights": "ab" * 32,
     }
-    assert _measured_by(space, "sqlite://", "s", {3}) == (
+    assert _measured_by_attrs(space, {3}) == (
         "measured by fine-tuning 8 epochs at batch 32, learning rate 1.6, 3 train/validation "
         "partitions each; supernet weights abababababab… (SHA-256)"
     )
     auto = {"finetune": {"epochs": 8, "batch_size": 32, "lr": 1.6, "repeats": "auto"}}
-    assert _measured_by(auto, "sqlite://", "s", {1}) == (
+    assert _measured_by_attrs(auto, {1}) == (
         "measured by fine-tuning 8 epochs at batch 32, learning rate 1.6"
     )
-    assert _measured_by(auto, "sqlite://", "s", {5}) == (
+    assert _measured_by_attrs(auto, {5}) == (
         "measured by fine-tuning 8 epochs at batch 32, learning rate 1.6, each the mean over 5 "
         "train/validation partitions (the validation split is too small to rank candidates "
         "alone)"

@@ -228,7 +228,7 @@ def test_an_image_folder_is_searched_with_imagenet_features_by_default(tmp_path:
     )
     assert result.front
     view = tinytune.load(storage=url)
-    assert view.space["supernet"] == "efficientnet-lite0"
+    assert view.space.supernet == "efficientnet-lite0"
     assert all(view.candidate(p.candidate_key).candidate.spec.fixed for p in view.front)
     with pytest.raises(ConfigError, match="comes with its ImageNet weights"):
         tinytune.optimize(f"imagefolder:{folder}", pretrain_steps=2, inline=True, storage=url)

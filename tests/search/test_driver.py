@@ -256,7 +256,7 @@ def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
                 open_store(url) as store,
                 pytest.raises(
                     StorageError,
-                    match=r"another --study name \(its length cannot be asked for now: --epochs "
+                    match=r"another --study name \(its length cannot be asked for now: epochs "
                     rf"{words}; so it cannot be continued\)$",
                 ),
             ):
@@ -621,7 +621,7 @@ def test_gpus_per_trial_is_a_share_of_one_gpu_or_whole_gpus(
         return
     with pytest.raises(
         ConfigError,
-        match=rf"--gpus-per-trial must be a share of one GPU in \[0, 1\] or a whole number of "
+        match=rf"^gpus_per_trial must be a share of one GPU in \[0, 1\] or a whole number of "
         rf"GPUs, got {gpus:g}$",
     ):
         search_config(tmp_path / "w.pt", gpus_per_trial=gpus)

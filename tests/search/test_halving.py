@@ -156,13 +156,13 @@ def test_the_meter_adds_up_epochs_and_seconds() -> None:
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"proxy": True}, "--proxy and --halving are two low rungs"),
-        ({"screen_epochs": 0}, "--screen-epochs must lie in \\[1, 1000\\], got 0"),
+        ({"proxy": True}, "^proxy=True and halving=True are two low rungs"),
+        ({"screen_epochs": 0}, "^screen_epochs must lie in \\[1, 1000\\], got 0"),
         (
             {"screen_epochs": 1001, "screen_fraction": 0.001},
-            "--screen-epochs must lie in \\[1, 1000\\]",
+            "^screen_epochs must lie in \\[1, 1000\\]",
         ),
-        ({"screen_fraction": 0.0}, r"--screen-fraction must lie in \(0, 1\]"),
+        ({"screen_fraction": 0.0}, r"^screen_fraction must lie in \(0, 1\]"),
         ({"screen_epochs": EPOCHS, "screen_fraction": 1.0}, "must cost less than a measured"),
     ],
 )
@@ -228,5 +228,5 @@ def test_the_epoch_budget_caps_the_run_s_compute(tmp_path: Path, halving: bool) 
     else:  # the four baselines directly (16), then one bracket: three screenings and one
         assert result.counts.promoted == 1 and result.counts.measured == 5
         assert result.train_epochs == 16 + EPOCHS + 0.5 * result.counts.screen_tasks
-    with pytest.raises(BudgetError, match="--epoch-budget must be > 0"):
+    with pytest.raises(BudgetError, match=r"^epoch_budget must be > 0"):
         _config(ckpt, epoch_budget=0.0)

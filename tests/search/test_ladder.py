@@ -187,7 +187,7 @@ def test_ladder_with_real_fine_tunes(tmp_path: Path, tiny_checkpoint: Path) -> N
     [
         (
             ["--sampler", "cmaes"],
-            "unknown sampler 'cmaes'; allowed: tpe, tpe-early, gp, random, nsga2",
+            "--sampler must be one of tpe, tpe-early, gp, random, nsga2, got 'cmaes'",
         ),
         (["--proxy", "--proxy-eta", "1"], "--proxy-eta must be >= 2"),
         (["--proposals", "0"], "--proposals must be >= 1"),

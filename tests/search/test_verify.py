@@ -27,6 +27,8 @@ def test_a_device_accuracy_stored_before_the_rate_could_halve_reads_as_constant(
     assert set(found) == {"a" * 16, "b" * 16}
     assert (found["a" * 16].lr, found["a" * 16].schedule) == (0.003125, "constant")
     assert (found["b" * 16].lr, found["b" * 16].schedule) == (0.1, "halving")
-    # what export trains the bundle by
-    assert _int8_entry(0.9, 0.8, older, "the study")["schedule"] == "constant"
-    assert _int8_entry(0.9, 0.8, newer, "the study")["schedule"] == "halving"
+    # what export trains the bundle by: the record read above, and the details it lacks
+    entry = _int8_entry(found["a" * 16], older, "the study")
+    assert (entry["schedule"], entry["lr"], entry["epochs"]) == ("constant", 0.003125, 4)
+    assert (entry["accuracy"], entry["val_accuracy"], entry["qas"]) == (0.8, 0.9, True)
+    assert _int8_entry(found["b" * 16], newer, "the study")["schedule"] == "halving"

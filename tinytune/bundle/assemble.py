@@ -22,7 +22,6 @@ Nothing is written here: :func:`tinytune.bundle.writer.write_bundle` writes the 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from tinytune.errors import BudgetError
 from tinytune.evaluators.hardware import HardwareCost
 from tinytune.export import C_HEADERS, C_SOURCES, csrc_dir
 from tinytune.export.program import StepProgram
+from tinytune.hashing import sha256_file
 from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.ir import Graph
 from tinytune.quant import QuantizationError, QuantizedNet
@@ -445,7 +445,7 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
         "supernet": {
             "name": candidate.supernet,
             "weights": str(request.checkpoint),
-            "weights_sha256": _sha256(Path(request.checkpoint)),
+            "weights_sha256": sha256_file(Path(request.checkpoint)),
             "weights_from": f.provenance.checkpoint_source,
         },
         "study": f.provenance.study,
@@ -493,14 +493,6 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
         "step": {"calls": model.n_calls, "input_bytes": model.input_bytes},
         "files": checksums(files),
     }
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _version() -> str:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from tinytune.api import DEFAULT_STORAGE
+from tinytune.options import DEFAULT_STORAGE
 
 if TYPE_CHECKING:
     from tinytune.evaluators.device import TrainingProgress

@@ -8,8 +8,10 @@ from typing import Annotated
 
 import typer
 
+from tinytune.api import DEFAULT_DEVICE_LR
 from tinytune.cli.common import DEFAULT_STORAGE
 from tinytune.errors import StorageError
+from tinytune.options import DEFAULT_DEVICE
 
 __all__ = ["export"]
 
@@ -37,7 +39,7 @@ def export(
     ] = None,
     device: Annotated[
         str | None,
-        typer.Option(help="Target device (default: the study's, else stm32f746)."),
+        typer.Option(help=f"Target device (default: the study's, else {DEFAULT_DEVICE})."),
     ] = None,
     storage: Annotated[
         str, typer.Option(help="SQLAlchemy URL of the database.")
@@ -54,7 +56,7 @@ def export(
         float | None,
         typer.Option(
             help="On-device learning rate of the first epoch (SGD, batch 1, QAS); default: the "
-            "rate the device's accuracy was measured at, else 0.0125."
+            f"rate the device's accuracy was measured at, else {DEFAULT_DEVICE_LR:g}."
         ),
     ] = None,
     lr_schedule: Annotated[

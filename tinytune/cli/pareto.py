@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tinytune.cli.common import DEFAULT_STORAGE
+
+if TYPE_CHECKING:
+    from tinytune.search.config import StudySpace
 
 __all__ = ["pareto"]
 
@@ -112,7 +115,7 @@ def pareto(
 
 
 def _measured_by(
-    space: dict[str, Any], storage: str, study: str, repeats_seen: set[int]
+    space: StudySpace, storage: str, study: str, repeats_seen: set[int]
 ) -> str | None:
     """How the study measures its candidates, from its search space (None for a study stored
     before its space named it): epochs, batch, rates (each family's, where chosen on
@@ -123,10 +126,10 @@ def _measured_by(
     from tinytune.search import Attr
     from tinytune.search.lr import LrCalibration
 
-    finetune = space.get("finetune")
-    if not isinstance(finetune, dict):
+    finetune = space.finetune
+    if finetune is None:
         return None
-    if finetune.get("lr") == "per family":
+    if finetune.lr is None:  # chosen per scheme family
         stored = optuna.load_study(study_name=study, storage=storage).user_attrs.get(
             Attr.LR_CALIBRATION
         )
@@ -137,9 +140,8 @@ def _measured_by(
         )
         rate = f"the learning rate of each scheme family chosen on validation{rates}"
     else:
-        rate = f"learning rate {finetune.get('lr')}"
-    repeats = finetune.get("repeats")
-    if repeats == "auto":
+        rate = f"learning rate {finetune.lr}"
+    if finetune.repeats is None:  # chosen by the validation split's size
         seen = sorted(repeats_seen - {1})
         parts = (
             f", each the mean over {'/'.join(map(str, seen))} train/validation partitions (the "
@@ -148,13 +150,13 @@ def _measured_by(
             else ""
         )
     else:
-        parts = f", {repeats} train/validation partitions each"
-    weights = space.get("weights")
+        parts = f", {finetune.repeats} train/validation partitions each"
+    weights = space.weights
     sha = f"; supernet weights {weights[:12]}… (SHA-256)" if weights else ""
-    epochs = finetune.get("epochs")
+    epochs = finetune.epochs
     return (
         f"measured by fine-tuning {epochs} epoch{'' if epochs == 1 else 's'} at batch "
-        f"{finetune.get('batch_size')}, {rate}{parts}{sha}"
+        f"{finetune.batch_size}, {rate}{parts}{sha}"
     )
 
 

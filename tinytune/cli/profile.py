@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from tinytune.cli.common import DEFAULT_STORAGE
+from tinytune.spaces import DEFAULT_SUPERNET
 
 __all__ = ["calibrate", "devices", "profile"]
 
@@ -25,7 +26,7 @@ def profile(
     ] = 40,
     supernet: Annotated[
         str, typer.Option(help="ofa-proxyless-w<width> or ofa-mbv3-w<width>.")
-    ] = "ofa-proxyless-w0.35",
+    ] = DEFAULT_SUPERNET,
     batch_size: Annotated[int, typer.Option(help="Training batch size.")] = 1,
     rounds: Annotated[int, typer.Option(help="Interleaved timing rounds.")] = 7,
     repeats: Annotated[int, typer.Option(help="Steps per network per round.")] = 3,

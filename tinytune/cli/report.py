@@ -34,6 +34,7 @@ def report(
     import optuna
 
     from tinytune.cli.common import console, png_path, quiet_logs, trial_or_key
+    from tinytune.data import get_dataset
     from tinytune.db import open_store, require_tinytune
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
     from tinytune.hwmodels.registry import get_device
@@ -53,7 +54,7 @@ def report(
             target=trial_or_key(target),
         )
         space = found.space
-        name = device if device is not None else space.get("device", "stm32f746")
+        name = device if device is not None else space.device
         profile = get_device(name, store.latest_device_calibration(name))
     candidate = found.candidate
     if found.trial is not None:
@@ -61,10 +62,8 @@ def report(
     else:
         label = f"candidate {candidate.key[:12]}"
     spec = get_supernet(candidate.supernet)
-    config = HardwareConfig(
-        precision=space.get("precision", "int8"), batch_size=space.get("batch_size", 1)
-    )
-    hw = HardwareEvaluator(spec, _n_classes(space), config, profile)
+    config = HardwareConfig(precision=space.precision, batch_size=space.batch_size)
+    hw = HardwareEvaluator(spec, get_dataset(space.dataset).num_classes, config, profile)
     cost, graph = hw.cost_with_graph(candidate)
     path = out or Path(f"report-{candidate.key[:12]}.png")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,9 +80,3 @@ def report(
         f" KB), flash {cost.flash_bytes / 1024:.1f} KB, training step "
         f"{1000 * (cost.latency_s or 0):.1f} ms on {profile.name}; wrote {path}"
     )
-
-
-def _n_classes(space: dict) -> int:
-    from tinytune.data import get_dataset
-
-    return get_dataset(space.get("dataset", "digits")).num_classes

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+import inspect
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tinytune.api import DEFAULT_SAMPLER
-from tinytune.cli.common import DEFAULT_STORAGE
+from tinytune.errors import CLI
+from tinytune.options import SEARCH_OPTIONS
 
 if TYPE_CHECKING:
     from tinytune.search import SearchResult
@@ -16,180 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["search"]
 
 
-def search(
-    study: Annotated[str, typer.Option(help="Study name (continued if it exists).")] = "tinytune",
-    storage: Annotated[
-        str, typer.Option(help="SQLAlchemy URL of the database (SQLite or PostgreSQL).")
-    ] = DEFAULT_STORAGE,
-    supernet: Annotated[
-        str | None,
-        typer.Option(
-            help="efficientnet-lite0 (ImageNet weights), ofa-proxyless-w<width>, "
-            "ofa-mbv3-w<width> or a published OFA id; default: efficientnet-lite0 for "
-            "imagefolder:PATH, ofa-proxyless-w0.35 for the built-in data sets."
-        ),
-    ] = None,
-    dataset: Annotated[
-        str, typer.Option(help="digits, procedural or imagefolder:PATH.")
-    ] = "digits",
-    preset: Annotated[
-        str | None,
-        typer.Option(
-            help="Fix the scheme to a preset (full, last, bias-only, bn+last, tinytl, "
-            "mcunetv3) and search sub-networks only."
-        ),
-    ] = None,
-    trials: Annotated[
-        int, typer.Option(help="Budget: measured fine-tunes of the study, over all its runs.")
-    ] = 12,
-    resume: Annotated[
-        bool,
-        typer.Option(help="Continue an existing study (after a crash) up to its --trials."),
-    ] = False,
-    time_budget: Annotated[
-        str | None, typer.Option(help="Budget: stop proposing after this long (e.g. 300s, 5m).")
-    ] = None,
-    epoch_budget: Annotated[
-        float | None,
-        typer.Option(
-            help="Budget: fine-tuning epochs of this run, every fine-tune counted (passes over "
-            "the training split; a measured fine-tune is --epochs)."
-        ),
-    ] = None,
-    device: Annotated[
-        str,
-        typer.Option(
-            help="Target device (see 'tinytune devices'): its latency profile and limits."
-        ),
-    ] = "stm32f746",
-    engine: Annotated[
-        str | None,
-        typer.Option(
-            help="What the latency objective predicts: bundle (the exported C kernels), "
-            "published (a typical int8 inference engine) or pytorch; default: bundle where "
-            "the device has a profile of it."
-        ),
-    ] = None,
-    sram_budget: Annotated[
-        str, typer.Option(help="Peak training SRAM allowed on the device (e.g. 256KB; 'none').")
-    ] = "256KB",
-    flash_budget: Annotated[
-        str | None, typer.Option(help="Flash allowed (e.g. 1MB; default: the device's flash).")
-    ] = None,
-    latency_budget: Annotated[
-        str | None,
-        typer.Option(help="Predicted training-step latency allowed on the device (e.g. 500ms)."),
-    ] = None,
-    precision: Annotated[
-        str, typer.Option(help="On-device training format: int8 or fp32.")
-    ] = "int8",
-    workers: Annotated[
-        int | None, typer.Option(help="Parallel evaluations (Ray tasks); default 2.")
-    ] = None,
-    ray_address: Annotated[
-        str | None, typer.Option(help="Address of an existing Ray cluster (default: local).")
-    ] = None,
-    inline: Annotated[
-        bool, typer.Option(help="Evaluate in this process instead of Ray workers.")
-    ] = False,
-    max_retries: Annotated[
-        int, typer.Option(help="Retries of an evaluation whose Ray worker died.")
-    ] = 2,
-    gpus_per_trial: Annotated[
-        float,
-        typer.Option(
-            help="Share of a GPU each fine-tune's Ray task asks for (e.g. 0.25: four share a "
-            "device; above 1 a whole number); 0: CPUs. The int8 training of --verify-int8 "
-            "stays on CPUs."
-        ),
-    ] = 0.0,
-    weights: Annotated[
-        Path | None,
-        typer.Option(
-            help="Weights file: a published OFA checkpoint, or the weights of a --supernet "
-            "PATH.json config (efficientnet-lite0's come with the package)."
-        ),
-    ] = None,
-    epochs: Annotated[int, typer.Option(help="Fine-tuning epochs per candidate.")] = 8,
-    lr: Annotated[
-        float | None,
-        typer.Option(
-            help="Fine-tuning learning rate (SGD) of every candidate; default: chosen per scheme "
-            "family on the validation split before the first measurement."
-        ),
-    ] = None,
-    batch_size: Annotated[int, typer.Option(help="Fine-tuning batch size.")] = 32,
-    pretrain_steps: Annotated[
-        int | None,
-        typer.Option(
-            help="Pre-train by the quick recipe with this many sandwich-rule steps (into the "
-            "cache) instead of using the shipped checkpoint; without a shipped checkpoint the "
-            "quick recipe's 300."
-        ),
-    ] = None,
-    repeats: Annotated[
-        int | None,
-        typer.Option(
-            help="Measure each candidate on this many train/validation partitions (default: 1, "
-            "or up to 5 where the validation split has under 100 images)."
-        ),
-    ] = None,
-    verify_int8: Annotated[
-        bool,
-        typer.Option(
-            help="At the end, train each front point as the device does (int8, batch 1, QAS, "
-            "the bundle's integer step) and show the accuracy it reaches (minutes a point)."
-        ),
-    ] = False,
-    seed: Annotated[int, typer.Option(help="Seed of the sampler and of fine-tuning.")] = 0,
-    sampler: Annotated[
-        str,
-        typer.Option(
-            help="Optuna sampler: tpe, tpe-early (models from the 5th trial on), gp (Gaussian "
-            "process, from the 5th trial on), random or nsga2."
-        ),
-    ] = DEFAULT_SAMPLER,
-    proxy: Annotated[
-        bool,
-        typer.Option(
-            help="Fidelity ladder: score many candidates by the additive proxy (a contribution "
-            "analysis, stored and reused) and fine-tune only the promising ones."
-        ),
-    ] = False,
-    proxy_eta: Annotated[
-        int,
-        typer.Option(
-            help="With --proxy or --halving: candidates scored at the low fidelity per "
-            "measured one."
-        ),
-    ] = 4,
-    halving: Annotated[
-        bool,
-        typer.Option(
-            help="Fidelity ladder by successive halving: screen candidates by short "
-            "fine-tunes (--screen-epochs on --screen-fraction of the training images) and "
-            "fine-tune in full only the most promising of each bracket."
-        ),
-    ] = False,
-    screen_epochs: Annotated[
-        int, typer.Option(help="With --halving: epochs of a screening fine-tune.")
-    ] = 2,
-    screen_fraction: Annotated[
-        float,
-        typer.Option(help="With --halving: share of the training images a screening sees."),
-    ] = 0.5,
-    mutate: Annotated[
-        bool,
-        typer.Option(
-            help="Every other fresh proposal a mutant of a front point (its update scheme and "
-            "sub-network one or two steps away) or a baseline over the SRAM budget shrunk "
-            "into it; the others the sampler's."
-        ),
-    ] = False,
-    proposals: Annotated[
-        int | None, typer.Option(help="Budget: trials proposed in this run (any fidelity).")
-    ] = None,
-) -> None:
+def search(**options: Any) -> None:
     """Search sub-networks × lite residuals × sparse update schemes; print the Pareto front
     of measured accuracy vs predicted peak training SRAM and training-step latency."""
     import time
@@ -206,8 +33,10 @@ def search(
 
     quiet_logs()
     started = time.monotonic()
+    study, dataset, trials = options["study"], options["dataset"], options["trials"]
+    proxy, halving = options["proxy"], options["halving"]
     with (
-        pretrain_bar(supernet or default_network(dataset)) as on_pretrain,
+        pretrain_bar(options["supernet"] or default_network(dataset)) as on_pretrain,
         Progress(
             TextColumn("{task.description}", markup=False),
             BarColumn(),
@@ -263,46 +92,7 @@ def search(
                 ),
             )
 
-        result = tinytune.optimize(
-            dataset,
-            trials=trials,
-            device=device,
-            engine=engine,
-            sram_budget=sram_budget,
-            flash_budget=flash_budget,
-            latency_budget=latency_budget,
-            time_budget=time_budget,
-            epoch_budget=epoch_budget,
-            study=study,
-            storage=storage,
-            supernet=supernet,
-            weights=weights,
-            preset=preset,
-            precision=precision,
-            sampler=sampler,
-            seed=seed,
-            epochs=epochs,
-            lr=lr,
-            batch_size=batch_size,
-            workers=workers,
-            inline=inline,
-            ray_address=ray_address,
-            max_retries=max_retries,
-            gpus_per_trial=gpus_per_trial,
-            proposals=proposals,
-            proxy=proxy,
-            proxy_eta=proxy_eta,
-            halving=halving,
-            screen_epochs=screen_epochs,
-            screen_fraction=screen_fraction,
-            mutate=mutate,
-            resume=resume,
-            pretrain_steps=pretrain_steps,
-            repeats=repeats,
-            verify_int8=verify_int8,
-            progress=progress,
-            on_pretrain=pretraining,
-        )
+        result = tinytune.optimize(**options, progress=progress, on_pretrain=pretraining)
     c = result.counts
     console.print(
         f"{c.measured} measured, {c.pruned} pruned as over budget, {c.failed} failed, "
@@ -313,7 +103,14 @@ def search(
     )
     if result.stopped_by is not None:
         console.print(
-            _stopped(result, trials, time_budget, epoch_budget, proposals), soft_wrap=True
+            _stopped(
+                result,
+                trials,
+                options["time_budget"],
+                options["epoch_budget"],
+                options["proposals"],
+            ),
+            soft_wrap=True,
         )
     if proxy:
         tau = (
@@ -340,17 +137,18 @@ def search(
             else f"Kendall τ undefined ({result.proxy_pairs} candidates measured too)"
         )
         console.print(
-            f"successive halving: {c.screen_tasks} short fine-tunes ({screen_epochs} epochs on "
-            f"{screen_fraction:g} of the training images), {_count(c.proxy_scored, 'candidate')} "
-            f"screened in this run, {c.promoted} promoted; short vs measured validation accuracy "
-            f"in the study: {tau}"
+            f"successive halving: {c.screen_tasks} short fine-tunes ({options['screen_epochs']} "
+            f"epochs on {options['screen_fraction']:g} of the training images), "
+            f"{_count(c.proxy_scored, 'candidate')} screened in this run, {c.promoted} "
+            f"promoted; short vs measured validation accuracy in the study: {tau}"
         )
     console.print(
         f"compute: {result.train_epochs:.1f} fine-tuning epochs (passes over the training "
-        f"split; a measured fine-tune is {epochs}), {result.task_time_s:.0f} s of workers' time"
+        f"split; a measured fine-tune is {options['epochs']}), {result.task_time_s:.0f} s of "
+        "workers' time"
     )
     if result.devices:
-        console.print(_devices(result.devices, gpus_per_trial), soft_wrap=True)
+        console.print(_devices(result.devices, options["gpus_per_trial"]), soft_wrap=True)
     if result.copies:
         console.print(
             f"the image folder holds {result.copies} cop{'y' if result.copies == 1 else 'ies'} "
@@ -375,7 +173,7 @@ def search(
             for r in result.lr_calibration.rates
         )
         console.print(f"learning rate per scheme family, chosen on validation ({cost}): {rates}")
-    if verify_int8:
+    if options["verify_int8"]:
         console.print(
             f"device accuracy (int8, batch 1, QAS, {INT8_EPOCHS} epochs, the rate halved after "
             f"each, its start per point chosen on validation): {result.int8_runs} front points "
@@ -395,15 +193,16 @@ def search(
             result.front,
             f"Pareto front of study {study!r}: measured accuracy on {dataset} (chosen on the "
             f"validation split, test split reported) vs predicted peak training SRAM "
-            f"({precision}, batch 1) and training-step latency on "
-            f"{result.latency_profile or device}{hv}",
+            f"({options['precision']}, batch 1) and training-step latency on "
+            f"{result.latency_profile or options['device']}{hv}",
             result.reference,
             result.int8,
             caption=HYPERVOLUME_BOX if result.hypervolume is not None else None,
         )
     )
     console.print(
-        f"storage: {mask_url(storage)} (optuna.load_study(study_name={study!r}, storage=...))"
+        f"storage: {mask_url(options['storage'])} (optuna.load_study(study_name={study!r}, "
+        "storage=...))"
     )
 
 
@@ -447,3 +246,23 @@ def _stopped(
     else:
         limit = f"--proposals {proposals}"
     return f"the run stopped at {limit}, {done}; the same command goes on with the study"
+
+
+def _signature() -> inspect.Signature:
+    """The options of :data:`tinytune.options.SEARCH_OPTIONS` as typer reads a command's
+    parameters: each with its flag's type, its help (options named as flags) and its default."""
+    return inspect.Signature(
+        [
+            inspect.Parameter(
+                o.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=o.default,
+                annotation=Annotated[o.kind.cli_type, typer.Option(help=o.help_text(CLI))],
+            )
+            for o in SEARCH_OPTIONS
+        ],
+        return_annotation=None,
+    )
+
+
+search.__signature__ = _signature()  # type: ignore[attr-defined]

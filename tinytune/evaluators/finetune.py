@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tinytune.data import Split, Splits
-from tinytune.errors import ConfigError
+from tinytune.errors import ConfigError, Flag, OptionError
 from tinytune.models import TrainNet
 from tinytune.units import check_integer, check_real, check_seed
 
@@ -47,20 +47,21 @@ class FinetuneConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        check_integer(self.epochs, "--epochs")
-        check_integer(self.batch_size, "--batch-size")
-        check_real(self.lr, "--lr")
+        # the options of a search name these fields (tinytune.options): errors name them so
+        check_integer(self.epochs, Flag("epochs"))
+        check_integer(self.batch_size, Flag("batch_size"))
+        check_real(self.lr, Flag("lr"))
         check_real(self.weight_lr_scale, "weight_lr_scale")
         if self.clip_norm is not None:
             check_real(self.clip_norm, "clip_norm")
         if not 1 <= self.epochs <= MAX_EPOCHS:
-            raise ConfigError(f"--epochs must lie in [1, {MAX_EPOCHS}], got {self.epochs}")
+            raise OptionError("epochs", f"must lie in [1, {MAX_EPOCHS}], got {self.epochs}")
         if self.batch_size < 1:
-            raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
+            raise OptionError("batch_size", f"must be >= 1, got {self.batch_size}")
         if not 0.0 < self.weight_lr_scale <= 1.0:
             raise ConfigError(f"weight_lr_scale {self.weight_lr_scale} is out of range (0, 1]")
         if not 0.0 < self.lr < 10.0:
-            raise ConfigError(f"fine-tuning learning rate {self.lr} is out of range (0, 10)")
+            raise OptionError("lr", f"must lie in (0, 10), got {self.lr}")
         check_seed(self.seed, "the fine-tuning seed")
 
     def to_dict(self) -> dict[str, float | int]:

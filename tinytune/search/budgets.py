@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from tinytune.db import Store
-from tinytune.errors import BudgetError
+from tinytune.errors import BudgetError, flag
 from tinytune.evaluators import HardwareCost, HardwareEvaluator
 from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.search.config import SearchConfig
@@ -43,7 +43,7 @@ def check_budgets(config: SearchConfig, device: DeviceProfile) -> None:
         if budget is not None and budget > has:
             raise BudgetError(
                 f"the {what} budget of {budget} bytes exceeds the {has} bytes of {device.name}; "
-                f"use at most {has}B or another --device"
+                f"use at most {has}B or another " + flag("device")
             )
 
 
@@ -61,7 +61,8 @@ def check_feasible(config: SearchConfig, hw: HardwareEvaluator) -> None:
         raise BudgetError(
             f"no candidate of {spec.name} fits a latency budget of {1000 * limit:g} ms on "
             f"{hw.device.name}: the fastest training step takes {1000 * fastest:.3g} ms; raise "
-            f"--latency-budget to at least {1000 * fastest:.3g}ms"
+            + flag("latency_budget")
+            + f" to at least {1000 * fastest:.3g}ms"
         )
     budget = config.sram_budget_bytes
     if budget is not None and floor_cost.arena_bytes > budget:
@@ -69,14 +70,16 @@ def check_feasible(config: SearchConfig, hw: HardwareEvaluator) -> None:
         raise BudgetError(
             f"no candidate of {spec.name} fits an SRAM budget of {budget} bytes: the smallest "
             f"training step needs {floor} bytes ({config.hardware.precision}, batch "
-            f"{config.hardware.batch_size}); raise --sram-budget to at least {floor}B"
+            f"{config.hardware.batch_size}); raise "
+            + flag("sram_budget")
+            + f" to at least {floor}B"
         )
     flash = config.flash_budget_bytes
     if flash is not None and floor_cost.flash_bytes > flash:
         raise BudgetError(
             f"no candidate of {spec.name} fits a flash budget of {flash} bytes: the smallest "
             f"needs {floor_cost.flash_bytes} bytes (its weights and the training step's "
-            f"code); raise --flash-budget to at least {floor_cost.flash_bytes}B"
+            "code); raise " + flag("flash_budget") + f" to at least {floor_cost.flash_bytes}B"
         )
     if hw.device is not None and floor_cost.flash_bytes > hw.device.flash_bytes:
         raise BudgetError(
@@ -113,7 +116,7 @@ def over_budget(
 
 
 def epoch_costs(config: SearchConfig, repeats: int) -> tuple[float, float]:
-    """The epochs of a measured fine-tune and of a short one (``--halving``'s screening), each
+    """The epochs of a measured fine-tune and of a short one (``halving``'s screening), each
     on ``repeats`` train/validation partitions, in passes over the training split."""
     full = config.finetune.epochs * repeats
     return full, config.screen_epochs * config.screen_fraction * repeats

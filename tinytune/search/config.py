@@ -1,35 +1,40 @@
 """What a search is asked to do: :class:`SearchConfig`, validated once, and its vocabulary
-(objectives, samplers, the reference and the baselines a new study measures first)."""
+(objectives, samplers, the reference and the baselines a new study measures first); and what a
+study stores of it: :class:`StudySpace`.
+
+The defaults and the checks of the fields that options set (``trials``, ``sram_budget_bytes``,
+``finetune.epochs``...) are those of :data:`tinytune.options.SEARCH_OPTIONS`; only the fields no
+option sets, and the rules between options, are stated here."""
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinytune.errors import BudgetError, ConfigError
+from tinytune.errors import ConfigError, OptionError, flag
 from tinytune.evaluators import FinetuneConfig, HardwareConfig
-from tinytune.evaluators.finetune import MAX_EPOCHS
-from tinytune.hwmodels.devices import ENGINES
-from tinytune.hwmodels.memory import PRECISIONS
-from tinytune.samplers import DEFAULT_SAMPLER, SAMPLERS
-from tinytune.search.contribution import ContributionPlan
-from tinytune.spaces import (
-    DEFAULT_SUPERNET,
-    PRESET_NAMES,
-    Candidate,
-    default_subnet,
-    get_supernet,
-    make_preset,
+from tinytune.options import (
+    DEFAULT_DATASET,
+    DEFAULT_DEVICE,
+    SEARCH_OPTIONS,
+    config_default,
+    config_defaults,
+    config_values,
 )
-from tinytune.units import check_integer, check_real, check_seed
+from tinytune.samplers import SAMPLERS
+from tinytune.search.contribution import ContributionPlan
+from tinytune.spaces import Candidate, default_network, default_subnet, get_supernet, make_preset
 
 __all__ = [
     "BASELINE_PRESETS",
     "DIRECTIONS",
     "OBJECTIVES",
     "SAMPLERS",
+    "FinetuneSettings",
     "SearchConfig",
+    "StudySpace",
     "check_new_study_name",
     "reference_candidate",
 ]
@@ -41,7 +46,7 @@ REFERENCE_PRESET = "full"
 
 
 def check_new_study_name(name: str) -> None:
-    """Refuse to create a study whose name begins or ends with a space (``--study " x"`` is
+    """Refuse to create a study whose name begins or ends with a space (``study=" x"`` is
     almost always a quoting slip, and would make a second study beside ``x``). A study stored
     under such a name by an earlier version is still continued: callers check only names that
     are not in the database yet.
@@ -51,16 +56,17 @@ def check_new_study_name(name: str) -> None:
     study, and would break or rewrite them.
 
     Raises:
-        ConfigError: the name has a space at either end, or such a character.
+        OptionError: the name has a space at either end, or such a character.
     """
     if name != name.strip():
-        raise ConfigError(
-            f"--study {name!r:.80} begins or ends with a space; give the name without them"
+        raise OptionError(
+            "study", f"{name!r:.80} begins or ends with a space; give the name without them"
         )
     if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):
-        raise ConfigError(
-            f"--study {name!r:.80} holds a control or format character; give a name of "
-            "printable characters"
+        raise OptionError(
+            "study",
+            f"{name!r:.80} holds a control or format character; give a name of printable "
+            "characters",
         )
 
 
@@ -75,6 +81,10 @@ def reference_candidate(supernet: str) -> Candidate:
 @dataclass(frozen=True)
 class SearchConfig:
     """Everything a search needs besides its store and executor.
+
+    The fields that options set take their defaults from :data:`~tinytune.options.SEARCH_OPTIONS`
+    and are checked by its rules (the error names the option); :meth:`from_options` makes a
+    configuration of the options' values.
 
     Attributes:
         checkpoint: Path of the supernet weights the workers load.
@@ -125,127 +135,65 @@ class SearchConfig:
     """
 
     checkpoint: str
-    study_name: str = "tinytune"
-    supernet: str = DEFAULT_SUPERNET
-    dataset: str = "digits"
+    study_name: str = config_default("study_name")
+    supernet: str = default_network(DEFAULT_DATASET)
+    dataset: str = config_default("dataset")
     n_classes: int = 10
-    data_seed: int = 0
-    preset: str | None = None
-    trials: int = 12
-    time_budget_s: float | None = None
-    epoch_budget: float | None = None
-    max_proposals: int | None = None
-    device: str = "stm32f746"
-    engine: str | None = None
-    sram_budget_bytes: int | None = 256 * 1024
-    flash_budget_bytes: int | None = None
-    latency_budget_s: float | None = None
-    seed: int = 0
-    sampler: str = DEFAULT_SAMPLER
+    data_seed: int = config_default("data_seed")
+    preset: str | None = config_default("preset")
+    trials: int = config_default("trials")
+    time_budget_s: float | None = config_default("time_budget_s")
+    epoch_budget: float | None = config_default("epoch_budget")
+    max_proposals: int | None = config_default("max_proposals")
+    device: str = config_default("device")
+    engine: str | None = config_default("engine")
+    sram_budget_bytes: int | None = config_default("sram_budget_bytes")
+    flash_budget_bytes: int | None = config_default("flash_budget_bytes")
+    latency_budget_s: float | None = config_default("latency_budget_s")
+    seed: int = config_default("seed")
+    sampler: str = config_default("sampler")
     baselines: bool = True
     reference: bool = True
-    tune_lr: bool = True
-    repeats: int | None = None
-    verify_int8: bool = False
+    tune_lr: bool = config_default("tune_lr")
+    repeats: int | None = config_default("repeats")
+    verify_int8: bool = config_default("verify_int8")
     max_idle_proposals: int = 200
-    resume: bool = False
-    proxy: bool = False
-    proxy_eta: int = 4
-    halving: bool = False
-    screen_epochs: int = 2
-    screen_fraction: float = 0.5
-    mutate: bool = False
-    gpus_per_trial: float = 0.0
+    resume: bool = config_default("resume")
+    proxy: bool = config_default("proxy")
+    proxy_eta: int = config_default("proxy_eta")
+    halving: bool = config_default("halving")
+    screen_epochs: int = config_default("screen_epochs")
+    screen_fraction: float = config_default("screen_fraction")
+    mutate: bool = config_default("mutate")
+    gpus_per_trial: float = config_default("gpus_per_trial")
     heartbeat_s: int = 10
     grace_s: int = 30
     contribution_plan: ContributionPlan = field(default_factory=ContributionPlan)
-    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
-    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    finetune: FinetuneConfig = field(default_factory=lambda: _nested("finetune", FinetuneConfig))
+    hardware: HardwareConfig = field(default_factory=lambda: _nested("hardware", HardwareConfig))
 
     def __post_init__(self) -> None:
-        if not isinstance(self.study_name, str) or not 0 < len(self.study_name.strip()) <= 512:
-            raise ConfigError(
-                f"--study must be a name of 1 to 512 characters, not only spaces; got "
-                f"{self.study_name!r:.80}"
-            )
-        check_seed(self.seed)
-        check_integer(self.trials, "--trials")
-        for what, count in (
-            ("--proposals", self.max_proposals),
-            ("--repeats", self.repeats),
-            ("--proxy-eta", self.proxy_eta),
-            ("--screen-epochs", self.screen_epochs),
-        ):
-            if count is not None:
-                check_integer(count, what)
-        for what, amount in (
-            ("--time-budget", self.time_budget_s),
-            ("--epoch-budget", self.epoch_budget),
-            ("--sram-budget", self.sram_budget_bytes),
-            ("--flash-budget", self.flash_budget_bytes),
-            ("--latency-budget", self.latency_budget_s),
-            ("--screen-fraction", self.screen_fraction),
-            ("--gpus-per-trial", self.gpus_per_trial),
-        ):
-            if amount is not None:
-                check_real(amount, what)
-        if self.trials < 1:
-            raise BudgetError(f"--trials must be >= 1, got {self.trials}")
-        if self.time_budget_s is not None and self.time_budget_s <= 0:
-            raise BudgetError(f"--time-budget must be > 0 seconds, got {self.time_budget_s}")
-        if self.epoch_budget is not None and self.epoch_budget <= 0:
-            raise BudgetError(f"--epoch-budget must be > 0 epochs, got {self.epoch_budget}")
-        if self.max_proposals is not None and self.max_proposals < 1:
-            raise BudgetError(f"--proposals must be >= 1, got {self.max_proposals}")
-        for what, value in (
-            ("SRAM budget", self.sram_budget_bytes),
-            ("flash budget", self.flash_budget_bytes),
-            ("latency budget", self.latency_budget_s),
-        ):
-            if value is not None and value <= 0:
-                raise BudgetError(f"the {what} must be > 0, got {value}")
-        if self.engine is not None and self.engine not in ENGINES:
-            raise ConfigError(
-                f"unknown engine {self.engine!r}; allowed: {', '.join(sorted(ENGINES))}"
-            )
-        if self.sampler not in SAMPLERS:
-            raise ConfigError(f"unknown sampler {self.sampler!r}; allowed: {', '.join(SAMPLERS)}")
-        if self.preset is not None and self.preset not in PRESET_NAMES:
-            raise ConfigError(
-                f"unknown preset {self.preset!r}; allowed: {', '.join(PRESET_NAMES)}"
-            )
-        if self.hardware.precision not in PRECISIONS:
-            raise ConfigError(
-                f"unknown precision {self.hardware.precision!r}; allowed: {', '.join(PRECISIONS)}"
-            )
-        if self.repeats is not None and not 1 <= self.repeats <= 20:
-            raise ConfigError(f"--repeats must lie in [1, 20], got {self.repeats}")
-        if self.proxy_eta < 2:
-            raise ConfigError(
-                f"--proxy-eta must be >= 2 (proxy-scored candidates per measured one), got "
-                f"{self.proxy_eta}"
-            )
+        for option in SEARCH_OPTIONS:  # each field an option sets, by the option's rules
+            path = option.config_field
+            if path is not None:
+                value: Any = self
+                for attr in path.split("."):
+                    value = getattr(value, attr)
+                option.check(value)
         if self.proxy and self.halving:
-            raise ConfigError(
-                "--proxy and --halving are two low rungs of the fidelity ladder; choose one"
+            raise OptionError.saying(
+                "halving",
+                flag("proxy", True)
+                + " and "
+                + flag("halving", True)
+                + " are two low rungs of the fidelity ladder; choose one",
             )
-        if not 1 <= self.screen_epochs <= MAX_EPOCHS:
-            raise ConfigError(
-                f"--screen-epochs must lie in [1, {MAX_EPOCHS}], got {self.screen_epochs}"
-            )
-        if not 0.0 < self.screen_fraction <= 1.0:
-            raise ConfigError(f"--screen-fraction must lie in (0, 1], got {self.screen_fraction}")
         if self.halving and self.screen_epochs * self.screen_fraction >= self.finetune.epochs:
-            raise ConfigError(
+            raise OptionError.saying(
+                "screen_epochs",
                 f"a screening fine-tune ({self.screen_epochs} epochs on {self.screen_fraction:g} "
                 f"of the images) must cost less than a measured one ({self.finetune.epochs} "
-                "epochs); lower --screen-epochs or --screen-fraction"
-            )
-        gpus = float(self.gpus_per_trial)
-        if gpus < 0.0 or (gpus > 1.0 and not gpus.is_integer()):
-            raise ConfigError(
-                f"--gpus-per-trial must be a share of one GPU in [0, 1] or a whole number of "
-                f"GPUs, got {self.gpus_per_trial:g}"
+                "epochs); lower " + flag("screen_epochs") + " or " + flag("screen_fraction"),
             )
         if self.heartbeat_s < 1 or self.grace_s <= self.heartbeat_s:
             raise ConfigError(
@@ -253,33 +201,207 @@ class SearchConfig:
                 f"{self.heartbeat_s} s and {self.grace_s} s"
             )
 
+    @classmethod
+    def from_options(cls, values: Mapping[str, Any], **fields: Any) -> SearchConfig:
+        """The configuration the options' ``values`` (as :func:`tinytune.options.resolve` gives
+        them) ask for, with ``fields`` set beside them (``checkpoint``, what the front door
+        resolves: the supernet, the data set's own name and classes).
+
+        Raises:
+            OptionError: a value that breaks an option's rules, naming the option.
+            ConfigError: a rule between options.
+        """
+        flat: dict[str, Any] = {}
+        nested: dict[str, dict[str, Any]] = {"finetune": {}, "hardware": {}}
+        for path, value in config_values(values).items():
+            head, _, attr = path.partition(".")
+            if attr:
+                nested[head][attr] = value
+            else:
+                flat[path] = value
+        return cls(
+            **{**flat, **fields},
+            finetune=FinetuneConfig(**nested["finetune"]),
+            hardware=HardwareConfig(**nested["hardware"]),
+        )
+
     def space(self) -> dict[str, Any]:
-        """What makes two runs the same search space (kept with the study): what is searched,
-        for which device, and how a candidate's accuracy is measured (``weights``: the SHA-256
-        of the supernet checkpoint; ``finetune``: epochs, batch size, the learning rate or ``per
-        family``, the repeats or ``auto``), so that the front never ranks fine-tunes of
-        different weights or settings against each other."""
+        """What makes two runs the same search space (kept with the study, as
+        :meth:`StudySpace.to_attrs`): what is searched, for which device, and how a candidate's
+        accuracy is measured (``weights``: the SHA-256 of the supernet checkpoint;
+        ``finetune``: epochs, batch size, the learning rate or ``per family``, the repeats or
+        ``auto``), so that the front never ranks fine-tunes of different weights or settings
+        against each other."""
+        return StudySpace.from_config(self).to_attrs()
+
+
+def _nested(head: str, make: Any) -> Any:
+    """The fine-tuning (``finetune``) or hardware settings of a search given no option."""
+    prefix = head + "."
+    return make(
+        **{
+            path.removeprefix(prefix): value
+            for path, value in config_defaults().items()
+            if path.startswith(prefix)
+        }
+    )
+
+
+PER_FAMILY = "per family"
+"""The stored learning rate of a study whose rate is chosen per scheme family on validation."""
+AUTO_REPEATS = "auto"
+"""The stored repeats of a study whose partitions follow the validation split's size."""
+
+
+@dataclass(frozen=True)
+class FinetuneSettings:
+    """How a study measures its candidates, as its space stores it.
+
+    Attributes:
+        epochs, batch_size: of every measured fine-tune.
+        lr: the rate of every fine-tune; None: each scheme family's, chosen on validation
+            (stored as :data:`PER_FAMILY`).
+        repeats: the train/validation partitions of each measurement; None: chosen by the
+            validation split's size (stored as :data:`AUTO_REPEATS`).
+    """
+
+    epochs: int
+    batch_size: int
+    lr: float | None
+    repeats: int | None
+
+    def to_attrs(self) -> dict[str, Any]:
+        """The settings as the study stores them (JSON)."""
+        return {
+            "epochs": self.epochs,
+            "batch_size": self.batch_size,
+            "lr": PER_FAMILY if self.lr is None else self.lr,
+            "repeats": AUTO_REPEATS if self.repeats is None else self.repeats,
+        }
+
+    @classmethod
+    def from_attrs(cls, attrs: Mapping[str, Any]) -> FinetuneSettings:
+        """The settings a study stored (:meth:`to_attrs`)."""
+        lr, repeats = attrs.get("lr"), attrs.get("repeats")
+        return cls(
+            epochs=attrs.get("epochs"),  # type: ignore[arg-type]
+            batch_size=attrs.get("batch_size"),  # type: ignore[arg-type]
+            lr=None if lr == PER_FAMILY else lr,
+            repeats=None if repeats == AUTO_REPEATS else repeats,
+        )
+
+
+@dataclass(frozen=True)
+class StudySpace:
+    """What a study stores of the search that made it (its user attribute ``tinytune.space``):
+    what is searched, for which device, and how a candidate's accuracy is measured. A run that
+    continues a study must ask for the same space.
+
+    :meth:`from_attrs` reads it back; a key that a study stored by an earlier version lacks
+    reads as what that version searched with (:meth:`from_attrs` says which), and a study
+    with no space at all (a candidate found in no study) as the defaults of a search with
+    ``supernet`` None.
+
+    Attributes:
+        supernet: the network searched; None where no space is stored.
+        dataset, data_seed: the data set and the seed of its splits.
+        preset: the update scheme fixed by a preset, or None (searched).
+        precision, batch_size, update: how the device trains (:class:`HardwareConfig`).
+        device: the device the latency and budgets are of.
+        engine: what its latency objective predicts (None: not resolved yet).
+        objectives: the study's objectives, in Optuna's order.
+        weights: the SHA-256 of the supernet weights it searched with (None: not recorded).
+        finetune: how candidates are measured (None: not recorded).
+    """
+
+    supernet: str | None
+    dataset: str = DEFAULT_DATASET
+    data_seed: int = 0
+    preset: str | None = None
+    precision: str = HardwareConfig.precision
+    batch_size: int = HardwareConfig.batch_size
+    update: str = HardwareConfig.update
+    device: str = DEFAULT_DEVICE
+    engine: str | None = None
+    objectives: tuple[str, ...] = OBJECTIVES
+    weights: str | None = None
+    finetune: FinetuneSettings | None = None
+
+    @classmethod
+    def from_config(cls, config: SearchConfig) -> StudySpace:
+        """The space a search of ``config`` stores (hashing its checkpoint, where it is a
+        file)."""
         from pathlib import Path
 
-        from tinytune.checkpoints import sha256_file
+        from tinytune.hashing import sha256_file
 
-        weights = Path(self.checkpoint) if self.checkpoint else None
+        weights = Path(config.checkpoint) if config.checkpoint else None
+        return cls(
+            supernet=config.supernet,
+            dataset=config.dataset,
+            data_seed=config.data_seed,
+            preset=config.preset,
+            precision=config.hardware.precision,
+            batch_size=config.hardware.batch_size,
+            update=config.hardware.update,
+            device=config.device,
+            engine=config.engine,
+            objectives=OBJECTIVES,
+            weights=sha256_file(weights) if weights and weights.is_file() else None,
+            finetune=FinetuneSettings(
+                epochs=config.finetune.epochs,
+                batch_size=config.finetune.batch_size,
+                lr=None if config.tune_lr else config.finetune.lr,
+                repeats=config.repeats,
+            ),
+        )
+
+    def to_attrs(self) -> dict[str, Any]:
+        """The space as the study stores it (JSON); :meth:`from_attrs` reads it back."""
         return {
             "supernet": self.supernet,
             "dataset": self.dataset,
             "data_seed": self.data_seed,
             "preset": self.preset,
-            "precision": self.hardware.precision,
-            "batch_size": self.hardware.batch_size,
-            "update": self.hardware.update,
+            "precision": self.precision,
+            "batch_size": self.batch_size,
+            "update": self.update,
             "device": self.device,
             "engine": self.engine,
-            "objectives": list(OBJECTIVES),
-            "weights": sha256_file(weights) if weights and weights.is_file() else None,
-            "finetune": {
-                "epochs": self.finetune.epochs,
-                "batch_size": self.finetune.batch_size,
-                "lr": "per family" if self.tune_lr else self.finetune.lr,
-                "repeats": "auto" if self.repeats is None else self.repeats,
-            },
+            "objectives": list(self.objectives),
+            "weights": self.weights,
+            "finetune": None if self.finetune is None else self.finetune.to_attrs(),
         }
+
+    @classmethod
+    def from_attrs(cls, attrs: Mapping[str, Any] | None) -> StudySpace:
+        """The space a study stored (None or ``{}``: none). A key that an earlier version did
+        not store reads as what it searched with: the latency engine a device's profile then
+        had (:func:`tinytune.hwmodels.devices.unnamed_engine`: published, PyTorch on the
+        host), the parameter update planned with a buffer for each gradient (``reordered``),
+        no recorded fine-tuning settings or weights (not compared), and otherwise the
+        defaults of this class."""
+        from tinytune.hwmodels.devices import unnamed_engine
+
+        attrs = dict(attrs or {})
+        device = attrs.get("device", DEFAULT_DEVICE)
+        finetune = attrs.get("finetune")
+        return cls(
+            supernet=attrs.get("supernet"),
+            dataset=attrs.get("dataset", cls.dataset),
+            data_seed=attrs.get("data_seed", cls.data_seed),
+            preset=attrs.get("preset"),
+            precision=attrs.get("precision", cls.precision),
+            batch_size=attrs.get("batch_size", cls.batch_size),
+            update=attrs.get("update", UPDATE_BEFORE_NAMED),
+            device=device,
+            engine=attrs["engine"] if "engine" in attrs else unnamed_engine(device),
+            objectives=tuple(attrs.get("objectives", OBJECTIVES)),
+            weights=attrs.get("weights"),
+            finetune=FinetuneSettings.from_attrs(finetune) if isinstance(finetune, dict) else None,
+        )
+
+
+UPDATE_BEFORE_NAMED = "reordered"
+"""The parameter update of a study stored before its space named one: each gradient a buffer
+for its backward step (:data:`tinytune.hwmodels.UPDATES`)."""

@@ -44,6 +44,7 @@ from typing import Any
 from tinytune.db import ContributionRecord, Store
 from tinytune.errors import ConfigError
 from tinytune.evaluators import FinetuneConfig
+from tinytune.hashing import sha256_file
 from tinytune.search.contribution_table import ContributionTable, build_table
 from tinytune.search.executor import Executor
 from tinytune.spaces import (
@@ -75,12 +76,8 @@ LITE_BRANCH = LiteResidualBranch()
 
 
 def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """SHA-256 of a file's bytes (:func:`tinytune.hashing.sha256_file`)."""
+    return sha256_file(Path(path))
 
 
 def subnet_key(subnet: SubnetConfig) -> str:

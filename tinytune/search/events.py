@@ -24,10 +24,10 @@ class Counts:
         pruned: trials over a budget (pruned before any training) or duplicates in flight.
         reused: trials told the stored result of a candidate measured before.
         proxy_scored, promoted, not_promoted: trials scored at the ladder's low fidelity (the
-            proxy, or a short fine-tune with ``--halving``), and of those, promoted to a
+            proxy, or a short fine-tune with ``halving``), and of those, promoted to a
             measured fine-tune or told PRUNED.
         base_tasks: classifier-only fine-tunes of new sub-networks (the proxy's bases).
-        screen_tasks: short fine-tunes that screened bracket members (``--halving``).
+        screen_tasks: short fine-tunes that screened bracket members (``halving``).
         retried: trials of drivers that stopped beating, failed here and enqueued again.
     """
 
@@ -98,7 +98,7 @@ class SearchResult:
             passes over the whole training split; a measured fine-tune costs ``epochs`` of
             them, one on a partition repeated r times r·``epochs``.
         proxy_tau, proxy_pairs: Kendall's τ between the ladder's low fidelity (the proxy, or
-            the short fine-tunes with ``--halving``) and measured validation accuracy over the
+            the short fine-tunes with ``halving``) and measured validation accuracy over the
             study's candidates that have both, and their number.
         lr_calibration: the study's learning rate per scheme family (None when the rate is
             fixed); ``lr_fine_tunes`` and ``lr_s``: fine-tunes and task seconds its grid cost

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from tinytune.errors import ConfigError, TinyTuneError
+from tinytune.errors import OptionError, TinyTuneError, flag
 from tinytune.search.shipping import Shipper, run_shipped
 
 __all__ = [
@@ -68,7 +68,9 @@ def check_reachable(address: str, timeout_s: float = 3.0) -> None:
         reason = e.strerror or type(e).__name__
         raise RayUnavailableError(
             f"no Ray cluster answers at {address!r} ({reason}); start one with "
-            f"'ray start --head --port {port}' or leave out --ray-address for a local instance"
+            f"'ray start --head --port {port}' or leave out "
+            + flag("ray_address")
+            + " for a local instance"
         ) from e
 
 
@@ -177,7 +179,7 @@ class RayExecutor(Executor):
             workers on other nodes need no shared file system.
         max_retries: extra attempts for a task whose worker died (0: none).
         connect_timeout_s: how long the reachability check of ``address`` may take.
-        gpus: the most GPUs one task will ask for (``--gpus-per-trial``): the cluster must
+        gpus: the most GPUs one task will ask for (``gpus_per_trial``): the cluster must
             have that many on one of its nodes, or its tasks would wait forever.
 
     Raises:
@@ -196,9 +198,9 @@ class RayExecutor(Executor):
         gpus: float = 0.0,
     ) -> None:
         if workers < 1:
-            raise ConfigError(f"workers must be >= 1, got {workers}")
+            raise OptionError("workers", f"must be >= 1, got {workers}")
         if max_retries < 0:
-            raise ConfigError(f"max_retries must be >= 0, got {max_retries}")
+            raise OptionError("max_retries", f"must be >= 0, got {max_retries}")
         import ray
 
         os.environ.setdefault("RAY_AUTH_MODE", "disabled" if address is None else "token")
@@ -249,10 +251,12 @@ class RayExecutor(Executor):
         if self._owns:
             self._ray.shutdown()
         where = f"at {address!r}" if address else "started here"
-        raise ConfigError(
-            f"--gpus-per-trial {gpus:g} asks for GPUs, but no node of the Ray cluster {where} "
-            f"has {'any' if most == 0 else f'{gpus:g} (the most is {most:g})'}; leave it out "
-            "to fine-tune on CPUs"
+        raise OptionError.saying(
+            "gpus_per_trial",
+            flag("gpus_per_trial", gpus)
+            + f" asks for GPUs, but no node of the Ray cluster {where} has "
+            + f"{'any' if most == 0 else f'{gpus:g} (the most is {most:g})'}; leave it out to "
+            "fine-tune on CPUs",
         )
 
     def submit(self, key: int, task: Task) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinytune.db import Store
-from tinytune.errors import BudgetError, ConfigError
+from tinytune.errors import BudgetOptionError, ConfigError
 from tinytune.evaluators import HardwareEvaluator
 from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.search.budgets import check_budgets, check_feasible, epoch_costs
@@ -117,7 +117,8 @@ def check_epoch_budget(config: SearchConfig, repeats: int) -> None:
         least += config.proxy_eta * short
         what += f" and the {config.proxy_eta} short fine-tunes that screen it"
     if budget < least - 1e-9:
-        raise BudgetError(
-            f"--epoch-budget {budget:g} is less than one proposal costs here ({what}: "
-            f"{least:g} epochs); give at least {least:g}"
+        raise BudgetOptionError(
+            "epoch_budget",
+            f"{budget:g} is less than one proposal costs here ({what}: {least:g} epochs); give "
+            f"at least {least:g}",
         )

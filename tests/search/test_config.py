@@ -1,0 +1,100 @@
+"""What a study stores of its search (``StudySpace``): written from a ``SearchConfig``, read back
+typed, and the keys that earlier versions did not store read as what those versions did."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from tinytune.evaluators import FinetuneConfig, HardwareConfig
+from tinytune.search import SearchConfig
+from tinytune.search.config import FinetuneSettings, StudySpace
+
+
+def _configs(tmp_path: Path) -> list[SearchConfig]:
+    weights = tmp_path / "weights.pt"
+    weights.write_bytes(b"supernet weights")
+    return [
+        SearchConfig(checkpoint=""),
+        SearchConfig(
+            checkpoint=str(weights),
+            supernet="ofa-mbv3-w0.35",
+            dataset="procedural",
+            data_seed=3,
+            preset="tinytl",
+            device="rpi4",
+            engine="published",
+            tune_lr=False,
+            repeats=3,
+            finetune=FinetuneConfig(epochs=2, batch_size=16, lr=0.05),
+            hardware=HardwareConfig(precision="fp32"),
+        ),
+    ]
+
+
+def test_a_space_round_trips_through_what_the_study_stores(tmp_path: Path) -> None:
+    for config in _configs(tmp_path):
+        space = StudySpace.from_config(config)
+        attrs = config.space()
+        assert space.to_attrs() == attrs
+        assert json.loads(json.dumps(attrs)) == attrs  # a JSON user attribute of Optuna's
+        assert StudySpace.from_attrs(attrs) == space
+    default, other = (StudySpace.from_config(c) for c in _configs(tmp_path))
+    assert default.finetune == FinetuneSettings(epochs=8, batch_size=32, lr=None, repeats=None)
+    assert default.to_attrs()["finetune"] == {
+        "epochs": 8,
+        "batch_size": 32,
+        "lr": "per family",
+        "repeats": "auto",
+    }
+    assert default.weights is None  # no checkpoint file
+    assert other.finetune == FinetuneSettings(epochs=2, batch_size=16, lr=0.05, repeats=3)
+    assert other.weights == hashlib.sha256(b"supernet weights").hexdigest()
+    assert (other.device, other.engine, other.precision, other.preset) == (
+        "rpi4",
+        "published",
+        "fp32",
+        "tinytl",
+    )
+
+
+@pytest.mark.parametrize(
+    ("device", "engine"), [("stm32f746", "published"), ("host", "pytorch"), ("rpi4", "published")]
+)
+def test_an_older_studys_space_reads_as_it_was_searched(device: str, engine: str) -> None:
+    """A study stored before its space named the engine, the parameter update, the fine-tuning
+    settings and the weights: the engine its device's profile had then, gradients each with a
+    buffer, and nothing recorded (so not compared)."""
+    older = {
+        "supernet": "ofa-proxyless-w0.35",
+        "dataset": "digits",
+        "data_seed": 0,
+        "preset": None,
+        "precision": "int8",
+        "batch_size": 1,
+        "device": device,
+        "objectives": ["accuracy", "peak_sram_bytes", "latency_s"],
+    }
+    space = StudySpace.from_attrs(older)
+    assert (space.engine, space.update) == (engine, "reordered")
+    assert space.finetune is None and space.weights is None
+    assert space.device == device and space.supernet == "ofa-proxyless-w0.35"
+
+
+def test_no_stored_space_reads_as_the_defaults_of_a_search() -> None:
+    from tinytune.options import DEFAULT_DATASET, DEFAULT_DEVICE
+
+    for attrs in (None, {}):
+        space = StudySpace.from_attrs(attrs)
+        assert space.supernet is None
+        assert (space.device, space.dataset, space.data_seed) == (
+            DEFAULT_DEVICE,
+            DEFAULT_DATASET,
+            0,
+        )
+        assert (space.precision, space.batch_size) == ("int8", 1)
+    # a stored engine of None (not resolved) stays None: only a missing key is an older study's
+    assert StudySpace.from_attrs({"supernet": "x", "engine": None}).engine is None
