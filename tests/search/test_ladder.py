@@ -10,6 +10,7 @@ import pytest
 
 from tinytune.db import open_store
 from tinytune.search import InlineExecutor, SearchConfig, run_search
+from tinytune.search.attrs import Attr
 from tinytune.search.contribution import ContributionPlan
 from tinytune.search.ladder import (
     calibration_offset,
@@ -17,7 +18,6 @@ from tinytune.search.ladder import (
     hypervolume_gain,
     reference,
 )
-from tinytune.search.study import Attr
 
 from .dashboard import dashboard_api
 from .fakes import FakeEvaluator, N, search_config

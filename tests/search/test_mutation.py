@@ -12,7 +12,13 @@ import pytest
 
 from tinytune.db import open_store
 from tinytune.search import InlineExecutor, run_search
-from tinytune.search.mutation import joint_params, mutant, mutate_scheme, mutate_subnet
+from tinytune.search.mutation import (
+    joint_params,
+    mutant,
+    mutate_scheme,
+    mutate_subnet,
+    propose_mutant,
+)
 from tinytune.spaces import PRESET_NAMES, Candidate, make_preset, suggest_candidate
 from tinytune.spaces.candidate import LiteResidualBranch, LiteResidualConfig, UpdateScheme
 
@@ -148,6 +154,41 @@ def test_a_parent_over_the_budget_is_shrunk_until_it_fits() -> None:
     with_fits = mutant([last], SPEC, random.Random(3), lambda c: True, fits=lambda c: True)
     assert with_fits == mutant([last], SPEC, random.Random(3), lambda c: True)
     assert mutant([sparse], SPEC, random.Random(0), lambda c: True, fits=lambda c: False) is None
+
+
+def test_the_proposed_mutant_repairs_the_baselines_over_the_budget_and_prices_each_once() -> None:
+    front = [make_preset("last", SPEC, SUBNET)]
+    baselines = [make_preset(name, SPEC, SUBNET) for name in ("last", "bias-only", "tinytl")]
+    priced: list[str] = []
+
+    def small(c: Candidate) -> bool:  # the made-up budget above
+        weights = sum(ratio for _, ratio in c.update.weights)
+        return c.update.bias_last_k + 8 * weights + len(c.lite_residual.branches) <= 20
+
+    def fits(c: Candidate) -> bool:
+        priced.append(c.key)
+        return small(c)
+
+    taken = {front[0].key}
+    for seed in range(10):
+        priced.clear()
+        found = propose_mutant(
+            front, baselines, SPEC, random.Random(seed), fits, taken.__contains__
+        )
+        # what mutant() draws from the front and the baselines over the budget ("last" is on
+        # the front already, "bias-only" fits), accepting what fits and is not taken
+        over = [b for b in baselines[1:] if not small(b)]
+        expected = mutant(
+            front + over,
+            SPEC,
+            random.Random(seed),
+            lambda c: c.key not in taken and small(c),
+            fits=small,
+        )
+        assert expected is not None and found == (expected[1], expected[2])
+        assert len(priced) == len(set(priced))  # each candidate's cost predicted once
+    everything = propose_mutant(front, baselines, SPEC, random.Random(0), fits, lambda c: True)
+    assert everything is None  # every mutant measured or in flight
 
 
 def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path) -> None:

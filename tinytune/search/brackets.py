@@ -10,91 +10,88 @@ With the proxy: before the search, the contribution analysis of the study's refe
 (:mod:`tinytune.search.contribution`; stored and reused by key) gives MCUNetV3's additive gains.
 Each fresh proposal then opens a bracket: η−1 sibling trials on its sub-network are enqueued
 (the sampler draws their schemes), all are scored by the proxy (:mod:`tinytune.search.proxy`;
-the sub-network's classifier-only accuracy is measured once, stored and reused), stored as
-``proxy`` evaluations, and the member chosen by :func:`tinytune.search.ladder.choose_promotion`
-is measured; Optuna is told PRUNED for the others, as a rung of successive halving prunes.
+the sub-network's classifier-only accuracy is measured once, stored and reused:
+:mod:`tinytune.search.proxy_rung`), stored as ``proxy`` evaluations, and the member chosen by
+:func:`tinytune.search.ladder.choose_promotion` is measured; Optuna is told PRUNED for the
+others, as a rung of successive halving prunes.
 
 With short fine-tunes: each member is fine-tuned for ``screen_epochs`` epochs on a stratified
 ``screen_fraction`` of the training images (stored as a ``short`` evaluation and reused), and
 the member whose short validation accuracy adds most to the measured front is promoted by the
 same rule. No contribution analysis and no classifier-only bases are needed.
+
+The ladder stores its own evaluations and reads the store; what Optuna is told, the tasks to
+start and the trial to measure it returns as decisions (:mod:`tinytune.search.decisions`) that
+the driver carries out.
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from tinytune.db import EvaluationRecord
-from tinytune.errors import ModelError
-from tinytune.evaluators import HardwareCost
-from tinytune.search.contribution import (
-    ContributionEntry,
-    TableIdentity,
-    file_sha256,
-    run_contributions,
-    store_entry,
+from tinytune.db import EvaluationRecord, Store
+from tinytune.search.attrs import Attr
+from tinytune.search.config import SearchConfig
+from tinytune.search.decisions import (
+    Bracket,
+    Enqueue,
+    Member,
+    Note,
+    Outcome,
+    Prune,
+    Submit,
+    Verdict,
 )
-from tinytune.search.contribution_table import ContributionTable, build_table
 from tinytune.search.ladder import calibration_offset, choose_promotion, reference
-from tinytune.search.proxy import ProxyEstimate, estimate
-from tinytune.search.study import Attr
-from tinytune.spaces import (
-    Candidate,
-    LiteResidualConfig,
-    SubnetConfig,
-    UpdateScheme,
-    default_subnet,
-)
+from tinytune.search.proxy_rung import ProxyRung
+from tinytune.search.recording import FrontPoint
+from tinytune.search.tasks import Tasks
+from tinytune.spaces import SubnetConfig, SupernetSpec, subnet_params
 
-if TYPE_CHECKING:
-    from tinytune.search.driver import Run
-
-__all__ = ["Bracket", "Ladder", "Member"]
-
-log = logging.getLogger(__name__)
+# Bracket and Member are re-exported: they were defined here
+__all__ = ["Bracket", "Ladder", "LadderContext", "Limits", "Member"]
 
 
-@dataclass
-class Member:
-    """A trial of a bracket waiting for its proxy score."""
+class Limits(Protocol):
+    """What the ladder reads of the run's limits (:class:`tinytune.search.budgets.RunLimits`)."""
 
-    trial: Any
-    candidate: Candidate
-    cost: HardwareCost
-    scheme: str
-    reference: bool = False
-    screen: float | None = None  # the short fine-tune's validation accuracy
-    screen_state: str = "todo"  # todo | running | done | failed
+    def time_left(self) -> bool: ...
+
+    def may_propose(self) -> bool: ...
 
 
-@dataclass
-class Bracket:
-    """Trials on one sub-network, scored by the proxy, of which one is measured."""
+@dataclass(frozen=True)
+class LadderContext:
+    """What the ladder uses of its run.
 
-    id: int
-    subnet: SubnetConfig
-    siblings_left: int
-    members: list[Member] = field(default_factory=list)
-    keys: set[str] = field(default_factory=set)
-    base: float | None = None
-    base_state: str = "unknown"  # known | running | failed | unknown
+    Attributes:
+        config: the search's settings (the ladder's, the study's name, the budgets).
+        spec: the supernet.
+        store: where the ladder's evaluations and the contribution tables are stored.
+        limits: whether the run may still propose trials, and has time left.
+        next_key: a key for a task that is not a trial (the run's, shared with its other
+            tasks).
+    """
+
+    config: SearchConfig
+    spec: SupernetSpec
+    store: Store
+    limits: Limits
+    next_key: Callable[[], int]
 
 
 class Ladder:
-    """The brackets of one run, over the driver's study, store and executor."""
+    """The brackets of one run (see the module docstring)."""
 
-    def __init__(self, run: Run) -> None:
-        self.run = run
+    def __init__(self, context: LadderContext) -> None:
+        self.config, self.spec, self.store = context.config, context.spec, context.store
+        self.limits, self.next_key = context.limits, context.next_key
         self.brackets: dict[int, Bracket] = {}
         self.base_tasks: dict[int, SubnetConfig] = {}  # executor key -> its sub-network
-        self.bases: dict[str, float | None] = {}
-        self.table: ContributionTable | None = None
-        self.identity: TableIdentity | None = None
-        self.contribution_s = 0.0
-        self.screening = run.config.halving
+        self.proxy = ProxyRung(context.config, context.spec, context.store)
+        self.screening = context.config.halving
         self.screen_tasks: dict[int, Member] = {}  # executor key -> the member it screens
 
     def busy(self) -> int:
@@ -112,76 +109,17 @@ class Ladder:
                 total += short * (todo + max(0, bracket.siblings_left))
         return total
 
-    def on_result(self, key: int, result: dict[str, Any]) -> bool:
-        """Take a result of the ladder's own tasks; False when ``key`` is not one."""
-        if key in self.base_tasks:
-            self.on_base(key, result)
-        elif key in self.screen_tasks:
-            self.on_screen(key, result)
-        else:
-            return False
-        return True
+    def prepare(self, tasks: Tasks) -> bool:
+        """Measure (or reuse) the proxy's contribution table on the run's executor before the
+        search (:meth:`ProxyRung.prepare`); False when it cannot be had (the ladder is then off
+        for the run). Screening by short fine-tunes needs none."""
+        return self.screening or self.proxy.prepare(tasks, self.limits.time_left)
 
-    def prepare(self) -> bool:
-        """Measure (or reuse) the contribution table of the study's reference sub-network;
-        False when it cannot be had (the ladder is then off for the run). Screening by short
-        fine-tunes needs none."""
-        run, config = self.run, self.run.config
-        if self.screening:
-            return True
-        try:
-            digest = file_sha256(config.checkpoint)
-        except OSError as e:
-            raise ModelError(
-                f"cannot read the supernet weights {config.checkpoint!r} to identify its "
-                f"contribution table: {e.strerror or e}"
-            ) from e
-        self.identity = TableIdentity(
-            run.spec.name,
-            config.checkpoint,
-            digest,
-            config.dataset,
-            config.data_seed,
-            config.finetune,
-            default_subnet(run.spec),
-        )
-        started = time.monotonic()
-        self.table = run_contributions(
-            run.store,
-            run.executor,
-            self.identity,
-            run.spec,
-            config.contribution_plan,
-            run.task,
-            run.next_key,
-            keep_going=run.limits.time_left,
-            progress=lambda done, total: run.emit("contributions", done=done, total=total),
-        )
-        self.contribution_s = time.monotonic() - started
-        if self.table is None:
-            log.warning(
-                "the classifier-only fine-tune of the reference sub-network failed; the proxy "
-                "ladder is off for this run"
-            )
-            return False
-        self.bases[self.identity.key] = self.table.base
-        run.emit("contributions_ready", done=self.table.tasks, total=self.table.tasks)
-        return True
-
-    def known_base(self, subnet: SubnetConfig) -> float | None:
-        """The classifier-only validation accuracy of ``subnet`` if it is measured."""
-        assert self.identity is not None
-        key = self.identity.with_subnet(subnet).key
-        if key not in self.bases:
-            table = build_table(key, self.run.spec, subnet, self.run.store.contributions(key))
-            if table is None:
-                return None
-            self.bases[key] = table.base
-        return self.bases[key]
+    # -- joining -------------------------------------------------------------------------------
 
     def open(self, bracket_id: int, subnet: SubnetConfig, siblings: int) -> Bracket:
         bracket = Bracket(bracket_id, subnet, max(0, siblings))
-        base = None if self.screening else self.known_base(subnet)
+        base = None if self.screening else self.proxy.known_base(subnet)
         if self.screening:
             bracket.base_state = "known"  # short fine-tunes need no classifier-only base
         elif base is not None:
@@ -189,108 +127,116 @@ class Ladder:
         self.brackets[bracket_id] = bracket
         return bracket
 
-    def open_fresh(self, member: Member) -> None:
-        """A fresh proposal opens a bracket on its sub-network and enqueues its siblings."""
-        from tinytune.spaces import subnet_params
-
+    def open_fresh(self, member: Member) -> tuple[Bracket, tuple[Enqueue, ...]]:
+        """The bracket that a fresh proposal opens on its sub-network, and its siblings to
+        enqueue (the member joins it as the others do: :meth:`refusal`, :meth:`join`)."""
         number = member.trial.number
-        bracket = self.open(number, member.candidate.subnet, self.run.config.proxy_eta - 1)
-        params = subnet_params(member.candidate.subnet, self.run.spec)
-        for _ in range(bracket.siblings_left):
-            self.run.study.enqueue(params, {Attr.BRACKET: number})
-        self.join(bracket, member)
+        bracket = self.open(number, member.candidate.subnet, self.config.proxy_eta - 1)
+        params = subnet_params(member.candidate.subnet, self.spec)
+        siblings = (Enqueue(params, {Attr.BRACKET: number}) for _ in range(bracket.siblings_left))
+        return bracket, tuple(siblings)
 
-    def join(self, bracket: Bracket, member: Member) -> None:
-        run = self.run
+    def bracket_of(self, bracket_id: int, subnet: SubnetConfig, waiting: Sequence[Any]) -> Bracket:
+        """The open bracket of a sibling proposed now, with one sibling fewer to come; for the
+        siblings of a bracket that an earlier run left unfinished, the bracket opened again,
+        the siblings still ``waiting`` (among them the one proposed) to come."""
+        bracket = self.brackets.get(bracket_id)
+        if bracket is None:
+            left = sum(1 for t in waiting if t.user_attrs.get(Attr.BRACKET) == bracket_id)
+            return self.open(bracket_id, subnet, left - 1)
+        bracket.siblings_left -= 1
+        return bracket
+
+    def refusal(self, bracket: Bracket, member: Member) -> str | None:
+        """Why ``member`` may not join ``bracket`` (its candidate is in it already, so Optuna
+        is told PRUNED); None when it may."""
         if member.candidate.key in bracket.keys:
-            run.study.tell_pruned(member.trial, "the same candidate is already in its bracket")
-            run.counts.pruned += 1
-            run.limits.idle += 1
-            return
-        if run.reuse(member.trial, member.candidate, member.cost):
-            return
-        run.study.note(member.trial, **{Attr.BRACKET: bracket.id})
+            return "the same candidate is already in its bracket"
+        return None
+
+    def join(self, bracket: Bracket, member: Member) -> Note:
+        """Add a member to its bracket (a short fine-tune stored for its candidate is its
+        score); the note of its bracket for its trial."""
         bracket.keys.add(member.candidate.key)
         bracket.members.append(member)
-        run.limits.idle = 0
         if self.screening:
-            stored = run.store.find_evaluation(
-                run.config.study_name, member.candidate.key, "short"
+            stored = self.store.find_evaluation(
+                self.config.study_name, member.candidate.key, "short"
             )
             if stored is not None and stored.status == "ok" and stored.val_accuracy is not None:
                 member.screen, member.screen_state = stored.val_accuracy, "done"
+        return Note(member.trial, {Attr.BRACKET: bracket.id})
+
+    # -- the low rung --------------------------------------------------------------------------
 
     def ready(self, bracket: Bracket) -> bool:
-        filled = bracket.siblings_left <= 0 or not self.run.limits.may_propose()
+        filled = bracket.siblings_left <= 0 or not self.limits.may_propose()
         if self.screening:
             return filled and all(m.screen_state in ("done", "failed") for m in bracket.members)
         return filled and bracket.base_state in ("known", "failed")
 
-    def step(self) -> bool:
-        """Decide a bracket that is ready, or start a low-fidelity task of one (a short
-        fine-tune of a member, or the classifier-only base); False when none."""
+    def step(self, front: Sequence[FrontPoint]) -> Verdict | Submit | None:
+        """Decide a bracket that is ready (against the run's measured ``front``), or start a
+        low-fidelity task of one (a short fine-tune of a member, or the classifier-only
+        base); None when there is neither."""
         for bracket in list(self.brackets.values()):
             if self.ready(bracket):
-                self.decide(bracket)
-                return True
+                return self.decide(bracket, front)
         if self.screening:
             for bracket in self.brackets.values():
                 for member in bracket.members:
                     if member.screen_state == "todo":
-                        self.submit_screen(member)
-                        return True
-            return False
+                        return self.screen(member)
+            return None
         for bracket in self.brackets.values():
             if bracket.base_state == "unknown":
-                self.submit_base(bracket)
-                return True
-        return False
+                return self.base(bracket)
+        return None
 
-    def submit_base(self, bracket: Bracket) -> None:
+    def base(self, bracket: Bracket) -> Submit:
         """Measure the classifier-only accuracy of a bracket's sub-network (stored, reused)."""
-        run = self.run
-        candidate = Candidate(run.spec.name, bracket.subnet, LiteResidualConfig(), UpdateScheme(0))
-        run.store.add_candidate(candidate.key, candidate.supernet, candidate.to_json())
-        key = run.next_key()
+        candidate = self.proxy.base_candidate(bracket.subnet)
+        self.store.add_candidate(candidate.key, candidate.supernet, candidate.to_json())
+        key = self.next_key()
         self.base_tasks[key] = bracket.subnet
         for b in self.brackets.values():
             if b.subnet == bracket.subnet:
                 b.base_state = "running"
-        run.executor.submit(key, run.task(candidate))
-        run.counts.base_tasks += 1
+        return Submit(key, candidate, "base")
 
-    def on_base(self, key: int, result: dict[str, Any]) -> None:
-        assert self.identity is not None
+    def screen(self, member: Member) -> Submit:
+        """Fine-tune a member briefly on part of the training images (its low fidelity)."""
+        key = self.next_key()
+        self.screen_tasks[key] = member
+        member.screen_state = "running"
+        config = self.config
+        return Submit(
+            key, member.candidate, "screen", config.screen_epochs, config.screen_fraction
+        )
+
+    def on_result(self, key: int, result: dict[str, Any]) -> Outcome | None:
+        """Take a result of the ladder's own tasks; None when ``key`` is not one."""
+        if key in self.base_tasks:
+            return self.on_base(key, result)
+        if key in self.screen_tasks:
+            return self.on_screen(key, result)
+        return None
+
+    def on_base(self, key: int, result: dict[str, Any]) -> Outcome:
         subnet = self.base_tasks.pop(key)
-        identity = self.identity.with_subnet(subnet)
-        candidate = Candidate(self.run.spec.name, subnet, LiteResidualConfig(), UpdateScheme(0))
-        store_entry(self.run.store, identity, ContributionEntry("base", "base", candidate), result)
-        base = self.known_base(subnet)
+        base = self.proxy.store_base(subnet, result)
         for b in self.brackets.values():
             if b.subnet == subnet:
                 b.base, b.base_state = base, "known" if base is not None else "failed"
-        self.run.emit("base")
+        return Outcome((), "base")
 
-    def submit_screen(self, member: Member) -> None:
-        """Fine-tune a member briefly on part of the training images (its low fidelity)."""
-        run, config = self.run, self.run.config
-        task = run.task(member.candidate)
-        task["finetune"]["epochs"] = config.screen_epochs
-        task["train_fraction"] = config.screen_fraction
-        key = run.next_key()
-        self.screen_tasks[key] = member
-        member.screen_state = "running"
-        run.executor.submit(key, task)
-        run.counts.screen_tasks += 1
-
-    def on_screen(self, key: int, result: dict[str, Any]) -> None:
+    def on_screen(self, key: int, result: dict[str, Any]) -> Outcome:
         """Store a short fine-tune's result as a ``short`` evaluation and score its member."""
         member = self.screen_tasks.pop(key)
-        run = self.run
         ok = result.get("status") == "ok" and isinstance(result.get("val_accuracy"), float)
-        run.store.add_evaluation(
+        self.store.add_evaluation(
             EvaluationRecord(
-                study_name=run.config.study_name,
+                study_name=self.config.study_name,
                 candidate_key=member.candidate.key,
                 trial_number=member.trial.number,
                 fidelity="short",
@@ -304,124 +250,96 @@ class Ladder:
                 details={**(result.get("details") or {}), "scheme": member.scheme},
             )
         )
+        notes: tuple[Note, ...] = ()
         if ok:
             member.screen, member.screen_state = float(result["val_accuracy"]), "done"
-            run.study.note(member.trial, **{Attr.SCREEN_ACCURACY: member.screen})
+            notes = (Note(member.trial, {Attr.SCREEN_ACCURACY: member.screen}),)
         else:
             member.screen_state = "failed"
-        run.emit("screened", trial=member.trial.number, accuracy=member.screen)
+        return Outcome(
+            notes, "screened", {"trial": member.trial.number, "accuracy": member.screen}
+        )
 
-    def store_proxy(self, member: Member, base: float) -> ProxyEstimate:
-        """Estimate, store as a ``proxy`` evaluation, and note it on the trial."""
-        assert self.table is not None
-        run, started = self.run, time.perf_counter()
-        est = estimate(member.candidate, self.table, base)
-        run.study.note(member.trial, **{Attr.PROXY_ACCURACY: est.accuracy})
-        name = run.config.study_name
-        if run.store.find_evaluation(name, member.candidate.key, "proxy") is None:
-            run.store.add_evaluation(
-                EvaluationRecord(
-                    study_name=name,
-                    candidate_key=member.candidate.key,
-                    trial_number=member.trial.number,
-                    fidelity="proxy",
-                    status="ok",
-                    accuracy=est.accuracy,
-                    memory_bytes=member.cost.arena_bytes,
-                    latency_ms=1000.0 * float(member.cost.latency_s or 0.0),
-                    wall_time_s=time.perf_counter() - started,
-                    details={
-                        "estimate": est.to_dict(),
-                        "estimates": "validation accuracy",
-                        "table": self.table.key,
-                        "flash_bytes": member.cost.flash_bytes,
-                        "scheme": member.scheme,
-                    },
-                )
-            )
-        return est
-
-    def score_measured(self, member: Member) -> None:
+    def score_measured(self, member: Member) -> tuple[Note, ...]:
         """A baseline or re-queued trial is measured directly; score it by the proxy too, for
         τ (not screened: a short fine-tune would cost what the proxy does not)."""
         if self.screening:
-            return
-        base = self.known_base(member.candidate.subnet)
-        if base is not None and self.table is not None:
-            self.store_proxy(member, base)
+            return ()
+        base = self.proxy.known_base(member.candidate.subnet)
+        if base is None or self.proxy.table is None:
+            return ()
+        est = self.proxy.estimate(member, base)
+        return (Note(member.trial, {Attr.PROXY_ACCURACY: est.accuracy}),)
 
-    def scores(self, bracket: Bracket) -> tuple[list[Member], list[float]]:
-        """The members that have a low-fidelity score, and their scores."""
+    # -- deciding ------------------------------------------------------------------------------
+
+    def scores(self, bracket: Bracket) -> tuple[list[Member], list[float], list[Note]]:
+        """The members that have a low-fidelity score, their scores, and the notes of the
+        proxy's estimates."""
         members = bracket.members
         if self.screening:
             scored = [m for m in members if m.screen is not None]
-            return scored, [m.screen for m in scored]  # type: ignore[misc]
-        assert self.table is not None
-        if bracket.base is not None:
-            estimates = [self.store_proxy(m, bracket.base) for m in members]
-        else:  # the base failed: the members share a sub-network, so the gains still rank them
-            estimates = [estimate(m.candidate, self.table, self.table.base) for m in members]
-        return list(members), [e.accuracy for e in estimates]
+            return scored, [m.screen for m in scored], []  # type: ignore[misc]
+        if bracket.base is None:  # its base failed
+            return list(members), self.proxy.rank(members), []
+        scores = [self.proxy.estimate(m, bracket.base).accuracy for m in members]
+        notes = [
+            Note(m.trial, {Attr.PROXY_ACCURACY: a}) for m, a in zip(members, scores, strict=True)
+        ]
+        return list(members), scores, notes
 
-    def decide(self, bracket: Bracket) -> None:
-        """Score a complete bracket at the low fidelity and promote one member to measured."""
-        run = self.run
+    def decide(self, bracket: Bracket, front: Sequence[FrontPoint]) -> Verdict:
+        """Score a complete bracket at the low fidelity and promote one member to measured:
+        the one whose point adds most to the measured ``front``."""
         del self.brackets[bracket.id]
         if not bracket.members:
-            return
+            return Verdict()
         fidelity = "short" if self.screening else "proxy"
-        members, scores = self.scores(bracket)
-        for m in bracket.members:
-            run.study.note(m.trial, **{Attr.FIDELITY: fidelity})
-        run.counts.proxy_scored += len(members)
+        members, scores, notes = self.scores(bracket)
+        notes += [Note(m.trial, {Attr.FIDELITY: fidelity}) for m in bracket.members]
         if not members:
-            self.prune(bracket.members, "every short fine-tune of its bracket failed")
-            return
-        if not run.limits.time_left():
-            self.prune(bracket.members, "the time budget was spent before a promotion")
-            return
-        front = [(p.val_accuracy, float(p.memory_bytes), p.latency_s or 0.0) for p in run.front()]
+            reason = "every short fine-tune of its bracket failed"
+            return Verdict(tuple(notes), 0, self.pruned(bracket.members, reason))
+        if not self.limits.time_left():
+            reason = "the time budget was spent before a promotion"
+            return Verdict(tuple(notes), len(members), self.pruned(bracket.members, reason))
+        points = [(p.val_accuracy, float(p.memory_bytes), p.latency_s or 0.0) for p in front]
         contenders = [
             (score, float(m.cost.arena_bytes), float(m.cost.latency_s or 0.0))
             for score, m in zip(scores, members, strict=True)
         ]
-        config = run.config
-        ref = reference([*front, *contenders], config.sram_budget_bytes, config.latency_budget_s)
-        chosen = members[choose_promotion(contenders, front, ref, self.offset())]
-        run.study.note(chosen.trial, **{Attr.PROMOTED: True})
-        self.prune(
+        config = self.config
+        ref = reference([*points, *contenders], config.sram_budget_bytes, config.latency_budget_s)
+        chosen = members[choose_promotion(contenders, points, ref, self.offset())]
+        notes.append(Note(chosen.trial, {Attr.PROMOTED: True}))
+        pruned = self.pruned(
             [m for m in bracket.members if m is not chosen],
             f"{fidelity}: not promoted; trial {chosen.trial.number} of its bracket was",
         )
-        run.counts.promoted += 1
-        run.emit("promoted", trial=chosen.trial.number)
-        if not run.measure(chosen):
-            log.info("trial %d was promoted but not measured", chosen.trial.number)
+        return Verdict(tuple(notes), len(members), pruned, chosen)
 
-    def prune(self, members: list[Member], reason: str) -> None:
-        for m in members:
-            self.run.study.tell_pruned(m.trial, reason)
-            self.run.counts.not_promoted += 1
+    @staticmethod
+    def pruned(members: list[Member], reason: str) -> tuple[Prune, ...]:
+        return tuple(Prune(m.trial, reason) for m in members)
 
-    def close(self) -> bool:
-        """Nothing runs and nothing more can be proposed: decide the brackets whose members
-        are scored as they stand; False when none could be."""
-        progressed = False
+    def close(self, front: Sequence[FrontPoint]) -> Verdict | None:
+        """Nothing runs and nothing more can be proposed: decide the next bracket whose
+        members are scored as they stand; None when none can be."""
         for bracket in list(self.brackets.values()):
             if bracket.base_state in ("known", "failed"):
-                self.decide(bracket)
-                progressed = True
-        return progressed
+                return self.decide(bracket, front)
+        return None
 
-    def abandon(self) -> None:
-        """The run ends: the members still waiting are told PRUNED."""
-        for bracket in list(self.brackets.values()):
-            self.prune(bracket.members, "the run ended before a promotion")
+    def abandon(self) -> tuple[Prune, ...]:
+        """The run ends: the members still waiting are to be told PRUNED."""
+        reason = "the run ended before a promotion"
+        pruned = tuple(p for b in self.brackets.values() for p in self.pruned(b.members, reason))
         self.brackets.clear()
+        return pruned
 
     def offset(self) -> float:
         """Median gap between measured and low-fidelity accuracy in this study."""
-        store, name = self.run.store, self.run.config.study_name
+        store, name = self.store, self.config.study_name
         fidelity = "short" if self.screening else "proxy"
         proxy = {
             e.candidate_key: e.val_accuracy if self.screening else e.accuracy

@@ -16,15 +16,16 @@ measures it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tinytune.spaces import Candidate, SupernetSpec, conv_kinds, default_subnet, make_preset
 
 if TYPE_CHECKING:
+    from tinytune.evaluators import HardwareCost
     from tinytune.search.config import SearchConfig
-    from tinytune.search.driver import Run
+    from tinytune.search.tasks import Tasks
 
 __all__ = [
     "FAMILIES",
@@ -183,51 +184,57 @@ def longest_first(step_s: Mapping[int, float]) -> list[int]:
 
 
 def calibrate(
-    run: Run,
+    tasks: Tasks,
+    config: SearchConfig,
+    spec: SupernetSpec,
+    hardware: Callable[[Candidate], HardwareCost],
+    watch: Callable[[], None],
+    stored: Mapping[str, Any] | None,
 ) -> tuple[LrCalibration, dict[tuple[str, float], dict[str, Any]] | None]:
-    """The study's rate per family: stored by an earlier run, else measured now on the run's
-    executor (every fine-tune of the grids at once, as slots free up, the families with the
-    longest predicted training step first) and stored.
+    """The study's rate per family: ``stored`` by an earlier run (the study's attribute
+    ``lr_calibration``), else measured now on the run's executor (every fine-tune of the grids
+    at once, as slots free up, the families with the longest predicted training step first);
+    the caller stores what was measured.
+
+    Args:
+        tasks: runs the grid's fine-tunes on the run's executor.
+        hardware: predicts a candidate's cost (its step latency orders the grid).
+        watch: called between waits (the run fails the trials of drivers that died).
 
     Returns:
         The rates, and this run's grid results at each family's chosen rate by ``(candidate
         key, lr)``, so that a preset measured later at its family's rate is told the grid's
         result, not fine-tuned again (None when an earlier run chose the rates).
     """
-    from tinytune.search.study import Attr
-
-    stored = run.study.study.user_attrs.get(Attr.LR_CALIBRATION)
     if stored:
         return LrCalibration.from_json(stored), None
-    config, spec = run.config, run.spec
     jobs: dict[int, tuple[str, float, Candidate]] = {}
     step_s: dict[int, float] = {}
     for name in families_needed(config, spec):
         candidate = make_preset(FAMILIES[name].preset, spec, default_subnet(spec))
-        predicted = float(run.checked.hardware(candidate).latency_s or 0.0)
+        predicted = float(hardware(candidate).latency_s or 0.0)
         for lr in FAMILIES[name].grid:
-            key = run.next_key()
+            key = tasks.next_key()
             jobs[key], step_s[key] = (name, lr, candidate), predicted
     queue, running = longest_first(step_s), 0
     results: dict[int, dict[str, Any]] = {}
-    run.emit("calibrating", done=0, total=len(jobs))
+    executor = tasks.executor
+    tasks.emit("calibrating", done=0, total=len(jobs))
     while queue or running:
-        while queue and running < run.executor.slots:
+        while queue and running < executor.slots:
             key = queue.pop(0)
             _, lr, candidate = jobs[key]
-            run.executor.submit(key, run.task(candidate, lr))
+            executor.submit(key, tasks.task(candidate, lr))
             running += 1
-        for key, result in run.executor.wait(timeout=1.0):
+        for key, result in executor.wait(timeout=1.0):
             results[key] = result
             running -= 1
-            run.emit("calibrating", done=len(results), total=len(jobs))
-        run.watch()
+            tasks.emit("calibrating", done=len(results), total=len(jobs))
+        watch()
     rates = []
     for name in dict.fromkeys(name for name, _, _ in jobs.values()):
         grid = {lr: results[key] for key, (n, lr, _) in jobs.items() if n == name}
         rates.append(choose(name, grid, config.finetune.lr))
-    calibration = LrCalibration(tuple(rates))
-    run.study.study.set_user_attr(Attr.LR_CALIBRATION, calibration.to_json())
     chosen = {r.family: r.lr for r in rates}
     cache = {(c.key, lr): results[key] for key, (n, lr, c) in jobs.items() if lr == chosen[n]}
-    return calibration, cache
+    return LrCalibration(tuple(rates)), cache

@@ -56,6 +56,7 @@ __all__ = [
     "mutant",
     "mutate_scheme",
     "mutate_subnet",
+    "propose_mutant",
 ]
 
 OPERATORS = ("drop", "narrow", "add", "widen", "shorten", "lengthen")
@@ -185,6 +186,33 @@ def _shrink(
         if fits(candidate):
             return candidate
     return None
+
+
+def propose_mutant(
+    parents: list[Candidate],
+    baselines: list[Candidate],
+    spec: SupernetSpec,
+    rng: random.Random,
+    fits: Callable[[Candidate], bool],
+    taken: Callable[[Candidate], bool],
+) -> tuple[dict[str, Any], Candidate] | None:
+    """The next mutant a run enqueues: its joint parameters and its parent, a mutant of one of
+    ``parents`` (the front's candidates) or a repair of one of the ``baselines`` that does not
+    fit, which ``fits`` the budgets and is not ``taken`` (measured or in flight); None when
+    none is found. ``fits`` predicts a cost, so it is asked once per candidate."""
+    priced: dict[str, bool] = {}
+
+    def fits_once(candidate: Candidate) -> bool:
+        if candidate.key not in priced:
+            priced[candidate.key] = fits(candidate)
+        return priced[candidate.key]
+
+    def accept(child: Candidate) -> bool:
+        return not taken(child) and fits_once(child)
+
+    parents = parents + [p for p in baselines if p not in parents and not fits_once(p)]
+    found = mutant(parents, spec, rng, accept, fits=fits_once)
+    return None if found is None else (found[1], found[2])
 
 
 def mutant(

@@ -18,8 +18,8 @@ from tinytune.db import EvaluationRecord, Store
 from tinytune.spaces import Candidate
 
 if TYPE_CHECKING:
-    from tinytune.search.driver import Run
     from tinytune.search.recording import FrontPoint
+    from tinytune.search.tasks import Tasks
 
 __all__ = [
     "INT8_EPOCHS",
@@ -86,15 +86,16 @@ def int8_accuracies(store: Store, study: str, keys: list[str]) -> dict[str, Int8
     return found
 
 
-def verify_int8(run: Run, points: tuple[FrontPoint, ...]) -> tuple[int, float]:
-    """Measure the device's accuracy of the ``points`` that have none stored under
-    :data:`INT8_SCHEDULE`.
+def verify_int8(
+    tasks: Tasks, store: Store, study: str, points: tuple[FrontPoint, ...]
+) -> tuple[int, float]:
+    """Measure the device's accuracy of the ``points`` of the study ``study`` that have none
+    stored under :data:`INT8_SCHEDULE`, on the run's executor (``tasks``).
 
     Returns:
         The trainings run here and their seconds, summed over workers.
     """
-    study = run.config.study_name
-    stored = int8_accuracies(run.store, study, [p.candidate_key for p in points])
+    stored = int8_accuracies(store, study, [p.candidate_key for p in points])
     # one measured at a constant rate (before the rate could halve) is measured again, so that
     # every point of the front is trained alike
     todo = [
@@ -104,24 +105,24 @@ def verify_int8(run: Run, points: tuple[FrontPoint, ...]) -> tuple[int, float]:
     ]
     jobs: dict[int, FrontPoint] = {}
     for point in todo:
-        record = run.store.get_candidate(point.candidate_key)
+        record = store.get_candidate(point.candidate_key)
         assert record is not None
-        task = run.task(Candidate.from_json(record.payload))
+        task = tasks.task(Candidate.from_json(record.payload))
         task["fidelity"] = "int8"
         task["int8"] = int8_settings()
         task["gpus"] = 0.0  # the bundle's integer arithmetic runs on a CPU of any node
-        key = run.next_key()
+        key = tasks.next_key()
         jobs[key] = point
-        run.executor.submit(key, task)
+        tasks.executor.submit(key, task)
     seconds, done = 0.0, 0
-    run.emit("int8", done=0, total=len(jobs))
+    tasks.emit("int8", done=0, total=len(jobs))
     while done < len(jobs):
-        for key, result in run.executor.wait(timeout=1.0):
+        for key, result in tasks.executor.wait(timeout=1.0):
             point = jobs[key]
             seconds += float(result.get("wall_time_s") or 0.0)
-            run.store.add_evaluation(_record(study, point, result))
+            store.add_evaluation(_record(study, point, result))
             done += 1
-            run.emit("int8", done=done, total=len(jobs))
+            tasks.emit("int8", done=done, total=len(jobs))
     return len(jobs), seconds
 
 
