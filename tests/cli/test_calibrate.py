@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+import tinytune
 from tinytune.cli.main import main
 from tinytune.db import open_store
 from tinytune.hwmodels import get_device
+from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.hwmodels.measurements import load_measurements
 
 
@@ -380,6 +382,14 @@ def test_calibrate_refuses_a_fit_short_of_the_accuracy_unless_forced(
     text = " ".join(text.split())
     assert code == 0 and f"(stored calibration #{calibration.id}, FORCED:" in text
     assert "% in ±10% FORCED" in text
+    # the Python front door's device list carries the same mark, and the profile's dict form
+    # (the profile file's, the database's) keeps it; an unforced profile's has no such key
+    host = next(d for d in tinytune.devices(url) if d.name == "host")
+    assert host.forced and host == calibration.profile
+    assert json.loads(out.read_text())["profile"]["forced"] is True
+    assert DeviceProfile.from_dict(host.to_dict()) == host
+    assert "forced" not in get_device("host").to_dict()
+    assert not any(d.forced for d in tinytune.devices(None))
 
 
 def test_profile_says_first_how_long_it_will_take(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -165,7 +166,8 @@ def calibrate(
             f"{device}: {result.shortfall}; not stored: {_measure_more(result)} and calibrate "
             "again, or store it marked as forced with --force"
         )
-    profile = result.profile.to_dict()
+    # the mark travels with the profile: in the database, in the file and in every device list
+    profile = dataclasses.replace(result.profile, forced=forced).to_dict()
     fit_record = {**result.fit, "forced": forced}
     # where an error comes from: the staged file, the database, the rename, the commit that
     # follows it, or none of them ("done"). The file is written aside first and renamed into

@@ -291,9 +291,11 @@ def fit_profile(
 _FIELDS = (
     "name", "description", "core", "clock_hz", "sram_bytes", "flash_bytes", "precision",
     "coefficients", "source", "calibration", "loo_median_error", "loo_within_10", "notes",
-    "engine",
+    "engine", "forced",
 )  # fmt: skip
-_OPTIONAL = ("engine",)  # profiles stored before engines were named have none
+# profiles stored before engines were named have no engine; a profile that is not a forced
+# calibration has no "forced"
+_OPTIONAL = ("engine", "forced")
 
 ENGINES: Mapping[str, str] = {
     "bundle": "tinytune's exported C kernels (int8, QAS), as `tinytune export` writes them",
@@ -328,6 +330,9 @@ class DeviceProfile:
             within ±10 % (``None`` when not computable).
         notes: what is assumed rather than measured.
         engine: what runs the step (:data:`ENGINES`).
+        forced: a calibration stored with ``--force`` although its held-out error missed the
+            accuracy a profile needs (``tinytune calibrate``); its predictions are not to be
+            trusted as the others'.
     """
 
     name: str
@@ -345,8 +350,11 @@ class DeviceProfile:
     loo_within_10: float | None = None
     notes: str = ""
     engine: str = "published"
+    forced: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.forced, bool):
+            raise ConfigError(f"device forced must be True or False, got {self.forced!r}")
         if self.engine not in ENGINES:
             raise ConfigError(
                 f"unknown engine {self.engine!r}; known engines: {', '.join(sorted(ENGINES))}"
@@ -397,7 +405,7 @@ class DeviceProfile:
             "loo_within_10": self.loo_within_10,
             "notes": self.notes,
             "engine": self.engine,
-        }
+        } | ({"forced": True} if self.forced else {})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DeviceProfile:
@@ -433,7 +441,10 @@ class DeviceProfile:
             f: data[f] for f in _FIELDS if f not in ("coefficients", "calibration", *_OPTIONAL)
         }
         engine = data.get("engine", unnamed_engine(str(data["name"])))
-        return cls(**fields, coefficients=coef, calibration=tuple(points), engine=engine)
+        forced = data.get("forced", False)
+        return cls(
+            **fields, coefficients=coef, calibration=tuple(points), engine=engine, forced=forced
+        )
 
 
 def _check_keys(

@@ -14,6 +14,7 @@ reads no database.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -138,6 +139,8 @@ def get_device(
                 f"{calibration.label} describes the {calibration.profile.engine!r} engine of "
                 f"{name}, not {engine!r}"
             )
+        if calibration.forced and not calibration.profile.forced:
+            return dataclasses.replace(calibration.profile, forced=True)
         return calibration.profile
     load = _catalogue().get((name, engine))
     if load is None:
