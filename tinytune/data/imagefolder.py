@@ -188,19 +188,6 @@ _RULE = (
 _NAMED = 5  # unreadable files named in the error beside the first
 
 
-def _open_rgb(path: Path) -> Image.Image:
-    """Open and decode one image file as RGB (:func:`_to_rgb`).
-
-    Raises:
-        DataError: naming the file, Pillow's reason and what an image folder may hold.
-    """
-    try:
-        with Image.open(path) as image:
-            return _to_rgb(image)
-    except _DECODE_ERRORS as e:
-        raise DataError(f"cannot read image '{path}': {_one_line(e)}; {_RULE}") from e
-
-
 def _resized(rgb: Image.Image, resolution: int) -> np.ndarray:
     """An RGB image resized to ``(R, R, 3)`` uint8 with bilinear resampling (the aspect ratio
     not kept)."""
@@ -293,19 +280,16 @@ class ImageFolderDataset(ImageDataset):
         """
         if not resolutions:
             if not self._checked:
-                self._decode((), progress)
+                self._read_every_file(None, progress)
             return
         self._decode([check_resolution(r) for r in resolutions], progress)
 
     def _decode(self, resolutions: Sequence[int], progress: ProgressCallback | None) -> None:
-        """Decode the resolutions not cached yet (:meth:`check`)."""
+        """Decode the resolutions not cached yet, all in one pass over the files, under the
+        key's writer lock (:meth:`check`)."""
         cache = self.decoded
-        missing = cache.missing(resolutions)
-        if resolutions and not missing:
+        if not cache.missing(resolutions):
             self._reused(progress)
-            return
-        if not resolutions:
-            self._read_every_file(None, progress)
             return
         with cache.locked():
             missing = cache.missing(resolutions)  # another process may have decoded them
