@@ -14,14 +14,15 @@ epochs, on ``--workers`` local Ray workers, until ``--trials`` measured fine-tun
 (``--gpus-per-trial``); elsewhere the table says "no GPU here".
 
 Each run records, from inside its process: listing and hashing the folder (one
-``ImageFolderDataset``), the preparation of the data (from the call of ``tinytune.optimize`` to
-the last image decoded, or to the report that the cache was reused: a listing and hashing
-included), the decode alone (first to last image), and the search's wall time and measured
-fine-tunes (from the study: the reference included); and, from outside, every 0.2 s, the
-memory of the run's processes read from ``/proc``: the peak resident set (``VmHWM``) of the
-driver and of each Ray worker (``ray::`` processes), and the most private memory
-(``RssAnon``, sampled) of each; resident sets count the decoded files' pages that a process
-has mapped, which are shared page cache, not its own.
+``ImageFolderDataset``, as the preflight makes it); on a cold cache, the preflight's decode
+(its first to last progress event, plus one image's share); on a warm one, the check that finds
+every resolution decoded (timed on its own before the search); and the search's wall time and
+measured fine-tunes (read from the study, the reference included). "Data ready" is listing and
+hashing plus the decode or the check. From outside, every 0.2 s, it reads the memory of the
+run's processes from ``/proc``: the peak resident set (``VmHWM``) of the driver and of each Ray
+worker (``ray::`` processes other than Ray's agents), and the most private memory
+(``RssAnon``, sampled) of each; a resident set counts the pages of the decoded files that the
+process has read, which are shared page cache, not its own.
 
     python3 bench/scale.py [--images 2000 20000] [--trials 6] [--epochs 1] [--lr 0.05]
         [--workers 2] [--time-budget 20m] [--gpus-per-trial 0.5] [--workdir DIR]
@@ -278,8 +279,8 @@ class Memory:
                     "driver"
                     if pid == self.root
                     else "worker"
-                    if command.startswith("ray::")
-                    else "other"
+                    if command.startswith("ray::") and "Agent" not in command.split()[0]
+                    else "other"  # Ray's own processes, its agents included
                 )
                 s = _status(pid)
                 peak = self.peaks[role]

@@ -141,7 +141,7 @@ class Pixels:
         if (
             first is Ellipsis
             or first is None
-            or any(k is Ellipsis or k is None or np.ndim(k) > 0 for k in rest)  # type: ignore[arg-type]
+            or any(k is Ellipsis or k is None or np.ndim(k) > 0 for k in rest)
         ):  # a first axis not of images, or arrays that index together: do it in full
             return np.asarray(self)[key]  # type: ignore[index]
         rows = np.asarray(self.index[first])  # type: ignore[index]
