@@ -391,6 +391,7 @@ def table(results: list[dict[str, Any]], machine: str) -> str:
         "data ready (s)",
         "listing + hashing (s)",
         "decoding (s)",
+        "call to data ready (s)",
         "decoded files",
         "fine-tunes (ok)",
         "search (s)",
@@ -406,7 +407,7 @@ def table(results: list[dict[str, Any]], machine: str) -> str:
             if r is None:
                 if name == "gpu":
                     lines.append(
-                        f"| {result['images']:,} | GPU workers | no GPU here | | | | | | | | | |"
+                        f"| {result['images']:,} | GPU workers | no GPU here | | | | | | | | | | |"
                     )
                 continue
             what = {
@@ -417,25 +418,31 @@ def table(results: list[dict[str, Any]], machine: str) -> str:
             decode = (
                 f"{r['decode_s']:.1f}"
                 if r["decode_s"] is not None
-                else f"none: reused in {r['reuse_s']:.3f}"
+                else f"none: found in {1000 * r['reuse_s']:.1f} ms"
             )
             m = r["memory"]
             lines.append(
                 f"| {result['images']:,} | {what} | {_ready(r):.1f} | {r['list_hash_s']:.1f} | "
-                f"{decode} | "
+                f"{decode} | {r['optimize_to_data_s']:.1f} | "
                 f"{r['decoded_bytes'] / 1e9:.2f} GB | {r['fine_tunes']} ({r['ok']}) | "
                 f"{r['search_s']:.0f} | {_per_hour(r)} | {_mb(m['driver']['hwm'])} | "
                 f"{_mb(m['worker']['hwm'])} | {_mb(m['worker']['anon'])} |"
             )
-    s = results[0]["settings"]
-    budget = f", at most {s['time_budget']}" if s["time_budget"] else ""
+    searched = "; ".join(f"{r['images']:,} images with `{_flags(r['settings'])}`" for r in results)
     lines += [
         "",
-        f"Measured on {machine}; each folder searched with `--trials {s['trials']} --epochs "
-        f"{s['epochs']} --lr {s['lr']} --workers {s['workers']}`{budget} (EfficientNet-Lite0, "
-        "the default network of an image folder). Timings on a shared machine are noisy.",
+        f"Measured on {machine}: {searched} (EfficientNet-Lite0, the default network of an "
+        "image folder). Timings on a machine shared with other work are noisy.",
     ]
     return "\n".join(lines)
+
+
+def _flags(s: dict[str, Any]) -> str:
+    """The search's settings as ``bench/scale.py`` flags."""
+    flags = (
+        f"--trials {s['trials']} --epochs {s['epochs']} --lr {s['lr']} --workers {s['workers']}"
+    )
+    return flags + (f" --time-budget {s['time_budget']}" if s["time_budget"] else "")
 
 
 def _machine() -> str:

@@ -61,6 +61,7 @@ def _run(decode: float | None) -> dict:
         "list_hash_s": 1.5,
         "decode_s": decode,
         "reuse_s": None if decode else 0.004,
+        "optimize_to_data_s": 70.0,
         "decoded_bytes": 5_800_000_000,
         "fine_tunes": 4,
         "ok": 4,
@@ -78,9 +79,13 @@ def test_the_table_shows_both_runs_and_no_gpu_here(bench: ModuleType) -> None:
     }
     text = bench.table([result], "2 cores of a test CPU")
     rows = text.splitlines()
-    assert rows[2].startswith("| 20,000 | CPU workers, cold cache | 61.5 | 1.5 | 60.0 | 5.80 GB")
+    cold = "| 20,000 | CPU workers, cold cache | 61.5 | 1.5 | 60.0 | 70.0 | 5.80 GB | 4 (4) |"
+    assert rows[2].startswith(cold)
     assert "| 40 | 2,000 MB | 2,000 MB | 500 MB |" in rows[2]  # 4 fine-tunes in 360 s: 40/h
-    assert "none: reused in 0.004" in rows[3] and rows[3].count("|") == rows[2].count("|")
+    assert "none: found in 4.0 ms" in rows[3] and rows[3].count("|") == rows[2].count("|")
     assert rows[4].startswith("| 20,000 | GPU workers | no GPU here |")
     assert rows[4].count("|") == rows[2].count("|")
-    assert "`--trials 3 --epochs 1 --lr 0.05 --workers 2`, at most 20m" in text
+    assert (
+        "20,000 images with `--trials 3 --epochs 1 --lr 0.05 --workers 2 --time-budget 20m`"
+        in text
+    )
