@@ -20,9 +20,10 @@ every resolution decoded (timed on its own before the search); and the search's 
 measured fine-tunes (read from the study, the reference included). "Data ready" is listing and
 hashing plus the decode or the check; "call to data ready" runs from the call of
 ``tinytune.optimize`` to the preflight's last decoding event (or its report of the cache
-reused), the imports, checks and second listing on the way included. From outside, every 0.2 s, it reads the memory of the
-run's processes from ``/proc``: the peak resident set (``VmHWM``) of the driver and of each Ray
-worker (``ray::`` processes other than Ray's agents), and the most private memory
+reused), the imports, checks and second listing on the way included. From outside, every
+0.2 s, it reads the memory of the run's processes from ``/proc``: the peak resident set
+(``VmHWM``) of the driver and of each Ray worker (``ray::`` processes other than Ray's
+agents), and the most private memory
 (``RssAnon``, sampled) of each; a resident set counts the pages of the decoded files that the
 process has read, which are shared page cache, not its own.
 
