@@ -23,9 +23,8 @@ hashing plus the decode or the check; "call to data ready" runs from the call of
 reused), the imports, checks and second listing on the way included. From outside, every
 0.2 s, it reads the memory of the run's processes from ``/proc``: the peak resident set
 (``VmHWM``) of the driver and of each Ray worker (``ray::`` processes other than Ray's
-agents), and the most private memory
-(``RssAnon``, sampled) of each; a resident set counts the pages of the decoded files that the
-process has read, which are shared page cache, not its own.
+agents), and the most private memory (``RssAnon``, sampled) of each; a resident set counts the
+pages of the decoded files that the process has read, which are shared page cache, not its own.
 
     python3 bench/scale.py [--images 2000 20000] [--trials 6] [--epochs 1] [--lr 0.05]
         [--workers 2] [--time-budget 20m] [--gpus-per-trial 0.5] [--workdir DIR]
