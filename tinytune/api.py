@@ -311,7 +311,7 @@ def _optimize(
     if ray_address is not None:
         check_reachable(ray_address)  # before any pre-training or database work
     # no database file yet: check the search on the built-in profiles before creating one
-    checked = None if database_exists(storage) else preflight(config, None)
+    checked = None if database_exists(storage) else preflight(config, None, progress)
     if checked is not None and config.resume:
         raise StorageError(
             f"no study {config.study_name!r} to resume: the database "
@@ -321,7 +321,7 @@ def _optimize(
         check_new_study_name(config.study_name)
     with open_store(storage) as store:
         if checked is None:  # an existing database: its study's space, before pre-training
-            checked = preflight(config, store)
+            checked = preflight(config, store, progress)
             # compared as the study stores it: with the engine that predicts its latencies
             check_stored_space(dataclasses.replace(config, engine=checked.device.engine), store)
 

@@ -1,4 +1,5 @@
-"""Checks of the paths a command will write, made before any work."""
+"""Where tinytune keeps what it caches, and checks of the paths a command will write, made
+before any work."""
 
 from __future__ import annotations
 
@@ -7,7 +8,17 @@ from pathlib import Path
 
 from tinytune.errors import ConfigError, TinyTuneError
 
-__all__ = ["writable_folder"]
+__all__ = ["cache_dir", "writable_folder"]
+
+
+def cache_dir() -> Path:
+    """``$TINYTUNE_CACHE``, else ``$XDG_CACHE_HOME/tinytune``, else ``~/.cache/tinytune``: the
+    folder of everything tinytune caches (pre-trained supernets, decoded image folders, files
+    shipped to cluster workers). A leaf function, so that every layer finds the same folder."""
+    if os.environ.get("TINYTUNE_CACHE"):
+        return Path(os.environ["TINYTUNE_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tinytune"
 
 
 def writable_folder(

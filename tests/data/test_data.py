@@ -18,6 +18,7 @@ from tinytune.data import (
     DigitsDataset,
     ImageDataset,
     ImageFolderDataset,
+    Pixels,
     ProceduralDataset,
     ProceduralTask,
     Split,
@@ -46,12 +47,14 @@ def write_image_folder(root: Path, images_per_class: int = 5) -> Path:
 
 def block_mean(x: np.ndarray, factor: int) -> np.ndarray:
     """Downsample ``(N, C, R, R)`` by averaging ``factor x factor`` blocks."""
+    x = np.asarray(x)
     n, c, r, _ = x.shape
     return x.reshape(n, c, r // factor, factor, r // factor, factor).mean(axis=(3, 5))
 
 
 def correlations(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Pearson correlation of each pair of samples ``a[i]``, ``b[i]``."""
+    a, b = np.asarray(a), np.asarray(b)
     a = a.reshape(len(a), -1) - a.reshape(len(a), -1).mean(axis=1, keepdims=True)
     b = b.reshape(len(b), -1) - b.reshape(len(b), -1).mean(axis=1, keepdims=True)
     return (a * b).sum(axis=1) / np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
@@ -84,9 +87,16 @@ def test_contract(spec: str) -> None:
     for split in (splits.train, splits.val, splits.test):
         assert split.x.dtype == np.float32 and split.y.dtype == np.int64
         assert split.x.shape == (len(split), 3, 16, 16)
-        assert split.x.min() >= -1.0 and split.x.max() <= 1.0
+        x = np.asarray(split.x)
+        assert x.dtype == np.float32 and x.shape == split.x.shape
+        assert x.min() >= -1.0 and x.max() <= 1.0
         assert np.array_equal(np.unique(split.y), np.arange(dataset.num_classes))
-        assert not split.x.flags.writeable and not split.y.flags.writeable
+        assert not split.y.flags.writeable
+        if isinstance(split.x, Pixels):  # an image folder's: shared bytes, no way to write
+            with pytest.raises(TypeError):
+                split.x[0] = 0.0  # type: ignore[index]
+        else:
+            assert not split.x.flags.writeable
 
 
 def test_deterministic_and_seeded(spec: str) -> None:
@@ -428,7 +438,8 @@ def test_imagefolder_uses_each_image_once(tmp_path: Path) -> None:
     splits = dataset.load(8)
     assert [len(s) for s in (splits.train, splits.val, splits.test)] == [9, 3, 3]
     assert sorted(path.read_bytes() for path in dataset._files) == sorted(originals)
-    assert dataset.load(8).train.x.tobytes() == ImageFolderDataset(root).load(8).train.x.tobytes()
+    again = ImageFolderDataset(root).load(8).train.x
+    assert np.asarray(dataset.load(8).train.x).tobytes() == np.asarray(again).tobytes()
     assert get_dataset("digits").copies == 0
 
 

@@ -44,11 +44,13 @@ def test_repeated_splits_keep_the_test_split(tmp_path: Path) -> None:
     again = repeated(splits, 2, 0)
     assert again.test is splits.test
     assert len(again.train) == len(splits.train) and len(again.val) == len(splits.val)
-    pooled = np.concatenate([splits.train.x, splits.val.x]).reshape(
+    pooled = np.concatenate([np.asarray(splits.train.x), np.asarray(splits.val.x)]).reshape(
         len(splits.train) + len(splits.val), -1
     )
     rows = {row.tobytes() for row in pooled}
-    assert all(row.tobytes() in rows for row in again.val.x.reshape(len(again.val), -1))
+    assert all(
+        row.tobytes() in rows for row in np.asarray(again.val.x).reshape(len(again.val), -1)
+    )
     assert np.array_equal(np.sort(again.val.y), np.sort(splits.val.y))
 
 

@@ -4,6 +4,7 @@ whole network at every step trains to."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -120,3 +121,123 @@ def test_a_task_fine_tunes_on_a_gpu_only_when_given_one_and_one_is_there(
     assert [task_device(g) for g in (0.0, 0.25, 1.0)] == ["cpu", "cpu", "cpu"]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert [task_device(g) for g in (0.0, 0.25, 2.0)] == ["cpu", "cuda", "cuda"]
+
+
+# --- an image folder's 8-bit storage on the device ---------------------------------------------
+
+
+def _pixel_splits(resolution: int, seed: int = 0) -> tuple[Splits, Splits]:
+    """The same 64 images as Pixels over one uint8 storage and as float32 arrays."""
+    from tinytune.data import Pixels
+
+    rng = np.random.default_rng(seed)
+    storage = rng.integers(0, 256, (64, resolution, resolution, 3), dtype=np.uint8)
+    floats = storage.transpose(0, 3, 1, 2).astype(np.float32) / 127.5 - 1.0
+    parts = (np.arange(0, 40), rng.permutation(np.arange(40, 52)), np.arange(52, 64))
+    y = (np.arange(64) % 4).astype(np.int64)
+    pixels = Splits(*(Split(Pixels(storage, i, "key"), y[i]) for i in parts))
+    arrays = Splits(*(Split(np.ascontiguousarray(floats[i]), y[i]) for i in parts))
+    return pixels, arrays
+
+
+def test_the_device_conversion_gives_the_bits_of_numpys() -> None:
+    from tinytune.evaluators.finetune import _to_float
+
+    every = np.arange(256, dtype=np.uint8)
+    images = np.stack(
+        [every.reshape(16, 16), every.reshape(16, 16).T, every[::-1].reshape(16, 16)]
+    )
+    images = images.transpose(1, 2, 0)[None]  # (1, 16, 16, 3): every byte in every channel
+    expected = images.transpose(0, 3, 1, 2).astype(np.float32) / 127.5 - 1.0
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for device in devices:
+        got = _to_float(torch.from_numpy(images.copy()).to(device)).cpu()
+        assert got.is_contiguous() and got.dtype == torch.float32
+        assert got.numpy().tobytes() == expected.tobytes(), device
+
+
+@pytest.mark.parametrize(("bias_last_k", "prefix"), [(0, True), (7, True), (7, False)])
+def test_pixels_fine_tune_exactly_as_their_float_arrays(
+    bias_last_k: int, prefix: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not prefix:
+        module = importlib.import_module("tinytune.evaluators.finetune")
+        monkeypatch.setattr(module, "PREFIX_CACHE_BYTES", 0)  # every step from the image
+    pixels, arrays = _pixel_splits(default_subnet(SPEC).resolution)
+    config = FinetuneConfig(epochs=2, batch_size=8, lr=0.5)
+    a_net, b_net = _net(bias_last_k), _net(bias_last_k)
+    a = finetune(a_net, arrays, config)
+    b = finetune(b_net, pixels, config)
+    assert (a.accuracy, a.val_accuracy, a.train_loss, a.steps) == (
+        b.accuracy,
+        b.val_accuracy,
+        b.train_loss,
+        b.steps,
+    )
+    theirs = b_net.state_dict()
+    for name, x in a_net.state_dict().items():
+        assert torch.equal(x, theirs[name]), name
+
+
+def test_a_storage_goes_to_a_device_once_per_process() -> None:
+    """On the CPU the kept storage is a view of the array (no copy); on another device one copy
+    per storage key, the least recently used dropped beyond the budget."""
+    from tinytune.data import Pixels
+    from tinytune.evaluators.finetune import DeviceData
+
+    pixels, _ = _pixel_splits(8)
+    data = DeviceData()
+    first = data.storage(pixels.train.x, "cpu")
+    assert first.data_ptr() == pixels.train.x.storage.ctypes.data  # a view
+    assert data.storage(pixels.val.x, torch.device("cpu")) is first  # one storage, one entry
+    assert data.moves == 0 and len(data) == 1
+
+    storage = pixels.train.x.storage
+    one, two = Pixels(storage, key="one"), Pixels(storage, key="two")
+    small = DeviceData(max_bytes=storage.nbytes)  # room for one storage on the device
+    on_meta = small.storage(one, "meta")
+    assert on_meta.device.type == "meta" and small.storage(one, "meta") is on_meta
+    assert small.moves == 1
+    small.storage(two, "meta")  # over the budget: the older one goes
+    assert small.moves == 2 and len(small) == 1
+    small.storage(one, "meta")
+    assert small.moves == 3
+    huge = Pixels(np.zeros((2, 64, 64, 3), np.uint8), key="huge")
+    assert DeviceData(max_bytes=1).storage(huge, "meta").shape == (2, 64, 64, 3)  # in use: kept
+
+
+def test_a_worker_keeps_its_data_set_and_device_copy_between_fine_tunes(
+    tmp_path: Path, tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.data.test_data import write_image_folder
+    from tinytune.evaluators import task as task_module
+    from tinytune.evaluators.finetune import DeviceData
+    from tinytune.spaces import make_preset
+
+    monkeypatch.setattr(task_module, "_datasets", {})
+    monkeypatch.setattr(task_module, "_splits", {})
+    monkeypatch.setattr(task_module, "_on_device", DeviceData())
+    hashed: list[str] = []
+    real = task_module.get_dataset
+    monkeypatch.setattr(
+        task_module, "get_dataset", lambda spec, seed: hashed.append(spec) or real(spec, seed=seed)
+    )
+    root = write_image_folder(tmp_path / "images", images_per_class=6)
+    task = {
+        "candidate": make_preset("bias-only", SPEC).to_json(),
+        "checkpoint": str(tiny_checkpoint),
+        "dataset": f"imagefolder:{root}",
+        "data_seed": 0,
+        "finetune": FinetuneConfig(epochs=1, batch_size=4, lr=0.1).to_dict(),
+        "threads": 1,
+    }
+    first = task_module.run_evaluation(task)
+    kept = dict(task_module._on_device._kept)
+    second = task_module.run_evaluation({**task, "repeats": 2})
+    assert first["status"] == second["status"] == "ok", (first, second)
+    assert hashed == [f"imagefolder:{root}"]  # listed and hashed once
+    assert len(kept) == 1 and dict(task_module._on_device._kept).keys() == kept.keys()
+    ((tensor, _),) = task_module._on_device._kept.values()
+    assert tensor is next(iter(kept.values()))[0]  # the same storage, not moved again
+    splits, _ = next(iter(task_module._splits.values()))
+    assert tensor.data_ptr() == splits.train.x.storage.ctypes.data  # the memory-mapped file

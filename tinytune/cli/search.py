@@ -64,6 +64,16 @@ def search(**options: Any) -> None:
         best = [0.0]
 
         def progress(event: SearchEvent) -> None:
+            if event.kind == "decoded":  # an image folder decoded by an earlier run
+                console.print(f"decoded images reused from {event.path}", soft_wrap=True)
+                return
+            if event.kind == "decoding":  # its first run: before the search's bar
+                if "decoding" not in side:
+                    side["decoding"] = bar.add_task(
+                        "decoding images", total=event.total, status=f"into {event.path}"
+                    )
+                bar.update(side["decoding"], completed=event.done)
+                return
             if not tid:
                 tid.append(bar.add_task(f"searching {study}", total=trials, status="measured"))
             if event.kind in side_bars:  # the learning-rate grid, the proxy's table

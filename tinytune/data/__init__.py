@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from tinytune.data.base import MAX_RESOLUTION, MIN_RESOLUTION, ImageDataset
+from tinytune.data.decoded import DecodeProgress, decoded_root
 from tinytune.data.digits import DigitsDataset
 from tinytune.data.formula import FormulaTask
 from tinytune.data.glyphs import GlyphTask, SourceTask
@@ -11,7 +12,15 @@ from tinytune.data.imagefolder import IMAGE_EXTENSIONS, ImageFolderDataset
 from tinytune.data.procedural import ProceduralDataset, ProceduralTask
 from tinytune.data.registry import DATASET_NAMES, get_dataset
 from tinytune.data.sources import SOURCE_TASKS, get_source_task
-from tinytune.data.splits import Split, Splits, repeated, train_subset, val_repeats
+from tinytune.data.splits import (
+    Images,
+    Pixels,
+    Split,
+    Splits,
+    repeated,
+    train_subset,
+    val_repeats,
+)
 from tinytune.data.stratify import stratified_split
 
 __all__ = [
@@ -20,16 +29,20 @@ __all__ = [
     "MAX_RESOLUTION",
     "MIN_RESOLUTION",
     "SOURCE_TASKS",
+    "DecodeProgress",
     "DigitsDataset",
     "FormulaTask",
     "GlyphTask",
     "ImageDataset",
     "ImageFolderDataset",
+    "Images",
+    "Pixels",
     "ProceduralDataset",
     "ProceduralTask",
     "SourceTask",
     "Split",
     "Splits",
+    "decoded_root",
     "get_dataset",
     "get_source_task",
     "repeated",

@@ -5,10 +5,14 @@ from __future__ import annotations
 import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tinytune.data.splits import Splits
+
+if TYPE_CHECKING:
+    from tinytune.data.decoded import ProgressCallback
 from tinytune.errors import DataError
 
 __all__ = ["MAX_RESOLUTION", "MIN_RESOLUTION", "ImageDataset", "check_resolution", "check_seed"]
@@ -55,8 +59,8 @@ class ImageDataset(ABC):
       ``num_classes == len(class_names)`` and ``seed`` are fixed by the constructor. A constructor
       may read metadata (list a folder) but never downloads anything.
     * ``load(resolution)`` returns ``Splits`` whose ``x`` are float32 ``(N, 3, R, R)`` in
-      [-1, 1] and whose ``y`` are int64 in ``[0, num_classes)``; every class occurs in every
-      part.
+      [-1, 1] (arrays, or :class:`~tinytune.data.splits.Pixels` that read as them) and whose
+      ``y`` are int64 in ``[0, num_classes)``; every class occurs in every part.
     * Loading is deterministic: the same class, constructor arguments (seed included) and
       resolution give identical arrays, in any process.
     * Which source sample lands in which part, and in which order, does not depend on the
@@ -117,13 +121,25 @@ class ImageDataset(ABC):
             self._cache[resolution] = splits
         return splits
 
-    def check(self) -> None:
-        """Read every source sample once, so that an unreadable one fails before any training.
+    def split_sizes(self) -> tuple[int, int, int]:
+        """Images in the train, validation and test parts (the same at every resolution). The
+        default loads the smallest resolution; a data set that knows them without decoding any
+        image says so at once."""
+        splits = self.load(MIN_RESOLUTION)
+        return len(splits.train), len(splits.val), len(splits.test)
+
+    def check(
+        self, resolutions: Sequence[int] = (), progress: ProgressCallback | None = None
+    ) -> None:
+        """Read every source sample once, so that an unreadable one fails before any training,
+        and prepare the ``resolutions`` that will be loaded.
 
         ``load`` would fail on the same sample, but only once a resolution is asked for, and
         then inside every evaluation; a caller that checks first reports it once. The default
         does nothing: built-in data sets have no files of the user's to read. Implementations
-        that read files open and decode each of them; a second call may return at once.
+        that read files open and decode each of them (an image folder decodes them at every
+        resolution of ``resolutions`` into its on-disk cache, reporting to ``progress``); a
+        second call may return at once.
 
         Raises:
             DataError: naming the first sample that cannot be read, why, and what is allowed.

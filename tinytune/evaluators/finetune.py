@@ -7,6 +7,13 @@ The optimiser is what the device runs: plain SGD without momentum (MCUNetV3 trai
 without BatchNorm to steady it, a folded network fine-tuned in full diverges at rates that suit
 bias-only schemes. The data order is drawn from a seeded generator. Accuracy is top-1 on the
 test split, which training never sees; the validation accuracy is reported beside it.
+
+Each split goes to the device once, and is indexed there batch by batch. An image folder's
+split (:class:`~tinytune.data.Pixels`) goes as its 8-bit storage, once per process and device
+when the caller keeps a :class:`DeviceData` (the evaluation task does, for every fine-tune of a
+worker; on the CPU it is a view of the memory-mapped file, not a copy), and each batch is
+converted to float32 on the device by the lookup table :data:`~tinytune.data.splits.TO_FLOAT`:
+the same bits as the float array the split stands for.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from __future__ import annotations
 import functools
 import math
 import time
+import warnings
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -22,12 +31,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tinytune.data import Split, Splits
+from tinytune.data import Images, Pixels, Split, Splits
+from tinytune.data.splits import TO_FLOAT
 from tinytune.errors import ConfigError, Flag, OptionError
 from tinytune.models import TrainNet
 from tinytune.units import check_integer, check_real, check_seed
 
-__all__ = ["MAX_EPOCHS", "FinetuneConfig", "FinetuneResult", "accuracy", "finetune"]
+__all__ = [
+    "DEVICE_DATA_BYTES",
+    "MAX_EPOCHS",
+    "DeviceData",
+    "FinetuneConfig",
+    "FinetuneResult",
+    "accuracy",
+    "finetune",
+]
 
 MAX_EPOCHS = 1000
 """The most epochs a fine-tune may run: twenty times the 50 that TinyTL and MCUNetV3 fine-tune
@@ -94,16 +112,107 @@ PREFIX_CACHE_BYTES = 2 << 30
 """The most memory the outputs of a frozen prefix may take for one fine-tune (all three
 splits); a larger set is run through the whole network at every step instead."""
 
+DEVICE_DATA_BYTES = 4 << 30
+"""The most accelerator memory a :class:`DeviceData` keeps image storages in (the storage in
+use always stays, whatever its size); on the CPU storages are views and take none."""
+
+
+class DeviceData:
+    """The 8-bit storages of :class:`~tinytune.data.Pixels` on devices, one copy per storage
+    (its ``key``: the same decoded file) and device, kept for later fine-tunes of the process.
+
+    On the CPU the storage is a view of the array (of the memory-mapped file: nothing is
+    copied); on an accelerator a copy, the least recently used dropped beyond ``max_bytes``.
+
+    Attributes:
+        moves: copies made to a device (not counting the CPU's views).
+    """
+
+    def __init__(self, max_bytes: int = DEVICE_DATA_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.moves = 0
+        # (key, device) -> (the storage on the device, the array it came from: kept alive, so
+        # that an id() key is not reused)
+        self._kept: OrderedDict[tuple[str, str], tuple[Tensor, np.ndarray]] = OrderedDict()
+
+    def storage(self, pixels: Pixels, device: str | torch.device) -> Tensor:
+        """``pixels.storage`` as a uint8 tensor on ``device``, moved there once."""
+        where = torch.device(device)
+        key = (pixels.key or f"array {id(pixels.storage)}", str(where))
+        if key in self._kept:
+            self._kept.move_to_end(key)
+            return self._kept[key][0]
+        with warnings.catch_warnings():  # a read-only (memory-mapped) array; never written
+            warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+            tensor = torch.from_numpy(pixels.storage)
+        if where.type != "cpu":
+            tensor = tensor.to(where)
+            self.moves += 1
+        self._kept[key] = (tensor, pixels.storage)
+        self._evict()
+        return tensor
+
+    def _evict(self) -> None:
+        def held() -> int:
+            return sum(t.nbytes for t, _ in self._kept.values() if t.device.type != "cpu")
+
+        while len(self._kept) > 1 and held() > self.max_bytes:
+            oldest = next(k for k, (t, _) in self._kept.items() if t.device.type != "cpu")
+            if oldest == next(reversed(self._kept)):
+                break  # the storage in use stays
+            del self._kept[oldest]
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+_lookup: dict[str, Tensor] = {}
+
+
+def _to_float(pixels: Tensor) -> Tensor:
+    """``(B, R, R, 3)`` uint8 on a device as ``(B, 3, R, R)`` float32 in [-1, 1], contiguous,
+    through :data:`TO_FLOAT` (the bits the numpy conversion gives)."""
+    table = _lookup.get(str(pixels.device))
+    if table is None:
+        table = _lookup.setdefault(str(pixels.device), torch.tensor(TO_FLOAT).to(pixels.device))
+    return table[pixels.long()].permute(0, 3, 1, 2).contiguous()
+
+
+class _OnDevice:
+    """A split's images on the fine-tune's device, read by rows or by batches of indices: a
+    float32 tensor (a float array moved whole, or a frozen prefix's outputs), or a
+    :class:`~tinytune.data.Pixels`'s storage and rows, converted per read."""
+
+    def __init__(
+        self, x: Images | Tensor, device: str | torch.device, data: DeviceData | None = None
+    ) -> None:
+        self._floats: Tensor | None = None
+        if isinstance(x, Tensor):
+            self._floats = x
+        elif isinstance(x, Pixels):
+            self._storage = (DeviceData() if data is None else data).storage(x, device)
+            self._index = torch.tensor(x.index).to(device)
+        else:
+            self._floats = torch.tensor(x).to(device)
+
+    def __len__(self) -> int:
+        return len(self._floats if self._floats is not None else self._index)
+
+    def rows(self, start: int, stop: int) -> Tensor:
+        if self._floats is not None:
+            return self._floats[start:stop]
+        return _to_float(self._storage[self._index[start:stop]])
+
+    def batch(self, idx: Tensor) -> Tensor:
+        if self._floats is not None:
+            return self._floats[idx]
+        return _to_float(self._storage[self._index[idx]])
+
 
 @torch.no_grad()
-def _prefix_outputs(
-    net: TrainNet, x: np.ndarray, n: int, device: str | torch.device, batch_size: int = 256
-) -> Tensor:
+def _prefix_outputs(net: TrainNet, x: _OnDevice, n: int, batch_size: int = 256) -> Tensor:
     return torch.cat(
-        [
-            net.prefix(torch.tensor(x[i : i + batch_size]).to(device), n)
-            for i in range(0, len(x), batch_size)
-        ]
+        [net.prefix(x.rows(i, i + batch_size), n) for i in range(0, len(x), batch_size)]
     )
 
 
@@ -115,16 +224,23 @@ def _prefix_fits(net: TrainNet, splits: Splits, n: int, device: str | torch.devi
 
 
 @torch.no_grad()
-def _accuracy(model: Callable[[Tensor], Tensor], x: Tensor, y: np.ndarray) -> float:
-    labels = torch.tensor(y).to(x.device)
+def _accuracy(model: Callable[[Tensor], Tensor], x: _OnDevice, y: np.ndarray) -> float:
     correct = 0
+    labels: Tensor | None = None
     for i in range(0, len(x), 256):
-        correct += int((model(x[i : i + 256]).argmax(dim=1) == labels[i : i + 256]).sum())
+        batch = x.rows(i, i + 256)
+        if labels is None:  # moved once, where the images are
+            labels = torch.tensor(y).to(batch.device)
+        correct += int((model(batch).argmax(dim=1) == labels[i : i + 256]).sum())
     return correct / max(1, len(x))
 
 
 def finetune(
-    net: nn.Module, splits: Splits, config: FinetuneConfig, device: str | torch.device = "cpu"
+    net: nn.Module,
+    splits: Splits,
+    config: FinetuneConfig,
+    device: str | torch.device = "cpu",
+    data: DeviceData | None = None,
 ) -> FinetuneResult:
     """Train the parameters of ``net`` that require a gradient, then measure it.
 
@@ -135,10 +251,13 @@ def finetune(
 
     Args:
         net: the network, moved to ``device`` (and left there).
-        splits: the data; each split goes to ``device`` once, as one tensor indexed per batch.
+        splits: the data; each split goes to ``device`` once, as one tensor indexed per batch
+            (an image folder's as its 8-bit storage, converted per batch).
         config: how to train.
         device: where to train (``"cpu"``, ``"cuda"``); the data order is drawn on the CPU
             either way, so only the arithmetic differs between devices.
+        data: keeps image storages on devices across fine-tunes (one per worker process);
+            None: the storage moves for this fine-tune only.
     """
     start = time.perf_counter()
     net.to(device)
@@ -160,22 +279,23 @@ def finetune(
     losses: list[Tensor] = []
     cut = net.frozen_prefix() if isinstance(net, TrainNet) else 0
     model: Callable[[Tensor], Tensor] = net
+    data = DeviceData() if data is None else data
+    parts = (splits.train, splits.val, splits.test)
     if cut and _prefix_fits(net, splits, cut, device):
         train_x, val_x, test_x = (
-            _prefix_outputs(net, s.x, cut, device) for s in (splits.train, splits.val, splits.test)
+            _OnDevice(_prefix_outputs(net, _OnDevice(s.x, device, data), cut), device)
+            for s in parts
         )
         model = functools.partial(net.forward_from, n=cut)
     else:
-        train_x, val_x, test_x = (
-            torch.tensor(s.x).to(device) for s in (splits.train, splits.val, splits.test)
-        )
+        train_x, val_x, test_x = (_OnDevice(s.x, device, data) for s in parts)
     train_y = torch.tensor(splits.train.y).to(device)
     net.train()
     for _ in range(config.epochs):
         order = torch.from_numpy(rng.permutation(n)).to(device)  # one move an epoch
         for i in range(0, n, config.batch_size):
             idx = order[i : i + config.batch_size]
-            x = train_x[idx]  # (B, 3, R, R), or the prefix's (B, C, H, W)
+            x = train_x.batch(idx)  # (B, 3, R, R), or the prefix's (B, C, H, W)
             y = train_y[idx]
             for group in opt.param_groups:
                 group["lr"] = 0.5 * group["base_lr"] * (1 + math.cos(math.pi * step / total))

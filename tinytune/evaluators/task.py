@@ -6,7 +6,11 @@ candidate's hardware cost before sending it. A failure inside the evaluation is 
 result with ``status="failed"`` and the error text, so that the search stores it instead of
 losing it.
 The loaded supernet and data splits are cached per worker process, keyed by what identifies
-them (path and modification time; data set, seed and resolution).
+them (path and modification time; data set, seed and resolution); so are the data set itself
+(an image folder is listed and hashed once per process) and its images on the device a
+fine-tune runs on (:class:`~tinytune.evaluators.finetune.DeviceData`: moved there once per
+process, data set, resolution and device; on the CPU a view of the memory-mapped decoded
+images, shared by every worker).
 An fp32 fine-tune runs on the GPU that Ray gave its task (``gpus`` in the task: the share of a
 device it asked for), else on the CPU; the int8 measurement always runs on the CPU, being the
 bundle's integer arithmetic.
@@ -23,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from tinytune.data import Splits, get_dataset, repeated, train_subset
+from tinytune.data import ImageDataset, Splits, get_dataset, repeated, train_subset
 from tinytune.errors import TinyTuneError
-from tinytune.evaluators.finetune import FinetuneConfig, finetune
+from tinytune.evaluators.finetune import DeviceData, FinetuneConfig, finetune
 from tinytune.models import TrainNet, build_candidate, load_supernet
 from tinytune.spaces import Candidate, get_supernet
 from tinytune.units import MAX_SEED
@@ -39,7 +43,9 @@ log = logging.getLogger(__name__)
 
 CALIBRATION_SAMPLES = 256
 _supernets: dict[tuple[str, float], torch.nn.Module] = {}
+_datasets: dict[tuple[str, int], ImageDataset] = {}
 _splits: dict[tuple[str, int, int], tuple[Splits, int]] = {}
+_on_device = DeviceData()
 
 
 def _supernet(name: str, path: str) -> torch.nn.Module:
@@ -55,7 +61,9 @@ def _data(spec: str, seed: int, resolution: int) -> tuple[Splits, int]:
     listed and its files hashed once, not once per evaluation)."""
     key = (spec, seed, resolution)
     if key not in _splits:
-        dataset = get_dataset(spec, seed=seed)
+        dataset = _datasets.get((spec, seed))
+        if dataset is None:
+            dataset = _datasets.setdefault((spec, seed), get_dataset(spec, seed=seed))
         _splits[key] = dataset.load(resolution), dataset.num_classes
     return _splits[key]
 
@@ -128,7 +136,7 @@ def run_evaluation(task: dict[str, Any], progress: Int8Progress | None = None) -
             whole = len(part.train)
             part = train_subset(part, fraction, (cfg.seed + r) % (MAX_SEED + 1))
             net, _ = network_on_data(candidate, supernet, part, n_classes, cfg.seed)
-            results.append(finetune(net, part, cfg, device))
+            results.append(finetune(net, part, cfg, device, _on_device))
             passes += cfg.epochs * len(part.train) / whole
     except (TinyTuneError, RuntimeError, ValueError, KeyError) as e:
         return _failed(e, start, "evaluation")

@@ -29,6 +29,7 @@ from torch import nn
 
 from tinytune.errors import ModelError
 from tinytune.models.ofa_adapter import build_ofa_supernet, set_active
+from tinytune.paths import cache_dir
 from tinytune.spaces import StageConfig, SubnetConfig, SupernetSpec, default_subnet
 
 __all__ = [
@@ -215,14 +216,6 @@ def get_recipe(name: str) -> PretrainRecipe:
         raise ModelError(
             f"unknown pre-training recipe {name!r}; allowed: {', '.join(RECIPES)}"
         ) from None
-
-
-def cache_dir() -> Path:
-    """``$TINYTUNE_CACHE``, else ``$XDG_CACHE_HOME/tinytune``, else ``~/.cache/tinytune``."""
-    if os.environ.get("TINYTUNE_CACHE"):
-        return Path(os.environ["TINYTUNE_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "tinytune"
 
 
 def checkpoint_path(spec: SupernetSpec, recipe: PretrainRecipe) -> Path:

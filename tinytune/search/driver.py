@@ -65,7 +65,7 @@ def run_search(
         checked: the result of :func:`preflight` when the caller ran it already.
     """
     start = time.monotonic()
-    checked = checked or preflight(config, store)
+    checked = checked or preflight(config, store, progress)
     # the study keeps the engine that predicts its latencies, not the request for a default
     config = dataclasses.replace(config, engine=checked.device.engine)
     study = StudyAdapter(config, store)

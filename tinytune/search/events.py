@@ -53,7 +53,9 @@ class SearchEvent:
             ``contributions_ready``, ``base``, ``screened`` (a short fine-tune's validation
             ``accuracy``, None when it failed), ``waiting`` (on other drivers' fine-tunes) or
             ``calibrating`` (``done`` of ``total`` fine-tunes of the learning-rate grid) or
-            ``int8`` (``done`` of ``total`` front points trained as the device trains).
+            ``int8`` (``done`` of ``total`` front points trained as the device trains); before
+            the search, ``decoding`` (``done`` of ``total`` images of an image folder decoded
+            into the cache folder ``path``) or ``decoded`` (the images were in that cache).
         counts: this run's counters at that moment (a copy).
         finished: the study's finished measured fine-tunes (all runs and drivers), on its
             budget (the reference is measured beside it).
@@ -65,6 +67,7 @@ class SearchEvent:
         accuracy: the measured validation accuracy of a finished trial.
         error: the error of a failed one.
         done, total: progress of the contribution analysis or the learning-rate grid.
+        path: the decoded-image cache folder of ``decoding`` and ``decoded``.
     """
 
     kind: str
@@ -77,6 +80,7 @@ class SearchEvent:
     error: str | None = None
     done: int = 0
     total: int = 0
+    path: str | None = None
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,18 @@
 line and the library alike.
 
 It resolves the supernet and the device (with the newest calibration stored for it), checks the
-data set (every file of an image folder is read once) and that its classes match the search,
+data set (every file of an image folder is read once: decoded at every resolution the search
+can ask for into the on-disk cache that every worker then maps, or not read at all when that
+cache holds them already) and that its classes match the search,
 refuses budgets over what the device has or that no candidate can meet, and hands the driver
 what it needs to cost candidates.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tinytune.db import Store
 from tinytune.errors import BudgetOptionError, ConfigError
@@ -18,6 +22,10 @@ from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.search.budgets import check_budgets, check_feasible, epoch_costs
 from tinytune.search.config import SearchConfig, reference_candidate
 from tinytune.spaces import Candidate, SupernetSpec, get_supernet
+
+if TYPE_CHECKING:
+    from tinytune.data import DecodeProgress
+    from tinytune.search.events import SearchEvent
 
 __all__ = ["Preflight", "preflight"]
 
@@ -52,9 +60,14 @@ class Preflight:
     copies: int = 0
 
 
-def preflight(config: SearchConfig, store: Store | None) -> Preflight:
+def preflight(
+    config: SearchConfig,
+    store: Store | None,
+    progress: Callable[[SearchEvent], None] | None = None,
+) -> Preflight:
     """Check a search before it starts; ``store`` holds the device calibrations (None: a
-    database not created yet, which holds none, so the built-in profiles).
+    database not created yet, which holds none, so the built-in profiles). ``progress`` hears
+    of an image folder's decoding (:func:`decoding_events`).
 
     Raises:
         ConfigError: an unknown supernet or device, or a data set with another number of
@@ -74,7 +87,6 @@ def preflight(config: SearchConfig, store: Store | None) -> Preflight:
     device = get_device(config.device, calibration, config.engine)
     check_budgets(config, device)
     data = get_dataset(config.dataset, seed=config.data_seed)
-    data.check()
     if data.num_classes != config.n_classes:
         raise ConfigError(
             f"data set {data.name!r} has {data.num_classes} classes, the search was set up for "
@@ -82,9 +94,11 @@ def preflight(config: SearchConfig, store: Store | None) -> Preflight:
         )
     hardware = HardwareEvaluator(spec, config.n_classes, config.hardware, device)
     check_feasible(config, hardware)
-    val_images = len(data.load(min(spec.resolutions)).val)
+    val_images = data.split_sizes()[1]
     repeats = config.repeats or val_repeats(val_images)
     check_epoch_budget(config, repeats)
+    # the longest check last: every file read, decoded at every resolution the search can ask
+    data.check(spec.resolutions, decoding_events(config, progress))
     return Preflight(
         spec=spec,
         device=device,
@@ -96,6 +110,33 @@ def preflight(config: SearchConfig, store: Store | None) -> Preflight:
         repeats=repeats,
         copies=data.copies,
     )
+
+
+def decoding_events(
+    config: SearchConfig, progress: Callable[[SearchEvent], None] | None
+) -> Callable[[DecodeProgress], None] | None:
+    """An image folder's decoding told to ``progress`` as search events: ``decoding``
+    (``done`` of ``total`` images decoded into the cache folder ``path``) while it decodes, or
+    one ``decoded`` when every resolution was in the cache already (``path``: that folder)."""
+    if progress is None:
+        return None
+    from tinytune.search.events import Counts, SearchEvent
+
+    def tell(step: DecodeProgress) -> None:
+        progress(
+            SearchEvent(
+                "decoded" if step.reused else "decoding",
+                Counts(),
+                finished=0,
+                budget=config.trials,
+                in_flight=0,
+                done=step.done,
+                total=step.total,
+                path=str(step.folder),
+            )
+        )
+
+    return tell
 
 
 def check_epoch_budget(config: SearchConfig, repeats: int) -> None:

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tinytune.data import Splits
+from tinytune.data import Images, Splits
 from tinytune.errors import ConfigError
 from tinytune.models.layers import ConvUnit, TrainNet
 
@@ -58,8 +58,9 @@ class Signals:
         return asdict(self)
 
 
-def _features(net: TrainNet, x: np.ndarray, batch: int = 256) -> np.ndarray:
-    """What reaches the classifier, (N, C), for float images (N, 3, R, R)."""
+def _features(net: TrainNet, x: Images, batch: int = 256) -> np.ndarray:
+    """What reaches the classifier, (N, C), for float images (N, 3, R, R) (an image folder's
+    :class:`~tinytune.data.Pixels` converted a batch at a time)."""
     seen: list[torch.Tensor] = []
     hook = net.classifier.register_forward_pre_hook(lambda _, a: seen.append(a[0].flatten(1)))
     try:
