@@ -10,8 +10,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
-# pages linked ahead of their arrival: a link to one is checked once the page exists
-PENDING = frozenset({"docs/scale.md"})
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -63,18 +61,14 @@ def links(text: str) -> list[str]:
     return found
 
 
-def broken(page: Path, root: Path = ROOT) -> list[str]:
-    """The relative links of ``page`` whose file or heading does not exist (``root``: the
-    repository, against which the pending pages are named)."""
+def broken(page: Path) -> list[str]:
+    """The relative links of ``page`` whose file or heading does not exist."""
     bad = []
     for target in links(page.read_text()):
         if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
             continue
         path, _, anchor = target.partition("#")
         file = (page.parent / path).resolve() if path else page
-        pending = file.is_relative_to(root) and file.relative_to(root).as_posix() in PENDING
-        if path and pending and not file.exists():
-            continue
         if not file.exists():
             bad.append(f"{target}: no such file")
         elif anchor and file.suffix == ".md" and anchor not in anchors(file.read_text()):
@@ -108,7 +102,7 @@ def test_a_broken_link_is_found(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     (tmp_path / "other.md").write_text("# Here\n")
     page.write_text("[ok](other.md#here) [gone](nothing.md) [no heading](other.md#there)\n")
-    assert broken(page, tmp_path) == [
+    assert broken(page) == [
         "nothing.md: no such file",
         "other.md#there: no heading with that anchor",
     ]
