@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from seeds import write_section
+from _markers import write_section
 
 GENERATOR = 1  # the folder's recipe: raise it when write_folder changes
 CLASSES = (

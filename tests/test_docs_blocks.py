@@ -22,6 +22,7 @@ BLOCKS = {
     "seeds": "docs/bench/claims.md",  # bench/seeds.py
     "device-accuracy": "docs/bench/device-accuracy.md",
     "device-accuracy-folder": "docs/bench/device-accuracy.md",
+    "scale": "docs/scale.md",  # bench/scale.py --write docs/scale.md
 }
 
 
