@@ -314,6 +314,7 @@ def test_an_option_error_keeps_its_field_class_and_words_through_pickle() -> Non
 def test_from_options_sets_every_field_an_option_names() -> None:
     from tinytune.options import resolve
     from tinytune.search import SearchConfig
+    from tinytune.search.space import StudySpace
 
     values = resolve({"lr": 0.05, "seed": 7, "sram_budget": "none", "time_budget": "5m"})
     config = SearchConfig.from_options(values, checkpoint="")
@@ -321,7 +322,7 @@ def test_from_options_sets_every_field_an_option_names() -> None:
     assert (config.seed, config.finetune.seed) == (7, 7)
     assert config.sram_budget_bytes is None and config.time_budget_s == 300.0
     split = SearchConfig.from_options(resolve({"data_seed": 3}), checkpoint="")
-    assert split.data_seed == 3 and split.space()["data_seed"] == 3  # another study's space
+    assert split.data_seed == 3 and StudySpace.from_config(split).data_seed == 3  # its space
     default = SearchConfig.from_options(resolve({}), checkpoint="")
     assert default == SearchConfig(checkpoint="")
     assert default.tune_lr and default.sram_budget_bytes == 256 * 1024
@@ -356,7 +357,7 @@ def test_each_default_is_stated_once() -> None:
     import tinytune.cli.common
     import tinytune.studies
     from tinytune.search import SearchConfig
-    from tinytune.search.config import StudySpace
+    from tinytune.search.space import StudySpace
     from tinytune.spaces import DEFAULT_SUPERNET, default_network
 
     stated: dict[str, list[str]] = {DEFAULT_STORAGE: [], DEFAULT_DEVICE: [], DEFAULT_SUPERNET: []}

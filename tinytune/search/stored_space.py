@@ -18,6 +18,7 @@ from tinytune.db import Store
 from tinytune.errors import StorageError
 from tinytune.search.attrs import Attr
 from tinytune.search.config import DIRECTIONS, OBJECTIVES, SearchConfig, check_new_study_name
+from tinytune.search.space import StudySpace
 
 __all__ = [
     "another_space",
@@ -133,7 +134,9 @@ def check_stored_space(config: SearchConfig, store: Store) -> None:
         if (foreign := foreign_study(study)) is not None:
             raise foreign
         return
-    requested = {k: v for k, v in config.space().items() if k != "weights"}
+    requested = {
+        k: v for k, v in StudySpace.from_config(config).to_attrs().items() if k != "weights"
+    }
     stored = {k: v for k, v in stored.items() if k != "weights"}
     if diff := space_difference(stored, requested):
         raise another_space(config, diff, None)
