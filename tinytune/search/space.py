@@ -16,9 +16,11 @@ from tinytune.search.config import OBJECTIVES, SearchConfig
 __all__ = [
     "AUTO_REPEATS",
     "PER_FAMILY",
+    "UNRECORDED",
     "UPDATE_BEFORE_NAMED",
     "FinetuneSettings",
     "StudySpace",
+    "earlier_meaning",
 ]
 
 PER_FAMILY = "per family"
@@ -152,15 +154,10 @@ class StudySpace:
     @classmethod
     def from_attrs(cls, attrs: Mapping[str, Any] | None) -> StudySpace:
         """The space a study stored (None or ``{}``: none). A key that an earlier version did
-        not store reads as what it searched with: the latency engine a device's profile then
-        had (:func:`tinytune.hwmodels.devices.unnamed_engine`: published, PyTorch on the
-        host), the parameter update planned with a buffer for each gradient (``reordered``),
-        no recorded fine-tuning settings or weights (not compared), and otherwise the
-        defaults of this class."""
-        from tinytune.hwmodels.devices import unnamed_engine
-
-        attrs = dict(attrs or {})
-        device = attrs.get("device", DEFAULT_DEVICE)
+        not store reads as what it searched with (:func:`earlier_meaning`), a fine-tuning
+        setting or weights it did not record as None (:data:`UNRECORDED`), and any other key
+        it lacks as the default of this class."""
+        attrs = {**earlier_meaning(attrs or {}), **(attrs or {})}
         finetune = attrs.get("finetune")
         return cls(
             supernet=attrs.get("supernet"),
@@ -169,15 +166,46 @@ class StudySpace:
             preset=attrs.get("preset"),
             precision=attrs.get("precision", cls.precision),
             batch_size=attrs.get("batch_size", cls.batch_size),
-            update=attrs.get("update", UPDATE_BEFORE_NAMED),
-            device=device,
-            engine=attrs["engine"] if "engine" in attrs else unnamed_engine(device),
+            update=attrs["update"],
+            device=attrs.get("device", DEFAULT_DEVICE),
+            engine=attrs["engine"],
             objectives=tuple(attrs.get("objectives", OBJECTIVES)),
             weights=attrs.get("weights"),
             finetune=FinetuneSettings.from_attrs(finetune) if isinstance(finetune, dict) else None,
         )
 
+    @classmethod
+    def compared(cls, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        """The stored space ``attrs`` as a run's space (:meth:`to_attrs`) is compared with it:
+        each key as :meth:`from_attrs` reads it, except a key that it lacks and that no earlier
+        version meant anything by: one of :data:`UNRECORDED` is left out (not compared), any
+        other reads as None (so that every value asked for differs from it)."""
+        meant = attrs.keys() | earlier_meaning(attrs).keys()
+        read = cls.from_attrs(attrs).to_attrs()
+        return {
+            k: v if k in meant else None
+            for k, v in read.items()
+            if k in meant or k not in UNRECORDED
+        }
+
 
 UPDATE_BEFORE_NAMED = "reordered"
 """The parameter update of a study stored before its space named one: each gradient a buffer
 for its backward step (:data:`tinytune.hwmodels.UPDATES`)."""
+
+UNRECORDED = ("finetune", "weights")
+"""The keys of a space that a study stored before its space named them did not record: its
+fine-tuning settings and its weights are not known, so a run is not compared on them."""
+
+
+def earlier_meaning(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """What a study stored by an earlier version searched with where its space ``attrs`` does
+    not say, by key: the latency engine its device's profile then had
+    (:func:`tinytune.hwmodels.devices.unnamed_engine`: published, PyTorch on the host), and the
+    parameter update planned with a buffer for each gradient (:data:`UPDATE_BEFORE_NAMED`)."""
+    from tinytune.hwmodels.devices import unnamed_engine
+
+    return {
+        "engine": unnamed_engine(attrs.get("device", DEFAULT_DEVICE)),
+        "update": UPDATE_BEFORE_NAMED,
+    }

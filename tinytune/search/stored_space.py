@@ -163,26 +163,16 @@ def foreign_study(study: Any) -> StorageError | None:
 
 def space_difference(stored: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
     """The keys whose stored and requested values differ, as (stored, requested); of the
-    fine-tuning settings, the settings that differ. A study stored before its space named the
-    latency engine was measured with the engine a profile then had,
-    :func:`tinytune.hwmodels.devices.unnamed_engine` (published; PyTorch on the host); one
-    stored before it named the parameter update was planned with each gradient a buffer for its
-    backward step (``reordered``); one stored before it named its fine-tuning settings or its
-    weights did not record them, so they are not compared; any other key it lacks reads as
-    None."""
-    from tinytune.hwmodels.devices import unnamed_engine
-
-    if "engine" not in stored:
-        stored = {**stored, "engine": unnamed_engine(str(stored.get("device", "")))}
-    if "update" not in stored:
-        stored = {**stored, "update": "reordered"}
-    for unrecorded in ("finetune", "weights"):
-        if unrecorded not in stored:
-            stored = {**stored, unrecorded: requested.get(unrecorded)}
-    diff = {k: (stored.get(k), v) for k, v in requested.items() if stored.get(k) != v}
+    fine-tuning settings, the settings that differ. The stored space is read as
+    :meth:`StudySpace.compared` reads it: a key that a study stored by an earlier version lacks
+    as what that version searched with, and not compared where it did not record it."""
+    was = StudySpace.compared(stored)
+    diff = {k: (was[k], v) for k, v in requested.items() if k in was and was[k] != v}
     if "weights" in diff:  # SHA-256s, shortened as git shortens commits
         diff["weights"] = tuple(f"{v[:12]}…" if v else v for v in diff["weights"])
     if "finetune" in diff:
-        was, asked = stored["finetune"], requested["finetune"]
-        diff["finetune"] = {k: (was.get(k), v) for k, v in asked.items() if was.get(k) != v}
+        settings, asked = was["finetune"] or {}, requested["finetune"]
+        diff["finetune"] = {
+            k: (settings.get(k), v) for k, v in asked.items() if settings.get(k) != v
+        }
     return diff
