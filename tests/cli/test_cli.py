@@ -427,6 +427,7 @@ def test_an_optuna_study_tinytune_did_not_make_is_refused_untouched(
     assert code == 2 and err.count("\n") == 1
     said = "1 objective(s) (maximize)" if objectives == 1 else "holds 2 trial(s) and no tinytune"
     assert "study 'theirs' was not made by tinytune: " in err and said in err
+    assert err.endswith("; choose another --study\n")  # the command line's flag
     again = optuna.load_study(study_name="theirs", storage=url)
     assert again.user_attrs == {} and len(again.trials) == 2 and again.metric_names is None
 
