@@ -741,3 +741,26 @@ def test_the_search_says_which_devices_its_workers_trained_on(
     assert said in out
     assert out.count("workers trained on") == 1
     assert ("reserved GPUs" in out) == ("reserved GPUs" in said)
+
+
+def test_the_commands_log_names_options_as_flags() -> None:
+    """A log message that names an option (``tinytune.errors.Words``) says ``--mutate`` in a
+    command's output, where a Python caller's logging says ``mutate=True``; in a process of
+    its own, as a command runs (no logging set up before)."""
+    code = (
+        "import logging\n"
+        "from tinytune.cli.common import quiet_logs\n"
+        "from tinytune.errors import flag\n"
+        "quiet_logs()\n"
+        "log = logging.getLogger('tinytune.search.driver')\n"
+        "log.warning(flag('mutate', True) + ' changes update schemes; it is off with a preset')\n"
+        "log.warning('plain text, %d', 2)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stderr.splitlines() == [
+        "WARNING tinytune.search.driver: --mutate changes update schemes; it is off with a preset",
+        "WARNING tinytune.search.driver: plain text, 2",
+    ]

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinytune.db import Store
+from tinytune.errors import flag
 from tinytune.search.attrs import Attr
 from tinytune.search.brackets import Ladder, LadderContext
 from tinytune.search.budgets import RunLimits, StudyBudget, epoch_costs
@@ -107,7 +108,8 @@ class Run:
         self.mutation_turn = False  # with config.mutate: whether the last proposal was one
         self.ladder: Ladder | None = None
         if config.mutate and config.preset is not None:
-            log.warning("--mutate changes update schemes; it is off with a preset")
+            # Words: each front end's log handler names the option as it does
+            log.warning(flag("mutate", True) + " changes update schemes; it is off with a preset")
         if (config.proxy or config.halving) and config.preset is not None:
             log.warning("the fidelity ladder searches update schemes; it is off with a preset")
         elif config.proxy or config.halving:
