@@ -507,9 +507,8 @@ def _device_accuracy(
     if found.study is not None:
         with open_store(storage) as store:
             stored = int8_accuracies(store, found.study, [key]).get(key)
-            evaluation = store.find_evaluation(found.study, key, "int8") if stored else None
-        if stored is not None and evaluation is not None:
-            return stored, _int8_entry(stored, evaluation.details, "the study")
+        if stored is not None:
+            return stored, _int8_entry(stored, "the study")
     if not measure:
         return None
     if on_measure is not None:
@@ -546,11 +545,8 @@ def _device_accuracy(
                     details=details,
                 )
             )
-    # the task's own result: its rate and schedule are always there
-    fresh = Int8Accuracy(
-        result["val_accuracy"], result["accuracy"], float(details["lr"]), str(details["schedule"])
-    )
-    return fresh, _int8_entry(fresh, details, "measured by export")
+    fresh = Int8Accuracy.of(result["val_accuracy"], result["accuracy"], details)
+    return fresh, _int8_entry(fresh, "measured by export")
 
 
 def _repeats_of(evaluation: Any) -> int:
@@ -559,20 +555,15 @@ def _repeats_of(evaluation: Any) -> int:
     return int(details.get("repeats", 1))
 
 
-def _int8_entry(
-    accuracy: Int8Accuracy, details: dict[str, Any] | None, source: str
-) -> dict[str, Any]:
-    """The manifest's record of the device's accuracy: ``accuracy``, and of its evaluation's
-    ``details`` the epochs and whether QAS trained it (which :class:`Int8Accuracy` does not
-    hold)."""
-    details = details or {}
+def _int8_entry(accuracy: Int8Accuracy, source: str) -> dict[str, Any]:
+    """The manifest's record of the device's accuracy (``source``: where it came from)."""
     return {
         "accuracy": accuracy.test_accuracy,
         "val_accuracy": accuracy.val_accuracy,
         "lr": accuracy.lr or None,  # 0.0: a measurement stored without its rate
         "schedule": accuracy.schedule,
-        "epochs": details.get("epochs"),
+        "epochs": accuracy.epochs,
         "batch_size": 1,
-        "qas": details.get("qas", True),
+        "qas": accuracy.qas,
         "source": source,
     }
