@@ -281,39 +281,7 @@ def test_a_bundle_predicted_with_a_forced_calibration_says_so(tmp_path: Path) ->
     )
 
 
-def test_in_python_words_names_only_the_functions_keywords() -> None:
-    from tinytune.api import in_python_words
-
-    keywords = {"sram_budget", "batch_size", "measure_int8", "study", "storage"}
-    assert in_python_words(
-        "raise --sram-budget to at least 1KB; pass --batch-size 32 (or --no-measure-int8), "
-        "--candidate KEY, or the study's own --study; no study '--study' in "
-        "'/tmp/--storage/db'; start one with 'tinytune search --study x'",
-        keywords,
-    ) == (
-        "raise sram_budget to at least 1KB; pass batch_size 32 (or measure_int8=False), "
-        "--candidate KEY, or the study's own study; no study '--study' in "
-        "'/tmp/--storage/db'; start one with 'tinytune search --study x'"
-    )
-    # a hint's value, as the Python call takes it: a number as it is, a name as a string, a
-    # quoted path kept as quoted
-    keywords = {"device", "engine", "epochs", "lr", "weights"}
-    assert in_python_words(
-        "pass --device=rpi4 --engine=bundle, or the study's own --epochs=1, --lr=0.05, "
-        "--weights='/a b/--lr=2.pt' or --lr",
-        keywords,
-    ) == (
-        "pass device='rpi4' engine='bundle', or the study's own epochs=1, lr=0.05, "
-        "weights='/a b/--lr=2.pt' or lr"
-    )
-    # a switch, off by default, is turned on by its flag
-    assert (
-        in_python_words("replace it with --force; --no-force", {"force"}, frozenset({"force"}))
-        == "replace it with force=True; force=False"
-    )
-
-
-def test_a_reworded_error_keeps_its_class_cause_and_the_functions_pickle() -> None:
+def test_an_error_keeps_its_class_and_cause_and_the_functions_pickle() -> None:
     import pickle
 
     import tinytune
@@ -412,7 +380,7 @@ def test_a_stored_study_reads_back_its_space_typed(tmp_path: Path) -> None:
     search stored: the config's, with the engine that predicted its latencies."""
     import tinytune
     from tinytune.db import open_store
-    from tinytune.search.config import StudySpace
+    from tinytune.search.space import StudySpace
     from tinytune.studies import find_candidate
 
     url, config = _made_up_study(tmp_path)

@@ -8,6 +8,7 @@ import ast
 import dataclasses
 import inspect
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +315,7 @@ def test_an_option_error_keeps_its_field_class_and_words_through_pickle() -> Non
 def test_from_options_sets_every_field_an_option_names() -> None:
     from tinytune.options import resolve
     from tinytune.search import SearchConfig
+    from tinytune.search.space import StudySpace
 
     values = resolve({"lr": 0.05, "seed": 7, "sram_budget": "none", "time_budget": "5m"})
     config = SearchConfig.from_options(values, checkpoint="")
@@ -321,7 +323,7 @@ def test_from_options_sets_every_field_an_option_names() -> None:
     assert (config.seed, config.finetune.seed) == (7, 7)
     assert config.sram_budget_bytes is None and config.time_budget_s == 300.0
     split = SearchConfig.from_options(resolve({"data_seed": 3}), checkpoint="")
-    assert split.data_seed == 3 and split.space()["data_seed"] == 3  # another study's space
+    assert split.data_seed == 3 and StudySpace.from_config(split).data_seed == 3  # its space
     default = SearchConfig.from_options(resolve({}), checkpoint="")
     assert default == SearchConfig(checkpoint="")
     assert default.tune_lr and default.sram_budget_bytes == 256 * 1024
@@ -356,7 +358,7 @@ def test_each_default_is_stated_once() -> None:
     import tinytune.cli.common
     import tinytune.studies
     from tinytune.search import SearchConfig
-    from tinytune.search.config import StudySpace
+    from tinytune.search.space import StudySpace
     from tinytune.spaces import DEFAULT_SUPERNET, default_network
 
     stated: dict[str, list[str]] = {DEFAULT_STORAGE: [], DEFAULT_DEVICE: [], DEFAULT_SUPERNET: []}
@@ -446,3 +448,68 @@ def test_every_option_of_the_search_is_described_in_the_commands_page() -> None:
     page = (Path(__file__).resolve().parents[1] / "docs" / "commands.md").read_text()
     missing = [o.flag for o in SEARCH_OPTIONS if not o.positional and f"`{o.flag}" not in page]
     assert missing == []
+
+
+_TEXT_FLAG = re.compile(r"(?<![\w-])--(?:no-)?([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+_QUOTED = re.compile(
+    r"(?<!\w)'[^']*'(?!\w)"
+)  # a command quoted whole: 'tinytune pretrain --force'
+FLAGS_IN_TEXT = {
+    # what tells where a bundle's weights came from (its manifest's checkpoint_source)
+    ("api.py", "--weights"),
+    ("bundle/assemble.py", "--weights"),
+    # the default of units.check_seed, for the profile command
+    ("units.py", "--seed"),
+    # the calibration's fit, which only the calibrate command runs
+    ("hwmodels/fitting.py", "--device"),
+}
+"""The options of the front door that modules below the command line write as flags in text,
+and why that is no message a Python caller gets."""
+
+
+def _non_doc_strings(path: Path) -> list[str]:
+    """The string constants of a module (parts of f-strings included), but its docstrings and
+    those of its constants (a string that is a statement of its own)."""
+    tree = ast.parse(path.read_text())
+    documenting = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in documenting
+    ]
+
+
+def test_no_module_below_the_command_line_names_an_option_as_a_flag_in_text() -> None:
+    """An option of the front door (``tinytune.optimize``, ``export_bundle``, ``load``,
+    ``devices``) named in a message is a ``Flag`` that each front end words: nothing rewrites
+    text for a Python caller, so a message of text that says ``--epochs`` would say it to one.
+    A command written out in quotes (``'tinytune pretrain --force'``) is what to run, and
+    stays."""
+    import tinytune
+
+    keywords = {
+        name
+        for function in (
+            tinytune.optimize,
+            tinytune.export_bundle,
+            tinytune.load,
+            tinytune.devices,
+        )
+        for name in inspect.signature(function).parameters
+    }
+    found = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = str(path.relative_to(PACKAGE))
+        if where.startswith("cli/"):
+            continue
+        for text in _non_doc_strings(path):
+            for match in _TEXT_FLAG.finditer(_QUOTED.sub("", text)):
+                if match.group(1).replace("-", "_") in keywords:
+                    found.add((where, match.group(0)))
+    assert found == FLAGS_IN_TEXT

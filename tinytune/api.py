@@ -12,19 +12,14 @@ these functions.
 
 from __future__ import annotations
 
-import functools
 import inspect
-import re
 import textwrap
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinytune import studies as _studies
-from tinytune.errors import TinyTuneError
 from tinytune.options import (
     DEFAULT_DATASET,
     DEFAULT_STORAGE,
@@ -50,7 +45,6 @@ __all__ = [
     "DEFAULT_SUPERNET",
     "DEFAULT_WORKERS",
     "Exported",
-    "command_line",
     "devices",
     "export_bundle",
     "load",
@@ -62,77 +56,7 @@ DEFAULT_DEVICE_LR = 0.0125
 that ``--verify-int8`` tries (:data:`tinytune.search.verify.INT8_LRS`)."""
 
 
-_COMMAND_LINE: ContextVar[bool] = ContextVar("tinytune_command_line", default=False)
-# a flag, and the value of a hint that writes it as --flag=VALUE (to pass as given)
-_FLAG = re.compile(r"(?<![^\s(])--(no-)?([a-z][a-z0-9]*(?:-[a-z0-9]+)*)(=[^\s,;()']*)?")
-_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
-# a value quoted by repr(): not an apostrophe within a word (the study's own --epochs)
-_QUOTED = re.compile(r"((?<!\w)'[^']*'(?!\w)|(?<!\w)\"[^\"]*\"(?!\w))")
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-
-@contextmanager
-def command_line() -> Iterator[None]:
-    """Calls of the front door within it are the command line's: the errors whose messages are
-    still text name its flags (``--sram-budget``), not the keyword arguments of a Python call
-    (``sram_budget``). An error that names options as :class:`tinytune.errors.Words` needs no
-    such context: each front end words it (:meth:`TinyTuneError.worded`)."""
-    token = _COMMAND_LINE.set(True)
-    try:
-        yield
-    finally:
-        _COMMAND_LINE.reset(token)
-
-
-def in_python_words(
-    message: str, keywords: set[str], switches: frozenset[str] = frozenset()
-) -> str:
-    """``message`` with each command-line flag that is one of ``keywords`` named as the
-    keyword argument (``--batch-size`` as ``batch_size``, ``--no-measure-int8`` as
-    ``measure_int8=False``, a switch — a keyword of ``switches``, off by default — ``--force``
-    as ``force=True``, a hint's ``--device=rpi4`` as ``device='rpi4'`` and ``--epochs=1`` as
-    ``epochs=1``); other text, flags of no such keyword and anything quoted (a value the
-    caller gave: a study's name, a path) as they were.
-
-    Only for the messages of text that modules below the front door still word in flags (the
-    search's study and driver, the bundle's options, the checkpoints); a message of
-    :class:`tinytune.errors.Words` is never rewritten."""
-
-    def keyword(match: re.Match[str]) -> str:
-        name = match.group(2).replace("-", "_")
-        if name not in keywords:
-            return match.group(0)
-        if match.group(1):
-            return f"{name}=False"
-        value = (match.group(3) or "")[1:]
-        if match.group(3) is None:
-            return f"{name}=True" if name in switches else name
-        if not value or _NUMBER.fullmatch(value):  # a quoted value follows, or a number
-            return f"{name}={value}"
-        return f"{name}={value!r}"
-
-    # the split keeps the quoted spans at the odd indices
-    parts = _QUOTED.split(message)
-    return "".join(p if i % 2 else _FLAG.sub(keyword, p) for i, p in enumerate(parts))
-
-
-def _python_words(function: _F) -> _F:
-    """``function``, whose :class:`TinyTuneError` of text names its keyword arguments where the
-    checks it shares with the command line name flags (outside :func:`command_line`)."""
-    parameters = inspect.signature(function).parameters
-    keywords = set(parameters)
-    switches = frozenset(name for name, p in parameters.items() if p.default is False)
-
-    @functools.wraps(function)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return function(*args, **kwargs)
-        except TinyTuneError as e:
-            if not _COMMAND_LINE.get() and len(e.args) == 1 and isinstance(e.args[0], str):
-                e.args = (in_python_words(e.args[0], keywords, switches),)
-            raise  # the same error, its cause and traceback kept
-
-    return call  # type: ignore[return-value]
 
 
 def _check_callbacks(**callbacks: object) -> None:
@@ -185,7 +109,6 @@ def _from_options(function: _F) -> _F:
     return function
 
 
-@_python_words
 @_from_options
 def optimize(*args: Any, **kwargs: Any) -> SearchResult:
     """Search how to fine-tune a network on ``dataset`` for ``device``; run or continue the
@@ -350,7 +273,6 @@ def _optimize(
                 executor.close()
 
 
-@_python_words
 def devices(storage: str | None = None) -> list[DeviceProfile]:
     """Every device a search can target, with the newest calibration stored in ``storage``
     (when given and the database exists) in place of its built-in latency profile."""
@@ -364,7 +286,6 @@ def devices(storage: str | None = None) -> list[DeviceProfile]:
         return [get_device(n, store.latest_device_calibration(n)) for n in device_names()]
 
 
-@_python_words
 def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
     """A stored study (default: the only one in the database), read only.
 
@@ -389,7 +310,6 @@ class Exported:
     checkpoint_source: str
 
 
-@_python_words
 def export_bundle(
     target: FrontPoint | int | str,
     out: str | Path,
@@ -587,9 +507,8 @@ def _device_accuracy(
     if found.study is not None:
         with open_store(storage) as store:
             stored = int8_accuracies(store, found.study, [key]).get(key)
-            evaluation = store.find_evaluation(found.study, key, "int8") if stored else None
-        if stored is not None and evaluation is not None:
-            return stored, _int8_entry(stored, evaluation.details, "the study")
+        if stored is not None:
+            return stored, _int8_entry(stored, "the study")
     if not measure:
         return None
     if on_measure is not None:
@@ -626,11 +545,8 @@ def _device_accuracy(
                     details=details,
                 )
             )
-    # the task's own result: its rate and schedule are always there
-    fresh = Int8Accuracy(
-        result["val_accuracy"], result["accuracy"], float(details["lr"]), str(details["schedule"])
-    )
-    return fresh, _int8_entry(fresh, details, "measured by export")
+    fresh = Int8Accuracy.of(result["val_accuracy"], result["accuracy"], details)
+    return fresh, _int8_entry(fresh, "measured by export")
 
 
 def _repeats_of(evaluation: Any) -> int:
@@ -639,20 +555,15 @@ def _repeats_of(evaluation: Any) -> int:
     return int(details.get("repeats", 1))
 
 
-def _int8_entry(
-    accuracy: Int8Accuracy, details: dict[str, Any] | None, source: str
-) -> dict[str, Any]:
-    """The manifest's record of the device's accuracy: ``accuracy``, and of its evaluation's
-    ``details`` the epochs and whether QAS trained it (which :class:`Int8Accuracy` does not
-    hold)."""
-    details = details or {}
+def _int8_entry(accuracy: Int8Accuracy, source: str) -> dict[str, Any]:
+    """The manifest's record of the device's accuracy (``source``: where it came from)."""
     return {
         "accuracy": accuracy.test_accuracy,
         "val_accuracy": accuracy.val_accuracy,
         "lr": accuracy.lr or None,  # 0.0: a measurement stored without its rate
         "schedule": accuracy.schedule,
-        "epochs": details.get("epochs"),
+        "epochs": accuracy.epochs,
         "batch_size": 1,
-        "qas": details.get("qas", True),
+        "qas": accuracy.qas,
         "source": source,
     }

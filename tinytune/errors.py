@@ -132,9 +132,15 @@ class TinyTuneError(Exception):
     def worded(self, style: Style) -> str:
         """The message with the options it names worded as ``style``'s front end names
         them (the same text as ``str(self)`` for a message of plain text)."""
+        return self.words.worded(style)
+
+    @property
+    def words(self) -> Words:
+        """The message as :class:`Words`, to embed in another error's message so that each
+        front end still words the options it names."""
         if len(self.args) == 1 and isinstance(self.args[0], Words | Flag):
-            return _words(self.args[0]).worded(style)
-        return str(self)
+            return _words(self.args[0])
+        return Words((str(self),))
 
 
 class ConfigError(TinyTuneError, ValueError):

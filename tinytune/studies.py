@@ -13,7 +13,7 @@ from tinytune.spaces import Candidate
 if TYPE_CHECKING:
     from tinytune.db import EvaluationRecord, Store
     from tinytune.search import FrontPoint
-    from tinytune.search.config import StudySpace
+    from tinytune.search.space import StudySpace
     from tinytune.search.verify import Int8Accuracy
 
 __all__ = ["StoredCandidate", "StudyView", "find_candidate", "load"]
@@ -149,7 +149,7 @@ def find_candidate(store: Store, *, study: str | None, target: int | str) -> Sto
             to choose from).
     """
     from tinytune.search import Attr
-    from tinytune.search.config import StudySpace
+    from tinytune.search.space import StudySpace
 
     if isinstance(target, bool) or not isinstance(target, int | str):
         raise StorageError(
@@ -219,8 +219,9 @@ def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
     """
     from tinytune.db import open_store, require_tinytune
     from tinytune.search import Attr, FrontPoint
-    from tinytune.search.config import StudySpace, reference_candidate
+    from tinytune.search.config import reference_candidate
     from tinytune.search.recording import chosen_on, reference_point
+    from tinytune.search.space import StudySpace
     from tinytune.search.verify import int8_accuracies
 
     require_tinytune(storage)

@@ -19,6 +19,7 @@ from tinytune.bundle import (
 )
 from tinytune.bundle.manifest import checksums
 from tinytune.bundle.writer import FolderChanges, check_destination, folder_changes
+from tinytune.errors import CLI
 
 FILES = {"a.c": b"int a;\n", "kernels/b.h": b"/* b */\n"}
 
@@ -98,7 +99,9 @@ def test_work_a_new_bundle_would_lose_is_refused_unless_forced(
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     with pytest.raises(BundleError, match=re.escape(named)) as refused:
         write_bundle(out, new, _manifest(new))
-    assert "replace it with --force" in str(refused.value) and "\n" not in str(refused.value)
+    said = refused.value
+    assert str(said).endswith("replace it with force=True") and "\n" not in str(said)
+    assert said.worded(CLI).endswith("replace it with --force")
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert _siblings(out) == ["b"]
     if change.startswith("edit"):  # found before any work too

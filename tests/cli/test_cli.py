@@ -427,6 +427,7 @@ def test_an_optuna_study_tinytune_did_not_make_is_refused_untouched(
     assert code == 2 and err.count("\n") == 1
     said = "1 objective(s) (maximize)" if objectives == 1 else "holds 2 trial(s) and no tinytune"
     assert "study 'theirs' was not made by tinytune: " in err and said in err
+    assert err.endswith("; choose another --study\n")  # the command line's flag
     again = optuna.load_study(study_name="theirs", storage=url)
     assert again.user_attrs == {} and len(again.trials) == 2 and again.metric_names is None
 
@@ -633,7 +634,7 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
 
 def test_how_a_study_measures_is_told_from_its_space() -> None:
     from tinytune.cli.pareto import _measured_by
-    from tinytune.search.config import StudySpace
+    from tinytune.search.space import StudySpace
 
     def _measured_by_attrs(attrs: dict, repeats_seen: set[int]) -> str | None:
         return _measured_by(StudySpace.from_attrs(attrs), "sqlite://", "s", repeats_seen)
@@ -740,3 +741,26 @@ def test_the_search_says_which_devices_its_workers_trained_on(
     assert said in out
     assert out.count("workers trained on") == 1
     assert ("reserved GPUs" in out) == ("reserved GPUs" in said)
+
+
+def test_the_commands_log_names_options_as_flags() -> None:
+    """A log message that names an option (``tinytune.errors.Words``) says ``--mutate`` in a
+    command's output, where a Python caller's logging says ``mutate=True``; in a process of
+    its own, as a command runs (no logging set up before)."""
+    code = (
+        "import logging\n"
+        "from tinytune.cli.common import quiet_logs\n"
+        "from tinytune.errors import flag\n"
+        "quiet_logs()\n"
+        "log = logging.getLogger('tinytune.search.driver')\n"
+        "log.warning(flag('mutate', True) + ' changes update schemes; it is off with a preset')\n"
+        "log.warning('plain text, %d', 2)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stderr.splitlines() == [
+        "WARNING tinytune.search.driver: --mutate changes update schemes; it is off with a preset",
+        "WARNING tinytune.search.driver: plain text, 2",
+    ]

@@ -150,7 +150,7 @@ def test_files_that_are_no_config_or_weights_are_refused(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="cannot read the network config"):
         get_supernet(str(tmp_path / "missing.json"))
     spec = get_supernet(str(config))
-    with pytest.raises(ModelError, match="needs its weights"):
+    with pytest.raises(ModelError, match=r"needs its weights.* as weights FILE$"):
         from tinytune.models.supernet import require_weights
 
         require_weights(spec, None)
@@ -217,7 +217,7 @@ def test_bad_config_or_weights_on_the_command_line_are_one_line(
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     for network, said in (
         (["--supernet", str(tmp_path / "bad.json"), "--weights", str(weights)], "no list of"),
-        (["--supernet", str(config)], "needs its weights"),
+        (["--supernet", str(config)], "as --weights FILE"),
         (["--supernet", str(config), "--weights", str(config)], "cannot read"),
     ):
         code, _, err = _cli(["search", "--storage", url, "--inline", *network], capsys)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tinytune.data import SourceTask
-from tinytune.errors import ModelError
+from tinytune.errors import CLI, ModelError
 from tinytune.models import (
     PretrainRecipe,
     cache_dir,
@@ -79,14 +79,16 @@ def test_bad_checkpoints_give_one_line_errors(tmp_path: Path) -> None:
 
 def test_published_supernet_needs_its_file(tmp_path: Path) -> None:
     spec = get_supernet("ofa_mbv3_d234_e346_k357_w1.0")
-    with pytest.raises(ModelError, match=r"--weights FILE") as info:
+    with pytest.raises(ModelError, match=r"pass the file with weights FILE$") as info:
         load_supernet(spec, tmp_path / "none")
+    assert info.value.worded(CLI).endswith("pass the file with --weights FILE")
     assert "ofa_nets/ofa_mbv3_d234_e346_k357_w1.0" in str(info.value)
     assert str(info.value).startswith(f"supernet checkpoint {str(tmp_path / 'none')!r} does not")
     with pytest.raises(
-        ModelError, match=r"^supernet ofa_mbv3\S+ needs its published .+ --weights"
-    ):
+        ModelError, match=r"^supernet ofa_mbv3\S+ needs its published .+ weights FILE$"
+    ) as info:
         require_weights(spec, None)
+    assert info.value.worded(CLI).endswith(" --weights FILE")
     wrong = tmp_path / "wrong.pt"
     torch.save({"state_dict": {"x": torch.zeros(1)}}, wrong)
     with pytest.raises(ModelError, match="does not match"):

@@ -11,7 +11,7 @@ import pytest
 
 from tinytune.evaluators import FinetuneConfig, HardwareConfig
 from tinytune.search import SearchConfig
-from tinytune.search.config import FinetuneSettings, StudySpace
+from tinytune.search.space import FinetuneSettings, StudySpace
 
 
 def _configs(tmp_path: Path) -> list[SearchConfig]:
@@ -38,8 +38,7 @@ def _configs(tmp_path: Path) -> list[SearchConfig]:
 def test_a_space_round_trips_through_what_the_study_stores(tmp_path: Path) -> None:
     for config in _configs(tmp_path):
         space = StudySpace.from_config(config)
-        attrs = config.space()
-        assert space.to_attrs() == attrs
+        attrs = space.to_attrs()
         assert json.loads(json.dumps(attrs)) == attrs  # a JSON user attribute of Optuna's
         assert StudySpace.from_attrs(attrs) == space
     default, other = (StudySpace.from_config(c) for c in _configs(tmp_path))
@@ -98,3 +97,37 @@ def test_no_stored_space_reads_as_the_defaults_of_a_search() -> None:
         assert (space.precision, space.batch_size) == ("int8", 1)
     # a stored engine of None (not resolved) stays None: only a missing key is an older study's
     assert StudySpace.from_attrs({"supernet": "x", "engine": None}).engine is None
+
+
+def test_an_older_space_is_compared_as_it_was_searched_and_recorded() -> None:
+    """What a run's space is compared with (``StudySpace.compared``, read through
+    ``from_attrs``): a missing engine or update as the earlier version's, missing fine-tuning
+    settings and weights left out, and any other missing key as None (so it differs)."""
+    from tinytune.search.stored_space import space_difference
+
+    requested = StudySpace.from_config(SearchConfig(checkpoint="", engine="bundle")).to_attrs()
+    older = {
+        k: v for k, v in requested.items() if k not in ("engine", "update", "finetune", "weights")
+    }
+    compared = StudySpace.compared(older)
+    assert compared == {**older, "engine": "published", "update": "reordered"}
+    assert space_difference(older, requested) == {
+        "engine": ("published", "bundle"),
+        "update": ("reordered", "fused"),
+    }
+    # the first versions stored no device and no objectives: nothing stands for them
+    first = {k: v for k, v in older.items() if k not in ("device", "objectives")}
+    assert StudySpace.compared(first)["device"] is None
+    assert space_difference(first, requested) == {
+        "engine": ("published", "bundle"),
+        "update": ("reordered", "fused"),
+        "device": (None, "stm32f746"),
+        "objectives": (None, ["accuracy", "peak_sram_bytes", "latency_s"]),
+    }
+    # weights stored as None (no checkpoint file) are recorded, and compared
+    assert space_difference(
+        {**requested, "weights": None}, {**requested, "weights": "ab" * 32}
+    ) == {"weights": (None, "abababababab…")}
+    assert space_difference(requested, requested) == {}
+    stored = {**requested, "finetune": {**requested["finetune"], "epochs": 3}}
+    assert space_difference(stored, requested) == {"finetune": {"epochs": (3, 8)}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import optuna
 import pytest
 
 from tinytune.db import open_store
-from tinytune.errors import BudgetError, ConfigError, StorageError
+from tinytune.errors import CLI, BudgetError, ConfigError, StorageError
 from tinytune.evaluators import FinetuneConfig, run_evaluation
 from tinytune.search import InlineExecutor, run_search
 from tinytune.search.attrs import Attr
@@ -151,9 +152,12 @@ def test_a_study_stored_before_engines_were_named_goes_on_with_its_engine(
     _forget_space_key(url, "engine")
     with (
         open_store(url) as store,
-        pytest.raises(StorageError, match=r"'engine': \('published', 'bundle'\).* --engine=publ"),
+        pytest.raises(
+            StorageError, match=r"'engine': \('published', 'bundle'\).* engine='publ"
+        ) as raised,
     ):
         run_search(search_config(tiny_checkpoint, trials=2), store, InlineExecutor(run_evaluation))
+    assert raised.value.worded(CLI).endswith("or pass --engine published")
     with open_store(url) as store:
         run_search(
             search_config(tiny_checkpoint, trials=2, engine="published"),
@@ -205,40 +209,60 @@ def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
         "lr": 0.05,
         "repeats": "auto",
     }
-    for change, message in (
-        ({"finetune": FinetuneConfig(epochs=2, lr=0.05)}, r"'epochs': \(1, 2\).*own --epochs=1"),
+    # the study's own settings, as each front end names them: (Python, command line)
+    for change, diff, python, cli in (
+        (
+            {"finetune": FinetuneConfig(epochs=2, lr=0.05)},
+            r"'epochs': \(1, 2\)",
+            "epochs=1",
+            "--epochs 1",
+        ),
         (
             {"finetune": FinetuneConfig(epochs=1, batch_size=16, lr=0.05)},
-            r"'batch_size': \(32, 16\).*own --batch-size=32",
+            r"'batch_size': \(32, 16\)",
+            "batch_size=32",
+            "--batch-size 32",
         ),
-        ({"finetune": FinetuneConfig(epochs=1, lr=0.1)}, r"'lr': \(0.05, 0.1\).*own --lr=0.05"),
-        ({"tune_lr": True}, r"'lr': \(0.05, 'per family'\).*own --lr=0.05"),
-        ({"repeats": 2}, r"'repeats': \('auto', 2\).*own repeats \(leave out --repeats\)"),
+        (
+            {"finetune": FinetuneConfig(epochs=1, lr=0.1)},
+            r"'lr': \(0.05, 0.1\)",
+            "lr=0.05",
+            "--lr 0.05",
+        ),
+        ({"tune_lr": True}, r"'lr': \(0.05, 'per family'\)", "lr=0.05", "--lr 0.05"),
+        (
+            {"repeats": 2},
+            r"'repeats': \('auto', 2\)",
+            r"repeats \(leave out repeats\)",
+            r"repeats \(leave out --repeats\)",
+        ),
         # another device: its own engine follows, so the device is what to pass
         (
             {"device": "rpi4"},
-            r"'device': \('stm32f746', 'rpi4'\).* name or pass --device=stm32f746$",
+            r"'device': \('stm32f746', 'rpi4'\)",
+            "study name or pass device='stm32f746'$",
+            "--study name or pass --device stm32f746$",
         ),
     ):
-        with (
-            open_store(url) as store,
-            pytest.raises(StorageError, match=f"another search space.*{message}"),
-        ):
+        with open_store(url) as store, pytest.raises(StorageError) as raised:
             run_search(
                 search_config(tiny_checkpoint, trials=2, **change),
                 store,
                 InlineExecutor(run_evaluation),
             )
+        assert re.search(f"another search space.*{diff}.* {python}", str(raised.value))
+        assert re.search(f"another search space.*{diff}.* {cli}", raised.value.worded(CLI))
     other = tmp_path / "other-weights.pt"
     other.write_bytes(tiny_checkpoint.read_bytes() + b"\0")  # other weights: another SHA-256
     with (
         open_store(url) as store,
         pytest.raises(
             StorageError,
-            match=r"'weights': \('[0-9a-f]{12}…', '[0-9a-f]{12}…'\).*own --weights",
-        ),
+            match=r"'weights': \('[0-9a-f]{12}…', '[0-9a-f]{12}…'\).*own weights='",
+        ) as raised,
     ):
         run_search(search_config(other, trials=2), store, InlineExecutor(run_evaluation))
+    assert f"its own --weights {tiny_checkpoint}" in raised.value.worded(CLI)
     assert len(optuna.load_study(study_name="s", storage=url).trials) == n
     # stored by a version without the bound on --epochs (or damaged): no option asks for its
     # length now, and no other option helps
@@ -252,18 +276,21 @@ def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
         finetune = {**space["finetune"], "epochs": epochs}
         study.set_user_attr(Attr.SPACE, {**space, "finetune": finetune})
         for change in ({}, {"finetune": FinetuneConfig(epochs=1, lr=0.1)}, {"device": "rpi4"}):
-            with (
-                open_store(url) as store,
-                pytest.raises(
-                    StorageError,
-                    match=r"another --study name \(its length cannot be asked for now: epochs "
-                    rf"{words}; so it cannot be continued\)$",
-                ),
-            ):
+            with open_store(url) as store, pytest.raises(StorageError) as raised:
                 run_search(
                     search_config(tiny_checkpoint, trials=2, **change),
                     store,
                     InlineExecutor(run_evaluation),
+                )
+            # FinetuneConfig's own refusal, its option named as each front end names it
+            for wording, name, option in (
+                (str(raised.value), "study", "epochs"),
+                (raised.value.worded(CLI), "--study", "--epochs"),
+            ):
+                assert re.search(
+                    rf"another {name} name \(its length cannot be asked for now: {option} "
+                    rf"{words}; so it cannot be continued\)$",
+                    wording,
                 )
     study.set_user_attr(Attr.SPACE, space)
     assert len(optuna.load_study(study_name="s", storage=url).trials) == n
@@ -536,10 +563,16 @@ def test_the_weights_hint_names_the_studys_own_weights(tmp_path: Path) -> None:
     config = search_config(tmp_path / "w.pt")
     shipped = shipped_checkpoint(get_supernet(config.supernet))
     assert shipped is not None
-    assert weights_hint(config, str(shipped)) == (
+    shipped_hint = weights_hint(config, str(shipped))
+    assert shipped_hint.worded(CLI) == (
         " or leave out --weights (the study searched with the shipped checkpoint)"
     )
-    assert weights_hint(config, "mine.pt") == " or pass its own --weights='mine.pt'"
+    assert str(shipped_hint) == (
+        " or leave out weights (the study searched with the shipped checkpoint)"
+    )
+    mine = weights_hint(config, "my weights.pt")
+    assert mine.worded(CLI) == " or pass its own --weights 'my weights.pt'"
+    assert str(mine) == " or pass its own weights='my weights.pt'"
 
 
 def test_a_device_whose_flash_holds_no_candidate_is_refused() -> None:
@@ -577,11 +610,13 @@ def test_the_hint_for_another_device_names_the_studys_engine_when_not_its_defaul
     default = another_space(
         config, {"device": ("stm32f746", "rpi4"), "engine": ("bundle", "published")}, None
     )
-    assert str(default).endswith("name or pass --device=stm32f746")
+    assert default.worded(CLI).endswith("--study name or pass --device stm32f746")
+    assert str(default).endswith("study name or pass device='stm32f746'")
     other = another_space(
         config, {"device": ("stm32f746", "rpi4"), "engine": ("published", "pytorch")}, None
     )
-    assert str(other).endswith("name or pass --device=stm32f746 --engine=published")
+    assert other.worded(CLI).endswith("or pass --device stm32f746 and --engine published")
+    assert str(other).endswith("or pass device='stm32f746' and engine='published'")
 
 
 def test_fine_tunes_ask_for_their_gpu_share_and_the_int8_training_for_none(

@@ -143,6 +143,60 @@ def test_a_bracket_whose_screenings_all_failed_measures_nothing(tmp_path: Path) 
     )
 
 
+def test_a_run_whose_screenings_all_fail_stops_and_says_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every member that joins a bracket is a proposal that may lead somewhere, so none is
+    idle: with no proposal or time limit, a run whose short fine-tunes all fail once proposed
+    for ever. ``max_idle_proposals`` short fine-tunes failed in a row end it, and the result,
+    the log and the command's line say why (``max_proposals`` is set here only so that a run
+    that would go on fails this test instead of hanging it)."""
+    from tinytune.cli.search import _stopped
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    config = _config(ckpt, trials=5, max_idle_proposals=6, max_proposals=60)
+    with open_store(url) as store, caplog.at_level("WARNING", logger="tinytune.search.driver"):
+        result = run_search(config, store, InlineExecutor(ScreeningFake(fail_short=True)))
+        failed = store.evaluations("s", fidelity="short", status="failed")
+    assert result.stopped_by == "screening" and result.counts.measured == 0
+    # the six in a row, and the members still to screen when the row ended (a bracket of 3)
+    assert 6 <= result.counts.screen_tasks == len(failed) < 9
+    assert (
+        "stopped after 6 short fine-tunes in a row failed; the last: RuntimeError: out of "
+        "memory" in caplog.messages
+    )
+    assert _stopped(result, 5, None, None, None) == (
+        "the run stopped after a long row of short fine-tunes (--halving) that all failed, with "
+        "0 of the study's 5 measured fine-tunes done (the reference not counted); the warning "
+        "above names the last error"
+    )
+
+
+def test_a_screening_that_succeeds_ends_the_row_of_failed_ones(tmp_path: Path) -> None:
+    """Short fine-tunes that fail now and then (every third succeeds) never make a row of
+    ``max_idle_proposals``: the run measures its trials as before."""
+
+    class EveryThird(ScreeningFake):
+        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+            short = "train_fraction" in task
+            self.fail_short = short and sum("train_fraction" in t for t in self.tasks) % 3 != 2
+            return super().__call__(task)
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    fake = EveryThird()
+    with open_store(url) as store:
+        result = run_search(
+            _config(ckpt, trials=3, max_idle_proposals=3), store, InlineExecutor(fake)
+        )
+        short = store.evaluations("s", fidelity="short")
+    assert result.stopped_by is None and result.counts.measured == result.counts.promoted == 3
+    assert [e.status for e in short][:6] == ["failed", "failed", "ok"] * 2
+
+
 def test_the_meter_adds_up_epochs_and_seconds() -> None:
     results = iter([{"details": {"train_epochs": 2.5}, "wall_time_s": 1.0}, {"details": {}}])
     meter = Metered(InlineExecutor(lambda task: next(results)))

@@ -191,6 +191,24 @@ def test_the_proposed_mutant_repairs_the_baselines_over_the_budget_and_prices_ea
     assert everything is None  # every mutant measured or in flight
 
 
+def test_with_a_preset_nothing_is_mutated_and_the_log_names_the_option(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A preset fixes the update scheme that mutants change: ``mutate`` is off for the run,
+    and the warning names it as a Python caller names it (the command line's log handler
+    words it ``--mutate``: tests/cli/test_cli.py)."""
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    config = search_config(ckpt, trials=3, mutate=True, preset="bias-only", baselines=False)
+    with open_store(url) as store, caplog.at_level("WARNING", logger="tinytune.search.driver"):
+        result = run_search(config, store, InlineExecutor(FakeEvaluator()))
+    assert result.counts.measured == 3
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    assert not any("mutant_of" in t.user_attrs for t in trials)
+    assert "mutate=True changes update schemes; it is off with a preset" in caplog.messages
+
+
 def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path) -> None:
     ckpt = tmp_path / "weights.pt"
     ckpt.write_bytes(b"supernet weights")

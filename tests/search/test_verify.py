@@ -7,14 +7,14 @@ from pathlib import Path
 
 from tinytune.api import _int8_entry
 from tinytune.db import EvaluationRecord, open_store
-from tinytune.search.verify import int8_accuracies
+from tinytune.search.verify import Int8Accuracy, int8_accuracies
 
 
 def test_a_device_accuracy_stored_before_the_rate_could_halve_reads_as_constant(
     tmp_path: Path,
 ) -> None:
-    older = {"lr": 0.003125, "epochs": 4, "batch_size": 1, "qas": True}
-    newer = {**older, "lr": 0.1, "schedule": "halving"}
+    older = {"lr": 0.003125, "epochs": 4, "batch_size": 1}
+    newer = {**older, "lr": 0.1, "schedule": "halving", "epochs": 3, "qas": False}
     with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
         for key, details in (("a" * 16, older), ("b" * 16, newer)):
             store.add_candidate(key, "ofa-proxyless-w0.35", "{}")
@@ -25,10 +25,23 @@ def test_a_device_accuracy_stored_before_the_rate_could_halve_reads_as_constant(
             )
         found = int8_accuracies(store, "s", ["a" * 16, "b" * 16, "c" * 16])
     assert set(found) == {"a" * 16, "b" * 16}
-    assert (found["a" * 16].lr, found["a" * 16].schedule) == (0.003125, "constant")
-    assert (found["b" * 16].lr, found["b" * 16].schedule) == (0.1, "halving")
-    # what export trains the bundle by: the record read above, and the details it lacks
-    entry = _int8_entry(found["a" * 16], older, "the study")
-    assert (entry["schedule"], entry["lr"], entry["epochs"]) == ("constant", 0.003125, 4)
-    assert (entry["accuracy"], entry["val_accuracy"], entry["qas"]) == (0.8, 0.9, True)
-    assert _int8_entry(found["b" * 16], newer, "the study")["schedule"] == "halving"
+    # stored before the rate could halve, and before QAS could be turned off
+    assert found["a" * 16] == Int8Accuracy(0.9, 0.8, 0.003125, "constant", 4, True)
+    assert found["b" * 16] == Int8Accuracy(0.9, 0.8, 0.1, "halving", 3, False)
+    # what export trains the bundle by: the record read above, and nothing else of the store
+    entry = _int8_entry(found["a" * 16], "the study")
+    assert entry == {
+        "accuracy": 0.8,
+        "val_accuracy": 0.9,
+        "lr": 0.003125,
+        "schedule": "constant",
+        "epochs": 4,
+        "batch_size": 1,
+        "qas": True,
+        "source": "the study",
+    }
+    newest = _int8_entry(found["b" * 16], "the study")
+    assert (newest["schedule"], newest["epochs"], newest["qas"]) == ("halving", 3, False)
+    # one stored without its rate or epochs: none named
+    bare = Int8Accuracy.of(0.5, 0.4, None)
+    assert (_int8_entry(bare, "x")["lr"], _int8_entry(bare, "x")["epochs"]) == (None, None)

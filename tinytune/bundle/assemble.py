@@ -36,7 +36,7 @@ from tinytune.bundle.errors import BundleError
 from tinytune.bundle.manifest import BUNDLE_FORMAT, checksums
 from tinytune.bundle.render import ModelInfo, render_model, render_profile
 from tinytune.bundle.samples import Samples, render_samples
-from tinytune.errors import BudgetError
+from tinytune.errors import BudgetError, flag
 from tinytune.evaluators.hardware import HardwareCost
 from tinytune.export import C_HEADERS, C_SOURCES, csrc_dir
 from tinytune.export.program import StepProgram
@@ -122,21 +122,22 @@ guarantees up to 32767, and its epoch loop runs to the count inclusive (so one l
 
 def check_options(samples: int, epochs: int, lr: float, lr_schedule: str = "halving") -> None:
     """Validate the example's settings (a :class:`BundleRequest` does it; call it early to
-    fail before any work)."""
-    for name, value in (("--samples", samples), ("--epochs", epochs)):
+    fail before any work). A refusal names the option of the export's front ends
+    (``samples``, ``epochs``, ``lr``, ``lr_schedule``) as each of them words it."""
+    for name, value in (("samples", samples), ("epochs", epochs)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise BundleError(f"{name} must be an integer >= 1, got {value!r:.40}")
+            raise BundleError(flag(name) + f" must be an integer >= 1, got {value!r:.40}")
         if value > MAX_EXAMPLE_COUNT:
             raise BundleError(
-                f"{name} must be at most {MAX_EXAMPLE_COUNT} (the example counts in a C int, "
-                f"at least 16 bits), got {value}"
+                flag(name) + f" must be at most {MAX_EXAMPLE_COUNT} (the example counts in a C "
+                f"int, at least 16 bits), got {value}"
             )
     number = not isinstance(lr, bool) and isinstance(lr, int | float)
     if not (number and math.isfinite(lr) and MIN_DEVICE_LR <= lr < 10.0):
-        raise BundleError(f"--lr must lie in [{MIN_DEVICE_LR:g}, 10), got {lr!r}")
+        raise BundleError(flag("lr") + f" must lie in [{MIN_DEVICE_LR:g}, 10), got {lr!r}")
     if lr_schedule not in LR_SCHEDULES:
         raise BundleError(
-            f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)}, got {lr_schedule!r}"
+            flag("lr_schedule") + f" must be one of {', '.join(LR_SCHEDULES)}, got {lr_schedule!r}"
         )
 
 

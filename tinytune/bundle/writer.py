@@ -28,6 +28,7 @@ from typing import Any
 
 from tinytune.bundle.errors import BundleError
 from tinytune.bundle.manifest import MANIFEST_NAME, is_bundle, manifest_bytes, read_manifest
+from tinytune.errors import flag
 
 __all__ = ["FolderChanges", "check_destination", "folder_changes", "write_bundle"]
 
@@ -139,7 +140,7 @@ def _refuse_losses(out: Path, changes: FolderChanges, lost: list[str]) -> None:
         shown = ", ".join(named[:4]) + (f" and {len(named) - 4} more" if len(named) > 4 else "")
         raise BundleError(
             f"output folder {str(out)!r} holds work that a new bundle there would lose: {shown}; "
-            "move it elsewhere, or replace it with --force"
+            "move it elsewhere, or replace it with " + flag("force", True)
         )
 
 

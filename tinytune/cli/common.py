@@ -43,9 +43,27 @@ console = Console(
 )
 
 
+class _FlagWords(logging.Filter):
+    """Names the options in a log message of :class:`tinytune.errors.Words` (``mutate=True``
+    to a Python caller) as the command line names them (``--mutate``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from tinytune.errors import CLI, Flag, Words
+
+        if isinstance(record.msg, Words | Flag):
+            record.msg = record.msg.worded(CLI)
+        return True
+
+
 def quiet_logs() -> None:
-    """Keep third-party chatter (Ray, Optuna, Alembic) out of the command's output."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    """Keep third-party chatter (Ray, Optuna, Alembic) out of the command's output, and word
+    the options that tinytune's log messages name as flags. Logging that the embedding
+    process set up already (handlers on the root logger) is left as it is."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        for handler in root.handlers:
+            handler.addFilter(_FlagWords())
     for name in ("ray", "optuna", "alembic", "filelock"):
         logging.getLogger(name).setLevel(logging.ERROR)
 

@@ -47,12 +47,10 @@ for _name, _command in (
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
-    from tinytune.api import command_line
     from tinytune.errors import CLI, TinyTuneError
 
     try:
-        with command_line():  # errors of text keep the flags the modules below word them in
-            result = app(args=argv, standalone_mode=False)
+        result = app(args=argv, standalone_mode=False)
     except TinyTuneError as e:
         print(f"tinytune: error: {e.worded(CLI)}", file=sys.stderr)  # options as flags
         return 2

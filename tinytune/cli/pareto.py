@@ -10,7 +10,7 @@ import typer
 from tinytune.cli.common import DEFAULT_STORAGE
 
 if TYPE_CHECKING:
-    from tinytune.search.config import StudySpace
+    from tinytune.search.space import StudySpace
 
 __all__ = ["pareto"]
 

@@ -249,6 +249,11 @@ def _stopped(
             f"the run stopped after a long row of proposals over the budgets or already "
             f"measured, {done}; a looser SRAM, flash or latency budget may let it go on"
         )
+    if result.stopped_by == "screening":
+        return (
+            f"the run stopped after a long row of short fine-tunes (--halving) that all failed, "
+            f"{done}; the warning above names the last error"
+        )
     if result.stopped_by == "time":
         limit = f"--time-budget {time_budget}"
     elif result.stopped_by == "epochs":

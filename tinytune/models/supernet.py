@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinytune.errors import ModelError
+from tinytune.errors import ModelError, flag
 from tinytune.models.ofa_adapter import build_ofa_supernet, set_active
 from tinytune.paths import cache_dir
 from tinytune.spaces import StageConfig, SubnetConfig, SupernetSpec, default_subnet
@@ -559,7 +559,9 @@ def require_weights(spec: SupernetSpec, path: Path | None) -> None:
     if path is None and spec.config_file:
         raise ModelError(
             f"the network of {spec.config_file!r} needs its weights, which tinytune does not "
-            "download: pass the weights file downloaded with the config as --weights FILE"
+            "download: pass the weights file downloaded with the config as "
+            + flag("weights")
+            + " FILE"
         )
     if path is not None and path.is_dir():
         raise ModelError(f"supernet checkpoint {str(path)!r} is a folder; name the file in it")
@@ -568,7 +570,9 @@ def require_weights(spec: SupernetSpec, path: Path | None) -> None:
         raise ModelError(
             f"{missing}{'; ' if missing else ''}supernet {spec.name} needs its published "
             f"ImageNet weights, which tinytune does not download: fetch "
-            f"{PUBLISHED_URL.format(name=spec.name)} and pass the file with --weights FILE"
+            f"{PUBLISHED_URL.format(name=spec.name)} and pass the file with "
+            + flag("weights")
+            + " FILE"
         )
     if missing:
         raise ModelError(missing)

@@ -251,13 +251,18 @@ class Ladder:
             )
         )
         notes: tuple[Note, ...] = ()
+        error = None
         if ok:
             member.screen, member.screen_state = float(result["val_accuracy"]), "done"
             notes = (Note(member.trial, {Attr.SCREEN_ACCURACY: member.screen}),)
         else:
             member.screen_state = "failed"
+            error = str(result.get("error") or "the short fine-tune failed")
         return Outcome(
-            notes, "screened", {"trial": member.trial.number, "accuracy": member.screen}
+            notes,
+            "screened",
+            {"trial": member.trial.number, "accuracy": member.screen},
+            screen_error=error,
         )
 
     def score_measured(self, member: Member) -> tuple[Note, ...]:

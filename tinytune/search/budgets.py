@@ -124,8 +124,10 @@ def epoch_costs(config: SearchConfig, repeats: int) -> tuple[float, float]:
 
 @dataclass
 class RunLimits:
-    """What this run may still do: its wall time, its proposals, and proposals in a row that
-    led nowhere (over budget or already measured)."""
+    """What this run may still do: its wall time, its proposals, proposals in a row that led
+    nowhere (over budget or already measured), and short fine-tunes in a row that failed
+    (``halving``: a run whose every screening fails would otherwise propose for ever, each
+    bracket member that joins being no idle proposal); ``max_idle`` of either ends it."""
 
     time_budget_s: float | None
     max_proposals: int | None
@@ -133,6 +135,7 @@ class RunLimits:
     start: float
     proposals: int = 0
     idle: int = 0
+    failed_screens: int = 0
 
     def time_left(self) -> bool:
         budget = self.time_budget_s
@@ -141,14 +144,22 @@ class RunLimits:
     def may_propose(self) -> bool:
         return self.spent() is None
 
+    def screened(self, failed: bool) -> None:
+        """Count a short fine-tune's result: one that failed adds to the row, one that scored
+        its member ends it."""
+        self.failed_screens = self.failed_screens + 1 if failed else 0
+
     def spent(self) -> str | None:
-        """Which of these limits holds new proposals back (``proposals``, ``idle``, ``time``),
-        or None while none does. The counts grow only by proposals, which a spent time
-        forbids, so one that is spent was spent before the time: it comes first."""
+        """Which of these limits holds new proposals back (``proposals``, ``idle``,
+        ``screening``, ``time``), or None while none does. The counts grow only by proposals
+        and their screenings, which a spent time forbids, so one that is spent was spent
+        before the time: it comes first."""
         if self.max_proposals is not None and self.proposals >= self.max_proposals:
             return "proposals"
         if self.idle >= self.max_idle:
             return "idle"
+        if self.failed_screens >= self.max_idle:
+            return "screening"
         if not self.time_left():
             return "time"
         return None

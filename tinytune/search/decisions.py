@@ -102,11 +102,17 @@ class Submit:
 @dataclass(frozen=True)
 class Outcome:
     """What a result of one of the ladder's tasks leads to: notes for the trials it scored,
-    and the progress event to emit (its kind, then its fields)."""
+    and the progress event to emit (its kind, then its fields).
+
+    Attributes:
+        screen_error: of a short fine-tune (event ``screened``), its error where it failed
+            (None: it scored its member).
+    """
 
     notes: tuple[Note, ...]
     event: str
     data: Mapping[str, Any] = field(default_factory=dict)
+    screen_error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinytune.db import Store
+from tinytune.errors import flag
 from tinytune.search.attrs import Attr
 from tinytune.search.brackets import Ladder, LadderContext
 from tinytune.search.budgets import RunLimits, StudyBudget, epoch_costs
@@ -104,10 +105,12 @@ class Run:
         self.task_time = 0.0
         self.lr_cost = (0, 0.0)  # the grid's fine-tunes and task seconds in this run
         self.stopped_by: str | None = None  # the first of this run's limits that held it back
+        self.screen_error: str | None = None  # the last short fine-tune's error, if one failed
         self.mutation_turn = False  # with config.mutate: whether the last proposal was one
         self.ladder: Ladder | None = None
         if config.mutate and config.preset is not None:
-            log.warning("--mutate changes update schemes; it is off with a preset")
+            # Words: each front end's log handler names the option as it does
+            log.warning(flag("mutate", True) + " changes update schemes; it is off with a preset")
         if (config.proxy or config.halving) and config.preset is not None:
             log.warning("the fidelity ladder searches update schemes; it is off with a preset")
         elif config.proxy or config.halving:
@@ -178,6 +181,12 @@ class Run:
             log.warning(
                 "stopped after %d proposals in a row that were over budget or already measured",
                 self.limits.idle,
+            )
+        if self.limits.failed_screens >= config.max_idle_proposals:
+            log.warning(
+                "stopped after %d short fine-tunes in a row failed; the last: %s",
+                self.limits.failed_screens,
+                str(self.screen_error).splitlines()[0],
             )
         finished = self.budget.spent()[0]
         stopped_by = self.stopped_by if finished < config.trials else None
@@ -257,6 +266,9 @@ class Run:
                     ledger.record(key, result)
                 else:  # a result of the ladder's own task
                     ledger.note(outcome.notes)
+                    if outcome.event == "screened":
+                        self.limits.screened(outcome.screen_error is not None)
+                        self.screen_error = outcome.screen_error or self.screen_error
                     self.emit(outcome.event, **outcome.data)
             self.watch()
 

@@ -10,9 +10,10 @@ from tinytune.search.verify import Int8Accuracy
 
 __all__ = ["STOP_REASONS", "Counts", "SearchEvent", "SearchResult"]
 
-STOP_REASONS = ("time", "epochs", "proposals", "idle")
+STOP_REASONS = ("time", "epochs", "proposals", "idle", "screening")
 """Why a run can end with the study's budget unspent: ``time_budget_s``, ``epoch_budget``,
-``max_proposals``, or ``max_idle_proposals`` proposals in a row over budget or measured."""
+``max_proposals``, ``max_idle_proposals`` proposals in a row over budget or measured, or as
+many short fine-tunes (``halving``) in a row that failed."""
 
 
 @dataclass
@@ -111,7 +112,8 @@ class SearchResult:
             accuracy is the mean over (1: the data set's own split).
         copies: image files of the data set left out as copies of others (the same bytes).
         stopped_by: why the run ended before the study's budget of measured fine-tunes was
-            spent (:data:`STOP_REASONS`: ``time``, ``epochs``, ``proposals``, ``idle``); None
+            spent (:data:`STOP_REASONS`: ``time``, ``epochs``, ``proposals``, ``idle``,
+            ``screening``); None
             when it was spent, or when the run ended for none of these.
         int8: the device's accuracy (int8, batch 1, QAS) of front points, by candidate key,
             where measured; ``int8_runs``, ``int8_epochs`` and ``int8_s``: trainings, their

@@ -10,14 +10,15 @@ weights), and when the study is opened (:class:`tinytune.search.study.StudyAdapt
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tinytune.db import Store
-from tinytune.errors import StorageError
+from tinytune.errors import Flag, StorageError, Words, flag
 from tinytune.search.attrs import Attr
 from tinytune.search.config import DIRECTIONS, OBJECTIVES, SearchConfig, check_new_study_name
+from tinytune.search.space import AUTO_REPEATS, PER_FAMILY, UPDATE_BEFORE_NAMED, StudySpace
 
 __all__ = [
     "another_space",
@@ -29,7 +30,7 @@ __all__ = [
 ]
 
 
-def weights_hint(config: SearchConfig, stored: str) -> str:
+def weights_hint(config: SearchConfig, stored: str) -> Words:
     """How to search with a study's own weights: its path, or none where the study searched
     with the checkpoint the package ships."""
     from tinytune.checkpoints import shipped_checkpoint
@@ -41,17 +42,23 @@ def weights_hint(config: SearchConfig, stored: str) -> str:
     except ModelError:  # a damaged shipped file: the path is all there is to say
         shipped = None
     if shipped is not None and Path(stored).resolve() == shipped.resolve():
-        return " or leave out --weights (the study searched with the shipped checkpoint)"
-    return f" or pass its own --weights={stored!r}"
+        return (
+            " or leave out "
+            + flag("weights")
+            + " (the study searched with the shipped checkpoint)"
+        )
+    return " or pass its own " + flag("weights", stored)
 
 
-_FINETUNE_OPTIONS: dict[str, Callable[[Any], str]] = {
-    "epochs": lambda v: f"--epochs={v}",
-    "batch_size": lambda v: f"--batch-size={v}",
-    "lr": lambda v: "learning rates (leave out --lr)" if v == "per family" else f"--lr={v}",
-    "repeats": lambda v: "repeats (leave out --repeats)" if v == "auto" else f"--repeats={v}",
-}
-"""How to ask for a study's own fine-tuning setting, by the key of its space's ``finetune``."""
+def _finetune_option(key: str, stored: Any) -> Flag | Words:
+    """How to ask for a study's own fine-tuning setting ``stored``, by the key of its space's
+    ``finetune``: the option with that value, or (a rate chosen per family, repeats chosen by
+    the validation split's size) the option left out."""
+    if (key, stored) == ("lr", PER_FAMILY):
+        return "learning rates (leave out " + flag("lr") + ")"
+    if (key, stored) == ("repeats", AUTO_REPEATS):
+        return "repeats (leave out " + flag("repeats") + ")"
+    return flag(key, stored)
 
 
 def another_space(
@@ -59,18 +66,23 @@ def another_space(
 ) -> StorageError:
     """The one-line refusal of a study stored with another search space (``diff``: what
     :func:`space_difference` found), with what to pass instead."""
+    hint = Words()
     if "device" in diff:  # its engine follows from its device, unless it was another
         from tinytune.hwmodels.registry import default_engine
 
         device = diff["device"][0]
-        hint = f" or pass --device={device}"
+        hint += " or pass " + flag("device", device)
         engine = diff.get("engine", (None,))[0]
         if engine is not None and engine != default_engine(str(device)):
-            hint += f" --engine={engine}"
-    else:
-        hint = f" or pass --engine={diff['engine'][0]}" if "engine" in diff else ""
+            hint += " and " + flag("engine", engine)
+    elif "engine" in diff:
+        hint += " or pass " + flag("engine", diff["engine"][0])
     if "weights" in diff and checkpoint:
         hint += weights_hint(config, checkpoint)
+    refusal = (
+        f"study {config.study_name!r} exists with another search space (stored vs requested: "
+        f"{diff}); choose another " + flag("study") + " name"
+    )
     if "finetune" in diff:
         from tinytune.errors import ConfigError
         from tinytune.evaluators.finetune import FinetuneConfig
@@ -80,26 +92,24 @@ def another_space(
             FinetuneConfig(epochs=settings.get("epochs", (1,))[0])
         except ConfigError as e:
             return StorageError(
-                f"study {config.study_name!r} exists with another search space (stored vs "
-                f"requested: {diff}); choose another --study name (its length cannot be asked "
-                f"for now: {e}; so it cannot be continued)"
+                refusal
+                + " (its length cannot be asked for now: "
+                + e.words
+                + "; so it cannot be continued)"
             )
-        hint += " or pass the study's own " + ", ".join(
-            _FINETUNE_OPTIONS[k](was) for k, (was, _) in settings.items()
-        )
-    if diff.get("update", (None,))[0] == "reordered":
+        hint += " or pass the study's own "
+        for i, (key, (was, _)) in enumerate(settings.items()):
+            hint += (", " if i else "") + _finetune_option(key, was)
+    if diff.get("update", (None,))[0] == UPDATE_BEFORE_NAMED:
         hint += (
             " (its SRAM was planned with parameter-gradient buffers that the bundles' "
             "fused updates do not use)"
         )
-    return StorageError(
-        f"study {config.study_name!r} exists with another search space "
-        f"(stored vs requested: {diff}); choose another --study name{hint}"
-    )
+    return StorageError(refusal + hint)
 
 
 def nothing_to_resume(config: SearchConfig, names: Sequence[str]) -> StorageError:
-    """The one-line refusal of ``--resume`` for a study that is not in the database."""
+    """The one-line refusal of ``resume`` for a study that is not in the database."""
     return StorageError(
         f"no study {config.study_name!r} to resume in the database; studies: "
         f"{', '.join(names) or '(none)'}"
@@ -112,7 +122,7 @@ def check_stored_space(config: SearchConfig, store: Store) -> None:
     is compared here, so that a mismatch costs no pre-training.
 
     Raises:
-        StorageError: the study exists with another search space, or ``--resume`` names a
+        StorageError: the study exists with another search space, or ``resume`` names a
             study that does not exist.
     """
     import optuna
@@ -133,7 +143,9 @@ def check_stored_space(config: SearchConfig, store: Store) -> None:
         if (foreign := foreign_study(study)) is not None:
             raise foreign
         return
-    requested = {k: v for k, v in config.space().items() if k != "weights"}
+    requested = {
+        k: v for k, v in StudySpace.from_config(config).to_attrs().items() if k != "weights"
+    }
     stored = {k: v for k, v in stored.items() if k != "weights"}
     if diff := space_difference(stored, requested):
         raise another_space(config, diff, None)
@@ -148,38 +160,28 @@ def foreign_study(study: Any) -> StorageError | None:
         return StorageError(
             f"study {study.study_name!r} was not made by tinytune: it has {len(directions)} "
             f"objective(s) ({', '.join(directions)}), a tinytune study {len(DIRECTIONS)} "
-            f"({', '.join(OBJECTIVES)}); choose another --study"
+            f"({', '.join(OBJECTIVES)}); choose another " + flag("study")
         )
     if trials := len(study.get_trials(deepcopy=False)):
         return StorageError(
             f"study {study.study_name!r} was not made by tinytune: it holds {trials} trial(s) "
-            "and no tinytune search space; choose another --study"
+            "and no tinytune search space; choose another " + flag("study")
         )
     return None
 
 
 def space_difference(stored: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
     """The keys whose stored and requested values differ, as (stored, requested); of the
-    fine-tuning settings, the settings that differ. A study stored before its space named the
-    latency engine was measured with the engine a profile then had,
-    :func:`tinytune.hwmodels.devices.unnamed_engine` (published; PyTorch on the host); one
-    stored before it named the parameter update was planned with each gradient a buffer for its
-    backward step (``reordered``); one stored before it named its fine-tuning settings or its
-    weights did not record them, so they are not compared; any other key it lacks reads as
-    None."""
-    from tinytune.hwmodels.devices import unnamed_engine
-
-    if "engine" not in stored:
-        stored = {**stored, "engine": unnamed_engine(str(stored.get("device", "")))}
-    if "update" not in stored:
-        stored = {**stored, "update": "reordered"}
-    for unrecorded in ("finetune", "weights"):
-        if unrecorded not in stored:
-            stored = {**stored, unrecorded: requested.get(unrecorded)}
-    diff = {k: (stored.get(k), v) for k, v in requested.items() if stored.get(k) != v}
+    fine-tuning settings, the settings that differ. The stored space is read as
+    :meth:`StudySpace.compared` reads it: a key that a study stored by an earlier version lacks
+    as what that version searched with, and not compared where it did not record it."""
+    was = StudySpace.compared(stored)
+    diff = {k: (was[k], v) for k, v in requested.items() if k in was and was[k] != v}
     if "weights" in diff:  # SHA-256s, shortened as git shortens commits
         diff["weights"] = tuple(f"{v[:12]}…" if v else v for v in diff["weights"])
     if "finetune" in diff:
-        was, asked = stored["finetune"], requested["finetune"]
-        diff["finetune"] = {k: (was.get(k), v) for k, v in asked.items() if was.get(k) != v}
+        settings, asked = was["finetune"] or {}, requested["finetune"]
+        diff["finetune"] = {
+            k: (settings.get(k), v) for k, v in asked.items() if settings.get(k) != v
+        }
     return diff

@@ -19,6 +19,7 @@ from tinytune.db import Store
 from tinytune.search.attrs import Attr
 from tinytune.search.config import DIRECTIONS, OBJECTIVES, SearchConfig, check_new_study_name
 from tinytune.search.heartbeats import MAX_RETRY, Heartbeats, StaleTrials
+from tinytune.search.space import StudySpace
 from tinytune.search.stored_space import (
     another_space,
     check_stored_space,
@@ -105,11 +106,12 @@ class StudyAdapter:
         stored = self.study.user_attrs.get(Attr.SPACE)
         if stored is None and (foreign := foreign_study(self.study)) is not None:
             raise foreign
+        space = StudySpace.from_config(config).to_attrs()
         if stored is None:
-            self.study.set_user_attr(Attr.SPACE, config.space())
+            self.study.set_user_attr(Attr.SPACE, space)
             self.study.set_metric_names(list(OBJECTIVES))
             self._enqueue_baselines()
-        elif diff := space_difference(stored, config.space()):
+        elif diff := space_difference(stored, space):
             raise another_space(config, diff, self.study.user_attrs.get(Attr.CHECKPOINT))
         if config.checkpoint:  # the weights this run searches with, for export
             self.study.set_user_attr(Attr.CHECKPOINT, str(config.checkpoint))

@@ -11,6 +11,7 @@ driver) is not trained again; one measured at a constant rate (before the rate c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -62,12 +63,35 @@ class Int8Accuracy:
         lr: the per-image rate (of the first epoch) validation chose.
         schedule: how the rate moved over the epochs
             (:data:`tinytune.quant.schedule.LR_SCHEDULES`).
+        epochs: the passes over the training split at batch 1 (None: stored without them).
+        qas: whether the integer updates were scaled by QAS (False: the ablation without).
     """
 
     val_accuracy: float
     test_accuracy: float
     lr: float
     schedule: str = "constant"
+    epochs: int | None = None
+    qas: bool = True
+
+    @classmethod
+    def of(
+        cls, val_accuracy: float, test_accuracy: float, details: Mapping[str, Any] | None
+    ) -> Int8Accuracy:
+        """The accuracy of an ``int8`` evaluation, stored or just measured, with the
+        ``details`` of its task (:func:`tinytune.evaluators.task.run_evaluation`): its rate,
+        schedule, epochs and QAS. One stored by an earlier version without them reads as its
+        training was: a constant rate (before the rate could halve), QAS on; a rate or epochs
+        it lacks as 0.0 and None."""
+        details = details or {}
+        return cls(
+            val_accuracy,
+            test_accuracy,
+            details.get("lr", 0.0),
+            details.get("schedule", "constant"),
+            details.get("epochs"),
+            details.get("qas", True),
+        )
 
 
 def int8_accuracies(store: Store, study: str, keys: list[str]) -> dict[str, Int8Accuracy]:
@@ -76,13 +100,7 @@ def int8_accuracies(store: Store, study: str, keys: list[str]) -> dict[str, Int8
     for key in keys:
         e = store.find_evaluation(study, key, "int8")
         if e is not None and e.val_accuracy is not None and e.accuracy is not None:
-            details = e.details or {}
-            found[key] = Int8Accuracy(
-                e.val_accuracy,
-                e.accuracy,
-                details.get("lr", 0.0),
-                details.get("schedule", "constant"),  # stored before the rate could halve
-            )
+            found[key] = Int8Accuracy.of(e.val_accuracy, e.accuracy, e.details)
     return found
 
 
