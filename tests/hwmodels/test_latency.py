@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import optuna
 import pytest
@@ -25,7 +27,7 @@ from tinytune.hwmodels.latency import (
     phase_features,
     predict_latency,
 )
-from tinytune.hwmodels.profiler import measure_step
+from tinytune.hwmodels.profiler import clock, clock_name, measure_step
 from tinytune.ir import Graph, trace
 from tinytune.models import build_candidate
 from tinytune.models.layers import Classifier, ConvUnit, GlobalAvgPool
@@ -114,6 +116,38 @@ def test_measure_step_leaves_the_module_unchanged() -> None:
     timing = measure_step(net, torch.randn(2, 2, 3, 3), warmup=1, repeats=3)
     assert len(timing.samples) == 3 and timing.train_step_s > 0 and timing.inference_s > 0
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+
+
+class _Waits(torch.nn.Module):
+    """A linear layer that also waits, off the CPU, for a fixed time in its forward pass."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 2)
+        self.seconds = seconds
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(self.seconds)
+        return self.linear(x)
+
+
+def test_one_thread_is_timed_in_its_cpu_time_and_several_on_the_wall_clock() -> None:
+    """With one intra-op thread a step is timed in the calling thread's CPU time, which leaves
+    out time spent waiting (a sleep here, another process holding the core in practice); with
+    several threads, in wall time, which counts it."""
+    net, x = _Waits(0.05), torch.randn(1, 4)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert clock() is time.thread_time and clock_name() == "thread CPU time"
+        cpu = measure_step(net, x, warmup=1, repeats=3)
+        torch.set_num_threads(2)
+        assert clock() is time.perf_counter and clock_name() == "wall time"
+        wall = measure_step(net, x, warmup=1, repeats=3)
+    finally:
+        torch.set_num_threads(threads)
+    assert cpu.train_step_s < 0.025 <= 0.05 <= wall.train_step_s
+    assert cpu.inference_s < 0.025 <= 0.05 <= wall.inference_s
 
 
 def test_call_rows_by_hand() -> None:

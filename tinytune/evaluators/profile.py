@@ -17,6 +17,7 @@ import torch
 from tinytune.hwmodels.host import machine_info
 from tinytune.hwmodels.measurements import Measurement, MeasurementFile
 from tinytune.hwmodels.profiler import (
+    clock_name,
     measure_op_backward,
     measure_op_forward,
     measure_step,
@@ -120,7 +121,8 @@ def profile_host(
     return MeasurementFile(
         device="host",
         precision="fp32",
-        machine=machine_info() | {"batch_size": batch_size, "rounds": rounds, "repeats": repeats},
+        machine=machine_info()
+        | {"batch_size": batch_size, "rounds": rounds, "repeats": repeats, "clock": clock_name()},
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         measurements=tuple(measurements),
         engine="pytorch",

@@ -1,7 +1,12 @@
 """Measure the latency of training steps on the host itself.
 
 A training step is forward, cross-entropy loss, backward and an SGD update of the trained
-parameters, at the batch size of the example, timed with ``time.perf_counter``. On a shared
+parameters, at the batch size of the example, timed by :func:`clock`: with one intra-op thread
+(``tinytune profile``'s default) the CPU time of the calling thread (``time.thread_time``),
+which PyTorch's CPU forward and backward both run on, so that time the thread spends waiting
+for a core is not counted; with several threads the wall clock (``time.perf_counter``), which
+counts every thread's work (the two clocks side by side, quiet and under load:
+``bench/profile_clocks.py``, results in ``docs/calibration.md``). On a shared
 machine a single burst of other work can slow one network's repeats all together, so
 :func:`measure_steps` interleaves: in every round each network runs a few steps in turn, in a
 shuffled order. Interference from other work only ever adds time, and on the shared two-core
@@ -22,7 +27,7 @@ import random
 import statistics
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -31,11 +36,26 @@ from torch import nn
 
 __all__ = [
     "StepTiming",
+    "clock",
     "measure_op_backward",
     "measure_op_forward",
     "measure_step",
     "measure_steps",
 ]
+
+
+def clock() -> Callable[[], float]:
+    """The clock that times steps and ops: the calling thread's CPU time when PyTorch runs on
+    one intra-op thread and the system keeps it to the microsecond (Linux and macOS do; some
+    systems count it in scheduler ticks), else the wall clock (with several threads, the other
+    threads' work would go uncounted)."""
+    fine = time.get_clock_info("thread_time").resolution <= 1e-6
+    return time.thread_time if fine and torch.get_num_threads() == 1 else time.perf_counter
+
+
+def clock_name() -> str:
+    """What :func:`clock` measures now, in words, for a measurement file's machine record."""
+    return "thread CPU time" if clock() is time.thread_time else "wall time"
 
 
 @dataclass(frozen=True)
@@ -60,21 +80,22 @@ class _Stepper:
         params = [p for p in module.parameters() if p.requires_grad]
         self.opt = torch.optim.SGD(params, lr=0.0) if params else None
         self.labels = torch.zeros(example.shape[0], dtype=torch.long)
+        self.clock = clock()
 
     def step(self) -> float:
-        start = time.perf_counter()
+        start = self.clock()
         loss = F.cross_entropy(self.module(self.example), self.labels)
         if self.opt is not None:
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             self.opt.step()
-        return time.perf_counter() - start
+        return self.clock() - start
 
     def forward(self) -> float:
-        start = time.perf_counter()
+        start = self.clock()
         with torch.no_grad():
             self.module(self.example)
-        return time.perf_counter() - start
+        return self.clock() - start
 
 
 def measure_steps(
@@ -135,13 +156,14 @@ def measure_op_forward(
     samples: dict[str, list[float]] = {n: [] for n in names}
     started: dict[str, float] = {}
     handles = []
+    now = clock()
     for name in names:
 
         def pre(_m: nn.Module, _a: object, name: str = name) -> None:
-            started[name] = time.perf_counter()
+            started[name] = now()
 
         def post(_m: nn.Module, _a: object, _o: object, name: str = name) -> None:
-            samples[name].append(time.perf_counter() - started[name])
+            samples[name].append(now() - started[name])
 
         handles.append(modules[name].register_forward_pre_hook(pre))
         handles.append(modules[name].register_forward_hook(post))
@@ -180,9 +202,10 @@ def measure_op_backward(
     fired: list[tuple[str, float]] = []
     samples: dict[str, list[float]] = {n: [] for n in names}
     labels = torch.zeros(example.shape[0], dtype=torch.long)
+    now = clock()
     handles = [
         modules[name].register_full_backward_pre_hook(
-            lambda _m, _g, name=name: fired.append((name, time.perf_counter()))
+            lambda _m, _g, name=name: fired.append((name, now()))
         )
         for name in names
     ]
@@ -194,7 +217,7 @@ def measure_op_backward(
                 fired.clear()
                 loss = F.cross_entropy(module(example), labels)
                 loss.backward()
-                end = time.perf_counter()
+                end = now()
                 module.zero_grad(set_to_none=True)
                 if k:
                     times = [t for _, t in fired[1:]] + [end]
