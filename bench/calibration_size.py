@@ -46,14 +46,54 @@ def errors(coefficients: object, tests: list[Measurement], width: int) -> np.nda
     )
 
 
+def _shares(e: np.ndarray) -> str:
+    return (
+        f"{np.mean(e <= 0.05):.0%} within ±5 %, {np.mean(e <= 0.10):.0%} within ±10 % "
+        f"(median {np.median(e):.1%}, max {e.max():.1%})"
+    )
+
+
+def bounds(pool: tuple[Measurement, ...], again: tuple[Measurement, ...], width: int) -> None:
+    """Print the full model's error on the very networks it was fitted on (every network and
+    op pass of the pool: no calibration from fewer does better on average), and the steps'
+    repeatability: each network's fastest step against its fastest in the other run, the
+    median ratio divided out (one run may be uniformly slower)."""
+    everything = fit_coefficients(
+        [m.graph for m in pool],
+        [m.train_step_s for m in pool],
+        width,
+        calls=[[(c.op, c.kernel, c.seconds) for c in m.per_call] for m in pool],
+        forward=[m.per_op_forward_s for m in pool],
+        backward=[m.per_op_backward_s for m in pool],
+    )
+    in_sample = _shares(errors(everything, list(pool), width))
+    print(f"full model fitted on all {len(pool)}, in sample: {in_sample}")
+    other = {m.name: m.train_step_s for m in again}
+    both = [m for m in pool if m.name in other]
+    ratio = np.array([m.train_step_s / other[m.name] for m in both])
+    ratio = ratio / np.median(ratio)
+    print(f"the same {len(both)} networks timed in another run: {_shares(np.abs(ratio - 1))}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("measurements", type=Path)
     parser.add_argument("--device", default="host")
     parser.add_argument("--sizes", type=int, nargs="+", default=[6, 12, 24, 48])
     parser.add_argument("--fit-pool", type=int, default=48)
+    parser.add_argument(
+        "--bounds",
+        type=Path,
+        metavar="AGAIN.json",
+        help="also print what bounds any calibration here: the full model fitted on every "
+        "network of the pool and checked on the same networks, and how far the pool's steps "
+        "are from AGAIN.json's, the same networks timed again in another run",
+    )
     args = parser.parse_args()
     file = load_measurements(args.measurements)
+    if args.bounds is not None:
+        width = PRECISIONS[file.precision].activation
+        bounds(file.measurements, load_measurements(args.bounds).measurements, width)
     pool, tests = (
         list(file.measurements[: args.fit_pool]),
         list(file.measurements[args.fit_pool :]),

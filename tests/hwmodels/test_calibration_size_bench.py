@@ -41,3 +41,22 @@ def test_the_table_of_a_known_pool(
     assert table_row.startswith(row), table_row
     if not noise:  # stored, and every test network predicted exactly
         assert " | 100% | 0.0% | 0.0% | 0.0% | 0.0% | " in table_row
+
+
+def test_the_bounds_of_a_known_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pool that a form of the model predicts exactly is fitted exactly by the full model,
+    and a pool timed "again" as the same file repeats itself exactly."""
+    truth = form_truth(SMALL)
+    path = tmp_path / "pool.json"
+    save_measurements(path, timed(predicted_file("int8", POOL, truth, "host", 0.0), truth))
+    argv = ["calibration_size.py", str(path), "--sizes", "12", "--fit-pool", "12"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--bounds", str(path)])
+    load_bench("calibration_size").main()
+    lines = capsys.readouterr().out.splitlines()
+    exact = "100% within ±5 %, 100% within ±10 % (median 0.0%, max 0.0%)"
+    assert lines[:2] == [
+        f"full model fitted on all 18, in sample: {exact}",
+        f"the same 18 networks timed in another run: {exact}",
+    ]
