@@ -17,8 +17,8 @@ ended, since other work beside the search slows it down.
 
 Both commands run with the ``tinytune`` of this checkout (its folder first on
 ``PYTHONPATH``). The search took 1 min 7 s to 2 min 24 s on two cores in the runs of
-``docs/bench/first-run.md``; beside other work it takes longer (three runs of this script on an
-Intel Xeon of two cores: 4 min 32 s to 6 min 1 s, the last at a load average of 5.1 to 6.6).
+``docs/bench/first-run.md``; beside other work it takes longer (runs of this script on an Intel
+Xeon of two cores: 2 min 4 s at a load average of 1.7, 4 min 32 s to 6 min 1 s at 5.1 to 6.6).
 """
 
 from __future__ import annotations
@@ -98,9 +98,9 @@ def read_study(storage: str) -> dict[str, Any]:
         "front": [_point(p) for p in view.front],
         "reference": _point(view.reference),
         "hypervolume": view.hypervolume,
-        "device": view.space.get("device"),
-        "dataset": view.space.get("dataset"),
-        "supernet": view.space.get("supernet"),
+        "device": view.space.device,
+        "dataset": view.space.dataset,
+        "supernet": view.space.supernet,
     }
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+import tinytune
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 MAX_LINES = 200
@@ -148,3 +150,18 @@ def test_the_table_of_a_hand_built_run(readme_bench: ModuleType) -> None:
         == "| full fine-tuning (the reference) | 98.3 % / 98.1 % | – | 240.0 KB | 234 ms |"
     )
     assert len(lines) == 7
+
+
+@pytest.mark.slow
+def test_read_study_gives_the_studys_own_figures(readme_bench: ModuleType, tmp_path: Path) -> None:
+    """The figures the script writes into the README are read back from a real stored study:
+    its front, its reference and the settings of its typed space."""
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    tinytune.optimize("digits", trials=2, epochs=1, lr=1.6, inline=True, storage=storage)
+    figures = readme_bench.read_study(storage)
+    view = tinytune.load(storage=storage)
+    assert view.reference is not None
+    assert (figures["device"], figures["dataset"]) == (view.space.device, "digits")
+    assert figures["supernet"] == view.space.supernet == "ofa-proxyless-w0.35"
+    assert len(figures["front"]) == len(view.front) >= 1
+    assert figures["reference"]["test"] == view.reference.test_accuracy
