@@ -53,6 +53,19 @@ def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cache
 
 
+@pytest.fixture(scope="session")
+def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty cache folder of the test session's own, for the tests that decode image folders
+    (their decoded images would otherwise land in the user's cache)."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def use_session_cache(session_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TINYTUNE_CACHE", str(session_cache))
+    return session_cache
+
+
 @pytest.fixture
 def use_tiny_cache(tiny_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TINYTUNE_CACHE", str(tiny_cache))
