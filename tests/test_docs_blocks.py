@@ -4,12 +4,13 @@ script (or the command beside the block) writes."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.search.benches import load_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 # each block a script writes, and the page that holds it
@@ -26,17 +27,9 @@ BLOCKS = {
 }
 
 
-def _bench(name: str) -> ModuleType:
-    """``bench/NAME.py`` as a module (the scripts are not a package)."""
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
 @pytest.fixture(scope="module")
 def markers() -> ModuleType:
-    return _bench("_markers")
+    return load_bench("_markers")
 
 
 DOC = "# Page\n\nbefore\n<!-- t:begin -->\nold\ntable\n<!-- t:end -->\nafter\n"
@@ -93,12 +86,12 @@ def test_every_block_is_once_in_its_page(markers: ModuleType, name: str) -> None
 
 
 def test_the_scripts_default_pages_hold_their_blocks() -> None:
-    seeds = _bench("seeds")
+    seeds = load_bench("seeds")
     holding = {
         name for name in BLOCKS for page in seeds.PAGES if f"<!-- {name}:" in page.read_text()
     }
     assert holding == {"seeds", "device-accuracy", "device-accuracy-folder"}
-    assert _bench("readme").README == ROOT / "README.md"
+    assert load_bench("readme").README == ROOT / "README.md"
 
 
 def test_every_write_command_names_pages_that_exist() -> None:

@@ -4,7 +4,6 @@ fresh run of the default job."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -18,23 +17,16 @@ from typing import Any
 import pytest
 
 import tinytune
+from tests.search.benches import load_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 MAX_LINES = 200
 
 
-def _bench(name: str) -> ModuleType:
-    """``bench/NAME.py`` as a module (the scripts are not a package)."""
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
 @pytest.fixture(scope="module")
 def readme_bench() -> ModuleType:
-    return _bench("readme")
+    return load_bench("readme")
 
 
 def _example() -> str:
@@ -89,7 +81,7 @@ def test_the_readme_is_short_and_shows_the_front() -> None:
 def test_the_front_block_is_the_scripts_table_of_the_kept_run(readme_bench: ModuleType) -> None:
     """The block was written by ``bench/readme.py`` from the figures kept beside the picture,
     not typed by hand (``python3 bench/readme.py --from-json docs/front.json`` rewrites it)."""
-    markers = _bench("_markers")
+    markers = load_bench("_markers")
     figures = json.loads((ROOT / "docs" / "front.json").read_text())
     block = markers.read_block(README.read_text(), readme_bench.BLOCK, "README.md")
     assert block == readme_bench.table(figures)
