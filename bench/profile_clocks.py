@@ -98,6 +98,8 @@ def main() -> None:
     loaded = _fastest(nets, args.rounds, args.repeats, args.seed + 1)
     for p in spinners:
         p.terminate()
+    for p in spinners:
+        p.join()
     agree = np.abs(quiet[:, 1] / quiet[:, 0] - 1)
     print(
         f"{args.networks} networks, {args.rounds} rounds of {args.repeats} steps; first pass at "
