@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tinytune.hwmodels.fitting import calibrate
-from tinytune.hwmodels.latency import fit_coefficients, predict_latency
+from tinytune.hwmodels.fitting import EAGER_ENGINES, calibrate
+from tinytune.hwmodels.latency import FULL_FORM, fit_coefficients, predict_latency
 from tinytune.hwmodels.measurements import Measurement, load_measurements
 from tinytune.hwmodels.memory import PRECISIONS
 from tinytune.hwmodels.registry import get_device
@@ -53,7 +53,9 @@ def _shares(e: np.ndarray) -> str:
     )
 
 
-def bounds(pool: tuple[Measurement, ...], again: tuple[Measurement, ...], width: int) -> None:
+def bounds(
+    pool: tuple[Measurement, ...], again: tuple[Measurement, ...], width: int, eager: bool
+) -> None:
     """Print the full model's error on the very networks it was fitted on (every network and
     op pass of the pool: no calibration from fewer does better on average), and the steps'
     repeatability: each network's fastest step against its fastest in the other run, the
@@ -65,6 +67,7 @@ def bounds(pool: tuple[Measurement, ...], again: tuple[Measurement, ...], width:
         calls=[[(c.op, c.kernel, c.seconds) for c in m.per_call] for m in pool],
         forward=[m.per_op_forward_s for m in pool],
         backward=[m.per_op_backward_s for m in pool],
+        form=dataclasses.replace(FULL_FORM, eager=eager),
     )
     in_sample = _shares(errors(everything, list(pool), width))
     print(f"full model fitted on all {len(pool)}, in sample: {in_sample}")
@@ -93,7 +96,8 @@ def main() -> None:
     file = load_measurements(args.measurements)
     if args.bounds is not None:
         width = PRECISIONS[file.precision].activation
-        bounds(file.measurements, load_measurements(args.bounds).measurements, width)
+        again = load_measurements(args.bounds).measurements
+        bounds(file.measurements, again, width, file.engine in EAGER_ENGINES)
     pool, tests = (
         list(file.measurements[: args.fit_pool]),
         list(file.measurements[args.fit_pool :]),

@@ -20,6 +20,7 @@ from tinytune.hwmodels.fitting import (
     MODEL_FORMS,
     Accuracy,
     calibrate,
+    forms_for,
     networks_to_add,
     select_form,
 )
@@ -239,3 +240,23 @@ def test_a_timed_call_of_an_unknown_op_is_malformed(tmp_path: Path) -> None:
     (tmp_path / "b.json").write_text(json.dumps(data))
     with pytest.raises(CalibrationError, match=r"measurement 0 .* ops the graph does not have"):
         load_measurements(tmp_path / "b.json")
+
+
+def test_a_pytorch_fit_prices_the_eager_work_apart_and_a_bundle_fit_does_not() -> None:
+    """Steps of a profile that prices each activation apart from its convolution, measured
+    with PyTorch: the fit chooses among the forms with the eager classes and predicts every
+    network exactly; read as a bundle's, among the forms without them."""
+    assert forms_for("bundle") == MODEL_FORMS
+    eager = forms_for("pytorch")
+    assert [dataclasses.replace(f, eager=False) for f in eager] == list(MODEL_FORMS)
+    assert all(f.eager for f in eager)
+    form = dataclasses.replace(SMALL, eager=True)
+    file = predicted_file("fp32", MORE_MODELS, form_truth(form), "host")
+    host = calibrate([dataclasses.replace(file, engine="pytorch")], get_device("host"), held_out=2)
+    assert host.fit["form_text"] == form.describe()
+    for errors in ("fit", "held_out"):  # (10 whole steps: a fold of 9 leaves some class unseen)
+        assert host.fit[errors]["max_abs_error"] == pytest.approx(0.0, abs=1e-6)
+    bundle = calibrate(
+        [dataclasses.replace(file, engine="bundle")], get_device("host"), held_out=2
+    )
+    assert not bundle.fit["form"]["eager"]

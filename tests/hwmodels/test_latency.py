@@ -12,6 +12,7 @@ import torch
 from tinytune.errors import ConfigError
 from tinytune.hwmodels.latency import (
     COST_CLASSES,
+    EAGER_CLASSES,
     FEATURES,
     KERNEL_PHASES,
     OP_CLASSES,
@@ -24,6 +25,7 @@ from tinytune.hwmodels.latency import (
     fit_coefficients,
     op_class,
     op_rows,
+    op_terms,
     phase_features,
     predict_latency,
 )
@@ -63,6 +65,47 @@ def test_prediction_by_hand() -> None:
     assert "grad_input" not in phase_features(graph.ops[0], graph)  # nothing flows into x
 
 
+def test_eager_terms_by_hand() -> None:
+    """The work PyTorch runs around a convolution as kernels of its own, on the output's 36
+    elements of 4 bytes: the ReLU, its mask (the output needs a gradient: the bias and the
+    scale are trained), the scale's multiply-add and the bias's gradient."""
+    net = _Tiny()
+    net.conv.set_scale_update(True)
+    net.conv.set_bias_update(True)
+    graph = trace(net, torch.zeros(1, 2, 3, 3))
+    terms = [(c, p, f.tolist()) for c, p, f in op_terms(graph.ops[0], graph)]
+    assert terms == [
+        ("conv_pw_few", "forward", [72.0, 248.0, 36.0, 1.0]),
+        ("conv_pw_few", "update", [0.0, 32.0, 8.0, 1.0]),  # 4 biases and 4 scales
+        ("act", "forward", [0.0, 288.0, 36.0, 1.0]),
+        ("act_saved", "forward", [0.0, 144.0, 36.0, 1.0]),
+        ("act_saved", "grad_input", [0.0, 144.0, 36.0, 1.0]),
+        ("scale", "forward", [0.0, 432.0, 36.0, 1.0]),
+        ("scale", "grad_input", [0.0, 432.0, 36.0, 1.0]),
+        ("bias_grad", "grad_weight", [0.0, 144.0, 36.0, 1.0]),
+    ]
+    assert [c for c, _, _ in op_terms(graph.ops[1], graph)] == ["elementwise"] * 2  # pooling
+    # a profile prices each term with its class's coefficients; one without them, at 0
+    eager = {"forward": (0.0, 0.0, 1.0, 0.0), "grad_input": (0.0, 0.0, 0.0, 1000.0)}
+    coef = LatencyCoefficients({"act": eager, "scale": eager})
+    report = dict(predict_latency(graph, coef).per_op)["conv"]
+    assert report == {"forward": 72.0, "update": 0.0, "grad_input": 1000.0, "grad_weight": 0.0}
+
+
+def test_a_grouped_convolution_has_a_class_of_its_own() -> None:
+    """A grouped (not depthwise) convolution is priced by ``conv_group``, or by ``conv_kxk``
+    in a profile without it."""
+    grouped = ConvUnit(torch.randn(4, 2, 1, 1), torch.zeros(4), act="none", groups=2, index=0)
+    grouped.set_weight_update(1.0)  # as a lite residual's: trained whole
+    net = torch.nn.Sequential(grouped, GlobalAvgPool(), Classifier(4, 2, torch.Generator()))
+    graph = trace(net, torch.zeros(1, 4, 5, 5))
+    assert (op_class(graph.ops[0]), cost_class(graph.ops[0])) == ("conv_kxk", "conv_group")
+    kxk = LatencyCoefficients({"conv_kxk": {"forward": (1.0, 0.0, 0.0, 0.0)}})
+    assert dict(predict_latency(graph, kxk).per_op)["0"]["forward"] == 4 * 25 * 2
+    own = LatencyCoefficients({**kxk.values, "conv_group": {"forward": (0.0, 0.0, 0.0, 3.0)}})
+    assert dict(predict_latency(graph, own).per_op)["0"]["forward"] == 3.0
+
+
 def _sampled_graphs(n: int, seed: int) -> list[Graph]:
     """Traced training graphs of ``n`` candidates drawn at random from the joint space."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -88,9 +131,14 @@ def test_fit_recovers_predictions_of_the_model_class() -> None:
         }
     )  # fmt: skip
     seconds = [predict_latency(g, truth).train_step_s for g in graphs]
-    fitted = fit_coefficients(graphs[:36], seconds[:36])
+    fitted = fit_coefficients(graphs[:36], seconds[:36], form=ModelForm(eager=True))
     for g, s in zip(graphs[36:], seconds[36:], strict=True):
         assert predict_latency(g, fitted).train_step_s == pytest.approx(s, rel=0.05)
+    # without the eager classes, the convolutions' coefficients cannot hold their work
+    coarse = fit_coefficients(graphs[:36], seconds[:36])
+    pairs = zip(graphs, seconds, strict=True)
+    off = [abs(predict_latency(g, coarse).train_step_s / s - 1) for g, s in pairs]
+    assert max(off) > 0.05
 
 
 def test_bad_inputs() -> None:
@@ -168,12 +216,15 @@ def test_call_rows_by_hand() -> None:
 
     assert seconds.tolist() == [5.0, 1.0, 2.0, 3.5]  # the loss gradient joins the classifier's
     assert rows[0][at("conv_pw_few", "forward")].tolist() == [72.0, 248.0, 36.0, 1.0]  # 9 px
+    # its ReLU reads and writes 36 elements; the output needs no gradient, so no mask is kept
+    assert rows[0][at("act", "forward")].tolist() == [0.0, 288.0, 36.0, 1.0]
+    assert not rows[:, at("act_saved", "forward")].any()
     assert rows[1][at("elementwise", "forward")].tolist() == [36.0, 160.0, 4.0, 1.0]
     assert rows[2][at("linear", "forward")].tolist() == [12.0, 76.0, 3.0, 1.0]
     # the classifier's backward: its weight gradient and update (no gradient flows into x)
     assert rows[3][at("linear", "grad_weight")].tolist() == [12.0, 76.0, 12.0, 1.0]
     assert rows[3][at("linear", "update")].tolist() == [0.0, 60.0, 15.0, 1.0]
-    assert rows.sum() == 72 + 248 + 36 + 1 + 36 + 160 + 4 + 1 + 12 + 76 + 3 + 1 + 101 + 76
+    assert rows.sum() == 72 + 248 + 36 + 1 + 325 + 36 + 160 + 4 + 1 + 12 + 76 + 3 + 1 + 101 + 76
     with pytest.raises(ConfigError, match="unknown kernel"):
         call_rows(graph, [("conv", "conv9", 1.0)])
     with pytest.raises(ConfigError, match="does not have"):
@@ -189,7 +240,9 @@ def test_op_rows_by_hand() -> None:
     assert rows[0][start : start + 4].tolist() == [72.0, 248.0, 36.0, 1.0]
     start = COST_CLASSES.index("linear") * width
     assert rows[1][start : start + 4].tolist() == [12.0, 76.0, 3.0, 1.0]
-    assert rows.sum() == 72 + 248 + 36 + 1 + 12 + 76 + 3 + 1
+    start = COST_CLASSES.index("act") * width
+    assert rows[0][start : start + 4].tolist() == [0.0, 288.0, 36.0, 1.0]  # the conv's ReLU
+    assert rows.sum() == 72 + 248 + 36 + 1 + 325 + 12 + 76 + 3 + 1
     # backward: the classifier's weight gradient (no gradient flows into x); the frozen
     # convolution runs neither backward phase, so its row is left out
     rows, seconds = op_rows(graph, {"conv": 5.0, "fc": 3.0}, ("grad_input", "grad_weight"))
@@ -216,6 +269,55 @@ def test_measure_op_backward_times_the_modules_a_gradient_reaches() -> None:
         measure_op_backward(chain, x, ["9"])
 
 
+def test_the_ops_passes_run_inside_the_rounds_as_a_training_step_runs_them() -> None:
+    """Each round, after a network's steps and forward passes, as many hooked forward passes
+    (with autograd recording, as in a step) and hooked backward passes; only the inference
+    passes run without it."""
+    from tinytune.hwmodels.profiler import measure_steps
+
+    recording: list[bool] = []
+
+    class Probe(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            recording.append(torch.is_grad_enabled())
+            return x * 2
+
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), Probe(), torch.nn.Linear(4, 3))
+    x = torch.randn(2, 4)
+    (timing,) = measure_steps([(net, x)], rounds=3, repeats=2, warmup=1, ops=[["0", "1", "2"]])
+    assert set(timing.per_op_forward_s) == set(timing.per_op_backward_s) == {"0", "1", "2"}
+    assert all(
+        t > 0 for t in [*timing.per_op_forward_s.values(), *timing.per_op_backward_s.values()]
+    )
+    # warm-up: a step, a forward pass, a hooked pair; each round: 2 of each and 2 hooked pairs
+    assert recording.count(False) == 1 + 3 * 2
+    assert recording.count(True) == 1 + 2 + 3 * (2 + 2 + 2)
+    assert all(p.grad is None for p in net.parameters())
+    with pytest.raises(ValueError, match="one list of op names per network"):
+        measure_steps([(net, x)], ops=[])
+    with pytest.raises(ValueError, match="no sub-modules named"):
+        measure_steps([(net, x)], ops=[["9"]])
+
+
+def test_an_ops_figure_is_its_fastest_pass_after_the_warm_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a clock that advances by 9, 5, 2 and 7 between the hooks of four passes (the first
+    a warm-up), the op's time is 2."""
+    from tinytune.hwmodels import profiler
+
+    deltas = iter([0, 9, 0, 5, 0, 2, 0, 7])
+    now = [0.0]
+
+    def fake() -> float:
+        now[0] += next(deltas)
+        return now[0]
+
+    monkeypatch.setattr(profiler, "clock", lambda: fake)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3))
+    assert profiler.measure_op_forward(net, torch.randn(1, 4), ["0"], repeats=3) == {"0": 2.0}
+
+
 def test_model_forms_tie_coefficients_by_hand() -> None:
     """A form's tying matrix spreads each parameter over the (cost class, phase, feature)
     cells it prices, and only those."""
@@ -224,9 +326,11 @@ def test_model_forms_tie_coefficients_by_hand() -> None:
     def cell(cls: str, phase: str, feature: str) -> int:
         return COST_CLASSES.index(cls) * width + PHASES.index(phase) * 4 + FEATURES.index(feature)
 
+    fitted = len(COST_CLASSES) - len(EAGER_CLASSES)  # a form without the eager classes
     one = ModelForm("shared", "shared", ("macs", "constant")).tying()
     assert one.shape == (len(COST_CLASSES) * width, 2)
-    assert one[:, 0].sum() == one[:, 1].sum() == len(COST_CLASSES) * len(PHASES)
+    assert one[:, 0].sum() == one[:, 1].sum() == fitted * len(PHASES)
+    assert not one[cell("act", "forward", "constant")].any()
     assert one[cell("linear", "update", "macs"), 0] == 1.0
     assert one[cell("conv_dw", "forward", "constant"), 1] == 1.0
     assert not one[cell("conv_dw", "forward", "bytes")].any()
@@ -236,13 +340,22 @@ def test_model_forms_tie_coefficients_by_hand() -> None:
     same = [cell("conv_pw", "grad_input", "bytes"), cell("conv_pw_few", "update", "bytes")]
     assert (t[same[0]] == t[same[1]]).all() and t[same[0]].sum() == 1.0
     assert (t[cell("conv_pw", "forward", "bytes")] != t[same[0]]).any()
-    assert ModelForm().tying().tolist() == np.eye(len(COST_CLASSES) * width).tolist()
+    assert ModelForm().n_params == fitted * width
+    everything = ModelForm(eager=True)
+    assert everything.tying().tolist() == np.eye(len(COST_CLASSES) * width).tolist()
+    assert everything.describe().endswith(
+        "of macs, bytes, elements, constant; activations, scales and bias gradients apart"
+    )
+    # with the eager classes fitted, each is an op class of its own
+    op_act = ModelForm("op", "forward-backward", FEATURES, eager=True)
+    assert op_act.n_params == (len(OP_CLASSES) + len(EAGER_CLASSES)) * 2 * len(FEATURES)
+    assert op_act.to_dict()["eager"] is True
     # the update: one set for every class, apart from the backward phases it is shared with
     t = ModelForm("cost", "forward-backward", FEATURES, ("elements", "constant")).tying()
-    update = [cell(cls, "update", "elements") for cls in COST_CLASSES]
+    update = [cell(c, "update", "elements") for c in COST_CLASSES if c not in EAGER_CLASSES]
     assert all((t[u] == t[update[0]]).all() for u in update) and t[update[0]].sum() == 1.0
     assert (t[cell("conv_pw", "grad_weight", "elements")] != t[update[0]]).any()
-    assert t.shape[1] == len(COST_CLASSES) * 2 * len(FEATURES) + 2
+    assert t.shape[1] == fitted * 2 * len(FEATURES) + 2
     assert not t[cell("conv_pw", "update", "bytes")].any()  # the update: elements, constant
     # a few-pixel class of a form that shares it is left to fall back on its op class
     x = op.tying() @ np.arange(1.0, op.n_params + 1)

@@ -29,8 +29,15 @@ def profile(
         str, typer.Option(help="ofa-proxyless-w<width> or ofa-mbv3-w<width>.")
     ] = DEFAULT_SUPERNET,
     batch_size: Annotated[int, typer.Option(help="Training batch size.")] = 1,
-    rounds: Annotated[int, typer.Option(help="Interleaved timing rounds.")] = 7,
-    repeats: Annotated[int, typer.Option(help="Steps per network per round.")] = 3,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            help="Interleaved timing rounds; each network's figure is its fastest step. Many "
+            "rounds of one step agree between runs better than fewer of several "
+            "(docs/calibration.md)."
+        ),
+    ] = 21,
+    repeats: Annotated[int, typer.Option(help="Steps per network per round.")] = 1,
     threads: Annotated[int, typer.Option(help="torch intra-op threads.")] = 1,
     per_op: Annotated[
         bool, typer.Option(help="Also time every op's forward and backward pass.")

@@ -10,6 +10,7 @@ the median).
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable
 
 import torch
@@ -18,9 +19,6 @@ from tinytune.hwmodels.host import machine_info
 from tinytune.hwmodels.measurements import Measurement, MeasurementFile
 from tinytune.hwmodels.profiler import (
     clock_name,
-    measure_op_backward,
-    measure_op_forward,
-    measure_step,
     measure_steps,
 )
 from tinytune.ir import trace
@@ -32,10 +30,6 @@ __all__ = ["estimate_seconds", "profile_host", "sample_candidates"]
 
 WARMUP = 3
 """Untimed steps of each network before the rounds (:func:`measure_steps`'s default)."""
-
-OP_REPEATS = 10
-"""Passes of each per-op timing (:func:`measure_op_forward` and :func:`measure_op_backward`:
-one warm-up and their default of 9)."""
 
 
 def sample_candidates(spec: SupernetSpec, n: int, seed: int) -> list[Candidate]:
@@ -54,17 +48,22 @@ def sample_candidates(spec: SupernetSpec, n: int, seed: int) -> list[Candidate]:
 
 
 def estimate_seconds(
-    nets: list[tuple[torch.nn.Module, torch.Tensor]], *, rounds: int, repeats: int, per_op: bool
+    nets: list[tuple[torch.nn.Module, torch.Tensor]],
+    ops: list[list[str]] | None,
+    *,
+    rounds: int,
+    repeats: int,
 ) -> float:
-    """Seconds that timing ``nets`` will take, from one step and one forward pass of each
-    (which serve as its first warm-up): every step and forward pass of the rounds and the
-    warm-up, and the per-op forward passes."""
+    """Seconds that timing ``nets`` will take (``ops``: the op names of each, whose passes
+    are timed too, or ``None``), from one round of each timed on the wall clock (which
+    serves as its first warm-up): the rounds, and the untimed steps before them."""
     total = 0.0
-    for net, example in nets:
-        one = measure_step(net, example, warmup=0, repeats=1)
-        passes = WARMUP + rounds * repeats
-        total += passes * (one.train_step_s + one.inference_s)
-        total += OP_REPEATS * (one.inference_s + one.train_step_s) * per_op
+    for k, (net, example) in enumerate(nets):
+        started = time.perf_counter()
+        named = [ops[k]] if ops is not None else None
+        one = measure_steps([(net, example)], rounds=1, repeats=repeats, warmup=0, ops=named)[0]
+        total += rounds * (time.perf_counter() - started)
+        total += WARMUP * (one.train_step_s + one.inference_s)
     return total
 
 
@@ -79,8 +78,8 @@ def profile_host(
     n_classes: int = 10,
     batch_size: int = 1,
     seed: int = 0,
-    rounds: int = 7,
-    repeats: int = 3,
+    rounds: int,
+    repeats: int,
     per_op: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> MeasurementFile:
@@ -94,30 +93,27 @@ def profile_host(
         example = torch.randn(batch_size, 3, r, r, generator=torch.Generator().manual_seed(seed))
         nets.append((net, example))
         graphs.append(trace(net, example))
+    names = [[op.name for op in graph.ops] for graph in graphs] if per_op else None
     if progress:
-        estimate = estimate_seconds(nets, rounds=rounds, repeats=repeats, per_op=per_op)
+        estimate = estimate_seconds(nets, names, rounds=rounds, repeats=repeats)
         progress(
             f"timing {len(nets)} networks, {rounds} interleaved rounds: about "
             f"{_duration(estimate)} on this machine"
         )
-    timings = measure_steps(nets, rounds=rounds, repeats=repeats, seed=seed)
-    measurements = []
-    for c, (net, example), graph, t in zip(candidates, nets, graphs, timings, strict=True):
-        names = [op.name for op in graph.ops]
-        ops = measure_op_forward(net, example, names) if per_op else {}
-        backward = measure_op_backward(net, example, names) if per_op else {}
-        measurements.append(
-            Measurement(
-                name=c.key,
-                graph=graph,
-                train_step_s=t.train_step_s,
-                inference_s=t.inference_s,
-                samples=t.samples,
-                train_step_median_s=t.train_step_median_s,
-                per_op_forward_s=ops,
-                per_op_backward_s=backward,
-            )
+    timings = measure_steps(nets, rounds=rounds, repeats=repeats, seed=seed, ops=names)
+    measurements = [
+        Measurement(
+            name=c.key,
+            graph=graph,
+            train_step_s=t.train_step_s,
+            inference_s=t.inference_s,
+            samples=t.samples,
+            train_step_median_s=t.train_step_median_s,
+            per_op_forward_s=t.per_op_forward_s,
+            per_op_backward_s=t.per_op_backward_s,
         )
+        for c, graph, t in zip(candidates, graphs, timings, strict=True)
+    ]
     return MeasurementFile(
         device="host",
         precision="fp32",

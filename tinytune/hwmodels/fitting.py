@@ -47,6 +47,7 @@ from tinytune.hwmodels.memory import PRECISIONS
 from tinytune.ir import Graph
 
 __all__ = [
+    "EAGER_ENGINES",
     "ENOUGH_NETWORKS",
     "MIN_CHECKED",
     "MIN_FIT",
@@ -55,6 +56,7 @@ __all__ = [
     "Accuracy",
     "CalibrationResult",
     "calibrate",
+    "forms_for",
     "networks_to_add",
     "select_form",
 ]
@@ -91,6 +93,22 @@ SCORE_TIE = 1e-6
 """Cross-validated scores (mean |relative error|) this close are a tie, which the form with
 fewer coefficients wins: a form that holds the measurements exactly scores 0 to rounding, as
 do the larger forms that contain it."""
+
+EAGER_ENGINES = frozenset({"pytorch"})
+"""Engines that run the work around a convolution (its activation, a ReLU's mask, a trained
+scale, a trained bias's gradient) as kernels of their own, whose fits price it apart
+(:data:`~tinytune.hwmodels.latency.EAGER_CLASSES`); a bundle's kernels do it inside the
+convolution's and are fitted per kernel call."""
+
+
+def forms_for(engine: str) -> tuple[ModelForm, ...]:
+    """The forms a calibration of ``engine``'s measurements chooses among: :data:`MODEL_FORMS`,
+    with the eager classes fitted where the engine runs that work apart
+    (:data:`EAGER_ENGINES`)."""
+    if engine not in EAGER_ENGINES:
+        return MODEL_FORMS
+    return tuple(dataclasses.replace(f, eager=True) for f in MODEL_FORMS)
+
 
 ENOUGH_NETWORKS = {"pytorch": 40, "bundle": 40}
 """Networks to measure on a device, by the engine measured, for a fit that meets
@@ -215,7 +233,7 @@ def calibrate(
         forward=[m.per_op_forward_s for m in fit_ms],
         backward=[m.per_op_backward_s for m in fit_ms],
     )
-    form, cv_errors, scores = select_form(system)
+    form, cv_errors, scores = select_form(system, forms_for(engine))
     coef = coefficients_from_vector(*solve(system, form), form)
     machine = files[0].machine
     draft = dataclasses.replace(base, precision=precision, coefficients=coef, engine=engine)

@@ -40,11 +40,13 @@ from tinytune.ir import Graph, Op
 __all__ = [
     "BACKWARD_TIMED",
     "COST_CLASSES",
+    "EAGER_CLASSES",
     "FEATURES",
     "FULL_FORM",
     "KERNEL_PHASES",
     "OP_CLASSES",
     "PHASES",
+    "SUBCLASSES",
     "FitSystem",
     "LatencyCoefficients",
     "LatencyReport",
@@ -56,6 +58,7 @@ __all__ = [
     "fit_system",
     "op_class",
     "op_rows",
+    "op_terms",
     "phase_features",
     "predict_latency",
     "solve",
@@ -64,9 +67,18 @@ __all__ = [
 PHASES = ("forward", "grad_input", "grad_weight", "update")
 FEATURES = ("macs", "bytes", "elements", "constant")
 OP_CLASSES = ("conv_pw", "conv_dw", "conv_kxk", "linear", "elementwise")
-# the few-pixel classes and the op class each falls back to in a profile that lacks it
-FEW_PIXEL_CLASSES = {"conv_pw_few": "conv_pw", "conv_dw_few": "conv_dw"}
-COST_CLASSES = OP_CLASSES + tuple(FEW_PIXEL_CLASSES)
+# the classes that split an op class, and the op class each falls back to in a profile that
+# lacks it: convolutions on few output pixels, and grouped (not depthwise) convolutions
+SUBCLASSES = {"conv_pw_few": "conv_pw", "conv_dw_few": "conv_dw", "conv_group": "conv_kxk"}
+EAGER_CLASSES = ("act", "act_saved", "scale", "bias_grad")
+"""The classes of the work around a convolution that an eager engine runs as kernels of its
+own (PyTorch: :func:`op_terms`): ``act`` its activation in the forward pass; ``act_saved``,
+where the output needs a gradient, what the activation keeps for the backward pass (a ReLU's
+1-bit mask, packed in the forward pass and unpacked in the backward); ``scale`` a trained
+per-channel scale after the convolution, in the forward pass and in the gradient to its
+input; ``bias_grad`` the gradient of a trained bias (a sum over the output's pixels). A
+bundle's kernels do that work inside the convolution's, whose coefficients include it."""
+COST_CLASSES = OP_CLASSES + tuple(SUBCLASSES) + EAGER_CLASSES
 # Output pixels below which (pointwise) and up to which (depthwise) a convolution is of the
 # few-pixel class: the thresholds of the bundle's Linux kernels (TT_FEW_PIXELS,
 # TT_FEW_DW_PIXELS in tinytune/export/csrc).
@@ -114,8 +126,12 @@ def op_class(op: Op) -> str:
 def cost_class(op: Op) -> str:
     """The class whose coefficients price the op: :func:`op_class`, or its few-pixel class for
     a pointwise convolution on under :data:`PW_FEW_PIXELS` output pixels or a depthwise one on
-    at most :data:`DW_FEW_PIXELS`."""
+    at most :data:`DW_FEW_PIXELS`, or ``conv_group`` for a grouped convolution that is not
+    depthwise (PyTorch on a CPU runs one in about 100 µs whatever its size, twice a pointwise
+    convolution's time: ``docs/calibration.md``)."""
     cls = op_class(op)
+    if cls == "conv_kxk" and op.attrs["groups"] > 1:
+        return "conv_group"
     if cls == "conv_pw":
         out, cin = op.params.weight_shape[:2]
         if op.macs < PW_FEW_PIXELS * out * cin:
@@ -148,10 +164,44 @@ def phase_features(op: Op, graph: Graph, bytes_per_element: int = 4) -> dict[str
     return feats
 
 
+def op_terms(
+    op: Op, graph: Graph, bytes_per_element: int = 4
+) -> list[tuple[str, str, np.ndarray]]:
+    """The op's terms of a step, ``(cost class, phase, features)``: its phases
+    (:func:`phase_features`) in its :func:`cost_class`, and a convolution's eager terms
+    (:data:`EAGER_CLASSES`), each on the elements of its output: its activation in the forward
+    pass, and where the output needs a gradient what the activation keeps, in the forward and
+    the gradient-to-input phases; a trained scale in the forward and the gradient-to-input
+    phases; a trained bias's gradient. A profile without the eager classes prices those at 0,
+    and a form without them fits none (:attr:`ModelForm.eager`)."""
+    cls = cost_class(op)
+    terms = [(cls, phase, f) for phase, f in phase_features(op, graph, bytes_per_element).items()]
+    if op.kind != "conv":
+        return terms
+    out = graph.tensors[op.output]
+    n, nbytes = out.numel, out.numel * bytes_per_element
+
+    def each(*features: float) -> np.ndarray:
+        return np.array([0.0, *features, 1.0])
+
+    if op.act != "none":
+        terms.append(("act", "forward", each(2 * nbytes, n)))
+        if out.requires_grad:
+            terms += [("act_saved", p, each(nbytes, n)) for p in ("forward", "grad_input")]
+    if op.params.scale:  # y = scale * conv(x) + bias: a multiply-add of its own
+        terms.append(("scale", "forward", each(3 * nbytes, n)))
+        if out.requires_grad:
+            terms.append(("scale", "grad_input", each(3 * nbytes, n)))
+    if op.params.bias_trained:
+        terms.append(("bias_grad", "grad_weight", each(nbytes, n)))
+    return terms
+
+
 @dataclass(frozen=True)
 class LatencyCoefficients:
-    """Seconds per feature unit for every (cost class, phase); a few-pixel class's missing
-    phase is its op class's; other missing entries cost 0."""
+    """Seconds per feature unit for every (cost class, phase); a subclass's missing phase
+    (:data:`SUBCLASSES`) is its op class's; other missing entries cost 0 (an activation's, in
+    a profile whose engine runs it inside the convolution)."""
 
     values: dict[str, dict[str, tuple[float, float, float, float]]] = field(default_factory=dict)
 
@@ -170,8 +220,8 @@ class LatencyCoefficients:
 
     def get(self, cls: str, phase: str) -> np.ndarray:
         coef = self.values.get(cls, {}).get(phase)
-        if coef is None and cls in FEW_PIXEL_CLASSES:
-            coef = self.values.get(FEW_PIXEL_CLASSES[cls], {}).get(phase)
+        if coef is None and cls in SUBCLASSES:
+            coef = self.values.get(SUBCLASSES[cls], {}).get(phase)
         return np.asarray(coef if coef is not None else (0.0,) * len(FEATURES))
 
     def to_dict(self) -> dict[str, dict[str, list[float]]]:
@@ -203,27 +253,30 @@ class LatencyReport:
 def predict_latency(
     graph: Graph, coefficients: LatencyCoefficients, bytes_per_element: int = 4
 ) -> LatencyReport:
-    """Predict the latency of one training step of ``graph`` (and of its forward pass)."""
+    """Predict the latency of one training step of ``graph`` (and of its forward pass): the
+    sum of every op's terms (:func:`op_terms`)."""
     per_op = []
     train = infer = 0.0
     for op in graph.ops:
-        cls = cost_class(op)
-        phases = {
-            phase: float(coefficients.get(cls, phase) @ f)
-            for phase, f in phase_features(op, graph, bytes_per_element).items()
-        }
+        phases: dict[str, float] = {}
+        for cls, phase, f in op_terms(op, graph, bytes_per_element):
+            phases[phase] = phases.get(phase, 0.0) + float(coefficients.get(cls, phase) @ f)
         per_op.append((op.name, phases))
         train += sum(phases.values())
         infer += phases["forward"]
     return LatencyReport(train, infer, tuple(per_op))
 
 
+def _column(cls: str, phase: str) -> int:
+    """Where the features of (cost class, phase) start in a design row."""
+    return (COST_CLASSES.index(cls) * len(PHASES) + PHASES.index(phase)) * len(FEATURES)
+
+
 def _design_row(graph: Graph, bytes_per_element: int) -> np.ndarray:
     row = np.zeros(len(COST_CLASSES) * len(PHASES) * len(FEATURES))
     for op in graph.ops:
-        c = COST_CLASSES.index(cost_class(op))
-        for phase, f in phase_features(op, graph, bytes_per_element).items():
-            start = (c * len(PHASES) + PHASES.index(phase)) * len(FEATURES)
+        for cls, phase, f in op_terms(op, graph, bytes_per_element):
+            start = _column(cls, phase)
             row[start : start + len(FEATURES)] += f
     return row
 
@@ -272,8 +325,9 @@ def op_rows(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Design rows and seconds of each op's timed part of a step (``tinytune profile``'s
     ``per_op_forward_s`` with ``phases`` forward, or ``per_op_backward_s`` with the gradient
-    to the input and of the weights), by op name: one row per op, the features of those of
-    ``phases`` it has. Names the graph does not have are left out."""
+    to the input and of the weights), by op name: one row per op, its terms
+    (:func:`op_terms`) in those of ``phases`` it has. Names the graph does not have are left
+    out."""
     groups = {
         op.name: [(set(phases), float(seconds_by_op[op.name]))]
         for op in graph.ops
@@ -287,27 +341,28 @@ BACKWARD_TIMED = ("grad_input", "grad_weight")
 
 
 def _phase_rows(
-    graph: Graph, groups: Mapping[str, Sequence[tuple[set[str], float]]], bytes_per_element: int
+    graph: Graph,
+    groups: Mapping[str, Sequence[tuple[set[str], float]]],
+    bytes_per_element: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One design row per (op, group of phases): the features of the phases the op has, and
-    the group's seconds; a group none of whose phases the op has is left out."""
+    """One design row per (op, group of phases): the op's terms (:func:`op_terms`) in those
+    phases, and the group's seconds; a group with no such term is left out."""
     ops = {op.name: op for op in graph.ops}
     rows, seconds = [], []
-    width = len(PHASES) * len(FEATURES)
+    width = len(COST_CLASSES) * len(PHASES) * len(FEATURES)
     for name, op_groups in groups.items():
-        feats = phase_features(ops[name], graph, bytes_per_element)
-        start = COST_CLASSES.index(cost_class(ops[name])) * width
+        terms = op_terms(ops[name], graph, bytes_per_element)
         for phases, secs in op_groups:
-            row = np.zeros(len(COST_CLASSES) * width)
-            present = [p for p in PHASES if p in phases and p in feats]
-            for p in present:
-                at = start + PHASES.index(p) * len(FEATURES)
-                row[at : at + len(FEATURES)] += feats[p]
+            row = np.zeros(width)
+            present = [(cls, p, f) for cls, p, f in terms if p in phases]
+            for cls, p, f in present:
+                at = _column(cls, p)
+                row[at : at + len(FEATURES)] += f
             if present:
                 rows.append(row)
                 seconds.append(secs)
     if not rows:
-        return np.zeros((0, len(COST_CLASSES) * width)), np.zeros(0)
+        return np.zeros((0, width)), np.zeros(0)
     return np.stack(rows), np.asarray(seconds, dtype=float)
 
 
@@ -329,6 +384,9 @@ class ModelForm:
         phases: ``each`` (each phase apart), ``forward-backward`` (the three backward phases
             share one set) or ``shared`` (one set for every phase).
         features: the features fitted; the others' coefficients are 0.
+        eager: whether the eager classes (:data:`EAGER_CLASSES`) are fitted, for an engine
+            that runs the work around a convolution as kernels of its own (PyTorch eager);
+            without, they are 0 and the convolutions' coefficients include that work.
         update_features: when not empty, the update phase has a set of its own on these
             features, the same for every class: an SGD step costs the same per trained
             parameter (and per trained tensor) whatever op the parameter belongs to, and one
@@ -340,6 +398,7 @@ class ModelForm:
     phases: str = "each"
     features: tuple[str, ...] = FEATURES
     update_features: tuple[str, ...] = ()
+    eager: bool = False
 
     def __post_init__(self) -> None:
         if self.classes not in CLASS_SHARING:
@@ -358,7 +417,7 @@ class ModelForm:
         if self.classes == "shared":
             return "all"
         if self.classes == "op":
-            return FEW_PIXEL_CLASSES.get(cls, cls)
+            return SUBCLASSES.get(cls, cls)
         return cls
 
     def phase_group(self, phase: str) -> str:
@@ -382,7 +441,9 @@ class ModelForm:
                 group = self.phase_group(phase)
                 shared = bool(self.update_features) and group == "update"
                 for feature in FEATURES:
-                    if feature not in (self.update_features if shared else self.features):
+                    if feature not in (self.update_features if shared else self.features) or (
+                        cls in EAGER_CLASSES and not self.eager
+                    ):
                         cells.append(None)
                         continue
                     key = ("all" if shared else self.class_group(cls), group, feature)
@@ -408,9 +469,9 @@ class ModelForm:
         per = " and ".join(p for p in (classes, phases) if p)
         text = f"{self.n_params} coefficients: " + (f"a set per {per}" if per else "one set")
         text += f" of {', '.join(self.features)}"
-        if not self.update_features:
-            return text
-        return text + f"; the update one set for every class, of {', '.join(self.update_features)}"
+        if self.update_features:
+            text += f"; the update one set for every class, of {', '.join(self.update_features)}"
+        return text + ("; activations, scales and bias gradients apart" if self.eager else "")
 
     def to_dict(self) -> dict[str, Any]:
         """The form as a JSON object (its fields, tuples as lists)."""
@@ -419,6 +480,7 @@ class ModelForm:
             "phases": self.phases,
             "features": list(self.features),
             "update_features": list(self.update_features),
+            "eager": self.eager,
         }
 
 
@@ -480,7 +542,8 @@ def fit_system(
     # overflow is checked below rather than warned about on stderr
     with np.errstate(over="ignore", invalid="ignore"):
         for i, (graph, t) in enumerate(zip(graphs, y, strict=True)):
-            rows, secs = _design_row(graph, bytes_per_element)[None, :], np.ones(1) * t
+            rows = _design_row(graph, bytes_per_element)[None, :]
+            secs = np.ones(1) * t
             timed = calls[i] if calls is not None else ()
             if timed:
                 parts = call_rows(graph, timed, bytes_per_element)
@@ -552,7 +615,7 @@ def coefficients_from_vector(
     values: dict[str, dict[str, tuple[float, float, float, float]]] = {}
     k = len(FEATURES)
     for c, cls in enumerate(COST_CLASSES):
-        if cls in FEW_PIXEL_CLASSES and form.class_group(cls) != cls:
+        if cls in SUBCLASSES and form.class_group(cls) != cls:
             continue
         for p, phase in enumerate(PHASES):
             start = (c * len(PHASES) + p) * k
