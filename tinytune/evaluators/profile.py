@@ -55,15 +55,18 @@ def estimate_seconds(
     repeats: int,
 ) -> float:
     """Seconds that timing ``nets`` will take (``ops``: the op names of each, whose passes
-    are timed too, or ``None``), from one round of each timed on the wall clock (which
-    serves as its first warm-up): the rounds, and the untimed steps before them."""
+    are timed too, or ``None``): each network warmed up (its first run is several times
+    slower), then one round of one step timed on the wall clock, for every step of the rounds
+    and the warm-up. With ``ops`` that round comes after a hooked warm-up pair of passes,
+    which costs about half a round (one of its step, forward pass and pair)."""
     total = 0.0
     for k, (net, example) in enumerate(nets):
-        started = time.perf_counter()
         named = [ops[k]] if ops is not None else None
-        one = measure_steps([(net, example)], rounds=1, repeats=repeats, warmup=0, ops=named)[0]
-        total += rounds * (time.perf_counter() - started)
-        total += WARMUP * (one.train_step_s + one.inference_s)
+        measure_steps([(net, example)], rounds=1, repeats=1, warmup=1, ops=named)
+        started = time.perf_counter()
+        measure_steps([(net, example)], rounds=1, repeats=1, warmup=0, ops=named)
+        each = (time.perf_counter() - started) / (1.5 if named else 1.0)
+        total += (WARMUP + rounds * repeats) * each
     return total
 
 
