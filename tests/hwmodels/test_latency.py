@@ -346,6 +346,8 @@ def test_model_forms_tie_coefficients_by_hand() -> None:
     assert everything.describe().endswith(
         "of macs, bytes, elements, constant; activations, scales and bias gradients apart"
     )
+    shared = ModelForm("shared", "shared", ("macs", "constant"), eager=True)
+    assert shared.describe().endswith("; activations, scales and bias gradients priced alike")
     # with the eager classes fitted, each is an op class of its own
     op_act = ModelForm("op", "forward-backward", FEATURES, eager=True)
     assert op_act.n_params == (len(OP_CLASSES) + len(EAGER_CLASSES)) * 2 * len(FEATURES)

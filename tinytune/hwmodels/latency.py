@@ -471,7 +471,11 @@ class ModelForm:
         text += f" of {', '.join(self.features)}"
         if self.update_features:
             text += f"; the update one set for every class, of {', '.join(self.update_features)}"
-        return text + ("; activations, scales and bias gradients apart" if self.eager else "")
+        if self.eager:  # terms of their own; with one set for every class, priced alike
+            text += "; activations, scales and bias gradients " + (
+                "priced alike" if self.classes == "shared" else "apart"
+            )
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         """The form as a JSON object (its fields, tuples as lists)."""
