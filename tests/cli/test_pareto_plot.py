@@ -253,3 +253,26 @@ def test_the_history_holds_the_fronts_of_the_latest_budgets_and_empty_ones_as_ze
     # snapshots stored before budgets were kept (None) stay in the history
     older = [ParetoSnapshot(0, "s", now, 1, 0.5, [a, b], None), *snaps]
     assert [n for n, _ in hypervolume_history(older)] == [1, 2, 4]
+
+
+def test_the_fronts_points_are_labelled_with_their_schemes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each point of a small front is labelled with its update scheme; a front too large for
+    labels that do not cover each other has none."""
+    import matplotlib.pyplot as plt
+
+    from tinytune.viz.pareto import FRONT_LABELS, pareto_figure
+
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    front = [
+        {**_point("a", 0.9, 40_000, 0.1), "scheme": "bias-only"},
+        {**_point("b", 0.95, 60_000, 0.2), "scheme": "mcunetv3"},
+    ]
+    pareto_figure([], front, [], tmp_path / "small.png", title="t")
+    assert [t.get_text() for t in figures[0].axes[0].texts] == ["bias-only", "mcunetv3"]
+    many = [_point(str(k), 0.5 + k / 100, 1000 * (k + 1), 0.1) for k in range(FRONT_LABELS + 1)]
+    pareto_figure([], many, [], tmp_path / "large.png", title="t")
+    assert not figures[1].axes[0].texts
+    assert (tmp_path / "small.png").read_bytes()[:8] == PNG

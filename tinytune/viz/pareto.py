@@ -2,10 +2,10 @@
 
 :func:`pareto_figure` writes a PNG (matplotlib): on top, measured accuracy against predicted
 peak training SRAM for every measured candidate, the Pareto front coloured by predicted
-training-step latency; below, the normalised hypervolume of the front after each measured
-evaluation under the latest run's budgets. :func:`hypervolume_history_figure` is the same
-history as a plotly figure, which the search saves into the study so that optuna-dashboard
-shows it on the study page.
+training-step latency and labelled with each point's update scheme; below, the normalised
+hypervolume of the front after each measured evaluation under the latest run's budgets.
+:func:`hypervolume_history_figure` is the same history as a plotly figure, which the search
+saves into the study so that optuna-dashboard shows it on the study page.
 """
 
 from __future__ import annotations
@@ -17,7 +17,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tinytune.db import EvaluationRecord
 
-__all__ = ["hypervolume_history_figure", "pareto_figure"]
+__all__ = ["FRONT_LABELS", "hypervolume_history_figure", "pareto_figure"]
+
+FRONT_LABELS = 12
+"""Fronts of at most this many points have each point labelled with its update scheme; on
+larger ones the labels would cover each other."""
 
 
 def pareto_figure(
@@ -34,7 +38,7 @@ def pareto_figure(
     Args:
         evaluations: the study's successful measured evaluations (drawn in grey).
         front: the latest snapshot's Pareto points (dicts with ``val_accuracy``,
-            ``memory_bytes``, ``latency_s``).
+            ``memory_bytes``, ``latency_s``, ``scheme``).
         history: ``(measured evaluations, hypervolume)`` after each snapshot, oldest first
             (:func:`tinytune.search.recording.hypervolume_history`).
         path: the PNG to write.
@@ -84,6 +88,16 @@ def pareto_figure(
             zorder=3,
         )
         fig.colorbar(dots, ax=ax, label="predicted training step (ms)")
+        if len(points) <= FRONT_LABELS:
+            for a, b, p in zip(x, y, points, strict=True):
+                ax.annotate(
+                    str(p.get("scheme") or "?"),
+                    (a, b),
+                    xytext=(7, -11),
+                    textcoords="offset points",
+                    fontsize=8,
+                    zorder=4,
+                )
     if sram_budget_bytes:
         ax.axvline(sram_budget_bytes / 1024, color="red", ls=":", lw=1.2, label="SRAM budget")
     ax.set_xlabel("predicted peak training SRAM (KB)")
