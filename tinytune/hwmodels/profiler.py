@@ -15,9 +15,10 @@ one network were bimodal). The figure a latency profile is fitted to is therefor
 of the interleaved repeats — the step's time on an otherwise idle core; the median over all
 repeats is reported beside it. Each op's forward and backward time is taken in hooked passes
 inside the same rounds, and is likewise its fastest pass: taken apart, after the steps, as
-the median of nine consecutive passes, the parts of one network summed to 1.0–2.6× its
-fastest forward pass, and to up to 1.7× between two such runs (the hooks add their own small
-overhead, so the whole-step figures are timed without them).
+the median of nine consecutive passes, the forward parts of one network summed to 1.0–2.6×
+its fastest forward pass, and to up to 1.7× between two such runs; inside the rounds two
+runs' sums agree within 0.91–1.06× (the hooks add their own small overhead, so the whole-step
+figures are timed without them).
 
 This is I/O-free but not pure: it runs the modules.
 """
