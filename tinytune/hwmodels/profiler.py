@@ -149,6 +149,13 @@ class _OpTimer:
         for (name, start), stop in zip(fired, times, strict=True):
             self.backward[name].append(stop - start)
 
+    def warm_up(self) -> None:
+        """One pass of each kind, whose times are let go."""
+        self.forward_pass()
+        self.backward_pass()
+        self.forward = {n: [] for n in self.forward}
+        self.backward = {n: [] for n in self.backward}
+
     @staticmethod
     def fastest(samples: dict[str, list[float]]) -> dict[str, float]:
         return {n: min(v) for n, v in samples.items() if v}
@@ -219,10 +226,7 @@ def measure_steps(
             s.step()
             s.forward()
         if s.ops is not None:
-            s.ops.forward_pass()
-            s.ops.backward_pass()
-            s.ops.forward = {n: [] for n in s.ops.forward}
-            s.ops.backward = {n: [] for n in s.ops.backward}
+            s.ops.warm_up()
     train: list[list[float]] = [[] for _ in steppers]
     infer: list[list[float]] = [[] for _ in steppers]
     order = list(range(len(steppers)))
@@ -263,14 +267,13 @@ def measure_op_forward(
     module: nn.Module, example: torch.Tensor, names: Sequence[str], *, repeats: int = 9
 ) -> dict[str, float]:
     """Fastest forward seconds of the sub-modules named ``names`` (module paths) over
-    ``repeats`` hooked passes after one warm-up (:class:`_OpTimer`).
+    ``repeats`` hooked passes after a warm-up (:class:`_OpTimer`).
 
     Raises:
         ValueError: a name is not a sub-module of ``module``.
     """
     timer = _OpTimer(module, example, names)
-    timer.forward_pass()
-    timer.forward = {n: [] for n in names}
+    timer.warm_up()
     for _ in range(repeats):
         timer.forward_pass()
     return timer.fastest(timer.forward)
@@ -280,15 +283,14 @@ def measure_op_backward(
     module: nn.Module, example: torch.Tensor, names: Sequence[str], *, repeats: int = 9
 ) -> dict[str, float]:
     """Fastest backward seconds of the sub-modules named ``names`` (module paths), in a
-    training step's backward pass, over ``repeats`` hooked passes after one warm-up
+    training step's backward pass, over ``repeats`` hooked passes after a warm-up
     (:class:`_OpTimer`); modules that no gradient reaches are left out.
 
     Raises:
         ValueError: a name is not a sub-module of ``module``.
     """
     timer = _OpTimer(module, example, names)
-    timer.backward_pass()
-    timer.backward = {n: [] for n in names}
+    timer.warm_up()
     for _ in range(repeats):
         timer.backward_pass()
     return timer.fastest(timer.backward)
