@@ -272,11 +272,7 @@ def measure_op_forward(
     Raises:
         ValueError: a name is not a sub-module of ``module``.
     """
-    timer = _OpTimer(module, example, names)
-    timer.warm_up()
-    for _ in range(repeats):
-        timer.forward_pass()
-    return timer.fastest(timer.forward)
+    return _fastest_passes(module, example, names, repeats, backward=False)
 
 
 def measure_op_backward(
@@ -289,8 +285,14 @@ def measure_op_backward(
     Raises:
         ValueError: a name is not a sub-module of ``module``.
     """
+    return _fastest_passes(module, example, names, repeats, backward=True)
+
+
+def _fastest_passes(
+    module: nn.Module, example: torch.Tensor, names: Sequence[str], repeats: int, backward: bool
+) -> dict[str, float]:
     timer = _OpTimer(module, example, names)
     timer.warm_up()
     for _ in range(repeats):
-        timer.backward_pass()
-    return timer.fastest(timer.backward)
+        (timer.backward_pass if backward else timer.forward_pass)()
+    return timer.fastest(timer.backward if backward else timer.forward)
