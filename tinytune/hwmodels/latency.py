@@ -127,8 +127,8 @@ def cost_class(op: Op) -> str:
     """The class whose coefficients price the op: :func:`op_class`, or its few-pixel class for
     a pointwise convolution on under :data:`PW_FEW_PIXELS` output pixels or a depthwise one on
     at most :data:`DW_FEW_PIXELS`, or ``conv_group`` for a grouped convolution that is not
-    depthwise (PyTorch on a CPU runs one in about 100 µs whatever its size, twice a pointwise
-    convolution's time: ``docs/calibration.md``)."""
+    depthwise (PyTorch on a CPU runs one in about 100 µs whatever its size, two to three times
+    a pointwise convolution's time: ``docs/calibration.md``)."""
     cls = op_class(op)
     if cls == "conv_kxk" and op.attrs["groups"] > 1:
         return "conv_group"
