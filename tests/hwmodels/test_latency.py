@@ -88,8 +88,14 @@ def test_eager_terms_by_hand() -> None:
     # a profile prices each term with its class's coefficients; one without them, at 0
     eager = {"forward": (0.0, 0.0, 1.0, 0.0), "grad_input": (0.0, 0.0, 0.0, 1000.0)}
     coef = LatencyCoefficients({"act": eager, "scale": eager})
-    report = dict(predict_latency(graph, coef).per_op)["conv"]
-    assert report == {"forward": 72.0, "update": 0.0, "grad_input": 1000.0, "grad_weight": 0.0}
+    report = predict_latency(graph, coef)
+    conv = dict(report.per_op)["conv"]
+    assert conv == {"forward": 72.0, "update": 0.0, "grad_input": 1000.0, "grad_weight": 0.0}
+    # the mask is packed in a training step's forward pass, not in inference
+    kept = LatencyCoefficients({"act_saved": eager})
+    assert dict(predict_latency(graph, kept).per_op)["conv"]["forward"] == 36.0
+    assert predict_latency(graph, kept).inference_s == 0.0
+    assert report.inference_s == 72.0  # the ReLU's 36 and the scale's 36
 
 
 def test_a_grouped_convolution_has_a_class_of_its_own() -> None:

@@ -200,8 +200,8 @@ def op_terms(
 @dataclass(frozen=True)
 class LatencyCoefficients:
     """Seconds per feature unit for every (cost class, phase); a subclass's missing phase
-    (:data:`SUBCLASSES`) is its op class's; other missing entries cost 0 (an activation's, in
-    a profile whose engine runs it inside the convolution)."""
+    (:data:`SUBCLASSES`) is its op class's; other missing entries cost 0 (an eager class's, in
+    a profile whose engine does that work inside the convolution)."""
 
     values: dict[str, dict[str, tuple[float, float, float, float]]] = field(default_factory=dict)
 
@@ -254,16 +254,18 @@ def predict_latency(
     graph: Graph, coefficients: LatencyCoefficients, bytes_per_element: int = 4
 ) -> LatencyReport:
     """Predict the latency of one training step of ``graph`` (and of its forward pass): the
-    sum of every op's terms (:func:`op_terms`)."""
+    sum of every op's terms (:func:`op_terms`); the forward pass without what is kept only for
+    a backward pass (``act_saved``)."""
     per_op = []
     train = infer = 0.0
     for op in graph.ops:
         phases: dict[str, float] = {}
         for cls, phase, f in op_terms(op, graph, bytes_per_element):
-            phases[phase] = phases.get(phase, 0.0) + float(coefficients.get(cls, phase) @ f)
+            seconds = float(coefficients.get(cls, phase) @ f)
+            phases[phase] = phases.get(phase, 0.0) + seconds
+            infer += seconds if phase == "forward" and cls != "act_saved" else 0.0
         per_op.append((op.name, phases))
         train += sum(phases.values())
-        infer += phases["forward"]
     return LatencyReport(train, infer, tuple(per_op))
 
 
