@@ -58,7 +58,8 @@ def estimate_seconds(
     are timed too, or ``None``): each network warmed up (its first run is several times
     slower), then one round of one step timed on the wall clock, for every step of the rounds
     and the warm-up. With ``ops`` that round comes after a hooked warm-up pair of passes,
-    which costs about half a round (one of its step, forward pass and pair)."""
+    which costs about half a round (a round is a step, a forward pass and a hooked pair, the
+    pair about as long as the other two)."""
     total = 0.0
     for k, (net, example) in enumerate(nets):
         named = [ops[k]] if ops is not None else None
