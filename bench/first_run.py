@@ -17,11 +17,12 @@ wall clock), and the stored study is read back for:
 The summary gives each figure's median, mean and range over the seeds.
 
     python3 bench/first_run.py [--seeds 0 1 2 3 4] [--dataset digits] [--json OUT]
-        [--from-json EARLIER.json [MORE.json ...]] [--write docs/bench/first-run.md]
+        [--from-json EARLIER.json [MORE.json ...]] [--write docs/bench/first-run.md
+        [--section first-run]]
 
-``--write`` replaces the text between ``<!-- first-run:begin -->`` and ``<!-- first-run:end -->``
-(with ``--from-json``, by the summaries of every file given, one data set after another). About
-100 s per seed on two cores.
+``--write`` replaces the text between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->``
+(``--section NAME``, default ``first-run``; with ``--from-json``, by the summaries of every file
+given, one data set after another). About 100 s per seed on two cores.
 """
 
 from __future__ import annotations
@@ -177,9 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--from-json", type=Path, nargs="+", help="print (or write) earlier runs' figures, in turn"
     )
-    p.add_argument(
-        "--write", type=Path, help="the Markdown file whose first-run section to replace"
-    )
+    p.add_argument("--write", type=Path, help="the Markdown file whose block to replace")
+    p.add_argument("--section", default="first-run", help="the block's name")
     args = p.parse_args(argv)
     if args.from_json:
         earlier = [json.loads(path.read_text()) for path in args.from_json]
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         text = table(runs, dataset)
     print(text)
     if args.write:
-        write_section(args.write, "first-run", text)
+        write_section(args.write, args.section, text)
     return 0
 
 

@@ -4,6 +4,7 @@ summary gives the median, mean and range of each over the seeds."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import ModuleType
 
@@ -79,3 +80,19 @@ def test_read_study_gives_the_studys_own_figures(bench: ModuleType, tmp_path: Pa
         if ref.val_accuracy - p.val_accuracy <= 0.01
     )
     assert figures["front"] == len(result.front) and figures["hypervolume"] == view.hypervolume
+
+
+def test_from_json_writes_the_named_block_only(bench: ModuleType, tmp_path: Path) -> None:
+    runs = [_run(0, 100.0, 0.97, 0.85, 0.96, 4.0), _run(1, 110.0, 0.98, 0.87, 0.97, 4.5)]
+    earlier = tmp_path / "letters.json"
+    earlier.write_text(json.dumps({"dataset": "imagefolder:/tmp/letters", "runs": runs}))
+    page = tmp_path / "page.md"
+    first = "<!-- first-run:begin -->\ndigits\n<!-- first-run:end -->\n"
+    page.write_text(
+        first + "<!-- first-run-letters:begin -->\nstale\n<!-- first-run-letters:end -->\n"
+    )
+    argv = ["--from-json", str(earlier), "--write", str(page), "--section", "first-run-letters"]
+    assert bench.main(argv) == 0
+    text = page.read_text()
+    assert text.startswith(first) and "stale" not in text
+    assert "2 fresh runs of `tinytune search --dataset imagefolder:/tmp/letters --seed S`" in text
