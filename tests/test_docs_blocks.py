@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BLOCKS = {
     "fresh-run": "README.md",  # bench/readme.py
     "first-run": "docs/bench/first-run.md",  # bench/first_run.py
+    "first-run-letters": "docs/bench/first-run.md",  # bench/first_run.py --section ...
     "lr-grid": "docs/bench/lr-grid.md",  # bench/lr_grid.py --section ...
     "lr-grid-16": "docs/bench/lr-grid.md",
     "lr-grid-lengths": "docs/bench/lr-grid.md",
