@@ -394,6 +394,44 @@ def test_calibrate_refuses_a_fit_short_of_the_accuracy_unless_forced(
     assert not any(d.forced for d in tinytune.devices(None))
 
 
+def test_a_device_may_state_its_own_accuracy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The steps up to 60 % off that the default accuracy refuses (the test above) are stored,
+    unmarked, for a device that states a looser one; the profile file records the accuracy it
+    was held to."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    out = tmp_path / "p.json"
+    argv = ["calibrate", str(_host_file(tmp_path, 0.6)), "--device", "host", "--held-out", "3"]
+    argv += ["--storage", url, "-o", str(out)]
+    code, text, err = _run([*argv, "--median-error", "80%", "--max-error", "2"], capsys)
+    assert code == 0, err
+    text = " ".join(text.split())
+    assert "held to this device's accuracy: median within ±80%, every network within ±200%" in text
+    assert "FORCED" not in text
+    stored = json.loads(out.read_text())["fit"]
+    assert stored["required"] == {"median": 0.8, "worst": 2.0} and not stored["forced"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--median-error", "0"], "--median-error must be a percentage (15%) or a fraction"),
+        (["--max-error", "-5%"], "--max-error must be a percentage"),
+        (["--max-error", "ten"], "above 0 and at most 1000%, got ten"),
+        (["--median-error", "nan"], "--median-error must be a percentage"),
+        (["--median-error", "30%"], "--median-error 30% exceeds --max-error 25%"),
+    ],
+)
+def test_a_bad_accuracy_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    argv = ["calibrate", str(_host_file(tmp_path, 0.0)), "--device", "host", *flags]
+    code, text, err = _run([*argv, "--storage", f"sqlite:///{tmp_path / 'db.sqlite'}"], capsys)
+    assert code == 2 and not text and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "db.sqlite").exists()
+
+
 def test_profile_says_first_how_long_it_will_take(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -133,6 +133,22 @@ def calibrate(
             "marked as forced.",
         ),
     ] = False,
+    median_error: Annotated[
+        str | None,
+        typer.Option(
+            metavar="SHARE",
+            help="The accuracy a profile of this device needs: the largest median |error| "
+            "of its held-out networks, as a percentage (15%) or a fraction (0.15); default 10%.",
+        ),
+    ] = None,
+    max_error: Annotated[
+        str | None,
+        typer.Option(
+            metavar="SHARE",
+            help="The largest |error| of any one held-out network a profile of this device "
+            "may have; default 25%.",
+        ),
+    ] = None,
 ) -> None:
     """Fit a device's latency profile from measurement files (non-negative least squares, in
     the form that cross-validation over whole networks chooses), report the fit and held-out
@@ -141,7 +157,8 @@ def calibrate(
     least 12 networks) is refused and says how many more networks to measure, unless --force
     stores it marked as forced. A fit
     that fails, or a file that cannot be written, stores nothing and keeps the previous
-    calibration."""
+    calibration. --median-error and --max-error state another accuracy for this device (a
+    board timed on a noisier clock); the profile records the accuracy it was held to."""
     from tinytune.cli.common import console, json_path, quiet_logs
     from tinytune.db import open_store
     from tinytune.db.engine import mask_url
@@ -153,6 +170,7 @@ def calibrate(
 
     quiet_logs()
     held = _held_out(held_out)
+    required = _required(median_error, max_error)
     path = json_path(  # before the fit: a refused path stores nothing
         out or Path(f"calibration-{device}.json"),
         "--out",
@@ -166,7 +184,7 @@ def calibrate(
     engine = engines.pop() if len(engines) == 1 else None  # several: the fit refuses them
     # the device's facts, from its built-in profile of the files' engine where there is one
     base = get_device(device, engine=engine if engine in device_engines(device) else None)
-    result = fit(loaded, base, held_out=held)
+    result = fit(loaded, base, held_out=held, required=required)
     forced = result.shortfall is not None
     if forced and not force:
         raise ConfigError(
@@ -235,6 +253,8 @@ def calibrate(
             f"held out {h['n']} networks: {h['within_10']:.0%} within ±10 %, median |error| "
             f"{100 * h['median_abs_error']:.1f} %, max {100 * h['max_abs_error']:.1f} %"
         )
+    if median_error is not None or max_error is not None:
+        console.print(f"held to this device's accuracy: {required.describe()}")
     if forced:
         console.print(
             f"[bold red]FORCED[/]: {result.shortfall}; stored marked as forced: "
@@ -254,6 +274,53 @@ def _measure_more(result: Any) -> str:
             f"{measured + more} measures {measured + more} in one run)"
         )
     return f"measure at least {more} more networks"
+
+
+def _required(median: str | None, worst: str | None) -> Any:
+    """The accuracy a calibration is held to: :data:`~tinytune.hwmodels.fitting.REQUIRED_ACCURACY`
+    with what ``--median-error`` and ``--max-error`` give instead.
+
+    Raises:
+        ConfigError: a share that is not a percentage or fraction in (0, 10], quoted as given,
+            or a median above the largest error.
+    """
+    from tinytune.hwmodels.fitting import REQUIRED_ACCURACY, Accuracy
+
+    given = {
+        "median": _share(median, "--median-error") if median is not None else None,
+        "worst": _share(worst, "--max-error") if worst is not None else None,
+    }
+    required = Accuracy(
+        **{k: v if v is not None else getattr(REQUIRED_ACCURACY, k) for k, v in given.items()}
+    )
+    if required.median > required.worst:
+        from tinytune.errors import ConfigError
+
+        raise ConfigError(
+            f"--median-error {required.median:.0%} exceeds --max-error {required.worst:.0%}: a "
+            "median error cannot be larger than the largest"
+        )
+    return required
+
+
+def _share(text: str, flag: str) -> float:
+    """A share of a step: ``15%`` or ``0.15``, above 0 and at most 10 (1000 %)."""
+    import math
+
+    from tinytune.errors import ConfigError
+
+    stripped = text.strip()
+    try:
+        value = float(stripped[:-1]) / 100 if stripped.endswith("%") else float(stripped)
+    except ValueError:
+        value = math.nan
+    if math.isfinite(value) and 0 < value <= 10:
+        return value
+    shown = text if len(text) <= 24 else text[:23] + "…"
+    raise ConfigError(
+        f"{flag} must be a percentage (15%) or a fraction (0.15) above 0 and at most 1000%, "
+        f"got {shown}"
+    )
 
 
 def _held_out(text: str) -> float:
