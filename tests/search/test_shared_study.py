@@ -69,7 +69,10 @@ def test_two_drivers_started_at_once_share_the_budget(url: str) -> None:
     assert optuna.trial.TrialState.RUNNING not in states
     complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     reference = [t for t in complete if t.user_attrs.get("reference")]
-    assert len(reference) == 1  # enqueued by both drivers at once, measured once
+    # both drivers may enqueue the reference as they start at the same moment (each finds the
+    # study new): it is measured once (above), and a second reference trial asked after that
+    # measurement is told its stored result
+    assert reference and len({tuple(t.values) for t in reference}) == 1
     others = {t.user_attrs["candidate_key"] for t in complete if t not in reference}
     assert others == set(measured)
 
