@@ -329,26 +329,6 @@ def test_from_options_sets_every_field_an_option_names() -> None:
     assert default.tune_lr and default.sram_budget_bytes == 256 * 1024
 
 
-def _string_constants(path: Path) -> list[str]:
-    """The string literals of a module's code (docstrings left out)."""
-    tree = ast.parse(path.read_text())
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    return [
-        node.value
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and id(node) not in docstrings
-    ]
-
-
 def test_each_default_is_stated_once() -> None:
     """The default storage, device and network are each one constant that every front end
     imports: no module of the package writes them out again (the STM32F746's own profile
@@ -363,7 +343,7 @@ def test_each_default_is_stated_once() -> None:
 
     stated: dict[str, list[str]] = {DEFAULT_STORAGE: [], DEFAULT_DEVICE: [], DEFAULT_SUPERNET: []}
     for path in sorted(PACKAGE.rglob("*.py")):
-        for text in _string_constants(path):
+        for text in _non_doc_strings(path):
             if text in stated:
                 stated[text].append(str(path.relative_to(PACKAGE)))
     assert stated == {
