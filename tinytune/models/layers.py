@@ -19,10 +19,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tinytune.models.ops import masked_clamp, sparse_conv2d
+from tinytune.errors import ModelError
+from tinytune.models.ops import Padding, masked_clamp, sparse_conv2d
 
 __all__ = [
     "ACTIVATIONS",
+    "SAME",
     "Add",
     "AvgPool",
     "Classifier",
@@ -36,9 +38,27 @@ __all__ = [
     "TrainNet",
     "Upsample",
     "apply_activation",
+    "same_padding",
 ]
 
 ACTIVATIONS = ("none", "relu", "relu6", "hswish", "hsigmoid")
+
+SAME = "same"
+"""The ``padding`` of a :class:`ConvUnit` that pads as TensorFlow's "SAME" does
+(:func:`same_padding`), for weights trained with it."""
+
+
+def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
+    """TensorFlow's "SAME" padding of one axis: (before, after).
+
+    The output has ⌈n/s⌉ positions; the total padding p = max((⌈n/s⌉ − 1)·s + k − n, 0) is
+    split p // 2 before and the rest after. At stride 2 on an even size a 3×3 kernel gets
+    (0, 1), a 5×5 one (1, 2); at stride 1 an odd kernel gets (k // 2, k // 2), as symmetric
+    padding does.
+    """
+    out = -(-size // stride)  # ⌈n/s⌉
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
 
 
 def apply_activation(x: Tensor, act: str) -> Tensor:
@@ -64,6 +84,11 @@ class ConvUnit(nn.Module):
     the rest. Either may be ``None``. ``scale`` exists only when the scheme trains the folded
     BatchNorm γ (y = scale ⊙ conv(x) + bias, scale initialised to 1).
 
+    ``padding`` is ``p`` zeros on every side, or :data:`SAME`: TensorFlow's padding, which
+    depends on the input size (:func:`same_padding`; one pixel more after than before for a
+    stride-2 convolution on an even size). The traced graph holds the padding before (top and
+    left) of the last input the unit saw; the padding after follows from the shapes.
+
     Attributes:
         index: convolution index from the input (the update-scheme convention).
         kind: ``stem``, ``dw``, ``pw1``, ``pw2``, ``se1``, ``se2``, ``head`` or ``lite``.
@@ -75,7 +100,7 @@ class ConvUnit(nn.Module):
         bias: Tensor,
         *,
         stride: int = 1,
-        padding: int = 0,
+        padding: int | str = 0,
         groups: int = 1,
         act: str = "none",
         kind: str = "pw",
@@ -84,6 +109,8 @@ class ConvUnit(nn.Module):
         super().__init__()
         if act not in ACTIVATIONS:
             raise ValueError(f"unknown activation {act!r}; allowed: {ACTIVATIONS}")
+        if padding != SAME and not (isinstance(padding, int) and padding >= 0):
+            raise ValueError(f"padding {padding!r} is neither a size >= 0 nor {SAME!r}")
         self.out_channels, in_per_group, self.kernel_size, _ = weight.shape
         self.in_channels = in_per_group * groups
         self.stride, self.padding, self.groups = stride, padding, groups
@@ -94,6 +121,7 @@ class ConvUnit(nn.Module):
         self.bias = nn.Parameter(bias.detach().clone(), requires_grad=False)
         self.scale: nn.Parameter | None
         self.register_parameter("scale", None)
+        self.in_size: tuple[int, int] | None = None  # (H, W) of the last input
 
     @property
     def depthwise(self) -> bool:
@@ -153,21 +181,55 @@ class ConvUnit(nn.Module):
             if ratio is not None:
                 self.set_weight_update(ratio)
 
+    def padding_of(self, height: int, width: int) -> Padding:
+        """The padding of an input of ``height`` × ``width``: ``p`` on every side, or
+        ``(left, right, top, bottom)`` where they differ."""
+        if self.padding != SAME:
+            return self.padding  # type: ignore[return-value]
+        top, bottom = same_padding(height, self.kernel_size, self.stride)
+        left, right = same_padding(width, self.kernel_size, self.stride)
+        if top == bottom == left == right:
+            return top
+        return left, right, top, bottom
+
     def pre_activation(self, x: Tensor) -> Tensor:
         """The output before the activation: convolution, [scale,] bias."""
+        self.in_size = (x.shape[-2], x.shape[-1])
+        padding = self.padding_of(*self.in_size)
         if self.scale is None:
             return sparse_conv2d(
                 x, self.weight_train, self.weight_frozen, self.bias,
-                self.stride, self.padding, self.groups,
+                self.stride, padding, self.groups,
             )  # fmt: skip
         z = sparse_conv2d(
             x, self.weight_train, self.weight_frozen, None,
-            self.stride, self.padding, self.groups,
+            self.stride, padding, self.groups,
         )  # fmt: skip
         return torch.addcmul(self.bias.view(1, -1, 1, 1), z, self.scale.view(1, -1, 1, 1))
 
     def forward(self, x: Tensor) -> Tensor:
         return apply_activation(self.pre_activation(x), self.act)
+
+    def padding_before(self) -> int:
+        """The padding before the input (top and left) of the last input the unit saw."""
+        if self.padding != SAME:
+            return self.padding  # type: ignore[return-value]
+        if self.in_size is None:
+            raise ModelError(
+                f"convolution #{self.index} pads {SAME!r}, which depends on the input size; "
+                "run it (trace the network) before describing it"
+            )
+        padding = self.padding_of(*self.in_size)
+        if isinstance(padding, int):
+            return padding
+        left, _, top, _ = padding
+        if left != top:
+            raise ModelError(
+                f"convolution #{self.index} pads {top} above and {left} left of its "
+                f"{self.in_size[0]}×{self.in_size[1]} input; the graph holds one padding "
+                "before, for square inputs"
+            )
+        return top
 
     def ir_describe(self) -> dict[str, Any]:
         trained_w = self.weight_train.numel() if self.weight_train is not None else 0
@@ -179,7 +241,7 @@ class ConvUnit(nn.Module):
             "attrs": {
                 "kernel": self.kernel_size,
                 "stride": self.stride,
-                "padding": self.padding,
+                "padding": self.padding_before(),
                 "groups": self.groups,
             },
             "params": {
@@ -196,7 +258,8 @@ class ConvUnit(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"#{self.index} {self.kind} {self.in_channels}->{self.out_channels} "
-            f"k={self.kernel_size} s={self.stride} g={self.groups} act={self.act} "
+            f"k={self.kernel_size} s={self.stride} p={self.padding} g={self.groups} "
+            f"act={self.act} "
             f"train_ch={self.trained_channels}/{self.split_channels}"
         )
 

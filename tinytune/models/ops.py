@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import FunctionCtx
 
-__all__ = ["masked_clamp", "pack_mask", "sparse_conv2d", "unpack_mask"]
+__all__ = ["Padding", "masked_clamp", "pack_mask", "sparse_conv2d", "unpack_mask"]
 
 _SHIFTS = torch.arange(8, dtype=torch.uint8)
 
@@ -65,6 +65,15 @@ def _join(w_train: Tensor | None, w_frozen: Tensor | None, depthwise: bool) -> T
     return torch.cat([w_train, w_frozen], dim=0 if depthwise else 1)
 
 
+Padding = int | tuple[int, int, int, int]
+"""A convolution's zero padding: ``p`` on every side, or ``(left, right, top, bottom)`` as
+``F.pad`` takes it (TensorFlow's "SAME" padding of a stride-2 convolution on an even size)."""
+
+
+def _pad(x: Tensor, padding: Padding) -> Tensor:
+    return x if isinstance(padding, int) else F.pad(x, padding)
+
+
 class _SparseConv2d(torch.autograd.Function):
     """A convolution whose weight is split along the input channels (or, depthwise, along the
     channels) into an updated part ``w_train`` (the first k) and a frozen part ``w_frozen``.
@@ -73,6 +82,10 @@ class _SparseConv2d(torch.autograd.Function):
     The weights themselves are parameters: they stay where they are and cost no activation
     memory. ∂L/∂x = conv2dᵀ(∂L/∂y, W); ∂L/∂W[:, :k] = conv2d_weight(x[:, :k], ∂L/∂y);
     ∂L/∂b = Σ_{n,h,w} ∂L/∂y.
+
+    An asymmetric padding is applied with ``F.pad`` before a convolution without padding; its
+    adjoint crops the gradient of the padded input. The input is saved unpadded (padded again
+    in backward), so that what autograd keeps is the same for either padding.
     """
 
     @staticmethod
@@ -83,12 +96,15 @@ class _SparseConv2d(torch.autograd.Function):
         w_frozen: Tensor | None,
         bias: Tensor | None,
         stride: int,
-        padding: int,
+        padding: Padding,
         groups: int,
     ) -> Tensor:
         depthwise = groups > 1 and groups == x.shape[1]
         weight = _join(w_train, w_frozen, depthwise)
-        y = F.conv2d(x, weight, bias, stride, padding, 1, groups)  # (N, C_out, H', W')
+        if isinstance(padding, int):
+            y = F.conv2d(x, weight, bias, stride, padding, 1, groups)  # (N, C_out, H', W')
+        else:
+            y = F.conv2d(F.pad(x, padding), weight, bias, stride, 0, 1, groups)
         k = 0 if w_train is None else (w_train.shape[0] if depthwise else w_train.shape[1])
         if w_frozen is None:  # the whole weight is trained: any grouping
             k = x.shape[1]
@@ -109,12 +125,17 @@ class _SparseConv2d(torch.autograd.Function):
         x_shape, stride, padding, groups, k = ctx.conf  # type: ignore[attr-defined]
         depthwise = groups > 1 and groups == x_shape[1]
         need_x, need_wt, _, need_b = ctx.needs_input_grad[:4]  # type: ignore[attr-defined]
+        symmetric = padding if isinstance(padding, int) else 0
         grad_x = grad_wt = grad_b = None
         if need_x:
             weight = _join(w_train, w_frozen, depthwise)
+            n, c, h, w = x_shape
+            left, right, top, bottom = (0, 0, 0, 0) if isinstance(padding, int) else padding
+            padded = (n, c, top + h + bottom, left + w + right)
             grad_x = torch.nn.grad.conv2d_input(
-                x_shape, weight, grad_y, stride, padding, 1, groups
-            )
+                padded, weight, grad_y, stride, symmetric, 1, groups
+            )  # (N, C, top + H + bottom, left + W + right)
+            grad_x = grad_x[:, :, top : top + h, left : left + w]
         if need_wt:
             if w_frozen is None:
                 g, g_groups = grad_y, groups
@@ -123,7 +144,7 @@ class _SparseConv2d(torch.autograd.Function):
             else:
                 g, g_groups = grad_y, 1
             grad_wt = torch.nn.grad.conv2d_weight(
-                x_part, w_train.shape, g, stride, padding, 1, g_groups
+                _pad(x_part, padding), w_train.shape, g, stride, symmetric, 1, g_groups
             )
         if need_b:
             grad_b = grad_y.sum(dim=(0, 2, 3))
@@ -136,12 +157,15 @@ def sparse_conv2d(
     w_frozen: Tensor | None,
     bias: Tensor | None,
     stride: int,
-    padding: int,
+    padding: Padding,
     groups: int,
 ) -> Tensor:
     """Convolution with a partially trainable weight; see :class:`_SparseConv2d`.
 
     ``groups`` must be 1 (standard or pointwise convolution; the split is along the input
     channels) or equal to the channel count (depthwise; the split is along the channels).
+    ``padding``: ``p`` on every side, or ``(left, right, top, bottom)``, each at least 0.
     """
+    if not isinstance(padding, int) and min(padding) < 0:
+        raise ValueError(f"padding {padding} has a negative side; each must be at least 0")
     return _SparseConv2d.apply(x, w_train, w_frozen, bias, stride, padding, groups)
