@@ -18,8 +18,10 @@ SampleFn = Callable[[str, int, int, str | None], tuple[Candidate, ...]]
 @pytest.fixture(scope="session")
 def supernets() -> dict[str, nn.Module]:
     """Supernet name → a randomly initialised ``ofa`` supernet (40 source classes), one of
-    every family."""
-    return {spec.name: build_ofa_supernet(spec, 40, seed=0) for spec in family_supernets(0.35)}
+    every family, and a randomly initialised EfficientNet-Lite0 (a fixed network that pads
+    "SAME")."""
+    specs = (*family_supernets(0.35), get_supernet("efficientnet-lite0"))
+    return {spec.name: build_ofa_supernet(spec, 40, seed=0) for spec in specs}
 
 
 @functools.cache

