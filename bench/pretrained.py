@@ -7,6 +7,7 @@ its photographs classify, and which BatchNorm statistics transfer.
     python3 bench/pretrained.py statistics /tmp/letters  # minutes on two cores
     python3 bench/pretrained.py cuts /tmp/letters        # about 15 minutes on two cores
     python3 bench/pretrained.py depth /tmp/letters       # minutes on two cores
+    python3 bench/pretrained.py padding /tmp/letters     # about 10 minutes on two cores
     python3 bench/m7_instructions.py --sample 8 --supernet efficientnet-lite0 --out lite0-m7.json
     python3 bench/pretrained.py latency lite0-m7.json     # the built-in profile's error
 
@@ -14,9 +15,10 @@ its photographs classify, and which BatchNorm statistics transfer.
   the engine's code) and the STM32F746's predicted step latency of each preset at each cut and
   input resolution.
 * ``photos``: the ImageNet class and probability of the photographs scikit-image ships, with
-  tinytune's symmetric padding and with TensorFlow's "SAME" padding that the weights were
-  trained with (the reference implementation, ``efficientnet_lite_pytorch``; a test
-  dependency).
+  symmetric padding (the ``ofa`` network that holds the weights) and with TensorFlow's "SAME"
+  padding that the weights were trained with and tinytune's training network pads with (the
+  reference implementation, ``efficientnet_lite_pytorch``, a test dependency; the training
+  network gives its logits, ``tests/models/test_pretrained.py``).
 * ``statistics``: each family's preset fine-tuned on an image folder (the default
   sub-network, rates 0.4 and 1.6, 8 epochs, two train/validation partitions), once with the
   ImageNet BatchNorm statistics folded and once with statistics re-estimated on 256 training
@@ -27,6 +29,11 @@ its photographs classify, and which BatchNorm statistics transfer.
 * ``depth``: Once-for-All's elastic depth taken without retraining: the sparse preset on the
   default sub-network with the last block of none, one, two or three of its stages left out,
   fine-tuned as the search does (rates 0.8 and 1.6, two partitions).
+* ``padding``: the linear probe (``last``) and the sparse update (``mcunetv3``) of the default
+  cut at 64 and 128 px, and the linear probe of the whole network at 128 px, with the stride-2
+  convolutions padded symmetrically (k // 2 on each side) and as TensorFlow's "SAME" that the
+  weights were trained with (tinytune's padding); each at its family's three rates on five
+  train/validation partitions, the rate chosen on validation, the test split fixed.
 * ``latency``: the STM32F746's built-in profile of the bundle's kernels (fitted on
   ``ofa-proxyless-w0.35`` bundles) against Lite0 bundles' instruction counts under QEMU.
 """
@@ -34,6 +41,7 @@ its photographs classify, and which BatchNorm statistics transfer.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -78,8 +86,8 @@ def photos() -> None:
     from tinytune.spaces import get_supernet
 
     spec = get_supernet(NETWORK)
-    ours = load_supernet(spec, pretrained_weights(spec)).eval()
-    print("| photo | px | tinytune (symmetric padding) | TensorFlow padding |")
+    symmetric = load_supernet(spec, pretrained_weights(spec)).eval()
+    print("| photo | px | symmetric padding | TensorFlow's SAME (tinytune's) |")
     print("|---|---|---|---|")
     for resolution in (224, 128):
         reference = EfficientNet.from_name(NETWORK, image_size=resolution)
@@ -92,7 +100,7 @@ def photos() -> None:
             x = (x / 255.0 - 0.5) / 0.5
             with torch.no_grad():
                 cells = []
-                for net in (ours, reference):
+                for net in (symmetric, reference):
                     p = net(x).softmax(dim=1)[0]
                     cells.append(f"class {int(p.argmax())}, p = {float(p.max()):.2f}")
             print(f"| {name} | {resolution} | {cells[0]} | {cells[1]} |")
@@ -210,6 +218,89 @@ def depth(folder: Path) -> None:
             print(line, flush=True)
 
 
+PADDING_RATES = (0.8, 1.6, 3.2)  # the search's grid of the classifier and sparse families
+PADDING_PARTITIONS = 5
+
+
+def _padding_job(job: tuple[Path, str, int, bool, bool, float]) -> tuple[float, float]:
+    """Mean validation and test accuracy over the partitions of one preset at one rate, the
+    stride-2 convolutions padded "SAME" or symmetrically."""
+    import statistics as stats
+
+    import torch
+
+    from tinytune.data import get_dataset, repeated
+    from tinytune.evaluators import FinetuneConfig
+    from tinytune.evaluators.finetune import finetune
+    from tinytune.models import build_candidate
+    from tinytune.models.layers import SAME
+    from tinytune.spaces import SubnetConfig, default_subnet, make_preset
+
+    folder, name, resolution, whole, same, lr = job
+    torch.set_num_threads(1)
+    spec, network = _lite0()
+    stages = default_subnet(spec, "max" if whole else "min").stages
+    candidate = make_preset(name, spec, SubnetConfig(resolution, stages))
+    loaded = get_dataset(f"imagefolder:{folder}").load(resolution)
+    runs = []
+    for repeat in range(PADDING_PARTITIONS):
+        net = build_candidate(candidate, network, 10, calibration=[], seed=0)
+        if not same:
+            for conv in net.convs():
+                if conv.padding == SAME:
+                    conv.padding = conv.kernel_size // 2
+        runs.append(finetune(net, repeated(loaded, repeat, 0), FinetuneConfig(lr=lr)))
+    return stats.mean(r.val_accuracy for r in runs), stats.mean(r.accuracy for r in runs)
+
+
+@functools.cache
+def _lite0() -> tuple[object, object]:
+    from tinytune.models import load_supernet
+    from tinytune.models.pretrained import pretrained_weights
+    from tinytune.spaces import get_supernet
+
+    spec = get_supernet(NETWORK)
+    return spec, load_supernet(spec, pretrained_weights(spec))
+
+
+def padding(folder: Path) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    settings = [
+        (name, resolution, whole)
+        for name, resolution, whole in (
+            ("last", 64, False),
+            ("mcunetv3", 64, False),
+            ("last", 128, False),
+            ("mcunetv3", 128, False),
+            ("last", 128, True),
+        )
+    ]
+    jobs = [
+        (folder, name, resolution, whole, same, lr)
+        for name, resolution, whole in settings
+        for same in (False, True)
+        for lr in PADDING_RATES
+    ]
+    with ProcessPoolExecutor(2) as pool:
+        results = dict(zip(jobs, pool.map(_padding_job, jobs), strict=True))
+    print(f"mean of {PADDING_PARTITIONS} partitions at the rate best on validation")
+    print("| preset | cut after | px | padding | rate | val / test |")
+    print("|---|---|---|---|---|---|")
+    for name, resolution, whole in settings:
+        for same in (False, True):
+            scores = {
+                lr: results[(folder, name, resolution, whole, same, lr)] for lr in PADDING_RATES
+            }
+            lr = max(PADDING_RATES, key=lambda r: scores[r][0])  # the first of equals
+            val, test = scores[lr]
+            print(
+                f"| {name} | {'block 15 + head' if whole else 'block 7'} | {resolution} | "
+                f"{'SAME' if same else 'symmetric'} | {lr:g} | "
+                f"{100 * val:.1f} / {100 * test:.1f} |"
+            )
+
+
 def latency(path: Path) -> None:
     from tinytune.hwmodels import PRECISIONS, predict_latency
     from tinytune.hwmodels.measurements import load_measurements
@@ -256,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="what", required=True)
     sub.add_parser("costs")
     sub.add_parser("photos")
-    for name in ("statistics", "cuts", "depth"):
+    for name in ("statistics", "cuts", "depth", "padding"):
         sub.add_parser(name).add_argument("folder", type=Path)
     sub.add_parser("latency").add_argument("file", type=Path)
     args = parser.parse_args(argv)
@@ -268,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         cuts(args.folder)
     elif args.what == "depth":
         depth(args.folder)
+    elif args.what == "padding":
+        padding(args.folder)
     elif args.what == "latency":
         latency(args.file)
     else:
