@@ -76,14 +76,19 @@ class Conv:
     stride: int
     groups: int
     k: int  # trained leading input channels (depthwise: channels), the weight split
+    pads: tuple[int, int, int, int] | None = None  # (top, bottom, left, right); else k // 2
 
     @property
-    def pad(self) -> int:
-        return self.kernel // 2
+    def pad(self) -> tuple[int, int, int, int]:
+        return self.pads if self.pads is not None else (self.kernel // 2,) * 4
 
     @property
     def out_hw(self) -> tuple[int, int]:
-        return tuple((n + 2 * self.pad - self.kernel) // self.stride + 1 for n in (self.h, self.w))
+        top, bottom, left, right = self.pad
+        return (
+            (self.h + top + bottom - self.kernel) // self.stride + 1,
+            (self.w + left + right - self.kernel) // self.stride + 1,
+        )
 
     @property
     def depthwise(self) -> bool:
@@ -93,7 +98,7 @@ class Conv:
         oh, ow = self.out_hw
         return i32(
             self.in_c, self.h, self.w, self.out_c, oh, ow,
-            self.kernel, self.stride, self.pad, self.groups,
+            self.kernel, self.stride, self.pad[0], self.pad[2], self.groups,
         )  # fmt: skip
 
     def split(self, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -127,6 +132,17 @@ CONVS = {
     "grouped frozen": Conv(8, 5, 5, 8, 5, 1, 2, 0),
     # padded planes of 12 x 2 x 64 x 32 values, over the 32,768 a Linux build keeps
     "s2 planes over the stack": Conv(12, 62, 62, 4, 3, 2, 1, 3),
+    # TensorFlow's "SAME": nothing before, one pixel after (k = 3), one and two (k = 5)
+    "same dw3 s2": Conv(6, 8, 10, 6, 3, 2, 6, 2, (0, 1, 0, 1)),
+    "same dw5 s2": Conv(5, 10, 6, 5, 5, 2, 5, 0, (1, 2, 1, 2)),
+    "same stem s2": Conv(3, 16, 16, 8, 3, 2, 1, 3, (0, 1, 0, 1)),
+    "same dw3 s2 few": Conv(40, 4, 4, 40, 3, 2, 40, 8, (0, 1, 0, 1)),
+    # a patch's region of a larger tensor: padding at the image's border only, input rows and
+    # columns the output does not read (negative), no padding where the region goes on
+    "patch dw3 s1 top left": Conv(7, 9, 8, 7, 3, 1, 7, 0, (1, -1, 1, -1)),
+    "patch dw3 s2 inside": Conv(6, 11, 9, 6, 3, 2, 6, 0, (-1, 0, 0, 0)),
+    "patch pw cropped": Conv(8, 6, 7, 5, 1, 1, 1, 0, (-1, -2, -2, 0)),
+    "patch stem s2 bottom right": Conv(3, 10, 12, 8, 3, 2, 1, 0, (-1, 1, 0, 1)),
 }
 
 

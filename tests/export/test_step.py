@@ -29,7 +29,8 @@ from tests.quant.nets import (
 )
 from tinytune.evaluators.hardware import HardwareConfig, hardware_cost
 from tinytune.export.program import Ptr, StepProgram, lower_step
-from tinytune.hwmodels import plan_memory
+from tinytune.hwmodels import MemoryReport, plan_memory
+from tinytune.ir import block_end, plan_patches
 from tinytune.models import TrainNet, build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
 from tinytune.quant import QConv, QGroupNorm, QLinear, QuantizedNet, quantize, train_step
@@ -107,10 +108,17 @@ def _as_bytes(a: np.ndarray) -> bytes:
     return np.ascontiguousarray(a).tobytes()
 
 
-def run_and_compare(driver: Path, net: QuantizedNet, xs: torch.Tensor, labels: list[int]) -> int:
-    """Lower ``net``'s step, run it in C over (xs, labels), replay it in the simulator on a
-    copy, and compare every dump; returns the number of arrays compared."""
-    program = lower_step(net, LR)
+def run_and_compare(
+    driver: Path,
+    net: QuantizedNet,
+    xs: torch.Tensor,
+    labels: list[int],
+    report: MemoryReport | None = None,
+) -> int:
+    """Lower ``net``'s step (onto ``report``'s arena, default the planner's), run it in C over
+    (xs, labels), replay it in the simulator on a copy, and compare every dump; returns the
+    number of arrays compared."""
+    program = lower_step(net, LR, report)
     dumps = [(w.call, w.ptr, w.nbytes, w.exp_slot) for w in program.writes]
     dumps += _param_dumps(program)
     got = run_steps(driver, encode_program(program, dumps), xs.numpy(), labels)
@@ -231,3 +239,33 @@ def test_real_mobilenetv3_candidate_steps_match_the_simulator(driver, preset):
     assert any(q.graph.tensors[n.op.output].requires_grad for n in tables)
     xs = q.quantize_input(images(2, seed=8, resolution=32))
     run_and_compare(driver, q, xs, [3, 7])
+
+
+def test_depthwise_layers_run_in_place():
+    """The frozen depthwise convolutions of the MCUNetV3-style preset write over their
+    inputs: the planner shares the buffers, the step calls the in-place kernel (the steps
+    above compare their values), and the arena is smaller than with separate outputs."""
+    q = _real_candidate("mcunetv3")
+    report = plan_memory(q.graph, precision="int8")
+    program = lower_step(q, LR)
+    in_place = [c for c in program.calls if c.kernel == "conv2d_inplace_s8"]
+    assert len(in_place) == len(report.aliases) >= 3
+    for call in in_place:
+        op = next(o for o in q.graph.ops if o.name == call.op)
+        assert report.buffer_of(op.output) == report.buffer_of(op.inputs[0])
+
+
+@pytest.mark.parametrize(("blocks", "n"), [(2, 2), (3, 3), (4, 4)])
+def test_patched_prefix_steps_match_the_simulator(driver, blocks, n):
+    """The frozen prefix run patch by patch (regions, in-place crops, the output placed
+    patch by patch) leaves the bytes of the whole-image computation: every later activation,
+    gradient and parameter equals the simulator's, step after step, in an arena the patch
+    plan sizes."""
+    q = _real_candidate("mcunetv3")
+    plan = plan_patches(q.graph, n, block_end(q.graph, blocks))
+    report = plan_memory(q.graph, precision="int8", patches=plan)
+    program = lower_step(q, LR, report)
+    assert program.arena_bytes == report.arena_bytes
+    assert sum(c.kernel == "window_s8" for c in program.calls) >= n * n
+    xs = q.quantize_input(images(2, seed=8, resolution=32))
+    run_and_compare(driver, q, xs, [3, 7], report)

@@ -135,8 +135,12 @@ def test_planner_properties_on_real_networks(name, index, supernets):
     net = build(name, index, supernets)
     graph = trace(net, torch.randn(2, 3, net.resolution, net.resolution))
     fp32 = plan_memory(graph, precision="fp32")
-    int8 = plan_memory(graph, precision="int8")
+    int8 = plan_memory(graph, precision="int8", in_place=False)
     trained = trained_elements(net)
+    # in place, each depthwise output whose input dies shares its input's buffer
+    shared = plan_memory(graph, precision="int8")
+    assert shared.peak_bytes <= int8.peak_bytes
+    assert not int8.aliases and all(v.startswith("t") for v in shared.aliases.values())
     assert trained > 0
 
     for report in (fp32, int8):
@@ -163,8 +167,8 @@ def test_planner_properties_on_real_networks(name, index, supernets):
     assert fp32.flash_bytes == 4 * sum(p.numel() for p in net.parameters())
 
     for precision, report in (("fp32", fp32), ("int8", int8)):
-        reordered = plan_memory(graph, precision=precision, update="reordered")
-        held = plan_memory(graph, precision=precision, update="deferred")
+        reordered = plan_memory(graph, precision=precision, update="reordered", in_place=False)
+        held = plan_memory(graph, precision=precision, update="deferred", in_place=False)
         assert held.peak_bytes >= reordered.peak_bytes >= report.peak_bytes
         grads = [b for b in reordered.buffers if b.category == "param_gradient"]
         assert sum(b.nbytes for b in grads) == 4 * trained  # fp32, one per trained element
@@ -172,7 +176,9 @@ def test_planner_properties_on_real_networks(name, index, supernets):
             report.buffers
         )
         for state, optimizer in ((4, "sgd-momentum"), (8, "adam")):
-            with_state = plan_memory(graph, precision=precision, optimizer=optimizer)
+            with_state = plan_memory(
+                graph, precision=precision, optimizer=optimizer, in_place=False
+            )
             assert with_state.breakdown["optimizer"] == state * trained
             assert with_state.peak_bytes == report.peak_bytes + state * trained
 

@@ -54,6 +54,22 @@ KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
             "&${id}_q, (int8_t *)$y, (uint8_t *)$mask);"
         ),
     ),
+    "conv2d_inplace_s8": KernelTemplate(
+        decls=_GEOM
+        + _WEIGHT
+        + (
+            "static const tt_requant ${id}_q = {$x_zero, $y_zero, $act_min, $act_max, "
+            "(const int32_t *)$mult, (const int32_t *)$shift};\n"
+        ),
+        call=(
+            "tt_conv2d_inplace_s8(&${id}_geom, (int8_t *)$xy, &${id}_w, "
+            "(const int32_t *)$bias, &${id}_q, (int8_t *)$channel, (uint8_t *)$mask);"
+        ),
+    ),
+    "window_s8": KernelTemplate(
+        "tt_window_s8((const int8_t *)$src, $channels, $src_h, $src_w, $src_r, $src_c, $h, $w, "
+        "(int8_t *)$dst, $dst_h, $dst_w, $dst_r, $dst_c);"
+    ),
     "act_table_s8": KernelTemplate(
         "tt_act_table_s8((const int8_t *)$pre, (const int8_t *)$table, $n, (int8_t *)$y);"
     ),

@@ -31,6 +31,7 @@ import numpy as np
 
 from tinytune.export.passes import Node, PassRecord, run_passes
 from tinytune.hwmodels import MemoryReport, plan_memory
+from tinytune.ir import PatchPlan, Region
 from tinytune.quant import (
     QAdd,
     QConv,
@@ -71,6 +72,14 @@ KERNELS: dict[str, tuple[str, ...]] = {
     "conv2d_s8": (
         "geom", "x", "w_train", "w_frozen", "k", "bias", "x_zero", "y_zero", "act_min",
         "act_max", "mult", "shift", "y", "mask",
+    ),
+    "conv2d_inplace_s8": (
+        "geom", "xy", "w_train", "w_frozen", "k", "bias", "x_zero", "y_zero", "act_min",
+        "act_max", "mult", "shift", "channel", "mask",
+    ),
+    "window_s8": (
+        "src", "channels", "src_h", "src_w", "src_r", "src_c", "h", "w", "dst", "dst_h",
+        "dst_w", "dst_r", "dst_c",
     ),
     "act_table_s8": ("pre", "table", "n", "y"),
     "add_s8": ("a", "b", "n", "a_zero", "b_zero", "a_mult", "b_mult", "shift", "y_zero", "y"),
@@ -270,8 +279,10 @@ class _Lowering:
     def numel(self, t: int) -> int:
         return self.net.graph.tensors[t].numel
 
-    def act(self, t: int) -> Ptr:
-        return self.arena(f"t{t}", self.numel(t))
+    def act(self, t: int, nbytes: int | None = None) -> Ptr:
+        """Tensor ``t``'s activation: its buffer (an in-place depthwise output shares its
+        input's), holding ``nbytes`` (default: the whole tensor)."""
+        return self.arena(self.report.buffer_of(t), self.numel(t) if nbytes is None else nbytes)
 
     def grad(self, t: int) -> Ptr:
         return self.arena(f"grad t{t}", self.numel(t))
@@ -311,10 +322,12 @@ class _Lowering:
 
 
 def _geom(net: QuantizedNet, layer: QConv) -> tuple[int, ...]:
+    """The fields of ``tt_conv_geom``; the padding after follows from the sizes."""
     x = net.graph.tensors[layer.op.inputs[0]].shape
     y = net.graph.tensors[layer.op.output].shape
     kernel = layer.weight.shape[2]
-    return (x[1], x[2], x[3], y[1], y[2], y[3], kernel, layer.stride, layer.padding, layer.groups)
+    top, _, left, _ = net.graph.pads(layer.op)
+    return (x[1], x[2], x[3], y[1], y[2], y[3], kernel, layer.stride, top, left, layer.groups)
 
 
 def _conv_params(lw: _Lowering, layer: QConv) -> dict[str, Ptr | None]:
@@ -339,30 +352,51 @@ def _conv_params(lw: _Lowering, layer: QConv) -> dict[str, Ptr | None]:
     return ptrs
 
 
+def _conv_call(
+    lw: _Lowering,
+    layer: QConv,
+    geom: tuple[int, ...],
+    x: Ptr,
+    y: Ptr,
+    mask: Ptr | None,
+    pre: bool,
+) -> int:
+    """The call of a convolution's forward kernel; in place where the planner put its output
+    over its input (then ``x`` is ``y``). The constants are the layer's, stored once."""
+    op, net = layer.op, lw.net
+    if op.index not in lw.conv_ptrs:
+        lw.conv_ptrs[op.index] = {
+            **_conv_params(lw, layer),
+            "mult": lw.const(f"{op.name}.mult", layer.mult.numpy().astype(np.int32)),
+            "shift": lw.const(f"{op.name}.shift", layer.shift.numpy().astype(np.int32)),
+        }
+    ptrs = lw.conv_ptrs[op.index]
+    operands: dict[str, Operand] = dict(
+        geom=geom, w_train=ptrs["w_train"], w_frozen=ptrs["w_frozen"],
+        k=layer.trained_channels, bias=ptrs["bias"], x_zero=net.acts[op.inputs[0]].zero,
+        y_zero=layer.pre.zero if layer.pre is not None else net.acts[op.output].zero,
+        act_min=layer.act_min, act_max=layer.act_max, mult=ptrs["mult"], shift=ptrs["shift"],
+        mask=mask,
+    )  # fmt: skip
+    if lw.report.buffer_of(op.output) != f"t{op.output}" and not pre:
+        channel = lw.arena(f"{op.name}:channel", geom[4] * geom[5])
+        return lw.call("conv2d_inplace_s8", op.name, "forward", xy=x, channel=channel, **operands)
+    return lw.call("conv2d_s8", op.name, "forward", x=x, y=y, **operands)
+
+
 def _conv_forward(lw: _Lowering, layer: QConv) -> None:
     op, net = layer.op, lw.net
     (x,) = op.inputs
-    ptrs = _conv_params(lw, layer)
-    lw.conv_ptrs[op.index] = ptrs
     numel = lw.numel(op.output)
     needs = net.graph.tensors[op.output].requires_grad
     mask = None  # kept only where a gradient will flow through the clamp, as the planner does
     if layer.keeps_mask and needs:
         mask = lw.arena(f"{op.name}:mask", (numel + 7) // 8)
-    y, y_zero = lw.act(op.output), net.acts[op.output].zero
-    if layer.pre is not None:  # the pre-activation, kept where backward reads it
-        y_zero = layer.pre.zero
-        if needs:
-            y = lw.arena(f"{op.name}:pre-activation", numel)
-    i = lw.call(
-        "conv2d_s8", op.name, "forward",
-        geom=_geom(net, layer), x=lw.act(x), w_train=ptrs["w_train"], w_frozen=ptrs["w_frozen"],
-        k=layer.trained_channels, bias=ptrs["bias"], x_zero=net.acts[x].zero,
-        y_zero=y_zero, act_min=layer.act_min, act_max=layer.act_max,
-        mult=lw.const(f"{op.name}.mult", layer.mult.numpy().astype(np.int32)),
-        shift=lw.const(f"{op.name}.shift", layer.shift.numpy().astype(np.int32)),
-        y=y, mask=mask,
-    )  # fmt: skip
+    y = lw.act(op.output)
+    pre = layer.pre is not None and needs  # the pre-activation, kept where backward reads it
+    if pre:
+        y = lw.arena(f"{op.name}:pre-activation", numel)
+    i = _conv_call(lw, layer, _geom(net, layer), lw.act(x), y, mask, pre)
     if layer.act_table is not None:
         table = layer.act_table.numpy().astype(np.int8)
         i = lw.call(
@@ -740,6 +774,84 @@ def _groupnorm_backward(lw: _Lowering, layer: QGroupNorm) -> None:
         lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
 
 
+def _patched_stage(lw: _Lowering, plan: PatchPlan) -> None:
+    """The frozen prefix ``ops[:plan.stage_end]`` patch by patch
+    (:mod:`tinytune.ir.patches`): per patch, each op on its held regions, an addition's
+    larger inputs cropped in place first, and the output's patch copied into the whole
+    output."""
+    net = lw.net
+    graph = net.graph
+    layers = {layer.op.index: layer for layer in net.layers}
+    out = plan.output
+    _, channels, out_h, out_w = graph.tensors[out].shape
+    place = -1
+    for p, (window, held) in enumerate(zip(plan.patches, plan.held, strict=True)):
+
+        def region(t: int, held: dict[int, Region] = held) -> tuple[Ptr, int, int, int]:
+            """Where the patch holds tensor ``t``: its pointer, channels, rows, columns."""
+            c = graph.tensors[t].shape[1]
+            if t == graph.input:
+                _, _, h, w = graph.tensors[t].shape
+                return lw.act(t), c, h, w
+            r = held[t]
+            if t == out:
+                return lw.arena(f"t{t}:patch", c * r.h * r.w), c, r.h, r.w
+            return lw.act(t, c * r.h * r.w), c, r.h, r.w
+
+        crops = {(index, t): w for index, t, w in plan.crops[p]}
+        for op in graph.ops[: plan.stage_end]:
+            layer = layers[op.index]
+            y, c_out, h_out, w_out = region(op.output)
+            if isinstance(layer, QConv):
+                x, c_in, h_in, w_in = region(op.inputs[0])
+                top, _, left, _ = plan.pads(graph, op, p)
+                geom = (
+                    c_in, h_in, w_in, c_out, h_out, w_out, layer.weight.shape[2],
+                    layer.stride, top, left, layer.groups,
+                )  # fmt: skip
+                _conv_call(lw, layer, geom, x, y, None, False)
+                if layer.act_table is not None:
+                    table = layer.act_table.numpy().astype(np.int8)
+                    if f"{op.name}.act_table" not in lw.flash:
+                        lw.const(f"{op.name}.act_table", table)
+                    lw.call(
+                        "act_table_s8", op.name, "forward",
+                        pre=y, table=Ptr("flash", lw.flash[f"{op.name}.act_table"][0]),
+                        n=c_out * h_out * w_out, y=y,
+                    )  # fmt: skip
+                continue
+            assert isinstance(layer, QAdd)
+            ab = []
+            for t in op.inputs:
+                src, c, h, w = region(t)
+                if (op.index, t) in crops:  # the window this add computes, to the front
+                    r, win = held[t], crops[(op.index, t)]
+                    lw.call(
+                        "window_s8", op.name, "forward",
+                        src=src, channels=c, src_h=h, src_w=w, src_r=win.r0 - r.r0,
+                        src_c=win.c0 - r.c0, h=win.h, w=win.w, dst=src, dst_h=win.h,
+                        dst_w=win.w, dst_r=0, dst_c=0,
+                    )  # fmt: skip
+                ab.append(src)
+            acts = net.acts
+            a, b = op.inputs
+            lw.call(
+                "add_s8", op.name, "forward",
+                a=ab[0], b=ab[1], n=c_out * h_out * w_out, a_zero=acts[a].zero,
+                b_zero=acts[b].zero, a_mult=layer.a_mult, b_mult=layer.b_mult,
+                shift=layer.shift, y_zero=acts[op.output].zero, y=y,
+            )  # fmt: skip
+        src, _, h, w = region(out)
+        r = held[out]
+        place = lw.call(
+            "window_s8", graph.ops[plan.stage_end - 1].name, "forward",
+            src=src, channels=channels, src_h=h, src_w=w, src_r=window.r0 - r.r0,
+            src_c=window.c0 - r.c0, h=window.h, w=window.w, dst=lw.act(out), dst_h=out_h,
+            dst_w=out_w, dst_r=window.r0, dst_c=window.c0,
+        )  # fmt: skip
+    lw.wrote(place, "act", out, lw.act(out), lw.numel(out))
+
+
 _FORWARD = {
     QConv: _conv_forward,
     QAdd: _add_forward,
@@ -772,8 +884,13 @@ def lower_step(net: QuantizedNet, lr: float, report: MemoryReport | None = None)
         raise QuantizationError(f"the device step takes batch 1, got {net.graph.batch_size}")
     lw = _Lowering(net, report, lr)
     nodes, record = run_passes(net)
+    plan = report.patches
     for node in nodes:
         layer = net.layers[node.layer]
+        if plan is not None and node.kind == "forward" and layer.op.index < plan.stage_end:
+            if layer.op.index == 0:
+                _patched_stage(lw, plan)
+            continue
         if node.kind == "forward":
             _FORWARD[type(layer)](lw, layer)
         elif node.kind == "backward":

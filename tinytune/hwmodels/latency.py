@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from tinytune.errors import ConfigError
-from tinytune.ir import Graph, Op
+from tinytune.ir import Graph, Op, PatchPlan, unrolled
 
 __all__ = [
     "BACKWARD_TIMED",
@@ -88,8 +88,8 @@ DW_FEW_PIXELS = 64
 _BACKWARD = ("grad_input", "grad_weight", "update")
 KERNEL_PHASES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(
-        ("conv2d_s8", "add_s8", "gap_s8", "linear_f32", "copy_s8", "avgpool_s8", "upsample_s8",
-         "groupnorm_f32", "act_table_s8", "mul_s8"),
+        ("conv2d_s8", "conv2d_inplace_s8", "window_s8", "add_s8", "gap_s8", "linear_f32",
+         "copy_s8", "avgpool_s8", "upsample_s8", "groupnorm_f32", "act_table_s8", "mul_s8"),
         ("forward",),
     ),
     **dict.fromkeys(
@@ -251,11 +251,18 @@ class LatencyReport:
 
 
 def predict_latency(
-    graph: Graph, coefficients: LatencyCoefficients, bytes_per_element: int = 4
+    graph: Graph,
+    coefficients: LatencyCoefficients,
+    bytes_per_element: int = 4,
+    patches: PatchPlan | None = None,
 ) -> LatencyReport:
     """Predict the latency of one training step of ``graph`` (and of its forward pass): the
     sum of every op's terms (:func:`op_terms`); the forward pass without what is kept only for
-    a backward pass (``act_saved``)."""
+    a backward pass (``act_saved``). With ``patches``, the frozen prefix runs patch by patch:
+    each op of the stage is priced once per patch on its region (:func:`unrolled`), so the
+    recomputed overlap and the calls' fixed costs are counted."""
+    if patches is not None:
+        graph = unrolled(graph, patches)
     per_op = []
     train = infer = 0.0
     for op in graph.ops:

@@ -95,7 +95,7 @@ def _live_peak(buffers: Sequence[Buffer]) -> int:
     return peak
 
 
-def plan_layout(buffers: Sequence[Buffer], alignment: int = 4, tries: int = 8) -> ArenaLayout:
+def plan_layout(buffers: Sequence[Buffer], alignment: int = 4, tries: int = 32) -> ArenaLayout:
     """Place ``buffers`` (lifetimes inclusive) in one arena; see the module docstring.
 
     Args:

@@ -27,19 +27,36 @@ The peak is the largest sum of the buffers alive at one step. Buffers:
 * static: trained weights copied to SRAM and optimizer state, for the whole step. Frozen weights
   stay in flash.
 
+Two schedules spend less, in int8 (the bundles' engine runs them; PyTorch runs neither):
+
+* **in-place depthwise convolution** (TinyEngine): a depthwise convolution whose input is read
+  by nothing after it (and not kept for backward, nor the network's input) computes each output
+  channel into a one-channel buffer (``<op>:channel``) and writes it over its input, so that its
+  output shares its input's buffer (one buffer of the larger size, alive over both lives; the
+  report's ``aliases`` map the output to it). A layer whose weight trains keeps its input and
+  is not in place; one whose output keeps a ReLU mask is in place when each channel's mask
+  starts on a byte (output pixels a multiple of 8);
+* **a frozen prefix patch by patch** (MCUNetV2; :mod:`tinytune.ir.patches`): each tensor
+  the stage writes is a buffer of its largest patch region, alive over the same steps; the
+  network input stays alive to the stage's last step; the stage's output is whole from the
+  stage's first step (the patches fill it one after the other), and its patch region is a
+  buffer ``t<id>:patch`` at the step that writes it.
+
 The cost function is pure: no I/O, no torch.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from tinytune.errors import ConfigError
 from tinytune.hwmodels.analytic import mcunetv3_extra_bytes
 from tinytune.hwmodels.latency import phase_features
 from tinytune.hwmodels.layout import ArenaLayout, Buffer, plan_layout
-from tinytune.ir import TABLE_ACTIVATIONS, Graph, Op
+from tinytune.ir import TABLE_ACTIVATIONS, Graph, Op, PatchPlan
 
 __all__ = [
     "CODE_BYTES_BASE",
@@ -102,6 +119,8 @@ class MemoryReport:
         arena_bytes: the size of that arena — what a device must reserve; at least
             ``peak_bytes`` (live bytes can fragment), equal to it but for alignment in practice.
         mcunetv3_extra_bytes: MCUNetV3's analytic extra memory (:mod:`.analytic`), per sample.
+        aliases: the buffer each in-place depthwise output lives in (``t<out>`` → ``t<in>``).
+        patches: the frozen prefix's patch plan, or None.
     """
 
     precision: str
@@ -118,10 +137,16 @@ class MemoryReport:
     mcunetv3_extra_bytes: int
     code_bytes: int = 0
     workspace_bytes: int = 0
+    aliases: dict[str, str] = field(default_factory=dict)
+    patches: PatchPlan | None = None
 
     @property
     def arena_bytes(self) -> int:
         return self.layout.arena_bytes
+
+    def buffer_of(self, t: int) -> str:
+        """The name of the buffer that holds tensor ``t``'s activation."""
+        return self.aliases.get(f"t{t}", f"t{t}")
 
 
 def _kept(op: Op, graph: Graph, p: Precision) -> tuple[list[int], list[tuple[str, int]]]:
@@ -181,6 +206,8 @@ def plan_memory(
     update: str = "fused",
     optimizer: str = "sgd",
     accumulate: int = 1,
+    patches: PatchPlan | None = None,
+    in_place: bool = True,
 ) -> MemoryReport:
     """Plan the buffers of one training step of ``graph`` and find its peak.
 
@@ -195,6 +222,10 @@ def plan_memory(
         accumulate: micro-batches whose gradients are summed before one update; above 1 every
             parameter gradient is held for the whole step (it outlives the micro-batch),
             whatever ``update`` says.
+        patches: run the frozen prefix patch by patch (int8 only), from
+            :func:`~tinytune.ir.patches.plan_patches` of this graph.
+        in_place: in int8, run depthwise convolutions in place where they may, as the
+            bundles' engine does; False plans every output apart (an engine that does not).
     """
     if precision not in PRECISIONS:
         raise ConfigError(f"unknown precision {precision!r}; allowed: {sorted(PRECISIONS)}")
@@ -204,6 +235,8 @@ def plan_memory(
         raise ConfigError(f"unknown optimizer {optimizer!r}; allowed: {sorted(OPTIMIZERS)}")
     if isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1:
         raise ConfigError(f"gradient accumulation must be an integer >= 1, got {accumulate!r}")
+    if patches is not None and precision != "int8":
+        raise ConfigError(f"patch-based execution is planned in int8 only, got {precision}")
     p = PRECISIONS[precision]
     n = len(graph.ops)
     last = 2 * n - 1
@@ -230,11 +263,30 @@ def plan_memory(
             buffers.append(Buffer(f"{op.name}:{name}", "saved", nbytes, op.index, bwd(op.index)))
             saved_total += nbytes
     saved_total += sum(graph.tensors[t].numel * p.activation for t in kept_whole)
+    local = set(patches.local_tensors(graph)) if patches is not None else set()
+    at: dict[int, int] = {}  # tensor id -> index of its activation's buffer
     for t, info in graph.tensors.items():
         if p.name == "int8" and t == graph.output:
             continue  # the float32 logits and, in place, their gradient: the workspace's
-        start = producer.get(t, 0)
-        buffers.append(Buffer(f"t{t}", "activation", info.numel * p.activation, start, end_of[t]))
+        start, end, nbytes = producer.get(t, 0), end_of[t], info.numel * p.activation
+        if patches is not None:
+            if t == graph.input:
+                end = max(end, patches.stage_end - 1)
+            elif t == patches.output:
+                buffers.append(
+                    Buffer(
+                        f"t{t}:patch",
+                        "activation",
+                        patches.region_bytes(graph, t, p.activation),
+                        start,
+                        start,
+                    )
+                )
+                start = 0
+            elif t in local:
+                nbytes = patches.region_bytes(graph, t, p.activation)
+        at[t] = len(buffers)
+        buffers.append(Buffer(f"t{t}", "activation", nbytes, start, end))
         if info.requires_grad:  # its gradient, from its last reader's backward to its writer's
             readers = consumers[t] or [n - 1]
             g_start = bwd(max(readers))
@@ -272,6 +324,10 @@ def plan_memory(
     if state:
         buffers.append(Buffer("optimizer state", "optimizer", state, 0, last))
 
+    aliases: dict[str, str] = {}
+    if precision == "int8" and in_place:
+        buffers = _run_in_place(graph, buffers, at, aliases, kept_whole, end_of, patches)
+
     timeline = [0] * (last + 1)
     for b in buffers:
         for step in range(b.start, b.end + 1):
@@ -299,7 +355,85 @@ def plan_memory(
         mcunetv3_extra_bytes=mcunetv3_extra_bytes(graph),
         code_bytes=_code_bytes(graph) if precision == "int8" else 0,
         workspace_bytes=_workspace_bytes(graph, buffers) if precision == "int8" else 0,
+        aliases=aliases,
+        patches=patches,
     )
+
+
+def _run_in_place(
+    graph: Graph,
+    buffers: list[Buffer],
+    at: dict[int, int],
+    aliases: dict[str, str],
+    kept: set[int],
+    end_of: dict[int, int],
+    patches: PatchPlan | None,
+) -> list[Buffer]:
+    """``buffers`` with the depthwise convolutions that may run in place (:func:`_in_place`)
+    doing so where the peak does not grow: the output's buffer is its input's, as large as the
+    larger of the two and alive over both lives, beside a one-channel buffer at the op's step.
+    (A stride-2 layer's output is smaller than its input: its shared buffer holds the input's
+    size for the output's life, which is worth it only where that life is short.) Fills
+    ``aliases``."""
+    steps = 2 * len(graph.ops)
+    timeline = np.zeros(steps + 1, np.int64)
+    for b in buffers:
+        timeline[b.start] += b.nbytes
+        timeline[b.end + 1] -= b.nbytes
+    timeline = np.cumsum(timeline)[:steps]
+    peak = int(timeline.max())
+    gone = set()
+    for op, channel in _in_place(graph, kept, end_of, patches):
+        x, y = op.inputs[0], op.output
+        root = aliases.get(f"t{x}", f"t{x}")
+        into = at[int(root[1:])]
+        bx, by = buffers[into], buffers[at[y]]
+        merged = Buffer(
+            bx.name, bx.category, max(bx.nbytes, by.nbytes), bx.start, max(bx.end, by.end)
+        )
+        trial = timeline.copy()
+        for b, sign in ((bx, -1), (by, -1), (merged, 1)):
+            trial[b.start : b.end + 1] += sign * b.nbytes
+        trial[op.index] += channel
+        if trial.max() > peak:
+            continue
+        timeline = trial
+        buffers[into] = merged
+        gone.add(at[y])
+        aliases[f"t{y}"] = root
+        buffers.append(Buffer(f"{op.name}:channel", "activation", channel, op.index, op.index))
+    return [b for i, b in enumerate(buffers) if i not in gone]
+
+
+def _in_place(
+    graph: Graph, kept: set[int], end_of: dict[int, int], patches: PatchPlan | None
+) -> list[tuple[Op, int]]:
+    """The depthwise convolutions that run in place (see the module), each with the bytes of
+    its one-channel buffer."""
+    out = []
+    for op in graph.ops:
+        if op.kind != "conv" or not _depthwise(op):
+            continue
+        x, y = op.inputs[0], op.output
+        if x == graph.input or x in kept or end_of[x] != op.index or op.params.trained_weight:
+            continue
+        if op.act in TABLE_ACTIVATIONS and graph.tensors[y].requires_grad:
+            continue  # the pre-activation is kept for backward: the output is written twice
+        if patches is not None and y == patches.output:
+            continue  # written through its patch buffer
+        _, _, h, w = graph.tensors[y].shape
+        if op.act in ("relu", "relu6") and graph.tensors[y].requires_grad and (h * w) % 8:
+            continue  # each channel's mask bits must start on a byte
+        if patches is not None and op.index < patches.stage_end:
+            h, w = 1, max(r[y].h * r[y].w for r in patches.held)
+        out.append((op, h * w))
+    return out
+
+
+def _depthwise(op: Op) -> bool:
+    """Whether a convolution is depthwise: one group per channel (weight (C, 1, k, k))."""
+    groups = op.attrs["groups"]
+    return groups > 1 and op.params.weight_shape[:2] == (groups, 1)
 
 
 CODE_BYTES_BASE = 19_120 + 1_790

@@ -131,6 +131,19 @@ class Graph:
         """Tensor id → index of the op that writes it (the network input has none)."""
         return {op.output: op.index for op in self.ops}
 
+    def pads(self, op: Op) -> tuple[int, int, int, int]:
+        """The zero padding of convolution ``op``'s input as (top, bottom, left, right): its
+        ``padding`` attribute before (top and left), and after whatever its output's size
+        implies, ``(out − 1)·stride + kernel − padding − in`` (TensorFlow's "SAME" pads one
+        more after than before at stride 2 on an even size; negative: input rows no output
+        reads)."""
+        k, s, before = op.attrs["kernel"], op.attrs["stride"], op.attrs["padding"]
+        (_, _, h_in, w_in) = self.tensors[op.inputs[0]].shape
+        (_, _, h_out, w_out) = self.tensors[op.output].shape
+        bottom = (h_out - 1) * s + k - before - h_in
+        right = (w_out - 1) * s + k - before - w_in
+        return before, bottom, before, right
+
     def total_macs(self) -> int:
         return sum(op.macs for op in self.ops)
 

@@ -21,7 +21,7 @@ from tinytune.quant.model import (
     qas_multipliers,
     quantize,
 )
-from tinytune.quant.simulate import ForwardRecord, StepRecord, forward, train_step
+from tinytune.quant.simulate import ForwardRecord, StepRecord, forward, forward_patched, train_step
 
 __all__ = [
     "CALIBRATION_METHODS",
@@ -42,6 +42,7 @@ __all__ = [
     "UpdateMultipliers",
     "activation_tables",
     "forward",
+    "forward_patched",
     "observe_ranges",
     "qas_multipliers",
     "quantize",

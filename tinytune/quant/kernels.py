@@ -38,6 +38,7 @@ __all__ = [
     "Contribution",
     "Grad",
     "InterpAxis",
+    "Pads",
     "act_table_s8",
     "add_grad_input",
     "add_s8",
@@ -106,6 +107,22 @@ def _check_int32(t: Tensor, what: str) -> None:
 # --- forward ---------------------------------------------------------------------------------
 
 
+Pads = tuple[int, int, int, int]
+"""Zero padding of a convolution's input: (top, bottom, left, right). A negative side drops
+that many rows or columns of the input (a patch's input region may hold rows its output does
+not read)."""
+
+
+def _pads(padding: int | Pads) -> Pads:
+    return (padding,) * 4 if isinstance(padding, int) else padding
+
+
+def _pad(xs: Tensor, pads: Pads) -> Tensor:
+    """``xs`` (N, C, H, W) with ``pads`` applied: zeros added, or rows and columns dropped."""
+    top, bottom, left, right = pads
+    return F.pad(xs, (left, right, top, bottom)) if any(pads) else xs
+
+
 def conv2d_s8(
     x: Tensor,
     x_zero: int,
@@ -117,13 +134,14 @@ def conv2d_s8(
     act_min: int,
     act_max: int,
     stride: int,
-    padding: int,
+    padding: int | Pads,
     groups: int,
 ) -> tuple[Tensor, Tensor]:
     """int8 convolution with requantisation and clamp; returns (y, mask) where mask is True
-    where the clamp left the value unchanged. x: (N, C, H, W); weight: (O, C/groups, k, k)."""
-    xs = (x - x_zero).double()
-    acc = _exact(F.conv2d(xs, weight.double(), None, stride, padding, 1, groups))
+    where the clamp left the value unchanged. x: (N, C, H, W); weight: (O, C/groups, k, k);
+    ``padding`` on every side, or per side (:data:`Pads`)."""
+    xs = _pad((x - x_zero).double(), _pads(padding))
+    acc = _exact(F.conv2d(xs, weight.double(), None, stride, 0, 1, groups))
     acc = acc + bias.view(1, -1, 1, 1)
     _check_int32(acc, "a convolution accumulator")
     v = y_zero + scale_round(acc, mult.view(1, -1, 1, 1), shift.view(1, -1, 1, 1))
@@ -378,15 +396,17 @@ def conv2d_grad_input(
     frac_bits: int,
     input_shape: tuple[int, ...],
     stride: int,
-    padding: int,
+    padding: int | Pads,
     groups: int,
 ) -> Contribution:
     """∂L/∂x of a convolution (weights before the update), as S·2^(e_y − F)."""
     o, _, kh, kw = weight.shape
     wm = weight * w_mult.view(-1, 1, 1, 1)
-    s = torch.nn.grad.conv2d_input(
-        input_shape, wm.double(), gy.mantissa.double(), stride, padding, 1, groups
-    )
+    top, bottom, left, right = _pads(padding)
+    n, c, h, w = input_shape
+    padded = (n, c, h + top + bottom, w + left + right)
+    s = torch.nn.grad.conv2d_input(padded, wm.double(), gy.mantissa.double(), stride, 0, 1, groups)
+    s = _pad(s, (-top, -bottom, -left, -right))  # the padding's gradient is dropped
     bound = _bitlen(GRAD_MAX * 127 * int(w_mult.max()) * (o // groups) * kh * kw)
     return Contribution(_exact(s), gy.exp - frac_bits, bound)
 
@@ -491,21 +511,21 @@ def conv2d_update_weight(
     upd_mult: Tensor,
     upd_shift: Tensor,
     stride: int,
-    padding: int,
+    padding: int | Pads,
     groups: int,
     depthwise: bool,
 ) -> tuple[Tensor, Tensor]:
     """w ← sat(w − round(lr·s_x·2^e·Gw / s_w), ±127) on the trained part ``w_train``
     ((O, k, kh, kw), or depthwise (k, 1, kh, kw)); x_saved: (1, k, H, W), the first k input
     channels. Returns (new w_train, Gw)."""
-    xs = (x_saved - x_zero).double()
+    xs = _pad((x_saved - x_zero).double(), _pads(padding))
     g = gy.mantissa.double()
     if depthwise:
         k = w_train.shape[0]
         g, groups, mult, shift = g[:, :k], k, upd_mult[:k], upd_shift[:k]
     else:
         mult, shift = upd_mult, upd_shift
-    gw = _exact(torch.nn.grad.conv2d_weight(xs, w_train.shape, g, stride, padding, 1, groups))
+    gw = _exact(torch.nn.grad.conv2d_weight(xs, w_train.shape, g, stride, 0, 1, groups))
     _check_int32(gw, "a weight gradient")
     delta = scale_round(gw, mult.view(-1, 1, 1, 1), (shift - gy.exp).view(-1, 1, 1, 1))
     return torch.clamp(w_train - delta, -127, 127), gw

@@ -150,6 +150,7 @@ class QConv:
 
     @property
     def padding(self) -> int:
+        """The zero padding before (top and left); :attr:`pads` has every side."""
         return self.op.attrs["padding"]
 
     @property

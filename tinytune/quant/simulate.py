@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tinytune.ir import PatchPlan
 from tinytune.quant import kernels as K
 from tinytune.quant.errors import QuantizationError
 from tinytune.quant.model import (
@@ -44,7 +45,14 @@ from tinytune.quant.model import (
     qas_multipliers,
 )
 
-__all__ = ["EmitRecord", "ForwardRecord", "StepRecord", "forward", "train_step"]
+__all__ = [
+    "EmitRecord",
+    "ForwardRecord",
+    "StepRecord",
+    "forward",
+    "forward_patched",
+    "train_step",
+]
 
 
 @dataclass
@@ -103,7 +111,7 @@ def _conv_forward(net: QuantizedNet, layer: QConv, rec: ForwardRecord) -> None:
     y_q = layer.pre if layer.pre is not None else net.acts[op.output]
     y, mask = K.conv2d_s8(
         rec.acts[op.inputs[0]], x_q.zero, layer.weight, layer.bias, layer.mult, layer.shift,
-        y_q.zero, layer.act_min, layer.act_max, layer.stride, layer.padding, layer.groups,
+        y_q.zero, layer.act_min, layer.act_max, layer.stride, net.graph.pads(op), layer.groups,
     )  # fmt: skip
     if layer.act_table is not None:
         rec.pre[op.index] = y
@@ -199,6 +207,52 @@ def forward(net: QuantizedNet, x: Tensor) -> ForwardRecord:
     return rec
 
 
+def forward_patched(net: QuantizedNet, x: Tensor, plan: PatchPlan) -> Tensor:
+    """The output of the frozen prefix ``plan`` describes (:mod:`tinytune.ir.patches`),
+    computed patch by patch as the device runs it: each op of the stage on its held regions
+    with the plan's padding, an addition on its window of each input, each patch's window
+    copied into the whole output. It equals :func:`forward`'s tensor ``plan.output``, bit for
+    bit (the regions are the receptive fields, computed and not approximated)."""
+    graph = net.graph
+    layers = {layer.op.index: layer for layer in net.layers}
+    out = torch.zeros(graph.tensors[plan.output].shape, dtype=torch.long)
+    for p, (window, held) in enumerate(zip(plan.patches, plan.held, strict=True)):
+        acts: dict[int, Tensor] = {graph.input: x.long()}
+        for op in graph.ops[: plan.stage_end]:
+            layer = layers[op.index]
+            if isinstance(layer, QConv):
+                y_q = layer.pre if layer.pre is not None else net.acts[op.output]
+                y, _ = K.conv2d_s8(
+                    acts[op.inputs[0]], net.acts[op.inputs[0]].zero, layer.weight, layer.bias,
+                    layer.mult, layer.shift, y_q.zero, layer.act_min, layer.act_max,
+                    layer.stride, plan.pads(graph, op, p), layer.groups,
+                )  # fmt: skip
+                if layer.act_table is not None:
+                    y = K.act_table_s8(y, layer.act_table)
+            elif isinstance(layer, QAdd):
+                win = held[op.output]
+                a, b = (
+                    acts[t][..., win.r0 - held[t].r0 : win.r1 - held[t].r0,
+                            win.c0 - held[t].c0 : win.c1 - held[t].c0]
+                    for t in op.inputs
+                )  # fmt: skip
+                y = K.add_s8(
+                    a, b, net.acts[op.inputs[0]].zero, net.acts[op.inputs[1]].zero,
+                    layer.a_mult, layer.b_mult, layer.shift, net.acts[op.output].zero,
+                )  # fmt: skip
+            else:
+                raise QuantizationError(f"{op.name}: a {op.kind} cannot run patch by patch")
+            r = held[op.output]
+            if tuple(y.shape[2:]) != (r.h, r.w):
+                raise AssertionError(f"{op.name}: {tuple(y.shape)} for region {r}")
+            acts[op.output] = y
+        r = held[plan.output]
+        out[..., window.r0 : window.r1, window.c0 : window.c1] = acts[plan.output][
+            ..., window.r0 - r.r0 : window.r1 - r.r0, window.c0 - r.c0 : window.c1 - r.c0
+        ]
+    return out
+
+
 # --- backward --------------------------------------------------------------------------------
 
 
@@ -237,7 +291,7 @@ def _conv_backward(b: _Backward, layer: QConv) -> None:
             x,
             K.conv2d_grad_input(
                 gy, layer.weight, layer.grad_mult, layer.grad_frac_bits,
-                tuple(b.record.acts[x].shape), layer.stride, layer.padding, layer.groups,
+                tuple(b.record.acts[x].shape), layer.stride, b.net.graph.pads(op), layer.groups,
             ),
         )  # fmt: skip
     if not (layer.bias_trained or layer.trained_channels):
@@ -249,7 +303,7 @@ def _conv_backward(b: _Backward, layer: QConv) -> None:
         x_saved = b.record.acts[x][:, : layer.saved_channels]
         w_new, _ = K.conv2d_update_weight(
             gy, x_saved, x_q.zero, w_train, upd.weight_mult, upd.weight_shift,
-            layer.stride, layer.padding, layer.groups, layer.depthwise,
+            layer.stride, b.net.graph.pads(op), layer.groups, layer.depthwise,
         )  # fmt: skip
         dim = 0 if layer.depthwise else 1
         layer.weight = torch.cat([w_new, w_frozen], dim=dim)

@@ -59,8 +59,8 @@ static tt_conv_geom read_geom(void) {
     int32_t n;
     int32_t *v = i32(&n);
     tt_conv_geom g;
-    if (n != 10) {
-        fail("a geometry has 10 fields");
+    if (n != 11) {
+        fail("a geometry has 11 fields");
     }
     g.in_c = v[0];
     g.in_h = v[1];
@@ -70,8 +70,9 @@ static tt_conv_geom read_geom(void) {
     g.out_w = v[5];
     g.kernel = v[6];
     g.stride = v[7];
-    g.pad = v[8];
-    g.groups = v[9];
+    g.pad_top = v[8];
+    g.pad_left = v[9];
+    g.groups = v[10];
     free(v);
     return g;
 }

@@ -18,7 +18,7 @@
 enum { TAG_INT = 0, TAG_PTR = 1, TAG_NULL = 2, TAG_F32 = 3, TAG_EXP = 4, TAG_LABEL = 5, TAG_TUPLE = 6 };
 enum { SPACE_ARENA = 0, SPACE_FLASH = 1, SPACE_SCRATCH = 2, SPACE_EXP = 3 };
 #define MAX_OPERANDS 16
-#define MAX_TUPLE 10
+#define MAX_TUPLE 12
 
 typedef struct {
     int32_t tag;
@@ -112,7 +112,7 @@ static tt_conv_geom G(const call *c, int32_t k) {
         fail("operand is not a geometry");
     }
     g.in_c = v[0], g.in_h = v[1], g.in_w = v[2], g.out_c = v[3], g.out_h = v[4], g.out_w = v[5];
-    g.kernel = v[6], g.stride = v[7], g.pad = v[8], g.groups = v[9];
+    g.kernel = v[6], g.stride = v[7], g.pad_top = v[8], g.pad_left = v[9], g.groups = v[10];
     return g;
 }
 
@@ -142,6 +142,21 @@ static void k_conv2d_s8(const call *c) {
     q.mult = (const int32_t *)P(c, 10), q.shift = (const int32_t *)P(c, 11);
     tt_conv2d_s8(&g, (const int8_t *)P(c, 1), &w, (const int32_t *)P(c, 5), &q,
                  (int8_t *)P(c, 12), (uint8_t *)P(c, 13));
+}
+
+static void k_conv2d_inplace_s8(const call *c) {
+    tt_conv_geom g = G(c, 0);
+    tt_weight w = W(c, 2, 3, 4);
+    tt_requant q;
+    q.x_zero = I(c, 6), q.y_zero = I(c, 7), q.act_min = I(c, 8), q.act_max = I(c, 9);
+    q.mult = (const int32_t *)P(c, 10), q.shift = (const int32_t *)P(c, 11);
+    tt_conv2d_inplace_s8(&g, (int8_t *)P(c, 1), &w, (const int32_t *)P(c, 5), &q,
+                         (int8_t *)P(c, 12), (uint8_t *)P(c, 13));
+}
+
+static void k_window_s8(const call *c) {
+    tt_window_s8((const int8_t *)P(c, 0), I(c, 1), I(c, 2), I(c, 3), I(c, 4), I(c, 5), I(c, 6),
+                 I(c, 7), (int8_t *)P(c, 8), I(c, 9), I(c, 10), I(c, 11), I(c, 12));
 }
 
 static void k_act_table_s8(const call *c) {
@@ -311,6 +326,8 @@ static const struct {
     {"groupnorm_f32", k_groupnorm_f32},
     {"groupnorm_f32_backward", k_groupnorm_f32_backward},
     {"conv2d_s8", k_conv2d_s8},
+    {"conv2d_inplace_s8", k_conv2d_inplace_s8},
+    {"window_s8", k_window_s8},
     {"act_table_s8", k_act_table_s8},
     {"mul_s8", k_mul_s8},
     {"grad_act_table", k_grad_act_table},

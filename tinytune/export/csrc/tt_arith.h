@@ -162,13 +162,20 @@ static inline void tt_emit_end(const tt_emit *st, const tt_grad *dst) {
 
 /* ---- convolution weights ----------------------------------------------------------------------- */
 
+/* A 1x1 convolution, stride 1, one group, whose output is its input's pixels (no padding,
+ * no rows or columns dropped). */
+static inline int32_t tt_is_pointwise(const tt_conv_geom *g) {
+    return g->kernel == 1 && g->stride == 1 && g->pad_top == 0 && g->pad_left == 0 &&
+           g->groups == 1 && g->out_h == g->in_h && g->out_w == g->in_w;
+}
+
 static inline int32_t tt_is_depthwise(const tt_conv_geom *g) {
     return g->groups > 1 && g->groups == g->in_c && g->groups == g->out_c;
 }
 
 /* Weight element (o, ci, tap) of a split weight; ci is the input channel within its group. */
 /* The outputs ox = *lo .. *hi of a row whose input ix = ox * stride + off lies in the input row
- * (off = kx - pad for kernel column kx); empty when *hi < *lo. */
+ * (off = kx - pad_left for kernel column kx); empty when *hi < *lo. */
 static inline void tt_tap_range(const tt_conv_geom *g, int32_t off, int32_t *lo, int32_t *hi) {
     int32_t s = g->stride;
     *lo = off >= 0 ? 0 : (-off + s - 1) / s;

@@ -212,7 +212,7 @@ static void tt_grad_input_depthwise(const tt_conv_geom *g, const int8_t *gy,
                 part[ix] = 0;
             }
             for (ky = 0; ky < g->kernel; ky++) {
-                int32_t ty = iy + g->pad - ky;
+                int32_t ty = iy + g->pad_top - ky;
                 const int8_t *grow;
                 if (ty < 0 || ty % s || ty / s >= g->out_h) {
                     continue;
@@ -220,7 +220,7 @@ static void tt_grad_input_depthwise(const tt_conv_geom *g, const int8_t *gy,
                 grow = gc + (ty / s) * g->out_w;
                 for (kx = 0; kx < g->kernel; kx++) {
                     int32_t wv = wc[ky * g->kernel + kx];
-                    int32_t off = kx - g->pad; /* ix = ox * s + off */
+                    int32_t off = kx - g->pad_left; /* ix = ox * s + off */
                     int32_t lo, hi;
                     if (wv == 0) {
                         continue;
@@ -266,12 +266,12 @@ static void tt_grad_input_depthwise_few(const tt_conv_geom *g, const int8_t *gy,
         for (kx = 0; kx < g->kernel; kx++) {
             tt_tap_column(w, ch, kk, ky * g->kernel + kx, wcol);
             for (oy = 0; oy < g->out_h; oy++) {
-                int32_t iy = oy * g->stride + ky - g->pad;
+                int32_t iy = oy * g->stride + ky - g->pad_top;
                 if (iy < 0 || iy >= g->in_h) {
                     continue;
                 }
                 for (ox = 0; ox < g->out_w; ox++) {
-                    int32_t ix = ox * g->stride + kx - g->pad;
+                    int32_t ix = ox * g->stride + kx - g->pad_left;
                     int32_t *a = part + (iy * g->in_w + ix) * ch;
                     const int16_t *gr = gt + (oy * g->out_w + ox) * ch;
                     if (ix < 0 || ix >= g->in_w) {
@@ -310,7 +310,7 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
     tt_emit_begin(&st, gx, gy_exp - frac_bits,
                   tt_bitlen((uint64_t)TT_GRAD_MAX * 127u * (uint64_t)max_mult * (uint64_t)og *
                             (uint64_t)(g->kernel * g->kernel)));
-    if (g->kernel == 1 && g->stride == 1 && g->pad == 0 && g->groups == 1) {
+    if (tt_is_pointwise(g)) {
 #ifndef TT_CORTEX_M
         if (g->in_c * g->in_h * g->in_w <= TT_FEW_SUMS) { /* both passes inside */
             tt_grad_input_pointwise_rows(g, gy, w, w_mult, &st, gx);
@@ -349,7 +349,7 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
                         const int8_t *go = gy + o * g->out_h * g->out_w;
                         int32_t part = 0;
                         for (ky = 0; ky < g->kernel; ky++) {
-                            int32_t ty = iy + g->pad - ky;
+                            int32_t ty = iy + g->pad_top - ky;
                             int32_t oy;
                             if (ty < 0 || ty % g->stride) {
                                 continue;
@@ -359,7 +359,7 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
                                 continue;
                             }
                             for (kx = 0; kx < g->kernel; kx++) {
-                                int32_t tx = ix + g->pad - kx;
+                                int32_t tx = ix + g->pad_left - kx;
                                 int32_t ox;
                                 if (tx < 0 || tx % g->stride) {
                                     continue;
@@ -477,7 +477,7 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
     int32_t n_in = depthwise ? 1 : k;
     int32_t o, ci, ky, kx, oy, ox;
 #ifndef TT_CORTEX_M
-    if (g->kernel == 1 && g->stride == 1 && g->pad == 0 && g->groups == 1 &&
+    if (tt_is_pointwise(g) &&
         g->out_h * g->out_w <= TT_CHANNELS_LAST_PIXELS &&
         k * g->out_h * g->out_w <= TT_FEW_VALUES) {
         tt_update_weight_pointwise_few(g, gy, gy_exp, x_saved, x_zero, w_train, k, upd_mult,
@@ -485,7 +485,7 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
         return;
     }
 #endif
-    if (g->kernel == 1 && g->stride == 1 && g->pad == 0 && g->groups == 1) {
+    if (tt_is_pointwise(g)) {
         int32_t hw = g->out_h * g->out_w, p;
         for (o = 0; o < n_out; o++) { /* contiguous dot products: same integer totals */
             const int8_t *go = gy + o * hw;
@@ -514,12 +514,12 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
                     int64_t delta;
                     int8_t *wp = w_train + (o * n_in + ci) * kk + ky * g->kernel + kx;
                     for (oy = 0; oy < g->out_h; oy++) {
-                        int32_t iy = oy * g->stride + ky - g->pad;
+                        int32_t iy = oy * g->stride + ky - g->pad_top;
                         if (iy < 0 || iy >= g->in_h) {
                             continue;
                         }
                         for (ox = 0; ox < g->out_w; ox++) {
-                            int32_t ix = ox * g->stride + kx - g->pad;
+                            int32_t ix = ox * g->stride + kx - g->pad_left;
                             if (ix < 0 || ix >= g->in_w) {
                                 continue;
                             }

@@ -228,7 +228,7 @@ static void tt_conv_rows(const tt_conv_geom *g, const int8_t *x, const tt_weight
                                    : w->frozen + (o * (cg - w->k) + (ci - w->k)) * kk;
                 }
                 for (ky = 0; ky < g->kernel; ky++) {
-                    int32_t iy = oy * s + ky - g->pad;
+                    int32_t iy = oy * s + ky - g->pad_top;
                     const int8_t *row;
                     if (iy < 0 || iy >= g->in_h) {
                         continue;
@@ -236,7 +236,7 @@ static void tt_conv_rows(const tt_conv_geom *g, const int8_t *x, const tt_weight
                     row = xc + iy * g->in_w;
                     for (kx = 0; kx < g->kernel; kx++) {
                         int32_t wv = wo[ky * g->kernel + kx];
-                        int32_t off = kx - g->pad; /* ix = ox * s + off */
+                        int32_t off = kx - g->pad_left; /* ix = ox * s + off */
                         int32_t lo, hi;
                         if (wv == 0) {
                             continue;
@@ -260,16 +260,16 @@ static void tt_conv_rows(const tt_conv_geom *g, const int8_t *x, const tt_weight
 #define TT_PLANE_SUMS 8192
 
 /* The padded planes of one group's input channels, split by stride phase: row r, column j of
- * phase (fy, fx) of channel ci holds x - x_zero at input row r stride + fy - pad, column
- * j stride + fx - pad, and 0 in the padding. Kernel tap (ky, kx) of output (oy, ox) then reads
+ * phase (fy, fx) of channel ci holds x - x_zero at input row r stride + fy - pad_top, column
+ * j stride + fx - pad_left, and 0 in the padding. Kernel tap (ky, kx) of output (oy, ox) then reads
  * row oy + ky / stride, column ox + kx / stride of phase (ky % stride, kx % stride): with sums
  * kept qw to a row, every tap of a channel is one contiguous run over the whole output. Sizes:
  * *rh rows, *qw columns; returns the values of all planes, or 0 when they (with the last run's
  * overreach of up to a kernel width) or the sums do not fit their buffers. */
 static int32_t tt_plane_size(const tt_conv_geom *g, int32_t *rh, int32_t *qw) {
     int32_t s = g->stride, n;
-    *rh = (g->in_h + 2 * g->pad + s - 1) / s;
-    *qw = (g->in_w + 2 * g->pad + s - 1) / s;
+    *rh = g->out_h + (g->kernel - 1) / s; /* the rows and columns the taps reach */
+    *qw = g->out_w + (g->kernel - 1) / s;
     n = (g->in_c / g->groups) * s * s * *rh * *qw;
     return g->out_h * *qw <= TT_PLANE_SUMS && n + g->kernel <= TT_PLANE_VALUES ? n : 0;
 }
@@ -281,7 +281,7 @@ static int32_t tt_plane_size(const tt_conv_geom *g, int32_t *rh, int32_t *qw) {
 static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                            const int32_t *bias, const tt_requant *q, int8_t *y,
                            uint8_t *mask) {
-    int32_t s = g->stride, pad = g->pad;
+    int32_t s = g->stride, pad_top = g->pad_top, pad_left = g->pad_left;
     int32_t cg = g->in_c / g->groups, og = g->out_c / g->groups;
     int32_t rh, qw, n = tt_plane_size(g, &rh, &qw);
     int32_t m = g->out_h * qw; /* sums of one output channel, qw to a row */
@@ -298,12 +298,12 @@ static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weig
                 for (fx = 0; fx < s; fx++) {
                     int16_t *plane = planes + ((ci * s + fy) * s + fx) * rh * qw;
                     for (r = 0; r < rh; r++) {
-                        int32_t iy = r * s + fy - pad;
+                        int32_t iy = r * s + fy - pad_top;
                         if (iy < 0 || iy >= g->in_h) {
                             continue;
                         }
                         for (j = 0; j < qw; j++) {
-                            int32_t ix = j * s + fx - pad;
+                            int32_t ix = j * s + fx - pad_left;
                             if (ix >= 0 && ix < g->in_w) {
                                 plane[r * qw + j] = (int16_t)(xc[iy * g->in_w + ix] - q->x_zero);
                             }
@@ -369,12 +369,12 @@ static void tt_conv_depthwise_few(const tt_conv_geom *g, const int8_t *x, const 
         for (kx = 0; kx < g->kernel; kx++) {
             tt_tap_column(w, ch, kk, ky * g->kernel + kx, wcol);
             for (oy = 0; oy < g->out_h; oy++) {
-                int32_t iy = oy * g->stride + ky - g->pad;
+                int32_t iy = oy * g->stride + ky - g->pad_top;
                 if (iy < 0 || iy >= g->in_h) {
                     continue;
                 }
                 for (ox = 0; ox < g->out_w; ox++) {
-                    int32_t ix = ox * g->stride + kx - g->pad;
+                    int32_t ix = ox * g->stride + kx - g->pad_left;
                     int32_t *a = acc + (oy * g->out_w + ox) * ch;
                     const int16_t *xr = xt + (iy * g->in_w + ix) * ch;
                     if (ix < 0 || ix >= g->in_w) {
@@ -407,7 +407,7 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
             mask[i] = 0;
         }
     }
-    if (g->kernel == 1 && g->stride == 1 && g->pad == 0 && g->groups == 1) {
+    if (tt_is_pointwise(g)) {
         tt_conv_pointwise(g, x, w, bias, q, y, mask);
         return;
     }
@@ -439,12 +439,12 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                 for (ci = 0; ci < cg; ci++) {
                     const int8_t *xc = x + (c0 + ci) * g->in_h * g->in_w;
                     for (ky = 0; ky < g->kernel; ky++) {
-                        int32_t iy = oy * g->stride + ky - g->pad;
+                        int32_t iy = oy * g->stride + ky - g->pad_top;
                         if (iy < 0 || iy >= g->in_h) {
                             continue;
                         }
                         for (kx = 0; kx < g->kernel; kx++) {
-                            int32_t ix = ox * g->stride + kx - g->pad;
+                            int32_t ix = ox * g->stride + kx - g->pad_left;
                             if (ix < 0 || ix >= g->in_w) {
                                 continue;
                             }
@@ -458,6 +458,45 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                     mask[idx >> 3] = (uint8_t)(mask[idx >> 3] | (1u << (idx & 7)));
                 }
                 y[idx] = (int8_t)tt_clamp64(v, q->act_min, q->act_max);
+            }
+        }
+    }
+}
+
+void tt_conv2d_inplace_s8(const tt_conv_geom *g, int8_t *xy, const tt_weight *w,
+                          const int32_t *bias, const tt_requant *q, int8_t *channel,
+                          uint8_t *mask) {
+    int32_t kk = g->kernel * g->kernel;
+    int32_t n_in = g->in_h * g->in_w, n_out = g->out_h * g->out_w;
+    tt_conv_geom one = *g;
+    tt_requant qc = *q;
+    tt_weight wc;
+    int32_t c, i;
+    one.in_c = one.out_c = one.groups = 1;
+    for (c = 0; c < g->out_c; c++) {
+        wc.k = c < w->k;
+        wc.train = wc.k ? w->train + c * kk : NULL;
+        wc.frozen = wc.k ? NULL : w->frozen + (c - w->k) * kk;
+        qc.mult = q->mult + c;
+        qc.shift = q->shift + c;
+        tt_conv2d_s8(&one, xy + c * n_in, &wc, bias + c, &qc, channel,
+                     mask ? mask + c * n_out / 8 : NULL);
+        for (i = 0; i < n_out; i++) { /* over input channels 0 .. c, all read by now */
+            xy[c * n_out + i] = channel[i];
+        }
+    }
+}
+
+void tt_window_s8(const int8_t *src, int32_t channels, int32_t src_h, int32_t src_w,
+                  int32_t src_r, int32_t src_c, int32_t h, int32_t w, int8_t *dst,
+                  int32_t dst_h, int32_t dst_w, int32_t dst_r, int32_t dst_c) {
+    int32_t c, r, j;
+    for (c = 0; c < channels; c++) {
+        for (r = 0; r < h; r++) {
+            const int8_t *from = src + (c * src_h + src_r + r) * src_w + src_c;
+            int8_t *to = dst + (c * dst_h + dst_r + r) * dst_w + dst_c;
+            for (j = 0; j < w; j++) {
+                to[j] = from[j];
             }
         }
     }

@@ -24,12 +24,17 @@ extern "C" {
 
 /* ---- shapes and parameters ------------------------------------------------------------ */
 
-/* The geometry of one convolution (square kernel, symmetric zero padding). A convolution is
- * depthwise when groups == in_c == out_c. */
+/* The geometry of one convolution (square kernel). Output pixel (oy, ox) reads input rows
+ * oy*stride + ky - pad_top and columns ox*stride + kx - pad_left; a tap outside the input adds
+ * zero (zero padding). The padding after the input (bottom, right) follows from out_h and
+ * out_w: symmetric padding, TensorFlow's "SAME" (one more after than before at stride 2 on an
+ * even size), or a patch of a larger tensor whose region starts inside it (a negative pad:
+ * the first -pad rows are not read). A convolution is depthwise when
+ * groups == in_c == out_c. */
 typedef struct {
     int32_t in_c, in_h, in_w;
     int32_t out_c, out_h, out_w;
-    int32_t kernel, stride, pad, groups;
+    int32_t kernel, stride, pad_top, pad_left, groups;
 } tt_conv_geom;
 
 /* A weight split along its input channels into the part that training updates (the first k,
@@ -85,6 +90,24 @@ typedef struct {
  * ceil(out_c*out_h*out_w/8) bytes are written. */
 void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                   const int32_t *bias, const tt_requant *q, int8_t *y, uint8_t *mask);
+
+/* A depthwise convolution written over its input (TinyEngine's in-place depthwise): output
+ * channel c is computed into `channel` (out_h*out_w bytes) and then copied to
+ * xy + c*out_h*out_w, over input channels that are no longer read, so the layer needs its
+ * input and one channel instead of its input and its output. The same values as
+ * tt_conv2d_s8; mask as there (when not NULL, out_h*out_w must be a multiple of 8). */
+void tt_conv2d_inplace_s8(const tt_conv_geom *g, int8_t *xy, const tt_weight *w,
+                          const int32_t *bias, const tt_requant *q, int8_t *channel,
+                          uint8_t *mask);
+
+/* Copy an h x w window of every channel from src ([channels][src_h][src_w], the window's top
+ * left at row src_r, column src_c) to dst ([channels][dst_h][dst_w], at dst_r, dst_c): a patch
+ * of a patched stage into its whole output, or a region cropped to a window. dst may overlap
+ * src when no byte moves to a higher address (a crop to the front of the same buffer: dst ==
+ * src, dst_r = dst_c = 0, dst_h = h, dst_w = w); the copy runs forward. */
+void tt_window_s8(const int8_t *src, int32_t channels, int32_t src_h, int32_t src_w,
+                  int32_t src_r, int32_t src_c, int32_t h, int32_t w, int8_t *dst,
+                  int32_t dst_h, int32_t dst_w, int32_t dst_r, int32_t dst_c);
 
 /* A table activation (h-swish, h-sigmoid): y[i] = table[pre[i] + 128] over n elements; y may
  * be pre itself. */

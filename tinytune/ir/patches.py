@@ -1,0 +1,322 @@
+"""Patch-based execution of a frozen prefix (MCUNetV2's scheduling, exact).
+
+The first stage of a CNN holds most of its activation memory, and a frozen prefix keeps
+nothing for the backward pass. So the prefix may run **patch by patch**: its output is split
+into n × n spatial patches, and for each patch the stage computes only the region of every
+tensor that the patch depends on (its receptive field), with zero padding only at the image's
+border. Only one patch's regions are alive at a time, beside the network's input and the
+stage's output, which is whole. Neighbouring patches recompute the overlap of their regions:
+the memory is bought with multiply-accumulates (MCUNetV2, arXiv 2110.15352, §3.1).
+
+A :class:`PatchPlan` says, for each patch, which region of each tensor of the stage is
+computed and held (:class:`Region`) and how each op of the stage runs on it:
+
+* a convolution reads its input's held region and computes its output's region; its padding
+  is that of the whole convolution at the image's border and none inside (negative where the
+  held input starts before the first row the output reads). A 1×1 convolution computes every
+  pixel of its input's region, so that its output region is its input's and the fast kernels
+  apply; a k×k one only what its readers need;
+* an addition computes what its readers need; an input held larger is **cropped in place** to
+  that window first (the copy runs forward, to lower addresses only, so it is safe in place),
+  which requires the addition to be that input's last reader;
+* the stage's output is computed region by region into a patch buffer, and its patch is copied
+  into the whole output tensor.
+
+Every value is the one the whole-image computation gives, bit for bit in int8 (integer sums do
+not depend on their order) and to float rounding in fp32: the regions are computed, never
+approximated. The frozen prefix's accuracy is unchanged; patches are a matter of device memory
+and time only.
+
+The stage is ``graph.ops[:stage_end]``. It must consist of convolutions and additions only
+(a global pooling, as in squeeze-and-excitation, needs the whole tensor), train nothing and
+need no gradient, read the network input only inside the stage, and hand exactly one tensor to
+the rest of the network. :func:`block_end` finds the end of the first ``blocks`` blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tinytune.errors import ConfigError
+from tinytune.ir.graph import Graph, Op, TensorInfo
+
+__all__ = [
+    "PATCHABLE_KINDS",
+    "PatchPlan",
+    "Region",
+    "block_end",
+    "plan_patches",
+    "split_axis",
+    "unrolled",
+]
+
+PATCHABLE_KINDS = ("conv", "add")
+
+
+@dataclass(frozen=True)
+class Region:
+    """Rows ``r0 .. r1 - 1`` and columns ``c0 .. c1 - 1`` of a tensor's (H, W) plane."""
+
+    r0: int
+    r1: int
+    c0: int
+    c1: int
+
+    @property
+    def h(self) -> int:
+        return self.r1 - self.r0
+
+    @property
+    def w(self) -> int:
+        return self.c1 - self.c0
+
+    def union(self, other: Region) -> Region:
+        return Region(
+            min(self.r0, other.r0),
+            max(self.r1, other.r1),
+            min(self.c0, other.c0),
+            max(self.c1, other.c1),
+        )
+
+    def contains(self, other: Region) -> bool:
+        return (
+            self.r0 <= other.r0
+            and other.r1 <= self.r1
+            and self.c0 <= other.c0
+            and other.c1 <= self.c1
+        )
+
+
+def split_axis(n: int, parts: int) -> list[tuple[int, int]]:
+    """``n`` positions in ``parts`` runs as even as can be, the longer ones first."""
+    base, extra = divmod(n, parts)
+    bounds, start = [], 0
+    for i in range(parts):
+        end = start + base + (i < extra)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def _conv_input_rows(op: Op, graph: Graph, lo: int, hi: int, axis: int) -> tuple[int, int]:
+    """The input rows (axis 2) or columns (axis 3) that outputs ``lo .. hi - 1`` read."""
+    k, s, before = op.attrs["kernel"], op.attrs["stride"], op.attrs["padding"]
+    n_in = graph.tensors[op.inputs[0]].shape[axis]
+    return max(0, lo * s - before), min(n_in, (hi - 1) * s - before + k)
+
+
+@dataclass(frozen=True)
+class PatchPlan:
+    """How the stage ``graph.ops[:stage_end]`` runs in ``n`` × ``n`` patches.
+
+    Attributes:
+        n: patches per side (1: the whole image at once, which needs no plan).
+        stage_end: the index of the first op after the stage.
+        output: the tensor the stage hands on, computed patch by patch into its whole buffer.
+        patches: the output's window of each patch, row by row.
+        held: per patch, the region of each tensor of the stage that is computed and held
+            (the network input is held whole and is not listed).
+        crops: per patch, ``(add op index, input tensor, window)`` for each input of an
+            addition held larger than the window the addition computes.
+    """
+
+    n: int
+    stage_end: int
+    output: int
+    patches: tuple[Region, ...]
+    held: tuple[dict[int, Region], ...]
+    crops: tuple[tuple[tuple[int, int, Region], ...], ...]
+
+    def local_tensors(self, graph: Graph) -> tuple[int, ...]:
+        """The tensors that live only inside a patch: every tensor the stage writes, the
+        output's patch buffer included."""
+        return tuple(graph.ops[i].output for i in range(self.stage_end))
+
+    def region_bytes(self, graph: Graph, t: int, element: int = 1) -> int:
+        """The bytes of tensor ``t``'s largest held region over the patches."""
+        channels = graph.tensors[t].shape[1]
+        return max(channels * r[t].h * r[t].w for r in self.held) * element
+
+    def pads(self, graph: Graph, op: Op, patch: int) -> tuple[int, int, int, int]:
+        """Convolution ``op``'s padding (top, bottom, left, right) on patch ``patch``'s
+        held input region: the whole convolution's at the image's border, negative where the
+        region holds input rows or columns the output region does not read."""
+        held = self.held[patch]
+        x, y = op.inputs[0], op.output
+        xr = held.get(x, _whole(graph, x))
+        yr = held[y]
+        k, s, before = op.attrs["kernel"], op.attrs["stride"], op.attrs["padding"]
+        top = before + xr.r0 - yr.r0 * s
+        left = before + xr.c0 - yr.c0 * s
+        bottom = (yr.h - 1) * s + k - top - xr.h
+        right = (yr.w - 1) * s + k - left - xr.w
+        return top, bottom, left, right
+
+    def macs(self, graph: Graph) -> tuple[int, int]:
+        """The stage's multiply-accumulates patch by patch, and whole: their ratio is the
+        recomputation's cost."""
+        patched = whole = 0
+        for i in range(self.stage_end):
+            op = graph.ops[i]
+            whole += op.macs
+            out = graph.tensors[op.output].shape
+            for held in self.held:
+                r = held[op.output]
+                patched += op.macs * r.h * r.w // (out[2] * out[3])
+        return patched, whole
+
+
+def _whole(graph: Graph, t: int) -> Region:
+    _, _, h, w = graph.tensors[t].shape
+    return Region(0, h, 0, w)
+
+
+def _check_stage(graph: Graph, stage_end: int) -> int:
+    """The stage's output tensor, or a one-line error saying why the stage cannot be patched."""
+    n_ops = len(graph.ops)
+    if isinstance(stage_end, bool) or not isinstance(stage_end, int) or not 0 < stage_end < n_ops:
+        raise ConfigError(f"a patched stage ends after op 1 .. {n_ops - 1}, got {stage_end!r}")
+    stage = graph.ops[:stage_end]
+    for op in stage:
+        if op.kind not in PATCHABLE_KINDS:
+            raise ConfigError(
+                f"a patched stage holds convolutions and additions only; {op.name} is a "
+                f"{op.kind} (patch a shallower stage)"
+            )
+        if op.params.any_trained or graph.tensors[op.output].requires_grad:
+            raise ConfigError(
+                f"a patched stage must end at or before the first layer that trains anything; "
+                f"{op.name} trains or back-propagates (patch a shallower stage)"
+            )
+    written = {op.output for op in stage}
+    crossing = sorted(
+        {t for op in graph.ops[stage_end:] for t in op.inputs if t in written or t == graph.input}
+    )
+    if len(crossing) != 1 or crossing[0] == graph.input:
+        names = ", ".join(f"t{t}" for t in crossing)
+        raise ConfigError(
+            f"a patched stage must hand one tensor to the rest of the network; the stage "
+            f"ending before {graph.ops[stage_end].name} hands on {names} (end it at a block's "
+            f"end)"
+        )
+    return crossing[0]
+
+
+def block_end(graph: Graph, blocks: int) -> int:
+    """The index of the first op after the stem and the first ``blocks`` blocks (ops named
+    ``blocks.<i>.``, as every network of tinytune names them)."""
+    number = {
+        op.index: int(op.name.split(".")[1]) for op in graph.ops if op.name.startswith("blocks.")
+    }
+    n_blocks = len(set(number.values()))
+    if isinstance(blocks, bool) or not isinstance(blocks, int) or not 0 <= blocks <= n_blocks:
+        raise ConfigError(
+            f"a patched stage covers 0 .. {n_blocks} blocks of this network, got {blocks!r}"
+        )
+    if blocks == 0:
+        return min(number)
+    return 1 + max(i for i, b in number.items() if b < blocks)
+
+
+def plan_patches(graph: Graph, n: int, stage_end: int) -> PatchPlan:
+    """The plan of ``graph.ops[:stage_end]`` in ``n`` × ``n`` patches (see the module).
+
+    Raises:
+        ConfigError: a stage that cannot run patch by patch, or more patches per side than
+            the stage's output has rows or columns.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"patches per side must be an integer >= 1, got {n!r}")
+    output = _check_stage(graph, stage_end)
+    _, _, out_h, out_w = graph.tensors[output].shape
+    if n > min(out_h, out_w):
+        raise ConfigError(
+            f"{n} patches per side need a stage output of at least {n} x {n} pixels; the stage "
+            f"ending before {graph.ops[stage_end].name} outputs {out_h} x {out_w} (allowed: 1 .. "
+            f"{min(out_h, out_w)})"
+        )
+    stage = graph.ops[:stage_end]
+    windows = [
+        Region(r0, r1, c0, c1)
+        for r0, r1 in split_axis(out_h, n)
+        for c0, c1 in split_axis(out_w, n)
+    ]
+    held_all, crops_all = [], []
+    for window in windows:
+        needed: dict[int, Region] = {output: window}
+        for op in reversed(stage):  # what each tensor's readers need
+            want = needed[op.output]
+            if op.kind == "conv":
+                r0, r1 = _conv_input_rows(op, graph, want.r0, want.r1, 2)
+                c0, c1 = _conv_input_rows(op, graph, want.c0, want.c1, 3)
+                reads = [(op.inputs[0], Region(r0, r1, c0, c1))]
+            else:
+                reads = [(t, want) for t in op.inputs]
+            for t, r in reads:
+                needed[t] = needed[t].union(r) if t in needed else r
+        held: dict[int, Region] = {}
+        crops = []
+        for op in stage:  # what each op computes
+            x = op.inputs[0]
+            if op.kind == "conv" and op.attrs["kernel"] == 1 and op.attrs["stride"] == 1:
+                held[op.output] = held.get(x, _whole(graph, x))
+            else:
+                held[op.output] = needed[op.output]
+            if op.kind == "add":
+                for t in op.inputs:
+                    if held[t] != held[op.output]:
+                        crops.append((op.index, t, held[op.output]))
+        held_all.append(held)
+        crops_all.append(tuple(crops))
+    _check_crops(graph, crops_all)
+    return PatchPlan(n, stage_end, output, tuple(windows), tuple(held_all), tuple(crops_all))
+
+
+def _check_crops(graph: Graph, crops: list[tuple[tuple[int, int, Region], ...]]) -> None:
+    readers = graph.consumers()
+    for patch in crops:
+        for index, t, _ in patch:
+            if max(readers[t]) != index or t == graph.input:
+                raise ConfigError(
+                    f"{graph.ops[index].name} adds a tensor that is read after it; a patched "
+                    f"stage crops it in place (patch a shallower stage)"
+                )
+
+
+def unrolled(graph: Graph, plan: PatchPlan) -> Graph:
+    """``graph`` with its patched stage written out patch by patch: each op of the stage once
+    per patch (named ``<op>@<patch>``), on tensors of its held regions' shapes, with the
+    multiply-accumulates of its region; then the rest of the network. What a latency model
+    prices, the recomputed overlap included (the window copies, bytes moved once per patch,
+    are not ops of it). Not a network to plan memory for: the stage's output has a writer per
+    patch."""
+    tensors = dict(graph.tensors)
+    next_id = max(tensors) + 1
+    ops: list[Op] = []
+    for p, held in enumerate(plan.held):
+        ids: dict[int, int] = {}
+        for op in graph.ops[: plan.stage_end]:
+            inputs = tuple(ids.get(t, t) for t in op.inputs)
+            out = graph.tensors[op.output]
+            r = held[op.output]
+            if op.output == plan.output:
+                out_id = op.output
+            else:
+                out_id = ids[op.output] = next_id
+                next_id += 1
+                n, c = out.shape[:2]
+                tensors[out_id] = TensorInfo(out_id, (n, c, r.h, r.w), False)
+            macs = op.macs * r.h * r.w // (out.shape[2] * out.shape[3])
+            ops.append(
+                replace(
+                    op,
+                    index=len(ops),
+                    name=f"{op.name}@{p}",
+                    inputs=inputs,
+                    output=out_id,
+                    macs=macs,
+                )
+            )
+    for op in graph.ops[plan.stage_end :]:
+        ops.append(replace(op, index=len(ops)))
+    return Graph(tuple(ops), tensors, graph.input, graph.output, graph.n_classes)
