@@ -53,6 +53,7 @@ __all__ = [
     "GpuShare",
     "Kind",
     "Option",
+    "Patches",
     "Real",
     "Seed",
     "Size",
@@ -248,6 +249,27 @@ class Text(Kind):
     def _check(self, name: str, value: Any) -> None:
         if not isinstance(value, str):
             raise self.refuse(name, f"must be a str, got {value!r:.80}")
+
+
+@dataclass(frozen=True)
+class Patches(Kind):
+    """How a frozen prefix is scheduled: ``auto``, ``none``, or ``N:B`` (N × N patches over
+    the stem and the first B blocks, N in 2 .. 8); whether a network can run ``N:B`` is
+    checked on its graph (:meth:`tinytune.evaluators.HardwareEvaluator.schedule`)."""
+
+    python: ClassVar[Any] = str
+    command: ClassVar[Any] = str
+
+    def _check(self, name: str, value: Any) -> None:
+        if value in ("auto", "none"):
+            return
+        n, _, b = value.partition(":") if isinstance(value, str) else ("", "", "")
+        if not (n.isdigit() and b.isdigit() and 2 <= int(n) <= 8):
+            raise self.refuse(
+                name,
+                "must be auto, none or N:B (N x N patches, N in 2 .. 8, over the stem and the "
+                f"first B blocks, e.g. 4:4), got {value!r:.40}",
+            )
 
 
 STUDY_NAME_LENGTH = 512
@@ -566,6 +588,16 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "int8",
         "On-device training format: int8 or fp32.",
         "hardware.precision",
+    ),
+    Option(
+        "patches",
+        Patches(),
+        "auto",
+        "Run each candidate's frozen prefix patch by patch (MCUNetV2; the same values, less "
+        "SRAM, more time): auto (where whole images exceed the SRAM budget, the fastest "
+        "schedule that fits), none, or N:B (N x N patches over the stem and the first B "
+        "blocks).",
+        "hardware.patches",
     ),
     Option(
         "workers",

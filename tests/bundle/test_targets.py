@@ -276,3 +276,43 @@ def test_an_efficientnet_lite0_candidate_matches_the_simulator_and_fits_the_stm3
     assert symbols["tt_arena"] == memory["arena_bytes"] <= 256 * 1024
     text, data = (int(v) for v in make(folder, "size", build="build-m7").split()[-6:-4])
     assert text + data <= device.flash_bytes
+
+
+@needs("host")
+@needs("aarch64")
+@needs("cortex-m7")
+def test_a_patched_lite0_candidate_at_128_px_matches_the_whole_image_on_every_target(
+    tmp_path: Path,
+) -> None:
+    """EfficientNet-Lite0 cut after block 7 at 128 px, the MCUNetV3-style scheme: 496 KB on
+    whole images, so the search runs its frozen prefix patch by patch within 256 KB. The
+    host's step replays against the simulator, which computes whole images (so the patched
+    prefix leaves the same bytes); aarch64 and the Cortex-M7 print the host's bytes; the arena
+    is the planner's."""
+    from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator
+    from tinytune.models.pretrained import pretrained_weights
+
+    spec = get_supernet("efficientnet-lite0")
+    subnet = replace(default_subnet(spec), resolution=128)
+    whole = make_preset("mcunetv3", spec, replace(subnet, stages=subnet.stages[:3]))
+    device = get_device("stm32f746")
+    hw = HardwareEvaluator(spec, 10, HardwareConfig(), device, 256 * 1024)
+    candidate = hw.schedule(whole)
+    assert candidate.schedule.patched and hw(whole).arena_bytes > 256 * 1024
+    folder = tmp_path / "patched"
+    bundle = build_bundle(
+        BundleRequest(candidate, pretrained_weights(spec), device, samples=2, epochs=2, lr=LR)
+    )
+    write_bundle(folder, bundle.files, bundle.manifest)
+    memory = bundle.manifest["memory"]
+    assert memory["arena_bytes"] == hw(candidate).arena_bytes == bundle.model.arena_bytes
+    assert bundle.program.report.patches is not None
+    host = make(folder, "run-host", build="build-host", defs="-DTT_DUMP")
+    replayed = replay(
+        bundle.net, LR, bundle.train, bundle.evaluation, parse_dump(host), schedule(bundle)
+    )
+    assert replayed == 4
+    assert make(folder, "run-aarch64", build="build-a64", defs="-DTT_DUMP") == host
+    assert make(folder, "run-cortex-m7", build="build-m7", defs="-DTT_DUMP") == host
+    symbols = _symbol_sizes(folder / "build-m7" / "cortex-m7" / "train.elf")
+    assert symbols["tt_arena"] == memory["arena_bytes"] <= 256 * 1024

@@ -66,6 +66,16 @@ def existing_db(tmp_path: Path) -> tuple[str, Path, str]:
         (["--flash-budget", "100B"], "fits a flash budget of 100 bytes: the smallest needs"),
         (["--device", "nrf52840", "--sram-budget", "300KB"], "exceeds the 262144 bytes"),
         (["--max-retries", "-1"], "--max-retries must be >= 0"),
+        (["--patches", "9:1"], "--patches must be auto, none or N:B (N x N patches, N in 2 .."),
+        (["--patches", "4:20"], "a patched stage of 20 blocks needs a sub-network of as many"),
+        (
+            ["--patches", "8:5", "--preset", "mcunetv3"],
+            "8 patches per side need a stage output of at least 8 x 8 pixels",
+        ),
+        (
+            ["--patches", "2:9", "--preset", "mcunetv3"],
+            "a patched stage must end at or before the first layer that trains anything",
+        ),
         (["--repeats", "0"], "--repeats must lie in [1, 20], got 0"),
         (["--lr", "12"], "--lr must lie in (0, 10), got 12.0"),
         (["--epochs", "80000000"], "--epochs must lie in [1, 1000], got 80000000"),

@@ -11,6 +11,7 @@ import optuna
 import pytest
 
 from tinytune.db import open_store
+from tinytune.evaluators import HardwareConfig
 from tinytune.search import InlineExecutor, run_search
 from tinytune.search.mutation import (
     joint_params,
@@ -258,7 +259,9 @@ def test_under_a_tight_budget_the_baselines_over_it_are_repaired_into_it(
     ckpt.write_bytes(b"supernet weights")
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     budget = 48 * 1024  # classifier-only fits (35.5 KB); bias-only, mcunetv3, tinytl do not
-    config = search_config(ckpt, trials=7, mutate=True, sram_budget_bytes=budget)
+    # on whole images: patch by patch (the default) fits some of them into the budget unrepaired
+    whole = HardwareConfig(patches="none")
+    config = search_config(ckpt, trials=7, mutate=True, sram_budget_bytes=budget, hardware=whole)
     with open_store(url) as store:
         run_search(config, store, InlineExecutor(FakeEvaluator()))
     trials = optuna.load_study(study_name="s", storage=url).trials

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import optuna
 import pytest
@@ -11,12 +12,14 @@ from hypothesis import strategies as st
 
 from tinytune.errors import ConfigError
 from tinytune.spaces import (
+    PATCHES,
     PRESET_NAMES,
     PUBLISHED_SUPERNETS,
     SCHEMES,
     Candidate,
     LiteResidualBranch,
     LiteResidualConfig,
+    Schedule,
     StageConfig,
     SubnetConfig,
     UpdateScheme,
@@ -63,7 +66,9 @@ def candidates(draw: st.DrawFn) -> Candidate:
     )
     lite = LiteResidualConfig(tuple((b, branch) for b in blocks))
     update = UpdateScheme(k, weights, draw(st.booleans()))
-    return Candidate(spec.name, subnet, lite, update)
+    patches = draw(st.sampled_from(PATCHES))
+    blocks = draw(st.integers(0, subnet.n_blocks)) if patches > 1 else 0
+    return Candidate(spec.name, subnet, lite, update, Schedule(patches, blocks))
 
 
 @given(candidates())
@@ -83,6 +88,43 @@ def test_key_is_stable_and_distinguishes() -> None:
     assert a.key == make_preset("last", spec).key
     assert a.key != b.key
     assert len(a.key) == 16
+
+
+def test_a_schedule_changes_the_key_but_not_what_is_trained() -> None:
+    """Whole images keep the JSON form and key a candidate always had; a patched prefix adds
+    its schedule (another key), and ``training`` is the candidate that is measured."""
+    whole = make_preset("mcunetv3", PROXYLESS)
+    assert "schedule" not in whole.to_dict()
+    patched = Candidate(
+        whole.supernet, whole.subnet, whole.lite_residual, whole.update, Schedule(3, 2)
+    )
+    assert patched.to_dict()["schedule"] == {"patches": 3, "blocks": 2}
+    assert patched.key != whole.key and patched.training == whole
+    assert Candidate.from_json(patched.to_json()) == patched
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"patches": 9}, "9 patches per side are not allowed; allowed: 1, 2, 3"),
+        ({"patches": 1, "blocks": 2}, "one patch (the whole image) patches no blocks"),
+        ({"patches": 2, "blocks": -1}, "patch blocks must be >= 0"),
+        ({"patches": "4"}, "patches must be an integer"),
+    ],
+)
+def test_bad_schedules_are_refused(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        Schedule(**kwargs)
+
+
+def test_a_schedule_past_the_last_block_is_refused() -> None:
+    whole = make_preset("last", PROXYLESS)
+    with pytest.raises(ConfigError, match="needs a sub-network of as many"):
+        Candidate(whole.supernet, whole.subnet, whole.lite_residual, whole.update, Schedule(2, 99))
+    data = json.loads(whole.to_json())
+    data["schedule"] = {"patches": 1, "blocks": 0}
+    with pytest.raises(ConfigError, match="has no schedule in its JSON form"):
+        Candidate.from_dict(data)
 
 
 def test_conv_count_of_proxyless_min_subnet_by_hand() -> None:

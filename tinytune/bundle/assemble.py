@@ -303,8 +303,10 @@ def build_bundle(
     """
 
     from tinytune.data import get_dataset
+    from tinytune.evaluators.hardware import schedule_plan
     from tinytune.evaluators.task import network_on_data
     from tinytune.export.program import lower_step
+    from tinytune.hwmodels import plan_memory
     from tinytune.models import load_supernet
     from tinytune.quant import quantize
     from tinytune.spaces import get_supernet
@@ -323,7 +325,9 @@ def build_bundle(
     splits = dataset.load(candidate.subnet.resolution)
     net, calib = network_on_data(candidate, supernet, splits, n_classes, request.seed)
     q = quantize(net, calib)
-    program = lower_step(q, request.lr)
+    # the frozen prefix as the candidate schedules it (whole images, or patch by patch)
+    plan = schedule_plan(q.graph, candidate.schedule)
+    program = lower_step(q, request.lr, plan_memory(q.graph, precision="int8", patches=plan))
     if program.arena_bytes != cost.arena_bytes:
         raise BundleError(
             f"the lowered step needs a {program.arena_bytes}-byte arena, the plan of the search "

@@ -3,11 +3,12 @@ predict its latency on a device."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
 
+from tinytune.errors import ConfigError
 from tinytune.hwmodels import (
     PRECISIONS,
     DeviceProfile,
@@ -16,32 +17,83 @@ from tinytune.hwmodels import (
     plan_memory,
     predict_latency,
 )
-from tinytune.ir import Graph, trace
+from tinytune.ir import Graph, PatchPlan, block_end, plan_patches, trace
 from tinytune.models import TrainNet, build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
-from tinytune.spaces import Candidate, SupernetSpec
+from tinytune.spaces import PATCHES, Candidate, Schedule, SupernetSpec
 
-__all__ = ["HardwareConfig", "HardwareCost", "HardwareEvaluator", "hardware_cost"]
+__all__ = [
+    "PATCH_MODES",
+    "HardwareConfig",
+    "HardwareCost",
+    "HardwareEvaluator",
+    "hardware_cost",
+    "parse_patches",
+    "schedule_plan",
+]
 
 
 @dataclass(frozen=True)
 class HardwareConfig:
-    """How the device trains: numeric format, batch size, optimiser, and when parameter
+    """How the device trains: numeric format, batch size, optimiser, when parameter
     gradients are applied (``fused``, as the bundles' int8 engine does: see
-    :func:`tinytune.hwmodels.plan_memory`)."""
+    :func:`tinytune.hwmodels.plan_memory`), and how candidates' frozen prefixes are scheduled
+    (``patches``: :data:`PATCH_MODES`, or ``N:B`` for N × N patches over the stem and the
+    first B blocks; see :meth:`HardwareEvaluator.schedule`)."""
 
     precision: str = "int8"
     batch_size: int = 1
     optimizer: str = "sgd"
     update: str = "fused"
+    patches: str = "auto"
 
 
-def hardware_cost(net: TrainNet, config: HardwareConfig) -> tuple[Graph, MemoryReport]:
-    """Trace ``net`` at the device batch size and plan its training memory."""
+PATCH_MODES = ("auto", "none")
+"""``auto``: a candidate over the SRAM budget on whole images runs its frozen prefix in the
+fastest patch schedule that fits the budget; ``none``: whole images always."""
+
+
+def parse_patches(text: str) -> Schedule | None:
+    """The schedule an ``N:B`` value fixes, or None for a mode of :data:`PATCH_MODES`.
+
+    Raises:
+        ConfigError: neither.
+    """
+    if text in PATCH_MODES:
+        return None
+    n, _, b = text.partition(":")
+    if not (n.isdigit() and b.isdigit()):
+        raise ConfigError(
+            f"patches must be auto, none or N:B (N x N patches over the stem and the first B "
+            f"blocks, e.g. 4:4), got {text!r}"
+        )
+    return Schedule(int(n), int(b))
+
+
+def schedule_plan(graph: Graph, schedule: Schedule) -> PatchPlan | None:
+    """The patch plan of ``schedule`` on ``graph`` (None on whole images).
+
+    Raises:
+        ConfigError: a schedule this network cannot run (in one line).
+    """
+    if not schedule.patched:
+        return None
+    return plan_patches(graph, schedule.patches, block_end(graph, schedule.blocks))
+
+
+def hardware_cost(
+    net: TrainNet, config: HardwareConfig, schedule: Schedule | None = None
+) -> tuple[Graph, MemoryReport]:
+    """Trace ``net`` at the device batch size and plan its training memory, its frozen
+    prefix run as ``schedule`` says (default: whole images)."""
     example = torch.zeros(config.batch_size, 3, net.resolution, net.resolution)
     graph = trace(net, example)
     report = plan_memory(
-        graph, precision=config.precision, update=config.update, optimizer=config.optimizer
+        graph,
+        precision=config.precision,
+        update=config.update,
+        optimizer=config.optimizer,
+        patches=schedule_plan(graph, schedule or Schedule()),
     )
     return graph, report
 
@@ -79,22 +131,102 @@ class HardwareEvaluator:
         n_classes: int,
         config: HardwareConfig,
         device: DeviceProfile | None = None,
+        sram_budget: int | None = None,
     ) -> None:
         self.spec, self.n_classes, self.config, self.device = spec, n_classes, config, device
+        self.sram_budget = sram_budget
+        self.fixed = parse_patches(config.patches)
         self._supernet: nn.Module | None = None
+        self._graphs: dict[str, Graph] = {}
 
     def __call__(self, candidate: Candidate) -> HardwareCost:
         return self.cost_with_graph(candidate)[0]
 
-    def cost_with_graph(self, candidate: Candidate) -> tuple[HardwareCost, Graph]:
-        """The cost and the traced training graph it was computed from."""
-        if self._supernet is None:
-            self._supernet = build_ofa_supernet(self.spec, self.n_classes)
-        net = build_candidate(candidate, self._supernet, self.n_classes, calibration=[])
-        graph, memory = hardware_cost(net, self.config)
+    def _graph(self, candidate: Candidate) -> Graph:
+        """The traced training graph of ``candidate`` (the same whatever its schedule)."""
+        key = candidate.training.key
+        if key not in self._graphs:
+            if self._supernet is None:
+                self._supernet = build_ofa_supernet(self.spec, self.n_classes)
+            net = build_candidate(candidate, self._supernet, self.n_classes, calibration=[])
+            example = torch.zeros(self.config.batch_size, 3, net.resolution, net.resolution)
+            if len(self._graphs) >= 64:
+                self._graphs.pop(next(iter(self._graphs)))
+            self._graphs[key] = trace(net, example)
+        return self._graphs[key]
+
+    def _cost(self, graph: Graph, plan: PatchPlan | None) -> HardwareCost:
+        c = self.config
+        memory = plan_memory(
+            graph, precision=c.precision, update=c.update, optimizer=c.optimizer, patches=plan
+        )
         latency = None
         if self.device is not None:
             # the profile predicts its own engine, at the precision it was calibrated in
             width = PRECISIONS[self.device.precision].activation
-            latency = predict_latency(graph, self.device.coefficients, width)
-        return HardwareCost(memory, latency), graph
+            latency = predict_latency(graph, self.device.coefficients, width, plan)
+        return HardwareCost(memory, latency)
+
+    def cost_with_graph(self, candidate: Candidate) -> tuple[HardwareCost, Graph]:
+        """The cost and the traced training graph it was computed from.
+
+        Raises:
+            ConfigError: the candidate's schedule cannot run on its network.
+        """
+        graph = self._graph(candidate)
+        return self._cost(graph, schedule_plan(graph, candidate.schedule)), graph
+
+    def schedule(self, candidate: Candidate) -> Candidate:
+        """``candidate`` with the schedule of its frozen prefix the configuration asks for:
+        whole images (``none``); the fixed ``N:B``; or (``auto``) whole images where they fit
+        the SRAM budget, else the patch schedule of least predicted latency (of least memory
+        without a latency model) among those that fit, else the one of least memory. Tried:
+        every patch count of :data:`~tinytune.spaces.PATCHES` over the stem and the first B
+        blocks, for every B whose stage trains nothing (milliseconds each: the planner is
+        exact and cheap).
+
+        Raises:
+            ConfigError: a fixed schedule this candidate's network cannot run.
+        """
+        whole = candidate.training
+        if self.fixed is not None:
+            scheduled = replace(whole, schedule=self.fixed)
+            schedule_plan(self._graph(whole), self.fixed)  # the one-line refusal, if any
+            return scheduled
+        if self.config.patches == "none" or self.sram_budget is None:
+            return whole
+        graph = self._graph(whole)
+        cost = self._cost(graph, None)
+        if cost.arena_bytes <= self.sram_budget:
+            return whole
+        best: tuple[tuple[int, float, int], Schedule] | None = None
+        frozen = _frozen_ops(graph)
+        for blocks in range(whole.subnet.n_blocks + 1):
+            end = block_end(graph, blocks)
+            if end > frozen:
+                break
+            last = None
+            for n in PATCHES[1:]:
+                try:
+                    plan = plan_patches(graph, n, end)
+                except ConfigError:
+                    break
+                c = self._cost(graph, plan)
+                fits = c.arena_bytes <= self.sram_budget
+                rank = (0 if fits else 1, (c.latency_s or 0.0) if fits else 0.0, c.arena_bytes)
+                if best is None or rank < best[0]:
+                    best = (rank, Schedule(n, blocks))
+                if last is not None and c.arena_bytes >= last:
+                    break  # more patches hold no less: the rest of the step sets the peak
+                last = c.arena_bytes
+        if best is None or best[0][2] >= cost.arena_bytes:
+            return whole
+        return replace(whole, schedule=best[1])
+
+
+def _frozen_ops(graph: Graph) -> int:
+    """How many ops from the input train nothing and need no gradient."""
+    for op in graph.ops:
+        if op.params.any_trained or graph.tensors[op.output].requires_grad:
+            return op.index
+    return len(graph.ops)

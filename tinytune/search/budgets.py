@@ -51,11 +51,17 @@ def check_feasible(config: SearchConfig, hw: HardwareEvaluator) -> None:
     """Raise :class:`BudgetError` when no candidate of the space can meet the SRAM budget, the
     flash budget (the device's flash without one), or the latency budget on the evaluator's
     device: the cheapest scheme (classifier only) on the smallest sub-network at the smallest
-    resolution is the floor of all three (every scheme keeps every weight in flash, and the
-    others add kernels)."""
+    resolution, scheduled as the search schedules candidates, is the floor of all three (every
+    scheme keeps every weight in flash, and the others add kernels). A fixed patch schedule
+    (``N:B``) that the preset, or the classifier-only scheme, cannot run on the default
+    sub-network raises :class:`~tinytune.errors.ConfigError` (one line, before anything is
+    stored)."""
     spec = get_supernet(config.supernet)
     subnet = default_subnet(spec)
-    floor_cost = hw(make_preset("last", spec, type(subnet)(min(spec.resolutions), subnet.stages)))
+    if hw.fixed is not None:  # a fixed schedule the first preset cannot run: one line, now
+        hw.schedule(make_preset(config.preset or "last", spec, subnet))
+    floor = make_preset("last", spec, type(subnet)(min(spec.resolutions), subnet.stages))
+    floor_cost = hw(hw.schedule(floor) if hw.fixed is None else floor)
     fastest, limit = floor_cost.latency_s, config.latency_budget_s
     if limit is not None and fastest is not None and fastest > limit and hw.device is not None:
         raise BudgetError(

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinytune.db import Store
-from tinytune.errors import flag
+from tinytune.errors import ConfigError, flag
 from tinytune.search.attrs import Attr
 from tinytune.search.brackets import Ladder, LadderContext
 from tinytune.search.budgets import RunLimits, StudyBudget, epoch_costs
@@ -312,6 +312,12 @@ class Run:
         self.limits.proposals += 1
         reference = bool(trial.user_attrs.get(Attr.REFERENCE))
         candidate = suggest_candidate(trial, self.spec, None if reference else self.config.preset)
+        try:  # its frozen prefix patch by patch where whole images exceed the SRAM budget
+            candidate = self.checked.hardware.schedule(candidate)
+        except ConfigError as e:  # a fixed schedule this proposal's network cannot run
+            ledger.reject(trial, str(e))
+            self.emit("pruned", trial=trial.number)
+            return True
         cost = ledger.predict(trial, candidate, reference)
         if cost is None:
             return True

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from tinytune.db import EvaluationRecord, Store
+from tinytune.errors import ConfigError
 from tinytune.evaluators import HardwareCost
 from tinytune.search.attrs import Attr
 from tinytune.search.budgets import RunLimits, StudyBudget, over_budget
@@ -118,8 +119,12 @@ class Ledger:
         return [Candidate.from_json(r.payload) for r in records if r is not None]
 
     def fits(self, candidate: Candidate) -> bool:
-        """Whether the candidate's predicted cost is within the budgets."""
-        cost = self.checked.hardware(candidate)
+        """Whether the candidate, scheduled as the search schedules it, is predicted within
+        the budgets."""
+        try:
+            cost = self.checked.hardware(self.checked.hardware.schedule(candidate))
+        except ConfigError:  # a fixed patch schedule its network cannot run
+            return False
         return over_budget(self.config, self.checked.flash_budget, cost)[1] is None
 
     def taken(self, candidate: Candidate) -> bool:
@@ -184,7 +189,7 @@ class Ledger:
             candidate = suggest_candidate(fixed, self.checked.spec, preset)
         except ValueError:  # not fully fixed: sampled, so not the grid's
             return False
-        return (candidate.key, self.lr_for(candidate)) in self.grid_results
+        return (candidate.training.key, self.lr_for(candidate)) in self.grid_results
 
     def predict(
         self, trial: Any, candidate: Candidate, reference: bool = False
@@ -278,7 +283,9 @@ class Ledger:
             return False
         self.limits.idle = 0
         self.pending[trial.number] = member
-        grid = self.grid_results.pop((member.candidate.key, self.lr_for(member.candidate)), None)
+        # the grid fine-tuned candidates on whole images: the schedule changes no value
+        key = member.candidate.training.key
+        grid = self.grid_results.pop((key, self.lr_for(member.candidate)), None)
         if grid is not None:  # fine-tuned at this rate by the learning-rate grid
             self.record(trial.number, grid)
             return True

@@ -92,7 +92,9 @@ def preflight(
             f"data set {data.name!r} has {data.num_classes} classes, the search was set up for "
             f"{config.n_classes}; expected n_classes={data.num_classes}"
         )
-    hardware = HardwareEvaluator(spec, config.n_classes, config.hardware, device)
+    hardware = HardwareEvaluator(
+        spec, config.n_classes, config.hardware, device, config.sram_budget_bytes
+    )
     check_feasible(config, hardware)
     val_images = data.split_sizes()[1]
     repeats = config.repeats or val_repeats(val_images)

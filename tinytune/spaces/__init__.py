@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from tinytune.spaces.candidate import (
+    PATCHES,
     WEIGHT_RATIOS,
     Candidate,
     LiteResidualBranch,
     LiteResidualConfig,
+    Schedule,
     StageConfig,
     SubnetConfig,
     UpdateScheme,
@@ -38,6 +40,7 @@ __all__ = [
     "FAMILIES",
     "IMAGE_NETWORK",
     "JOINT",
+    "PATCHES",
     "PRESET_NAMES",
     "PRETRAINED_NETWORKS",
     "PUBLISHED_SUPERNETS",
@@ -47,6 +50,7 @@ __all__ = [
     "Candidate",
     "LiteResidualBranch",
     "LiteResidualConfig",
+    "Schedule",
     "StageConfig",
     "SubnetConfig",
     "SupernetSpec",

@@ -1,11 +1,12 @@
-"""A point of the joint search space and its three parts.
+"""A point of the joint search space and its three parts, and how the device schedules it.
 
 A :class:`Candidate` is a sub-network (:class:`SubnetConfig`: of a Once-for-All supernet, or a
 cut of a fixed pretrained network), a TinyTL lite
 residual configuration (:class:`LiteResidualConfig`) and a sparse update scheme
-(:class:`UpdateScheme`). All four are frozen dataclasses validated on construction, with a
-canonical JSON form (:meth:`Candidate.to_json`) whose exact inverse is
-:meth:`Candidate.from_json`, and a stable key derived from that form.
+(:class:`UpdateScheme`), with the :class:`Schedule` of its frozen prefix on the device (whole
+images, or patch by patch: the same values, less memory, more time). All are frozen
+dataclasses validated on construction, with a canonical JSON form (:meth:`Candidate.to_json`)
+whose exact inverse is :meth:`Candidate.from_json`, and a stable key derived from that form.
 
 Conventions (MCUNetV3, "On-Device Training Under 256KB Memory", §2.2, and mit-han-lab/
 tiny-training ``partial_backward.py``):
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tinytune.errors import ConfigError
@@ -32,10 +33,12 @@ __all__ = [
     "LITE_EXPAND",
     "LITE_GROUPS",
     "LITE_KERNELS",
+    "PATCHES",
     "WEIGHT_RATIOS",
     "Candidate",
     "LiteResidualBranch",
     "LiteResidualConfig",
+    "Schedule",
     "StageConfig",
     "SubnetConfig",
     "UpdateScheme",
@@ -324,6 +327,53 @@ class UpdateScheme:
         return cls(data["bias_last_k"], tuple(weights), data["norm"])
 
 
+PATCHES = tuple(range(1, 9))
+"""Patches per side a frozen prefix may run in (1: the whole image at once)."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How the device runs the frozen prefix: the stem and the first ``blocks`` blocks in
+    ``patches`` × ``patches`` spatial patches, one after the other (MCUNetV2's patch-based
+    scheduling; :mod:`tinytune.ir.patches`). The values computed are the same whatever the
+    schedule; only the memory and the time of a step change. ``patches`` = 1 runs the whole
+    image at once, and then ``blocks`` is 0."""
+
+    patches: int = 1
+    blocks: int = 0
+
+    def __post_init__(self) -> None:
+        patches, blocks = _int(self.patches, "patches"), _int(self.blocks, "patch blocks")
+        if patches not in PATCHES:
+            raise ConfigError(
+                f"{patches} patches per side are not allowed; allowed: "
+                f"{', '.join(map(str, PATCHES))}"
+            )
+        if patches == 1 and blocks != 0:
+            raise ConfigError(f"one patch (the whole image) patches no blocks, got {blocks}")
+        if patches > 1 and blocks < 0:
+            raise ConfigError(f"patch blocks must be >= 0, got {blocks}")
+
+    @property
+    def patched(self) -> bool:
+        return self.patches > 1
+
+    def validate(self, subnet: SubnetConfig) -> None:
+        if self.blocks > subnet.n_blocks:
+            raise ConfigError(
+                f"a patched stage of {self.blocks} blocks needs a sub-network of as many; this "
+                f"one has {subnet.n_blocks} (allowed: 0 .. {subnet.n_blocks})"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"patches": self.patches, "blocks": self.blocks}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Schedule:
+        _reject_unknown(data, {"patches", "blocks"}, "schedule")
+        return cls(data["patches"], data["blocks"])
+
+
 def conv_kinds(spec: SupernetSpec, subnet: SubnetConfig) -> tuple[str, ...]:
     """The kinds of the sub-network's convolutions in execution order, classifier excluded.
 
@@ -341,12 +391,14 @@ def conv_kinds(spec: SupernetSpec, subnet: SubnetConfig) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One point of the joint space: sub-network × lite residuals × update scheme."""
+    """One point of the joint space: sub-network × lite residuals × update scheme, and how the
+    device schedules its frozen prefix (:class:`Schedule`; whole images unless told)."""
 
     supernet: str
     subnet: SubnetConfig
     lite_residual: LiteResidualConfig
     update: UpdateScheme
+    schedule: Schedule = Schedule()
 
     def __post_init__(self) -> None:
         spec = get_supernet(self.supernet)
@@ -355,6 +407,7 @@ class Candidate:
         self.subnet.validate(spec)
         self.lite_residual.validate(self.subnet)
         self.update.validate(self.n_convs)
+        self.schedule.validate(self.subnet)
 
     @property
     def spec(self) -> SupernetSpec:
@@ -368,13 +421,24 @@ class Candidate:
     def n_convs(self) -> int:
         return len(self.conv_kinds)
 
+    @property
+    def training(self) -> Candidate:
+        """The same candidate on whole images: what is trained and measured, which the
+        schedule does not change."""
+        return replace(self, schedule=Schedule())
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The JSON form; the schedule appears only when the prefix is patched, so that a
+        candidate on whole images keeps the form (and the key) it always had."""
+        out = {
             "supernet": self.supernet,
             "subnet": self.subnet.to_dict(),
             "lite_residual": self.lite_residual.to_dict(),
             "update": self.update.to_dict(),
         }
+        if self.schedule.patched:
+            out["schedule"] = self.schedule.to_dict()
+        return out
 
     def to_json(self) -> str:
         """Canonical JSON: sorted keys, no whitespace; equal candidates give equal strings."""
@@ -382,7 +446,14 @@ class Candidate:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Candidate:
-        _reject_unknown(data, {"supernet", "subnet", "lite_residual", "update"}, "candidate")
+        parts = {"supernet", "subnet", "lite_residual", "update"}
+        schedule = Schedule()
+        if isinstance(data, dict) and "schedule" in data:
+            data = dict(data)
+            schedule = Schedule.from_dict(data.pop("schedule"))
+            if not schedule.patched:
+                raise ConfigError("a candidate on whole images has no schedule in its JSON form")
+        _reject_unknown(data, parts, "candidate")
         if not isinstance(data["supernet"], str):
             raise ConfigError(f"candidate supernet must be a string, got {data['supernet']!r}")
         return cls(
@@ -390,6 +461,7 @@ class Candidate:
             SubnetConfig.from_dict(data["subnet"]),
             LiteResidualConfig.from_dict(data["lite_residual"]),
             UpdateScheme.from_dict(data["update"]),
+            schedule,
         )
 
     @classmethod

@@ -1,0 +1,73 @@
+"""The hardware evaluator's patch schedules: chosen within the SRAM budget, fixed, or none."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tinytune.errors import ConfigError
+from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator, parse_patches
+from tinytune.hwmodels import get_device
+from tinytune.spaces import Schedule, SubnetConfig, default_subnet, get_supernet, make_preset
+
+KB = 1024
+LITE0 = get_supernet("efficientnet-lite0")
+
+
+def _lite0(scheme: str, resolution: int, stages: int = 3):
+    """A preset on EfficientNet-Lite0 cut after block 7 (three stages)."""
+    whole = default_subnet(LITE0, "max").stages
+    return make_preset(scheme, LITE0, SubnetConfig(resolution, whole[:stages]))
+
+
+def _evaluator(patches: str = "auto", budget: int | None = 256 * KB) -> HardwareEvaluator:
+    config = HardwareConfig(patches=patches)
+    return HardwareEvaluator(LITE0, 10, config, get_device("stm32f746"), budget)
+
+
+@pytest.mark.parametrize(("scheme", "resolution"), [("mcunetv3", 128), ("last", 160)])
+def test_auto_fits_a_big_image_into_256_kb(scheme: str, resolution: int) -> None:
+    """The sparse update at 128 px and the classifier alone at 160 px need 2–3× the budget on
+    whole images; patch by patch they fit, for more predicted time."""
+    hw = _evaluator()
+    whole = _lite0(scheme, resolution)
+    scheduled = hw.schedule(whole)
+    assert scheduled.schedule.patched and scheduled.training == whole
+    before, after = hw(whole), hw(scheduled)
+    assert before.arena_bytes > 256 * KB >= after.arena_bytes
+    assert after.latency_s > before.latency_s
+
+
+def test_auto_chooses_the_fastest_schedule_that_fits() -> None:
+    hw = _evaluator()
+    whole = _lite0("mcunetv3", 128)
+    chosen = hw(hw.schedule(whole))
+    for blocks in range(1, 5):
+        for n in range(2, 7):
+            try:
+                cost = hw(replace(whole, schedule=Schedule(n, blocks)))
+            except ConfigError:
+                continue
+            if cost.arena_bytes <= 256 * KB:
+                assert cost.latency_s >= chosen.latency_s
+
+
+def test_whole_images_where_they_fit_or_when_asked() -> None:
+    small = _lite0("mcunetv3", 64)
+    assert _evaluator().schedule(small) == small  # 160 KB on whole images
+    big = _lite0("mcunetv3", 128)
+    assert _evaluator("none").schedule(big) == big
+    assert _evaluator(budget=None).schedule(big) == big
+
+
+def test_a_fixed_schedule_is_applied_or_refused_in_one_line() -> None:
+    big = _lite0("mcunetv3", 128)
+    assert _evaluator("3:3").schedule(big).schedule == Schedule(3, 3)
+    with pytest.raises(ConfigError, match=r"first layer that trains anything; blocks\.4"):
+        _evaluator("2:7").schedule(big)
+    with pytest.raises(ConfigError, match="8 patches per side need a stage output"):
+        _evaluator("8:4").schedule(_lite0("mcunetv3", 48))
+    assert parse_patches("auto") is None and parse_patches("4:2") == Schedule(4, 2)
+    with pytest.raises(ConfigError, match="auto, none or N:B"):
+        parse_patches("four")
