@@ -56,22 +56,47 @@ def costs() -> None:
     from tinytune.spaces import SubnetConfig, default_subnet, get_supernet, make_preset
 
     spec = get_supernet(NETWORK)
-    evaluator = HardwareEvaluator(spec, 10, HardwareConfig(), get_device("stm32f746"))
+    budget = 256 * 1024
+    evaluator = HardwareEvaluator(spec, 10, HardwareConfig(), get_device("stm32f746"), budget)
     whole = default_subnet(spec, "max").stages
-    print("SRAM KB / flash KB / step ms on the STM32F746, 10 classes")
-    print(f"| cut after | px | {' | '.join(PRESETS)} |")
-    print("|---|---|" + "---|" * len(PRESETS))
+    rows, patched = [], []
     for stages in spec.stage_counts:
         last = sum(spec.stage_max_depth[:stages])
         for resolution in (48, 64, 96, 128, 160):
-            cells = []
+            cells, fitted = [], []
             for name in PRESETS:
-                cost = evaluator(make_preset(name, spec, SubnetConfig(resolution, whole[:stages])))
+                candidate = make_preset(name, spec, SubnetConfig(resolution, whole[:stages]))
+                cost = evaluator(candidate)
                 cells.append(
                     f"{cost.arena_bytes / 1024:.0f} / {cost.flash_bytes / 1024:.0f} / "
                     f"{1000 * (cost.latency_s or 0):.0f}"
                 )
-            print(f"| block {last} | {resolution} | {' | '.join(cells)} |")
+                scheduled = evaluator.schedule(candidate)
+                if not scheduled.schedule.patched:
+                    fitted.append("whole" if cost.arena_bytes <= budget else "–")
+                    continue
+                p = evaluator(scheduled)
+                over = (p.latency_s or 0) / (cost.latency_s or 1) - 1
+                mark = "" if p.arena_bytes <= budget else " (over)"
+                fitted.append(
+                    f"{p.arena_bytes / 1024:.0f}{mark} / {1000 * (p.latency_s or 0):.0f} "
+                    f"(+{100 * over:.0f} %), {scheduled.schedule.patches}:"
+                    f"{scheduled.schedule.blocks}"
+                )
+            rows.append(f"| block {last} | {resolution} | {' | '.join(cells)} |")
+            patched.append(f"| block {last} | {resolution} | {' | '.join(fitted)} |")
+    print("Whole images: SRAM KB / flash KB / step ms on the STM32F746, 10 classes")
+    print(f"| cut after | px | {' | '.join(PRESETS)} |")
+    print("|---|---|" + "---|" * len(PRESETS))
+    print("\n".join(rows))
+    print()
+    print(
+        "Patch by patch where whole images exceed 256 KB (--patches auto): SRAM KB / step ms "
+        "(recomputation), N:B"
+    )
+    print(f"| cut after | px | {' | '.join(PRESETS)} |")
+    print("|---|---|" + "---|" * len(PRESETS))
+    print("\n".join(patched))
 
 
 def photos() -> None:
