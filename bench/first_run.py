@@ -46,10 +46,12 @@ WITHIN_PP = 1.0  # "within a point of full fine-tuning"
 
 def read_study(storage: str) -> dict[str, Any]:
     """The figures of the only study in ``storage`` (a finished ``tinytune search``)."""
+    import optuna
+
     from tinytune import load
     from tinytune.db import open_store
     from tinytune.search.config import reference_candidate
-    from tinytune.spaces import default_subnet, get_supernet, make_preset
+    from tinytune.spaces import Candidate, default_subnet, get_supernet, make_preset
 
     view = load(storage=storage)
     ref = view.reference
@@ -62,19 +64,28 @@ def read_study(storage: str) -> dict[str, Any]:
     assert reference_candidate(supernet).key == ref.candidate_key
     with open_store(storage) as store:
         last = store.find_evaluation(view.name, last_key, "measured")
+        candidates = {
+            p.candidate_key: Candidate.from_json(store.get_candidate(p.candidate_key).payload)
+            for p in view.front
+        }
     if last is None or last.val_accuracy is None:
         raise SystemExit(f"{storage}: the study did not measure the classifier-only preset")
     best = max(view.front, key=lambda p: (p.val_accuracy, -p.memory_bytes))
     close = [p for p in view.front if ref.val_accuracy - p.val_accuracy <= WITHIN_PP / 100]
     saver = min(close, key=lambda p: p.memory_bytes)
+    trials = optuna.load_study(study_name=view.name, storage=storage).trials
+    over = sum("exceeds its budget" in t.user_attrs.get("pruned_reason", "") for t in trials)
 
     def point(p: Any) -> dict[str, Any]:
+        candidate = candidates[p.candidate_key]
         return {
             "scheme": p.scheme,
             "val": p.val_accuracy,
             "test": p.test_accuracy,
             "memory_bytes": p.memory_bytes,
             "sram_ratio": ref.memory_bytes / p.memory_bytes,
+            "resolution": candidate.subnet.resolution,
+            "patches": candidate.schedule.to_dict() if candidate.schedule.patched else None,
         }
 
     return {
@@ -92,6 +103,7 @@ def read_study(storage: str) -> dict[str, Any]:
         "saver": point(saver),
         "front": len(view.front),
         "hypervolume": view.hypervolume,
+        "proposals": {"total": len(trials), "over_budget": over},
     }
 
 
@@ -124,21 +136,37 @@ def _spread(values: list[float], fmt: Any, unit: str) -> str:
     )
 
 
+def _where(p: dict[str, Any]) -> str:
+    """A point's scheme, with its resolution and patch schedule where recorded."""
+    if "resolution" not in p:
+        return str(p["scheme"])
+    patches = p.get("patches")
+    schedule = f", {patches['patches']}:{patches['blocks']} patches" if patches else ""
+    return f"{p['scheme']} ({p['resolution']} px{schedule})"
+
+
+def _over(r: dict[str, Any]) -> str:
+    proposals = r.get("proposals")
+    if proposals is None:
+        return "–"
+    return f"{proposals['over_budget']} of {proposals['total']}"
+
+
 def table(runs: list[dict[str, Any]], dataset: str) -> str:
     rows = [
         "| seed | time | full: val / test | classifier only: val / test | best on validation: "
         "scheme, val / test, SRAM vs full | largest saving within 1 pp (val): scheme, val / test, "
-        "SRAM vs full | front |",
-        "|---|---|---|---|---|---|---|",
+        "SRAM vs full | front | proposals over budget |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         b, s = r["best"], r["saver"]
         rows.append(
             f"| {r['seed']} | {r['wall_s']:.0f} s | {_pct(r['full']['val'])} / "
             f"{_pct(r['full']['test'])} | {_pct(r['last']['val'])} / {_pct(r['last']['test'])} | "
-            f"{b['scheme']}, {_pct(b['val'])} / {_pct(b['test'])}, {b['sram_ratio']:.1f}× | "
-            f"{s['scheme']}, {_pct(s['val'])} / {_pct(s['test'])}, {s['sram_ratio']:.1f}× | "
-            f"{r['front']} |"
+            f"{_where(b)}, {_pct(b['val'])} / {_pct(b['test'])}, {b['sram_ratio']:.1f}× | "
+            f"{_where(s)}, {_pct(s['val'])} / {_pct(s['test'])}, {s['sram_ratio']:.1f}× | "
+            f"{r['front']} | {_over(r)} |"
         )
 
     def pct(x: float) -> str:
@@ -160,6 +188,18 @@ def table(runs: list[dict[str, Any]], dataset: str) -> str:
         f"- classifier only, test: {_spread(col(lambda r: r['last']['test']), pct, ' %')}",
         "- the front's best point on validation, test: "
         f"{_spread(col(lambda r: r['best']['test']), pct, ' %')}",
+        *(
+            [
+                "- trials over a budget before any fine-tune: "
+                + _spread(
+                    col(lambda r: r["proposals"]["over_budget"] / r["proposals"]["total"]),
+                    pct,
+                    " %",
+                )
+            ]
+            if all("proposals" in r for r in runs)
+            else []
+        ),
         "- the largest SRAM saving within a point of full fine-tuning on validation: "
         f"{_spread(col(lambda r: r['saver']['sram_ratio']), lambda x: f'{x:.1f}', '×')}; its test "
         "accuracy against full fine-tuning's: "
