@@ -71,3 +71,28 @@ def test_a_fixed_schedule_is_applied_or_refused_in_one_line() -> None:
     assert parse_patches("auto") is None and parse_patches("4:2") == Schedule(4, 2)
     with pytest.raises(ConfigError, match="auto, none or N:B"):
         parse_patches("four")
+
+
+def test_a_patch_schedule_changes_no_accuracy(tiny_checkpoint) -> None:
+    """Patches are a matter of device memory and time: the fine-tune of a patched candidate
+    is its whole-image twin's (the same task, the same measured accuracies)."""
+    from tinytune.evaluators import FinetuneConfig, run_evaluation
+    from tinytune.search.config import SearchConfig
+    from tinytune.search.tasks import finetune_task
+
+    spec = get_supernet("ofa-proxyless-w0.35")
+    whole = make_preset("mcunetv3", spec, default_subnet(spec))
+    patched = replace(whole, schedule=Schedule(2, 2))
+    config = SearchConfig(checkpoint=str(tiny_checkpoint))
+    assert finetune_task(config, 1, patched, 0.1) == finetune_task(config, 1, whole, 0.1)
+    task = {
+        "checkpoint": str(tiny_checkpoint),
+        "dataset": "digits",
+        "data_seed": 0,
+        "finetune": FinetuneConfig(epochs=1, batch_size=64, lr=0.1).to_dict(),
+        "threads": 1,
+    }
+    a = run_evaluation({**task, "candidate": patched.to_json()})
+    b = run_evaluation({**task, "candidate": whole.to_json()})
+    assert a["status"] == b["status"] == "ok"
+    assert (a["val_accuracy"], a["accuracy"]) == (b["val_accuracy"], b["accuracy"])

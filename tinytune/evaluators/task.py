@@ -121,7 +121,8 @@ def run_evaluation(task: dict[str, Any], progress: Int8Progress | None = None) -
     if task.get("fidelity") == "int8":
         return _int8_evaluation(task, start, progress)
     try:
-        candidate = Candidate.from_json(task["candidate"])
+        # what is trained: the device's schedule of the frozen prefix changes no value
+        candidate = Candidate.from_json(task["candidate"]).training
         cfg = FinetuneConfig(**task["finetune"])
         splits, n_classes = _data(
             task["dataset"], int(task["data_seed"]), candidate.subnet.resolution
@@ -191,7 +192,7 @@ def _int8_evaluation(
     from tinytune.quant import quantize
 
     try:
-        candidate = Candidate.from_json(task["candidate"])
+        candidate = Candidate.from_json(task["candidate"]).training
         settings = task["int8"]
         qas = bool(settings.get("qas", True))
         schedule = str(settings.get("schedule", "constant"))

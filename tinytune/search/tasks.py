@@ -26,10 +26,13 @@ def finetune_task(
 ) -> dict[str, Any]:
     """The worker's task (a plain dict) that fine-tunes ``candidate`` at rate ``lr`` as the
     study measures it: its weights, data set and fine-tuning settings, on ``repeats``
-    train/validation partitions, one thread, and the share of a GPU it asks Ray for."""
+    train/validation partitions, one thread, and the share of a GPU it asks Ray for. The
+    candidate goes on whole images: how the device schedules its frozen prefix (patch by
+    patch or not) changes no value it computes, so candidates that differ only there are the
+    same fine-tune."""
     finetune = dataclasses.replace(config.finetune, lr=lr)
     return {
-        "candidate": candidate.to_json(),
+        "candidate": candidate.training.to_json(),
         "checkpoint": config.checkpoint,
         "dataset": config.dataset,
         "data_seed": config.data_seed,
