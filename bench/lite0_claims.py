@@ -58,7 +58,7 @@ def _memory(candidate: Any) -> dict[str, int]:
     network = build_ofa_supernet(candidate.spec, 10)
     net = build_candidate(candidate, network, 10, calibration=[])
     fp32 = hardware_cost(net, HardwareConfig(precision="fp32", update="deferred"))[1]
-    int8 = hardware_cost(net, HardwareConfig())[1]
+    int8 = hardware_cost(net, HardwareConfig(), candidate.schedule)[1]  # as the device runs it
     return {"fp32_deferred": fp32.arena_bytes, "int8_fused": int8.arena_bytes}
 
 

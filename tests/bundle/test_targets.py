@@ -25,7 +25,10 @@ from tinytune.bundle import (
     verify_checksums,
     write_bundle,
 )
+from tinytune.hwmodels.latency import call_rows
+from tinytune.hwmodels.measurements import load_measurements
 from tinytune.hwmodels.registry import get_device
+from tinytune.ir import unrolled
 from tinytune.spaces import Candidate, SupernetSpec, default_subnet, get_supernet, make_preset
 
 pytestmark = pytest.mark.slow
@@ -75,6 +78,7 @@ def test_the_bundle_states_the_planned_arena(sparse: tuple[Bundle, Path]) -> Non
     bundle, folder = sparse
     memory = bundle.manifest["memory"]
     assert memory["arena_bytes"] == bundle.program.report.arena_bytes == bundle.model.arena_bytes
+    assert memory["patches"] is None  # whole images
     # its constants are the planner's flash, and the search's flash adds the code estimate
     report = bundle.program.report
     assert memory["model_flash_bytes"] == report.flash_bytes == bundle.model.flash_bytes
@@ -306,7 +310,14 @@ def test_a_patched_lite0_candidate_at_128_px_matches_the_whole_image_on_every_ta
     write_bundle(folder, bundle.files, bundle.manifest)
     memory = bundle.manifest["memory"]
     assert memory["arena_bytes"] == hw(candidate).arena_bytes == bundle.model.arena_bytes
-    assert bundle.program.report.patches is not None
+    plan = bundle.program.report.patches
+    assert plan is not None
+    patches = memory["patches"]
+    assert (patches["per_side"], patches["blocks"]) == (
+        candidate.schedule.patches,
+        candidate.schedule.blocks,
+    )
+    assert patches["stage_macs_patched"] > patches["stage_macs_whole"]
     host = make(folder, "run-host", build="build-host", defs="-DTT_DUMP")
     replayed = replay(
         bundle.net, LR, bundle.train, bundle.evaluation, parse_dump(host), schedule(bundle)
@@ -316,3 +327,13 @@ def test_a_patched_lite0_candidate_at_128_px_matches_the_whole_image_on_every_ta
     assert make(folder, "run-cortex-m7", build="build-m7", defs="-DTT_DUMP") == host
     symbols = _symbol_sizes(folder / "build-m7" / "cortex-m7" / "train.elf")
     assert symbols["tt_arena"] == memory["arena_bytes"] <= 256 * 1024
+    # the profile's graph is the unrolled one: every call, each patch's apart, fits its op
+    make(folder, "run-profile-host", build="build-profile", PROFILE_STEPS=1)
+    (measured,) = load_measurements(folder / "build-profile" / "profile-host.json").measurements
+    assert measured.graph.to_json() == unrolled(bundle.net.graph, plan).to_json()
+    ops = {op.name for op in measured.graph.ops}
+    assert {c.op for c in measured.per_call} <= ops and "stem@0" in ops
+    rows, seconds = call_rows(
+        measured.graph, [(c.op, c.kernel, c.seconds) for c in measured.per_call]
+    )
+    assert len(rows) == len(seconds) > len(bundle.net.graph.ops)

@@ -96,3 +96,22 @@ def test_a_second_search_reuses_the_decoded_images(
     folder = ImageFolderDataset(root).decoded.folder
     assert "decoded images reused" not in first
     assert f"decoded images reused from {folder}" in second
+
+
+@pytest.mark.parametrize(
+    ("device", "cuts"),
+    [("stm32f746", (3, 4)), ("rpi4", (3, 4, 5, 6))],
+)
+def test_the_sampler_cuts_the_network_only_where_something_fits(
+    tmp_path: Path, device: str, cuts: tuple[int, ...]
+) -> None:
+    """EfficientNet-Lite0 after block 14 or 15 holds 2.5–3.6 MB of weights: no candidate of
+    those cuts fits the STM32F746's 1 MB of flash, so its search never proposes them; a board
+    with gigabytes keeps every cut. The default cut is always there."""
+    root = write_image_folder(tmp_path / "images")
+    config = search_config(
+        tmp_path / "w.pt", dataset=f"imagefolder:{root}", n_classes=3, device=device,
+        supernet="efficientnet-lite0", sram_budget_bytes=None if device == "rpi4" else 256 * 1024,
+    )  # fmt: skip
+    assert get_supernet(config.supernet).stage_counts == (3, 4, 5, 6)
+    assert preflight(config, None).cuts == cuts

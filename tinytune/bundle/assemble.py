@@ -42,7 +42,7 @@ from tinytune.export import C_HEADERS, C_SOURCES, csrc_dir
 from tinytune.export.program import StepProgram
 from tinytune.hashing import sha256_file
 from tinytune.hwmodels.devices import DeviceProfile
-from tinytune.ir import Graph
+from tinytune.ir import Graph, unrolled
 from tinytune.quant import QuantizationError, QuantizedNet
 from tinytune.quant.schedule import LR_SCHEDULES, MIN_DEVICE_LR
 from tinytune.spaces import Candidate
@@ -359,7 +359,8 @@ def build_bundle(
             name=candidate.key,
             device=device.name,
             clock_hz=device.clock_hz,
-            graph_json=graph.to_json(),
+            # patch by patch, the graph the calls' timings fit: each patch's ops apart
+            graph_json=(graph if plan is None else unrolled(q.graph, plan)).to_json(),
         ),
     )
     if model.flash_bytes > device.flash_bytes:
@@ -368,7 +369,7 @@ def build_bundle(
             f"than the {device.flash_bytes} bytes of flash of {device.name}"
         )
     facts = _Facts(
-        request, provenance, cost, model, title, dataset.name, n_classes, n_train, n_eval
+        request, provenance, cost, model, title, dataset.name, n_classes, n_train, n_eval, graph
     )
     files["README.md"] = _readme(facts).encode()
     manifest = _manifest(facts, files)
@@ -391,6 +392,7 @@ class _Facts:
     n_classes: int
     n_train: int
     n_eval: int
+    graph: Graph
 
     @property
     def train_step_s(self) -> float | None:
@@ -440,6 +442,23 @@ def _readme(f: _Facts) -> str:
     )
 
 
+def _patches(f: _Facts) -> dict[str, Any] | None:
+    """How the step runs its frozen prefix patch by patch (None: whole images): the schedule,
+    the ops of the patched stage, and its multiply-accumulates patch by patch and whole."""
+    plan = f.cost.memory.patches
+    if plan is None:
+        return None
+    patched, whole = plan.macs(f.graph)
+    schedule = f.request.candidate.schedule
+    return {
+        "per_side": schedule.patches,
+        "blocks": schedule.blocks,
+        "stage_ops": plan.stage_end,
+        "stage_macs_patched": patched,
+        "stage_macs_whole": whole,
+    }
+
+
 def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
     request, candidate, device, model = f.request, f.request.candidate, f.request.device, f.model
     return {
@@ -487,6 +506,7 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
             "exponent_bytes": model.exponent_bytes,
             "model_flash_bytes": model.flash_bytes,
             "planner_flash_bytes": f.cost.flash_bytes,
+            "patches": _patches(f),
         },
         "predicted_latency": {
             "engine": device.engine,

@@ -31,7 +31,7 @@ import numpy as np
 
 from tinytune.export.passes import Node, PassRecord, run_passes
 from tinytune.hwmodels import MemoryReport, plan_memory
-from tinytune.ir import PatchPlan, Region
+from tinytune.ir import PatchPlan, Region, patch_op
 from tinytune.quant import (
     QAdd,
     QConv,
@@ -265,6 +265,12 @@ class _Lowering:
         self.flash_end = offset + array.nbytes
         return Ptr("flash", offset)
 
+    def const_once(self, name: str, array: np.ndarray) -> Ptr | None:
+        """:meth:`const`, or the pointer of the array stored under ``name`` already."""
+        if name in self.flash:
+            return Ptr("flash", self.flash[name][0])
+        return self.const(name, array)
+
     def arena(self, name: str, nbytes: int, at: int = 0) -> Ptr:
         if name not in self.buffers:
             raise QuantizationError(f"the memory plan has no buffer {name!r}")
@@ -360,10 +366,13 @@ def _conv_call(
     y: Ptr,
     mask: Ptr | None,
     pre: bool,
+    name: str | None = None,
 ) -> int:
-    """The call of a convolution's forward kernel; in place where the planner put its output
-    over its input (then ``x`` is ``y``). The constants are the layer's, stored once."""
+    """The call of a convolution's forward kernel, named ``name`` (default: its op's); in place
+    where the planner put its output over its input (then ``x`` is ``y``). The constants are
+    the layer's, stored once."""
     op, net = layer.op, lw.net
+    name = name or op.name
     if op.index not in lw.conv_ptrs:
         lw.conv_ptrs[op.index] = {
             **_conv_params(lw, layer),
@@ -380,8 +389,8 @@ def _conv_call(
     )  # fmt: skip
     if lw.report.buffer_of(op.output) != f"t{op.output}" and not pre:
         channel = lw.arena(f"{op.name}:channel", geom[4] * geom[5])
-        return lw.call("conv2d_inplace_s8", op.name, "forward", xy=x, channel=channel, **operands)
-    return lw.call("conv2d_s8", op.name, "forward", x=x, y=y, **operands)
+        return lw.call("conv2d_inplace_s8", name, "forward", xy=x, channel=channel, **operands)
+    return lw.call("conv2d_s8", name, "forward", x=x, y=y, **operands)
 
 
 def _conv_forward(lw: _Lowering, layer: QConv) -> None:
@@ -398,11 +407,7 @@ def _conv_forward(lw: _Lowering, layer: QConv) -> None:
         y = lw.arena(f"{op.name}:pre-activation", numel)
     i = _conv_call(lw, layer, _geom(net, layer), lw.act(x), y, mask, pre)
     if layer.act_table is not None:
-        table = layer.act_table.numpy().astype(np.int8)
-        i = lw.call(
-            "act_table_s8", op.name, "forward",
-            pre=y, table=lw.const(f"{op.name}.act_table", table), n=numel, y=lw.act(op.output),
-        )  # fmt: skip
+        i = _act_table_call(lw, layer, y, numel, lw.act(op.output))
     lw.wrote(i, "act", op.output, lw.act(op.output), numel)
     saved = layer.saved_channels
     if saved and saved < net.graph.tensors[x].shape[1]:
@@ -413,15 +418,33 @@ def _conv_forward(lw: _Lowering, layer: QConv) -> None:
         )  # fmt: skip
 
 
-def _add_forward(lw: _Lowering, layer: QAdd) -> None:
+def _act_table_call(
+    lw: _Lowering, layer: QConv, pre: Ptr, n: int, y: Ptr, name: str | None = None
+) -> int:
+    """The call of a convolution's table activation over ``n`` pre-activations."""
+    assert layer.act_table is not None
+    table = lw.const_once(f"{layer.op.name}.act_table", layer.act_table.numpy().astype(np.int8))
+    name = name or layer.op.name
+    return lw.call("act_table_s8", name, "forward", pre=pre, table=table, n=n, y=y)
+
+
+def _add_call(
+    lw: _Lowering, layer: QAdd, a: Ptr, b: Ptr, n: int, y: Ptr, name: str | None = None
+) -> int:
+    """The call of an addition of ``n`` elements."""
     op, acts = layer.op, lw.net.acts
-    a, b = op.inputs
-    i = lw.call(
-        "add_s8", op.name, "forward",
-        a=lw.act(a), b=lw.act(b), n=lw.numel(op.output), a_zero=acts[a].zero,
-        b_zero=acts[b].zero, a_mult=layer.a_mult, b_mult=layer.b_mult, shift=layer.shift,
-        y_zero=acts[op.output].zero, y=lw.act(op.output),
+    ta, tb = op.inputs
+    return lw.call(
+        "add_s8", name or op.name, "forward",
+        a=a, b=b, n=n, a_zero=acts[ta].zero, b_zero=acts[tb].zero, a_mult=layer.a_mult,
+        b_mult=layer.b_mult, shift=layer.shift, y_zero=acts[op.output].zero, y=y,
     )  # fmt: skip
+
+
+def _add_forward(lw: _Lowering, layer: QAdd) -> None:
+    op = layer.op
+    a, b = op.inputs
+    i = _add_call(lw, layer, lw.act(a), lw.act(b), lw.numel(op.output), lw.act(op.output))
     lw.wrote(i, "act", op.output, lw.act(op.output), lw.numel(op.output))
 
 
@@ -778,7 +801,8 @@ def _patched_stage(lw: _Lowering, plan: PatchPlan) -> None:
     """The frozen prefix ``ops[:plan.stage_end]`` patch by patch
     (:mod:`tinytune.ir.patches`): per patch, each op on its held regions, an addition's
     larger inputs cropped in place first, and the output's patch copied into the whole
-    output."""
+    output. Each call names its op on its patch (:func:`~tinytune.ir.patch_op`), as the
+    unrolled graph a bundle's profile carries does."""
     net = lw.net
     graph = net.graph
     layers = {layer.op.index: layer for layer in net.layers}
@@ -800,7 +824,7 @@ def _patched_stage(lw: _Lowering, plan: PatchPlan) -> None:
 
         crops = {(index, t): w for index, t, w in plan.crops[p]}
         for op in graph.ops[: plan.stage_end]:
-            layer = layers[op.index]
+            layer, name = layers[op.index], patch_op(op.name, p)
             y, c_out, h_out, w_out = region(op.output)
             if isinstance(layer, QConv):
                 x, c_in, h_in, w_in = region(op.inputs[0])
@@ -809,16 +833,9 @@ def _patched_stage(lw: _Lowering, plan: PatchPlan) -> None:
                     c_in, h_in, w_in, c_out, h_out, w_out, layer.weight.shape[2],
                     layer.stride, top, left, layer.groups,
                 )  # fmt: skip
-                _conv_call(lw, layer, geom, x, y, None, False)
+                _conv_call(lw, layer, geom, x, y, None, False, name)
                 if layer.act_table is not None:
-                    table = layer.act_table.numpy().astype(np.int8)
-                    if f"{op.name}.act_table" not in lw.flash:
-                        lw.const(f"{op.name}.act_table", table)
-                    lw.call(
-                        "act_table_s8", op.name, "forward",
-                        pre=y, table=Ptr("flash", lw.flash[f"{op.name}.act_table"][0]),
-                        n=c_out * h_out * w_out, y=y,
-                    )  # fmt: skip
+                    _act_table_call(lw, layer, y, c_out * h_out * w_out, y, name)
                 continue
             assert isinstance(layer, QAdd)
             ab = []
@@ -827,24 +844,17 @@ def _patched_stage(lw: _Lowering, plan: PatchPlan) -> None:
                 if (op.index, t) in crops:  # the window this add computes, to the front
                     r, win = held[t], crops[(op.index, t)]
                     lw.call(
-                        "window_s8", op.name, "forward",
+                        "window_s8", name, "forward",
                         src=src, channels=c, src_h=h, src_w=w, src_r=win.r0 - r.r0,
                         src_c=win.c0 - r.c0, h=win.h, w=win.w, dst=src, dst_h=win.h,
                         dst_w=win.w, dst_r=0, dst_c=0,
                     )  # fmt: skip
                 ab.append(src)
-            acts = net.acts
-            a, b = op.inputs
-            lw.call(
-                "add_s8", op.name, "forward",
-                a=ab[0], b=ab[1], n=c_out * h_out * w_out, a_zero=acts[a].zero,
-                b_zero=acts[b].zero, a_mult=layer.a_mult, b_mult=layer.b_mult,
-                shift=layer.shift, y_zero=acts[op.output].zero, y=y,
-            )  # fmt: skip
+            _add_call(lw, layer, ab[0], ab[1], c_out * h_out * w_out, y, name)
         src, _, h, w = region(out)
         r = held[out]
         place = lw.call(
-            "window_s8", graph.ops[plan.stage_end - 1].name, "forward",
+            "window_s8", patch_op(graph.ops[plan.stage_end - 1].name, p), "forward",
             src=src, channels=channels, src_h=h, src_w=w, src_r=window.r0 - r.r0,
             src_c=window.c0 - r.c0, h=window.h, w=window.w, dst=lw.act(out), dst_h=out_h,
             dst_w=out_w, dst_r=window.r0, dst_c=window.c0,

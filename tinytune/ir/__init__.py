@@ -4,7 +4,14 @@ schedule of a frozen prefix patch by patch."""
 from __future__ import annotations
 
 from tinytune.ir.graph import OP_KINDS, TABLE_ACTIVATIONS, Graph, Op, ParamInfo, TensorInfo
-from tinytune.ir.patches import PatchPlan, Region, block_end, plan_patches, unrolled
+from tinytune.ir.patches import (
+    PatchPlan,
+    Region,
+    block_end,
+    patch_op,
+    plan_patches,
+    unrolled,
+)
 from tinytune.ir.trace import trace
 
 __all__ = [
@@ -17,6 +24,7 @@ __all__ = [
     "Region",
     "TensorInfo",
     "block_end",
+    "patch_op",
     "plan_patches",
     "trace",
     "unrolled",

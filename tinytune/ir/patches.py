@@ -45,6 +45,7 @@ __all__ = [
     "PatchPlan",
     "Region",
     "block_end",
+    "patch_op",
     "plan_patches",
     "split_axis",
     "unrolled",
@@ -283,9 +284,15 @@ def _check_crops(graph: Graph, crops: list[tuple[tuple[int, int, Region], ...]])
                 )
 
 
+def patch_op(name: str, patch: int) -> str:
+    """The name of op ``name`` run on patch ``patch`` (in :func:`unrolled` and a bundle's
+    calls, so that a bundle's per-call timings fit the patched ops they belong to)."""
+    return f"{name}@{patch}"
+
+
 def unrolled(graph: Graph, plan: PatchPlan) -> Graph:
     """``graph`` with its patched stage written out patch by patch: each op of the stage once
-    per patch (named ``<op>@<patch>``), on tensors of its held regions' shapes, with the
+    per patch (named by :func:`patch_op`), on tensors of its held regions' shapes, with the
     multiply-accumulates of its region; then the rest of the network. What a latency model
     prices, the recomputed overlap included (the window copies, bytes moved once per patch,
     are not ops of it). Not a network to plan memory for: the stage's output has a writer per
@@ -311,7 +318,7 @@ def unrolled(graph: Graph, plan: PatchPlan) -> Graph:
                 replace(
                     op,
                     index=len(ops),
-                    name=f"{op.name}@{p}",
+                    name=patch_op(op.name, p),
                     inputs=inputs,
                     output=out_id,
                     macs=macs,

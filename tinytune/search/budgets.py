@@ -8,11 +8,11 @@ import time
 from dataclasses import dataclass
 
 from tinytune.db import Store
-from tinytune.errors import BudgetError, flag
+from tinytune.errors import BudgetError, ConfigError, flag
 from tinytune.evaluators import HardwareCost, HardwareEvaluator
 from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.search.config import SearchConfig
-from tinytune.spaces import default_subnet, get_supernet, make_preset
+from tinytune.spaces import default_subnet, get_supernet, make_preset, smallest_subnet
 
 __all__ = [
     "CONSTRAINTS",
@@ -20,6 +20,7 @@ __all__ = [
     "StudyBudget",
     "check_budgets",
     "check_feasible",
+    "feasible_cuts",
     "over_budget",
     "violations",
 ]
@@ -93,6 +94,31 @@ def check_feasible(config: SearchConfig, hw: HardwareEvaluator) -> None:
             f"{hw.device.name}: the smallest needs {floor_cost.flash_bytes} bytes (its weights "
             "and the training step's code); choose a device with more flash (tinytune devices)"
         )
+
+
+def feasible_cuts(
+    config: SearchConfig, hw: HardwareEvaluator, flash_budget: int
+) -> tuple[int, ...]:
+    """The cuts of a fixed network (stages kept) whose cheapest candidate — the classifier
+    alone on the smallest sub-network of that cut, scheduled as the search schedules it — is
+    within the SRAM, flash and latency budgets, and the default cut always (the reference and
+    the baselines use it): where the sampler may cut the network. A cut none of whose
+    candidates fits (EfficientNet-Lite0 after block 14 or 15 in 1 MB of flash) is no option
+    worth a proposal. Every cut of a supernet (it has one)."""
+    spec = get_supernet(config.supernet)
+    if not spec.fixed:
+        return spec.stage_counts
+    cuts = []
+    for stages in spec.stage_counts:
+        cheapest = make_preset("last", spec, smallest_subnet(spec, stages))
+        try:
+            cost = hw(hw.schedule(cheapest))
+        except ConfigError:  # a fixed patch schedule this cut cannot run: the sampler's
+            cuts.append(stages)
+            continue
+        if stages == spec.default_stages or over_budget(config, flash_budget, cost)[1] is None:
+            cuts.append(stages)
+    return tuple(cuts)
 
 
 def violations(

@@ -92,6 +92,10 @@ class Run:
         self.config, self.store, self.study = config, store, study
         self.executor = Metered(executor)  # counts the epochs every task of the run trained
         self.checked, self.spec = checked, checked.spec
+        # where the sampler may cut a fixed network: as the study first sampled it, else the
+        # cuts whose cheapest candidate fits the budgets
+        stored = study.choices("stages")
+        self.cuts = tuple(int(c) for c in stored) if stored else checked.cuts
         # the reference is measured beside the budget
         self.budget = StudyBudget(store, config.study_name, config.trials, checked.reference.key)
         self.limits = RunLimits(
@@ -311,7 +315,8 @@ class Run:
         trial = self.study.ask()
         self.limits.proposals += 1
         reference = bool(trial.user_attrs.get(Attr.REFERENCE))
-        candidate = suggest_candidate(trial, self.spec, None if reference else self.config.preset)
+        preset = None if reference else self.config.preset
+        candidate = suggest_candidate(trial, self.spec, preset, self.cuts or None)
         try:  # its frozen prefix patch by patch where whole images exceed the SRAM budget
             candidate = self.checked.hardware.schedule(candidate)
         except ConfigError as e:  # a fixed schedule this proposal's network cannot run

@@ -19,7 +19,7 @@ from tinytune.db import Store
 from tinytune.errors import BudgetOptionError, ConfigError
 from tinytune.evaluators import HardwareEvaluator
 from tinytune.hwmodels.devices import DeviceProfile
-from tinytune.search.budgets import check_budgets, check_feasible, epoch_costs
+from tinytune.search.budgets import check_budgets, check_feasible, epoch_costs, feasible_cuts
 from tinytune.search.config import SearchConfig, reference_candidate
 from tinytune.spaces import Candidate, SupernetSpec, get_supernet
 
@@ -47,6 +47,8 @@ class Preflight:
         repeats: train/val partitions each candidate is measured on (``config.repeats``, or
             :func:`tinytune.data.val_repeats` of ``val_images``).
         copies: image files left out of the data set as copies of others.
+        cuts: the stage counts the sampler may cut a fixed network after
+            (:func:`~tinytune.search.budgets.feasible_cuts`).
     """
 
     spec: SupernetSpec
@@ -58,6 +60,7 @@ class Preflight:
     val_images: int = 0
     repeats: int = 1
     copies: int = 0
+    cuts: tuple[int, ...] = ()
 
 
 def preflight(
@@ -96,6 +99,8 @@ def preflight(
         spec, config.n_classes, config.hardware, device, config.sram_budget_bytes
     )
     check_feasible(config, hardware)
+    flash_budget = config.flash_budget_bytes or device.flash_bytes
+    cuts = feasible_cuts(config, hardware, flash_budget)
     val_images = data.split_sizes()[1]
     repeats = config.repeats or val_repeats(val_images)
     check_epoch_budget(config, repeats)
@@ -106,11 +111,12 @@ def preflight(
         device=device,
         latency_profile=f"{device.name}, {device.engine} engine ({profile_label(calibration)})",
         hardware=hardware,
-        flash_budget=config.flash_budget_bytes or device.flash_bytes,
+        flash_budget=flash_budget,
         reference=reference_candidate(spec.name),
         val_images=val_images,
         repeats=repeats,
         copies=data.copies,
+        cuts=cuts,
     )
 
 

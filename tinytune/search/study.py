@@ -218,6 +218,16 @@ class StudyAdapter:
         self.heartbeats.add(trial._trial_id)
         return trial
 
+    def choices(self, name: str) -> tuple[Any, ...] | None:
+        """The choices of categorical parameter ``name`` as the study's trials sampled it
+        (Optuna keeps a categorical parameter's choices for the whole study); None before any
+        trial sampled it."""
+        for trial in self.study.get_trials(deepcopy=False):
+            distribution = trial.distributions.get(name)
+            if distribution is not None:
+                return tuple(distribution.choices)
+        return None
+
     def enqueue(self, params: dict[str, Any], attrs: dict[str, Any]) -> None:
         self.study.enqueue_trial(params, user_attrs=attrs)
 

@@ -14,7 +14,13 @@ from tinytune.spaces.candidate import (
     UpdateScheme,
     conv_kinds,
 )
-from tinytune.spaces.presets import PRESET_NAMES, default_subnet, make_preset, preset_scheme
+from tinytune.spaces.presets import (
+    PRESET_NAMES,
+    default_subnet,
+    make_preset,
+    preset_scheme,
+    smallest_subnet,
+)
 from tinytune.spaces.sampling import (
     JOINT,
     SCHEMES,
@@ -62,6 +68,7 @@ __all__ = [
     "get_supernet",
     "make_preset",
     "preset_scheme",
+    "smallest_subnet",
     "subnet_params",
     "suggest_candidate",
     "suggest_subnet",

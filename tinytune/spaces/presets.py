@@ -35,7 +35,7 @@ from tinytune.spaces.candidate import (
 )
 from tinytune.spaces.supernets import SupernetSpec
 
-__all__ = ["PRESET_NAMES", "default_subnet", "make_preset", "preset_scheme"]
+__all__ = ["PRESET_NAMES", "default_subnet", "make_preset", "preset_scheme", "smallest_subnet"]
 
 
 def default_subnet(spec: SupernetSpec, size: str = "min") -> SubnetConfig:
@@ -59,6 +59,22 @@ def default_subnet(spec: SupernetSpec, size: str = "min") -> SubnetConfig:
     res = spec.default_resolution or spec.resolutions[len(spec.resolutions) // 2]
     res = res if size == "min" else max(spec.resolutions)
     return SubnetConfig(res, tuple(stages))
+
+
+def smallest_subnet(spec: SupernetSpec, stages: int | None = None) -> SubnetConfig:
+    """The cheapest sub-network: every choice at its smallest, the smallest resolution, cut
+    after ``stages`` stages (a fixed network; default: its default cut)."""
+    n_stages = stages or (spec.default_stages if spec.fixed else spec.n_stages)
+    blocks = []
+    for i in range(n_stages):
+        depth = min(spec.stage_depths(i))
+        blocks.append(
+            StageConfig(
+                tuple(min(spec.block_kernels(i, b)) for b in range(depth)),
+                tuple(min(spec.block_expands(i, b)) for b in range(depth)),
+            )
+        )
+    return SubnetConfig(min(spec.resolutions), tuple(blocks))
 
 
 def _full(kinds: tuple[str, ...], n_blocks: int) -> tuple[UpdateScheme, LiteResidualConfig]:

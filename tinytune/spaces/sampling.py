@@ -51,10 +51,13 @@ JOINT = "joint"
 SCHEMES = (JOINT, *PRESET_NAMES)
 
 
-def suggest_subnet(trial: optuna.Trial, spec: SupernetSpec) -> SubnetConfig:
-    """Sample a sub-network of ``spec``."""
+def suggest_subnet(
+    trial: optuna.Trial, spec: SupernetSpec, cuts: tuple[int, ...] | None = None
+) -> SubnetConfig:
+    """Sample a sub-network of ``spec``; a fixed network is cut after one of ``cuts`` stages
+    (default: every cut it allows)."""
     resolution = trial.suggest_categorical("resolution", list(spec.resolutions))
-    counts = spec.stage_counts
+    counts = cuts or spec.stage_counts
     n_stages = trial.suggest_categorical("stages", list(counts)) if len(counts) > 1 else counts[0]
     stages = []
     for s in range(int(n_stages)):
@@ -97,17 +100,21 @@ def _suggest_update(trial: optuna.Trial, n_convs: int) -> UpdateScheme:
 
 
 def suggest_candidate(
-    trial: optuna.Trial, spec: SupernetSpec, preset: str | None = None
+    trial: optuna.Trial,
+    spec: SupernetSpec,
+    preset: str | None = None,
+    cuts: tuple[int, ...] | None = None,
 ) -> Candidate:
     """Sample a candidate of the joint space, or of one preset's sub-space.
 
     Without ``preset``, the categorical ``scheme`` picks either ``joint`` (lite residuals and
     update scheme sampled freely) or one of the named presets applied to the sampled
     sub-network; enqueuing ``{"scheme": "last", ...}`` thus evaluates a preset as a baseline.
+    ``cuts``: the stage counts a fixed network may be cut after (:func:`suggest_subnet`).
     """
     if preset is None:
         preset = trial.suggest_categorical("scheme", list(SCHEMES))
-    subnet = suggest_subnet(trial, spec)
+    subnet = suggest_subnet(trial, spec, cuts)
     if preset != JOINT:
         update, lite = preset_scheme(preset, spec, subnet)
     else:
