@@ -76,6 +76,7 @@ def existing_db(tmp_path: Path) -> tuple[str, Path, str]:
             ["--patches", "2:9", "--preset", "mcunetv3"],
             "a patched stage must end at or before the first layer that trains anything",
         ),
+        (["--patches", "2:2", "--precision", "fp32"], "is planned in int8 only"),
         (["--repeats", "0"], "--repeats must lie in [1, 20], got 0"),
         (["--lr", "12"], "--lr must lie in (0, 10), got 12.0"),
         (["--epochs", "80000000"], "--epochs must lie in [1, 1000], got 80000000"),

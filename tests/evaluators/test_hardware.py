@@ -59,6 +59,11 @@ def test_whole_images_where_they_fit_or_when_asked() -> None:
     big = _lite0("mcunetv3", 128)
     assert _evaluator("none").schedule(big) == big
     assert _evaluator(budget=None).schedule(big) == big
+    fp32 = HardwareConfig(precision="fp32")
+    hw = HardwareEvaluator(LITE0, 10, fp32, get_device("stm32f746"), 256 * KB)
+    assert hw.schedule(big) == big  # PyTorch's engine runs whole images
+    with pytest.raises(ConfigError, match="int8 only"):
+        HardwareEvaluator(LITE0, 10, replace(fp32, patches="2:2"), None, None).schedule(big)
 
 
 def test_a_fixed_schedule_is_applied_or_refused_in_one_line() -> None:

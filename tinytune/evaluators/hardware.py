@@ -179,21 +179,30 @@ class HardwareEvaluator:
     def schedule(self, candidate: Candidate) -> Candidate:
         """``candidate`` with the schedule of its frozen prefix the configuration asks for:
         whole images (``none``); the fixed ``N:B``; or (``auto``) whole images where they fit
-        the SRAM budget, else the patch schedule of least predicted latency (of least memory
-        without a latency model) among those that fit, else the one of least memory. Tried:
-        every patch count of :data:`~tinytune.spaces.PATCHES` over the stem and the first B
-        blocks, for every B whose stage trains nothing (milliseconds each: the planner is
-        exact and cheap).
+        the SRAM budget or the step is not int8 (the bundle's engine runs patches), else the
+        patch schedule of least predicted latency (of least memory without a latency model)
+        among those that fit, else the one of least memory. Tried: every patch count of
+        :data:`~tinytune.spaces.PATCHES` over the stem and the first B blocks, for every B
+        whose stage trains nothing (milliseconds each: the planner is exact and cheap).
 
         Raises:
-            ConfigError: a fixed schedule this candidate's network cannot run.
+            ConfigError: a fixed schedule this candidate's network cannot run, or with an
+                fp32 step.
         """
         whole = candidate.training
         if self.fixed is not None:
+            if self.config.precision != "int8":
+                raise ConfigError(
+                    f"patch-based execution is planned in int8 only (the bundle's engine runs "
+                    f"it), got patches {self.config.patches} with precision "
+                    f"{self.config.precision}"
+                )
             scheduled = replace(whole, schedule=self.fixed)
             schedule_plan(self._graph(whole), self.fixed)  # the one-line refusal, if any
             return scheduled
         if self.config.patches == "none" or self.sram_budget is None:
+            return whole
+        if self.config.precision != "int8":  # patches are the int8 engine's (the bundle's)
             return whole
         graph = self._graph(whole)
         cost = self._cost(graph, None)
