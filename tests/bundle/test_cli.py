@@ -290,6 +290,7 @@ def test_export_shows_a_bar_of_epochs_and_images_while_it_measures(
         "predicted_latency": {"train_step_s": None, "engine": "published"},
         "dataset": {"train_samples": 3, "eval_samples": 3},
         "step": {"input_bytes": 4800},
+        "training": {"lr": 0.003125},
         "trial": None,
         "measured": None,
     }

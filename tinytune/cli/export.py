@@ -190,7 +190,15 @@ def export(
             soft_wrap=True,
         )
     device = m.get("measured_int8")
-    if device is not None:
+    if device is None and lr is None:
+        console.print(
+            f"note: no device accuracy was measured, so the example trains at "
+            f"{m['training']['lr']:g}, the smallest rate --verify-int8 tries (no network "
+            "measured diverges at it; a larger one may train faster): leave out "
+            "--no-measure-int8 to choose the rate on validation",
+            soft_wrap=True,
+        )
+    elif device is not None:
         console.print(
             f"accuracy trained as the bundle trains (int8, batch 1, QAS; {device['source']}): "
             f"{100 * device['val_accuracy']:.1f} % validation, {100 * device['accuracy']:.1f} % "
