@@ -25,6 +25,43 @@
 #define TT_CORTEX_M 1
 #endif
 
+/* Cores with the DSP extension (Cortex-M4, M7; Armv8-M with it) add two 16 x 16-bit products
+ * to a 32-bit sum in one instruction (SMLAD), after widening four int8 values into two pairs of
+ * halves (SXTB16, with or without a rotation by a byte); PKHBT and PKHTB pair the halves of two
+ * registers. The integer sums are those of the plain loops, bit for bit. */
+#if defined(TT_CORTEX_M) && defined(__ARM_FEATURE_DSP)
+#define TT_DSP 1
+#include <arm_acle.h>
+
+/* Four int8 values as one word (an unaligned load where the core allows it). */
+static inline int32_t tt_load4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Bytes 1 and 3 of a, sign-extended into two halves (SXTB16 with ROR #8). */
+static inline int32_t tt_sxtb16_odd(int32_t a) {
+    int32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(a));
+    return r;
+}
+
+/* The bottom half of lo below the bottom half of hi. */
+static inline int32_t tt_pkhbt(int32_t lo, int32_t hi) {
+    int32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(lo), "r"(hi));
+    return r;
+}
+
+/* The top half of hi above the top half of lo. */
+static inline int32_t tt_pkhtb(int32_t hi, int32_t lo) {
+    int32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(hi), "r"(lo));
+    return r;
+}
+#endif
+
 /* Values of each stack buffer of the few-pixel kernels (8 KiB at most), and the most output
  * pixels for which channels as the contiguous axis are the faster layout there. */
 #define TT_FEW_VALUES 4096
