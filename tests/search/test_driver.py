@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -660,3 +661,27 @@ def test_gpus_per_trial_is_a_share_of_one_gpu_or_whole_gpus(
         rf"GPUs, got {gpus:g}$",
     ):
         search_config(tmp_path / "w.pt", gpus_per_trial=gpus)
+
+
+def test_a_study_at_chance_says_so(tmp_path: Path) -> None:
+    """Weights that kill the features: every candidate scores 10 % on ten classes, and the
+    result says the front is at chance; an ordinary study's does not."""
+    from tinytune.search.events import at_chance
+
+    from .fakes import FakeEvaluator
+
+    class Guessing(FakeEvaluator):
+        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+            return {**super().__call__(task), "accuracy": 0.1, "val_accuracy": 0.1}
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    with open_store(f"sqlite:///{tmp_path / 'a.sqlite'}") as store:
+        result = run_search(search_config(ckpt, trials=2), store, InlineExecutor(Guessing()))
+    assert result.chance == 0.1
+    with open_store(f"sqlite:///{tmp_path / 'b.sqlite'}") as store:
+        fine = run_search(search_config(ckpt, trials=2), store, InlineExecutor(FakeEvaluator()))
+    assert fine.chance is None
+    # three standard errors of a binomial at 1/10 over 360 images: 14.7 %
+    assert at_chance([0.10, 0.147], 10, 360) and not at_chance([0.10, 0.148], 10, 360)
+    assert not at_chance([], 10, 360)

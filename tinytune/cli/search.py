@@ -194,6 +194,15 @@ def search(**options: Any) -> None:
         )
     for error in result.errors:
         console.print(f"failed evaluation: {error}", soft_wrap=True)
+    if result.chance is not None:
+        console.print(
+            f"note: every candidate is at chance ({100 * result.chance:.1f} % for "
+            f"{round(1 / result.chance)} classes, within the noise of {result.val_images} "
+            "validation images): the network learned nothing, so this front means nothing; "
+            "check that the weights fit the network (--weights: another network's checkpoint, "
+            "or BatchNorm statistics that do not fit its layers)",
+            soft_wrap=True,
+        )
     if not result.front:
         console.print("no measured candidate meets the budget yet")
         return

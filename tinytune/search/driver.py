@@ -25,7 +25,7 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tinytune.db import Store
@@ -35,7 +35,7 @@ from tinytune.search.brackets import Ladder, LadderContext
 from tinytune.search.budgets import RunLimits, StudyBudget, epoch_costs
 from tinytune.search.config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.decisions import Bracket, Member, Submit
-from tinytune.search.events import SearchEvent, SearchResult
+from tinytune.search.events import SearchEvent, SearchResult, at_chance
 from tinytune.search.executor import Executor, Metered
 from tinytune.search.ledger import Ledger
 from tinytune.search.lr import calibrate
@@ -234,7 +234,18 @@ class Run:
             int8_s=int8_cost[1],
             latency_profile=self.checked.latency_profile,
             devices=dict(self.executor.devices),
+            chance=self.chance(front),
         )
+
+    def chance(self, front: Sequence[Any]) -> float | None:
+        """One over the classes when the study's most accurate candidate is at chance
+        (:func:`~tinytune.search.events.at_chance`), else None."""
+        reference = reference_point(self.store, self.config.study_name, self.budget.reference_key)
+        accuracies = [p.val_accuracy for p in front if p.val_accuracy is not None]
+        if reference is not None and reference.val_accuracy is not None:
+            accuracies.append(reference.val_accuracy)
+        n_classes, val_images = self.config.n_classes, self.checked.val_images
+        return 1.0 / n_classes if at_chance(accuracies, n_classes, val_images) else None
 
     def calibrate(self) -> None:
         """The study's rate per family (:func:`tinytune.search.lr.calibrate`): stored by an

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tinytune.search.lr import LrCalibration
 from tinytune.search.recording import FrontPoint
 from tinytune.search.verify import Int8Accuracy
 
-__all__ = ["STOP_REASONS", "Counts", "SearchEvent", "SearchResult"]
+__all__ = ["STOP_REASONS", "Counts", "SearchEvent", "SearchResult", "at_chance"]
 
 STOP_REASONS = ("time", "epochs", "proposals", "idle", "screening")
 """Why a run can end with the study's budget unspent: ``time_budget_s``, ``epoch_budget``,
@@ -121,6 +122,10 @@ class SearchResult:
             spent on it in this run.
         devices: this run's evaluations by where their worker ran them (``cpu``, or
             ``cuda:0 (the GPU's name)``), read from their results.
+        chance: the accuracy of guessing (one over the classes) when the most accurate
+            candidate the study measured, the reference included, is within noise of it
+            (:func:`at_chance`): the network learned nothing, and the weights are the first
+            suspect; None otherwise.
         latency_profile: the device profile that predicted the latencies, for people
             (``"host, pytorch engine (calibration 3)"``); a calibration stored with
             ``--force`` says FORCED.
@@ -154,3 +159,16 @@ class SearchResult:
     int8_s: float = 0.0
     latency_profile: str = ""
     devices: dict[str, int] = field(default_factory=dict)
+    chance: float | None = None
+
+
+def at_chance(val_accuracies: list[float], n_classes: int, val_images: int) -> bool:
+    """Whether the best of ``val_accuracies`` is within noise of guessing: at most one over
+    ``n_classes`` plus three standard errors of a binomial at that rate over ``val_images``
+    validation images (14.7 % for 10 classes on 360 images, 21.6 % on 60). False without
+    accuracies."""
+    if not val_accuracies or n_classes < 2 or val_images < 1:
+        return False
+    chance = 1.0 / n_classes
+    noise = 3.0 * math.sqrt(chance * (1.0 - chance) / val_images)
+    return max(val_accuracies) <= chance + noise
