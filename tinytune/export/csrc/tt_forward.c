@@ -450,83 +450,87 @@ static void tt_conv_depthwise_few(const tt_conv_geom *g, const int8_t *x, const 
 /* Whether a convolution computes each output channel from its own input channel alone (a
  * depthwise one, or one channel of it), with a plane and kernel tt_conv_channelwise holds. */
 static int32_t tt_channelwise_fits(const tt_conv_geom *g) {
-    int32_t rh = (g->out_h - 1) * g->stride + g->kernel;
     int32_t qw = (g->out_w - 1) * g->stride + g->kernel + 1;
     return g->in_c == g->groups && g->out_c == g->groups && g->kernel <= TT_DW_KERNEL &&
-           g->out_w <= TT_TILE && rh * qw <= TT_DW_PLANE;
+           g->out_w <= TT_TILE && g->kernel * qw <= TT_DW_PLANE;
 }
 
 /* A channel-wise convolution with the DSP extension: each channel's input, less its zero
- * point, is laid out as int16 in a zero-padded plane, so that two neighbouring taps of a
- * kernel row are one word, paired with their two weights in one SMLAD (an odd last tap paired
- * with a zero weight: the plane has a column to spare). No bounds in the inner loop; the same
- * integer sums as the direct loop, bit for bit. */
+ * point, is laid out as int16 in a zero-padded plane, a band of output rows at a time, so that
+ * two neighbouring taps of a kernel row are one word, paired with their two weights in one
+ * SMLAD (an odd last tap paired with a zero weight: the plane has a column to spare). No
+ * bounds in the inner loop; the same integer sums as the direct loop, bit for bit. */
 static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                                 const int32_t *bias, const tt_requant *q, int8_t *y,
                                 uint8_t *mask) {
     int32_t k = g->kernel, s = g->stride, kk = k * k, pairs = (k + 1) / 2;
-    int32_t rh = (g->out_h - 1) * s + k, qw = (g->out_w - 1) * s + k + 1;
+    int32_t qw = (g->out_w - 1) * s + k + 1;
+    int32_t band = (TT_DW_PLANE / qw - k) / s + 1; /* output rows whose plane rows fit */
     int16_t plane[TT_DW_PLANE];
     int32_t wp[TT_DW_KERNEL * ((TT_DW_KERNEL + 1) / 2)]; /* [ky][pair]: (w[kx], w[kx + 1]) */
     int32_t acc[TT_TILE];
     /* the plane's columns that hold input: j0 .. j1 - 1 */
     int32_t j0 = g->pad_left > 0 ? g->pad_left : 0;
     int32_t j1 = g->pad_left + g->in_w < qw ? g->pad_left + g->in_w : qw;
-    int32_t c, r, j, oy, ox, ky, t;
+    int32_t c, r, j, oy, oy0, oy1, ox, ky, t;
     for (c = 0; c < g->out_c; c++) {
         const int8_t *xc = x + c * g->in_h * g->in_w;
         const int8_t *wc = c < w->k ? w->train + c * kk : w->frozen + (c - w->k) * kk;
-        for (r = 0; r < rh; r++) {
-            int32_t iy = r - g->pad_top;
-            int16_t *out = plane + r * qw;
-            if (iy < 0 || iy >= g->in_h) {
-                for (j = 0; j < qw; j++) {
-                    out[j] = 0;
-                }
-                continue;
-            }
-            for (j = 0; j < j0; j++) {
-                out[j] = 0;
-            }
-            for (; j < j1; j++) {
-                out[j] = (int16_t)(xc[iy * g->in_w + j - g->pad_left] - q->x_zero);
-            }
-            for (; j < qw; j++) {
-                out[j] = 0;
-            }
-        }
         for (ky = 0; ky < k; ky++) {
             for (t = 0; t < pairs; t++) {
                 int32_t lo = wc[ky * k + 2 * t], hi = 2 * t + 1 < k ? wc[ky * k + 2 * t + 1] : 0;
                 wp[ky * pairs + t] = (int32_t)(((uint32_t)lo & 0xFFFFu) | ((uint32_t)hi << 16));
             }
         }
-        for (oy = 0; oy < g->out_h; oy++) {
-            for (ox = 0; ox < g->out_w && k == 3; ox++) { /* the common 3x3, unrolled */
-                const int16_t *p0 = plane + oy * s * qw + ox * s;
-                int32_t a = bias[c], v;
-                memcpy(&v, p0, 4), a = __smlad(v, wp[0], a);
-                memcpy(&v, p0 + 2, 4), a = __smlad(v, wp[1], a);
-                memcpy(&v, p0 + qw, 4), a = __smlad(v, wp[2], a);
-                memcpy(&v, p0 + qw + 2, 4), a = __smlad(v, wp[3], a);
-                memcpy(&v, p0 + 2 * qw, 4), a = __smlad(v, wp[4], a);
-                memcpy(&v, p0 + 2 * qw + 2, 4), a = __smlad(v, wp[5], a);
-                acc[ox] = a;
-            }
-            for (ox = 0; ox < g->out_w && k != 3; ox++) {
-                int32_t a = bias[c];
-                for (ky = 0; ky < k; ky++) {
-                    const int16_t *row = plane + (oy * s + ky) * qw + ox * s;
-                    const int32_t *wr = wp + ky * pairs;
-                    for (t = 0; t < pairs; t++) {
-                        int32_t v;
-                        memcpy(&v, row + 2 * t, 4);
-                        a = __smlad(v, wr[t], a);
+        for (oy0 = 0; oy0 < g->out_h; oy0 = oy1) {
+            oy1 = oy0 + band < g->out_h ? oy0 + band : g->out_h;
+            for (r = 0; r < (oy1 - oy0 - 1) * s + k; r++) {
+                int32_t iy = oy0 * s + r - g->pad_top;
+                int16_t *out = plane + r * qw;
+                if (iy < 0 || iy >= g->in_h) {
+                    for (j = 0; j < qw; j++) {
+                        out[j] = 0;
                     }
+                    continue;
                 }
-                acc[ox] = a;
+                for (j = 0; j < j0; j++) {
+                    out[j] = 0;
+                }
+                for (; j < j1; j++) {
+                    out[j] = (int16_t)(xc[iy * g->in_w + j - g->pad_left] - q->x_zero);
+                }
+                for (; j < qw; j++) {
+                    out[j] = 0;
+                }
             }
-            tt_conv_store(q, c, acc, g->out_w, (c * g->out_h + oy) * g->out_w, y, mask);
+            for (oy = oy0; oy < oy1; oy++) {
+                const int16_t *top = plane + (oy - oy0) * s * qw;
+                for (ox = 0; ox < g->out_w && k == 3; ox++) { /* the common 3x3, unrolled */
+                    const int16_t *p0 = top + ox * s;
+                    int32_t a = bias[c], v;
+                    memcpy(&v, p0, 4), a = __smlad(v, wp[0], a);
+                    memcpy(&v, p0 + 2, 4), a = __smlad(v, wp[1], a);
+                    memcpy(&v, p0 + qw, 4), a = __smlad(v, wp[2], a);
+                    memcpy(&v, p0 + qw + 2, 4), a = __smlad(v, wp[3], a);
+                    memcpy(&v, p0 + 2 * qw, 4), a = __smlad(v, wp[4], a);
+                    memcpy(&v, p0 + 2 * qw + 2, 4), a = __smlad(v, wp[5], a);
+                    acc[ox] = a;
+                }
+                for (ox = 0; ox < g->out_w && k != 3; ox++) {
+                    int32_t a = bias[c];
+                    for (ky = 0; ky < k; ky++) {
+                        const int16_t *row = top + ky * qw + ox * s;
+                        const int32_t *wr = wp + ky * pairs;
+                        for (t = 0; t < pairs; t++) {
+                            int32_t v;
+                            memcpy(&v, row + 2 * t, 4);
+                            a = __smlad(v, wr[t], a);
+                        }
+                    }
+                    acc[ox] = a;
+                }
+                tt_conv_store(q, c, acc, g->out_w, (c * g->out_h + oy) * g->out_w, y, mask);
+            }
         }
     }
 }
