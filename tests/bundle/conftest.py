@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tinytune.bundle import Bundle
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +46,25 @@ def mbv3_checkpoint(tiny_cache: Path) -> Path:
             net = pretrain_supernet(spec, recipe, SourceTask(recipe.source_classes).batch)
             save_supernet(net, spec, recipe, path)
     return path
+
+
+@pytest.fixture(scope="session")
+def sparse(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Bundle, Path]:
+    """The bundle of the MCUNetV3-style preset on the smallest ProxylessNAS sub-network at
+    32 px for the STM32F746 (built once: every target's and every layout's tests read it)."""
+    from tests.bundle.support import build_preset
+
+    out = tmp_path_factory.mktemp("bundles") / "mcunetv3"
+    return build_preset("mcunetv3", checkpoint, out), out
+
+
+@pytest.fixture(scope="session")
+def host_outputs(sparse: tuple[Bundle, Path]) -> dict[str, str]:
+    """What ``sparse``'s example prints on the host: ``plain``, and ``dump`` with -DTT_DUMP."""
+    from tests.bundle.support import make
+
+    _, folder = sparse
+    return {
+        "plain": make(folder, "run-host"),
+        "dump": make(folder, "run-host", build="build-dump", defs="-DTT_DUMP"),
+    }

@@ -13,17 +13,29 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from tinytune.bundle import BUNDLE_FORMAT, Samples, c_sources, write_bundle
+from tinytune.bundle import (
+    BUNDLE_FORMAT,
+    Bundle,
+    BundleRequest,
+    Samples,
+    build_bundle,
+    c_sources,
+    write_bundle,
+)
 from tinytune.export.program import StepProgram, lower_step
 from tinytune.quant import QConv, QGroupNorm, QLinear, QuantizedNet, forward, train_step
 from tinytune.quant.schedule import epoch_lr
+from tinytune.spaces import SupernetSpec, get_supernet, make_preset
+
+SPEC = get_supernet("ofa-proxyless-w0.35")
+LR = 0.01
 
 TOOLS = {
     "host": ("make", "gcc"),
@@ -36,13 +48,30 @@ TOOLS = {
         "qemu-system-arm",
     ),
     "cortex-m4": ("make", "arm-none-eabi-gcc", "qemu-system-arm"),
+    "cortex-m0plus": ("make", "arm-none-eabi-gcc", "qemu-system-arm"),
+    "rv32imc": ("make", "riscv64-unknown-elf-gcc", "qemu-system-riscv32"),
+    "cmake": ("cmake", "gcc"),
 }
 RUN_ENV = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0"}
 
 
+# the C library a target links, by a file its compiler finds when the library is installed
+LIBRARIES = {"rv32imc": ("riscv64-unknown-elf-gcc", "picolibc.specs", "picolibc")}
+
+
+def _library_missing(target: str) -> list[str]:
+    if target not in LIBRARIES or shutil.which(LIBRARIES[target][0]) is None:
+        return []
+    compiler, name, library = LIBRARIES[target]
+    found = subprocess.run(
+        [compiler, f"-print-file-name={name}"], capture_output=True, text=True
+    ).stdout.strip()
+    return [] if Path(found).is_file() else [library]
+
+
 def needs(target: str) -> pytest.MarkDecorator:
-    """Skip unless the tools of ``target`` are installed."""
-    missing = [t for t in TOOLS[target] if shutil.which(t) is None]
+    """Skip unless the tools of ``target`` (and the C library it links) are installed."""
+    missing = [t for t in TOOLS[target] if shutil.which(t) is None] + _library_missing(target)
     return pytest.mark.skipif(
         bool(missing), reason=f"{target} needs {', '.join(missing)}, not installed here"
     )
@@ -67,6 +96,25 @@ def make(
             pytest.skip(f"gcc cannot build with sanitizers here: {done.stderr.splitlines()[-1]}")
         pytest.fail(f"make {target} failed ({done.returncode}):\n{done.stderr[-4000:]}")
     return done.stdout
+
+
+def build_preset(
+    preset: str,
+    checkpoint: Path,
+    out: Path,
+    device_name: str = "stm32f746",
+    spec: SupernetSpec = SPEC,
+) -> Bundle:
+    """The bundle of ``preset`` on ``spec``'s default sub-network at 32 px for a device
+    (6 samples, 2 epochs, rate :data:`LR`), written to ``out``."""
+    from tinytune.hwmodels.registry import get_device
+
+    candidate = make_preset(preset, spec)
+    candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=32))
+    device = get_device(device_name)
+    bundle = build_bundle(BundleRequest(candidate, checkpoint, device, samples=6, epochs=2, lr=LR))
+    write_bundle(out, bundle.files, bundle.manifest)
+    return bundle
 
 
 def write_test_bundle(

@@ -1,6 +1,7 @@
 """A real candidate's bundle on every target: the host against the simulator bit for bit, the
-sanitizers and guard bytes, aarch64, Cortex-M7 and Cortex-M4 under emulation with the host's
-output byte for byte, and the Cortex-M7 image's flash and static SRAM from ``arm-none-eabi-size``.
+sanitizers and guard bytes, aarch64, Cortex-M7, Cortex-M4, Cortex-M0+ and RV32IMC under
+emulation with the host's output byte for byte, and the Cortex-M7 image's flash and static SRAM
+from ``arm-none-eabi-size``.
 
 The candidate: the MCUNetV3-style preset on the smallest ProxylessNAS sub-network at 32 px
 (biases of the last half, six expansion convolutions, two of them on 1/8 and 1/4 of their
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bundle.support import make, needs, parse_dump, replay
+from tests.bundle.support import LR, build_preset, make, needs, parse_dump, replay
 from tinytune.bundle import (
     Bundle,
     BundleRequest,
@@ -29,49 +30,17 @@ from tinytune.hwmodels.latency import call_rows
 from tinytune.hwmodels.measurements import load_measurements
 from tinytune.hwmodels.registry import get_device
 from tinytune.ir import unrolled
-from tinytune.spaces import Candidate, SupernetSpec, default_subnet, get_supernet, make_preset
+from tinytune.spaces import Candidate, default_subnet, get_supernet, make_preset
 
 pytestmark = pytest.mark.slow
 
-SPEC = get_supernet("ofa-proxyless-w0.35")
-LR = 0.01
 # what the linker script reserves besides .data and .bss
 HEAP_BYTES = STACK_BYTES = 8192
-
-
-def _build(
-    preset: str,
-    checkpoint: Path,
-    out: Path,
-    device_name: str = "stm32f746",
-    spec: SupernetSpec = SPEC,
-) -> Bundle:
-    candidate = make_preset(preset, spec)
-    candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=32))
-    device = get_device(device_name)
-    bundle = build_bundle(BundleRequest(candidate, checkpoint, device, samples=6, epochs=2, lr=LR))
-    write_bundle(out, bundle.files, bundle.manifest)
-    return bundle
 
 
 def schedule(bundle: Bundle) -> str:
     """The rate's schedule the example trains by (the request's default: halving)."""
     return str(bundle.manifest["training"]["lr_schedule"])
-
-
-@pytest.fixture(scope="module")
-def sparse(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Bundle, Path]:
-    out = tmp_path_factory.mktemp("bundles") / "mcunetv3"
-    return _build("mcunetv3", checkpoint, out), out
-
-
-@pytest.fixture(scope="module")
-def host_outputs(sparse: tuple[Bundle, Path]) -> dict[str, str]:
-    _, folder = sparse
-    return {
-        "plain": make(folder, "run-host"),
-        "dump": make(folder, "run-host", build="build-dump", defs="-DTT_DUMP"),
-    }
 
 
 def test_the_bundle_states_the_planned_arena(sparse: tuple[Bundle, Path]) -> None:
@@ -118,14 +87,6 @@ def test_sanitized_host_build_runs_clean_with_intact_guards(
     assert out == host_outputs["plain"] + "guard bytes intact\n"
 
 
-@needs("host")
-def test_a_real_tinytl_candidate_matches_the_simulator(checkpoint: Path, tmp_path: Path) -> None:
-    """Lite residual branches on every block but the first (GroupNorm, pooling, upsampling)."""
-    bundle = _build("tinytl", checkpoint, tmp_path / "tinytl")
-    dump = parse_dump(make(tmp_path / "tinytl", "run-host", defs="-DTT_DUMP"))
-    assert replay(bundle.net, LR, bundle.train, bundle.evaluation, dump, schedule(bundle)) == 12
-
-
 @needs("aarch64")
 def test_aarch64_prints_what_the_host_prints(
     sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
@@ -146,6 +107,31 @@ def test_cortex_m4_prints_what_the_host_prints(
     assert make(folder, "run-cortex-m4") == host_outputs["plain"]
     dump = make(folder, "run-cortex-m4", build="build-dump", defs="-DTT_DUMP")
     assert dump == host_outputs["dump"]
+
+
+@needs("cortex-m0plus")
+def test_cortex_m0plus_prints_what_the_host_prints(
+    sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
+) -> None:
+    """The Cortex-M0+ (an RP2040's core: Armv6-M, no FPU, so the float32 classifier in
+    software) under qemu-system-arm's MPS2-AN385, a Cortex-M3 running the same instructions."""
+    _, folder = sparse
+    assert make(folder, "run-cortex-m0plus") == host_outputs["plain"]
+    dump = make(folder, "run-cortex-m0plus", build="build-dump", defs="-DTT_DUMP")
+    assert dump == host_outputs["dump"]
+
+
+@needs("rv32imc")
+def test_rv32imc_prints_what_the_host_prints(
+    sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
+) -> None:
+    """RV32IMC (an ESP32-C3's instruction set, no FPU) with picolibc under
+    qemu-system-riscv32's virt board."""
+    _, folder = sparse
+    assert make(folder, "run-rv32imc") == host_outputs["plain"]
+    assert (
+        make(folder, "run-rv32imc", build="build-dump", defs="-DTT_DUMP") == host_outputs["dump"]
+    )
 
 
 def _sections(elf: Path) -> dict[str, int]:
@@ -203,23 +189,70 @@ def test_cortex_m7_prints_what_the_host_prints_and_fits_the_device(
     assert model.flash_bytes < text
 
 
+@pytest.fixture(
+    scope="module", params=[("tinytl", "stm32f746"), ("full", "stm32h743")], ids=["tinytl", "full"]
+)
+def scheme(
+    request: pytest.FixtureRequest, checkpoint: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Bundle, Path]:
+    """Lite residual branches (GroupNorm in float32), and every weight trained (no frozen input
+    channels): a bundle of each."""
+    preset, device = request.param
+    folder = tmp_path_factory.mktemp("schemes") / preset
+    return build_preset(preset, checkpoint, folder, device), folder
+
+
+@pytest.fixture(scope="module")
+def scheme_host(scheme: tuple[Bundle, Path]) -> str:
+    """What ``scheme``'s example prints on the host with -DTT_DUMP."""
+    _, folder = scheme
+    return make(folder, "run-host", build="build-host", defs="-DTT_DUMP")
+
+
+@needs("host")
+def test_every_scheme_matches_the_simulator_on_the_host(
+    scheme: tuple[Bundle, Path], scheme_host: str
+) -> None:
+    bundle, _ = scheme
+    dump = parse_dump(scheme_host)
+    assert replay(bundle.net, LR, bundle.train, bundle.evaluation, dump, schedule(bundle)) == 12
+
+
 @needs("host")
 @needs("cortex-m7")
-@pytest.mark.parametrize(("preset", "device"), [("tinytl", "stm32f746"), ("full", "stm32h743")])
 def test_cortex_m_kernels_match_the_host_on_every_scheme(
-    checkpoint: Path, tmp_path: Path, preset: str, device: str
+    scheme: tuple[Bundle, Path], scheme_host: str
 ) -> None:
     """The Cortex-M paths of the 1x1 convolution and its input gradient (registers instead of
-    vectorised tiles) give the host's bytes, which match the simulator: lite residual branches,
-    and every weight trained (no frozen input channels)."""
-    bundle = _build(preset, checkpoint, tmp_path / preset, device)
-    host = make(tmp_path / preset, "run-host", build="build-host", defs="-DTT_DUMP")
-    assert (
-        replay(bundle.net, LR, bundle.train, bundle.evaluation, parse_dump(host), schedule(bundle))
-        == 12
-    )
-    m7 = make(tmp_path / preset, "run-cortex-m7", build="build-m7", defs="-DTT_DUMP")
-    assert m7 == host
+    vectorised tiles) give the host's bytes."""
+    _, folder = scheme
+    assert make(folder, "run-cortex-m7", build="build-m7", defs="-DTT_DUMP") == scheme_host
+
+
+@needs("host")
+@needs("cortex-m0plus")
+@needs("rv32imc")
+def test_cores_without_an_fpu_match_the_host_on_every_scheme(
+    scheme: tuple[Bundle, Path], scheme_host: str
+) -> None:
+    """The Cortex-M0+ and RV32IMC take the same register-blocked paths (-DTT_CORTEX_M=1) and
+    compute the classifier and GroupNorm in software floating point: the host's bytes."""
+    _, folder = scheme
+    assert make(folder, "run-cortex-m0plus", build="build-m0p", defs="-DTT_DUMP") == scheme_host
+    assert make(folder, "run-rv32imc", build="build-rv32", defs="-DTT_DUMP") == scheme_host
+
+
+@pytest.fixture(scope="module")
+def mbv3(
+    mbv3_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Bundle, Path, str]:
+    """The MCUNetV3-style preset on the smallest MobileNetV3 sub-network (h-swish and h-sigmoid
+    through their tables, squeeze-and-excitation forward and backward): the bundle, its folder
+    and what its example prints on the host with -DTT_DUMP."""
+    spec = get_supernet("ofa-mbv3-w0.35")
+    folder = tmp_path_factory.mktemp("mbv3") / "mbv3"
+    bundle = build_preset("mcunetv3", mbv3_checkpoint, folder, spec=spec)
+    return bundle, folder, make(folder, "run-host", build="build-host", defs="-DTT_DUMP")
 
 
 @needs("host")
@@ -227,17 +260,13 @@ def test_cortex_m_kernels_match_the_host_on_every_scheme(
 @needs("cortex-m7")
 @needs("cortex-m4")
 def test_a_mobilenetv3_candidate_matches_the_simulator_on_every_target(
-    mbv3_checkpoint: Path, tmp_path: Path
+    mbv3: tuple[Bundle, Path, str],
 ) -> None:
-    """The MCUNetV3-style preset on the smallest MobileNetV3 sub-network: h-swish and
-    h-sigmoid through their tables, squeeze-and-excitation forward and backward; the host
-    matches the simulator, aarch64, the Cortex-M7 and the Cortex-M4F print the host's bytes."""
-    spec = get_supernet("ofa-mbv3-w0.35")
-    folder = tmp_path / "mbv3"
-    bundle = _build("mcunetv3", mbv3_checkpoint, folder, spec=spec)
+    """The host matches the simulator; aarch64, the Cortex-M7 and the Cortex-M4F print the
+    host's bytes."""
+    bundle, folder, host = mbv3
     kernels = {call.kernel for call in bundle.program.calls}
     assert {"act_table_s8", "grad_act_table", "mul_s8", "mul_grad_x", "mul_grad_scale"} <= kernels
-    host = make(folder, "run-host", build="build-host", defs="-DTT_DUMP")
     assert (
         replay(bundle.net, LR, bundle.train, bundle.evaluation, parse_dump(host), schedule(bundle))
         == 12
@@ -245,6 +274,19 @@ def test_a_mobilenetv3_candidate_matches_the_simulator_on_every_target(
     assert make(folder, "run-aarch64", build="build-a64", defs="-DTT_DUMP") == host
     assert make(folder, "run-cortex-m7", build="build-m7", defs="-DTT_DUMP") == host
     assert make(folder, "run-cortex-m4", build="build-m4", defs="-DTT_DUMP") == host
+
+
+@needs("host")
+@needs("cortex-m0plus")
+@needs("rv32imc")
+def test_a_mobilenetv3_candidate_prints_the_hosts_bytes_without_an_fpu(
+    mbv3: tuple[Bundle, Path, str],
+) -> None:
+    """The tables, the squeeze-and-excitation products and their gradients on the Cortex-M0+
+    and RV32IMC."""
+    _, folder, host = mbv3
+    assert make(folder, "run-cortex-m0plus", build="build-m0p", defs="-DTT_DUMP") == host
+    assert make(folder, "run-rv32imc", build="build-rv32", defs="-DTT_DUMP") == host
 
 
 @needs("host")

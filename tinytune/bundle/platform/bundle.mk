@@ -8,6 +8,11 @@
 #                        (qemu-system-arm, MPS2-AN500, output through semihosting)
 #   make cortex-m4       bare-metal Cortex-M4F image (nRF52840,  make run-cortex-m4
 #                        STM32F4, ...; qemu-system-arm MPS2-AN386, the same memory map)
+#   make cortex-m0plus   bare-metal Cortex-M0+ image (RP2040,    make run-cortex-m0plus
+#                        STM32G0; Armv6-M, no FPU; qemu-system-arm MPS2-AN385, a Cortex-M3
+#                        that runs the same instructions, the same memory map)
+#   make rv32imc         bare-metal RV32IMC image (ESP32-C3;     make run-rv32imc
+#                        picolibc; qemu-system-riscv32 virt, output through semihosting)
 #   make size            flash (text + data) and static SRAM (data + bss) of the Cortex-M7 image
 #
 # The profiler (platform/profile_main.c, -DTT_PROFILE) times every kernel call of the step and
@@ -22,6 +27,13 @@
 #   make run-profile-cortex-m4   the same on the Cortex-M4F (MPS2-AN386)
 #                                                              -> build/profile-cortex-m4.json
 #   make profile-cortex-m4       the Cortex-M4F image for a board (nRF52840: DWT cycles)
+#   make run-profile-cortex-m0plus   the same on the Cortex-M0+ (MPS2-AN385)
+#                                                              -> build/profile-cortex-m0plus.json
+#   make run-profile-rv32imc     qemu-system-riscv32 -icount shift=0: the instret counter,
+#                                instructions                  -> build/profile-rv32imc.json
+#   make profile-cortex-m0plus, profile-rv32imc   the images for QEMU; on a board, the counter
+#                                of the RP2040 (EXTRA_CFLAGS=-DTT_RP2040_TIMER, microseconds)
+#                                or the ESP32-C3 (-DTT_ESP32C3_CYCLES, cycles) instead
 # PROFILE_STEPS=N sets the timed steps (default 10); on a board set the core clock with
 # EXTRA_CFLAGS=-DTT_CPU_HZ=... when it differs from the device profile's. The file names the
 # device it was measured on: "host" on Linux, the bundle's device on a Cortex-M, or NAME with
@@ -40,6 +52,8 @@ ARM_CC ?= arm-none-eabi-gcc
 ARM_SIZE ?= arm-none-eabi-size
 QEMU_AARCH64 ?= qemu-aarch64
 QEMU_ARM ?= qemu-system-arm
+RISCV_CC ?= riscv64-unknown-elf-gcc
+QEMU_RISCV32 ?= qemu-system-riscv32
 
 SOURCES := main.c tt_model.c tt_data.c kernels/tt_forward.c kernels/tt_backward.c \
            kernels/tt_classifier.c kernels/tt_lite.c
@@ -57,6 +71,20 @@ M7_FLAGS := -mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-sp-d16 \
 M7_LDFLAGS := --specs=rdimon.specs -T platform/cortex_m7.ld -Wl,--gc-sections
 M4_FLAGS := -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16 \
             -ffunction-sections -fdata-sections
+# Cores without a vector unit take the kernels' register-blocked paths, as the Cortex-M4/M7 do
+# (tt_arith.h chooses them itself only on Armv7E-M and Armv8-M Mainline): the Linux paths keep
+# buffers of up to 96 KiB on the stack.
+SCALAR_DEFS := -DTT_CORTEX_M=1
+M0P_FLAGS := -mcpu=cortex-m0plus -mthumb -mfloat-abi=soft -ffunction-sections -fdata-sections \
+             $(SCALAR_DEFS)
+# picolibc's linker script, its memory laid out as QEMU's virt board has it: 4 MB of "flash"
+# and 4 MB of RAM in its DRAM at 0x80000000, 8 KB of stack; semihosting for stdout and exit
+RV32_FLAGS := -march=rv32imc -mabi=ilp32 --specs=picolibc.specs -ffunction-sections \
+              -fdata-sections $(SCALAR_DEFS)
+RV32_LDFLAGS := --oslib=semihost --crt0=semihost -Wl,--gc-sections \
+                -Wl,--defsym=__flash=0x80000000 -Wl,--defsym=__flash_size=0x400000 \
+                -Wl,--defsym=__ram=0x80400000 -Wl,--defsym=__ram_size=0x400000 \
+                -Wl,--defsym=__stack_size=0x2000
 
 PROFILE_STEPS ?= 10
 PROFILE_SOURCES := platform/profile_main.c $(filter-out main.c,$(SOURCES))
@@ -70,19 +98,29 @@ ASAN_BIN := $(BUILD)/host-asan/train
 AARCH64_BIN := $(BUILD)/aarch64/train
 M7_ELF := $(BUILD)/cortex-m7/train.elf
 M4_ELF := $(BUILD)/cortex-m4/train.elf
+M0P_ELF := $(BUILD)/cortex-m0plus/train.elf
+RV32_ELF := $(BUILD)/rv32imc/train.elf
 HOST_PROF := $(BUILD)/host/profile
 AARCH64_PROF := $(BUILD)/aarch64/profile
 M7_PROF := $(BUILD)/cortex-m7/profile.elf
 M4_PROF := $(BUILD)/cortex-m4/profile.elf
+M0P_PROF := $(BUILD)/cortex-m0plus/profile.elf
+RV32_PROF := $(BUILD)/rv32imc/profile.elf
 QEMU_M7 := $(QEMU_ARM) -M mps2-an500 -nographic -monitor none -serial none \
            -semihosting-config enable=on,target=native
 QEMU_M4 := $(QEMU_ARM) -M mps2-an386 -nographic -monitor none -serial none \
            -semihosting-config enable=on,target=native
+QEMU_M0P := $(QEMU_ARM) -M mps2-an385 -nographic -monitor none -serial none \
+            -semihosting-config enable=on,target=native
+# picolibc writes stdout to the semihosting console: QEMU's stdout here
+QEMU_RV32 := $(QEMU_RISCV32) -M virt -bios none -nographic -monitor none -serial none \
+             -chardev stdio,id=tt -semihosting-config enable=on,target=native,chardev=tt
 
-.PHONY: all host host-asan aarch64 cortex-m7 cortex-m4 run-host run-host-asan run-aarch64 \
-        run-cortex-m7 run-cortex-m4 size clean profile-host profile-aarch64 profile-cortex-m7 \
-        run-profile-host run-profile-aarch64 run-profile-cortex-m7 profile-cortex-m4 \
-        run-profile-cortex-m4
+.PHONY: all host host-asan aarch64 cortex-m7 cortex-m4 cortex-m0plus rv32imc run-host \
+        run-host-asan run-aarch64 run-cortex-m7 run-cortex-m4 run-cortex-m0plus run-rv32imc \
+        size clean profile-host profile-aarch64 profile-cortex-m7 run-profile-host \
+        run-profile-aarch64 run-profile-cortex-m7 profile-cortex-m4 run-profile-cortex-m4 \
+        profile-cortex-m0plus run-profile-cortex-m0plus profile-rv32imc run-profile-rv32imc
 
 all: host
 
@@ -91,6 +129,8 @@ host-asan: $(ASAN_BIN)
 aarch64: $(AARCH64_BIN)
 cortex-m7: $(M7_ELF)
 cortex-m4: $(M4_ELF)
+cortex-m0plus: $(M0P_ELF)
+rv32imc: $(RV32_ELF)
 
 $(HOST_BIN): $(SOURCES) $(HEADERS)
 	@mkdir -p $(@D)
@@ -114,10 +154,22 @@ $(M4_ELF): $(SOURCES) $(HEADERS) platform/cortex_m7_startup.c platform/cortex_m7
 	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(M4_FLAGS) $(M7_LDFLAGS) \
 	    platform/cortex_m7_startup.c $(SOURCES) -o $@ -lm
 
+$(M0P_ELF): $(SOURCES) $(HEADERS) platform/cortex_m7_startup.c platform/cortex_m7.ld
+	@mkdir -p $(@D)
+	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(M0P_FLAGS) $(M7_LDFLAGS) \
+	    platform/cortex_m7_startup.c $(SOURCES) -o $@ -lm
+
+$(RV32_ELF): $(SOURCES) $(HEADERS)
+	@mkdir -p $(@D)
+	$(RISCV_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(RV32_FLAGS) $(RV32_LDFLAGS) \
+	    $(SOURCES) -o $@ -lm
+
 profile-host: $(HOST_PROF)
 profile-aarch64: $(AARCH64_PROF)
 profile-cortex-m7: $(M7_PROF)
 profile-cortex-m4: $(M4_PROF)
+profile-cortex-m0plus: $(M0P_PROF)
+profile-rv32imc: $(RV32_PROF)
 
 $(HOST_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h
 	@mkdir -p $(@D)
@@ -141,6 +193,17 @@ $(M4_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h platform/cortex_m7_startu
 	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) $(M4_FLAGS) $(M7_LDFLAGS) \
 	    platform/cortex_m7_startup.c $(PROFILE_SOURCES) -o $@ -lm
 
+$(M0P_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h platform/cortex_m7_startup.c \
+             platform/cortex_m7.ld
+	@mkdir -p $(@D)
+	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) $(M0P_FLAGS) $(M7_LDFLAGS) \
+	    platform/cortex_m7_startup.c $(PROFILE_SOURCES) -o $@ -lm
+
+$(RV32_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h
+	@mkdir -p $(@D)
+	$(RISCV_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) $(RV32_FLAGS) \
+	    $(RV32_LDFLAGS) $(PROFILE_SOURCES) -o $@ -lm
+
 run-profile-host: $(HOST_PROF)
 	./$(HOST_PROF) > $(BUILD)/profile-host.json
 	@echo "wrote $(BUILD)/profile-host.json: tinytune calibrate $(BUILD)/profile-host.json ..."
@@ -157,6 +220,15 @@ run-profile-cortex-m4: $(M4_PROF)
 	$(QEMU_M4) -icount shift=0,sleep=off -kernel $(M4_PROF) > $(BUILD)/profile-cortex-m4.json
 	@echo "wrote $(BUILD)/profile-cortex-m4.json: tinytune calibrate $(BUILD)/profile-cortex-m4.json ..."
 
+run-profile-cortex-m0plus: $(M0P_PROF)
+	$(QEMU_M0P) -icount shift=0,sleep=off -kernel $(M0P_PROF) > $(BUILD)/profile-cortex-m0plus.json
+	@echo "wrote $(BUILD)/profile-cortex-m0plus.json: tinytune calibrate $(BUILD)/profile-cortex-m0plus.json ..."
+
+run-profile-rv32imc: $(RV32_PROF)
+	$(QEMU_RV32) -icount shift=0,sleep=off -kernel $(RV32_PROF) < /dev/null \
+	    > $(BUILD)/profile-rv32imc.json
+	@echo "wrote $(BUILD)/profile-rv32imc.json: tinytune calibrate $(BUILD)/profile-rv32imc.json ..."
+
 run-host: $(HOST_BIN)
 	./$(HOST_BIN)
 
@@ -172,6 +244,12 @@ run-cortex-m7: $(M7_ELF)
 
 run-cortex-m4: $(M4_ELF)
 	$(QEMU_M4) -kernel $(M4_ELF)
+
+run-cortex-m0plus: $(M0P_ELF)
+	$(QEMU_M0P) -kernel $(M0P_ELF)
+
+run-rv32imc: $(RV32_ELF)
+	$(QEMU_RV32) -kernel $(RV32_ELF) < /dev/null
 
 size: $(M7_ELF)
 	$(ARM_SIZE) -A $(M7_ELF)

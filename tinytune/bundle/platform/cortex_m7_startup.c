@@ -1,9 +1,11 @@
-/* Bare-metal start-up for a Cortex-M7 (here the Arm MPS2 AN500 board, as QEMU emulates it).
+/* Bare-metal start-up for a Cortex-M7 (here the Arm MPS2 AN500 board, as QEMU emulates it),
+ * and for the Makefile's other Cortex-M images: the Cortex-M4F (MPS2 AN386) and the Cortex-M0+
+ * (MPS2 AN385), whose boards QEMU emulates with the same memory map.
  *
  * The vector table gives the initial stack pointer and the reset handler. The reset handler
- * copies initialised data from flash to RAM, clears .bss, enables the FPU, opens the
- * semihosting channel (printf goes to the host) and calls main(); its return status ends the
- * program through semihosting's exit.
+ * copies initialised data from flash to RAM, clears .bss, enables the FPU where the core has
+ * one, opens the semihosting channel (printf goes to the host) and calls main(); its return
+ * status ends the program through semihosting's exit.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -44,10 +46,12 @@ void Reset_Handler(void) {
     for (uint32_t *dst = &__bss_start__; dst < &__bss_end__;) {
         *dst++ = 0;
     }
+#if defined(__ARM_FP)
     /* CP10 and CP11 full access: the FPU (float32 classifier and QAS scales) */
     volatile uint32_t *cpacr = (volatile uint32_t *)0xE000ED88u;
     *cpacr |= (0xFu << 20);
     __asm volatile("dsb\n\tisb");
+#endif
     initialise_monitor_handles();
     exit(main());
 }

@@ -12,6 +12,12 @@
  *                                 -icount shift=0,sleep=off, one tick is exactly 40 executed
  *                                 instructions, written as seconds at TT_CYCLES_PER_INSTRUCTION
  *                                 cycles each and TT_CPU_HZ.
+ *   Cortex-M0+ (Armv6-M)          no cycle counter: under QEMU the MPS2 timer as above; on an
+ *                                 RP2040 (-DTT_RP2040_TIMER) its 1 MHz timer, microseconds.
+ *   RV32 under QEMU               the instret counter: instructions retired, exact under
+ *                                 -icount shift=0, as seconds as above; on an ESP32-C3
+ *                                 (-DTT_ESP32C3_CYCLES) its machine performance counter
+ *                                 set to count cycles (CSRs 0x7E0-0x7E2), cycles at TT_CPU_HZ.
  *
  * After one untimed step it runs TT_PROFILE_STEPS timed steps and as many timed predictions
  * on the embedded training samples. A call's figure is its fastest over the steps; the step's
@@ -40,6 +46,10 @@
 #define TT_PROFILE_ARCH "aarch64"
 #elif defined(__ARM_ARCH_7EM__)
 #define TT_PROFILE_ARCH "armv7e-m"
+#elif defined(__ARM_ARCH_6M__)
+#define TT_PROFILE_ARCH "armv6-m"
+#elif defined(__riscv) && __riscv_xlen == 32
+#define TT_PROFILE_ARCH "rv32"
 #else
 #define TT_PROFILE_ARCH "unknown"
 #endif
@@ -52,6 +62,7 @@ typedef uint64_t tt_tick;
 #endif
 static const char *tt_counter = "clock_gettime(CLOCK_MONOTONIC)";
 static double tt_seconds_per_tick = 1e-9;
+static int tt_instructions = 0; /* 1: the counter counts instructions, not time or cycles */
 
 static void tt_counter_start(void) {}
 
@@ -75,7 +86,7 @@ typedef uint32_t tt_tick; /* differences are taken modulo 2^32 */
 #define TIMER0_RELOAD TT_REG(0x40000008u)
 static const char *tt_counter = "DWT cycle counter";
 static double tt_seconds_per_tick = 1.0 / (double)TT_CPU_HZ;
-static int tt_emulated = 0;
+static int tt_instructions = 0;
 
 static void tt_counter_start(void) {
     DEMCR |= 1u << 24; /* TRCENA */
@@ -83,7 +94,7 @@ static void tt_counter_start(void) {
     DWT_CYCCNT = 0;
     DWT_CTRL |= 1u;
     if (DWT_CTRL == 0) { /* not emulated: QEMU's MPS2 board */
-        tt_emulated = 1;
+        tt_instructions = 1;
         tt_counter = "qemu-system-arm mps2 CMSDK timer 0 (-icount shift=0: 40 instructions "
                      "a tick)";
         tt_seconds_per_tick = 40.0 * TT_CYCLES_PER_INSTRUCTION / (double)TT_CPU_HZ;
@@ -94,10 +105,84 @@ static void tt_counter_start(void) {
 }
 
 static tt_tick tt_now(void) {
-    return tt_emulated ? (tt_tick)(0xFFFFFFFFu - TIMER0_VALUE) : (tt_tick)DWT_CYCCNT;
+    return tt_instructions ? (tt_tick)(0xFFFFFFFFu - TIMER0_VALUE) : (tt_tick)DWT_CYCCNT;
+}
+#elif defined(__arm__) && defined(__ARM_ARCH_6M__)
+typedef uint32_t tt_tick; /* differences are taken modulo 2^32 */
+#ifndef TT_PROFILE_TARGET
+#define TT_PROFILE_TARGET TT_PROFILE_DEVICE
+#endif
+#define TT_REG(address) (*(volatile uint32_t *)(address))
+#ifdef TT_RP2040_TIMER
+#define TIMERAWL TT_REG(0x40054028u) /* the RP2040's 64-bit microsecond timer, low word */
+static const char *tt_counter = "RP2040 timer (microseconds)";
+static double tt_seconds_per_tick = 1e-6;
+static int tt_instructions = 0;
+
+static void tt_counter_start(void) {}
+
+static tt_tick tt_now(void) {
+    return (tt_tick)TIMERAWL;
 }
 #else
-#error "the profiler needs Linux (clock_gettime) or an Armv7E-M core (DWT); add a counter here"
+#define TIMER0_CTRL TT_REG(0x40000000u)
+#define TIMER0_VALUE TT_REG(0x40000004u)
+#define TIMER0_RELOAD TT_REG(0x40000008u)
+static const char *tt_counter = "qemu-system-arm mps2 CMSDK timer 0 (-icount shift=0: 40 "
+                                "instructions a tick)";
+static double tt_seconds_per_tick = 40.0 * TT_CYCLES_PER_INSTRUCTION / (double)TT_CPU_HZ;
+static int tt_instructions = 1;
+
+static void tt_counter_start(void) {
+    TIMER0_RELOAD = 0xFFFFFFFFu;
+    TIMER0_VALUE = 0xFFFFFFFFu;
+    TIMER0_CTRL = 1u;
+}
+
+static tt_tick tt_now(void) {
+    return (tt_tick)(0xFFFFFFFFu - TIMER0_VALUE);
+}
+#endif
+#elif defined(__riscv) && __riscv_xlen == 32
+typedef uint32_t tt_tick; /* differences are taken modulo 2^32 */
+#ifndef TT_PROFILE_TARGET
+#define TT_PROFILE_TARGET TT_PROFILE_DEVICE
+#endif
+#ifdef TT_ESP32C3_CYCLES
+static const char *tt_counter = "ESP32-C3 machine performance counter (cycles)";
+static double tt_seconds_per_tick = 1.0 / (double)TT_CPU_HZ;
+static int tt_instructions = 0;
+
+/* -march=rv32imc leaves out the CSR instructions (Zicsr); the core has them */
+#define TT_ZICSR(instruction) \
+    ".option push\n\t.option arch, +zicsr\n\t" instruction "\n\t.option pop"
+
+static void tt_counter_start(void) {
+    __asm volatile(TT_ZICSR("csrw 0x7e0, %0") : : "r"(1u)); /* mpcer: count cycles */
+    __asm volatile(TT_ZICSR("csrw 0x7e1, %0") : : "r"(1u)); /* mpcmr: counting on */
+}
+
+static tt_tick tt_now(void) {
+    uint32_t cycles;
+    __asm volatile(TT_ZICSR("csrr %0, 0x7e2") : "=r"(cycles)); /* mpccr */
+    return cycles;
+}
+#else
+static const char *tt_counter = "RISC-V instret counter (instructions retired; exact under "
+                                "qemu-system-riscv32 -icount shift=0)";
+static double tt_seconds_per_tick = TT_CYCLES_PER_INSTRUCTION / (double)TT_CPU_HZ;
+static int tt_instructions = 1;
+
+static void tt_counter_start(void) {}
+
+static tt_tick tt_now(void) {
+    uint32_t retired;
+    __asm volatile("rdinstret %0" : "=r"(retired));
+    return retired;
+}
+#endif
+#else
+#error "the profiler needs Linux (clock_gettime), an Armv7E-M or Armv6-M core, or RV32: add a counter"
 #endif
 
 static tt_tick tt_stamp[TT_N_CALLS + 2];
@@ -167,12 +252,12 @@ int main(void) {
     printf(", \"arch\": \"%s\", \"bundle_device\": ", TT_PROFILE_ARCH);
     print_json_string(TT_PROFILE_DEVICE);
     printf(", \"seconds_per_tick\": %.9e", tt_seconds_per_tick);
-#ifdef __arm__
+#if !(defined(__linux__) || defined(__APPLE__))
     printf(", \"clock_hz\": %.6e", (double)TT_CPU_HZ);
-    if (tt_emulated) {
+#endif
+    if (tt_instructions) {
         printf(", \"cycles_per_instruction\": %.6g", (double)TT_CYCLES_PER_INSTRUCTION);
     }
-#endif
     printf(", \"compiler\": ");
 #if defined(__clang__)
     printf("\"clang ");
