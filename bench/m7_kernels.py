@@ -1,0 +1,87 @@
+"""Where a bundle's training step spends its instructions on the Cortex-M7, kernel by kernel and
+layer kind by layer kind, with the forward pass's multiply-accumulates per instruction.
+
+The bundle of ``bench/m7_instructions.py`` (one preset on one network at one resolution) is
+profiled under QEMU (``make run-profile-cortex-m7``: exact instruction counts), and each kernel
+call is attributed to its op's kind: ``pw`` (1×1), ``dw<k>`` (depthwise), ``k<k>`` (other
+convolutions, the stem), or the op's own kind.
+
+    python3 bench/m7_kernels.py [--supernet ofa-proxyless-w0.35] [--preset mcunetv3]
+        [--resolution 40] [--kernels DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from m7_instructions import instructions, profile
+
+FORWARD = ("conv2d_s8", "conv2d_inplace_s8", "window_s8", "add_s8", "gap_s8", "linear_f32",
+           "act_table_s8", "mul_s8", "copy_s8")  # fmt: skip
+
+
+def kind(op: object) -> str:
+    """An op's kind for the breakdown."""
+    if op.kind != "conv":  # type: ignore[attr-defined]
+        return str(op.kind)  # type: ignore[attr-defined]
+    groups, k = op.attrs["groups"], op.attrs["kernel"]  # type: ignore[attr-defined]
+    if groups > 1:
+        return f"dw{k}"
+    return "pw" if k == 1 else f"k{k}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--supernet", default="ofa-proxyless-w0.35")
+    parser.add_argument("--preset", default="mcunetv3")
+    parser.add_argument("--resolution", type=int, default=40)
+    parser.add_argument("--kernels", type=Path, help="another kernels/ folder, as m7_instructions")
+    args = parser.parse_args(argv)
+
+    from tinytune.bundle import BundleRequest, build_bundle, write_bundle
+    from tinytune.checkpoints import ensure_checkpoint
+    from tinytune.hwmodels.registry import get_device
+    from tinytune.spaces import get_supernet, make_preset
+
+    spec = get_supernet(args.supernet)
+    candidate = make_preset(args.preset, spec)
+    candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=args.resolution))
+    bundle = build_bundle(
+        BundleRequest(candidate, ensure_checkpoint(spec), get_device("stm32f746"), samples=4)
+    )
+    with tempfile.TemporaryDirectory(prefix="tt-m7-") as tmp:
+        folder = write_bundle(Path(tmp) / "b", bundle.files, bundle.manifest)
+        if args.kernels is not None:
+            for source in args.kernels.glob("*"):
+                if source.suffix in (".c", ".h"):
+                    shutil.copy(source, folder / "kernels" / source.name)
+        measured = profile(folder, 1)
+    m = measured.measurements[0]
+    ops = {op.name: op for op in bundle.net.graph.ops}
+    rows: dict[tuple[str, str], int] = {}
+    for call in m.per_call:
+        key = (call.kernel, kind(ops[call.op]) if call.op in ops else "?")
+        rows[key] = rows.get(key, 0) + instructions(call.seconds, measured.machine)
+    print(f"{args.preset} on {spec.name} at {args.resolution} px: "
+          f"{instructions(m.train_step_s, measured.machine):,} instructions per step")  # fmt: skip
+    print("| kernel | layers | instructions |")
+    print("|---|---|---|")
+    for (kernel, layers), n in sorted(rows.items(), key=lambda kv: -kv[1]):
+        print(f"| `{kernel}` | {layers} | {n:,} |")
+    macs: dict[str, int] = {}
+    for op in bundle.net.graph.ops:
+        macs[kind(op)] = macs.get(kind(op), 0) + op.macs
+    forward, total = sum(n for (k, _), n in rows.items() if k in FORWARD), sum(macs.values())
+    print(f"forward: {total:,} multiply-accumulates in {forward:,} instructions, "
+          f"{total / forward:.3f} per instruction; by layer kind: {macs}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
