@@ -39,16 +39,17 @@ _GEOM = "static const tt_conv_geom ${id}_geom = $geom;\n"
 _WEIGHT = (
     "static const tt_weight ${id}_w = {(const int8_t *)$w_train, (const int8_t *)$w_frozen, $k};\n"
 )
+_REQUANT = (
+    "static const tt_requant ${id}_q = {$x_zero, $y_zero, $act_min, $act_max, "
+    "(const int32_t *)$mult, (const int32_t *)$shift};\n"
+)
 _GRAD_X = "static const tt_grad ${id}_gx = {(int8_t *)$gx, (int32_t *)$gx_exp, $accumulate};\n"
 
 KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
     "conv2d_s8": KernelTemplate(
         decls=_GEOM
         + _WEIGHT
-        + (
-            "static const tt_requant ${id}_q = {$x_zero, $y_zero, $act_min, $act_max, "
-            "(const int32_t *)$mult, (const int32_t *)$shift};\n"
-        ),
+        + _REQUANT,
         call=(
             "tt_conv2d_s8(&${id}_geom, (const int8_t *)$x, &${id}_w, (const int32_t *)$bias, "
             "&${id}_q, (int8_t *)$y, (uint8_t *)$mask);"
@@ -57,10 +58,7 @@ KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
     "conv2d_inplace_s8": KernelTemplate(
         decls=_GEOM
         + _WEIGHT
-        + (
-            "static const tt_requant ${id}_q = {$x_zero, $y_zero, $act_min, $act_max, "
-            "(const int32_t *)$mult, (const int32_t *)$shift};\n"
-        ),
+        + _REQUANT,
         call=(
             "tt_conv2d_inplace_s8(&${id}_geom, (int8_t *)$xy, &${id}_w, "
             "(const int32_t *)$bias, &${id}_q, (int8_t *)$channel, (uint8_t *)$mask);"

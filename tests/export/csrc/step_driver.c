@@ -134,12 +134,18 @@ static tt_grad D(const call *c, int32_t data, int32_t exp, int32_t accumulate) {
 
 /* ---- one function per kernel; operand indices follow KERNELS in program.py ---- */
 
-static void k_conv2d_s8(const call *c) {
-    tt_conv_geom g = G(c, 0);
-    tt_weight w = W(c, 2, 3, 4);
+/* The requantisation of a convolution call: operands 6 .. 11. */
+static tt_requant R(const call *c) {
     tt_requant q;
     q.x_zero = I(c, 6), q.y_zero = I(c, 7), q.act_min = I(c, 8), q.act_max = I(c, 9);
     q.mult = (const int32_t *)P(c, 10), q.shift = (const int32_t *)P(c, 11);
+    return q;
+}
+
+static void k_conv2d_s8(const call *c) {
+    tt_conv_geom g = G(c, 0);
+    tt_weight w = W(c, 2, 3, 4);
+    tt_requant q = R(c);
     tt_conv2d_s8(&g, (const int8_t *)P(c, 1), &w, (const int32_t *)P(c, 5), &q,
                  (int8_t *)P(c, 12), (uint8_t *)P(c, 13));
 }
@@ -147,9 +153,7 @@ static void k_conv2d_s8(const call *c) {
 static void k_conv2d_inplace_s8(const call *c) {
     tt_conv_geom g = G(c, 0);
     tt_weight w = W(c, 2, 3, 4);
-    tt_requant q;
-    q.x_zero = I(c, 6), q.y_zero = I(c, 7), q.act_min = I(c, 8), q.act_max = I(c, 9);
-    q.mult = (const int32_t *)P(c, 10), q.shift = (const int32_t *)P(c, 11);
+    tt_requant q = R(c);
     tt_conv2d_inplace_s8(&g, (int8_t *)P(c, 1), &w, (const int32_t *)P(c, 5), &q,
                          (int8_t *)P(c, 12), (uint8_t *)P(c, 13));
 }
