@@ -44,11 +44,12 @@ def sampled_bundles(
     from tinytune.errors import TinyTuneError
     from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator
     from tinytune.evaluators.profile import sample_candidates
-    from tinytune.hwmodels.registry import get_device
+    from tinytune.hwmodels.devices import builtin_boards, builtin_profiles
     from tinytune.spaces import get_supernet
 
     spec = get_supernet(supernet)
-    device = get_device(device_name, engine="published")  # its SRAM and flash
+    # its SRAM and flash (a board has no published profile: its facts alone)
+    device = (builtin_profiles() | builtin_boards())[device_name]
     checkpoint = ensure_checkpoint(spec)
     evaluator = HardwareEvaluator(spec, 10, HardwareConfig())
     found = 0

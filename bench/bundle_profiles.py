@@ -3,20 +3,23 @@
     python3 bench/m7_instructions.py --sample 40 --seed 0 --out m7-s0.json   # and --seed 1
     python3 bench/bundle_host.py --sample 40 --seed 0 --out host-s0.json     # and --seed 1
     python3 bench/m7_instructions.py --target cortex-m4 --sample 40 --seed 0 --out m4-s0.json
+    python3 bench/m7_instructions.py --target cortex-m0plus --sample 40 --seed 0 --out m0p-s0.json
+    python3 bench/m7_instructions.py --target rv32imc --sample 40 --seed 0 --out rv32-s0.json
     python3 bench/bundle_profiles.py --m7 m7-s0.json m7-s1.json --host host-s0.json host-s1.json \
-        --m4 m4-s0.json m4-s1.json
+        --m4 m4-s0.json m4-s1.json --m0plus m0p-s0.json m0p-s1.json \
+        --rv32imc rv32-s0.json rv32-s1.json
 
 ``--check TARGET FILE ...`` fits nothing: it prints how the built-in profile of ``m7``
-(stm32f746), ``m4`` (nrf52840) or ``host`` predicts the bundles of the files, e.g. those of
-another supernet than the one it was fitted on::
+(stm32f746), ``m4`` (nrf52840), ``m0plus`` (rp2040), ``rv32imc`` (esp32c3) or ``host`` predicts
+the bundles of the files, e.g. those of another supernet than the one it was fitted on::
 
     python3 bench/m7_instructions.py --supernet ofa-mbv3-w0.35 --sample 40 --out m7-mbv3.json
     python3 bench/bundle_profiles.py --check m7 m7-mbv3.json
 
 Each target's files are fitted together by ``tinytune.hwmodels.fitting.calibrate`` (a quarter
 of the bundles held out, chosen by a hash of their names) and written, with the fit's summary,
-to ``tinytune/hwmodels/data/bundle-cortex-m7.json``, ``bundle-cortex-m4.json`` and
-``bundle-host.json``, which
+to ``tinytune/hwmodels/data/bundle-cortex-m7.json``, ``bundle-cortex-m4.json``,
+``bundle-cortex-m0plus.json``, ``bundle-rv32imc.json`` and ``bundle-host.json``, which
 :mod:`tinytune.hwmodels.bundle_engine` loads. The held-out error is printed and kept in the
 profile (``loo_within_10``, ``loo_median_error``).
 """
@@ -46,7 +49,13 @@ def fit(files: list[Path], base: object, out: Path) -> None:
     )
 
 
-CHECK_DEVICES = {"m7": "stm32f746", "m4": "nrf52840", "host": "host"}
+CHECK_DEVICES = {
+    "m7": "stm32f746",
+    "m4": "nrf52840",
+    "m0plus": "rp2040",
+    "rv32imc": "esp32c3",
+    "host": "host",
+}
 
 
 def check(target: str, files: list[Path]) -> None:
@@ -74,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--m7", type=Path, nargs="*", default=[])
     parser.add_argument("--host", type=Path, nargs="*", default=[])
     parser.add_argument("--m4", type=Path, nargs="*", default=[])
+    parser.add_argument("--m0plus", type=Path, nargs="*", default=[])
+    parser.add_argument("--rv32imc", type=Path, nargs="*", default=[])
     parser.add_argument("--check", nargs="+", metavar=("TARGET", "FILE"))
     args = parser.parse_args(argv)
     if args.check:
@@ -83,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         check(target, [Path(f) for f in files])
         return 0
 
-    from tinytune.hwmodels.devices import builtin_profiles
+    from tinytune.hwmodels.devices import builtin_boards, builtin_profiles
     from tinytune.hwmodels.host import host_base
 
     if args.m7:
@@ -92,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.m4:
         base = dataclasses.replace(builtin_profiles()["nrf52840"], engine="bundle")
         fit(args.m4, base, DATA / "bundle-cortex-m4.json")
+    if args.m0plus:  # a board's facts, without a published profile
+        fit(args.m0plus, builtin_boards()["rp2040"], DATA / "bundle-cortex-m0plus.json")
+    if args.rv32imc:
+        fit(args.rv32imc, builtin_boards()["esp32c3"], DATA / "bundle-rv32imc.json")
     if args.host:
         base = dataclasses.replace(
             host_base(),

@@ -1,4 +1,5 @@
-"""Instructions per training step of a bundle on a Cortex-M7 or M4F, counted exactly by QEMU.
+"""Instructions per training step of a bundle on a Cortex-M7, M4F or M0+ or on RV32IMC,
+counted exactly by QEMU.
 
 The bundle of one candidate (default: the ``mcunetv3`` preset on ``ofa-proxyless-w0.35`` at 32
 px, as ``bench/bundle_step.py``) is profiled by its own profiler on the Cortex-M7 image of its
@@ -32,6 +33,16 @@ MPS2-AN386, ``-mcpu=cortex-m4``) of bundles for the nRF52840 (those that fit its
 SRAM; instructions as seconds at 64 MHz)::
 
     python3 bench/m7_instructions.py --target cortex-m4 --sample 40 --seed 0 --out m4-s0.json
+
+``--target cortex-m0plus`` counts the Armv6-M image (``make run-profile-cortex-m0plus``,
+``-mcpu=cortex-m0plus`` on QEMU's Cortex-M3 board MPS2-AN385, which executes the same
+instructions) of bundles for the RP2040 (264 KB of SRAM; 133 MHz), and ``--target rv32imc``
+the RV32IMC image (``make run-profile-rv32imc``: ``qemu-system-riscv32 -M virt -icount
+shift=0``, the ``instret`` counter read around every call) of bundles for the ESP32-C3 (400 KB;
+160 MHz)::
+
+    python3 bench/m7_instructions.py --target cortex-m0plus --sample 40 --seed 0 --out m0p-s0.json
+    python3 bench/m7_instructions.py --target rv32imc --sample 40 --seed 0 --out rv32-s0.json
 """
 
 from __future__ import annotations
@@ -45,7 +56,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-TARGETS = {"cortex-m7": "stm32f746", "cortex-m4": "nrf52840"}  # target → device of its bundles
+# target → the device of its bundles, and the tools it needs
+TARGETS = {
+    "cortex-m7": "stm32f746",
+    "cortex-m4": "nrf52840",
+    "cortex-m0plus": "rp2040",
+    "rv32imc": "esp32c3",
+}
+TOOLS = {
+    "rv32imc": ("riscv64-unknown-elf-gcc", "qemu-system-riscv32", "make"),
+}
+ARM_TOOLS = ("arm-none-eabi-gcc", "qemu-system-arm", "make")
 
 
 def profile(folder: Path, steps: int, target: str = "cortex-m7") -> Any:
@@ -117,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", choices=sorted(TARGETS), default="cortex-m7")
     parser.add_argument("--supernet", default="ofa-proxyless-w0.35")
     args = parser.parse_args(argv)
-    for tool in ("arm-none-eabi-gcc", "qemu-system-arm", "make"):
+    for tool in TOOLS.get(args.target, ARM_TOOLS):
         if shutil.which(tool) is None:
             sys.exit(f"bench/m7_instructions.py needs {tool}")
     if args.sample:

@@ -65,7 +65,7 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ({"precision": "int4"}, "^precision must be one of fp32, int8, got 'int4'$"),
         ({"sampler": "grid"}, "^sampler must be one of tpe, .*, got 'grid'$"),
         ({"engine": "tflite"}, "^engine must be one of bundle, published, pytorch, got 'tflite'"),
-        ({"device": "esp32"}, "^device must be one of host, .*, got 'esp32'$"),
+        ({"device": "esp32"}, "^device must be one of esp32c3, host, .*, got 'esp32'$"),
         ({"workers": 0}, "workers must be >= 1"),
         ({"sram_budget": "12parsecs"}, "is not a size"),
         ({"dataset": "cifar"}, "unknown data set"),

@@ -1,6 +1,6 @@
 """The profiler in every bundle: its measurement file on the host, on aarch64 and on the
-Cortex-M7 under QEMU, read by tinytune's own loader, against the bundle's program and graph;
-exact and repeatable instruction counts under QEMU; a fit on profiled bundles."""
+Cortex-M7, M4F, M0+ and RV32IMC under QEMU, read by tinytune's own loader, against the bundle's
+program and graph; exact and repeatable instruction counts under QEMU."""
 
 from __future__ import annotations
 
@@ -125,3 +125,49 @@ def test_cortex_m4_profile_of_an_nrf52840_bundle(
     assert "CMSDK timer 0" in machine["counter"] and machine["arch"] == "armv7e-m"
     assert machine["clock_hz"] == 64e6 and measured.device == "nrf52840"
     _check_against_bundle(measured, built, 2)
+
+
+@pytest.mark.parametrize(
+    ("target", "device", "arch", "counter", "instructions_a_tick"),
+    [
+        pytest.param(
+            "cortex-m0plus", "rp2040", "armv6-m", "CMSDK timer 0", 40, marks=needs("cortex-m0plus")
+        ),
+        pytest.param("rv32imc", "esp32c3", "rv32", "instret", 1, marks=needs("rv32imc")),
+    ],
+)
+def test_cores_without_a_cycle_counter_under_qemu_count_instructions_exactly(
+    checkpoint: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    target: str,
+    device: str,
+    arch: str,
+    counter: str,
+    instructions_a_tick: int,
+) -> None:
+    """A bundle of the RP2040 on the Cortex-M0+ image (the MPS2 timer: Armv6-M has no cycle
+    counter) and of the ESP32-C3 on the RV32IMC image (the instret counter), at the device's
+    clock: whole instruction counts, the same on a second run; what ``tinytune calibrate
+    --device rp2040`` or ``esp32c3`` reads."""
+    candidate = make_preset("mcunetv3", SPEC)
+    candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=32))
+    profile = get_device(device)
+    built = build_bundle(BundleRequest(candidate, checkpoint, profile, samples=4))
+    folder = tmp_path_factory.mktemp(f"profiled-{target}") / "mcunetv3"
+    write_bundle(folder, built.files, built.manifest)
+    first = _profile(folder, target, 2)
+    machine = first.machine
+    assert counter in machine["counter"] and machine["arch"] == arch
+    assert machine["clock_hz"] == profile.clock_hz and machine["cycles_per_instruction"] == 1.0
+    assert machine["seconds_per_tick"] == pytest.approx(
+        instructions_a_tick / profile.clock_hz, rel=1e-9
+    )
+    assert first.device == device
+    _check_against_bundle(first, built, 2)
+    (m,) = first.measurements
+    ticks = [s / machine["seconds_per_tick"] for s in (m.train_step_s, *m.samples)]
+    # whole ticks, as far as the file's ten significant digits tell
+    assert all(abs(t - round(t)) < max(1e-3, 1e-9 * t) for t in ticks)
+    (again,) = _profile(folder, target, 2).measurements
+    assert again.samples == m.samples
+    assert [c.seconds for c in again.per_call] == [c.seconds for c in m.per_call]

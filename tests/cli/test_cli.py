@@ -54,7 +54,7 @@ def existing_db(tmp_path: Path) -> tuple[str, Path, str]:
         (["--time-budget", "soon"], "is not a duration"),
         (["--trials", "0"], "--trials must be >= 1"),
         (["--workers", "0"], "--workers must be >= 1"),
-        (["--device", "esp32"], "--device must be one of host, nrf52840, "),
+        (["--device", "esp32"], "--device must be one of esp32c3, host, nrf52840, "),
         (["--engine", "tflite"], "--engine must be one of bundle, published, pytorch, got 'tfl"),
         (["--device", "rpi4", "--engine", "bundle"], "'rpi4' has no 'bundle' engine; its engi"),
         (["--latency-budget", "fast"], "is not a duration"),
@@ -106,7 +106,7 @@ def test_bad_search_input_is_one_line_and_exit_2(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--device", "esp32"], "--device must be one of host, "),
+        (["--device", "esp32"], "--device must be one of esp32c3, host, "),
         (["--weights", "no/such/weights.pt"], "supernet checkpoint 'no/such/weights.pt' does not"),
         (["--supernet", "resnet9000"], "unknown supernet 'resnet9000'"),
         (["--dataset", "cifar"], "unknown data set"),

@@ -22,7 +22,7 @@ from tinytune.hwmodels import (
     predict_latency,
     profile_label,
 )
-from tinytune.hwmodels.devices import builtin_profiles
+from tinytune.hwmodels.devices import builtin_boards, builtin_profiles
 from tinytune.ir import trace
 from tinytune.models.layers import Classifier, ConvUnit, GlobalAvgPool
 
@@ -49,8 +49,9 @@ def _calibration(device: str, cid: int = 7) -> Calibration:
 # --- every device ----------------------------------------------------------------------------
 
 
-def test_the_registry_holds_the_fitted_profiles_and_the_host() -> None:
-    assert device_names() == sorted([*builtin_profiles(), "host"])
+def test_the_registry_holds_the_fitted_profiles_the_boards_and_the_host() -> None:
+    assert device_names() == sorted([*builtin_profiles(), *builtin_boards(), "host"])
+    assert not set(builtin_profiles()) & set(builtin_boards())
     assert device_names() == sorted(device_names())
 
 
@@ -130,12 +131,15 @@ def test_the_bundle_is_the_default_engine_where_it_has_a_profile() -> None:
     assert device_engines("host") == ["bundle", "pytorch"]
     assert device_engines("nrf52840") == ["bundle", "published"]
     assert device_engines("rpi4") == ["published"]
+    assert device_engines("rp2040") == ["bundle"] == device_engines("esp32c3")
     assert default_engine("stm32f746") == "bundle" == get_device("stm32f746").engine
     assert get_device("stm32f746", engine="published") == builtin_profiles()["stm32f746"]
     assert get_device("host", engine="pytorch").precision == "fp32"
     assert get_device("host").precision == "int8" == get_device("stm32f746").precision
     with pytest.raises(ConfigError, match="'rpi4' has no 'bundle' engine; its engines: pub"):
         get_device("rpi4", engine="bundle")
+    with pytest.raises(ConfigError, match="'rp2040' has no 'published' engine; its engines: bu"):
+        get_device("rp2040", engine="published")
 
 
 def test_cortex_m7_parts_share_the_bundle_cycles_at_their_clocks() -> None:

@@ -13,12 +13,19 @@ them from the measurement files of ``bench/m7_instructions.py --sample`` and
   Every Cortex-M7 device gets it at its own clock.
 * ``data/bundle-cortex-m4.json``: the same on the Cortex-M4F (``-M mps2-an386``,
   ``-mcpu=cortex-m4``) for bundles of the nRF52840, at its 64 MHz.
+* ``data/bundle-cortex-m0plus.json``: the same on the Cortex-M0+ (``-mcpu=cortex-m0plus``,
+  an Armv6-M image on QEMU's Cortex-M3 board ``-M mps2-an385``, which runs the same
+  instructions) for bundles of the RP2040, at its 133 MHz.
+* ``data/bundle-rv32imc.json``: the same on RV32IMC (``riscv64-unknown-elf-gcc -O2
+  -march=rv32imc``, ``qemu-system-riscv32 -M virt -icount shift=0``, the ``instret`` counter)
+  for bundles of the ESP32-C3, at its 160 MHz.
 * ``data/bundle-host.json``: the steps timed on the development machine (``gcc -O3``,
   ``clock_gettime``), like ``data/host.json`` for PyTorch; calibrate on your own machine for
   predictions that mean something there.
 
 A board's own measurements (``make profile-cortex-m7`` or ``profile-cortex-m4`` flashed, its
-DWT cycle counts fed to ``tinytune calibrate``) replace the assumed rate.
+DWT cycle counts fed to ``tinytune calibrate``; the RP2040's and the ESP32-C3's counters as the
+bundle's README says) replace the assumed rate.
 """
 
 from __future__ import annotations
@@ -28,39 +35,72 @@ import json
 from functools import cache
 from importlib import resources
 
-from tinytune.hwmodels.devices import CalibrationPoint, DeviceProfile, builtin_profiles
+from tinytune.hwmodels.devices import (
+    CalibrationPoint,
+    DeviceProfile,
+    builtin_boards,
+    builtin_profiles,
+)
 from tinytune.hwmodels.latency import LatencyCoefficients
 
 __all__ = ["bundle_devices", "bundle_profile", "cpi_note"]
 
 
 def cpi_note(cycles_per_instruction: float, core: str = "Cortex-M7") -> str:
-    """What a Cortex-M profile assumes to turn QEMU's instruction counts into time."""
-    if core.startswith("Cortex-M4"):
+    """What a microcontroller's profile assumes to turn QEMU's instruction counts into time."""
+    board = "its DWT cycle counts (the bundle's `make {image}` image flashed, then `tinytune "
+    board += "calibrate`)"
+    if core == "Cortex-M0+":
+        why = (
+            "the Cortex-M0+ issues one instruction a cycle at most; its loads and stores take 2 "
+            "cycles, taken branches 2, the RP2040's 32-bit multiply 1 (Cortex-M0+ Technical "
+            "Reference Manual, ARM DDI 0484, instruction timings), and code runs from external "
+            "flash through a cache"
+        )
+        board = (
+            "its timer's times (the profiler in a Pico SDK program with -DTT_RP2040_TIMER, as "
+            "the bundle's README says, then `tinytune calibrate`)"
+        )
+    elif core == "RV32IMC":
+        why = (
+            "the ESP32-C3's core has a four-stage pipeline (ESP32-C3 datasheet; Espressif "
+            "publishes no instruction timings) and loses cycles to taken branches, divisions "
+            "and misses of the cache in front of its external flash"
+        )
+        board = (
+            "its cycle counts (the profiler in an ESP-IDF or Arduino program with "
+            "-DTT_ESP32C3_CYCLES, as the bundle's README says, then `tinytune calibrate`)"
+        )
+    elif core.startswith("Cortex-M4"):
         why = (
             "the Cortex-M4 issues at most one instruction a cycle; its loads take 2 cycles (1 "
             "when pipelined), taken branches 2 to 4, multiply-accumulates 1 (Cortex-M4 "
             "Technical Reference Manual, ARM DDI 0439, instruction timings), and flash wait "
             "states cost more"
         )
-        image = "profile-cortex-m4"
+        board = board.format(image="profile-cortex-m4")
     else:
         why = (
             "the Cortex-M7 issues up to two instructions a cycle (dual issue; instruction pairs "
             "measured on an STM32H730 at quinapalus.com/cm7cycles.html), and loses cycles to "
             "taken branches, flash wait states and cache misses"
         )
-        image = "profile-cortex-m7"
+        board = board.format(image="profile-cortex-m7")
     return (
         f"QEMU counts instructions, not cycles. They become time at {cycles_per_instruction:g} "
         f"cycle per instruction, an assumption: {why}, which QEMU does not model. No published "
-        "figure gives the cycles per instruction of these kernels; a board's DWT cycle counts "
-        f"(the bundle's `make {image}` image, then `tinytune calibrate`) replace this rate."
+        f"figure gives the cycles per instruction of these kernels; a board's measurements, "
+        f"{board}, replace this rate."
     )
 
 
 # the built-in fit of each Cortex-M core the bundle engine has one for
-_CORE_FILES = {"Cortex-M7": "bundle-cortex-m7.json", "Cortex-M4F": "bundle-cortex-m4.json"}
+_CORE_FILES = {
+    "Cortex-M7": "bundle-cortex-m7.json",
+    "Cortex-M4F": "bundle-cortex-m4.json",
+    "Cortex-M0+": "bundle-cortex-m0plus.json",
+    "RV32IMC": "bundle-rv32imc.json",
+}
 
 
 def _shipped(name: str) -> dict:
@@ -107,7 +147,8 @@ def _at_clock(profile: DeviceProfile, device: DeviceProfile, note: str) -> Devic
 
 def bundle_devices() -> list[str]:
     """The devices with a built-in profile of the bundle engine (no file is read)."""
-    return [*(p.name for p in builtin_profiles().values() if p.core in _CORE_FILES), "host"]
+    devices = builtin_profiles() | builtin_boards()
+    return [*(p.name for p in devices.values() if p.core in _CORE_FILES), "host"]
 
 
 @cache
@@ -117,9 +158,12 @@ def bundle_profile(name: str) -> DeviceProfile:
     from tinytune.hwmodels.host import host_profile
 
     if name != "host":
-        device = builtin_profiles()[name]
+        boards = builtin_boards()
+        device = (builtin_profiles() | boards)[name]
         fitted = _shipped(_CORE_FILES[device.core])
         note = cpi_note(fitted["fit"]["machine"]["cycles_per_instruction"], device.core)
+        if name in boards:  # its facts come from the datasheet, its profile is this one
+            note += f" {device.notes} The device: {device.source}."
         return _at_clock(DeviceProfile.from_dict(fitted["profile"]), device, note)
     host = DeviceProfile.from_dict(_shipped("bundle-host.json")["profile"])
     here = host_profile()

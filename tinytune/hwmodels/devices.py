@@ -75,6 +75,7 @@ __all__ = [
     "CycleScales",
     "DeviceProfile",
     "ProfileFit",
+    "builtin_boards",
     "builtin_profiles",
     "coefficients_from_scales",
     "cycle_features",
@@ -592,3 +593,39 @@ def builtin_profiles() -> dict[str, DeviceProfile]:
     Look a device up by name with :func:`tinytune.hwmodels.registry.get_device`, which also
     knows ``host`` and takes a stored calibration."""
     return {p.name: p for p in _builtin()}
+
+
+_BOARDS = (
+    DeviceProfile(
+        name="esp32c3",
+        description="ESP32-C3 (RV32IMC @160 MHz, 400 KB SRAM, 4 MB flash), e.g. "
+        "ESP32-C3-DevKitM-1",
+        core="RV32IMC", clock_hz=160e6, sram_bytes=400 * KB, flash_bytes=4 * MB,
+        precision="int8", coefficients=LatencyCoefficients(), engine="bundle",
+        source="Espressif ESP32-C3 datasheet v1.x: 400 KB SRAM (16 KB of it the flash cache), "
+        "160 MHz, RV32IMC without an FPU; 4 MB flash of the ESP32-C3-MINI-1 module",
+        notes="No published int8 latency of this core: its only profile is the bundle "
+        "engine's. SRAM is the chip's 400 KB; ESP-IDF takes 16 KB of it as the flash cache, "
+        "and its own heap and stacks: give --sram-budget for what your firmware leaves.",
+    ),
+    DeviceProfile(
+        name="rp2040",
+        description="RP2040 (dual Cortex-M0+ @133 MHz, 264 KB SRAM, 2 MB flash), e.g. "
+        "Raspberry Pi Pico",
+        core="Cortex-M0+", clock_hz=133e6, sram_bytes=264 * KB, flash_bytes=2 * MB,
+        precision="int8", coefficients=LatencyCoefficients(), engine="bundle",
+        source="Raspberry Pi RP2040 datasheet: 264 KB SRAM, two Cortex-M0+ cores at 133 MHz "
+        "without an FPU; 2 MB QSPI flash of the Raspberry Pi Pico (Pico datasheet)",
+        notes="No published int8 latency of this core: its only profile is the bundle "
+        "engine's, on one of the two cores. Flash is external (XIP through a 16 KB cache), "
+        "and 2 MB is the Pico's; other boards carry up to 16 MB.",
+    ),
+)  # fmt: skip
+
+
+def builtin_boards() -> dict[str, DeviceProfile]:
+    """The devices known from their datasheets alone, by name: no latency of them is
+    published, so they have no ``published`` profile. Each is its facts (clock, SRAM, flash)
+    as a profile of the ``bundle`` engine without coefficients: the base that its bundle
+    profile is fitted on (:mod:`tinytune.hwmodels.bundle_engine` holds the fitted ones)."""
+    return {p.name: p for p in _BOARDS}

@@ -4,12 +4,14 @@ A profile describes one engine on one device (:data:`~tinytune.hwmodels.devices.
 The built-in profiles are the microcontroller and Linux-board profiles fitted on published
 measurements (:func:`tinytune.hwmodels.devices.builtin_profiles`), this machine under PyTorch
 (:func:`tinytune.hwmodels.host.host_profile`) and the exported bundle's own kernels
-(:func:`tinytune.hwmodels.bundle_engine.bundle_profile`: the Cortex-M7 parts, the nRF52840 and this
-machine). A device's default engine is the bundle where it has one: what ``tinytune export``
-deploys. A :class:`Calibration` is a profile fitted on the device's own measurements
-(``tinytune calibrate``); handed to :func:`get_device`, it takes the place of the built-in
-profile of its engine. Where calibrations are stored is the caller's concern: this module
-reads no database.
+(:func:`tinytune.hwmodels.bundle_engine.bundle_profile`: the Cortex-M7 parts, the nRF52840, the
+RP2040, the ESP32-C3 and this machine). The RP2040 and the ESP32-C3 are known from their
+datasheets alone (:func:`tinytune.hwmodels.devices.builtin_boards`): no latency of them is
+published, so the bundle is their only engine. A device's default engine is the bundle where it
+has one: what ``tinytune export`` deploys. A :class:`Calibration` is a profile fitted on the
+device's own measurements (``tinytune calibrate``); handed to :func:`get_device`, it takes the
+place of the built-in profile of its engine. Where calibrations are stored is the caller's
+concern: this module reads no database.
 """
 
 from __future__ import annotations
