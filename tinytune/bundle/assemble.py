@@ -14,8 +14,9 @@ The pipeline (:func:`build_bundle`):
    and the lowering of one training step onto the planner's arena
    (:func:`~tinytune.export.program.lower_step`); the lowered arena must equal step 1's;
 4. the C: the model (:mod:`tinytune.bundle.render`), the example's samples
-   (:mod:`tinytune.bundle.samples`), the kernels, the platform files, the Makefile, a README
-   and ``manifest.json``.
+   (:mod:`tinytune.bundle.samples`), the kernels, the platform files, the Makefile, the CMake,
+   Zephyr and Arduino layouts (:mod:`tinytune.bundle.layouts`), a README and
+   ``manifest.json``.
 
 Nothing is written here: :func:`tinytune.bundle.writer.write_bundle` writes the result.
 """
@@ -33,6 +34,13 @@ from typing import Any
 import numpy as np
 
 from tinytune.bundle.errors import BundleError
+from tinytune.bundle.layouts import (
+    ARDUINO_UNITS,
+    LAYOUT_FILES,
+    LIBRARY_PROPERTIES,
+    arduino_sources,
+    render_library_properties,
+)
 from tinytune.bundle.manifest import BUNDLE_FORMAT, checksums
 from tinytune.bundle.render import ModelInfo, render_model, render_profile
 from tinytune.bundle.samples import Samples, render_samples
@@ -67,6 +75,7 @@ STATIC_FILES = {
     "cortex_m7_startup.c": "platform/cortex_m7_startup.c",
     "cortex_m7.ld": "platform/cortex_m7.ld",
     "profile_main.c": "platform/profile_main.c",
+    **LAYOUT_FILES,
 }
 README_TEMPLATE = "bundle_readme.md"
 
@@ -76,7 +85,9 @@ def exported_file_names() -> frozenset[str]:
     :func:`build_bundle` writes, known before anything is built (to check a destination)."""
     rendered = ("tt_model.h", "tt_model.c", "tt_profile.h", "tt_data.h", "tt_data.c", "README.md")
     kernels = (f"kernels/{name}" for name in (*C_HEADERS, *C_SOURCES))
-    return frozenset((*rendered, *kernels, *STATIC_FILES.values()))
+    return frozenset(
+        (*rendered, *kernels, *STATIC_FILES.values(), *ARDUINO_UNITS, LIBRARY_PROPERTIES)
+    )
 
 
 @dataclass(frozen=True)
@@ -240,11 +251,12 @@ def c_sources(
     profile: str | None = None,
     schedule: str = "constant",
 ) -> tuple[dict[str, bytes], ModelInfo]:
-    """Every C source, header and build file of a bundle (no README, no manifest): the model
-    of ``program`` (lowered from ``net``), the example's samples (described by ``data``) and
-    its rate's ``schedule`` over the epochs (``constant`` unless given; an exported bundle's is
-    its request's), the kernels, the example program, the platform
-    files, the Makefile and, when given, the profiler's ``tt_profile.h``
+    """Every C source, header and build file of a bundle (no README, no ``library.properties``,
+    no manifest): the model of ``program`` (lowered from ``net``), the example's samples
+    (described by ``data``) and its rate's ``schedule`` over the epochs (``constant`` unless
+    given; an exported bundle's is its request's), the kernels, the example program, the
+    platform files, the Makefile, the CMake and Zephyr files, the Arduino library's ``src/`` and
+    sketch and, when given, the profiler's ``tt_profile.h``
     (:func:`~tinytune.bundle.render.render_profile`)."""
     rendered, model = render_model(program, net, title=title)
     if profile is not None:
@@ -258,6 +270,7 @@ def c_sources(
         files[f"kernels/{name}"] = (src / name).read_bytes()
     for packaged, name in STATIC_FILES.items():
         files[name] = _platform_file(packaged)
+    files |= {name: text.encode() for name, text in arduino_sources().items()}
     return files, model
 
 
@@ -372,6 +385,14 @@ def build_bundle(
         request, provenance, cost, model, title, dataset.name, n_classes, n_train, n_eval, graph
     )
     files["README.md"] = _readme(facts).encode()
+    files[LIBRARY_PROPERTIES] = render_library_properties(
+        _platform_file(LIBRARY_PROPERTIES).decode(),
+        key=candidate.key,
+        title=title,
+        device=device.name,
+        arena_bytes=model.arena_bytes,
+        version=_version(),
+    ).encode()
     manifest = _manifest(facts, files)
     log.info(
         "bundle of %s: arena %d B, %d calls", candidate.key[:12], model.arena_bytes, model.n_calls

@@ -56,10 +56,18 @@ _HEADER = Template("""\
 /* 1: epoch e (from 1) trains at TT_LEARNING_RATE / 2^(e-1); 0: at TT_LEARNING_RATE. */
 #define TT_LR_HALVING $halving
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 extern const int8_t tt_train_images[TT_TRAIN_SAMPLES][TT_INPUT_BYTES];
 extern const uint16_t tt_train_labels[TT_TRAIN_SAMPLES];
 extern const int8_t tt_eval_images[TT_EVAL_SAMPLES][TT_INPUT_BYTES];
 extern const uint16_t tt_eval_labels[TT_EVAL_SAMPLES];
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* TT_DATA_H */
 """)

@@ -7,6 +7,12 @@
  * Build with -DTT_DUMP to also print every step's logits and loss and, at the end, the trained
  * parameters and the evaluation logits as hexadecimal bytes (for checking the C against
  * tinytune's integer simulator).
+ *
+ * The example is the function tt_example(), which returns 0 (1 on a bad label); main() calls
+ * it unless TT_EXAMPLE_NO_MAIN is defined (the Arduino library's src/tt_example.c, a firmware
+ * that calls it). It prints with printf, or, where TT_EXAMPLE_WRITE names a function
+ * `void f(const char *text)`, through that function a line or less at a time (the Arduino
+ * sketch's Serial).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -15,8 +21,31 @@
 #include "tt_data.h"
 #include "tt_model.h"
 
-/* xorshift32: the same sample order on every target */
-static uint32_t tt_rng = 0x2545F491u;
+int tt_example(void);
+
+#ifdef TT_EXAMPLE_WRITE
+#include <stdarg.h>
+
+void TT_EXAMPLE_WRITE(const char *text);
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static void tt_out(const char *format, ...) {
+    char text[128];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof text, format, args);
+    va_end(args);
+    TT_EXAMPLE_WRITE(text);
+}
+#else
+#define tt_out printf
+#endif
+
+/* xorshift32: the same sample order on every target (and on every call of tt_example) */
+#define TT_RNG_SEED 0x2545F491u
+static uint32_t tt_rng = TT_RNG_SEED;
 
 static uint32_t next_random(void) {
     tt_rng ^= tt_rng << 13;
@@ -38,18 +67,18 @@ static void shuffle(int order[], int n) {
 /* value with four decimals, from an integer count of 1e-4 */
 static void print_fixed4(double value) {
     if (!(value >= 0.0 && value < 1.0e9)) {
-        printf("overflow");
+        tt_out("overflow");
         return;
     }
     {
         long units = (long)(value * 10000.0 + 0.5);
-        printf("%ld.%04ld", units / 10000, units % 10000);
+        tt_out("%ld.%04ld", units / 10000, units % 10000);
     }
 }
 
 static void print_accuracy(int correct, int total) {
     long basis_points = (long)correct * 10000L / (long)total;
-    printf("accuracy %d/%d %ld.%02ld%%", correct, total, basis_points / 100, basis_points % 100);
+    tt_out("accuracy %d/%d %ld.%02ld%%", correct, total, basis_points / 100, basis_points % 100);
 }
 
 #ifdef TT_DUMP
@@ -57,7 +86,7 @@ static void print_hex(const void *data, int32_t nbytes) {
     const uint8_t *bytes = (const uint8_t *)data;
     int32_t i;
     for (i = 0; i < nbytes; i++) {
-        printf("%02x", (unsigned)bytes[i]);
+        tt_out("%02x", (unsigned)bytes[i]);
     }
 }
 #endif
@@ -72,20 +101,21 @@ static int evaluate(void) {
     return correct;
 }
 
-int main(void) {
+int tt_example(void) {
     static int order[TT_TRAIN_SAMPLES];
     int epoch, i;
 #ifdef TT_DUMP
     int step = 0;
 #endif
     tt_model_init();
-    printf("tinytune bundle: arena %ld B, scratch %ld B, exponents %ld B, %d calls per step\n",
+    tt_rng = TT_RNG_SEED;
+    tt_out("tinytune bundle: arena %ld B, scratch %ld B, exponents %ld B, %d calls per step\n",
            (long)TT_ARENA_BYTES, (long)TT_SCRATCH_BYTES, (long)TT_EXPONENT_BYTES, TT_N_CALLS);
-    printf("%d training samples, %d evaluation samples, %d epochs\n", TT_TRAIN_SAMPLES,
+    tt_out("%d training samples, %d evaluation samples, %d epochs\n", TT_TRAIN_SAMPLES,
            TT_EVAL_SAMPLES, TT_EPOCHS);
-    printf("epoch 0 loss - ");
+    tt_out("epoch 0 loss - ");
     print_accuracy(evaluate(), TT_EVAL_SAMPLES);
-    printf("\n");
+    tt_out("\n");
     for (i = 0; i < TT_TRAIN_SAMPLES; i++) {
         order[i] = i;
     }
@@ -105,46 +135,52 @@ int main(void) {
             tt_predict(tt_train_images[k], logits);
 #endif
             if (tt_train_step(tt_train_images[k], (int)tt_train_labels[k], &loss) != 0) {
-                printf("sample %d: label %d is not a class\n", k, (int)tt_train_labels[k]);
+                tt_out("sample %d: label %d is not a class\n", k, (int)tt_train_labels[k]);
                 return 1;
             }
             total += (double)loss;
 #ifdef TT_DUMP
-            printf("step %d sample %d loss ", step, k);
+            tt_out("step %d sample %d loss ", step, k);
             print_hex(&loss, (int32_t)sizeof loss);
-            printf(" logits ");
+            tt_out(" logits ");
             print_hex(logits, (int32_t)sizeof logits);
-            printf("\n");
+            tt_out("\n");
             step++;
 #endif
         }
-        printf("epoch %d loss ", epoch);
+        tt_out("epoch %d loss ", epoch);
         print_fixed4(total / TT_TRAIN_SAMPLES);
-        printf(" ");
+        tt_out(" ");
         print_accuracy(evaluate(), TT_EVAL_SAMPLES);
-        printf("\n");
+        tt_out("\n");
     }
 #ifdef TT_DUMP
     for (i = 0; i < TT_N_PARAMS; i++) {
         const tt_param_view *p = tt_param(i);
-        printf("param %s %c ", p->name, p->dtype);
+        tt_out("param %s %c ", p->name, p->dtype);
         print_hex(p->data, p->nbytes);
-        printf("\n");
+        tt_out("\n");
     }
     for (i = 0; i < TT_EVAL_SAMPLES; i++) {
         float logits[TT_N_CLASSES];
         int predicted = tt_predict(tt_eval_images[i], logits);
-        printf("eval %d class %d logits ", i, predicted);
+        tt_out("eval %d class %d logits ", i, predicted);
         print_hex(logits, (int32_t)sizeof logits);
-        printf("\n");
+        tt_out("\n");
     }
 #endif
 #ifdef TT_GUARD
     if (!tt_guard_intact()) {
-        printf("guard bytes around the arena were overwritten\n");
+        tt_out("guard bytes around the arena were overwritten\n");
         return 1;
     }
-    printf("guard bytes intact\n");
+    tt_out("guard bytes intact\n");
 #endif
     return 0;
 }
+
+#ifndef TT_EXAMPLE_NO_MAIN
+int main(void) {
+    return tt_example();
+}
+#endif
