@@ -47,18 +47,14 @@ _GRAD_X = "static const tt_grad ${id}_gx = {(int8_t *)$gx, (int32_t *)$gx_exp, $
 
 KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
     "conv2d_s8": KernelTemplate(
-        decls=_GEOM
-        + _WEIGHT
-        + _REQUANT,
+        decls=_GEOM + _WEIGHT + _REQUANT,
         call=(
             "tt_conv2d_s8(&${id}_geom, (const int8_t *)$x, &${id}_w, (const int32_t *)$bias, "
             "&${id}_q, (int8_t *)$y, (uint8_t *)$mask);"
         ),
     ),
     "conv2d_inplace_s8": KernelTemplate(
-        decls=_GEOM
-        + _WEIGHT
-        + _REQUANT,
+        decls=_GEOM + _WEIGHT + _REQUANT,
         call=(
             "tt_conv2d_inplace_s8(&${id}_geom, (int8_t *)$xy, &${id}_w, "
             "(const int32_t *)$bias, &${id}_q, (int8_t *)$channel, (uint8_t *)$mask);"
