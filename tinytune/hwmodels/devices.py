@@ -606,7 +606,8 @@ _BOARDS = (
         "160 MHz, RV32IMC without an FPU; 4 MB flash of the ESP32-C3-MINI-1 module",
         notes="No published int8 latency of this core: its only profile is the bundle "
         "engine's. SRAM is the chip's 400 KB; ESP-IDF takes 16 KB of it as the flash cache, "
-        "and its own heap and stacks: give --sram-budget for what your firmware leaves.",
+        "and its own heap and stacks: give the search an SRAM budget of what your firmware "
+        "leaves.",
     ),
     DeviceProfile(
         name="rp2040",
