@@ -229,6 +229,7 @@ def test_export_says_what_differs_from_the_study_and_sizes_the_device_readably(
         "predicted_latency": {"train_step_s": None, "engine": "published"},
         "dataset": {"train_samples": 32, "eval_samples": 32},
         "step": {"input_bytes": 4800},
+        "training": {"lr": 0.003125},
         "trial": None,
         "measured": None,
     }
@@ -262,6 +263,7 @@ def test_export_says_when_samples_are_capped_overflow_flash_or_the_trial_failed(
         "predicted_latency": {"train_step_s": None, "engine": "published"},
         "dataset": {"train_samples": 1079, "eval_samples": 359},
         "step": {"input_bytes": 4800},
+        "training": {"lr": 0.003125},
     }
     monkeypatch.setattr(
         tinytune, "export_bundle", lambda *a, **k: Exported(tmp_path, manifest, "the study")
