@@ -18,10 +18,14 @@
 #error "the kernels need IEEE float semantics: do not build them with -ffast-math"
 #endif
 
-/* Cortex-M cores (Armv7E-M, Armv8-M Mainline) take register-blocked paths; the other targets
+/* Microcontroller cores — every Cortex-M (Armv6-M, Armv7-M, Armv7E-M, Armv8-M) and bare-metal
+ * RISC-V — take register-blocked paths with at most a few KiB of stack; the other targets
  * (x86-64 and aarch64 Linux) take loops their compilers vectorise, some of them with buffers of
- * a few KiB on the stack. */
-#if defined(__ARM_ARCH_7EM__) || defined(__ARM_ARCH_8M_MAIN__)
+ * up to 96 KiB on the stack. A build may also define TT_CORTEX_M itself. */
+#if !defined(TT_CORTEX_M) &&                                                             \
+    (defined(__ARM_ARCH_6M__) || defined(__ARM_ARCH_7M__) || defined(__ARM_ARCH_7EM__) || \
+     defined(__ARM_ARCH_8M_BASE__) || defined(__ARM_ARCH_8M_MAIN__) ||                    \
+     (defined(__riscv) && !defined(__linux__)))
 #define TT_CORTEX_M 1
 #endif
 
