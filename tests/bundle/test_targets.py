@@ -87,51 +87,27 @@ def test_sanitized_host_build_runs_clean_with_intact_guards(
     assert out == host_outputs["plain"] + "guard bytes intact\n"
 
 
-@needs("aarch64")
-def test_aarch64_prints_what_the_host_prints(
-    sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
+EMULATED = {
+    "aarch64": "qemu-aarch64, the Linux paths",
+    "cortex-m4": "an nRF52840's core: the Cortex-M paths with the DSP extension, FPU v4, on "
+    "qemu-system-arm's MPS2-AN386",
+    "cortex-m0plus": "an RP2040's core: Armv6-M, no FPU (the float32 classifier in software), "
+    "on MPS2-AN385, a Cortex-M3 running the same instructions",
+    "rv32imc": "an ESP32-C3's instruction set, no FPU, picolibc on qemu-system-riscv32's virt",
+}
+
+
+@pytest.mark.parametrize(
+    "target", [pytest.param(t, marks=needs(t), id=t) for t in EMULATED]
+)  # fmt: skip
+def test_an_emulated_target_prints_what_the_host_prints(
+    sparse: tuple[Bundle, Path], host_outputs: dict[str, str], target: str
 ) -> None:
+    """Each target of :data:`EMULATED` prints the host's bytes, plain and dumped."""
     _, folder = sparse
-    assert make(folder, "run-aarch64") == host_outputs["plain"]
-    dump = make(folder, "run-aarch64", build="build-dump", defs="-DTT_DUMP")
+    assert make(folder, f"run-{target}") == host_outputs["plain"]
+    dump = make(folder, f"run-{target}", build="build-dump", defs="-DTT_DUMP")
     assert dump == host_outputs["dump"]
-
-
-@needs("cortex-m4")
-def test_cortex_m4_prints_what_the_host_prints(
-    sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
-) -> None:
-    """The Cortex-M4F (an nRF52840's core; the Cortex-M paths, single-precision FPU v4) under
-    qemu-system-arm's MPS2-AN386."""
-    _, folder = sparse
-    assert make(folder, "run-cortex-m4") == host_outputs["plain"]
-    dump = make(folder, "run-cortex-m4", build="build-dump", defs="-DTT_DUMP")
-    assert dump == host_outputs["dump"]
-
-
-@needs("cortex-m0plus")
-def test_cortex_m0plus_prints_what_the_host_prints(
-    sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
-) -> None:
-    """The Cortex-M0+ (an RP2040's core: Armv6-M, no FPU, so the float32 classifier in
-    software) under qemu-system-arm's MPS2-AN385, a Cortex-M3 running the same instructions."""
-    _, folder = sparse
-    assert make(folder, "run-cortex-m0plus") == host_outputs["plain"]
-    dump = make(folder, "run-cortex-m0plus", build="build-dump", defs="-DTT_DUMP")
-    assert dump == host_outputs["dump"]
-
-
-@needs("rv32imc")
-def test_rv32imc_prints_what_the_host_prints(
-    sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
-) -> None:
-    """RV32IMC (an ESP32-C3's instruction set, no FPU) with picolibc under
-    qemu-system-riscv32's virt board."""
-    _, folder = sparse
-    assert make(folder, "run-rv32imc") == host_outputs["plain"]
-    assert (
-        make(folder, "run-rv32imc", build="build-dump", defs="-DTT_DUMP") == host_outputs["dump"]
-    )
 
 
 def _sections(elf: Path) -> dict[str, int]:

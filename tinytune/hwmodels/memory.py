@@ -383,10 +383,11 @@ def _run_in_place(
     timeline = np.cumsum(timeline)[:steps]
     peak = int(timeline.max())
     gone = set()
+    roots: dict[int, int] = {}
     for op, channel in _in_place(graph, kept, end_of, patches):
         x, y = op.inputs[0], op.output
-        root = aliases.get(f"t{x}", f"t{x}")
-        into = at[int(root[1:])]
+        root = roots.get(x, x)  # the tensor whose buffer x lives in
+        into = at[root]
         bx, by = buffers[into], buffers[at[y]]
         merged = Buffer(
             bx.name, bx.category, max(bx.nbytes, by.nbytes), bx.start, max(bx.end, by.end)
@@ -400,7 +401,8 @@ def _run_in_place(
         timeline = trial
         buffers[into] = merged
         gone.add(at[y])
-        aliases[f"t{y}"] = root
+        roots[y] = root
+        aliases[f"t{y}"] = f"t{root}"
         buffers.append(Buffer(f"{op.name}:channel", "activation", channel, op.index, op.index))
     return [b for i, b in enumerate(buffers) if i not in gone]
 
