@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         accuracy = " / ".join(f"{100 * a:.1f} %" for a in sorted(results)[0])
         same = "" if len(results) == 1 else " (differ)"
         print(
-            f"| {name} | {net.frozen_prefix()} of {1 + len(net.blocks)} | {once:.2f} | "
+            f"| {name} | {net.frozen_prefix()} of {len(net.stages())} | {once:.2f} | "
             f"{every:.2f} | {every / once:.2f}× | {accuracy}{same} |"
         )
     return 0

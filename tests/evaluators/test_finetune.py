@@ -41,13 +41,13 @@ def _net(bias_last_k: int, weights: tuple[tuple[int, float], ...] = ()) -> torch
 
 def test_the_frozen_prefix_ends_before_the_first_trained_module() -> None:
     net = _net(0)
-    assert net.frozen_prefix() == 1 + len(net.blocks)  # the classifier alone trains
+    assert net.frozen_prefix() == len(net.stages())  # the classifier alone trains: all pooled
     net = _net(len(net.convs()))
     assert net.frozen_prefix() == 0  # the stem's bias trains
     net = _net(4)  # the last four convolutions: the head and the last block's three
     assert net.frozen_prefix() == len(net.blocks)
     x = torch.randn(2, 3, net.resolution, net.resolution)
-    for n in range(2 + len(net.blocks)):
+    for n in range(1 + len(net.stages())):
         torch.testing.assert_close(net.forward_from(net.prefix(x, n), n), net(x))
 
 

@@ -1,6 +1,7 @@
-"""The preflight decodes an image folder at every resolution of the search space, telling the
-progress callback (and the command line draws it), before anything is trained; a later run
-reuses the decoded images and says where they are."""
+"""The preflight decodes an image folder at the resolution the study measures first, telling the
+progress callback (and the command line draws it), before anything is trained; another
+resolution is decoded when a candidate first needs it; a later run reuses the decoded images and
+says where they are."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tests.search.fakes import search_config
 from tinytune.data import ImageFolderDataset
 from tinytune.errors import DataError
 from tinytune.search.events import SearchEvent
+from tinytune.search.config import reference_candidate
 from tinytune.search.preflight import preflight
 from tinytune.spaces import get_supernet
 
@@ -23,7 +25,7 @@ def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cache"
 
 
-def test_the_preflight_decodes_every_resolution_and_reports_it(tmp_path: Path) -> None:
+def test_the_preflight_decodes_the_first_resolution_and_reports_it(tmp_path: Path) -> None:
     root = write_image_folder(tmp_path / "images")
     config = search_config(tmp_path / "w.pt", dataset=f"imagefolder:{root}", n_classes=3)
     spec = get_supernet(config.supernet)
@@ -34,7 +36,11 @@ def test_the_preflight_decodes_every_resolution_and_reports_it(tmp_path: Path) -
     assert [e.done for e in events] == list(range(1, 16))
     assert {(e.total, e.path, e.budget) for e in events} == {(15, str(folder.folder), 2)}
     assert checked.val_images == 3
-    assert folder.missing(spec.resolutions) == []  # every resolution the space can ask
+    first = reference_candidate(spec.name).subnet.resolution
+    assert folder.missing(spec.resolutions) == [r for r in spec.resolutions if r != first]
+    later = max(spec.resolutions)
+    ImageFolderDataset(root).load(later)  # a candidate that needs another: decoded then
+    assert later not in folder.missing(spec.resolutions)
     events.clear()
     preflight(config, None, events.append)  # a later run
     assert [(e.kind, e.done, e.total, e.path) for e in events] == [

@@ -202,3 +202,44 @@ def test_a_run_out_of_budget_after_the_grid_still_records_what_the_grid_measured
     assert measured == {make_preset(name, SPEC).key for name in presets}
     assert result.counts.measured == 4
     assert result.stopped_by == limit  # what the CLI tells the user
+
+
+def test_a_large_training_split_chooses_rates_on_a_subset_and_measures_presets_in_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond GRID_TRAIN_IMAGES training images the grid trains on that many (a stratified
+    share); its fine-tunes then choose rates only, and the preset is measured on every
+    training image."""
+    import tinytune.search.lr as lr_module
+
+    monkeypatch.setattr(lr_module, "GRID_TRAIN_IMAGES", 500)
+    tasks: list[dict[str, Any]] = []
+    evaluate = FakeEvaluator()
+
+    def recording(task: dict[str, Any]) -> dict[str, Any]:
+        tasks.append(task)
+        return evaluate(task)
+
+    (tmp_path / "weights.pt").write_bytes(b"weights")
+    config = search_config(
+        tmp_path / "weights.pt", preset="mcunetv3", reference=True, tune_lr=True, trials=1
+    )
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        train_images = preflight(config, store).train_images
+        result = run_search(config, store, InlineExecutor(recording))
+    assert train_images > 500
+    grid = len(FAMILIES["sparse"].grid) + len(FAMILIES["full"].grid)
+    assert result.lr_fine_tunes == grid
+    fraction = lr_module.grid_fraction(train_images)
+    assert fraction == 500 / train_images
+    assert [t.get("train_fraction") for t in tasks[:grid]] == [fraction] * grid
+    # the reference and the preset, measured on every training image
+    assert [t.get("train_fraction") for t in tasks[grid:]] == [None, None]
+    measured = {Candidate.from_json(t["candidate"]) for t in tasks[grid:]}
+    assert measured == {make_preset("mcunetv3", SPEC), make_preset("full", SPEC)}
+    assert result.lr_calibration is not None
+    assert result.lr_calibration.train_fraction == fraction
+    study = optuna.load_study(study_name="s", storage=url)
+    assert LrCalibration.from_json(study.user_attrs["lr_calibration"]) == result.lr_calibration
+    assert lr_module.grid_fraction(500) == lr_module.grid_fraction(0) == 1.0

@@ -172,8 +172,11 @@ def search(**options: Any) -> None:
             "(stratified, the test split fixed)"
         )
     if result.lr_calibration is not None:
+        subset = result.lr_calibration.train_fraction
         cost = (
-            f"{result.lr_fine_tunes} fine-tunes, {result.lr_s:.0f} s of workers' time"
+            f"{result.lr_fine_tunes} fine-tunes"
+            + (f" on {100 * subset:.0f} % of the training images" if subset < 1.0 else "")
+            + f", {result.lr_s:.0f} s of workers' time"
             if result.lr_fine_tunes
             else "chosen by an earlier run"
         )

@@ -224,8 +224,8 @@ class ImageFolderDataset(ImageDataset):
 
     The folder is listed (and each file hashed) by the constructor. Images are decoded into
     the cache of :mod:`tinytune.data.decoded`, once for every resolution asked at once, by
-    ``check(resolutions)`` (the search's preflight asks for every resolution of its space,
-    reporting progress) or by ``load`` on a resolution not decoded yet; ``load`` hands out
+    ``check(resolutions)`` (the search's preflight asks for the resolution its study measures
+    first, reporting progress) or by ``load`` on a resolution not decoded yet; ``load`` hands out
     :class:`~tinytune.data.splits.Pixels` over the memory-mapped file, never a float32 copy of
     the folder. A file that Pillow cannot read refuses the folder, naming it (and counting the
     others), before anything is written to the cache.

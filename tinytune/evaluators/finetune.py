@@ -25,6 +25,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -34,6 +35,7 @@ from torch import Tensor, nn
 from tinytune.data import Images, Pixels, Split, Splits
 from tinytune.data.splits import TO_FLOAT
 from tinytune.errors import ConfigError, Flag, OptionError
+from tinytune.evaluators.prefixes import PrefixStore
 from tinytune.models import TrainNet
 from tinytune.units import check_integer, check_real, check_seed
 
@@ -180,15 +182,24 @@ def _to_float(pixels: Tensor) -> Tensor:
 
 class _OnDevice:
     """A split's images on the fine-tune's device, read by rows or by batches of indices: a
-    float32 tensor (a float array moved whole, or a frozen prefix's outputs), or a
-    :class:`~tinytune.data.Pixels`'s storage and rows, converted per read."""
+    float32 tensor (a float array moved whole, or a frozen prefix's outputs), a
+    :class:`~tinytune.data.Pixels`'s storage and rows, converted per read, or rows of the
+    outputs of a frozen prefix for a whole storage (``outputs``: its rows ``index``)."""
 
     def __init__(
-        self, x: Images | Tensor, device: str | torch.device, data: DeviceData | None = None
+        self,
+        x: Images | Tensor,
+        device: str | torch.device,
+        data: DeviceData | None = None,
+        outputs: Tensor | None = None,
     ) -> None:
         self._floats: Tensor | None = None
+        self._convert: Callable[[Tensor], Tensor] = _to_float
         if isinstance(x, Tensor):
             self._floats = x
+        elif isinstance(x, Pixels) and outputs is not None:
+            self._storage, self._convert = outputs, _same
+            self._index = torch.tensor(x.index).to(outputs.device)
         elif isinstance(x, Pixels):
             self._storage = (DeviceData() if data is None else data).storage(x, device)
             self._index = torch.tensor(x.index).to(device)
@@ -201,12 +212,16 @@ class _OnDevice:
     def rows(self, start: int, stop: int) -> Tensor:
         if self._floats is not None:
             return self._floats[start:stop]
-        return _to_float(self._storage[self._index[start:stop]])
+        return self._convert(self._storage[self._index[start:stop]])
 
     def batch(self, idx: Tensor) -> Tensor:
         if self._floats is not None:
             return self._floats[idx]
-        return _to_float(self._storage[self._index[idx]])
+        return self._convert(self._storage[self._index[idx]])
+
+
+def _same(x: Tensor) -> Tensor:
+    return x
 
 
 @torch.no_grad()
@@ -214,6 +229,43 @@ def _prefix_outputs(net: TrainNet, x: _OnDevice, n: int, batch_size: int = 256) 
     return torch.cat(
         [net.prefix(x.rows(i, i + batch_size), n) for i in range(0, len(x), batch_size)]
     )
+
+
+def _stored_prefix(
+    net: TrainNet,
+    parts: tuple[Split, Split, Split],
+    n: int,
+    device: str | torch.device,
+    prefixes: PrefixStore,
+) -> tuple[_OnDevice, _OnDevice, _OnDevice] | None:
+    """The splits of an image folder (one storage of :class:`~tinytune.data.Pixels`) as rows
+    of the outputs of the first ``n`` stages for every image of the storage, from
+    ``prefixes`` (computed there when not kept yet); None when the splits are not of one
+    storage, or the outputs fit neither the store nor memory."""
+    xs = [p.x for p in parts]
+    if not all(isinstance(x, Pixels) for x in xs):
+        return None
+    pixels = cast(list[Pixels], xs)
+    if len({(_address(p.storage), p.storage.shape) for p in pixels}) != 1:
+        return None  # not views of one storage
+    outputs = prefixes.outputs(net.stages()[:n], pixels[0], device, PREFIX_CACHE_BYTES)
+    if outputs is None:
+        return None
+    where = torch.device(device)
+    if where.type == "cpu":
+        with warnings.catch_warnings():  # a read-only memory map; never written
+            warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+            whole = torch.from_numpy(outputs)
+        return cast(
+            tuple[_OnDevice, _OnDevice, _OnDevice],
+            tuple(_OnDevice(p, where, outputs=whole) for p in pixels),
+        )
+    rows = [torch.from_numpy(np.ascontiguousarray(outputs[p.index])).to(where) for p in pixels]
+    return cast(tuple[_OnDevice, _OnDevice, _OnDevice], tuple(_OnDevice(r, where) for r in rows))
+
+
+def _address(array: np.ndarray) -> int:
+    return int(array.__array_interface__["data"][0])
 
 
 def _prefix_fits(net: TrainNet, splits: Splits, n: int, device: str | torch.device) -> bool:
@@ -241,6 +293,7 @@ def finetune(
     config: FinetuneConfig,
     device: str | torch.device = "cpu",
     data: DeviceData | None = None,
+    prefixes: PrefixStore | None = None,
 ) -> FinetuneResult:
     """Train the parameters of ``net`` that require a gradient, then measure it.
 
@@ -258,6 +311,9 @@ def finetune(
             either way, so only the arithmetic differs between devices.
         data: keeps image storages on devices across fine-tunes (one per worker process);
             None: the storage moves for this fine-tune only.
+        prefixes: keeps the frozen prefix's outputs of an image folder on disk across
+            fine-tunes and runs (:mod:`tinytune.evaluators.prefixes`); None: they are computed
+            for this fine-tune only. The outputs are the same bits either way.
     """
     start = time.perf_counter()
     net.to(device)
@@ -281,7 +337,15 @@ def finetune(
     model: Callable[[Tensor], Tensor] = net
     data = DeviceData() if data is None else data
     parts = (splits.train, splits.val, splits.test)
-    if cut and _prefix_fits(net, splits, cut, device):
+    stored = (
+        _stored_prefix(net, parts, cut, device, prefixes or PrefixStore(file_bytes=0))
+        if cut and isinstance(net, TrainNet)
+        else None
+    )
+    if stored is not None:
+        train_x, val_x, test_x = stored
+        model = functools.partial(net.forward_from, n=cut)
+    elif cut and not isinstance(splits.train.x, Pixels) and _prefix_fits(net, splits, cut, device):
         train_x, val_x, test_x = (
             _OnDevice(_prefix_outputs(net, _OnDevice(s.x, device, data), cut), device)
             for s in parts

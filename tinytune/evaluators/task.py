@@ -10,7 +10,9 @@ them (path and modification time; data set, seed and resolution); so are the dat
 (an image folder is listed and hashed once per process) and its images on the device a
 fine-tune runs on (:class:`~tinytune.evaluators.finetune.DeviceData`: moved there once per
 process, data set, resolution and device; on the CPU a view of the memory-mapped decoded
-images, shared by every worker).
+images, shared by every worker). An image folder's frozen-prefix outputs are kept on disk for
+every fine-tune, worker and run that shares the prefix
+(:class:`~tinytune.evaluators.prefixes.PrefixStore`).
 An fp32 fine-tune runs on the GPU that Ray gave its task (``gpus`` in the task: the share of a
 device it asked for), else on the CPU; the int8 measurement always runs on the CPU, being the
 bundle's integer arithmetic.
@@ -30,6 +32,7 @@ import torch
 from tinytune.data import ImageDataset, Splits, get_dataset, repeated, train_subset
 from tinytune.errors import TinyTuneError
 from tinytune.evaluators.finetune import DeviceData, FinetuneConfig, finetune
+from tinytune.evaluators.prefixes import PrefixStore
 from tinytune.models import TrainNet, build_candidate, load_supernet
 from tinytune.spaces import Candidate, get_supernet
 from tinytune.units import MAX_SEED
@@ -46,6 +49,7 @@ _supernets: dict[tuple[str, float], torch.nn.Module] = {}
 _datasets: dict[tuple[str, int], ImageDataset] = {}
 _splits: dict[tuple[str, int, int], tuple[Splits, int]] = {}
 _on_device = DeviceData()
+_prefixes = PrefixStore()
 
 
 def _supernet(name: str, path: str) -> torch.nn.Module:
@@ -137,7 +141,7 @@ def run_evaluation(task: dict[str, Any], progress: Int8Progress | None = None) -
             whole = len(part.train)
             part = train_subset(part, fraction, (cfg.seed + r) % (MAX_SEED + 1))
             net, _ = network_on_data(candidate, supernet, part, n_classes, cfg.seed)
-            results.append(finetune(net, part, cfg, device, _on_device))
+            results.append(finetune(net, part, cfg, device, _on_device, _prefixes))
             passes += cfg.epochs * len(part.train) / whole
     except (TinyTuneError, RuntimeError, ValueError, KeyError) as e:
         return _failed(e, start, "evaluation")

@@ -527,18 +527,25 @@ class TrainNet(nn.Module):
             out += block.convs()
         return out + list(self.head_pre) + list(self.head_post)
 
+    def stages(self) -> list[nn.Module]:
+        """What runs before the classifier, in order: the stem, the blocks, the head's
+        convolutions before the global pool, the pool, the head's convolutions after it."""
+        return [self.stem, *self.blocks, *self.head_pre, self.pool, *self.head_post]
+
     def frozen_prefix(self) -> int:
-        """How many leading modules of ``[stem, *blocks]`` hold no trainable parameter: with
-        every convolution's BatchNorm folded and no augmentation, their output for an image does
-        not change while the rest trains, so it can be computed once (:meth:`forward_from`)."""
-        for n, module in enumerate([self.stem, *self.blocks]):
+        """How many leading :meth:`stages` hold no trainable parameter: with every
+        convolution's BatchNorm folded and no augmentation, their output for an image does not
+        change while the rest trains, so it can be computed once (:meth:`forward_from`). When
+        only the classifier trains, that is every stage: the pooled features."""
+        stages = self.stages()
+        for n, module in enumerate(stages):
             if any(p.requires_grad for p in module.parameters()):
                 return n
-        return 1 + len(self.blocks)
+        return len(stages)
 
     def prefix(self, x: Tensor, n: int) -> Tensor:
-        """The output of the first ``n`` modules of ``[stem, *blocks]``."""
-        for module in [self.stem, *self.blocks][:n]:
+        """The output of the first ``n`` :meth:`stages`."""
+        for module in self.stages()[:n]:
             x = module(x)
         return x
 
@@ -546,13 +553,8 @@ class TrainNet(nn.Module):
         return self.forward_from(x, 0)
 
     def forward_from(self, h: Tensor, n: int) -> Tensor:
-        """The logits from the output of the first ``n`` modules of ``[stem, *blocks]``:
+        """The logits from the output of the first ``n`` :meth:`stages`:
         ``forward(x) == forward_from(prefix(x, n), n)``."""
-        for module in [self.stem, *self.blocks][n:]:
+        for module in self.stages()[n:]:
             h = module(h)
-        for conv in self.head_pre:
-            h = conv(h)
-        h = self.pool(h)
-        for conv in self.head_post:
-            h = conv(h)
         return self.classifier(h)

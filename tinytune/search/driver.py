@@ -253,7 +253,13 @@ class Run:
         ledger = self.ledger
         stored = self.study.study_attr(Attr.LR_CALIBRATION)
         ledger.lrs, grid = calibrate(
-            self.tasks, self.config, self.spec, self.checked.hardware, self.watch, stored
+            self.tasks,
+            self.config,
+            self.spec,
+            self.checked.hardware,
+            self.watch,
+            stored,
+            self.checked.train_images,
         )
         if grid is not None:  # this run's grid: its fine-tunes are this run's compute
             self.study.set_study_attr(Attr.LR_CALIBRATION, ledger.lrs.to_json())

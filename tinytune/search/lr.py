@@ -12,6 +12,11 @@ with the study (its user attribute ``lr_calibration``), so that later runs and o
 reuse it, and the grid's fine-tunes are counted and shown as the study's calibration cost; the
 representative's fine-tune at the chosen rate is the measurement of that preset when the study
 measures it.
+
+A large data set's grid trains on a stratified subset of :data:`GRID_TRAIN_IMAGES` training
+images (:func:`grid_fraction`; validated on the whole validation split): twelve fine-tunes of
+a 12,000-image training split would cost as much as twelve measured candidates. Its
+fine-tunes are then not measurements of the presets, which the study measures in full.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAMILIES",
+    "GRID_TRAIN_IMAGES",
     "Family",
     "FamilyRate",
     "LrCalibration",
@@ -36,6 +42,7 @@ __all__ = [
     "choose",
     "families_needed",
     "family_of",
+    "grid_fraction",
     "longest_first",
 ]
 
@@ -67,6 +74,19 @@ FAMILIES: dict[str, Family] = {
 """The families and their grids for batches of 32, centred on the rates that did best on
 ``digits``' validation split with the shipped supernet over a wider grid at batch 16, doubled
 with the batch (linear scaling; docs/bench/pretraining.md)."""
+
+
+GRID_TRAIN_IMAGES = 2_000
+"""The most training images a fine-tune of the grid trains on. Within it the grid is a
+measurement of the presets; beyond, a subset of this many chooses the rates."""
+
+
+def grid_fraction(train_images: int) -> float:
+    """The share of ``train_images`` training images a fine-tune of the grid trains on: all
+    of them up to :data:`GRID_TRAIN_IMAGES`, else that many (0 images: all)."""
+    if train_images <= GRID_TRAIN_IMAGES:
+        return 1.0
+    return GRID_TRAIN_IMAGES / train_images
 
 
 def family_of(candidate: Candidate, spec: SupernetSpec) -> str:
@@ -110,9 +130,11 @@ class FamilyRate:
 
 @dataclass(frozen=True)
 class LrCalibration:
-    """The study's rate per family (what :func:`choose` made of a grid's results)."""
+    """The study's rate per family (what :func:`choose` made of a grid's results), and the
+    share of the training images the grid trained on (:func:`grid_fraction`)."""
 
     rates: tuple[FamilyRate, ...]
+    train_fraction: float = 1.0
 
     def lr(self, family: str, default: float) -> float:
         return next((r.lr for r in self.rates if r.family == family), default)
@@ -126,10 +148,15 @@ class LrCalibration:
         return sum(s for r in self.rates for *_, s in r.tried)
 
     def to_json(self) -> dict[str, Any]:
-        return {r.family: {"lr": r.lr, "tried": [list(t) for t in r.tried]} for r in self.rates}
+        subset = {"train_fraction": self.train_fraction} if self.train_fraction < 1.0 else {}
+        return {
+            r.family: {"lr": r.lr, "tried": [list(t) for t in r.tried], **subset}
+            for r in self.rates
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LrCalibration:
+        fractions = [float(entry.get("train_fraction", 1.0)) for entry in data.values()]
         return cls(
             tuple(
                 FamilyRate(
@@ -138,7 +165,8 @@ class LrCalibration:
                     tuple((float(a), b, c, float(d)) for a, b, c, d in entry["tried"]),
                 )
                 for family, entry in data.items()
-            )
+            ),
+            min(fractions, default=1.0),
         )
 
 
@@ -190,6 +218,7 @@ def calibrate(
     hardware: Callable[[Candidate], HardwareCost],
     watch: Callable[[], None],
     stored: Mapping[str, Any] | None,
+    train_images: int = 0,
 ) -> tuple[LrCalibration, dict[tuple[str, float], dict[str, Any]] | None]:
     """The study's rate per family: ``stored`` by an earlier run (the study's attribute
     ``lr_calibration``), else measured now on the run's executor (every fine-tune of the grids
@@ -200,14 +229,17 @@ def calibrate(
         tasks: runs the grid's fine-tunes on the run's executor.
         hardware: predicts a candidate's cost (its step latency orders the grid).
         watch: called between waits (the run fails the trials of drivers that died).
+        train_images: the data set's training images (:func:`grid_fraction`; 0: all).
 
     Returns:
         The rates, and this run's grid results at each family's chosen rate by ``(candidate
         key, lr)``, so that a preset measured later at its family's rate is told the grid's
-        result, not fine-tuned again (None when an earlier run chose the rates).
+        result, not fine-tuned again (empty when the grid trained on a subset; None when an
+        earlier run chose the rates).
     """
     if stored:
         return LrCalibration.from_json(stored), None
+    fraction = grid_fraction(train_images)
     jobs: dict[int, tuple[str, float, Candidate]] = {}
     step_s: dict[int, float] = {}
     for name in families_needed(config, spec):
@@ -224,7 +256,10 @@ def calibrate(
         while queue and running < executor.slots:
             key = queue.pop(0)
             _, lr, candidate = jobs[key]
-            executor.submit(key, tasks.task(candidate, lr))
+            task = tasks.task(candidate, lr)
+            if fraction < 1.0:
+                task["train_fraction"] = fraction
+            executor.submit(key, task)
             running += 1
         for key, result in executor.wait(timeout=1.0):
             results[key] = result
@@ -237,4 +272,4 @@ def calibrate(
         rates.append(choose(name, grid, config.finetune.lr))
     chosen = {r.family: r.lr for r in rates}
     cache = {(c.key, lr): results[key] for key, (n, lr, c) in jobs.items() if lr == chosen[n]}
-    return LrCalibration(tuple(rates)), cache
+    return LrCalibration(tuple(rates), fraction), cache if fraction == 1.0 else {}

@@ -2,9 +2,10 @@
 line and the library alike.
 
 It resolves the supernet and the device (with the newest calibration stored for it), checks the
-data set (every file of an image folder is read once: decoded at every resolution the search
-can ask for into the on-disk cache that every worker then maps, or not read at all when that
-cache holds them already) and that its classes match the search,
+data set (every file of an image folder is read once: decoded at the resolution the study
+measures first into the on-disk cache that every worker then maps, or not read at all when that
+cache holds it already; a worker decodes another resolution when a candidate first needs it)
+and that its classes match the search,
 refuses budgets over what the device has or that no candidate can meet, and hands the driver
 what it needs to cost candidates.
 """
@@ -44,6 +45,7 @@ class Preflight:
         reference: the study's reference candidate (full fine-tuning of the default
             sub-network).
         val_images: images in the data set's validation split.
+        train_images: images in its training split.
         repeats: train/val partitions each candidate is measured on (``config.repeats``, or
             :func:`tinytune.data.val_repeats` of ``val_images``).
         copies: image files left out of the data set as copies of others.
@@ -59,6 +61,7 @@ class Preflight:
     reference: Candidate
     val_images: int = 0
     repeats: int = 1
+    train_images: int = 0
     copies: int = 0
     cuts: tuple[int, ...] = ()
 
@@ -101,20 +104,24 @@ def preflight(
     check_feasible(config, hardware)
     flash_budget = config.flash_budget_bytes or device.flash_bytes
     cuts = feasible_cuts(config, hardware, flash_budget)
-    val_images = data.split_sizes()[1]
+    train_images, val_images, _ = data.split_sizes()
     repeats = config.repeats or val_repeats(val_images)
     check_epoch_budget(config, repeats)
-    # the longest check last: every file read, decoded at every resolution the search can ask
-    data.check(spec.resolutions, decoding_events(config, progress))
+    # the longest check last: every file read, decoded at the resolution the study measures
+    # first (its reference, presets and learning-rate grid); a worker decodes another
+    # resolution when a candidate first needs it (tinytune.data.imagefolder)
+    reference = reference_candidate(spec.name)
+    data.check([reference.subnet.resolution], decoding_events(config, progress))
     return Preflight(
         spec=spec,
         device=device,
         latency_profile=f"{device.name}, {device.engine} engine ({profile_label(calibration)})",
         hardware=hardware,
         flash_budget=flash_budget,
-        reference=reference_candidate(spec.name),
+        reference=reference,
         val_images=val_images,
         repeats=repeats,
+        train_images=train_images,
         copies=data.copies,
         cuts=cuts,
     )
@@ -125,7 +132,7 @@ def decoding_events(
 ) -> Callable[[DecodeProgress], None] | None:
     """An image folder's decoding told to ``progress`` as search events: ``decoding``
     (``done`` of ``total`` images decoded into the cache folder ``path``) while it decodes, or
-    one ``decoded`` when every resolution was in the cache already (``path``: that folder)."""
+    one ``decoded`` when the resolution was in the cache already (``path``: that folder)."""
     if progress is None:
         return None
     from tinytune.search.events import Counts, SearchEvent

@@ -1,0 +1,179 @@
+"""A new user's first search of a large image folder, twice: what one measured candidate costs.
+
+The folder is generated once (``--images`` images of ``--side`` x ``--side`` px in 10 classes of
+drawn shapes, :func:`scale.draw`, PNG and JPEG). The command is what a user types,
+
+    tinytune search --dataset imagefolder:FOLDER --trials 1 --epochs 1 --inline
+
+(EfficientNet-Lite0, the learning-rate grid, the reference and the baselines), run in a fresh
+process and a fresh database twice: cold, with an empty cache (``TINYTUNE_CACHE``: decoded
+images and frozen-prefix outputs), and warm, with the cache the first run left. Each row gives
+the wall time of the command, the peak resident memory of its process (``ru_maxrss``), the
+measured fine-tunes and the grid's (read from the study), and what the cache holds after it.
+
+    python3 bench/big_folder.py [--images 20000] [--side 96] [--workdir DIR] [--json OUT]
+    python3 bench/big_folder.py --from-json OUT [--write docs/scale.md]
+
+``--write`` replaces the text between ``<!-- big-folder:begin -->`` and
+``<!-- big-folder:end -->``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _markers import write_section
+
+GENERATOR = 1  # the folder's recipe: raise it when write_folder changes
+
+
+def write_folder(root: Path, images: int, side: int) -> Path:
+    """``images`` drawn images of ``side`` px in ``root/<class>/``, written once."""
+    import scale
+
+    marker = root / ".generated.json"
+    recipe = {"generator": GENERATOR, "shapes": scale.GENERATOR, "images": images, "side": side}
+    if marker.is_file() and json.loads(marker.read_text()) == recipe:
+        return root
+    if root.exists():
+        shutil.rmtree(root)
+    for name in scale.CLASSES:
+        (root / name).mkdir(parents=True)
+    scale.SIZES = ((side, side),)
+    for i in range(images):
+        label = i % len(scale.CLASSES)
+        image, suffix = scale.draw(label, i // len(scale.CLASSES))
+        image.save(root / scale.CLASSES[label] / f"{i // len(scale.CLASSES):06d}{suffix}")
+    marker.write_text(json.dumps(recipe))
+    return root
+
+
+def _bytes(folder: Path) -> int:
+    return (
+        sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
+    )
+
+
+def run(folder: Path, work: Path, cache: Path, name: str) -> dict[str, Any]:
+    """The command in a fresh process and database; its time, memory and what it measured."""
+    from tinytune.db import open_store
+
+    db = work / f"{name}.db"
+    db.unlink(missing_ok=True)
+    url = f"sqlite:///{db}"
+    command = [
+        "tinytune", "search", "--dataset", f"imagefolder:{folder}", "--trials", "1",
+        "--epochs", "1", "--inline", "--storage", url, "--study", "big",
+    ]  # fmt: skip
+    env = {**os.environ, "TINYTUNE_CACHE": str(cache)}
+    log = work / f"{name}.log"
+    started = time.perf_counter()
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)  # this child's own peak memory
+    wall = time.perf_counter() - started
+    output = log.read_text(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.stdout.write(output)
+        raise SystemExit(f"the {name} run failed (exit {os.waitstatus_to_exitcode(status)})")
+    peak = usage.ru_maxrss * 1024
+    with open_store(url) as store:
+        measured = store.evaluations("big", fidelity="measured")
+    import optuna
+
+    study = optuna.load_study(study_name="big", storage=url)
+    grid = study.user_attrs.get("lr_calibration") or {}
+    fine_tunes = sum(len(entry["tried"]) for entry in grid.values())
+    fraction = min((float(e.get("train_fraction", 1.0)) for e in grid.values()), default=1.0)
+    return {
+        "run": name,
+        "wall_s": wall,
+        "peak_rss": peak,
+        "measured": len(measured),
+        "ok": sum(e.status == "ok" for e in measured),
+        "grid": fine_tunes,
+        "grid_fraction": fraction,
+        "best_val": max((e.val_accuracy or 0.0 for e in measured), default=0.0),
+        "decoded_bytes": _bytes(cache / "decoded"),
+        "prefix_bytes": _bytes(cache / "prefixes"),
+        "output": output.splitlines()[-40:],
+    }
+
+
+def machine() -> str:
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores of {name}"
+
+
+def table(record: dict[str, Any]) -> str:
+    rows = [
+        "| run | wall time | peak memory | measured fine-tunes | grid fine-tunes | "
+        "decoded cache | prefix cache |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in record["runs"]:
+        grid = f"{r['grid']}" + (
+            f" on {100 * r['grid_fraction']:.0f} % of the training images"
+            if r["grid_fraction"] < 1.0
+            else ""
+        )
+        rows.append(
+            f"| {r['run']} | {r['wall_s'] / 60:.1f} min | {r['peak_rss'] / 2**30:.2f} GiB | "
+            f"{r['measured']} ({r['ok']} ok) | {grid} | {r['decoded_bytes'] / 1e9:.2f} GB | "
+            f"{r['prefix_bytes'] / 1e9:.2f} GB |"
+        )
+    return (
+        "\n".join(rows) + f"\n\nMeasured on {record['machine']}: {record['images']:,} images of "
+        f"{record['side']} px, `tinytune search --dataset imagefolder:FOLDER --trials 1 "
+        "--epochs 1 --inline` in a fresh database each time."
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=20_000)
+    parser.add_argument("--side", type=int, default=96)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/tinytune-big-folder"))
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--from-json", type=Path)
+    parser.add_argument("--write", type=Path)
+    args = parser.parse_args()
+    if args.from_json is not None:
+        record = json.loads(args.from_json.read_text())
+    else:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        folder = write_folder(
+            args.workdir / f"images-{args.images}-{args.side}", args.images, args.side
+        )
+        cache = args.workdir / "cache"
+        shutil.rmtree(cache, ignore_errors=True)
+        runs = [run(folder, args.workdir, cache, name) for name in ("cold cache", "warm cache")]
+        record = {"images": args.images, "side": args.side, "machine": machine(), "runs": runs}
+        if args.json is not None:
+            args.json.write_text(json.dumps(record, indent=1))
+    text = table(record)
+    print(text)
+    if args.write is not None:
+        write_section(args.write, "big-folder", text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
