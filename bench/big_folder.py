@@ -3,15 +3,17 @@
 The folder is generated once (``--images`` images of ``--side`` x ``--side`` px in 10 classes of
 drawn shapes, :func:`scale.draw`, PNG and JPEG). The command is what a user types,
 
-    tinytune search --dataset imagefolder:FOLDER --trials 1 --epochs 1 --inline
+    tinytune search --dataset imagefolder:FOLDER --trials 1 --epochs 1 [--inline]
 
-(EfficientNet-Lite0, the learning-rate grid, the reference and the baselines), run in a fresh
+(EfficientNet-Lite0, the learning-rate grid, the reference and the baselines; on the local Ray
+cluster's workers, or with ``--inline`` one fine-tune at a time in the process), run in a fresh
 process and a fresh database twice: cold, with an empty cache (``TINYTUNE_CACHE``: decoded
 images and frozen-prefix outputs), and warm, with the cache the first run left. Each row gives
 the wall time of the command, the peak resident memory of its process (``ru_maxrss``), the
 measured fine-tunes and the grid's (read from the study), and what the cache holds after it.
 
-    python3 bench/big_folder.py [--images 20000] [--side 96] [--workdir DIR] [--json OUT]
+    python3 bench/big_folder.py [--images 20000] [--side 96] [--inline] [--workdir DIR]
+        [--json OUT]
     python3 bench/big_folder.py --from-json OUT [--write docs/scale.md]
 
 ``--write`` replaces the text between ``<!-- big-folder:begin -->`` and
@@ -64,7 +66,7 @@ def _bytes(folder: Path) -> int:
     )
 
 
-def run(folder: Path, work: Path, cache: Path, name: str) -> dict[str, Any]:
+def run(folder: Path, work: Path, cache: Path, name: str, inline: bool) -> dict[str, Any]:
     """The command in a fresh process and database; its time, memory and what it measured."""
     from tinytune.db import open_store
 
@@ -73,8 +75,8 @@ def run(folder: Path, work: Path, cache: Path, name: str) -> dict[str, Any]:
     url = f"sqlite:///{db}"
     command = [
         "tinytune", "search", "--dataset", f"imagefolder:{folder}", "--trials", "1",
-        "--epochs", "1", "--inline", "--storage", url, "--study", "big",
-    ]  # fmt: skip
+        "--epochs", "1", "--storage", url, "--study", "big",
+    ] + (["--inline"] if inline else [])  # fmt: skip
     env = {**os.environ, "TINYTUNE_CACHE": str(cache)}
     log = work / f"{name}.log"
     started = time.perf_counter()
@@ -150,6 +152,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=20_000)
     parser.add_argument("--side", type=int, default=96)
+    parser.add_argument("--inline", action="store_true")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/tinytune-big-folder"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--from-json", type=Path)
@@ -164,8 +167,17 @@ def main() -> int:
         )
         cache = args.workdir / "cache"
         shutil.rmtree(cache, ignore_errors=True)
-        runs = [run(folder, args.workdir, cache, name) for name in ("cold cache", "warm cache")]
-        record = {"images": args.images, "side": args.side, "machine": machine(), "runs": runs}
+        runs = [
+            run(folder, args.workdir, cache, name, args.inline)
+            for name in ("cold cache", "warm cache")
+        ]
+        record = {
+            "images": args.images,
+            "side": args.side,
+            "inline": args.inline,
+            "machine": machine(),
+            "runs": runs,
+        }
         if args.json is not None:
             args.json.write_text(json.dumps(record, indent=1))
     text = table(record)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -393,3 +395,80 @@ def test_a_stored_study_reads_back_its_space_typed(tmp_path: Path) -> None:
         assert found.space == expected
         unknown = find_candidate(store, study=None, target=view.front[0].candidate_key[:12])
     assert unknown.study == "s" and unknown.space == expected
+
+
+# --- the signature a type checker sees ---------------------------------------------------------
+
+
+def _typed_optimize() -> ast.FunctionDef:
+    """The ``optimize`` written out under ``if TYPE_CHECKING:`` in tinytune/api.py."""
+    import tinytune.api
+
+    tree = ast.parse(Path(tinytune.api.__file__).read_text())
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for inner in node.body:
+                if isinstance(inner, ast.FunctionDef) and inner.name == "optimize":
+                    return inner
+    raise AssertionError("tinytune/api.py writes out no optimize for type checkers")
+
+
+def test_the_signature_type_checkers_see_is_the_options_table() -> None:
+    """Every option of SEARCH_OPTIONS, in order, with its kind of parameter, its default and
+    its type (the callbacks typed more closely than at run time)."""
+    import inspect
+
+    from tinytune.api import _search_signature
+
+    typed = _typed_optimize()
+    arguments = typed.args
+    written = [
+        (a.arg, "positional", d) for a, d in zip(arguments.args, arguments.defaults, strict=True)
+    ] + [
+        (a.arg, "keyword", d)
+        for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+    ]
+    annotations = {
+        a.arg: ast.unparse(a.annotation)
+        for a in arguments.args + arguments.kwonlyargs
+        if a.annotation is not None
+    }
+    expected = _search_signature().parameters.values()
+    assert [name for name, _, _ in written] == [p.name for p in expected]
+    for (name, kind, default), parameter in zip(written, expected, strict=True):
+        assert kind == (
+            "positional" if parameter.kind is parameter.POSITIONAL_OR_KEYWORD else "keyword"
+        ), name
+        assert default is not None and ast.literal_eval(default) == parameter.default, name
+        if name in ("progress", "on_pretrain"):
+            assert annotations[name].startswith("Callable[") and annotations[name].endswith(
+                "None] | None"
+            ), name
+            continue
+        runtime = inspect.formatannotation(parameter.annotation)
+        assert annotations[name] == runtime.replace("pathlib.", ""), name
+    assert ast.unparse(typed.returns) == "SearchResult"
+
+
+@pytest.mark.slow
+def test_a_type_checker_refuses_an_option_of_the_wrong_type(tmp_path: Path) -> None:
+    pytest.importorskip("mypy", reason="mypy is not installed")
+    import subprocess
+    import sys
+
+    (tmp_path / "wrong.py").write_text('import tinytune\n\ntinytune.optimize(trials="x")\n')
+    (tmp_path / "right.py").write_text(
+        'import tinytune\n\nresult = tinytune.optimize("digits", trials=3, sram_budget=None)\n'
+        "print(result.front)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--follow-imports=silent", "--cache-dir",
+         str(tmp_path / "cache"), "wrong.py", "right.py"],
+        cwd=tmp_path, env={**os.environ, "MYPYPATH": str(root)},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    lines = [line for line in run.stdout.splitlines() if ": error:" in line]
+    assert len(lines) == 1, run.stdout + run.stderr
+    assert lines[0].startswith('wrong.py:3: error: Argument "trials" to "optimize"'), lines
+    assert 'incompatible type "str"; expected "int"' in lines[0]

@@ -105,15 +105,16 @@ def _search_signature() -> inspect.Signature:
 
 
 def _from_options(function: _F) -> _F:
-    """``function`` (which takes ``*args, **kwargs``) with :func:`_search_signature` as its
-    signature, and the options' help appended to its docstring."""
+    """``function`` (which takes ``*args, **kwargs``) as ``optimize``, with
+    :func:`_search_signature` as its signature, and the options' help appended to its
+    docstring."""
+    function.__name__ = function.__qualname__ = "optimize"
     function.__signature__ = _search_signature()  # type: ignore[attr-defined]
     function.__doc__ = f"{function.__doc__}\n{textwrap.indent(describe(), '    ')}\n"
     return function
 
 
-@_from_options
-def optimize(*args: Any, **kwargs: Any) -> SearchResult:
+def _optimize_call(*args: Any, **kwargs: Any) -> SearchResult:
     """Search how to fine-tune a network on ``dataset`` for ``device``; run or continue the
     study ``study`` in ``storage`` until its budget of ``trials`` measured fine-tunes is spent.
     ``supernet=None`` searches :func:`tinytune.spaces.default_network`: EfficientNet-Lite0 with
@@ -155,12 +156,64 @@ def optimize(*args: Any, **kwargs: Any) -> SearchResult:
         TinyTuneError: bad input (the message names it and what is allowed), before any work;
             an :class:`~tinytune.errors.OptionError` names the option in its ``field``.
     """
-    call = optimize.__signature__.bind(*args, **kwargs)  # type: ignore[attr-defined]
+    call = _search_signature().bind(*args, **kwargs)
     given = dict(call.arguments)
     progress = given.pop("progress", None)
     on_pretrain = given.pop("on_pretrain", None)
     _check_callbacks(progress=progress, on_pretrain=on_pretrain)
     return _optimize(resolve(given), progress, on_pretrain)
+
+
+if TYPE_CHECKING:
+    # What a type checker and an editor see: the options of SEARCH_OPTIONS with their types and
+    # defaults, written out; tests/test_api.py holds them to the table, which the function
+    # takes its signature from at run time (_from_options).
+    def optimize(
+        dataset: str = "digits",
+        *,
+        study: str = "tinytune",
+        storage: str = "sqlite:///tinytune.db",
+        supernet: str | None = None,
+        data_seed: int = 0,
+        preset: str | None = None,
+        trials: int = 12,
+        resume: bool = False,
+        time_budget: float | str | None = None,
+        epoch_budget: float | None = None,
+        device: str = "stm32f746",
+        engine: str | None = None,
+        sram_budget: int | str | None = "256KB",
+        flash_budget: int | str | None = None,
+        latency_budget: float | str | None = None,
+        precision: str = "int8",
+        patches: str = "auto",
+        workers: int | None = None,
+        ray_address: str | None = None,
+        inline: bool = False,
+        max_retries: int = 2,
+        gpus_per_trial: float = 0.0,
+        weights: str | Path | None = None,
+        epochs: int = 8,
+        lr: float | None = None,
+        batch_size: int = 32,
+        pretrain_steps: int | None = None,
+        repeats: int | None = None,
+        verify_int8: bool = False,
+        seed: int = 0,
+        sampler: str = "tpe-early",
+        proxy: bool = False,
+        proxy_eta: int = 4,
+        halving: bool = False,
+        screen_epochs: int = 2,
+        screen_fraction: float = 0.5,
+        mutate: bool = False,
+        proposals: int | None = None,
+        progress: Callable[[SearchEvent], None] | None = None,
+        on_pretrain: Callable[[int, int, float], None] | None = None,
+    ) -> SearchResult: ...
+
+else:
+    optimize = _from_options(_optimize_call)
 
 
 def _optimize(
