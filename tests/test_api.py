@@ -418,6 +418,7 @@ def test_the_signature_type_checkers_see_is_the_options_table() -> None:
     its type (the callbacks typed more closely than at run time)."""
     import inspect
 
+    import tinytune.api
     from tinytune.api import _search_signature
 
     typed = _typed_optimize()
@@ -439,7 +440,13 @@ def test_the_signature_type_checkers_see_is_the_options_table() -> None:
         assert kind == (
             "positional" if parameter.kind is parameter.POSITIONAL_OR_KEYWORD else "keyword"
         ), name
-        assert default is not None and ast.literal_eval(default) == parameter.default, name
+        assert default is not None, name
+        value = (  # a literal, or a constant of the module (the defaults stated once)
+            getattr(tinytune.api, default.id)
+            if isinstance(default, ast.Name)
+            else ast.literal_eval(default)
+        )
+        assert value == parameter.default, name
         if name in ("progress", "on_pretrain"):
             assert annotations[name].startswith("Callable[") and annotations[name].endswith(
                 "None] | None"

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tinytune import studies as _studies
 from tinytune.options import (
     DEFAULT_DATASET,
+    DEFAULT_DEVICE,
     DEFAULT_STORAGE,
     DEFAULT_WORKERS,
     SEARCH_OPTIONS,
@@ -169,10 +170,10 @@ if TYPE_CHECKING:
     # defaults, written out; tests/test_api.py holds them to the table, which the function
     # takes its signature from at run time (_from_options).
     def optimize(
-        dataset: str = "digits",
+        dataset: str = DEFAULT_DATASET,
         *,
         study: str = "tinytune",
-        storage: str = "sqlite:///tinytune.db",
+        storage: str = DEFAULT_STORAGE,
         supernet: str | None = None,
         data_seed: int = 0,
         preset: str | None = None,
@@ -180,7 +181,7 @@ if TYPE_CHECKING:
         resume: bool = False,
         time_budget: float | str | None = None,
         epoch_budget: float | None = None,
-        device: str = "stm32f746",
+        device: str = DEFAULT_DEVICE,
         engine: str | None = None,
         sram_budget: int | str | None = "256KB",
         flash_budget: int | str | None = None,
@@ -200,7 +201,7 @@ if TYPE_CHECKING:
         repeats: int | None = None,
         verify_int8: bool = False,
         seed: int = 0,
-        sampler: str = "tpe-early",
+        sampler: str = DEFAULT_SAMPLER,
         proxy: bool = False,
         proxy_eta: int = 4,
         halving: bool = False,
