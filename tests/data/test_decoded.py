@@ -329,3 +329,39 @@ def test_a_folder_loads_and_is_read_without_its_float_array(tmp_path: Path) -> N
     assert seen > 2 * n
     batch_bytes = 64 * 3 * r * r * 4
     assert peak < 1.25 * batch_bytes + (1 << 20) < float_bytes / 30, (peak, batch_bytes)
+
+
+def test_a_folder_is_hashed_once_per_process_unless_a_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The front door, the preflight and an evaluation in the same process each list the
+    folder; each file is read for its SHA-256 once between them. A changed file is read
+    again, and the folder's key follows it."""
+    from tests.search.fakes import search_config
+    from tinytune.data import get_dataset
+    from tinytune.evaluators import task as task_module
+    from tinytune.search.preflight import preflight
+
+    read: list[Path] = []
+    real = imagefolder_module.sha256_file
+
+    def counting(path: Path) -> str:
+        read.append(path)
+        return real(path)
+
+    monkeypatch.setattr(imagefolder_module, "sha256_file", counting)
+    monkeypatch.setattr(imagefolder_module, "_digests", {})
+    monkeypatch.setattr(task_module, "_datasets", {})
+    monkeypatch.setattr(task_module, "_splits", {})
+    root = write_image_folder(tmp_path / "images")
+    spec = f"imagefolder:{root}"
+    first = get_dataset(spec)  # the front door counts the classes
+    config = search_config(tmp_path / "w.pt", dataset=spec, n_classes=3)
+    preflight(config, None)
+    task_module._data(spec, 0, 32)  # an evaluation in this process (an inline run)
+    assert sorted(read) == sorted(first._files)  # 15 files, read once each
+    changed = first._files[0]
+    Image.new("RGB", (9, 9), (1, 2, 3)).save(changed)
+    again = get_dataset(spec)
+    assert read[15:] == [changed]
+    assert again.decoded.key != first.decoded.key

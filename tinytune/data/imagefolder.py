@@ -50,9 +50,28 @@ def _visible_below(path: Path, top: Path) -> bool:
     return not any(part.startswith(".") for part in path.relative_to(top).parts)
 
 
+_digests: dict[tuple[str, int, int, int, int, int], str] = {}
+"""SHA-256 of the image files this process has read, by (path, device, inode, size,
+modification and change times in ns): a folder listed again in the same process (by the front
+door, the preflight, an evaluation run in the process) is not read again unless a file
+changed."""
+
+
 def _sha256(path: Path) -> str:
     try:
-        return sha256_file(path)
+        stat = path.stat()
+        key = (
+            str(path),
+            stat.st_dev,
+            stat.st_ino,
+            stat.st_size,
+            stat.st_mtime_ns,
+            stat.st_ctime_ns,
+        )
+        digest = _digests.get(key)
+        if digest is None:
+            digest = _digests[key] = sha256_file(path)
+        return digest
     except OSError as e:
         raise DataError(f"cannot read image '{path}': {_one_line(e)}") from e
 
