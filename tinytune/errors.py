@@ -24,6 +24,7 @@ __all__ = [
     "BudgetOptionError",
     "ConfigError",
     "DataError",
+    "DatabaseRefusedError",
     "DatabaseUnavailableError",
     "Flag",
     "ModelError",
@@ -162,6 +163,11 @@ class StorageError(TinyTuneError):
 class DatabaseUnavailableError(StorageError):
     """A database server stayed away (restarting, failing over, refusing connections) for longer
     than tinytune waits for it; what it stored before is kept."""
+
+
+class DatabaseRefusedError(StorageError):
+    """A database answered but could not store (a full disk, a read-only file, a quota); what it
+    stored before is kept."""
 
 
 class BudgetError(TinyTuneError):

@@ -10,8 +10,13 @@ commit". So tinytune retries each of its short transactions (and each call of Op
 by :data:`RECONNECT_WAIT_S` in all per outage, shared by every caller of one :class:`Reconnect`.
 Past the bound, every call fails at once with one
 :class:`~tinytune.errors.DatabaseUnavailableError` that names the database and says that the same
-command resumes; the next call that succeeds ends the outage. SQLite files do not restart: their
-errors pass through unchanged.
+command resumes; the next call that succeeds ends the outage. SQLite files do not restart.
+
+A database that answers but refuses to store (a full disk, a read-only file or database, a
+quota, an I/O error: :func:`refused_write`) is not waited for: the call fails with one
+:class:`~tinytune.errors.DatabaseRefusedError` that names the database and the reason, and says
+that the same command resumes once it is fixed, rather than Optuna's "invalid data in the
+commit" and its traceback. Any other error passes through unchanged.
 
 A transaction whose connection is lost rolled back unless its commit reached the server and only
 the answer was lost; the callers whose retry would then repeat a write check for it.
@@ -28,9 +33,9 @@ from typing import TypeVar
 import sqlalchemy as sa
 
 from tinytune.db.engine import _first_line, _without_password, mask_url
-from tinytune.errors import DatabaseUnavailableError
+from tinytune.errors import DatabaseRefusedError, DatabaseUnavailableError
 
-__all__ = ["RECONNECT_WAIT_S", "Reconnect", "lost_connection"]
+__all__ = ["RECONNECT_WAIT_S", "Reconnect", "lost_connection", "refused_write"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,14 @@ MAX_DELAY_S = 5.0
 # SQLSTATE codes of a connection lost or refused: class 08 (connection exception), and a server
 # shutting down (57P01 admin, 57P02 crash) or starting up (57P03)
 _SHUTDOWN_CODES = frozenset({"57P01", "57P02", "57P03"})
+
+# SQLite's result codes of a database that cannot store (sqlite3's ``sqlite_errorcode``, the
+# primary code in the low byte): SQLITE_PERM, SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL
+_SQLITE_REFUSED = frozenset({3, 8, 10, 13})
+# SQLSTATEs of a server that cannot store: insufficient resources (class 53: disk full, out of
+# memory, too many connections), system errors (class 58: I/O), a read-only transaction
+_REFUSED_CLASSES = ("53", "58")
+_READ_ONLY = "25006"
 
 
 def lost_connection(error: BaseException) -> bool:
@@ -73,6 +86,25 @@ def lost_connection(error: BaseException) -> bool:
             return code is None or str(code).startswith("08") or code in _SHUTDOWN_CODES
         seen.add(id(current))
         current = current.__cause__
+    return False
+
+
+def refused_write(error: BaseException) -> bool:
+    """Whether ``error``, or an error it was raised from, is a database that answered but cannot
+    store: SQLite's full disk, read-only file, permission or I/O error; a server's full disk,
+    quota, out of memory, I/O error or read-only transaction."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        orig = current.orig if isinstance(current, sa.exc.DBAPIError) else current
+        code = getattr(orig, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF in _SQLITE_REFUSED:
+            return True
+        state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+        if state is not None and (str(state)[:2] in _REFUSED_CLASSES or state == _READ_ONLY):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
     return False
 
 
@@ -121,7 +153,11 @@ class Reconnect:
         while True:
             try:
                 result = fn()
+            except DatabaseRefusedError:
+                raise
             except Exception as e:
+                if refused_write(e):
+                    raise self._refused(e) from e
                 if not self._server or not lost_connection(e):
                     raise
                 now = self._clock()
@@ -167,6 +203,18 @@ class Reconnect:
         while root.__cause__ is not None and not isinstance(root, sa.exc.DBAPIError):
             root = root.__cause__
         return _without_password(_first_line(root), self.url)
+
+    def _refused(self, error: BaseException) -> DatabaseRefusedError:
+        root: BaseException = error
+        while root.__cause__ is not None and not isinstance(root, sa.exc.DBAPIError):
+            root = root.__cause__
+        if not isinstance(root, sa.exc.DBAPIError) and root.__context__ is not None:
+            root = root.__context__
+        return DatabaseRefusedError(
+            f"the database {mask_url(self.url)!r} refused to store the search's results "
+            f"({_without_password(_first_line(root), self.url)}); what it stored before is "
+            "kept: make room or make it writable, then run the same command again to resume"
+        )
 
     def _unavailable(self, error: BaseException) -> DatabaseUnavailableError:
         return DatabaseUnavailableError(

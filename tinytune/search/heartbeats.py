@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any
 
-from tinytune.errors import DatabaseUnavailableError
+from tinytune.errors import DatabaseRefusedError, DatabaseUnavailableError
 
 __all__ = ["MAX_RETRY", "Heartbeats", "StaleTrials"]
 
@@ -80,7 +80,7 @@ class Heartbeats:
     def _record(self, trial_id: int) -> None:
         try:
             self._storage.record_heartbeat(trial_id)
-        except DatabaseUnavailableError as e:  # the driver stops on it, in one line
+        except (DatabaseUnavailableError, DatabaseRefusedError) as e:  # the driver stops on it
             log.info("cannot record the heartbeat of trial %d: %s", trial_id, e)
         except Exception as e:  # a missed beat is retried at the next interval
             log.warning("cannot record the heartbeat of trial %d: %s", trial_id, e)
@@ -135,7 +135,7 @@ class StaleTrials:
             if now - seen >= wait and trial_id not in self._adopted:
                 try:
                     self._storage.record_heartbeat(trial_id)
-                except DatabaseUnavailableError:  # the driver stops on it, in one line
+                except (DatabaseUnavailableError, DatabaseRefusedError):  # the driver stops
                     raise
                 except Exception as e:  # e.g. a locked SQLite file: tried again next beat
                     log.warning("cannot record a heartbeat for trial %d: %s", trial_id, e)
