@@ -72,3 +72,30 @@ def test_concurrent_drivers_claim_exactly_the_budget_once_each(db_url: str) -> N
         p.join(timeout=60)
     assert len(claimed) == 7
     assert len(set(claimed)) == 7
+
+
+def _claim_setup(url: str, worker: int, out: mp.Queue) -> None:
+    with open_store(url) as store:
+        out.put((worker, store.claim_study_setup("s#1", f"driver-{worker}")))
+
+
+def test_one_of_the_drivers_starting_a_study_at_once_sets_it_up(db_url: str) -> None:
+    with open_store(db_url) as store:
+        pass  # the schema exists before they start
+    out: mp.Queue = mp.get_context("spawn").Queue()
+    procs = [
+        mp.get_context("spawn").Process(target=_claim_setup, args=(db_url, w, out))
+        for w in range(3)
+    ]
+    for p in procs:
+        p.start()
+    got = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    winners = [w for w, won in got.items() if won]
+    assert len(winners) == 1
+    with open_store(db_url) as store:
+        # the winner again (a retry whose commit went through): still its; another: not
+        assert store.claim_study_setup("s#1", f"driver-{winners[0]}") is True
+        assert store.claim_study_setup("s#1", "a later driver") is False
+        assert store.claim_study_setup("s#2", "a later driver") is True  # the study made anew

@@ -32,6 +32,7 @@ __all__ = [
     "ContributionRow",
     "EvaluationRow",
     "ParetoSnapshotRow",
+    "StudySetupRow",
     "UTCDateTime",
 ]
 
@@ -182,6 +183,18 @@ class ContributionRow(Base):
     wall_time_s: Mapped[float | None] = mapped_column(sa.Float)
     error: Mapped[str | None] = mapped_column(sa.Text)
     details: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+
+
+class StudySetupRow(Base):
+    """A new study being set up by one driver: the first to insert its name enqueues the
+    study's reference and baselines; a driver that starts it at the same moment finds the row
+    and leaves them to it."""
+
+    __tablename__ = "tt_study_setups"
+
+    study_name: Mapped[str] = mapped_column(sa.String(512), primary_key=True)
+    driver: Mapped[str] = mapped_column(sa.String(64))  # who claimed it (a random token)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
 
 

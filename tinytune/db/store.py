@@ -34,6 +34,7 @@ from tinytune.db.models import (
     ContributionRow,
     EvaluationRow,
     ParetoSnapshotRow,
+    StudySetupRow,
 )
 from tinytune.db.reconnect import Reconnect
 from tinytune.errors import StorageError
@@ -840,6 +841,19 @@ class Store:
             if stored is not None and rec.trial_number is not None:
                 return int(stored)
             return self._insert_evaluation(s, rec)
+
+    @_retried
+    def claim_study_setup(self, study_name: str, driver: str) -> bool:
+        """Whether ``driver`` (a token unique to the caller) sets up the new study
+        ``study_name``: True for the first caller of a study, atomically, and again for that
+        caller (a retry whose first commit went through); False for every other."""
+        with self._transaction("claim the setup of a study in") as s:
+            self._lock_study(s, study_name)
+            holder = s.get(StudySetupRow, study_name)
+            if holder is not None:
+                return holder.driver == driver
+            s.add(StudySetupRow(study_name=study_name, driver=driver, created_at=_now()))
+            return True
 
     @_retried
     def release_claims(self, study_name: str, trial_numbers: Iterable[int]) -> int:

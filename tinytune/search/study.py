@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from tinytune.db import Store
 from tinytune.search.attrs import Attr
@@ -40,6 +41,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+SETUP_WAIT_S = 30.0
+"""How long a driver waits for the driver that claimed a new study's setup to store its space
+before it takes the setup over."""
 
 EARLY_STARTUP_TRIALS = 4
 """Random trials before the ``tpe-early`` sampler models the finished ones."""
@@ -104,10 +109,12 @@ class StudyAdapter:
             load_if_exists=True,
         )
         stored = self.study.user_attrs.get(Attr.SPACE)
-        if stored is None and (foreign := foreign_study(self.study)) is not None:
-            raise foreign
         space = StudySpace.from_config(config).to_attrs()
+        if stored is None and not self._sets_up():  # another driver is setting it up
+            stored = self._space_set_up()
         if stored is None:
+            if (foreign := foreign_study(self.study)) is not None:
+                raise foreign
             self.study.set_user_attr(Attr.SPACE, space)
             self.study.set_metric_names(list(OBJECTIVES))
             self._enqueue_baselines()
@@ -119,6 +126,31 @@ class StudyAdapter:
         self.stale = StaleTrials(
             self.study, self.storage, self.heartbeats, config.heartbeat_s, config.grace_s
         )
+
+    def _sets_up(self) -> bool:
+        """Whether this driver sets up the new study (stores its space and enqueues its
+        reference and baselines): the first of the drivers that start it at one moment, by an
+        atomic claim in tinytune's store on the study's name and Optuna's id of it (a study
+        deleted and made again is set up again)."""
+        setup = f"{self.config.study_name}#{self.study._study_id}"
+        return self.store.claim_study_setup(setup, uuid.uuid4().hex)
+
+    def _space_set_up(self) -> dict[str, Any] | None:
+        """The space the driver that claimed the setup stores, once it has (None when it has
+        not within :data:`SETUP_WAIT_S`: it died, and this driver sets the study up)."""
+        deadline = time.monotonic() + SETUP_WAIT_S
+        while time.monotonic() < deadline:
+            stored = self.storage.get_study_user_attrs(self.study._study_id).get(Attr.SPACE)
+            if stored is not None:
+                return cast(dict[str, Any], stored)
+            time.sleep(0.2)
+        log.warning(
+            "the driver that claimed the setup of study %r did not store its space within "
+            "%g s; setting it up here",
+            self.config.study_name,
+            SETUP_WAIT_S,
+        )
+        return None
 
     def _storage(self, config: SearchConfig) -> Any:
         """Optuna's storage with the heartbeat, retried while the server is away as the store
