@@ -104,13 +104,24 @@ def _optuna_study_names(store: Store) -> list[str]:
     import optuna
     import sqlalchemy as sa
 
-    engine = sa.create_engine(store.url)
-    try:
-        if not sa.inspect(engine).has_table("studies"):
-            return []
-    finally:
-        engine.dispose()
-    return optuna.get_all_study_names(store.url)
+    def has_studies() -> bool:
+        engine = sa.create_engine(store.url)
+        try:
+            return bool(sa.inspect(engine).has_table("studies"))
+        finally:
+            engine.dispose()
+
+    if not store.reconnect.call(has_studies):
+        return []
+    return optuna.get_all_study_names(_storage(store))
+
+
+def _storage(store: Store) -> Any:
+    """Optuna's storage of ``store``'s database, riding out a server that restarts as the
+    store does (one wait, shared with it)."""
+    from tinytune.search.storage import ReconnectingStorage
+
+    return store.reconnect.call(lambda: ReconnectingStorage(store.url, store.reconnect))
 
 
 def _optuna_study(store: Store, name: str) -> Any:
@@ -120,7 +131,7 @@ def _optuna_study(store: Store, name: str) -> Any:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        return optuna.load_study(study_name=name, storage=store.url)
+        return optuna.load_study(study_name=name, storage=_storage(store))
     except KeyError as e:
         names = ", ".join(_all_study_names(store)) or "(none)"
         raise StorageError(

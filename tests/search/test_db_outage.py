@@ -296,3 +296,51 @@ def test_tinytune_search_rides_out_a_server_restart(
     keys = measured(postgres_url, "restart")
     assert len(keys) == 3 and len(set(keys)) == 3  # the budget and the reference, each once
     assert running(postgres_url, "restart") == []
+
+
+# -- reading a study: pareto, report, export ----------------------------------------------------
+
+
+def test_reading_a_study_rides_out_a_restart(
+    postgres_url: str, refuse_connections: Refuse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tinytune.load`` (what ``pareto``, ``report`` and ``export`` read a study through),
+    whose database starts refusing connections after it was opened, as in a restart, answers
+    once it is back, as a search does."""
+    import tinytune
+    import tinytune.studies as studies
+
+    with open_store(postgres_url) as store:
+        run_search(config(), store, InlineExecutor(FakeEvaluator()))
+    before = tinytune.load("s", postgres_url)
+    refusing, over = threading.Event(), threading.Event()
+    thread = threading.Thread()
+    waited: list[float] = []
+    real = studies._optuna_study
+
+    def restart() -> None:
+        with refuse_connections(postgres_url):
+            refusing.set()
+            over.wait(2.0)
+
+    def during_a_restart(store: object, name: str) -> object:
+        nonlocal thread
+        thread = threading.Thread(target=restart)
+        thread.start()
+        assert refusing.wait(30)
+        started = time.monotonic()
+        loaded = real(store, name)  # type: ignore[arg-type]
+        waited.append(time.monotonic() - started)
+        return loaded
+
+    monkeypatch.setattr(studies, "_optuna_study", during_a_restart)
+    try:
+        during = tinytune.load("s", postgres_url)
+    finally:
+        over.set()
+        if thread.is_alive():
+            thread.join()
+    assert waited and waited[0] >= 1.0  # it waited for the server rather than failing
+    assert [p.candidate_key for p in during.front] == [p.candidate_key for p in before.front]
+    assert during.reference is not None and before.reference is not None
+    assert during.reference.candidate_key == before.reference.candidate_key
