@@ -1,4 +1,4 @@
-"""The options of a search, declared once (``tinytune/options.py``): the command line, the front
+"""The options of a search, declared once (``tinytune/options/``): the command line, the front
 door and ``SearchConfig`` take the same options with the same defaults, and a refused value names
 the option as each front end names it."""
 
@@ -347,8 +347,8 @@ def test_each_default_is_stated_once() -> None:
             if text in stated:
                 stated[text].append(str(path.relative_to(PACKAGE)))
     assert stated == {
-        DEFAULT_STORAGE: ["options.py"],
-        DEFAULT_DEVICE: ["hwmodels/devices.py", "options.py"],
+        DEFAULT_STORAGE: ["options/table.py"],
+        DEFAULT_DEVICE: ["hwmodels/devices.py", "options/table.py"],
         DEFAULT_SUPERNET: ["spaces/supernets.py"],
     }
     assert tinytune.api.DEFAULT_STORAGE is DEFAULT_STORAGE

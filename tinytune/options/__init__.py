@@ -1,0 +1,83 @@
+"""The options of a search, each declared once: its name, what it takes, its default, its bounds
+and its help. ``tinytune search``'s flags, the keyword arguments of :func:`tinytune.optimize` and
+the defaults and checks of :class:`~tinytune.search.SearchConfig` are all made from
+:data:`SEARCH_OPTIONS`; adding an option is adding an :class:`Option` here (and reading its
+value where the search uses it).
+
+The value kinds are in :mod:`tinytune.options.kinds`, the table and what is made of it in
+:mod:`tinytune.options.table`; this package exports both.
+
+An option is named by its keyword argument (``sram_budget``); its flag is the same with hyphens
+(``--sram-budget``), always, so that an error can name it without this table
+(:class:`tinytune.errors.Flag`). A refused value raises :class:`~tinytune.errors.OptionError`
+with the option's name, and each front end words it its own way.
+
+The defaults that more than one front end or command states live here too:
+:data:`DEFAULT_STORAGE`, :data:`DEFAULT_DEVICE`, :data:`DEFAULT_DATASET`,
+:data:`DEFAULT_WORKERS` (the default network is :func:`tinytune.spaces.default_network`'s, the
+default sampler :data:`tinytune.samplers.DEFAULT_SAMPLER`).
+
+This module imports nothing heavy when it is imported (the command line builds ``tinytune
+search --help`` from it without torch): the lists an option's value is checked against (devices,
+engines, presets) are read when a value is checked.
+"""
+
+from __future__ import annotations
+
+from tinytune.options.kinds import (
+    Choice,
+    Count,
+    Duration,
+    File,
+    GpuShare,
+    Kind,
+    Patches,
+    Real,
+    Seed,
+    Size,
+    StudyName,
+    Switch,
+    Text,
+)
+from tinytune.options.option import Option
+from tinytune.options.table import (
+    DEFAULT_DATASET,
+    DEFAULT_DEVICE,
+    DEFAULT_STORAGE,
+    DEFAULT_WORKERS,
+    SEARCH_OPTIONS,
+    config_default,
+    config_defaults,
+    config_values,
+    describe,
+    option,
+    resolve,
+)
+
+__all__ = [
+    "DEFAULT_DATASET",
+    "DEFAULT_DEVICE",
+    "DEFAULT_STORAGE",
+    "DEFAULT_WORKERS",
+    "SEARCH_OPTIONS",
+    "Choice",
+    "Count",
+    "Duration",
+    "File",
+    "GpuShare",
+    "Kind",
+    "Option",
+    "Patches",
+    "Real",
+    "Seed",
+    "Size",
+    "StudyName",
+    "Switch",
+    "Text",
+    "config_default",
+    "config_defaults",
+    "config_values",
+    "describe",
+    "option",
+    "resolve",
+]

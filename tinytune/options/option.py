@@ -1,0 +1,88 @@
+"""What an option is: its name (the keyword argument; the flag is the same with hyphens), the
+kind of value it takes, its default and help, and where the search keeps its value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tinytune.errors import (
+    Style,
+    Words,
+)
+from tinytune.options.kinds import Kind
+
+__all__ = ["Option"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a search.
+
+    Attributes:
+        name: the keyword argument of :func:`tinytune.optimize`; the flag is
+            ``--`` + ``name`` with hyphens.
+        kind: what it takes, and its checks.
+        default: what it is when not given, as a caller would give it (``"256KB"``).
+        help: what it does, for ``--help`` and the Python docstring (options in it as
+            :class:`~tinytune.errors.Flag`).
+        field: where :class:`~tinytune.search.SearchConfig` keeps the value: an attribute, or
+            a dotted path into its fine-tuning or hardware settings (``finetune.epochs``);
+            ``""``: the attribute of the option's own name; None: a setting of the run (where
+            it stores, how it runs), not of the search.
+        to_field: what the search keeps for a parsed value, where that is not the value itself.
+        also: further fields the parsed value sets (``seed`` seeds the fine-tunes too).
+        positional: the Python call may give it first without its keyword (the data set).
+    """
+
+    name: str
+    kind: Kind
+    default: Any
+    help: str | Words
+    field: str | None = ""
+    to_field: Callable[[Any], Any] | None = None
+    also: Callable[[Any], dict[str, Any]] | None = None
+    positional: bool = False
+
+    @property
+    def flag(self) -> str:
+        """The command line's flag: ``--sram-budget``."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def config_field(self) -> str | None:
+        """The path of the value in :class:`~tinytune.search.SearchConfig`, or None."""
+        return self.name if self.field == "" else self.field
+
+    def help_text(self, style: Style) -> str:
+        """The help, its options named as ``style``'s front end names them."""
+        return self.help if isinstance(self.help, str) else self.help.worded(style)
+
+    def parse(self, value: Any) -> Any:
+        """``value`` as a caller gives it, checked, as the search keeps it.
+
+        Raises:
+            OptionError: naming this option (a BudgetOptionError for a malformed budget).
+        """
+        return self.kind.parse(self.name, value)
+
+    def check(self, value: Any) -> None:
+        """Refuse a value the search keeps that breaks this option's rules.
+
+        Raises:
+            OptionError: naming this option.
+        """
+        self.kind.check(self.name, value)
+
+    def config_values(self, parsed: Any) -> dict[str, Any]:
+        """The fields of :class:`~tinytune.search.SearchConfig` (by path) that the parsed value
+        sets; none for a setting of the run."""
+        path = self.config_field
+        if path is None:
+            return {}
+        values = {path: self.to_field(parsed) if self.to_field else parsed}
+        if self.also is not None:
+            values.update(self.also(parsed))
+        return values

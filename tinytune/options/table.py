@@ -1,0 +1,439 @@
+"""The options of a search, each declared once, and what is made of them: the keyword
+arguments' values resolved and checked, :class:`~tinytune.search.SearchConfig`'s values and
+defaults, the help of the command line and of :func:`tinytune.optimize`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from tinytune.errors import (
+    PYTHON,
+    Style,
+    flag,
+)
+from tinytune.options.kinds import (
+    Choice,
+    Count,
+    Duration,
+    File,
+    GpuShare,
+    Patches,
+    Real,
+    Seed,
+    Size,
+    StudyName,
+    Switch,
+    Text,
+)
+from tinytune.options.option import Option
+from tinytune.samplers import DEFAULT_SAMPLER, SAMPLERS
+from tinytune.spaces.supernets import DEFAULT_SUPERNET, IMAGE_NETWORK
+
+__all__ = [
+    "DEFAULT_DATASET",
+    "DEFAULT_DEVICE",
+    "DEFAULT_STORAGE",
+    "DEFAULT_WORKERS",
+    "SEARCH_OPTIONS",
+    "config_default",
+    "config_defaults",
+    "config_values",
+    "describe",
+    "option",
+    "resolve",
+]
+
+DEFAULT_STORAGE = "sqlite:///tinytune.db"
+"""The database of every command that reads or writes studies when none is named."""
+
+DEFAULT_DEVICE = "stm32f746"
+"""The device a search targets when none is named, and the device of a study stored before its
+search space named one."""
+
+DEFAULT_DATASET = "digits"
+"""The data set a search fine-tunes on when none is named, and that of a study stored before its
+search space named one."""
+
+DEFAULT_WORKERS = 2
+"""Evaluations in parallel (Ray tasks) when ``workers`` is not given: one per core of a
+two-core machine."""
+
+
+def _max_epochs() -> int:
+    from tinytune.evaluators.finetune import MAX_EPOCHS
+
+    return MAX_EPOCHS
+
+
+def _device_names() -> list[str]:
+    from tinytune.hwmodels.registry import device_names
+
+    return device_names()
+
+
+def _engines() -> list[str]:
+    from tinytune.hwmodels.devices import ENGINES
+
+    return sorted(ENGINES)
+
+
+def _presets() -> tuple[str, ...]:
+    from tinytune.spaces import PRESET_NAMES
+
+    return PRESET_NAMES
+
+
+def _precisions() -> list[str]:
+    from tinytune.hwmodels.memory import PRECISIONS
+
+    return sorted(PRECISIONS)
+
+
+def _fine_tuning_rate(lr: float | None) -> float:
+    """The rate of the fine-tunes: ``lr``, or, where the rate of each scheme family is chosen on
+    validation, the evaluator's default (the rate of a family whose grid failed)."""
+    from tinytune.evaluators.finetune import FinetuneConfig
+
+    return FinetuneConfig.lr if lr is None else lr
+
+
+SEARCH_OPTIONS: tuple[Option, ...] = (
+    Option("study", StudyName(), "tinytune", "Study name (continued if it exists).", "study_name"),
+    Option(
+        "storage",
+        Text(),
+        DEFAULT_STORAGE,
+        "SQLAlchemy URL of the database (SQLite or PostgreSQL).",
+        None,
+    ),
+    Option(
+        "supernet",
+        Text(optional=True),
+        None,
+        f"{IMAGE_NETWORK} (ImageNet weights), ofa-proxyless-w<width>, ofa-mbv3-w<width> or a "
+        f"published OFA id; default: {IMAGE_NETWORK} for imagefolder:PATH, {DEFAULT_SUPERNET} "
+        "for the built-in data sets.",
+        None,  # resolved from the data set by tinytune.spaces.default_network
+    ),
+    Option(
+        "dataset",
+        Text(),
+        DEFAULT_DATASET,
+        "digits, procedural or imagefolder:PATH.",
+        positional=True,
+    ),
+    Option(
+        "data_seed",
+        Seed(),
+        0,
+        "Seed of the data set's split into training, validation and test images (a study "
+        "keeps the split it was made with).",
+    ),
+    Option(
+        "preset",
+        Choice(optional=True, choices=_presets),
+        None,
+        "Fix the scheme to a preset (full, last, bias-only, bn+last, tinytl, mcunetv3) and "
+        "search sub-networks only.",
+    ),
+    Option(
+        "trials",
+        Count(low=1, budget=True),
+        12,
+        "Budget: measured fine-tunes of the study, over all its runs.",
+    ),
+    Option(
+        "resume",
+        Switch(),
+        False,
+        "Continue an existing study (after a crash) up to its " + flag("trials") + ".",
+    ),
+    Option(
+        "time_budget",
+        Duration(optional=True, budget=True),
+        None,
+        "Budget: stop proposing after this long (e.g. 300s, 5m).",
+        "time_budget_s",
+    ),
+    Option(
+        "epoch_budget",
+        Real(low=0.0, low_open=True, optional=True, budget=True),
+        None,
+        "Budget: fine-tuning epochs of this run, every fine-tune counted (passes over the "
+        "training split; a measured fine-tune is " + flag("epochs") + ").",
+    ),
+    Option(
+        "device",
+        Choice(choices=_device_names),
+        DEFAULT_DEVICE,
+        "Target device (see 'tinytune devices'): its latency profile and limits.",
+    ),
+    Option(
+        "engine",
+        Choice(optional=True, choices=_engines),
+        None,
+        "What the latency objective predicts: bundle (the exported C kernels), published (a "
+        "typical int8 inference engine) or pytorch; default: bundle where the device has a "
+        "profile of it.",
+    ),
+    Option(
+        "sram_budget",
+        Size(optional=True, budget=True),
+        "256KB",
+        "Peak training SRAM allowed on the device (e.g. 256KB; 'none').",
+        "sram_budget_bytes",
+    ),
+    Option(
+        "flash_budget",
+        Size(optional=True, budget=True),
+        None,
+        "Flash allowed (e.g. 1MB; default: the device's flash).",
+        "flash_budget_bytes",
+    ),
+    Option(
+        "latency_budget",
+        Duration(optional=True, budget=True, bare=False),
+        None,
+        "Predicted training-step latency allowed on the device (e.g. 500ms).",
+        "latency_budget_s",
+    ),
+    Option(
+        "precision",
+        Choice(choices=_precisions),
+        "int8",
+        "On-device training format: int8 or fp32.",
+        "hardware.precision",
+    ),
+    Option(
+        "patches",
+        Patches(),
+        "auto",
+        "Run each candidate's frozen prefix patch by patch (MCUNetV2; the same values, less "
+        "SRAM, more time): auto (where whole images exceed the SRAM budget, the fastest "
+        "schedule that fits), none, or N:B (N x N patches over the stem and the first B "
+        "blocks).",
+        "hardware.patches",
+    ),
+    Option(
+        "workers",
+        Count(low=1, optional=True),
+        None,
+        f"Parallel evaluations (Ray tasks); default {DEFAULT_WORKERS}.",
+        None,
+    ),
+    Option(
+        "ray_address",
+        Text(optional=True),
+        None,
+        "Address of an existing Ray cluster (default: local).",
+        None,
+    ),
+    Option("inline", Switch(), False, "Evaluate in this process instead of Ray workers.", None),
+    Option(
+        "max_retries", Count(low=0), 2, "Retries of an evaluation whose Ray worker died.", None
+    ),
+    Option(
+        "gpus_per_trial",
+        GpuShare(),
+        0.0,
+        "Share of a GPU each fine-tune's Ray task asks for (e.g. 0.25: four share a device; "
+        "above 1 a whole number); 0: CPUs. The int8 training of "
+        + flag("verify_int8", True)
+        + " stays on CPUs.",
+    ),
+    Option(
+        "weights",
+        File(optional=True),
+        None,
+        "Weights file: a published OFA checkpoint, or the weights of a "
+        + flag("supernet")
+        + " PATH.json config (efficientnet-lite0's come with the package).",
+        None,
+    ),
+    Option(
+        "epochs",
+        Count(low=1, high=_max_epochs),
+        8,
+        "Fine-tuning epochs per candidate.",
+        "finetune.epochs",
+    ),
+    Option(
+        "lr",
+        Real(low=0.0, high=10.0, low_open=True, high_open=True, optional=True),
+        None,
+        "Fine-tuning learning rate (SGD) of every candidate; default: chosen per scheme family "
+        "on the validation split before the first measurement.",
+        "finetune.lr",
+        to_field=_fine_tuning_rate,
+        also=lambda lr: {"tune_lr": lr is None},
+    ),
+    Option("batch_size", Count(low=1), 32, "Fine-tuning batch size.", "finetune.batch_size"),
+    Option(
+        "pretrain_steps",
+        Count(low=1, optional=True),
+        None,
+        "Pre-train by the quick recipe with this many sandwich-rule steps (into the cache) "
+        "instead of using the shipped checkpoint; without a shipped checkpoint the quick "
+        "recipe's 300.",
+        None,
+    ),
+    Option(
+        "repeats",
+        Count(low=1, high=20, optional=True),
+        None,
+        "Measure each candidate on this many train/validation partitions (default: 1, or up to "
+        "5 where the validation split has under 100 images).",
+    ),
+    Option(
+        "verify_int8",
+        Switch(),
+        False,
+        "At the end, train each front point as the device does (int8, batch 1, QAS, the "
+        "bundle's integer step) and show the accuracy it reaches (minutes a point).",
+    ),
+    Option(
+        "seed",
+        Seed(),
+        0,
+        "Seed of the sampler and of fine-tuning.",
+        also=lambda seed: {"finetune.seed": seed},
+    ),
+    Option(
+        "sampler",
+        Choice(choices=lambda: SAMPLERS),
+        DEFAULT_SAMPLER,
+        "Optuna sampler: tpe, tpe-early (models from the 5th trial on), gp (Gaussian process, "
+        "from the 5th trial on), random or nsga2.",
+    ),
+    Option(
+        "proxy",
+        Switch(),
+        False,
+        "Fidelity ladder: score many candidates by the additive proxy (a contribution analysis, "
+        "stored and reused) and fine-tune only the promising ones.",
+    ),
+    Option(
+        "proxy_eta",
+        Count(low=2),
+        4,
+        "With "
+        + flag("proxy", True)
+        + " or "
+        + flag("halving", True)
+        + ": candidates scored at the low fidelity per measured one.",
+    ),
+    Option(
+        "halving",
+        Switch(),
+        False,
+        "Fidelity ladder by successive halving: screen candidates by short fine-tunes ("
+        + flag("screen_epochs")
+        + " on "
+        + flag("screen_fraction")
+        + " of the training images) and fine-tune in full only the most promising of each "
+        "bracket.",
+    ),
+    Option(
+        "screen_epochs",
+        Count(low=1, high=_max_epochs),
+        2,
+        "With " + flag("halving", True) + ": epochs of a screening fine-tune.",
+    ),
+    Option(
+        "screen_fraction",
+        Real(low=0.0, high=1.0, low_open=True),
+        0.5,
+        "With " + flag("halving", True) + ": share of the training images a screening sees.",
+    ),
+    Option(
+        "mutate",
+        Switch(),
+        False,
+        "Every other fresh proposal a mutant of a front point (its update scheme and sub-network "
+        "one or two steps away) or a baseline over the SRAM budget shrunk into it; the others "
+        "the sampler's.",
+    ),
+    Option(
+        "proposals",
+        Count(low=1, optional=True, budget=True),
+        None,
+        "Budget: trials proposed in this run (any fidelity).",
+        "max_proposals",
+    ),
+)
+"""Every option of ``tinytune search`` and :func:`tinytune.optimize`, in the order of
+``--help``."""
+
+_BY_NAME = {o.name: o for o in SEARCH_OPTIONS}
+
+
+def option(name: str) -> Option:
+    """The option of keyword argument ``name``.
+
+    Raises:
+        KeyError: no such option.
+    """
+    return _BY_NAME[name]
+
+
+def resolve(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Every option's value as the search keeps it (budgets in bytes and seconds, a path as a
+    ``Path``), checked in the order of :data:`SEARCH_OPTIONS`; an option not given is its
+    default.
+
+    Raises:
+        OptionError: the first option whose value is refused, naming it.
+    """
+    return {o.name: o.parse(given.get(o.name, o.default)) for o in SEARCH_OPTIONS}
+
+
+def config_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of :class:`~tinytune.search.SearchConfig` (by path, ``finetune.epochs``) that
+    the options' ``values`` (as :func:`resolve` gives them) set."""
+    fields: dict[str, Any] = {}
+    for o in SEARCH_OPTIONS:
+        fields.update(o.config_values(values[o.name]))
+    return fields
+
+
+@functools.cache
+def _default_config_values() -> dict[str, Any]:
+    return config_values(resolve({}))
+
+
+def config_defaults() -> dict[str, Any]:
+    """What :class:`~tinytune.search.SearchConfig` holds when no option is given, by path: the
+    defaults of :data:`SEARCH_OPTIONS` as the search keeps them."""
+    return dict(_default_config_values())
+
+
+def config_default(path: str) -> Any:
+    """What :class:`~tinytune.search.SearchConfig` holds at ``path`` when no option is given:
+    the defaults of :data:`SEARCH_OPTIONS`, as the search keeps them (``sram_budget_bytes``:
+    262144).
+
+    Raises:
+        KeyError: no option sets ``path``.
+    """
+    return _default_config_values()[path]
+
+
+def describe(style: Style = PYTHON, width: int = 92) -> str:
+    """The options as a docstring's ``Args:`` section: each one and its help, wrapped at
+    ``width`` (the defaults are the signature's)."""
+    import textwrap
+
+    lines = ["Args:"]
+    for o in SEARCH_OPTIONS:
+        name = o.name if style == PYTHON else o.flag
+        lines += textwrap.wrap(
+            f"{name}: {o.help_text(style)}",
+            width,
+            initial_indent="    ",
+            subsequent_indent="        ",
+            break_on_hyphens=False,
+        )
+    return "\n".join(lines)
