@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from tinytune.hwmodels.fitting import EAGER_ENGINES, calibrate
-from tinytune.hwmodels.latency import FULL_FORM, fit_coefficients, predict_latency
+from tinytune.hwmodels.latency import predict_latency
+from tinytune.hwmodels.latency_fit import FULL_FORM, fit_coefficients
 from tinytune.hwmodels.measurements import Measurement, load_measurements
 from tinytune.hwmodels.memory import PRECISIONS
 from tinytune.hwmodels.registry import get_device

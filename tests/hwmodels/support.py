@@ -7,7 +7,8 @@ import dataclasses
 import numpy as np
 
 from tinytune.hwmodels import PRECISIONS, get_device, predict_latency
-from tinytune.hwmodels.latency import LatencyCoefficients, ModelForm, coefficients_from_vector
+from tinytune.hwmodels.latency import LatencyCoefficients
+from tinytune.hwmodels.latency_fit import ModelForm, coefficients_from_vector
 from tinytune.hwmodels.measurements import CallTime, Measurement, MeasurementFile
 from tinytune.hwmodels.reference_models import build_reference, mobilenet_v1_id
 

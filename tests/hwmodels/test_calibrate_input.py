@@ -323,7 +323,7 @@ def test_huge_times_in_the_fit_are_an_error_not_an_abort() -> None:
     which aborts the process; run apart, so that a regression fails this test alone."""
     code = (
         "from tinytune.errors import ConfigError\n"
-        "from tinytune.hwmodels.latency import fit_coefficients\n"
+        "from tinytune.hwmodels.latency_fit import fit_coefficients\n"
         "from tinytune.hwmodels.reference_models import build_reference\n"
         "g = build_reference('mlperf-kws-dscnn')\n"
         "for t in (1e300, 1e200, 1e-300):\n"

@@ -24,7 +24,8 @@ from tinytune.hwmodels.fitting import (
     networks_to_add,
     select_form,
 )
-from tinytune.hwmodels.latency import FEATURES, ModelForm, fit_system
+from tinytune.hwmodels.latency import FEATURES
+from tinytune.hwmodels.latency_fit import ModelForm, fit_system
 from tinytune.hwmodels.measurements import (
     FORMAT,
     CalibrationError,

@@ -18,17 +18,15 @@ from tinytune.hwmodels.latency import (
     OP_CLASSES,
     PHASES,
     LatencyCoefficients,
-    ModelForm,
     call_rows,
-    coefficients_from_vector,
     cost_class,
-    fit_coefficients,
     op_class,
     op_rows,
     op_terms,
     phase_features,
     predict_latency,
 )
+from tinytune.hwmodels.latency_fit import ModelForm, coefficients_from_vector, fit_coefficients
 from tinytune.hwmodels.profiler import clock, clock_name, measure_step
 from tinytune.ir import Graph, trace
 from tinytune.models import build_candidate

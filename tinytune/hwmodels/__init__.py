@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from tinytune.hwmodels.analytic import mcunetv3_extra_bytes
 from tinytune.hwmodels.devices import ENGINES, DeviceProfile
-from tinytune.hwmodels.latency import (
-    LatencyCoefficients,
-    LatencyReport,
-    fit_coefficients,
-    predict_latency,
-)
+from tinytune.hwmodels.latency import LatencyCoefficients, LatencyReport, predict_latency
+from tinytune.hwmodels.latency_fit import fit_coefficients
 from tinytune.hwmodels.layout import ArenaLayout, Buffer, plan_layout
 from tinytune.hwmodels.memory import (
     OPTIMIZERS,

@@ -2,7 +2,7 @@
 
 :func:`calibrate` splits the measurements (:mod:`tinytune.hwmodels.measurements`)
 deterministically into a fit set and a held-out set. On the fit set it fits the per-op
-coefficients by non-negative least squares (:func:`~tinytune.hwmodels.latency.solve`) on each
+coefficients by non-negative least squares (:func:`~tinytune.hwmodels.latency_fit.solve`) on each
 network's whole step and on its timed parts (a bundle's kernel calls, or each op's forward and
 backward pass on the host), so that a dozen networks give hundreds of rows. The full model has
 a coefficient per (cost class, phase, feature), more than a few networks determine; the fit
@@ -33,13 +33,12 @@ from typing import Any
 import numpy as np
 
 from tinytune.hwmodels.devices import CalibrationPoint, DeviceProfile, unnamed_engine
-from tinytune.hwmodels.latency import (
-    FEATURES,
+from tinytune.hwmodels.latency import FEATURES, predict_latency
+from tinytune.hwmodels.latency_fit import (
     FitSystem,
     ModelForm,
     coefficients_from_vector,
     fit_system,
-    predict_latency,
     solve,
 )
 from tinytune.hwmodels.measurements import CalibrationError, Measurement, MeasurementFile
@@ -75,7 +74,7 @@ MODEL_FORMS = tuple(
 )
 """The forms a calibration chooses among, from one coefficient set for every class and phase
 on two features to a set per cost class and phase on every feature. In each the update phase
-has one set for every class (:attr:`~tinytune.hwmodels.latency.ModelForm.update_features`),
+has one set for every class (:attr:`~tinytune.hwmodels.latency_fit.ModelForm.update_features`),
 per op or per op and trained element: with a set per class, a class whose weights few
 measured networks train priced the update of a network that trains many of them several
 times too high (a held-out step 5.7× its measured time, 48 networks on the host)."""
