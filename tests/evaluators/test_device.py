@@ -14,7 +14,7 @@ from tinytune.data import Split, Splits
 from tinytune.errors import ConfigError
 from tinytune.evaluators.device import TrainingProgress, int8_accuracy, int8_finetune
 from tinytune.quant import QConv, forward, quantize, train_step
-from tinytune.quant.model import qas_multipliers
+from tinytune.quant.quantizer import qas_multipliers
 
 
 def _splits(n: int = 24) -> Splits:

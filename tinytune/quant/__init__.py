@@ -17,10 +17,8 @@ from tinytune.quant.model import (
     QuantizedNet,
     QUpsample,
     UpdateMultipliers,
-    activation_tables,
-    qas_multipliers,
-    quantize,
 )
+from tinytune.quant.quantizer import activation_tables, qas_multipliers, quantize
 from tinytune.quant.simulate import ForwardRecord, StepRecord, forward, forward_patched, train_step
 
 __all__ = [

@@ -12,7 +12,7 @@ One step on one image (batch 1, as on the device) runs, with the kernels of
    between the output and the earliest updated layer, no further): mask, input gradient (with
    the weights before the update) written fresh or accumulated where a tensor has several
    readers, then the QAS-scaled SGD update of the trained bias and of the trained input channels
-   of the weight (:func:`~tinytune.quant.model.qas_multipliers`); GroupNorm's float32 γ and β
+   of the weight (:func:`~tinytune.quant.quantizer.qas_multipliers`); GroupNorm's float32 γ and β
    take plain SGD steps.
 
 Frozen parameters are never written. The parameters of the :class:`QuantizedNet` are updated in
@@ -42,8 +42,8 @@ from tinytune.quant.model import (
     QPool,
     QuantizedNet,
     QUpsample,
-    qas_multipliers,
 )
+from tinytune.quant.quantizer import qas_multipliers
 
 __all__ = [
     "EmitRecord",
