@@ -10,7 +10,7 @@ The pipeline (:func:`build_bundle`):
    here;
 2. the network the search fine-tuned, from the supernet weights, with its BatchNorm
    re-estimated on the training images and folded (:func:`~tinytune.models.build_candidate`);
-3. post-training int8 quantization calibrated on those images (:func:`~tinytune.quant.quantizer`)
+3. post-training int8 quantization calibrated on those images (:func:`~tinytune.quant.quantize`)
    and the lowering of one training step onto the planner's arena
    (:func:`~tinytune.export.program.lower_step`); the lowered arena must equal step 1's;
 4. the C: the model (:mod:`tinytune.bundle.render`), the example's samples
@@ -201,7 +201,7 @@ def _platform_file(name: str) -> bytes:
 
 def _check_int8_ops(candidate: Candidate, graph: Graph) -> None:
     """Every op must have an int8 kernel; checked on the traced graph before any weight is
-    read (the rules of :func:`tinytune.quant.quantizer`)."""
+    read (the rules of :func:`tinytune.quant.quantize`)."""
     from tinytune.quant.quantizer import check_op
 
     for op in graph.ops:

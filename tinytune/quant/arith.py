@@ -144,7 +144,7 @@ multiply-add, no excess precision — build with ``-ffp-contract=off`` where FLT
   values far below one unit, rounds to something that rounds to 0).
 * update: t_j = lr·g_j; b_j = b_j − t_j; W[j,c] = W[j,c] − t_j·x_c.
 
-Limits, checked when a network is quantized (:func:`tinytune.quant.quantizer`): convolution
+Limits, checked when a network is quantized (:func:`tinytune.quant.quantize`): convolution
 accumulators fit int32 (|b| + 255·127·taps < 2^31), a weight gradient fits int32 (at most
 66 311 output pixels), GroupNorm sums fit int32; otherwise a QuantizationError names the op.
 """
