@@ -23,12 +23,11 @@ from tinytune.models.supernet import (
     DEFAULT_RECIPE,
     RECIPES,
     StepDraws,
-    _lr_at,
-    _mix,
     get_recipe,
     require_weights,
     step_rng,
 )
+from tinytune.models.supernet.pretraining import _lr_at, _mix
 from tinytune.spaces import get_supernet
 
 SPEC = get_supernet("ofa-proxyless-w0.35")
