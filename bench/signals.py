@@ -9,7 +9,7 @@ and TinyTL-style schemes, full fine-tuning) and ``--sample`` more drawn at rando
 space of ``ofa-proxyless-w0.35`` (Optuna's random sampler), all on the shipped checkpoint. Each
 is fine-tuned as the search measures it (``tinytune.evaluators.run_evaluation``: its epochs,
 batch 32, one rate for every family, one torch thread, ``--processes`` at a time) for its
-validation accuracy, and its signals (:mod:`tinytune.search.signals`: a linear probe and 64
+validation accuracy, and its signals (``bench/cheap_signals.py``: a linear probe and 64
 backward passes of one image) are measured in the driver with one thread. One more signal is
 MCUNetV3's contribution analysis at low fidelity: the default plan's table (34 fine-tunes for
 the default sub-network) measured at ``--contribution-epochs`` epochs instead of the study's,
@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from tinytune.evaluators import run_evaluation
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # cheap_signals.py beside it
 
 
 def _contribution_table(args, spec, checkpoint, pool):  # type: ignore[no-untyped-def]
@@ -120,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import torch
+    from cheap_signals import SIGNALS, measure_signals
 
     from tinytune.checkpoints import ensure_checkpoint
     from tinytune.data import get_dataset
@@ -129,7 +132,6 @@ def main(argv: list[str] | None = None) -> int:
     from tinytune.models import load_supernet
     from tinytune.search.lr import family_of
     from tinytune.search.proxy import estimate, kendall_tau
-    from tinytune.search.signals import SIGNALS, measure_signals
     from tinytune.spaces import get_supernet, make_preset
 
     torch.set_num_threads(1)

@@ -27,10 +27,11 @@ from tinytune.search import (
     RayExecutor,
     RayUnavailableError,
     SearchConfig,
-    loopback,
     run_search,
 )
 from tinytune.search.executor import check_reachable
+
+from . import loopback
 
 COMPLETE = optuna.trial.TrialState.COMPLETE
 FAIL = optuna.trial.TrialState.FAIL
@@ -290,7 +291,7 @@ def test_negative_retries_are_refused() -> None:
 def two_nodes(
     tmp_path: Path, env: dict[str, str], worker_env: dict[str, str], worker_gpus: int = 0
 ) -> Iterator[tuple[int, int, Callable[[], list[str]]]]:
-    """:func:`tinytune.search.loopback.two_nodes`, skipped where Ray cannot start a node:
+    """:func:`tests.search.loopback.two_nodes`, skipped where Ray cannot start a node:
     (GCS port, dashboard port, probe of the alive nodes)."""
     try:
         with loopback.two_nodes(tmp_path, env, worker_env, worker_gpus=worker_gpus) as cluster:
