@@ -11,7 +11,7 @@ from tinytune.cli.main import main
 from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig
 from tinytune.search import InlineExecutor, SearchConfig, run_search
-from tinytune.search.ladder import HYPERVOLUME_BOX
+from tinytune.search.pareto import HYPERVOLUME_BOX
 from tinytune.search.recording import hypervolume_history
 from tinytune.spaces import Candidate
 

@@ -16,8 +16,8 @@ from tinytune.search.ladder import (
     calibration_offset,
     choose_promotion,
     hypervolume_gain,
-    reference,
 )
+from tinytune.search.pareto import reference
 
 from .dashboard import dashboard_api
 from .fakes import FakeEvaluator, N, search_config

@@ -34,7 +34,7 @@ def pareto(
     import tinytune
     from tinytune.cli.common import console, front_table, png_path, quiet_logs
     from tinytune.db import open_store
-    from tinytune.search.ladder import HYPERVOLUME_BOX
+    from tinytune.search.pareto import HYPERVOLUME_BOX
     from tinytune.search.proxy import rank_correlation
     from tinytune.search.verify import int8_accuracies
 

@@ -44,7 +44,8 @@ from tinytune.search.decisions import (
     Submit,
     Verdict,
 )
-from tinytune.search.ladder import calibration_offset, choose_promotion, reference
+from tinytune.search.ladder import calibration_offset, choose_promotion
+from tinytune.search.pareto import reference
 from tinytune.search.proxy_rung import ProxyRung
 from tinytune.search.recording import FrontPoint
 from tinytune.search.tasks import Tasks

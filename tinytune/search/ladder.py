@@ -20,54 +20,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from tinytune.search.pareto import hypervolume
+from tinytune.search.pareto import Point, normalised_hypervolume
 
-__all__ = [
-    "Point",
-    "calibration_offset",
-    "choose_promotion",
-    "hypervolume_gain",
-    "normalised_hypervolume",
-    "reference",
-]
-
-Point = tuple[float, float, float]
-"""(accuracy ↑, peak SRAM bytes ↓, step latency s ↓)."""
-
-
-HYPERVOLUME_BOX = (
-    "hypervolume: the share that the front dominates of the box between the ideal point (100 % "
-    "accuracy, 0 bytes, 0 s) and the reference point (accuracy 0, the SRAM and latency budgets; "
-    "without a budget, 1.1 × the largest value among the measured candidates within the "
-    "budgets, which moves as larger ones are measured)"
-)
-"""What a printed hypervolume measures (:func:`reference`, :func:`normalised_hypervolume`)."""
-
-
-def reference(
-    points: Sequence[Point], sram_budget: float | None, latency_budget: float | None
-) -> Point:
-    """The hypervolume reference: accuracy 0 and each budget; without a budget, 10 % beyond
-    the worst value among ``points``."""
-    return (
-        0.0,
-        float(sram_budget or 1.1 * max((p[1] for p in points), default=1.0)),
-        float(latency_budget or 1.1 * max((p[2] for p in points), default=1.0)),
-    )
-
-
-def _normalised(points: Sequence[Point], ref: Point) -> list[tuple[float, float, float]]:
-    """All objectives minimised and divided by the reference, so the box is the unit cube."""
-    return [
-        (-p[0], p[1] / ref[1] if ref[1] else p[1], p[2] / ref[2] if ref[2] else p[2])
-        for p in points
-    ]
-
-
-def normalised_hypervolume(points: Sequence[Point], ref: Point) -> float:
-    """The hypervolume of ``points`` in the box between the ideal point and ``ref``, each
-    objective divided by the reference's, so the whole box is 1."""
-    return hypervolume(_normalised(points, ref), (0.0, 1.0, 1.0))
+__all__ = ["calibration_offset", "choose_promotion", "hypervolume_gain"]
 
 
 def hypervolume_gain(point: Point, front: Sequence[Point], ref: Point) -> float:

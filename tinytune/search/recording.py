@@ -15,8 +15,7 @@ from tinytune.db import EvaluationRecord, ParetoSnapshot, Store
 from tinytune.evaluators import HardwareCost
 from tinytune.search.budgets import violations
 from tinytune.search.config import SearchConfig
-from tinytune.search.ladder import normalised_hypervolume, reference
-from tinytune.search.pareto import pareto_front
+from tinytune.search.pareto import normalised_hypervolume, pareto_front, reference
 
 __all__ = [
     "FrontPoint",
