@@ -66,7 +66,7 @@ from tinytune.data import get_dataset
 from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig, run_evaluation
 from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
-from tinytune.search.config import DIRECTIONS
+from tinytune.search.config.search_config import DIRECTIONS
 from tinytune.search.contribution import (
     ContributionPlan,
     TableIdentity,

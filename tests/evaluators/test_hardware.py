@@ -82,7 +82,7 @@ def test_a_patch_schedule_changes_no_accuracy(tiny_checkpoint) -> None:
     """Patches are a matter of device memory and time: the fine-tune of a patched candidate
     is its whole-image twin's (the same task, the same measured accuracies)."""
     from tinytune.evaluators import FinetuneConfig, run_evaluation
-    from tinytune.search.config import SearchConfig
+    from tinytune.search.config.search_config import SearchConfig
     from tinytune.search.tasks import finetune_task
 
     spec = get_supernet("ofa-proxyless-w0.35")

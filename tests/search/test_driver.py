@@ -15,7 +15,7 @@ from tinytune.errors import CLI, BudgetError, ConfigError, StorageError
 from tinytune.evaluators import FinetuneConfig, run_evaluation
 from tinytune.search import InlineExecutor, run_search
 from tinytune.search.attrs import Attr
-from tinytune.search.budgets import CONSTRAINTS
+from tinytune.search.config.budgets import CONSTRAINTS
 from tinytune.spaces import Candidate, get_supernet
 
 from .dashboard import dashboard_api
@@ -509,7 +509,7 @@ def test_the_limit_that_stopped_the_run_is_the_first_reached(
     decides). The run was stopped by the proposals, not the time."""
     import types
 
-    import tinytune.search.budgets as budgets
+    import tinytune.search.config.budgets as budgets
 
     from .fakes import FakeEvaluator
 
@@ -584,7 +584,7 @@ def test_a_device_whose_flash_holds_no_candidate_is_refused() -> None:
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
     from tinytune.hwmodels.registry import get_device
     from tinytune.search import SearchConfig
-    from tinytune.search.budgets import check_feasible
+    from tinytune.search.config.budgets import check_feasible
     from tinytune.spaces import get_supernet, make_preset
 
     spec = get_supernet("ofa-proxyless-w0.35")

@@ -4,9 +4,16 @@ hypervolume helpers."""
 
 from __future__ import annotations
 
-from tinytune.search.budgets import check_budgets, check_feasible
-from tinytune.search.config import BASELINE_PRESETS, OBJECTIVES, SAMPLERS, SearchConfig
-from tinytune.search.contribution import ContributionPlan, run_contributions
+from tinytune.search.config import (
+    BASELINE_PRESETS,
+    OBJECTIVES,
+    SAMPLERS,
+    ContributionPlan,
+    SearchConfig,
+    check_budgets,
+    check_feasible,
+)
+from tinytune.search.contribution import run_contributions
 from tinytune.search.contribution_table import ContributionTable
 from tinytune.search.driver import SearchResult, run_search
 from tinytune.search.events import Counts, SearchEvent

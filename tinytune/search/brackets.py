@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from tinytune.db import EvaluationRecord, Store
 from tinytune.search.attrs import Attr
-from tinytune.search.config import SearchConfig
+from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.decisions import (
     Bracket,
     Enqueue,
@@ -56,7 +56,8 @@ __all__ = ["Bracket", "Ladder", "LadderContext", "Limits", "Member"]
 
 
 class Limits(Protocol):
-    """What the ladder reads of the run's limits (:class:`tinytune.search.budgets.RunLimits`)."""
+    """What the ladder reads of the run's limits
+    (:class:`tinytune.search.config.budgets.RunLimits`)."""
 
     def time_left(self) -> bool: ...
 

@@ -44,7 +44,11 @@ from typing import Any
 from tinytune.db import ContributionRecord, Store
 from tinytune.evaluators import FinetuneConfig
 from tinytune.hashing import sha256_file
-from tinytune.search.contribution_plan import LITE_BRANCH, ContributionEntry, ContributionPlan
+from tinytune.search.config.contribution_plan import (
+    LITE_BRANCH,
+    ContributionEntry,
+    ContributionPlan,
+)
 from tinytune.search.contribution_table import ContributionTable, build_table
 from tinytune.search.executor import Executor
 from tinytune.spaces import (

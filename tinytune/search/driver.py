@@ -32,8 +32,8 @@ from tinytune.db import Store
 from tinytune.errors import ConfigError, flag
 from tinytune.search.attrs import Attr
 from tinytune.search.brackets import Ladder, LadderContext
-from tinytune.search.budgets import RunLimits, StudyBudget, epoch_costs
-from tinytune.search.config import BASELINE_PRESETS, SearchConfig
+from tinytune.search.config.budgets import RunLimits, StudyBudget, epoch_costs
+from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.decisions import Bracket, Member, Submit
 from tinytune.search.events import SearchEvent, SearchResult, at_chance
 from tinytune.search.executor import Executor, Metered

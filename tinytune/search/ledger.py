@@ -24,8 +24,8 @@ from tinytune.db import EvaluationRecord, Store
 from tinytune.errors import ConfigError
 from tinytune.evaluators import HardwareCost
 from tinytune.search.attrs import Attr
-from tinytune.search.budgets import RunLimits, StudyBudget, over_budget
-from tinytune.search.config import SearchConfig
+from tinytune.search.config.budgets import RunLimits, StudyBudget, over_budget
+from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.dashboard import HypervolumePublisher
 from tinytune.search.decisions import Member, Note, Prune, Submit, Verdict
 from tinytune.search.events import Counts, SearchEvent

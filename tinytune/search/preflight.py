@@ -20,8 +20,13 @@ from tinytune.db import Store
 from tinytune.errors import BudgetOptionError, ConfigError
 from tinytune.evaluators import HardwareEvaluator
 from tinytune.hwmodels.devices import DeviceProfile
-from tinytune.search.budgets import check_budgets, check_feasible, epoch_costs, feasible_cuts
-from tinytune.search.config import SearchConfig, reference_candidate
+from tinytune.search.config.budgets import (
+    check_budgets,
+    check_feasible,
+    epoch_costs,
+    feasible_cuts,
+)
+from tinytune.search.config.search_config import SearchConfig, reference_candidate
 from tinytune.spaces import Candidate, SupernetSpec, get_supernet
 
 if TYPE_CHECKING:
@@ -50,7 +55,7 @@ class Preflight:
             :func:`tinytune.data.val_repeats` of ``val_images``).
         copies: image files left out of the data set as copies of others.
         cuts: the stage counts the sampler may cut a fixed network after
-            (:func:`~tinytune.search.budgets.feasible_cuts`).
+            (:func:`~tinytune.search.config.budgets.feasible_cuts`).
     """
 
     spec: SupernetSpec

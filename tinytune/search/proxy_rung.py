@@ -18,7 +18,7 @@ from typing import Any
 
 from tinytune.db import EvaluationRecord, Store
 from tinytune.errors import ModelError
-from tinytune.search.config import SearchConfig
+from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.contribution import (
     ContributionEntry,
     TableIdentity,

@@ -13,8 +13,8 @@ from typing import Any
 
 from tinytune.db import EvaluationRecord, ParetoSnapshot, Store
 from tinytune.evaluators import HardwareCost
-from tinytune.search.budgets import violations
-from tinytune.search.config import SearchConfig
+from tinytune.search.config.budgets import violations
+from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.pareto import normalised_hypervolume, pareto_front, reference
 
 __all__ = [

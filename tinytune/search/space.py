@@ -11,7 +11,7 @@ from typing import Any
 
 from tinytune.evaluators import HardwareConfig
 from tinytune.options import DEFAULT_DATASET, DEFAULT_DEVICE
-from tinytune.search.config import OBJECTIVES, SearchConfig
+from tinytune.search.config.search_config import OBJECTIVES, SearchConfig
 
 __all__ = [
     "AUTO_REPEATS",

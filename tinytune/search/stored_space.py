@@ -17,7 +17,12 @@ from typing import Any
 from tinytune.db import Store
 from tinytune.errors import Flag, StorageError, Words, flag
 from tinytune.search.attrs import Attr
-from tinytune.search.config import DIRECTIONS, OBJECTIVES, SearchConfig, check_new_study_name
+from tinytune.search.config.search_config import (
+    DIRECTIONS,
+    OBJECTIVES,
+    SearchConfig,
+    check_new_study_name,
+)
 from tinytune.search.space import AUTO_REPEATS, PER_FAMILY, UPDATE_BEFORE_NAMED, StudySpace
 
 __all__ = [

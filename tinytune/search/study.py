@@ -18,7 +18,12 @@ from typing import Any, cast
 
 from tinytune.db import Store
 from tinytune.search.attrs import Attr
-from tinytune.search.config import DIRECTIONS, OBJECTIVES, SearchConfig, check_new_study_name
+from tinytune.search.config.search_config import (
+    DIRECTIONS,
+    OBJECTIVES,
+    SearchConfig,
+    check_new_study_name,
+)
 from tinytune.search.heartbeats import MAX_RETRY, Heartbeats, StaleTrials
 from tinytune.search.space import StudySpace
 from tinytune.search.stored_space import (
@@ -195,7 +200,7 @@ class StudyAdapter:
         """The reference first (full fine-tuning, beside the budget), then the baselines: the
         baseline presets on the default sub-network, or, in a study of one preset, that preset
         on it (the learning-rate grid's fine-tune of its family, reused, not run again)."""
-        from tinytune.search.config import BASELINE_PRESETS, REFERENCE_PRESET
+        from tinytune.search.config.search_config import BASELINE_PRESETS, REFERENCE_PRESET
         from tinytune.spaces import default_subnet, get_supernet, subnet_params
 
         spec = get_supernet(self.config.supernet)

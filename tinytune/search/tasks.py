@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tinytune.search.config import SearchConfig
+from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.executor import Executor
 from tinytune.spaces import Candidate
 

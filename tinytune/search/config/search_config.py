@@ -23,7 +23,7 @@ from tinytune.options import (
     config_values,
 )
 from tinytune.samplers import SAMPLERS
-from tinytune.search.contribution_plan import ContributionPlan
+from tinytune.search.config.contribution_plan import ContributionPlan
 from tinytune.spaces import Candidate, default_network, default_subnet, get_supernet, make_preset
 
 __all__ = [
