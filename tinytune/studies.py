@@ -231,7 +231,7 @@ def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
     from tinytune.db import open_store, require_tinytune
     from tinytune.search import Attr, FrontPoint
     from tinytune.search.config import reference_candidate
-    from tinytune.search.recording import chosen_on, reference_point
+    from tinytune.search.front import chosen_on, reference_point
     from tinytune.search.space import StudySpace
     from tinytune.search.verify import int8_accuracies
 

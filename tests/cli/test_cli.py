@@ -394,7 +394,7 @@ def test_search_end_to_end_with_ray(
     complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     assert len(complete) == 3  # the reference beside the budget of 2
     assert "vs full" in out and "(reference)" in out
-    from tinytune.search.pareto import HYPERVOLUME_BOX
+    from tinytune.search.front.pareto import HYPERVOLUME_BOX
 
     assert " ".join(HYPERVOLUME_BOX.split()) in " ".join(out.split())  # under the front
     assert "learning rate per scheme family, chosen on validation (12 fine-tunes" in out

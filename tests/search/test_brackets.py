@@ -20,8 +20,8 @@ from tinytune.search.brackets import Ladder, LadderContext
 from tinytune.search.contribution import TableIdentity
 from tinytune.search.contribution_table import build_table
 from tinytune.search.decisions import Member, Note, Submit, Verdict
+from tinytune.search.front.recording import FrontPoint
 from tinytune.search.proxy import estimate
-from tinytune.search.recording import FrontPoint
 from tinytune.spaces import make_preset, subnet_params
 
 from .fakes import SPEC, SUBNET, made_up_records, search_config

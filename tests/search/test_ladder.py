@@ -12,12 +12,12 @@ from tinytune.db import open_store
 from tinytune.search import InlineExecutor, SearchConfig, run_search
 from tinytune.search.attrs import Attr
 from tinytune.search.contribution import ContributionPlan
+from tinytune.search.front.pareto import reference
 from tinytune.search.ladder import (
     calibration_offset,
     choose_promotion,
     hypervolume_gain,
 )
-from tinytune.search.pareto import reference
 
 from .dashboard import dashboard_api
 from .fakes import FakeEvaluator, N, search_config

@@ -34,7 +34,7 @@ def pareto(
     import tinytune
     from tinytune.cli.common import console, front_table, png_path, quiet_logs
     from tinytune.db import open_store
-    from tinytune.search.pareto import HYPERVOLUME_BOX
+    from tinytune.search.front import HYPERVOLUME_BOX
     from tinytune.search.proxy import rank_correlation
     from tinytune.search.verify import int8_accuracies
 
@@ -95,7 +95,7 @@ def pareto(
             f"validation accuracy over the {tau.n} candidates measured too"
         )
     if plot is not None:
-        from tinytune.search.recording import hypervolume_history
+        from tinytune.search.front import hypervolume_history
         from tinytune.viz.pareto import pareto_figure
 
         plot.parent.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ def search(**options: Any) -> None:
     from tinytune.cli.common import console, front_table, pretrain_bar, quiet_logs
     from tinytune.db.engine import mask_url
     from tinytune.search import SearchEvent
-    from tinytune.search.pareto import HYPERVOLUME_BOX
+    from tinytune.search.front import HYPERVOLUME_BOX
     from tinytune.search.verify import INT8_EPOCHS
     from tinytune.spaces import default_network
 

@@ -18,10 +18,9 @@ from tinytune.search.contribution_table import ContributionTable
 from tinytune.search.driver import SearchResult, run_search
 from tinytune.search.events import Counts, SearchEvent
 from tinytune.search.executor import Executor, InlineExecutor, RayExecutor, RayUnavailableError
-from tinytune.search.pareto import hypervolume, hypervolume_2d, pareto_front
+from tinytune.search.front import FrontPoint, hypervolume, hypervolume_2d, pareto_front
 from tinytune.search.preflight import Preflight, preflight
 from tinytune.search.proxy import estimate, kendall_tau, rank_correlation
-from tinytune.search.recording import FrontPoint
 from tinytune.search.study import Attr
 
 __all__ = [

@@ -44,10 +44,10 @@ from tinytune.search.decisions import (
     Submit,
     Verdict,
 )
+from tinytune.search.front.pareto import reference
+from tinytune.search.front.recording import FrontPoint
 from tinytune.search.ladder import calibration_offset, choose_promotion
-from tinytune.search.pareto import reference
 from tinytune.search.proxy_rung import ProxyRung
-from tinytune.search.recording import FrontPoint
 from tinytune.search.tasks import Tasks
 from tinytune.spaces import SubnetConfig, SupernetSpec, subnet_params
 

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from tinytune.db import Store
-from tinytune.search.recording import hypervolume_history
+from tinytune.search.front.recording import hypervolume_history
 from tinytune.search.study import Attr
 
 __all__ = ["HypervolumePublisher"]

@@ -37,12 +37,12 @@ from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.decisions import Bracket, Member, Submit
 from tinytune.search.events import SearchEvent, SearchResult, at_chance
 from tinytune.search.executor import Executor, Metered
+from tinytune.search.front.recording import reference_point
 from tinytune.search.ledger import Ledger
 from tinytune.search.lr import calibrate
 from tinytune.search.mutation import propose_mutant
 from tinytune.search.preflight import Preflight, preflight
 from tinytune.search.proxy import rank_correlation
-from tinytune.search.recording import reference_point
 from tinytune.search.study import StudyAdapter
 from tinytune.search.tasks import Tasks
 from tinytune.search.verify import int8_accuracies, verify_int8

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tinytune.search.front.recording import FrontPoint
 from tinytune.search.lr import LrCalibration
-from tinytune.search.recording import FrontPoint
 from tinytune.search.verify import Int8Accuracy
 
 __all__ = ["STOP_REASONS", "Counts", "SearchEvent", "SearchResult", "at_chance"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from tinytune.search.pareto import Point, normalised_hypervolume
+from tinytune.search.front.pareto import Point, normalised_hypervolume
 
 __all__ = ["calibration_offset", "choose_promotion", "hypervolume_gain"]
 

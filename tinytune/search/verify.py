@@ -19,7 +19,7 @@ from tinytune.db import EvaluationRecord, Store
 from tinytune.spaces import Candidate
 
 if TYPE_CHECKING:
-    from tinytune.search.recording import FrontPoint
+    from tinytune.search.front.recording import FrontPoint
     from tinytune.search.tasks import Tasks
 
 __all__ = [

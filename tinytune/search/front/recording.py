@@ -15,7 +15,7 @@ from tinytune.db import EvaluationRecord, ParetoSnapshot, Store
 from tinytune.evaluators import HardwareCost
 from tinytune.search.config.budgets import violations
 from tinytune.search.config.search_config import SearchConfig
-from tinytune.search.pareto import normalised_hypervolume, pareto_front, reference
+from tinytune.search.front.pareto import normalised_hypervolume, pareto_front, reference
 
 __all__ = [
     "FrontPoint",
