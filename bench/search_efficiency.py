@@ -73,7 +73,7 @@ from tinytune.search.contribution import (
     file_sha256,
     run_contributions,
 )
-from tinytune.search.executor import Executor, Metered
+from tinytune.search.execution.executor import Executor, Metered
 from tinytune.search.front.pareto import hypervolume, pareto_front, reference
 from tinytune.search.ladder import choose_promotion
 from tinytune.search.lr import LrCalibration, family_of

@@ -59,7 +59,7 @@ def _contribution_table(args, spec, checkpoint, pool):  # type: ignore[no-untype
         file_sha256,
         run_contributions,
     )
-    from tinytune.search.executor import Executor
+    from tinytune.search.execution.executor import Executor
     from tinytune.spaces import default_subnet
 
     class PoolExecutor(Executor):

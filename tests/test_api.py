@@ -287,7 +287,7 @@ def test_an_error_keeps_its_class_and_cause_and_the_functions_pickle() -> None:
     import pickle
 
     import tinytune
-    from tinytune.search.executor import RayUnavailableError
+    from tinytune.search.execution.executor import RayUnavailableError
 
     with pytest.raises(RayUnavailableError, match="or leave out ray_address for") as raised:
         tinytune.optimize(storage="sqlite:///:memory:", ray_address="127.0.0.1:1")

@@ -241,7 +241,7 @@ def _optimize(
         run_search,
     )
     from tinytune.search.config import check_new_study_name
-    from tinytune.search.executor import check_reachable
+    from tinytune.search.execution import check_reachable
     from tinytune.search.study import check_stored_space
     from tinytune.spaces import get_supernet
 

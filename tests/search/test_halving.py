@@ -13,7 +13,7 @@ from tinytune.db import open_store
 from tinytune.errors import BudgetError, ConfigError
 from tinytune.evaluators import FinetuneConfig
 from tinytune.search import InlineExecutor, SearchConfig, run_search
-from tinytune.search.executor import Metered
+from tinytune.search.execution.executor import Metered
 from tinytune.search.study import EARLY_STARTUP_TRIALS, make_sampler
 from tinytune.spaces import Candidate
 

@@ -29,7 +29,7 @@ from tinytune.search import (
     SearchConfig,
     run_search,
 )
-from tinytune.search.executor import check_reachable
+from tinytune.search.execution.executor import check_reachable
 
 from . import loopback
 
@@ -505,7 +505,7 @@ def test_gpus_per_trial_without_a_gpu_in_the_cluster_exits_2_before_pre_training
 def test_a_workers_error_keeps_the_line_that_names_it() -> None:
     """Ray's import failure announces a traceback on its first line: the one line stored with
     the failed evaluation keeps the traceback's last line, which names the error."""
-    from tinytune.search.executor import _first_line
+    from tinytune.search.execution.executor import _first_line
 
     announced = RuntimeError(
         "The remote function failed to import on the worker. sys.path ['/x']:\n\n"

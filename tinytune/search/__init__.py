@@ -17,7 +17,12 @@ from tinytune.search.contribution import run_contributions
 from tinytune.search.contribution_table import ContributionTable
 from tinytune.search.driver import SearchResult, run_search
 from tinytune.search.events import Counts, SearchEvent
-from tinytune.search.executor import Executor, InlineExecutor, RayExecutor, RayUnavailableError
+from tinytune.search.execution import (
+    Executor,
+    InlineExecutor,
+    RayExecutor,
+    RayUnavailableError,
+)
 from tinytune.search.front import FrontPoint, hypervolume, hypervolume_2d, pareto_front
 from tinytune.search.preflight import Preflight, preflight
 from tinytune.search.proxy import estimate, kendall_tau, rank_correlation

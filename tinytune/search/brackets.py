@@ -44,11 +44,11 @@ from tinytune.search.decisions import (
     Submit,
     Verdict,
 )
+from tinytune.search.execution.worker_tasks import Tasks
 from tinytune.search.front.pareto import reference
 from tinytune.search.front.recording import FrontPoint
 from tinytune.search.ladder import calibration_offset, choose_promotion
 from tinytune.search.proxy_rung import ProxyRung
-from tinytune.search.tasks import Tasks
 from tinytune.spaces import SubnetConfig, SupernetSpec, subnet_params
 
 # Bracket and Member are re-exported: they were defined here

@@ -50,7 +50,7 @@ from tinytune.search.config.contribution_plan import (
     ContributionPlan,
 )
 from tinytune.search.contribution_table import ContributionTable, build_table
-from tinytune.search.executor import Executor
+from tinytune.search.execution.executor import Executor
 from tinytune.spaces import (
     Candidate,
     SubnetConfig,

@@ -15,7 +15,7 @@ flight and the budget may still free up, a driver waits and watches their heartb
 fidelity ladder (``proxy``, ``halving``) lives in :mod:`tinytune.search.brackets`: it returns
 decisions (:mod:`tinytune.search.decisions`) that the driver carries out. The learning-rate
 grid, the contribution analysis and the int8 verification of the front run on the run's
-executor with :class:`tinytune.search.tasks.Tasks`, not with the run.
+executor with :class:`tinytune.search.execution.worker_tasks.Tasks`, not with the run.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from tinytune.search.config.budgets import RunLimits, StudyBudget, epoch_costs
 from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.decisions import Bracket, Member, Submit
 from tinytune.search.events import SearchEvent, SearchResult, at_chance
-from tinytune.search.executor import Executor, Metered
+from tinytune.search.execution.executor import Executor, Metered
+from tinytune.search.execution.worker_tasks import Tasks
 from tinytune.search.front.recording import reference_point
 from tinytune.search.ledger import Ledger
 from tinytune.search.lr import calibrate
@@ -44,7 +45,6 @@ from tinytune.search.mutation import propose_mutant
 from tinytune.search.preflight import Preflight, preflight
 from tinytune.search.proxy import rank_correlation
 from tinytune.search.study import StudyAdapter
-from tinytune.search.tasks import Tasks
 from tinytune.search.verify import int8_accuracies, verify_int8
 from tinytune.spaces import default_subnet, make_preset, suggest_candidate
 

@@ -29,12 +29,12 @@ from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.dashboard import HypervolumePublisher
 from tinytune.search.decisions import Member, Note, Prune, Submit, Verdict
 from tinytune.search.events import Counts, SearchEvent
-from tinytune.search.executor import Executor
+from tinytune.search.execution.executor import Executor
+from tinytune.search.execution.worker_tasks import finetune_task
 from tinytune.search.front.recording import FrontPoint, measured_record, snapshot
 from tinytune.search.lr import LrCalibration, family_of
 from tinytune.search.preflight import Preflight
 from tinytune.search.study import StudyAdapter
-from tinytune.search.tasks import finetune_task
 from tinytune.spaces import Candidate, suggest_candidate
 
 __all__ = ["Ledger"]

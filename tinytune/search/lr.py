@@ -30,7 +30,7 @@ from tinytune.spaces import Candidate, SupernetSpec, conv_kinds, default_subnet,
 if TYPE_CHECKING:
     from tinytune.evaluators import HardwareCost
     from tinytune.search.config.search_config import SearchConfig
-    from tinytune.search.tasks import Tasks
+    from tinytune.search.execution.worker_tasks import Tasks
 
 __all__ = [
     "FAMILIES",

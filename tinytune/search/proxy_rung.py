@@ -28,8 +28,8 @@ from tinytune.search.contribution import (
 )
 from tinytune.search.contribution_table import ContributionTable, build_table
 from tinytune.search.decisions import Member
+from tinytune.search.execution.worker_tasks import Tasks
 from tinytune.search.proxy import ProxyEstimate, estimate
-from tinytune.search.tasks import Tasks
 from tinytune.spaces import (
     Candidate,
     LiteResidualConfig,

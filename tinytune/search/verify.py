@@ -19,8 +19,8 @@ from tinytune.db import EvaluationRecord, Store
 from tinytune.spaces import Candidate
 
 if TYPE_CHECKING:
+    from tinytune.search.execution.worker_tasks import Tasks
     from tinytune.search.front.recording import FrontPoint
-    from tinytune.search.tasks import Tasks
 
 __all__ = [
     "INT8_EPOCHS",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tinytune.search.config.search_config import SearchConfig
-from tinytune.search.executor import Executor
+from tinytune.search.execution.executor import Executor
 from tinytune.spaces import Candidate
 
 __all__ = ["Emit", "MakeTask", "Tasks", "finetune_task"]

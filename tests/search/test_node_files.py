@@ -14,7 +14,7 @@ import pytest
 from tests.data.test_data import write_image_folder
 from tinytune.data import get_dataset
 from tinytune.errors import ConfigError
-from tinytune.search.shipping import Shipper, _materialise, _tar_folder
+from tinytune.search.execution.node_files import Shipper, _materialise, _tar_folder
 
 
 class Store:

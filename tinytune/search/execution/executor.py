@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinytune.errors import OptionError, TinyTuneError, flag
-from tinytune.search.shipping import Shipper, run_shipped
+from tinytune.search.execution.node_files import Shipper, run_shipped
 
 __all__ = [
     "Executor",
@@ -175,8 +175,9 @@ class RayExecutor(Executor):
         workers: concurrent tasks (one CPU each).
         address: an existing cluster (``HOST:PORT`` or ``ray://HOST:PORT``); ``None`` starts a
             local instance sized for ``workers``. With an address, each task's checkpoint and
-            image folder travel through the object store (:mod:`tinytune.search.shipping`), so
-            workers on other nodes need no shared file system.
+            image folder travel through the object store
+            (:mod:`tinytune.search.execution.node_files`), so workers on other nodes need no
+            shared file system.
         max_retries: extra attempts for a task whose worker died (0: none).
         connect_timeout_s: how long the reachability check of ``address`` may take.
         gpus: the most GPUs one task will ask for (``gpus_per_trial``): the cluster must
