@@ -78,7 +78,7 @@ from tinytune.search.front.pareto import hypervolume, pareto_front, reference
 from tinytune.search.ladder import choose_promotion
 from tinytune.search.lr import LrCalibration, family_of
 from tinytune.search.proxy import estimate, kendall_tau
-from tinytune.search.study import Attr
+from tinytune.search.study.adapter import Attr
 from tinytune.spaces import default_subnet, get_supernet, subnet_params, suggest_candidate
 
 SEARCHES: dict[str, dict[str, Any]] = {

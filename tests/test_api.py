@@ -382,7 +382,7 @@ def test_a_stored_study_reads_back_its_space_typed(tmp_path: Path) -> None:
     search stored: the config's, with the engine that predicted its latencies."""
     import tinytune
     from tinytune.db import open_store
-    from tinytune.search.space import StudySpace
+    from tinytune.search.study.study_space import StudySpace
     from tinytune.studies import find_candidate
 
     url, config = _made_up_study(tmp_path)

@@ -13,7 +13,7 @@ from tinytune.spaces import Candidate
 if TYPE_CHECKING:
     from tinytune.db import EvaluationRecord, Store
     from tinytune.search import FrontPoint
-    from tinytune.search.space import StudySpace
+    from tinytune.search.study import StudySpace
     from tinytune.search.verify import Int8Accuracy
 
 __all__ = ["StoredCandidate", "StudyView", "find_candidate", "load"]
@@ -119,7 +119,7 @@ def _optuna_study_names(store: Store) -> list[str]:
 def _storage(store: Store) -> Any:
     """Optuna's storage of ``store``'s database, riding out a server that restarts as the
     store does (one wait, shared with it)."""
-    from tinytune.search.storage import ReconnectingStorage
+    from tinytune.search.study import ReconnectingStorage
 
     return store.reconnect.call(lambda: ReconnectingStorage(store.url, store.reconnect))
 
@@ -160,7 +160,7 @@ def find_candidate(store: Store, *, study: str | None, target: int | str) -> Sto
             to choose from).
     """
     from tinytune.search import Attr
-    from tinytune.search.space import StudySpace
+    from tinytune.search.study import StudySpace
 
     if isinstance(target, bool) or not isinstance(target, int | str):
         raise StorageError(
@@ -232,7 +232,7 @@ def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
     from tinytune.search import Attr, FrontPoint
     from tinytune.search.config import reference_candidate
     from tinytune.search.front import chosen_on, reference_point
-    from tinytune.search.space import StudySpace
+    from tinytune.search.study import StudySpace
     from tinytune.search.verify import int8_accuracies
 
     require_tinytune(storage)

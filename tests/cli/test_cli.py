@@ -646,7 +646,7 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
 
 def test_how_a_study_measures_is_told_from_its_space() -> None:
     from tinytune.cli.pareto import _measured_by
-    from tinytune.search.space import StudySpace
+    from tinytune.search.study.study_space import StudySpace
 
     def _measured_by_attrs(attrs: dict, repeats_seen: set[int]) -> str | None:
         return _measured_by(StudySpace.from_attrs(attrs), "sqlite://", "s", repeats_seen)

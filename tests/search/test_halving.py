@@ -14,7 +14,7 @@ from tinytune.errors import BudgetError, ConfigError
 from tinytune.evaluators import FinetuneConfig
 from tinytune.search import InlineExecutor, SearchConfig, run_search
 from tinytune.search.execution.executor import Metered
-from tinytune.search.study import EARLY_STARTUP_TRIALS, make_sampler
+from tinytune.search.study.adapter import EARLY_STARTUP_TRIALS, make_sampler
 from tinytune.spaces import Candidate
 
 from .fakes import fake_accuracy, search_config

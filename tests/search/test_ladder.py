@@ -10,7 +10,6 @@ import pytest
 
 from tinytune.db import open_store
 from tinytune.search import InlineExecutor, SearchConfig, run_search
-from tinytune.search.attrs import Attr
 from tinytune.search.contribution import ContributionPlan
 from tinytune.search.front.pareto import reference
 from tinytune.search.ladder import (
@@ -18,6 +17,7 @@ from tinytune.search.ladder import (
     choose_promotion,
     hypervolume_gain,
 )
+from tinytune.search.study.attrs import Attr
 
 from .dashboard import dashboard_api
 from .fakes import FakeEvaluator, N, search_config

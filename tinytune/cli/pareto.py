@@ -10,7 +10,7 @@ import typer
 from tinytune.cli.common import DEFAULT_STORAGE
 
 if TYPE_CHECKING:
-    from tinytune.search.space import StudySpace
+    from tinytune.search.study import StudySpace
 
 __all__ = ["pareto"]
 

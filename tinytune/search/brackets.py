@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tinytune.db import EvaluationRecord, Store
-from tinytune.search.attrs import Attr
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.decisions import (
     Bracket,
@@ -49,6 +48,7 @@ from tinytune.search.front.pareto import reference
 from tinytune.search.front.recording import FrontPoint
 from tinytune.search.ladder import calibration_offset, choose_promotion
 from tinytune.search.proxy_rung import ProxyRung
+from tinytune.search.study.attrs import Attr
 from tinytune.spaces import SubnetConfig, SupernetSpec, subnet_params
 
 # Bracket and Member are re-exported: they were defined here

@@ -9,7 +9,7 @@ from typing import Any
 
 from tinytune.db import Store
 from tinytune.search.front.recording import hypervolume_history
-from tinytune.search.study import Attr
+from tinytune.search.study.adapter import Attr
 
 __all__ = ["HypervolumePublisher"]
 

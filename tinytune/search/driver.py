@@ -11,7 +11,7 @@ drivers; ``time_budget_s`` stops new submissions after that many seconds of this
 those in flight or reserved by open brackets included) would exceed it;
 ``max_proposals`` caps the trials asked in this run. While other drivers' fine-tunes are in
 flight and the budget may still free up, a driver waits and watches their heartbeats
-(:mod:`tinytune.search.heartbeats`), so the trials of one that died are retried here. The
+(:mod:`tinytune.search.study.heartbeats`), so the trials of one that died are retried here. The
 fidelity ladder (``proxy``, ``halving``) lives in :mod:`tinytune.search.brackets`: it returns
 decisions (:mod:`tinytune.search.decisions`) that the driver carries out. The learning-rate
 grid, the contribution analysis and the int8 verification of the front run on the run's
@@ -30,7 +30,6 @@ from typing import Any
 
 from tinytune.db import Store
 from tinytune.errors import ConfigError, flag
-from tinytune.search.attrs import Attr
 from tinytune.search.brackets import Ladder, LadderContext
 from tinytune.search.config.budgets import RunLimits, StudyBudget, epoch_costs
 from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
@@ -44,7 +43,8 @@ from tinytune.search.lr import calibrate
 from tinytune.search.mutation import propose_mutant
 from tinytune.search.preflight import Preflight, preflight
 from tinytune.search.proxy import rank_correlation
-from tinytune.search.study import StudyAdapter
+from tinytune.search.study.adapter import StudyAdapter
+from tinytune.search.study.attrs import Attr
 from tinytune.search.verify import int8_accuracies, verify_int8
 from tinytune.spaces import default_subnet, make_preset, suggest_candidate
 

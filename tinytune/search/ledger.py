@@ -23,7 +23,6 @@ from typing import Any
 from tinytune.db import EvaluationRecord, Store
 from tinytune.errors import ConfigError
 from tinytune.evaluators import HardwareCost
-from tinytune.search.attrs import Attr
 from tinytune.search.config.budgets import RunLimits, StudyBudget, over_budget
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.dashboard import HypervolumePublisher
@@ -34,7 +33,8 @@ from tinytune.search.execution.worker_tasks import finetune_task
 from tinytune.search.front.recording import FrontPoint, measured_record, snapshot
 from tinytune.search.lr import LrCalibration, family_of
 from tinytune.search.preflight import Preflight
-from tinytune.search.study import StudyAdapter
+from tinytune.search.study.adapter import StudyAdapter
+from tinytune.search.study.attrs import Attr
 from tinytune.spaces import Candidate, suggest_candidate
 
 __all__ = ["Ledger"]

@@ -1,6 +1,6 @@
 """What a search is asked to do: :class:`SearchConfig`, validated once, and its vocabulary
 (objectives, samplers, the reference and the baselines a new study measures first). What a study
-stores of it is :class:`tinytune.search.space.StudySpace`.
+stores of it is :class:`tinytune.search.study.study_space.StudySpace`.
 
 The defaults and the checks of the fields that options set (``trials``, ``sram_budget_bytes``,
 ``finetune.epochs``...) are those of :data:`tinytune.options.SEARCH_OPTIONS`; only the fields no

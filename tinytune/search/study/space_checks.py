@@ -5,7 +5,7 @@ supernet, device and engine, data set, budgets, fine-tuning settings, the weight
 A run that asks for another is refused in one line that says what differs and what to pass to
 continue the study as it was; an Optuna study that tinytune did not make is not taken over. The
 check runs twice: before the weights exist (:func:`check_stored_space`, everything but the
-weights), and when the study is opened (:class:`tinytune.search.study.StudyAdapter`).
+weights), and when the study is opened (:class:`tinytune.search.study.adapter.StudyAdapter`).
 """
 
 from __future__ import annotations
@@ -16,14 +16,19 @@ from typing import Any
 
 from tinytune.db import Store
 from tinytune.errors import Flag, StorageError, Words, flag
-from tinytune.search.attrs import Attr
 from tinytune.search.config.search_config import (
     DIRECTIONS,
     OBJECTIVES,
     SearchConfig,
     check_new_study_name,
 )
-from tinytune.search.space import AUTO_REPEATS, PER_FAMILY, UPDATE_BEFORE_NAMED, StudySpace
+from tinytune.search.study.attrs import Attr
+from tinytune.search.study.study_space import (
+    AUTO_REPEATS,
+    PER_FAMILY,
+    UPDATE_BEFORE_NAMED,
+    StudySpace,
+)
 
 __all__ = [
     "another_space",

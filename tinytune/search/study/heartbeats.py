@@ -15,7 +15,7 @@ and a running trial of a client that never beats (``study.ask()`` from a noteboo
 study) is failed like a dead driver's.
 
 A database server that restarts is ridden out: Optuna's storage shares the store's retries
-(:mod:`tinytune.search.storage`), and a driver beats for its own trials before it looks for
+(:mod:`tinytune.search.study.storage`), and a driver beats for its own trials before it looks for
 stale ones, so that heartbeats missed while the server was away do not fail its live trials.
 """
 

@@ -29,7 +29,7 @@ __all__ = ["ReconnectingStorage"]
 # as an integrity error; a study, whose second creation ``create_study(load_if_exists=True)``
 # loads. A trial created by a commit whose answer was lost is created again: the first is left
 # RUNNING without a heartbeat, and tinytune's drivers fail it a grace period later
-# (:meth:`tinytune.search.study.StudyAdapter.fail_stale`).
+# (:meth:`tinytune.search.study.adapter.StudyAdapter.fail_stale`).
 _RETRIED = (
     "create_new_study",
     "delete_study",

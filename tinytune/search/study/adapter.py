@@ -1,10 +1,10 @@
 """The Optuna side of a search: the study a driver works on, its sampler, and its trials.
 
 :class:`StudyAdapter` opens (or creates) the study, checks that it was stored with the search
-space the run asks for (:mod:`tinytune.search.stored_space`), enqueues the reference and the
-baselines into a new one, and asks and tells trials; the names of the attributes it gives them
-are :class:`tinytune.search.attrs.Attr`. The heartbeats of a driver's own trials and the trials
-of drivers that died are :mod:`tinytune.search.heartbeats`.
+space the run asks for (:mod:`tinytune.search.study.space_checks`), enqueues the reference and
+the baselines into a new one, and asks and tells trials; the names of the attributes it gives
+them are :class:`tinytune.search.study.attrs.Attr`. The heartbeats of a driver's own trials and
+the trials of drivers that died are :mod:`tinytune.search.study.heartbeats`.
 """
 
 from __future__ import annotations
@@ -17,22 +17,22 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from tinytune.db import Store
-from tinytune.search.attrs import Attr
 from tinytune.search.config.search_config import (
     DIRECTIONS,
     OBJECTIVES,
     SearchConfig,
     check_new_study_name,
 )
-from tinytune.search.heartbeats import MAX_RETRY, Heartbeats, StaleTrials
-from tinytune.search.space import StudySpace
-from tinytune.search.stored_space import (
+from tinytune.search.study.attrs import Attr
+from tinytune.search.study.heartbeats import MAX_RETRY, Heartbeats, StaleTrials
+from tinytune.search.study.space_checks import (
     another_space,
     check_stored_space,
     foreign_study,
     nothing_to_resume,
     space_difference,
 )
+from tinytune.search.study.study_space import StudySpace
 
 # Attr, MAX_RETRY, Heartbeats and check_stored_space are re-exported: they were defined here
 __all__ = [
@@ -163,7 +163,7 @@ class StudyAdapter:
         loser finds them made and opens them."""
         import sqlalchemy as sa
 
-        from tinytune.search.storage import ReconnectingStorage
+        from tinytune.search.study.storage import ReconnectingStorage
 
         def open_storage() -> Any:
             return ReconnectingStorage(
