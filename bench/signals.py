@@ -13,8 +13,8 @@ validation accuracy, and its signals (``bench/cheap_signals.py``: a linear probe
 backward passes of one image) are measured in the driver with one thread. One more signal is
 MCUNetV3's contribution analysis at low fidelity: the default plan's table (34 fine-tunes for
 the default sub-network) measured at ``--contribution-epochs`` epochs instead of the study's,
-and the sum of :func:`tinytune.search.proxy.estimate`'s terms (not clipped to 1, which would tie
-the best schemes) for each candidate with the probe as its sub-network's base
+and the sum of :func:`tinytune.search.ladder.proxy.estimate`'s terms (not clipped to 1, which would
+tie the best schemes) for each candidate with the probe as its sub-network's base
 (``contribution``; ``--contribution-epochs 0`` leaves it out). Another is the low rung of
 successive halving (``tinytune search --halving``): the candidate's own short fine-tune,
 ``--short-epochs`` epochs on a stratified ``--short-fraction`` of the training images, its
@@ -53,13 +53,13 @@ def _contribution_table(args, spec, checkpoint, pool):  # type: ignore[no-untype
 
     from tinytune.db import open_store
     from tinytune.evaluators import FinetuneConfig
-    from tinytune.search.contribution import (
+    from tinytune.search.execution.executor import Executor
+    from tinytune.search.ladder.contribution import (
         ContributionPlan,
         TableIdentity,
         file_sha256,
         run_contributions,
     )
-    from tinytune.search.execution.executor import Executor
     from tinytune.spaces import default_subnet
 
     class PoolExecutor(Executor):
@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     from tinytune.evaluators.profile import sample_candidates
     from tinytune.evaluators.task import network_on_data
     from tinytune.models import load_supernet
+    from tinytune.search.ladder.proxy import estimate, kendall_tau
     from tinytune.search.lr import family_of
-    from tinytune.search.proxy import estimate, kendall_tau
     from tinytune.spaces import get_supernet, make_preset
 
     torch.set_num_threads(1)

@@ -35,7 +35,7 @@ def pareto(
     from tinytune.cli.common import console, front_table, png_path, quiet_logs
     from tinytune.db import open_store
     from tinytune.search.front import HYPERVOLUME_BOX
-    from tinytune.search.proxy import rank_correlation
+    from tinytune.search.ladder import rank_correlation
     from tinytune.search.verify import int8_accuracies
 
     quiet_logs()

@@ -13,8 +13,6 @@ from tinytune.search.config import (
     check_budgets,
     check_feasible,
 )
-from tinytune.search.contribution import run_contributions
-from tinytune.search.contribution_table import ContributionTable
 from tinytune.search.driver import SearchResult, run_search
 from tinytune.search.events import Counts, SearchEvent
 from tinytune.search.execution import (
@@ -24,8 +22,14 @@ from tinytune.search.execution import (
     RayUnavailableError,
 )
 from tinytune.search.front import FrontPoint, hypervolume, hypervolume_2d, pareto_front
+from tinytune.search.ladder import (
+    ContributionTable,
+    estimate,
+    kendall_tau,
+    rank_correlation,
+    run_contributions,
+)
 from tinytune.search.preflight import Preflight, preflight
-from tinytune.search.proxy import estimate, kendall_tau, rank_correlation
 from tinytune.search.study import Attr
 
 __all__ = [

@@ -12,10 +12,10 @@ those in flight or reserved by open brackets included) would exceed it;
 ``max_proposals`` caps the trials asked in this run. While other drivers' fine-tunes are in
 flight and the budget may still free up, a driver waits and watches their heartbeats
 (:mod:`tinytune.search.study.heartbeats`), so the trials of one that died are retried here. The
-fidelity ladder (``proxy``, ``halving``) lives in :mod:`tinytune.search.brackets`: it returns
-decisions (:mod:`tinytune.search.decisions`) that the driver carries out. The learning-rate
-grid, the contribution analysis and the int8 verification of the front run on the run's
-executor with :class:`tinytune.search.execution.worker_tasks.Tasks`, not with the run.
+fidelity ladder (``proxy``, ``halving``) lives in :mod:`tinytune.search.ladder.brackets`: it
+returns decisions (:mod:`tinytune.search.ladder.decisions`) that the driver carries out. The
+learning-rate grid, the contribution analysis and the int8 verification of the front run on the
+run's executor with :class:`tinytune.search.execution.worker_tasks.Tasks`, not with the run.
 """
 
 from __future__ import annotations
@@ -30,19 +30,19 @@ from typing import Any
 
 from tinytune.db import Store
 from tinytune.errors import ConfigError, flag
-from tinytune.search.brackets import Ladder, LadderContext
 from tinytune.search.config.budgets import RunLimits, StudyBudget, epoch_costs
 from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
-from tinytune.search.decisions import Bracket, Member, Submit
 from tinytune.search.events import SearchEvent, SearchResult, at_chance
 from tinytune.search.execution.executor import Executor, Metered
 from tinytune.search.execution.worker_tasks import Tasks
 from tinytune.search.front.recording import reference_point
+from tinytune.search.ladder.brackets import Ladder, LadderContext
+from tinytune.search.ladder.decisions import Bracket, Member, Submit
+from tinytune.search.ladder.proxy import rank_correlation
 from tinytune.search.ledger import Ledger
 from tinytune.search.lr import calibrate
 from tinytune.search.mutation import propose_mutant
 from tinytune.search.preflight import Preflight, preflight
-from tinytune.search.proxy import rank_correlation
 from tinytune.search.study.adapter import StudyAdapter
 from tinytune.search.study.attrs import Attr
 from tinytune.search.verify import int8_accuracies, verify_int8

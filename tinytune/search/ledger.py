@@ -26,11 +26,11 @@ from tinytune.evaluators import HardwareCost
 from tinytune.search.config.budgets import RunLimits, StudyBudget, over_budget
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.dashboard import HypervolumePublisher
-from tinytune.search.decisions import Member, Note, Prune, Submit, Verdict
 from tinytune.search.events import Counts, SearchEvent
 from tinytune.search.execution.executor import Executor
 from tinytune.search.execution.worker_tasks import finetune_task
 from tinytune.search.front.recording import FrontPoint, measured_record, snapshot
+from tinytune.search.ladder.decisions import Member, Note, Prune, Submit, Verdict
 from tinytune.search.lr import LrCalibration, family_of
 from tinytune.search.preflight import Preflight
 from tinytune.search.study.adapter import StudyAdapter
@@ -134,7 +134,7 @@ class Ledger:
         measured = self.store.find_evaluation(self.config.study_name, candidate.key, "measured")
         return measured is not None
 
-    # -- carrying out the ladder's decisions (tinytune.search.decisions) -------------------------
+    # -- carrying out the ladder's decisions (tinytune.search.ladder.decisions) -------------------
 
     def note(self, notes: Iterable[Note]) -> None:
         """Give trials the attributes the ladder decided."""

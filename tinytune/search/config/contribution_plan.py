@@ -1,6 +1,6 @@
 """Which configurations a contribution analysis fine-tunes (:class:`ContributionPlan`, a field
 of the search's config), and each one as a candidate (:class:`ContributionEntry`). The analysis
-itself is :mod:`tinytune.search.contribution`."""
+itself is :mod:`tinytune.search.ladder.contribution`."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class ContributionPlan:
 
     Attributes:
         weight_layers: convolutions (from the input) whose weights are analysed; None picks the
-            default subset (see :mod:`tinytune.search.contribution`).
+            default subset (see :mod:`tinytune.search.ladder.contribution`).
         ratios: input-channel ratios of each analysed weight.
         bias_ks: extra bias tails to measure; the tails that the analysed layers need and all
             biases are always measured.

@@ -110,7 +110,7 @@ class SearchConfig:
             batch 1, QAS) and store its accuracy (:mod:`tinytune.search.verify`).
         proxy: The fidelity ladder with the additive proxy as its low rung: brackets of
             ``proxy_eta`` candidates scored by a contribution analysis, one promoted to a
-            measured fine-tune (:mod:`tinytune.search.brackets`).
+            measured fine-tune (:mod:`tinytune.search.ladder.brackets`).
         halving: The fidelity ladder with short fine-tunes as its low rung (successive halving
             on epochs and training images): each member of a bracket is fine-tuned for
             ``screen_epochs`` epochs on a stratified ``screen_fraction`` of the training images,

@@ -2,7 +2,7 @@
 of the run needs to run tasks of its own.
 
 The learning-rate grid (:mod:`tinytune.search.lr`), the contribution analysis of the proxy
-ladder (:mod:`tinytune.search.proxy_rung`) and the int8 verification of the front
+ladder (:mod:`tinytune.search.ladder.proxy_rung`) and the int8 verification of the front
 (:mod:`tinytune.search.verify`) each run worker tasks on the run's executor beside its trials.
 They take :class:`Tasks`, the four things they use of the run, rather than the run itself.
 """

@@ -1,6 +1,6 @@
 """A contribution table: the accuracy gains of a scheme's parts on one sub-network, built from
-the entries a contribution analysis stored (:mod:`tinytune.search.contribution`), and read by the
-additive proxy (:mod:`tinytune.search.proxy`)."""
+the entries a contribution analysis stored (:mod:`tinytune.search.ladder.contribution`), and read
+by the additive proxy (:mod:`tinytune.search.ladder.proxy`)."""
 
 from __future__ import annotations
 

@@ -2,11 +2,11 @@
 the estimates stored as ``proxy`` evaluations.
 
 Before the search, the contribution analysis of the study's reference sub-network
-(:mod:`tinytune.search.contribution`; stored and reused by key) gives MCUNetV3's additive gains.
-A candidate's estimate (:func:`tinytune.search.proxy.estimate`) adds the gains of its scheme's
-parts to the classifier-only validation accuracy of its own sub-network, its base: measured once
-per sub-network as a classifier-only fine-tune (a task of the ladder), stored with the
-contribution tables under the sub-network's key, and reused by later runs.
+(:mod:`tinytune.search.ladder.contribution`; stored and reused by key) gives MCUNetV3's additive
+gains. A candidate's estimate (:func:`tinytune.search.ladder.proxy.estimate`) adds the gains of its
+scheme's parts to the classifier-only validation accuracy of its own sub-network, its base:
+measured once per sub-network as a classifier-only fine-tune (a task of the ladder), stored with
+the contribution tables under the sub-network's key, and reused by later runs.
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ from typing import Any
 from tinytune.db import EvaluationRecord, Store
 from tinytune.errors import ModelError
 from tinytune.search.config.search_config import SearchConfig
-from tinytune.search.contribution import (
+from tinytune.search.execution.worker_tasks import Tasks
+from tinytune.search.ladder.contribution import (
     ContributionEntry,
     TableIdentity,
     file_sha256,
     run_contributions,
     store_entry,
 )
-from tinytune.search.contribution_table import ContributionTable, build_table
-from tinytune.search.decisions import Member
-from tinytune.search.execution.worker_tasks import Tasks
-from tinytune.search.proxy import ProxyEstimate, estimate
+from tinytune.search.ladder.contribution_table import ContributionTable, build_table
+from tinytune.search.ladder.decisions import Member
+from tinytune.search.ladder.proxy import ProxyEstimate, estimate
 from tinytune.spaces import (
     Candidate,
     LiteResidualConfig,

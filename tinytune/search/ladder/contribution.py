@@ -49,8 +49,8 @@ from tinytune.search.config.contribution_plan import (
     ContributionEntry,
     ContributionPlan,
 )
-from tinytune.search.contribution_table import ContributionTable, build_table
 from tinytune.search.execution.executor import Executor
+from tinytune.search.ladder.contribution_table import ContributionTable, build_table
 from tinytune.spaces import (
     Candidate,
     SubnetConfig,

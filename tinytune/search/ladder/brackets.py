@@ -7,13 +7,13 @@ intermediate values of one objective, which a multi-objective study cannot repor
 (``Trial.report`` refuses it), so the rungs are kept here rather than in a pruner.
 
 With the proxy: before the search, the contribution analysis of the study's reference sub-network
-(:mod:`tinytune.search.contribution`; stored and reused by key) gives MCUNetV3's additive gains.
-Each fresh proposal then opens a bracket: η−1 sibling trials on its sub-network are enqueued
-(the sampler draws their schemes), all are scored by the proxy (:mod:`tinytune.search.proxy`;
-the sub-network's classifier-only accuracy is measured once, stored and reused:
-:mod:`tinytune.search.proxy_rung`), stored as ``proxy`` evaluations, and the member chosen by
-:func:`tinytune.search.ladder.choose_promotion` is measured; Optuna is told PRUNED for the
-others, as a rung of successive halving prunes.
+(:mod:`tinytune.search.ladder.contribution`; stored and reused by key) gives MCUNetV3's additive
+gains. Each fresh proposal then opens a bracket: η−1 sibling trials on its sub-network are enqueued
+(the sampler draws their schemes), all are scored by the proxy
+(:mod:`tinytune.search.ladder.proxy`; the sub-network's classifier-only accuracy is measured once,
+stored and reused: :mod:`tinytune.search.ladder.proxy_rung`), stored as ``proxy`` evaluations, and
+the member chosen by :func:`tinytune.search.ladder.promotion.choose_promotion` is measured; Optuna
+is told PRUNED for the others, as a rung of successive halving prunes.
 
 With short fine-tunes: each member is fine-tuned for ``screen_epochs`` epochs on a stratified
 ``screen_fraction`` of the training images (stored as a ``short`` evaluation and reused), and
@@ -21,8 +21,8 @@ the member whose short validation accuracy adds most to the measured front is pr
 same rule. No contribution analysis and no classifier-only bases are needed.
 
 The ladder stores its own evaluations and reads the store; what Optuna is told, the tasks to
-start and the trial to measure it returns as decisions (:mod:`tinytune.search.decisions`) that
-the driver carries out.
+start and the trial to measure it returns as decisions (:mod:`tinytune.search.ladder.decisions`)
+that the driver carries out.
 """
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ from typing import Any, Protocol
 
 from tinytune.db import EvaluationRecord, Store
 from tinytune.search.config.search_config import SearchConfig
-from tinytune.search.decisions import (
+from tinytune.search.execution.worker_tasks import Tasks
+from tinytune.search.front.pareto import reference
+from tinytune.search.front.recording import FrontPoint
+from tinytune.search.ladder.decisions import (
     Bracket,
     Enqueue,
     Member,
@@ -43,11 +46,8 @@ from tinytune.search.decisions import (
     Submit,
     Verdict,
 )
-from tinytune.search.execution.worker_tasks import Tasks
-from tinytune.search.front.pareto import reference
-from tinytune.search.front.recording import FrontPoint
-from tinytune.search.ladder import calibration_offset, choose_promotion
-from tinytune.search.proxy_rung import ProxyRung
+from tinytune.search.ladder.promotion import calibration_offset, choose_promotion
+from tinytune.search.ladder.proxy_rung import ProxyRung
 from tinytune.search.study.attrs import Attr
 from tinytune.spaces import SubnetConfig, SupernetSpec, subnet_params
 

@@ -3,7 +3,7 @@
     estimate = base(sub-network) + Δacc_b[:k] + Σ_(i,r) Δacc_W(i, r) + Σ_blocks Δacc_lite + Δnorm
 
 ``base`` is the measured classifier-only validation accuracy of the candidate's own
-sub-network; the gains come from a :class:`~tinytune.search.contribution.ContributionTable`
+sub-network; the gains come from a :class:`~tinytune.search.ladder.contribution.ContributionTable`
 measured on a reference sub-network and are assumed additive, as in MCUNetV3. When the
 candidate's sub-network is not the reference one, its parts are mapped onto the reference by
 position from the output, where the networks agree (the last blocks and the head):
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tinytune.db import Store
-from tinytune.search.contribution_table import ContributionTable, interpolate
+from tinytune.search.ladder.contribution_table import ContributionTable, interpolate
 from tinytune.spaces import Candidate
 
 __all__ = ["ProxyEstimate", "RankCorrelation", "estimate", "kendall_tau", "rank_correlation"]
