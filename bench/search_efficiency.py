@@ -77,7 +77,7 @@ from tinytune.search.ladder.contribution import (
 )
 from tinytune.search.ladder.promotion import choose_promotion
 from tinytune.search.ladder.proxy import estimate, kendall_tau
-from tinytune.search.lr import LrCalibration, family_of
+from tinytune.search.run.lr_grid import LrCalibration, family_of
 from tinytune.search.study.adapter import Attr
 from tinytune.spaces import default_subnet, get_supernet, subnet_params, suggest_candidate
 

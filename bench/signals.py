@@ -24,8 +24,8 @@ initialisation) and reports the τ of the two measurements: the measurement's ow
 ceiling for any signal against one fine-tune; each signal's pooled τ against the mean of the two
 (``mean of two``, a less noisy measurement) is printed beside it. Printed: each
 signal's Kendall τ-b against measured validation accuracy pooled over all candidates and within
-each scheme family (``tinytune.search.lr.family_of``; families of fewer than 3 candidates are
-left out), the seconds a candidate's signals and its fine-tune took (medians), and the command.
+each scheme family (``tinytune.search.run.lr_grid.family_of``; families of fewer than 3 candidates
+are left out), the seconds a candidate's signals and its fine-tune took (medians), and the command.
 The test accuracy is stored in the JSON and never used here.
 """
 
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     from tinytune.evaluators.task import network_on_data
     from tinytune.models import load_supernet
     from tinytune.search.ladder.proxy import estimate, kendall_tau
-    from tinytune.search.lr import family_of
+    from tinytune.search.run.lr_grid import family_of
     from tinytune.spaces import get_supernet, make_preset
 
     torch.set_num_threads(1)

@@ -38,8 +38,8 @@ the fine-tunes time whenever those run.
 ``--grid N`` measures the learning-rate grid (12 fine-tunes before a study's first candidate)
 on 2 workers, N times in each order, alternating: submitted in the families' order
 (classifier, bias, sparse, full) and longest predicted training step first, as the search
-submits it (:func:`tinytune.search.lr.longest_first`); the grid's wall time runs from its first
-submission to its last result, the Ray start-up left out.
+submits it (:func:`tinytune.search.run.lr_grid.longest_first`); the grid's wall time runs from its
+first submission to its last result, the Ray start-up left out.
 """
 
 from __future__ import annotations
@@ -296,7 +296,7 @@ def grid(rounds: int) -> None:
     import statistics
 
     import tinytune
-    from tinytune.search import lr as lr_module
+    from tinytune.search.run import lr_grid as lr_module
 
     longest_first = lr_module.longest_first
     orders = {"families' order": lambda step_s: list(step_s), "longest first": longest_first}

@@ -13,8 +13,8 @@ from tinytune.spaces import Candidate
 if TYPE_CHECKING:
     from tinytune.db import EvaluationRecord, Store
     from tinytune.search import FrontPoint
+    from tinytune.search.run import Int8Accuracy
     from tinytune.search.study import StudySpace
-    from tinytune.search.verify import Int8Accuracy
 
 __all__ = ["StoredCandidate", "StudyView", "find_candidate", "load"]
 
@@ -232,8 +232,8 @@ def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
     from tinytune.search import Attr, FrontPoint
     from tinytune.search.config import reference_candidate
     from tinytune.search.front import chosen_on, reference_point
+    from tinytune.search.run import int8_accuracies
     from tinytune.search.study import StudySpace
-    from tinytune.search.verify import int8_accuracies
 
     require_tinytune(storage)
     with open_store(storage) as store:

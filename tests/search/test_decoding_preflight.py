@@ -14,8 +14,8 @@ from tests.search.fakes import search_config
 from tinytune.data import ImageFolderDataset
 from tinytune.errors import DataError
 from tinytune.search.config.search_config import reference_candidate
-from tinytune.search.events import SearchEvent
-from tinytune.search.preflight import preflight
+from tinytune.search.run.events import SearchEvent
+from tinytune.search.run.preflight import preflight
 from tinytune.spaces import get_supernet
 
 

@@ -666,7 +666,7 @@ def test_gpus_per_trial_is_a_share_of_one_gpu_or_whole_gpus(
 def test_a_study_at_chance_says_so(tmp_path: Path) -> None:
     """Weights that kill the features: every candidate scores 10 % on ten classes, and the
     result says the front is at chance; an ordinary study's does not."""
-    from tinytune.search.events import at_chance
+    from tinytune.search.run.events import at_chance
 
     from .fakes import FakeEvaluator
 

@@ -36,7 +36,7 @@ def pareto(
     from tinytune.db import open_store
     from tinytune.search.front import HYPERVOLUME_BOX
     from tinytune.search.ladder import rank_correlation
-    from tinytune.search.verify import int8_accuracies
+    from tinytune.search.run import int8_accuracies
 
     quiet_logs()
     if plot is not None:
@@ -124,7 +124,7 @@ def _measured_by(
     import optuna
 
     from tinytune.search import Attr
-    from tinytune.search.lr import LrCalibration
+    from tinytune.search.run import LrCalibration
 
     finetune = space.finetune
     if finetune is None:

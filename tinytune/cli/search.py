@@ -28,7 +28,7 @@ def search(**options: Any) -> None:
     from tinytune.db.engine import mask_url
     from tinytune.search import SearchEvent
     from tinytune.search.front import HYPERVOLUME_BOX
-    from tinytune.search.verify import INT8_EPOCHS
+    from tinytune.search.run import INT8_EPOCHS
     from tinytune.spaces import default_network
 
     quiet_logs()

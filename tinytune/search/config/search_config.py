@@ -98,8 +98,8 @@ class SearchConfig:
         reference: Measure the study's reference (:func:`reference_candidate`) first, beside
             the budget.
         tune_lr: Choose the fine-tuning learning rate of each scheme family on the validation
-            split before the first measurement (:mod:`tinytune.search.lr`); False fine-tunes
-            every candidate at ``finetune.lr``.
+            split before the first measurement (:mod:`tinytune.search.run.lr_grid`); False
+            fine-tunes every candidate at ``finetune.lr``.
         repeats: Train/val partitions each candidate is measured on, its accuracies their
             means; None: 1, or more where the validation split has under 100 images
             (:func:`tinytune.data.val_repeats`).
@@ -107,7 +107,7 @@ class SearchConfig:
             None: the device's default, the bundle's own kernels where they have a profile
             (built in or calibrated).
         verify_int8: At the end, train each point of the front as the device does (int8,
-            batch 1, QAS) and store its accuracy (:mod:`tinytune.search.verify`).
+            batch 1, QAS) and store its accuracy (:mod:`tinytune.search.run.verify_int8`).
         proxy: The fidelity ladder with the additive proxy as its low rung: brackets of
             ``proxy_eta`` candidates scored by a contribution analysis, one promoted to a
             measured fine-tune (:mod:`tinytune.search.ladder.brackets`).
@@ -118,7 +118,7 @@ class SearchConfig:
         mutate: Every other fresh proposal is a mutant of a front point (its update scheme and
             sub-network one or two steps away), or a baseline over the SRAM budget shrunk into
             it, proposed to the sampler as a joint-scheme trial
-            (:mod:`tinytune.search.mutation`); the others are the sampler's. Off with a preset
+            (:mod:`tinytune.search.run.mutation`); the others are the sampler's. Off with a preset
             (only the sub-network is searched then).
         gpus_per_trial: The share of a GPU each fp32 fine-tune's Ray task asks for (measured,
             short, learning-rate grid, contribution analysis): 0 (the default) fine-tunes on

@@ -1,10 +1,10 @@
 """Worker tasks: the task that fine-tunes a candidate as a study measures it, and what a helper
 of the run needs to run tasks of its own.
 
-The learning-rate grid (:mod:`tinytune.search.lr`), the contribution analysis of the proxy
+The learning-rate grid (:mod:`tinytune.search.run.lr_grid`), the contribution analysis of the proxy
 ladder (:mod:`tinytune.search.ladder.proxy_rung`) and the int8 verification of the front
-(:mod:`tinytune.search.verify`) each run worker tasks on the run's executor beside its trials.
-They take :class:`Tasks`, the four things they use of the run, rather than the run itself.
+(:mod:`tinytune.search.run.verify_int8`) each run worker tasks on the run's executor beside its
+trials. They take :class:`Tasks`, the four things they use of the run, rather than the run itself.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class MakeTask(Protocol):
 
 class Emit(Protocol):
     """Emit a progress event of the run: its kind, then its fields (``done``, ``total``, ...;
-    :class:`tinytune.search.events.SearchEvent`)."""
+    :class:`tinytune.search.run.events.SearchEvent`)."""
 
     def __call__(self, kind: str, /, **data: Any) -> None: ...
 

@@ -3,8 +3,8 @@
 The ladder (:class:`tinytune.search.ladder.brackets.Ladder`) keeps its brackets and their
 low-fidelity scores, and stores its own evaluations; it neither tells Optuna anything nor starts a
 task nor touches the run's counters. Each of its steps returns one of these values instead, and the
-driver carries it out (with its ledger, :class:`tinytune.search.ledger.Ledger`): it gives trials
-their attributes (:class:`Note`), enqueues a bracket's siblings (:class:`Enqueue`), starts a
+driver carries it out (with its ledger, :class:`tinytune.search.run.ledger.Ledger`): it gives
+trials their attributes (:class:`Note`), enqueues a bracket's siblings (:class:`Enqueue`), starts a
 low-fidelity task (:class:`Submit`), and, for a bracket that is decided (:class:`Verdict`),
 tells the members not promoted PRUNED (:class:`Prune`) and measures the one promoted.
 """

@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass, field
 
 from tinytune.search.front.recording import FrontPoint
-from tinytune.search.lr import LrCalibration
-from tinytune.search.verify import Int8Accuracy
+from tinytune.search.run.lr_grid import LrCalibration
+from tinytune.search.run.verify_int8 import Int8Accuracy
 
 __all__ = ["STOP_REASONS", "Counts", "SearchEvent", "SearchResult", "at_chance"]
 

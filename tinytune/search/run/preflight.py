@@ -31,7 +31,7 @@ from tinytune.spaces import Candidate, SupernetSpec, get_supernet
 
 if TYPE_CHECKING:
     from tinytune.data import DecodeProgress
-    from tinytune.search.events import SearchEvent
+    from tinytune.search.run.events import SearchEvent
 
 __all__ = ["Preflight", "preflight"]
 
@@ -140,7 +140,7 @@ def decoding_events(
     one ``decoded`` when the resolution was in the cache already (``path``: that folder)."""
     if progress is None:
         return None
-    from tinytune.search.events import Counts, SearchEvent
+    from tinytune.search.run.events import Counts, SearchEvent
 
     def tell(step: DecodeProgress) -> None:
         progress(

@@ -25,14 +25,14 @@ from tinytune.errors import ConfigError
 from tinytune.evaluators import HardwareCost
 from tinytune.search.config.budgets import RunLimits, StudyBudget, over_budget
 from tinytune.search.config.search_config import SearchConfig
-from tinytune.search.dashboard import HypervolumePublisher
-from tinytune.search.events import Counts, SearchEvent
 from tinytune.search.execution.executor import Executor
 from tinytune.search.execution.worker_tasks import finetune_task
 from tinytune.search.front.recording import FrontPoint, measured_record, snapshot
 from tinytune.search.ladder.decisions import Member, Note, Prune, Submit, Verdict
-from tinytune.search.lr import LrCalibration, family_of
-from tinytune.search.preflight import Preflight
+from tinytune.search.run.dashboard import HypervolumePublisher
+from tinytune.search.run.events import Counts, SearchEvent
+from tinytune.search.run.lr_grid import LrCalibration, family_of
+from tinytune.search.run.preflight import Preflight
 from tinytune.search.study.adapter import StudyAdapter
 from tinytune.search.study.attrs import Attr
 from tinytune.spaces import Candidate, suggest_candidate

@@ -1,7 +1,7 @@
 """The search loop: Optuna proposes, workers evaluate, the driver records.
 
 Each round the driver asks the study for a trial and samples a candidate define-by-run. The
-run's ledger (:mod:`tinytune.search.ledger`) predicts its cost once, prunes it over a budget,
+run's ledger (:mod:`tinytune.search.run.ledger`) predicts its cost once, prunes it over a budget,
 tells it the stored result of a candidate measured before, or claims its measured fine-tune and
 sends it to a worker, and records the result with the Pareto front and its hypervolume.
 
@@ -32,20 +32,20 @@ from tinytune.db import Store
 from tinytune.errors import ConfigError, flag
 from tinytune.search.config.budgets import RunLimits, StudyBudget, epoch_costs
 from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
-from tinytune.search.events import SearchEvent, SearchResult, at_chance
 from tinytune.search.execution.executor import Executor, Metered
 from tinytune.search.execution.worker_tasks import Tasks
 from tinytune.search.front.recording import reference_point
 from tinytune.search.ladder.brackets import Ladder, LadderContext
 from tinytune.search.ladder.decisions import Bracket, Member, Submit
 from tinytune.search.ladder.proxy import rank_correlation
-from tinytune.search.ledger import Ledger
-from tinytune.search.lr import calibrate
-from tinytune.search.mutation import propose_mutant
-from tinytune.search.preflight import Preflight, preflight
+from tinytune.search.run.events import SearchEvent, SearchResult, at_chance
+from tinytune.search.run.ledger import Ledger
+from tinytune.search.run.lr_grid import calibrate
+from tinytune.search.run.mutation import propose_mutant
+from tinytune.search.run.preflight import Preflight, preflight
+from tinytune.search.run.verify_int8 import int8_accuracies, verify_int8
 from tinytune.search.study.adapter import StudyAdapter
 from tinytune.search.study.attrs import Attr
-from tinytune.search.verify import int8_accuracies, verify_int8
 from tinytune.spaces import default_subnet, make_preset, suggest_candidate
 
 __all__ = ["Run", "SearchResult", "run_search"]
@@ -151,7 +151,7 @@ class Run:
 
     def held_back(self, reason: str | None) -> None:
         """Note the first of this run's limits that held a proposal back (one of
-        :data:`~tinytune.search.events.STOP_REASONS`): the run ends on it unless the study's
+        :data:`~tinytune.search.run.events.STOP_REASONS`): the run ends on it unless the study's
         budget is spent meanwhile. A limit, once reached, stays so."""
         if self.stopped_by is None:
             self.stopped_by = reason
@@ -239,7 +239,7 @@ class Run:
 
     def chance(self, front: Sequence[Any]) -> float | None:
         """One over the classes when the study's most accurate candidate is at chance
-        (:func:`~tinytune.search.events.at_chance`), else None."""
+        (:func:`~tinytune.search.run.events.at_chance`), else None."""
         reference = reference_point(self.store, self.config.study_name, self.budget.reference_key)
         accuracies = [p.val_accuracy for p in front if p.val_accuracy is not None]
         if reference is not None and reference.val_accuracy is not None:
@@ -248,8 +248,8 @@ class Run:
         return 1.0 / n_classes if at_chance(accuracies, n_classes, val_images) else None
 
     def calibrate(self) -> None:
-        """The study's rate per family (:func:`tinytune.search.lr.calibrate`): stored by an
-        earlier run, or measured by this run's grid and stored with the study."""
+        """The study's rate per family (:func:`tinytune.search.run.lr_grid.calibrate`): stored by
+        an earlier run, or measured by this run's grid and stored with the study."""
         ledger = self.ledger
         stored = self.study.study_attr(Attr.LR_CALIBRATION)
         ledger.lrs, grid = calibrate(
@@ -364,7 +364,7 @@ class Run:
 
     def enqueue_mutant(self) -> None:
         """Enqueue a mutant of a front point, or a baseline over a budget repaired into it
-        (:func:`tinytune.search.mutation.propose_mutant`), as the next trial: one the joint
+        (:func:`tinytune.search.run.mutation.propose_mutant`), as the next trial: one the joint
         space expresses, not measured or in flight, within the budgets. Nothing when the front
         is empty or no such mutant is found."""
         ledger, config = self.ledger, self.config
