@@ -50,7 +50,7 @@ def read_study(storage: str) -> dict[str, Any]:
 
     from tinytune import load
     from tinytune.db import open_store
-    from tinytune.search.config import reference_candidate
+    from tinytune.search.config.search_config import reference_candidate
     from tinytune.spaces import Candidate, default_subnet, get_supernet, make_preset
 
     view = load(storage=storage)

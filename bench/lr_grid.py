@@ -5,15 +5,16 @@ choice of rate, and of the accuracy it then reports, is the split's and the seed
         [--families classifier bias sparse full] [--json OUT] [--from-json IN]
         [--write docs/bench/lr-grid.md [--section lr-grid]]
 
-For each seed and each family of :data:`tinytune.search.lr.FAMILIES`, the family's preset on
-the default sub-network is fine-tuned at each rate of its grid exactly as a study's grid
+For each seed and each family of :data:`tinytune.search.run.lr_grid.FAMILIES`, the family's preset
+on the default sub-network is fine-tuned at each rate of its grid exactly as a study's grid
 fine-tunes it (digits, the shipped checkpoint, batch 32, one thread), on ``--partitions``
 train/validation partitions (:func:`tinytune.data.repeated`: partition 0 is the one a study
 measures on; the test split is the same for all). The rate is then chosen by each of these
 rules, and the test accuracy of the partition-0 fine-tune at the chosen rate (what the study
 would report) is given with its median and range over the seeds:
 
-* ``partition 0``: the study's own rule (:func:`tinytune.search.lr.choose`) on partition 0;
+* ``partition 0``: the study's own rule (:func:`tinytune.search.run.lr_grid.choose`) on
+  partition 0;
 * ``mean of k``: the same rule on the mean validation accuracy of partitions 0 to k-1 (a grid
   measured on k partitions, k times its cost);
 * ``one SE``: the smallest rate whose partition-0 validation accuracy is within one binomial
@@ -56,7 +57,7 @@ def measure(job: tuple[int, str, float, int, int]) -> dict[str, Any]:
     from tinytune.checkpoints import shipped_checkpoint
     from tinytune.evaluators.finetune import FinetuneConfig
     from tinytune.evaluators.task import run_evaluation
-    from tinytune.search.lr import FAMILIES
+    from tinytune.search.run.lr_grid import FAMILIES
     from tinytune.spaces import default_subnet, get_supernet, make_preset
 
     seed, family, lr, partitions, epochs = job
@@ -90,7 +91,7 @@ def measure(job: tuple[int, str, float, int, int]) -> dict[str, Any]:
 def mean_of(k: int) -> Callable[[Grid], float]:
     """The rule that chooses on the mean validation accuracy of the first ``k`` partitions,
     by the study's own rule (best, the smaller rate on a tie)."""
-    from tinytune.search.lr import choose
+    from tinytune.search.run.lr_grid import choose
 
     def rule(grid: Grid) -> float:
         results = {
@@ -121,8 +122,8 @@ def rules(partitions: int, n_val: int) -> dict[str, Callable[[Grid], float]]:
 
 def grids(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[int, dict[float, Any]]]:
     """``family -> seed -> lr -> row``, the families in the order of
-    :data:`tinytune.search.lr.FAMILIES`."""
-    from tinytune.search.lr import FAMILIES
+    :data:`tinytune.search.run.lr_grid.FAMILIES`."""
+    from tinytune.search.run.lr_grid import FAMILIES
 
     out: dict[str, dict[int, dict[float, Any]]] = {}
     for family in FAMILIES:
@@ -182,7 +183,7 @@ def length_summary(data: Mapping[str, Any]) -> str:
     """The markdown table of each family's rate and length chosen together on partition 0,
     against each length's own choice of rate: per seed the choice, and the partition-0
     validation and test accuracy at it (median and range over the seeds)."""
-    from tinytune.search.lr import FAMILIES
+    from tinytune.search.run.lr_grid import FAMILIES
 
     rows = data["rows"]
     lengths = sorted({r["epochs"] for r in rows})
@@ -216,7 +217,7 @@ def length_summary(data: Mapping[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tinytune.search.lr import FAMILIES
+    from tinytune.search.run.lr_grid import FAMILIES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])

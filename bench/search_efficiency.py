@@ -66,19 +66,19 @@ from tinytune.data import get_dataset
 from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig, run_evaluation
 from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
-from tinytune.search.config import DIRECTIONS
-from tinytune.search.contribution import (
+from tinytune.search.config.search_config import DIRECTIONS
+from tinytune.search.execution.executor import Executor, Metered
+from tinytune.search.front.pareto import hypervolume, pareto_front, reference
+from tinytune.search.ladder.contribution import (
     ContributionPlan,
     TableIdentity,
     file_sha256,
     run_contributions,
 )
-from tinytune.search.executor import Executor, Metered
-from tinytune.search.ladder import choose_promotion, reference
-from tinytune.search.lr import LrCalibration, family_of
-from tinytune.search.pareto import hypervolume, pareto_front
-from tinytune.search.proxy import estimate, kendall_tau
-from tinytune.search.study import Attr
+from tinytune.search.ladder.promotion import choose_promotion
+from tinytune.search.ladder.proxy import estimate, kendall_tau
+from tinytune.search.run.lr_grid import LrCalibration, family_of
+from tinytune.search.study.adapter import Attr
 from tinytune.spaces import default_subnet, get_supernet, subnet_params, suggest_candidate
 
 SEARCHES: dict[str, dict[str, Any]] = {

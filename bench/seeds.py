@@ -186,7 +186,7 @@ def accuracies(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The fp32 fine-tune of every candidate (the family's grid, chosen on validation), and
     the device's int8 training of :data:`DEVICE_PRESETS` with and without QAS."""
-    from tinytune.search.lr import FAMILIES, family_of
+    from tinytune.search.run.lr_grid import FAMILIES, family_of
 
     jobs = [
         (name, (dataset, c.to_json(), str(checkpoint), lr))
@@ -504,7 +504,7 @@ def device_table(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from tinytune.quant.schedule import LR_SCHEDULES
-    from tinytune.search.verify import INT8_EPOCHS, INT8_LRS, INT8_SCHEDULE
+    from tinytune.search.run.verify_int8 import INT8_EPOCHS, INT8_LRS, INT8_SCHEDULE
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--large", type=int, default=128, help="a second resolution (memory)")

@@ -9,12 +9,12 @@ and TinyTL-style schemes, full fine-tuning) and ``--sample`` more drawn at rando
 space of ``ofa-proxyless-w0.35`` (Optuna's random sampler), all on the shipped checkpoint. Each
 is fine-tuned as the search measures it (``tinytune.evaluators.run_evaluation``: its epochs,
 batch 32, one rate for every family, one torch thread, ``--processes`` at a time) for its
-validation accuracy, and its signals (:mod:`tinytune.search.signals`: a linear probe and 64
+validation accuracy, and its signals (``bench/cheap_signals.py``: a linear probe and 64
 backward passes of one image) are measured in the driver with one thread. One more signal is
 MCUNetV3's contribution analysis at low fidelity: the default plan's table (34 fine-tunes for
 the default sub-network) measured at ``--contribution-epochs`` epochs instead of the study's,
-and the sum of :func:`tinytune.search.proxy.estimate`'s terms (not clipped to 1, which would tie
-the best schemes) for each candidate with the probe as its sub-network's base
+and the sum of :func:`tinytune.search.ladder.proxy.estimate`'s terms (not clipped to 1, which would
+tie the best schemes) for each candidate with the probe as its sub-network's base
 (``contribution``; ``--contribution-epochs 0`` leaves it out). Another is the low rung of
 successive halving (``tinytune search --halving``): the candidate's own short fine-tune,
 ``--short-epochs`` epochs on a stratified ``--short-fraction`` of the training images, its
@@ -24,8 +24,8 @@ initialisation) and reports the τ of the two measurements: the measurement's ow
 ceiling for any signal against one fine-tune; each signal's pooled τ against the mean of the two
 (``mean of two``, a less noisy measurement) is printed beside it. Printed: each
 signal's Kendall τ-b against measured validation accuracy pooled over all candidates and within
-each scheme family (``tinytune.search.lr.family_of``; families of fewer than 3 candidates are
-left out), the seconds a candidate's signals and its fine-tune took (medians), and the command.
+each scheme family (``tinytune.search.run.lr_grid.family_of``; families of fewer than 3 candidates
+are left out), the seconds a candidate's signals and its fine-tune took (medians), and the command.
 The test accuracy is stored in the JSON and never used here.
 """
 
@@ -42,6 +42,8 @@ from typing import Any
 
 from tinytune.evaluators import run_evaluation
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # cheap_signals.py beside it
+
 
 def _contribution_table(args, spec, checkpoint, pool):  # type: ignore[no-untyped-def]
     """The default plan's table at ``--contribution-epochs``, run on ``pool``; with the number
@@ -51,13 +53,13 @@ def _contribution_table(args, spec, checkpoint, pool):  # type: ignore[no-untype
 
     from tinytune.db import open_store
     from tinytune.evaluators import FinetuneConfig
-    from tinytune.search.contribution import (
+    from tinytune.search.execution.executor import Executor
+    from tinytune.search.ladder.contribution import (
         ContributionPlan,
         TableIdentity,
         file_sha256,
         run_contributions,
     )
-    from tinytune.search.executor import Executor
     from tinytune.spaces import default_subnet
 
     class PoolExecutor(Executor):
@@ -120,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import torch
+    from cheap_signals import SIGNALS, measure_signals
 
     from tinytune.checkpoints import ensure_checkpoint
     from tinytune.data import get_dataset
@@ -127,9 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     from tinytune.evaluators.profile import sample_candidates
     from tinytune.evaluators.task import network_on_data
     from tinytune.models import load_supernet
-    from tinytune.search.lr import family_of
-    from tinytune.search.proxy import estimate, kendall_tau
-    from tinytune.search.signals import SIGNALS, measure_signals
+    from tinytune.search.ladder.proxy import estimate, kendall_tau
+    from tinytune.search.run.lr_grid import family_of
     from tinytune.spaces import get_supernet, make_preset
 
     torch.set_num_threads(1)

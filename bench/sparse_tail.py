@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     from tinytune.db import open_store
     from tinytune.evaluators import run_evaluation
     from tinytune.search import SearchConfig
-    from tinytune.search.preflight import preflight
+    from tinytune.search.run.preflight import preflight
 
     start = time.monotonic()
     config = SearchConfig(checkpoint="")

@@ -18,7 +18,7 @@ time (start-up, the tail). Each setting also reports the CPU seconds of the driv
 own processes (:class:`DaemonCpu`), which compete with the workers for the same cores.
 
 ``--cluster`` adds a third setting: 2 workers on a Ray cluster of two nodes on loopback (one CPU
-each, :mod:`tinytune.search.loopback`) reached with ``ray_address``, the worker node with a cache
+each, ``tests/search/loopback.py``) reached with ``ray_address``, the worker node with a cache
 folder of its own, so that the checkpoint reaches it through Ray's object store as it would reach
 another host.
 
@@ -38,8 +38,8 @@ the fine-tunes time whenever those run.
 ``--grid N`` measures the learning-rate grid (12 fine-tunes before a study's first candidate)
 on 2 workers, N times in each order, alternating: submitted in the families' order
 (classifier, bias, sparse, full) and longest predicted training step first, as the search
-submits it (:func:`tinytune.search.lr.longest_first`); the grid's wall time runs from its first
-submission to its last result, the Ray start-up left out.
+submits it (:func:`tinytune.search.run.lr_grid.longest_first`); the grid's wall time runs from its
+first submission to its last result, the Ray start-up left out.
 """
 
 from __future__ import annotations
@@ -296,7 +296,7 @@ def grid(rounds: int) -> None:
     import statistics
 
     import tinytune
-    from tinytune.search import lr as lr_module
+    from tinytune.search.run import lr_grid as lr_module
 
     longest_first = lr_module.longest_first
     orders = {"families' order": lambda step_s: list(step_s), "longest first": longest_first}
@@ -332,7 +332,8 @@ def grid(rounds: int) -> None:
 
 def run_on_cluster(args: argparse.Namespace, folder: Path) -> dict[str, float]:
     """2 workers on two loopback nodes, the worker node with its own cache folder."""
-    from tinytune.search import loopback
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root
+    from tests.search import loopback
 
     env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
     worker_env = dict(env, TINYTUNE_CACHE=str(folder / "worker-cache"))

@@ -287,7 +287,7 @@ def test_an_error_keeps_its_class_and_cause_and_the_functions_pickle() -> None:
     import pickle
 
     import tinytune
-    from tinytune.search.executor import RayUnavailableError
+    from tinytune.search.execution.executor import RayUnavailableError
 
     with pytest.raises(RayUnavailableError, match="or leave out ray_address for") as raised:
         tinytune.optimize(storage="sqlite:///:memory:", ray_address="127.0.0.1:1")
@@ -382,7 +382,7 @@ def test_a_stored_study_reads_back_its_space_typed(tmp_path: Path) -> None:
     search stored: the config's, with the engine that predicted its latencies."""
     import tinytune
     from tinytune.db import open_store
-    from tinytune.search.space import StudySpace
+    from tinytune.search.study.study_space import StudySpace
     from tinytune.studies import find_candidate
 
     url, config = _made_up_study(tmp_path)

@@ -315,7 +315,7 @@ def test_an_option_error_keeps_its_field_class_and_words_through_pickle() -> Non
 def test_from_options_sets_every_field_an_option_names() -> None:
     from tinytune.options import resolve
     from tinytune.search import SearchConfig
-    from tinytune.search.space import StudySpace
+    from tinytune.search.study.study_space import StudySpace
 
     values = resolve({"lr": 0.05, "seed": 7, "sram_budget": "none", "time_budget": "5m"})
     config = SearchConfig.from_options(values, checkpoint="")
@@ -338,7 +338,7 @@ def test_each_default_is_stated_once() -> None:
     import tinytune.cli.common
     import tinytune.studies
     from tinytune.search import SearchConfig
-    from tinytune.search.space import StudySpace
+    from tinytune.search.study.study_space import StudySpace
     from tinytune.spaces import DEFAULT_SUPERNET, default_network
 
     stated: dict[str, list[str]] = {DEFAULT_STORAGE: [], DEFAULT_DEVICE: [], DEFAULT_SUPERNET: []}

@@ -11,7 +11,7 @@ from tinytune.samplers import DEFAULT_SAMPLER, SAMPLERS
 
 def test_the_default_is_one_of_the_samplers_and_everyone_uses_it() -> None:
     from tinytune.search import SearchConfig
-    from tinytune.search.config import SAMPLERS as CONFIG_SAMPLERS
+    from tinytune.search.config.search_config import SAMPLERS as CONFIG_SAMPLERS
 
     assert DEFAULT_SAMPLER in SAMPLERS
     assert tinytune.api.DEFAULT_SAMPLER == DEFAULT_SAMPLER

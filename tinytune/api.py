@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from tinytune.evaluators.device import Int8Progress
     from tinytune.hwmodels.devices import DeviceProfile
     from tinytune.search import FrontPoint, SearchEvent, SearchResult
-    from tinytune.search.verify import Int8Accuracy
+    from tinytune.search.run import Int8Accuracy
     from tinytune.studies import StudyView
 
 __all__ = [
@@ -54,7 +54,7 @@ __all__ = [
 
 DEFAULT_DEVICE_LR = 0.003125
 """The bundle's learning rate when no device accuracy was measured: the smallest of the rates
-that ``--verify-int8`` tries (:data:`tinytune.search.verify.INT8_LRS`), the one no network
+that ``--verify-int8`` tries (:data:`tinytune.search.run.verify_int8.INT8_LRS`), the one no network
 measured diverges at (EfficientNet-Lite0's sparse update on an image folder does at 0.1 and
 trains to a loss of 4.5 at 0.0125; the glyph supernet's on digits reaches 97.8 / 95.5 % at it,
 docs/bench/device-accuracy.md). Slower where a larger rate would do: measuring chooses it."""
@@ -133,16 +133,16 @@ def _optimize_call(*args: Any, **kwargs: Any) -> SearchResult:
     (``on_pretrain(step, steps, loss)`` follows it); ``pretrain_steps`` asks for a pre-training
     by the quick recipe instead. ``lr=None`` chooses the fine-tuning learning rate of each
     scheme family on the validation split before the first measurement
-    (:mod:`tinytune.search.lr`; the evaluator's default rate where a family's grid failed); a
-    number fine-tunes every candidate at that rate. ``repeats`` measures each candidate on that
-    many train/validation partitions (None: more than one only where the validation split has
-    under 100 images; :func:`tinytune.data.val_repeats`). ``epoch_budget`` caps this run's
+    (:mod:`tinytune.search.run.lr_grid`; the evaluator's default rate where a family's grid
+    failed); a number fine-tunes every candidate at that rate. ``repeats`` measures each candidate
+    on that many train/validation partitions (None: more than one only where the validation split
+    has under 100 images; :func:`tinytune.data.val_repeats`). ``epoch_budget`` caps this run's
     compute in fine-tuning epochs (passes over the training split, every fine-tune counted).
     ``halving`` screens the candidates of each bracket of ``proxy_eta`` by short fine-tunes
     (``screen_epochs`` epochs on ``screen_fraction`` of the training images) and measures the
     most promising one; ``proxy`` screens them by the additive proxy instead. ``mutate`` makes
     every other fresh proposal a mutant of a front point, or a baseline over the SRAM budget
-    shrunk into it (:mod:`tinytune.search.mutation`). ``verify_int8`` ends the run by training
+    shrunk into it (:mod:`tinytune.search.run.mutation`). ``verify_int8`` ends the run by training
     each front point as the device does (int8, batch 1, QAS) and returns its accuracy in
     ``SearchResult.int8``. ``engine`` is what the latency objective predicts (``bundle``,
     ``published``, ``pytorch``; None: the bundle's kernels where the device has a profile of
@@ -241,7 +241,7 @@ def _optimize(
         run_search,
     )
     from tinytune.search.config import check_new_study_name
-    from tinytune.search.executor import check_reachable
+    from tinytune.search.execution import check_reachable
     from tinytune.search.study import check_stored_space
     from tinytune.spaces import get_supernet
 
@@ -395,15 +395,15 @@ def export_bundle(
     ``constant``), a Makefile (host, ASan, aarch64, Cortex-M7, Cortex-M4F) and a manifest.
     ``lr=None`` and ``lr_schedule=None``: the rate and schedule at which the device's accuracy was
     measured (the rate chosen on validation), so that the bundle trains as measured;
-    :data:`DEFAULT_DEVICE_LR` and :data:`tinytune.search.verify.INT8_SCHEDULE` when none was (the
-    default rate also where ``lr_schedule`` names another schedule than the measurement's).
-    The weights are ``weights``, else the study's checkpoint, else the shipped or cached one.
-    The manifest records the search's fp32 accuracies and the device's (int8, batch 1, QAS):
-    stored by ``tinytune search --verify-int8``, else measured first (minutes) and stored with
-    the study; ``measure_int8=False`` skips that, and the manifest then has no device accuracy.
-    ``on_measure`` is called before such a measurement starts, and ``on_measure_progress``
-    after each of its training images, with the epochs and images done and to do
-    (:class:`tinytune.evaluators.device.TrainingProgress`).
+    :data:`DEFAULT_DEVICE_LR` and :data:`tinytune.search.run.verify_int8.INT8_SCHEDULE` when none
+    was (the default rate also where ``lr_schedule`` names another schedule than the
+    measurement's). The weights are ``weights``, else the study's checkpoint, else the shipped or
+    cached one. The manifest records the search's fp32 accuracies and the device's (int8, batch 1,
+    QAS): stored by ``tinytune search --verify-int8``, else measured first (minutes) and stored
+    with the study; ``measure_int8=False`` skips that, and the manifest then has no device
+    accuracy. ``on_measure`` is called before such a measurement starts, and
+    ``on_measure_progress`` after each of its training images, with the epochs and images done and
+    to do (:class:`tinytune.evaluators.device.TrainingProgress`).
 
     ``out`` may be a bundle written before: the new one replaces it, and the files of the user's
     in it (``build/`` with the profiler's measurements, notes) are kept. Unless ``force``, a
@@ -432,7 +432,7 @@ def export_bundle(
     from tinytune.errors import ConfigError, ModelError, OptionError, flag
     from tinytune.hwmodels.registry import device_engines, get_device
     from tinytune.search import FrontPoint
-    from tinytune.search.verify import INT8_SCHEDULE
+    from tinytune.search.run import INT8_SCHEDULE
     from tinytune.spaces import get_supernet
     from tinytune.studies import find_candidate
     from tinytune.units import check_seed
@@ -552,13 +552,13 @@ def _device_accuracy(
     on_progress: Int8Progress | None = None,
 ) -> tuple[Int8Accuracy, dict[str, Any]] | None:
     """The candidate's int8 accuracy stored in its study (read as the search reads it,
-    :func:`tinytune.search.verify.int8_accuracies`), else (with ``measure``) measured now
+    :func:`tinytune.search.run.verify_int8.int8_accuracies`), else (with ``measure``) measured now
     (reporting to ``on_progress``) and stored with the study when it has one; with the
     manifest's entry of it. None when neither."""
     from tinytune.bundle.errors import BundleError
     from tinytune.db import EvaluationRecord, open_store
     from tinytune.evaluators import FinetuneConfig, run_evaluation
-    from tinytune.search.verify import Int8Accuracy, int8_accuracies, int8_settings
+    from tinytune.search.run import Int8Accuracy, int8_accuracies, int8_settings
 
     key = found.candidate.key
     if found.study is not None:

@@ -13,8 +13,8 @@ from tinytune.spaces import Candidate
 if TYPE_CHECKING:
     from tinytune.db import EvaluationRecord, Store
     from tinytune.search import FrontPoint
-    from tinytune.search.space import StudySpace
-    from tinytune.search.verify import Int8Accuracy
+    from tinytune.search.run import Int8Accuracy
+    from tinytune.search.study import StudySpace
 
 __all__ = ["StoredCandidate", "StudyView", "find_candidate", "load"]
 
@@ -119,7 +119,7 @@ def _optuna_study_names(store: Store) -> list[str]:
 def _storage(store: Store) -> Any:
     """Optuna's storage of ``store``'s database, riding out a server that restarts as the
     store does (one wait, shared with it)."""
-    from tinytune.search.storage import ReconnectingStorage
+    from tinytune.search.study import ReconnectingStorage
 
     return store.reconnect.call(lambda: ReconnectingStorage(store.url, store.reconnect))
 
@@ -160,7 +160,7 @@ def find_candidate(store: Store, *, study: str | None, target: int | str) -> Sto
             to choose from).
     """
     from tinytune.search import Attr
-    from tinytune.search.space import StudySpace
+    from tinytune.search.study import StudySpace
 
     if isinstance(target, bool) or not isinstance(target, int | str):
         raise StorageError(
@@ -231,9 +231,9 @@ def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
     from tinytune.db import open_store, require_tinytune
     from tinytune.search import Attr, FrontPoint
     from tinytune.search.config import reference_candidate
-    from tinytune.search.recording import chosen_on, reference_point
-    from tinytune.search.space import StudySpace
-    from tinytune.search.verify import int8_accuracies
+    from tinytune.search.front import chosen_on, reference_point
+    from tinytune.search.run import int8_accuracies
+    from tinytune.search.study import StudySpace
 
     require_tinytune(storage)
     with open_store(storage) as store:

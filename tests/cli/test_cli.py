@@ -394,14 +394,14 @@ def test_search_end_to_end_with_ray(
     complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     assert len(complete) == 3  # the reference beside the budget of 2
     assert "vs full" in out and "(reference)" in out
-    from tinytune.search.ladder import HYPERVOLUME_BOX
+    from tinytune.search.front.pareto import HYPERVOLUME_BOX
 
     assert " ".join(HYPERVOLUME_BOX.split()) in " ".join(out.split())  # under the front
     assert "learning rate per scheme family, chosen on validation (12 fine-tunes" in out
     rates = study.user_attrs["lr_calibration"]
     assert set(rates) == {"classifier", "bias", "sparse", "full"}
     from tinytune.db import open_store
-    from tinytune.search.lr import family_of
+    from tinytune.search.run.lr_grid import family_of
     from tinytune.spaces import Candidate, get_supernet
 
     spec = get_supernet("ofa-proxyless-w0.35")
@@ -547,7 +547,7 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
 
     monkeypatch.setattr(console, "width", 200)  # the whole table, as in a wide terminal
     from tinytune.db import open_store
-    from tinytune.search.verify import INT8_EPOCHS, INT8_LRS, INT8_SCHEDULE
+    from tinytune.search.run.verify_int8 import INT8_EPOCHS, INT8_LRS, INT8_SCHEDULE
 
     root = write_image_folder(tmp_path / "images", images_per_class=8)
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
@@ -646,7 +646,7 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
 
 def test_how_a_study_measures_is_told_from_its_space() -> None:
     from tinytune.cli.pareto import _measured_by
-    from tinytune.search.space import StudySpace
+    from tinytune.search.study.study_space import StudySpace
 
     def _measured_by_attrs(attrs: dict, repeats_seen: set[int]) -> str | None:
         return _measured_by(StudySpace.from_attrs(attrs), "sqlite://", "s", repeats_seen)
@@ -764,7 +764,7 @@ def test_the_commands_log_names_options_as_flags() -> None:
         "from tinytune.cli.common import quiet_logs\n"
         "from tinytune.errors import flag\n"
         "quiet_logs()\n"
-        "log = logging.getLogger('tinytune.search.driver')\n"
+        "log = logging.getLogger('tinytune.search.run.driver')\n"
         "log.warning(flag('mutate', True) + ' changes update schemes; it is off with a preset')\n"
         "log.warning('plain text, %d', 2)\n"
     )
@@ -773,6 +773,7 @@ def test_the_commands_log_names_options_as_flags() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert done.stderr.splitlines() == [
-        "WARNING tinytune.search.driver: --mutate changes update schemes; it is off with a preset",
-        "WARNING tinytune.search.driver: plain text, 2",
+        "WARNING tinytune.search.run.driver: --mutate changes update schemes; it is off with a "
+        "preset",
+        "WARNING tinytune.search.run.driver: plain text, 2",
     ]

@@ -61,7 +61,7 @@ def test_output_to_a_pipe_is_wide_enough_for_every_column_or_as_wide_as_columns_
 
 
 def test_every_column_of_a_wide_front_fits_160_columns() -> None:
-    from tinytune.search.verify import Int8Accuracy
+    from tinytune.search.run.verify_int8 import Int8Accuracy
 
     reference = _point(0, "f" * 64, "full (reference)", 0.98, 240 * 1024)
     front = [_point(3, "a" * 64, "bias-only (reordered lite)", 0.97, 60 * 1024)]

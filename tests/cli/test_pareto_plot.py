@@ -11,8 +11,8 @@ from tinytune.cli.main import main
 from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig
 from tinytune.search import InlineExecutor, SearchConfig, run_search
-from tinytune.search.ladder import HYPERVOLUME_BOX
-from tinytune.search.recording import hypervolume_history
+from tinytune.search.front.pareto import HYPERVOLUME_BOX
+from tinytune.search.front.recording import hypervolume_history
 from tinytune.spaces import Candidate
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -199,7 +199,7 @@ def test_the_history_rises_only_when_the_front_improves() -> None:
     import datetime as dt
 
     from tinytune.db import ParetoSnapshot
-    from tinytune.search.pareto import hypervolume
+    from tinytune.search.front.pareto import hypervolume
 
     a, b = _point("a", 0.9, 40_000, 0.1), _point("b", 0.95, 80_000, 0.2)
     better = _point("c", 0.97, 60_000, 0.15)

@@ -340,7 +340,7 @@ def test_a_folder_is_hashed_once_per_process_unless_a_file_changes(
     from tests.search.fakes import search_config
     from tinytune.data import get_dataset
     from tinytune.evaluators import task as task_module
-    from tinytune.search.preflight import preflight
+    from tinytune.search.run.preflight import preflight
 
     read: list[Path] = []
     real = imagefolder_module.sha256_file

@@ -82,8 +82,8 @@ def test_a_patch_schedule_changes_no_accuracy(tiny_checkpoint) -> None:
     """Patches are a matter of device memory and time: the fine-tune of a patched candidate
     is its whole-image twin's (the same task, the same measured accuracies)."""
     from tinytune.evaluators import FinetuneConfig, run_evaluation
-    from tinytune.search.config import SearchConfig
-    from tinytune.search.tasks import finetune_task
+    from tinytune.search.config.search_config import SearchConfig
+    from tinytune.search.execution.worker_tasks import finetune_task
 
     spec = get_supernet("ofa-proxyless-w0.35")
     whole = make_preset("mcunetv3", spec, default_subnet(spec))

@@ -11,7 +11,7 @@ from typing import Any
 from tinytune.db import ContributionRecord
 from tinytune.evaluators import FinetuneConfig
 from tinytune.search import SearchConfig
-from tinytune.search.contribution import subnet_key
+from tinytune.search.ladder.contribution import subnet_key
 from tinytune.spaces import Candidate, conv_kinds, default_subnet, get_supernet
 
 SPEC = get_supernet("ofa-proxyless-w0.35")

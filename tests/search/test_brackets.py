@@ -15,13 +15,13 @@ import pytest
 
 from tinytune.db import Store, open_store
 from tinytune.evaluators import FinetuneConfig
-from tinytune.search.attrs import Attr
-from tinytune.search.brackets import Ladder, LadderContext
-from tinytune.search.contribution import TableIdentity
-from tinytune.search.contribution_table import build_table
-from tinytune.search.decisions import Member, Note, Submit, Verdict
-from tinytune.search.proxy import estimate
-from tinytune.search.recording import FrontPoint
+from tinytune.search.front.recording import FrontPoint
+from tinytune.search.ladder.brackets import Ladder, LadderContext
+from tinytune.search.ladder.contribution import TableIdentity
+from tinytune.search.ladder.contribution_table import build_table
+from tinytune.search.ladder.decisions import Member, Note, Submit, Verdict
+from tinytune.search.ladder.proxy import estimate
+from tinytune.search.study.attrs import Attr
 from tinytune.spaces import make_preset, subnet_params
 
 from .fakes import SPEC, SUBNET, made_up_records, search_config

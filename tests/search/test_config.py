@@ -11,7 +11,7 @@ import pytest
 
 from tinytune.evaluators import FinetuneConfig, HardwareConfig
 from tinytune.search import SearchConfig
-from tinytune.search.space import FinetuneSettings, StudySpace
+from tinytune.search.study.study_space import FinetuneSettings, StudySpace
 
 
 def _configs(tmp_path: Path) -> list[SearchConfig]:
@@ -103,7 +103,7 @@ def test_an_older_space_is_compared_as_it_was_searched_and_recorded() -> None:
     """What a run's space is compared with (``StudySpace.compared``, read through
     ``from_attrs``): a missing engine or update as the earlier version's, missing fine-tuning
     settings and weights left out, and any other missing key as None (so it differs)."""
-    from tinytune.search.stored_space import space_difference
+    from tinytune.search.study.space_checks import space_difference
 
     requested = StudySpace.from_config(SearchConfig(checkpoint="", engine="bundle")).to_attrs()
     older = {

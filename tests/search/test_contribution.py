@@ -11,13 +11,13 @@ import pytest
 from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig
 from tinytune.search import InlineExecutor
-from tinytune.search.contribution import (
+from tinytune.search.ladder.contribution import (
     ContributionPlan,
     TableIdentity,
     file_sha256,
     run_contributions,
 )
-from tinytune.search.contribution_table import build_table, interpolate
+from tinytune.search.ladder.contribution_table import build_table, interpolate
 from tinytune.spaces import default_subnet
 
 from .fakes import KINDS, SPEC, SUBNET, FakeEvaluator, made_up_records

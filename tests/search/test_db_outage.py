@@ -25,7 +25,7 @@ from tinytune.db import open_store
 from tinytune.db.reconnect import Reconnect
 from tinytune.errors import DatabaseUnavailableError
 from tinytune.search import InlineExecutor, SearchConfig, run_search
-from tinytune.search.storage import ReconnectingStorage
+from tinytune.search.study.storage import ReconnectingStorage
 
 from .fakes import FakeEvaluator
 

@@ -13,9 +13,9 @@ from tests.data.test_data import write_image_folder
 from tests.search.fakes import search_config
 from tinytune.data import ImageFolderDataset
 from tinytune.errors import DataError
-from tinytune.search.config import reference_candidate
-from tinytune.search.events import SearchEvent
-from tinytune.search.preflight import preflight
+from tinytune.search.config.search_config import reference_candidate
+from tinytune.search.run.events import SearchEvent
+from tinytune.search.run.preflight import preflight
 from tinytune.spaces import get_supernet
 
 

@@ -14,8 +14,8 @@ from tinytune.db import open_store
 from tinytune.errors import CLI, BudgetError, ConfigError, StorageError
 from tinytune.evaluators import FinetuneConfig, run_evaluation
 from tinytune.search import InlineExecutor, run_search
-from tinytune.search.attrs import Attr
-from tinytune.search.budgets import CONSTRAINTS
+from tinytune.search.config.budgets import CONSTRAINTS
+from tinytune.search.study.attrs import Attr
 from tinytune.spaces import Candidate, get_supernet
 
 from .dashboard import dashboard_api
@@ -129,7 +129,7 @@ def test_a_study_with_another_space_is_refused_and_kept(
 def _forget_space_key(url: str, key: str) -> None:
     """Store study ``s``'s search space without ``key``, as a study stored before the space
     named it."""
-    from tinytune.search.attrs import Attr
+    from tinytune.search.study.attrs import Attr
 
     study = optuna.load_study(study_name="s", storage=url)
     study.set_user_attr(
@@ -175,7 +175,7 @@ def test_a_study_planned_with_gradient_buffers_is_refused_and_kept(
     parameter gradient (``reordered``), which the bundles' fused kernels never use: its SRAM
     figures would mix with the fused plan's, so resuming it is refused, the reason given, and
     its trials stay."""
-    from tinytune.search.attrs import Attr
+    from tinytune.search.study.attrs import Attr
 
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:
@@ -509,7 +509,7 @@ def test_the_limit_that_stopped_the_run_is_the_first_reached(
     decides). The run was stopped by the proposals, not the time."""
     import types
 
-    import tinytune.search.budgets as budgets
+    import tinytune.search.config.budgets as budgets
 
     from .fakes import FakeEvaluator
 
@@ -559,7 +559,7 @@ def test_trials_count_over_the_whole_study(tmp_path: Path, tiny_checkpoint: Path
 
 def test_the_weights_hint_names_the_studys_own_weights(tmp_path: Path) -> None:
     from tinytune.checkpoints import shipped_checkpoint
-    from tinytune.search.stored_space import weights_hint
+    from tinytune.search.study.space_checks import weights_hint
 
     config = search_config(tmp_path / "w.pt")
     shipped = shipped_checkpoint(get_supernet(config.supernet))
@@ -584,7 +584,7 @@ def test_a_device_whose_flash_holds_no_candidate_is_refused() -> None:
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
     from tinytune.hwmodels.registry import get_device
     from tinytune.search import SearchConfig
-    from tinytune.search.budgets import check_feasible
+    from tinytune.search.config.budgets import check_feasible
     from tinytune.spaces import get_supernet, make_preset
 
     spec = get_supernet("ofa-proxyless-w0.35")
@@ -605,7 +605,7 @@ def test_a_device_whose_flash_holds_no_candidate_is_refused() -> None:
 
 def test_the_hint_for_another_device_names_the_studys_engine_when_not_its_default() -> None:
     from tinytune.search import SearchConfig
-    from tinytune.search.stored_space import another_space
+    from tinytune.search.study.space_checks import another_space
 
     config = SearchConfig(checkpoint="", study_name="s", device="rpi4")
     default = another_space(
@@ -666,7 +666,7 @@ def test_gpus_per_trial_is_a_share_of_one_gpu_or_whole_gpus(
 def test_a_study_at_chance_says_so(tmp_path: Path) -> None:
     """Weights that kill the features: every candidate scores 10 % on ten classes, and the
     result says the front is at chance; an ordinary study's does not."""
-    from tinytune.search.events import at_chance
+    from tinytune.search.run.events import at_chance
 
     from .fakes import FakeEvaluator
 

@@ -13,8 +13,8 @@ from tinytune.db import open_store
 from tinytune.errors import BudgetError, ConfigError
 from tinytune.evaluators import FinetuneConfig
 from tinytune.search import InlineExecutor, SearchConfig, run_search
-from tinytune.search.executor import Metered
-from tinytune.search.study import EARLY_STARTUP_TRIALS, make_sampler
+from tinytune.search.execution.executor import Metered
+from tinytune.search.study.adapter import EARLY_STARTUP_TRIALS, make_sampler
 from tinytune.spaces import Candidate
 
 from .fakes import fake_accuracy, search_config
@@ -157,7 +157,7 @@ def test_a_run_whose_screenings_all_fail_stops_and_says_why(
     ckpt.write_bytes(b"supernet weights")
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     config = _config(ckpt, trials=5, max_idle_proposals=6, max_proposals=60)
-    with open_store(url) as store, caplog.at_level("WARNING", logger="tinytune.search.driver"):
+    with open_store(url) as store, caplog.at_level("WARNING", logger="tinytune.search.run.driver"):
         result = run_search(config, store, InlineExecutor(ScreeningFake(fail_short=True)))
         failed = store.evaluations("s", fidelity="short", status="failed")
     assert result.stopped_by == "screening" and result.counts.measured == 0

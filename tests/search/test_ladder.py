@@ -10,14 +10,14 @@ import pytest
 
 from tinytune.db import open_store
 from tinytune.search import InlineExecutor, SearchConfig, run_search
-from tinytune.search.attrs import Attr
-from tinytune.search.contribution import ContributionPlan
-from tinytune.search.ladder import (
+from tinytune.search.front.pareto import reference
+from tinytune.search.ladder.contribution import ContributionPlan
+from tinytune.search.ladder.promotion import (
     calibration_offset,
     choose_promotion,
     hypervolume_gain,
-    reference,
 )
+from tinytune.search.study.attrs import Attr
 
 from .dashboard import dashboard_api
 from .fakes import FakeEvaluator, N, search_config
@@ -155,7 +155,7 @@ def test_ladder_with_real_fine_tunes(tmp_path: Path, tiny_checkpoint: Path) -> N
     """The contribution table and the bases come from real fine-tunes scored on the validation
     split; the measured candidates keep their test accuracy."""
     from tinytune.evaluators import run_evaluation
-    from tinytune.search.contribution import TableIdentity, file_sha256
+    from tinytune.search.ladder.contribution import TableIdentity, file_sha256
 
     from .fakes import SPEC, SUBNET
 

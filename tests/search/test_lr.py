@@ -12,7 +12,7 @@ import pytest
 from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig, run_evaluation
 from tinytune.search import InlineExecutor, SearchConfig, run_search
-from tinytune.search.lr import (
+from tinytune.search.run.lr_grid import (
     FAMILIES,
     LrCalibration,
     choose,
@@ -20,7 +20,7 @@ from tinytune.search.lr import (
     family_of,
     longest_first,
 )
-from tinytune.search.preflight import preflight
+from tinytune.search.run.preflight import preflight
 from tinytune.spaces import PRESET_NAMES, Candidate, get_supernet, make_preset
 from tinytune.spaces.candidate import LiteResidualBranch, LiteResidualConfig, UpdateScheme
 
@@ -210,7 +210,7 @@ def test_a_large_training_split_chooses_rates_on_a_subset_and_measures_presets_i
     """Beyond GRID_TRAIN_IMAGES training images the grid trains on that many (a stratified
     share); its fine-tunes then choose rates only, and the preset is measured on every
     training image."""
-    import tinytune.search.lr as lr_module
+    import tinytune.search.run.lr_grid as lr_module
 
     monkeypatch.setattr(lr_module, "GRID_TRAIN_IMAGES", 500)
     tasks: list[dict[str, Any]] = []

@@ -13,7 +13,7 @@ import pytest
 from tinytune.db import open_store
 from tinytune.evaluators import HardwareConfig
 from tinytune.search import InlineExecutor, run_search
-from tinytune.search.mutation import (
+from tinytune.search.run.mutation import (
     joint_params,
     mutant,
     mutate_scheme,
@@ -202,7 +202,7 @@ def test_with_a_preset_nothing_is_mutated_and_the_log_names_the_option(
     ckpt.write_bytes(b"supernet weights")
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     config = search_config(ckpt, trials=3, mutate=True, preset="bias-only", baselines=False)
-    with open_store(url) as store, caplog.at_level("WARNING", logger="tinytune.search.driver"):
+    with open_store(url) as store, caplog.at_level("WARNING", logger="tinytune.search.run.driver"):
         result = run_search(config, store, InlineExecutor(FakeEvaluator()))
     assert result.counts.measured == 3
     trials = optuna.load_study(study_name="s", storage=url).trials

@@ -33,7 +33,7 @@ def test_hypervolume_of_accuracy_and_memory() -> None:
 
 
 def test_hypervolume_3d_by_hand() -> None:
-    from tinytune.search.pareto import hypervolume
+    from tinytune.search.front.pareto import hypervolume
 
     assert hypervolume([(0, 0, 0)], (2, 2, 2)) == pytest.approx(8.0)
     assert hypervolume([(1, 1, 1), (0, 0, 0)], (2, 2, 2)) == pytest.approx(8.0)  # dominated
@@ -47,7 +47,7 @@ def test_hypervolume_matches_optuna() -> None:
     import numpy as np
     from optuna._hypervolume import compute_hypervolume
 
-    from tinytune.search.pareto import hypervolume
+    from tinytune.search.front.pareto import hypervolume
 
     rng = np.random.default_rng(0)
     for d in (2, 3, 4):

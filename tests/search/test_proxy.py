@@ -9,9 +9,9 @@ import pytest
 from scipy.stats import kendalltau
 
 from tinytune.db import EvaluationRecord, open_store
-from tinytune.search.contribution import LITE_BRANCH
-from tinytune.search.contribution_table import build_table
-from tinytune.search.proxy import estimate, kendall_tau, rank_correlation
+from tinytune.search.ladder.contribution import LITE_BRANCH
+from tinytune.search.ladder.contribution_table import build_table
+from tinytune.search.ladder.proxy import estimate, kendall_tau, rank_correlation
 from tinytune.spaces import (
     Candidate,
     LiteResidualConfig,

@@ -27,10 +27,11 @@ from tinytune.search import (
     RayExecutor,
     RayUnavailableError,
     SearchConfig,
-    loopback,
     run_search,
 )
-from tinytune.search.executor import check_reachable
+from tinytune.search.execution.executor import check_reachable
+
+from . import loopback
 
 COMPLETE = optuna.trial.TrialState.COMPLETE
 FAIL = optuna.trial.TrialState.FAIL
@@ -290,7 +291,7 @@ def test_negative_retries_are_refused() -> None:
 def two_nodes(
     tmp_path: Path, env: dict[str, str], worker_env: dict[str, str], worker_gpus: int = 0
 ) -> Iterator[tuple[int, int, Callable[[], list[str]]]]:
-    """:func:`tinytune.search.loopback.two_nodes`, skipped where Ray cannot start a node:
+    """:func:`tests.search.loopback.two_nodes`, skipped where Ray cannot start a node:
     (GCS port, dashboard port, probe of the alive nodes)."""
     try:
         with loopback.two_nodes(tmp_path, env, worker_env, worker_gpus=worker_gpus) as cluster:
@@ -504,7 +505,7 @@ def test_gpus_per_trial_without_a_gpu_in_the_cluster_exits_2_before_pre_training
 def test_a_workers_error_keeps_the_line_that_names_it() -> None:
     """Ray's import failure announces a traceback on its first line: the one line stored with
     the failed evaluation keeps the traceback's last line, which names the error."""
-    from tinytune.search.executor import _first_line
+    from tinytune.search.execution.executor import _first_line
 
     announced = RuntimeError(
         "The remote function failed to import on the worker. sys.path ['/x']:\n\n"

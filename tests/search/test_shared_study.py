@@ -42,7 +42,7 @@ def _driver(url: str, seed: int, seconds: float = 0.5) -> subprocess.Popen:
 def _measured(url: str) -> list[str]:
     """Measured candidates on the budget; the reference, measured beside it, must be there
     exactly once."""
-    from tinytune.search.config import reference_candidate
+    from tinytune.search.config.search_config import reference_candidate
 
     reference = reference_candidate("ofa-proxyless-w0.35").key
     with open_store(url) as store:
@@ -71,7 +71,7 @@ def test_two_drivers_started_at_once_share_the_budget(url: str) -> None:
     reference = [t for t in complete if t.user_attrs.get("reference")]
     # one driver claims the new study's setup: the reference and the baselines are enqueued
     # once, though both drivers found the study new at the same moment
-    from tinytune.search.config import BASELINE_PRESETS
+    from tinytune.search.config.search_config import BASELINE_PRESETS
 
     assert len(reference) == 1
     enqueued = [t for t in study.trials if "fixed_params" in t.system_attrs]

@@ -16,8 +16,12 @@ from tinytune.errors import ConfigError
 from tinytune.evaluators.task import network_on_data
 from tinytune.models.layers import ConvUnit
 from tinytune.models.ofa_adapter import build_ofa_supernet
-from tinytune.search.signals import _features, measure_signals
 from tinytune.spaces import get_supernet, make_preset
+
+from .benches import load_bench
+
+_signals = load_bench("cheap_signals")  # bench/cheap_signals.py, used only by bench/signals.py
+_features, measure_signals = _signals._features, _signals.measure_signals
 
 SPEC = get_supernet("ofa-proxyless-w0.35")
 RES = 32

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tinytune.api import _int8_entry
 from tinytune.db import EvaluationRecord, open_store
-from tinytune.search.verify import Int8Accuracy, int8_accuracies
+from tinytune.search.run.verify_int8 import Int8Accuracy, int8_accuracies
 
 
 def test_a_device_accuracy_stored_before_the_rate_could_halve_reads_as_constant(

@@ -17,7 +17,7 @@ from tinytune.options import DEFAULT_STORAGE
 if TYPE_CHECKING:
     from tinytune.evaluators.device import TrainingProgress
     from tinytune.search import FrontPoint
-    from tinytune.search.verify import Int8Accuracy
+    from tinytune.search.run import Int8Accuracy
 
 __all__ = [
     "DEFAULT_STORAGE",

@@ -10,7 +10,7 @@ import typer
 from tinytune.cli.common import DEFAULT_STORAGE
 
 if TYPE_CHECKING:
-    from tinytune.search.space import StudySpace
+    from tinytune.search.study import StudySpace
 
 __all__ = ["pareto"]
 
@@ -34,9 +34,9 @@ def pareto(
     import tinytune
     from tinytune.cli.common import console, front_table, png_path, quiet_logs
     from tinytune.db import open_store
-    from tinytune.search.ladder import HYPERVOLUME_BOX
-    from tinytune.search.proxy import rank_correlation
-    from tinytune.search.verify import int8_accuracies
+    from tinytune.search.front import HYPERVOLUME_BOX
+    from tinytune.search.ladder import rank_correlation
+    from tinytune.search.run import int8_accuracies
 
     quiet_logs()
     if plot is not None:
@@ -95,7 +95,7 @@ def pareto(
             f"validation accuracy over the {tau.n} candidates measured too"
         )
     if plot is not None:
-        from tinytune.search.recording import hypervolume_history
+        from tinytune.search.front import hypervolume_history
         from tinytune.viz.pareto import pareto_figure
 
         plot.parent.mkdir(parents=True, exist_ok=True)
@@ -124,7 +124,7 @@ def _measured_by(
     import optuna
 
     from tinytune.search import Attr
-    from tinytune.search.lr import LrCalibration
+    from tinytune.search.run import LrCalibration
 
     finetune = space.finetune
     if finetune is None:

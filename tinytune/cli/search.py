@@ -27,8 +27,8 @@ def search(**options: Any) -> None:
     from tinytune.cli.common import console, front_table, pretrain_bar, quiet_logs
     from tinytune.db.engine import mask_url
     from tinytune.search import SearchEvent
-    from tinytune.search.ladder import HYPERVOLUME_BOX
-    from tinytune.search.verify import INT8_EPOCHS
+    from tinytune.search.front import HYPERVOLUME_BOX
+    from tinytune.search.run import INT8_EPOCHS
     from tinytune.spaces import default_network
 
     quiet_logs()

@@ -321,7 +321,8 @@ def train_subset(splits: Splits, fraction: float, seed: int) -> Splits:
     """The splits with a stratified ``fraction`` of the training images (at least one image of
     each class, drawn by scikit-learn's ``train_test_split`` seeded by ``seed``); validation and
     test are the same objects. ``fraction`` 1 returns ``splits`` itself. A short fine-tune on a
-    subset is the low fidelity of a multi-fidelity search (:mod:`tinytune.search.screening`)."""
+    subset is the low fidelity of a multi-fidelity search
+    (:mod:`tinytune.search.ladder.brackets`)."""
     if not 0.0 < fraction <= 1.0:
         raise DataError(f"a training subset's fraction must lie in (0, 1], got {fraction}")
     if fraction == 1.0:

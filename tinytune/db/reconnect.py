@@ -6,9 +6,9 @@ runs. Stale pooled connections are found at checkout by SQLAlchemy's ``pool_pre_
 still fails, and neither SQLAlchemy nor Optuna retries it: Optuna 5 retries only the creation of
 a trial, five times within seconds, and reports any other failed commit as "invalid data in the
 commit". So tinytune retries each of its short transactions (and each call of Optuna's storage,
-:mod:`tinytune.search.storage`) when the connection was lost or refused, with a backoff bounded
-by :data:`RECONNECT_WAIT_S` in all per outage, shared by every caller of one :class:`Reconnect`.
-Past the bound, every call fails at once with one
+:mod:`tinytune.search.study.storage`) when the connection was lost or refused, with a backoff
+bounded by :data:`RECONNECT_WAIT_S` in all per outage, shared by every caller of one
+:class:`Reconnect`. Past the bound, every call fails at once with one
 :class:`~tinytune.errors.DatabaseUnavailableError` that names the database and says that the same
 command resumes; the next call that succeeds ends the outage. SQLite files do not restart.
 

@@ -94,7 +94,7 @@ def int8_finetune(
             every epoch, as the bundle's example program trains on its embedded samples.
         schedule: one of :data:`tinytune.quant.schedule.LR_SCHEDULES`; ``constant`` by
             default, as the bundles trained before they could halve their rate (the search's
-            device accuracy passes :data:`tinytune.search.verify.INT8_SCHEDULE`).
+            device accuracy passes :data:`tinytune.search.run.verify_int8.INT8_SCHEDULE`).
         progress: called after each image with the epochs and images done of this call's
             ``epochs`` passes (the library reports; the command line draws a bar).
     """

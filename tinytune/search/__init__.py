@@ -1,20 +1,51 @@
-"""The search: preflight, the driver split by concern (config, Optuna adapter, budgets,
-recording, the ladder's brackets), executors, contribution analysis and the proxy, Pareto and
-hypervolume helpers."""
+"""The search, in rooms that import only the rooms below them:
+
+* ``run``: the driver and its ledger, events, preflight, the learning-rate grid, mutation, the
+  dashboard's hypervolume and the int8 verification of the front.
+* ``ladder``: the fidelity ladder's brackets, its promotion rule and decisions, the proxy rung,
+  the proxy, and the contribution analysis with its table.
+* ``study``: the Optuna adapter, trial attributes, Optuna's storage, heartbeats, and the search
+  space a study stores with its checks.
+* ``execution``: the executors, the files carried to Ray nodes, and the worker tasks.
+* ``front`` and ``config`` below them all: Pareto and hypervolume helpers with the recording of
+  the front; what a search is asked (:class:`SearchConfig`), its budgets and contribution plan.
+
+Code outside the search imports this package or a room's package, never a room's modules.
+"""
 
 from __future__ import annotations
 
-from tinytune.search.budgets import check_budgets, check_feasible
-from tinytune.search.config import BASELINE_PRESETS, OBJECTIVES, SAMPLERS, SearchConfig
-from tinytune.search.contribution import ContributionPlan, run_contributions
-from tinytune.search.contribution_table import ContributionTable
-from tinytune.search.driver import SearchResult, run_search
-from tinytune.search.events import Counts, SearchEvent
-from tinytune.search.executor import Executor, InlineExecutor, RayExecutor, RayUnavailableError
-from tinytune.search.pareto import hypervolume, hypervolume_2d, pareto_front
-from tinytune.search.preflight import Preflight, preflight
-from tinytune.search.proxy import estimate, kendall_tau, rank_correlation
-from tinytune.search.recording import FrontPoint
+from tinytune.search.config import (
+    BASELINE_PRESETS,
+    OBJECTIVES,
+    SAMPLERS,
+    ContributionPlan,
+    SearchConfig,
+    check_budgets,
+    check_feasible,
+)
+from tinytune.search.execution import (
+    Executor,
+    InlineExecutor,
+    RayExecutor,
+    RayUnavailableError,
+)
+from tinytune.search.front import FrontPoint, hypervolume, hypervolume_2d, pareto_front
+from tinytune.search.ladder import (
+    ContributionTable,
+    estimate,
+    kendall_tau,
+    rank_correlation,
+    run_contributions,
+)
+from tinytune.search.run import (
+    Counts,
+    Preflight,
+    SearchEvent,
+    SearchResult,
+    preflight,
+    run_search,
+)
 from tinytune.search.study import Attr
 
 __all__ = [

@@ -40,7 +40,7 @@ def pareto_figure(
         front: the latest snapshot's Pareto points (dicts with ``val_accuracy``,
             ``memory_bytes``, ``latency_s``, ``scheme``).
         history: ``(measured evaluations, hypervolume)`` after each snapshot, oldest first
-            (:func:`tinytune.search.recording.hypervolume_history`).
+            (:func:`tinytune.search.front.recording.hypervolume_history`).
         path: the PNG to write.
         title: the figure's title.
         sram_budget_bytes: drawn as a vertical line when given.
@@ -130,7 +130,7 @@ def hypervolume_history_figure(history: Sequence[tuple[int, float]], title: str 
 
     Args:
         history: ``(measured evaluations, hypervolume)`` after each snapshot, oldest first
-            (:func:`tinytune.search.recording.hypervolume_history`).
+            (:func:`tinytune.search.front.recording.hypervolume_history`).
         title: the study's name, added to the figure's title when given.
     """
     import plotly.graph_objects as go

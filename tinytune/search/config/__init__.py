@@ -1,0 +1,29 @@
+"""What a search is asked to do: its config (:class:`SearchConfig` and its vocabulary), the
+budgets it is held to, and the plan of a contribution analysis that the config carries."""
+
+from __future__ import annotations
+
+from tinytune.search.config.budgets import check_budgets, check_feasible
+from tinytune.search.config.contribution_plan import ContributionPlan
+from tinytune.search.config.search_config import (
+    BASELINE_PRESETS,
+    DIRECTIONS,
+    OBJECTIVES,
+    SAMPLERS,
+    SearchConfig,
+    check_new_study_name,
+    reference_candidate,
+)
+
+__all__ = [
+    "BASELINE_PRESETS",
+    "DIRECTIONS",
+    "OBJECTIVES",
+    "SAMPLERS",
+    "ContributionPlan",
+    "SearchConfig",
+    "check_budgets",
+    "check_feasible",
+    "check_new_study_name",
+    "reference_candidate",
+]

@@ -1,0 +1,28 @@
+"""The front of a study: Pareto fronts and hypervolume over the objectives, and the measured
+evaluations recorded with the snapshots of the study's front."""
+
+from __future__ import annotations
+
+from tinytune.search.front.pareto import (
+    HYPERVOLUME_BOX,
+    hypervolume,
+    hypervolume_2d,
+    pareto_front,
+)
+from tinytune.search.front.recording import (
+    FrontPoint,
+    chosen_on,
+    hypervolume_history,
+    reference_point,
+)
+
+__all__ = [
+    "HYPERVOLUME_BOX",
+    "FrontPoint",
+    "chosen_on",
+    "hypervolume",
+    "hypervolume_2d",
+    "hypervolume_history",
+    "pareto_front",
+    "reference_point",
+]

@@ -1,0 +1,227 @@
+"""Recording: a measured evaluation as a stored record, and the Pareto front of a study's
+measured, feasible evaluations as a snapshot with its normalised hypervolume.
+
+Candidates are chosen on the validation split: the front and the hypervolume use validation
+accuracy; the test accuracy of each point is stored and shown beside it, never used to choose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from tinytune.db import EvaluationRecord, ParetoSnapshot, Store
+from tinytune.evaluators import HardwareCost
+from tinytune.search.config.budgets import violations
+from tinytune.search.config.search_config import SearchConfig
+from tinytune.search.front.pareto import normalised_hypervolume, pareto_front, reference
+
+__all__ = [
+    "FrontPoint",
+    "chosen_on",
+    "hypervolume_history",
+    "measured_record",
+    "reference_point",
+    "snapshot",
+]
+
+
+@dataclass(frozen=True)
+class FrontPoint:
+    """A measured, feasible, non-dominated candidate.
+
+    Attributes:
+        trial: the Optuna trial that measured it.
+        candidate_key: the candidate's stable key (``tinytune.load(...).candidate(key)``).
+        val_accuracy: measured accuracy on the validation split (what the front is chosen on).
+        test_accuracy: measured accuracy on the held-out test split (reported, never used to
+            choose).
+        memory_bytes: predicted peak training SRAM (the arena of the exported bundle).
+        flash_bytes: predicted flash (parameters and the training engine's code).
+        latency_s: predicted latency of one training step on the device.
+        scheme: the preset or ``joint``.
+        study: the study that measured it (None for a point made outside a study), so that
+            ``tinytune.export_bundle(point, ...)`` finds it when several studies measured the
+            same candidate.
+    """
+
+    trial: int | None
+    candidate_key: str
+    val_accuracy: float
+    test_accuracy: float | None
+    memory_bytes: int
+    flash_bytes: int | None
+    latency_s: float | None
+    scheme: str
+    study: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FrontPoint:
+        """A stored snapshot point (before validation selection, a snapshot's ``accuracy``
+        was the test accuracy and its front was chosen on it)."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "test_accuracy" not in data:
+            values["test_accuracy"] = data.get("accuracy")
+        return cls(**values)
+
+
+def chosen_on(points: Sequence[Mapping[str, Any]]) -> str:
+    """The split a stored snapshot's front was chosen on: ``"validation"``, or ``"test"`` for
+    one stored by a tinytune before validation selection (its points have no
+    ``test_accuracy``: their ``accuracy`` is the test accuracy the front was chosen on)."""
+    return "test" if any("test_accuracy" not in p for p in points) else "validation"
+
+
+def measured_record(
+    config: SearchConfig,
+    trial: int,
+    candidate_key: str,
+    cost: HardwareCost,
+    latency_profile: str,
+    scheme: str,
+    result: dict[str, Any],
+) -> EvaluationRecord:
+    """The stored form of a worker's result (``ok`` or ``failed``) for a measured fine-tune,
+    with the cost the driver predicted for it."""
+    ok = result.get("status") == "ok" and all(
+        isinstance(result.get(k), float) for k in ("accuracy", "val_accuracy")
+    )
+    memory = cost.memory
+    return EvaluationRecord(
+        study_name=config.study_name,
+        candidate_key=candidate_key,
+        trial_number=trial,
+        fidelity="measured",
+        status="ok" if ok else "failed",
+        accuracy=result.get("accuracy") if ok else None,
+        val_accuracy=result.get("val_accuracy") if ok else None,
+        memory_bytes=cost.arena_bytes,
+        latency_ms=1000.0 * float(cost.latency_s or 0.0),
+        wall_time_s=result.get("wall_time_s"),
+        error=None if ok else str(result.get("error") or "unknown failure"),
+        details={
+            "flash_bytes": cost.flash_bytes,
+            "latency_profile": latency_profile,
+            "scheme": scheme,
+            "memory_breakdown": memory.breakdown,
+            "memory_peak_op": memory.peak_op,
+            "memory_peak_phase": memory.peak_phase,
+            "memory_live_peak_bytes": memory.peak_bytes,
+            "mcunetv3_extra_bytes": memory.mcunetv3_extra_bytes,
+            "precision": memory.precision,
+            **(result.get("details") or {}),
+        }
+        if ok
+        else None,
+    )
+
+
+def _point(e: EvaluationRecord, scheme: str | None = None) -> FrontPoint:
+    return FrontPoint(
+        trial=e.trial_number,
+        candidate_key=e.candidate_key,
+        val_accuracy=float(e.val_accuracy),  # type: ignore[arg-type]
+        test_accuracy=e.accuracy,
+        memory_bytes=int(e.memory_bytes),  # type: ignore[arg-type]
+        flash_bytes=(e.details or {}).get("flash_bytes"),
+        latency_s=e.latency_ms / 1000.0 if e.latency_ms is not None else None,
+        scheme=scheme or (e.details or {}).get("scheme", "?"),
+        study=e.study_name,
+    )
+
+
+def reference_point(store: Store, study_name: str, key: str) -> FrontPoint | None:
+    """The study's reference (full fine-tuning of the default sub-network), when measured."""
+    e = store.find_evaluation(study_name, key, "measured")
+    if e is None or e.val_accuracy is None or e.memory_bytes is None:
+        return None
+    return _point(e, "full (reference)")
+
+
+def snapshot(
+    config: SearchConfig, store: Store, flash_budget: int | None
+) -> tuple[tuple[FrontPoint, ...], float | None]:
+    """The Pareto front of the study's measured, feasible evaluations, stored as a snapshot.
+    The study's reference is among them when it meets every budget: it is then an option
+    like any other.
+
+    The hypervolume is normalised by the reference point (accuracy 0 and each budget; without a
+    budget, 10 % beyond the worst value measured so far), so it is the share of that box in
+    [0, 1]. The snapshot records the budgets (``sram_bytes``, ``flash_bytes``, ``latency_s``);
+    one where no measured candidate meets them is stored with an empty front. A snapshot equal
+    to the latest (no evaluation since, the same budgets) is not stored again.
+    """
+    evaluations = store.evaluations(config.study_name, fidelity="measured", status="ok")
+
+    def feasible(e: EvaluationRecord) -> bool:
+        if e.val_accuracy is None or e.memory_bytes is None or e.latency_ms is None:
+            return False
+        flash = (e.details or {}).get("flash_bytes") or 0
+        v = violations(config, flash_budget, e.memory_bytes, flash, e.latency_ms / 1000.0)
+        return all(x <= 0 for x in v)
+
+    if not evaluations:
+        return (), None
+    ok = [e for e in evaluations if feasible(e)]
+    points: tuple[FrontPoint, ...] = ()
+    hv = None
+    if ok:  # else no measured candidate meets these budgets: an empty front, stored as such
+        measured = [
+            (e.val_accuracy, float(e.memory_bytes), e.latency_ms / 1000.0)  # type: ignore[operator]
+            for e in ok
+        ]
+        objectives = [(-a, m, t) for a, m, t in measured]  # all minimised
+        front_idx = sorted(pareto_front(objectives), key=lambda i: ok[i].memory_bytes or 0)
+        points = tuple(_point(ok[i]) for i in front_idx)
+        ref = reference(measured, config.sram_budget_bytes, config.latency_budget_s)
+        hv = normalised_hypervolume([measured[i] for i in front_idx], ref)
+    budgets = {
+        "sram_bytes": config.sram_budget_bytes,
+        "flash_bytes": flash_budget,
+        "latency_s": config.latency_budget_s,
+    }
+    stored, latest = [asdict(p) for p in points], store.latest_pareto(config.study_name)
+    new = (len(evaluations), stored, hv, budgets)
+    if (
+        latest is None
+        or (latest.n_trials, latest.points, latest.hypervolume, latest.budgets) != new
+    ):
+        # a run that measured nothing under the same budgets adds no copy of the latest
+        store.add_pareto_snapshot(
+            config.study_name, stored, len(evaluations), hypervolume=hv, budgets=budgets
+        )
+    return points, hv
+
+
+def hypervolume_history(snapshots: Sequence[ParetoSnapshot]) -> list[tuple[int, float]]:
+    """``(measured evaluations, hypervolume)`` after each snapshot chosen under the latest
+    snapshot's budgets, every front measured against one reference point: accuracy 0 and 10 %
+    beyond the largest peak SRAM and step latency on any of those fronts.
+
+    A run under other budgets chose its front from other candidates (a smaller SRAM budget
+    drops points), so its snapshots are left out; those stored before snapshots kept their
+    budgets are kept; a front that no candidate made under the budgets counts as 0. The
+    hypervolume stored with each snapshot is normalised by the reference of its own moment,
+    which moves out as slower or larger candidates are measured, so that the stored values can
+    rise while the front stays the same; these rise only when the front improves."""
+    if not snapshots:
+        return []
+    budgets = snapshots[-1].budgets
+    fronts = []
+    for snap in snapshots:
+        if snap.budgets is not None and snap.budgets != budgets:
+            continue  # one stored before budgets were kept (None) stays in
+        points = [FrontPoint.from_dict(p) for p in snap.points]
+        usable = [
+            (p.val_accuracy, p.memory_bytes, p.latency_s)
+            for p in points
+            if p.val_accuracy is not None and p.latency_s is not None
+        ]
+        if usable or not points:  # an empty front, or one with the objectives to measure
+            fronts.append((snap.n_trials, usable))
+    if not any(front for _, front in fronts):
+        return [(n, 0.0) for n, _ in fronts]
+    ref = reference([p for _, front in fronts for p in front], None, None)
+    return [(n, normalised_hypervolume(front, ref) if front else 0.0) for n, front in fronts]

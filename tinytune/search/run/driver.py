@@ -1,0 +1,405 @@
+"""The search loop: Optuna proposes, workers evaluate, the driver records.
+
+Each round the driver asks the study for a trial and samples a candidate define-by-run. The
+run's ledger (:mod:`tinytune.search.run.ledger`) predicts its cost once, prunes it over a budget,
+tells it the stored result of a candidate measured before, or claims its measured fine-tune and
+sends it to a worker, and records the result with the Pareto front and its hypervolume.
+
+``trials`` counts the study's measured fine-tunes (successful or failed) over all runs and
+drivers; ``time_budget_s`` stops new submissions after that many seconds of this run, and
+``epoch_budget`` before this run's fine-tuning epochs (:attr:`SearchResult.train_epochs`,
+those in flight or reserved by open brackets included) would exceed it;
+``max_proposals`` caps the trials asked in this run. While other drivers' fine-tunes are in
+flight and the budget may still free up, a driver waits and watches their heartbeats
+(:mod:`tinytune.search.study.heartbeats`), so the trials of one that died are retried here. The
+fidelity ladder (``proxy``, ``halving``) lives in :mod:`tinytune.search.ladder.brackets`: it
+returns decisions (:mod:`tinytune.search.ladder.decisions`) that the driver carries out. The
+learning-rate grid, the contribution analysis and the int8 verification of the front run on the
+run's executor with :class:`tinytune.search.execution.worker_tasks.Tasks`, not with the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tinytune.db import Store
+from tinytune.errors import ConfigError, flag
+from tinytune.search.config.budgets import RunLimits, StudyBudget, epoch_costs
+from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
+from tinytune.search.execution.executor import Executor, Metered
+from tinytune.search.execution.worker_tasks import Tasks
+from tinytune.search.front.recording import reference_point
+from tinytune.search.ladder.brackets import Ladder, LadderContext
+from tinytune.search.ladder.decisions import Bracket, Member, Submit
+from tinytune.search.ladder.proxy import rank_correlation
+from tinytune.search.run.events import SearchEvent, SearchResult, at_chance
+from tinytune.search.run.ledger import Ledger
+from tinytune.search.run.lr_grid import calibrate
+from tinytune.search.run.mutation import propose_mutant
+from tinytune.search.run.preflight import Preflight, preflight
+from tinytune.search.run.verify_int8 import int8_accuracies, verify_int8
+from tinytune.search.study.adapter import StudyAdapter
+from tinytune.search.study.attrs import Attr
+from tinytune.spaces import default_subnet, make_preset, suggest_candidate
+
+__all__ = ["Run", "SearchResult", "run_search"]
+
+log = logging.getLogger(__name__)
+
+
+def run_search(
+    config: SearchConfig,
+    store: Store,
+    executor: Executor,
+    progress: Callable[[SearchEvent], None] | None = None,
+    checked: Preflight | None = None,
+) -> SearchResult:
+    """Run (or continue) the study ``config.study_name`` until its budget is spent.
+
+    Args:
+        checked: the result of :func:`preflight` when the caller ran it already.
+    """
+    start = time.monotonic()
+    checked = checked or preflight(config, store, progress)
+    # the study keeps the engine that predicts its latencies, not the request for a default
+    config = dataclasses.replace(config, engine=checked.device.engine)
+    study = StudyAdapter(config, store)
+    try:
+        return Run(config, store, executor, study, checked, start, progress).execute()
+    finally:
+        study.close()
+
+
+class Run:
+    """The state of one run of the driver (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: SearchConfig,
+        store: Store,
+        executor: Executor,
+        study: StudyAdapter,
+        checked: Preflight,
+        start: float,
+        progress: Callable[[SearchEvent], None] | None,
+    ) -> None:
+        self.config, self.store, self.study = config, store, study
+        self.executor = Metered(executor)  # counts the epochs every task of the run trained
+        self.checked, self.spec = checked, checked.spec
+        # where the sampler may cut a fixed network: as the study first sampled it, else the
+        # cuts whose cheapest candidate fits the budgets
+        stored = study.choices("stages")
+        self.cuts = tuple(int(c) for c in stored) if stored else checked.cuts
+        # the reference is measured beside the budget
+        self.budget = StudyBudget(store, config.study_name, config.trials, checked.reference.key)
+        self.limits = RunLimits(
+            config.time_budget_s, config.max_proposals, config.max_idle_proposals, start
+        )
+        self.ledger = Ledger(
+            config, store, study, checked, self.executor, self.budget, self.limits, progress
+        )
+        self.keys = itertools.count(-1, -1)
+        self.tasks = Tasks(self.executor, self.ledger.task, self.next_key, self.ledger.emit)
+        self.task_time = 0.0
+        self.lr_cost = (0, 0.0)  # the grid's fine-tunes and task seconds in this run
+        self.stopped_by: str | None = None  # the first of this run's limits that held it back
+        self.screen_error: str | None = None  # the last short fine-tune's error, if one failed
+        self.mutation_turn = False  # with config.mutate: whether the last proposal was one
+        self.ladder: Ladder | None = None
+        if config.mutate and config.preset is not None:
+            # Words: each front end's log handler names the option as it does
+            log.warning(flag("mutate", True) + " changes update schemes; it is off with a preset")
+        if (config.proxy or config.halving) and config.preset is not None:
+            log.warning("the fidelity ladder searches update schemes; it is off with a preset")
+        elif config.proxy or config.halving:
+            context = LadderContext(config, self.spec, store, self.limits, self.next_key)
+            self.ladder = Ladder(context)
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+
+    def emit(self, kind: str, /, **data: Any) -> None:
+        """A progress event of the run (:meth:`Ledger.emit`)."""
+        self.ledger.emit(kind, **data)
+
+    def next_key(self) -> int:
+        """A key for an executor task that is not a trial (negative)."""
+        return next(self.keys)
+
+    def budget_left(self) -> bool:
+        """Whether another measured fine-tune may be started (or reserved by a bracket)."""
+        brackets = len(self.ladder.brackets) if self.ladder else 0
+        return self.budget.left(brackets) and self.limits.time_left() and self.epochs_left()
+
+    def epochs_left(self) -> bool:
+        """Whether a fresh proposal (a measured fine-tune, or a bracket with its screenings)
+        fits the epoch budget beside what is spent, in flight and reserved."""
+        if self.config.epoch_budget is None:
+            return True
+        full, short = epoch_costs(self.config, self.checked.repeats)
+        committed = self.executor.train_epochs + full * len(self.ledger.pending)
+        fresh = full
+        if self.ladder is not None:
+            committed += self.ladder.committed_epochs(full, short)
+            fresh += self.config.proxy_eta * short if self.ladder.screening else 0.0
+        return committed + fresh <= self.config.epoch_budget + 1e-9
+
+    def held_back(self, reason: str | None) -> None:
+        """Note the first of this run's limits that held a proposal back (one of
+        :data:`~tinytune.search.run.events.STOP_REASONS`): the run ends on it unless the study's
+        budget is spent meanwhile. A limit, once reached, stays so."""
+        if self.stopped_by is None:
+            self.stopped_by = reason
+
+    def free(self) -> int:
+        busy = len(self.ledger.pending) + (self.ladder.busy() if self.ladder else 0)
+        return self.executor.slots - busy
+
+    def watch(self, force: bool = False) -> None:
+        """Fail and retry the trials of drivers that stopped beating (every heartbeat)."""
+        self.study.fail_stale(force)
+        self.ledger.counts.retried = self.study.retried
+
+    # -- the run -------------------------------------------------------------------------------
+
+    def execute(self) -> SearchResult:
+        ledger, config = self.ledger, self.config
+        self.emit("start")
+        self.watch(force=True)
+        if config.tune_lr:
+            self.calibrate()
+        if self.ladder is not None and not self.ladder.prepare(self.tasks):
+            self.ladder = None
+        try:
+            self.loop()
+        finally:
+            ledger.abandon()
+            if self.ladder is not None:
+                ledger.prune(self.ladder.abandon())
+        if self.limits.idle >= config.max_idle_proposals:
+            log.warning(
+                "stopped after %d proposals in a row that were over budget or already measured",
+                self.limits.idle,
+            )
+        if self.limits.failed_screens >= config.max_idle_proposals:
+            log.warning(
+                "stopped after %d short fine-tunes in a row failed; the last: %s",
+                self.limits.failed_screens,
+                str(self.screen_error).splitlines()[0],
+            )
+        finished = self.budget.spent()[0]
+        stopped_by = self.stopped_by if finished < config.trials else None
+        front, hv = ledger.last if ledger.last is not None else ledger.snapshot()
+        search_epochs = self.executor.train_epochs
+        int8_cost = (0, 0.0)
+        if config.verify_int8:
+            int8_cost = verify_int8(self.tasks, self.store, config.study_name, front)
+        ledger.publish(force=True)
+        tau = rank_correlation(
+            self.store, config.study_name, "short" if config.halving else "proxy"
+        )
+        proxy = self.ladder.proxy if self.ladder is not None else None
+        table = proxy.table if proxy is not None else None
+        return SearchResult(
+            study_name=config.study_name,
+            counts=ledger.counts,
+            front=front,
+            hypervolume=hv,
+            finished=finished,
+            reference=reference_point(self.store, config.study_name, self.budget.reference_key),
+            errors=tuple(ledger.errors),
+            wall_time_s=time.monotonic() - self.limits.start,
+            proposals=self.limits.proposals,
+            contribution_tasks=table.tasks if table is not None else 0,
+            contribution_s=proxy.contribution_s if proxy is not None else 0.0,
+            task_time_s=self.task_time + (table.task_time_s if table is not None else 0.0),
+            train_epochs=search_epochs,
+            proxy_tau=tau.tau,
+            proxy_pairs=tau.n,
+            lr_calibration=ledger.lrs,
+            lr_fine_tunes=self.lr_cost[0],
+            lr_s=self.lr_cost[1],
+            val_images=self.checked.val_images,
+            repeats=self.checked.repeats,
+            copies=self.checked.copies,
+            stopped_by=stopped_by,
+            int8=int8_accuracies(self.store, config.study_name, [p.candidate_key for p in front]),
+            int8_runs=int8_cost[0],
+            int8_epochs=self.executor.train_epochs - search_epochs,
+            int8_s=int8_cost[1],
+            latency_profile=self.checked.latency_profile,
+            devices=dict(self.executor.devices),
+            chance=self.chance(front),
+        )
+
+    def chance(self, front: Sequence[Any]) -> float | None:
+        """One over the classes when the study's most accurate candidate is at chance
+        (:func:`~tinytune.search.run.events.at_chance`), else None."""
+        reference = reference_point(self.store, self.config.study_name, self.budget.reference_key)
+        accuracies = [p.val_accuracy for p in front if p.val_accuracy is not None]
+        if reference is not None and reference.val_accuracy is not None:
+            accuracies.append(reference.val_accuracy)
+        n_classes, val_images = self.config.n_classes, self.checked.val_images
+        return 1.0 / n_classes if at_chance(accuracies, n_classes, val_images) else None
+
+    def calibrate(self) -> None:
+        """The study's rate per family (:func:`tinytune.search.run.lr_grid.calibrate`): stored by
+        an earlier run, or measured by this run's grid and stored with the study."""
+        ledger = self.ledger
+        stored = self.study.study_attr(Attr.LR_CALIBRATION)
+        ledger.lrs, grid = calibrate(
+            self.tasks,
+            self.config,
+            self.spec,
+            self.checked.hardware,
+            self.watch,
+            stored,
+            self.checked.train_images,
+        )
+        if grid is not None:  # this run's grid: its fine-tunes are this run's compute
+            self.study.set_study_attr(Attr.LR_CALIBRATION, ledger.lrs.to_json())
+            self.lr_cost = (ledger.lrs.fine_tunes, ledger.lrs.wall_time_s)
+            self.task_time += self.lr_cost[1]
+            ledger.grid_results = grid
+
+    def loop(self) -> None:
+        ladder, ledger = self.ladder, self.ledger
+        while True:
+            while self.free() > 0 and self.step():
+                pass
+            if not ledger.pending and not (ladder and ladder.busy()):
+                if ladder and ladder.brackets and self.close_brackets():
+                    continue
+                others = self.budget.others_in_flight(0) or self.study.left_running()
+                if not (self.limits.may_propose() and others):
+                    break
+                self.emit("waiting")
+                time.sleep(1.0)
+            for key, result in self.executor.wait(timeout=1.0):
+                self.task_time += float(result.get("wall_time_s") or 0.0)
+                outcome = ladder.on_result(key, result) if ladder else None
+                if outcome is None:
+                    ledger.record(key, result)
+                else:  # a result of the ladder's own task
+                    ledger.note(outcome.notes)
+                    if outcome.event == "screened":
+                        self.limits.screened(outcome.screen_error is not None)
+                        self.screen_error = outcome.screen_error or self.screen_error
+                    self.emit(outcome.event, **outcome.data)
+            self.watch()
+
+    def step(self) -> bool:
+        """Do one thing that needs no result from a worker; False when nothing is left."""
+        if self.ladder is not None:
+            decision = self.ladder.step(self.ledger.front())
+            if isinstance(decision, Submit):
+                self.ledger.start(decision)
+                return True
+            if decision is not None:
+                self.ledger.settle(decision)
+                return True
+        if self.limits.may_propose():
+            return self.propose()
+        self.held_back(self.limits.spent())
+        # out of time or proposals: what the learning-rate grid measured is still recorded
+        return self.ledger.grid_measured_next() and self.propose(free=True)
+
+    def propose(self, free: bool = False) -> bool:
+        """Ask for a trial and start measuring it (``free``: one the learning-rate grid has
+        measured, within the study's count of measured fine-tunes but beside this run's time
+        and epoch budgets)."""
+        ledger, ladder = self.ledger, self.ladder
+        waiting = self.study.waiting()
+        bracket_id = waiting[0].user_attrs.get(Attr.BRACKET) if waiting and ladder else None
+        retried = bool(waiting) and Attr.FAILED_TRIAL in waiting[0].system_attrs
+        opened = ladder is not None and bracket_id in ladder.brackets
+        free = free or ledger.grid_measured_next()
+        brackets = len(ladder.brackets) if ladder else 0
+        left = self.budget.left(brackets) if free else self.budget_left()
+        if not (opened or retried) and not left:
+            if not free and self.budget.left(brackets):  # this run's limit, not the study's
+                self.held_back("time" if not self.limits.time_left() else "epochs")
+            return False  # a retried trial is still told (its result may be stored)
+        if not waiting and self.config.mutate and self.config.preset is None:
+            self.mutation_turn = not self.mutation_turn
+            if self.mutation_turn:
+                self.enqueue_mutant()
+        trial = self.study.ask()
+        self.limits.proposals += 1
+        reference = bool(trial.user_attrs.get(Attr.REFERENCE))
+        preset = None if reference else self.config.preset
+        candidate = suggest_candidate(trial, self.spec, preset, self.cuts or None)
+        try:  # its frozen prefix patch by patch where whole images exceed the SRAM budget
+            candidate = self.checked.hardware.schedule(candidate)
+        except ConfigError as e:  # a fixed schedule this proposal's network cannot run
+            ledger.reject(trial, str(e))
+            self.emit("pruned", trial=trial.number)
+            return True
+        cost = ledger.predict(trial, candidate, reference)
+        if cost is None:
+            return True
+        scheme = "full (reference)" if reference else self.config.preset or trial.params["scheme"]
+        member = Member(trial, candidate, cost, str(scheme), reference)
+        if reference:
+            ledger.measure(member)
+        elif ladder is not None and bracket_id is not None:
+            self.join(ladder.bracket_of(bracket_id, candidate.subnet, waiting), member)
+        elif ledger.reuse(trial, candidate, cost):
+            pass
+        elif ladder is not None and not waiting:
+            bracket, siblings = ladder.open_fresh(member)
+            for sibling in siblings:
+                self.study.enqueue(dict(sibling.params), dict(sibling.attrs))
+            self.join(bracket, member)
+        else:  # a baseline, a retried trial, or no ladder: measured directly
+            if ladder is not None:
+                ledger.note(ladder.score_measured(member))
+            ledger.measure(member)
+        return True
+
+    def enqueue_mutant(self) -> None:
+        """Enqueue a mutant of a front point, or a baseline over a budget repaired into it
+        (:func:`tinytune.search.run.mutation.propose_mutant`), as the next trial: one the joint
+        space expresses, not measured or in flight, within the budgets. Nothing when the front
+        is empty or no such mutant is found."""
+        ledger, config = self.ledger, self.config
+        parents = ledger.front_candidates()
+        if not parents:
+            return
+        baselines = []
+        if config.baselines:  # those over a budget are repaired into it
+            subnet = default_subnet(self.spec)
+            baselines = [make_preset(name, self.spec, subnet) for name in BASELINE_PRESETS]
+        rng = random.Random(f"{config.seed}:{self.limits.proposals}")
+        found = propose_mutant(parents, baselines, self.spec, rng, ledger.fits, ledger.taken)
+        if found is not None:
+            params, parent = found
+            self.study.enqueue(params, {Attr.MUTANT_OF: parent.key})
+
+    # -- carrying out the ladder's decisions ---------------------------------------------------
+
+    def join(self, bracket: Bracket, member: Member) -> None:
+        """A member joins its bracket, unless its candidate is in it already (told PRUNED) or
+        was measured before (told the stored result)."""
+        assert self.ladder is not None
+        reason = self.ladder.refusal(bracket, member)
+        if reason is not None:
+            self.ledger.reject(member.trial, reason)
+        elif not self.ledger.reuse(member.trial, member.candidate, member.cost):
+            self.ledger.note([self.ladder.join(bracket, member)])
+            self.limits.idle = 0
+
+    def close_brackets(self) -> bool:
+        """Nothing runs and nothing more can be proposed: decide the brackets whose members
+        are scored as they stand; False when none could be."""
+        assert self.ladder is not None
+        closed = False
+        while (verdict := self.ladder.close(self.ledger.front())) is not None:
+            self.ledger.settle(verdict)
+            closed = True
+        return closed

@@ -1,0 +1,275 @@
+"""The fine-tuning learning rate of each scheme family, chosen on the validation split.
+
+How large a step suits a fine-tune depends on what it trains: a classifier alone on frozen
+features wants a rate several times that of a network trained in full (MCUNetV3 tunes its rate
+per setting, §4 "Training details"). Candidates are therefore grouped into families by what they
+train (:func:`family_of`), and before a study measures any candidate it fine-tunes each
+family's representative preset at each rate of the family's grid (:data:`FAMILIES`, rates a
+factor of two apart), with the study's epochs, batch size and seed. The rate with the best
+validation accuracy (the smaller one on a tie) is the family's rate for the whole study; the
+test accuracy of the grid is stored beside it and never used to choose. The choice is stored
+with the study (its user attribute ``lr_calibration``), so that later runs and other drivers
+reuse it, and the grid's fine-tunes are counted and shown as the study's calibration cost; the
+representative's fine-tune at the chosen rate is the measurement of that preset when the study
+measures it.
+
+A large data set's grid trains on a stratified subset of :data:`GRID_TRAIN_IMAGES` training
+images (:func:`grid_fraction`; validated on the whole validation split): twelve fine-tunes of
+a 12,000-image training split would cost as much as twelve measured candidates. Its
+fine-tunes are then not measurements of the presets, which the study measures in full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tinytune.spaces import Candidate, SupernetSpec, conv_kinds, default_subnet, make_preset
+
+if TYPE_CHECKING:
+    from tinytune.evaluators import HardwareCost
+    from tinytune.search.config.search_config import SearchConfig
+    from tinytune.search.execution.worker_tasks import Tasks
+
+__all__ = [
+    "FAMILIES",
+    "GRID_TRAIN_IMAGES",
+    "Family",
+    "FamilyRate",
+    "LrCalibration",
+    "calibrate",
+    "choose",
+    "families_needed",
+    "family_of",
+    "grid_fraction",
+    "longest_first",
+]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A group of candidates that train the same kind of parameters.
+
+    Attributes:
+        name: ``classifier``, ``bias``, ``sparse`` or ``full``.
+        preset: the preset whose fine-tunes choose the family's rate.
+        grid: the learning rates tried, a factor of two apart.
+    """
+
+    name: str
+    preset: str
+    grid: tuple[float, ...]
+
+
+FAMILIES: dict[str, Family] = {
+    family.name: family
+    for family in (
+        Family("classifier", "last", (0.8, 1.6, 3.2)),
+        Family("bias", "bias-only", (0.8, 1.6, 3.2)),
+        Family("sparse", "mcunetv3", (0.8, 1.6, 3.2)),
+        Family("full", "full", (0.4, 0.8, 1.6)),
+    )
+}
+"""The families and their grids for batches of 32, centred on the rates that did best on
+``digits``' validation split with the shipped supernet over a wider grid at batch 16, doubled
+with the batch (linear scaling; docs/bench/pretraining.md)."""
+
+
+GRID_TRAIN_IMAGES = 2_000
+"""The most training images a fine-tune of the grid trains on. Within it the grid is a
+measurement of the presets; beyond, a subset of this many chooses the rates."""
+
+
+def grid_fraction(train_images: int) -> float:
+    """The share of ``train_images`` training images a fine-tune of the grid trains on: all
+    of them up to :data:`GRID_TRAIN_IMAGES`, else that many (0 images: all)."""
+    if train_images <= GRID_TRAIN_IMAGES:
+        return 1.0
+    return GRID_TRAIN_IMAGES / train_images
+
+
+def family_of(candidate: Candidate, spec: SupernetSpec) -> str:
+    """The family of a candidate: ``full`` when every convolution's weight is trained whole,
+    ``sparse`` when some weights are trained (in part) or lite residual branches are added,
+    ``bias`` when biases or scales are trained besides the classifier, else ``classifier``."""
+    update = candidate.update
+    n_convs = len(conv_kinds(spec, candidate.subnet))
+    if len(update.weights) == n_convs and all(ratio == 1.0 for _, ratio in update.weights):
+        return "full"
+    if update.weights or candidate.lite_residual.branches:
+        return "sparse"
+    if update.bias_last_k or update.norm:
+        return "bias"
+    return "classifier"
+
+
+@dataclass(frozen=True)
+class FamilyRate:
+    """The rate chosen for one family, and every rate tried.
+
+    Attributes:
+        family: the family's name.
+        lr: the chosen rate (best validation accuracy; the smaller rate on a tie).
+        tried: ``(lr, val_accuracy, test_accuracy, wall_time_s)`` of each fine-tune of the
+            grid; a failed one has ``None`` accuracies.
+    """
+
+    family: str
+    lr: float
+    tried: tuple[tuple[float, float | None, float | None, float], ...]
+
+    @property
+    def val_accuracy(self) -> float | None:
+        return next((val for lr, val, _, _ in self.tried if lr == self.lr), None)
+
+    @property
+    def test_accuracy(self) -> float | None:
+        return next((test for lr, _, test, _ in self.tried if lr == self.lr), None)
+
+
+@dataclass(frozen=True)
+class LrCalibration:
+    """The study's rate per family (what :func:`choose` made of a grid's results), and the
+    share of the training images the grid trained on (:func:`grid_fraction`)."""
+
+    rates: tuple[FamilyRate, ...]
+    train_fraction: float = 1.0
+
+    def lr(self, family: str, default: float) -> float:
+        return next((r.lr for r in self.rates if r.family == family), default)
+
+    @property
+    def fine_tunes(self) -> int:
+        return sum(len(r.tried) for r in self.rates)
+
+    @property
+    def wall_time_s(self) -> float:
+        return sum(s for r in self.rates for *_, s in r.tried)
+
+    def to_json(self) -> dict[str, Any]:
+        subset = {"train_fraction": self.train_fraction} if self.train_fraction < 1.0 else {}
+        return {
+            r.family: {"lr": r.lr, "tried": [list(t) for t in r.tried], **subset}
+            for r in self.rates
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LrCalibration:
+        fractions = [float(entry.get("train_fraction", 1.0)) for entry in data.values()]
+        return cls(
+            tuple(
+                FamilyRate(
+                    family,
+                    float(entry["lr"]),
+                    tuple((float(a), b, c, float(d)) for a, b, c, d in entry["tried"]),
+                )
+                for family, entry in data.items()
+            ),
+            min(fractions, default=1.0),
+        )
+
+
+def choose(family: str, results: Mapping[float, Mapping[str, Any]], default: float) -> FamilyRate:
+    """The family's rate from its grid's worker results (``lr -> result``): the best
+    validation accuracy, the smaller rate on a tie; ``default`` when every fine-tune failed."""
+    tried = []
+    for lr in sorted(results):
+        result = results[lr]
+        ok = result.get("status") == "ok"
+        tried.append(
+            (
+                lr,
+                result.get("val_accuracy") if ok else None,
+                result.get("accuracy") if ok else None,
+                float(result.get("wall_time_s") or 0.0),
+            )
+        )
+    scored = [(val, -lr) for lr, val, _, _ in tried if val is not None]
+    lr = -max(scored)[1] if scored else default
+    return FamilyRate(family, lr, tuple(tried))
+
+
+def families_needed(config: SearchConfig, spec: SupernetSpec) -> list[str]:
+    """The families a study's candidates can fall in: every family, or, with a preset, the
+    preset's family and (for the reference) ``full``."""
+    if config.preset is None:
+        return list(FAMILIES)
+    needed = [family_of(make_preset(config.preset, spec), spec)]
+    if config.reference and "full" not in needed:
+        needed.append("full")
+    return needed
+
+
+def longest_first(step_s: Mapping[int, float]) -> list[int]:
+    """The grid's jobs in the order they are submitted: the longest predicted training step
+    first (LPT scheduling). The grid ends when its last fine-tune does; started first, the
+    slow fine-tunes (full, then bias-only, whose backward pass crosses every layer) overlap
+    each other and the short ones fill the workers' gaps at the end. A fine-tune's time on the
+    host follows the device's predicted step latency (docs/bench/workers.md); ties keep the
+    families' order."""
+    return sorted(step_s, key=lambda key: -step_s[key])
+
+
+def calibrate(
+    tasks: Tasks,
+    config: SearchConfig,
+    spec: SupernetSpec,
+    hardware: Callable[[Candidate], HardwareCost],
+    watch: Callable[[], None],
+    stored: Mapping[str, Any] | None,
+    train_images: int = 0,
+) -> tuple[LrCalibration, dict[tuple[str, float], dict[str, Any]] | None]:
+    """The study's rate per family: ``stored`` by an earlier run (the study's attribute
+    ``lr_calibration``), else measured now on the run's executor (every fine-tune of the grids
+    at once, as slots free up, the families with the longest predicted training step first);
+    the caller stores what was measured.
+
+    Args:
+        tasks: runs the grid's fine-tunes on the run's executor.
+        hardware: predicts a candidate's cost (its step latency orders the grid).
+        watch: called between waits (the run fails the trials of drivers that died).
+        train_images: the data set's training images (:func:`grid_fraction`; 0: all).
+
+    Returns:
+        The rates, and this run's grid results at each family's chosen rate by ``(candidate
+        key, lr)``, so that a preset measured later at its family's rate is told the grid's
+        result, not fine-tuned again (empty when the grid trained on a subset; None when an
+        earlier run chose the rates).
+    """
+    if stored:
+        return LrCalibration.from_json(stored), None
+    fraction = grid_fraction(train_images)
+    jobs: dict[int, tuple[str, float, Candidate]] = {}
+    step_s: dict[int, float] = {}
+    for name in families_needed(config, spec):
+        candidate = make_preset(FAMILIES[name].preset, spec, default_subnet(spec))
+        predicted = float(hardware(candidate).latency_s or 0.0)
+        for lr in FAMILIES[name].grid:
+            key = tasks.next_key()
+            jobs[key], step_s[key] = (name, lr, candidate), predicted
+    queue, running = longest_first(step_s), 0
+    results: dict[int, dict[str, Any]] = {}
+    executor = tasks.executor
+    tasks.emit("calibrating", done=0, total=len(jobs))
+    while queue or running:
+        while queue and running < executor.slots:
+            key = queue.pop(0)
+            _, lr, candidate = jobs[key]
+            task = tasks.task(candidate, lr)
+            if fraction < 1.0:
+                task["train_fraction"] = fraction
+            executor.submit(key, task)
+            running += 1
+        for key, result in executor.wait(timeout=1.0):
+            results[key] = result
+            running -= 1
+            tasks.emit("calibrating", done=len(results), total=len(jobs))
+        watch()
+    rates = []
+    for name in dict.fromkeys(name for name, _, _ in jobs.values()):
+        grid = {lr: results[key] for key, (n, lr, _) in jobs.items() if n == name}
+        rates.append(choose(name, grid, config.finetune.lr))
+    chosen = {r.family: r.lr for r in rates}
+    cache = {(c.key, lr): results[key] for key, (n, lr, c) in jobs.items() if lr == chosen[n]}
+    return LrCalibration(tuple(rates), fraction), cache if fraction == 1.0 else {}

@@ -1,0 +1,185 @@
+"""Preflight: every check a search makes before it trains anything, run once, by the command
+line and the library alike.
+
+It resolves the supernet and the device (with the newest calibration stored for it), checks the
+data set (every file of an image folder is read once: decoded at the resolution the study
+measures first into the on-disk cache that every worker then maps, or not read at all when that
+cache holds it already; a worker decodes another resolution when a candidate first needs it)
+and that its classes match the search,
+refuses budgets over what the device has or that no candidate can meet, and hands the driver
+what it needs to cost candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tinytune.db import Store
+from tinytune.errors import BudgetOptionError, ConfigError
+from tinytune.evaluators import HardwareEvaluator
+from tinytune.hwmodels.devices import DeviceProfile
+from tinytune.search.config.budgets import (
+    check_budgets,
+    check_feasible,
+    epoch_costs,
+    feasible_cuts,
+)
+from tinytune.search.config.search_config import SearchConfig, reference_candidate
+from tinytune.spaces import Candidate, SupernetSpec, get_supernet
+
+if TYPE_CHECKING:
+    from tinytune.data import DecodeProgress
+    from tinytune.search.run.events import SearchEvent
+
+__all__ = ["Preflight", "preflight"]
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What the checks found, for the driver.
+
+    Attributes:
+        spec: the supernet.
+        device: the device profile a search predicts latency with.
+        latency_profile: which profile that is (``"stm32f746 (built-in)"``,
+            ``"host (calibration 3)"``), recorded with every evaluation.
+        hardware: prices a candidate (memory plan and latency) without trained weights.
+        flash_budget: the flash budget, or the device's flash when none was given.
+        reference: the study's reference candidate (full fine-tuning of the default
+            sub-network).
+        val_images: images in the data set's validation split.
+        train_images: images in its training split.
+        repeats: train/val partitions each candidate is measured on (``config.repeats``, or
+            :func:`tinytune.data.val_repeats` of ``val_images``).
+        copies: image files left out of the data set as copies of others.
+        cuts: the stage counts the sampler may cut a fixed network after
+            (:func:`~tinytune.search.config.budgets.feasible_cuts`).
+    """
+
+    spec: SupernetSpec
+    device: DeviceProfile
+    latency_profile: str
+    hardware: HardwareEvaluator
+    flash_budget: int
+    reference: Candidate
+    val_images: int = 0
+    repeats: int = 1
+    train_images: int = 0
+    copies: int = 0
+    cuts: tuple[int, ...] = ()
+
+
+def preflight(
+    config: SearchConfig,
+    store: Store | None,
+    progress: Callable[[SearchEvent], None] | None = None,
+) -> Preflight:
+    """Check a search before it starts; ``store`` holds the device calibrations (None: a
+    database not created yet, which holds none, so the built-in profiles). ``progress`` hears
+    of an image folder's decoding (:func:`decoding_events`).
+
+    Raises:
+        ConfigError: an unknown supernet or device, or a data set with another number of
+            classes than ``config.n_classes``.
+        DataError: the data set cannot be read.
+        BudgetError: a budget exceeds the device, or no candidate can meet it.
+    """
+    from tinytune.data import get_dataset, val_repeats
+    from tinytune.hwmodels.registry import get_device, profile_label
+
+    spec = get_supernet(config.supernet)
+    calibration = (
+        store.latest_device_calibration(config.device, config.engine)
+        if store is not None
+        else None
+    )
+    device = get_device(config.device, calibration, config.engine)
+    check_budgets(config, device)
+    data = get_dataset(config.dataset, seed=config.data_seed)
+    if data.num_classes != config.n_classes:
+        raise ConfigError(
+            f"data set {data.name!r} has {data.num_classes} classes, the search was set up for "
+            f"{config.n_classes}; expected n_classes={data.num_classes}"
+        )
+    hardware = HardwareEvaluator(
+        spec, config.n_classes, config.hardware, device, config.sram_budget_bytes
+    )
+    check_feasible(config, hardware)
+    flash_budget = config.flash_budget_bytes or device.flash_bytes
+    cuts = feasible_cuts(config, hardware, flash_budget)
+    train_images, val_images, _ = data.split_sizes()
+    repeats = config.repeats or val_repeats(val_images)
+    check_epoch_budget(config, repeats)
+    # the longest check last: every file read, decoded at the resolution the study measures
+    # first (its reference, presets and learning-rate grid); a worker decodes another
+    # resolution when a candidate first needs it (tinytune.data.imagefolder)
+    reference = reference_candidate(spec.name)
+    data.check([reference.subnet.resolution], decoding_events(config, progress))
+    return Preflight(
+        spec=spec,
+        device=device,
+        latency_profile=f"{device.name}, {device.engine} engine ({profile_label(calibration)})",
+        hardware=hardware,
+        flash_budget=flash_budget,
+        reference=reference,
+        val_images=val_images,
+        repeats=repeats,
+        train_images=train_images,
+        copies=data.copies,
+        cuts=cuts,
+    )
+
+
+def decoding_events(
+    config: SearchConfig, progress: Callable[[SearchEvent], None] | None
+) -> Callable[[DecodeProgress], None] | None:
+    """An image folder's decoding told to ``progress`` as search events: ``decoding``
+    (``done`` of ``total`` images decoded into the cache folder ``path``) while it decodes, or
+    one ``decoded`` when the resolution was in the cache already (``path``: that folder)."""
+    if progress is None:
+        return None
+    from tinytune.search.run.events import Counts, SearchEvent
+
+    def tell(step: DecodeProgress) -> None:
+        progress(
+            SearchEvent(
+                "decoded" if step.reused else "decoding",
+                Counts(),
+                finished=0,
+                budget=config.trials,
+                in_flight=0,
+                done=step.done,
+                total=step.total,
+                path=str(step.folder),
+            )
+        )
+
+    return tell
+
+
+def check_epoch_budget(config: SearchConfig, repeats: int) -> None:
+    """Refuse an ``epoch_budget`` below what one proposal costs (a measured fine-tune on each
+    of ``repeats`` partitions, with its bracket's screenings under ``halving``): every run
+    would stop before its first proposal, and the next the same.
+
+    Raises:
+        BudgetError: naming the least budget that measures something.
+    """
+    budget = config.epoch_budget
+    if budget is None:
+        return
+    least, short = epoch_costs(config, repeats)  # what the driver counts a proposal at
+    what = f"a measured fine-tune of {config.finetune.epochs} epochs"
+    if repeats > 1:
+        what += f" on {repeats} train/validation partitions"
+    if config.halving:
+        least += config.proxy_eta * short
+        what += f" and the {config.proxy_eta} short fine-tunes that screen it"
+    if budget < least - 1e-9:
+        raise BudgetOptionError(
+            "epoch_budget",
+            f"{budget:g} is less than one proposal costs here ({what}: {least:g} epochs); give "
+            f"at least {least:g}",
+        )

@@ -1,0 +1,162 @@
+"""The device's accuracy of the front's points, measured at the end of a search.
+
+The search ranks candidates by their float32 fine-tune; the bundle trains in int8 at batch 1
+with QAS. With ``verify_int8`` a run finishes by training each point of the front as the device
+does (:func:`tinytune.evaluators.device.int8_finetune`, through the run's workers), the
+per-image rate of the first epoch chosen on validation from :data:`INT8_LRS` and halved after
+every epoch (:data:`INT8_SCHEDULE`), and stores the result as an evaluation of fidelity
+``int8`` beside the float32 one. A point measured so before (by an earlier run, or another
+driver) is not trained again; one measured at a constant rate (before the rate could halve) is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tinytune.db import EvaluationRecord, Store
+from tinytune.spaces import Candidate
+
+if TYPE_CHECKING:
+    from tinytune.search.execution.worker_tasks import Tasks
+    from tinytune.search.front.recording import FrontPoint
+
+__all__ = [
+    "INT8_EPOCHS",
+    "INT8_LRS",
+    "INT8_SCHEDULE",
+    "Int8Accuracy",
+    "int8_accuracies",
+    "int8_settings",
+    "verify_int8",
+]
+
+INT8_EPOCHS = 4
+"""Epochs of the device's training over the whole training split (batch 1)."""
+
+INT8_SCHEDULE = "halving"
+"""The rate halves after every epoch, as the bundle's example does with ``tt_set_lr_halvings``
+(the multipliers are constants of its code; only their shifts move). At a constant rate the
+last epochs' steps stay as large as the first's: on digits the bias-only update reached 93.9 %
+validation at the best constant rate and 97.2 % halving (docs/bench/device-accuracy.md)."""
+
+INT8_LRS = (0.003125, 0.0125, 0.1)
+"""Per-image learning rates of the first epoch tried, a factor of four and eight apart: on
+digits the sparse update does best at 0.0125, bias-only and classifier-only at 0.1 (the device
+accuracy table of docs/bench/device-accuracy.md); EfficientNet-Lite0's sparse update on the letters
+diverges at 0.1 and stays 14 points below its float32 fine-tune at 0.0125, where at 0.003125 it
+is above it (docs/pretrained.md)."""
+
+
+def int8_settings() -> dict[str, Any]:
+    """The ``int8`` settings of an evaluation task that trains as the device does."""
+    return {"epochs": INT8_EPOCHS, "lrs": list(INT8_LRS), "schedule": INT8_SCHEDULE}
+
+
+@dataclass(frozen=True)
+class Int8Accuracy:
+    """A point's accuracy when trained as the device trains it.
+
+    Attributes:
+        val_accuracy, test_accuracy: top-1 of the integer network after training.
+        lr: the per-image rate (of the first epoch) validation chose.
+        schedule: how the rate moved over the epochs
+            (:data:`tinytune.quant.schedule.LR_SCHEDULES`).
+        epochs: the passes over the training split at batch 1 (None: stored without them).
+        qas: whether the integer updates were scaled by QAS (False: the ablation without).
+    """
+
+    val_accuracy: float
+    test_accuracy: float
+    lr: float
+    schedule: str = "constant"
+    epochs: int | None = None
+    qas: bool = True
+
+    @classmethod
+    def of(
+        cls, val_accuracy: float, test_accuracy: float, details: Mapping[str, Any] | None
+    ) -> Int8Accuracy:
+        """The accuracy of an ``int8`` evaluation, stored or just measured, with the
+        ``details`` of its task (:func:`tinytune.evaluators.task.run_evaluation`): its rate,
+        schedule, epochs and QAS. One stored by an earlier version without them reads as its
+        training was: a constant rate (before the rate could halve), QAS on; a rate or epochs
+        it lacks as 0.0 and None."""
+        details = details or {}
+        return cls(
+            val_accuracy,
+            test_accuracy,
+            details.get("lr", 0.0),
+            details.get("schedule", "constant"),
+            details.get("epochs"),
+            details.get("qas", True),
+        )
+
+
+def int8_accuracies(store: Store, study: str, keys: list[str]) -> dict[str, Int8Accuracy]:
+    """The stored ``int8`` accuracies of the candidates ``keys`` that have one."""
+    found = {}
+    for key in keys:
+        e = store.find_evaluation(study, key, "int8")
+        if e is not None and e.val_accuracy is not None and e.accuracy is not None:
+            found[key] = Int8Accuracy.of(e.val_accuracy, e.accuracy, e.details)
+    return found
+
+
+def verify_int8(
+    tasks: Tasks, store: Store, study: str, points: tuple[FrontPoint, ...]
+) -> tuple[int, float]:
+    """Measure the device's accuracy of the ``points`` of the study ``study`` that have none
+    stored under :data:`INT8_SCHEDULE`, on the run's executor (``tasks``).
+
+    Returns:
+        The trainings run here and their seconds, summed over workers.
+    """
+    stored = int8_accuracies(store, study, [p.candidate_key for p in points])
+    # one measured at a constant rate (before the rate could halve) is measured again, so that
+    # every point of the front is trained alike
+    todo = [
+        p
+        for p in points
+        if p.candidate_key not in stored or stored[p.candidate_key].schedule != INT8_SCHEDULE
+    ]
+    jobs: dict[int, FrontPoint] = {}
+    for point in todo:
+        record = store.get_candidate(point.candidate_key)
+        assert record is not None
+        task = tasks.task(Candidate.from_json(record.payload))
+        task["fidelity"] = "int8"
+        task["int8"] = int8_settings()
+        task["gpus"] = 0.0  # the bundle's integer arithmetic runs on a CPU of any node
+        key = tasks.next_key()
+        jobs[key] = point
+        tasks.executor.submit(key, task)
+    seconds, done = 0.0, 0
+    tasks.emit("int8", done=0, total=len(jobs))
+    while done < len(jobs):
+        for key, result in tasks.executor.wait(timeout=1.0):
+            point = jobs[key]
+            seconds += float(result.get("wall_time_s") or 0.0)
+            store.add_evaluation(_record(study, point, result))
+            done += 1
+            tasks.emit("int8", done=done, total=len(jobs))
+    return len(jobs), seconds
+
+
+def _record(study: str, point: FrontPoint, result: dict[str, Any]) -> EvaluationRecord:
+    ok = result.get("status") == "ok"
+    return EvaluationRecord(
+        study_name=study,
+        candidate_key=point.candidate_key,
+        fidelity="int8",
+        status="ok" if ok else "failed",
+        trial_number=point.trial,
+        accuracy=result.get("accuracy") if ok else None,
+        val_accuracy=result.get("val_accuracy") if ok else None,
+        memory_bytes=point.memory_bytes,
+        latency_ms=1000.0 * point.latency_s if point.latency_s is not None else None,
+        wall_time_s=result.get("wall_time_s"),
+        error=None if ok else str(result.get("error") or "unknown failure"),
+        details=result.get("details") if ok else None,
+    )

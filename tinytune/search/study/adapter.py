@@ -1,0 +1,329 @@
+"""The Optuna side of a search: the study a driver works on, its sampler, and its trials.
+
+:class:`StudyAdapter` opens (or creates) the study, checks that it was stored with the search
+space the run asks for (:mod:`tinytune.search.study.space_checks`), enqueues the reference and
+the baselines into a new one, and asks and tells trials; the names of the attributes it gives
+them are :class:`tinytune.search.study.attrs.Attr`. The heartbeats of a driver's own trials and
+the trials of drivers that died are :mod:`tinytune.search.study.heartbeats`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+import warnings
+from collections.abc import Sequence
+from typing import Any, cast
+
+from tinytune.db import Store
+from tinytune.search.config.search_config import (
+    DIRECTIONS,
+    OBJECTIVES,
+    SearchConfig,
+    check_new_study_name,
+)
+from tinytune.search.study.attrs import Attr
+from tinytune.search.study.heartbeats import MAX_RETRY, Heartbeats, StaleTrials
+from tinytune.search.study.space_checks import (
+    another_space,
+    check_stored_space,
+    foreign_study,
+    nothing_to_resume,
+    space_difference,
+)
+from tinytune.search.study.study_space import StudySpace
+
+# Attr, MAX_RETRY, Heartbeats and check_stored_space are re-exported: they were defined here
+__all__ = [
+    "EARLY_STARTUP_TRIALS",
+    "MAX_RETRY",
+    "Attr",
+    "Heartbeats",
+    "StudyAdapter",
+    "check_stored_space",
+    "make_sampler",
+]
+
+log = logging.getLogger(__name__)
+
+SETUP_WAIT_S = 30.0
+"""How long a driver waits for the driver that claimed a new study's setup to store its space
+before it takes the setup over."""
+
+EARLY_STARTUP_TRIALS = 4
+"""Random trials before the ``tpe-early`` sampler models the finished ones."""
+
+
+def make_sampler(config: SearchConfig) -> Any:
+    """Optuna's sampler named by ``config.sampler``, seeded. Every one of them reads the budgets
+    from the constraints each trial carries (:meth:`StudyAdapter.constrain`): a trial over a
+    budget is infeasible, ranked below every feasible one."""
+    import optuna
+
+    if config.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=config.seed)
+    if config.sampler == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=config.seed)
+    if config.sampler == "tpe-early":
+        # Optuna's TPE draws its first 10 trials at random, which at a budget of about ten
+        # fine-tunes is random search; this one models from the 5th on, all parameters jointly
+        # (multivariate), with ``group`` keeping the conditional parameters of each scheme
+        # family (define-by-run) apart
+        return optuna.samplers.TPESampler(
+            seed=config.seed,
+            n_startup_trials=EARLY_STARTUP_TRIALS,
+            multivariate=True,
+            group=True,
+        )
+    if config.sampler == "gp":
+        # Optuna's Gaussian-process sampler (log EHVI for several objectives) models the
+        # parameters every trial has (the sub-network's and the scheme family); the conditional
+        # parameters of a family, which only some trials have, are drawn at random, as Optuna
+        # does for any parameter outside the intersection of the trials' spaces
+        return optuna.samplers.GPSampler(
+            seed=config.seed,
+            n_startup_trials=EARLY_STARTUP_TRIALS,
+            warn_independent_sampling=False,
+        )
+    return optuna.samplers.TPESampler(seed=config.seed)
+
+
+class StudyAdapter:
+    """The study a driver works on: asks, tells, and the attributes that describe trials."""
+
+    def __init__(self, config: SearchConfig, store: Store) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        self.config, self.store = config, store
+        self.retried = 0
+        self.storage = self._storage(config)
+        self._retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
+        names = optuna.get_all_study_names(self.storage)
+        if config.study_name not in names:
+            if config.resume:
+                raise nothing_to_resume(config, names)
+            check_new_study_name(config.study_name)
+        self.study = optuna.create_study(
+            study_name=config.study_name,
+            storage=self.storage,
+            directions=list(DIRECTIONS),
+            sampler=make_sampler(config),
+            load_if_exists=True,
+        )
+        stored = self.study.user_attrs.get(Attr.SPACE)
+        space = StudySpace.from_config(config).to_attrs()
+        if stored is None and not self._sets_up():  # another driver is setting it up
+            stored = self._space_set_up()
+        if stored is None:
+            if (foreign := foreign_study(self.study)) is not None:
+                raise foreign
+            self.study.set_user_attr(Attr.SPACE, space)
+            self.study.set_metric_names(list(OBJECTIVES))
+            self._enqueue_baselines()
+        elif diff := space_difference(stored, space):
+            raise another_space(config, diff, self.study.user_attrs.get(Attr.CHECKPOINT))
+        if config.checkpoint:  # the weights this run searches with, for export
+            self.study.set_user_attr(Attr.CHECKPOINT, str(config.checkpoint))
+        self.heartbeats = Heartbeats(self.storage, config.heartbeat_s)
+        self.stale = StaleTrials(
+            self.study, self.storage, self.heartbeats, config.heartbeat_s, config.grace_s
+        )
+
+    def _sets_up(self) -> bool:
+        """Whether this driver sets up the new study (stores its space and enqueues its
+        reference and baselines): the first of the drivers that start it at one moment, by an
+        atomic claim in tinytune's store on the study's name and Optuna's id of it (a study
+        deleted and made again is set up again)."""
+        setup = f"{self.config.study_name}#{self.study._study_id}"
+        return self.store.claim_study_setup(setup, uuid.uuid4().hex)
+
+    def _space_set_up(self) -> dict[str, Any] | None:
+        """The space the driver that claimed the setup stores, once it has (None when it has
+        not within :data:`SETUP_WAIT_S`: it died, and this driver sets the study up)."""
+        deadline = time.monotonic() + SETUP_WAIT_S
+        while time.monotonic() < deadline:
+            stored = self.storage.get_study_user_attrs(self.study._study_id).get(Attr.SPACE)
+            if stored is not None:
+                return cast(dict[str, Any], stored)
+            time.sleep(0.2)
+        log.warning(
+            "the driver that claimed the setup of study %r did not store its space within "
+            "%g s; setting it up here",
+            self.config.study_name,
+            SETUP_WAIT_S,
+        )
+        return None
+
+    def _storage(self, config: SearchConfig) -> Any:
+        """Optuna's storage with the heartbeat, retried while the server is away as the store
+        is. Drivers started at once on an empty database race to create Optuna's tables; the
+        loser finds them made and opens them."""
+        import sqlalchemy as sa
+
+        from tinytune.search.study.storage import ReconnectingStorage
+
+        def open_storage() -> Any:
+            return ReconnectingStorage(
+                self.store.url,
+                self.store.reconnect,
+                heartbeat_interval=config.heartbeat_s,
+                grace_period=config.grace_s,
+                heartbeat_stale_trial_callback=self._on_stale,
+            )
+
+        # Optuna creates its tables one statement at a time (no lock on SQLite), so the loser
+        # may find some made and others not: it waits for the winner, up to half a minute
+        deadline = time.monotonic() + 30.0
+        delay = 0.2
+        while time.monotonic() < deadline:
+            try:
+                return open_storage()
+            except (sa.exc.IntegrityError, sa.exc.OperationalError, sa.exc.ProgrammingError):
+                log.info("another driver is creating Optuna's tables; opening them again")
+                time.sleep(delay)
+                delay = min(2 * delay, 2.0)
+        try:
+            return open_storage()
+        except sa.exc.SQLAlchemyError as e:
+            from tinytune.db.engine import translate_error
+
+            raise translate_error("cannot open Optuna's tables in", self.store.url, e) from e
+
+    def close(self) -> None:
+        self.heartbeats.close()
+        self.storage.engine.dispose()
+
+    def _enqueue_baselines(self) -> None:
+        """The reference first (full fine-tuning, beside the budget), then the baselines: the
+        baseline presets on the default sub-network, or, in a study of one preset, that preset
+        on it (the learning-rate grid's fine-tune of its family, reused, not run again)."""
+        from tinytune.search.config.search_config import BASELINE_PRESETS, REFERENCE_PRESET
+        from tinytune.spaces import default_subnet, get_supernet, subnet_params
+
+        spec = get_supernet(self.config.supernet)
+        params = subnet_params(default_subnet(spec), spec)
+        if self.config.reference:
+            self.enqueue({"scheme": REFERENCE_PRESET, **params}, {Attr.REFERENCE: True})
+        if not self.config.baselines:
+            return
+        if self.config.preset is None:
+            for name in BASELINE_PRESETS:
+                self.study.enqueue_trial({"scheme": name, **params})
+        elif not (self.config.reference and self.config.preset == REFERENCE_PRESET):
+            self.study.enqueue_trial(params)
+
+    # -- dead drivers --------------------------------------------------------------------------
+
+    def _on_stale(self, study: Any, trial: Any) -> None:
+        """A trial whose driver stopped beating was failed: release its claim, retry it."""
+        released = self.store.release_claims(self.config.study_name, [trial.number])
+        log.warning(
+            "trial %d of a driver that stopped beating was failed (%d claim released); "
+            "retrying it",
+            trial.number,
+            released,
+        )
+        self._retry(study, trial)  # constrained afresh when proposed again
+        self.retried += 1
+
+    def fail_stale(self, force: bool = False) -> None:
+        """Fail the trials of drivers that stopped beating, each retried (at most once a
+        heartbeat unless ``force``; :meth:`StaleTrials.fail_stale`)."""
+        self.stale.fail_stale(force)
+
+    def left_running(self) -> bool:
+        """Whether trials of other drivers are left running with no claim, for a while
+        (:meth:`StaleTrials.left_running`)."""
+        return self.stale.left_running()
+
+    # -- trials --------------------------------------------------------------------------------
+
+    def waiting(self) -> list[Any]:
+        """Enqueued trials (baselines, retries, ladder siblings), oldest first."""
+        import optuna
+
+        trials = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        return sorted(trials, key=lambda t: t.number)
+
+    def ask(self) -> Any:
+        with warnings.catch_warnings():  # Optuna expects Study.optimize; Heartbeats beats here
+            warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+            trial = self.study.ask()
+        self.heartbeats.add(trial._trial_id)
+        return trial
+
+    def choices(self, name: str) -> tuple[Any, ...] | None:
+        """The choices of categorical parameter ``name`` as the study's trials sampled it
+        (Optuna keeps a categorical parameter's choices for the whole study); None before any
+        trial sampled it."""
+        for trial in self.study.get_trials(deepcopy=False):
+            distribution = trial.distributions.get(name)
+            if distribution is not None:
+                return tuple(distribution.choices)
+        return None
+
+    def enqueue(self, params: dict[str, Any], attrs: dict[str, Any]) -> None:
+        self.study.enqueue_trial(params, user_attrs=attrs)
+
+    def study_attr(self, name: str) -> Any:
+        """The study's user attribute ``name``; None when it has none."""
+        return self.study.user_attrs.get(name)
+
+    def set_study_attr(self, name: str, value: Any) -> None:
+        self.study.set_user_attr(name, value)
+
+    def note(self, trial: Any, **attrs: Any) -> None:
+        """Describe a trial for optuna-dashboard (never read back by the driver).
+
+        A trial that another driver has finished meanwhile keeps what it has: that driver
+        failed it when its heartbeat went stale, or (SQLite has no ``SELECT ... FOR UPDATE``)
+        both drivers popped the same enqueued trial. The measurement is stored all the same,
+        and the trial that retries the candidate is told from it.
+        """
+        import optuna
+
+        try:
+            for name, value in attrs.items():
+                trial.set_user_attr(name, value)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            log.info("trial %d was finished by another driver; its attributes stay", trial.number)
+
+    def constrain(self, trial: Any, violations: Sequence[float]) -> None:
+        """Give the samplers how far a trial exceeds each budget (> 0) or meets it (<= 0), as
+        the one list that Optuna's samplers (``trial.constraints``) and optuna-dashboard (which
+        marks infeasible trials) both read. ``Trial.set_constraint`` writes one attribute per
+        budget, which optuna-dashboard 0.21 does not read; ``constraints_func`` is deprecated.
+        Overwrites what a retried trial was copied with."""
+        import optuna
+
+        values = [float(v) for v in violations]
+        try:
+            self.storage.set_trial_system_attr(trial._trial_id, Attr.CONSTRAINTS, values)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            log.info("trial %d was finished by another driver; its constraints stay", trial.number)
+
+    def let_go(self, trial: Any) -> None:
+        """Leave a trial to the driver that holds its claim: no more heartbeats from here."""
+        self.heartbeats.discard(trial._trial_id)
+
+    def tell_values(self, trial: Any, values: tuple[float, float, float]) -> None:
+        self.study.tell(trial, list(values), skip_if_finished=True)
+        self.heartbeats.discard(trial._trial_id)
+
+    def tell_pruned(self, trial: Any, reason: str) -> None:
+        import optuna
+
+        self.note(trial, **{Attr.PRUNED_REASON: reason})
+        self.study.tell(trial, state=optuna.trial.TrialState.PRUNED, skip_if_finished=True)
+        self.heartbeats.discard(trial._trial_id)
+
+    def tell_failed(self, trial: Any, error: str | None = None) -> None:
+        import optuna
+
+        if error is not None:
+            self.note(trial, **{Attr.ERROR: error[:500]})
+        self.study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+        self.heartbeats.discard(trial._trial_id)

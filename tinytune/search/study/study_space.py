@@ -1,0 +1,211 @@
+"""What a study stores of the search that made it: :class:`StudySpace` (its user attribute
+``tinytune.space``), with how it measures its candidates (:class:`FinetuneSettings`), written
+from a :class:`~tinytune.search.config.SearchConfig` and read back typed. A key that a study
+stored by an earlier version lacks reads here as what that version searched with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tinytune.evaluators import HardwareConfig
+from tinytune.options import DEFAULT_DATASET, DEFAULT_DEVICE
+from tinytune.search.config.search_config import OBJECTIVES, SearchConfig
+
+__all__ = [
+    "AUTO_REPEATS",
+    "PER_FAMILY",
+    "UNRECORDED",
+    "UPDATE_BEFORE_NAMED",
+    "FinetuneSettings",
+    "StudySpace",
+    "earlier_meaning",
+]
+
+PER_FAMILY = "per family"
+"""The stored learning rate of a study whose rate is chosen per scheme family on validation."""
+AUTO_REPEATS = "auto"
+"""The stored repeats of a study whose partitions follow the validation split's size."""
+
+
+@dataclass(frozen=True)
+class FinetuneSettings:
+    """How a study measures its candidates, as its space stores it.
+
+    Attributes:
+        epochs, batch_size: of every measured fine-tune.
+        lr: the rate of every fine-tune; None: each scheme family's, chosen on validation
+            (stored as :data:`PER_FAMILY`).
+        repeats: the train/validation partitions of each measurement; None: chosen by the
+            validation split's size (stored as :data:`AUTO_REPEATS`).
+    """
+
+    epochs: int
+    batch_size: int
+    lr: float | None
+    repeats: int | None
+
+    def to_attrs(self) -> dict[str, Any]:
+        """The settings as the study stores them (JSON)."""
+        return {
+            "epochs": self.epochs,
+            "batch_size": self.batch_size,
+            "lr": PER_FAMILY if self.lr is None else self.lr,
+            "repeats": AUTO_REPEATS if self.repeats is None else self.repeats,
+        }
+
+    @classmethod
+    def from_attrs(cls, attrs: Mapping[str, Any]) -> FinetuneSettings:
+        """The settings a study stored (:meth:`to_attrs`)."""
+        lr, repeats = attrs.get("lr"), attrs.get("repeats")
+        return cls(
+            epochs=attrs.get("epochs"),  # type: ignore[arg-type]
+            batch_size=attrs.get("batch_size"),  # type: ignore[arg-type]
+            lr=None if lr == PER_FAMILY else lr,
+            repeats=None if repeats == AUTO_REPEATS else repeats,
+        )
+
+
+@dataclass(frozen=True)
+class StudySpace:
+    """What a study stores of the search that made it (its user attribute ``tinytune.space``):
+    what is searched, for which device, and how a candidate's accuracy is measured. A run that
+    continues a study must ask for the same space.
+
+    :meth:`from_attrs` reads it back; a key that a study stored by an earlier version lacks
+    reads as what that version searched with (:meth:`from_attrs` says which), and a study
+    with no space at all (a candidate found in no study) as the defaults of a search with
+    ``supernet`` None.
+
+    Attributes:
+        supernet: the network searched; None where no space is stored.
+        dataset, data_seed: the data set and the seed of its splits.
+        preset: the update scheme fixed by a preset, or None (searched).
+        precision, batch_size, update: how the device trains (:class:`HardwareConfig`).
+        device: the device the latency and budgets are of.
+        engine: what its latency objective predicts (None: not resolved yet).
+        objectives: the study's objectives, in Optuna's order.
+        weights: the SHA-256 of the supernet weights it searched with (None: not recorded).
+        finetune: how candidates are measured (None: not recorded).
+    """
+
+    supernet: str | None
+    dataset: str = DEFAULT_DATASET
+    data_seed: int = 0
+    preset: str | None = None
+    precision: str = HardwareConfig.precision
+    batch_size: int = HardwareConfig.batch_size
+    update: str = HardwareConfig.update
+    device: str = DEFAULT_DEVICE
+    engine: str | None = None
+    objectives: tuple[str, ...] = OBJECTIVES
+    weights: str | None = None
+    finetune: FinetuneSettings | None = None
+
+    @classmethod
+    def from_config(cls, config: SearchConfig) -> StudySpace:
+        """The space a search of ``config`` stores: what makes two runs the same search space,
+        so that the front never ranks fine-tunes of different weights or settings against each
+        other (``weights``: the SHA-256 of its checkpoint, where that is a file; ``finetune``:
+        epochs, batch size, the learning rate or ``per family``, the repeats or ``auto``)."""
+        from pathlib import Path
+
+        from tinytune.hashing import sha256_file
+
+        weights = Path(config.checkpoint) if config.checkpoint else None
+        return cls(
+            supernet=config.supernet,
+            dataset=config.dataset,
+            data_seed=config.data_seed,
+            preset=config.preset,
+            precision=config.hardware.precision,
+            batch_size=config.hardware.batch_size,
+            update=config.hardware.update,
+            device=config.device,
+            engine=config.engine,
+            objectives=OBJECTIVES,
+            weights=sha256_file(weights) if weights and weights.is_file() else None,
+            finetune=FinetuneSettings(
+                epochs=config.finetune.epochs,
+                batch_size=config.finetune.batch_size,
+                lr=None if config.tune_lr else config.finetune.lr,
+                repeats=config.repeats,
+            ),
+        )
+
+    def to_attrs(self) -> dict[str, Any]:
+        """The space as the study stores it (JSON); :meth:`from_attrs` reads it back."""
+        return {
+            "supernet": self.supernet,
+            "dataset": self.dataset,
+            "data_seed": self.data_seed,
+            "preset": self.preset,
+            "precision": self.precision,
+            "batch_size": self.batch_size,
+            "update": self.update,
+            "device": self.device,
+            "engine": self.engine,
+            "objectives": list(self.objectives),
+            "weights": self.weights,
+            "finetune": None if self.finetune is None else self.finetune.to_attrs(),
+        }
+
+    @classmethod
+    def from_attrs(cls, attrs: Mapping[str, Any] | None) -> StudySpace:
+        """The space a study stored (None or ``{}``: none). A key that an earlier version did
+        not store reads as what it searched with (:func:`earlier_meaning`), a fine-tuning
+        setting or weights it did not record as None (:data:`UNRECORDED`), and any other key
+        it lacks as the default of this class."""
+        attrs = {**earlier_meaning(attrs or {}), **(attrs or {})}
+        finetune = attrs.get("finetune")
+        return cls(
+            supernet=attrs.get("supernet"),
+            dataset=attrs.get("dataset", cls.dataset),
+            data_seed=attrs.get("data_seed", cls.data_seed),
+            preset=attrs.get("preset"),
+            precision=attrs.get("precision", cls.precision),
+            batch_size=attrs.get("batch_size", cls.batch_size),
+            update=attrs["update"],
+            device=attrs.get("device", DEFAULT_DEVICE),
+            engine=attrs["engine"],
+            objectives=tuple(attrs.get("objectives", OBJECTIVES)),
+            weights=attrs.get("weights"),
+            finetune=FinetuneSettings.from_attrs(finetune) if isinstance(finetune, dict) else None,
+        )
+
+    @classmethod
+    def compared(cls, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        """The stored space ``attrs`` as a run's space (:meth:`to_attrs`) is compared with it:
+        each key as :meth:`from_attrs` reads it, except a key that it lacks and that no earlier
+        version meant anything by: one of :data:`UNRECORDED` is left out (not compared), any
+        other reads as None (so that every value asked for differs from it)."""
+        meant = attrs.keys() | earlier_meaning(attrs).keys()
+        read = cls.from_attrs(attrs).to_attrs()
+        return {
+            k: v if k in meant else None
+            for k, v in read.items()
+            if k in meant or k not in UNRECORDED
+        }
+
+
+UPDATE_BEFORE_NAMED = "reordered"
+"""The parameter update of a study stored before its space named one: each gradient a buffer
+for its backward step (:data:`tinytune.hwmodels.UPDATES`)."""
+
+UNRECORDED = ("finetune", "weights")
+"""The keys of a space that a study stored before its space named them did not record: its
+fine-tuning settings and its weights are not known, so a run is not compared on them."""
+
+
+def earlier_meaning(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """What a study stored by an earlier version searched with where its space ``attrs`` does
+    not say, by key: the latency engine its device's profile then had
+    (:func:`tinytune.hwmodels.devices.unnamed_engine`: published, PyTorch on the host), and the
+    parameter update planned with a buffer for each gradient (:data:`UPDATE_BEFORE_NAMED`)."""
+    from tinytune.hwmodels.devices import unnamed_engine
+
+    return {
+        "engine": unnamed_engine(attrs.get("device", DEFAULT_DEVICE)),
+        "update": UPDATE_BEFORE_NAMED,
+    }
