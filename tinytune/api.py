@@ -197,6 +197,7 @@ if TYPE_CHECKING:
         epochs: int = 8,
         lr: float | None = None,
         batch_size: int = 32,
+        weight_decay: float = 0.0,
         pretrain_steps: int | None = None,
         repeats: int | None = None,
         verify_int8: bool = False,

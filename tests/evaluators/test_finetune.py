@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tinytune.data import Split, Splits
+from tinytune.errors import OptionError
 from tinytune.evaluators.finetune import FinetuneConfig, finetune
 from tinytune.models import build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
@@ -241,3 +242,37 @@ def test_a_worker_keeps_its_data_set_and_device_copy_between_fine_tunes(
     assert tensor is next(iter(kept.values()))[0]  # the same storage, not moved again
     splits, _ = next(iter(task_module._splits.values()))
     assert tensor.data_ptr() == splits.train.x.storage.ctypes.data  # the memory-mapped file
+
+
+def test_weight_decay_decays_the_trained_weights_and_nothing_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SGD's L2 decay goes to the trained convolution weights and the classifier's weight,
+    not to biases or scales; 0 (the default) trains as before."""
+    groups: list[list[dict]] = []
+    real = torch.optim.SGD
+
+    def recording(params: list[dict], **kwargs: object) -> torch.optim.Optimizer:
+        groups.append(params)
+        return real(params, **kwargs)
+
+    monkeypatch.setattr(torch.optim, "SGD", recording)
+    splits = _splits(default_subnet(SPEC).resolution)
+    weights = ((len(_net(0).convs()) - 2, 0.5),)
+    plain = finetune(_net(7, weights), splits, FinetuneConfig(epochs=2, batch_size=8, lr=0.5))
+    net = _net(7, weights)
+    decayed = finetune(
+        net, splits, FinetuneConfig(epochs=2, batch_size=8, lr=0.5, weight_decay=0.05)
+    )
+    trained = {id(p): (n, p) for n, p in net.named_parameters() if p.requires_grad}
+    seen = set()
+    for group in groups[-1]:
+        for p in group["params"]:
+            name, _ = trained[id(p)]
+            seen.add(id(p))
+            assert group.get("weight_decay", 0.0) == (0.05 if p.ndim >= 2 else 0.0), name
+    assert seen == set(trained)  # every trained parameter, once
+    assert any(p.ndim >= 2 for _, p in trained.values())
+    assert plain.train_loss != decayed.train_loss  # the decay changed the training
+    with pytest.raises(OptionError, match=r"weight_decay must lie in \[0, 0.1\], got 0.5"):
+        FinetuneConfig(weight_decay=0.5)

@@ -45,8 +45,9 @@ def test_a_space_round_trips_through_what_the_study_stores(tmp_path: Path) -> No
     assert default.finetune == FinetuneSettings(epochs=8, batch_size=32, lr=None, repeats=None)
     assert default.to_attrs()["finetune"] == {
         "epochs": 8,
-        "batch_size": 32,
         "lr": "per family",
+        "batch_size": 32,
+        "weight_decay": 0.0,
         "repeats": "auto",
     }
     assert default.weights is None  # no checkpoint file
@@ -131,3 +132,28 @@ def test_an_older_space_is_compared_as_it_was_searched_and_recorded() -> None:
     assert space_difference(requested, requested) == {}
     stored = {**requested, "finetune": {**requested["finetune"], "epochs": 3}}
     assert space_difference(stored, requested) == {"finetune": {"epochs": (3, 8)}}
+
+
+def test_a_stored_option_is_part_of_the_study_and_older_studies_read_as_its_default(
+    tmp_path: Path,
+) -> None:
+    """An option declared ``stored`` in the options table is in the study's space by that
+    alone: a study stored before it existed (weight decay) compares as its default, so a
+    default run continues it and another value is another study."""
+    from tinytune.options import resolve
+    from tinytune.search import SearchConfig
+    from tinytune.search.study.space_checks import space_difference
+
+    def config(**given: object) -> SearchConfig:
+        return SearchConfig.from_options(
+            resolve(given), checkpoint=str(tmp_path / "none.pt"), n_classes=10
+        )
+
+    stored = StudySpace.from_config(config()).to_attrs()
+    older = {**stored, "finetune": {k: v for k, v in stored["finetune"].items()
+                                    if k != "weight_decay"}}  # fmt: skip
+    assert StudySpace.from_attrs(older).finetune == StudySpace.from_config(config()).finetune
+    assert space_difference(older, StudySpace.from_config(config()).to_attrs()) == {}
+    decayed = StudySpace.from_config(config(weight_decay=0.01)).to_attrs()
+    assert space_difference(older, decayed) == {"finetune": {"weight_decay": (0.0, 0.01)}}
+    assert config(weight_decay=0.01).finetune.weight_decay == 0.01

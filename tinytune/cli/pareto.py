@@ -119,8 +119,9 @@ def _measured_by(
 ) -> str | None:
     """How the study measures its candidates, from its search space (None for a study stored
     before its space named it): epochs, batch, rates (each family's, where chosen on
-    validation), the train/validation partitions (given, or ``repeats_seen`` in its measured
-    evaluations where chosen by the validation split's size) and the weights' SHA-256."""
+    validation), the weight decay where there is one, the train/validation partitions (given,
+    or ``repeats_seen`` in its measured evaluations where chosen by the validation split's
+    size) and the weights' SHA-256."""
     import optuna
 
     from tinytune.search import Attr
@@ -154,9 +155,10 @@ def _measured_by(
     weights = space.weights
     sha = f"; supernet weights {weights[:12]}… (SHA-256)" if weights else ""
     epochs = finetune.epochs
+    decay = f", weight decay {finetune.weight_decay:g}" if finetune.weight_decay else ""
     return (
         f"measured by fine-tuning {epochs} epoch{'' if epochs == 1 else 's'} at batch "
-        f"{finetune.batch_size}, {rate}{parts}{sha}"
+        f"{finetune.batch_size}, {rate}{decay}{parts}{sha}"
     )
 
 

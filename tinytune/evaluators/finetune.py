@@ -42,6 +42,7 @@ from tinytune.units import check_integer, check_real, check_seed
 __all__ = [
     "DEVICE_DATA_BYTES",
     "MAX_EPOCHS",
+    "MAX_WEIGHT_DECAY",
     "DeviceData",
     "FinetuneConfig",
     "FinetuneResult",
@@ -55,9 +56,15 @@ for. A time budget is checked between fine-tunes, so one of a mistyped length (`
 80000000``) would run past it for days."""
 
 
+MAX_WEIGHT_DECAY = 0.1
+"""The largest weight decay a fine-tune takes: ten times the 0.01 of the strongest fine-tuning
+recipes; beyond it the decay, not the data, sets the weights."""
+
+
 @dataclass(frozen=True)
 class FinetuneConfig:
-    """How a candidate is fine-tuned."""
+    """How a candidate is fine-tuned. ``weight_decay`` is SGD's L2 decay of the trained weights
+    (convolutions' and the classifier's; biases and per-channel scales have none)."""
 
     epochs: int = 8
     batch_size: int = 32
@@ -65,6 +72,7 @@ class FinetuneConfig:
     weight_lr_scale: float = 0.3
     clip_norm: float | None = 1.0
     seed: int = 0
+    weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
         # the options of a search name these fields (tinytune.options): errors name them so
@@ -82,6 +90,11 @@ class FinetuneConfig:
             raise ConfigError(f"weight_lr_scale {self.weight_lr_scale} is out of range (0, 1]")
         if not 0.0 < self.lr < 10.0:
             raise OptionError("lr", f"must lie in (0, 10), got {self.lr}")
+        check_real(self.weight_decay, Flag("weight_decay"))
+        if not 0.0 <= self.weight_decay <= MAX_WEIGHT_DECAY:
+            raise OptionError(
+                "weight_decay", f"must lie in [0, {MAX_WEIGHT_DECAY}], got {self.weight_decay}"
+            )
         check_seed(self.seed, "the fine-tuning seed")
 
     def to_dict(self) -> dict[str, float | int]:
@@ -323,10 +336,25 @@ def finetune(
     ]
     weight_ids = {id(w) for w in weights}
     others = [p for p in params if id(p) not in weight_ids]
-    groups = [{"params": others, "base_lr": config.lr}]
+    decay = config.weight_decay
+    groups = [  # the classifier's weight (a matrix) decays, biases and scales do not
+        {"params": [p for p in others if p.ndim < 2], "base_lr": config.lr},
+        {
+            "params": [p for p in others if p.ndim >= 2],
+            "base_lr": config.lr,
+            "weight_decay": decay,
+        },
+    ]
     if weights:
-        groups.append({"params": weights, "base_lr": config.lr * config.weight_lr_scale})
-    opt = torch.optim.SGD(groups, lr=config.lr, momentum=0.0)
+        groups.append(
+            {
+                "params": weights,
+                "base_lr": config.lr * config.weight_lr_scale,
+                "weight_decay": decay,
+            }
+        )
+    groups = [g for g in groups if g["params"]]
+    opt = torch.optim.SGD(groups, lr=config.lr, momentum=0.0, weight_decay=0.0)
     rng = np.random.default_rng(config.seed)
     n = len(splits.train)
     per_epoch = math.ceil(n / config.batch_size)

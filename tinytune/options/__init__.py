@@ -41,10 +41,12 @@ from tinytune.options.kinds import (
 )
 from tinytune.options.option import Option
 from tinytune.options.table import (
+    AUTO_REPEATS,
     DEFAULT_DATASET,
     DEFAULT_DEVICE,
     DEFAULT_STORAGE,
     DEFAULT_WORKERS,
+    PER_FAMILY,
     SEARCH_OPTIONS,
     config_default,
     config_defaults,
@@ -55,10 +57,12 @@ from tinytune.options.table import (
 )
 
 __all__ = [
+    "AUTO_REPEATS",
     "DEFAULT_DATASET",
     "DEFAULT_DEVICE",
     "DEFAULT_STORAGE",
     "DEFAULT_WORKERS",
+    "PER_FAMILY",
     "SEARCH_OPTIONS",
     "Choice",
     "Count",

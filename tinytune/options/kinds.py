@@ -115,10 +115,10 @@ class Count(Kind):
 @dataclass(frozen=True)
 class Real(Kind):
     """A number (``int`` or ``float``, not NaN) between ``low`` and ``high``, each bound
-    included unless open."""
+    included unless open (``high`` may be a function, read when a value is checked)."""
 
     low: float | None = None
-    high: float | None = None
+    high: float | Callable[[], float] | None = None
     low_open: bool = False
     high_open: bool = False
 
@@ -127,7 +127,7 @@ class Real(Kind):
 
     def _check(self, name: str, value: Any) -> None:
         check_real(value, Flag(name))
-        low, high = self.low, self.high
+        low, high = self.low, _bound(self.high)
         below = low is not None and (value <= low if self.low_open else value < low)
         above = high is not None and (value >= high if self.high_open else value > high)
         if below or above:

@@ -35,6 +35,14 @@ class Option:
         to_field: what the search keeps for a parsed value, where that is not the value itself.
         also: further fields the parsed value sets (``seed`` seeds the fine-tunes too).
         positional: the Python call may give it first without its keyword (the data set).
+        stored: how candidates are measured, so the study's stored space keeps the value
+            (:class:`~tinytune.search.study.FinetuneSettings`): runs that differ in it are not
+            one study, and a front never ranks fine-tunes of different settings together. A
+            study stored before the option existed reads as its default.
+        stored_none: what the stored space writes for None (``per family``, ``auto``).
+        stored_from: the value a :class:`~tinytune.search.SearchConfig` is measured with, where
+            that is not the value at :attr:`config_field` (``lr``: None when each scheme
+            family's rate is chosen).
     """
 
     name: str
@@ -45,6 +53,9 @@ class Option:
     to_field: Callable[[Any], Any] | None = None
     also: Callable[[Any], dict[str, Any]] | None = None
     positional: bool = False
+    stored: bool = False
+    stored_none: str | None = None
+    stored_from: Callable[[Any], Any] | None = None
 
     @property
     def flag(self) -> str:
@@ -75,6 +86,22 @@ class Option:
             OptionError: naming this option.
         """
         self.kind.check(self.name, value)
+
+    def stored_value(self, config: Any) -> Any:
+        """The value a study of ``config`` (a :class:`~tinytune.search.SearchConfig`) keeps
+        in its stored space, None included (see :attr:`stored_none`)."""
+        if self.stored_from is not None:
+            return self.stored_from(config)
+        value = config
+        for attr in (self.config_field or self.name).split("."):
+            value = getattr(value, attr)
+        return value
+
+    @property
+    def stored_default(self) -> Any:
+        """What a study stored before this option existed was measured with: its default, as
+        the search keeps it."""
+        return self.parse(self.default)
 
     def config_values(self, parsed: Any) -> dict[str, Any]:
         """The fields of :class:`~tinytune.search.SearchConfig` (by path) that the parsed value

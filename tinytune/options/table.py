@@ -33,10 +33,12 @@ from tinytune.samplers import DEFAULT_SAMPLER, SAMPLERS
 from tinytune.spaces.supernets import DEFAULT_SUPERNET, IMAGE_NETWORK
 
 __all__ = [
+    "AUTO_REPEATS",
     "DEFAULT_DATASET",
     "DEFAULT_DEVICE",
     "DEFAULT_STORAGE",
     "DEFAULT_WORKERS",
+    "PER_FAMILY",
     "SEARCH_OPTIONS",
     "config_default",
     "config_defaults",
@@ -57,6 +59,12 @@ DEFAULT_DATASET = "digits"
 """The data set a search fine-tunes on when none is named, and that of a study stored before its
 search space named one."""
 
+PER_FAMILY = "per family"
+"""The stored learning rate of a study whose rate is chosen per scheme family on validation."""
+
+AUTO_REPEATS = "auto"
+"""The stored repeats of a study whose partitions follow the validation split's size."""
+
 DEFAULT_WORKERS = 2
 """Evaluations in parallel (Ray tasks) when ``workers`` is not given: one per core of a
 two-core machine."""
@@ -66,6 +74,12 @@ def _max_epochs() -> int:
     from tinytune.evaluators.finetune import MAX_EPOCHS
 
     return MAX_EPOCHS
+
+
+def _max_weight_decay() -> float:
+    from tinytune.evaluators.finetune import MAX_WEIGHT_DECAY
+
+    return MAX_WEIGHT_DECAY
 
 
 def _device_names() -> list[str]:
@@ -259,6 +273,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         8,
         "Fine-tuning epochs per candidate.",
         "finetune.epochs",
+        stored=True,
     ),
     Option(
         "lr",
@@ -269,8 +284,29 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "finetune.lr",
         to_field=_fine_tuning_rate,
         also=lambda lr: {"tune_lr": lr is None},
+        stored=True,
+        stored_none=PER_FAMILY,
+        stored_from=lambda config: None if config.tune_lr else config.finetune.lr,
     ),
-    Option("batch_size", Count(low=1), 32, "Fine-tuning batch size.", "finetune.batch_size"),
+    Option(
+        "batch_size",
+        Count(low=1),
+        32,
+        "Fine-tuning batch size.",
+        "finetune.batch_size",
+        stored=True,
+    ),
+    Option(
+        "weight_decay",
+        Real(low=0.0, high=_max_weight_decay),
+        0.0,
+        "Fine-tuning weight decay (L2, SGD's) of the trained convolution and classifier "
+        "weights; biases and scales have none. The device's int8 training (the bundle, "
+        + flag("verify_int8")
+        + ") has none.",
+        "finetune.weight_decay",
+        stored=True,
+    ),
     Option(
         "pretrain_steps",
         Count(low=1, optional=True),
@@ -286,6 +322,8 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         None,
         "Measure each candidate on this many train/validation partitions (default: 1, or up to "
         "5 where the validation split has under 100 images).",
+        stored=True,
+        stored_none=AUTO_REPEATS,
     ),
     Option(
         "verify_int8",

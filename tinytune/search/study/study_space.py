@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinytune.evaluators import HardwareConfig
-from tinytune.options import DEFAULT_DATASET, DEFAULT_DEVICE
+from tinytune.options import (
+    AUTO_REPEATS,
+    DEFAULT_DATASET,
+    DEFAULT_DEVICE,
+    PER_FAMILY,
+    SEARCH_OPTIONS,
+    Option,
+)
 from tinytune.search.config.search_config import OBJECTIVES, SearchConfig
 
 __all__ = [
@@ -23,48 +30,76 @@ __all__ = [
     "earlier_meaning",
 ]
 
-PER_FAMILY = "per family"
-"""The stored learning rate of a study whose rate is chosen per scheme family on validation."""
-AUTO_REPEATS = "auto"
-"""The stored repeats of a study whose partitions follow the validation split's size."""
 
-
-@dataclass(frozen=True)
 class FinetuneSettings:
-    """How a study measures its candidates, as its space stores it.
+    """How a study measures its candidates, as its space stores it: the value of every option
+    of :data:`~tinytune.options.SEARCH_OPTIONS` marked ``stored`` (epochs, batch size, weight
+    decay; the learning rate, None for each scheme family's, stored as :data:`PER_FAMILY`; the
+    repeats, None for as many as the validation split needs, stored as :data:`AUTO_REPEATS`),
+    by option name. Declaring an option ``stored`` is all it takes to be here; a study stored
+    before the option existed reads as the option's default.
 
-    Attributes:
-        epochs, batch_size: of every measured fine-tune.
-        lr: the rate of every fine-tune; None: each scheme family's, chosen on validation
-            (stored as :data:`PER_FAMILY`).
-        repeats: the train/validation partitions of each measurement; None: chosen by the
-            validation split's size (stored as :data:`AUTO_REPEATS`).
-    """
+    Made by keyword (``FinetuneSettings(epochs=8, ...)``, an option not given at its default)
+    or from a configuration (:meth:`from_config`); read as attributes."""
 
-    epochs: int
-    batch_size: int
-    lr: float | None
-    repeats: int | None
+    __slots__ = ("_values",)
+
+    def __init__(self, **values: Any) -> None:
+        options = _stored_options()
+        unknown = sorted(set(values) - {o.name for o in options})
+        if unknown:
+            raise TypeError(f"FinetuneSettings got unknown settings {unknown}")
+        object.__setattr__(
+            self,
+            "_values",
+            tuple((o.name, values.get(o.name, o.stored_default)) for o in options),
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        for key, value in object.__getattribute__(self, "_values"):
+            if key == name:
+                return value
+        raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("FinetuneSettings is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FinetuneSettings) and self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(self._values)
+
+    def __repr__(self) -> str:
+        return f"FinetuneSettings({', '.join(f'{k}={v!r}' for k, v in self._values)})"
+
+    @classmethod
+    def from_config(cls, config: SearchConfig) -> FinetuneSettings:
+        """The settings a search of ``config`` measures with."""
+        return cls(**{o.name: o.stored_value(config) for o in _stored_options()})
 
     def to_attrs(self) -> dict[str, Any]:
         """The settings as the study stores them (JSON)."""
         return {
-            "epochs": self.epochs,
-            "batch_size": self.batch_size,
-            "lr": PER_FAMILY if self.lr is None else self.lr,
-            "repeats": AUTO_REPEATS if self.repeats is None else self.repeats,
+            o.name: o.stored_none if value is None and o.stored_none else value
+            for o, (_, value) in zip(_stored_options(), self._values, strict=True)
         }
 
     @classmethod
     def from_attrs(cls, attrs: Mapping[str, Any]) -> FinetuneSettings:
-        """The settings a study stored (:meth:`to_attrs`)."""
-        lr, repeats = attrs.get("lr"), attrs.get("repeats")
-        return cls(
-            epochs=attrs.get("epochs"),  # type: ignore[arg-type]
-            batch_size=attrs.get("batch_size"),  # type: ignore[arg-type]
-            lr=None if lr == PER_FAMILY else lr,
-            repeats=None if repeats == AUTO_REPEATS else repeats,
-        )
+        """The settings a study stored (:meth:`to_attrs`); one it did not store (an option
+        added since) as the option's default."""
+        values = {}
+        for o in _stored_options():
+            value = attrs.get(o.name, o.stored_default)
+            values[o.name] = (
+                None if o.stored_none is not None and value == o.stored_none else value
+            )
+        return cls(**values)
+
+
+def _stored_options() -> tuple[Option, ...]:
+    return tuple(o for o in SEARCH_OPTIONS if o.stored)
 
 
 @dataclass(frozen=True)
@@ -126,12 +161,7 @@ class StudySpace:
             engine=config.engine,
             objectives=OBJECTIVES,
             weights=sha256_file(weights) if weights and weights.is_file() else None,
-            finetune=FinetuneSettings(
-                epochs=config.finetune.epochs,
-                batch_size=config.finetune.batch_size,
-                lr=None if config.tune_lr else config.finetune.lr,
-                repeats=config.repeats,
-            ),
+            finetune=FinetuneSettings.from_config(config),
         )
 
     def to_attrs(self) -> dict[str, Any]:
