@@ -436,7 +436,7 @@ _QUOTED = re.compile(
 )  # a command quoted whole: 'tinytune pretrain --force'
 FLAGS_IN_TEXT = {
     # what tells where a bundle's weights came from (its manifest's checkpoint_source)
-    ("api.py", "--weights"),
+    ("exporting.py", "--weights"),
     ("bundle/assemble.py", "--weights"),
     # the default of units.check_seed, for the profile command
     ("units.py", "--seed"),

@@ -627,7 +627,7 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
     assert main([*reference, str(tmp_path / "b2"), "--no-measure-int8"]) == 0  # none stored
     unmeasured = json.loads((tmp_path / "b2" / "manifest.json").read_text())
     assert unmeasured["measured_int8"] is None
-    assert unmeasured["training"]["lr"] == tinytune.api.DEFAULT_DEVICE_LR == INT8_LRS[0]
+    assert unmeasured["training"]["lr"] == tinytune.exporting.DEFAULT_DEVICE_LR == INT8_LRS[0]
     assert "the smallest rate --verify-int8 tries" in capsys.readouterr().out
     assert unmeasured["training"]["lr_schedule"] == INT8_SCHEDULE
     assert main([*reference, str(tmp_path / "b3")]) == 0  # measured by default

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tinytune.api import _int8_entry
 from tinytune.db import EvaluationRecord, open_store
+from tinytune.exporting import _int8_entry
 from tinytune.search.run.verify_int8 import Int8Accuracy, int8_accuracies
 
 

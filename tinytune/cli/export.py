@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from tinytune.api import DEFAULT_DEVICE_LR
 from tinytune.cli.common import DEFAULT_STORAGE
 from tinytune.errors import StorageError
+from tinytune.exporting import DEFAULT_DEVICE_LR
 from tinytune.options import DEFAULT_DEVICE
 
 __all__ = ["export"]
