@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tinytune.errors import ConfigError, TinyTuneError
+from tinytune.errors import ConfigError, Flag, TinyTuneError
 
 __all__ = ["cache_dir", "writable_folder"]
 
@@ -22,7 +22,7 @@ def cache_dir() -> Path:
 
 
 def writable_folder(
-    folder: Path, flag: str, given: Path, error: type[TinyTuneError] = ConfigError
+    folder: Path, flag: str | Flag, given: Path, error: type[TinyTuneError] = ConfigError
 ) -> None:
     """Refuse ``folder`` (the folder of what ``flag`` names as ``given``) unless the nearest of
     it and the folders above it that exists is a writable folder, so that the command can make
@@ -36,6 +36,6 @@ def writable_folder(
         existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise error(
-            f"{flag} {str(given)!r}: cannot write under {str(existing)!r} "
+            flag + f" {str(given)!r}: cannot write under {str(existing)!r} "
             f"({'not a folder' if not existing.is_dir() else 'not writable'})"
         )

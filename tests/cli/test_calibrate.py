@@ -448,3 +448,25 @@ def test_profile_says_first_how_long_it_will_take(
     assert estimate is not None and took is not None, text
     # one step of each network, timed, priced every step to come: the same order as the run
     assert int(estimate[1]) <= 10 * max(1, int(took[1]))
+
+
+def test_the_python_entry_point_fits_and_stores_as_the_command_does(tmp_path: Path) -> None:
+    """``tinytune.calibrations.calibrate``: the same fit and two-phase store without the
+    command line; its refusals name the keyword arguments as Python names them."""
+    from tinytune.calibrations import calibrate
+    from tinytune.errors import ConfigError, OptionError
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    out = tmp_path / "p.json"
+    done = calibrate([_host_file(tmp_path, 0.0)], "host", held_out=3, storage=url, out=out)
+    assert not done.forced and done.path == out and done.result.fit["held_out"]["n"] == 3
+    assert json.loads(out.read_text())["fit"]["forced"] is False
+    with open_store(url) as store:
+        assert [c.id for c in store.calibrations("host")] == [done.calibration_id]
+    with pytest.raises(OptionError, match=r"^held_out must be a count \(>= 1\) or a fraction"):
+        calibrate([_host_file(tmp_path, 0.0)], "host", held_out=1.5, storage=url, out=out)
+    with pytest.raises(ConfigError) as refused:
+        calibrate([_host_file(tmp_path, 0.6)], "host", held_out=3, storage=url, out=out)
+    assert str(refused.value).endswith("or store it marked as forced with force=True")
+    with open_store(url) as store:  # nothing more stored
+        assert [c.id for c in store.calibrations("host")] == [done.calibration_id]

@@ -12,7 +12,17 @@ from collections.abc import Callable
 
 import typer
 
-from tinytune.cli import dashboard, export, pareto, pretrain, profile, report, search
+from tinytune.cli import (
+    calibrate,
+    dashboard,
+    devices,
+    export,
+    pareto,
+    pretrain,
+    profile,
+    report,
+    search,
+)
 
 __all__ = ["app", "main"]
 
@@ -37,8 +47,8 @@ for _name, _command in (
     ("dashboard", dashboard.dashboard),
     ("pretrain", pretrain.pretrain),
     ("profile", profile.profile),
-    ("calibrate", profile.calibrate),
-    ("devices", profile.devices),
+    ("calibrate", calibrate.calibrate),
+    ("devices", devices.devices),
     ("report", report.report),
     ("export", export.export),
 ):

@@ -7,6 +7,7 @@ checks of the same kinds of value.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from tinytune.units import check_integer, check_real, check_seed, parse_bytes, p
 __all__ = [
     "Choice",
     "Count",
+    "CountOrFraction",
     "Duration",
     "File",
     "GpuShare",
@@ -30,6 +32,7 @@ __all__ = [
     "Patches",
     "Real",
     "Seed",
+    "Share",
     "Size",
     "StudyName",
     "Switch",
@@ -316,3 +319,81 @@ class Duration(Kind):
         check_real(value, Flag(name))
         if value <= 0:
             raise self.refuse(name, f"must be > 0, got {value}")
+
+
+@dataclass(frozen=True)
+class Share(Kind):
+    """A share: a percentage (``15%``) or a fraction (``0.15``, or a number), above 0 and at most
+    ``high`` (10: 1000 %), kept as a fraction."""
+
+    high: float = 10.0
+
+    python: ClassVar[Any] = float | str
+    command: ClassVar[Any] = str
+
+    def parse(self, name: str, value: Any) -> Any:
+        if value is None and self.optional:
+            return None
+        share = _share_of(value)
+        if not (math.isfinite(share) and 0 < share <= self.high):
+            text = str(value)
+            shown = text if len(text) <= 24 else text[:23] + "…"
+            raise self.refuse(
+                name,
+                "must be a percentage (15%) or a fraction (0.15) above 0 and at most "
+                f"{self.high:.0%}, got {shown}",
+            )
+        return share
+
+    def _check(self, name: str, value: Any) -> None:
+        self.parse(name, value)
+
+
+def _share_of(value: Any) -> float:
+    if isinstance(value, bool):
+        return math.nan
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        return math.nan
+    stripped = value.strip()
+    try:
+        return float(stripped[:-1]) / 100 if stripped.endswith("%") else float(stripped)
+    except ValueError:
+        return math.nan
+
+
+@dataclass(frozen=True)
+class CountOrFraction(Kind):
+    """A count (a whole number >= 1, in digits where it is text) or a fraction (0 to 1), kept
+    as a number: how many of something, or which share of it."""
+
+    python: ClassVar[Any] = float | str
+    command: ClassVar[Any] = str
+
+    def parse(self, name: str, value: Any) -> Any:
+        if value is None and self.optional:
+            return None
+        text = str(value)
+        if isinstance(value, bool):
+            number, count = math.nan, False
+        elif isinstance(value, int):
+            number, count = float(value), True
+        elif isinstance(value, float):
+            number, count = value, value.is_integer()
+        else:
+            try:
+                number = float(text)
+            except ValueError:
+                number = math.nan
+            count = text.strip().isascii() and text.strip().isdigit()  # not 1.5, 1e308, '٣'
+        if math.isfinite(number) and number >= 0 and (number < 1 or count):
+            return number
+        shown = text if len(text) <= 24 else text[:23] + "…"
+        whole = "; a count is a whole number, in digits" if 1 <= number < math.inf else ""
+        raise self.refuse(
+            name, f"must be a count (>= 1) or a fraction (0 to 1), got {shown}{whole}"
+        )
+
+    def _check(self, name: str, value: Any) -> None:
+        self.parse(name, value)
