@@ -96,3 +96,36 @@ def test_missing_files_are_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is not a directory"):
         shipper.pack(_task(tmp_path / "w.pt", f"imagefolder:{tmp_path / 'none'}"))
     assert "shipped" not in shipper.pack({"dataset": "digits"})  # nothing to ship
+
+
+def test_a_zoo_networks_config_reaches_another_node_as_its_weights_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A candidate of a model-zoo network names its JSON config by the driver's path: the
+    config travels with the weights, and the worker's task names its own copy, which reads as
+    the same network."""
+    from tests.models.test_config_networks import write_zoo_network
+    from tinytune.search.execution.node_files import run_shipped
+    from tinytune.spaces import Candidate, get_supernet, make_preset
+
+    config, weights = write_zoo_network(tmp_path / "driver")
+    candidate = make_preset("mcunetv3", get_supernet(str(config)))
+    task = {**_task(weights, "digits"), "candidate": candidate.to_json()}
+    store = Store()
+    packed = Shipper(store.put).pack(task)
+    assert set(packed["shipped"]) == {"checkpoint", "config"}
+    assert packed["candidate"] == task["candidate"]  # the driver's task is kept as it was
+    seen: list[dict[str, Any]] = []
+    node = tmp_path / "other-node"
+    monkeypatch.setenv("TINYTUNE_CACHE", str(node))
+    run_shipped(lambda t: seen.append(t) or {}, packed, store.get)
+    (local,) = seen
+    there = Path(Candidate.from_json(local["candidate"]).supernet)
+    assert there.parent.parent == node / "shipped" and there.read_bytes() == config.read_bytes()
+    assert Path(local["checkpoint"]).read_bytes() == weights.read_bytes()
+    here_spec, there_spec = get_supernet(str(config)), get_supernet(str(there))
+    assert (here_spec.blocks, here_spec.resolutions) == (there_spec.blocks, there_spec.resolutions)
+    elsewhere = candidate.to_json().replace(str(config), str(tmp_path / "no.json"))
+    missing = {**task, "candidate": elsewhere}
+    with pytest.raises(ConfigError, match=r"the network config '.*no\.json' is not a file"):
+        Shipper(store.put).pack(missing)

@@ -1,7 +1,9 @@
 """The files an evaluation names, carried to Ray workers through the object store.
 
-A task names its supernet checkpoint by path and may name the user's image folder
-(``imagefolder:PATH``); a worker on another node of a cluster has neither path. On a cluster the
+A task names its supernet checkpoint by path, may name the user's image folder
+(``imagefolder:PATH``), and, for a network of the model zoo's format, its candidate names the
+network's JSON config by path (``supernet``); a worker on another node of a cluster has none of
+these paths. On a cluster the
 driver therefore reads each path once per run and puts its bytes (a folder as an uncompressed
 tar of its files, in sorted order) into Ray's object store once per content, keyed by its
 SHA-256, and every task carries the references. A worker writes them, once per node and
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import shutil
 import tarfile
@@ -66,7 +69,8 @@ class Shipper:
         return {"sha256": sha, "name": path.name, "folder": folder, "ref": self._refs[sha]}
 
     def pack(self, task: dict[str, Any]) -> dict[str, Any]:
-        """``task`` with its checkpoint and image folder as shipped references.
+        """``task`` with its checkpoint, image folder and network config as shipped
+        references.
 
         Raises:
             ConfigError: a named file or folder does not exist.
@@ -78,6 +82,14 @@ class Shipper:
             if not path.is_file():
                 raise ConfigError(f"the checkpoint {checkpoint!r} is not a file")
             shipped["checkpoint"] = self._ship(path, folder=False)
+        candidate = task.get("candidate")  # the candidate's JSON text
+        fields = json.loads(candidate) if isinstance(candidate, str) else candidate
+        network = fields.get("supernet") if isinstance(fields, dict) else None
+        if isinstance(network, str) and network.endswith(".json"):  # a zoo network's config
+            path = Path(network)
+            if not path.is_file():
+                raise ConfigError(f"the network config {network!r} is not a file")
+            shipped["config"] = self._ship(path, folder=False)
         dataset = task.get("dataset")
         if isinstance(dataset, str) and dataset.startswith(IMAGEFOLDER):
             root = Path(dataset[len(IMAGEFOLDER) :]).expanduser().resolve()
@@ -118,20 +130,36 @@ def _materialise(item: dict[str, Any], get: Callable[[Any], bytes], cache: Path)
     return target
 
 
-def run_shipped(fn: Callable[[dict[str, Any]], dict[str, Any]], task: dict[str, Any]) -> Any:
+def run_shipped(
+    fn: Callable[[dict[str, Any]], dict[str, Any]],
+    task: dict[str, Any],
+    get: Callable[[Any], bytes] | None = None,
+) -> Any:
     """Worker side: write the task's shipped files under this node's cache, point the task at
-    them, and run ``fn``."""
+    them, and run ``fn``; ``get`` reads a reference (default ``ray.get``)."""
     shipped = task.get("shipped")
     if not shipped:
         return fn(task)
-    import ray
+    if get is None:
+        import ray
 
-    from tinytune.models.supernet import cache_dir
+        get = ray.get
+    from tinytune.paths import cache_dir
 
     local = {k: v for k, v in task.items() if k != "shipped"}
     cache = cache_dir()
     if "checkpoint" in shipped:
-        local["checkpoint"] = str(_materialise(shipped["checkpoint"], ray.get, cache))
+        local["checkpoint"] = str(_materialise(shipped["checkpoint"], get, cache))
     if "dataset" in shipped:
-        local["dataset"] = IMAGEFOLDER + str(_materialise(shipped["dataset"], ray.get, cache))
+        local["dataset"] = IMAGEFOLDER + str(_materialise(shipped["dataset"], get, cache))
+    if "config" in shipped:
+        config = str(_materialise(shipped["config"], get, cache))
+        candidate = local["candidate"]
+        fields = {**(json.loads(candidate) if isinstance(candidate, str) else candidate)}
+        fields["supernet"] = config
+        local["candidate"] = (
+            json.dumps(fields, sort_keys=True, separators=(",", ":"))
+            if isinstance(candidate, str)
+            else fields
+        )
     return fn(local)
