@@ -29,7 +29,7 @@ from tinytune.options.kinds import (
     Text,
 )
 from tinytune.options.option import Option
-from tinytune.samplers import DEFAULT_SAMPLER, SAMPLERS
+from tinytune.samplers import DEFAULT_SAMPLER, SAMPLERS, samplers_help
 from tinytune.spaces.supernets import DEFAULT_SUPERNET, IMAGE_NETWORK
 
 __all__ = [
@@ -343,8 +343,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "sampler",
         Choice(choices=lambda: SAMPLERS),
         DEFAULT_SAMPLER,
-        "Optuna sampler: tpe, tpe-early (models from the 5th trial on), gp (Gaussian process, "
-        "from the 5th trial on), random or nsga2.",
+        "Optuna sampler: " + samplers_help() + ".",
     ),
     Option(
         "proxy",

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from tinytune.db import Store
+from tinytune.samplers import EARLY_STARTUP_TRIALS
 from tinytune.search.config.search_config import (
     DIRECTIONS,
     OBJECTIVES,
@@ -51,42 +52,15 @@ SETUP_WAIT_S = 30.0
 """How long a driver waits for the driver that claimed a new study's setup to store its space
 before it takes the setup over."""
 
-EARLY_STARTUP_TRIALS = 4
-"""Random trials before the ``tpe-early`` sampler models the finished ones."""
-
 
 def make_sampler(config: SearchConfig) -> Any:
-    """Optuna's sampler named by ``config.sampler``, seeded. Every one of them reads the budgets
-    from the constraints each trial carries (:meth:`StudyAdapter.constrain`): a trial over a
-    budget is infeasible, ranked below every feasible one."""
-    import optuna
+    """Optuna's sampler named by ``config.sampler`` (:data:`tinytune.samplers.REGISTRY`),
+    seeded. Every one of them reads the budgets from the constraints each trial carries
+    (:meth:`StudyAdapter.constrain`): a trial over a budget is infeasible, ranked below every
+    feasible one."""
+    from tinytune.samplers import make_sampler as registered
 
-    if config.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=config.seed)
-    if config.sampler == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=config.seed)
-    if config.sampler == "tpe-early":
-        # Optuna's TPE draws its first 10 trials at random, which at a budget of about ten
-        # fine-tunes is random search; this one models from the 5th on, all parameters jointly
-        # (multivariate), with ``group`` keeping the conditional parameters of each scheme
-        # family (define-by-run) apart
-        return optuna.samplers.TPESampler(
-            seed=config.seed,
-            n_startup_trials=EARLY_STARTUP_TRIALS,
-            multivariate=True,
-            group=True,
-        )
-    if config.sampler == "gp":
-        # Optuna's Gaussian-process sampler (log EHVI for several objectives) models the
-        # parameters every trial has (the sub-network's and the scheme family); the conditional
-        # parameters of a family, which only some trials have, are drawn at random, as Optuna
-        # does for any parameter outside the intersection of the trials' spaces
-        return optuna.samplers.GPSampler(
-            seed=config.seed,
-            n_startup_trials=EARLY_STARTUP_TRIALS,
-            warn_independent_sampling=False,
-        )
-    return optuna.samplers.TPESampler(seed=config.seed)
+    return registered(config.sampler, config.seed)
 
 
 class StudyAdapter:
