@@ -92,33 +92,11 @@ def _optimize_call(*args: Any, **kwargs: Any) -> SearchResult:
     ``supernet=None`` searches :func:`tinytune.spaces.default_network`: EfficientNet-Lite0 with
     its ImageNet weights for an image folder, the shipped supernet for a built-in data set.
 
-    Every option is one of :data:`tinytune.options.SEARCH_OPTIONS` (listed below), with the
-    command line's default. Budgets are bytes or seconds, or text with a unit (``"256KB"``,
-    ``"500ms"``, ``"5m"``); ``sram_budget=None`` searches without one. ``n_classes`` comes from
-    the data set. Ray runs ``workers`` evaluations in parallel (:data:`DEFAULT_WORKERS` when
-    None; ``inline=True``: one at a time in this process, and then ``workers`` is not given);
-    ``gpus_per_trial`` is the share of a GPU each fp32 fine-tune's Ray task asks for (0: CPUs;
-    a fraction lets fine-tunes share a device; not with ``inline``), the int8 measurement of
-    ``verify_int8`` staying on CPUs. The supernet's weights are ``weights``, else the checkpoint
-    the package ships for it, else the cached pre-trained one, pre-trained first when missing
-    (``on_pretrain(step, steps, loss)`` follows it); ``pretrain_steps`` asks for a pre-training
-    by the quick recipe instead. ``lr=None`` chooses the fine-tuning learning rate of each
-    scheme family on the validation split before the first measurement
-    (:mod:`tinytune.search.run.lr_grid`; the evaluator's default rate where a family's grid
-    failed); a number fine-tunes every candidate at that rate. ``repeats`` measures each candidate
-    on that many train/validation partitions (None: more than one only where the validation split
-    has under 100 images; :func:`tinytune.data.val_repeats`). ``epoch_budget`` caps this run's
-    compute in fine-tuning epochs (passes over the training split, every fine-tune counted).
-    ``halving`` screens the candidates of each bracket of ``proxy_eta`` by short fine-tunes
-    (``screen_epochs`` epochs on ``screen_fraction`` of the training images) and measures the
-    most promising one; ``proxy`` screens them by the additive proxy instead. ``mutate`` makes
-    every other fresh proposal a mutant of a front point, or a baseline over the SRAM budget
-    shrunk into it (:mod:`tinytune.search.run.mutation`). ``verify_int8`` ends the run by training
-    each front point as the device does (int8, batch 1, QAS) and returns its accuracy in
-    ``SearchResult.int8``. ``engine`` is what the latency objective predicts (``bundle``,
-    ``published``, ``pytorch``; None: the bundle's kernels where the device has a profile of
-    them, built in or calibrated). ``progress`` is called with each
-    :class:`~tinytune.search.SearchEvent`.
+    Every option is one of :data:`tinytune.options.SEARCH_OPTIONS`, each listed below with its
+    help and the command line's default (the help is the table's, written once). Budgets are
+    bytes or seconds, or text with a unit (``"256KB"``, ``"500ms"``, ``"5m"``). ``progress`` is
+    called with each :class:`~tinytune.search.SearchEvent`, ``on_pretrain(step, steps, loss)``
+    as a missing supernet is pre-trained.
 
     Returns:
         What the run did and the study's measured Pareto front.
