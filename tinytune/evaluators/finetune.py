@@ -42,6 +42,7 @@ from tinytune.units import check_integer, check_real, check_seed
 __all__ = [
     "DEVICE_DATA_BYTES",
     "MAX_EPOCHS",
+    "MAX_LR",
     "MAX_WEIGHT_DECAY",
     "DeviceData",
     "FinetuneConfig",
@@ -55,6 +56,9 @@ MAX_EPOCHS = 1000
 for. A time budget is checked between fine-tunes, so one of a mistyped length (``--epochs
 80000000``) would run past it for days."""
 
+
+MAX_LR = 10.0
+"""The learning rate a fine-tune stays below (an open bound): the grids' rates go to 3.2."""
 
 MAX_WEIGHT_DECAY = 0.1
 """The largest weight decay a fine-tune takes: ten times the 0.01 of the strongest fine-tuning
@@ -88,8 +92,8 @@ class FinetuneConfig:
             raise OptionError("batch_size", f"must be >= 1, got {self.batch_size}")
         if not 0.0 < self.weight_lr_scale <= 1.0:
             raise ConfigError(f"weight_lr_scale {self.weight_lr_scale} is out of range (0, 1]")
-        if not 0.0 < self.lr < 10.0:
-            raise OptionError("lr", f"must lie in (0, 10), got {self.lr}")
+        if not 0.0 < self.lr < MAX_LR:
+            raise OptionError("lr", f"must lie in (0, {MAX_LR:g}), got {self.lr}")
         check_real(self.weight_decay, Flag("weight_decay"))
         if not 0.0 <= self.weight_decay <= MAX_WEIGHT_DECAY:
             raise OptionError(

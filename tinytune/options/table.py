@@ -76,6 +76,12 @@ def _max_epochs() -> int:
     return MAX_EPOCHS
 
 
+def _max_lr() -> float:
+    from tinytune.evaluators.finetune import MAX_LR
+
+    return MAX_LR
+
+
 def _max_weight_decay() -> float:
     from tinytune.evaluators.finetune import MAX_WEIGHT_DECAY
 
@@ -277,7 +283,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "lr",
-        Real(low=0.0, high=10.0, low_open=True, high_open=True, optional=True),
+        Real(low=0.0, high=_max_lr, low_open=True, high_open=True, optional=True),
         None,
         "Fine-tuning learning rate (SGD) of every candidate; default: chosen per scheme family "
         "on the validation split before the first measurement.",
