@@ -206,8 +206,9 @@ def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
     n = len(study.trials)
     assert study.user_attrs[Attr.SPACE]["finetune"] == {
         "epochs": 1,
-        "batch_size": 32,
         "lr": 0.05,
+        "batch_size": 32,
+        "weight_decay": 0.0,
         "repeats": "auto",
     }
     # the study's own settings, as each front end names them: (Python, command line)
