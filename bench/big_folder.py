@@ -1,7 +1,7 @@
 """A new user's first search of a large image folder, twice: what one measured candidate costs.
 
 The folder is generated once (``--images`` images of ``--side`` x ``--side`` px in 10 classes of
-drawn shapes, :func:`scale.draw`, PNG and JPEG). The command is what a user types,
+drawn shapes, :func:`bench.scale.draw`, PNG and JPEG). The command is what a user types,
 
     tinytune search --dataset imagefolder:FOLDER --trials 1 --epochs 1 [--inline]
 
@@ -12,9 +12,9 @@ images and frozen-prefix outputs), and warm, with the cache the first run left. 
 the wall time of the command, the peak resident memory of its process (``ru_maxrss``), the
 measured fine-tunes and the grid's (read from the study), and what the cache holds after it.
 
-    python3 bench/big_folder.py [--images 20000] [--side 96] [--inline] [--workdir DIR]
+    python3 -m bench.big_folder [--images 20000] [--side 96] [--inline] [--workdir DIR]
         [--json OUT]
-    python3 bench/big_folder.py --from-json OUT [--write docs/scale.md]
+    python3 -m bench.big_folder --from-json OUT [--write docs/scale.md]
 
 ``--write`` replaces the text between ``<!-- big-folder:begin -->`` and
 ``<!-- big-folder:end -->``.
@@ -23,9 +23,7 @@ measured fine-tunes and the grid's (read from the study), and what the cache hol
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -33,19 +31,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _markers import write_section
+from bench.harness import add_arguments, machine, read_json, write_json
+from bench.harness import table as markdown_table
+from bench.markers import write_section
 
 GENERATOR = 1  # the folder's recipe: raise it when write_folder changes
 
 
 def write_folder(root: Path, images: int, side: int) -> Path:
     """``images`` drawn images of ``side`` px in ``root/<class>/``, written once."""
-    import scale
+    from bench import scale
 
     marker = root / ".generated.json"
     recipe = {"generator": GENERATOR, "shapes": scale.GENERATOR, "images": images, "side": side}
-    if marker.is_file() and json.loads(marker.read_text()) == recipe:
+    if marker.is_file() and read_json(marker) == recipe:
         return root
     if root.exists():
         shutil.rmtree(root)
@@ -56,7 +55,7 @@ def write_folder(root: Path, images: int, side: int) -> Path:
         label = i % len(scale.CLASSES)
         image, suffix = scale.draw(label, i // len(scale.CLASSES))
         image.save(root / scale.CLASSES[label] / f"{i // len(scale.CLASSES):06d}{suffix}")
-    marker.write_text(json.dumps(recipe))
+    write_json(marker, recipe)
     return root
 
 
@@ -112,24 +111,8 @@ def run(folder: Path, work: Path, cache: Path, name: str, inline: bool) -> dict[
     }
 
 
-def machine() -> str:
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores of {name}"
-
-
 def table(record: dict[str, Any]) -> str:
-    rows = [
-        "| run | wall time | peak memory | measured fine-tunes | grid fine-tunes | "
-        "decoded cache | prefix cache |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for r in record["runs"]:
         grid = f"{r['grid']}" + (
             f" on {100 * r['grid_fraction']:.0f} % of the training images"
@@ -137,12 +120,28 @@ def table(record: dict[str, Any]) -> str:
             else ""
         )
         rows.append(
-            f"| {r['run']} | {r['wall_s'] / 60:.1f} min | {r['peak_rss'] / 2**30:.2f} GiB | "
-            f"{r['measured']} ({r['ok']} ok) | {grid} | {r['decoded_bytes'] / 1e9:.2f} GB | "
-            f"{r['prefix_bytes'] / 1e9:.2f} GB |"
+            [
+                r["run"],
+                f"{r['wall_s'] / 60:.1f} min",
+                f"{r['peak_rss'] / 2**30:.2f} GiB",
+                f"{r['measured']} ({r['ok']} ok)",
+                grid,
+                f"{r['decoded_bytes'] / 1e9:.2f} GB",
+                f"{r['prefix_bytes'] / 1e9:.2f} GB",
+            ]
         )
+    heads = [
+        "run",
+        "wall time",
+        "peak memory",
+        "measured fine-tunes",
+        "grid fine-tunes",
+        "decoded cache",
+        "prefix cache",
+    ]
     return (
-        "\n".join(rows) + f"\n\nMeasured on {record['machine']}: {record['images']:,} images of "
+        markdown_table(heads, rows)
+        + f"\n\nMeasured on {record['machine']}: {record['images']:,} images of "
         f"{record['side']} px, `tinytune search --dataset imagefolder:FOLDER --trials 1 "
         "--epochs 1 --inline` in a fresh database each time."
     )
@@ -154,12 +153,10 @@ def main() -> int:
     parser.add_argument("--side", type=int, default=96)
     parser.add_argument("--inline", action="store_true")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/tinytune-big-folder"))
-    parser.add_argument("--json", type=Path)
-    parser.add_argument("--from-json", type=Path)
-    parser.add_argument("--write", type=Path)
+    add_arguments(parser, json=True, from_json="one", write="one")
     args = parser.parse_args()
     if args.from_json is not None:
-        record = json.loads(args.from_json.read_text())
+        record = read_json(args.from_json)
     else:
         args.workdir.mkdir(parents=True, exist_ok=True)
         folder = write_folder(
@@ -179,7 +176,7 @@ def main() -> int:
             "runs": runs,
         }
         if args.json is not None:
-            args.json.write_text(json.dumps(record, indent=1))
+            write_json(args.json, record)
     text = table(record)
     print(text)
     if args.write is not None:

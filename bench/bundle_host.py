@@ -1,17 +1,17 @@
 """Timed training steps of sampled candidates' bundles on this host, as a measurement file.
 
 N candidates are drawn at random from the joint space of ``ofa-proxyless-w0.35`` (``--supernet``
-names another; those whose arena fits the STM32F746's SRAM, as in ``bench/m7_instructions.py
---sample``); each bundle's
-profiler is built for the host (``make profile-host``: its Makefile's flags, ``gcc -O3``,
-``clock_gettime`` around every kernel call). The profilers run in ``--rounds`` rounds, each
-round every binary once in a shuffled order (``--steps`` timed steps after an untimed one), so
-that a burst of other work on a shared machine falls on all of them alike; a candidate's step
-and each of its calls is the fastest over the rounds (the host profile's convention; the
-median step is kept beside it). The file (``tinytune-latency/1``, engine ``bundle``) is what
-``tinytune calibrate`` fits: the latency model of the bundle's own kernels on this host.
+names another; those whose arena fits the STM32F746's SRAM, as in ``python3 -m
+bench.m7_instructions --sample``); each bundle's profiler is built for the host (``make
+profile-host``: its Makefile's flags, ``gcc -O3``, ``clock_gettime`` around every kernel call).
+The profilers run in ``--rounds`` rounds, each round every binary once in a shuffled order
+(``--steps`` timed steps after an untimed one), so that a burst of other work on a shared
+machine falls on all of them alike; a candidate's step and each of its calls is the fastest
+over the rounds (the host profile's convention; the median step is kept beside it). The file
+(``tinytune-latency/1``, engine ``bundle``) is what ``tinytune calibrate`` fits: the latency
+model of the bundle's own kernels on this host.
 
-    python3 bench/bundle_host.py --sample 40 --seed 0 --out host-bundle.json
+    python3 -m bench.bundle_host --sample 40 --seed 0 --out host-bundle.json
     tinytune calibrate host-bundle.json --device host --held-out 0.25 --storage sqlite:///hb.db
 """
 
@@ -28,13 +28,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.harness import DEFAULT_DEVICE, DEFAULT_SUPERNET, add_arguments
+
 
 def sampled_bundles(
     n: int,
     seed: int,
     root: Path,
-    device_name: str = "stm32f746",
-    supernet: str = "ofa-proxyless-w0.35",
+    device_name: str = DEFAULT_DEVICE,
+    supernet: str = DEFAULT_SUPERNET,
 ) -> Iterator[tuple[Any, Any, Path]]:
     """The first ``n`` candidates of ``supernet`` drawn at random (Optuna's random sampler)
     whose bundle fits the device (default the STM32F746): each candidate, its traced int8
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=5, help="timed steps per run")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("host-bundle.json"))
-    parser.add_argument("--supernet", default="ofa-proxyless-w0.35")
+    add_arguments(parser, supernet=True)
     args = parser.parse_args(argv)
 
     from tinytune.hwmodels.host import machine_info

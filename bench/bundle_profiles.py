@@ -1,11 +1,11 @@
 """Fit the built-in profiles of the bundle engine from bundle profilers' measurement files.
 
-    python3 bench/m7_instructions.py --sample 40 --seed 0 --out m7-s0.json   # and --seed 1
-    python3 bench/bundle_host.py --sample 40 --seed 0 --out host-s0.json     # and --seed 1
-    python3 bench/m7_instructions.py --target cortex-m4 --sample 40 --seed 0 --out m4-s0.json
-    python3 bench/m7_instructions.py --target cortex-m0plus --sample 40 --seed 0 --out m0p-s0.json
-    python3 bench/m7_instructions.py --target rv32imc --sample 40 --seed 0 --out rv32-s0.json
-    python3 bench/bundle_profiles.py --m7 m7-s0.json m7-s1.json --host host-s0.json host-s1.json \
+    python3 -m bench.m7_instructions --sample 40 --seed 0 --out m7-s0.json   # and --seed 1
+    python3 -m bench.bundle_host --sample 40 --seed 0 --out host-s0.json     # and --seed 1
+    python3 -m bench.m7_instructions --target cortex-m4 --sample 40 --seed 0 --out m4-s0.json
+    python3 -m bench.m7_instructions --target cortex-m0plus --sample 40 --seed 0 --out m0p-s0.json
+    python3 -m bench.m7_instructions --target rv32imc --sample 40 --seed 0 --out rv32-s0.json
+    python3 -m bench.bundle_profiles --m7 m7-s0.json m7-s1.json --host host-s0.json host-s1.json \
         --m4 m4-s0.json m4-s1.json --m0plus m0p-s0.json m0p-s1.json \
         --rv32imc rv32-s0.json rv32-s1.json
 
@@ -13,8 +13,8 @@
 (stm32f746), ``m4`` (nrf52840), ``m0plus`` (rp2040), ``rv32imc`` (esp32c3) or ``host`` predicts
 the bundles of the files, e.g. those of another supernet than the one it was fitted on::
 
-    python3 bench/m7_instructions.py --supernet ofa-mbv3-w0.35 --sample 40 --out m7-mbv3.json
-    python3 bench/bundle_profiles.py --check m7 m7-mbv3.json
+    python3 -m bench.m7_instructions --supernet ofa-mbv3-w0.35 --sample 40 --out m7-mbv3.json
+    python3 -m bench.bundle_profiles --check m7 m7-mbv3.json
 
 Each target's files are fitted together by ``tinytune.hwmodels.fitting.calibrate`` (a quarter
 of the bundles held out, chosen by a hash of their names) and written, with the fit's summary,
@@ -30,6 +30,8 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+
+from bench.m7_instructions import TARGETS
 
 DATA = Path(__file__).resolve().parent.parent / "tinytune" / "hwmodels" / "data"
 
@@ -50,10 +52,10 @@ def fit(files: list[Path], base: object, out: Path) -> None:
 
 
 CHECK_DEVICES = {
-    "m7": "stm32f746",
-    "m4": "nrf52840",
-    "m0plus": "rp2040",
-    "rv32imc": "esp32c3",
+    "m7": TARGETS["cortex-m7"],
+    "m4": TARGETS["cortex-m4"],
+    "m0plus": TARGETS["cortex-m0plus"],
+    "rv32imc": TARGETS["rv32imc"],
     "host": "host",
 }
 
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     from tinytune.hwmodels.host import host_base
 
     if args.m7:
-        base = dataclasses.replace(builtin_profiles()["stm32f746"], engine="bundle")
+        base = dataclasses.replace(builtin_profiles()[CHECK_DEVICES["m7"]], engine="bundle")
         fit(args.m7, base, DATA / "bundle-cortex-m7.json")
     if args.m4:
         base = dataclasses.replace(builtin_profiles()["nrf52840"], engine="bundle")

@@ -24,7 +24,7 @@ Memory, as measured:
   ``/proc/self/clear_refs`` after ten untimed steps), and the process's peak resident set
   (torch loaded, the network built).
 
-    python3 bench/bundle_step.py [--weights FILE] [--preset mcunetv3] [--resolution 32]
+    python3 -m bench.bundle_step [--weights FILE] [--preset mcunetv3] [--resolution 32]
         [--supernet ofa-proxyless-w0.35] [--repeats 51] [--per-round 3] [--json OUT]
 
 Without ``--weights`` the cached pre-trained supernet is used when there is one, else randomly
@@ -34,9 +34,7 @@ initialised weights (the step's cost does not depend on the weights' values).
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
-import platform
 import random
 import shutil
 import statistics
@@ -45,6 +43,8 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+
+from bench.harness import DEFAULT_DATASET, add_arguments, cpu_model, write_json
 
 DRIVER = r"""
 #include <stdio.h>
@@ -128,7 +128,7 @@ def _torch_worker(candidate_json: str, checkpoint: str, conn) -> None:
     torch.set_num_threads(1)
     candidate = Candidate.from_json(candidate_json)
     spec = get_supernet(candidate.supernet)
-    splits = get_dataset("digits").load(candidate.subnet.resolution)
+    splits = get_dataset(DEFAULT_DATASET).load(candidate.subnet.resolution)
     calib = torch.tensor(splits.train.x[:256]).split(64)
     net = build_candidate(candidate, load_supernet(spec, Path(checkpoint)), 10, calib)
     example = torch.tensor(splits.train.x[:1])
@@ -200,14 +200,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--weights", help="supernet checkpoint (default: cached, else random)")
     parser.add_argument("--preset", default="mcunetv3")
-    parser.add_argument("--supernet", default="ofa-proxyless-w0.35")
     parser.add_argument("--resolution", type=int, default=32)
-    parser.add_argument("--device", default="stm32f746")
     parser.add_argument("--repeats", type=int, default=51, help="timed steps of each side")
     parser.add_argument(
         "--per-round", type=int, default=3, help="consecutive steps of one side per round"
     )
-    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    add_arguments(
+        parser,
+        supernet=True,
+        device=True,
+        json=True,
+        help={"json": "also write the figures to this file"},
+    )
     args = parser.parse_args()
 
     from tinytune.bundle import BundleRequest, build_bundle, write_bundle
@@ -266,7 +270,7 @@ def main() -> None:
     ]  # fmt: skip
     print(
         f"candidate {candidate.key[:12]}: {args.preset} on {spec.name} at {args.resolution} px, "
-        f"{weights_label}; {platform.processor() or platform.machine()}"
+        f"{weights_label}; {cpu_model()}"
     )
     print(
         f"timing: median of {args.repeats} steps per side, interleaved in {rounds} rounds of "
@@ -283,7 +287,7 @@ def main() -> None:
     for label, c_value, torch_value in rows:
         print(f"{label:{width}}  {c_value:>16}  {torch_value:>18}")
     print(f"PyTorch median / C median: {torch_step / c_step:.2f}")
-    print("command: python3 bench/bundle_step.py " + " ".join(sys.argv[1:]))
+    print("command: python3 -m bench.bundle_step " + " ".join(sys.argv[1:]))
     if args.json:
         figures = {
             "candidate": candidate.key,
@@ -297,7 +301,7 @@ def main() -> None:
             "c_peak_rss_bytes": c_rss,
             "torch_peak_rss_bytes": torch_memory["peak_rss_bytes"],
         }
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        write_json(args.json, figures)
 
 
 def _kb(n: int) -> str:

@@ -12,11 +12,11 @@ bundle's timed calls). Each calibration predicts the test networks' steps; the t
 per N, the medians over sets of the share within ±10 %, the median and the largest |error|,
 and the worst set's largest error.
 
-    python3 bench/calibration_size.py --device host host-pool.json
-    python3 bench/calibration_size.py --device stm32f746 m7-pool.json
+    python3 -m bench.calibration_size --device host host-pool.json
+    python3 -m bench.calibration_size --device stm32f746 m7-pool.json
 
 The host pool: ``tinytune profile --candidates 96 --seed 1 -o host-pool.json`` (about 2 min);
-the Cortex-M7 pool: ``python3 bench/m7_instructions.py --sample 96 --seed 0 --out
+the Cortex-M7 pool: ``python3 -m bench.m7_instructions --sample 96 --seed 0 --out
 m7-pool.json`` (instruction counts under QEMU, about 45 min).
 """
 
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.harness import add_arguments, head, row
 from tinytune.hwmodels.fitting import EAGER_ENGINES, calibrate
 from tinytune.hwmodels.latency import predict_latency
 from tinytune.hwmodels.latency_fit import FULL_FORM, fit_coefficients
@@ -82,7 +83,7 @@ def bounds(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("measurements", type=Path)
-    parser.add_argument("--device", default="host")
+    add_arguments(parser, device="host")  # the host's calibration unless told
     parser.add_argument("--sizes", type=int, nargs="+", default=[6, 12, 24, 48])
     parser.add_argument("--fit-pool", type=int, default=48)
     parser.add_argument(
@@ -111,8 +112,7 @@ def main() -> None:
         "networks", "sets", "stored", "form (most chosen)", "within ±10 %", "median", "max",
         "worst set's max", "stored sets' max", "before: within ±10 %", "median", "max",
     ]  # fmt: skip
-    print("| " + " | ".join(columns) + " |")
-    print("|---" * len(columns) + "|")
+    print(head(columns))
     for n in args.sizes:
         sets = [pool[k * n : (k + 1) * n] for k in range(len(pool) // n)]
         rows, old, kept, forms = [], [], [], []
@@ -143,11 +143,18 @@ def main() -> None:
         worst = f"{max(float(e.max()) for e in rows):.1%}"
         worst_kept = f"{max(float(e.max()) for e in kept):.1%}" if kept else "–"
         print(
-            f"| {n} | {len(sets)} | {len(kept)} of {len(sets)} | {common} | "
-            + " | ".join(new)
-            + f" | {worst} | {worst_kept} | "
-            + " | ".join(before)
-            + " |"
+            row(
+                [
+                    n,
+                    len(sets),
+                    f"{len(kept)} of {len(sets)}",
+                    common,
+                    *new,
+                    worst,
+                    worst_kept,
+                    *before,
+                ]
+            )
         )
 
 

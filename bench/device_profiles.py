@@ -4,7 +4,7 @@ For every profile, every anchor model is held out in turn, the per-op scales are
 other models, and the held-out model's measured latency is predicted. Prints one row per
 anchor and a summary per profile.
 
-    python3 bench/device_profiles.py
+    python3 -m bench.device_profiles
 """
 
 from __future__ import annotations

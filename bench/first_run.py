@@ -16,7 +16,7 @@ wall clock), and the stored study is read back for:
 
 The summary gives each figure's median, mean and range over the seeds.
 
-    python3 bench/first_run.py [--seeds 0 1 2 3 4] [--dataset digits] [--json OUT]
+    python3 -m bench.first_run [--seeds 0 1 2 3 4] [--dataset digits] [--json OUT]
         [--from-json EARLIER.json [MORE.json ...]] [--write docs/bench/first-run.md
         [--section first-run]]
 
@@ -28,18 +28,16 @@ given, one data set after another). About 100 s per seed on two cores.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _markers import write_section
+from bench.harness import add_arguments, head, read_json, row, write_json
+from bench.markers import write_section
 
 WITHIN_PP = 1.0  # "within a point of full fine-tuning"
 
@@ -154,19 +152,34 @@ def _over(r: dict[str, Any]) -> str:
 
 def table(runs: list[dict[str, Any]], dataset: str) -> str:
     rows = [
-        "| seed | time | full: val / test | classifier only: val / test | best on validation: "
-        "scheme, val / test, SRAM vs full | largest saving within 1 pp (val): scheme, val / test, "
-        "SRAM vs full | front | proposals over budget |",
-        "|---|---|---|---|---|---|---|---|",
+        head(
+            [
+                "seed",
+                "time",
+                "full: val / test",
+                "classifier only: val / test",
+                "best on validation: scheme, val / test, SRAM vs full",
+                "largest saving within 1 pp (val): scheme, val / test, SRAM vs full",
+                "front",
+                "proposals over budget",
+            ]
+        )
     ]
     for r in runs:
         b, s = r["best"], r["saver"]
         rows.append(
-            f"| {r['seed']} | {r['wall_s']:.0f} s | {_pct(r['full']['val'])} / "
-            f"{_pct(r['full']['test'])} | {_pct(r['last']['val'])} / {_pct(r['last']['test'])} | "
-            f"{_where(b)}, {_pct(b['val'])} / {_pct(b['test'])}, {b['sram_ratio']:.1f}× | "
-            f"{_where(s)}, {_pct(s['val'])} / {_pct(s['test'])}, {s['sram_ratio']:.1f}× | "
-            f"{r['front']} | {_over(r)} |"
+            row(
+                [
+                    r["seed"],
+                    f"{r['wall_s']:.0f} s",
+                    f"{_pct(r['full']['val'])} / {_pct(r['full']['test'])}",
+                    f"{_pct(r['last']['val'])} / {_pct(r['last']['test'])}",
+                    f"{_where(b)}, {_pct(b['val'])} / {_pct(b['test'])}, {b['sram_ratio']:.1f}×",
+                    f"{_where(s)}, {_pct(s['val'])} / {_pct(s['test'])}, {s['sram_ratio']:.1f}×",
+                    r["front"],
+                    _over(r),
+                ]
+            )
         )
 
     def pct(x: float) -> str:
@@ -212,17 +225,22 @@ def table(runs: list[dict[str, Any]], dataset: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    p.add_argument("--dataset", default="digits")
-    p.add_argument("--json", type=Path)
-    p.add_argument(
-        "--from-json", type=Path, nargs="+", help="print (or write) earlier runs' figures, in turn"
+    add_arguments(
+        p,
+        seeds=True,
+        dataset=True,
+        json=True,
+        from_json="many",
+        write="one",
+        help={
+            "from_json": "print (or write) earlier runs' figures, in turn",
+            "write": "the Markdown file whose block to replace",
+        },
     )
-    p.add_argument("--write", type=Path, help="the Markdown file whose block to replace")
     p.add_argument("--section", default="first-run", help="the block's name")
     args = p.parse_args(argv)
     if args.from_json:
-        earlier = [json.loads(path.read_text()) for path in args.from_json]
+        earlier = [read_json(path) for path in args.from_json]
         text = "\n\n".join(table(e["runs"], e["dataset"]) for e in earlier)
     else:
         runs, dataset = [], args.dataset
@@ -236,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         if args.json:
-            args.json.write_text(json.dumps({"dataset": dataset, "runs": runs}, indent=1))
+            write_json(args.json, {"dataset": dataset, "runs": runs})
         text = table(runs, dataset)
     print(text)
     if args.write:

@@ -6,8 +6,8 @@ Each scheme is fine-tuned both ways in alternating order, ``--rounds`` times; th
 the median wall time of each way, their ratio and the accuracies (identical both ways: the
 prefix's arithmetic is the same, computed once).
 
-    python3 bench/letters.py /tmp/letters
-    python3 bench/frozen_prefix.py /tmp/letters [--resolution 64] [--rounds 3]
+    python3 -m bench.letters /tmp/letters
+    python3 -m bench.frozen_prefix /tmp/letters [--resolution 64] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from bench.harness import IMAGE_NETWORK, head, row
+
 SCHEMES = ("last", "bias-only", "mcunetv3", "tinytl", "full")
 
 
@@ -26,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--resolution", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--network", default="efficientnet-lite0")
+    parser.add_argument("--network", default=IMAGE_NETWORK)
     args = parser.parse_args(argv)
 
     import torch
@@ -48,9 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     limit = finetune_module.PREFIX_CACHE_BYTES
     print(f"{spec.name}, {args.resolution} px, {len(splits.train)} training images, 8 epochs")
     print(
-        "| scheme | frozen prefix | once: median s | every step: median s | ratio | val / test |"
+        head(
+            [
+                "scheme",
+                "frozen prefix",
+                "once: median s",
+                "every step: median s",
+                "ratio",
+                "val / test",
+            ]
+        )
     )
-    print("|---|---|---|---|---|---|")
     for name in SCHEMES:
         candidate = make_preset(name, spec, subnet)
         times: dict[bool, list[float]] = {True: [], False: []}
@@ -67,8 +77,16 @@ def main(argv: list[str] | None = None) -> int:
         accuracy = " / ".join(f"{100 * a:.1f} %" for a in sorted(results)[0])
         same = "" if len(results) == 1 else " (differ)"
         print(
-            f"| {name} | {net.frozen_prefix()} of {len(net.stages())} | {once:.2f} | "
-            f"{every:.2f} | {every / once:.2f}× | {accuracy}{same} |"
+            row(
+                [
+                    name,
+                    f"{net.frozen_prefix()} of {len(net.stages())}",
+                    f"{once:.2f}",
+                    f"{every:.2f}",
+                    f"{every / once:.2f}×",
+                    f"{accuracy}{same}",
+                ]
+            )
         )
     return 0
 

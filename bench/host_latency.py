@@ -7,7 +7,7 @@ comparison), fits the per-op coefficients on all but ``--held-out`` of them and 
 those, the share predicted within ±10 % and the median relative error. ``--write-default``
 stores the fitted profile as the package's built-in ``host`` profile.
 
-    python3 bench/host_latency.py --candidates 100 --held-out 30 --seed 0
+    python3 -m bench.host_latency --candidates 100 --held-out 30 --seed 0
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from bench.harness import add_arguments
 from tinytune.evaluators.profile import profile_host
 from tinytune.hwmodels.fitting import calibrate
 from tinytune.hwmodels.host import host_base
@@ -30,7 +31,7 @@ DEFAULT = Path(__file__).resolve().parents[1] / "tinytune" / "hwmodels" / "data"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--supernet", default="ofa-proxyless-w0.35")
+    add_arguments(parser, supernet=True)
     parser.add_argument("--candidates", type=int, default=90)
     parser.add_argument("--held-out", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)

@@ -4,7 +4,7 @@ Ten classes (``A`` to ``J``), each image a letter in Pillow's built-in font at a
 position and rotation, grey on grey with pixel noise, 48×48 PNG — one sub-folder per class, as
 ``--dataset imagefolder:PATH`` reads it. Deterministic for a seed.
 
-    python3 bench/letters.py OUT [--per-class 30] [--seed 0]
+    python3 -m bench.letters OUT [--per-class 30] [--seed 0]
 """
 
 from __future__ import annotations

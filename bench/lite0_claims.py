@@ -11,9 +11,9 @@ folder: accuracy chosen on validation, test reported, memory from the planner.
 * **TinyTL's.** Lite residuals and biases (the ``tinytl`` preset) against full fine-tuning of
   the whole Lite0 at ``--large`` px, each with its fp32 peak memory.
 
-    python3 bench/letters.py /tmp/letters
+    python3 -m bench.letters /tmp/letters
     tinytune search --dataset imagefolder:/tmp/letters --storage sqlite:///letters.db
-    python3 bench/lite0_claims.py /tmp/letters --storage sqlite:///letters.db --key KEY
+    python3 -m bench.lite0_claims /tmp/letters --storage sqlite:///letters.db --key KEY
         [--large 128] [--repeats 5] [--large-repeats 2] [--full-rates 0.2 0.4 0.8]
         [--sparse-rates 0.8 1.6 3.2] [--workers 2] [--json OUT]
 """
@@ -21,13 +21,14 @@ folder: accuracy chosen on validation, test reported, memory from the planner.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-NETWORK = "efficientnet-lite0"
+from bench.harness import IMAGE_NETWORK, add_arguments, head, row, write_json
+
+NETWORK = IMAGE_NETWORK
 
 
 def _measure(job: tuple[str, str, str, float, int]) -> dict[str, Any]:
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full-rates", type=float, nargs="+", default=[0.2, 0.4, 0.8])
     parser.add_argument("--sparse-rates", type=float, nargs="+", default=[0.8, 1.6, 3.2])
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--json", type=Path)
+    add_arguments(parser, json=True)
     args = parser.parse_args(argv)
 
     from dataclasses import replace
@@ -110,14 +111,20 @@ def main(argv: list[str] | None = None) -> int:
         best = max(tried, key=lambda r: (r["val"], -r["lr"]))
         result[name] = {"candidate": c.to_dict(), "repeats": repeats, "tried": tried,
                         "chosen": best, **_memory(c)}  # fmt: skip
-    print("| | val / test | rate | repeats | fp32 peak (PyTorch) | int8 arena |")
-    print("|---|---|---|---|---|---|")
+    print(head(["", "val / test", "rate", "repeats", "fp32 peak (PyTorch)", "int8 arena"]))
     for name, r in result.items():
         b = r["chosen"]
         print(
-            f"| {name} | {100 * b['val']:.1f} / {100 * b['test']:.1f} % | {b['lr']:g} | "
-            f"{r['repeats']} | {r['fp32_deferred'] / 1024:.0f} KB | "
-            f"{r['int8_fused'] / 1024:.0f} KB |"
+            row(
+                [
+                    name,
+                    f"{100 * b['val']:.1f} / {100 * b['test']:.1f} %",
+                    f"{b['lr']:g}",
+                    r["repeats"],
+                    f"{r['fp32_deferred'] / 1024:.0f} KB",
+                    f"{r['int8_fused'] / 1024:.0f} KB",
+                ]
+            )
         )
     names = list(result)
     big = result[names[2]]
@@ -133,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     gap = result[names[0]]["chosen"]["val"] - result[names[1]]["chosen"]["val"]
     print(f"front point against full fine-tuning of its sub-network: {100 * gap:+.1f} pp val")
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
+        write_json(args.json, result)
     return 0
 
 

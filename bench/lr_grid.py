@@ -1,7 +1,7 @@
 """The learning-rate grid over seeds and train/validation partitions: how much of a study's
 choice of rate, and of the accuracy it then reports, is the split's and the seed's noise.
 
-    python3 bench/lr_grid.py [--seeds 0 1 2 3 4] [--partitions 3] [--epochs 8 ...]
+    python3 -m bench.lr_grid [--seeds 0 1 2 3 4] [--partitions 3] [--epochs 8 ...]
         [--families classifier bias sparse full] [--json OUT] [--from-json IN]
         [--write docs/bench/lr-grid.md [--section lr-grid]]
 
@@ -33,20 +33,26 @@ epochs.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _markers import write_section
+from bench.harness import (
+    DEFAULT_DATASET,
+    DEFAULT_SUPERNET,
+    add_arguments,
+    head,
+    read_json,
+    write_json,
+)
+from bench.harness import row as table_row
+from bench.markers import write_section
 
-SUPERNET = "ofa-proxyless-w0.35"
-DATASET = "digits"
+SUPERNET = DEFAULT_SUPERNET
+DATASET = DEFAULT_DATASET
 
 # One fine-tune at one rate: its validation and test accuracy on each partition.
 Grid = Mapping[float, Mapping[str, Sequence[float]]]
@@ -151,8 +157,15 @@ def summary(data: Mapping[str, Any]) -> str:
         f"partitions, {data['epochs']} epochs, digits ({n_val} validation images); test "
         "accuracy of the partition-0 fine-tune at the chosen rate, median (range) over the seeds:",
         "",
-        "| family | rule or rate | rate per seed | test, reported | test, mean of partitions |",
-        "|---|---|---|---|---|",
+        head(
+            [
+                "family",
+                "rule or rate",
+                "rate per seed",
+                "test, reported",
+                "test, mean of partitions",
+            ]
+        ),
     ]
     for family, by_seed in grids(rows).items():
         seeds = sorted(by_seed)  # a family's own (merged measurements may differ)
@@ -164,11 +177,11 @@ def summary(data: Mapping[str, Any]) -> str:
                 for s, lr in zip(seeds, chosen, strict=True)
             ]
             rates = " ".join(f"{lr:g}" for lr in chosen)
-            lines.append(f"| {family} | {name} | {rates} | {_pct(reported)} | {_pct(means)} |")
+            lines.append(table_row([family, name, rates, _pct(reported), _pct(means)]))
         for lr in sorted(by_seed[seeds[0]]):
             reported = [by_seed[s][lr]["test"][0] for s in seeds]
             means = [statistics.fmean(by_seed[s][lr]["test"][:partitions]) for s in seeds]
-            lines.append(f"| {family} | fixed {lr:g} | | {_pct(reported)} | {_pct(means)} |")
+            lines.append(table_row([family, f"fixed {lr:g}", "", _pct(reported), _pct(means)]))
     return "\n".join(lines)
 
 
@@ -193,8 +206,7 @@ def length_summary(data: Mapping[str, Any]) -> str:
         "epochs, partition 0; the rate, or the rate and the length, chosen on its validation "
         "(on a tie the fewer epochs, then the smaller rate), median (range) over the seeds:",
         "",
-        "| family | chosen among | rate / epochs per seed | validation | test, reported |",
-        "|---|---|---|---|---|",
+        head(["family", "chosen among", "rate / epochs per seed", "validation", "test, reported"]),
     ]
     pools = [(f"the rates at {e} epochs", (e,)) for e in lengths]
     pools.append(("the rates and the lengths", tuple(lengths)))
@@ -212,7 +224,7 @@ def length_summary(data: Mapping[str, Any]) -> str:
             pairs = " ".join(f"{r['lr']:g}/{r['epochs']}" for r in chosen)
             val = _pct([r["val"][0] for r in chosen])
             test = _pct([r["test"][0] for r in chosen])
-            lines.append(f"| {family} | {label} | {pairs} | {val} | {test} |")
+            lines.append(table_row([family, label, pairs, val, test]))
     return "\n".join(lines)
 
 
@@ -220,14 +232,22 @@ def main(argv: list[str] | None = None) -> int:
     from tinytune.search.run.lr_grid import FAMILIES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    add_arguments(
+        parser,
+        seeds=True,
+        json=True,
+        from_json="one",
+        write="one",
+        help={
+            "json": "write the measurements here",
+            "from_json": "summarise earlier measurements",
+            "write": "replace a section of this file",
+        },
+    )
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--epochs", type=int, nargs="+", default=[8])
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--json", type=Path, help="write the measurements here")
-    parser.add_argument("--from-json", type=Path, help="summarise earlier measurements")
-    parser.add_argument("--write", type=Path, help="replace a section of this file")
     parser.add_argument("--section", default="lr-grid", help="the section's name")
     args = parser.parse_args(argv)
     if args.partitions < 1:
@@ -237,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     if not all(1 <= epochs <= MAX_EPOCHS for epochs in args.epochs):
         parser.error(f"--epochs: every length must lie in [1, {MAX_EPOCHS}], got {args.epochs}")
     if args.from_json:
-        data = json.loads(args.from_json.read_text())
+        data = read_json(args.from_json)
         for row in data["rows"]:  # files of one length once kept it only beside the rows
             row.setdefault("epochs", data["epochs"])
     else:
@@ -270,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             "rows": rows,
         }
         if args.json:
-            args.json.write_text(json.dumps(data, indent=1))
+            write_json(args.json, data)
     lengths = sorted({row["epochs"] for row in data["rows"]})
     if len(lengths) == 1:
         text = summary(data)

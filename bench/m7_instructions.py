@@ -12,9 +12,9 @@ pipeline, caches or flash wait states): a measure of the kernels' work on the re
 set. The figure is the fastest of ``--steps`` steps (the counts of steps differ by a few
 instructions with the data).
 
-    python3 bench/m7_instructions.py [--preset mcunetv3] [--resolution 32] [--steps 2]
+    python3 -m bench.m7_instructions [--preset mcunetv3] [--resolution 32] [--steps 2]
         [--kernels DIR ...]
-    python3 bench/m7_instructions.py --sample 40 --seed 0 --out m7.json
+    python3 -m bench.m7_instructions --sample 40 --seed 0 --out m7.json
     tinytune calibrate m7.json --device stm32f746 --held-out 0.25 --storage sqlite:///m7.db
 
 ``--sample N`` counts the bundles of N candidates drawn at random from the joint space of
@@ -32,7 +32,7 @@ copy of ``tinytune/export/csrc``) for a comparison; several are measured one aft
 MPS2-AN386, ``-mcpu=cortex-m4``) of bundles for the nRF52840 (those that fit its 256 KB of
 SRAM; instructions as seconds at 64 MHz)::
 
-    python3 bench/m7_instructions.py --target cortex-m4 --sample 40 --seed 0 --out m4-s0.json
+    python3 -m bench.m7_instructions --target cortex-m4 --sample 40 --seed 0 --out m4-s0.json
 
 ``--target cortex-m0plus`` counts the Armv6-M image (``make run-profile-cortex-m0plus``,
 ``-mcpu=cortex-m0plus`` on QEMU's Cortex-M3 board MPS2-AN385, which executes the same
@@ -41,8 +41,8 @@ the RV32IMC image (``make run-profile-rv32imc``: ``qemu-system-riscv32 -M virt -
 shift=0``, the ``instret`` counter read around every call) of bundles for the ESP32-C3 (400 KB;
 160 MHz)::
 
-    python3 bench/m7_instructions.py --target cortex-m0plus --sample 40 --seed 0 --out m0p-s0.json
-    python3 bench/m7_instructions.py --target rv32imc --sample 40 --seed 0 --out rv32-s0.json
+    python3 -m bench.m7_instructions --target cortex-m0plus --sample 40 --seed 0 --out m0p-s0.json
+    python3 -m bench.m7_instructions --target rv32imc --sample 40 --seed 0 --out rv32-s0.json
 """
 
 from __future__ import annotations
@@ -56,9 +56,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench.bundle_host import sampled_bundles
+from bench.harness import DEFAULT_DEVICE, add_arguments
+
 # target → the device of its bundles, and the tools it needs
 TARGETS = {
-    "cortex-m7": "stm32f746",
+    "cortex-m7": DEFAULT_DEVICE,  # the STM32F746, the search's default device
     "cortex-m4": "nrf52840",
     "cortex-m0plus": "rp2040",
     "rv32imc": "esp32c3",
@@ -95,8 +98,6 @@ def count(folder: Path, steps: int, target: str = "cortex-m7") -> int:
 def sample(args: argparse.Namespace) -> int:
     """Count sampled candidates' bundles and write a measurement file."""
     from datetime import UTC, datetime
-
-    from bundle_host import sampled_bundles  # a sibling script of this one
 
     from tinytune.hwmodels.measurements import MeasurementFile, save_measurements
 
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("m7.json"))
     parser.add_argument("--target", choices=sorted(TARGETS), default="cortex-m7")
-    parser.add_argument("--supernet", default="ofa-proxyless-w0.35")
+    add_arguments(parser, supernet=True)
     args = parser.parse_args(argv)
     for tool in TOOLS.get(args.target, ARM_TOOLS):
         if shutil.which(tool) is None:

@@ -1,12 +1,12 @@
 """Where a bundle's training step spends its instructions on the Cortex-M7, kernel by kernel and
 layer kind by layer kind, with the forward pass's multiply-accumulates per instruction.
 
-The bundle of ``bench/m7_instructions.py`` (one preset on one network at one resolution) is
+The bundle of ``python3 -m bench.m7_instructions`` (one preset on one network at one resolution) is
 profiled under QEMU (``make run-profile-cortex-m7``: exact instruction counts), and each kernel
 call is attributed to its op's kind: ``pw`` (1×1), ``dw<k>`` (depthwise), ``k<k>`` (other
 convolutions, the stem), or the op's own kind.
 
-    python3 bench/m7_kernels.py [--supernet ofa-proxyless-w0.35] [--preset mcunetv3]
+    python3 -m bench.m7_kernels [--supernet ofa-proxyless-w0.35] [--preset mcunetv3]
         [--resolution 40] [--kernels DIR]
 """
 
@@ -19,8 +19,8 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from m7_instructions import instructions, profile
+from bench.harness import add_arguments, head, row
+from bench.m7_instructions import TARGETS, instructions, profile
 
 FORWARD = ("conv2d_s8", "conv2d_inplace_s8", "window_s8", "add_s8", "gap_s8", "linear_f32",
            "act_table_s8", "mul_s8", "copy_s8")  # fmt: skip
@@ -38,7 +38,7 @@ def kind(op: object) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--supernet", default="ofa-proxyless-w0.35")
+    add_arguments(parser, supernet=True)
     parser.add_argument("--preset", default="mcunetv3")
     parser.add_argument("--resolution", type=int, default=40)
     parser.add_argument("--kernels", type=Path, help="another kernels/ folder, as m7_instructions")
@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     candidate = make_preset(args.preset, spec)
     candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=args.resolution))
     bundle = build_bundle(
-        BundleRequest(candidate, ensure_checkpoint(spec), get_device("stm32f746"), samples=4)
+        BundleRequest(
+            candidate, ensure_checkpoint(spec), get_device(TARGETS["cortex-m7"]), samples=4
+        )
     )
     with tempfile.TemporaryDirectory(prefix="tt-m7-") as tmp:
         folder = write_bundle(Path(tmp) / "b", bundle.files, bundle.manifest)
@@ -70,10 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         rows[key] = rows.get(key, 0) + instructions(call.seconds, measured.machine)
     print(f"{args.preset} on {spec.name} at {args.resolution} px: "
           f"{instructions(m.train_step_s, measured.machine):,} instructions per step")  # fmt: skip
-    print("| kernel | layers | instructions |")
-    print("|---|---|---|")
+    print(head(["kernel", "layers", "instructions"]))
     for (kernel, layers), n in sorted(rows.items(), key=lambda kv: -kv[1]):
-        print(f"| `{kernel}` | {layers} | {n:,} |")
+        print(row([f"`{kernel}`", layers, f"{n:,}"]))
     macs: dict[str, int] = {}
     for op in bundle.net.graph.ops:
         macs[kind(op)] = macs.get(kind(op), 0) + op.macs

@@ -1,15 +1,15 @@
 """EfficientNet-Lite0 with its ImageNet weights, measured: what it costs where it is cut, how
 its photographs classify, and which BatchNorm statistics transfer.
 
-    python3 bench/pretrained.py costs                    # seconds
-    python3 bench/pretrained.py photos                   # seconds
-    python3 bench/letters.py /tmp/letters
-    python3 bench/pretrained.py statistics /tmp/letters  # minutes on two cores
-    python3 bench/pretrained.py cuts /tmp/letters        # about 15 minutes on two cores
-    python3 bench/pretrained.py depth /tmp/letters       # minutes on two cores
-    python3 bench/pretrained.py padding /tmp/letters     # about 10 minutes on two cores
-    python3 bench/m7_instructions.py --sample 8 --supernet efficientnet-lite0 --out lite0-m7.json
-    python3 bench/pretrained.py latency lite0-m7.json     # the built-in profile's error
+    python3 -m bench.pretrained costs                    # seconds
+    python3 -m bench.pretrained photos                   # seconds
+    python3 -m bench.letters /tmp/letters
+    python3 -m bench.pretrained statistics /tmp/letters  # minutes on two cores
+    python3 -m bench.pretrained cuts /tmp/letters        # about 15 minutes on two cores
+    python3 -m bench.pretrained depth /tmp/letters       # minutes on two cores
+    python3 -m bench.pretrained padding /tmp/letters     # about 10 minutes on two cores
+    python3 -m bench.m7_instructions --sample 8 --supernet efficientnet-lite0 --out lite0-m7.json
+    python3 -m bench.pretrained latency lite0-m7.json     # the built-in profile's error
 
 * ``costs``: peak training SRAM (int8, batch 1, the bundle's fused updates), flash (weights and
   the engine's code) and the STM32F746's predicted step latency of each preset at each cut and
@@ -46,7 +46,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-NETWORK = "efficientnet-lite0"
+from bench.harness import DEFAULT_DEVICE, IMAGE_NETWORK, head, row
+
+NETWORK = IMAGE_NETWORK
 PRESETS = ("last", "bias-only", "mcunetv3", "tinytl", "full")
 
 
@@ -57,7 +59,7 @@ def costs() -> None:
 
     spec = get_supernet(NETWORK)
     budget = 256 * 1024
-    evaluator = HardwareEvaluator(spec, 10, HardwareConfig(), get_device("stm32f746"), budget)
+    evaluator = HardwareEvaluator(spec, 10, HardwareConfig(), get_device(DEFAULT_DEVICE), budget)
     whole = default_subnet(spec, "max").stages
     rows, patched = [], []
     for stages in spec.stage_counts:
@@ -83,19 +85,17 @@ def costs() -> None:
                     f"(+{100 * over:.0f} %), {scheduled.schedule.patches}:"
                     f"{scheduled.schedule.blocks}"
                 )
-            rows.append(f"| block {last} | {resolution} | {' | '.join(cells)} |")
-            patched.append(f"| block {last} | {resolution} | {' | '.join(fitted)} |")
+            rows.append(row([f"block {last}", resolution, *cells]))
+            patched.append(row([f"block {last}", resolution, *fitted]))
     print("Whole images: SRAM KB / flash KB / step ms on the STM32F746, 10 classes")
-    print(f"| cut after | px | {' | '.join(PRESETS)} |")
-    print("|---|---|" + "---|" * len(PRESETS))
+    print(head(["cut after", "px", *PRESETS]))
     print("\n".join(rows))
     print()
     print(
         "Patch by patch where whole images exceed 256 KB (--patches auto): SRAM KB / step ms "
         "(recomputation), N:B"
     )
-    print(f"| cut after | px | {' | '.join(PRESETS)} |")
-    print("|---|---|" + "---|" * len(PRESETS))
+    print(head(["cut after", "px", *PRESETS]))
     print("\n".join(patched))
 
 
@@ -112,8 +112,7 @@ def photos() -> None:
 
     spec = get_supernet(NETWORK)
     symmetric = load_supernet(spec, pretrained_weights(spec)).eval()
-    print("| photo | px | symmetric padding | TensorFlow's SAME (tinytune's) |")
-    print("|---|---|---|---|")
+    print(head(["photo", "px", "symmetric padding", "TensorFlow's SAME (tinytune's)"]))
     for resolution in (224, 128):
         reference = EfficientNet.from_name(NETWORK, image_size=resolution)
         reference.load_state_dict(torch.load(pretrained_weights(spec), weights_only=True))
@@ -128,7 +127,7 @@ def photos() -> None:
                 for net in (symmetric, reference):
                     p = net(x).softmax(dim=1)[0]
                     cells.append(f"class {int(p.argmax())}, p = {float(p.max()):.2f}")
-            print(f"| {name} | {resolution} | {cells[0]} | {cells[1]} |")
+            print(row([name, resolution, *cells]))
 
 
 def statistics(folder: Path) -> None:
@@ -151,8 +150,7 @@ def statistics(folder: Path) -> None:
     dataset = get_dataset(f"imagefolder:{folder}")
     loaded = dataset.load(subnet.resolution)
     print(f"default sub-network ({subnet.resolution} px, cut after block 7), mean of 2 partitions")
-    print("| preset | statistics | val / test at 0.4 | val / test at 1.6 |")
-    print("|---|---|---|---|")
+    print(head(["preset", "statistics", "val / test at 0.4", "val / test at 1.6"]))
     for name in ("last", "bias-only", "mcunetv3"):
         candidate = make_preset(name, spec, subnet)
         for label, recalibrate in (("ImageNet (tinytune)", False), ("re-estimated", True)):
@@ -169,11 +167,11 @@ def statistics(folder: Path) -> None:
                 val = stats.mean(r.val_accuracy for r in runs)
                 test = stats.mean(r.accuracy for r in runs)
                 cells.append(f"{100 * val:.1f} / {100 * test:.1f}")
-            print(f"| {name} | {label} | {' | '.join(cells)} |", flush=True)
+            print(row([name, label, *cells]), flush=True)
 
 
-def _sram_and_accuracy(candidate: object, folder: Path, lr: float) -> str:
-    """``peak SRAM | val / test`` of a candidate fine-tuned as the search does (two
+def _sram_and_accuracy(candidate: object, folder: Path, lr: float) -> tuple[str, str]:
+    """The cells ``peak SRAM`` and ``val / test`` of a candidate fine-tuned as the search does (two
     partitions, one torch thread)."""
     import torch
 
@@ -186,7 +184,7 @@ def _sram_and_accuracy(candidate: object, folder: Path, lr: float) -> str:
     torch.set_num_threads(1)
     spec = get_supernet(NETWORK)
     evaluator = HardwareEvaluator(
-        spec, 10, HardwareConfig(), get_device("stm32f746"), 256 * 1024
+        spec, 10, HardwareConfig(), get_device(DEFAULT_DEVICE), 256 * 1024
     )  # scheduled as the search schedules it (patch by patch where whole images exceed 256 KB)
     scheduled = evaluator.schedule(candidate)  # type: ignore[arg-type]
     patches = scheduled.schedule
@@ -203,8 +201,8 @@ def _sram_and_accuracy(candidate: object, folder: Path, lr: float) -> str:
     )
     where = f" ({patches.patches}:{patches.blocks})" if patches.patched else ""
     return (
-        f"{evaluator(scheduled).arena_bytes / 1024:.0f} KB{where} | "
-        f"{100 * result['val_accuracy']:.1f} / {100 * result['accuracy']:.1f} |"
+        f"{evaluator(scheduled).arena_bytes / 1024:.0f} KB{where}",
+        f"{100 * result['val_accuracy']:.1f} / {100 * result['accuracy']:.1f}",
     )
 
 
@@ -216,7 +214,7 @@ def _cut_job(job: tuple[Path, int, int, str, float]) -> str:
     subnet = SubnetConfig(resolution, default_subnet(spec, "max").stages[:stages])
     last = sum(spec.stage_max_depth[:stages])
     cells = _sram_and_accuracy(make_preset(name, spec, subnet), folder, lr)
-    return f"| block {last} | {resolution} | {name} | {lr:g} | {cells}"
+    return row([f"block {last}", resolution, name, f"{lr:g}", *cells])
 
 
 def _depth_job(job: tuple[Path, tuple[int, ...], float]) -> str:
@@ -232,7 +230,7 @@ def _depth_job(job: tuple[Path, tuple[int, ...], float]) -> str:
     candidate = make_preset("mcunetv3", spec, replace(subnet, stages=stages))
     left_out = ", ".join(f"stage {s}" for s in dropped) or "none"
     blocks = sum(subnet.depths) - len(dropped) + 1
-    return f"| {left_out} | {blocks} | {lr:g} | {_sram_and_accuracy(candidate, folder, lr)}"
+    return row([left_out, blocks, f"{lr:g}", *_sram_and_accuracy(candidate, folder, lr)])
 
 
 def depth(folder: Path) -> None:
@@ -241,8 +239,7 @@ def depth(folder: Path) -> None:
     jobs = [
         (folder, dropped, lr) for dropped in ((), (2,), (1, 2), (0, 1, 2)) for lr in (0.8, 1.6)
     ]
-    print("| last block left out of | blocks | rate | peak SRAM | val / test |")
-    print("|---|---|---|---|---|")
+    print(head(["last block left out of", "blocks", "rate", "peak SRAM", "val / test"]))
     with ProcessPoolExecutor(2) as pool:
         for line in pool.map(_depth_job, jobs):
             print(line, flush=True)
@@ -315,8 +312,7 @@ def padding(folder: Path) -> None:
     with ProcessPoolExecutor(2) as pool:
         results = dict(zip(jobs, pool.map(_padding_job, jobs), strict=True))
     print(f"mean of {PADDING_PARTITIONS} partitions at the rate best on validation")
-    print("| preset | cut after | px | padding | rate | val / test |")
-    print("|---|---|---|---|---|---|")
+    print(head(["preset", "cut after", "px", "padding", "rate", "val / test"]))
     for name, resolution, whole in settings:
         for same in (False, True):
             scores = {
@@ -325,9 +321,16 @@ def padding(folder: Path) -> None:
             lr = max(PADDING_RATES, key=lambda r: scores[r][0])  # the first of equals
             val, test = scores[lr]
             print(
-                f"| {name} | {'block 15 + head' if whole else 'block 7'} | {resolution} | "
-                f"{'SAME' if same else 'symmetric'} | {lr:g} | "
-                f"{100 * val:.1f} / {100 * test:.1f} |"
+                row(
+                    [
+                        name,
+                        "block 15 + head" if whole else "block 7",
+                        resolution,
+                        "SAME" if same else "symmetric",
+                        f"{lr:g}",
+                        f"{100 * val:.1f} / {100 * test:.1f}",
+                    ]
+                )
             )
 
 
@@ -336,18 +339,23 @@ def latency(path: Path) -> None:
     from tinytune.hwmodels.measurements import load_measurements
     from tinytune.hwmodels.registry import get_device
 
-    device = get_device("stm32f746")
+    device = get_device(DEFAULT_DEVICE)
     width = PRECISIONS[device.precision].activation
     file = load_measurements(path)
-    print("| network | measured ms | predicted ms | error |")
-    print("|---|---|---|---|")
+    print(head(["network", "measured ms", "predicted ms", "error"]))
     errors = []
     for m in file.measurements:
         predicted = predict_latency(m.graph, device.coefficients, width).train_step_s
         errors.append(predicted / m.train_step_s - 1)
         print(
-            f"| {m.name} | {1000 * m.train_step_s:.1f} | {1000 * predicted:.1f} | "
-            f"{100 * errors[-1]:+.1f} % |"
+            row(
+                [
+                    m.name,
+                    f"{1000 * m.train_step_s:.1f}",
+                    f"{1000 * predicted:.1f}",
+                    f"{100 * errors[-1]:+.1f} %",
+                ]
+            )
         )
     magnitudes = sorted(abs(e) for e in errors)
     print(
@@ -365,8 +373,7 @@ def cuts(folder: Path) -> None:
         for name, rates in (("mcunetv3", (1.6, 3.2)), ("full", (0.4, 0.8)))
         for lr in rates
     ]
-    print("| cut after | px | preset | rate | peak SRAM | val / test |")
-    print("|---|---|---|---|---|---|")
+    print(head(["cut after", "px", "preset", "rate", "peak SRAM", "val / test"]))
     with ProcessPoolExecutor(2) as pool:
         for line in pool.map(_cut_job, jobs):
             print(line, flush=True)

@@ -12,7 +12,7 @@ at the middle resolution) and the data set's own stratified split:
   the best validation accuracy is chosen and its test accuracy reported (ties: the earlier one
   in the grid).
 
-    python3 bench/pretraining.py CHECKPOINT [CHECKPOINT ...] [--labels old new]
+    python3 -m bench.pretraining CHECKPOINT [CHECKPOINT ...] [--labels old new]
         [--full-lr 0.1 0.2 0.4] [--last-lr 0.2 0.5 1.0] [--epochs 8 16] [--half-check] [--json OUT]
 
 One torch thread; the whole run for one checkpoint takes minutes on a shared 2-core machine.
@@ -21,11 +21,12 @@ One torch thread; the whole run for one checkpoint takes minutes on a shared 2-c
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.harness import DEFAULT_DATASET, DEFAULT_SUPERNET, add_arguments, write_json
 
 
 def probe(checkpoint: Path, seed: int = 0) -> dict[str, Any]:
@@ -40,9 +41,9 @@ def probe(checkpoint: Path, seed: int = 0) -> dict[str, Any]:
     from tinytune.models import load_supernet
     from tinytune.spaces import get_supernet, make_preset
 
-    spec = get_supernet("ofa-proxyless-w0.35")
+    spec = get_supernet(DEFAULT_SUPERNET)
     candidate = make_preset("last", spec)
-    splits = get_dataset("digits", seed=seed).load(candidate.subnet.resolution)
+    splits = get_dataset(DEFAULT_DATASET, seed=seed).load(candidate.subnet.resolution)
     net, _ = network_on_data(candidate, load_supernet(spec, checkpoint), splits, 10, seed)
     net.eval()
 
@@ -85,9 +86,9 @@ def half_check(checkpoint: Path, seed: int = 0) -> dict[str, float]:
     from tinytune.models import load_supernet, save_supernet
     from tinytune.spaces import get_supernet, make_preset
 
-    spec = get_supernet("ofa-proxyless-w0.35")
+    spec = get_supernet(DEFAULT_SUPERNET)
     candidate = make_preset("last", spec)
-    splits = get_dataset("digits", seed=seed).load(candidate.subnet.resolution)
+    splits = get_dataset(DEFAULT_DATASET, seed=seed).load(candidate.subnet.resolution)
     full = load_supernet(spec, checkpoint)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "half.pt"
@@ -111,7 +112,7 @@ def finetunes(
     from tinytune.evaluators import FinetuneConfig, run_evaluation
     from tinytune.spaces import get_supernet, make_preset
 
-    spec = get_supernet("ofa-proxyless-w0.35")
+    spec = get_supernet(DEFAULT_SUPERNET)
     candidate = make_preset(preset, spec)
     tried = []
     for n_epochs in epochs:
@@ -121,7 +122,7 @@ def finetunes(
                 {
                     "candidate": candidate.to_json(),
                     "checkpoint": str(checkpoint),
-                    "dataset": "digits",
+                    "dataset": DEFAULT_DATASET,
                     "data_seed": seed,
                     "finetune": config.to_dict(),
                     "threads": 1,
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--half-check", action="store_true", help="also measure a float16 round trip's effect"
     )
-    parser.add_argument("--json", type=Path, help="write the results here")
+    add_arguments(parser, json=True, help={"json": "write the results here"})
     args = parser.parse_args(argv)
 
     import torch
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                 row += f"      {b['val']:.3f}/{b['test']:.3f} ({b['lr']:g}, {b['epochs']})"
         print(row)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        write_json(args.json, results)
     return 0
 
 

@@ -8,7 +8,7 @@ stay within ±5 % and ±10 % of their fastest steps without, after dividing out 
 (a uniform slow-down, which a calibration on a loaded machine would absorb in its scale), and
 how the two clocks compare in the first pass.
 
-    python3 bench/profile_clocks.py --networks 96 --load 4
+    python3 -m bench.profile_clocks --networks 96 --load 4
 
 Results, with the command: docs/calibration.md ("Which clock").
 """
@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench.harness import head, row
 from tinytune.evaluators.profile import sample_candidates
 from tinytune.models import build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
@@ -110,12 +111,16 @@ def main() -> None:
         f"first pass: thread CPU time within 1 % of wall time for {np.mean(agree <= 0.01):.0%} "
         f"of the networks (median |difference| {np.median(agree):.2%})"
     )
-    print("| clock | within ±5 % under load | within ±10 % under load |")
-    print("|---|---|---|")
+    print(head(["clock", "within ±5 % under load", "within ±10 % under load"]))
     for k, name in enumerate(("wall time", "thread CPU time")):
         print(
-            f"| {name} | {_within(loaded[:, k], quiet[:, k], 0.05):.0%} | "
-            f"{_within(loaded[:, k], quiet[:, k], 0.10):.0%} |"
+            row(
+                [
+                    name,
+                    f"{_within(loaded[:, k], quiet[:, k], 0.05):.0%}",
+                    f"{_within(loaded[:, k], quiet[:, k], 0.10):.0%}",
+                ]
+            )
         )
 
 

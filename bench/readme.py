@@ -12,8 +12,8 @@ training SRAM and step latency, and each against full fine-tuning, the study's r
 time is this machine's: the line says its cores, CPU and load average as the search started and
 ended, since other work beside the search slows it down.
 
-    python3 bench/readme.py [--readme README.md] [--plot docs/front.png] [--json docs/front.json]
-    python3 bench/readme.py --from-json docs/front.json   # the block again, from the kept figures
+    python3 -m bench.readme [--readme README.md] [--plot docs/front.png] [--json docs/front.json]
+    python3 -m bench.readme --from-json docs/front.json   # the block again, from the kept figures
 
 Both commands run with the ``tinytune`` of this checkout (its folder first on
 ``PYTHONPATH``). The search took 1 min 7 s to 2 min 24 s on two cores in the runs of
@@ -24,9 +24,7 @@ Xeon of two cores: 2 min 4 s at a load average of 1.7, 4 min 32 s to 6 min 1 s a
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -36,10 +34,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _markers import write_section
+from bench.harness import (
+    ROOT,
+    add_arguments,
+    cpu_model,
+    head,
+    read_json,
+    row,
+    with_root,
+    write_json,
+)
+from bench.markers import write_section
 
-ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PLOT = ROOT / "docs" / "front.png"
 FIGURES = ROOT / "docs" / "front.json"  # the run's figures, from which the block is written
@@ -54,17 +60,6 @@ SCHEMES = {
     "mcunetv3": "sparse update (MCUNetV3)",
     "joint": "a searched joint scheme",
 }
-
-
-def cpu_model() -> str:
-    """The processor's name as the system reports it (``/proc/cpuinfo`` on Linux)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def _tinytune(args: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
@@ -106,10 +101,7 @@ def read_study(storage: str) -> dict[str, Any]:
 
 def run(plot: Path) -> dict[str, Any]:
     """``tinytune search`` fresh (timed), then ``tinytune pareto --plot PLOT``; the figures."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
+    env = with_root()
     with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as cache:
         env["TINYTUNE_CACHE"] = cache
         work = Path(folder)
@@ -167,9 +159,15 @@ def table(r: Mapping[str, Any]) -> str:
         f"**{_minutes(r['wall_s'])}** on this machine ({r['cores']} cores, {r['cpu']}{busy}). "
         f"Its front has {len(points)} points, chosen on validation accuracy:",
         "",
-        "| update scheme | validation / test accuracy | test vs full fine-tuning | "
-        f"peak training SRAM | training step on `{device}` (predicted) |",
-        "|---|---|---|---|---|",
+        head(
+            [
+                "update scheme",
+                "validation / test accuracy",
+                "test vs full fine-tuning",
+                "peak training SRAM",
+                f"training step on `{device}` (predicted)",
+            ]
+        ),
     ]
     for p in rows:
         if p["key"] == ref["key"]:
@@ -192,9 +190,7 @@ def table(r: Mapping[str, Any]) -> str:
                 f"({ref['memory_bytes'] / p['memory_bytes']:.1f}× less)"
             )
         step = f"{1000 * p['latency_s']:.0f} ms" if p["latency_s"] is not None else "–"
-        lines.append(
-            f"| {name} | {_pct(p['val'])} / {_pct(p['test'])} | {versus} | {sram} | {step} |"
-        )
+        lines.append(row([name, f"{_pct(p['val'])} / {_pct(p['test'])}", versus, sram, step]))
     return "\n".join(lines)
 
 
@@ -202,16 +198,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--readme", type=Path, default=README, help="the file to write into")
     parser.add_argument("--plot", type=Path, default=PLOT, help="where the front's PNG goes")
-    parser.add_argument(
-        "--json", type=Path, default=FIGURES, help="where the run's figures are kept"
+    add_arguments(
+        parser,
+        json=FIGURES,
+        from_json="one",
+        help={
+            "json": "where the run's figures are kept",
+            "from_json": "write an earlier run's figures",
+        },
     )
-    parser.add_argument("--from-json", type=Path, help="write an earlier run's figures")
     args = parser.parse_args(argv)
     if args.from_json:
-        figures = json.loads(args.from_json.read_text())
+        figures = read_json(args.from_json)
     else:
         figures = run(args.plot)
-        args.json.write_text(json.dumps(figures, indent=1) + "\n")
+        write_json(args.json, figures)
         print(f"wrote {args.plot} and {args.json}")
     text = table(figures)
     print(text)

@@ -26,7 +26,7 @@ reused), the imports, checks and second listing on the way included. From outsid
 agents), and the most private memory (``RssAnon``, sampled) of each; a resident set counts the
 pages of the decoded files that the process has read, which are shared page cache, not its own.
 
-    python3 bench/scale.py [--images 2000 20000] [--trials 6] [--epochs 1] [--lr 0.05]
+    python3 -m bench.scale [--images 2000 20000] [--trials 6] [--epochs 1] [--lr 0.05]
         [--workers 2] [--time-budget 20m] [--gpus-per-trial 0.5] [--workdir DIR]
         [--json OUT] [--from-json EARLIER.json ...] [--write docs/scale.md]
 
@@ -48,8 +48,17 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _markers import write_section
+from bench.harness import (
+    add_arguments,
+    head,
+    machine,
+    module_command,
+    read_json,
+    row,
+    with_root,
+    write_json,
+)
+from bench.markers import write_section
 
 GENERATOR = 1  # the folder's recipe: raise it when write_folder changes
 CLASSES = (
@@ -145,7 +154,7 @@ def write_folder(root: Path, images: int) -> Path:
     a folder with the same recipe and count is reused."""
     marker = root / ".generated.json"
     recipe = {"generator": GENERATOR, "images": images}
-    if marker.is_file() and json.loads(marker.read_text()) == recipe:
+    if marker.is_file() and read_json(marker) == recipe:
         return root
     if root.exists():
         shutil.rmtree(root)
@@ -155,7 +164,7 @@ def write_folder(root: Path, images: int) -> Path:
         label = i % len(CLASSES)
         image, suffix = draw(label, i // len(CLASSES))
         image.save(root / CLASSES[label] / f"{i // len(CLASSES):06d}{suffix}", quality=90)
-    marker.write_text(json.dumps(recipe))
+    write_json(marker, recipe)
     return root
 
 
@@ -303,8 +312,8 @@ class Memory:
 def run(spec: dict[str, Any], cache: Path) -> dict[str, Any]:
     """One search in a fresh process, its memory watched from here."""
     out = Path(spec["storage"].removeprefix("sqlite:///")).with_suffix(".json")
-    env = {**os.environ, "TINYTUNE_CACHE": str(cache)}
-    command = [sys.executable, __file__, "--child", json.dumps(spec), "--json", str(out)]
+    env = {**with_root(), "TINYTUNE_CACHE": str(cache)}
+    command = module_command("scale", "--child", json.dumps(spec), "--json", str(out))
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env)
     memory = Memory(process.pid)
@@ -312,7 +321,7 @@ def run(spec: dict[str, Any], cache: Path) -> dict[str, Any]:
     peaks = memory.stop()
     if code != 0:
         raise SystemExit(f"the {spec['study']} run failed (exit {code})")
-    record = json.loads(out.read_text())
+    record = read_json(out)
     return {**record, "memory": peaks, "process_s": time.perf_counter() - started}
 
 
@@ -385,7 +394,7 @@ def _per_hour(r: dict[str, Any]) -> str:
     return f"{3600 * r['fine_tunes'] / r['search_s']:.0f}" if r["search_s"] else "-"
 
 
-def table(results: list[dict[str, Any]], machine: str) -> str:
+def table(results: list[dict[str, Any]], where: str) -> str:
     """The Markdown of the measurements (one row per folder and run)."""
     heads = [
         "images",
@@ -402,14 +411,15 @@ def table(results: list[dict[str, Any]], machine: str) -> str:
         "worker peak RSS",
         "worker peak private",
     ]
-    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    lines = [head(heads)]
     for result in results:
         for name in ("cold", "warm", "gpu"):
             r = result["runs"].get(name)
             if r is None:
                 if name == "gpu":
+                    empty = [""] * (len(heads) - 3)
                     lines.append(
-                        f"| {result['images']:,} | GPU workers | no GPU here | | | | | | | | | | |"
+                        row([f"{result['images']:,}", "GPU workers", "no GPU here", *empty])
                     )
                 continue
             what = {
@@ -424,39 +434,39 @@ def table(results: list[dict[str, Any]], machine: str) -> str:
             )
             m = r["memory"]
             lines.append(
-                f"| {result['images']:,} | {what} | {_ready(r):.1f} | {r['list_hash_s']:.1f} | "
-                f"{decode} | {r['optimize_to_data_s']:.1f} | "
-                f"{r['decoded_bytes'] / 1e9:.2f} GB | {r['fine_tunes']} ({r['ok']}) | "
-                f"{r['search_s']:.0f} | {_per_hour(r)} | {_mb(m['driver']['hwm'])} | "
-                f"{_mb(m['worker']['hwm'])} | {_mb(m['worker']['anon'])} |"
+                row(
+                    [
+                        f"{result['images']:,}",
+                        what,
+                        f"{_ready(r):.1f}",
+                        f"{r['list_hash_s']:.1f}",
+                        decode,
+                        f"{r['optimize_to_data_s']:.1f}",
+                        f"{r['decoded_bytes'] / 1e9:.2f} GB",
+                        f"{r['fine_tunes']} ({r['ok']})",
+                        f"{r['search_s']:.0f}",
+                        _per_hour(r),
+                        _mb(m["driver"]["hwm"]),
+                        _mb(m["worker"]["hwm"]),
+                        _mb(m["worker"]["anon"]),
+                    ]
+                )
             )
     searched = "; ".join(f"{r['images']:,} images with `{_flags(r['settings'])}`" for r in results)
     lines += [
         "",
-        f"Measured on {machine}: {searched} (EfficientNet-Lite0, the default network of an "
+        f"Measured on {where}: {searched} (EfficientNet-Lite0, the default network of an "
         "image folder). Timings on a machine shared with other work are noisy.",
     ]
     return "\n".join(lines)
 
 
 def _flags(s: dict[str, Any]) -> str:
-    """The search's settings as ``bench/scale.py`` flags."""
+    """The search's settings as ``python3 -m bench.scale`` flags."""
     flags = (
         f"--trials {s['trials']} --epochs {s['epochs']} --lr {s['lr']} --workers {s['workers']}"
     )
     return flags + (f" --time-budget {s['time_budget']}" if s["time_budget"] else "")
-
-
-def _machine() -> str:
-    try:
-        model = next(
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        )
-    except (OSError, StopIteration):
-        model = "an unknown CPU"
-    return f"{os.cpu_count()} cores of {model}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -469,25 +479,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--time-budget", default=None, help="e.g. 20m: the search's time budget")
     p.add_argument("--gpus-per-trial", type=float, default=0.5)
     p.add_argument("--workdir", type=Path, default=Path("/tmp/tinytune-scale"))
-    p.add_argument("--json", type=Path)
-    p.add_argument("--from-json", type=Path, nargs="+")
-    p.add_argument("--write", type=Path, help="the Markdown file whose scale section to replace")
+    add_arguments(
+        p,
+        json=True,
+        from_json="many",
+        write="one",
+        help={"write": "the Markdown file whose scale section to replace"},
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         record = child(json.loads(args.child))
-        args.json.write_text(json.dumps(record, indent=1))
+        write_json(args.json, record)
         return 0
     if args.from_json:
-        earlier = [json.loads(path.read_text()) for path in args.from_json]
+        earlier = [read_json(path) for path in args.from_json]
         results = [r for e in earlier for r in e["results"]]
-        machine = earlier[0]["machine"]
+        where = earlier[0]["machine"]
     else:
-        machine = _machine()
+        where = machine()
         results = [measure(args, n) for n in args.images]
         if args.json:
-            args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=1))
-    text = table(results, machine)
+            write_json(args.json, {"machine": where, "results": results})
+    text = table(results, where)
     print(text)
     if args.write:
         write_section(args.write, "scale", text)

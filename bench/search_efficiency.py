@@ -44,13 +44,12 @@ benchmark keeps what it measured and ``--report FILE`` prints the table of a fil
 
 One data set, five seeds, the default budget (about an hour on two cores for digits)::
 
-    python3 bench/search_efficiency.py --dataset digits --seeds 0 1 2 3 4 --out digits.jsonl
+    python3 -m bench.search_efficiency --dataset digits --seeds 0 1 2 3 4 --out digits.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import statistics
 import tempfile
@@ -61,6 +60,7 @@ from typing import Any
 
 import torch
 
+from bench.harness import add_arguments, append_json_line, read_json_lines, table
 from tinytune.checkpoints import ensure_checkpoint
 from tinytune.data import get_dataset
 from tinytune.db import open_store
@@ -331,19 +331,30 @@ def report(records: list[dict[str, Any]]) -> str:
                 tests.append(max(pts, key=lambda p: p[0])[3] or 0.0)
         medians[strategy] = statistics.median(hvs)
         rows.append(
-            f"| {strategy} | {len(mine)} | {statistics.median(hvs):.4f} | "
-            f"{min(hvs):.4f}–{max(hvs):.4f} | {union - statistics.median(hvs):.4f} | "
-            f"{100 * statistics.median(tests) if tests else float('nan'):.1f} | "
-            f"{statistics.median(r['epochs'] for r in mine):.0f} | "
-            f"{statistics.median(len(r['points']) for r in mine):.0f} | "
-            f"{statistics.median(r['wall_s'] for r in mine):.0f} s |"
+            [
+                strategy,
+                len(mine),
+                f"{statistics.median(hvs):.4f}",
+                f"{min(hvs):.4f}–{max(hvs):.4f}",
+                f"{union - statistics.median(hvs):.4f}",
+                f"{100 * statistics.median(tests) if tests else float('nan'):.1f}",
+                f"{statistics.median(r['epochs'] for r in mine):.0f}",
+                f"{statistics.median(len(r['points']) for r in mine):.0f}",
+                f"{statistics.median(r['wall_s'] for r in mine):.0f} s",
+            ]
         )
-    head = (
-        "| strategy | seeds | hypervolume (median) | range | gap to all runs' front | test acc. "
-        "of the most accurate point (%) | epochs | measured | wall |\n"
-        "|---|---|---|---|---|---|---|---|---|"
-    )
-    lines = [head, *rows]
+    heads = [
+        "strategy",
+        "seeds",
+        "hypervolume (median)",
+        "range",
+        "gap to all runs' front",
+        "test acc. of the most accurate point (%)",
+        "epochs",
+        "measured",
+        "wall",
+    ]
+    lines = [table(heads, rows)]
     planes = []  # accuracy against SRAM alone, the plane an SRAM budget is about
     for strategy in medians:
         flat = [
@@ -372,8 +383,7 @@ def report(records: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="digits")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    add_arguments(parser, dataset=True, seeds=True, supernet=True)
     parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES), choices=STRATEGIES)
     parser.add_argument("--budget", type=int, default=12, help="measured fine-tunes' worth")
     parser.add_argument(
@@ -390,7 +400,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--screen-fraction", type=float, default=0.5)
     parser.add_argument("--evolution-trials", type=int, default=240)
     parser.add_argument("--population", type=int, default=24)
-    parser.add_argument("--supernet", default="ofa-proxyless-w0.35")
     parser.add_argument("--sram-budget-kb", type=int, default=256)
     parser.add_argument("--workers", type=int, default=2, help="Ray workers (0: in-process)")
     parser.add_argument("--db", type=Path, help="SQLite file (default: a temporary one)")
@@ -400,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.report:
-        records = [json.loads(line) for line in args.report.read_text().splitlines() if line]
+        records = read_json_lines(args.report)
         print(report(records))
         if args.db:
             print(short_tau(f"sqlite:///{args.db}"))
@@ -445,8 +454,7 @@ def main(argv: list[str] | None = None) -> int:
                     }
                     records.append(record)
                     if args.out:
-                        with args.out.open("a") as f:
-                            f.write(json.dumps(record) + "\n")
+                        append_json_line(args.out, record)
                     print(
                         f"{label:>11} seed {seed}: {len(points)} measured, {epochs:.1f} epochs, "
                         f"{record['wall_s']:.0f} s",

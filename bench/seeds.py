@@ -15,15 +15,16 @@ the network and resolution it was measured on, and why the two differ where they
   (int8, batch 1, :func:`tinytune.evaluators.device.int8_finetune`, the bundle's step, its rate
   halved after every epoch as the bundle halves it) with and without the gradient scaling, and
   with it at a constant rate (``--constant-lrs``), the rate chosen on validation.
-* The C step against PyTorch eager: ``bench/bundle_step.py`` run once, its JSON read back.
+* The C step against PyTorch eager: ``python3 -m bench.bundle_step`` run once, its JSON read
+  back.
 
-    python3 bench/seeds.py [--large 128] [--qas-lrs 0.0125 0.1] [--qas-epochs 4]
+    python3 -m bench.seeds [--large 128] [--qas-lrs 0.0125 0.1] [--qas-epochs 4]
         [--qas-schedule halving] [--constant-lrs 0.003125 0.0125]
         [--workers 2] [--json OUT] [--write [PAGE ...]]
         [--folder PATH] [--from-json EARLIER.json [--c-step]]
 
-``--folder`` measures the device table on an image folder too (``bench/letters.py`` makes
-one); with ``--from-json`` the rest is read from an earlier run instead of measured again
+``--folder`` measures the device table on an image folder too (``python3 -m bench.letters``
+makes one); with ``--from-json`` the rest is read from an earlier run instead of measured again
 (``--c-step`` times the C step again, e.g. after a change of the kernels).
 
 ``--write`` replaces the blocks between ``<!-- seeds:begin -->`` and ``<!-- seeds:end -->``
@@ -37,7 +38,6 @@ two pages above when none is given. About 15 minutes on two cores.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -47,15 +47,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _markers import write_blocks
+from bench.harness import (
+    DEFAULT_DATASET,
+    DEFAULT_SUPERNET,
+    ROOT,
+    add_arguments,
+    module_command,
+    read_json,
+    with_root,
+    write_json,
+)
+from bench.harness import table as markdown_table
+from bench.markers import write_blocks
 
-ROOT = Path(__file__).resolve().parents[1]
 # the pages that hold this script's blocks (``--write`` with no page given)
 PAGES = (ROOT / "docs" / "bench" / "claims.md", ROOT / "docs" / "bench" / "device-accuracy.md")
 
-SUPERNET = "ofa-proxyless-w0.35"
-DATASET = "digits"
+SUPERNET = DEFAULT_SUPERNET
+DATASET = DEFAULT_DATASET
 LAST_K = (1, 2, 4, 6, 8, 12, 16, 24)  # the last k convolutions, weights and biases
 DEVICE_PRESETS = ("last", "bias-only", "mcunetv3")  # trained as the device trains them
 # when parameter gradients are applied (tinytune.hwmodels.UPDATES) → the figures' tag suffix:
@@ -176,9 +185,9 @@ def bundle_arenas(spec: Any, checkpoint: Path, candidates: dict[str, Any]) -> di
 def c_step_figures() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tt-seeds-") as tmp:
         out = Path(tmp) / "step.json"
-        script = Path(__file__).with_name("bundle_step.py")
-        subprocess.run([sys.executable, str(script), "--json", str(out)], check=True)
-        return json.loads(out.read_text())
+        command = module_command("bundle_step", "--json", str(out))
+        subprocess.run(command, env=with_root(), check=True)
+        return read_json(out)
 
 
 def accuracies(
@@ -469,12 +478,8 @@ def table(r: dict[str, Any]) -> str:
             "for PyTorch's buffers.",
         )
     )
-    lines = [
-        "| claim | paper | tinytune | measured on | why they differ |",
-        "|---|---|---|---|---|",
-    ]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
+    heads = ["claim", "paper", "tinytune", "measured on", "why they differ"]
+    return markdown_table(heads, rows)
 
 
 def device_table(r: dict[str, Any]) -> str:
@@ -492,14 +497,14 @@ def device_table(r: dict[str, Any]) -> str:
     if not constant:
         del columns["int8_qas_constant"]
     heads = ["preset", "fp32 (search)", *columns.values()]
-    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    rows = []
     for name, d in r["device"].items():
         fp32 = r["schemes"][name]["fp32"]
         keys = list(columns)
         cells = [f"{_pct(fp32)} (lr {fp32['lr']})"]
         cells += [f"{_pct(d[k])} (lr {d[k]['lr']})" for k in keys]
-        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append([f"`{name}`", *cells])
+    return markdown_table(heads, rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -519,15 +524,17 @@ def main(argv: list[str] | None = None) -> int:
         help="rates of the constant-rate QAS column (the device's recipe before halving)",
     )
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--json", type=Path, help="write the measurements here")
-    parser.add_argument(
-        "--from-json", type=Path, help="start from earlier measurements instead of measuring"
-    )
-    parser.add_argument(
-        "--write",
-        type=Path,
-        nargs="*",
-        help="replace this script's blocks in these pages (default: the pages that hold them)",
+    add_arguments(
+        parser,
+        json=True,
+        from_json="one",
+        write="many",
+        help={
+            "json": "write the measurements here",
+            "from_json": "start from earlier measurements instead of measuring",
+            "write": "replace this script's blocks in these pages (default: the pages that hold "
+            "them)",
+        },
     )
     parser.add_argument(
         "--folder", type=Path, help="also measure the device table on this image folder"
@@ -536,13 +543,13 @@ def main(argv: list[str] | None = None) -> int:
         "--c-step", action="store_true", help="with --from-json: time the C step again"
     )
     args = parser.parse_args(argv)
-    results = json.loads(args.from_json.read_text()) if args.from_json else measure(args)
+    results = read_json(args.from_json) if args.from_json else measure(args)
     if args.folder:
         results["folder"] = measure_folder(args)
     if args.c_step:
         results["c_step"] = c_step_figures()
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        write_json(args.json, results)
     seconds = results["seconds"]
     text = table(results) + f"\n\nMeasured in {seconds // 60} min {seconds % 60} s."
     device = device_table(results)

@@ -1,6 +1,6 @@
 """Cheap signals against measured accuracy: Kendall τ per scheme family and pooled.
 
-    python3 bench/signals.py [--sample 24] [--seed 0] [--dataset digits] [--lr 1.6]
+    python3 -m bench.signals [--sample 24] [--seed 0] [--dataset digits] [--lr 1.6]
         [--epochs 8] [--contribution-epochs 2] [--short-epochs 2] [--short-fraction 0.5]
         [--repeat-seed S] [--processes 2] [--json OUT]
 
@@ -32,17 +32,14 @@ The test accuracy is stored in the JSON and never used here.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
+from bench.harness import DEFAULT_SUPERNET, add_arguments, write_json
 from tinytune.evaluators import run_evaluation
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # cheap_signals.py beside it
 
 
 def _contribution_table(args, spec, checkpoint, pool):  # type: ignore[no-untyped-def]
@@ -110,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=24, help="random candidates besides presets")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dataset", default="digits")
+    add_arguments(parser, dataset=True, json=True)
     parser.add_argument("--lr", type=float, default=1.6)
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--contribution-epochs", type=int, default=2)
@@ -118,12 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--short-fraction", type=float, default=0.5)
     parser.add_argument("--repeat-seed", type=int, help="fine-tune again with this seed")
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
 
     import torch
-    from cheap_signals import SIGNALS, measure_signals
 
+    from bench.cheap_signals import SIGNALS, measure_signals
     from tinytune.checkpoints import ensure_checkpoint
     from tinytune.data import get_dataset
     from tinytune.evaluators import FinetuneConfig
@@ -135,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     from tinytune.spaces import get_supernet, make_preset
 
     torch.set_num_threads(1)
-    spec = get_supernet("ofa-proxyless-w0.35")
+    spec = get_supernet(DEFAULT_SUPERNET)
     checkpoint = ensure_checkpoint(spec)
     presets = [make_preset(p, spec) for p in ("last", "bias-only", "mcunetv3", "tinytl", "full")]
     candidates = {c.key: c for c in presets + sample_candidates(spec, args.sample, args.seed)}
@@ -268,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             f"({table.tasks * args.contribution_epochs / args.epochs:.1f} fine-tunes' epochs), "
             f"{table_s:.0f} s on {args.processes} processes"
         )
-    print("command: python3 bench/signals.py " + " ".join(sys.argv[1:] if argv is None else argv))
+    print("command: python3 -m bench.signals " + " ".join(sys.argv[1:] if argv is None else argv))
     if args.json:
         out = {
             "args": vars(args) | {"json": str(args.json)},
@@ -293,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             "tau_mean_of_two": {name: r.tau for name, r in against_mean.items()},
             "val_accuracy_repeat": {k: r.get("val_accuracy") for k, r in repeated.items()},
         }
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
+        write_json(args.json, out)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Update schemes between classifier-only and the ``mcunetv3`` preset: where a sparse update
 comes within a point of full fine-tuning at a tenth of its training SRAM.
 
-    python3 bench/sparse_tail.py [--lr 1.6 ...] [--epochs 8 ...] [--seed 0] [--subnet min|max]
+    python3 -m bench.sparse_tail [--lr 1.6 ...] [--epochs 8 ...] [--seed 0] [--subnet min|max]
         [--resolution PX] [--schemes SCHEME ...] [--choose-at RATIO]
 
 On a reference sub-network of the shipped ``ofa-proxyless-w0.35`` (``--subnet``: ``min``, the
@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 from typing import Any
+
+from bench.harness import head, row
 
 # (k, ((j, r), ...)): the biases of the last k convolutions and the weight of the expansion
 # convolution of the j-th block from the end (1: the last block) on its first r input channels.
@@ -208,18 +210,32 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((name, arena, val, test, lr, epochs))
     _, full_arena, full_val, full_test, _, _ = rows[0]
     several_rates, several_lengths = len(set(args.lr)) > 1, len(set(args.epochs)) > 1
-    extra = (" | lr" if several_rates else "") + (" | epochs" if several_lengths else "")
+    extra = (["lr"] if several_rates else []) + (["epochs"] if several_lengths else [])
     print(
-        f"| scheme | arena (B) | less SRAM than full{extra} | val / test % | test vs full (pp) |"
-    )
-    print("|---|---|---|---|---|" + "---|" * (several_rates + several_lengths))
-    for name, arena, val, test, lr, epochs in rows:
-        chosen = (f" | {lr:g}" if several_rates else "") + (
-            f" | {epochs}" if several_lengths else ""
+        head(
+            [
+                "scheme",
+                "arena (B)",
+                "less SRAM than full",
+                *extra,
+                "val / test %",
+                "test vs full (pp)",
+            ]
         )
+    )
+    for name, arena, val, test, lr, epochs in rows:
+        chosen = ([f"{lr:g}"] if several_rates else []) + ([epochs] if several_lengths else [])
         print(
-            f"| `{name}` | {arena:,} | {full_arena / arena:.1f}×{chosen} | {100 * val:.1f} / "
-            f"{100 * test:.1f} | {100 * (test - full_test):+.1f} |"
+            row(
+                [
+                    f"`{name}`",
+                    f"{arena:,}",
+                    f"{full_arena / arena:.1f}×",
+                    *chosen,
+                    f"{100 * val:.1f} / {100 * test:.1f}",
+                    f"{100 * (test - full_test):+.1f}",
+                ]
+            )
         )
     rates = "lr " + ", ".join(f"{lr:g}" for lr in sorted(set(args.lr)))
     rates += ", epochs " + ", ".join(str(epochs) for epochs in sorted(set(args.epochs)))

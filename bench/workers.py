@@ -1,6 +1,6 @@
 """Measured fine-tunes per minute with 1 and 2 local Ray workers, and where the time goes.
 
-    python3 bench/workers.py [--trials 16] [--lr 1.6] [--workers 1 2] [--sampler random]
+    python3 -m bench.workers [--trials 16] [--lr 1.6] [--workers 1 2] [--sampler random]
                              [--cluster] [--pair] [--grid N] [--niceness N]
 
 Each setting runs ``tinytune.optimize`` on digits in a fresh SQLite database of its own (the
@@ -53,6 +53,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from bench.harness import DEFAULT_DATASET
 
 
 class DaemonCpu:
@@ -113,7 +115,7 @@ def run(
     cpu = time.process_time()
     with DaemonCpu() as daemons:
         result = tinytune.optimize(
-            "digits",
+            DEFAULT_DATASET,
             trials=trials,
             lr=lr,
             workers=workers,
@@ -313,7 +315,7 @@ def grid(rounds: int) -> None:
 
                 with tempfile.TemporaryDirectory(prefix="tt-grid-") as tmp:
                     tinytune.optimize(
-                        "digits",
+                        DEFAULT_DATASET,
                         trials=1,
                         workers=2,
                         storage=f"sqlite:///{Path(tmp) / 'grid.db'}",
@@ -332,8 +334,7 @@ def grid(rounds: int) -> None:
 
 def run_on_cluster(args: argparse.Namespace, folder: Path) -> dict[str, float]:
     """2 workers on two loopback nodes, the worker node with its own cache folder."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root
-    from tests.search import loopback
+    from tests.search import loopback  # run as python3 -m bench.workers: the root is on sys.path
 
     env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
     worker_env = dict(env, TINYTUNE_CACHE=str(folder / "worker-cache"))

@@ -1,4 +1,4 @@
-"""The generated blocks of the README and ``docs/``: ``bench/_markers.py`` replaces exactly the
+"""The generated blocks of the README and ``docs/``: ``bench/markers.py`` replaces exactly the
 text between a block's markers, and every benchmark script's block sits in the page that the
 script (or the command beside the block) writes."""
 
@@ -30,7 +30,7 @@ BLOCKS = {
 
 @pytest.fixture(scope="module")
 def markers() -> ModuleType:
-    return load_bench("_markers")
+    return load_bench("markers")
 
 
 DOC = "# Page\n\nbefore\n<!-- t:begin -->\nold\ntable\n<!-- t:end -->\nafter\n"

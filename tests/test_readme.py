@@ -80,8 +80,8 @@ def test_the_readme_is_short_and_shows_the_front() -> None:
 
 def test_the_front_block_is_the_scripts_table_of_the_kept_run(readme_bench: ModuleType) -> None:
     """The block was written by ``bench/readme.py`` from the figures kept beside the picture,
-    not typed by hand (``python3 bench/readme.py --from-json docs/front.json`` rewrites it)."""
-    markers = load_bench("_markers")
+    not typed by hand (``python3 -m bench.readme --from-json docs/front.json`` rewrites it)."""
+    markers = load_bench("markers")
     figures = json.loads((ROOT / "docs" / "front.json").read_text())
     block = markers.read_block(README.read_text(), readme_bench.BLOCK, "README.md")
     assert block == readme_bench.table(figures)

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+import importlib
 from types import ModuleType
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def load_bench(name: str) -> ModuleType:
-    """``bench/NAME.py`` as a module (the scripts are not a package)."""
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[spec.name] = module  # type: ignore[union-attr]  # for its dataclasses
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    """The module ``bench.NAME`` (``bench/NAME.py``), as ``python3 -m bench.NAME`` runs it (the
+    repository's root is on ``sys.path``, as for ``tests``)."""
+    return importlib.import_module(f"bench.{name}")

@@ -3,7 +3,7 @@
 Both are fits of :func:`tinytune.hwmodels.fitting.calibrate` on the bundles' own profilers
 (``platform/profile_main.c``: every kernel call timed), over bundles of candidates drawn at
 random from the joint space, a quarter of them held out; ``bench/bundle_profiles.py`` writes
-them from the measurement files of ``bench/m7_instructions.py --sample`` and
+them from the measurement files of ``python3 -m bench.m7_instructions --sample`` and
 ``bench/bundle_host.py`` (commands and errors in ``docs/bench/latency.md``):
 
 * ``data/bundle-cortex-m7.json``: instructions per step counted exactly under QEMU
