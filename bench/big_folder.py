@@ -143,7 +143,8 @@ def table(record: dict[str, Any]) -> str:
         markdown_table(heads, rows)
         + f"\n\nMeasured on {record['machine']}: {record['images']:,} images of "
         f"{record['side']} px, `tinytune search --dataset imagefolder:FOLDER --trials 1 "
-        "--epochs 1 --inline` in a fresh database each time."
+        f"--epochs 1{' --inline' if record.get('inline') else ''}` in a fresh database each "
+        "time" + ("." if record.get("inline") else ", on the local Ray cluster's 2 workers.")
     )
 
 
