@@ -142,7 +142,7 @@ def _pixel_splits(resolution: int, seed: int = 0) -> tuple[Splits, Splits]:
 
 
 def test_the_device_conversion_gives_the_bits_of_numpys() -> None:
-    from tinytune.evaluators.finetune import _to_float
+    from tinytune.evaluators.prefixes import to_float
 
     every = np.arange(256, dtype=np.uint8)
     images = np.stack(
@@ -152,7 +152,7 @@ def test_the_device_conversion_gives_the_bits_of_numpys() -> None:
     expected = images.transpose(0, 3, 1, 2).astype(np.float32) / 127.5 - 1.0
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     for device in devices:
-        got = _to_float(torch.from_numpy(images.copy()).to(device)).cpu()
+        got = to_float(torch.from_numpy(images.copy()).to(device)).cpu()
         assert got.is_contiguous() and got.dtype == torch.float32
         assert got.numpy().tobytes() == expected.tobytes(), device
 

@@ -33,9 +33,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tinytune.data import Images, Pixels, Split, Splits
-from tinytune.data.splits import TO_FLOAT
 from tinytune.errors import ConfigError, Flag, OptionError
-from tinytune.evaluators.prefixes import PrefixStore
+from tinytune.evaluators.prefixes import PrefixStore, to_float
 from tinytune.models import TrainNet
 from tinytune.units import check_integer, check_real, check_seed
 
@@ -185,18 +184,6 @@ class DeviceData:
         return len(self._kept)
 
 
-_lookup: dict[str, Tensor] = {}
-
-
-def _to_float(pixels: Tensor) -> Tensor:
-    """``(B, R, R, 3)`` uint8 on a device as ``(B, 3, R, R)`` float32 in [-1, 1], contiguous,
-    through :data:`TO_FLOAT` (the bits the numpy conversion gives)."""
-    table = _lookup.get(str(pixels.device))
-    if table is None:
-        table = _lookup.setdefault(str(pixels.device), torch.tensor(TO_FLOAT).to(pixels.device))
-    return table[pixels.long()].permute(0, 3, 1, 2).contiguous()
-
-
 class _OnDevice:
     """A split's images on the fine-tune's device, read by rows or by batches of indices: a
     float32 tensor (a float array moved whole, or a frozen prefix's outputs), a
@@ -211,7 +198,7 @@ class _OnDevice:
         outputs: Tensor | None = None,
     ) -> None:
         self._floats: Tensor | None = None
-        self._convert: Callable[[Tensor], Tensor] = _to_float
+        self._convert: Callable[[Tensor], Tensor] = to_float
         if isinstance(x, Tensor):
             self._floats = x
         elif isinstance(x, Pixels) and outputs is not None:

@@ -57,6 +57,7 @@ __all__ = [
     "PrefixStore",
     "prefix_key",
     "prefixes_root",
+    "to_float",
 ]
 
 FORMAT_VERSION = 1
@@ -80,14 +81,24 @@ def prefixes_root() -> Path:
     return cache_dir() / "prefixes"
 
 
+_lookup: dict[str, Tensor] = {}
+
+
+def to_float(pixels: Tensor) -> Tensor:
+    """``(B, R, R, 3)`` uint8 on a device as ``(B, 3, R, R)`` float32 in [-1, 1], contiguous,
+    through :data:`TO_FLOAT` (the bits the numpy conversion gives)."""
+    table = _lookup.get(str(pixels.device))
+    if table is None:
+        table = _lookup.setdefault(str(pixels.device), torch.tensor(TO_FLOAT).to(pixels.device))
+    return table[pixels.long()].permute(0, 3, 1, 2).contiguous()
+
+
 def _floats(rows: np.ndarray, device: torch.device) -> Tensor:
-    """``(B, R, R, 3)`` uint8 rows as ``(B, 3, R, R)`` float32 on ``device``, through
-    :data:`TO_FLOAT` (the bits :class:`Pixels` gives)."""
+    """``(B, R, R, 3)`` uint8 rows of a storage as :func:`to_float` gives them on ``device``."""
     with warnings.catch_warnings():  # a read-only (memory-mapped) array; never written
         warnings.filterwarnings("ignore", "The given NumPy array is not writable")
         pixels = torch.from_numpy(np.ascontiguousarray(rows)).to(device)
-    table = torch.tensor(TO_FLOAT).to(device)
-    return table[pixels.long()].permute(0, 3, 1, 2).contiguous()
+    return to_float(pixels)
 
 
 @torch.no_grad()
@@ -99,6 +110,14 @@ def _run(stages: list[nn.Module], x: Tensor) -> Tensor:
 
 def prefix_key(stages: list[nn.Module], pixels: Pixels, device: torch.device) -> str:
     """The key of ``stages``' outputs on ``pixels``' storage computed on ``device``'s kind."""
+    return _key_and_shape(stages, pixels, device)[0]
+
+
+def _key_and_shape(
+    stages: list[nn.Module], pixels: Pixels, device: torch.device
+) -> tuple[str, tuple[int, ...]]:
+    """:func:`prefix_key`, and the shape of the outputs of the whole storage (from the same
+    forward pass of the probe)."""
     digest = hashlib.sha256(
         f"tinytune prefix {FORMAT_VERSION} torch {torch.__version__} {device.type}\n".encode()
     )
@@ -111,7 +130,7 @@ def prefix_key(stages: list[nn.Module], pixels: Pixels, device: torch.device) ->
             digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
     probe = _run(stages, _floats(pixels.storage[:_PROBE], device)).cpu().contiguous()
     digest.update(probe.numpy().tobytes())
-    return digest.hexdigest()
+    return digest.hexdigest(), (len(pixels.storage), *probe.shape[1:])
 
 
 class PrefixStore:
@@ -151,8 +170,7 @@ class PrefixStore:
         more than ``memory_bytes`` and cannot be kept on disk either (the caller runs the
         whole network at every step instead)."""
         where = torch.device(device)
-        key = prefix_key(stages, pixels, where)
-        shape = self._shape(stages, pixels, where)
+        key, shape = _key_and_shape(stages, pixels, where)
         nbytes = int(np.prod(shape)) * 4
         path = self.root / f"{key}.f32"
         found = self._open(path, shape)
@@ -178,11 +196,6 @@ class PrefixStore:
         self._compute(stages, pixels, where, out)
         self.computed += 1
         return out
-
-    @staticmethod
-    def _shape(stages: list[nn.Module], pixels: Pixels, device: torch.device) -> tuple[int, ...]:
-        one = _run(stages, _floats(pixels.storage[:1], device))
-        return (len(pixels.storage), *one.shape[1:])
 
     @staticmethod
     def _compute(
