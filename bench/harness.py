@@ -34,6 +34,7 @@ from tinytune.options import DEFAULT_DATASET, DEFAULT_DEVICE
 from tinytune.spaces import DEFAULT_SUPERNET, IMAGE_NETWORK
 
 __all__ = [
+    "BY_DATASET",
     "DEFAULT_DATASET",
     "DEFAULT_DEVICE",
     "DEFAULT_SUPERNET",
@@ -67,6 +68,10 @@ ONE, MANY = "one", "many"  # how many files --from-json and --write take
 # --- arguments ---------------------------------------------------------------------------------
 
 
+BY_DATASET = "by-dataset"
+"""``add_arguments(supernet=BY_DATASET)``: ``--supernet`` defaults to the data set's network."""
+
+
 def add_arguments(
     parser: argparse.ArgumentParser,
     *,
@@ -84,7 +89,9 @@ def add_arguments(
     Args:
         dataset: ``--dataset``, default :data:`DEFAULT_DATASET`.
         supernet: ``--supernet``; True: default :data:`DEFAULT_SUPERNET`; a name (e.g.
-            :data:`IMAGE_NETWORK`, for a script about image folders): that default.
+            :data:`IMAGE_NETWORK`, for a script about image folders): that default;
+            :data:`BY_DATASET`: None, for the script to take the network a search of its
+            ``--dataset`` uses (:func:`tinytune.spaces.default_network`).
         device: ``--device``; True: default :data:`DEFAULT_DEVICE`; a name: that default (a
             script that measures another device than the search's).
         seeds: ``--seeds N [N ...]``, default :data:`SEEDS`.
@@ -112,7 +119,10 @@ def add_arguments(
         )
     if dataset:
         parser.add_argument("--dataset", default=DEFAULT_DATASET, help=words["dataset"])
-    if supernet:
+    if supernet == BY_DATASET:
+        words["supernet"] += " (default: the one a search of the data set uses)"
+        parser.add_argument("--supernet", default=None, help=words["supernet"])
+    elif supernet:
         default = DEFAULT_SUPERNET if supernet is True else supernet
         parser.add_argument("--supernet", default=default, help=words["supernet"])
     if device:

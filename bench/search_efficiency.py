@@ -60,13 +60,13 @@ from typing import Any
 
 import torch
 
-from bench.harness import add_arguments, append_json_line, read_json_lines, table
+from bench.harness import BY_DATASET, add_arguments, append_json_line, read_json_lines, table
 from tinytune.checkpoints import ensure_checkpoint
 from tinytune.data import get_dataset
 from tinytune.db import open_store
 from tinytune.evaluators import FinetuneConfig, run_evaluation
 from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
-from tinytune.search.config.search_config import DIRECTIONS
+from tinytune.search.config.search_config import BASELINE_PRESETS, DIRECTIONS
 from tinytune.search.execution.executor import Executor, Metered
 from tinytune.search.front.pareto import hypervolume, pareto_front, reference
 from tinytune.search.ladder.contribution import (
@@ -79,7 +79,13 @@ from tinytune.search.ladder.promotion import choose_promotion
 from tinytune.search.ladder.proxy import estimate, kendall_tau
 from tinytune.search.run.lr_grid import LrCalibration, family_of
 from tinytune.search.study.adapter import Attr
-from tinytune.spaces import default_subnet, get_supernet, subnet_params, suggest_candidate
+from tinytune.spaces import (
+    default_network,
+    default_subnet,
+    get_supernet,
+    subnet_params,
+    suggest_candidate,
+)
 
 SEARCHES: dict[str, dict[str, Any]] = {
     "tpe-baselines": {"sampler": "tpe", "baselines": True},  # the default before tpe-early
@@ -90,9 +96,16 @@ SEARCHES: dict[str, dict[str, Any]] = {
     "random": {"sampler": "random", "baselines": False},
     "tpe": {"sampler": "tpe", "baselines": False},
     "nsga2": {"sampler": "nsga2", "baselines": False},
+    # one preset's scheme on the sub-networks the sampler proposes (``--preset P``): what a user
+    # who trusts one paper's recipe gets from the same compute
+    **{
+        f"preset-{p}": {"sampler": "tpe-early", "baselines": False, "preset": p}
+        for p in BASELINE_PRESETS
+    },
 }
 STRATEGIES = (*SEARCHES, "mcunetv3")
-BASELINES = ("random", "tpe", "nsga2", "mcunetv3")  # what tinytune's strategies are judged by
+PRESETS = tuple(s for s in SEARCHES if s.startswith("preset-"))
+BASELINES = ("random", "tpe", "nsga2", "mcunetv3", *PRESETS)  # what tinytune's are judged by
 MINE = ("tpe-baselines", "tpe-early", "tpe-mutate", "halving", "gp")
 
 Point = tuple[float, float, float, float | None]  # val accuracy, SRAM, latency s, test accuracy
@@ -105,9 +118,10 @@ def search_run(
     strategy: str,
     seed: int,
     budget: int,
-) -> tuple[list[Point], float]:
+) -> tuple[list[Point], float, dict[str, int]]:
     """Run one search strategy with ``budget`` measured fine-tunes' worth of epochs; its
-    measured points and the epochs it trained."""
+    measured points, the epochs it trained and its trials by outcome (measured, pruned as over a
+    budget or a duplicate in flight, reused: a candidate measured before)."""
     data = get_dataset(args.dataset)
     options = dict(SEARCHES[strategy])
     name = f"{strategy}-{seed}" if budget == args.budget else f"{strategy}@{budget}-{seed}"
@@ -144,7 +158,9 @@ def search_run(
         for e in store.evaluations(config.study_name, fidelity="measured", status="ok")
         if e.val_accuracy is not None
     ]
-    return points, result.train_epochs  # type: ignore[return-value]
+    c = result.counts
+    counts = {"measured": c.measured, "pruned": c.pruned, "reused": c.reused, "failed": c.failed}
+    return points, result.train_epochs, counts  # type: ignore[return-value]
 
 
 def mcunetv3_run(
@@ -308,6 +324,31 @@ def short_tau(url: str) -> str:
     )
 
 
+def _against_presets(records: list[dict[str, Any]]) -> list[str]:
+    """For each of tinytune's strategies, the seeds where its most accurate point on validation
+    beats the most accurate of every preset search of the same seed (ties do not count)."""
+
+    def best(record: dict[str, Any]) -> float:
+        return max((p[0] for p in record["points"]), default=0.0)
+
+    presets: dict[int, float] = {}
+    for r in records:
+        if r["strategy"] in PRESETS:
+            presets[r["seed"]] = max(presets.get(r["seed"], 0.0), best(r))
+    lines = []
+    for strategy in dict.fromkeys(r["strategy"] for r in records):
+        if strategy.split("@")[0] not in MINE:
+            continue
+        mine = [r for r in records if r["strategy"] == strategy and r["seed"] in presets]
+        if mine:
+            wins = sum(best(r) > presets[r["seed"]] for r in mine)
+            lines.append(
+                f"* {strategy}: most accurate point on validation above every preset search's "
+                f"in {wins} of {len(mine)} seeds"
+            )
+    return ["", *lines] if lines else []
+
+
 def report(records: list[dict[str, Any]]) -> str:
     """The Markdown table of a benchmark's records (one data set)."""
     everything = [tuple(p) for r in records for p in r["points"]]
@@ -323,13 +364,18 @@ def report(records: list[dict[str, Any]]) -> str:
     rows, medians = [], {}
     for strategy in dict.fromkeys(r["strategy"] for r in records):
         mine = [r for r in records if r["strategy"] == strategy]
-        hvs, tests = [], []
+        hvs, vals, tests = [], [], []
         for r in mine:
             pts = [tuple(p) for p in r["points"]]
             hvs.append(volume(pts))
             if pts:
-                tests.append(max(pts, key=lambda p: p[0])[3] or 0.0)
+                top = max(pts, key=lambda p: p[0])
+                vals.append(top[0])
+                tests.append(top[3] or 0.0)
         medians[strategy] = statistics.median(hvs)
+        spent = [r.get("counts") or {} for r in mine]
+        off = sum(c.get("pruned", 0) + c.get("reused", 0) for c in spent)
+        asked = off + sum(c.get("measured", 0) + c.get("failed", 0) for c in spent)
         rows.append(
             [
                 strategy,
@@ -337,7 +383,9 @@ def report(records: list[dict[str, Any]]) -> str:
                 f"{statistics.median(hvs):.4f}",
                 f"{min(hvs):.4f}–{max(hvs):.4f}",
                 f"{union - statistics.median(hvs):.4f}",
+                f"{100 * statistics.median(vals) if vals else float('nan'):.1f}",
                 f"{100 * statistics.median(tests) if tests else float('nan'):.1f}",
+                f"{100 * off / asked:.0f} %" if asked else "–",
                 f"{statistics.median(r['epochs'] for r in mine):.0f}",
                 f"{statistics.median(len(r['points']) for r in mine):.0f}",
                 f"{statistics.median(r['wall_s'] for r in mine):.0f} s",
@@ -349,7 +397,9 @@ def report(records: list[dict[str, Any]]) -> str:
         "hypervolume (median)",
         "range",
         "gap to all runs' front",
-        "test acc. of the most accurate point (%)",
+        "most accurate point within the SRAM budget: val (%)",
+        "its test (%)",
+        "proposals not fine-tuned (over a budget, or measured before)",
         "epochs",
         "measured",
         "wall",
@@ -366,6 +416,7 @@ def report(records: list[dict[str, Any]]) -> str:
             f"{strategy} {statistics.median(flat):.4f} ({', '.join(f'{v:.4f}' for v in flat)})"
         )
     lines += ["", "* accuracy × SRAM hypervolume (median; per seed): " + "; ".join(planes)]
+    lines += _against_presets(records)
     base = {s: v for s, v in medians.items() if s in BASELINES}
     if base:
         best = max(base, key=lambda s: base[s])
@@ -383,7 +434,7 @@ def report(records: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser, dataset=True, seeds=True, supernet=True)
+    add_arguments(parser, dataset=True, seeds=True, supernet=BY_DATASET)
     parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES), choices=STRATEGIES)
     parser.add_argument("--budget", type=int, default=12, help="measured fine-tunes' worth")
     parser.add_argument(
@@ -414,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.db:
             print(short_tau(f"sqlite:///{args.db}"))
         return 0
+    args.supernet = args.supernet or default_network(args.dataset)
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.WARNING)
     args.checkpoint = ensure_checkpoint(get_supernet(args.supernet))
@@ -436,10 +488,13 @@ def main(argv: list[str] | None = None) -> int:
             for seed in args.seeds:
                 for strategy, budget in runs:
                     started = time.monotonic()
+                    counts: dict[str, int] = {}
                     if strategy == "mcunetv3":
                         points, epochs = mcunetv3_run(args, store, executor, seed)
                     else:
-                        points, epochs = search_run(args, store, executor, strategy, seed, budget)
+                        points, epochs, counts = search_run(
+                            args, store, executor, strategy, seed, budget
+                        )
                     label = strategy if budget == args.budget else f"{strategy}@{budget}"
                     record = {
                         "dataset": args.dataset,
@@ -447,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
                         "seed": seed,
                         "points": points,
                         "epochs": epochs,
+                        "counts": counts,
                         "budget_epochs": budget * args.epochs,
                         "wall_s": time.monotonic() - started,
                         "sram_budget": args.sram_budget_kb * 1024,

@@ -1,0 +1,155 @@
+"""Image folders of other kinds than the printed letters, from material that registry packages
+ship: the search benchmarks on real features run on all three (``bench.search_efficiency``).
+
+* ``textures``: ten grey materials and surfaces, each a random crop of one of scikit-image's
+  sample images (brick, grass, gravel, the moon's craters, coins, a page of print, the Hubble
+  deep field, a stained tissue section, a camera-man's coat and lawn, a cup of coffee) at a
+  random scale, rotation, flip, brightness and contrast: which surface is it, from its texture
+  alone (no colour).
+* ``symbols``: ten pictograms of the DejaVu Sans font that matplotlib ships (♠ ♣ ♥ ♦ ★ ☂ ✈ ♪ ☀
+  ☯), each in a random colour, size, position and rotation over a random crop of a photograph
+  (scikit-learn's and matplotlib's sample photographs): small coloured shapes in clutter.
+
+Each image 64×64 PNG, one sub-folder per class, as ``--dataset imagefolder:PATH`` reads it.
+Deterministic for a seed.
+
+    python3 -m bench.folders textures OUT [--per-class 50] [--seed 0]
+    python3 -m bench.folders symbols OUT [--per-class 50] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont, ImageOps
+
+SIZE = 64
+TEXTURES = (
+    "brick",
+    "grass",
+    "gravel",
+    "moon",
+    "coins",
+    "page",
+    "hubble_deep_field",
+    "immunohistochemistry",
+    "camera",
+    "coffee",
+)
+SYMBOLS = "♠♣♥♦★☂✈♪☀☯"
+SYMBOL_NAMES = (
+    "spade",
+    "club",
+    "heart",
+    "diamond",
+    "star",
+    "umbrella",
+    "plane",
+    "note",
+    "sun",
+    "yinyang",
+)
+
+
+def _photographs() -> list[Image.Image]:
+    """The sample photographs of scikit-learn and matplotlib, in RGB."""
+    import matplotlib.cbook
+    from sklearn.datasets import load_sample_images
+
+    photos = [Image.fromarray(a) for a in load_sample_images().images]
+    with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
+        photos.append(Image.open(f).convert("RGB"))
+    return photos
+
+
+def _grey_sources() -> list[Image.Image]:
+    """scikit-image's sample images of :data:`TEXTURES`, in grey."""
+    import skimage.data
+
+    return [
+        ImageOps.grayscale(Image.fromarray(getattr(skimage.data, name)())) for name in TEXTURES
+    ]
+
+
+def _crop(source: Image.Image, rng: np.random.Generator, low: int, high: int) -> Image.Image:
+    """A square crop of a random side in ``[low, high)`` pixels (at most the source's), rotated by
+    a multiple of 90° and maybe mirrored, resized to :data:`SIZE`."""
+    side = int(rng.integers(low, min(high, *source.size) + 1))
+    x = int(rng.integers(0, source.width - side + 1))
+    y = int(rng.integers(0, source.height - side + 1))
+    crop = source.crop((x, y, x + side, y + side)).rotate(90 * int(rng.integers(4)))
+    if rng.random() < 0.5:
+        crop = ImageOps.mirror(crop)
+    return crop.resize((SIZE, SIZE), Image.Resampling.BILINEAR)
+
+
+def texture(source: Image.Image, rng: np.random.Generator) -> Image.Image:
+    """One image of ``source``'s surface: a crop of 48 to 160 pixels, its brightness and
+    contrast jittered, with pixel noise."""
+    pixels = np.asarray(_crop(source, rng, 48, 160), np.float32)
+    pixels = (pixels - pixels.mean()) * rng.uniform(0.6, 1.4) + rng.uniform(70, 180)
+    pixels += rng.normal(0, 6, pixels.shape)
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).convert("RGB")
+
+
+def symbol(char: str, photos: list[Image.Image], rng: np.random.Generator) -> Image.Image:
+    """One image of ``char``: a random colour, size, position and rotation over a crop of one
+    of ``photos``."""
+    import matplotlib
+
+    background = _crop(photos[int(rng.integers(len(photos)))], rng, 64, 320)
+    font_file = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
+    font = ImageFont.truetype(str(font_file), int(rng.integers(26, 46)))
+    mask = Image.new("L", (2 * SIZE, 2 * SIZE), 0)
+    draw = ImageDraw.Draw(mask)
+    left, top, right, bottom = draw.textbbox((0, 0), char, font=font)
+    x = SIZE - (right - left) / 2 - left + rng.integers(-8, 9)
+    y = SIZE - (bottom - top) / 2 - top + rng.integers(-8, 9)
+    draw.text((x, y), char, fill=255, font=font)
+    mask = mask.rotate(float(rng.uniform(-30, 30)), resample=Image.Resampling.BILINEAR)
+    mask = mask.crop((SIZE // 2, SIZE // 2, SIZE // 2 + SIZE, SIZE // 2 + SIZE))
+    colour = tuple(int(v) for v in rng.integers(0, 256, 3))
+    image = Image.composite(Image.new("RGB", (SIZE, SIZE), colour), background, mask)
+    pixels = np.asarray(image, np.float32) + rng.normal(0, 8, (SIZE, SIZE, 3))
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+
+
+def write_folder(kind: str, root: Path, per_class: int, seed: int) -> Path:
+    """Write the ``kind`` folder (``textures`` or ``symbols``); refuses to write into a folder
+    that is not empty."""
+    if root.exists() and any(root.iterdir()):
+        raise SystemExit(f"{root} is not empty; give a new folder")
+    rng = np.random.default_rng(seed)
+    draws: dict[str, Callable[[], Image.Image]] = {}
+    if kind == "textures":
+        for name, source in zip(TEXTURES, _grey_sources(), strict=True):
+            draws[name] = lambda source=source: texture(source, rng)
+    else:
+        photos = _photographs()
+        for name, char in zip(SYMBOL_NAMES, SYMBOLS, strict=True):
+            draws[name] = lambda char=char: symbol(char, photos, rng)
+    for name, draw in draws.items():
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            draw().save(root / name / f"{i:03d}.png")
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=("textures", "symbols"))
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--per-class", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    root = write_folder(args.kind, args.out, args.per_class, args.seed)
+    print(f"wrote {10 * args.per_class} images in 10 classes to {root}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
