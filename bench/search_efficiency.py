@@ -4,8 +4,10 @@ with the same number of fine-tuning epochs.
 Compute is counted in fine-tuning epochs — passes over the whole training split — of every
 fine-tune a strategy runs (measured, short screening fine-tunes, contribution analysis), so
 that a strategy that screens cheaply measures fewer candidates in full. Every strategy gets
-``--budget`` × ``--epochs`` epochs (the default search's budget: 12 measured fine-tunes of 8
-epochs; the searches' ``epoch_budget``) on the same checkpoint, data and learning rate
+``--budget`` × ``--epochs`` epochs on each train/validation partition (the default search's
+budget: 12 measured fine-tunes of 8 epochs, two partitions where the validation split is too
+small to rank candidates alone, as on a folder of 300 images; the searches' ``epoch_budget``)
+on the same checkpoint, data and learning rate
 (the learning rate of each scheme family chosen once per data set by the search's grid on the
 validation split, in a study of its own, and given to every run — or one ``--lr`` for all; the
 grid and the full-fine-tuning reference of a real study are the same for every strategy, so
@@ -21,6 +23,9 @@ they are left out of all of them). Strategies:
   fewer candidates in full so that its total epochs stay within the budget;
 * ``gp``: the baseline presets, then Optuna's Gaussian-process sampler (from the 5th trial on);
 * ``random``, ``tpe``, ``nsga2``: Optuna's samplers on the joint space, no baselines;
+* ``preset-last``, ``preset-bias-only``, ``preset-mcunetv3``, ``preset-tinytl``: one preset's
+  update scheme on the sub-networks ``tpe-early`` proposes (``tinytune search --preset P``):
+  what the same compute buys a user who trusts one paper's recipe;
 * ``mcunetv3``: MCUNetV3's recipe — contribution analysis of the default sub-network (at the
   screening fidelity, so that it fits the budget), then an evolutionary search (NSGA-II,
   ``--evolution-trials`` candidates scored by the additive estimate and the hardware model) over
@@ -141,7 +146,7 @@ def search_run(
         dataset=data.name,
         n_classes=data.num_classes,
         trials=10**6,  # the epoch budget decides
-        epoch_budget=float(budget * args.epochs),
+        epoch_budget=float(budget * args.epochs * args.repeats),
         seed=seed,
         proxy_eta=args.eta,
         screen_epochs=args.screen_epochs,
@@ -239,7 +244,8 @@ def mcunetv3_run(
     unique = list({c.key: (c, cost, acc) for c, cost, acc in feasible}.values())
     # a measured fine-tune costs its epochs on every train/validation partition
     left = int(
-        (args.budget * args.epochs - metered.train_epochs) // (args.epochs * checked.repeats)
+        (args.budget * args.epochs * args.repeats - metered.train_epochs)
+        // (args.epochs * checked.repeats)
     )
     picks: list[tuple[Any, Any, float]] = []
 
@@ -273,6 +279,22 @@ def mcunetv3_run(
                     )
                 )
     return points, metered.train_epochs
+
+
+def repeats(args: argparse.Namespace, store: Any) -> int:
+    """The train/validation partitions every measured fine-tune of the data set trains on (more
+    than one where the validation split is too small to rank candidates): a strategy's budget
+    is ``--budget`` measured fine-tunes of the search, each on every partition."""
+    data = get_dataset(args.dataset)
+    config = SearchConfig(
+        checkpoint=str(args.checkpoint),
+        study_name="rates",
+        supernet=args.supernet,
+        dataset=data.name,
+        n_classes=data.num_classes,
+        sram_budget_bytes=args.sram_budget_kb * 1024,
+    )
+    return preflight(config, store).repeats
 
 
 def choose_rates(args: argparse.Namespace, store: Any, executor: Executor) -> LrCalibration:
@@ -480,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     args.rates = None
     try:
         with open_store(url) as store:
+            args.repeats = repeats(args, store)
             if args.lr is None:
                 args.rates = choose_rates(args, store, executor)
                 print(f"learning rates chosen on validation: {args.rates.to_json()}", flush=True)
@@ -503,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
                         "points": points,
                         "epochs": epochs,
                         "counts": counts,
-                        "budget_epochs": budget * args.epochs,
+                        "budget_epochs": budget * args.epochs * args.repeats,
                         "wall_s": time.monotonic() - started,
                         "sram_budget": args.sram_budget_kb * 1024,
                         "lr": args.lr if args.rates is None else args.rates.to_json(),

@@ -17,10 +17,20 @@ from tinytune.search.run.mutation import (
     joint_params,
     mutant,
     mutate_scheme,
+    mutate_structure,
     mutate_subnet,
+    operators_for,
     propose_mutant,
 )
-from tinytune.spaces import PRESET_NAMES, Candidate, make_preset, suggest_candidate
+from tinytune.spaces import (
+    PRESET_NAMES,
+    Candidate,
+    conv_kinds,
+    default_subnet,
+    get_supernet,
+    make_preset,
+    suggest_candidate,
+)
 from tinytune.spaces.candidate import LiteResidualBranch, LiteResidualConfig, UpdateScheme
 
 from .fakes import SPEC, SUBNET, FakeEvaluator, N, search_config
@@ -92,6 +102,73 @@ def test_a_subnet_step_moves_one_resolution_kernel_or_expand_ratio() -> None:
     assert mutate_subnet(SUBNET, SPEC, "depth", random.Random(0)) is None
 
 
+LITE0 = get_supernet("efficientnet-lite0")
+
+
+def test_each_network_gets_the_operators_its_choices_offer() -> None:
+    # a supernet: kernels, expand ratios and depths; a fixed network: its depths and its cut
+    supernet, fixed = set(operators_for(SPEC)), set(operators_for(LITE0))
+    assert {"kernel", "expand", "depth", "resolution", "branch"} <= supernet
+    assert "cut" not in supernet
+    assert {"cut", "depth", "resolution", "branch"} <= fixed
+    assert not {"kernel", "expand"} & fixed
+    assert "cut" not in operators_for(LITE0, cuts=(4,))  # one allowed cut: nothing to move
+
+
+def test_a_cut_carries_the_scheme_and_branches_over_from_the_output() -> None:
+    subnet = default_subnet(LITE0)  # cut after 3 stages: 8 blocks, 24 convolutions
+    n = len(conv_kinds(LITE0, subnet))
+    branch = LiteResidualBranch(kernel_size=5, groups=2, downsample=2, expand=0.5)
+    parent = Candidate(
+        LITE0.name,
+        subnet,
+        LiteResidualConfig(((subnet.n_blocks - 1, branch),)),
+        UpdateScheme(6, ((n - 3, 0.5), (n - 1, 1.0))),
+    )
+    for seed in range(10):
+        child = mutate_structure(parent, LITE0, "cut", random.Random(seed), cuts=(3, 4))
+        assert child is not None and len(child.subnet.stages) == 4
+        m = len(conv_kinds(LITE0, child.subnet))
+        assert m > n
+        # the same layers counted from the output, the branch still on the last block
+        assert child.update == UpdateScheme(6, ((m - 3, 0.5), (m - 1, 1.0)))
+        assert child.lite_residual.blocks == (child.subnet.n_blocks - 1,)
+
+        back = mutate_structure(child, LITE0, "cut", random.Random(seed), cuts=(3, 4))
+        assert back == parent  # and back again
+    assert mutate_structure(parent, LITE0, "cut", random.Random(0), cuts=(3,)) is None
+
+
+def test_a_depth_step_adds_or_drops_one_block_and_keeps_the_tail() -> None:
+    parent = make_preset("mcunetv3", SPEC, SUBNET)
+    n = len(conv_kinds(SPEC, SUBNET))
+    for seed in range(30):
+        child = mutate_structure(parent, SPEC, "depth", random.Random(seed))
+        assert child is not None
+        diffs = [a - b for a, b in zip(child.subnet.depths, SUBNET.depths, strict=True)]
+        assert sorted(diffs)[0] >= -1 and sorted(diffs)[-1] <= 1 and sum(map(abs, diffs)) == 1
+        shift = len(conv_kinds(SPEC, child.subnet)) - n
+        assert child.update.bias_last_k == parent.update.bias_last_k
+        assert child.update.weights == tuple((i + shift, r) for i, r in parent.update.weights)
+
+
+def test_a_branch_step_adds_or_removes_one_lite_residual_on_the_last_blocks() -> None:
+    parent = make_preset("bias-only", SPEC, SUBNET)
+    assert not parent.lite_residual.branches
+    grown = mutate_structure(parent, SPEC, "branch", random.Random(0))
+    assert grown is not None and grown.lite_residual.blocks == (SUBNET.n_blocks - 1,)
+    assert grown.update == parent.update and grown.subnet == parent.subnet
+    assert joint_params(grown, SPEC) is not None  # the joint space expresses it
+    for seed in range(10):
+        step = mutate_structure(grown, SPEC, "branch", random.Random(seed))
+        assert step is not None and len(step.lite_residual.branches) in (0, 2)
+        if step.lite_residual.branches:  # the same shape, on the last two blocks
+            assert {b for _, b in step.lite_residual.branches} == {
+                grown.lite_residual.branches[0][1]
+            }
+            assert step.lite_residual.blocks == (SUBNET.n_blocks - 2, SUBNET.n_blocks - 1)
+
+
 def test_joint_params_select_the_candidate_when_the_joint_space_can_express_it() -> None:
     expressible = {"last", "bias-only", "tinytl"}
     for name in PRESET_NAMES:
@@ -116,9 +193,11 @@ def test_mutants_keep_their_parents_network_and_honour_accept() -> None:
         found = mutant(parents, SPEC, rng, lambda child: True)
         assert found is not None
         child, params, parent = found
-        assert parent in parents and child != parent
-        assert child.lite_residual == parent.lite_residual
-        assert child.subnet.depths == parent.subnet.depths
+        assert parent in parents and child != parent and child.supernet == parent.supernet
+        # one or two steps: at most two branches and two blocks more or fewer
+        assert abs(len(child.lite_residual.branches) - len(parent.lite_residual.branches)) <= 2
+        depths = zip(child.subnet.depths, parent.subnet.depths, strict=True)
+        assert sum(abs(a - b) for a, b in depths) <= 2
         assert suggest_candidate(optuna.trial.FixedTrial(params), SPEC) == child
         assert len(child.update.weights) <= 4
         seen.add(child.key)
@@ -230,8 +309,10 @@ def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path)
         parent_trial = keys.index(t.user_attrs["mutant_of"])
         assert parent_trial < t.number  # measured before it, on the front then
         parent = Candidate.from_json(trials[parent_trial].user_attrs["candidate"])
-        assert child.lite_residual == parent.lite_residual and child != parent
-        assert child.subnet.depths == parent.subnet.depths
+        assert child != parent and child.supernet == parent.supernet
+        gained = len(child.lite_residual.branches) - len(parent.lite_residual.branches)
+        depths = zip(child.subnet.depths, parent.subnet.depths, strict=True)
+        assert abs(gained) + sum(abs(a - b) for a, b in depths) <= 2  # one or two steps
         assert t.user_attrs["memory_bytes"] <= config.sram_budget_bytes
         assert suggest_candidate(optuna.trial.FixedTrial(t.params), SPEC) == child
 

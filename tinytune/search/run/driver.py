@@ -376,7 +376,9 @@ class Run:
             subnet = default_subnet(self.spec)
             baselines = [make_preset(name, self.spec, subnet) for name in BASELINE_PRESETS]
         rng = random.Random(f"{config.seed}:{self.limits.proposals}")
-        found = propose_mutant(parents, baselines, self.spec, rng, ledger.fits, ledger.taken)
+        found = propose_mutant(
+            parents, baselines, self.spec, rng, ledger.fits, ledger.taken, self.cuts or None
+        )
         if found is not None:
             params, parent = found
             self.study.enqueue(params, {Attr.MUTANT_OF: parent.key})

@@ -6,15 +6,18 @@ parameters (a preset trial has none). The candidates that extend a front, though
 the ones on it: MCUNetV3 finds its sparse schemes by an evolutionary search over the update
 scheme of one sub-network (§2.3), each scheme a few layers or ratios away from another. So every
 other fresh proposal (``SearchConfig.mutate``) is a mutant of a front point: its update scheme
-and sub-network (its lite residual branches kept) changed by one or two steps, each drawn at
+and sub-network changed by one or two steps, each drawn at
 random among
 
 * dropping one weight-updated layer, or halving one's ratio of input channels,
 * adding one inside the bias-updated tail (any ratio), or doubling one's ratio,
 * shortening the bias-updated tail (never past a weight-updated layer), or lengthening it,
 * the next input resolution up or down, another kernel size or expand ratio of one block (as
-  Once-for-All's evolutionary search mutates its sub-networks; depths stay, so the update
-  scheme's layer indices keep their meaning).
+  Once-for-All's evolutionary search mutates its sub-networks),
+* one stage a block deeper or shallower, a fixed network (EfficientNet-Lite0) cut one stage later
+  or earlier, a lite residual branch more or fewer on the last blocks: the update scheme and the
+  branches are carried over counted from the output (the last k biases stay the last k), which
+  is where the sparse update and TinyTL's branches sit.
 
 Under a tight SRAM budget the front may hold little besides the classifier-only update, while
 the baseline presets that were over the budget hold the better schemes. So the parents include
@@ -40,8 +43,13 @@ from typing import Any
 
 from tinytune.spaces import Candidate, SupernetSpec, conv_kinds, subnet_params, suggest_candidate
 from tinytune.spaces.candidate import (
+    LITE_DOWNSAMPLE,
+    LITE_EXPAND,
     WEIGHT_RATIOS,
+    LiteResidualBranch,
     LiteResidualConfig,
+    Schedule,
+    StageConfig,
     SubnetConfig,
     UpdateScheme,
 )
@@ -61,6 +69,7 @@ __all__ = [
 
 OPERATORS = ("drop", "narrow", "add", "widen", "shorten", "lengthen")
 SUBNET_OPERATORS = ("resolution", "kernel", "expand")
+STRUCTURE_OPERATORS = ("cut", "depth", "branch")
 MAX_STEPS = 2
 """A mutant is one or two operator steps from its parent (drawn with equal chance)."""
 REPAIR_OPERATORS = ("drop", "narrow", "shorten", "unbranch")
@@ -125,6 +134,99 @@ def mutate_subnet(
     stages = list(subnet.stages)
     stages[s] = dataclasses.replace(stage, **{field: tuple(values)})
     return dataclasses.replace(subnet, stages=tuple(stages))
+
+
+def _restructured(candidate: Candidate, spec: SupernetSpec, subnet: SubnetConfig) -> Candidate:
+    """``candidate`` on ``subnet``, a sub-network with more or fewer blocks: its update scheme and
+    lite residual branches kept where they are counted from the output (the last k biases, the
+    weight-updated layer n convolutions before the last, the branches on the last m blocks),
+    what falls off the front dropped."""
+    n_old, n_new = len(conv_kinds(spec, candidate.subnet)), len(conv_kinds(spec, subnet))
+    shift = n_new - n_old
+    update = candidate.update
+    weights = tuple((i + shift, r) for i, r in update.weights if i + shift >= 0)
+    scheme = UpdateScheme(min(update.bias_last_k, n_new), weights, update.norm)
+    moved = subnet.n_blocks - candidate.subnet.n_blocks
+    branches = tuple(
+        (b + moved, shape) for b, shape in candidate.lite_residual.branches if b + moved >= 1
+    )
+    return Candidate(candidate.supernet, subnet, LiteResidualConfig(branches), scheme)
+
+
+def _stage(spec: SupernetSpec, s: int, depth: int, rng: random.Random) -> StageConfig:
+    """Stage ``s`` at ``depth`` blocks, each block's kernel and expand ratio drawn among the
+    network's choices (a fixed network has one)."""
+    ks = tuple(rng.choice(spec.block_kernels(s, b)) for b in range(depth))
+    es = tuple(rng.choice(spec.block_expands(s, b)) for b in range(depth))
+    return StageConfig(ks, es)
+
+
+def mutate_structure(
+    candidate: Candidate,
+    spec: SupernetSpec,
+    operator: str,
+    rng: random.Random,
+    cuts: tuple[int, ...] | None = None,
+) -> Candidate | None:
+    """``candidate`` changed by one ``operator`` step (:data:`STRUCTURE_OPERATORS`), its scheme
+    and branches carried over from the output end (:func:`_restructured`):
+
+    * ``cut``: a fixed network cut one allowed stage count later or earlier (``cuts``, default
+      every cut the network allows);
+    * ``depth``: one stage a block deeper or shallower (its last block dropped, or one added);
+    * ``branch``: a lite residual branch more or fewer on the last blocks (a new one in the
+      shape of the others, or drawn among the joint space's shapes).
+
+    None where the operator does not apply."""
+    subnet = candidate.subnet
+    if operator == "cut":
+        counts = sorted(cuts or spec.stage_counts)
+        n = len(subnet.stages)
+        if n not in counts or len(counts) < 2:
+            return None
+        i = counts.index(n)
+        near = [counts[j] for j in (i - 1, i + 1) if 0 <= j < len(counts)]
+        m = rng.choice(near)
+        stages = subnet.stages[:m] + tuple(
+            _stage(spec, s, max(spec.stage_depths(s)), rng) for s in range(n, m)
+        )
+        return _restructured(candidate, spec, dataclasses.replace(subnet, stages=stages))
+    if operator == "depth":
+        near = {
+            s: [d for d in spec.stage_depths(s) if abs(d - stage.depth) == 1]
+            for s, stage in enumerate(subnet.stages)
+        }
+        movable = [s for s, depths in near.items() if depths]
+        if not movable:
+            return None
+        s = rng.choice(movable)
+        stage, depth = subnet.stages[s], rng.choice(near[s])
+        grown = _stage(spec, s, depth, rng)
+        changed = StageConfig(
+            (stage.ks + grown.ks[stage.depth :])[:depth],
+            (stage.e + grown.e[stage.depth :])[:depth],
+        )
+        stages = (*subnet.stages[:s], changed, *subnet.stages[s + 1 :])
+        return _restructured(candidate, spec, dataclasses.replace(subnet, stages=stages))
+    if operator == "branch":
+        lite = candidate.lite_residual
+        m = len(lite.branches)
+        near = [c for c in (m - 1, m + 1) if 0 <= c < subnet.n_blocks]
+        count = rng.choice(near)
+        shape = (
+            lite.branches[0][1]
+            if lite.branches
+            else LiteResidualBranch(
+                kernel_size=rng.choice((3, 5)),
+                groups=rng.choice((2, 4)),
+                downsample=rng.choice([d for d in LITE_DOWNSAMPLE if d > 1]),
+                expand=rng.choice([e for e in LITE_EXPAND if e <= 1.0]),
+            )
+        )
+        n = subnet.n_blocks
+        branches = tuple((b, shape) for b in range(n - count, n))
+        return dataclasses.replace(candidate, lite_residual=LiteResidualConfig(branches))
+    return None
 
 
 def joint_params(candidate: Candidate, spec: SupernetSpec) -> dict[str, Any] | None:
@@ -195,6 +297,7 @@ def propose_mutant(
     rng: random.Random,
     fits: Callable[[Candidate], bool],
     taken: Callable[[Candidate], bool],
+    cuts: tuple[int, ...] | None = None,
 ) -> tuple[dict[str, Any], Candidate] | None:
     """The next mutant a run enqueues: its joint parameters and its parent, a mutant of one of
     ``parents`` (the front's candidates) or a repair of one of the ``baselines`` that does not
@@ -211,8 +314,43 @@ def propose_mutant(
         return not taken(child) and fits_once(child)
 
     parents = parents + [p for p in baselines if p not in parents and not fits_once(p)]
-    found = mutant(parents, spec, rng, accept, fits=fits_once)
+    found = mutant(parents, spec, rng, accept, fits=fits_once, cuts=cuts)
     return None if found is None else (found[1], found[2])
+
+
+def operators_for(spec: SupernetSpec, cuts: tuple[int, ...] | None = None) -> tuple[str, ...]:
+    """The operators that can change a candidate of ``spec``: every scheme operator, the
+    resolution and the lite residual branches, and those of the network's own choices (kernel
+    sizes and expand ratios of a supernet, depths where a stage offers several, the cut of a
+    fixed network with more than one allowed)."""
+    stages = range(spec.n_stages)
+    offered = {
+        "resolution": len(spec.resolutions) > 1,
+        "kernel": not spec.fixed and len(spec.ks_choices) > 1,
+        "expand": not spec.fixed and len(spec.expand_choices) > 1,
+        "depth": any(len(spec.stage_depths(s)) > 1 for s in stages),
+        "cut": spec.fixed and len(cuts or spec.stage_counts) > 1,
+        "branch": True,
+    }
+    return OPERATORS + tuple(o for o in SUBNET_OPERATORS + STRUCTURE_OPERATORS if offered[o])
+
+
+def _step(
+    candidate: Candidate,
+    spec: SupernetSpec,
+    operator: str,
+    rng: random.Random,
+    cuts: tuple[int, ...] | None,
+) -> Candidate | None:
+    """``candidate`` changed by one step of any operator; None where it does not apply."""
+    if operator in OPERATORS:
+        n_convs = len(conv_kinds(spec, candidate.subnet))
+        scheme = mutate_scheme(candidate.update, n_convs, operator, rng)
+        return None if scheme is None else dataclasses.replace(candidate, update=scheme)
+    if operator in SUBNET_OPERATORS:
+        subnet = mutate_subnet(candidate.subnet, spec, operator, rng)
+        return None if subnet is None else dataclasses.replace(candidate, subnet=subnet)
+    return mutate_structure(candidate, spec, operator, rng, cuts)
 
 
 def mutant(
@@ -222,11 +360,14 @@ def mutant(
     accept: Callable[[Candidate], bool],
     tries: int = 64,
     fits: Callable[[Candidate], bool] | None = None,
+    cuts: tuple[int, ...] | None = None,
 ) -> tuple[Candidate, dict[str, Any], Candidate] | None:
     """A mutant of one of ``parents`` that the joint space expresses and ``accept`` takes (not
     measured, within the budgets): ``(mutant, its joint parameters, its parent)``, or None
     after ``tries`` draws. With ``fits`` (within the budgets), a parent that does not fit is
-    repaired instead of mutated: shrunk step by step until it fits."""
+    repaired instead of mutated: shrunk step by step until it fits. ``cuts``: the stage counts
+    a fixed network may be cut after (default: all it allows)."""
+    operators = operators_for(spec, cuts)
     for _ in range(tries):
         parent = rng.choice(parents)
         n_convs = len(conv_kinds(spec, parent.subnet))
@@ -234,7 +375,7 @@ def mutant(
         while len(scheme.weights) > MAX_WEIGHT_LAYERS:  # what the joint space can hold
             scheme = mutate_scheme(scheme, n_convs, "drop", rng) or scheme
         if fits is not None and not fits(parent):
-            start = dataclasses.replace(parent, update=scheme)
+            start = dataclasses.replace(parent, update=scheme, schedule=Schedule())
             repaired = start if fits(start) else _shrink(start, n_convs, rng, fits)
             if repaired is None:
                 continue
@@ -242,20 +383,14 @@ def mutant(
             if params is not None and accept(repaired):
                 return repaired, params, parent
             continue
-        subnet, changed, applies = parent.subnet, scheme, True
+        # the child's frozen prefix is scheduled anew when it is proposed
+        child, applies = dataclasses.replace(parent, update=scheme, schedule=Schedule()), True
         for _ in range(rng.randint(1, MAX_STEPS)):
-            operator = rng.choice(OPERATORS + SUBNET_OPERATORS)
-            if operator in OPERATORS:
-                scheme_step = mutate_scheme(changed, n_convs, operator, rng)
-                applies = applies and scheme_step is not None
-                changed = scheme_step or changed
-            else:
-                subnet_step = mutate_subnet(subnet, spec, operator, rng)
-                applies = applies and subnet_step is not None
-                subnet = subnet_step or subnet
+            step = _step(child, spec, rng.choice(operators), rng, cuts)
+            applies = applies and step is not None
+            child = step or child
         if not applies:
             continue
-        child = Candidate(parent.supernet, subnet, parent.lite_residual, changed)
         if child == parent:
             continue
         params = joint_params(child, spec)
