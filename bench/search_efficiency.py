@@ -95,7 +95,9 @@ from tinytune.spaces import (
 SEARCHES: dict[str, dict[str, Any]] = {
     "tpe-baselines": {"sampler": "tpe", "baselines": True},  # the default before tpe-early
     "tpe-early": {"sampler": "tpe-early", "baselines": True},
-    "tpe-mutate": {"sampler": "tpe-early", "baselines": True, "mutate": True},
+    "tpe-mutate": {"sampler": "tpe-early", "baselines": True, "mutate": 0.5},
+    "evolve-75": {"sampler": "tpe-early", "baselines": True, "mutate": 0.75},
+    "evolve": {"sampler": "tpe-early", "baselines": True, "mutate": 1.0},
     "halving": {"sampler": "tpe-early", "baselines": True, "halving": True},
     "gp": {"sampler": "gp", "baselines": True},
     "random": {"sampler": "random", "baselines": False},
@@ -111,7 +113,7 @@ SEARCHES: dict[str, dict[str, Any]] = {
 STRATEGIES = (*SEARCHES, "mcunetv3")
 PRESETS = tuple(s for s in SEARCHES if s.startswith("preset-"))
 BASELINES = ("random", "tpe", "nsga2", "mcunetv3", *PRESETS)  # what tinytune's are judged by
-MINE = ("tpe-baselines", "tpe-early", "tpe-mutate", "halving", "gp")
+MINE = ("tpe-baselines", "tpe-early", "tpe-mutate", "evolve-75", "evolve", "halving", "gp")
 
 Point = tuple[float, float, float, float | None]  # val accuracy, SRAM, latency s, test accuracy
 

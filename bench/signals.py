@@ -1,12 +1,15 @@
 """Cheap signals against measured accuracy: Kendall τ per scheme family and pooled.
 
     python3 -m bench.signals [--sample 24] [--seed 0] [--dataset digits] [--lr 1.6]
+        [--family-lr FAMILY=LR ...] [--sram-budget-kb KB] [--supernet NAME]
         [--epochs 8] [--contribution-epochs 2] [--short-epochs 2] [--short-fraction 0.5]
         [--repeat-seed S] [--processes 2] [--json OUT]
 
 Candidates: the presets on the default sub-network (classifier only, bias-only, the MCUNetV3-
 and TinyTL-style schemes, full fine-tuning) and ``--sample`` more drawn at random from the joint
-space of ``ofa-proxyless-w0.35`` (Optuna's random sampler), all on the shipped checkpoint. Each
+space of the data set's network (``ofa-proxyless-w0.35`` on the built-in data sets,
+EfficientNet-Lite0 on an image folder; Optuna's random sampler; with ``--sram-budget-kb``, only
+those that fit it, as the search measures no other), all on the shipped weights. Each
 is fine-tuned as the search measures it (``tinytune.evaluators.run_evaluation``: its epochs,
 batch 32, one rate for every family, one torch thread, ``--processes`` at a time) for its
 validation accuracy, and its signals (``bench/cheap_signals.py``: a linear probe and 64
@@ -34,12 +37,15 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from bench.harness import DEFAULT_SUPERNET, add_arguments, write_json
+from bench.harness import BY_DATASET, add_arguments, write_json
+from tinytune.errors import ConfigError
 from tinytune.evaluators import run_evaluation
+from tinytune.spaces import default_network
 
 
 def _contribution_table(args, spec, checkpoint, pool):  # type: ignore[no-untyped-def]
@@ -103,12 +109,63 @@ def _contribution_table(args, spec, checkpoint, pool):  # type: ignore[no-untype
     return table
 
 
+def _within_budget(args: argparse.Namespace, spec: Any, checkpoint: Any) -> list[Any]:
+    """``--sample`` distinct candidates of the joint space (Optuna's random sampler) that fit
+    ``--sram-budget-kb`` and the device's flash, each with the frozen-prefix schedule the search
+    gives it (patch by patch where whole images would not fit)."""
+    import optuna
+
+    from tinytune.data import get_dataset
+    from tinytune.db import open_store
+    from tinytune.search import SearchConfig, preflight
+    from tinytune.search.config.budgets import over_budget
+    from tinytune.spaces import suggest_candidate
+
+    data = get_dataset(args.dataset)
+    config = SearchConfig(
+        checkpoint=str(checkpoint),
+        study_name="signals",
+        supernet=spec.name,
+        dataset=data.name,
+        n_classes=data.num_classes,
+        sram_budget_bytes=args.sram_budget_kb * 1024,
+    )
+    with tempfile.TemporaryDirectory() as tmp, open_store(f"sqlite:///{tmp}/s.db") as store:
+        checked = preflight(config, store)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=args.seed))
+    out: dict[str, Any] = {}
+    for _ in range(200 * args.sample):
+        if len(out) == args.sample:
+            break
+        try:
+            c = checked.hardware.schedule(suggest_candidate(study.ask(), spec))
+        except ConfigError:  # a schedule the network cannot run
+            continue
+        if over_budget(config, checked.flash_budget, checked.hardware(c))[1] is None:
+            out.setdefault(c.key, c)
+    return list(out.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=24, help="random candidates besides presets")
     parser.add_argument("--seed", type=int, default=0)
-    add_arguments(parser, dataset=True, json=True)
+    add_arguments(parser, dataset=True, json=True, supernet=BY_DATASET)
     parser.add_argument("--lr", type=float, default=1.6)
+    parser.add_argument(
+        "--family-lr",
+        nargs="*",
+        default=[],
+        metavar="FAMILY=LR",
+        help="a scheme family's own rate (as the search's grid chose it), e.g. bias=0.8",
+    )
+    parser.add_argument(
+        "--sram-budget-kb",
+        type=int,
+        help="draw only candidates within this SRAM budget, frozen prefix scheduled as the "
+        "search does (default: any)",
+    )
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--contribution-epochs", type=int, default=2)
     parser.add_argument("--short-epochs", type=int, default=2)
@@ -131,18 +188,28 @@ def main(argv: list[str] | None = None) -> int:
     from tinytune.spaces import get_supernet, make_preset
 
     torch.set_num_threads(1)
-    spec = get_supernet(DEFAULT_SUPERNET)
+    spec = get_supernet(args.supernet or default_network(args.dataset))
     checkpoint = ensure_checkpoint(spec)
     presets = [make_preset(p, spec) for p in ("last", "bias-only", "mcunetv3", "tinytl", "full")]
-    candidates = {c.key: c for c in presets + sample_candidates(spec, args.sample, args.seed)}
+    drawn = (
+        sample_candidates(spec, args.sample, args.seed)
+        if args.sram_budget_kb is None
+        else _within_budget(args, spec, checkpoint)
+    )
+    candidates = {c.key: c for c in presets + drawn}
     config = FinetuneConfig(epochs=args.epochs, lr=args.lr, seed=args.seed)
+    rates = {f: float(v) for f, v in (pair.split("=", 1) for pair in args.family_lr)}
+
+    def finetune(c: Any, settings: dict[str, Any]) -> dict[str, Any]:
+        return settings | {"lr": rates.get(family_of(c, spec), settings["lr"])}
+
     tasks = {
         key: {
             "candidate": c.to_json(),
             "checkpoint": str(checkpoint),
             "dataset": args.dataset,
             "data_seed": args.seed,
-            "finetune": config.to_dict(),
+            "finetune": finetune(c, config.to_dict()),
             "threads": 1,
         }
         for key, c in candidates.items()
@@ -152,17 +219,22 @@ def main(argv: list[str] | None = None) -> int:
         futures = {key: pool.submit(run_evaluation, task) for key, task in tasks.items()}
         again = {}
         if args.repeat_seed is not None:
-            other = {**config.to_dict(), "seed": args.repeat_seed}
             again = {
-                k: pool.submit(run_evaluation, t | {"finetune": other}) for k, t in tasks.items()
+                k: pool.submit(
+                    run_evaluation, t | {"finetune": t["finetune"] | {"seed": args.repeat_seed}}
+                )
+                for k, t in tasks.items()
             }
         shorts = {}
         if args.short_epochs > 0:
-            brief = {**config.to_dict(), "epochs": args.short_epochs}
             shorts = {
                 k: pool.submit(
                     run_evaluation,
-                    t | {"finetune": brief, "train_fraction": args.short_fraction},
+                    t
+                    | {
+                        "finetune": t["finetune"] | {"epochs": args.short_epochs},
+                        "train_fraction": args.short_fraction,
+                    },
                 )
                 for k, t in tasks.items()
             }

@@ -756,8 +756,8 @@ def test_the_search_says_which_devices_its_workers_trained_on(
 
 
 def test_the_commands_log_names_options_as_flags() -> None:
-    """A log message that names an option (``tinytune.errors.Words``) says ``--mutate`` in a
-    command's output, where a Python caller's logging says ``mutate=True``; in a process of
+    """A log message that names an option (``tinytune.errors.Words``) says ``--mutate 0.5`` in
+    a command's output, where a Python caller's logging says ``mutate=0.5``; in a process of
     its own, as a command runs (no logging set up before)."""
     code = (
         "import logging\n"
@@ -765,7 +765,7 @@ def test_the_commands_log_names_options_as_flags() -> None:
         "from tinytune.errors import flag\n"
         "quiet_logs()\n"
         "log = logging.getLogger('tinytune.search.run.driver')\n"
-        "log.warning(flag('mutate', True) + ' changes update schemes; it is off with a preset')\n"
+        "log.warning(flag('mutate', 0.5) + ' changes update schemes; it is off with a preset')\n"
         "log.warning('plain text, %d', 2)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
@@ -773,7 +773,7 @@ def test_the_commands_log_names_options_as_flags() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert done.stderr.splitlines() == [
-        "WARNING tinytune.search.run.driver: --mutate changes update schemes; it is off with a "
-        "preset",
+        "WARNING tinytune.search.run.driver: --mutate 0.5 changes update schemes; it is off "
+        "with a preset",
         "WARNING tinytune.search.run.driver: plain text, 2",
     ]

@@ -13,6 +13,7 @@ import pytest
 from tinytune.db import open_store
 from tinytune.evaluators import HardwareConfig
 from tinytune.search import InlineExecutor, run_search
+from tinytune.search.run.driver import mutant_turn
 from tinytune.search.run.mutation import (
     joint_params,
     mutant,
@@ -280,20 +281,20 @@ def test_with_a_preset_nothing_is_mutated_and_the_log_names_the_option(
     ckpt = tmp_path / "weights.pt"
     ckpt.write_bytes(b"supernet weights")
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    config = search_config(ckpt, trials=3, mutate=True, preset="bias-only", baselines=False)
+    config = search_config(ckpt, trials=3, mutate=0.5, preset="bias-only", baselines=False)
     with open_store(url) as store, caplog.at_level("WARNING", logger="tinytune.search.run.driver"):
         result = run_search(config, store, InlineExecutor(FakeEvaluator()))
     assert result.counts.measured == 3
     trials = optuna.load_study(study_name="s", storage=url).trials
     assert not any("mutant_of" in t.user_attrs for t in trials)
-    assert "mutate=True changes update schemes; it is off with a preset" in caplog.messages
+    assert "mutate=0.5 changes update schemes; it is off with a preset" in caplog.messages
 
 
 def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path) -> None:
     ckpt = tmp_path / "weights.pt"
     ckpt.write_bytes(b"supernet weights")
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    config = search_config(ckpt, trials=10, mutate=True)  # 4 baselines, then 6 proposals
+    config = search_config(ckpt, trials=10, mutate=0.5)  # 4 baselines, then 6 proposals
     with open_store(url) as store:
         result = run_search(config, store, InlineExecutor(FakeEvaluator()))
     assert result.counts.measured == 10
@@ -323,7 +324,7 @@ def test_the_cli_proposes_mutants_with_mutate(tmp_path: Path, tiny_checkpoint: P
 
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     argv = ["search", "--storage", url, "--trials", "6", "--inline", "--epochs", "1"]
-    argv += ["--lr", "0.05", "--weights", str(tiny_checkpoint), "--mutate"]
+    argv += ["--lr", "0.05", "--weights", str(tiny_checkpoint), "--mutate", "0.5"]
     assert main(argv) == 0
     trials = optuna.load_study(study_name="tinytune", storage=url).trials
     # the reference and the 4 baselines, then a mutant and the sampler's proposals in turn
@@ -342,7 +343,7 @@ def test_under_a_tight_budget_the_baselines_over_it_are_repaired_into_it(
     budget = 48 * 1024  # classifier-only fits (35.5 KB); bias-only, mcunetv3, tinytl do not
     # on whole images: patch by patch (the default) fits some of them into the budget unrepaired
     whole = HardwareConfig(patches="none")
-    config = search_config(ckpt, trials=7, mutate=True, sram_budget_bytes=budget, hardware=whole)
+    config = search_config(ckpt, trials=7, mutate=0.5, sram_budget_bytes=budget, hardware=whole)
     with open_store(url) as store:
         run_search(config, store, InlineExecutor(FakeEvaluator()))
     trials = optuna.load_study(study_name="s", storage=url).trials
@@ -354,3 +355,20 @@ def test_under_a_tight_budget_the_baselines_over_it_are_repaired_into_it(
     for t in mutants:
         assert t.state == optuna.trial.TrialState.COMPLETE
         assert t.user_attrs["memory_bytes"] <= budget
+
+
+@pytest.mark.parametrize(
+    ("share", "pattern"),
+    [
+        (0.0, "...."),
+        (0.5, "M.M.M."),
+        (0.75, "MMM.MMM."),
+        (1.0, "MMMMMM"),
+        (0.25, "M...M..."),
+    ],
+)
+def test_the_share_of_mutants_is_spread_evenly_from_the_first_proposal(
+    share: float, pattern: str
+) -> None:
+    turns = "".join("M" if mutant_turn(n, share) else "." for n in range(len(pattern)))
+    assert turns == pattern

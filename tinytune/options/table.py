@@ -393,11 +393,11 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "mutate",
-        Switch(),
-        False,
-        "Every other fresh proposal a mutant of a front point (its update scheme and sub-network "
-        "one or two steps away) or a baseline over the SRAM budget shrunk into it; the others "
-        "the sampler's.",
+        Real(low=0.0, high=1.0),
+        0.0,
+        "Share of the fresh proposals (0 to 1) that are mutants of a front point (its update "
+        "scheme and sub-network one or two steps away) or a baseline over the SRAM budget shrunk "
+        "into it; the others are the sampler's. 0.5: every other one.",
     ),
     Option(
         "proposals",

@@ -115,11 +115,11 @@ class SearchConfig:
             on epochs and training images): each member of a bracket is fine-tuned for
             ``screen_epochs`` epochs on a stratified ``screen_fraction`` of the training images,
             and the one that adds most to the measured front is fine-tuned in full.
-        mutate: Every other fresh proposal is a mutant of a front point (its update scheme and
-            sub-network one or two steps away), or a baseline over the SRAM budget shrunk into
-            it, proposed to the sampler as a joint-scheme trial
-            (:mod:`tinytune.search.run.mutation`); the others are the sampler's. Off with a preset
-            (only the sub-network is searched then).
+        mutate: The share of fresh proposals (0 to 1, spread evenly: 0.5 is every other one)
+            that are mutants of a front point (its update scheme and sub-network one or two
+            steps away), or a baseline over the SRAM budget shrunk into it, proposed to the
+            sampler as a joint-scheme trial (:mod:`tinytune.search.run.mutation`); the others
+            are the sampler's. Off with a preset (only the sub-network is searched then).
         gpus_per_trial: The share of a GPU each fp32 fine-tune's Ray task asks for (measured,
             short, learning-rate grid, contribution analysis): 0 (the default) fine-tunes on
             CPUs; a fraction lets several fine-tunes share one device; more than 1 must be a
@@ -161,7 +161,7 @@ class SearchConfig:
     halving: bool = config_default("halving")
     screen_epochs: int = config_default("screen_epochs")
     screen_fraction: float = config_default("screen_fraction")
-    mutate: bool = config_default("mutate")
+    mutate: float = config_default("mutate")
     gpus_per_trial: float = config_default("gpus_per_trial")
     heartbeat_s: int = 10
     grace_s: int = 30

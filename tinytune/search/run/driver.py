@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -76,6 +77,13 @@ def run_search(
         study.close()
 
 
+def mutant_turn(fresh: int, share: float) -> bool:
+    """Whether fresh proposal number ``fresh`` (from 0) is a mutant when a ``share`` of them are,
+    spread evenly from the first on: 0.5 is every other one, 0.75 three of every four."""
+    tolerance = 1e-9  # 4 × 0.75 is 3, not a hair above it
+    return math.ceil((fresh + 1) * share - tolerance) > math.ceil(fresh * share - tolerance)
+
+
 class Run:
     """The state of one run of the driver (see the module docstring)."""
 
@@ -110,11 +118,13 @@ class Run:
         self.lr_cost = (0, 0.0)  # the grid's fine-tunes and task seconds in this run
         self.stopped_by: str | None = None  # the first of this run's limits that held it back
         self.screen_error: str | None = None  # the last short fine-tune's error, if one failed
-        self.mutation_turn = False  # with config.mutate: whether the last proposal was one
+        self.fresh = 0  # fresh proposals of this run (none waiting in the queue)
         self.ladder: Ladder | None = None
         if config.mutate and config.preset is not None:
             # Words: each front end's log handler names the option as it does
-            log.warning(flag("mutate", True) + " changes update schemes; it is off with a preset")
+            log.warning(
+                flag("mutate", config.mutate) + " changes update schemes; it is off with a preset"
+            )
         if (config.proxy or config.halving) and config.preset is not None:
             log.warning("the fidelity ladder searches update schemes; it is off with a preset")
         elif config.proxy or config.halving:
@@ -326,9 +336,9 @@ class Run:
                 self.held_back("time" if not self.limits.time_left() else "epochs")
             return False  # a retried trial is still told (its result may be stored)
         if not waiting and self.config.mutate and self.config.preset is None:
-            self.mutation_turn = not self.mutation_turn
-            if self.mutation_turn:
+            if mutant_turn(self.fresh, self.config.mutate):
                 self.enqueue_mutant()
+            self.fresh += 1
         trial = self.study.ask()
         self.limits.proposals += 1
         reference = bool(trial.user_attrs.get(Attr.REFERENCE))
