@@ -304,6 +304,9 @@ def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path)
     mutants = [t for t in trials if "mutant_of" in t.user_attrs]
     # the sampler's proposals in between, pruned ones (over the budget) included
     assert len(mutants) >= 3 and [t.number for t in mutants] == [t.number for t in trials[4::2]]
+    # what the budget bought, by origin
+    c = result.counts
+    assert (c.presets, c.mutants, c.sampled) == (4, len(mutants), 10 - 4 - len(mutants))
     for t in mutants:
         assert t.state == optuna.trial.TrialState.COMPLETE and t.params["scheme"] == "joint"
         child = Candidate.from_json(t.user_attrs["candidate"])
@@ -319,13 +322,20 @@ def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path)
 
 
 @pytest.mark.slow
-def test_the_cli_proposes_mutants_with_mutate(tmp_path: Path, tiny_checkpoint: Path) -> None:
+def test_the_cli_proposes_mutants_with_mutate(
+    tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tinytune.cli.main import main
 
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     argv = ["search", "--storage", url, "--trials", "6", "--inline", "--epochs", "1"]
     argv += ["--lr", "0.05", "--weights", str(tiny_checkpoint), "--mutate", "0.5"]
     assert main(argv) == 0
+    # what the budget bought: the reference is beside it
+    said = " ".join(capsys.readouterr().out.split())
+    assert (
+        "the measured fine-tunes: 4 baseline presets on the default sub-network, 1 mutant " in said
+    )
     trials = optuna.load_study(study_name="tinytune", storage=url).trials
     # the reference and the 4 baselines, then a mutant and the sampler's proposals in turn
     fresh = [t.number for t in trials[5:]]

@@ -111,6 +111,17 @@ def search(**options: Any) -> None:
         f"{', pre-training included' if pretrained else ''})"
         + (f"; {c.retried} trials of stopped drivers retried" if c.retried else "")
     )
+    bought = [
+        _count(n, noun) + rest
+        for n, noun, rest in (
+            (c.presets, "baseline preset", " on the default sub-network"),
+            (c.mutants, "mutant", " of front points"),
+            (c.sampled, "proposal", f" of the {options['sampler']} sampler"),
+        )
+        if n
+    ]
+    if bought:
+        console.print("the measured fine-tunes: " + ", ".join(bought), soft_wrap=True)
     if result.stopped_by is not None:
         console.print(
             _stopped(

@@ -31,6 +31,9 @@ class Counts:
         base_tasks: classifier-only fine-tunes of new sub-networks (the proxy's bases).
         screen_tasks: short fine-tunes that screened bracket members (``halving``).
         retried: trials of drivers that stopped beating, failed here and enqueued again.
+        presets, mutants, sampled: the measured fine-tunes that succeeded, by where the
+            candidate came from: a baseline preset on the default sub-network, a mutant of a
+            front point (``mutate``), or the sampler (the reference is none of them).
     """
 
     measured: int = 0
@@ -43,6 +46,9 @@ class Counts:
     base_tasks: int = 0
     screen_tasks: int = 0
     retried: int = 0
+    presets: int = 0
+    mutants: int = 0
+    sampled: int = 0
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from tinytune.search.run.lr_grid import LrCalibration, family_of
 from tinytune.search.run.preflight import Preflight
 from tinytune.search.study.adapter import StudyAdapter
 from tinytune.search.study.attrs import Attr
-from tinytune.spaces import Candidate, suggest_candidate
+from tinytune.spaces import JOINT, Candidate, suggest_candidate
 
 __all__ = ["Ledger"]
 
@@ -323,6 +323,7 @@ class Ledger:
             values = (record.val_accuracy, float(cost.arena_bytes), float(cost.latency_s or 0.0))
             self.study.tell_values(trial, values)
             self.counts.measured += 1
+            self.count_origin(trial)
         else:
             assert record.error is not None
             self.errors[record.error.splitlines()[0]] = None
@@ -330,6 +331,18 @@ class Ledger:
             self.counts.failed += 1
         self.publish()
         self.emit("finished", trial=trial.number, accuracy=record.val_accuracy, error=record.error)
+
+    def count_origin(self, trial: Any) -> None:
+        """Count a measured trial by where its candidate came from (:class:`Counts`)."""
+        attrs = trial.user_attrs
+        if attrs.get(Attr.REFERENCE):
+            return
+        if Attr.MUTANT_OF in attrs:
+            self.counts.mutants += 1
+        elif trial.params.get("scheme") != JOINT and self.study.enqueued(trial):
+            self.counts.presets += 1  # by the study's set-up
+        else:
+            self.counts.sampled += 1
 
     def abandon(self) -> None:
         """The run ends: its fine-tunes in flight are told FAIL and their claims released."""

@@ -265,6 +265,11 @@ class StudyAdapter:
         except optuna.exceptions.UpdateFinishedTrialError:
             log.info("trial %d was finished by another driver; its attributes stay", trial.number)
 
+    def enqueued(self, trial: Any) -> bool:
+        """Whether ``trial`` was enqueued with fixed parameters (a baseline, the reference, a
+        mutant, a bracket's sibling) rather than proposed by the sampler."""
+        return "fixed_params" in self.storage.get_trial_system_attrs(trial._trial_id)
+
     def constrain(self, trial: Any, violations: Sequence[float]) -> None:
         """Give the samplers how far a trial exceeds each budget (> 0) or meets it (<= 0), as
         the one list that Optuna's samplers (``trial.constraints``) and optuna-dashboard (which
