@@ -21,6 +21,7 @@ from tinytune.search.run.mutation import (
     mutate_structure,
     mutate_subnet,
     operators_for,
+    preset_move,
     propose_mutant,
 )
 from tinytune.spaces import (
@@ -308,15 +309,20 @@ def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path)
     c = result.counts
     assert (c.presets, c.mutants, c.sampled) == (4, len(mutants), 10 - 4 - len(mutants))
     for t in mutants:
-        assert t.state == optuna.trial.TrialState.COMPLETE and t.params["scheme"] == "joint"
+        assert t.state == optuna.trial.TrialState.COMPLETE
         child = Candidate.from_json(t.user_attrs["candidate"])
         parent_trial = keys.index(t.user_attrs["mutant_of"])
         assert parent_trial < t.number  # measured before it, on the front then
         parent = Candidate.from_json(trials[parent_trial].user_attrs["candidate"])
         assert child != parent and child.supernet == parent.supernet
-        gained = len(child.lite_residual.branches) - len(parent.lite_residual.branches)
         depths = zip(child.subnet.depths, parent.subnet.depths, strict=True)
-        assert abs(gained) + sum(abs(a - b) for a, b in depths) <= 2  # one or two steps
+        moved = sum(abs(a - b) for a, b in depths)
+        if t.params["scheme"] == "joint":
+            gained = len(child.lite_residual.branches) - len(parent.lite_residual.branches)
+            assert abs(gained) + moved <= 2  # one or two steps
+        else:  # a preset's rule carried to a nearby sub-network
+            assert t.params["scheme"] == trials[parent_trial].params["scheme"]
+            assert child == make_preset(t.params["scheme"], SPEC, child.subnet) and moved <= 2
         assert t.user_attrs["memory_bytes"] <= config.sram_budget_bytes
         assert suggest_candidate(optuna.trial.FixedTrial(t.params), SPEC) == child
 
@@ -382,3 +388,36 @@ def test_the_share_of_mutants_is_spread_evenly_from_the_first_proposal(
 ) -> None:
     turns = "".join("M" if mutant_turn(n, share) else "." for n in range(len(pattern)))
     assert turns == pattern
+
+
+def test_a_preset_move_makes_the_preset_anew_on_a_nearby_sub_network() -> None:
+    for preset in ("last", "bias-only", "mcunetv3", "tinytl"):
+        parent = make_preset(preset, LITE0)
+        for seed in range(10):
+            moved = preset_move(parent, preset, LITE0, random.Random(seed), cuts=(3, 4))
+            if moved is None:  # a step that does not apply
+                continue
+            child, params = moved
+            assert child != parent and child == make_preset(preset, LITE0, child.subnet)
+            assert params["scheme"] == preset
+            assert suggest_candidate(optuna.trial.FixedTrial(params), LITE0) == child
+            gap = abs(len(child.subnet.stages) - len(parent.subnet.stages))
+            depths = zip(child.subnet.depths, parent.subnet.depths, strict=False)
+            steps = int(child.subnet.resolution != parent.subnet.resolution)
+            assert gap + steps + sum(abs(a - b) for a, b in depths) <= 2 + 4 * gap
+
+
+def test_a_front_point_a_preset_made_keeps_its_rule_in_half_of_its_mutants() -> None:
+    parent = make_preset("mcunetv3", LITE0)
+    rng, kinds = random.Random(3), []
+    for _ in range(40):
+        found = mutant([parent], LITE0, rng, lambda c: True, rules={parent.key: "mcunetv3"})
+        assert found is not None
+        child, params, _ = found
+        kinds.append(params["scheme"])
+        if params["scheme"] == "mcunetv3":
+            assert child == make_preset("mcunetv3", LITE0, child.subnet)
+    assert 10 <= kinds.count("mcunetv3") <= 30 and 10 <= kinds.count("joint") <= 30
+    # without a rule, every mutant changes the scheme in the joint space
+    plain = [mutant([parent], LITE0, rng, lambda c: True) for _ in range(10)]
+    assert all(f is not None and f[1]["scheme"] == "joint" for f in plain)

@@ -386,8 +386,17 @@ class Run:
             subnet = default_subnet(self.spec)
             baselines = [make_preset(name, self.spec, subnet) for name in BASELINE_PRESETS]
         rng = random.Random(f"{config.seed}:{self.limits.proposals}")
+        # a front point a preset made keeps its rule in half of its mutants
+        rules = {p.candidate_key: p.scheme for p in ledger.front() if p.scheme in BASELINE_PRESETS}
         found = propose_mutant(
-            parents, baselines, self.spec, rng, ledger.fits, ledger.taken, self.cuts or None
+            parents,
+            baselines,
+            self.spec,
+            rng,
+            ledger.fits,
+            ledger.taken,
+            self.cuts or None,
+            rules,
         )
         if found is not None:
             params, parent = found

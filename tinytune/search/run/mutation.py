@@ -25,8 +25,15 @@ those baselines too, and an over-budget parent is repaired rather than mutated: 
 steps (drop a weight-updated layer, halve a ratio, shorten the bias tail, remove the first lite
 residual branch) until its predicted cost is within the budgets.
 
-A mutant is proposed as a joint-scheme trial with explicit parameters (Optuna's
-``enqueue_trial``), so the sampler learns from its result like from any other trial. Only
+A front point that a baseline preset made (classifier only, bias-only, MCUNetV3's or TinyTL's
+scheme) keeps its preset's rule in half of its mutants: its sub-network moves by one or two steps
+and the preset's scheme is made anew for it, as a search of that one preset does
+(``tinytune search --preset P``), so that the papers' recipes are carried to the sub-networks
+where they cost least; the other half change the scheme itself.
+
+A mutant is proposed as a joint-scheme trial (a preset trial for a preset's move) with explicit
+parameters (Optuna's ``enqueue_trial``), so the sampler learns from its result like from any
+other trial. Only
 mutants the joint space can express are proposed (at most :data:`MAX_WEIGHT_LAYERS` weight
 layers; a parent's extra ones are dropped first), never one measured before or over a budget:
 its cost is predicted before it is proposed. Optuna offers no such operator for define-by-run
@@ -38,10 +45,17 @@ from __future__ import annotations
 import dataclasses
 import random
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from tinytune.spaces import Candidate, SupernetSpec, conv_kinds, subnet_params, suggest_candidate
+from tinytune.spaces import (
+    Candidate,
+    SupernetSpec,
+    conv_kinds,
+    make_preset,
+    subnet_params,
+    suggest_candidate,
+)
 from tinytune.spaces.candidate import (
     LITE_DOWNSAMPLE,
     LITE_EXPAND,
@@ -59,11 +73,15 @@ __all__ = [
     "MAX_STEPS",
     "OPERATORS",
     "REPAIR_OPERATORS",
+    "STRUCTURE_OPERATORS",
     "SUBNET_OPERATORS",
     "joint_params",
     "mutant",
     "mutate_scheme",
+    "mutate_structure",
     "mutate_subnet",
+    "operators_for",
+    "preset_move",
     "propose_mutant",
 ]
 
@@ -298,11 +316,13 @@ def propose_mutant(
     fits: Callable[[Candidate], bool],
     taken: Callable[[Candidate], bool],
     cuts: tuple[int, ...] | None = None,
+    rules: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], Candidate] | None:
-    """The next mutant a run enqueues: its joint parameters and its parent, a mutant of one of
+    """The next mutant a run enqueues: its parameters and its parent, a mutant of one of
     ``parents`` (the front's candidates) or a repair of one of the ``baselines`` that does not
     fit, which ``fits`` the budgets and is not ``taken`` (measured or in flight); None when
-    none is found. ``fits`` predicts a cost, so it is asked once per candidate."""
+    none is found. ``fits`` predicts a cost, so it is asked once per candidate. ``rules``: the
+    preset whose rule made a parent, by its key (:func:`mutant`)."""
     priced: dict[str, bool] = {}
 
     def fits_once(candidate: Candidate) -> bool:
@@ -314,8 +334,41 @@ def propose_mutant(
         return not taken(child) and fits_once(child)
 
     parents = parents + [p for p in baselines if p not in parents and not fits_once(p)]
-    found = mutant(parents, spec, rng, accept, fits=fits_once, cuts=cuts)
+    found = mutant(parents, spec, rng, accept, fits=fits_once, cuts=cuts, rules=rules)
     return None if found is None else (found[1], found[2])
+
+
+def preset_move(
+    parent: Candidate,
+    preset: str,
+    spec: SupernetSpec,
+    rng: random.Random,
+    cuts: tuple[int, ...] | None = None,
+) -> tuple[Candidate, dict[str, Any]] | None:
+    """``preset`` made anew on ``parent``'s sub-network moved by one or two steps (resolution,
+    kernel size, expand ratio, depth, cut): the candidate and the preset trial's parameters
+    that select it; None when a step does not apply or nothing changed."""
+    moves = [o for o in operators_for(spec, cuts) if o in (*SUBNET_OPERATORS, "depth", "cut")]
+    child: Candidate | None = dataclasses.replace(parent, schedule=Schedule())
+    for _ in range(rng.randint(1, MAX_STEPS)):
+        assert child is not None
+        child = _step(child, spec, rng.choice(moves), rng, cuts)
+        if child is None:
+            return None
+    assert child is not None
+    moved = make_preset(preset, spec, child.subnet)
+    if moved.subnet == parent.subnet:
+        return None
+    params: dict[str, Any] = {"scheme": preset, **subnet_params(moved.subnet, spec)}
+    again = suggest_candidate(optuna_fixed(params), spec, cuts=cuts)
+    return (moved, params) if again == moved else None
+
+
+def optuna_fixed(params: dict[str, Any]) -> Any:
+    """Optuna's ``FixedTrial`` of ``params``: a trial that suggests exactly them."""
+    import optuna
+
+    return optuna.trial.FixedTrial(params)
 
 
 def operators_for(spec: SupernetSpec, cuts: tuple[int, ...] | None = None) -> tuple[str, ...]:
@@ -361,15 +414,26 @@ def mutant(
     tries: int = 64,
     fits: Callable[[Candidate], bool] | None = None,
     cuts: tuple[int, ...] | None = None,
+    rules: Mapping[str, str] | None = None,
 ) -> tuple[Candidate, dict[str, Any], Candidate] | None:
-    """A mutant of one of ``parents`` that the joint space expresses and ``accept`` takes (not
-    measured, within the budgets): ``(mutant, its joint parameters, its parent)``, or None
-    after ``tries`` draws. With ``fits`` (within the budgets), a parent that does not fit is
-    repaired instead of mutated: shrunk step by step until it fits. ``cuts``: the stage counts
-    a fixed network may be cut after (default: all it allows)."""
+    """A mutant of one of ``parents`` that the search space expresses and ``accept`` takes (not
+    measured, within the budgets): ``(mutant, its parameters, its parent)``, or None after
+    ``tries`` draws. With ``fits`` (within the budgets), a parent that does not fit is repaired
+    instead of mutated: shrunk step by step until it fits. ``cuts``: the stage counts a fixed
+    network may be cut after (default: all it allows). ``rules``: the preset that made a parent
+    (by its key), whose rule half of its mutants keep: the parent's sub-network moved by one or
+    two steps and the preset's scheme made anew for it (:func:`preset_move`), as a search of
+    that one preset would; the other half change the scheme itself."""
     operators = operators_for(spec, cuts)
+    rules = rules or {}
     for _ in range(tries):
         parent = rng.choice(parents)
+        rule = rules.get(parent.key)
+        if rule is not None and (fits is None or fits(parent)) and rng.random() < 0.5:
+            moved = preset_move(parent, rule, spec, rng, cuts)
+            if moved is not None and accept(moved[0]):
+                return moved[0], moved[1], parent
+            continue
         n_convs = len(conv_kinds(spec, parent.subnet))
         scheme = parent.update
         while len(scheme.weights) > MAX_WEIGHT_LAYERS:  # what the joint space can hold
