@@ -7,7 +7,12 @@ from dataclasses import replace
 import pytest
 
 from tinytune.errors import ConfigError
-from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator, parse_patches
+from tinytune.evaluators.hardware import (
+    SEARCHED_PATCHES,
+    HardwareConfig,
+    HardwareEvaluator,
+    parse_patches,
+)
 from tinytune.hwmodels import get_device
 from tinytune.spaces import Schedule, SubnetConfig, default_subnet, get_supernet, make_preset
 
@@ -64,6 +69,38 @@ def test_whole_images_where_they_fit_or_when_asked() -> None:
     assert hw.schedule(big) == big  # PyTorch's engine runs whole images
     with pytest.raises(ConfigError, match="int8 only"):
         HardwareEvaluator(LITE0, 10, replace(fp32, patches="2:2"), None, None).schedule(big)
+
+
+def test_a_search_may_ask_for_patches_only_where_auto_schedules_int8() -> None:
+    assert _evaluator().patch_choices == SEARCHED_PATCHES == (1, 2, 3, 4)
+    assert _evaluator(budget=None).patch_choices == SEARCHED_PATCHES
+    assert _evaluator("none").patch_choices == () and _evaluator("2:2").patch_choices == ()
+    fp32 = HardwareEvaluator(LITE0, 10, HardwareConfig(precision="fp32"), None, 256 * KB)
+    assert fp32.patch_choices == ()
+
+
+@pytest.mark.parametrize("scheme", ["last", "mcunetv3"])
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_a_candidate_asking_for_patches_gets_the_blocks_of_least_arena(
+    scheme: str, n: int
+) -> None:
+    """Asked for N × N patches (a search's proposal), a candidate that fits on whole images is
+    patched all the same, over the number of blocks that holds the least arena: every other
+    number is tried here."""
+    hw = _evaluator()
+    whole = _lite0(scheme, 48)
+    scheduled = hw.schedule(replace(whole, schedule=Schedule(n, 0)))
+    assert scheduled.training == whole and scheduled.schedule.patches == n
+    chosen = hw(scheduled)
+    assert chosen.arena_bytes < hw(whole).arena_bytes  # 48 px fits whole; patches hold less
+    for blocks in range(0, whole.subnet.n_blocks + 1):
+        try:
+            cost = hw(replace(whole, schedule=Schedule(n, blocks)))
+        except ConfigError:
+            continue
+        assert (cost.arena_bytes, cost.latency_s) >= (chosen.arena_bytes, chosen.latency_s)
+    # where patches are not the search's to choose, the request is scheduled as any other
+    assert _evaluator("none").schedule(replace(whole, schedule=Schedule(n, 0))) == whole
 
 
 def test_a_fixed_schedule_is_applied_or_refused_in_one_line() -> None:

@@ -5,6 +5,7 @@ and the driver proposing mutants of front points as joint-scheme trials."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -33,7 +34,12 @@ from tinytune.spaces import (
     make_preset,
     suggest_candidate,
 )
-from tinytune.spaces.candidate import LiteResidualBranch, LiteResidualConfig, UpdateScheme
+from tinytune.spaces.candidate import (
+    LiteResidualBranch,
+    LiteResidualConfig,
+    Schedule,
+    UpdateScheme,
+)
 
 from .fakes import SPEC, SUBNET, FakeEvaluator, N, search_config
 
@@ -421,3 +427,62 @@ def test_a_front_point_a_preset_made_keeps_its_rule_in_half_of_its_mutants() -> 
     # without a rule, every mutant changes the scheme in the joint space
     plain = [mutant([parent], LITE0, rng, lambda c: True) for _ in range(10)]
     assert all(f is not None and f[1]["scheme"] == "joint" for f in plain)
+
+
+def test_a_joint_trial_asks_for_a_patch_count_where_the_search_chooses_the_schedule() -> None:
+    parent = make_preset("bias-only", LITE0)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    asked = set()
+    for _ in range(150):
+        trial = study.ask()
+        candidate = suggest_candidate(trial, LITE0, patches=(1, 2, 3, 4))
+        if trial.params["scheme"] == "joint":
+            n = trial.params["patches"]
+            asked.add(n)
+            assert candidate.schedule == (Schedule(n, 0) if n > 1 else Schedule())
+        else:  # a preset keeps the hardware model's own schedule
+            assert "patches" not in trial.params and not candidate.schedule.patched
+    assert asked == {1, 2, 3, 4}
+    plain = suggest_candidate(optuna.trial.FixedTrial(joint_params(parent, LITE0) or {}), LITE0)
+    assert not plain.schedule.patched  # no patch count without the choice
+
+
+def test_mutants_ask_for_their_parents_patch_count_or_the_next_one() -> None:
+    parent = make_preset("bias-only", LITE0)
+    patched = replace(parent, schedule=Schedule(3, 4))  # as the hardware model scheduled it
+    rng, counts = random.Random(0), set()
+    for _ in range(60):
+        found = mutant([patched], LITE0, rng, lambda c: True, patches=(1, 2, 3, 4))
+        assert found is not None
+        child, params, _ = found
+        assert params["patches"] == child.schedule.patches in (2, 3, 4)
+        assert child.schedule.blocks == 0  # asked for; the hardware model chooses the blocks
+        again = suggest_candidate(optuna.trial.FixedTrial(params), LITE0, patches=(1, 2, 3, 4))
+        assert again == child
+        counts.add(child.schedule.patches)
+    assert counts == {2, 3, 4}
+    # a parent patched beyond the counts a search asks for asks for the largest of them
+    found = mutant(
+        [replace(parent, schedule=Schedule(6, 4))], LITE0, rng, lambda c: True, patches=(1, 2)
+    )
+    assert found is not None and found[0].schedule.patches in (1, 2)
+
+
+def test_a_search_measures_the_patch_count_its_joint_trials_ask_for(tmp_path: Path) -> None:
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    config = search_config(ckpt, trials=16, mutate=0.5)
+    with open_store(url) as store:
+        run_search(config, store, InlineExecutor(FakeEvaluator()))
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    joint = [t for t in trials if t.params.get("scheme") == "joint" and "candidate" in t.user_attrs]
+    assert joint and all("patches" in t.params for t in joint)
+    patched = 0
+    for t in joint:
+        candidate = Candidate.from_json(t.user_attrs["candidate"])
+        # the count asked for, over the blocks the hardware model chose; whole images where
+        # the candidate has no frozen prefix to patch (biases trained from the first layer)
+        assert candidate.schedule.patches in (t.params["patches"], 1)
+        patched += candidate.schedule.patched
+    assert patched  # some asked for patches, and got them

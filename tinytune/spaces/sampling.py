@@ -10,7 +10,9 @@ The parameter names are stable (the database and the dashboard show them):
   m > 0, their shared shape ``lr_kernel``, ``lr_groups``, ``lr_downsample``, ``lr_expand``;
 * ``bias_last_k``; ``n_weight`` — how many weight-updated layers; for each j, ``w<j>.offset``
   (its distance from the last convolution, inside the bias-updated tail) and ``w<j>.ratio``.
-  Two picks of the same layer merge, keeping the larger ratio.
+  Two picks of the same layer merge, keeping the larger ratio;
+* ``patches``: where the search chooses the device's schedule, the patches per side of the
+  frozen prefix (1: whole images).
 
 When a preset is given, only the sub-network is sampled and the preset's scheme is applied to it.
 """
@@ -26,6 +28,7 @@ from tinytune.spaces.candidate import (
     Candidate,
     LiteResidualBranch,
     LiteResidualConfig,
+    Schedule,
     StageConfig,
     SubnetConfig,
     UpdateScheme,
@@ -104,6 +107,7 @@ def suggest_candidate(
     spec: SupernetSpec,
     preset: str | None = None,
     cuts: tuple[int, ...] | None = None,
+    patches: tuple[int, ...] = (),
 ) -> Candidate:
     """Sample a candidate of the joint space, or of one preset's sub-space.
 
@@ -111,16 +115,26 @@ def suggest_candidate(
     update scheme sampled freely) or one of the named presets applied to the sampled
     sub-network; enqueuing ``{"scheme": "last", ...}`` thus evaluates a preset as a baseline.
     ``cuts``: the stage counts a fixed network may be cut after (:func:`suggest_subnet`).
+    ``patches``: the patches per side a joint scheme's frozen prefix may ask for (``patches``;
+    1 is whole images), none where the device's schedule is not searched: a candidate that
+    asks for N > 1 carries the schedule ``N`` × ``N`` over the stem alone, and the hardware
+    model chooses how many blocks the patches cover
+    (:meth:`tinytune.evaluators.HardwareEvaluator.schedule`). What is trained is the same
+    whatever the schedule; its memory and time per step are not.
     """
     if preset is None:
         preset = trial.suggest_categorical("scheme", list(SCHEMES))
     subnet = suggest_subnet(trial, spec, cuts)
+    schedule = Schedule()
     if preset != JOINT:
         update, lite = preset_scheme(preset, spec, subnet)
     else:
         lite = _suggest_lite(trial, subnet.n_blocks)
         update = _suggest_update(trial, len(conv_kinds(spec, subnet)))
-    return Candidate(spec.name, subnet, lite, update)
+        if patches:
+            n = int(trial.suggest_categorical("patches", list(patches)))
+            schedule = Schedule(n, 0) if n > 1 else Schedule()
+    return Candidate(spec.name, subnet, lite, update, schedule)
 
 
 def subnet_params(subnet: SubnetConfig, spec: SupernetSpec) -> dict[str, int]:

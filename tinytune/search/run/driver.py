@@ -343,7 +343,8 @@ class Run:
         self.limits.proposals += 1
         reference = bool(trial.user_attrs.get(Attr.REFERENCE))
         preset = None if reference else self.config.preset
-        candidate = suggest_candidate(trial, self.spec, preset, self.cuts or None)
+        patches = self.checked.hardware.patch_choices
+        candidate = suggest_candidate(trial, self.spec, preset, self.cuts or None, patches)
         try:  # its frozen prefix patch by patch where whole images exceed the SRAM budget
             candidate = self.checked.hardware.schedule(candidate)
         except ConfigError as e:  # a fixed schedule this proposal's network cannot run
@@ -397,6 +398,7 @@ class Run:
             ledger.taken,
             self.cuts or None,
             rules,
+            self.checked.hardware.patch_choices,
         )
         if found is not None:
             params, parent = found

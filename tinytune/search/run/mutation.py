@@ -168,7 +168,9 @@ def _restructured(candidate: Candidate, spec: SupernetSpec, subnet: SubnetConfig
     branches = tuple(
         (b + moved, shape) for b, shape in candidate.lite_residual.branches if b + moved >= 1
     )
-    return Candidate(candidate.supernet, subnet, LiteResidualConfig(branches), scheme)
+    # a patch count asked for stays asked for (the stem alone until it is scheduled)
+    asked = Schedule(candidate.schedule.patches, 0) if candidate.schedule.patched else Schedule()
+    return Candidate(candidate.supernet, subnet, LiteResidualConfig(branches), scheme, asked)
 
 
 def _stage(spec: SupernetSpec, s: int, depth: int, rng: random.Random) -> StageConfig:
@@ -247,10 +249,29 @@ def mutate_structure(
     return None
 
 
-def joint_params(candidate: Candidate, spec: SupernetSpec) -> dict[str, Any] | None:
+def _asked(candidate: Candidate, patches: tuple[int, ...]) -> Schedule:
+    """The schedule a mutant of ``candidate`` asks for: its patches per side (the largest of
+    ``patches`` up to them), over the stem alone until the hardware model schedules it; whole
+    images where the search proposes no patches."""
+    n = max((p for p in patches if p <= candidate.schedule.patches), default=1)
+    return Schedule(n, 0) if n > 1 else Schedule()
+
+
+def _repatch(candidate: Candidate, patches: tuple[int, ...], rng: random.Random) -> Candidate:
+    """``candidate`` asking for the next patch count of ``patches`` up or down."""
+    i = patches.index(candidate.schedule.patches)
+    n = rng.choice([patches[j] for j in (i - 1, i + 1) if 0 <= j < len(patches)])
+    return dataclasses.replace(candidate, schedule=Schedule(n, 0) if n > 1 else Schedule())
+
+
+def joint_params(
+    candidate: Candidate, spec: SupernetSpec, patches: tuple[int, ...] = ()
+) -> dict[str, Any] | None:
     """The joint scheme's sampler parameters that select ``candidate``, or None when the joint
     space cannot express it (more weight layers than it samples, a lite residual shape or a
-    norm update it does not draw). Checked by sampling them back with Optuna's ``FixedTrial``."""
+    norm update it does not draw, a schedule other than a patch count asked for). Checked by
+    sampling them back with Optuna's ``FixedTrial``; ``patches``: the counts the space offers
+    (:func:`tinytune.spaces.suggest_candidate`)."""
     import optuna
 
     update, lite = candidate.update, candidate.lite_residual
@@ -272,11 +293,13 @@ def joint_params(candidate: Candidate, spec: SupernetSpec) -> dict[str, Any] | N
     for j, (layer, ratio) in enumerate(update.weights):
         params[f"w{j}.offset"] = n_convs - 1 - layer
         params[f"w{j}.ratio"] = ratio
+    if patches:
+        params["patches"] = candidate.schedule.patches
     trial = optuna.trial.FixedTrial(params)
     try:
         with warnings.catch_warnings():  # an integer out of its range: checked below
             warnings.simplefilter("ignore", UserWarning)
-            again = suggest_candidate(trial, spec)
+            again = suggest_candidate(trial, spec, patches=patches)
     except ValueError:  # a value outside a categorical parameter's choices
         return None
     within = all(
@@ -317,6 +340,7 @@ def propose_mutant(
     taken: Callable[[Candidate], bool],
     cuts: tuple[int, ...] | None = None,
     rules: Mapping[str, str] | None = None,
+    patches: tuple[int, ...] = (),
 ) -> tuple[dict[str, Any], Candidate] | None:
     """The next mutant a run enqueues: its parameters and its parent, a mutant of one of
     ``parents`` (the front's candidates) or a repair of one of the ``baselines`` that does not
@@ -334,7 +358,9 @@ def propose_mutant(
         return not taken(child) and fits_once(child)
 
     parents = parents + [p for p in baselines if p not in parents and not fits_once(p)]
-    found = mutant(parents, spec, rng, accept, fits=fits_once, cuts=cuts, rules=rules)
+    found = mutant(
+        parents, spec, rng, accept, fits=fits_once, cuts=cuts, rules=rules, patches=patches
+    )
     return None if found is None else (found[1], found[2])
 
 
@@ -415,6 +441,7 @@ def mutant(
     fits: Callable[[Candidate], bool] | None = None,
     cuts: tuple[int, ...] | None = None,
     rules: Mapping[str, str] | None = None,
+    patches: tuple[int, ...] = (),
 ) -> tuple[Candidate, dict[str, Any], Candidate] | None:
     """A mutant of one of ``parents`` that the search space expresses and ``accept`` takes (not
     measured, within the budgets): ``(mutant, its parameters, its parent)``, or None after
@@ -423,8 +450,10 @@ def mutant(
     network may be cut after (default: all it allows). ``rules``: the preset that made a parent
     (by its key), whose rule half of its mutants keep: the parent's sub-network moved by one or
     two steps and the preset's scheme made anew for it (:func:`preset_move`), as a search of
-    that one preset would; the other half change the scheme itself."""
-    operators = operators_for(spec, cuts)
+    that one preset would; the other half change the scheme itself. ``patches``: the patches
+    per side the search proposes for a joint scheme's frozen prefix (``patches`` operator: the
+    next count up or down; a mutant asks for its parent's count)."""
+    operators = operators_for(spec, cuts) + (("patches",) if patches else ())
     rules = rules or {}
     for _ in range(tries):
         parent = rng.choice(parents)
@@ -439,25 +468,30 @@ def mutant(
         while len(scheme.weights) > MAX_WEIGHT_LAYERS:  # what the joint space can hold
             scheme = mutate_scheme(scheme, n_convs, "drop", rng) or scheme
         if fits is not None and not fits(parent):
-            start = dataclasses.replace(parent, update=scheme, schedule=Schedule())
+            start = dataclasses.replace(parent, update=scheme, schedule=_asked(parent, patches))
             repaired = start if fits(start) else _shrink(start, n_convs, rng, fits)
             if repaired is None:
                 continue
-            params = joint_params(repaired, spec)
+            params = joint_params(repaired, spec, patches)
             if params is not None and accept(repaired):
                 return repaired, params, parent
             continue
-        # the child's frozen prefix is scheduled anew when it is proposed
-        child, applies = dataclasses.replace(parent, update=scheme, schedule=Schedule()), True
+        # the child asks for its parent's patch count; the hardware model schedules it anew
+        asked = _asked(parent, patches)
+        child, applies = dataclasses.replace(parent, update=scheme, schedule=asked), True
         for _ in range(rng.randint(1, MAX_STEPS)):
-            step = _step(child, spec, rng.choice(operators), rng, cuts)
+            operator = rng.choice(operators)
+            if operator == "patches":
+                step = _repatch(child, patches, rng)
+            else:
+                step = _step(child, spec, operator, rng, cuts)
             applies = applies and step is not None
             child = step or child
         if not applies:
             continue
         if child == parent:
             continue
-        params = joint_params(child, spec)
+        params = joint_params(child, spec, patches)
         if params is not None and accept(child):
             return child, params, parent
     return None
