@@ -138,3 +138,15 @@ def test_a_patch_schedule_changes_no_accuracy(tiny_checkpoint) -> None:
     b = run_evaluation({**task, "candidate": whole.to_json()})
     assert a["status"] == b["status"] == "ok"
     assert (a["val_accuracy"], a["accuracy"]) == (b["val_accuracy"], b["accuracy"])
+
+
+def test_two_by_two_patches_halve_the_classifier_only_arena_at_48_px_for_little_time() -> None:
+    """What the search's patch counts buy (docs/search-space.md): at 48 px on Lite0 cut after
+    three stages, asking for 2 × 2 patches takes the classifier-only update to at most 55 % of
+    its whole-image arena for at most an eighth more predicted time per step."""
+    hw = _evaluator()
+    whole = _lite0("last", 48)
+    patched = hw.schedule(replace(whole, schedule=Schedule(2, 0)))
+    before, after = hw(whole), hw(patched)
+    assert after.arena_bytes <= 0.55 * before.arena_bytes
+    assert before.latency_s < after.latency_s <= 1.125 * before.latency_s
