@@ -157,7 +157,7 @@ if TYPE_CHECKING:
         halving: bool = False,
         screen_epochs: int = 2,
         screen_fraction: float = 0.5,
-        mutate: float = 0.0,
+        mutate: float = 1.0,
         proposals: int | None = None,
         progress: Callable[[SearchEvent], None] | None = None,
         on_pretrain: Callable[[int, int, float], None] | None = None,

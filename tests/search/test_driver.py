@@ -495,7 +495,10 @@ def test_a_row_of_proposals_over_the_budget_ends_the_run_and_says_so(tmp_path: P
 
     ckpt = tmp_path / "weights.pt"
     ckpt.write_bytes(b"weights")
-    config = search_config(ckpt, trials=50, sram_budget_bytes=32 * 1024, max_idle_proposals=4)
+    # the sampler's proposals alone: mutants are proposed within the budget only
+    config = search_config(
+        ckpt, trials=50, sram_budget_bytes=32 * 1024, max_idle_proposals=4, mutate=0.0
+    )
     with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
         result = run_search(config, store, InlineExecutor(FakeEvaluator()))
     assert result.finished < 50 and result.counts.pruned >= 4

@@ -476,7 +476,9 @@ def test_a_search_measures_the_patch_count_its_joint_trials_ask_for(tmp_path: Pa
     with open_store(url) as store:
         run_search(config, store, InlineExecutor(FakeEvaluator()))
     trials = optuna.load_study(study_name="s", storage=url).trials
-    joint = [t for t in trials if t.params.get("scheme") == "joint" and "candidate" in t.user_attrs]
+    joint = [
+        t for t in trials if t.params.get("scheme") == "joint" and "candidate" in t.user_attrs
+    ]
     assert joint and all("patches" in t.params for t in joint)
     patched = 0
     for t in joint:
