@@ -13,10 +13,14 @@ validation split, in a study of its own, and given to every run — or one ``--l
 grid and the full-fine-tuning reference of a real study are the same for every strategy, so
 they are left out of all of them). Strategies:
 
-* ``tpe-baselines``: the default of earlier versions of ``tinytune search`` — Optuna's TPE (random
-  for its first 10 trials), after the four baseline presets on the default sub-network;
-* ``tpe-early``: what it does now (``--sampler tpe-early``, the default) — the same with TPE
-  modelling from the 5th trial on, all parameters jointly, grouped conditional parameters;
+* ``evolve``: what ``tinytune search`` does (``--mutate 1``, the default): the four baseline
+  presets on the default sub-network, then every fresh proposal a mutant of a front point
+  (``tinytune.search.run.mutation``), the sampler's where no new mutant fits; ``evolve-75`` and
+  ``tpe-mutate`` the same with three in four and one in two of the proposals mutants;
+* ``tpe-baselines``: the default of earlier versions — Optuna's TPE (random for its first 10
+  trials), after the four baseline presets on the default sub-network;
+* ``tpe-early``: the default before mutation (``--mutate 0``) — the same with TPE modelling
+  from the 5th trial on, all parameters jointly, grouped conditional parameters;
 * ``halving``: ``tpe-early`` with successive halving: brackets of ``--eta`` candidates on one
   sub-network screened by short fine-tunes (``--screen-epochs`` on ``--screen-fraction`` of the
   training images), the one adding most to the measured front fine-tuned in full; it measures
@@ -93,27 +97,29 @@ from tinytune.spaces import (
 )
 
 SEARCHES: dict[str, dict[str, Any]] = {
-    "tpe-baselines": {"sampler": "tpe", "baselines": True},  # the default before tpe-early
-    "tpe-early": {"sampler": "tpe-early", "baselines": True},
-    "tpe-mutate": {"sampler": "tpe-early", "baselines": True, "mutate": 0.5},
-    "evolve-75": {"sampler": "tpe-early", "baselines": True, "mutate": 0.75},
+    # the default of ``tinytune search`` now: the presets, then mutants of the front
     "evolve": {"sampler": "tpe-early", "baselines": True, "mutate": 1.0},
-    "halving": {"sampler": "tpe-early", "baselines": True, "halving": True},
-    "gp": {"sampler": "gp", "baselines": True},
-    "random": {"sampler": "random", "baselines": False},
-    "tpe": {"sampler": "tpe", "baselines": False},
-    "nsga2": {"sampler": "nsga2", "baselines": False},
+    "evolve-75": {"sampler": "tpe-early", "baselines": True, "mutate": 0.75},
+    "tpe-mutate": {"sampler": "tpe-early", "baselines": True, "mutate": 0.5},
+    # the sampler alone after the presets: the default before mutation
+    "tpe-early": {"sampler": "tpe-early", "baselines": True, "mutate": 0.0},
+    "tpe-baselines": {"sampler": "tpe", "baselines": True, "mutate": 0.0},  # before tpe-early
+    "halving": {"sampler": "tpe-early", "baselines": True, "halving": True, "mutate": 0.0},
+    "gp": {"sampler": "gp", "baselines": True, "mutate": 0.0},
+    "random": {"sampler": "random", "baselines": False, "mutate": 0.0},
+    "tpe": {"sampler": "tpe", "baselines": False, "mutate": 0.0},
+    "nsga2": {"sampler": "nsga2", "baselines": False, "mutate": 0.0},
     # one preset's scheme on the sub-networks the sampler proposes (``--preset P``): what a user
     # who trusts one paper's recipe gets from the same compute
     **{
-        f"preset-{p}": {"sampler": "tpe-early", "baselines": False, "preset": p}
+        f"preset-{p}": {"sampler": "tpe-early", "baselines": False, "preset": p, "mutate": 0.0}
         for p in BASELINE_PRESETS
     },
 }
 STRATEGIES = (*SEARCHES, "mcunetv3")
 PRESETS = tuple(s for s in SEARCHES if s.startswith("preset-"))
 BASELINES = ("random", "tpe", "nsga2", "mcunetv3", *PRESETS)  # what tinytune's are judged by
-MINE = ("tpe-baselines", "tpe-early", "tpe-mutate", "evolve-75", "evolve", "halving", "gp")
+MINE = ("evolve", "evolve-75", "tpe-mutate", "tpe-baselines", "tpe-early", "halving", "gp")
 
 Point = tuple[float, float, float, float | None]  # val accuracy, SRAM, latency s, test accuracy
 
