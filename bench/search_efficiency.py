@@ -289,27 +289,10 @@ def mcunetv3_run(
     return points, metered.train_epochs
 
 
-def repeats(args: argparse.Namespace, store: Any) -> int:
-    """The train/validation partitions every measured fine-tune of the data set trains on (more
-    than one where the validation split is too small to rank candidates): a strategy's budget
-    is ``--budget`` measured fine-tunes of the search, each on every partition."""
+def rates_config(args: argparse.Namespace) -> SearchConfig:
+    """The study ``rates`` of the data set, where its learning rates are chosen."""
     data = get_dataset(args.dataset)
-    config = SearchConfig(
-        checkpoint=str(args.checkpoint),
-        study_name="rates",
-        supernet=args.supernet,
-        dataset=data.name,
-        n_classes=data.num_classes,
-        sram_budget_bytes=args.sram_budget_kb * 1024,
-    )
-    return preflight(config, store).repeats
-
-
-def choose_rates(args: argparse.Namespace, store: Any, executor: Executor) -> LrCalibration:
-    """Each scheme family's learning rate on the data set, chosen by the search's grid on the
-    validation split in a study of its own (``rates``), reused when it exists."""
-    data = get_dataset(args.dataset)
-    config = SearchConfig(
+    return SearchConfig(
         checkpoint=str(args.checkpoint),
         study_name="rates",
         supernet=args.supernet,
@@ -321,7 +304,19 @@ def choose_rates(args: argparse.Namespace, store: Any, executor: Executor) -> Lr
         sram_budget_bytes=args.sram_budget_kb * 1024,
         finetune=FinetuneConfig(epochs=args.epochs, batch_size=args.batch_size),
     )
-    result = run_search(config, store, executor)
+
+
+def repeats(args: argparse.Namespace, store: Any) -> int:
+    """The train/validation partitions every measured fine-tune of the data set trains on (more
+    than one where the validation split is too small to rank candidates): a strategy's budget
+    is ``--budget`` measured fine-tunes of the search, each on every partition."""
+    return preflight(rates_config(args), store).repeats
+
+
+def choose_rates(args: argparse.Namespace, store: Any, executor: Executor) -> LrCalibration:
+    """Each scheme family's learning rate on the data set, chosen by the search's grid on the
+    validation split in a study of its own (``rates``), reused when it exists."""
+    result = run_search(rates_config(args), store, executor)
     assert result.lr_calibration is not None
     return result.lr_calibration
 
