@@ -324,6 +324,10 @@ class Run:
         measured, within the study's count of measured fine-tunes but beside this run's time
         and epoch budgets)."""
         ledger, ladder = self.ledger, self.ladder
+        if self.config.mutate and self.config.preset is None:
+            # a trial of a driver that died is retried before a mutant is put in the queue
+            # ahead of it (the sampler's ask takes the queue first)
+            self.watch(force=True)
         waiting = self.study.waiting()
         bracket_id = waiting[0].user_attrs.get(Attr.BRACKET) if waiting and ladder else None
         retried = bool(waiting) and Attr.FAILED_TRIAL in waiting[0].system_attrs
