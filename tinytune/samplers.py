@@ -101,8 +101,9 @@ SAMPLERS = tuple(REGISTRY)
 """The ``--sampler`` values: Optuna's samplers and tinytune's strategies over them."""
 
 DEFAULT_SAMPLER = "tpe-early"
-"""The sampler of ``tinytune search``: of tinytune's strategies, the best median hypervolume at
-equal compute in ``bench/search_efficiency.py`` (``docs/bench/search.md``)."""
+"""The sampler of ``tinytune search``, which proposes where no new mutant of the front fits
+(``--mutate``) and learns from the mutants' results: of the samplers alone, the best median
+hypervolume at equal compute in ``bench/search_efficiency.py`` (``docs/bench/search.md``)."""
 
 
 def make_sampler(name: str, seed: int) -> Any:
