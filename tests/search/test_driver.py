@@ -382,9 +382,10 @@ def test_a_trial_whose_driver_died_is_failed_and_retried(
     storage = optuna.storages.RDBStorage(url, heartbeat_interval=1, grace_period=4)
     study = optuna.load_study(study_name="s", storage=storage)
     dead = study.ask()
+    from tinytune.evaluators.hardware import SEARCHED_PATCHES
     from tinytune.spaces import suggest_candidate
 
-    suggest_candidate(dead, SPEC)
+    suggest_candidate(dead, SPEC, patches=SEARCHED_PATCHES)  # as the driver proposes
     # as if proposed under an SRAM budget raised since
     storage.set_trial_system_attr(dead._trial_id, Attr.CONSTRAINTS, [1e9, 0.0, 0.0])
     if beat:
