@@ -295,6 +295,12 @@ def test_with_a_preset_nothing_is_mutated_and_the_log_names_the_option(
     trials = optuna.load_study(study_name="s", storage=url).trials
     assert not any("mutant_of" in t.user_attrs for t in trials)
     assert "mutate=0.5 changes update schemes; it is off with a preset" in caplog.messages
+    # the default share, which nobody asked for, is off with a preset without a word
+    caplog.clear()
+    quiet = search_config(ckpt, trials=3, preset="bias-only", baselines=False, study_name="q")
+    with open_store(url) as store, caplog.at_level("WARNING", logger="tinytune.search.run.driver"):
+        run_search(quiet, store, InlineExecutor(FakeEvaluator()))
+    assert not [m for m in caplog.messages if "mutate" in m]
 
 
 def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path) -> None:

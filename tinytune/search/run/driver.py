@@ -77,6 +77,11 @@ def run_search(
         study.close()
 
 
+DEFAULT_MUTATE = {f.name: f for f in dataclasses.fields(SearchConfig)}["mutate"].default
+"""The share of mutants a search makes unless told: with a preset, only another is worth a
+warning."""
+
+
 def mutant_turn(fresh: int, share: float) -> bool:
     """Whether fresh proposal number ``fresh`` (from 0) is a mutant when a ``share`` of them are,
     spread evenly from the first on: 0.5 is every other one, 0.75 three of every four."""
@@ -120,8 +125,9 @@ class Run:
         self.screen_error: str | None = None  # the last short fine-tune's error, if one failed
         self.fresh = 0  # fresh proposals of this run (none waiting in the queue)
         self.ladder: Ladder | None = None
-        if config.mutate and config.preset is not None:
-            # Words: each front end's log handler names the option as it does
+        if config.mutate != DEFAULT_MUTATE and config.preset is not None:
+            # a share asked for, not the default; Words: each front end's log handler names
+            # the option as it does
             log.warning(
                 flag("mutate", config.mutate) + " changes update schemes; it is off with a preset"
             )
