@@ -330,10 +330,6 @@ class Run:
         measured, within the study's count of measured fine-tunes but beside this run's time
         and epoch budgets)."""
         ledger, ladder = self.ledger, self.ladder
-        if self.config.mutate and self.config.preset is None:
-            # a trial of a driver that died is retried before a mutant is put in the queue
-            # ahead of it (the sampler's ask takes the queue first)
-            self.watch(force=True)
         waiting = self.study.waiting()
         bracket_id = waiting[0].user_attrs.get(Attr.BRACKET) if waiting and ladder else None
         retried = bool(waiting) and Attr.FAILED_TRIAL in waiting[0].system_attrs
@@ -346,9 +342,13 @@ class Run:
                 self.held_back("time" if not self.limits.time_left() else "epochs")
             return False  # a retried trial is still told (its result may be stored)
         if not waiting and self.config.mutate and self.config.preset is None:
-            if mutant_turn(self.fresh, self.config.mutate):
-                self.enqueue_mutant()
-            self.fresh += 1
+            # a trial of a driver that died is retried before a mutant is queued ahead of it
+            # (the sampler's ask takes the queue first)
+            self.watch(force=True)
+            if not self.study.waiting():
+                if mutant_turn(self.fresh, self.config.mutate):
+                    self.enqueue_mutant()
+                self.fresh += 1
         trial = self.study.ask()
         self.limits.proposals += 1
         reference = bool(trial.user_attrs.get(Attr.REFERENCE))

@@ -386,15 +386,10 @@ def preset_move(
     if moved.subnet == parent.subnet:
         return None
     params: dict[str, Any] = {"scheme": preset, **subnet_params(moved.subnet, spec)}
-    again = suggest_candidate(optuna_fixed(params), spec, cuts=cuts)
-    return (moved, params) if again == moved else None
-
-
-def optuna_fixed(params: dict[str, Any]) -> Any:
-    """Optuna's ``FixedTrial`` of ``params``: a trial that suggests exactly them."""
     import optuna
 
-    return optuna.trial.FixedTrial(params)
+    again = suggest_candidate(optuna.trial.FixedTrial(params), spec, cuts=cuts)
+    return (moved, params) if again == moved else None
 
 
 def operators_for(spec: SupernetSpec, cuts: tuple[int, ...] | None = None) -> tuple[str, ...]:
