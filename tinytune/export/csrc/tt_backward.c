@@ -115,6 +115,107 @@ static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
         }
     }
 }
+
+#ifdef TT_DSP
+/* Sums a Cortex-M4/M7 keeps between the two passes of the block exponent (4 KiB of stack), and
+ * products gy m of one pixel it keeps for the input channels to share (2 KiB). */
+#define TT_KEEP 1024
+#define TT_COEFS 512
+
+/* Four consecutive input channels' sums over n output channels: their weights a word at wo,
+ * the next output channel's ws bytes on; g[o] = gy[o] m[o] (|g| < 2^22). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void tt_dot4_long(const int8_t *wo, int32_t ws, const int32_t *g, int32_t n,
+                         int64_t *s) {
+    int64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    const int32_t *end = g + n;
+    for (; g < end; g++, wo += ws) {
+        int32_t v = tt_load4(wo), c = *g;
+        s0 += (int64_t)(int8_t)v * c;
+        s1 += (int64_t)(int8_t)(v >> 8) * c;
+        s2 += (int64_t)(int8_t)(v >> 16) * c;
+        s3 += (int64_t)(v >> 24) * c;
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+}
+
+/* One pass of the input gradient of a 1x1 convolution on a core with the DSP extension: per
+ * pixel, the products g[o] = gy[o] m[o] once, then four input channels at a time (their
+ * weights one word of each output channel's row) in 64-bit sums. With keep, each sum is also
+ * stored there; returns 0 when one of them does not fit 32 bits (keep is then incomplete). */
+static int32_t tt_grad_input_pointwise_pass(const tt_conv_geom *g, const int8_t *gy,
+                                            const tt_weight *w, const int32_t *w_mult,
+                                            tt_emit *st, const tt_grad *gx, int32_t *keep) {
+    int32_t hw = g->in_h * g->in_w, cin = g->in_c, k = w->k, out_c = g->out_c;
+    int32_t coef[TT_COEFS];
+    int32_t fits = 1, c, o, p, j;
+    for (p = 0; p < hw; p++) {
+        for (o = 0; o < out_c; o++) {
+            coef[o] = gy[o * hw + p] * w_mult[o];
+        }
+        for (c = 0; c < cin;) {
+            /* the run of channels in the weight part of c: trained (rows of k) or frozen */
+            int32_t part_end = c < k ? k : cin;
+            int32_t ws = c < k ? k : cin - k;
+            const int8_t *wc = c < k ? w->train + c : w->frozen + (c - k);
+            int64_t s[4];
+            int32_t n = part_end - c >= 4 ? 4 : 1;
+            if (n == 4) {
+                tt_dot4_long(wc, ws, coef, out_c, s);
+            } else {
+                int64_t s0 = 0;
+                for (o = 0; o < out_c; o++) {
+                    s0 += (int64_t)wc[o * ws] * coef[o];
+                }
+                s[0] = s0;
+            }
+            for (j = 0; j < n; j++, c++) {
+                int32_t i = c * hw + p;
+                tt_emit_put(st, gx, i, s[j]);
+                if (keep) {
+                    keep[i] = (int32_t)s[j];
+                    fits &= s[j] == (int64_t)keep[i];
+                }
+            }
+        }
+    }
+    return fits;
+}
+
+/* grad_input of a 1x1 convolution on a core with the DSP extension, for up to TT_COEFS output
+ * channels: the sums are computed once when they fit TT_KEEP values of 32 bits (the common
+ * case), else again in the second pass. The same integers as the direct loop, bit for bit. */
+static int32_t tt_grad_input_pointwise_dsp(const tt_conv_geom *g, const int8_t *gy,
+                                           const tt_weight *w, const int32_t *w_mult,
+                                           tt_emit *st, const tt_grad *gx) {
+    int32_t n = g->in_c * g->in_h * g->in_w, i;
+    int32_t keep[TT_KEEP];
+    if (g->out_c > TT_COEFS) {
+        return 0;
+    }
+    if (n <= TT_KEEP && tt_grad_input_pointwise_pass(g, gy, w, w_mult, st, gx, keep)) {
+        tt_emit_advance(st);
+        for (i = 0; i < n; i++) {
+            tt_emit_put(st, gx, i, keep[i]);
+        }
+        return 1;
+    }
+    if (n <= TT_KEEP) { /* pass 0 is done; a sum did not fit 32 bits */
+        tt_emit_advance(st);
+        tt_grad_input_pointwise_pass(g, gy, w, w_mult, st, gx, NULL);
+        return 1;
+    }
+    do {
+        tt_grad_input_pointwise_pass(g, gy, w, w_mult, st, gx, NULL);
+    } while (tt_emit_advance(st));
+    return 1;
+}
+#endif
 #else
 /* Sums of the input gradient a 1x1 convolution on few pixels keeps on the stack (8 KiB). */
 #define TT_FEW_SUMS 1024
@@ -314,6 +415,12 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
 #ifndef TT_CORTEX_M
         if (g->in_c * g->in_h * g->in_w <= TT_FEW_SUMS) { /* both passes inside */
             tt_grad_input_pointwise_rows(g, gy, w, w_mult, &st, gx);
+            tt_emit_end(&st, gx);
+            return;
+        }
+#endif
+#ifdef TT_DSP
+        if (tt_grad_input_pointwise_dsp(g, gy, w, w_mult, &st, gx)) {
             tt_emit_end(&st, gx);
             return;
         }

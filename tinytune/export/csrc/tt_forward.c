@@ -63,6 +63,96 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
     }
 }
 
+
+#ifdef TT_DSP
+/* int32 words of the channel-paired inputs a 1x1 convolution keeps on the stack (4 KiB), and
+ * the widest input row of weights it copies (bytes). */
+#define TT_PW_WORDS 1024
+#define TT_PW_CHANNELS 512
+
+/* The 1x1 convolution on a core with the DSP extension, a tile of pixels at a time: the tile's
+ * inputs less their zero point are laid out once as int16 pairs of channels (c, c + 2) and
+ * (c + 1, c + 3) for each block of four channels and each pixel (channels past in_c are 0),
+ * and each output channel's weights, copied into one zero-padded row, are widened four at a
+ * time into the same pairs (SXTB16), so that each SMLAD adds two multiply-accumulates without
+ * repacking. Returns 0 (nothing done) where a tile would hold fewer than four pixels. The
+ * integer sums are those of the direct loop, bit for bit. */
+static int32_t tt_conv_pointwise_dsp(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+                                     const int32_t *bias, const tt_requant *q, int8_t *y,
+                                     uint8_t *mask) {
+    int32_t hw = g->out_h * g->out_w, cin = g->in_c, k = w->k, blocks = (cin + 3) / 4;
+    int32_t step = TT_PW_WORDS / (2 * blocks);
+    int32_t xt[TT_PW_WORDS];
+    int8_t wrow[TT_PW_CHANNELS];
+    int32_t acc[TT_TILE];
+    int32_t o, b, c, j, p, p0;
+    if (cin > TT_PW_CHANNELS || step < 4) {
+        return 0;
+    }
+    if (step > TT_TILE) {
+        step = TT_TILE;
+    }
+    for (j = cin; j < 4 * blocks; j++) {
+        wrow[j] = 0;
+    }
+    for (p0 = 0; p0 < hw; p0 += step) {
+        int32_t n = hw - p0 < step ? hw - p0 : step;
+        for (b = 0; b < blocks; b++) {
+            int32_t *out = xt + 2 * b * n;
+            for (p = 0; p < n; p++) {
+                int32_t v[4];
+                for (j = 0; j < 4; j++) {
+                    c = 4 * b + j;
+                    v[j] = c < cin ? x[c * hw + p0 + p] - q->x_zero : 0;
+                }
+                out[2 * p] = (int32_t)(((uint32_t)v[0] & 0xFFFFu) | ((uint32_t)v[2] << 16));
+                out[2 * p + 1] = (int32_t)(((uint32_t)v[1] & 0xFFFFu) | ((uint32_t)v[3] << 16));
+            }
+        }
+        for (o = 0; o < g->out_c; o++) {
+            if (k > 0) {
+                memcpy(wrow, w->train + o * k, (size_t)k);
+            }
+            if (k < cin) {
+                memcpy(wrow + k, w->frozen + o * (cin - k), (size_t)(cin - k));
+            }
+            for (p = 0; p + 4 <= n; p += 4) {
+                int32_t a0 = bias[o], a1 = a0, a2 = a0, a3 = a0;
+                const int32_t *xb = xt + 2 * p;
+                for (b = 0; b < blocks; b++, xb += 2 * n) {
+                    int32_t wv = tt_load4(wrow + 4 * b);
+                    int32_t w02 = __sxtb16(wv), w13 = tt_sxtb16_odd(wv);
+                    a0 = __smlad(xb[0], w02, a0);
+                    a0 = __smlad(xb[1], w13, a0);
+                    a1 = __smlad(xb[2], w02, a1);
+                    a1 = __smlad(xb[3], w13, a1);
+                    a2 = __smlad(xb[4], w02, a2);
+                    a2 = __smlad(xb[5], w13, a2);
+                    a3 = __smlad(xb[6], w02, a3);
+                    a3 = __smlad(xb[7], w13, a3);
+                }
+                acc[p] = a0;
+                acc[p + 1] = a1;
+                acc[p + 2] = a2;
+                acc[p + 3] = a3;
+            }
+            for (; p < n; p++) {
+                int32_t a = bias[o];
+                const int32_t *xb = xt + 2 * p;
+                for (b = 0; b < blocks; b++, xb += 2 * n) {
+                    int32_t wv = tt_load4(wrow + 4 * b);
+                    a = __smlad(xb[0], __sxtb16(wv), a);
+                    a = __smlad(xb[1], tt_sxtb16_odd(wv), a);
+                }
+                acc[p] = a;
+            }
+            tt_conv_store(q, o, acc, n, o * hw + p0, y, mask);
+        }
+    }
+    return 1;
+}
+#endif
+
 #ifdef TT_CORTEX_M
 /* Four pixels' sums of x w over a run of n input channels: weights w[0 .. n), the pixels'
  * inputs at x, x + stride, ... (one channel after the other). With the DSP extension, four
@@ -536,6 +626,93 @@ static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t *x, const tt
 }
 #endif
 
+
+#ifdef TT_DSP
+/* Taps (input channels x kernel x kernel) of the widest dense convolution whose columns the
+ * DSP path lays out (3 x 5 x 5 is 75). */
+#define TT_COL_TAPS 80
+
+/* A dense convolution (one group: the stem) with few taps on a core with the DSP extension:
+ * for a tile of output pixels, each pixel's taps less the input's zero point (0 where they fall
+ * in the padding) are laid out once as int16 pairs (an odd last tap paired with 0), and each
+ * output channel's taps are paired alike, so that one SMLAD adds two multiply-accumulates.
+ * Four pixels' sums stay in registers. The integer sums are those of the direct loop, bit for
+ * bit. */
+static void tt_conv_columns_dsp(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+                                const int32_t *bias, const tt_requant *q, int8_t *y,
+                                uint8_t *mask) {
+    int32_t k = g->kernel, kk = k * k, taps = g->in_c * kk, words = (taps + 1) / 2;
+    int32_t hw = g->out_h * g->out_w, step = TT_PW_WORDS / words;
+    int32_t col[TT_PW_WORDS]; /* [word][pixel] */
+    int32_t wp[TT_COL_TAPS / 2];
+    int16_t v[TT_COL_TAPS + 1];
+    int32_t acc[TT_TILE];
+    int32_t o, ci, ky, kx, t, i, p, p0;
+    if (step > TT_TILE) {
+        step = TT_TILE;
+    }
+    v[taps] = 0;
+    for (p0 = 0; p0 < hw; p0 += step) {
+        int32_t n = hw - p0 < step ? hw - p0 : step;
+        for (p = 0; p < n; p++) {
+            int32_t oy = (p0 + p) / g->out_w, ox = (p0 + p) % g->out_w;
+            for (t = 0, ci = 0; ci < g->in_c; ci++) {
+                const int8_t *xc = x + ci * g->in_h * g->in_w;
+                for (ky = 0; ky < k; ky++) {
+                    int32_t iy = oy * g->stride + ky - g->pad_top;
+                    for (kx = 0; kx < k; kx++, t++) {
+                        int32_t ix = ox * g->stride + kx - g->pad_left;
+                        v[t] = (int16_t)(iy >= 0 && iy < g->in_h && ix >= 0 && ix < g->in_w
+                                             ? xc[iy * g->in_w + ix] - q->x_zero
+                                             : 0);
+                    }
+                }
+            }
+            for (i = 0; i < words; i++) {
+                col[i * n + p] =
+                    (int32_t)(((uint32_t)v[2 * i] & 0xFFFFu) | ((uint32_t)v[2 * i + 1] << 16));
+            }
+        }
+        for (o = 0; o < g->out_c; o++) {
+            int32_t wv[TT_COL_TAPS + 1];
+            for (t = 0, ci = 0; ci < g->in_c; ci++) {
+                const int8_t *wo = tt_kernel_taps(g, w, o, ci);
+                for (i = 0; i < kk; i++, t++) {
+                    wv[t] = wo[i];
+                }
+            }
+            wv[taps] = 0;
+            for (i = 0; i < words; i++) {
+                wp[i] = (int32_t)(((uint32_t)wv[2 * i] & 0xFFFFu) | ((uint32_t)wv[2 * i + 1] << 16));
+            }
+            for (p = 0; p + 4 <= n; p += 4) {
+                int32_t a0 = bias[o], a1 = a0, a2 = a0, a3 = a0;
+                const int32_t *c = col + p;
+                for (i = 0; i < words; i++, c += n) {
+                    int32_t wi = wp[i];
+                    a0 = __smlad(c[0], wi, a0);
+                    a1 = __smlad(c[1], wi, a1);
+                    a2 = __smlad(c[2], wi, a2);
+                    a3 = __smlad(c[3], wi, a3);
+                }
+                acc[p] = a0;
+                acc[p + 1] = a1;
+                acc[p + 2] = a2;
+                acc[p + 3] = a3;
+            }
+            for (; p < n; p++) {
+                int32_t a = bias[o];
+                for (i = 0; i < words; i++) {
+                    a = __smlad(col[i * n + p], wp[i], a);
+                }
+                acc[p] = a;
+            }
+            tt_conv_store(q, o, acc, n, o * hw + p0, y, mask);
+        }
+    }
+}
+#endif
+
 void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                   const int32_t *bias, const tt_requant *q, int8_t *y, uint8_t *mask) {
     int32_t cg = g->in_c / g->groups;
@@ -548,12 +725,21 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
         }
     }
     if (tt_is_pointwise(g)) {
+#ifdef TT_DSP
+        if (tt_conv_pointwise_dsp(g, x, w, bias, q, y, mask)) {
+            return;
+        }
+#endif
         tt_conv_pointwise(g, x, w, bias, q, y, mask);
         return;
     }
 #ifdef TT_DSP
     if (tt_channelwise_fits(g)) {
         tt_conv_channelwise(g, x, w, bias, q, y, mask);
+        return;
+    }
+    if (g->groups == 1 && g->in_c * g->kernel * g->kernel <= TT_COL_TAPS) {
+        tt_conv_columns_dsp(g, x, w, bias, q, y, mask);
         return;
     }
 #endif
