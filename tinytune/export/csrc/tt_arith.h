@@ -44,6 +44,13 @@ static inline int32_t tt_load4(const int8_t *p) {
     return v;
 }
 
+/* Two int16 values as one word, the first in the low half. */
+static inline int32_t tt_load_pair(const int16_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
 /* Bytes 1 and 3 of a, sign-extended into two halves (SXTB16 with ROR #8). */
 static inline int32_t tt_sxtb16_odd(int32_t a) {
     int32_t r;

@@ -633,44 +633,62 @@ static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t *x, const tt
 #define TT_COL_TAPS 80
 
 /* A dense convolution (one group: the stem) with few taps on a core with the DSP extension:
- * for a tile of output pixels, each pixel's taps less the input's zero point (0 where they fall
- * in the padding) are laid out once as int16 pairs (an odd last tap paired with 0), and each
- * output channel's taps are paired alike, so that one SMLAD adds two multiply-accumulates.
- * Four pixels' sums stay in registers. The integer sums are those of the direct loop, bit for
- * bit. */
-static void tt_conv_columns_dsp(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
-                                const int32_t *bias, const tt_requant *q, int8_t *y,
-                                uint8_t *mask) {
+ * for a tile of whole output rows, each pixel's taps less the input's zero point (0 where they
+ * fall in the padding) are laid out once as int16 pairs (an odd last tap paired with 0), a tap
+ * at a time over the tile's rows, and each output channel's taps are paired alike, so that one
+ * SMLAD adds two multiply-accumulates; four pixels' sums stay in registers. Returns 0 (nothing
+ * done) for more than TT_COL_TAPS taps or a row wider than a tile. The integer sums are those
+ * of the direct loop, bit for bit. */
+static int32_t tt_conv_columns_dsp(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+                                   const int32_t *bias, const tt_requant *q, int8_t *y,
+                                   uint8_t *mask) {
     int32_t k = g->kernel, kk = k * k, taps = g->in_c * kk, words = (taps + 1) / 2;
-    int32_t hw = g->out_h * g->out_w, step = TT_PW_WORDS / words;
-    int32_t col[TT_PW_WORDS]; /* [word][pixel] */
+    int32_t hw = g->out_h * g->out_w, s = g->stride;
+    int32_t rows = (TT_PW_WORDS / words < TT_TILE ? TT_PW_WORDS / words : TT_TILE) / g->out_w;
+    int16_t col[2 * TT_PW_WORDS]; /* [tap pair][pixel][tap 2 i, tap 2 i + 1] */
     int32_t wp[TT_COL_TAPS / 2];
-    int16_t v[TT_COL_TAPS + 1];
     int32_t acc[TT_TILE];
-    int32_t o, ci, ky, kx, t, i, p, p0;
-    if (step > TT_TILE) {
-        step = TT_TILE;
+    int32_t o, ci, ky, kx, t, i, p, p0, oy, oy0, ox;
+    if (taps > TT_COL_TAPS || rows < 1) {
+        return 0;
     }
-    v[taps] = 0;
-    for (p0 = 0; p0 < hw; p0 += step) {
-        int32_t n = hw - p0 < step ? hw - p0 : step;
-        for (p = 0; p < n; p++) {
-            int32_t oy = (p0 + p) / g->out_w, ox = (p0 + p) % g->out_w;
-            for (t = 0, ci = 0; ci < g->in_c; ci++) {
-                const int8_t *xc = x + ci * g->in_h * g->in_w;
-                for (ky = 0; ky < k; ky++) {
-                    int32_t iy = oy * g->stride + ky - g->pad_top;
-                    for (kx = 0; kx < k; kx++, t++) {
-                        int32_t ix = ox * g->stride + kx - g->pad_left;
-                        v[t] = (int16_t)(iy >= 0 && iy < g->in_h && ix >= 0 && ix < g->in_w
-                                             ? xc[iy * g->in_w + ix] - q->x_zero
-                                             : 0);
+    for (oy0 = 0; oy0 < g->out_h; oy0 += rows) {
+        int32_t n = (g->out_h - oy0 < rows ? g->out_h - oy0 : rows) * g->out_w;
+        p0 = oy0 * g->out_w;
+        if (taps & 1) {
+            for (p = 0; p < n; p++) {
+                col[2 * ((words - 1) * n + p) + 1] = 0;
+            }
+        }
+        for (t = 0, ci = 0; ci < g->in_c; ci++) {
+            const int8_t *xc = x + ci * g->in_h * g->in_w;
+            for (ky = 0; ky < k; ky++) {
+                for (kx = 0; kx < k; kx++, t++) {
+                    /* tap t of every pixel of the tile, pixel by pixel two halves apart */
+                    int16_t *dst = col + 2 * (t >> 1) * n + (t & 1);
+                    int32_t off = kx - g->pad_left, lo, hi;
+                    tt_tap_range(g, off, &lo, &hi);
+                    for (oy = oy0; oy < oy0 + n / g->out_w; oy++, dst += 2 * g->out_w) {
+                        int32_t iy = oy * s + ky - g->pad_top;
+                        const int8_t *row;
+                        if (iy < 0 || iy >= g->in_h) {
+                            for (ox = 0; ox < g->out_w; ox++) {
+                                dst[2 * ox] = 0;
+                            }
+                            continue;
+                        }
+                        row = xc + iy * g->in_w;
+                        for (ox = 0; ox < lo; ox++) {
+                            dst[2 * ox] = 0;
+                        }
+                        for (; ox <= hi; ox++) {
+                            dst[2 * ox] = (int16_t)(row[ox * s + off] - q->x_zero);
+                        }
+                        for (; ox < g->out_w; ox++) {
+                            dst[2 * ox] = 0;
+                        }
                     }
                 }
-            }
-            for (i = 0; i < words; i++) {
-                col[i * n + p] =
-                    (int32_t)(((uint32_t)v[2 * i] & 0xFFFFu) | ((uint32_t)v[2 * i + 1] << 16));
             }
         }
         for (o = 0; o < g->out_c; o++) {
@@ -687,13 +705,13 @@ static void tt_conv_columns_dsp(const tt_conv_geom *g, const int8_t *x, const tt
             }
             for (p = 0; p + 4 <= n; p += 4) {
                 int32_t a0 = bias[o], a1 = a0, a2 = a0, a3 = a0;
-                const int32_t *c = col + p;
-                for (i = 0; i < words; i++, c += n) {
+                const int16_t *c = col + 2 * p;
+                for (i = 0; i < words; i++, c += 2 * n) {
                     int32_t wi = wp[i];
-                    a0 = __smlad(c[0], wi, a0);
-                    a1 = __smlad(c[1], wi, a1);
-                    a2 = __smlad(c[2], wi, a2);
-                    a3 = __smlad(c[3], wi, a3);
+                    a0 = __smlad(tt_load_pair(c), wi, a0);
+                    a1 = __smlad(tt_load_pair(c + 2), wi, a1);
+                    a2 = __smlad(tt_load_pair(c + 4), wi, a2);
+                    a3 = __smlad(tt_load_pair(c + 6), wi, a3);
                 }
                 acc[p] = a0;
                 acc[p + 1] = a1;
@@ -703,13 +721,14 @@ static void tt_conv_columns_dsp(const tt_conv_geom *g, const int8_t *x, const tt
             for (; p < n; p++) {
                 int32_t a = bias[o];
                 for (i = 0; i < words; i++) {
-                    a = __smlad(col[i * n + p], wp[i], a);
+                    a = __smlad(tt_load_pair(col + 2 * (i * n + p)), wp[i], a);
                 }
                 acc[p] = a;
             }
             tt_conv_store(q, o, acc, n, o * hw + p0, y, mask);
         }
     }
+    return 1;
 }
 #endif
 
@@ -738,8 +757,7 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
         tt_conv_channelwise(g, x, w, bias, q, y, mask);
         return;
     }
-    if (g->groups == 1 && g->in_c * g->kernel * g->kernel <= TT_COL_TAPS) {
-        tt_conv_columns_dsp(g, x, w, bias, q, y, mask);
+    if (g->groups == 1 && tt_conv_columns_dsp(g, x, w, bias, q, y, mask)) {
         return;
     }
 #endif
