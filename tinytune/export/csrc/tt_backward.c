@@ -340,6 +340,66 @@ static void tt_grad_input_depthwise(const tt_conv_geom *g, const int8_t *gy,
     }
 }
 
+
+#ifdef TT_DSP
+/* Taps of a depthwise convolution's output pixels (out_h out_w k k) up to which the DSP path
+ * lists them once for all channels (2 KiB of stack). */
+#define TT_DW_ENTRIES 512
+
+/* grad_input of a depthwise convolution on a small map, on a core with the DSP extension: which
+ * input pixel, output pixel and tap every product joins is the same for all channels, so it is
+ * listed once (input pixel, output pixel and tap packed in a word); each channel's int32
+ * partial sums then take one multiply-accumulate per entry, kept in TT_KEEP for both passes
+ * of the block exponent. Returns 0 (nothing done) when the entries or the sums do not fit.
+ * Same integers as the direct loop, bit for bit. */
+static int32_t tt_grad_input_depthwise_dsp(const tt_conv_geom *g, const int8_t *gy,
+                                           const tt_weight *w, const int32_t *w_mult,
+                                           tt_emit *st, const tt_grad *gx) {
+    int32_t kk = g->kernel * g->kernel, n_in = g->in_h * g->in_w, n_out = g->out_h * g->out_w;
+    uint32_t entry[TT_DW_ENTRIES];
+    int32_t keep[TT_KEEP];
+    int32_t n = 0, c, i, e, oy, ox, ky, kx;
+    if (n_out * kk > TT_DW_ENTRIES || g->in_c * n_in > TT_KEEP) {
+        return 0;
+    }
+    for (oy = 0; oy < g->out_h; oy++) {
+        for (ox = 0; ox < g->out_w; ox++) {
+            for (ky = 0; ky < g->kernel; ky++) {
+                int32_t iy = oy * g->stride + ky - g->pad_top;
+                for (kx = 0; kx < g->kernel; kx++) {
+                    int32_t ix = ox * g->stride + kx - g->pad_left;
+                    if (iy >= 0 && iy < g->in_h && ix >= 0 && ix < g->in_w) {
+                        entry[n++] = (uint32_t)(iy * g->in_w + ix) |
+                                     (uint32_t)(oy * g->out_w + ox) << 12 |
+                                     (uint32_t)(ky * g->kernel + kx) << 24;
+                    }
+                }
+            }
+        }
+    }
+    for (c = 0; c < g->in_c; c++) {
+        const int8_t *wc = c < w->k ? w->train + c * kk : w->frozen + (c - w->k) * kk;
+        const int8_t *gc = gy + c * n_out;
+        int32_t *part = keep + c * n_in;
+        for (i = 0; i < n_in; i++) {
+            part[i] = 0;
+        }
+        for (e = 0; e < n; e++) { /* |part| <= 127 127 k k */
+            uint32_t v = entry[e];
+            part[v & 0xFFFu] += gc[(v >> 12) & 0xFFFu] * wc[v >> 24];
+        }
+    }
+    do {
+        for (c = 0; c < g->in_c; c++) {
+            for (i = 0; i < n_in; i++) {
+                tt_emit_put(st, gx, c * n_in + i, (int64_t)keep[c * n_in + i] * w_mult[c]);
+            }
+        }
+    } while (tt_emit_advance(st));
+    return 1;
+}
+#endif
+
 #ifndef TT_CORTEX_M
 /* grad_input of a depthwise convolution on few pixels (the late layers of a small input),
  * channels as the contiguous axis: each kernel tap adds, at each output pixel, one run over
@@ -434,6 +494,12 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
 #ifndef TT_CORTEX_M
     if (tt_depthwise_few(g)) { /* both passes inside */
         tt_grad_input_depthwise_few(g, gy, w, w_mult, &st, gx);
+        tt_emit_end(&st, gx);
+        return;
+    }
+#endif
+#ifdef TT_DSP
+    if (tt_is_depthwise(g) && tt_grad_input_depthwise_dsp(g, gy, w, w_mult, &st, gx)) {
         tt_emit_end(&st, gx);
         return;
     }
