@@ -662,12 +662,32 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
         int32_t hw = g->out_h * g->out_w, p;
         for (o = 0; o < n_out; o++) { /* contiguous dot products: same integer totals */
             const int8_t *go = gy + o * hw;
+#ifdef TT_DSP
+            /* sum gy (x - x_zero) = sum gy x - x_zero sum gy, four pixels per two SMLADs
+             * (pixels 0 and 2 paired in one, 1 and 3 in the other) */
+            int32_t gsum = 0;
+            for (p = 0; p < hw; p++) {
+                gsum += go[p];
+            }
+#endif
             for (ci = 0; ci < n_in; ci++) {
                 const int8_t *xc = x_saved + ci * hw;
                 int8_t *wp = w_train + o * n_in + ci;
                 int32_t total = 0;
                 int64_t delta;
-                for (p = 0; p < hw; p++) {
+                p = 0;
+#ifdef TT_DSP
+                total = -x_zero * gsum;
+                for (; p + 4 <= hw; p += 4) {
+                    int32_t gv = tt_load4(go + p), xv = tt_load4(xc + p);
+                    total = __smlad(__sxtb16(gv), __sxtb16(xv), total);
+                    total = __smlad(tt_sxtb16_odd(gv), tt_sxtb16_odd(xv), total);
+                }
+                for (; p < hw; p++) {
+                    total += go[p] * xc[p];
+                }
+#endif
+                for (; p < hw; p++) {
                     total += go[p] * ((int32_t)xc[p] - x_zero);
                 }
                 delta = tt_scale_round(total, upd_mult[o], upd_shift[o] - gy_exp);
