@@ -58,6 +58,13 @@ static inline int32_t tt_sxtb16_odd(int32_t a) {
     return r;
 }
 
+/* The top word of the 64-bit product a b: floor(a b / 2^32). */
+static inline int32_t tt_smmul(int32_t a, int32_t b) {
+    int32_t r;
+    __asm__("smmul %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
 /* The bottom half of lo below the bottom half of hi. */
 static inline int32_t tt_pkhbt(int32_t lo, int32_t hi) {
     int32_t r;
@@ -157,6 +164,15 @@ static inline int32_t tt_normalize_shift(int64_t max_abs) {
 typedef struct {
     int32_t e_new, e_prev, e_c, shift, pass;
     int64_t max_abs;
+#ifdef TT_DSP
+    /* In one pass (bits set by tt_emit_one_pass): element i holds floor(t / 2^scale) as 9 bits,
+     * its low byte in the destination and its sign in bit i of bits; bit i of bits + (n + 7) / 8
+     * says it is written. */
+    uint8_t *bits;
+    int32_t *keep;
+    const tt_grad *dst;
+    int32_t n, scale, fits, lo, hi; /* lo .. hi: the elements written in one pass so far */
+#endif
 } tt_emit;
 
 static inline void tt_emit_begin(tt_emit *st, const tt_grad *dst, int32_t e_new,
@@ -177,13 +193,140 @@ static inline void tt_emit_begin(tt_emit *st, const tt_grad *dst, int32_t e_new,
     st->shift = 0;
     st->pass = 0;
     st->max_abs = 0;
+#ifdef TT_DSP
+    st->bits = NULL;
+    st->keep = NULL;
+#endif
 }
+
+#ifdef TT_DSP
+/* Elements of the largest buffer a Cortex-M4/M7 writes in one pass (two bit planes: 4 KiB). */
+#define TT_ONE_PASS 16384
+
+/* Write the n elements of dst in one pass instead of two, with bits (2 (n + 7) / 8 bytes; n at
+ * most TT_ONE_PASS): each exact value t is kept as floor(t / 2^scale), the smallest scale at
+ * which the largest magnitude so far takes 9 bits; when it grows, the elements written so far
+ * are divided again (floors nest: floor(floor(t / 2^a) / 2^b) = floor(t / 2^(a + b))). At the
+ * end, rshift_round(t, shift) = rshift_round(floor(t / 2^scale), shift - scale) for the shift
+ * the largest magnitude asks for, which exceeds scale when scale > 0 (the 9 bits of a scale
+ * above 0 hold at least 128 2^scale, which rounds to more than 127 at that scale). The same
+ * bytes and exponent as the two passes, bit for bit. */
+static inline void tt_emit_one_pass(tt_emit *st, const tt_grad *dst, int32_t n,
+                                    uint8_t *bits) {
+    int32_t i;
+    st->bits = bits;
+    st->dst = dst;
+    st->n = n;
+    st->scale = 0;
+    st->lo = n;
+    st->hi = -1;
+    for (i = 0; i < 2 * ((n + 7) / 8); i++) {
+        bits[i] = 0;
+    }
+}
+
+/* Elements whose exact values a Cortex-M4/M7 keeps as int32 in the same 4 KiB. */
+#define TT_KEEP 1024
+
+/* Keep the first pass's exact values (n at most TT_KEEP) in keep, so that a second pass is
+ * needed only when one of them does not fit 32 bits. */
+static inline void tt_emit_keep(tt_emit *st, const tt_grad *dst, int32_t n, int32_t *keep) {
+    st->keep = keep;
+    st->dst = dst;
+    st->n = n;
+    st->fits = 1;
+}
+
+/* One pass where the scratch of TT_KEEP int32 values holds what it takes: the exact values
+ * of up to TT_KEEP elements, else the bit planes of up to TT_ONE_PASS. */
+static inline void tt_emit_scratch(tt_emit *st, const tt_grad *dst, int32_t n, int32_t *scratch) {
+    if (n <= TT_KEEP) {
+        tt_emit_keep(st, dst, n, scratch);
+    } else if (n <= TT_ONE_PASS) {
+        tt_emit_one_pass(st, dst, n, (uint8_t *)scratch);
+    }
+}
+
+/* The 9-bit value element i holds. */
+static inline int32_t tt_emit_held(const tt_emit *st, const tt_grad *dst, int32_t i) {
+    int32_t low = (uint8_t)dst->data[i];
+    return (st->bits[i >> 3] >> (i & 7)) & 1u ? low - 256 : low;
+}
+
+static inline void tt_emit_hold(tt_emit *st, const tt_grad *dst, int32_t i, int32_t v) {
+    uint8_t m = (uint8_t)(1u << (i & 7));
+    int32_t low = v & 0xFF;
+    dst->data[i] = (int8_t)(low > 127 ? low - 256 : low);
+    st->bits[i >> 3] = (uint8_t)(v < 0 ? st->bits[i >> 3] | m : st->bits[i >> 3] & ~m);
+}
+
+/* A larger magnitude arrived: the smallest scale holding it in 9 bits, the values so far
+ * divided again. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void tt_emit_rescale(tt_emit *st, const tt_grad *dst) {
+    const uint8_t *done = st->bits + (st->n + 7) / 8;
+    int32_t scale = st->scale, d, i;
+    while ((st->max_abs >> scale) >= 256) {
+        scale++;
+    }
+    d = scale - st->scale;
+    for (i = st->lo; i <= st->hi; i++) {
+        if ((done[i >> 3] >> (i & 7)) & 1u) {
+            tt_emit_hold(st, dst, i, (int32_t)tt_floor_shift(tt_emit_held(st, dst, i), d));
+        }
+    }
+    st->scale = scale;
+}
+
+static inline void tt_emit_put_one(tt_emit *st, const tt_grad *dst, int32_t i, int64_t t) {
+    int64_t a = tt_abs64(t);
+    uint8_t *done = st->bits + (st->n + 7) / 8;
+    if (a > st->max_abs) {
+        st->max_abs = a;
+        if ((a >> st->scale) >= 256) {
+            tt_emit_rescale(st, dst);
+        }
+    }
+    if (t >= INT32_MIN && t <= INT32_MAX && st->scale <= 30) {
+        /* floor(t / 2^scale) in 32 bits: an unsigned shift of t + 2^31, less 2^(31 - scale) */
+        tt_emit_hold(st, dst, i,
+                     (int32_t)(((uint32_t)t ^ 0x80000000u) >> st->scale) -
+                         ((int32_t)1 << (31 - st->scale)));
+    } else {
+        tt_emit_hold(st, dst, i, (int32_t)tt_floor_shift(t, st->scale));
+    }
+    done[i >> 3] = (uint8_t)(done[i >> 3] | (1u << (i & 7)));
+    if (i < st->lo) {
+        st->lo = i;
+    }
+    if (i > st->hi) {
+        st->hi = i;
+    }
+}
+#endif
 
 static inline void tt_emit_put(tt_emit *st, const tt_grad *dst, int32_t i, int64_t s) {
     int64_t t = s;
     if (dst->accumulate) {
         t = tt_shift_exp(s, st->e_new - st->e_c) + tt_shift_exp(dst->data[i], st->e_prev - st->e_c);
     }
+#ifdef TT_DSP
+    if (st->keep) {
+        int64_t a = tt_abs64(t);
+        if (a > st->max_abs) {
+            st->max_abs = a;
+        }
+        st->keep[i] = (int32_t)t;
+        st->fits &= t == (int64_t)st->keep[i];
+        return;
+    }
+    if (st->bits) {
+        tt_emit_put_one(st, dst, i, t);
+        return;
+    }
+#endif
     if (st->pass == 0) {
         int64_t a = tt_abs64(t);
         if (a > st->max_abs) {
@@ -196,6 +339,31 @@ static inline void tt_emit_put(tt_emit *st, const tt_grad *dst, int32_t i, int64
 
 /* After pass 0: fix the shift and go on to pass 1 (returns 1); after pass 1: returns 0. */
 static inline int32_t tt_emit_advance(tt_emit *st) {
+#ifdef TT_DSP
+    if (st->bits) { /* the one pass is done: each element rounded at the final shift */
+        const tt_grad *dst = st->dst;
+        int32_t i;
+        st->shift = tt_normalize_shift(st->max_abs);
+        for (i = 0; i < st->n; i++) {
+            dst->data[i] =
+                (int8_t)tt_rshift_round(tt_emit_held(st, dst, i), st->shift - st->scale);
+        }
+        st->bits = NULL;
+        return 0;
+    }
+    if (st->keep) { /* the exact values are kept, or a second pass computes them again */
+        const tt_grad *dst = st->dst;
+        int32_t i, *keep = st->keep;
+        st->keep = NULL;
+        if (st->fits) {
+            st->shift = tt_normalize_shift(st->max_abs);
+            for (i = 0; i < st->n; i++) {
+                dst->data[i] = (int8_t)tt_rshift_round(keep[i], st->shift);
+            }
+            return 0;
+        }
+    }
+#endif
     if (st->pass == 0) {
         st->shift = tt_normalize_shift(st->max_abs);
         st->pass = 1;

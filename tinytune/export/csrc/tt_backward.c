@@ -117,9 +117,7 @@ static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
 }
 
 #ifdef TT_DSP
-/* Sums a Cortex-M4/M7 keeps between the two passes of the block exponent (4 KiB of stack), and
- * products gy m of one pixel it keeps for the input channels to share (2 KiB). */
-#define TT_KEEP 1024
+/* Products gy m of one pixel a Cortex-M4/M7 keeps for the input channels to share (2 KiB). */
 #define TT_COEFS 512
 
 /* Four consecutive input channels' sums over n output channels: their weights a word at wo,
@@ -144,74 +142,45 @@ static void tt_dot4_long(const int8_t *wo, int32_t ws, const int32_t *g, int32_t
     s[3] = s3;
 }
 
-/* One pass of the input gradient of a 1x1 convolution on a core with the DSP extension: per
- * pixel, the products g[o] = gy[o] m[o] once, then four input channels at a time (their
- * weights one word of each output channel's row) in 64-bit sums. With keep, each sum is also
- * stored there; returns 0 when one of them does not fit 32 bits (keep is then incomplete). */
-static int32_t tt_grad_input_pointwise_pass(const tt_conv_geom *g, const int8_t *gy,
-                                            const tt_weight *w, const int32_t *w_mult,
-                                            tt_emit *st, const tt_grad *gx, int32_t *keep) {
-    int32_t hw = g->in_h * g->in_w, cin = g->in_c, k = w->k, out_c = g->out_c;
-    int32_t coef[TT_COEFS];
-    int32_t fits = 1, c, o, p, j;
-    for (p = 0; p < hw; p++) {
-        for (o = 0; o < out_c; o++) {
-            coef[o] = gy[o * hw + p] * w_mult[o];
-        }
-        for (c = 0; c < cin;) {
-            /* the run of channels in the weight part of c: trained (rows of k) or frozen */
-            int32_t part_end = c < k ? k : cin;
-            int32_t ws = c < k ? k : cin - k;
-            const int8_t *wc = c < k ? w->train + c : w->frozen + (c - k);
-            int64_t s[4];
-            int32_t n = part_end - c >= 4 ? 4 : 1;
-            if (n == 4) {
-                tt_dot4_long(wc, ws, coef, out_c, s);
-            } else {
-                int64_t s0 = 0;
-                for (o = 0; o < out_c; o++) {
-                    s0 += (int64_t)wc[o * ws] * coef[o];
-                }
-                s[0] = s0;
-            }
-            for (j = 0; j < n; j++, c++) {
-                int32_t i = c * hw + p;
-                tt_emit_put(st, gx, i, s[j]);
-                if (keep) {
-                    keep[i] = (int32_t)s[j];
-                    fits &= s[j] == (int64_t)keep[i];
-                }
-            }
-        }
-    }
-    return fits;
-}
-
-/* grad_input of a 1x1 convolution on a core with the DSP extension, for up to TT_COEFS output
- * channels: the sums are computed once when they fit TT_KEEP values of 32 bits (the common
- * case), else again in the second pass. The same integers as the direct loop, bit for bit. */
+/* grad_input of a 1x1 convolution with up to TT_COEFS output channels on a core with the DSP
+ * extension: per pixel, the products g[o] = gy[o] m[o] once, then four input channels at a
+ * time (their weights one word of each output channel's row) in 64-bit sums. Returns 0 (nothing
+ * done) for more output channels. The same integers as the direct loop, bit for bit. */
 static int32_t tt_grad_input_pointwise_dsp(const tt_conv_geom *g, const int8_t *gy,
                                            const tt_weight *w, const int32_t *w_mult,
                                            tt_emit *st, const tt_grad *gx) {
-    int32_t n = g->in_c * g->in_h * g->in_w, i;
-    int32_t keep[TT_KEEP];
-    if (g->out_c > TT_COEFS) {
+    int32_t hw = g->in_h * g->in_w, cin = g->in_c, k = w->k, out_c = g->out_c;
+    int32_t coef[TT_COEFS];
+    int32_t c, o, p, j;
+    if (out_c > TT_COEFS) {
         return 0;
     }
-    if (n <= TT_KEEP && tt_grad_input_pointwise_pass(g, gy, w, w_mult, st, gx, keep)) {
-        tt_emit_advance(st);
-        for (i = 0; i < n; i++) {
-            tt_emit_put(st, gx, i, keep[i]);
-        }
-        return 1;
-    }
-    if (n <= TT_KEEP) { /* pass 0 is done; a sum did not fit 32 bits */
-        tt_emit_advance(st);
-        tt_grad_input_pointwise_pass(g, gy, w, w_mult, st, gx, NULL);
-        return 1;
-    }
     do {
-        tt_grad_input_pointwise_pass(g, gy, w, w_mult, st, gx, NULL);
+        for (p = 0; p < hw; p++) {
+            for (o = 0; o < out_c; o++) {
+                coef[o] = gy[o * hw + p] * w_mult[o];
+            }
+            for (c = 0; c < cin;) {
+                /* the run of channels in the weight part of c: trained (rows of k) or frozen */
+                int32_t part_end = c < k ? k : cin;
+                int32_t ws = c < k ? k : cin - k;
+                const int8_t *wc = c < k ? w->train + c : w->frozen + (c - k);
+                int64_t s[4];
+                int32_t n = part_end - c >= 4 ? 4 : 1;
+                if (n == 4) {
+                    tt_dot4_long(wc, ws, coef, out_c, s);
+                } else {
+                    int64_t s0 = 0;
+                    for (o = 0; o < out_c; o++) {
+                        s0 += (int64_t)wc[o * ws] * coef[o];
+                    }
+                    s[0] = s0;
+                }
+                for (j = 0; j < n; j++, c++) {
+                    tt_emit_put(st, gx, c * hw + p, s[j]);
+                }
+            }
+        }
     } while (tt_emit_advance(st));
     return 1;
 }
@@ -342,24 +311,86 @@ static void tt_grad_input_depthwise(const tt_conv_geom *g, const int8_t *gy,
 
 
 #ifdef TT_DSP
-/* Taps of a depthwise convolution's output pixels (out_h out_w k k) up to which the DSP path
- * lists them once for all channels (2 KiB of stack). */
-#define TT_DW_ENTRIES 512
+/* int16 values of the padded output-gradient plane (2 KiB of stack) and the widest kernel the
+ * plane path of a depthwise input gradient takes. */
+#define TT_DW_PLANE 1024
+#define TT_DW_KERNEL 7
+
+/* grad_input of a depthwise convolution on a core with the DSP extension, a channel at a time:
+ * gy is laid out in a zero-padded int16 plane, at rows k - 1 - pad_top + stride oy and columns
+ * k - 1 - pad_left + stride ox (zeros between them for a stride of 2), so that the input
+ * gradient is that plane's correlation with the flipped kernel at stride 1: two neighbouring
+ * taps per SMLAD, no bounds in the inner loop. Returns 0 (nothing done) where the plane or the
+ * kernel does not fit. Same integers as the direct loop, bit for bit. */
+static int32_t tt_grad_input_depthwise_plane(const tt_conv_geom *g, const int8_t *gy,
+                                             const tt_weight *w, const int32_t *w_mult,
+                                             tt_emit *st, const tt_grad *gx) {
+    int32_t k = g->kernel, kk = k * k, pairs = (k + 1) / 2, s = g->stride;
+    int32_t rows = g->in_h + k - 1, qw = g->in_w + k;
+    int32_t r0 = k - 1 - g->pad_top, j0 = k - 1 - g->pad_left;
+    int16_t plane[TT_DW_PLANE];
+    int32_t wp[TT_DW_KERNEL * ((TT_DW_KERNEL + 1) / 2)]; /* [ky][pair] of the flipped kernel */
+    int32_t c, i, t, oy, ox, iy, ix, ky;
+    if (k > TT_DW_KERNEL || rows * qw > TT_DW_PLANE || r0 < 0 || j0 < 0) {
+        return 0;
+    }
+    for (i = 0; i < rows * qw; i++) {
+        plane[i] = 0;
+    }
+    do {
+        for (c = 0; c < g->in_c; c++) {
+            const int8_t *wc = c < w->k ? w->train + c * kk : w->frozen + (c - w->k) * kk;
+            const int8_t *gc = gy + c * g->out_h * g->out_w;
+            for (ky = 0; ky < k; ky++) {
+                const int8_t *wr = wc + (k - 1 - ky) * k; /* flipped row, read backwards */
+                for (t = 0; t < pairs; t++) {
+                    int32_t lo = wr[k - 1 - 2 * t], hi = 2 * t + 1 < k ? wr[k - 2 - 2 * t] : 0;
+                    wp[ky * pairs + t] =
+                        (int32_t)(((uint32_t)lo & 0xFFFFu) | ((uint32_t)hi << 16));
+                }
+            }
+            for (oy = 0; oy < g->out_h; oy++) { /* the plane's zeros stay where they are */
+                int16_t *row = plane + (r0 + s * oy) * qw + j0;
+                for (ox = 0; ox < g->out_w; ox++) {
+                    row[s * ox] = gc[oy * g->out_w + ox];
+                }
+            }
+            for (iy = 0; iy < g->in_h; iy++) {
+                for (ix = 0; ix < g->in_w; ix++) {
+                    const int16_t *p0 = plane + iy * qw + ix;
+                    int32_t a = 0;
+                    for (ky = 0; ky < k; ky++, p0 += qw) {
+                        const int32_t *wr = wp + ky * pairs;
+                        for (t = 0; t < pairs; t++) {
+                            a = __smlad(tt_load_pair(p0 + 2 * t), wr[t], a);
+                        }
+                    }
+                    tt_emit_put(st, gx, (c * g->in_h + iy) * g->in_w + ix,
+                                (int64_t)a * w_mult[c]);
+                }
+            }
+        }
+    } while (tt_emit_advance(st));
+    return 1;
+}
+
+/* Taps of a depthwise convolution's output pixels (out_h out_w k k), and input pixels, up to
+ * which the DSP path lists them once for all channels (1 KiB of stack each). */
+#define TT_DW_ENTRIES 256
 
 /* grad_input of a depthwise convolution on a small map, on a core with the DSP extension: which
  * input pixel, output pixel and tap every product joins is the same for all channels, so it is
  * listed once (input pixel, output pixel and tap packed in a word); each channel's int32
- * partial sums then take one multiply-accumulate per entry, kept in TT_KEEP for both passes
- * of the block exponent. Returns 0 (nothing done) when the entries or the sums do not fit.
- * Same integers as the direct loop, bit for bit. */
+ * partial sums then take one multiply-accumulate per entry. Returns 0 (nothing done) when the
+ * entries or a channel's sums do not fit. Same integers as the direct loop, bit for bit. */
 static int32_t tt_grad_input_depthwise_dsp(const tt_conv_geom *g, const int8_t *gy,
                                            const tt_weight *w, const int32_t *w_mult,
                                            tt_emit *st, const tt_grad *gx) {
     int32_t kk = g->kernel * g->kernel, n_in = g->in_h * g->in_w, n_out = g->out_h * g->out_w;
     uint32_t entry[TT_DW_ENTRIES];
-    int32_t keep[TT_KEEP];
+    int32_t part[TT_DW_ENTRIES];
     int32_t n = 0, c, i, e, oy, ox, ky, kx;
-    if (n_out * kk > TT_DW_ENTRIES || g->in_c * n_in > TT_KEEP) {
+    if (n_out * kk > TT_DW_ENTRIES || n_in > TT_DW_ENTRIES) {
         return 0;
     }
     for (oy = 0; oy < g->out_h; oy++) {
@@ -377,22 +408,19 @@ static int32_t tt_grad_input_depthwise_dsp(const tt_conv_geom *g, const int8_t *
             }
         }
     }
-    for (c = 0; c < g->in_c; c++) {
-        const int8_t *wc = c < w->k ? w->train + c * kk : w->frozen + (c - w->k) * kk;
-        const int8_t *gc = gy + c * n_out;
-        int32_t *part = keep + c * n_in;
-        for (i = 0; i < n_in; i++) {
-            part[i] = 0;
-        }
-        for (e = 0; e < n; e++) { /* |part| <= 127 127 k k */
-            uint32_t v = entry[e];
-            part[v & 0xFFFu] += gc[(v >> 12) & 0xFFFu] * wc[v >> 24];
-        }
-    }
     do {
         for (c = 0; c < g->in_c; c++) {
+            const int8_t *wc = c < w->k ? w->train + c * kk : w->frozen + (c - w->k) * kk;
+            const int8_t *gc = gy + c * n_out;
             for (i = 0; i < n_in; i++) {
-                tt_emit_put(st, gx, c * n_in + i, (int64_t)keep[c * n_in + i] * w_mult[c]);
+                part[i] = 0;
+            }
+            for (e = 0; e < n; e++) { /* |part| <= 127 127 k k */
+                uint32_t v = entry[e];
+                part[v & 0xFFFu] += gc[(v >> 12) & 0xFFFu] * wc[v >> 24];
+            }
+            for (i = 0; i < n_in; i++) {
+                tt_emit_put(st, gx, c * n_in + i, (int64_t)part[i] * w_mult[c]);
             }
         }
     } while (tt_emit_advance(st));
@@ -463,6 +491,9 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
     int32_t o, c, iy, ix, ky, kx;
     int32_t max_mult = 0;
     tt_emit st;
+#ifdef TT_DSP
+    int32_t scratch[TT_KEEP];
+#endif
     for (o = 0; o < g->out_c; o++) {
         if (w_mult[o] > max_mult) {
             max_mult = w_mult[o];
@@ -471,6 +502,9 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
     tt_emit_begin(&st, gx, gy_exp - frac_bits,
                   tt_bitlen((uint64_t)TT_GRAD_MAX * 127u * (uint64_t)max_mult * (uint64_t)og *
                             (uint64_t)(g->kernel * g->kernel)));
+#ifdef TT_DSP
+    tt_emit_scratch(&st, gx, g->in_c * g->in_h * g->in_w, scratch);
+#endif
     if (tt_is_pointwise(g)) {
 #ifndef TT_CORTEX_M
         if (g->in_c * g->in_h * g->in_w <= TT_FEW_SUMS) { /* both passes inside */
@@ -499,7 +533,8 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
     }
 #endif
 #ifdef TT_DSP
-    if (tt_is_depthwise(g) && tt_grad_input_depthwise_dsp(g, gy, w, w_mult, &st, gx)) {
+    if (tt_is_depthwise(g) && (tt_grad_input_depthwise_dsp(g, gy, w, w_mult, &st, gx) ||
+                               tt_grad_input_depthwise_plane(g, gy, w, w_mult, &st, gx))) {
         tt_emit_end(&st, gx);
         return;
     }

@@ -36,6 +36,43 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
      * the same floor in 32-bit arithmetic after one 32 x 32 -> 64-bit multiply-accumulate: the
      * numerator's high word, shifted by t - 32. */
     int32_t t = q->shift[o];
+#ifdef TT_DSP
+    /* With a shift of 33 .. 62, round(a m 2^-t) = floor((floor(a m / 2^32) + 2^(sh-1)) / 2^sh)
+     * for sh = t - 32 (floors nest), floor(a m / 2^32) being SMMUL's top word, in [-2^30,
+     * 2^30); adding 2^30 (a multiple of 2^sh) makes the numerator non-negative for an unsigned
+     * shift, taken back with the zero point. The range test is one unsigned comparison, and
+     * the mask's bits are gathered a byte at a time. */
+    if (t >= 33 && t <= 62) {
+        int32_t sh = t - 32, lo = q->act_min, hi = q->act_max, mult = q->mult[o];
+        uint32_t c = (1u << 30) + (1u << (sh - 1)), span = (uint32_t)hi - (uint32_t)lo;
+        int32_t back = q->y_zero - ((int32_t)1 << (30 - sh));
+        int8_t *out = y + idx0;
+        if (!mask) {
+            for (p = 0; p < n; p++) {
+                int32_t v = back + (int32_t)(((uint32_t)tt_smmul(acc[p], mult) + c) >> sh);
+                v = v < lo ? lo : v;
+                out[p] = (int8_t)(v > hi ? hi : v);
+            }
+        } else {
+            uint32_t bits = 0;
+            int32_t idx = idx0;
+            for (p = 0; p < n; p++, idx++) {
+                int32_t v = back + (int32_t)(((uint32_t)tt_smmul(acc[p], mult) + c) >> sh);
+                bits |= (uint32_t)((uint32_t)v - (uint32_t)lo <= span) << (idx & 7);
+                if ((idx & 7) == 7) {
+                    mask[idx >> 3] = (uint8_t)(mask[idx >> 3] | bits);
+                    bits = 0;
+                }
+                v = v < lo ? lo : v;
+                out[p] = (int8_t)(v > hi ? hi : v);
+            }
+            if (bits) {
+                mask[(idx - 1) >> 3] = (uint8_t)(mask[(idx - 1) >> 3] | bits);
+            }
+        }
+        return;
+    }
+#endif
     if (t >= 32 && t <= 62) {
         int32_t sh = t - 32, lo = q->act_min, hi = q->act_max;
         int64_t mult = q->mult[o];
@@ -558,7 +595,8 @@ static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t *x, const tt
     int32_t band = (TT_DW_PLANE / qw - k) / s + 1; /* output rows whose plane rows fit */
     int16_t plane[TT_DW_PLANE];
     int32_t wp[TT_DW_KERNEL * ((TT_DW_KERNEL + 1) / 2)]; /* [ky][pair]: (w[kx], w[kx + 1]) */
-    int32_t acc[TT_TILE];
+    int32_t sums[TT_TILE];
+    int32_t whole = g->out_h * g->out_w <= TT_TILE;
     /* the plane's columns that hold input: j0 .. j1 - 1 */
     int32_t j0 = g->pad_left > 0 ? g->pad_left : 0;
     int32_t j1 = g->pad_left + g->in_w < qw ? g->pad_left + g->in_w : qw;
@@ -595,6 +633,8 @@ static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t *x, const tt
             }
             for (oy = oy0; oy < oy1; oy++) {
                 const int16_t *top = plane + (oy - oy0) * s * qw;
+                /* a channel of at most TT_TILE outputs is stored at once, else row by row */
+                int32_t *acc = whole ? sums + oy * g->out_w : sums;
                 for (ox = 0; ox < g->out_w && k == 3; ox++) { /* the common 3x3, unrolled */
                     const int16_t *p0 = top + ox * s;
                     int32_t a = bias[c], v;
@@ -619,8 +659,13 @@ static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t *x, const tt
                     }
                     acc[ox] = a;
                 }
-                tt_conv_store(q, c, acc, g->out_w, (c * g->out_h + oy) * g->out_w, y, mask);
+                if (!whole) {
+                    tt_conv_store(q, c, acc, g->out_w, (c * g->out_h + oy) * g->out_w, y, mask);
+                }
             }
+        }
+        if (whole) {
+            tt_conv_store(q, c, sums, g->out_h * g->out_w, c * g->out_h * g->out_w, y, mask);
         }
     }
 }
