@@ -40,33 +40,55 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
     /* With a shift of 33 .. 62, round(a m 2^-t) = floor((floor(a m / 2^32) + 2^(sh-1)) / 2^sh)
      * for sh = t - 32 (floors nest), floor(a m / 2^32) being SMMUL's top word, in [-2^30,
      * 2^30); adding 2^30 (a multiple of 2^sh) makes the numerator non-negative for an unsigned
-     * shift, taken back with the zero point. The range test is one unsigned comparison, and
-     * the mask's bits are gathered a byte at a time. */
+     * shift, taken back with the zero point. SSAT clamps to int8 (the whole clamp where the
+     * activation's range is int8's, as it is after a ReLU6 folded into the output scale); an
+     * output is in range where the clamp leaves it as it is, and the mask takes its bits a byte
+     * at a time. */
     if (t >= 33 && t <= 62) {
         int32_t sh = t - 32, lo = q->act_min, hi = q->act_max, mult = q->mult[o];
-        uint32_t c = (1u << 30) + (1u << (sh - 1)), span = (uint32_t)hi - (uint32_t)lo;
+        uint32_t c = (1u << 30) + (1u << (sh - 1));
         int32_t back = q->y_zero - ((int32_t)1 << (30 - sh));
         int8_t *out = y + idx0;
-        if (!mask) {
+        if (!mask && lo == -128 && hi == 127) { /* no activation: SSAT clamps */
             for (p = 0; p < n; p++) {
-                int32_t v = back + (int32_t)(((uint32_t)tt_smmul(acc[p], mult) + c) >> sh);
+                out[p] = (int8_t)__ssat(
+                    back + (int32_t)(((uint32_t)tt_smmul(acc[p], mult) + c) >> sh), 8);
+            }
+        } else if (!mask) {
+            for (p = 0; p < n; p++) {
+                int32_t v = __ssat(
+                    back + (int32_t)(((uint32_t)tt_smmul(acc[p], mult) + c) >> sh), 8);
                 v = v < lo ? lo : v;
                 out[p] = (int8_t)(v > hi ? hi : v);
             }
-        } else {
-            uint32_t bits = 0;
-            int32_t idx = idx0;
-            for (p = 0; p < n; p++, idx++) {
-                int32_t v = back + (int32_t)(((uint32_t)tt_smmul(acc[p], mult) + c) >> sh);
-                bits |= (uint32_t)((uint32_t)v - (uint32_t)lo <= span) << (idx & 7);
-                if ((idx & 7) == 7) {
-                    mask[idx >> 3] = (uint8_t)(mask[idx >> 3] | bits);
-                    bits = 0;
+        } else if (lo == -128 && hi == 127) { /* in range where SSAT leaves it as it is */
+            int32_t idx = idx0, end = idx0 + n;
+            while (idx < end) {
+                int32_t stop = ((idx >> 3) + 1) << 3 < end ? ((idx >> 3) + 1) << 3 : end;
+                uint32_t bits = 0, bit = 1u << (idx & 7);
+                for (; idx < stop; idx++, bit <<= 1) {
+                    int32_t v =
+                        back + (int32_t)(((uint32_t)tt_smmul(acc[idx - idx0], mult) + c) >> sh);
+                    int32_t u = __ssat(v, 8);
+                    bits |= u == v ? bit : 0u;
+                    y[idx] = (int8_t)u;
                 }
-                v = v < lo ? lo : v;
-                out[p] = (int8_t)(v > hi ? hi : v);
+                mask[(idx - 1) >> 3] = (uint8_t)(mask[(idx - 1) >> 3] | bits);
             }
-            if (bits) {
+        } else { /* in range when the clamp leaves it as it is; a byte of the mask at a time */
+            int32_t idx = idx0, end = idx0 + n;
+            while (idx < end) {
+                int32_t stop = ((idx >> 3) + 1) << 3 < end ? ((idx >> 3) + 1) << 3 : end;
+                uint32_t bits = 0;
+                for (; idx < stop; idx++) {
+                    int32_t v =
+                        back + (int32_t)(((uint32_t)tt_smmul(acc[idx - idx0], mult) + c) >> sh);
+                    int32_t u = __ssat(v, 8);
+                    u = u < lo ? lo : u;
+                    u = u > hi ? hi : u;
+                    bits |= (uint32_t)(u == v) << (idx & 7);
+                    y[idx] = (int8_t)u;
+                }
                 mask[(idx - 1) >> 3] = (uint8_t)(mask[(idx - 1) >> 3] | bits);
             }
         }
@@ -122,6 +144,7 @@ static int32_t tt_conv_pointwise_dsp(const tt_conv_geom *g, const int8_t *x, con
     int32_t xt[TT_PW_WORDS];
     int8_t wrow[TT_PW_CHANNELS];
     int32_t acc[TT_TILE];
+    int32_t zz = (int32_t)(((uint32_t)q->x_zero & 0xFFFFu) | ((uint32_t)q->x_zero << 16));
     int32_t o, b, c, j, p, p0;
     if (cin > TT_PW_CHANNELS || step < 4) {
         return 0;
@@ -136,7 +159,28 @@ static int32_t tt_conv_pointwise_dsp(const tt_conv_geom *g, const int8_t *x, con
         int32_t n = hw - p0 < step ? hw - p0 : step;
         for (b = 0; b < blocks; b++) {
             int32_t *out = xt + 2 * b * n;
-            for (p = 0; p < n; p++) {
+            p = 0;
+            if (4 * b + 3 < cin) { /* four pixels of four channels: widen, less x_zero, pair */
+                const int8_t *x0 = x + 4 * b * hw + p0;
+                for (; p + 4 <= n; p += 4, out += 8) {
+                    int32_t v0 = tt_load4(x0 + p), v1 = tt_load4(x0 + hw + p);
+                    int32_t v2 = tt_load4(x0 + 2 * hw + p), v3 = tt_load4(x0 + 3 * hw + p);
+                    int32_t e0 = __ssub16(__sxtb16(v0), zz), o0 = __ssub16(tt_sxtb16_odd(v0), zz);
+                    int32_t e1 = __ssub16(__sxtb16(v1), zz), o1 = __ssub16(tt_sxtb16_odd(v1), zz);
+                    int32_t e2 = __ssub16(__sxtb16(v2), zz), o2 = __ssub16(tt_sxtb16_odd(v2), zz);
+                    int32_t e3 = __ssub16(__sxtb16(v3), zz), o3 = __ssub16(tt_sxtb16_odd(v3), zz);
+                    out[0] = tt_pkhbt(e0, e2); /* pixel 0: channels (0, 2), (1, 3) */
+                    out[1] = tt_pkhbt(e1, e3);
+                    out[2] = tt_pkhbt(o0, o2); /* pixel 1 */
+                    out[3] = tt_pkhbt(o1, o3);
+                    out[4] = tt_pkhtb(e2, e0); /* pixel 2 */
+                    out[5] = tt_pkhtb(e3, e1);
+                    out[6] = tt_pkhtb(o2, o0); /* pixel 3 */
+                    out[7] = tt_pkhtb(o3, o1);
+                }
+                out -= 2 * p;
+            }
+            for (; p < n; p++) {
                 int32_t v[4];
                 for (j = 0; j < 4; j++) {
                     c = 4 * b + j;
@@ -147,17 +191,22 @@ static int32_t tt_conv_pointwise_dsp(const tt_conv_geom *g, const int8_t *x, con
             }
         }
         for (o = 0; o < g->out_c; o++) {
-            if (k > 0) {
-                memcpy(wrow, w->train + o * k, (size_t)k);
-            }
-            if (k < cin) {
-                memcpy(wrow + k, w->frozen + o * (cin - k), (size_t)(cin - k));
+            const int8_t *wo = wrow;
+            if ((cin & 3) == 0 && (k == 0 || k == cin)) { /* one whole row: no padding */
+                wo = k == 0 ? w->frozen + o * cin : w->train + o * cin;
+            } else {
+                if (k > 0) {
+                    memcpy(wrow, w->train + o * k, (size_t)k);
+                }
+                if (k < cin) {
+                    memcpy(wrow + k, w->frozen + o * (cin - k), (size_t)(cin - k));
+                }
             }
             for (p = 0; p + 4 <= n; p += 4) {
                 int32_t a0 = bias[o], a1 = a0, a2 = a0, a3 = a0;
                 const int32_t *xb = xt + 2 * p;
                 for (b = 0; b < blocks; b++, xb += 2 * n) {
-                    int32_t wv = tt_load4(wrow + 4 * b);
+                    int32_t wv = tt_load4(wo + 4 * b);
                     int32_t w02 = __sxtb16(wv), w13 = tt_sxtb16_odd(wv);
                     a0 = __smlad(xb[0], w02, a0);
                     a0 = __smlad(xb[1], w13, a0);
@@ -177,7 +226,7 @@ static int32_t tt_conv_pointwise_dsp(const tt_conv_geom *g, const int8_t *x, con
                 int32_t a = bias[o];
                 const int32_t *xb = xt + 2 * p;
                 for (b = 0; b < blocks; b++, xb += 2 * n) {
-                    int32_t wv = tt_load4(wrow + 4 * b);
+                    int32_t wv = tt_load4(wo + 4 * b);
                     a = __smlad(xb[0], __sxtb16(wv), a);
                     a = __smlad(xb[1], tt_sxtb16_odd(wv), a);
                 }
@@ -569,6 +618,61 @@ static void tt_conv_depthwise_few(const tt_conv_geom *g, const int8_t *x, const 
 #endif
 
 #ifdef TT_DSP
+/* Taps of a depthwise convolution's output pixels (out_h out_w k k) up to which the DSP path
+ * lists them once for all channels. */
+#define TT_DW_TAPS 256
+
+/* The taps of a depthwise convolution on a small map, listed once for all channels, output
+ * pixel by output pixel: entry[] the input pixel and the tap (a halfword each), count[] the
+ * entries of each output pixel. Returns 0 when the list does not fit. */
+static int32_t tt_depthwise_taps(const tt_conv_geom *g, uint16_t *entry, uint8_t *count) {
+    int32_t n = 0, oy, ox, ky, kx;
+    if (g->out_h * g->out_w * g->kernel * g->kernel > TT_DW_TAPS ||
+        g->out_h * g->out_w > TT_TILE || g->in_h * g->in_w > 256 || g->kernel > 15) {
+        return 0;
+    }
+    for (oy = 0; oy < g->out_h; oy++) {
+        for (ox = 0; ox < g->out_w; ox++) {
+            int32_t first = n;
+            for (ky = 0; ky < g->kernel; ky++) {
+                int32_t iy = oy * g->stride + ky - g->pad_top;
+                for (kx = 0; kx < g->kernel; kx++) {
+                    int32_t ix = ox * g->stride + kx - g->pad_left;
+                    if (iy >= 0 && iy < g->in_h && ix >= 0 && ix < g->in_w) {
+                        entry[n++] = (uint16_t)((iy * g->in_w + ix) | (ky * g->kernel + kx) << 8);
+                    }
+                }
+            }
+            count[oy * g->out_w + ox] = (uint8_t)(n - first);
+        }
+    }
+    return 1;
+}
+
+/* Channel c of a depthwise convolution from its listed taps (one multiply-accumulate per
+ * entry, no plane to lay out, no weights to pair), requantised into y from y_idx0. The same
+ * integer sums as the direct loop, bit for bit. */
+static void tt_depthwise_taps_channel(const tt_conv_geom *g, const int8_t *xc,
+                                      const tt_weight *w, const int32_t *bias,
+                                      const tt_requant *q, int32_t c, const uint16_t *entry,
+                                      const uint8_t *count, int8_t *y, int32_t y_idx0,
+                                      uint8_t *mask) {
+    int32_t kk = g->kernel * g->kernel, n_out = g->out_h * g->out_w;
+    const int8_t *wc = c < w->k ? w->train + c * kk : w->frozen + (c - w->k) * kk;
+    int32_t acc[TT_TILE];
+    int32_t j, e;
+    for (j = 0; j < n_out; j++) {
+        int32_t a = bias[c];
+        for (e = 0; e < count[j]; e++, entry++) {
+            a += (xc[*entry & 0xFFu] - q->x_zero) * wc[*entry >> 8];
+        }
+        acc[j] = a;
+    }
+    tt_conv_store(q, c, acc, n_out, y_idx0, y, mask);
+}
+#endif
+
+#ifdef TT_DSP
 /* int16 values of the padded input plane the channel-wise kernel keeps on the stack (2 KiB),
  * and the widest kernel it takes. */
 #define TT_DW_PLANE 1024
@@ -600,7 +704,14 @@ static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t *x, const tt
     /* the plane's columns that hold input: j0 .. j1 - 1 */
     int32_t j0 = g->pad_left > 0 ? g->pad_left : 0;
     int32_t j1 = g->pad_left + g->in_w < qw ? g->pad_left + g->in_w : qw;
+    /* one band for all rows: the padding is the same for every channel, zeroed once */
+    int32_t single = band >= g->out_h;
     int32_t c, r, j, oy, oy0, oy1, ox, ky, t;
+    if (single) {
+        for (j = 0; j < ((g->out_h - 1) * s + k) * qw; j++) {
+            plane[j] = 0;
+        }
+    }
     for (c = 0; c < g->out_c; c++) {
         const int8_t *xc = x + c * g->in_h * g->in_w;
         const int8_t *wc = c < w->k ? w->train + c * kk : w->frozen + (c - w->k) * kk;
@@ -616,18 +727,18 @@ static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t *x, const tt
                 int32_t iy = oy0 * s + r - g->pad_top;
                 int16_t *out = plane + r * qw;
                 if (iy < 0 || iy >= g->in_h) {
-                    for (j = 0; j < qw; j++) {
+                    for (j = 0; j < qw && !single; j++) {
                         out[j] = 0;
                     }
                     continue;
                 }
-                for (j = 0; j < j0; j++) {
+                for (j = 0; j < j0 && !single; j++) {
                     out[j] = 0;
                 }
-                for (; j < j1; j++) {
+                for (j = j0; j < j1; j++) {
                     out[j] = (int16_t)(xc[iy * g->in_w + j - g->pad_left] - q->x_zero);
                 }
-                for (; j < qw; j++) {
+                for (; j < qw && !single; j++) {
                     out[j] = 0;
                 }
             }
@@ -746,7 +857,8 @@ static int32_t tt_conv_columns_dsp(const tt_conv_geom *g, const int8_t *x, const
             }
             wv[taps] = 0;
             for (i = 0; i < words; i++) {
-                wp[i] = (int32_t)(((uint32_t)wv[2 * i] & 0xFFFFu) | ((uint32_t)wv[2 * i + 1] << 16));
+                wp[i] = (int32_t)(((uint32_t)wv[2 * i] & 0xFFFFu) |
+                                  ((uint32_t)wv[2 * i + 1] << 16));
             }
             for (p = 0; p + 4 <= n; p += 4) {
                 int32_t a0 = bias[o], a1 = a0, a2 = a0, a3 = a0;
@@ -798,6 +910,18 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
         return;
     }
 #ifdef TT_DSP
+    if (tt_is_depthwise(g)) {
+        uint16_t entry[TT_DW_TAPS];
+        uint8_t count[TT_TILE];
+        int32_t n_out = g->out_h * g->out_w;
+        if (tt_depthwise_taps(g, entry, count)) {
+            for (o = 0; o < g->out_c; o++) {
+                tt_depthwise_taps_channel(g, x + o * g->in_h * g->in_w, w, bias, q, o, entry,
+                                          count, y, o * n_out, mask);
+            }
+            return;
+        }
+    }
     if (tt_channelwise_fits(g)) {
         tt_conv_channelwise(g, x, w, bias, q, y, mask);
         return;
@@ -867,6 +991,24 @@ void tt_conv2d_inplace_s8(const tt_conv_geom *g, int8_t *xy, const tt_weight *w,
     tt_requant qc = *q;
     tt_weight wc;
     int32_t c, i;
+#ifdef TT_DSP
+    uint16_t entry[TT_DW_TAPS];
+    uint8_t count[TT_TILE];
+    if (tt_depthwise_taps(g, entry, count)) { /* each channel from the taps listed once */
+        for (c = 0; c < g->out_c; c++) {
+            uint8_t *mc = mask ? mask + c * n_out / 8 : NULL;
+            for (i = 0; mc && i < (n_out + 7) / 8; i++) {
+                mc[i] = 0;
+            }
+            tt_depthwise_taps_channel(g, xy + c * n_in, w, bias, q, c, entry, count, channel,
+                                      0, mc);
+            for (i = 0; i < n_out; i++) { /* over input channels 0 .. c, all read by now */
+                xy[c * n_out + i] = channel[i];
+            }
+        }
+        return;
+    }
+#endif
     one.in_c = one.out_c = one.groups = 1;
     for (c = 0; c < g->out_c; c++) {
         wc.k = c < w->k;
