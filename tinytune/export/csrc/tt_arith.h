@@ -33,6 +33,13 @@
  * to a 32-bit sum in one instruction (SMLAD), after widening four int8 values into two pairs of
  * halves (SXTB16, with or without a rotation by a byte); PKHBT and PKHTB pair the halves of two
  * registers. The integer sums are those of the plain loops, bit for bit. */
+/* A function kept out of line, so that its stack buffers are not added to its caller's. */
+#if defined(__GNUC__)
+#define TT_NOINLINE __attribute__((noinline))
+#else
+#define TT_NOINLINE
+#endif
+
 #if defined(TT_CORTEX_M) && defined(__ARM_FEATURE_DSP)
 #define TT_DSP 1
 #include <arm_acle.h>
@@ -238,13 +245,19 @@ static inline void tt_emit_keep(tt_emit *st, const tt_grad *dst, int32_t n, int3
 }
 
 /* One pass where the scratch of TT_KEEP int32 values holds what it takes: the exact values
- * of up to TT_KEEP elements, else the bit planes of up to TT_ONE_PASS. */
-static inline void tt_emit_scratch(tt_emit *st, const tt_grad *dst, int32_t n, int32_t *scratch) {
+ * of up to TT_KEEP elements, else the bit planes of up to TT_ONE_PASS. Returns the int32
+ * words of scratch it leaves free at its end, for the kernel's own buffers. */
+static inline int32_t tt_emit_scratch(tt_emit *st, const tt_grad *dst, int32_t n,
+                                      int32_t *scratch) {
     if (n <= TT_KEEP) {
         tt_emit_keep(st, dst, n, scratch);
-    } else if (n <= TT_ONE_PASS) {
-        tt_emit_one_pass(st, dst, n, (uint8_t *)scratch);
+        return TT_KEEP - n;
     }
+    if (n <= TT_ONE_PASS) {
+        tt_emit_one_pass(st, dst, n, (uint8_t *)scratch);
+        return TT_KEEP - (2 * ((n + 7) / 8) + 3) / 4;
+    }
+    return TT_KEEP;
 }
 
 /* The 9-bit value element i holds. */
@@ -262,10 +275,7 @@ static inline void tt_emit_hold(tt_emit *st, const tt_grad *dst, int32_t i, int3
 
 /* A larger magnitude arrived: the smallest scale holding it in 9 bits, the values so far
  * divided again. */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static void tt_emit_rescale(tt_emit *st, const tt_grad *dst) {
+TT_NOINLINE static void tt_emit_rescale(tt_emit *st, const tt_grad *dst) {
     const uint8_t *done = st->bits + (st->n + 7) / 8;
     int32_t scale = st->scale, d, i;
     while ((st->max_abs >> scale) >= 256) {

@@ -71,10 +71,7 @@ void tt_mul_grad_scale(const int8_t *gy, int32_t gy_exp, const int8_t *x, int32_
 #ifdef TT_CORTEX_M
 /* Two pixels' sums over n output channels of gy (w m): gy at go, go + hw, ...; the weights
  * at wc, wc + ws, ...; kept out of line, so that its few live values stay in registers. */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static void tt_dot2_long(const int8_t *go, int32_t hw, const int8_t *wc, int32_t ws,
+TT_NOINLINE static void tt_dot2_long(const int8_t *go, int32_t hw, const int8_t *wc, int32_t ws,
                          const int32_t *m, int32_t n, int64_t *s) {
     int64_t s0 = 0, s1 = 0;
     int32_t o;
@@ -117,15 +114,9 @@ static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
 }
 
 #ifdef TT_DSP
-/* Products gy m of one pixel a Cortex-M4/M7 keeps for the input channels to share (2 KiB). */
-#define TT_COEFS 512
-
 /* Four consecutive input channels' sums over n output channels: their weights a word at wo,
  * the next output channel's ws bytes on; g[o] = gy[o] m[o] (|g| < 2^22). */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static void tt_dot4_long(const int8_t *wo, int32_t ws, const int32_t *g, int32_t n,
+TT_NOINLINE static void tt_dot4_long(const int8_t *wo, int32_t ws, const int32_t *g, int32_t n,
                          int64_t *s) {
     int64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     const int32_t *end = g + n;
@@ -142,17 +133,18 @@ static void tt_dot4_long(const int8_t *wo, int32_t ws, const int32_t *g, int32_t
     s[3] = s3;
 }
 
-/* grad_input of a 1x1 convolution with up to TT_COEFS output channels on a core with the DSP
- * extension: per pixel, the products g[o] = gy[o] m[o] once, then four input channels at a
- * time (their weights one word of each output channel's row) in 64-bit sums. Returns 0 (nothing
- * done) for more output channels. The same integers as the direct loop, bit for bit. */
-static int32_t tt_grad_input_pointwise_dsp(const tt_conv_geom *g, const int8_t *gy,
-                                           const tt_weight *w, const int32_t *w_mult,
-                                           tt_emit *st, const tt_grad *gx) {
+/* grad_input of a 1x1 convolution on a core with the DSP extension: per pixel, the products
+ * g[o] = gy[o] m[o] once (in coef, of words int32 values), then four input channels at a time
+ * (their weights one word of each output channel's row) in 64-bit sums. Returns 0 (nothing
+ * done) for more output channels than words. The same integers as the direct loop, bit for
+ * bit. */
+TT_NOINLINE static int32_t tt_grad_input_pointwise_dsp(const tt_conv_geom *g, const int8_t *gy,
+                                                       const tt_weight *w, const int32_t *w_mult,
+                                                       tt_emit *st, const tt_grad *gx,
+                                                       int32_t *coef, int32_t words) {
     int32_t hw = g->in_h * g->in_w, cin = g->in_c, k = w->k, out_c = g->out_c;
-    int32_t coef[TT_COEFS];
     int32_t c, o, p, j;
-    if (out_c > TT_COEFS) {
+    if (out_c > words) {
         return 0;
     }
     do {
@@ -311,32 +303,32 @@ static void tt_grad_input_depthwise(const tt_conv_geom *g, const int8_t *gy,
 
 
 #ifdef TT_DSP
-/* int16 values of the padded output-gradient plane (2 KiB of stack) and the widest kernel the
- * plane path of a depthwise input gradient takes. */
-#define TT_DW_PLANE 1024
+/* The widest kernel the plane path of a depthwise input gradient takes. */
 #define TT_DW_KERNEL 7
 
 /* grad_input of a depthwise convolution on a core with the DSP extension, a channel at a time:
  * gy is laid out in a zero-padded int16 plane, at rows k - 1 - pad_top + stride oy and columns
  * k - 1 - pad_left + stride ox (zeros between them for a stride of 2), so that the input
  * gradient is that plane's correlation with the flipped kernel at stride 1: two neighbouring
- * taps per SMLAD, no bounds in the inner loop. Returns 0 (nothing done) where the plane or the
- * kernel does not fit. Same integers as the direct loop, bit for bit. */
-static int32_t tt_grad_input_depthwise_plane(const tt_conv_geom *g, const int8_t *gy,
-                                             const tt_weight *w, const int32_t *w_mult,
-                                             tt_emit *st, const tt_grad *gx) {
+ * taps per SMLAD, no bounds in the inner loop; the plane lies in work (words int32 values).
+ * Returns 0 (nothing done) where the plane or the kernel does not fit. Same integers as the
+ * direct loop, bit for bit. */
+TT_NOINLINE static int32_t tt_grad_input_depthwise_plane(const tt_conv_geom *g,
+                                                         const int8_t *gy, const tt_weight *w,
+                                                         const int32_t *w_mult, tt_emit *st,
+                                                         const tt_grad *gx, int32_t *work,
+                                                         int32_t words) {
     int32_t k = g->kernel, kk = k * k, pairs = (k + 1) / 2, s = g->stride;
     int32_t rows = g->in_h + k - 1, qw = g->in_w + k;
     int32_t r0 = k - 1 - g->pad_top, j0 = k - 1 - g->pad_left;
-    int16_t plane[TT_DW_PLANE];
+    /* int16 values in the int32 words of work: written and read through memcpy */
+    int16_t *plane = (int16_t *)(void *)work;
     int32_t wp[TT_DW_KERNEL * ((TT_DW_KERNEL + 1) / 2)]; /* [ky][pair] of the flipped kernel */
-    int32_t c, i, t, oy, ox, iy, ix, ky;
-    if (k > TT_DW_KERNEL || rows * qw > TT_DW_PLANE || r0 < 0 || j0 < 0) {
+    int32_t c, t, oy, ox, iy, ix, ky;
+    if (k > TT_DW_KERNEL || rows * qw > 2 * words || r0 < 0 || j0 < 0) {
         return 0;
     }
-    for (i = 0; i < rows * qw; i++) {
-        plane[i] = 0;
-    }
+    memset(work, 0, (size_t)(rows * qw) * sizeof(int16_t));
     do {
         for (c = 0; c < g->in_c; c++) {
             const int8_t *wc = c < w->k ? w->train + c * kk : w->frozen + (c - w->k) * kk;
@@ -352,7 +344,8 @@ static int32_t tt_grad_input_depthwise_plane(const tt_conv_geom *g, const int8_t
             for (oy = 0; oy < g->out_h; oy++) { /* the plane's zeros stay where they are */
                 int16_t *row = plane + (r0 + s * oy) * qw + j0;
                 for (ox = 0; ox < g->out_w; ox++) {
-                    row[s * ox] = gc[oy * g->out_w + ox];
+                    int16_t v = gc[oy * g->out_w + ox];
+                    memcpy(row + s * ox, &v, sizeof v);
                 }
             }
             for (iy = 0; iy < g->in_h; iy++) {
@@ -374,23 +367,21 @@ static int32_t tt_grad_input_depthwise_plane(const tt_conv_geom *g, const int8_t
     return 1;
 }
 
-/* Taps of a depthwise convolution's output pixels (out_h out_w k k), and input pixels, up to
- * which the DSP path lists them once for all channels (1 KiB of stack each). */
-#define TT_DW_ENTRIES 256
-
 /* grad_input of a depthwise convolution on a small map, on a core with the DSP extension: which
  * input pixel, output pixel and tap every product joins is the same for all channels, so it is
  * listed once (input pixel, output pixel and tap packed in a word); each channel's int32
- * partial sums then take one multiply-accumulate per entry. Returns 0 (nothing done) when the
- * entries or a channel's sums do not fit. Same integers as the direct loop, bit for bit. */
-static int32_t tt_grad_input_depthwise_dsp(const tt_conv_geom *g, const int8_t *gy,
-                                           const tt_weight *w, const int32_t *w_mult,
-                                           tt_emit *st, const tt_grad *gx) {
+ * partial sums then take one multiply-accumulate per entry. The list and a channel's sums lie in
+ * work (words int32 values); returns 0 (nothing done) when they do not fit. Same integers as
+ * the direct loop, bit for bit. */
+TT_NOINLINE static int32_t tt_grad_input_depthwise_dsp(const tt_conv_geom *g, const int8_t *gy,
+                                                       const tt_weight *w, const int32_t *w_mult,
+                                                       tt_emit *st, const tt_grad *gx,
+                                                       int32_t *work, int32_t words) {
     int32_t kk = g->kernel * g->kernel, n_in = g->in_h * g->in_w, n_out = g->out_h * g->out_w;
-    uint32_t entry[TT_DW_ENTRIES];
-    int32_t part[TT_DW_ENTRIES];
+    int32_t *part = work;                          /* n_in sums */
+    uint32_t *entry = (uint32_t *)(work + n_in);   /* up to n_out k k taps */
     int32_t n = 0, c, i, e, oy, ox, ky, kx;
-    if (n_out * kk > TT_DW_ENTRIES || n_in > TT_DW_ENTRIES) {
+    if (n_in + n_out * kk > words || n_in > 4096 || n_out > 4096 || kk > 255) {
         return 0;
     }
     for (oy = 0; oy < g->out_h; oy++) {
@@ -493,6 +484,7 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
     tt_emit st;
 #ifdef TT_DSP
     int32_t scratch[TT_KEEP];
+    int32_t *work, free_words;
 #endif
     for (o = 0; o < g->out_c; o++) {
         if (w_mult[o] > max_mult) {
@@ -503,7 +495,9 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
                   tt_bitlen((uint64_t)TT_GRAD_MAX * 127u * (uint64_t)max_mult * (uint64_t)og *
                             (uint64_t)(g->kernel * g->kernel)));
 #ifdef TT_DSP
-    tt_emit_scratch(&st, gx, g->in_c * g->in_h * g->in_w, scratch);
+    /* the scratch's words that the one pass leaves free take the kernel's own buffers */
+    free_words = tt_emit_scratch(&st, gx, g->in_c * g->in_h * g->in_w, scratch);
+    work = scratch + (TT_KEEP - free_words);
 #endif
     if (tt_is_pointwise(g)) {
 #ifndef TT_CORTEX_M
@@ -514,7 +508,7 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
         }
 #endif
 #ifdef TT_DSP
-        if (tt_grad_input_pointwise_dsp(g, gy, w, w_mult, &st, gx)) {
+        if (tt_grad_input_pointwise_dsp(g, gy, w, w_mult, &st, gx, work, free_words)) {
             tt_emit_end(&st, gx);
             return;
         }
@@ -533,8 +527,9 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
     }
 #endif
 #ifdef TT_DSP
-    if (tt_is_depthwise(g) && (tt_grad_input_depthwise_dsp(g, gy, w, w_mult, &st, gx) ||
-                               tt_grad_input_depthwise_plane(g, gy, w, w_mult, &st, gx))) {
+    if (tt_is_depthwise(g) &&
+        (tt_grad_input_depthwise_dsp(g, gy, w, w_mult, &st, gx, work, free_words) ||
+         tt_grad_input_depthwise_plane(g, gy, w, w_mult, &st, gx, work, free_words))) {
         tt_emit_end(&st, gx);
         return;
     }

@@ -124,10 +124,9 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
 
 
 #ifdef TT_DSP
-/* int32 words of the channel-paired inputs a 1x1 convolution keeps on the stack (4 KiB), and
- * the widest input row of weights it copies (bytes). */
+/* int32 words a 1x1 or dense convolution keeps on the stack (4 KiB): its inputs laid out in
+ * pairs, and a row of weights. */
 #define TT_PW_WORDS 1024
-#define TT_PW_CHANNELS 512
 
 /* The 1x1 convolution on a core with the DSP extension, a tile of pixels at a time: the tile's
  * inputs less their zero point are laid out once as int16 pairs of channels (c, c + 2) and
@@ -136,22 +135,24 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
  * time into the same pairs (SXTB16), so that each SMLAD adds two multiply-accumulates without
  * repacking. Returns 0 (nothing done) where a tile would hold fewer than four pixels. The
  * integer sums are those of the direct loop, bit for bit. */
-static int32_t tt_conv_pointwise_dsp(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+TT_NOINLINE static int32_t tt_conv_pointwise_dsp(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                                      const int32_t *bias, const tt_requant *q, int8_t *y,
                                      uint8_t *mask) {
     int32_t hw = g->out_h * g->out_w, cin = g->in_c, k = w->k, blocks = (cin + 3) / 4;
-    int32_t step = TT_PW_WORDS / (2 * blocks);
+    /* the tile's pairs, then one padded row of weights (blocks words) */
+    int32_t step = (TT_PW_WORDS - blocks) / (2 * blocks);
     int32_t xt[TT_PW_WORDS];
-    int8_t wrow[TT_PW_CHANNELS];
+    int8_t *wrow;
     int32_t acc[TT_TILE];
     int32_t zz = (int32_t)(((uint32_t)q->x_zero & 0xFFFFu) | ((uint32_t)q->x_zero << 16));
     int32_t o, b, c, j, p, p0;
-    if (cin > TT_PW_CHANNELS || step < 4) {
+    if (step < 4) {
         return 0;
     }
     if (step > TT_TILE) {
         step = TT_TILE;
     }
+    wrow = (int8_t *)(xt + 2 * blocks * step);
     for (j = cin; j < 4 * blocks; j++) {
         wrow[j] = 0;
     }
@@ -652,7 +653,7 @@ static int32_t tt_depthwise_taps(const tt_conv_geom *g, uint16_t *entry, uint8_t
 /* Channel c of a depthwise convolution from its listed taps (one multiply-accumulate per
  * entry, no plane to lay out, no weights to pair), requantised into y from y_idx0. The same
  * integer sums as the direct loop, bit for bit. */
-static void tt_depthwise_taps_channel(const tt_conv_geom *g, const int8_t *xc,
+TT_NOINLINE static void tt_depthwise_taps_channel(const tt_conv_geom *g, const int8_t *xc,
                                       const tt_weight *w, const int32_t *bias,
                                       const tt_requant *q, int32_t c, const uint16_t *entry,
                                       const uint8_t *count, int8_t *y, int32_t y_idx0,
@@ -669,6 +670,50 @@ static void tt_depthwise_taps_channel(const tt_conv_geom *g, const int8_t *xc,
         acc[j] = a;
     }
     tt_conv_store(q, c, acc, n_out, y_idx0, y, mask);
+}
+
+/* A depthwise convolution from its taps listed once: every channel into y. Returns 0 (nothing
+ * done) when the list does not fit. */
+TT_NOINLINE static int32_t tt_conv_depthwise_taps(const tt_conv_geom *g, const int8_t *x,
+                                                  const tt_weight *w, const int32_t *bias,
+                                                  const tt_requant *q, int8_t *y,
+                                                  uint8_t *mask) {
+    uint16_t entry[TT_DW_TAPS];
+    uint8_t count[TT_TILE];
+    int32_t n_out = g->out_h * g->out_w, c;
+    if (!tt_depthwise_taps(g, entry, count)) {
+        return 0;
+    }
+    for (c = 0; c < g->out_c; c++) {
+        tt_depthwise_taps_channel(g, x + c * g->in_h * g->in_w, w, bias, q, c, entry, count, y,
+                                  c * n_out, mask);
+    }
+    return 1;
+}
+
+/* The same in place (as tt_conv2d_inplace_s8): each channel into channel, then over its input's
+ * place. Returns 0 (nothing done) when the list does not fit. */
+TT_NOINLINE static int32_t tt_conv_inplace_taps(const tt_conv_geom *g, int8_t *xy,
+                                                const tt_weight *w, const int32_t *bias,
+                                                const tt_requant *q, int8_t *channel,
+                                                uint8_t *mask) {
+    uint16_t entry[TT_DW_TAPS];
+    uint8_t count[TT_TILE];
+    int32_t n_in = g->in_h * g->in_w, n_out = g->out_h * g->out_w, c, i;
+    if (!tt_depthwise_taps(g, entry, count)) {
+        return 0;
+    }
+    for (c = 0; c < g->out_c; c++) {
+        uint8_t *mc = mask ? mask + c * n_out / 8 : NULL;
+        for (i = 0; mc && i < (n_out + 7) / 8; i++) {
+            mc[i] = 0;
+        }
+        tt_depthwise_taps_channel(g, xy + c * n_in, w, bias, q, c, entry, count, channel, 0, mc);
+        for (i = 0; i < n_out; i++) { /* over input channels 0 .. c, all read by now */
+            xy[c * n_out + i] = channel[i];
+        }
+    }
+    return 1;
 }
 #endif
 
@@ -691,7 +736,7 @@ static int32_t tt_channelwise_fits(const tt_conv_geom *g) {
  * two neighbouring taps of a kernel row are one word, paired with their two weights in one
  * SMLAD (an odd last tap paired with a zero weight: the plane has a column to spare). No
  * bounds in the inner loop; the same integer sums as the direct loop, bit for bit. */
-static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+TT_NOINLINE static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                                 const int32_t *bias, const tt_requant *q, int8_t *y,
                                 uint8_t *mask) {
     int32_t k = g->kernel, s = g->stride, kk = k * k, pairs = (k + 1) / 2;
@@ -795,7 +840,7 @@ static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t *x, const tt
  * SMLAD adds two multiply-accumulates; four pixels' sums stay in registers. Returns 0 (nothing
  * done) for more than TT_COL_TAPS taps or a row wider than a tile. The integer sums are those
  * of the direct loop, bit for bit. */
-static int32_t tt_conv_columns_dsp(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+TT_NOINLINE static int32_t tt_conv_columns_dsp(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                                    const int32_t *bias, const tt_requant *q, int8_t *y,
                                    uint8_t *mask) {
     int32_t k = g->kernel, kk = k * k, taps = g->in_c * kk, words = (taps + 1) / 2;
@@ -848,17 +893,14 @@ static int32_t tt_conv_columns_dsp(const tt_conv_geom *g, const int8_t *x, const
             }
         }
         for (o = 0; o < g->out_c; o++) {
-            int32_t wv[TT_COL_TAPS + 1];
+            int16_t *wh = (int16_t *)(void *)wp; /* tap pairs, written through memcpy */
+            wp[words - 1] = 0;                   /* an odd last tap's partner */
             for (t = 0, ci = 0; ci < g->in_c; ci++) {
                 const int8_t *wo = tt_kernel_taps(g, w, o, ci);
                 for (i = 0; i < kk; i++, t++) {
-                    wv[t] = wo[i];
+                    int16_t v = wo[i];
+                    memcpy(wh + t, &v, sizeof v);
                 }
-            }
-            wv[taps] = 0;
-            for (i = 0; i < words; i++) {
-                wp[i] = (int32_t)(((uint32_t)wv[2 * i] & 0xFFFFu) |
-                                  ((uint32_t)wv[2 * i + 1] << 16));
             }
             for (p = 0; p + 4 <= n; p += 4) {
                 int32_t a0 = bias[o], a1 = a0, a2 = a0, a3 = a0;
@@ -910,17 +952,8 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
         return;
     }
 #ifdef TT_DSP
-    if (tt_is_depthwise(g)) {
-        uint16_t entry[TT_DW_TAPS];
-        uint8_t count[TT_TILE];
-        int32_t n_out = g->out_h * g->out_w;
-        if (tt_depthwise_taps(g, entry, count)) {
-            for (o = 0; o < g->out_c; o++) {
-                tt_depthwise_taps_channel(g, x + o * g->in_h * g->in_w, w, bias, q, o, entry,
-                                          count, y, o * n_out, mask);
-            }
-            return;
-        }
+    if (tt_is_depthwise(g) && tt_conv_depthwise_taps(g, x, w, bias, q, y, mask)) {
+        return;
     }
     if (tt_channelwise_fits(g)) {
         tt_conv_channelwise(g, x, w, bias, q, y, mask);
@@ -992,20 +1025,7 @@ void tt_conv2d_inplace_s8(const tt_conv_geom *g, int8_t *xy, const tt_weight *w,
     tt_weight wc;
     int32_t c, i;
 #ifdef TT_DSP
-    uint16_t entry[TT_DW_TAPS];
-    uint8_t count[TT_TILE];
-    if (tt_depthwise_taps(g, entry, count)) { /* each channel from the taps listed once */
-        for (c = 0; c < g->out_c; c++) {
-            uint8_t *mc = mask ? mask + c * n_out / 8 : NULL;
-            for (i = 0; mc && i < (n_out + 7) / 8; i++) {
-                mc[i] = 0;
-            }
-            tt_depthwise_taps_channel(g, xy + c * n_in, w, bias, q, c, entry, count, channel,
-                                      0, mc);
-            for (i = 0; i < n_out; i++) { /* over input channels 0 .. c, all read by now */
-                xy[c * n_out + i] = channel[i];
-            }
-        }
+    if (tt_conv_inplace_taps(g, xy, w, bias, q, channel, mask)) {
         return;
     }
 #endif
