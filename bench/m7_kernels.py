@@ -4,7 +4,9 @@ layer kind by layer kind, with the forward pass's multiply-accumulates per instr
 The bundle of ``python3 -m bench.m7_instructions`` (one preset on one network at one resolution) is
 profiled under QEMU (``make run-profile-cortex-m7``: exact instruction counts), and each kernel
 call is attributed to its op's kind: ``pw`` (1×1), ``dw<k>`` (depthwise), ``k<k>`` (other
-convolutions, the stem), or the op's own kind.
+convolutions, the stem), or the op's own kind. It ends with the multiply-accumulates per
+instruction of the forward pass and of the convolutions' backward kernels (input gradients, and
+weight gradients with their update).
 
     python3 -m bench.m7_kernels [--supernet ofa-proxyless-w0.35] [--preset mcunetv3]
         [--resolution 40] [--kernels DIR]
@@ -24,6 +26,7 @@ from bench.m7_instructions import TARGETS, instructions, profile
 
 FORWARD = ("conv2d_s8", "conv2d_inplace_s8", "window_s8", "add_s8", "gap_s8", "linear_f32",
            "act_table_s8", "mul_s8", "copy_s8")  # fmt: skip
+BACKWARD = ("conv2d_grad_input", "conv2d_update_weight")
 
 
 def kind(op: object) -> str:
@@ -81,6 +84,21 @@ def main(argv: list[str] | None = None) -> int:
     forward, total = sum(n for (k, _), n in rows.items() if k in FORWARD), sum(macs.values())
     print(f"forward: {total:,} multiply-accumulates in {forward:,} instructions, "
           f"{total / forward:.3f} per instruction; by layer kind: {macs}")  # fmt: skip
+    # the convolutions' backward: each input gradient as many multiply-accumulates as its
+    # forward; each weight gradient one per trained weight and output pixel
+    back_macs = back = 0
+    for call in m.per_call:
+        op = ops.get(call.op)
+        if op is None or call.kernel not in BACKWARD:
+            continue
+        back += instructions(call.seconds, measured.machine)
+        if call.kernel == "conv2d_grad_input":
+            back_macs += op.macs
+        else:
+            out = bundle.net.graph.tensors[op.output].shape
+            back_macs += op.params.trained_weight * out[-1] * out[-2]
+    print(f"convolutions' backward: {back_macs:,} multiply-accumulates in {back:,} instructions, "
+          f"{back_macs / back:.3f} per instruction")  # fmt: skip
     return 0
 
 
