@@ -12,7 +12,7 @@
 
 #include "tt_int8.h"
 
-#define MAX_VALUES 16384
+#define MAX_VALUES 40960
 #define MAX_CHANNELS 1024
 
 static uint32_t state = 12345u;
@@ -61,8 +61,8 @@ static int32_t geometry(int32_t kind, tt_conv_geom *g) {
         g->kernel = 1;
         g->in_c = draw(1, 48);
         g->out_c = draw(1, draw(0, 3) ? 64 : 600);
-        g->in_h = draw(1, 20);
-        g->in_w = draw(1, 20);
+        g->in_h = draw(1, draw(0, 3) ? 20 : 30);
+        g->in_w = draw(1, draw(0, 3) ? 20 : 30);
         if (draw(0, 2) == 0) {
             g->in_h = g->in_w = draw(1, 3);
         }

@@ -173,8 +173,9 @@ typedef struct {
     int64_t max_abs;
 #ifdef TT_DSP
     /* In one pass (bits set by tt_emit_one_pass): element i holds floor(t / 2^scale) as 9 bits,
-     * its low byte in the destination and its sign in bit i of bits; bit i of bits + (n + 7) / 8
-     * says it is written. */
+     * its low byte in the destination and its sign in bit i of bits; where the destination
+     * accumulates, bit i of bits + (n + 7) / 8 says it is written. With keep set, the first
+     * pass's exact values are kept there (tt_emit_keep). */
     uint8_t *bits;
     int32_t *keep;
     const tt_grad *dst;
@@ -207,11 +208,12 @@ static inline void tt_emit_begin(tt_emit *st, const tt_grad *dst, int32_t e_new,
 }
 
 #ifdef TT_DSP
-/* Elements of the largest buffer a Cortex-M4/M7 writes in one pass (two bit planes: 4 KiB). */
-#define TT_ONE_PASS 16384
+/* Elements of the largest buffer a Cortex-M4/M7 writes in one pass: 4 KiB of bit planes, one
+ * for a gradient written afresh, two for one added to the buffer's previous gradient. */
+#define TT_ONE_PASS 32768
 
-/* Write the n elements of dst in one pass instead of two, with bits (2 (n + 7) / 8 bytes; n at
- * most TT_ONE_PASS): each exact value t is kept as floor(t / 2^scale), the smallest scale at
+/* Write the n elements of dst in one pass instead of two, with bits ((n + 7) / 8 bytes, twice
+ * that when dst accumulates): each exact value t is kept as floor(t / 2^scale), the smallest scale at
  * which the largest magnitude so far takes 9 bits; when it grows, the elements written so far
  * are divided again (floors nest: floor(floor(t / 2^a) / 2^b) = floor(t / 2^(a + b))). At the
  * end, rshift_round(t, shift) = rshift_round(floor(t / 2^scale), shift - scale) for the shift
@@ -227,7 +229,7 @@ static inline void tt_emit_one_pass(tt_emit *st, const tt_grad *dst, int32_t n,
     st->scale = 0;
     st->lo = n;
     st->hi = -1;
-    for (i = 0; i < 2 * ((n + 7) / 8); i++) {
+    for (i = 0; i < (dst->accumulate ? 2 : 1) * ((n + 7) / 8); i++) {
         bits[i] = 0;
     }
 }
@@ -253,9 +255,9 @@ static inline int32_t tt_emit_scratch(tt_emit *st, const tt_grad *dst, int32_t n
         tt_emit_keep(st, dst, n, scratch);
         return TT_KEEP - n;
     }
-    if (n <= TT_ONE_PASS) {
+    if (n <= (dst->accumulate ? TT_ONE_PASS / 2 : TT_ONE_PASS)) {
         tt_emit_one_pass(st, dst, n, (uint8_t *)scratch);
-        return TT_KEEP - (2 * ((n + 7) / 8) + 3) / 4;
+        return TT_KEEP - ((dst->accumulate ? 2 : 1) * ((n + 7) / 8) + 3) / 4;
     }
     return TT_KEEP;
 }
@@ -282,8 +284,8 @@ TT_NOINLINE static void tt_emit_rescale(tt_emit *st, const tt_grad *dst) {
         scale++;
     }
     d = scale - st->scale;
-    for (i = st->lo; i <= st->hi; i++) {
-        if ((done[i >> 3] >> (i & 7)) & 1u) {
+    for (i = st->lo; i <= st->hi; i++) { /* a fresh buffer's unwritten values are overwritten */
+        if (!dst->accumulate || ((done[i >> 3] >> (i & 7)) & 1u)) {
             tt_emit_hold(st, dst, i, (int32_t)tt_floor_shift(tt_emit_held(st, dst, i), d));
         }
     }
@@ -307,7 +309,9 @@ static inline void tt_emit_put_one(tt_emit *st, const tt_grad *dst, int32_t i, i
     } else {
         tt_emit_hold(st, dst, i, (int32_t)tt_floor_shift(t, st->scale));
     }
-    done[i >> 3] = (uint8_t)(done[i >> 3] | (1u << (i & 7)));
+    if (dst->accumulate) { /* the unwritten values are still the previous gradient's */
+        done[i >> 3] = (uint8_t)(done[i >> 3] | (1u << (i & 7)));
+    }
     if (i < st->lo) {
         st->lo = i;
     }
