@@ -80,10 +80,12 @@ def test_host_profile_is_a_measurement_file_of_the_bundle(bundle: tuple[Bundle, 
 @needs("aarch64")
 def test_aarch64_profile_runs_under_emulation(bundle: tuple[Bundle, Path]) -> None:
     built, folder = bundle
-    measured = _profile(folder, "aarch64", 2, PROFILE_TARGET="rpi4")
+    # wall-clock times under emulation: the fastest of 5, so that a pause of a busy machine
+    # does not put a prediction above a training step
+    measured = _profile(folder, "aarch64", 5, PROFILE_TARGET="rpi4")
     assert measured.machine["arch"] == "aarch64"
     assert measured.device == "rpi4"  # named for the board, as calibrate --device rpi4 needs
-    _check_against_bundle(measured, built, 2)
+    _check_against_bundle(measured, built, 5)
 
 
 @needs("cortex-m7")
