@@ -12,9 +12,10 @@ import optuna
 import pytest
 
 from tests.bundle.support import make, needs
-from tinytune.bundle import verify_checksums
+from tinytune.bundle import emulated_target, verify_checksums
 from tinytune.cli.main import main
 from tinytune.db import open_store
+from tinytune.hwmodels.registry import device_names, get_device
 from tinytune.spaces import Candidate, default_subnet, get_supernet, make_preset
 
 SPEC = get_supernet("ofa-proxyless-w0.35")
@@ -151,6 +152,18 @@ def study(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.mark.slow
 @needs("host")
+def test_every_device_s_core_has_its_make_target_or_is_the_host() -> None:
+    """The export's hint names the Makefile target of the device's core; each exists."""
+    makefile = (Path(__file__).parents[2] / "tinytune/bundle/platform/bundle.mk").read_text()
+    targets = {name: emulated_target(get_device(name).core) for name in device_names()}
+    assert targets["host"] is None and targets["rpi4"] == "aarch64"
+    assert targets["stm32f746"] == "cortex-m7" and targets["nrf52840"] == "cortex-m4"
+    assert targets["rp2040"] == "cortex-m0plus" and targets["esp32c3"] == "rv32imc"
+    for name, target in targets.items():
+        if target is not None:
+            assert f"\nrun-{target}:" in makefile and f"\nrun-profile-{target}:" in makefile, name
+
+
 def test_export_a_trial_then_the_same_candidate_by_key(
     study: str, checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -162,7 +175,10 @@ def test_export_a_trial_then_the_same_candidate_by_key(
         ["--study", "s", "--trial", "0", "--samples", "4", "--epochs", "1", *common], capsys
     )
     assert code == 0, err
-    assert "wrote" in stdout and "run-host" in stdout
+    assert (
+        "wrote" in stdout
+        and "run-host, then run-cortex-m7 (the example on the Cortex-M7" in stdout
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["candidate_key"] == trial.user_attrs["candidate_key"]
     assert (manifest["study"], manifest["trial"]) == ("s", 0)

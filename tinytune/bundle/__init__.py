@@ -17,6 +17,7 @@ from tinytune.bundle.errors import BundleError
 from tinytune.bundle.manifest import (
     BUNDLE_FORMAT,
     MANIFEST_NAME,
+    emulated_target,
     is_bundle,
     read_manifest,
     verify_checksums,
@@ -40,6 +41,7 @@ __all__ = [
     "check_candidate",
     "check_destination",
     "check_options",
+    "emulated_target",
     "exported_file_names",
     "folder_changes",
     "is_bundle",

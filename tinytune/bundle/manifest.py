@@ -18,6 +18,7 @@ __all__ = [
     "BUNDLE_FORMAT",
     "MANIFEST_NAME",
     "checksums",
+    "emulated_target",
     "is_bundle",
     "manifest_bytes",
     "read_manifest",
@@ -26,6 +27,25 @@ __all__ = [
 
 BUNDLE_FORMAT = "tinytune-bundle/1"
 MANIFEST_NAME = "manifest.json"
+
+
+# the Makefile's target that runs the example on a core under QEMU (run-<target>), by the core
+# the device registry names
+_EMULATED = {
+    "Cortex-M7": "cortex-m7",
+    "Cortex-M4F": "cortex-m4",
+    "Cortex-M0+": "cortex-m0plus",
+    "RV32IMC": "rv32imc",
+}
+
+
+def emulated_target(core: str) -> str | None:
+    """The bundle Makefile's target of the device's core (``make run-<target>`` runs the
+    example on it under QEMU, ``run-profile-<target>`` counts its instructions): a Cortex-M or
+    RV32IMC core's, ``aarch64`` for an Arm Cortex-A board's, None for the host."""
+    if core in _EMULATED:
+        return _EMULATED[core]
+    return "aarch64" if core.startswith("Cortex-A") else None
 
 
 def checksums(files: Mapping[str, bytes]) -> dict[str, str]:

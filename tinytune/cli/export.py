@@ -149,7 +149,7 @@ def export(
             if latency is not None
             else ""
         )
-        + f"; try: make -C {done.path} run-host (run-profile-host: measure the step)",
+        + f"; try: {_try_line(done.path, m['device'].get('core', ''))}",
         soft_wrap=True,
     )
     data = m["dataset"]
@@ -205,3 +205,19 @@ def export(
             "test",
             soft_wrap=True,
         )
+
+
+def _try_line(path: object, core: str) -> str:
+    """The make commands that run a bundle's example: natively, then on the device's core under
+    emulation where the Makefile has a target for it."""
+    from tinytune.bundle.manifest import emulated_target
+
+    target = emulated_target(core)
+    host = f"make -C {path} run-host (run-profile-host: measure the step)"
+    if target is None:
+        return host
+    measure = "time" if target == "aarch64" else "instructions"
+    return (
+        f"make -C {path} run-host, then run-{target} (the example on the {core} under "
+        f"emulation; run-profile-{target}: its step's {measure})"
+    )
