@@ -277,7 +277,8 @@ static inline void tt_emit_hold(tt_emit *st, const tt_grad *dst, int32_t i, int3
 
 /* A larger magnitude arrived: the smallest scale holding it in 9 bits, the values so far
  * divided again. */
-TT_NOINLINE static void tt_emit_rescale(tt_emit *st, const tt_grad *dst) {
+TT_NOINLINE
+static void tt_emit_rescale(tt_emit *st, const tt_grad *dst) {
     const uint8_t *done = st->bits + (st->n + 7) / 8;
     int32_t scale = st->scale, d, i;
     while ((st->max_abs >> scale) >= 256) {

@@ -71,7 +71,8 @@ void tt_mul_grad_scale(const int8_t *gy, int32_t gy_exp, const int8_t *x, int32_
 #ifdef TT_CORTEX_M
 /* Two pixels' sums over n output channels of gy (w m): gy at go, go + hw, ...; the weights
  * at wc, wc + ws, ...; kept out of line, so that its few live values stay in registers. */
-TT_NOINLINE static void tt_dot2_long(const int8_t *go, int32_t hw, const int8_t *wc, int32_t ws,
+TT_NOINLINE
+static void tt_dot2_long(const int8_t *go, int32_t hw, const int8_t *wc, int32_t ws,
                          const int32_t *m, int32_t n, int64_t *s) {
     int64_t s0 = 0, s1 = 0;
     int32_t o;
@@ -116,7 +117,8 @@ static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
 #ifdef TT_DSP
 /* Four consecutive input channels' sums over n output channels: their weights a word at wo,
  * the next output channel's ws bytes on; g[o] = gy[o] m[o] (|g| < 2^22). */
-TT_NOINLINE static void tt_dot4_long(const int8_t *wo, int32_t ws, const int32_t *g, int32_t n,
+TT_NOINLINE
+static void tt_dot4_long(const int8_t *wo, int32_t ws, const int32_t *g, int32_t n,
                          int64_t *s) {
     int64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     const int32_t *end = g + n;
@@ -138,10 +140,11 @@ TT_NOINLINE static void tt_dot4_long(const int8_t *wo, int32_t ws, const int32_t
  * (their weights one word of each output channel's row) in 64-bit sums. Returns 0 (nothing
  * done) for more output channels than words. The same integers as the direct loop, bit for
  * bit. */
-TT_NOINLINE static int32_t tt_grad_input_pointwise_dsp(const tt_conv_geom *g, const int8_t *gy,
-                                                       const tt_weight *w, const int32_t *w_mult,
-                                                       tt_emit *st, const tt_grad *gx,
-                                                       int32_t *coef, int32_t words) {
+TT_NOINLINE
+static int32_t tt_grad_input_pointwise_dsp(const tt_conv_geom *g, const int8_t *gy,
+                                           const tt_weight *w, const int32_t *w_mult,
+                                           tt_emit *st, const tt_grad *gx,
+                                           int32_t *coef, int32_t words) {
     int32_t hw = g->in_h * g->in_w, cin = g->in_c, k = w->k, out_c = g->out_c;
     int32_t c, o, p, j;
     if (out_c > words) {
@@ -313,11 +316,12 @@ static void tt_grad_input_depthwise(const tt_conv_geom *g, const int8_t *gy,
  * taps per SMLAD, no bounds in the inner loop; the plane lies in work (words int32 values).
  * Returns 0 (nothing done) where the plane or the kernel does not fit. Same integers as the
  * direct loop, bit for bit. */
-TT_NOINLINE static int32_t tt_grad_input_depthwise_plane(const tt_conv_geom *g,
-                                                         const int8_t *gy, const tt_weight *w,
-                                                         const int32_t *w_mult, tt_emit *st,
-                                                         const tt_grad *gx, int32_t *work,
-                                                         int32_t words) {
+TT_NOINLINE
+static int32_t tt_grad_input_depthwise_plane(const tt_conv_geom *g,
+                                             const int8_t *gy, const tt_weight *w,
+                                             const int32_t *w_mult, tt_emit *st,
+                                             const tt_grad *gx, int32_t *work,
+                                             int32_t words) {
     int32_t k = g->kernel, kk = k * k, pairs = (k + 1) / 2, s = g->stride;
     int32_t rows = g->in_h + k - 1, qw = g->in_w + k;
     int32_t r0 = k - 1 - g->pad_top, j0 = k - 1 - g->pad_left;
@@ -373,10 +377,11 @@ TT_NOINLINE static int32_t tt_grad_input_depthwise_plane(const tt_conv_geom *g,
  * partial sums then take one multiply-accumulate per entry. The list and a channel's sums lie in
  * work (words int32 values); returns 0 (nothing done) when they do not fit. Same integers as
  * the direct loop, bit for bit. */
-TT_NOINLINE static int32_t tt_grad_input_depthwise_dsp(const tt_conv_geom *g, const int8_t *gy,
-                                                       const tt_weight *w, const int32_t *w_mult,
-                                                       tt_emit *st, const tt_grad *gx,
-                                                       int32_t *work, int32_t words) {
+TT_NOINLINE
+static int32_t tt_grad_input_depthwise_dsp(const tt_conv_geom *g, const int8_t *gy,
+                                           const tt_weight *w, const int32_t *w_mult,
+                                           tt_emit *st, const tt_grad *gx,
+                                           int32_t *work, int32_t words) {
     int32_t kk = g->kernel * g->kernel, n_in = g->in_h * g->in_w, n_out = g->out_h * g->out_w;
     int32_t *part = work;                          /* n_in sums */
     uint32_t *entry = (uint32_t *)(work + n_in);   /* up to n_out k k taps */

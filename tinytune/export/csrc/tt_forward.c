@@ -131,11 +131,13 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
 /* The 1x1 convolution on a core with the DSP extension, a tile of pixels at a time: the tile's
  * inputs less their zero point are laid out once as int16 pairs of channels (c, c + 2) and
  * (c + 1, c + 3) for each block of four channels and each pixel (channels past in_c are 0),
- * and each output channel's weights, copied into one zero-padded row, are widened four at a
- * time into the same pairs (SXTB16), so that each SMLAD adds two multiply-accumulates without
- * repacking. Returns 0 (nothing done) where a tile would hold fewer than four pixels. The
- * integer sums are those of the direct loop, bit for bit. */
-TT_NOINLINE static int32_t tt_conv_pointwise_dsp(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+ * and each output channel's weights (its row read in place where it is whole and a multiple of
+ * four, else copied into one zero-padded row after the tile) are widened four at a time into
+ * the same pairs (SXTB16), so that each SMLAD adds two multiply-accumulates without repacking.
+ * Returns 0 (nothing done) where a tile would hold fewer than four pixels. The integer sums
+ * are those of the direct loop, bit for bit. */
+TT_NOINLINE
+static int32_t tt_conv_pointwise_dsp(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                                      const int32_t *bias, const tt_requant *q, int8_t *y,
                                      uint8_t *mask) {
     int32_t hw = g->out_h * g->out_w, cin = g->in_c, k = w->k, blocks = (cin + 3) / 4;
@@ -653,7 +655,8 @@ static int32_t tt_depthwise_taps(const tt_conv_geom *g, uint16_t *entry, uint8_t
 /* Channel c of a depthwise convolution from its listed taps (one multiply-accumulate per
  * entry, no plane to lay out, no weights to pair), requantised into y from y_idx0. The same
  * integer sums as the direct loop, bit for bit. */
-TT_NOINLINE static void tt_depthwise_taps_channel(const tt_conv_geom *g, const int8_t *xc,
+TT_NOINLINE
+static void tt_depthwise_taps_channel(const tt_conv_geom *g, const int8_t *xc,
                                       const tt_weight *w, const int32_t *bias,
                                       const tt_requant *q, int32_t c, const uint16_t *entry,
                                       const uint8_t *count, int8_t *y, int32_t y_idx0,
@@ -674,10 +677,11 @@ TT_NOINLINE static void tt_depthwise_taps_channel(const tt_conv_geom *g, const i
 
 /* A depthwise convolution from its taps listed once: every channel into y. Returns 0 (nothing
  * done) when the list does not fit. */
-TT_NOINLINE static int32_t tt_conv_depthwise_taps(const tt_conv_geom *g, const int8_t *x,
-                                                  const tt_weight *w, const int32_t *bias,
-                                                  const tt_requant *q, int8_t *y,
-                                                  uint8_t *mask) {
+TT_NOINLINE
+static int32_t tt_conv_depthwise_taps(const tt_conv_geom *g, const int8_t *x,
+                                      const tt_weight *w, const int32_t *bias,
+                                      const tt_requant *q, int8_t *y,
+                                      uint8_t *mask) {
     uint16_t entry[TT_DW_TAPS];
     uint8_t count[TT_TILE];
     int32_t n_out = g->out_h * g->out_w, c;
@@ -693,10 +697,11 @@ TT_NOINLINE static int32_t tt_conv_depthwise_taps(const tt_conv_geom *g, const i
 
 /* The same in place (as tt_conv2d_inplace_s8): each channel into channel, then over its input's
  * place. Returns 0 (nothing done) when the list does not fit. */
-TT_NOINLINE static int32_t tt_conv_inplace_taps(const tt_conv_geom *g, int8_t *xy,
-                                                const tt_weight *w, const int32_t *bias,
-                                                const tt_requant *q, int8_t *channel,
-                                                uint8_t *mask) {
+TT_NOINLINE
+static int32_t tt_conv_inplace_taps(const tt_conv_geom *g, int8_t *xy,
+                                    const tt_weight *w, const int32_t *bias,
+                                    const tt_requant *q, int8_t *channel,
+                                    uint8_t *mask) {
     uint16_t entry[TT_DW_TAPS];
     uint8_t count[TT_TILE];
     int32_t n_in = g->in_h * g->in_w, n_out = g->out_h * g->out_w, c, i;
@@ -736,7 +741,8 @@ static int32_t tt_channelwise_fits(const tt_conv_geom *g) {
  * two neighbouring taps of a kernel row are one word, paired with their two weights in one
  * SMLAD (an odd last tap paired with a zero weight: the plane has a column to spare). No
  * bounds in the inner loop; the same integer sums as the direct loop, bit for bit. */
-TT_NOINLINE static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+TT_NOINLINE
+static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                                 const int32_t *bias, const tt_requant *q, int8_t *y,
                                 uint8_t *mask) {
     int32_t k = g->kernel, s = g->stride, kk = k * k, pairs = (k + 1) / 2;
@@ -840,7 +846,8 @@ TT_NOINLINE static void tt_conv_channelwise(const tt_conv_geom *g, const int8_t 
  * SMLAD adds two multiply-accumulates; four pixels' sums stay in registers. Returns 0 (nothing
  * done) for more than TT_COL_TAPS taps or a row wider than a tile. The integer sums are those
  * of the direct loop, bit for bit. */
-TT_NOINLINE static int32_t tt_conv_columns_dsp(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+TT_NOINLINE
+static int32_t tt_conv_columns_dsp(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                                    const int32_t *bias, const tt_requant *q, int8_t *y,
                                    uint8_t *mask) {
     int32_t k = g->kernel, kk = k * k, taps = g->in_c * kk, words = (taps + 1) / 2;
