@@ -172,7 +172,13 @@ def search_run(
         if e.val_accuracy is not None
     ]
     c = result.counts
-    counts = {"measured": c.measured, "pruned": c.pruned, "reused": c.reused, "failed": c.failed}
+    counts = {
+        "measured": c.measured,
+        "pruned": c.pruned,
+        "reused": c.reused,
+        "failed": c.failed,
+        "twins": c.twins,
+    }
     return points, result.train_epochs, counts  # type: ignore[return-value]
 
 
@@ -413,6 +419,7 @@ def report(records: list[dict[str, Any]]) -> str:
                 f"{100 * off / asked:.0f} %" if asked else "–",
                 f"{statistics.median(r['epochs'] for r in mine):.0f}",
                 f"{statistics.median(len(r['points']) for r in mine):.0f}",
+                f"{statistics.median((r.get('counts') or {}).get('twins', 0) for r in mine):.0f}",
                 f"{statistics.median(r['wall_s'] for r in mine):.0f} s",
             ]
         )
@@ -427,6 +434,7 @@ def report(records: list[dict[str, Any]]) -> str:
         "proposals not fine-tuned (over a budget, or measured before)",
         "epochs",
         "measured",
+        "of which schedule twins",
         "wall",
     ]
     lines = [table(heads, rows)]

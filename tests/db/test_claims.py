@@ -3,9 +3,10 @@ for drivers that share a study, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 
-from tinytune.db import EvaluationRecord, Store, open_store
+from tinytune.db import TWIN_OF, EvaluationRecord, Store, open_store
 
 KEYS = [f"{i:016x}" for i in range(12)]
 
@@ -99,3 +100,26 @@ def test_one_of_the_drivers_starting_a_study_at_once_sets_it_up(db_url: str) -> 
         assert store.claim_study_setup("s#1", f"driver-{winners[0]}") is True
         assert store.claim_study_setup("s#1", "a later driver") is False
         assert store.claim_study_setup("s#2", "a later driver") is True  # the study made anew
+
+
+def test_a_schedule_twin_is_stored_as_measured_but_spends_no_budget(store: Store) -> None:
+    for key in KEYS[:3]:
+        _add(store, key)
+    assert store.claim_measurement("s", KEYS[0], 0, budget=2).outcome == "claimed"
+    store.finish_measurement(_record(KEYS[0], 0))
+    for n, key in ((1, KEYS[1]), (2, KEYS[2])):  # two twins of trial 0's fine-tune
+        assert store.claim_measurement("s", key, n, budget=None).outcome == "claimed"
+        twin = dataclasses.replace(_record(key, n), details={TWIN_OF: 0, "scheme": "joint"})
+        store.finish_measurement(twin)
+    assert store.measured_budget_spent("s") == (1, 0)
+    stored = store.evaluations("s", fidelity="measured", status="ok")
+    assert [e.candidate_key for e in stored] == KEYS[:3]
+    assert [(e.details or {}).get(TWIN_OF) for e in stored] == [None, 0, 0]
+    # a failed fine-tune (no details) and one whose details hold other keys still count
+    _add(store, KEYS[3])
+    failed = _record(KEYS[3], 3, status="failed")
+    store.finish_measurement(failed)
+    _add(store, KEYS[4])
+    store.finish_measurement(dataclasses.replace(_record(KEYS[4], 4), details={"k": 1}))
+    assert store.measured_budget_spent("s") == (3, 0)
+    assert store.claim_measurement("s", KEYS[5], 5, budget=3).outcome == "spent"

@@ -315,8 +315,10 @@ def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path)
     keys = [t.user_attrs["candidate_key"] for t in trials]
     assert len(set(keys)) == len(keys)  # never one measured before
     mutants = [t for t in trials if "mutant_of" in t.user_attrs]
-    # the sampler's proposals in between, pruned ones (over the budget) included
-    assert len(mutants) >= 3 and [t.number for t in mutants] == [t.number for t in trials[4::2]]
+    # the sampler's proposals in between, pruned ones (over the budget) included; the
+    # schedule twins of measured candidates are no proposals (tests/search/test_twins.py)
+    fresh = [t.number for t in trials[4:] if "twin_of" not in t.user_attrs]
+    assert len(mutants) >= 3 and [t.number for t in mutants] == fresh[::2]
     # what the budget bought, by origin
     c = result.counts
     assert (c.presets, c.mutants, c.sampled) == (4, len(mutants), 10 - 4 - len(mutants))
@@ -336,7 +338,9 @@ def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path)
             assert t.params["scheme"] == trials[parent_trial].params["scheme"]
             assert child == make_preset(t.params["scheme"], SPEC, child.subnet) and moved <= 2
         assert t.user_attrs["memory_bytes"] <= config.sram_budget_bytes
-        assert suggest_candidate(optuna.trial.FixedTrial(t.params), SPEC) == child
+        # the schedule as the hardware model made it from the patch count asked for
+        again = suggest_candidate(optuna.trial.FixedTrial(t.params), SPEC)
+        assert again.training == child.training
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ contribution tables) beside Optuna's."""
 
 from __future__ import annotations
 
+from tinytune.db.claims import TWIN_OF
 from tinytune.db.engine import database_exists, mask_url, require_existing, require_tinytune
 from tinytune.db.store import (
     CONTRIBUTION_PARTS,
@@ -22,6 +23,7 @@ __all__ = [
     "CONTRIBUTION_PARTS",
     "FIDELITIES",
     "STATUSES",
+    "TWIN_OF",
     "CalibrationRecord",
     "CandidateRecord",
     "Claim",

@@ -15,7 +15,12 @@ from tinytune.db.records import Claim, EvaluationRecord, _evaluation_record, _no
 from tinytune.db.transactions import StoreBase, retried
 from tinytune.errors import StorageError
 
-__all__ = ["Claims"]
+__all__ = ["TWIN_OF", "Claims"]
+
+TWIN_OF = "twin_of"
+"""The key in a measured evaluation's ``details`` of the trial whose fine-tune it shares: the
+same candidate under another schedule of its frozen prefix, which changes no value it
+computes (:class:`tinytune.spaces.Schedule`), priced by the hardware model and trained never."""
 
 
 class Claims(StoreBase):
@@ -31,9 +36,10 @@ class Claims(StoreBase):
     ) -> Claim:
         """Reserve a measured fine-tune of a candidate for a trial, atomically.
 
-        The study's budget counts its finished measured evaluations (successful or failed) and
-        its claims, except those of the candidate ``uncounted`` (the study's reference, measured
-        beside its budget); ``budget=None`` claims regardless of it. Drivers sharing the study
+        The study's budget counts its finished measured fine-tunes (successful or failed; not
+        the schedule twins, which share another's) and its claims, except those of the
+        candidate ``uncounted`` (the study's reference, measured beside its budget);
+        ``budget=None`` claims regardless of it. Drivers sharing the study
         serialise here: on PostgreSQL through a transaction-scoped advisory lock on the study,
         on SQLite through the database's single writer (the transaction writes first, so it
         holds the write lock before it reads).
@@ -164,16 +170,22 @@ class Claims(StoreBase):
         self, study_name: str, uncounted: str | None = None
     ) -> tuple[int, int]:
         """Finished measured evaluations (ok or failed) and claims in flight of a study, those
-        of the candidate ``uncounted`` left out."""
+        of the candidate ``uncounted`` left out, and schedule twins too (an evaluation whose
+        ``details`` name, under :data:`TWIN_OF`, the trial whose fine-tune it shares)."""
         with self._transaction("read claims from") as s:
             return self._finished(s, study_name, uncounted), self._claims(s, study_name, uncounted)
 
     @staticmethod
     def _finished(s: Session, study_name: str, uncounted: str | None) -> int:
+        # a schedule twin (``details.twin_of``) shares another's fine-tune: it costs none
         query = (
             sa.select(sa.func.count())
             .select_from(EvaluationRow)
-            .where(EvaluationRow.study_name == study_name, EvaluationRow.fidelity == "measured")
+            .where(
+                EvaluationRow.study_name == study_name,
+                EvaluationRow.fidelity == "measured",
+                EvaluationRow.details[TWIN_OF].as_integer().is_(None),
+            )
         )
         if uncounted is not None:
             query = query.where(EvaluationRow.candidate_key != uncounted)

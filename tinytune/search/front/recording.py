@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from tinytune.db import EvaluationRecord, ParetoSnapshot, Store
+from tinytune.db import TWIN_OF, EvaluationRecord, ParetoSnapshot, Store
 from tinytune.evaluators import HardwareCost
 from tinytune.search.config.budgets import violations
 from tinytune.search.config.search_config import SearchConfig
@@ -24,6 +24,7 @@ __all__ = [
     "measured_record",
     "reference_point",
     "snapshot",
+    "twin_record",
 ]
 
 
@@ -74,6 +75,22 @@ def chosen_on(points: Sequence[Mapping[str, Any]]) -> str:
     return "test" if any("test_accuracy" not in p for p in points) else "validation"
 
 
+def _cost_details(cost: HardwareCost, latency_profile: str, scheme: str) -> dict[str, Any]:
+    """The predicted cost a measured record keeps in its ``details``."""
+    memory = cost.memory
+    return {
+        "flash_bytes": cost.flash_bytes,
+        "latency_profile": latency_profile,
+        "scheme": scheme,
+        "memory_breakdown": memory.breakdown,
+        "memory_peak_op": memory.peak_op,
+        "memory_peak_phase": memory.peak_phase,
+        "memory_live_peak_bytes": memory.peak_bytes,
+        "mcunetv3_extra_bytes": memory.mcunetv3_extra_bytes,
+        "precision": memory.precision,
+    }
+
+
 def measured_record(
     config: SearchConfig,
     trial: int,
@@ -88,7 +105,6 @@ def measured_record(
     ok = result.get("status") == "ok" and all(
         isinstance(result.get(k), float) for k in ("accuracy", "val_accuracy")
     )
-    memory = cost.memory
     return EvaluationRecord(
         study_name=config.study_name,
         candidate_key=candidate_key,
@@ -101,20 +117,43 @@ def measured_record(
         latency_ms=1000.0 * float(cost.latency_s or 0.0),
         wall_time_s=result.get("wall_time_s"),
         error=None if ok else str(result.get("error") or "unknown failure"),
-        details={
-            "flash_bytes": cost.flash_bytes,
-            "latency_profile": latency_profile,
-            "scheme": scheme,
-            "memory_breakdown": memory.breakdown,
-            "memory_peak_op": memory.peak_op,
-            "memory_peak_phase": memory.peak_phase,
-            "memory_live_peak_bytes": memory.peak_bytes,
-            "mcunetv3_extra_bytes": memory.mcunetv3_extra_bytes,
-            "precision": memory.precision,
-            **(result.get("details") or {}),
-        }
+        details={**_cost_details(cost, latency_profile, scheme), **(result.get("details") or {})}
         if ok
         else None,
+    )
+
+
+def twin_record(
+    config: SearchConfig,
+    trial: int,
+    candidate_key: str,
+    cost: HardwareCost,
+    latency_profile: str,
+    scheme: str,
+    fine_tuned: EvaluationRecord,
+) -> EvaluationRecord:
+    """The stored form of a schedule twin: the candidate of ``fine_tuned``'s measurement under
+    another schedule of its frozen prefix, which computes the same values, so its accuracies
+    are that fine-tune's; its cost is its own (``cost``), its wall time none, and its
+    ``details`` name the trial whose fine-tune it shares (:data:`tinytune.db.TWIN_OF`), which
+    the study's budget of measured fine-tunes does not count."""
+    assert fine_tuned.status == "ok" and fine_tuned.val_accuracy is not None
+    shared = dict(fine_tuned.details or {})
+    original = shared.get(TWIN_OF, fine_tuned.trial_number)
+    for name in _cost_details(cost, latency_profile, scheme):
+        shared.pop(name, None)  # the worker's details stay: how the fine-tune was made
+    return EvaluationRecord(
+        study_name=config.study_name,
+        candidate_key=candidate_key,
+        trial_number=trial,
+        fidelity="measured",
+        status="ok",
+        accuracy=fine_tuned.accuracy,
+        val_accuracy=fine_tuned.val_accuracy,
+        memory_bytes=cost.arena_bytes,
+        latency_ms=1000.0 * float(cost.latency_s or 0.0),
+        wall_time_s=0.0,
+        details={**_cost_details(cost, latency_profile, scheme), **shared, TWIN_OF: original},
     )
 
 

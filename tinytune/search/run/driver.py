@@ -42,12 +42,12 @@ from tinytune.search.ladder.proxy import rank_correlation
 from tinytune.search.run.events import SearchEvent, SearchResult, at_chance
 from tinytune.search.run.ledger import Ledger
 from tinytune.search.run.lr_grid import calibrate
-from tinytune.search.run.mutation import propose_mutant
+from tinytune.search.run.mutation import joint_params, propose_mutant
 from tinytune.search.run.preflight import Preflight, preflight
 from tinytune.search.run.verify_int8 import int8_accuracies, verify_int8
 from tinytune.search.study.adapter import StudyAdapter
 from tinytune.search.study.attrs import Attr
-from tinytune.spaces import default_subnet, make_preset, suggest_candidate
+from tinytune.spaces import Schedule, default_subnet, make_preset, suggest_candidate
 
 __all__ = ["Run", "SearchResult", "run_search"]
 
@@ -117,6 +117,7 @@ class Run:
         self.ledger = Ledger(
             config, store, study, checked, self.executor, self.budget, self.limits, progress
         )
+        self.ledger.on_measured = self.enqueue_twins
         self.keys = itertools.count(-1, -1)
         self.tasks = Tasks(self.executor, self.ledger.task, self.next_key, self.ledger.emit)
         self.task_time = 0.0
@@ -311,6 +312,8 @@ class Run:
 
     def step(self) -> bool:
         """Do one thing that needs no result from a worker; False when nothing is left."""
+        if self.ledger.twin_next():  # no fine-tune: beside every budget and limit
+            return self.propose_twin()
         if self.ladder is not None:
             decision = self.ladder.step(self.ledger.front())
             if isinstance(decision, Submit):
@@ -413,6 +416,52 @@ class Run:
         if found is not None:
             params, parent = found
             self.study.enqueue(params, {Attr.MUTANT_OF: parent.key})
+
+    def enqueue_twins(self, member: Member) -> None:
+        """Enqueue the schedule twins of a candidate just measured: the same candidate asking
+        for every other patch count the search proposes (:attr:`tinytune.evaluators.
+        HardwareEvaluator.patch_choices`), scheduled as any proposal is, where that is another
+        candidate within the budgets that the joint space expresses and the study has not
+        stored. The frozen prefix computes the same values patch by patch, so a twin is told
+        the measured accuracies at its own cost (:meth:`~tinytune.search.run.ledger.Ledger.
+        twin`): a front point of less SRAM for more time, or the converse, at no fine-tune.
+        None with a preset (its schedule is the one that fits) or the reference."""
+        hardware, patches = self.checked.hardware, self.checked.hardware.patch_choices
+        if member.reference or not patches or self.config.preset is not None:
+            return
+        seen = {member.candidate.key}
+        for n in patches:
+            asked = dataclasses.replace(
+                member.candidate, schedule=Schedule(n, 0) if n > 1 else Schedule()
+            )
+            try:
+                key = hardware.schedule(asked).key
+            except ConfigError:  # a count this network cannot run
+                continue
+            if key in seen:
+                continue
+            seen.add(key)
+            if self.store.find_evaluation(self.config.study_name, key, "measured") is not None:
+                continue
+            params = joint_params(asked, self.spec, patches)
+            if params is not None and self.ledger.fits(asked):
+                self.study.enqueue(params, {Attr.TWIN_OF: member.trial.number})
+
+    def propose_twin(self) -> bool:
+        """Ask for the schedule twin waiting first in the queue and tell it from the fine-tune
+        it shares (pruned when over a budget, or when that fine-tune is gone)."""
+        trial = self.study.ask()
+        patches = self.checked.hardware.patch_choices
+        candidate = suggest_candidate(trial, self.spec, None, self.cuts or None, patches)
+        try:
+            candidate = self.checked.hardware.schedule(candidate)
+        except ConfigError as e:
+            self.ledger.reject(trial, str(e))
+            return True
+        cost = self.ledger.predict(trial, candidate)
+        if cost is not None and not self.ledger.reuse(trial, candidate, cost):
+            self.ledger.reject(trial, "the fine-tune this schedule twin shares is not stored")
+        return True
 
     # -- carrying out the ladder's decisions ---------------------------------------------------
 

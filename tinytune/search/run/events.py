@@ -25,6 +25,9 @@ class Counts:
         measured, failed: measured fine-tunes that succeeded or failed.
         pruned: trials over a budget (pruned before any training) or duplicates in flight.
         reused: trials told the stored result of a candidate measured before.
+        twins: schedule twins stored and told: a candidate fine-tuned in this study under
+            another schedule of its frozen prefix (patches per side), which computes the same
+            values, so it is priced by the hardware model and never fine-tuned.
         proxy_scored, promoted, not_promoted: trials scored at the ladder's low fidelity (the
             proxy, or a short fine-tune with ``halving``), and of those, promoted to a
             measured fine-tune or told PRUNED.
@@ -40,6 +43,7 @@ class Counts:
     failed: int = 0
     pruned: int = 0
     reused: int = 0
+    twins: int = 0
     proxy_scored: int = 0
     promoted: int = 0
     not_promoted: int = 0
@@ -56,10 +60,11 @@ class SearchEvent:
     """One step of a search, for a progress display.
 
     Attributes:
-        kind: ``start``, ``submitted``, ``finished``, ``pruned``, ``reused``, ``promoted``,
-            ``contributions`` (``done`` of ``total`` fine-tunes of the contribution analysis),
-            ``contributions_ready``, ``base``, ``screened`` (a short fine-tune's validation
-            ``accuracy``, None when it failed), ``waiting`` (on other drivers' fine-tunes) or
+        kind: ``start``, ``submitted``, ``finished``, ``pruned``, ``reused``, ``twin`` (a
+            schedule twin told its ``accuracy``), ``promoted``, ``contributions`` (``done`` of
+            ``total`` fine-tunes of the contribution analysis), ``contributions_ready``,
+            ``base``, ``screened`` (a short fine-tune's validation ``accuracy``, None when it
+            failed), ``waiting`` (on other drivers' fine-tunes) or
             ``calibrating`` (``done`` of ``total`` fine-tunes of the learning-rate grid) or
             ``int8`` (``done`` of ``total`` front points trained as the device trains); before
             the search, ``decoding`` (``done`` of ``total`` images of an image folder decoded

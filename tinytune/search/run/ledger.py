@@ -20,14 +20,14 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tinytune.db import EvaluationRecord, Store
+from tinytune.db import TWIN_OF, EvaluationRecord, Store
 from tinytune.errors import ConfigError
 from tinytune.evaluators import HardwareCost
 from tinytune.search.config.budgets import RunLimits, StudyBudget, over_budget
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.execution.executor import Executor
 from tinytune.search.execution.worker_tasks import finetune_task
-from tinytune.search.front.recording import FrontPoint, measured_record, snapshot
+from tinytune.search.front.recording import FrontPoint, measured_record, snapshot, twin_record
 from tinytune.search.ladder.decisions import Member, Note, Prune, Submit, Verdict
 from tinytune.search.run.dashboard import HypervolumePublisher
 from tinytune.search.run.events import Counts, SearchEvent
@@ -74,6 +74,8 @@ class Ledger:
         self.lrs: LrCalibration | None = None
         self.grid_results: dict[tuple[str, float], dict[str, Any]] = {}
         self.last: tuple[tuple[FrontPoint, ...], float | None] | None = None
+        self.trained: dict[str, str] = {}  # a stored candidate's key: its training key
+        self.on_measured: Callable[[Member], None] | None = None  # after each success
 
     def emit(self, kind: str, /, **data: Any) -> None:
         """A progress event: this run's counters, the study's finished fine-tunes and this
@@ -128,11 +130,34 @@ class Ledger:
         return over_budget(self.config, self.checked.flash_budget, cost)[1] is None
 
     def taken(self, candidate: Candidate) -> bool:
-        """Whether the candidate is measured in the study, or in flight in this run."""
-        if any(m.candidate.key == candidate.key for m in self.pending.values()):
+        """Whether the candidate is measured in the study, or in flight in this run, under any
+        schedule of its frozen prefix (which changes no value: a schedule twin is priced, not
+        fine-tuned)."""
+        whole = candidate.training.key
+        if any(m.candidate.training.key == whole for m in self.pending.values()):
             return True
-        measured = self.store.find_evaluation(self.config.study_name, candidate.key, "measured")
-        return measured is not None
+        return self.fine_tuned(candidate) is not None
+
+    def training_key(self, candidate_key: str) -> str | None:
+        """The training key of a stored candidate (None where it is not stored)."""
+        if candidate_key not in self.trained:
+            record = self.store.get_candidate(candidate_key)
+            if record is None:
+                return None
+            self.trained[candidate_key] = Candidate.from_json(record.payload).training.key
+        return self.trained[candidate_key]
+
+    def fine_tuned(self, candidate: Candidate) -> EvaluationRecord | None:
+        """The study's successful measurement of ``candidate`` under any schedule: its own
+        first, else a schedule twin's; None when none."""
+        own = self.store.find_evaluation(self.config.study_name, candidate.key, "measured")
+        if own is not None and own.val_accuracy is not None:
+            return own
+        whole = candidate.training.key
+        for e in self.store.evaluations(self.config.study_name, fidelity="measured", status="ok"):
+            if e.val_accuracy is not None and self.training_key(e.candidate_key) == whole:
+                return e
+        return None
 
     # -- carrying out the ladder's decisions (tinytune.search.ladder.decisions) -------------------
 
@@ -191,6 +216,11 @@ class Ledger:
             return False
         return (candidate.training.key, self.lr_for(candidate)) in self.grid_results
 
+    def twin_next(self) -> bool:
+        """Whether the next enqueued trial is a schedule twin (:meth:`twin`)."""
+        waiting = self.study.waiting()
+        return bool(waiting) and Attr.TWIN_OF in waiting[0].user_attrs
+
     def predict(
         self, trial: Any, candidate: Candidate, reference: bool = False
     ) -> HardwareCost | None:
@@ -228,11 +258,60 @@ class Ledger:
         self.limits.idle += 1
 
     def reuse(self, trial: Any, candidate: Candidate, cost: HardwareCost) -> bool:
-        """Tell the stored measurement of a candidate measured before; False when none."""
+        """Tell the stored measurement of a candidate measured before, or store and tell a
+        schedule twin of one (:meth:`twin`); False when none."""
         previous = self.store.find_evaluation(self.config.study_name, candidate.key, "measured")
-        if previous is None or previous.val_accuracy is None:
+        if previous is not None and previous.val_accuracy is not None:
+            self.tell_stored(trial, previous, cost)
+            return True
+        return self.twin(trial, candidate, cost)
+
+    def twin(self, trial: Any, candidate: Candidate, cost: HardwareCost) -> bool:
+        """Store and tell ``candidate`` as the schedule twin of a candidate the study fine-tuned
+        under another schedule of its frozen prefix: the same accuracies, its own predicted
+        cost, no fine-tune (:func:`tinytune.search.front.recording.twin_record`). False when
+        the study has no such measurement; True, the trial told PRUNED, when another trial is
+        storing this very candidate."""
+        fine_tuned = self.fine_tuned(candidate)
+        if fine_tuned is None or fine_tuned.candidate_key == candidate.key:
             return False
-        self.tell_stored(trial, previous, cost)
+        claim = self.store.claim_measurement(
+            self.config.study_name, candidate.key, trial.number, None
+        )
+        if claim.outcome == "measured":  # stored by another driver meanwhile
+            assert claim.evaluation is not None
+            self.tell_stored(trial, claim.evaluation, cost)
+            return True
+        if claim.outcome != "claimed":
+            self.reject(trial, f"trial {claim.holder} is measuring the same candidate")
+            return True
+        scheme = str(trial.params.get("scheme", JOINT))
+        record = twin_record(
+            self.config,
+            trial.number,
+            candidate.key,
+            cost,
+            self.checked.latency_profile,
+            scheme,
+            fine_tuned,
+        )
+        self.store.finish_measurement(record)
+        _, hv = self.snapshot()
+        self.study.note(
+            trial,
+            **{
+                Attr.TWIN_OF: record.details[TWIN_OF] if record.details else None,
+                Attr.FIDELITY: "measured",
+                Attr.TEST_ACCURACY: record.accuracy,
+                **({Attr.HYPERVOLUME: hv} if hv is not None else {}),
+            },
+        )
+        assert record.val_accuracy is not None
+        latency = float(cost.latency_s or 0.0)
+        self.study.tell_values(trial, (record.val_accuracy, float(cost.arena_bytes), latency))
+        self.counts.twins += 1
+        self.publish()
+        self.emit("twin", trial=trial.number, accuracy=record.val_accuracy)
         return True
 
     def tell_stored(self, trial: Any, previous: EvaluationRecord, cost: HardwareCost) -> None:
@@ -293,8 +372,9 @@ class Ledger:
         self.emit("submitted", trial=trial.number)
         return True
 
-    def record(self, key: int, result: dict[str, Any]) -> None:
-        """Store a measured fine-tune's result, snapshot the front, and tell Optuna."""
+    def record(self, key: int, result: dict[str, Any]) -> tuple[Member, EvaluationRecord]:
+        """Store a measured fine-tune's result, snapshot the front, and tell Optuna; the member
+        and its stored record."""
         member = self.pending.pop(key)
         trial, cost = member.trial, member.cost
         record = measured_record(
@@ -324,6 +404,8 @@ class Ledger:
             self.study.tell_values(trial, values)
             self.counts.measured += 1
             self.count_origin(trial)
+            if self.on_measured is not None:
+                self.on_measured(member)
         else:
             assert record.error is not None
             self.errors[record.error.splitlines()[0]] = None
@@ -331,6 +413,7 @@ class Ledger:
             self.counts.failed += 1
         self.publish()
         self.emit("finished", trial=trial.number, accuracy=record.val_accuracy, error=record.error)
+        return member, record
 
     def count_origin(self, trial: Any) -> None:
         """Count a measured trial by where its candidate came from (:class:`Counts`)."""
