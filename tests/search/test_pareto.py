@@ -57,3 +57,22 @@ def test_hypervolume_matches_optuna() -> None:
             assert hypervolume(pts.tolist(), ref.tolist()) == pytest.approx(
                 compute_hypervolume(pts, ref)
             )
+
+
+def test_exclusive_contributions_by_hand() -> None:
+    from tinytune.search.front.pareto import contributions
+
+    ref = (0.0, 100.0, 10.0)  # (accuracy, bytes, seconds): the box is 1
+    a, b = (0.8, 50.0, 5.0), (0.4, 20.0, 2.0)  # 0.8·0.5·0.5 = 0.2 and 0.4·0.8·0.8 = 0.256
+    dominated = (0.3, 60.0, 6.0)  # by a
+    # they share 0.4·0.5·0.5 = 0.1: the union is 0.356, so a alone adds 0.1 and b 0.156
+    got = contributions(["a", "b", "c"], [a, b, dominated], ref)
+    assert got == pytest.approx({"a": 0.1, "b": 0.156, "c": 0.0})
+    # a group of two points (one fine-tune at two schedules) counts as one
+    twin = (0.8, 40.0, 6.0)  # 0.8·0.6·0.4 = 0.192; with a: 0.2 + 0.192 - 0.8·0.5·0.4
+    grouped = contributions(["a", "b", "a"], [a, b, twin], ref)
+    union_a = 0.2 + 0.192 - 0.16
+    # b inside a and its twin: 0.4·0.8·0.8 less what a ∪ twin covers of it, 0.4·(0.5·0.5 +
+    # 0.6·0.4 - 0.5·0.4) (slices of b's box), so the whole is union_a + 0.256 - 0.116
+    whole = union_a + 0.256 - 0.4 * (0.25 + 0.24 - 0.2)
+    assert grouped == pytest.approx({"a": whole - 0.256, "b": whole - union_a})

@@ -105,7 +105,13 @@ def search(**options: Any) -> None:
         result = tinytune.optimize(**options, progress=progress, on_pretrain=pretraining)
     c = result.counts
     console.print(
-        f"{c.measured} measured, {c.pruned} pruned as over budget, {c.failed} failed, "
+        f"{c.measured} measured"
+        + (
+            f" (and {c.twins} schedule twins: the same fine-tunes at other patch counts)"
+            if c.twins
+            else ""
+        )
+        + f", {c.pruned} pruned as over budget, {c.failed} failed, "
         f"{c.reused} reused in {result.wall_time_s:.0f} s "
         f"({time.monotonic() - started:.0f} s in all"
         f"{', pre-training included' if pretrained else ''})"

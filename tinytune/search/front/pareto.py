@@ -11,6 +11,7 @@ from collections.abc import Sequence
 __all__ = [
     "HYPERVOLUME_BOX",
     "Point",
+    "contributions",
     "hypervolume",
     "hypervolume_2d",
     "normalised_hypervolume",
@@ -117,3 +118,16 @@ def normalised_hypervolume(points: Sequence[Point], ref: Point) -> float:
     """The hypervolume of ``points`` in the box between the ideal point and ``ref``, each
     objective divided by the reference's, so the whole box is 1."""
     return hypervolume(_normalised(points, ref), (0.0, 1.0, 1.0))
+
+
+def contributions(groups: Sequence[str], points: Sequence[Point], ref: Point) -> dict[str, float]:
+    """Each group's exclusive share of the hypervolume of ``points`` (normalised by ``ref``,
+    the box 1): what the front loses without the group's points (SMS-EMOA's selection
+    measure; a group is, say, one fine-tune under its several schedules). 0 for a group
+    whose points others dominate or equal."""
+    whole = normalised_hypervolume(points, ref)
+    out: dict[str, float] = {}
+    for group in dict.fromkeys(groups):
+        rest = [p for g, p in zip(groups, points, strict=True) if g != group]
+        out[group] = max(0.0, whole - normalised_hypervolume(rest, ref))
+    return out

@@ -35,6 +35,7 @@ from tinytune.search.config.budgets import RunLimits, StudyBudget, epoch_costs
 from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.execution.executor import Executor, Metered
 from tinytune.search.execution.worker_tasks import Tasks
+from tinytune.search.front.pareto import contributions, reference
 from tinytune.search.front.recording import reference_point
 from tinytune.search.ladder.brackets import Ladder, LadderContext
 from tinytune.search.ladder.decisions import Bracket, Member, Submit
@@ -47,7 +48,7 @@ from tinytune.search.run.preflight import Preflight, preflight
 from tinytune.search.run.verify_int8 import int8_accuracies, verify_int8
 from tinytune.search.study.adapter import StudyAdapter
 from tinytune.search.study.attrs import Attr
-from tinytune.spaces import Schedule, default_subnet, make_preset, suggest_candidate
+from tinytune.spaces import Candidate, Schedule, default_subnet, make_preset, suggest_candidate
 
 __all__ = ["Run", "SearchResult", "run_search"]
 
@@ -392,7 +393,7 @@ class Run:
         space expresses, not measured or in flight, within the budgets. Nothing when the front
         is empty or no such mutant is found."""
         ledger, config = self.ledger, self.config
-        parents = ledger.front_candidates()
+        parents, weights = self.parents()
         if not parents:
             return
         baselines = []
@@ -412,10 +413,36 @@ class Run:
             self.cuts or None,
             rules,
             self.checked.hardware.patch_choices,
+            weights,
         )
         if found is not None:
             params, parent = found
             self.study.enqueue(params, {Attr.MUTANT_OF: parent.key})
+
+    def parents(self) -> tuple[list[Candidate], list[float]]:
+        """The front's fine-tuned candidates a mutant may come from, one per fine-tune (the
+        schedule twin of least SRAM standing for the others), and each one's chance: its
+        exclusive share of the front's hypervolume (:func:`tinytune.search.front.pareto.
+        contributions`), as SMS-EMOA selects, plus a tenth of the mean share so that no point
+        of the front is never drawn."""
+        front, candidates = [], []
+        for p in self.ledger.front():
+            record = self.store.get_candidate(p.candidate_key)
+            if record is not None:
+                front.append(p)
+                candidates.append(Candidate.from_json(record.payload))
+        if not candidates:
+            return [], []
+        groups = [c.training.key for c in candidates]
+        points = [(p.val_accuracy, float(p.memory_bytes), p.latency_s or 0.0) for p in front]
+        ref = reference(points, self.config.sram_budget_bytes, self.config.latency_budget_s)
+        share = contributions(groups, points, ref)
+        chosen: dict[str, Candidate] = {}
+        by_memory = sorted(range(len(front)), key=lambda i: front[i].memory_bytes)
+        for i in by_memory:
+            chosen.setdefault(groups[i], candidates[i])
+        floor = 0.1 * sum(share.values()) / len(share) or 1.0
+        return list(chosen.values()), [share[g] + floor for g in chosen]
 
     def enqueue_twins(self, member: Member) -> None:
         """Enqueue the schedule twins of a candidate just measured: the same candidate asking

@@ -341,12 +341,15 @@ def propose_mutant(
     cuts: tuple[int, ...] | None = None,
     rules: Mapping[str, str] | None = None,
     patches: tuple[int, ...] = (),
+    weights: list[float] | None = None,
 ) -> tuple[dict[str, Any], Candidate] | None:
     """The next mutant a run enqueues: its parameters and its parent, a mutant of one of
     ``parents`` (the front's candidates) or a repair of one of the ``baselines`` that does not
     fit, which ``fits`` the budgets and is not ``taken`` (measured or in flight); None when
     none is found. ``fits`` predicts a cost, so it is asked once per candidate. ``rules``: the
-    preset whose rule made a parent, by its key (:func:`mutant`)."""
+    preset whose rule made a parent, by its key (:func:`mutant`). ``weights``: each parent's
+    chance to be drawn (default: equal); a baseline repaired into the budget is drawn as
+    often as the mean parent."""
     priced: dict[str, bool] = {}
 
     def fits_once(candidate: Candidate) -> bool:
@@ -357,9 +360,20 @@ def propose_mutant(
     def accept(child: Candidate) -> bool:
         return not taken(child) and fits_once(child)
 
-    parents = parents + [p for p in baselines if p not in parents and not fits_once(p)]
+    over = [p for p in baselines if p not in parents and not fits_once(p)]
+    if weights is not None:
+        mean = sum(weights) / len(weights) if weights else 1.0
+        weights = list(weights) + [mean] * len(over)
     found = mutant(
-        parents, spec, rng, accept, fits=fits_once, cuts=cuts, rules=rules, patches=patches
+        parents + over,
+        spec,
+        rng,
+        accept,
+        fits=fits_once,
+        cuts=cuts,
+        rules=rules,
+        patches=patches,
+        weights=weights,
     )
     return None if found is None else (found[1], found[2])
 
@@ -437,6 +451,7 @@ def mutant(
     cuts: tuple[int, ...] | None = None,
     rules: Mapping[str, str] | None = None,
     patches: tuple[int, ...] = (),
+    weights: list[float] | None = None,
 ) -> tuple[Candidate, dict[str, Any], Candidate] | None:
     """A mutant of one of ``parents`` that the search space expresses and ``accept`` takes (not
     measured, within the budgets): ``(mutant, its parameters, its parent)``, or None after
@@ -447,11 +462,12 @@ def mutant(
     two steps and the preset's scheme made anew for it (:func:`preset_move`), as a search of
     that one preset would; the other half change the scheme itself. ``patches``: the patches
     per side the search proposes for a joint scheme's frozen prefix (``patches`` operator: the
-    next count up or down; a mutant asks for its parent's count)."""
+    next count up or down; a mutant asks for its parent's count). ``weights``: each parent's
+    chance to be drawn (default: equal)."""
     operators = operators_for(spec, cuts) + (("patches",) if patches else ())
     rules = rules or {}
     for _ in range(tries):
-        parent = rng.choice(parents)
+        parent = rng.choices(parents, weights)[0] if weights else rng.choice(parents)
         rule = rules.get(parent.key)
         if rule is not None and (fits is None or fits(parent)) and rng.random() < 0.5:
             moved = preset_move(parent, rule, spec, rng, cuts)
