@@ -80,3 +80,35 @@ def test_a_preset_search_makes_no_twins(tmp_path: Path) -> None:
             for e in store.evaluations("s", fidelity="measured")
             if (e.details or {}).get(TWIN_OF) is not None
         ]
+
+
+def test_the_device_accuracy_of_twins_on_the_front_is_trained_once(tmp_path: Path) -> None:
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    fake, int8 = FakeEvaluator(), []
+
+    def evaluate(task: dict) -> dict:
+        if task.get("fidelity") == "int8":
+            int8.append(Candidate.from_json(task["candidate"]).training.key)
+            details = {"lr": 0.0125, "schedule": "halving", "epochs": 4}
+            return {**fake(task), "val_accuracy": 0.5, "details": details}
+        return fake(task)
+
+    config = search_config(ckpt, trials=10, mutate=0.5, verify_int8=True)
+    with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
+        result = run_search(config, store, InlineExecutor(evaluate))
+        keys = {
+            p.candidate_key: Candidate.from_json(
+                store.get_candidate(p.candidate_key).payload
+            ).training.key
+            for p in result.front
+        }
+    assert len(set(keys.values())) < len(keys)  # twins on the front
+    assert sorted(int8) == sorted(set(keys.values()))  # one training per fine-tune
+    assert set(result.int8) == set(keys)  # every point has its device accuracy
+    assert {a.val_accuracy for a in result.int8.values()} == {0.5}
+    # a second run finds them stored: nothing is trained again
+    int8.clear()
+    with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
+        again = run_search(config, store, InlineExecutor(evaluate))
+    assert int8 == [] and set(again.int8) == set(keys)

@@ -108,7 +108,9 @@ def verify_int8(
     tasks: Tasks, store: Store, study: str, points: tuple[FrontPoint, ...]
 ) -> tuple[int, float]:
     """Measure the device's accuracy of the ``points`` of the study ``study`` that have none
-    stored under :data:`INT8_SCHEDULE`, on the run's executor (``tasks``).
+    stored under :data:`INT8_SCHEDULE`, on the run's executor (``tasks``). Schedule twins
+    (one candidate under several patch schedules, which train alike) are trained once and
+    each stored with the result; one whose twin was trained so before is stored from it.
 
     Returns:
         The trainings run here and their seconds, summed over workers.
@@ -121,24 +123,37 @@ def verify_int8(
         for p in points
         if p.candidate_key not in stored or stored[p.candidate_key].schedule != INT8_SCHEDULE
     ]
-    jobs: dict[int, FrontPoint] = {}
+    groups: dict[str, tuple[Candidate, list[FrontPoint]]] = {}
     for point in todo:
         record = store.get_candidate(point.candidate_key)
         assert record is not None
-        task = tasks.task(Candidate.from_json(record.payload))
+        candidate = Candidate.from_json(record.payload)
+        groups.setdefault(candidate.training.key, (candidate, []))[1].append(point)
+    for e in store.evaluations(study, fidelity="int8", status="ok"):
+        trained = store.get_candidate(e.candidate_key)
+        if trained is None or (e.details or {}).get("schedule") != INT8_SCHEDULE:
+            continue
+        group = groups.pop(Candidate.from_json(trained.payload).training.key, None)
+        shared = {"status": "ok", "accuracy": e.accuracy, "val_accuracy": e.val_accuracy}
+        for point in group[1] if group is not None else ():
+            store.add_evaluation(_record(study, point, {**shared, "details": e.details}))
+    jobs: dict[int, list[FrontPoint]] = {}
+    for candidate, group in groups.values():
+        task = tasks.task(candidate)
         task["fidelity"] = "int8"
         task["int8"] = int8_settings()
         task["gpus"] = 0.0  # the bundle's integer arithmetic runs on a CPU of any node
         key = tasks.next_key()
-        jobs[key] = point
+        jobs[key] = group
         tasks.executor.submit(key, task)
     seconds, done = 0.0, 0
     tasks.emit("int8", done=0, total=len(jobs))
     while done < len(jobs):
         for key, result in tasks.executor.wait(timeout=1.0):
-            point = jobs[key]
             seconds += float(result.get("wall_time_s") or 0.0)
-            store.add_evaluation(_record(study, point, result))
+            for n, point in enumerate(jobs[key]):  # the twins after the first trained none
+                shared = result if n == 0 else {**result, "wall_time_s": 0.0}
+                store.add_evaluation(_record(study, point, shared))
             done += 1
             tasks.emit("int8", done=done, total=len(jobs))
     return len(jobs), seconds
