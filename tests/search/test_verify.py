@@ -45,3 +45,54 @@ def test_a_device_accuracy_stored_before_the_rate_could_halve_reads_as_constant(
     # one stored without its rate or epochs: none named
     bare = Int8Accuracy.of(0.5, 0.4, None)
     assert (_int8_entry(bare, "x")["lr"], _int8_entry(bare, "x")["epochs"]) == (None, None)
+
+
+def test_a_twin_of_a_point_trained_as_the_device_trains_is_stored_from_it(
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    from tinytune.search.execution.worker_tasks import Tasks
+    from tinytune.search.front.recording import FrontPoint
+    from tinytune.search.run.verify_int8 import verify_int8
+    from tinytune.spaces import Candidate, Schedule, default_subnet, get_supernet, make_preset
+
+    spec = get_supernet("ofa-proxyless-w0.35")
+    whole = make_preset("last", spec, default_subnet(spec))
+    patched, fresh = replace(whole, schedule=Schedule(2, 1)), make_preset("bias-only", spec)
+    submitted: list[dict] = []
+
+    class Executor:  # trains nothing: a twin needs no task, a new fine-tune one
+        def submit(self, key: int, task: dict) -> None:
+            submitted.append(task)
+            self.done = [(key, {"status": "ok", "accuracy": 0.7, "val_accuracy": 0.6})]
+
+        def wait(self, timeout: float) -> list:
+            done, self.done = self.done, []
+            return done
+
+    tasks = Tasks(Executor(), lambda c, lr=None: {"candidate": c.to_json()}, lambda: -1, _no)
+    halving = {"lr": 0.0125, "schedule": "halving", "epochs": 4}
+    with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
+        for c in (whole, patched, fresh):
+            store.add_candidate(c.key, c.supernet, c.to_json())
+        store.add_evaluation(
+            EvaluationRecord(
+                "s", whole.key, "int8", "ok", accuracy=0.8, val_accuracy=0.9, details=halving
+            )
+        )
+
+        def point(c: Candidate, memory: int) -> FrontPoint:
+            return FrontPoint(1, c.key, 0.9, 0.8, memory, None, 0.01, "joint", "s")
+
+        runs, _ = verify_int8(tasks, store, "s", (point(patched, 100), point(fresh, 200)))
+        found = int8_accuracies(store, "s", [patched.key, fresh.key])
+        twin = store.find_evaluation("s", patched.key, "int8")
+    assert runs == 1 and len(submitted) == 1  # the fresh point alone was trained
+    assert found[patched.key] == Int8Accuracy(0.9, 0.8, 0.0125, "halving", 4, True)
+    assert twin is not None and twin.memory_bytes == 100
+    assert (found[fresh.key].val_accuracy, found[fresh.key].test_accuracy) == (0.6, 0.7)
+
+
+def _no(kind: str, /, **data: object) -> None:
+    pass
