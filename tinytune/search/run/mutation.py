@@ -31,6 +31,11 @@ and the preset's scheme is made anew for it, as a search of that one preset does
 (``tinytune search --preset P``), so that the papers' recipes are carried to the sub-networks
 where they cost least; the other half change the scheme itself.
 
+The driver draws a parent by its fine-tune's exclusive share of the front's hypervolume
+(SMS-EMOA's measure; the fine-tune's schedule twins count as one point), so that the points that
+hold the front up are mutated most (``weights``); a child that differs from a measured candidate
+in its patches alone is that candidate's schedule twin, taken already.
+
 A mutant is proposed as a joint-scheme trial (a preset trial for a preset's move) with explicit
 parameters (Optuna's ``enqueue_trial``), so the sampler learns from its result like from any
 other trial. Only
