@@ -129,11 +129,16 @@ def verify_int8(
         assert record is not None
         candidate = Candidate.from_json(record.payload)
         groups.setdefault(candidate.training.key, (candidate, []))[1].append(point)
-    for e in store.evaluations(study, fidelity="int8", status="ok"):
-        trained = store.get_candidate(e.candidate_key)
-        if trained is None or (e.details or {}).get("schedule") != INT8_SCHEDULE:
+    # a twin's latest device accuracy, trained under the schedule (not the point's own)
+    todo_keys = {p.candidate_key for p in todo}
+    others = {e.candidate_key for e in store.evaluations(study, fidelity="int8", status="ok")}
+    for key, measured in int8_accuracies(store, study, sorted(others - todo_keys)).items():
+        trained = store.get_candidate(key)
+        if trained is None or measured.schedule != INT8_SCHEDULE:
             continue
         group = groups.pop(Candidate.from_json(trained.payload).training.key, None)
+        e = store.find_evaluation(study, key, "int8")
+        assert e is not None
         shared = {"status": "ok", "accuracy": e.accuracy, "val_accuracy": e.val_accuracy}
         for point in group[1] if group is not None else ():
             store.add_evaluation(_record(study, point, {**shared, "details": e.details}))
