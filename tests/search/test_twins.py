@@ -38,6 +38,7 @@ def test_a_measured_candidate_is_priced_under_other_patch_counts_not_fine_tuned_
         by_trial = {e.trial_number: e for e in stored}
         twins = [e for e in stored if (e.details or {}).get(TWIN_OF) is not None]
         assert twins and len(twins) == result.counts.twins
+        assert {t.details["scheme"] for t in twins} > {"joint"}  # a preset's twins too
         assert store.measured_budget_spent("s") == (config.trials, 0)
         for twin in twins:
             shared = by_trial[twin.details[TWIN_OF]]
@@ -51,7 +52,7 @@ def test_a_measured_candidate_is_priced_under_other_patch_counts_not_fine_tuned_
             assert twin.memory_bytes == cost.arena_bytes
             assert twin.latency_ms == 1000.0 * float(cost.latency_s or 0.0)
             assert twin.wall_time_s == 0.0
-            assert twin.details["scheme"] == "joint"
+            assert twin.details["scheme"] == shared.details["scheme"]  # a preset's stays
     trials = optuna.load_study(study_name="s", storage=url).trials
     told = [t for t in trials if "twin_of" in t.user_attrs]
     assert {t.number for t in told if t.state.name == "COMPLETE"} == {

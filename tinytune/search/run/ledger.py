@@ -285,7 +285,8 @@ class Ledger:
         if claim.outcome != "claimed":
             self.reject(trial, f"trial {claim.holder} is measuring the same candidate")
             return True
-        scheme = str(trial.params.get("scheme", JOINT))
+        # the scheme that made the fine-tune (a preset's twin is a joint trial of its scheme)
+        scheme = str((fine_tuned.details or {}).get("scheme") or trial.params.get("scheme", JOINT))
         record = twin_record(
             self.config,
             trial.number,
