@@ -71,9 +71,10 @@ def _tinytune(args: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
     return done.stdout
 
 
-def _point(p: Any) -> dict[str, Any]:
+def _point(p: Any, patches: int = 1) -> dict[str, Any]:
     return {
         "scheme": p.scheme,
+        "patches": patches,
         "val": p.val_accuracy,
         "test": p.test_accuracy,
         "memory_bytes": p.memory_bytes,
@@ -89,8 +90,10 @@ def read_study(storage: str) -> dict[str, Any]:
     view = load(storage=storage)
     if view.reference is None:
         raise SystemExit(f"{storage}: the study has no measured reference")
+    # the patches per side its frozen prefix runs in (a schedule twin differs in them alone)
+    patches = {p.candidate_key: view.candidate(p.candidate_key).candidate for p in view.front}
     return {
-        "front": [_point(p) for p in view.front],
+        "front": [_point(p, patches[p.candidate_key].schedule.patches) for p in view.front],
         "reference": _point(view.reference),
         "hypervolume": view.hypervolume,
         "device": view.space.device,
@@ -180,6 +183,8 @@ def table(r: Mapping[str, Any]) -> str:
                 if p["scheme"] in SCHEMES
                 else (f"`{p['scheme']}`")
             )
+            n = p.get("patches", 1)
+            name += f", its frozen layers in {n} × {n} patches" if n > 1 else ""
             versus = (
                 f"{100 * (p['test'] - ref['test']):+.1f} pp"
                 if p["test"] is not None and ref["test"] is not None

@@ -112,19 +112,22 @@ def test_the_table_of_a_hand_built_run(readme_bench: ModuleType) -> None:
         "front": [
             _point("mcunetv3", 0.986, 0.969, 60.0, 114),
             _point("last", 0.914, 0.875, 30.0, None),
+            {**_point("mcunetv3", 0.986, 0.969, 45.0, 130), "patches": 2, "key": "twin"},
         ],
         "reference": full,
     }
     assert readme_bench.table(run).splitlines() == [
         "`tinytune search` in an empty folder with an empty cache took **1 min 32 s** on this "
         "machine (2 cores, Some CPU; load average 1.2 as it started and 3.0 as it ended). Its "
-        "front has 2 points, "
+        "front has 3 points, "
         "chosen on validation accuracy:",
         "",
         "| update scheme | validation / test accuracy | test vs full fine-tuning | peak training "
         "SRAM | training step on `stm32f746` (predicted) |",
         "|---|---|---|---|---|",
         "| `last`: the classifier only | 91.4 % / 87.5 % | -10.6 pp | 30.0 KB (8.0× less) | – |",
+        "| `mcunetv3`: sparse update (MCUNetV3), its frozen layers in 2 × 2 patches | 98.6 % / "
+        "96.9 % | -1.2 pp | 45.0 KB (5.3× less) | 130 ms |",
         "| `mcunetv3`: sparse update (MCUNetV3) | 98.6 % / 96.9 % | -1.2 pp | 60.0 KB (4.0× less) "
         "| 114 ms |",
         "| full fine-tuning (the reference, off the front) | 98.3 % / 98.1 % | – | 240.0 KB "
@@ -135,13 +138,13 @@ def test_the_table_of_a_hand_built_run(readme_bench: ModuleType) -> None:
     lines = readme_bench.table(on_front).splitlines()
     assert lines[0].startswith(
         "`tinytune search` in an empty folder with an empty cache took "
-        "**41 s** on this machine (2 cores, Some CPU). Its front has 3"
+        "**41 s** on this machine (2 cores, Some CPU). Its front has 4"
     )
     assert (
         lines[-1]
         == "| full fine-tuning (the reference) | 98.3 % / 98.1 % | – | 240.0 KB | 234 ms |"
     )
-    assert len(lines) == 7
+    assert len(lines) == 8
 
 
 @pytest.mark.slow
@@ -156,4 +159,6 @@ def test_read_study_gives_the_studys_own_figures(readme_bench: ModuleType, tmp_p
     assert (figures["device"], figures["dataset"]) == (view.space.device, "digits")
     assert figures["supernet"] == view.space.supernet == "ofa-proxyless-w0.35"
     assert len(figures["front"]) == len(view.front) >= 1
+    for point, stored in zip(figures["front"], view.front, strict=True):
+        assert point["patches"] == view.candidate(stored.candidate_key).candidate.schedule.patches
     assert figures["reference"]["test"] == view.reference.test_accuracy
