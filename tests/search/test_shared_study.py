@@ -39,16 +39,22 @@ def _driver(url: str, seed: int, seconds: float = 0.5) -> subprocess.Popen:
     )
 
 
-def _measured(url: str) -> list[str]:
-    """Measured candidates on the budget; the reference, measured beside it, must be there
-    exactly once."""
+def _measured(url: str, twins: bool = False) -> list[str]:
+    """Fine-tuned candidates on the budget (with ``twins``, their schedule twins too, stored
+    beside it); the reference, measured beside it, must be there exactly once."""
     from tinytune.search.config.search_config import reference_candidate
 
     reference = reference_candidate("ofa-proxyless-w0.35").key
     with open_store(url) as store:
-        keys = [e.candidate_key for e in store.evaluations("shared", fidelity="measured")]
+        stored = store.evaluations("shared", fidelity="measured")
+    keys = [e.candidate_key for e in stored]
     assert keys.count(reference) == 1
-    return [k for k in keys if k != reference]
+    assert len(set(keys)) == len(keys)  # none stored twice, twins included
+    return [
+        e.candidate_key
+        for e in stored
+        if e.candidate_key != reference and (twins or "twin_of" not in (e.details or {}))
+    ]
 
 
 @pytest.mark.slow
@@ -77,11 +83,13 @@ def test_two_drivers_started_at_once_share_the_budget(url: str) -> None:
     enqueued = [
         t
         for t in study.trials
-        if "fixed_params" in t.system_attrs and "mutant_of" not in t.user_attrs
-    ]  # the study's set-up, not the mutants each driver enqueues for itself
+        if "fixed_params" in t.system_attrs
+        and "mutant_of" not in t.user_attrs
+        and "twin_of" not in t.user_attrs
+    ]  # the study's set-up, not the mutants and twins each driver enqueues for itself
     assert len(enqueued) == 1 + len(BASELINE_PRESETS)
     others = {t.user_attrs["candidate_key"] for t in complete if t not in reference}
-    assert others == set(measured)
+    assert others == set(_measured(url, twins=True))
 
 
 @pytest.mark.slow
