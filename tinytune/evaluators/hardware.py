@@ -146,6 +146,9 @@ class HardwareEvaluator:
         self.fixed = parse_patches(config.patches)
         self._supernet: nn.Module | None = None
         self._graphs: dict[str, Graph] = {}
+        # the schedule of least arena per (candidate trained, patches): a candidate is priced
+        # again when it is checked, proposed and stored, and its schedule twins with it
+        self._least: dict[tuple[str, int], Schedule | None] = {}
 
     def __call__(self, candidate: Candidate) -> HardwareCost:
         return self.cost_with_graph(candidate)[0]
@@ -178,6 +181,14 @@ class HardwareEvaluator:
     def _least_arena(self, whole: Candidate, patches: int) -> Schedule | None:
         """``patches`` × ``patches`` over the stem and the first B blocks for the B of least
         arena, then least latency; None where that count cannot run on this network."""
+        memo = (whole.key, patches)
+        if memo not in self._least:
+            if len(self._least) >= 256:
+                self._least.pop(next(iter(self._least)))
+            self._least[memo] = self._least_arena_of(whole, patches)
+        return self._least[memo]
+
+    def _least_arena_of(self, whole: Candidate, patches: int) -> Schedule | None:
         graph = self._graph(whole)
         best: tuple[tuple[int, float], Schedule] | None = None
         for blocks, end in _blocks_to_patch(graph, whole.subnet.n_blocks):
