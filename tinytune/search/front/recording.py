@@ -142,19 +142,14 @@ def twin_record(
     original = shared.get(TWIN_OF, fine_tuned.trial_number)
     for name in _cost_details(cost, latency_profile, scheme):
         shared.pop(name, None)  # the worker's details stay: how the fine-tune was made
-    return EvaluationRecord(
-        study_name=config.study_name,
-        candidate_key=candidate_key,
-        trial_number=trial,
-        fidelity="measured",
-        status="ok",
-        accuracy=fine_tuned.accuracy,
-        val_accuracy=fine_tuned.val_accuracy,
-        memory_bytes=cost.arena_bytes,
-        latency_ms=1000.0 * float(cost.latency_s or 0.0),
-        wall_time_s=0.0,
-        details={**_cost_details(cost, latency_profile, scheme), **shared, TWIN_OF: original},
-    )
+    result = {
+        "status": "ok",
+        "accuracy": fine_tuned.accuracy,
+        "val_accuracy": fine_tuned.val_accuracy,
+        "wall_time_s": 0.0,
+        "details": {**shared, TWIN_OF: original},
+    }
+    return measured_record(config, trial, candidate_key, cost, latency_profile, scheme, result)
 
 
 def _point(e: EvaluationRecord, scheme: str | None = None) -> FrontPoint:
