@@ -136,7 +136,8 @@ class Ledger:
         whole = candidate.training.key
         if any(m.candidate.training.key == whole for m in self.pending.values()):
             return True
-        return self.fine_tuned(candidate) is not None
+        own = self.store.find_evaluation(self.config.study_name, candidate.key, "measured")
+        return own is not None or self.fine_tuned(candidate) is not None  # failed ones too
 
     def training_key(self, candidate_key: str) -> str | None:
         """The training key of a stored candidate (None where it is not stored)."""
@@ -373,9 +374,9 @@ class Ledger:
         self.emit("submitted", trial=trial.number)
         return True
 
-    def record(self, key: int, result: dict[str, Any]) -> tuple[Member, EvaluationRecord]:
-        """Store a measured fine-tune's result, snapshot the front, and tell Optuna; the member
-        and its stored record."""
+    def record(self, key: int, result: dict[str, Any]) -> None:
+        """Store a measured fine-tune's result, snapshot the front, and tell Optuna (and
+        :attr:`on_measured` of a success)."""
         member = self.pending.pop(key)
         trial, cost = member.trial, member.cost
         record = measured_record(
@@ -414,7 +415,6 @@ class Ledger:
             self.counts.failed += 1
         self.publish()
         self.emit("finished", trial=trial.number, accuracy=record.val_accuracy, error=record.error)
-        return member, record
 
     def count_origin(self, trial: Any) -> None:
         """Count a measured trial by where its candidate came from (:class:`Counts`)."""
