@@ -446,7 +446,7 @@ class Run:
         """The predicted seconds of one training step of ``candidate`` on whole images (None
         without a latency model): how much of the network it runs and updates."""
         whole = dataclasses.replace(candidate, schedule=Schedule())
-        return self.checked.hardware(whole).latency_s
+        return self.checked.hardware.step_latency_s(whole)
 
     def most_accurate(self) -> Candidate | None:
         """The front's most accurate stored candidate on validation (of equal ones, the least

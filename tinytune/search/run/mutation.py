@@ -364,8 +364,8 @@ def propose_mutant(
     none is found. ``fits`` predicts a cost, so it is asked once per candidate. ``rules``: the
     preset whose rule made a parent, by its key (:func:`mutant`). ``weights``: each parent's
     chance to be drawn (default: equal); a baseline repaired into the budget is drawn as
-    often as the mean parent. ``wanted``: a further condition on the mutant, asked after it
-    is found to fit and not taken."""
+    often as the mean parent. ``wanted``: a further condition on the mutant, asked before
+    its cost is predicted."""
     priced: dict[str, bool] = {}
 
     def fits_once(candidate: Candidate) -> bool:
@@ -374,7 +374,8 @@ def propose_mutant(
         return priced[candidate.key]
 
     def accept(child: Candidate) -> bool:
-        return not taken(child) and fits_once(child) and (wanted is None or wanted(child))
+        # the condition first: it may spare the prediction of a cost
+        return not taken(child) and (wanted is None or wanted(child)) and fits_once(child)
 
     over = [p for p in baselines if p not in parents and not fits_once(p)]
     if weights is not None:
