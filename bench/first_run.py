@@ -49,6 +49,7 @@ def read_study(storage: str) -> dict[str, Any]:
     from tinytune import load
     from tinytune.db import open_store
     from tinytune.search.config.search_config import reference_candidate
+    from tinytune.search.study.attrs import Attr
     from tinytune.spaces import Candidate, default_subnet, get_supernet, make_preset
 
     view = load(storage=storage)
@@ -72,7 +73,9 @@ def read_study(storage: str) -> dict[str, Any]:
     close = [p for p in view.front if ref.val_accuracy - p.val_accuracy <= WITHIN_PP / 100]
     saver = min(close, key=lambda p: p.memory_bytes)
     trials = optuna.load_study(study_name=view.name, storage=storage).trials
-    over = sum("exceeds its budget" in t.user_attrs.get("pruned_reason", "") for t in trials)
+    # a schedule twin is no proposal: the same fine-tune priced at another patch count
+    proposed = [t for t in trials if Attr.TWIN_OF not in t.user_attrs]
+    over = sum("exceeds its budget" in t.user_attrs.get("pruned_reason", "") for t in proposed)
 
     def point(p: Any) -> dict[str, Any]:
         candidate = candidates[p.candidate_key]
@@ -101,7 +104,8 @@ def read_study(storage: str) -> dict[str, Any]:
         "saver": point(saver),
         "front": len(view.front),
         "hypervolume": view.hypervolume,
-        "proposals": {"total": len(trials), "over_budget": over},
+        "proposals": {"total": len(proposed), "over_budget": over},
+        "twins": len(trials) - len(proposed),
     }
 
 

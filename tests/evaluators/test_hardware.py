@@ -150,3 +150,15 @@ def test_two_by_two_patches_halve_the_classifier_only_arena_at_48_px_for_little_
     before, after = hw(whole), hw(patched)
     assert after.arena_bytes <= 0.55 * before.arena_bytes
     assert before.latency_s < after.latency_s <= 1.125 * before.latency_s
+
+
+@pytest.mark.parametrize(("scheme", "resolution"), [("mcunetv3", 128), ("bias-only", 64)])
+def test_the_step_latency_alone_is_the_costs_without_planning_memory(
+    scheme: str, resolution: int
+) -> None:
+    hw = _evaluator()
+    whole = _lite0(scheme, resolution)
+    for candidate in (whole, hw.schedule(whole)):  # on whole images and patch by patch
+        assert hw.step_latency_s(candidate) == hw(candidate).latency_s
+    no_device = HardwareEvaluator(LITE0, 10, HardwareConfig(), None, 256 * KB)
+    assert no_device.step_latency_s(whole) is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -16,6 +17,7 @@ from tinytune.evaluators import HardwareConfig
 from tinytune.search import InlineExecutor, run_search
 from tinytune.search.run.driver import mutant_turn
 from tinytune.search.run.mutation import (
+    climbing_mutant,
     joint_params,
     mutant,
     mutate_scheme,
@@ -25,6 +27,7 @@ from tinytune.search.run.mutation import (
     preset_move,
     propose_mutant,
 )
+from tinytune.search.run.preflight import preflight
 from tinytune.spaces import (
     PRESET_NAMES,
     Candidate,
@@ -341,6 +344,63 @@ def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path)
         # the schedule as the hardware model made it from the patch count asked for
         again = suggest_candidate(optuna.trial.FixedTrial(t.params), SPEC)
         assert again.training == child.training
+
+
+def test_a_climbing_mutant_is_the_one_of_most_work_among_those_drawn_that_do_more() -> None:
+    top = make_preset("mcunetv3", SPEC, SUBNET)
+    children = [make_preset(name, SPEC, SUBNET) for name in ("last", "bias-only", "tinytl")]
+    work = dict(zip([top.key, *(c.key for c in children)], [1.0, 0.5, 3.0, 2.0], strict=True))
+
+    def propose(parents: list[Candidate], baselines: list[Candidate], wanted: Any) -> Any:
+        # propose_mutant's part: the first child drawn that the condition takes
+        assert (parents, baselines) == ([top], [])
+        return next((({"key": c.key}, top) for c in children if wanted(c)), None)
+
+    # less work than the parent is passed over; of 3.0 and 2.0, the first drawn is the most
+    assert climbing_mutant(top, lambda c: work[c.key], propose) == ({"key": children[1].key}, top)
+    assert climbing_mutant(top, lambda c: 1.0 if c == top else 0.5, propose) is None
+    assert climbing_mutant(top, lambda c: None, propose) is None  # no latency model
+
+
+def test_every_other_mutant_climbs_from_the_most_accurate_fine_tune(tmp_path: Path) -> None:
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    config = search_config(ckpt, trials=12)  # 4 baselines, then 8 mutants
+    with open_store(url) as store:
+        run_search(config, store, InlineExecutor(FakeEvaluator()))
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    by_key = {t.user_attrs["candidate_key"]: t for t in trials if "candidate_key" in t.user_attrs}
+    mutants = [t for t in trials if "mutant_of" in t.user_attrs]
+    assert len(mutants) == 8
+    climbing = [t for t in mutants if t.user_attrs.get("climb")]
+    assert climbing == mutants[1::2]  # every other turn, each finding a mutant that climbs
+    done = optuna.trial.TrialState.COMPLETE
+
+    def best_before(number: int) -> float:  # of the fine-tunes within the budgets
+        return max(
+            t.values[0]
+            for t in trials[:number]
+            if t.state == done and t.user_attrs["memory_bytes"] <= config.sram_budget_bytes
+        )
+
+    parents = [by_key[t.user_attrs["mutant_of"]] for t in mutants]
+    assert [p.values[0] for p in parents[1::2]] == [best_before(t.number) for t in climbing]
+    # each climbing mutant does more work than its parent: a longer step on whole images
+    hardware = preflight(config, None).hardware
+
+    def work(trial: optuna.trial.FrozenTrial) -> float:
+        whole = replace(Candidate.from_json(trial.user_attrs["candidate"]), schedule=Schedule())
+        latency = hardware(whole).latency_s
+        assert latency is not None
+        return latency
+
+    assert all(work(t) > work(p) for t, p in zip(climbing, parents[1::2], strict=True))
+    # the other turns draw by the share of the hypervolume: not only the most accurate
+    assert any(
+        p.values[0] < best_before(t.number)
+        for p, t in zip(parents[::2], mutants[::2], strict=True)
+    )
 
 
 @pytest.mark.slow

@@ -171,12 +171,26 @@ class HardwareEvaluator:
         memory = plan_memory(
             graph, precision=c.precision, update=c.update, optimizer=c.optimizer, patches=plan
         )
-        latency = None
-        if self.device is not None:
-            # the profile predicts its own engine, at the precision it was calibrated in
-            width = PRECISIONS[self.device.precision].activation
-            latency = predict_latency(graph, self.device.coefficients, width, plan)
-        return HardwareCost(memory, latency)
+        return HardwareCost(memory, self._latency(graph, plan))
+
+    def _latency(self, graph: Graph, plan: PatchPlan | None) -> LatencyReport | None:
+        if self.device is None:
+            return None
+        # the profile predicts its own engine, at the precision it was calibrated in
+        width = PRECISIONS[self.device.precision].activation
+        return predict_latency(graph, self.device.coefficients, width, plan)
+
+    def step_latency_s(self, candidate: Candidate) -> float | None:
+        """The predicted seconds of one training step of ``candidate`` as scheduled, as
+        :meth:`__call__` predicts them but without planning its memory (None without a device
+        profile).
+
+        Raises:
+            ConfigError: the candidate's schedule cannot run on its network.
+        """
+        graph = self._graph(candidate)
+        latency = self._latency(graph, schedule_plan(graph, candidate.schedule))
+        return None if latency is None else latency.train_step_s
 
     def _least_arena(self, whole: Candidate, patches: int) -> Schedule | None:
         """``patches`` × ``patches`` over the stem and the first B blocks for the B of least

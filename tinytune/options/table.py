@@ -396,9 +396,10 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         Real(low=0.0, high=1.0),
         1.0,
         "Share of the fresh proposals (0 to 1) that are mutants of a front point (its update "
-        "scheme, sub-network or patches one or two steps away) or a baseline over the SRAM "
-        "budget shrunk into it; the others, and any when no new mutant fits, are the "
-        "sampler's. 0.5: every other one; 0: the sampler alone.",
+        "scheme, sub-network or patches one or two steps away; every other one climbing from "
+        "the most accurate fine-tune) or a baseline over the SRAM budget shrunk into it; the "
+        "others, and any when no new mutant fits, are the sampler's. 0.5: every other one; 0: "
+        "the sampler alone.",
     ),
     Option(
         "proposals",

@@ -21,6 +21,7 @@ run's executor with :class:`tinytune.search.execution.worker_tasks.Tasks`, not w
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 import math
@@ -43,7 +44,7 @@ from tinytune.search.ladder.proxy import rank_correlation
 from tinytune.search.run.events import SearchEvent, SearchResult, at_chance
 from tinytune.search.run.ledger import Ledger
 from tinytune.search.run.lr_grid import calibrate
-from tinytune.search.run.mutation import joint_params, propose_mutant
+from tinytune.search.run.mutation import climbing_mutant, joint_params, propose_mutant
 from tinytune.search.run.preflight import Preflight, preflight
 from tinytune.search.run.verify_int8 import int8_accuracies, verify_int8
 from tinytune.search.study.adapter import StudyAdapter
@@ -126,6 +127,7 @@ class Run:
         self.stopped_by: str | None = None  # the first of this run's limits that held it back
         self.screen_error: str | None = None  # the last short fine-tune's error, if one failed
         self.fresh = 0  # fresh proposals of this run (none waiting in the queue)
+        self.mutants = 0  # mutant turns of this run (every other one climbs)
         self.ladder: Ladder | None = None
         if config.mutate != DEFAULT_MUTATE and config.preset is not None:
             # a share asked for, not the default; Words: each front end's log handler names
@@ -391,8 +393,20 @@ class Run:
         """Enqueue a mutant of a front point, or a baseline over a budget repaired into it
         (:func:`tinytune.search.run.mutation.propose_mutant`), as the next trial: one the joint
         space expresses, not measured or in flight, within the budgets. Nothing when the front
-        is empty or no such mutant is found."""
+        is empty or no such mutant is found.
+
+        Every other mutant turn climbs: its parent is the front's most accurate fine-tune, and
+        of up to :data:`~tinytune.search.run.mutation.CLIMB_DRAWS` mutants that do more work
+        than it (a longer predicted training step on whole images: a larger input, a later cut,
+        a deeper stage, more of the network updated) it proposes the one that does the most, a
+        hill climb on accuracy that spends the budgets' headroom, so that a share of the
+        fine-tunes goes where the most accurate point may be improved. A climbing turn takes
+        any mutant of that parent where none does more work, and the hypervolume's draw where
+        it has no new mutant at all; the other turns draw the parent by its share of the
+        front's hypervolume (:meth:`parents`)."""
         ledger, config = self.ledger, self.config
+        climbs = self.mutants % 2 == 1
+        self.mutants += 1
         parents, weights = self.parents()
         if not parents:
             return
@@ -403,21 +417,45 @@ class Run:
         rng = random.Random(f"{config.seed}:{self.limits.proposals}")
         # a front point a preset made keeps its rule in half of its mutants
         rules = {p.candidate_key: p.scheme for p in ledger.front() if p.scheme in BASELINE_PRESETS}
-        found = propose_mutant(
-            parents,
-            baselines,
-            self.spec,
-            rng,
-            ledger.fits,
-            ledger.taken,
-            self.cuts or None,
-            rules,
-            self.checked.hardware.patch_choices,
-            weights,
+        patches = self.checked.hardware.patch_choices
+        mutate = functools.partial(
+            propose_mutant,
+            spec=self.spec,
+            rng=rng,
+            fits=ledger.fits,
+            taken=ledger.taken,
+            cuts=self.cuts or None,
+            rules=rules,
+            patches=patches,
         )
+        found, climbed = None, False
+        top = self.most_accurate() if climbs else None
+        if top is not None:
+            found = climbing_mutant(top, self.work, mutate)
+            climbed = found is not None
+            found = found or mutate([top], [])
+        found = found or mutate(parents, baselines, weights=weights)
         if found is not None:
             params, parent = found
-            self.study.enqueue(params, {Attr.MUTANT_OF: parent.key})
+            attrs: dict[str, Any] = {Attr.MUTANT_OF: parent.key}
+            if climbed:
+                attrs[Attr.CLIMB] = True
+            self.study.enqueue(params, attrs)
+
+    def work(self, candidate: Candidate) -> float | None:
+        """The predicted seconds of one training step of ``candidate`` on whole images (None
+        without a latency model): how much of the network it runs and updates."""
+        whole = dataclasses.replace(candidate, schedule=Schedule())
+        return self.checked.hardware.step_latency_s(whole)
+
+    def most_accurate(self) -> Candidate | None:
+        """The front's most accurate stored candidate on validation (of equal ones, the least
+        SRAM); None when the front is empty."""
+        for point in sorted(self.ledger.front(), key=lambda p: (-p.val_accuracy, p.memory_bytes)):
+            record = self.store.get_candidate(point.candidate_key)
+            if record is not None:
+                return Candidate.from_json(record.payload)
+        return None
 
     def parents(self) -> tuple[list[Candidate], list[float]]:
         """The front's fine-tuned candidates a mutant may come from, one per fine-tune (the

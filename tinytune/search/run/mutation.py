@@ -34,7 +34,11 @@ where they cost least; the other half change the scheme itself.
 The driver draws a parent by its fine-tune's exclusive share of the front's hypervolume
 (SMS-EMOA's measure; the fine-tune's schedule twins count as one point), so that the points that
 hold the front up are mutated most (``weights``); a child that differs from a measured candidate
-in its patches alone is that candidate's schedule twin, taken already.
+in its patches alone is that candidate's schedule twin, taken already. Every other turn climbs
+instead: the parent is the front's most accurate fine-tune, and of several mutants that do more
+work than it (a longer predicted training step on whole images) the one that does the most is
+proposed (:func:`climbing_mutant`), so that a share of the fine-tunes goes to improving the
+accuracy the budgets allow, not only the front's spread.
 
 A mutant is proposed as a joint-scheme trial (a preset trial for a preset's move) with explicit
 parameters (Optuna's ``enqueue_trial``), so the sampler learns from its result like from any
@@ -75,11 +79,13 @@ from tinytune.spaces.candidate import (
 from tinytune.spaces.sampling import JOINT, MAX_WEIGHT_LAYERS
 
 __all__ = [
+    "CLIMB_DRAWS",
     "MAX_STEPS",
     "OPERATORS",
     "REPAIR_OPERATORS",
     "STRUCTURE_OPERATORS",
     "SUBNET_OPERATORS",
+    "climbing_mutant",
     "joint_params",
     "mutant",
     "mutate_scheme",
@@ -95,6 +101,9 @@ SUBNET_OPERATORS = ("resolution", "kernel", "expand")
 STRUCTURE_OPERATORS = ("cut", "depth", "branch")
 MAX_STEPS = 2
 """A mutant is one or two operator steps from its parent (drawn with equal chance)."""
+CLIMB_DRAWS = 8
+"""A climbing mutant is the one of most work among up to this many drawn
+(:func:`climbing_mutant`)."""
 REPAIR_OPERATORS = ("drop", "narrow", "shorten", "unbranch")
 REPAIR_STEPS = 12
 """An over-budget parent is shrunk by at most this many steps, each dropping a weight-updated
@@ -347,6 +356,7 @@ def propose_mutant(
     rules: Mapping[str, str] | None = None,
     patches: tuple[int, ...] = (),
     weights: list[float] | None = None,
+    wanted: Callable[[Candidate], bool] | None = None,
 ) -> tuple[dict[str, Any], Candidate] | None:
     """The next mutant a run enqueues: its parameters and its parent, a mutant of one of
     ``parents`` (the front's candidates) or a repair of one of the ``baselines`` that does not
@@ -354,7 +364,8 @@ def propose_mutant(
     none is found. ``fits`` predicts a cost, so it is asked once per candidate. ``rules``: the
     preset whose rule made a parent, by its key (:func:`mutant`). ``weights``: each parent's
     chance to be drawn (default: equal); a baseline repaired into the budget is drawn as
-    often as the mean parent."""
+    often as the mean parent. ``wanted``: a further condition on the mutant, asked before
+    its cost is predicted."""
     priced: dict[str, bool] = {}
 
     def fits_once(candidate: Candidate) -> bool:
@@ -363,7 +374,8 @@ def propose_mutant(
         return priced[candidate.key]
 
     def accept(child: Candidate) -> bool:
-        return not taken(child) and fits_once(child)
+        # the condition first: it may spare the prediction of a cost
+        return not taken(child) and (wanted is None or wanted(child)) and fits_once(child)
 
     over = [p for p in baselines if p not in parents and not fits_once(p)]
     if weights is not None:
@@ -381,6 +393,39 @@ def propose_mutant(
         weights=weights,
     )
     return None if found is None else (found[1], found[2])
+
+
+def climbing_mutant(
+    top: Candidate,
+    work: Callable[[Candidate], float | None],
+    propose: Callable[..., tuple[dict[str, Any], Candidate] | None],
+    draws: int = CLIMB_DRAWS,
+) -> tuple[dict[str, Any], Candidate] | None:
+    """Of up to ``draws`` new mutants of ``top`` that do more ``work`` than it (the predicted
+    seconds of a training step on whole images), the one that does the most: its parameters and
+    ``top``; None where none does more. ``propose``: :func:`propose_mutant` with all but its
+    parents, baselines and ``wanted`` given."""
+    floor = work(top)
+    if floor is None:
+        return None
+    seen: dict[str, float] = {}
+    last: list[float] = []
+
+    def more(child: Candidate) -> bool:
+        if child.key in seen:  # drawn before: another one
+            return False
+        seen[child.key] = amount = work(child) or 0.0
+        last[:] = [amount]
+        return amount > floor
+
+    best: tuple[float, tuple[dict[str, Any], Candidate]] | None = None
+    for _ in range(draws):
+        found = propose([top], [], wanted=more)
+        if found is None:
+            break
+        if best is None or last[0] > best[0]:
+            best = (last[0], found)
+    return None if best is None else best[1]
 
 
 def preset_move(

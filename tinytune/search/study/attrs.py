@@ -40,6 +40,7 @@ class Attr:
     LR_CALIBRATION = "lr_calibration"  # the study's rate per scheme family (search/lr.py)
     HYPERVOLUME_GRAPH = "tinytune-hypervolume"
     MUTANT_OF = "mutant_of"  # the key of the front point a mutant was made from
+    CLIMB = "climb"  # a mutant of the most accurate fine-tune that does more work than it
     TWIN_OF = "twin_of"  # the trial whose fine-tune a schedule twin shares
     FAILED_TRIAL = "failed_trial"  # system attribute of a retried trial (Optuna's callback)
     CONSTRAINTS = (
