@@ -1,5 +1,7 @@
-"""bench/search_efficiency.py end to end at the smallest settings: every strategy runs within
-its epochs, the records keep validation and test accuracy, and the report reads them back."""
+"""bench/search_efficiency.py end to end at the smallest settings: the strategies of each kind
+(the default, a sampler alone, MCUNetV3's recipe, one at a smaller budget) run within their epochs,
+the records keep validation and test accuracy, and the report reads them back; every other
+strategy's options make a valid search configuration."""
 
 from __future__ import annotations
 
@@ -8,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tinytune.search.config.search_config import SearchConfig
+
 from .benches import load_bench
+
+# one strategy of each code path the benchmark takes: the default (presets, mutants that climb),
+# a sampler alone, MCUNetV3's contribution analysis and evolution, and (below) the halving ladder
+# at a smaller budget; the others differ only in the options test_every_strategy_... checks
+RUN = ("evolve", "tpe", "mcunetv3")
 
 
 @pytest.mark.slow
@@ -18,12 +27,12 @@ def test_search_bench_smallest_run(tmp_path: Path, capsys: pytest.CaptureFixture
     args = [
         *("--budget", "6", "--epochs", "2", "--screen-epochs", "1", "--screen-fraction", "0.25"),
         *("--seeds", "0", "--workers", "0", "--evolution-trials", "12", "--population", "4"),
-        *("--small-budget", "2", "--small", "halving", "--lr", "1.6"),
+        *("--small-budget", "2", "--small", "halving", "--lr", "1.6", "--strategies", *RUN),
         *("--out", str(out), "--db", str(tmp_path / "bench.db")),
     ]
     assert module.main(args) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["strategy"] for r in records] == [*module.STRATEGIES, "halving@2"]
+    assert [r["strategy"] for r in records] == [*RUN, "halving@2"]
     for r in records:
         assert r["epochs"] <= r["budget_epochs"] + 1e-9, r["strategy"]
         assert r["points"], r["strategy"]  # each measured at least one candidate
@@ -39,3 +48,14 @@ def test_search_bench_smallest_run(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "| mcunetv3 | 1 |" in printed and "× the best baseline's" in printed
     assert module.main(["--report", str(out)]) == 0
     assert capsys.readouterr().out.strip() in printed
+
+
+def test_every_strategy_is_a_valid_search_configuration() -> None:
+    module = load_bench("search_efficiency")
+    assert set(RUN) <= set(module.STRATEGIES)
+    for strategy, options in module.SEARCHES.items():
+        config = SearchConfig(
+            checkpoint="glyph.pt", study_name=strategy, dataset="digits", n_classes=10, **options
+        )
+        for option, value in options.items():
+            assert getattr(config, option) == value, (strategy, option)
