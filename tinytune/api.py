@@ -158,6 +158,7 @@ if TYPE_CHECKING:
         screen_epochs: int = 2,
         screen_fraction: float = 0.5,
         mutate: float = 1.0,
+        climb: float = 0.5,
         proposals: int | None = None,
         progress: Callable[[SearchEvent], None] | None = None,
         on_pretrain: Callable[[int, int, float], None] | None = None,

@@ -15,7 +15,7 @@ import pytest
 from tinytune.db import open_store
 from tinytune.evaluators import HardwareConfig
 from tinytune.search import InlineExecutor, run_search
-from tinytune.search.run.driver import mutant_turn
+from tinytune.search.run.driver import climbing_turn, mutant_turn
 from tinytune.search.run.mutation import (
     climbing_mutant,
     joint_params,
@@ -291,19 +291,22 @@ def test_with_a_preset_nothing_is_mutated_and_the_log_names_the_option(
     ckpt = tmp_path / "weights.pt"
     ckpt.write_bytes(b"supernet weights")
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    config = search_config(ckpt, trials=3, mutate=0.5, preset="bias-only", baselines=False)
+    config = search_config(
+        ckpt, trials=3, mutate=0.5, climb=1.0, preset="bias-only", baselines=False
+    )
     with open_store(url) as store, caplog.at_level("WARNING", logger="tinytune.search.run.driver"):
         result = run_search(config, store, InlineExecutor(FakeEvaluator()))
     assert result.counts.measured == 3
     trials = optuna.load_study(study_name="s", storage=url).trials
     assert not any("mutant_of" in t.user_attrs for t in trials)
     assert "mutate=0.5 changes update schemes; it is off with a preset" in caplog.messages
+    assert "climb=1.0 shares out the mutants; this run makes none" in caplog.messages
     # the default share, which nobody asked for, is off with a preset without a word
     caplog.clear()
     quiet = search_config(ckpt, trials=3, preset="bias-only", baselines=False, study_name="q")
     with open_store(url) as store, caplog.at_level("WARNING", logger="tinytune.search.run.driver"):
         run_search(quiet, store, InlineExecutor(FakeEvaluator()))
-    assert not [m for m in caplog.messages if "mutate" in m]
+    assert not [m for m in caplog.messages if "mutate" in m or "climb" in m]
 
 
 def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path) -> None:
@@ -401,6 +404,33 @@ def test_every_other_mutant_climbs_from_the_most_accurate_fine_tune(tmp_path: Pa
         p.values[0] < best_before(t.number)
         for p, t in zip(parents[::2], mutants[::2], strict=True)
     )
+
+
+@pytest.mark.parametrize(
+    ("share", "climbs"),
+    [
+        (0.5, [1, 3, 5, 7]),  # the default: every other turn from the second
+        (0.0, []),
+        (1.0, [0, 1, 2, 3, 4, 5, 6, 7]),
+        (0.25, [3, 7]),
+        (0.75, [1, 2, 3, 5, 6, 7]),
+    ],
+)
+def test_a_share_of_the_mutant_turns_climbs_spread_evenly(share: float, climbs: list[int]) -> None:
+    assert [turn for turn in range(8) if climbing_turn(turn, share)] == climbs
+
+
+def test_with_climb_0_no_mutant_climbs(tmp_path: Path) -> None:
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        run_search(
+            search_config(ckpt, trials=8, climb=0.0), store, InlineExecutor(FakeEvaluator())
+        )
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    mutants = [t for t in trials if "mutant_of" in t.user_attrs]
+    assert len(mutants) == 4 and not any(t.user_attrs.get("climb") for t in mutants)
 
 
 @pytest.mark.slow

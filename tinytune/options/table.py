@@ -396,10 +396,20 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         Real(low=0.0, high=1.0),
         1.0,
         "Share of the fresh proposals (0 to 1) that are mutants of a front point (its update "
-        "scheme, sub-network or patches one or two steps away; every other one climbing from "
-        "the most accurate fine-tune) or a baseline over the SRAM budget shrunk into it; the "
-        "others, and any when no new mutant fits, are the sampler's. 0.5: every other one; 0: "
-        "the sampler alone.",
+        "scheme, sub-network or patches one or two steps away; a share of them climbing from "
+        "the most accurate fine-tune, " + flag("climb", 0.5) + ") or a baseline over the SRAM "
+        "budget shrunk into it; the others, and any when no new mutant fits, are the sampler's. "
+        "0.5: every other one; 0: the sampler alone.",
+    ),
+    Option(
+        "climb",
+        Real(low=0.0, high=1.0),
+        0.5,
+        "Share of the mutants (0 to 1, spread evenly from the second) that climb: a mutant of "
+        "the front's most accurate fine-tune that does more work than it (a larger input, a "
+        "later cut, a deeper stage, more of the network updated), the one of most work among "
+        "up to eight drawn; the others' parents are drawn by their share of the front's "
+        "hypervolume. Higher: more accuracy, longer fine-tunes; 0: no climbing.",
     ),
     Option(
         "proposals",

@@ -120,6 +120,10 @@ class SearchConfig:
             steps away), or a baseline over the SRAM budget shrunk into it, proposed to the
             sampler as a joint-scheme trial (:mod:`tinytune.search.run.mutation`); the others
             are the sampler's. Off with a preset (only the sub-network is searched then).
+        climb: The share of the mutants (0 to 1, spread evenly from the second: 0.5 is every
+            other one) that climb from the front's most accurate fine-tune to the mutant of
+            most work among those that do more than it
+            (:func:`tinytune.search.run.mutation.climbing_mutant`).
         gpus_per_trial: The share of a GPU each fp32 fine-tune's Ray task asks for (measured,
             short, learning-rate grid, contribution analysis): 0 (the default) fine-tunes on
             CPUs; a fraction lets several fine-tunes share one device; more than 1 must be a
@@ -162,6 +166,7 @@ class SearchConfig:
     screen_epochs: int = config_default("screen_epochs")
     screen_fraction: float = config_default("screen_fraction")
     mutate: float = config_default("mutate")
+    climb: float = config_default("climb")
     gpus_per_trial: float = config_default("gpus_per_trial")
     heartbeat_s: int = 10
     grace_s: int = 30

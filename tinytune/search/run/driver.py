@@ -79,7 +79,8 @@ def run_search(
         study.close()
 
 
-DEFAULT_MUTATE = {f.name: f for f in dataclasses.fields(SearchConfig)}["mutate"].default
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SearchConfig)}
+DEFAULT_MUTATE, DEFAULT_CLIMB = _DEFAULTS["mutate"], _DEFAULTS["climb"]
 """The share of mutants a search makes unless told: with a preset, only another is worth a
 warning."""
 
@@ -89,6 +90,13 @@ def mutant_turn(fresh: int, share: float) -> bool:
     spread evenly from the first on: 0.5 is every other one, 0.75 three of every four."""
     tolerance = 1e-9  # 4 × 0.75 is 3, not a hair above it
     return math.ceil((fresh + 1) * share - tolerance) > math.ceil(fresh * share - tolerance)
+
+
+def climbing_turn(turn: int, share: float) -> bool:
+    """Whether mutant turn number ``turn`` (from 0) climbs when a ``share`` of them do, spread
+    evenly from the second on: 0.5 is turns 1, 3, 5, ...; below 1 the first turn draws by the
+    front's hypervolume, for there is no climb to build on yet."""
+    return not mutant_turn(turn, 1.0 - share)
 
 
 class Run:
@@ -127,13 +135,17 @@ class Run:
         self.stopped_by: str | None = None  # the first of this run's limits that held it back
         self.screen_error: str | None = None  # the last short fine-tune's error, if one failed
         self.fresh = 0  # fresh proposals of this run (none waiting in the queue)
-        self.mutants = 0  # mutant turns of this run (every other one climbs)
+        self.mutants = 0  # mutant turns of this run (a share config.climb of them climb)
         self.ladder: Ladder | None = None
         if config.mutate != DEFAULT_MUTATE and config.preset is not None:
             # a share asked for, not the default; Words: each front end's log handler names
             # the option as it does
             log.warning(
                 flag("mutate", config.mutate) + " changes update schemes; it is off with a preset"
+            )
+        if config.climb != DEFAULT_CLIMB and (config.preset is not None or not config.mutate):
+            log.warning(
+                flag("climb", config.climb) + " shares out the mutants; this run makes none"
             )
         if (config.proxy or config.halving) and config.preset is not None:
             log.warning("the fidelity ladder searches update schemes; it is off with a preset")
@@ -395,17 +407,18 @@ class Run:
         space expresses, not measured or in flight, within the budgets. Nothing when the front
         is empty or no such mutant is found.
 
-        Every other mutant turn climbs: its parent is the front's most accurate fine-tune, and
-        of up to :data:`~tinytune.search.run.mutation.CLIMB_DRAWS` mutants that do more work
-        than it (a longer predicted training step on whole images: a larger input, a later cut,
-        a deeper stage, more of the network updated) it proposes the one that does the most, a
-        hill climb on accuracy that spends the budgets' headroom, so that a share of the
-        fine-tunes goes where the most accurate point may be improved. A climbing turn takes
-        any mutant of that parent where none does more work, and the hypervolume's draw where
-        it has no new mutant at all; the other turns draw the parent by its share of the
-        front's hypervolume (:meth:`parents`)."""
+        A share ``config.climb`` of the mutant turns (every other one by default) climbs: its
+        parent is the front's most accurate fine-tune, and of up to
+        :data:`~tinytune.search.run.mutation.CLIMB_DRAWS` mutants that do more work than it (a
+        longer predicted training step on whole images: a larger input, a later cut, a deeper
+        stage, more of the network updated) it proposes the one that does the most, a hill climb on
+        accuracy that spends the budgets' headroom, so that a share of the fine-tunes goes where
+        the most accurate point may be improved. A climbing turn takes any mutant of that parent
+        where none does more work, and the hypervolume's draw where it has no new mutant at all;
+        the other turns draw the parent by its share of the front's hypervolume
+        (:meth:`parents`)."""
         ledger, config = self.ledger, self.config
-        climbs = self.mutants % 2 == 1
+        climbs = climbing_turn(self.mutants, config.climb)
         self.mutants += 1
         parents, weights = self.parents()
         if not parents:

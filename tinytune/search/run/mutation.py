@@ -31,14 +31,14 @@ and the preset's scheme is made anew for it, as a search of that one preset does
 (``tinytune search --preset P``), so that the papers' recipes are carried to the sub-networks
 where they cost least; the other half change the scheme itself.
 
-The driver draws a parent by its fine-tune's exclusive share of the front's hypervolume
-(SMS-EMOA's measure; the fine-tune's schedule twins count as one point), so that the points that
-hold the front up are mutated most (``weights``); a child that differs from a measured candidate
-in its patches alone is that candidate's schedule twin, taken already. Every other turn climbs
-instead: the parent is the front's most accurate fine-tune, and of several mutants that do more
-work than it (a longer predicted training step on whole images) the one that does the most is
-proposed (:func:`climbing_mutant`), so that a share of the fine-tunes goes to improving the
-accuracy the budgets allow, not only the front's spread.
+The driver draws a parent by its fine-tune's exclusive share of the front's hypervolume (SMS-EMOA's
+measure; the fine-tune's schedule twins count as one point), so that the points that hold the front
+up are mutated most (``weights``); a child that differs from a measured candidate in its patches
+alone is that candidate's schedule twin, taken already. A share of the turns (``--climb``, every
+other one by default) climbs instead: the parent is the front's most accurate fine-tune, and of
+several mutants that do more work than it (a longer predicted training step on whole images) the
+one that does the most is proposed (:func:`climbing_mutant`), so that a share of the fine-tunes
+goes to improving the accuracy the budgets allow, not only the front's spread.
 
 A mutant is proposed as a joint-scheme trial (a preset trial for a preset's move) with explicit
 parameters (Optuna's ``enqueue_trial``), so the sampler learns from its result like from any
