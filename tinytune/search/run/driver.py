@@ -81,8 +81,8 @@ def run_search(
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(SearchConfig)}
 DEFAULT_MUTATE, DEFAULT_CLIMB = _DEFAULTS["mutate"], _DEFAULTS["climb"]
-"""The share of mutants a search makes unless told: with a preset, only another is worth a
-warning."""
+"""The shares of mutants and of climbing mutants a search makes unless told: where a run makes
+no mutants (a preset), only another share is worth a warning."""
 
 
 def mutant_turn(fresh: int, share: float) -> bool:
