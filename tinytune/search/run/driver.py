@@ -436,7 +436,7 @@ class Run:
             spec=self.spec,
             rng=rng,
             fits=ledger.fits,
-            taken=ledger.taken,
+            taken=ledger.taken(),
             cuts=self.cuts or None,
             rules=rules,
             patches=patches,
