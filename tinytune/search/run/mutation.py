@@ -415,6 +415,8 @@ def climbing_mutant(
         if child.key in seen:  # drawn before: another one
             return False
         seen[child.key] = amount = work(child) or 0.0
+        # propose accepts a child right after this says yes and its cost fits, so the last
+        # amount asked is the accepted child's
         last[:] = [amount]
         return amount > floor
 
