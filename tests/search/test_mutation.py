@@ -301,12 +301,17 @@ def test_with_a_preset_nothing_is_mutated_and_the_log_names_the_option(
     assert not any("mutant_of" in t.user_attrs for t in trials)
     assert "mutate=0.5 changes update schemes; it is off with a preset" in caplog.messages
     assert "climb=1.0 shares out the mutants; this run makes none" in caplog.messages
-    # the default share, which nobody asked for, is off with a preset without a word
-    caplog.clear()
-    quiet = search_config(ckpt, trials=3, preset="bias-only", baselines=False, study_name="q")
-    with open_store(url) as store, caplog.at_level("WARNING", logger="tinytune.search.run.driver"):
-        run_search(quiet, store, InlineExecutor(FakeEvaluator()))
-    assert not [m for m in caplog.messages if "mutate" in m or "climb" in m]
+    # the default share, which nobody asked for, and mutate=0, which asks for what a preset
+    # does, are off with a preset without a word
+    for name, asked in (("q", {}), ("off", {"mutate": 0.0})):
+        caplog.clear()
+        quiet = search_config(
+            ckpt, trials=3, preset="bias-only", baselines=False, study_name=name, **asked
+        )
+        logger = "tinytune.search.run.driver"
+        with open_store(url) as store, caplog.at_level("WARNING", logger=logger):
+            run_search(quiet, store, InlineExecutor(FakeEvaluator()))
+        assert not [m for m in caplog.messages if "mutate" in m or "climb" in m]
 
 
 def test_every_other_fresh_proposal_is_a_mutant_of_a_front_point(tmp_path: Path) -> None:

@@ -137,9 +137,9 @@ class Run:
         self.fresh = 0  # fresh proposals of this run (none waiting in the queue)
         self.mutants = 0  # mutant turns of this run (a share config.climb of them climb)
         self.ladder: Ladder | None = None
-        if config.mutate != DEFAULT_MUTATE and config.preset is not None:
-            # a share asked for, not the default; Words: each front end's log handler names
-            # the option as it does
+        if config.mutate and config.mutate != DEFAULT_MUTATE and config.preset is not None:
+            # a share asked for, not the default, and not 0 (off, as the preset makes it);
+            # Words: each front end's log handler names the option as it does
             log.warning(
                 flag("mutate", config.mutate) + " changes update schemes; it is off with a preset"
             )
