@@ -59,3 +59,33 @@ def test_every_strategy_is_a_valid_search_configuration() -> None:
         )
         for option, value in options.items():
             assert getattr(config, option) == value, (strategy, option)
+
+
+def test_the_report_counts_wins_and_ties_against_the_preset_searches_seed_by_seed() -> None:
+    module = load_bench("search_efficiency")
+
+    def record(strategy: str, seed: int, *points: tuple[float, float]) -> dict:
+        # a point: (validation accuracy, peak SRAM, step latency, test accuracy)
+        return {
+            "strategy": strategy,
+            "seed": seed,
+            "points": [[v, 1.0, 1.0, t] for v, t in points],
+        }
+
+    records = [
+        record("evolve", 0, (0.90, 0.80), (0.95, 0.93)),  # above both preset searches
+        record("preset-last", 0, (0.91, 0.90)),
+        record("preset-mcunetv3", 0, (0.94, 0.92)),
+        record("evolve", 1, (0.97, 0.96)),  # level with the best of them
+        record("preset-last", 1, (0.97, 0.95)),
+        record("preset-mcunetv3", 1, (0.90, 0.99)),
+        record("evolve", 2, (0.50, 0.40)),  # below
+        record("preset-last", 2, (0.60, 0.55)),
+    ]
+    assert module._against_presets(records) == [
+        "",
+        "* evolve: most accurate point on validation above every preset search's in 1 of 3 "
+        "seeds, level with the best of them in 1; seed by seed, validation (test) %, evolve / "
+        "the best preset search: 0: 95.0 (93.0) / 94.0 (92.0); 1: 97.0 (96.0) / 97.0 (95.0); "
+        "2: 50.0 (40.0) / 60.0 (55.0)",
+    ]
