@@ -438,6 +438,31 @@ def test_with_climb_0_no_mutant_climbs(tmp_path: Path) -> None:
     assert len(mutants) == 4 and not any(t.user_attrs.get("climb") for t in mutants)
 
 
+def test_no_mutant_climbs_from_a_fine_tune_right_on_every_validation_image(tmp_path: Path) -> None:
+    """A climb looks for a more accurate point than the front's most accurate one: where that
+    one is at 100 % on validation, there is none, and the climbing turns draw by the
+    hypervolume instead."""
+
+    class Perfect(FakeEvaluator):
+        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+            result = super().__call__(task)
+            perfect = (
+                Candidate.from_json(task["candidate"]).update
+                == make_preset("bias-only", SPEC, SUBNET).update
+            )  # the bias-only preset: right on every validation image
+            return {**result, "val_accuracy": 1.0} if perfect else result
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        run_search(search_config(ckpt, trials=8, climb=1.0), store, InlineExecutor(Perfect()))
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    assert max(t.values[0] for t in trials if t.values is not None) == 1.0
+    mutants = [t for t in trials if "mutant_of" in t.user_attrs]
+    assert len(mutants) == 4 and not any(t.user_attrs.get("climb") for t in mutants)
+
+
 @pytest.mark.slow
 def test_the_cli_proposes_mutants_with_mutate(
     tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]

@@ -414,7 +414,8 @@ class Run:
         stage, more of the network updated) it proposes the one that does the most, a hill climb on
         accuracy that spends the budgets' headroom, so that a share of the fine-tunes goes where
         the most accurate point may be improved. A climbing turn takes any mutant of that parent
-        where none does more work, and the hypervolume's draw where it has no new mutant at all;
+        where none does more work, and the hypervolume's draw where it has no new mutant at all
+        or where that fine-tune is at 100 % on validation (:meth:`climb_from`);
         the other turns draw the parent by its share of the front's hypervolume
         (:meth:`parents`)."""
         ledger, config = self.ledger, self.config
@@ -442,7 +443,7 @@ class Run:
             patches=patches,
         )
         found, climbed = None, False
-        top = self.most_accurate() if climbs else None
+        top = self.climb_from() if climbs else None
         if top is not None:
             found = climbing_mutant(top, self.work, mutate)
             climbed = found is not None
@@ -461,10 +462,13 @@ class Run:
         whole = dataclasses.replace(candidate, schedule=Schedule())
         return self.checked.hardware.step_latency_s(whole)
 
-    def most_accurate(self) -> Candidate | None:
+    def climb_from(self) -> Candidate | None:
         """The front's most accurate stored candidate on validation (of equal ones, the least
-        SRAM); None when the front is empty."""
+        SRAM), where a climb starts; None when the front is empty or that candidate is right on
+        every validation image, where no climb can be more accurate."""
         for point in sorted(self.ledger.front(), key=lambda p: (-p.val_accuracy, p.memory_bytes)):
+            if point.val_accuracy >= 1.0:
+                return None
             record = self.store.get_candidate(point.candidate_key)
             if record is not None:
                 return Candidate.from_json(record.payload)

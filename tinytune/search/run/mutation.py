@@ -38,7 +38,9 @@ alone is that candidate's schedule twin, taken already. A share of the turns (``
 other one by default) climbs instead: the parent is the front's most accurate fine-tune, and of
 several mutants that do more work than it (a longer predicted training step on whole images) the
 one that does the most is proposed (:func:`climbing_mutant`), so that a share of the fine-tunes
-goes to improving the accuracy the budgets allow, not only the front's spread.
+goes to improving the accuracy the budgets allow, not only the front's spread; where that
+fine-tune is at 100 % on validation no climb can improve it, and the turn draws by the
+hypervolume instead.
 
 A mutant is proposed as a joint-scheme trial (a preset trial for a preset's move) with explicit
 parameters (Optuna's ``enqueue_trial``), so the sampler learns from its result like from any
