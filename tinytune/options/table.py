@@ -409,8 +409,8 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "the front's most accurate fine-tune that does more work than it (a larger input, a "
         "later cut, a deeper stage, more of the network updated), the one of most work among "
         "up to eight drawn, none from a fine-tune at 100 % on validation; the others' parents "
-        "are drawn by their share of the front's hypervolume. 0: no climbing (0.5 against 0 is measured in docs/searching.md: a more "
-        "accurate best point, longer fine-tunes).",
+        "are drawn by their share of the front's hypervolume. 0: no climbing (0.5 against 0 "
+        "is measured in docs/searching.md: a more accurate best point, longer fine-tunes).",
     ),
     Option(
         "proposals",
