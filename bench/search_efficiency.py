@@ -19,6 +19,7 @@ they are left out of all of them). Strategies:
   joint-scheme candidate priced at the other patch counts too (schedule twins: its accuracy,
   no fine-tune; the ``of which schedule twins`` column); ``evolve-75`` and
   ``tpe-mutate`` the same with three in four and one in two of the proposals mutants;
+  ``evolve-climb-75`` the default with three in four of the mutants climbing (``--climb 0.75``);
 * ``tpe-baselines``: the default of earlier versions — Optuna's TPE (random for its first 10
   trials), after the four baseline presets on the default sub-network;
 * ``tpe-early``: the default before mutation (``--mutate 0``) — the same with TPE modelling
@@ -105,6 +106,7 @@ SEARCHES: dict[str, dict[str, Any]] = {
     # the default of ``tinytune search`` now: the presets, then mutants of the front
     "evolve": {"sampler": "tpe-early", "baselines": True, "mutate": 1.0},
     "evolve-75": {"sampler": "tpe-early", "baselines": True, "mutate": 0.75},
+    "evolve-climb-75": {"sampler": "tpe-early", "baselines": True, "mutate": 1.0, "climb": 0.75},
     "tpe-mutate": {"sampler": "tpe-early", "baselines": True, "mutate": 0.5},
     # the sampler alone after the presets: the default before mutation
     "tpe-early": {"sampler": "tpe-early", "baselines": True, "mutate": 0.0},
@@ -124,7 +126,16 @@ SEARCHES: dict[str, dict[str, Any]] = {
 STRATEGIES = (*SEARCHES, "mcunetv3")
 PRESETS = tuple(s for s in SEARCHES if s.startswith("preset-"))
 BASELINES = ("random", "tpe", "nsga2", "mcunetv3", *PRESETS)  # what tinytune's are judged by
-MINE = ("evolve", "evolve-75", "tpe-mutate", "tpe-baselines", "tpe-early", "halving", "gp")
+MINE = (
+    "evolve",
+    "evolve-75",
+    "evolve-climb-75",
+    "tpe-mutate",
+    "tpe-baselines",
+    "tpe-early",
+    "halving",
+    "gp",
+)
 
 Point = tuple[float, float, float, float | None]  # val accuracy, SRAM, latency s, test accuracy
 
@@ -360,19 +371,24 @@ def short_tau(url: str) -> str:
     )
 
 
-def _against_presets(records: list[dict[str, Any]]) -> list[str]:
+def _against_presets(records: list[dict[str, Any]], best: str | None = None) -> list[str]:
     """For each of tinytune's strategies, the seeds where its most accurate point on validation
     beats the most accurate of every preset search of the same seed (ties do not count; they
-    are counted apart), and seed by seed both points' validation and test accuracy."""
+    are counted apart), and seed by seed both points' validation and test accuracy; with
+    ``best`` (the preset search of highest median hypervolume), also the seeds where it beats
+    that one search's most accurate point."""
 
     def top(record: dict[str, Any]) -> tuple[float, float]:  # validation, test
         point = max(record["points"], key=lambda p: p[0], default=None)
         return (0.0, 0.0) if point is None else (point[0], point[3] or 0.0)
 
     presets: dict[int, tuple[float, float]] = {}
+    chosen: dict[int, tuple[float, float]] = {}  # the search ``best``'s, seed by seed
     for r in records:
         if r["strategy"] in PRESETS:
             presets[r["seed"]] = max(presets.get(r["seed"], (0.0, 0.0)), top(r))
+        if r["strategy"] == best:
+            chosen[r["seed"]] = top(r)
     lines = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
         if strategy.split("@")[0] not in MINE:
@@ -392,6 +408,15 @@ def _against_presets(records: list[dict[str, Any]]) -> list[str]:
                 f"in {wins} of {len(mine)} seeds, level with the best of them in {ties}; seed "
                 f"by seed, validation (test) %, {strategy} / the best preset search: {seeds}"
             )
+            against = [r for r in mine if r["seed"] in chosen]
+            if against:
+                wins = sum(top(r)[0] > chosen[r["seed"]][0] for r in against)
+                ties = sum(top(r)[0] == chosen[r["seed"]][0] for r in against)
+                lines.append(
+                    f"* {strategy}: most accurate point on validation above {best}'s (the "
+                    f"preset search of highest median hypervolume) in {wins} of {len(against)} "
+                    f"seeds, level in {ties}"
+                )
     return ["", *lines] if lines else []
 
 
@@ -468,8 +493,9 @@ def report(records: list[dict[str, Any]]) -> str:
             f"{strategy} {statistics.median(flat):.4f} ({', '.join(f'{v:.4f}' for v in flat)})"
         )
     lines += ["", "* accuracy × SRAM hypervolume (median; per seed): " + "; ".join(planes)]
-    lines += _against_presets(records)
     base = {s: v for s, v in medians.items() if s in BASELINES}
+    top_preset = max((s for s in base if s in PRESETS), key=lambda s: base[s], default=None)
+    lines += _against_presets(records, top_preset)
     if base:
         best = max(base, key=lambda s: base[s])
         lines.append("")
