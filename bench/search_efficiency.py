@@ -53,7 +53,8 @@ strategy stays from what was found), the test accuracy of the front's most accur
 (chosen on validation), the epochs spent, the candidates measured in full, and the wall time;
 for each of tinytune's strategies, the seeds where its most accurate point on validation is
 above every preset search's and those where it is level with the best of them, with both points'
-validation and test accuracy seed by seed.
+validation and test accuracy seed by seed, and the same against the one preset search of highest
+median hypervolume.
 Each run's record is appended to ``--out`` (JSON lines) as it finishes, so that an interrupted
 benchmark keeps what it measured and ``--report FILE`` prints the table of a file.
 
