@@ -153,12 +153,14 @@ def test_two_by_two_patches_halve_the_classifier_only_arena_at_48_px_for_little_
 
 
 @pytest.mark.parametrize(("scheme", "resolution"), [("mcunetv3", 128), ("bias-only", 64)])
-def test_the_step_latency_alone_is_the_costs_without_planning_memory(
+def test_the_latency_alone_is_the_costs_without_planning_memory(
     scheme: str, resolution: int
 ) -> None:
     hw = _evaluator()
     whole = _lite0(scheme, resolution)
     for candidate in (whole, hw.schedule(whole)):  # on whole images and patch by patch
-        assert hw.step_latency_s(candidate) == hw(candidate).latency_s
+        assert hw.latency(candidate) == hw(candidate).latency
+    latency = hw.latency(whole)
+    assert latency is not None and 0 < latency.inference_s < latency.train_step_s
     no_device = HardwareEvaluator(LITE0, 10, HardwareConfig(), None, 256 * KB)
-    assert no_device.step_latency_s(whole) is None
+    assert no_device.latency(whole) is None

@@ -394,14 +394,14 @@ def test_every_other_mutant_climbs_from_the_most_accurate_fine_tune(tmp_path: Pa
 
     parents = [by_key[t.user_attrs["mutant_of"]] for t in mutants]
     assert [p.values[0] for p in parents[1::2]] == [best_before(t.number) for t in climbing]
-    # each climbing mutant does more work than its parent: a longer step on whole images
+    # each climbing mutant does more work than its parent: a longer forward pass on whole images
     hardware = preflight(config, None).hardware
 
     def work(trial: optuna.trial.FrozenTrial) -> float:
         whole = replace(Candidate.from_json(trial.user_attrs["candidate"]), schedule=Schedule())
-        latency = hardware(whole).latency_s
+        latency = hardware(whole).latency
         assert latency is not None
-        return latency
+        return latency.inference_s
 
     assert all(work(t) > work(p) for t, p in zip(climbing, parents[1::2], strict=True))
     # the other turns draw by the share of the hypervolume: not only the most accurate
@@ -461,6 +461,46 @@ def test_no_mutant_climbs_from_a_fine_tune_right_on_every_validation_image(tmp_p
     assert max(t.values[0] for t in trials if t.values is not None) == 1.0
     mutants = [t for t in trials if "mutant_of" in t.user_attrs]
     assert len(mutants) == 4 and not any(t.user_attrs.get("climb") for t in mutants)
+
+
+def test_a_climb_starts_from_the_next_most_accurate_fine_tune_where_the_first_cannot_climb(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The most accurate fine-tune may sit at a budget's edge, where no mutant that does more
+    work fits: the climb then starts from the next most accurate fine-tune that can climb, not
+    from a sideways mutant of the first."""
+    from tinytune.search.run.driver import Run
+
+    bias_only = make_preset("bias-only", SPEC, SUBNET).update
+
+    class BiasOnlyBest(FakeEvaluator):
+        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+            result = super().__call__(task)
+            best = Candidate.from_json(task["candidate"]).update == bias_only
+            return {**result, "val_accuracy": 0.99} if best else result
+
+    work = Run.work
+
+    def capped(self: Run, candidate: Candidate) -> float | None:
+        # the bias-only preset's schemes at the edge: no mutant of one does more work
+        return float("inf") if candidate.update == bias_only else work(self, candidate)
+
+    monkeypatch.setattr(Run, "work", capped)
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        run_search(search_config(ckpt, trials=8, climb=1.0), store, InlineExecutor(BiasOnlyBest()))
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    by_key = {t.user_attrs["candidate_key"]: t for t in trials if "candidate_key" in t.user_attrs}
+    mutants = [t for t in trials if "mutant_of" in t.user_attrs]
+    assert len(mutants) == 4 and all(t.user_attrs.get("climb") for t in mutants)
+    top = max((t for t in trials if t.values is not None), key=lambda t: t.values[0])
+    assert Candidate.from_json(top.user_attrs["candidate"]).update == bias_only
+    for t in mutants:  # each from a fine-tune less accurate than the bias-only preset's
+        parent = by_key[t.user_attrs["mutant_of"]]
+        assert Candidate.from_json(parent.user_attrs["candidate"]).update != bias_only
+        assert parent.values[0] < top.values[0]
 
 
 @pytest.mark.slow

@@ -180,17 +180,16 @@ class HardwareEvaluator:
         width = PRECISIONS[self.device.precision].activation
         return predict_latency(graph, self.device.coefficients, width, plan)
 
-    def step_latency_s(self, candidate: Candidate) -> float | None:
-        """The predicted seconds of one training step of ``candidate`` as scheduled, as
-        :meth:`__call__` predicts them but without planning its memory (None without a device
-        profile).
+    def latency(self, candidate: Candidate) -> LatencyReport | None:
+        """The predicted latencies of ``candidate`` as scheduled (a training step, the forward
+        pass alone), as :meth:`__call__` predicts them but without planning its memory (None
+        without a device profile).
 
         Raises:
             ConfigError: the candidate's schedule cannot run on its network.
         """
         graph = self._graph(candidate)
-        latency = self._latency(graph, schedule_plan(graph, candidate.schedule))
-        return None if latency is None else latency.train_step_s
+        return self._latency(graph, schedule_plan(graph, candidate.schedule))
 
     def _least_arena(self, whole: Candidate, patches: int) -> Schedule | None:
         """``patches`` × ``patches`` over the stem and the first B blocks for the B of least

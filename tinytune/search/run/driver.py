@@ -410,14 +410,15 @@ class Run:
         A share ``config.climb`` of the mutant turns (every other one by default) climbs: its
         parent is the front's most accurate fine-tune, and of up to
         :data:`~tinytune.search.run.mutation.CLIMB_DRAWS` mutants that do more work than it (a
-        longer predicted training step on whole images: a larger input, a later cut, a deeper
-        stage, more of the network updated) it proposes the one that does the most, a hill climb on
+        longer predicted forward pass on whole images: a larger input, a later cut, a deeper
+        stage, a wider block; :meth:`work`) it proposes the one that does the most, a hill climb on
         accuracy that spends the budgets' headroom, so that a share of the fine-tunes goes where
-        the most accurate point may be improved. A climbing turn takes any mutant of that parent
-        where none does more work, and the hypervolume's draw where it has no new mutant at all
-        or where that fine-tune is at 100 % on validation (:meth:`climb_from`);
-        the other turns draw the parent by its share of the front's hypervolume
-        (:meth:`parents`)."""
+        the most accurate point may be improved. Where no new mutant of that fine-tune does more
+        work within the budgets (it sits at a budget's edge), the climb starts from the next most
+        accurate fine-tune that can climb; where none can, the turn takes any mutant of the most
+        accurate one, and the hypervolume's draw where it has no new mutant at all or where that
+        fine-tune is at 100 % on validation (:meth:`climb_from`); the other turns draw the
+        parent by its share of the front's hypervolume (:meth:`parents`)."""
         ledger, config = self.ledger, self.config
         climbs = climbing_turn(self.mutants, config.climb)
         self.mutants += 1
@@ -443,11 +444,14 @@ class Run:
             patches=patches,
         )
         found, climbed = None, False
-        top = self.climb_from() if climbs else None
-        if top is not None:
+        tops = self.climb_from() if climbs else []
+        for top in tops:  # the most accurate fine-tune that can climb
             found = climbing_mutant(top, self.work, mutate)
-            climbed = found is not None
-            found = found or mutate([top], [])
+            if found is not None:
+                climbed = True
+                break
+        if tops and found is None:
+            found = mutate([tops[0]], [])
         found = found or mutate(parents, baselines, weights=weights)
         if found is not None:
             params, parent = found
@@ -457,22 +461,31 @@ class Run:
             self.study.enqueue(params, attrs)
 
     def work(self, candidate: Candidate) -> float | None:
-        """The predicted seconds of one training step of ``candidate`` on whole images (None
-        without a latency model): how much of the network it runs and updates."""
+        """The predicted seconds of ``candidate``'s forward pass on whole images (None without a
+        latency model): how much network its features come from, grown by a larger input, a
+        later cut, a deeper stage or a wider block, not by more of it updated. A climb that
+        took the longest training step instead lengthened the bias-updated tail before it
+        reached a larger input or a later cut, and found less accurate points (measured in
+        ``docs/bench/search.md``)."""
         whole = dataclasses.replace(candidate, schedule=Schedule())
-        return self.checked.hardware.step_latency_s(whole)
+        latency = self.checked.hardware.latency(whole)
+        return None if latency is None else latency.inference_s
 
-    def climb_from(self) -> Candidate | None:
-        """The front's most accurate stored candidate on validation (of equal ones, the least
-        SRAM), where a climb starts; None when the front is empty or that candidate is right on
-        every validation image, where no climb can be more accurate."""
-        for point in sorted(self.ledger.front(), key=lambda p: (-p.val_accuracy, p.memory_bytes)):
-            if point.val_accuracy >= 1.0:
-                return None
+    def climb_from(self) -> list[Candidate]:
+        """The front's fine-tunes a climb may start from, the most accurate on validation first
+        (one candidate per fine-tune: of its schedule twins, the least SRAM); none when the
+        front is empty or its most accurate point is right on every validation image, where no
+        climb can be more accurate."""
+        points = sorted(self.ledger.front(), key=lambda p: (-p.val_accuracy, p.memory_bytes))
+        if not points or points[0].val_accuracy >= 1.0:
+            return []
+        tops: dict[str, Candidate] = {}
+        for point in points:
             record = self.store.get_candidate(point.candidate_key)
             if record is not None:
-                return Candidate.from_json(record.payload)
-        return None
+                candidate = Candidate.from_json(record.payload)
+                tops.setdefault(candidate.training.key, candidate)
+        return list(tops.values())
 
     def parents(self) -> tuple[list[Candidate], list[float]]:
         """The front's fine-tuned candidates a mutant may come from, one per fine-tune (the

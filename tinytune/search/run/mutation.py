@@ -36,11 +36,12 @@ measure; the fine-tune's schedule twins count as one point), so that the points 
 up are mutated most (``weights``); a child that differs from a measured candidate in its patches
 alone is that candidate's schedule twin, taken already. A share of the turns (``--climb``, every
 other one by default) climbs instead: the parent is the front's most accurate fine-tune, and of
-several mutants that do more work than it (a longer predicted training step on whole images) the
+several mutants that do more work than it (a longer predicted forward pass on whole images) the
 one that does the most is proposed (:func:`climbing_mutant`), so that a share of the fine-tunes
 goes to improving the accuracy the budgets allow, not only the front's spread; where that
-fine-tune is at 100 % on validation no climb can improve it, and the turn draws by the
-hypervolume instead.
+fine-tune sits at a budget's edge (no mutant that does more work fits), the next most accurate
+one that can climb does; where that fine-tune is at 100 % on validation no climb can improve it,
+and the turn draws by the hypervolume instead.
 
 A mutant is proposed as a joint-scheme trial (a preset trial for a preset's move) with explicit
 parameters (Optuna's ``enqueue_trial``), so the sampler learns from its result like from any
@@ -404,7 +405,7 @@ def climbing_mutant(
     draws: int = CLIMB_DRAWS,
 ) -> tuple[dict[str, Any], Candidate] | None:
     """Of up to ``draws`` new mutants of ``top`` that do more ``work`` than it (the predicted
-    seconds of a training step on whole images), the one that does the most: its parameters and
+    seconds of a forward pass on whole images), the one that does the most: its parameters and
     ``top``; None where none does more. ``propose``: :func:`propose_mutant` with all but its
     parents, baselines and ``wanted`` given."""
     floor = work(top)
