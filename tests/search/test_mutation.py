@@ -425,15 +425,21 @@ def test_a_share_of_the_mutant_turns_climbs_spread_evenly(share: float, climbs: 
     assert [turn for turn in range(8) if climbing_turn(turn, share)] == climbs
 
 
-def test_with_climb_0_no_mutant_climbs(tmp_path: Path) -> None:
+def _run_inline(
+    tmp_path: Path, evaluator: FakeEvaluator, **options: Any
+) -> list[optuna.trial.FrozenTrial]:
+    """The trials of study ``s`` (:func:`search_config` with ``options``) run in-process with
+    ``evaluator``."""
     ckpt = tmp_path / "weights.pt"
     ckpt.write_bytes(b"supernet weights")
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:
-        run_search(
-            search_config(ckpt, trials=8, climb=0.0), store, InlineExecutor(FakeEvaluator())
-        )
-    trials = optuna.load_study(study_name="s", storage=url).trials
+        run_search(search_config(ckpt, **options), store, InlineExecutor(evaluator))
+    return optuna.load_study(study_name="s", storage=url).trials
+
+
+def test_with_climb_0_no_mutant_climbs(tmp_path: Path) -> None:
+    trials = _run_inline(tmp_path, FakeEvaluator(), trials=8, climb=0.0)
     mutants = [t for t in trials if "mutant_of" in t.user_attrs]
     assert len(mutants) == 4 and not any(t.user_attrs.get("climb") for t in mutants)
 
@@ -452,12 +458,7 @@ def test_no_mutant_climbs_from_a_fine_tune_right_on_every_validation_image(tmp_p
             )  # the bias-only preset: right on every validation image
             return {**result, "val_accuracy": 1.0} if perfect else result
 
-    ckpt = tmp_path / "weights.pt"
-    ckpt.write_bytes(b"supernet weights")
-    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    with open_store(url) as store:
-        run_search(search_config(ckpt, trials=8, climb=1.0), store, InlineExecutor(Perfect()))
-    trials = optuna.load_study(study_name="s", storage=url).trials
+    trials = _run_inline(tmp_path, Perfect(), trials=8, climb=1.0)
     assert max(t.values[0] for t in trials if t.values is not None) == 1.0
     mutants = [t for t in trials if "mutant_of" in t.user_attrs]
     assert len(mutants) == 4 and not any(t.user_attrs.get("climb") for t in mutants)
@@ -486,12 +487,7 @@ def test_a_climb_starts_from_the_next_most_accurate_fine_tune_where_the_first_ca
         return float("inf") if candidate.update == bias_only else work(self, candidate)
 
     monkeypatch.setattr(Run, "work", capped)
-    ckpt = tmp_path / "weights.pt"
-    ckpt.write_bytes(b"supernet weights")
-    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    with open_store(url) as store:
-        run_search(search_config(ckpt, trials=8, climb=1.0), store, InlineExecutor(BiasOnlyBest()))
-    trials = optuna.load_study(study_name="s", storage=url).trials
+    trials = _run_inline(tmp_path, BiasOnlyBest(), trials=8, climb=1.0)
     by_key = {t.user_attrs["candidate_key"]: t for t in trials if "candidate_key" in t.user_attrs}
     mutants = [t for t in trials if "mutant_of" in t.user_attrs]
     assert len(mutants) == 4 and all(t.user_attrs.get("climb") for t in mutants)
