@@ -547,6 +547,11 @@ def test_verify_int8_measures_the_front_as_the_device_trains_and_shows_it(
 
     monkeypatch.setattr(console, "width", 200)  # the whole table, as in a wide terminal
     from tinytune.db import open_store
+    from tinytune.search.run import verify_int8
+
+    # two epochs at two rates, not four at three: the same path at a third of the training
+    monkeypatch.setattr(verify_int8, "INT8_EPOCHS", 2)
+    monkeypatch.setattr(verify_int8, "INT8_LRS", verify_int8.INT8_LRS[:2])
     from tinytune.search.run.verify_int8 import INT8_EPOCHS, INT8_LRS, INT8_SCHEDULE
 
     root = write_image_folder(tmp_path / "images", images_per_class=8)
