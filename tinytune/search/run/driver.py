@@ -27,7 +27,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tinytune.db import Store
@@ -443,15 +443,15 @@ class Run:
             rules=rules,
             patches=patches,
         )
-        found, climbed = None, False
-        tops = self.climb_from() if climbs else []
-        for top in tops:  # the most accurate fine-tune that can climb
+        found, climbed, first = None, False, None
+        for top in self.climb_from() if climbs else ():  # the most accurate that can climb
+            first = first or top
             found = climbing_mutant(top, self.work, mutate)
             if found is not None:
                 climbed = True
                 break
-        if tops and found is None:
-            found = mutate([tops[0]], [])
+        if first is not None and found is None:
+            found = mutate([first], [])
         found = found or mutate(parents, baselines, weights=weights)
         if found is not None:
             params, parent = found
@@ -471,21 +471,23 @@ class Run:
         latency = self.checked.hardware.latency(whole)
         return None if latency is None else latency.inference_s
 
-    def climb_from(self) -> list[Candidate]:
+    def climb_from(self) -> Iterator[Candidate]:
         """The front's fine-tunes a climb may start from, the most accurate on validation first
-        (one candidate per fine-tune: of its schedule twins, the least SRAM); none when the
-        front is empty or its most accurate point is right on every validation image, where no
-        climb can be more accurate."""
+        (one candidate per fine-tune: of its schedule twins, the least SRAM), read as they are
+        asked for; none when the front is empty or its most accurate point is right on every
+        validation image, where no climb can be more accurate."""
         points = sorted(self.ledger.front(), key=lambda p: (-p.val_accuracy, p.memory_bytes))
         if not points or points[0].val_accuracy >= 1.0:
-            return []
-        tops: dict[str, Candidate] = {}
+            return
+        seen: set[str] = set()
         for point in points:
             record = self.store.get_candidate(point.candidate_key)
-            if record is not None:
-                candidate = Candidate.from_json(record.payload)
-                tops.setdefault(candidate.training.key, candidate)
-        return list(tops.values())
+            if record is None:
+                continue
+            candidate = Candidate.from_json(record.payload)
+            if candidate.training.key not in seen:
+                seen.add(candidate.training.key)
+                yield candidate
 
     def parents(self) -> tuple[list[Candidate], list[float]]:
         """The front's fine-tuned candidates a mutant may come from, one per fine-tune (the
