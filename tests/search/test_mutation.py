@@ -499,6 +499,27 @@ def test_a_climb_starts_from_the_next_most_accurate_fine_tune_where_the_first_ca
         assert parent.values[0] < top.values[0]
 
 
+def test_a_climb_level_with_its_parent_carries_the_next_climb_on(tmp_path: Path) -> None:
+    """On a plateau (every fine-tune equally accurate), each climb starts from the fine-tune of
+    most work among the most accurate: the climb before it, which its parent dominates (as
+    accurate at less cost), not the cheapest of them again."""
+
+    class Plateau(FakeEvaluator):
+        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+            return {**super().__call__(task), "val_accuracy": 0.9}
+
+    trials = _run_inline(tmp_path, Plateau(), trials=8, climb=1.0)
+    mutants = [t for t in trials if "mutant_of" in t.user_attrs]
+    assert len(mutants) == 4 and all(t.user_attrs.get("climb") for t in mutants)
+    by_key = {t.user_attrs["candidate_key"]: t for t in trials if "candidate_key" in t.user_attrs}
+
+    def whole(trial: optuna.trial.FrozenTrial) -> str:
+        return Candidate.from_json(trial.user_attrs["candidate"]).training.key
+
+    parents = [by_key[t.user_attrs["mutant_of"]] for t in mutants]
+    assert [whole(p) for p in parents[1:]] == [whole(t) for t in mutants[:-1]]
+
+
 @pytest.mark.slow
 def test_the_cli_proposes_mutants_with_mutate(
     tmp_path: Path, tiny_checkpoint: Path, capsys: pytest.CaptureFixture[str]

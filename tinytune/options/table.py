@@ -406,9 +406,10 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         Real(low=0.0, high=1.0),
         0.5,
         "Share of the mutants (0 to 1, spread evenly from the second) that climb: a mutant of "
-        "the front's most accurate fine-tune whose forward pass does more work than its (a "
-        "larger input, a later cut, a deeper stage), the one of most work among "
-        "up to eight drawn, none from a fine-tune at 100 % on validation; the others' parents "
+        "the most accurate fine-tune (of equally accurate ones, the one of most work) whose "
+        "forward pass does more work than its (a larger input, a later cut, a deeper stage), "
+        "the one of most work among up to eight drawn, none from a fine-tune at 100 % on "
+        "validation; the others' parents "
         "are drawn by their share of the front's hypervolume. 0: no climbing (0.5 against 0 "
         "is measured in docs/searching.md: a more accurate best point, longer fine-tunes).",
     ),

@@ -121,8 +121,8 @@ class SearchConfig:
             sampler as a joint-scheme trial (:mod:`tinytune.search.run.mutation`); the others
             are the sampler's. Off with a preset (only the sub-network is searched then).
         climb: The share of the mutants (0 to 1, spread evenly from the second: 0.5 is every
-            other one) that climb from the front's most accurate fine-tune to the mutant of
-            most work among those that do more than it
+            other one) that climb from the most accurate fine-tune (of equally accurate ones,
+            the one of most work) to the mutant of most work among those that do more than it
             (:func:`tinytune.search.run.mutation.climbing_mutant`).
         gpus_per_trial: The share of a GPU each fp32 fine-tune's Ray task asks for (measured,
             short, learning-rate grid, contribution analysis): 0 (the default) fine-tunes on

@@ -20,6 +20,7 @@ from tinytune.search.front.pareto import normalised_hypervolume, pareto_front, r
 __all__ = [
     "FrontPoint",
     "chosen_on",
+    "feasible",
     "hypervolume_history",
     "measured_record",
     "reference_point",
@@ -174,6 +175,16 @@ def reference_point(store: Store, study_name: str, key: str) -> FrontPoint | Non
     return _point(e, "full (reference)")
 
 
+def feasible(config: SearchConfig, flash_budget: int | None, e: EvaluationRecord) -> bool:
+    """Whether a measured evaluation has its validation accuracy and, as priced, meets every
+    budget of ``config`` (and ``flash_budget``)."""
+    if e.val_accuracy is None or e.memory_bytes is None or e.latency_ms is None:
+        return False
+    flash = (e.details or {}).get("flash_bytes") or 0
+    v = violations(config, flash_budget, e.memory_bytes, flash, e.latency_ms / 1000.0)
+    return all(x <= 0 for x in v)
+
+
 def snapshot(
     config: SearchConfig, store: Store, flash_budget: int | None
 ) -> tuple[tuple[FrontPoint, ...], float | None]:
@@ -188,17 +199,9 @@ def snapshot(
     to the latest (no evaluation since, the same budgets) is not stored again.
     """
     evaluations = store.evaluations(config.study_name, fidelity="measured", status="ok")
-
-    def feasible(e: EvaluationRecord) -> bool:
-        if e.val_accuracy is None or e.memory_bytes is None or e.latency_ms is None:
-            return False
-        flash = (e.details or {}).get("flash_bytes") or 0
-        v = violations(config, flash_budget, e.memory_bytes, flash, e.latency_ms / 1000.0)
-        return all(x <= 0 for x in v)
-
     if not evaluations:
         return (), None
-    ok = [e for e in evaluations if feasible(e)]
+    ok = [e for e in evaluations if feasible(config, flash_budget, e)]
     points: tuple[FrontPoint, ...] = ()
     hv = None
     if ok:  # else no measured candidate meets these budgets: an empty front, stored as such

@@ -37,7 +37,7 @@ from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.execution.executor import Executor, Metered
 from tinytune.search.execution.worker_tasks import Tasks
 from tinytune.search.front.pareto import contributions, reference
-from tinytune.search.front.recording import reference_point
+from tinytune.search.front.recording import feasible, reference_point
 from tinytune.search.ladder.brackets import Ladder, LadderContext
 from tinytune.search.ladder.decisions import Bracket, Member, Submit
 from tinytune.search.ladder.proxy import rank_correlation
@@ -408,7 +408,9 @@ class Run:
         is empty or no such mutant is found.
 
         A share ``config.climb`` of the mutant turns (every other one by default) climbs: its
-        parent is the front's most accurate fine-tune, and of up to
+        parent is the study's most accurate fine-tune within the budgets (of equally accurate
+        ones, the one of most work, so that a climb level with its parent carries the next one
+        on), and of up to
         :data:`~tinytune.search.run.mutation.CLIMB_DRAWS` mutants that do more work than it (a
         longer predicted forward pass on whole images: a larger input, a later cut, a deeper
         stage, a wider block; :meth:`work`) it proposes the one that does the most, a hill climb on
@@ -472,22 +474,30 @@ class Run:
         return None if latency is None else latency.inference_s
 
     def climb_from(self) -> Iterator[Candidate]:
-        """The front's fine-tunes a climb may start from, the most accurate on validation first
-        (one candidate per fine-tune: of its schedule twins, the least SRAM), read as they are
-        asked for; none when the front is empty or its most accurate point is right on every
-        validation image, where no climb can be more accurate."""
-        points = sorted(self.ledger.front(), key=lambda p: (-p.val_accuracy, p.memory_bytes))
-        if not points or points[0].val_accuracy >= 1.0:
+        """The study's fine-tunes within the budgets a climb may start from, read as they are
+        asked for: the most accurate on validation first and, of equally accurate ones, the
+        one whose forward pass does the most work (:meth:`work`) first, so that a climb level
+        with its parent carries the next climb on from where it got to, a hill climb's move
+        along a plateau (such a point is not on the front: its parent, as accurate at less
+        cost, dominates it). One candidate per fine-tune: of its schedule twins, the least SRAM.
+        None when the most accurate is right on every validation image, where no climb can be
+        more accurate."""
+        ledger = self.ledger
+        stored = self.store.evaluations(self.config.study_name, fidelity="measured", status="ok")
+        ok = [e for e in stored if feasible(self.config, self.checked.flash_budget, e)]
+        ok.sort(key=lambda e: (-(e.val_accuracy or 0.0), e.memory_bytes or 0))
+        if not ok or (ok[0].val_accuracy or 0.0) >= 1.0:
             return
         seen: set[str] = set()
-        for point in points:
-            record = self.store.get_candidate(point.candidate_key)
-            if record is None:
-                continue
-            candidate = Candidate.from_json(record.payload)
-            if candidate.training.key not in seen:
-                seen.add(candidate.training.key)
-                yield candidate
+        for _, level in itertools.groupby(ok, key=lambda e: e.val_accuracy):
+            tied: list[Candidate] = []
+            for e in level:
+                record = self.store.get_candidate(e.candidate_key)
+                whole = ledger.training_key(e.candidate_key)
+                if record is not None and whole is not None and whole not in seen:
+                    seen.add(whole)
+                    tied.append(Candidate.from_json(record.payload))
+            yield from sorted(tied, key=lambda c: -(self.work(c) or 0.0))
 
     def parents(self) -> tuple[list[Candidate], list[float]]:
         """The front's fine-tuned candidates a mutant may come from, one per fine-tune (the

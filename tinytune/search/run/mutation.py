@@ -35,7 +35,9 @@ The driver draws a parent by its fine-tune's exclusive share of the front's hype
 measure; the fine-tune's schedule twins count as one point), so that the points that hold the front
 up are mutated most (``weights``); a child that differs from a measured candidate in its patches
 alone is that candidate's schedule twin, taken already. A share of the turns (``--climb``, every
-other one by default) climbs instead: the parent is the front's most accurate fine-tune, and of
+other one by default) climbs instead: the parent is the study's most accurate fine-tune within the
+budgets (of equally accurate ones, the one of most work: a climb level with its parent, which the
+parent dominates, carries the next climb on, a hill climb's move along a plateau), and of
 several mutants that do more work than it (a longer predicted forward pass on whole images) the
 one that does the most is proposed (:func:`climbing_mutant`), so that a share of the fine-tunes
 goes to improving the accuracy the budgets allow, not only the front's spread; where that
