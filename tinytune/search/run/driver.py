@@ -482,7 +482,6 @@ class Run:
         cost, dominates it). One candidate per fine-tune: of its schedule twins, the least SRAM.
         None when the most accurate is right on every validation image, where no climb can be
         more accurate."""
-        ledger = self.ledger
         stored = self.store.evaluations(self.config.study_name, fidelity="measured", status="ok")
         ok = [e for e in stored if feasible(self.config, self.checked.flash_budget, e)]
         ok.sort(key=lambda e: (-(e.val_accuracy or 0.0), e.memory_bytes or 0))
@@ -493,10 +492,10 @@ class Run:
             tied: list[Candidate] = []
             for e in level:
                 record = self.store.get_candidate(e.candidate_key)
-                whole = ledger.training_key(e.candidate_key)
-                if record is not None and whole is not None and whole not in seen:
-                    seen.add(whole)
-                    tied.append(Candidate.from_json(record.payload))
+                candidate = None if record is None else Candidate.from_json(record.payload)
+                if candidate is not None and candidate.training.key not in seen:
+                    seen.add(candidate.training.key)
+                    tied.append(candidate)
             yield from sorted(tied, key=lambda c: -(self.work(c) or 0.0))
 
     def parents(self) -> tuple[list[Candidate], list[float]]:
