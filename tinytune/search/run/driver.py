@@ -136,6 +136,7 @@ class Run:
         self.screen_error: str | None = None  # the last short fine-tune's error, if one failed
         self.fresh = 0  # fresh proposals of this run (none waiting in the queue)
         self.mutants = 0  # mutant turns of this run (a share config.climb of them climb)
+        self.works: dict[str, float | None] = {}  # Run.work by the whole candidate's key
         self.ladder: Ladder | None = None
         if config.mutate and config.mutate != DEFAULT_MUTATE and config.preset is not None:
             # a share asked for, not the default, and not 0 (off, as the preset makes it);
@@ -468,10 +469,13 @@ class Run:
         later cut, a deeper stage or a wider block, not by more of it updated. A climb that
         took the longest training step instead lengthened the bias-updated tail before it
         reached a larger input or a later cut, and found less accurate points (measured in
-        ``docs/bench/search.md``)."""
+        ``docs/bench/search.md``). Priced once a run: a climb ranks the most accurate
+        fine-tunes by it on every climbing turn."""
         whole = dataclasses.replace(candidate, schedule=Schedule())
-        latency = self.checked.hardware.latency(whole)
-        return None if latency is None else latency.inference_s
+        if whole.key not in self.works:
+            latency = self.checked.hardware.latency(whole)
+            self.works[whole.key] = None if latency is None else latency.inference_s
+        return self.works[whole.key]
 
     def climb_from(self) -> Iterator[Candidate]:
         """The study's fine-tunes within the budgets a climb may start from, read as they are
