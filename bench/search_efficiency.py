@@ -46,7 +46,8 @@ hypervolume with a third of their compute.
 
 Reported per strategy, over the seeds: the median and the range of the hypervolume of the
 measured front (validation accuracy, predicted peak SRAM, predicted step latency; one reference
-point for every run of a data set: accuracy 0, the SRAM budget, 1.1 × the slowest measured step),
+point for every run of a data set: accuracy 0, the SRAM budget, 1.1 × the slowest measured step
+or ``--latency-ref`` seconds, which makes the hypervolumes of different files comparable),
 the gap between that median and the hypervolume of all runs' points together (the best front
 known: the hypervolume of fronts that all reach 97 % spreads little, the gap shows how far each
 strategy stays from what was found), the test accuracy of the front's most accurate point
@@ -425,11 +426,14 @@ def _val_test(point: tuple[float, float]) -> str:
     return f"{100 * point[0]:.1f} ({100 * point[1]:.1f})"
 
 
-def report(records: list[dict[str, Any]]) -> str:
-    """The Markdown table of a benchmark's records (one data set)."""
+def report(records: list[dict[str, Any]], latency_ref: float | None = None) -> str:
+    """The Markdown table of a benchmark's records (one data set). The hypervolume's reference
+    point is accuracy 0, the SRAM budget and ``latency_ref`` seconds a step, by default 1.1 × the
+    slowest step among the records: give it to compare reports of different files, whose
+    slowest steps differ (a point at or beyond it counts for nothing)."""
     everything = [tuple(p) for r in records for p in r["points"]]
     sram = records[0]["sram_budget"]
-    ref = reference([(a, m, t) for a, m, t, _ in everything], sram, None)
+    ref = reference([(a, m, t) for a, m, t, _ in everything], sram, latency_ref)
 
     def volume(points: list[Any]) -> float:
         return hypervolume(
@@ -482,7 +486,13 @@ def report(records: list[dict[str, Any]]) -> str:
         "of which schedule twins",
         "wall",
     ]
-    lines = [table(heads, rows)]
+    whence = "given" if latency_ref else "1.1 × the slowest step in these records"
+    lines = [
+        table(heads, rows),
+        "",
+        f"* hypervolume's reference point: accuracy 0, {sram / 1024:g} KB, {ref[2]:.6g} s a step "
+        f"({whence})",
+    ]
     planes = []  # accuracy against SRAM alone, the plane an SRAM budget is about
     for strategy in medians:
         flat = [
@@ -537,10 +547,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report", type=Path, help="print the table of a records file (and with --db the τ)"
     )
+    parser.add_argument(
+        "--latency-ref",
+        type=float,
+        help="the hypervolume's reference step latency, seconds (default: 1.1 × the slowest "
+        "step in the records; give one to compare files)",
+    )
     args = parser.parse_args(argv)
+    if args.latency_ref is not None and not args.latency_ref > 0:
+        parser.error(f"--latency-ref must be a positive number of seconds, not {args.latency_ref}")
     if args.report:
         records = read_json_lines(args.report)
-        print(report(records))
+        print(report(records, args.latency_ref))
         if args.db:
             print(short_tau(f"sqlite:///{args.db}"))
         return 0
@@ -604,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.dataset}, {args.supernet}, budget {args.budget} × {args.epochs} epochs, {rates}, "
         f"SRAM budget {args.sram_budget_kb} KB, seeds {args.seeds}"
     )
-    print(report(records))
+    print(report(records, args.latency_ref))
     print(f"database: {url}")
     return 0
 

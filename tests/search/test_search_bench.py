@@ -94,3 +94,41 @@ def test_the_report_counts_wins_and_ties_against_the_preset_searches_seed_by_see
         "* evolve: most accurate point on validation above preset-last's (the preset search of "
         "highest median hypervolume) in 1 of 3 seeds, level in 1"
     )
+
+
+def test_a_given_latency_reference_keeps_the_hypervolume_whatever_else_the_file_holds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    module = load_bench("search_efficiency")
+    kb = 256 * 1024
+
+    def record(strategy: str, *points: tuple[float, float, float]) -> dict:
+        # a point: (validation accuracy, peak SRAM bytes, step latency s, test accuracy)
+        return {
+            "strategy": strategy,
+            "seed": 0,
+            "points": [[a, m, t, a] for a, m, t in points],
+            "sram_budget": kb,
+            "epochs": 1,
+            "wall_s": 1.0,
+        }
+
+    def medians(text: str) -> dict[str, float]:
+        rows = [line.split("|") for line in text.splitlines() if line.startswith("| ")]
+        return {r[1].strip(): float(r[3]) for r in rows if r[1].strip() in ("evolve", "slow")}
+
+    evolve = record("evolve", (0.8, kb / 2, 1.0))
+    # by hand, reference (0, 256 KB, 2 s): 0.8 × (1 − 0.5) × (1 − 1.0 / 2.0) = 0.2
+    assert medians(module.report([evolve], 2.0)) == {"evolve": 0.2}
+    # a strategy with a slower step moves the default reference (1.1 × 4 s), not a given one
+    slow = record("slow", (0.9, kb / 4, 4.0))
+    assert medians(module.report([evolve, slow], 2.0)) == {"evolve": 0.2, "slow": 0.0}
+    by_file = medians(module.report([evolve, slow]))
+    assert by_file["evolve"] == pytest.approx(0.8 * 0.5 * (1 - 1.0 / 4.4), abs=5e-5)
+    assert "4.4 s a step (1.1 × the slowest step in these records)" in module.report(
+        [evolve, slow]
+    )
+    assert "2 s a step (given)" in module.report([evolve], 2.0)
+    with pytest.raises(SystemExit):
+        module.main(["--report", "x.jsonl", "--latency-ref", "0"])
+    assert "--latency-ref must be a positive number of seconds, not 0.0" in capsys.readouterr().err
