@@ -181,6 +181,7 @@ def search_run(
         finetune=FinetuneConfig(
             epochs=args.epochs, batch_size=args.batch_size, lr=args.lr or 0.2, seed=seed
         ),
+        reproducible=args.reproducible,
         **options,
     )
     result = run_search(config, store, executor)
@@ -542,6 +543,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--population", type=int, default=24)
     parser.add_argument("--sram-budget-kb", type=int, default=256)
     parser.add_argument("--workers", type=int, default=2, help="Ray workers (0: in-process)")
+    parser.add_argument(
+        "--reproducible",
+        action="store_true",
+        help="every search takes its results in the order its fine-tunes started (the "
+        "search option of that name): a seed makes the same search whatever the workers' timing",
+    )
     parser.add_argument("--db", type=Path, help="SQLite file (default: a temporary one)")
     parser.add_argument("--out", type=Path, help="append each run's record here (JSON lines)")
     parser.add_argument(
@@ -604,6 +611,7 @@ def main(argv: list[str] | None = None) -> int:
                         "budget_epochs": budget * args.epochs * args.repeats,
                         "wall_s": time.monotonic() - started,
                         "sram_budget": args.sram_budget_kb * 1024,
+                        "reproducible": args.reproducible,
                         "lr": args.lr if args.rates is None else args.rates.to_json(),
                     }
                     records.append(record)

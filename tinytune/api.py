@@ -151,6 +151,7 @@ if TYPE_CHECKING:
         repeats: int | None = None,
         verify_int8: bool = False,
         seed: int = 0,
+        reproducible: bool = False,
         sampler: str = DEFAULT_SAMPLER,
         proxy: bool = False,
         proxy_eta: int = 4,

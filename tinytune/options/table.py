@@ -346,6 +346,15 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         also=lambda seed: {"finetune.seed": seed},
     ),
     Option(
+        "reproducible",
+        Switch(),
+        False,
+        "Take each fine-tune's result in the order the fine-tunes were started, so that a seed "
+        "makes the same proposals and front however fast each worker is (on one machine, with "
+        "no time budget): a worker whose fine-tune finishes early waits for those started "
+        "before it. Without it, each proposal sees the results that have come back by then.",
+    ),
+    Option(
         "sampler",
         Choice(choices=lambda: SAMPLERS),
         DEFAULT_SAMPLER,

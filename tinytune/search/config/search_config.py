@@ -130,6 +130,9 @@ class SearchConfig:
             whole number. The int8 measurement of ``verify_int8`` asks for none: it is the
             bundle's integer arithmetic, run on a CPU. Not part of the search space: where a
             fine-tune ran is stored with its evaluation (``details.device``).
+        reproducible: Results handed to the driver in the order their tasks were submitted,
+            one at a time (:class:`~tinytune.search.execution.executor.InOrder`), so that each
+            proposal sees the same results whatever the workers' timing.
         heartbeat_s: How often a driver beats for its running trials; a trial whose driver has
             not beaten for ``grace_s`` is failed by any other driver and retried (Optuna's
             heartbeat with ``RetryHeartbeatStaleTrialCallback``).
@@ -152,6 +155,7 @@ class SearchConfig:
     flash_budget_bytes: int | None = config_default("flash_budget_bytes")
     latency_budget_s: float | None = config_default("latency_budget_s")
     seed: int = config_default("seed")
+    reproducible: bool = config_default("reproducible")
     sampler: str = config_default("sampler")
     baselines: bool = True
     reference: bool = True

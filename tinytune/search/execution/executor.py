@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 from abc import ABC, abstractmethod
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +21,7 @@ from tinytune.search.execution.node_files import Shipper, run_shipped
 
 __all__ = [
     "Executor",
+    "InOrder",
     "InlineExecutor",
     "Metered",
     "RayExecutor",
@@ -125,6 +126,37 @@ class Metered(Executor):
     @property
     def in_flight(self) -> int:
         return self.inner.in_flight
+
+
+class InOrder(Executor):
+    """Another executor's results handed back in the order their tasks were submitted, one per
+    call to :meth:`wait`: a task that finishes early is held until every task submitted before
+    it has come back. A driver that proposes between calls then sees the same results at every
+    proposal however fast each worker was, so that a seed makes the same search (a reproducible
+    run). Its cost: a slot whose task finished early stays busy until its turn. It owns
+    nothing: closing it leaves the inner executor open."""
+
+    def __init__(self, inner: Executor) -> None:
+        self.inner = inner
+        self.slots = inner.slots
+        self.order: deque[int] = deque()  # keys submitted and not handed back, oldest first
+        self.held: dict[int, Result] = {}  # results back from the inner executor before their turn
+
+    def submit(self, key: int, task: Task) -> None:
+        self.inner.submit(key, task)
+        self.order.append(key)
+
+    def wait(self, timeout: float) -> list[tuple[int, Result]]:
+        if not self.order or self.order[0] not in self.held:
+            self.held.update(self.inner.wait(timeout))
+        if self.order and self.order[0] in self.held:
+            key = self.order.popleft()
+            return [(key, self.held.pop(key))]
+        return []
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.order)
 
 
 def device_label(details: dict[str, Any]) -> str:

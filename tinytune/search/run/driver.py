@@ -34,7 +34,7 @@ from tinytune.db import Store
 from tinytune.errors import ConfigError, flag
 from tinytune.search.config.budgets import RunLimits, StudyBudget, epoch_costs
 from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
-from tinytune.search.execution.executor import Executor, Metered
+from tinytune.search.execution.executor import Executor, InOrder, Metered
 from tinytune.search.execution.worker_tasks import Tasks
 from tinytune.search.front.pareto import contributions, reference
 from tinytune.search.front.recording import feasible, reference_point
@@ -113,7 +113,8 @@ class Run:
         progress: Callable[[SearchEvent], None] | None,
     ) -> None:
         self.config, self.store, self.study = config, store, study
-        self.executor = Metered(executor)  # counts the epochs every task of the run trained
+        # counts the epochs every task of the run trained (in order: those handed back)
+        self.executor = Metered(InOrder(executor) if config.reproducible else executor)
         self.checked, self.spec = checked, checked.spec
         # where the sampler may cut a fixed network: as the study first sampled it, else the
         # cuts whose cheapest candidate fits the budgets
