@@ -86,3 +86,18 @@ def test_a_reproducible_search_makes_the_same_trials_whatever_order_the_workers_
     assert second == first
     # without it each proposal sees what has come back by then: these two orders differ
     assert _trials(tmp_path, 0, reproducible=False) != _trials(tmp_path, 1, reproducible=False)
+
+
+def test_with_a_time_budget_the_log_says_where_the_run_stops_is_not_reproducible(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    config = search_config(ckpt, trials=1, reproducible=True, time_budget_s=600.0)
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store, caplog.at_level("WARNING", logger="tinytune.search.run.driver"):
+        run_search(config, store, Shuffled(FakeEvaluator(), seed=0))
+    assert (
+        "reproducible=True with time_budget: where the clock stops the run depends on the "
+        "machine's speed, so another run may measure more or fewer fine-tunes"
+    ) in caplog.messages

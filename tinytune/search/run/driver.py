@@ -149,6 +149,14 @@ class Run:
             log.warning(
                 flag("climb", config.climb) + " shares out the mutants; this run makes none"
             )
+        if config.reproducible and config.time_budget_s is not None:
+            log.warning(
+                flag("reproducible", True)
+                + " with "
+                + flag("time_budget")
+                + ": where the clock stops the run depends on the machine's speed, so another "
+                "run may measure more or fewer fine-tunes"
+            )
         if (config.proxy or config.halving) and config.preset is not None:
             log.warning("the fidelity ladder searches update schemes; it is off with a preset")
         elif config.proxy or config.halving:
