@@ -21,7 +21,7 @@ def _digest(root: Path) -> str:
     return h.hexdigest()
 
 
-@pytest.mark.parametrize("kind", ["textures", "symbols"])
+@pytest.mark.parametrize("kind", ["textures", "textures-hard", "symbols"])
 def test_a_folder_has_ten_classes_of_images_and_is_the_same_for_a_seed(
     kind: str, tmp_path: Path
 ) -> None:
@@ -36,6 +36,21 @@ def test_a_folder_has_ten_classes_of_images_and_is_the_same_for_a_seed(
     assert _digest(write_folder(kind, tmp_path / "c", per_class=3, seed=1)) != _digest(root)
     data = get_dataset(f"imagefolder:{root}")
     assert data.num_classes == 10
+
+
+def test_the_hard_textures_have_more_pixel_noise_than_the_textures(tmp_path: Path) -> None:
+    def noise(kind: str) -> float:
+        """The median over a folder's images of the spread of a pixel's difference from its
+        right-hand neighbour (grey levels)."""
+        root = write_folder(kind, tmp_path / kind, per_class=4, seed=0)
+        spreads = []
+        for path in root.rglob("*.png"):
+            grey = np.asarray(Image.open(path).convert("L"), np.float32)
+            spreads.append(float(np.diff(grey, axis=1).std()))
+        return float(np.median(spreads))
+
+    # σ 20 against σ 6 of noise: a neighbour's difference carries √2 of each
+    assert noise("textures-hard") > 1.5 * noise("textures")
 
 
 def test_a_folder_that_is_not_empty_is_refused(tmp_path: Path) -> None:
