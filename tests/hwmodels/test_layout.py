@@ -134,6 +134,37 @@ def test_an_order_that_pairs_the_chain_reaches_the_peak() -> None:
     assert plan_layout(bufs) == plan_layout(bufs)  # the same every time: the bundle's too
 
 
+def test_a_layout_planned_before_is_kept_and_one_of_other_sizes_or_lives_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tinytune.hwmodels.layout as layout_module
+
+    searched: list[int] = []
+
+    def counted(buffers: list[Buffer], alignment: int, tries: int) -> object:
+        searched.append(len(buffers))
+        return plan(buffers, alignment, tries)
+
+    plan = layout_module._plan
+    monkeypatch.setattr(layout_module, "_plan", counted)
+    monkeypatch.setattr(layout_module, "_kept", {})
+    bufs = [Buffer("a", "activation", 4_800, 0, 1), Buffer("b", "activation", 6_400, 1, 2)]
+    first = plan_layout(bufs)
+    # the same sizes and lives under other names: the same layout, not searched again
+    renamed = [Buffer(f"x{i}", "saved", b.nbytes, b.start, b.end) for i, b in enumerate(bufs)]
+    assert plan_layout(renamed) == first == plan(bufs, 4, 32) and len(searched) == 1
+    # another size, another life, another alignment or other tries: searched anew
+    plan_layout([bufs[0], Buffer("b", "activation", 6_404, 1, 2)])
+    plan_layout([bufs[0], Buffer("b", "activation", 6_400, 2, 2)])
+    plan_layout(bufs, alignment=8)
+    plan_layout(bufs, tries=0)
+    assert len(searched) == 5
+    # bounded: the oldest goes first
+    monkeypatch.setattr(layout_module, "KEPT_LAYOUTS", 2)
+    plan_layout([Buffer("c", "activation", 8, 0, 0)])
+    assert len(layout_module._kept) == 2 and len(searched) == 6
+
+
 def test_alignment_pads_offsets() -> None:
     bufs = [Buffer("a", "x", 3, 0, 5), Buffer("b", "x", 5, 0, 5)]
     greedy = plan_layout(bufs, alignment=4, tries=0)  # the larger first, the smaller above it
