@@ -1,5 +1,5 @@
 """Image folders of other kinds than the printed letters, from material that registry packages
-ship: the search benchmarks on real features run on all three (``bench.search_efficiency``).
+ship: the search benchmarks on real features run on them (``bench.search_efficiency``).
 
 * ``textures``: ten grey materials and surfaces, each a random crop of one of scikit-image's
   sample images (brick, grass, gravel, the moon's craters, coins, a page of print, the Hubble
