@@ -128,3 +128,45 @@ def test_a_killed_driver_has_its_trials_retried_by_the_other(url: str) -> None:
     assert retries[0].state == optuna.trial.TrialState.COMPLETE
     assert "retried 1" in out
     assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+
+
+@pytest.mark.parametrize("which", ["preset", "twin"])
+def test_a_trial_another_driver_finished_between_ask_and_draw_is_let_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, which: str
+) -> None:
+    """Between a driver's ask and its draw of the parameters, another driver may finish the
+    trial: it failed it as stale when this one's heartbeat came late on a busy machine, or
+    (SQLite) it popped the same enqueued trial. The driver lets it go and carries on, with no
+    traceback; the study keeps the other driver's verdict."""
+    from tinytune.search import InlineExecutor, run_search
+    from tinytune.search.study.adapter import StudyAdapter
+
+    from .fakes import FakeEvaluator, search_config
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    other = optuna.storages.RDBStorage(url)  # the other driver's connection
+    ask, failed = StudyAdapter.ask, []
+
+    def ask_then_lose(self: StudyAdapter) -> optuna.trial.Trial:
+        trial = ask(self)
+        twin = "twin_of" in trial.user_attrs
+        if not failed and (twin if which == "twin" else trial.number == 1):
+            other.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+            failed.append(trial.number)
+        return trial
+
+    monkeypatch.setattr(StudyAdapter, "ask", ask_then_lose)
+    config = search_config(ckpt, trials=8, mutate=0.5)
+    with caplog.at_level("INFO"), open_store(url) as store:
+        result = run_search(config, store, InlineExecutor(FakeEvaluator()))
+    assert len(failed) == 1
+    assert f"trial {failed[0]} was finished by another driver before it was drawn" in (
+        caplog.messages
+    )
+    study = optuna.load_study(study_name="s", storage=url)
+    lost = study.trials[failed[0]]
+    assert lost.state == optuna.trial.TrialState.FAIL and not lost.params
+    assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+    assert result.counts.measured == config.trials  # the budget spent on the others

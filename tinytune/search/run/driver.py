@@ -382,7 +382,13 @@ class Run:
         reference = bool(trial.user_attrs.get(Attr.REFERENCE))
         preset = None if reference else self.config.preset
         patches = self.checked.hardware.patch_choices
-        candidate = suggest_candidate(trial, self.spec, preset, self.cuts or None, patches)
+        cuts = self.cuts or None
+        drawn = self.study.suggest(
+            trial, lambda t: suggest_candidate(t, self.spec, preset, cuts, patches)
+        )
+        if drawn is None:  # another driver finished it meanwhile
+            return True
+        candidate = drawn
         try:  # its frozen prefix patch by patch where whole images exceed the SRAM budget
             candidate = self.checked.hardware.schedule(candidate)
         except ConfigError as e:  # a fixed schedule this proposal's network cannot run
@@ -571,7 +577,13 @@ class Run:
         it shares (pruned when over a budget, or when that fine-tune is gone)."""
         trial = self.study.ask()
         patches = self.checked.hardware.patch_choices
-        candidate = suggest_candidate(trial, self.spec, None, self.cuts or None, patches)
+        cuts = self.cuts or None
+        drawn = self.study.suggest(
+            trial, lambda t: suggest_candidate(t, self.spec, None, cuts, patches)
+        )
+        if drawn is None:  # another driver finished it meanwhile
+            return True
+        candidate = drawn
         try:
             candidate = self.checked.hardware.schedule(candidate)
         except ConfigError as e:

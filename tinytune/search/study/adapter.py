@@ -13,8 +13,8 @@ import logging
 import time
 import uuid
 import warnings
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 from tinytune.db import Store
 from tinytune.samplers import EARLY_STARTUP_TRIALS
@@ -46,6 +46,7 @@ __all__ = [
     "make_sampler",
 ]
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 SETUP_WAIT_S = 30.0
@@ -228,6 +229,22 @@ class StudyAdapter:
             trial = self.study.ask()
         self.heartbeats.add(trial._trial_id)
         return trial
+
+    def suggest(self, trial: Any, draw: Callable[[Any], T]) -> T | None:
+        """``draw(trial)``: the candidate a trial just asked for selects, its parameters
+        sampled or read from the queue. None where another driver finished the trial between
+        the ask and the draw: that driver failed it when this one's heartbeat came late (the
+        machine busy), and the retry it enqueued carries the candidate on; or (SQLite has no
+        ``SELECT ... FOR UPDATE``) both drivers popped the same enqueued trial, and that one
+        tells it. The trial is let go, and the driver carries on with the next."""
+        import optuna
+
+        try:
+            return draw(trial)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            log.info("trial %d was finished by another driver before it was drawn", trial.number)
+            self.let_go(trial)
+            return None
 
     def choices(self, name: str) -> tuple[Any, ...] | None:
         """The choices of categorical parameter ``name`` as the study's trials sampled it
