@@ -170,3 +170,47 @@ def test_a_trial_another_driver_finished_between_ask_and_draw_is_let_go(
     assert lost.state == optuna.trial.TrialState.FAIL and not lost.params
     assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
     assert result.counts.measured == config.trials  # the budget spent on the others
+
+
+@pytest.mark.parametrize("reproducible", [True, False])
+def test_a_reproducible_run_warns_once_when_another_driver_runs_trials_of_its_study(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, reproducible: bool
+) -> None:
+    """``reproducible`` orders one driver's results; a second driver on the study still
+    changes which trials each one measures, and the run says so, once. A run without it, or
+    alone on its study, says nothing."""
+    from tinytune.search import InlineExecutor, run_search
+
+    from .fakes import FakeEvaluator, search_config
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    started: list[optuna.trial.Trial] = []
+
+    class BesideAnother(FakeEvaluator):
+        def __call__(self, task: dict) -> dict:
+            if len(self.candidates) == 2:  # the other driver starts a trial of its own
+                started.append(optuna.load_study(study_name="s", storage=url).ask())
+            elif len(self.candidates) == 5:  # and finishes it
+                optuna.load_study(study_name="s", storage=url).tell(started[0], [0.5, 1.0, 1.0])
+            return super().__call__(task)
+
+    config = search_config(ckpt, trials=6, reproducible=reproducible)
+    with caplog.at_level("WARNING"), open_store(url) as store:
+        run_search(config, store, InlineExecutor(BesideAnother()))
+    warned = [m for m in caplog.messages if "another driver runs trials of this study" in m]
+    assert warned == (
+        [
+            f"reproducible=True: another driver runs trials of this study (trial "
+            f"{started[0].number}); which trials each driver measures depends on their "
+            "timing, so another run may measure other candidates"
+        ]
+        if reproducible
+        else []
+    )
+    caplog.clear()
+    alone = search_config(ckpt, trials=4, reproducible=True, study_name="t")
+    with caplog.at_level("WARNING"), open_store(url) as store:
+        run_search(alone, store, InlineExecutor(FakeEvaluator()))
+    assert not [m for m in caplog.messages if "another driver" in m]

@@ -21,6 +21,7 @@ run's executor with :class:`tinytune.search.execution.worker_tasks.Tasks`, not w
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import itertools
 import logging
@@ -138,6 +139,9 @@ class Run:
         self.fresh = 0  # fresh proposals of this run (none waiting in the queue)
         self.mutants = 0  # mutant turns of this run (a share config.climb of them climb)
         self.works: dict[str, float | None] = {}  # Run.work by the whole candidate's key
+        # the run's start by this machine's clock (Optuna's trial times are local, naive)
+        self.started = datetime.datetime.now()
+        self.shared = False  # another driver was seen running trials of the study
         self.ladder: Ladder | None = None
         if config.mutate and config.mutate != DEFAULT_MUTATE and config.preset is not None:
             # a share asked for, not the default, and not 0 (off, as the preset makes it);
@@ -203,9 +207,20 @@ class Run:
         return self.executor.slots - busy
 
     def watch(self, force: bool = False) -> None:
-        """Fail and retry the trials of drivers that stopped beating (every heartbeat)."""
+        """Fail and retry the trials of drivers that stopped beating (every heartbeat); with
+        ``--reproducible``, warn once when another driver runs trials of the study meanwhile."""
         self.study.fail_stale(force)
         self.ledger.counts.retried = self.study.retried
+        if self.config.reproducible and not self.shared:
+            others = self.study.others_started(self.started)
+            if others:
+                self.shared = True
+                log.warning(
+                    flag("reproducible", True)
+                    + f": another driver runs trials of this study (trial {others[0]}); which "
+                    "trials each driver measures depends on their timing, so another run may "
+                    "measure other candidates"
+                )
 
     # -- the run -------------------------------------------------------------------------------
 

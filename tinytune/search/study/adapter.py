@@ -9,6 +9,7 @@ the trials of drivers that died are :mod:`tinytune.search.study.heartbeats`.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 import uuid
@@ -213,6 +214,21 @@ class StudyAdapter:
         """Whether trials of other drivers are left running with no claim, for a while
         (:meth:`StaleTrials.left_running`)."""
         return self.stale.left_running()
+
+    def others_started(self, since: datetime.datetime) -> list[int]:
+        """Numbers of the running trials that another driver started at ``since`` or later (by
+        its clock): a live driver beside this one (one that died before ``since`` left none)."""
+        import optuna
+
+        mine = self.heartbeats.trials()
+        running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        return [
+            t.number
+            for t in running
+            if t._trial_id not in mine
+            and t.datetime_start is not None
+            and t.datetime_start >= since
+        ]
 
     # -- trials --------------------------------------------------------------------------------
 
