@@ -55,7 +55,8 @@ strategy stays from what was found), the test accuracy of the front's most accur
 for each of tinytune's strategies, the seeds where its most accurate point on validation is
 above every preset search's and those where it is level with the best of them, with both points'
 validation and test accuracy seed by seed, and the same against the one preset search of highest
-median hypervolume.
+median hypervolume, and against the best of the strategy's own hand-written presets (the four
+baseline presets on the default sub-network, measured first in the same study).
 Each run's record is appended to ``--out`` (JSON lines) as it finishes, so that an interrupted
 benchmark keeps what it measured and ``--report FILE`` prints the table of a file.
 
@@ -149,10 +150,11 @@ def search_run(
     strategy: str,
     seed: int,
     budget: int,
-) -> tuple[list[Point], float, dict[str, int]]:
+) -> tuple[list[Point], float, dict[str, int], list[float] | None]:
     """Run one search strategy with ``budget`` measured fine-tunes' worth of epochs; its
-    measured points, the epochs it trained and its trials by outcome (measured, pruned as over a
-    budget or a duplicate in flight, reused: a candidate measured before)."""
+    measured points, the epochs it trained, its trials by outcome (measured, pruned as over a
+    budget or a duplicate in flight, reused: a candidate measured before) and the best of its
+    hand-written presets (:func:`_hand_written`)."""
     data = get_dataset(args.dataset)
     options = dict(SEARCHES[strategy])
     name = f"{strategy}-{seed}" if budget == args.budget else f"{strategy}@{budget}-{seed}"
@@ -198,7 +200,7 @@ def search_run(
         "failed": c.failed,
         "twins": c.twins,
     }
-    return points, result.train_epochs, counts  # type: ignore[return-value]
+    return points, result.train_epochs, counts, _hand_written(store, config)  # type: ignore[return-value]
 
 
 def mcunetv3_run(
@@ -374,6 +376,52 @@ def short_tau(url: str) -> str:
     )
 
 
+def _hand_written(store: Any, config: SearchConfig) -> list[float] | None:
+    """The most accurate on validation, [validation, test], of the study's hand-written presets
+    (the baseline presets on the default sub-network, whole images or patch by patch) within
+    the SRAM budget: what a user who ran the papers' recipes alone would have. None where the
+    study measured none (a preset's search, a sampler alone)."""
+    from tinytune.spaces import Candidate
+
+    spec = get_supernet(config.supernet or default_network(config.dataset))
+    subnet = default_subnet(spec)
+    best: list[float] | None = None
+    for e in store.evaluations(config.study_name, fidelity="measured", status="ok"):
+        if (e.details or {}).get("scheme") not in BASELINE_PRESETS or e.val_accuracy is None:
+            continue
+        if (e.memory_bytes or 0) > config.sram_budget_bytes:
+            continue
+        record = store.get_candidate(e.candidate_key)
+        if record is None or Candidate.from_json(record.payload).subnet != subnet:
+            continue  # a preset's rule carried to another sub-network: a mutant
+        if best is None or e.val_accuracy > best[0]:
+            best = [e.val_accuracy, e.accuracy or 0.0]
+    return best
+
+
+def _against_hand_written(records: list[dict[str, Any]]) -> list[str]:
+    """For each of tinytune's strategies whose records hold the best of their own hand-written
+    presets (:func:`_hand_written`), the seeds where its most accurate point on validation is
+    above it and those where it is level."""
+    lines = []
+    for strategy in dict.fromkeys(r["strategy"] for r in records):
+        mine = [r for r in records if r["strategy"] == strategy and r.get("hand_written")]
+        if not mine:
+            continue
+        mine.sort(key=lambda r: r["seed"])
+        top = {r["seed"]: max(p[0] for p in r["points"]) for r in mine}
+        hand = {r["seed"]: r["hand_written"][0] for r in mine}
+        wins = sum(top[s] > hand[s] for s in top)
+        ties = sum(top[s] == hand[s] for s in top)
+        seeds = "; ".join(f"{s}: {100 * top[s]:.1f} / {100 * hand[s]:.1f}" for s in top)
+        lines.append(
+            f"* {strategy}: most accurate point on validation above the best of its own "
+            f"hand-written presets (on the default sub-network) in {wins} of {len(mine)} seeds, "
+            f"level in {ties}; seed by seed, validation %, {strategy} / that preset: {seeds}"
+        )
+    return lines
+
+
 def _against_presets(records: list[dict[str, Any]], best: str | None = None) -> list[str]:
     """For each of tinytune's strategies, the seeds where its most accurate point on validation
     beats the most accurate of every preset search of the same seed (ties do not count; they
@@ -508,6 +556,7 @@ def report(records: list[dict[str, Any]], latency_ref: float | None = None) -> s
     base = {s: v for s, v in medians.items() if s in BASELINES}
     top_preset = max((s for s in base if s in PRESETS), key=lambda s: base[s], default=None)
     lines += _against_presets(records, top_preset)
+    lines += _against_hand_written(records)
     if base:
         best = max(base, key=lambda s: base[s])
         lines.append("")
@@ -594,10 +643,11 @@ def main(argv: list[str] | None = None) -> int:
                 for strategy, budget in runs:
                     started = time.monotonic()
                     counts: dict[str, int] = {}
+                    hand: list[float] | None = None
                     if strategy == "mcunetv3":
                         points, epochs = mcunetv3_run(args, store, executor, seed)
                     else:
-                        points, epochs, counts = search_run(
+                        points, epochs, counts, hand = search_run(
                             args, store, executor, strategy, seed, budget
                         )
                     label = strategy if budget == args.budget else f"{strategy}@{budget}"
@@ -608,6 +658,7 @@ def main(argv: list[str] | None = None) -> int:
                         "points": points,
                         "epochs": epochs,
                         "counts": counts,
+                        "hand_written": hand,  # [val, test] of its best hand-written preset
                         "budget_epochs": budget * args.epochs * args.repeats,
                         "wall_s": time.monotonic() - started,
                         "sram_budget": args.sram_budget_kb * 1024,
