@@ -535,6 +535,39 @@ def test_the_cli_proposes_mutants_with_mutate(
     assert (
         "the measured fine-tunes: 4 baseline presets on the default sub-network, 1 mutant " in said
     )
+    # and what they bought over the best of the presets alone, within the budgets
+    import tinytune
+    from tinytune.spaces import default_subnet, get_supernet
+
+    view = tinytune.load(storage=url)
+    spec = get_supernet("ofa-proxyless-w0.35")
+    with open_store(url) as store:
+        hand = [
+            e
+            for e in store.evaluations("tinytune", fidelity="measured", status="ok")
+            if (e.details or {}).get("scheme") in ("last", "bias-only", "mcunetv3", "tinytl")
+            and e.memory_bytes <= 256 * 1024
+            and Candidate.from_json(store.get_candidate(e.candidate_key).payload).subnet
+            == default_subnet(spec)
+        ]
+    recipe = max(hand, key=lambda e: (e.val_accuracy, -e.memory_bytes))
+    best = max(view.front, key=lambda p: (p.val_accuracy, -p.memory_bytes))
+    preset = (
+        f"`{recipe.details['scheme']}` on the default sub-network "
+        f"({100 * recipe.val_accuracy:.1f}% val, {100 * recipe.accuracy:.1f}% test)"
+    )
+    if best.val_accuracy > recipe.val_accuracy:
+        assert (
+            f"against the papers' recipes: the front's most accurate point, `{best.scheme}` "
+            f"({100 * best.val_accuracy:.1f}% val, {100 * best.test_accuracy:.1f}% test), is "
+            f"{100 * (best.val_accuracy - recipe.val_accuracy):.1f} points above the best "
+            f"hand-written preset, {preset}"
+        ) in said
+    else:
+        assert (
+            "against the papers' recipes: no point more accurate on validation than the best "
+            f"hand-written preset, {preset}"
+        ) in said
     trials = optuna.load_study(study_name="tinytune", storage=url).trials
     # the reference and the 4 baselines, then a mutant and the sampler's proposals in turn,
     # the schedule twins of measured candidates between them
@@ -676,3 +709,37 @@ def test_a_search_measures_the_patch_count_its_joint_trials_ask_for(tmp_path: Pa
         assert candidate.schedule.patches in (t.params["patches"], 1)
         patched += candidate.schedule.patched
     assert patched  # some asked for patches, and got them
+
+
+def test_the_result_names_the_best_hand_written_preset_within_the_budgets(tmp_path: Path) -> None:
+    """``SearchResult.recipe``: of the presets on the default sub-network (whole images or
+    patch by patch) within the budgets, the most accurate on validation; a preset's rule
+    carried to another sub-network is a mutant, not a recipe."""
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    config = search_config(ckpt, trials=10, mutate=1.0)
+    with open_store(url) as store:
+        result = run_search(config, store, InlineExecutor(FakeEvaluator()))
+        stored = store.evaluations("s", fidelity="measured", status="ok")
+        subnets = {
+            e.candidate_key: Candidate.from_json(store.get_candidate(e.candidate_key).payload)
+            for e in stored
+        }
+    presets = [
+        e
+        for e in stored
+        if e.details["scheme"] != "joint" and e.memory_bytes <= config.sram_budget_bytes
+    ]
+    moved = [e for e in presets if subnets[e.candidate_key].subnet != SUBNET]
+    assert moved  # mutants that kept a preset's rule on another sub-network
+    hand = [e for e in presets if e not in moved]
+    best = max(hand, key=lambda e: (e.val_accuracy, -e.memory_bytes))
+    recipe = result.recipe
+    assert recipe is not None
+    assert (recipe.candidate_key, recipe.val_accuracy, recipe.test_accuracy) == (
+        best.candidate_key,
+        best.val_accuracy,
+        best.accuracy,
+    )
+    assert recipe.scheme == best.details["scheme"] and recipe.memory_bytes == best.memory_bytes

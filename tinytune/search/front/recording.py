@@ -23,6 +23,7 @@ __all__ = [
     "feasible",
     "hypervolume_history",
     "measured_record",
+    "recipe_point",
     "reference_point",
     "snapshot",
     "twin_record",
@@ -173,6 +174,35 @@ def reference_point(store: Store, study_name: str, key: str) -> FrontPoint | Non
     if e is None or e.val_accuracy is None or e.memory_bytes is None:
         return None
     return _point(e, "full (reference)")
+
+
+def recipe_point(
+    config: SearchConfig, store: Store, flash_budget: int | None, subnet: Any
+) -> FrontPoint | None:
+    """The most accurate on validation (of equally accurate ones, the least SRAM) of the
+    study's hand-written presets within every budget: a baseline preset's scheme (classifier
+    only, bias-only, MCUNetV3's, TinyTL's) on the default sub-network ``subnet``, on whole
+    images or patch by patch. What a user who ran the papers' recipes alone would have; None
+    where the study measured none within the budgets."""
+    from tinytune.search.config.search_config import BASELINE_PRESETS
+    from tinytune.spaces import Candidate
+
+    best: FrontPoint | None = None
+    for e in store.evaluations(config.study_name, fidelity="measured", status="ok"):
+        if (e.details or {}).get("scheme") not in BASELINE_PRESETS:
+            continue
+        if not feasible(config, flash_budget, e):
+            continue
+        record = store.get_candidate(e.candidate_key)
+        if record is None or Candidate.from_json(record.payload).subnet != subnet:
+            continue  # a preset's rule carried to another sub-network: a mutant
+        point = _point(e)
+        if best is None or (point.val_accuracy, -point.memory_bytes) > (
+            best.val_accuracy,
+            -best.memory_bytes,
+        ):
+            best = point
+    return best
 
 
 def feasible(config: SearchConfig, flash_budget: int | None, e: EvaluationRecord) -> bool:

@@ -137,6 +137,10 @@ class SearchResult:
             candidate the study measured, the reference included, is within noise of it
             (:func:`at_chance`): the network learned nothing, and the weights are the first
             suspect; None otherwise.
+        recipe: the most accurate within the budgets of the study's hand-written presets (the
+            baseline presets on the default sub-network: :func:`~tinytune.search.front.
+            recording.recipe_point`), what the papers' recipes alone give, to weigh the front's
+            most accurate point against; None where the study measured none within them.
         latency_profile: the device profile that predicted the latencies, for people
             (``"host, pytorch engine (calibration 3)"``); a calibration stored with
             ``--force`` says FORCED.
@@ -171,6 +175,7 @@ class SearchResult:
     latency_profile: str = ""
     devices: dict[str, int] = field(default_factory=dict)
     chance: float | None = None
+    recipe: FrontPoint | None = None
 
 
 def at_chance(val_accuracies: list[float], n_classes: int, val_images: int) -> bool:
