@@ -154,7 +154,7 @@ def search_run(
     """Run one search strategy with ``budget`` measured fine-tunes' worth of epochs; its
     measured points, the epochs it trained, its trials by outcome (measured, pruned as over a
     budget or a duplicate in flight, reused: a candidate measured before) and the best of its
-    hand-written presets (:func:`_hand_written`)."""
+    hand-written presets within the budget, [validation, test] (``SearchResult.recipe``)."""
     data = get_dataset(args.dataset)
     options = dict(SEARCHES[strategy])
     name = f"{strategy}-{seed}" if budget == args.budget else f"{strategy}@{budget}-{seed}"
@@ -200,7 +200,9 @@ def search_run(
         "failed": c.failed,
         "twins": c.twins,
     }
-    return points, result.train_epochs, counts, _hand_written(store, config)  # type: ignore[return-value]
+    recipe = result.recipe  # the best of its hand-written presets within the budget
+    hand = None if recipe is None else [recipe.val_accuracy, recipe.test_accuracy or 0.0]
+    return points, result.train_epochs, counts, hand  # type: ignore[return-value]
 
 
 def mcunetv3_run(
@@ -376,32 +378,9 @@ def short_tau(url: str) -> str:
     )
 
 
-def _hand_written(store: Any, config: SearchConfig) -> list[float] | None:
-    """The most accurate on validation, [validation, test], of the study's hand-written presets
-    (the baseline presets on the default sub-network, whole images or patch by patch) within
-    the SRAM budget: what a user who ran the papers' recipes alone would have. None where the
-    study measured none (a preset's search, a sampler alone)."""
-    from tinytune.spaces import Candidate
-
-    spec = get_supernet(config.supernet or default_network(config.dataset))
-    subnet = default_subnet(spec)
-    best: list[float] | None = None
-    for e in store.evaluations(config.study_name, fidelity="measured", status="ok"):
-        if (e.details or {}).get("scheme") not in BASELINE_PRESETS or e.val_accuracy is None:
-            continue
-        if (e.memory_bytes or 0) > config.sram_budget_bytes:
-            continue
-        record = store.get_candidate(e.candidate_key)
-        if record is None or Candidate.from_json(record.payload).subnet != subnet:
-            continue  # a preset's rule carried to another sub-network: a mutant
-        if best is None or e.val_accuracy > best[0]:
-            best = [e.val_accuracy, e.accuracy or 0.0]
-    return best
-
-
 def _against_hand_written(records: list[dict[str, Any]]) -> list[str]:
     """For each of tinytune's strategies whose records hold the best of their own hand-written
-    presets (:func:`_hand_written`), the seeds where its most accurate point on validation is
+    presets (``SearchResult.recipe``), the seeds where its most accurate point on validation is
     above it and those where it is level."""
     lines = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
