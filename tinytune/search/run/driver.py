@@ -399,11 +399,7 @@ class Run:
         self.limits.proposals += 1
         reference = bool(trial.user_attrs.get(Attr.REFERENCE))
         preset = None if reference else self.config.preset
-        patches = self.checked.hardware.patch_choices
-        cuts = self.cuts or None
-        drawn = self.study.suggest(
-            trial, lambda t: suggest_candidate(t, self.spec, preset, cuts, patches)
-        )
+        drawn = self.drawn(trial, preset)
         if drawn is None:  # another driver finished it meanwhile
             return True
         candidate = drawn
@@ -590,15 +586,20 @@ class Run:
             if params is not None and self.ledger.fits(asked):
                 self.study.enqueue(params, {Attr.TWIN_OF: member.trial.number})
 
+    def drawn(self, trial: Any, preset: str | None) -> Candidate | None:
+        """The candidate a trial just asked for selects (``preset``'s scheme where given), on
+        the study's cuts and patch counts; None where another driver finished the trial
+        meanwhile (:meth:`StudyAdapter.suggest`)."""
+        patches, cuts = self.checked.hardware.patch_choices, self.cuts or None
+        return self.study.suggest(
+            trial, lambda t: suggest_candidate(t, self.spec, preset, cuts, patches)
+        )
+
     def propose_twin(self) -> bool:
         """Ask for the schedule twin waiting first in the queue and tell it from the fine-tune
         it shares (pruned when over a budget, or when that fine-tune is gone)."""
         trial = self.study.ask()
-        patches = self.checked.hardware.patch_choices
-        cuts = self.cuts or None
-        drawn = self.study.suggest(
-            trial, lambda t: suggest_candidate(t, self.spec, None, cuts, patches)
-        )
+        drawn = self.drawn(trial, None)
         if drawn is None:  # another driver finished it meanwhile
             return True
         candidate = drawn
