@@ -379,11 +379,13 @@ def short_tau(url: str) -> str:
 
 
 def _against_hand_written(records: list[dict[str, Any]]) -> list[str]:
-    """For each of tinytune's strategies whose records hold the best of their own hand-written
-    presets (``SearchResult.recipe``), the seeds where its most accurate point on validation is
-    above it and those where it is level."""
+    """For each strategy that measures the baseline presets on the default sub-network first
+    and whose records hold the best of them (``SearchResult.recipe``), the seeds where its most
+    accurate point on validation is above it and those where it is level."""
     lines = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
+        if not SEARCHES.get(strategy.split("@")[0], {}).get("baselines"):
+            continue  # a preset's search measures its preset on the default sub-network by chance
         mine = [r for r in records if r["strategy"] == strategy and r.get("hand_written")]
         if not mine:
             continue

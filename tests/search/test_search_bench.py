@@ -115,11 +115,11 @@ def test_the_report_counts_the_seeds_above_the_strategys_own_hand_written_preset
         record(1, 0.8, [0.8, 0.7]),  # level: the preset is its best point
         record(2, 0.9, [0.85, 0.8]),  # above
         record(3, 0.9, None),  # an older record, without the field: not counted
-        {
+        {  # a preset's search that drew the default sub-network: no presets measured first
             "strategy": "preset-last",
             "seed": 0,
-            "points": [[0.95, 1, 1, 0.9]],
-            "hand_written": None,
+            "points": [[0.9, 1, 1, 0.9]],
+            "hand_written": [0.8, 0.8],
         },
     ]
     assert module._against_hand_written(records) == [
