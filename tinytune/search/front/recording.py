@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinytune.db import TWIN_OF, EvaluationRecord, ParetoSnapshot, Store
 from tinytune.evaluators import HardwareCost
 from tinytune.search.config.budgets import violations
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.front.pareto import normalised_hypervolume, pareto_front, reference
+
+if TYPE_CHECKING:
+    from tinytune.spaces import SubnetConfig
 
 __all__ = [
     "FrontPoint",
@@ -177,7 +180,7 @@ def reference_point(store: Store, study_name: str, key: str) -> FrontPoint | Non
 
 
 def recipe_point(
-    config: SearchConfig, store: Store, flash_budget: int | None, subnet: Any
+    config: SearchConfig, store: Store, flash_budget: int | None, subnet: SubnetConfig
 ) -> FrontPoint | None:
     """The most accurate on validation (of equally accurate ones, the least SRAM) of the
     study's hand-written presets within every budget: a baseline preset's scheme (classifier
