@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinytune.errors import StorageError, flag
 from tinytune.options import DEFAULT_STORAGE
-from tinytune.spaces import Candidate
+from tinytune.spaces import Candidate, default_subnet, get_supernet
 
 if TYPE_CHECKING:
     from tinytune.db import EvaluationRecord, Store
@@ -51,7 +51,11 @@ class StudyView:
     ``chosen_on`` is ``"validation"``, or ``"test"`` for a front stored by a tinytune before
     validation selection: such a front was chosen on test accuracy, and is shown as stored.
     ``budgets`` are those the front was chosen under (``sram_bytes``, ``flash_bytes``,
-    ``latency_s``; None where there was none), None for a front stored before they were kept."""
+    ``latency_s``; None where there was none), None for a front stored before they were kept.
+    ``recipe`` is the best of the hand-written presets within those budgets (the baseline
+    presets on the default sub-network, :func:`~tinytune.search.front.recipe_point`): what the
+    papers' recipes alone give, to weigh the front's most accurate point against; None where
+    the study measured none within them, or stored no budgets."""
 
     name: str
     storage: str
@@ -62,6 +66,7 @@ class StudyView:
     int8: dict[str, Int8Accuracy] = field(default_factory=dict)
     chosen_on: str = "validation"
     budgets: dict[str, Any] | None = None
+    recipe: FrontPoint | None = None
 
     def candidate(self, target: int | str) -> StoredCandidate:
         """The candidate of a trial number, or of a stored key (or a unique prefix of one)."""
@@ -231,7 +236,7 @@ def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
     from tinytune.db import open_store, require_tinytune
     from tinytune.search import Attr, FrontPoint
     from tinytune.search.config import reference_candidate
-    from tinytune.search.front import chosen_on, reference_point
+    from tinytune.search.front import chosen_on, recipe_point, reference_point
     from tinytune.search.run import int8_accuracies
     from tinytune.search.study import StudySpace
 
@@ -255,6 +260,12 @@ def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
             else ()
         )
         int8 = int8_accuracies(store, name, [p.candidate_key for p in points])
+        budgets = snapshot.budgets if snapshot is not None else None
+        recipe = (
+            recipe_point(store, name, budgets, default_subnet(get_supernet(supernet)))
+            if supernet and budgets is not None
+            else None
+        )
     return StudyView(
         name=name,
         storage=storage,
@@ -264,5 +275,6 @@ def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
         reference=reference,
         int8=int8,
         chosen_on=chosen_on(snapshot.points) if snapshot is not None else "validation",
-        budgets=snapshot.budgets if snapshot is not None else None,
+        budgets=budgets,
+        recipe=recipe,
     )

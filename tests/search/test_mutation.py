@@ -556,18 +556,24 @@ def test_the_cli_proposes_mutants_with_mutate(
         f"`{recipe.details['scheme']}` on the default sub-network "
         f"({100 * recipe.val_accuracy:.1f}% val, {100 * recipe.accuracy:.1f}% test)"
     )
-    if best.val_accuracy > recipe.val_accuracy:
-        assert (
+    line = (
+        (
             f"against the papers' recipes: the front's most accurate point, `{best.scheme}` "
             f"({100 * best.val_accuracy:.1f}% val, {100 * best.test_accuracy:.1f}% test), is "
             f"{100 * (best.val_accuracy - recipe.val_accuracy):.1f} points above the best "
             f"hand-written preset, {preset}"
-        ) in said
-    else:
-        assert (
+        )
+        if best.val_accuracy > recipe.val_accuracy
+        else (
             "against the papers' recipes: no point more accurate on validation than the best "
             f"hand-written preset, {preset}"
-        ) in said
+        )
+    )
+    assert line in said
+    # the stored study says the same, read back later (the Python API and `tinytune pareto`)
+    assert view.recipe is not None and view.recipe.candidate_key == recipe.candidate_key
+    assert main(["pareto", "--storage", url]) == 0
+    assert line in " ".join(capsys.readouterr().out.split())
     trials = optuna.load_study(study_name="tinytune", storage=url).trials
     # the reference and the 4 baselines, then a mutant and the sampler's proposals in turn,
     # the schedule twins of measured candidates between them

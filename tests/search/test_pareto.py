@@ -76,3 +76,26 @@ def test_exclusive_contributions_by_hand() -> None:
     # 0.6·0.4 - 0.5·0.4) (slices of b's box), so the whole is union_a + 0.256 - 0.116
     whole = union_a + 0.256 - 0.4 * (0.25 + 0.24 - 0.2)
     assert grouped == pytest.approx({"a": whole - 0.256, "b": whole - union_a})
+
+
+def test_within_the_budgets_by_hand() -> None:
+    from tinytune.db import EvaluationRecord
+    from tinytune.search.front.recording import within
+
+    def measured(memory: int, flash: int, latency_ms: float) -> EvaluationRecord:
+        return EvaluationRecord(
+            "s", "0" * 16, "measured", "ok", val_accuracy=0.5, memory_bytes=memory,
+            latency_ms=latency_ms, details={"flash_bytes": flash},
+        )  # fmt: skip
+
+    budgets = {"sram_bytes": 1000, "flash_bytes": 5000, "latency_s": 0.02}
+    assert within(budgets, measured(1000, 5000, 20.0))  # each budget met exactly
+    assert not within(budgets, measured(1001, 5000, 20.0))
+    assert not within(budgets, measured(1000, 5001, 20.0))
+    assert not within(budgets, measured(1000, 5000, 20.001))
+    # a budget that is None is no budget; an evaluation without its accuracy is never within
+    assert within(
+        {"sram_bytes": None, "flash_bytes": None, "latency_s": None}, measured(9**9, 9**9, 1e6)
+    )
+    no_accuracy = EvaluationRecord("s", "0" * 16, "measured", "ok", memory_bytes=1, latency_ms=1.0)
+    assert not within(budgets, no_accuracy)

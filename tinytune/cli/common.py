@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_STORAGE",
+    "against_recipe",
     "console",
     "front_table",
     "json_path",
@@ -72,6 +73,31 @@ def trial_or_key(target: str) -> int | str:
     """A command's TARGET: a trial number when it is ASCII digits, else a candidate key (or a
     unique prefix of one)."""
     return int(target) if target.isascii() and target.isdigit() else target
+
+
+def against_recipe(front: Sequence[Any], recipe: Any) -> str | None:
+    """The front's most accurate point on validation weighed against ``recipe``, the best
+    hand-written preset within the budgets (``SearchResult.recipe``, ``StudyView.recipe``): what
+    the search bought over the papers' recipes run alone. None without either."""
+    if recipe is None or not front:
+        return None
+    best = max(front, key=lambda p: (p.val_accuracy, -p.memory_bytes))
+
+    def shown(p: Any) -> str:
+        test = f", {100 * p.test_accuracy:.1f}% test" if p.test_accuracy is not None else ""
+        return f"{100 * p.val_accuracy:.1f}% val{test}"
+
+    preset = f"`{recipe.scheme}` on the default sub-network ({shown(recipe)})"
+    if best.val_accuracy > recipe.val_accuracy:
+        gain = 100 * (best.val_accuracy - recipe.val_accuracy)
+        return (
+            f"against the papers' recipes: the front's most accurate point, `{best.scheme}` "
+            f"({shown(best)}), is {gain:.1f} points above the best hand-written preset, {preset}"
+        )
+    return (
+        "against the papers' recipes: no point more accurate on validation than the best "
+        f"hand-written preset, {preset}"
+    )
 
 
 def front_table(

@@ -32,7 +32,7 @@ def pareto(
 ) -> None:
     """Print the Pareto front of measured results stored for a study."""
     import tinytune
-    from tinytune.cli.common import console, front_table, png_path, quiet_logs
+    from tinytune.cli.common import against_recipe, console, front_table, png_path, quiet_logs
     from tinytune.db import open_store
     from tinytune.search.front import HYPERVOLUME_BOX
     from tinytune.search.ladder import rank_correlation
@@ -77,6 +77,9 @@ def pareto(
         )
     if snap is not None and snap.budgets is not None:
         console.print(_budgets_line(snap.budgets))
+    against = against_recipe(view.front, view.recipe)
+    if against:
+        console.print(against, soft_wrap=True)
     repeats = {int((e.details or {}).get("repeats", 1)) for e in measured}
     measured_by = _measured_by(view.space, storage, study, repeats)
     if measured_by is not None:

@@ -24,7 +24,13 @@ def search(**options: Any) -> None:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     import tinytune
-    from tinytune.cli.common import console, front_table, pretrain_bar, quiet_logs
+    from tinytune.cli.common import (
+        against_recipe,
+        console,
+        front_table,
+        pretrain_bar,
+        quiet_logs,
+    )
     from tinytune.db.engine import mask_url
     from tinytune.search import SearchEvent
     from tinytune.search.front import HYPERVOLUME_BOX
@@ -128,7 +134,7 @@ def search(**options: Any) -> None:
     ]
     if bought:
         console.print("the measured fine-tunes: " + ", ".join(bought), soft_wrap=True)
-    against = _against_recipe(result)
+    against = against_recipe(result.front, result.recipe)
     if against:
         console.print(against, soft_wrap=True)
     if result.stopped_by is not None:
@@ -245,31 +251,6 @@ def search(**options: Any) -> None:
     console.print(
         f"storage: {mask_url(options['storage'])} (optuna.load_study(study_name={study!r}, "
         "storage=...))"
-    )
-
-
-def _against_recipe(result: Any) -> str | None:
-    """The front's most accurate point weighed against the best hand-written preset within the
-    budgets (``result.recipe``): what the search bought over the papers' recipes run alone."""
-    recipe = result.recipe
-    if recipe is None or not result.front:
-        return None
-    best = max(result.front, key=lambda p: (p.val_accuracy, -p.memory_bytes))
-
-    def shown(p: Any) -> str:
-        test = f", {100 * p.test_accuracy:.1f}% test" if p.test_accuracy is not None else ""
-        return f"{100 * p.val_accuracy:.1f}% val{test}"
-
-    preset = f"`{recipe.scheme}` on the default sub-network ({shown(recipe)})"
-    if best.val_accuracy > recipe.val_accuracy:
-        gain = 100 * (best.val_accuracy - recipe.val_accuracy)
-        return (
-            f"against the papers' recipes: the front's most accurate point, `{best.scheme}` "
-            f"({shown(best)}), is {gain:.1f} points above the best hand-written preset, {preset}"
-        )
-    return (
-        "against the papers' recipes: no point more accurate on validation than the best "
-        f"hand-written preset, {preset}"
     )
 
 

@@ -13,6 +13,7 @@ from tinytune.search.front.recording import (
     FrontPoint,
     chosen_on,
     hypervolume_history,
+    recipe_point,
     reference_point,
 )
 
@@ -24,5 +25,6 @@ __all__ = [
     "hypervolume_2d",
     "hypervolume_history",
     "pareto_front",
+    "recipe_point",
     "reference_point",
 ]

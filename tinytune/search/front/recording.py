@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from tinytune.db import TWIN_OF, EvaluationRecord, ParetoSnapshot, Store
 from tinytune.evaluators import HardwareCost
-from tinytune.search.config.budgets import violations
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.front.pareto import normalised_hypervolume, pareto_front, reference
 
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FrontPoint",
+    "budgets_of",
     "chosen_on",
     "feasible",
     "hypervolume_history",
@@ -30,6 +30,7 @@ __all__ = [
     "reference_point",
     "snapshot",
     "twin_record",
+    "within",
 ]
 
 
@@ -180,21 +181,21 @@ def reference_point(store: Store, study_name: str, key: str) -> FrontPoint | Non
 
 
 def recipe_point(
-    config: SearchConfig, store: Store, flash_budget: int | None, subnet: SubnetConfig
+    store: Store, study_name: str, budgets: Mapping[str, Any], subnet: SubnetConfig
 ) -> FrontPoint | None:
     """The most accurate on validation (of equally accurate ones, the least SRAM) of the
-    study's hand-written presets within every budget: a baseline preset's scheme (classifier
-    only, bias-only, MCUNetV3's, TinyTL's) on the default sub-network ``subnet``, on whole
-    images or patch by patch. What a user who ran the papers' recipes alone would have; None
-    where the study measured none within the budgets."""
+    study's hand-written presets within every budget of ``budgets`` (:func:`budgets_of`): a
+    baseline preset's scheme (classifier only, bias-only, MCUNetV3's, TinyTL's) on the default
+    sub-network ``subnet``, on whole images or patch by patch. What a user who ran the papers'
+    recipes alone would have; None where the study measured none within the budgets."""
     from tinytune.search.config.search_config import BASELINE_PRESETS
     from tinytune.spaces import Candidate
 
     best: FrontPoint | None = None
-    for e in store.evaluations(config.study_name, fidelity="measured", status="ok"):
+    for e in store.evaluations(study_name, fidelity="measured", status="ok"):
         if (e.details or {}).get("scheme") not in BASELINE_PRESETS:
             continue
-        if not feasible(config, flash_budget, e):
+        if not within(budgets, e):
             continue
         record = store.get_candidate(e.candidate_key)
         if record is None or Candidate.from_json(record.payload).subnet != subnet:
@@ -208,14 +209,31 @@ def recipe_point(
     return best
 
 
-def feasible(config: SearchConfig, flash_budget: int | None, e: EvaluationRecord) -> bool:
+def budgets_of(config: SearchConfig, flash_budget: int | None) -> dict[str, Any]:
+    """The budgets of a run as a snapshot stores them (``sram_bytes``, ``flash_bytes``,
+    ``latency_s``; None where there is none)."""
+    return {
+        "sram_bytes": config.sram_budget_bytes,
+        "flash_bytes": flash_budget,
+        "latency_s": config.latency_budget_s,
+    }
+
+
+def within(budgets: Mapping[str, Any], e: EvaluationRecord) -> bool:
     """Whether a measured evaluation has its validation accuracy and, as priced, meets every
-    budget of ``config`` (and ``flash_budget``)."""
+    budget of ``budgets`` (:func:`budgets_of`)."""
     if e.val_accuracy is None or e.memory_bytes is None or e.latency_ms is None:
         return False
     flash = (e.details or {}).get("flash_bytes") or 0
-    v = violations(config, flash_budget, e.memory_bytes, flash, e.latency_ms / 1000.0)
-    return all(x <= 0 for x in v)
+    limits = (budgets.get("sram_bytes"), budgets.get("flash_bytes"), budgets.get("latency_s"))
+    values = (e.memory_bytes, flash, e.latency_ms / 1000.0)
+    return all(not limit or value <= limit for value, limit in zip(values, limits, strict=True))
+
+
+def feasible(config: SearchConfig, flash_budget: int | None, e: EvaluationRecord) -> bool:
+    """Whether a measured evaluation has its validation accuracy and, as priced, meets every
+    budget of ``config`` (and ``flash_budget``)."""
+    return within(budgets_of(config, flash_budget), e)
 
 
 def snapshot(
@@ -247,11 +265,7 @@ def snapshot(
         points = tuple(_point(ok[i]) for i in front_idx)
         ref = reference(measured, config.sram_budget_bytes, config.latency_budget_s)
         hv = normalised_hypervolume([measured[i] for i in front_idx], ref)
-    budgets = {
-        "sram_bytes": config.sram_budget_bytes,
-        "flash_bytes": flash_budget,
-        "latency_s": config.latency_budget_s,
-    }
+    budgets = budgets_of(config, flash_budget)
     stored, latest = [asdict(p) for p in points], store.latest_pareto(config.study_name)
     new = (len(evaluations), stored, hv, budgets)
     if (

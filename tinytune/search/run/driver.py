@@ -38,7 +38,12 @@ from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.execution.executor import Executor, InOrder, Metered
 from tinytune.search.execution.worker_tasks import Tasks
 from tinytune.search.front.pareto import contributions, reference
-from tinytune.search.front.recording import feasible, recipe_point, reference_point
+from tinytune.search.front.recording import (
+    budgets_of,
+    feasible,
+    recipe_point,
+    reference_point,
+)
 from tinytune.search.ladder.brackets import Ladder, LadderContext
 from tinytune.search.ladder.decisions import Bracket, Member, Submit
 from tinytune.search.ladder.proxy import rank_correlation
@@ -293,7 +298,10 @@ class Run:
             devices=dict(self.executor.devices),
             chance=self.chance(front),
             recipe=recipe_point(
-                config, self.store, self.checked.flash_budget, default_subnet(self.spec)
+                self.store,
+                config.study_name,
+                budgets_of(config, self.checked.flash_budget),
+                default_subnet(self.spec),
             ),
         )
 
