@@ -165,3 +165,73 @@ def test_a_given_latency_reference_keeps_the_hypervolume_whatever_else_the_file_
     with pytest.raises(SystemExit):
         module.main(["--report", "x.jsonl", "--latency-ref", "0"])
     assert "--latency-ref must be a positive number of seconds, not 0.0" in capsys.readouterr().err
+
+
+# the table at the top of docs/bench/search.md: each folder's records on two processors
+RECORDS = Path(__file__).resolve().parents[2] / "docs" / "bench" / "records"
+FOLDER_FILES = {
+    "letters": (
+        "search-letters-reproducible-zen3.jsonl",
+        "search-letters-reproducible-zen5.jsonl",
+    ),
+    "textures": (
+        "search-textures-reproducible-zen3.jsonl",
+        "search-textures-reproducible-zen5.jsonl",
+    ),
+    "symbols": (
+        "search-symbols-reproducible-zen3.jsonl",
+        "search-symbols-reproducible-zen5.jsonl",
+    ),
+    "textures-hard": (
+        "search-textures-hard-reproducible.jsonl",
+        "search-textures-hard-reproducible-zen5.jsonl",
+    ),
+}
+COUNTS = {  # a row of the table: the report's line it is read from
+    "seeds where its most accurate point on validation beats the most accurate of that search, "
+    "`preset-last`'s (level)": r"above preset-last's \(the preset search of highest median "
+    r"hypervolume\) in (\d) of 5 seeds, level in (\d)",
+    "seeds where it beats every preset search's, the better of `preset-last`'s and "
+    "`preset-mcunetv3`'s seed by seed (level)": r"above every preset search's in (\d) of 5 "
+    r"seeds, level with the best of them in (\d)",
+    "seeds where it beats the best of its own hand-written presets, the four presets it measures "
+    "first on the default sub-network (level)": r"above the best of its own hand-written presets "
+    r"\(on the default sub-network\) in (\d) of 5 seeds, level in (\d)",
+}
+
+
+def test_the_documented_search_table_is_what_its_records_give() -> None:
+    """Every figure of the search benchmark's first table (hypervolume ratios and seed counts,
+    Zen 3 / Zen 5) is what ``--report`` computes from the committed records, with the
+    documented reference point."""
+    import re
+
+    module = load_bench("search_efficiency")
+    doc = (RECORDS.parent / "search.md").read_text().replace("**", "")
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in doc.splitlines()}
+    reports = {
+        folder: [
+            module.report(
+                [json.loads(line) for line in (RECORDS / name).read_text().splitlines()],
+                latency_ref=2.35838,
+            )
+            for name in names
+        ]
+        for folder, names in FOLDER_FILES.items()
+    }
+    ratios = rows[
+        "the default's median hypervolume against the best preset search's (`preset-last`)"
+    ]
+    for i, texts in enumerate(reports.values()):
+        found = [
+            re.search(r"\* evolve: ([\d.]+)× the best baseline's \(preset-last\)", t)
+            for t in texts
+        ]
+        assert all(found)
+        assert ratios[i].rstrip(" |") == " / ".join(f"{m[1]}×" for m in found if m)
+    for row, pattern in COUNTS.items():
+        for i, texts in enumerate(reports.values()):
+            found = [re.search(pattern, t) for t in texts]
+            assert all(found), row
+            cell = " / ".join(f"{m[1]} ({m[2]})" for m in found if m) + " of 5"
+            assert rows[row][i].rstrip(" |") == cell, row
