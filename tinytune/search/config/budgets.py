@@ -5,7 +5,9 @@ this run may still spend (time, proposals)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tinytune.db import Store
 from tinytune.errors import BudgetError, ConfigError, flag
@@ -18,8 +20,10 @@ __all__ = [
     "CONSTRAINTS",
     "RunLimits",
     "StudyBudget",
+    "budgets_of",
     "check_budgets",
     "check_feasible",
+    "exceeded",
     "feasible_cuts",
     "over_budget",
     "violations",
@@ -121,15 +125,29 @@ def feasible_cuts(
     return tuple(cuts)
 
 
+def budgets_of(config: SearchConfig, flash_budget: int | None) -> dict[str, Any]:
+    """The budgets of a run as a Pareto snapshot stores them (``sram_bytes``, ``flash_bytes``,
+    ``latency_s``; None where there is none)."""
+    return {
+        "sram_bytes": config.sram_budget_bytes,
+        "flash_bytes": flash_budget,
+        "latency_s": config.latency_budget_s,
+    }
+
+
+def exceeded(budgets: Mapping[str, Any], memory: int, flash: int, latency_s: float) -> list[float]:
+    """How far each budget of ``budgets`` (:func:`budgets_of`; None or 0: no budget) is
+    exceeded (> 0) or met (<= 0): SRAM, flash, latency."""
+    limits = (budgets.get("sram_bytes"), budgets.get("flash_bytes"), budgets.get("latency_s"))
+    values = (memory, flash, latency_s)
+    return [float(v - limit) if limit else 0.0 for v, limit in zip(values, limits, strict=True)]
+
+
 def violations(
     config: SearchConfig, flash_budget: int | None, memory: int, flash: int, latency_s: float
 ) -> list[float]:
     """How far each budget is exceeded (> 0) or met (<= 0): SRAM, flash, latency."""
-    return [
-        float(memory - config.sram_budget_bytes) if config.sram_budget_bytes else 0.0,
-        float(flash - flash_budget) if flash_budget else 0.0,
-        latency_s - config.latency_budget_s if config.latency_budget_s else 0.0,
-    ]
+    return exceeded(budgets_of(config, flash_budget), memory, flash, latency_s)
 
 
 def over_budget(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinytune.db import TWIN_OF, EvaluationRecord, ParetoSnapshot, Store
 from tinytune.evaluators import HardwareCost
+from tinytune.search.config.budgets import budgets_of, exceeded
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.front.pareto import normalised_hypervolume, pareto_front, reference
 
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FrontPoint",
-    "budgets_of",
     "chosen_on",
     "feasible",
     "hypervolume_history",
@@ -184,7 +184,7 @@ def recipe_point(
     store: Store, study_name: str, budgets: Mapping[str, Any], subnet: SubnetConfig
 ) -> FrontPoint | None:
     """The most accurate on validation (of equally accurate ones, the least SRAM) of the
-    study's hand-written presets within every budget of ``budgets`` (:func:`budgets_of`): a
+    study's hand-written presets within every budget of ``budgets`` (:func:`within`): a
     baseline preset's scheme (classifier only, bias-only, MCUNetV3's, TinyTL's) on the default
     sub-network ``subnet``, on whole images or patch by patch. What a user who ran the papers'
     recipes alone would have; None where the study measured none within the budgets."""
@@ -209,25 +209,13 @@ def recipe_point(
     return best
 
 
-def budgets_of(config: SearchConfig, flash_budget: int | None) -> dict[str, Any]:
-    """The budgets of a run as a snapshot stores them (``sram_bytes``, ``flash_bytes``,
-    ``latency_s``; None where there is none)."""
-    return {
-        "sram_bytes": config.sram_budget_bytes,
-        "flash_bytes": flash_budget,
-        "latency_s": config.latency_budget_s,
-    }
-
-
 def within(budgets: Mapping[str, Any], e: EvaluationRecord) -> bool:
     """Whether a measured evaluation has its validation accuracy and, as priced, meets every
-    budget of ``budgets`` (:func:`budgets_of`)."""
+    budget of ``budgets`` (:func:`~tinytune.search.config.budgets.budgets_of`)."""
     if e.val_accuracy is None or e.memory_bytes is None or e.latency_ms is None:
         return False
     flash = (e.details or {}).get("flash_bytes") or 0
-    limits = (budgets.get("sram_bytes"), budgets.get("flash_bytes"), budgets.get("latency_s"))
-    values = (e.memory_bytes, flash, e.latency_ms / 1000.0)
-    return all(not limit or value <= limit for value, limit in zip(values, limits, strict=True))
+    return all(x <= 0 for x in exceeded(budgets, e.memory_bytes, flash, e.latency_ms / 1000.0))
 
 
 def feasible(config: SearchConfig, flash_budget: int | None, e: EvaluationRecord) -> bool:

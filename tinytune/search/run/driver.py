@@ -33,17 +33,12 @@ from typing import Any
 
 from tinytune.db import Store
 from tinytune.errors import ConfigError, flag
-from tinytune.search.config.budgets import RunLimits, StudyBudget, epoch_costs
+from tinytune.search.config.budgets import RunLimits, StudyBudget, budgets_of, epoch_costs
 from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.execution.executor import Executor, InOrder, Metered
 from tinytune.search.execution.worker_tasks import Tasks
 from tinytune.search.front.pareto import contributions, reference
-from tinytune.search.front.recording import (
-    budgets_of,
-    feasible,
-    recipe_point,
-    reference_point,
-)
+from tinytune.search.front.recording import feasible, recipe_point, reference_point
 from tinytune.search.ladder.brackets import Ladder, LadderContext
 from tinytune.search.ladder.decisions import Bracket, Member, Submit
 from tinytune.search.ladder.proxy import rank_correlation
