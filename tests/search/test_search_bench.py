@@ -229,6 +229,26 @@ TABLES = {
 }
 
 
+RATIO = r"\* evolve: ([\d.]+)× the best baseline's \(preset-last\)"
+
+
+def _report(*names: str) -> str:
+    """``--report``'s text of the committed records ``names`` together, at the documented
+    reference point."""
+    module = load_bench("search_efficiency")
+    lines = [line for name in names for line in (RECORDS / name).read_text().splitlines()]
+    return module.report([json.loads(line) for line in lines], latency_ref=2.35838)
+
+
+def _table_rows(document: str) -> dict[str, list[str]]:
+    """A document's table rows by their first cell, each one's other cells (bold dropped)."""
+    text = (RECORDS.parents[1] / document).read_text().replace("**", "")
+    return {
+        line.split(" | ")[0][2:]: [c.rstrip(" |") for c in line.split(" | ")[1:]]
+        for line in text.splitlines()
+    }
+
+
 @pytest.mark.parametrize("document", TABLES)
 def test_the_documented_search_table_is_what_its_records_give(document: str) -> None:
     """Every figure of the search benchmark's table on real features (hypervolume ratios and
@@ -236,34 +256,19 @@ def test_the_documented_search_table_is_what_its_records_give(document: str) -> 
     computes from the committed records, with the documented reference point."""
     import re
 
-    module = load_bench("search_efficiency")
-    text = (RECORDS.parents[1] / document).read_text().replace("**", "")
-    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in text.splitlines()}
-    reports = [
-        [
-            module.report(
-                [json.loads(line) for line in (RECORDS / name).read_text().splitlines()],
-                latency_ref=2.35838,
-            )
-            for name in names
-        ]
-        for names in FOLDER_FILES.values()
-    ]
+    rows = _table_rows(document)
+    reports = [[_report(name) for name in names] for names in FOLDER_FILES.values()]
     label, decimals, counts = TABLES[document]
     for i, texts in enumerate(reports):
-        found = [
-            re.search(r"\* evolve: ([\d.]+)× the best baseline's \(preset-last\)", t)
-            for t in texts
-        ]
+        found = [re.search(RATIO, t) for t in texts]
         assert all(found)
-        cell = " / ".join(f"{float(m[1]):.{decimals}f}×" for m in found if m)
-        assert rows[label][i].rstrip(" |") == cell
+        assert rows[label][i] == " / ".join(f"{float(m[1]):.{decimals}f}×" for m in found if m)
     for row, pattern in counts.items():
         for i, texts in enumerate(reports):
             found = [re.search(pattern, t) for t in texts]
             assert all(found), row
             cell = " / ".join(f"{m[1]} ({m[2]})" for m in found if m) + " of 5"
-            assert rows[row][i].rstrip(" |") == cell, row
+            assert rows[row][i] == cell, row
 
 
 def test_the_ten_seed_table_is_what_its_records_give() -> None:
@@ -271,31 +276,20 @@ def test_the_ten_seed_table_is_what_its_records_give() -> None:
     ``--report`` computes from the two committed files of each folder."""
     import re
 
-    module = load_bench("search_efficiency")
-    text = (RECORDS.parent / "search.md").read_text()
-    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in text.splitlines()}
-
-    def records(*names: str) -> list[dict]:
-        return [json.loads(x) for n in names for x in (RECORDS / n).read_text().splitlines()]
-
-    ratio = r"\* evolve: ([\d.]+)× the best baseline's \(preset-last\)"
+    rows = _table_rows("bench/search.md")
+    counts = {
+        "seeds where its most accurate point beats `preset-last`'s (level), all ten": PRESET_LAST,
+        "seeds where it beats every preset search's (level), all ten": EVERY_PRESET,
+        "seeds where it beats its own hand-written presets (level), all ten": HAND_WRITTEN,
+    }
     for i, folder in enumerate(("letters", "textures", "symbols")):
         first, more = (f"search-{folder}-reproducible-zen5{s}.jsonl" for s in ("", "-seeds5-9"))
-        late = module.report(records(more), latency_ref=2.35838)
-        ten = module.report(records(first, more), latency_ref=2.35838)
-        ratios = [re.search(ratio, t) for t in (late, ten)]
+        ten = _report(first, more)
+        ratios = [re.search(RATIO, t) for t in (_report(more), ten)]
         assert all(ratios)
-        cell = "; ".join(f"{m[1]}×" for m in ratios if m)
         label = "the default's median hypervolume against `preset-last`'s: seeds 5–9; all ten"
-        assert rows[label][i].rstrip(" |") == cell
-        for label, pattern in (
-            (
-                "seeds where its most accurate point beats `preset-last`'s (level), all ten",
-                PRESET_LAST,
-            ),
-            ("seeds where it beats every preset search's (level), all ten", EVERY_PRESET),
-            ("seeds where it beats its own hand-written presets (level), all ten", HAND_WRITTEN),
-        ):
+        assert rows[label][i] == "; ".join(f"{m[1]}×" for m in ratios if m)
+        for label, pattern in counts.items():
             found = re.search(pattern.replace(r"(\d)", r"(\d+)").replace("of 5", "of 10"), ten)
             assert found, label
-            assert rows[label][i].rstrip(" |") == f"{found[1]} ({found[2]}) of 10", label
+            assert rows[label][i] == f"{found[1]} ({found[2]}) of 10", label
