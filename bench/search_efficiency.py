@@ -58,7 +58,8 @@ validation and test accuracy seed by seed, and the same against the one preset s
 median hypervolume, and against the best of the strategy's own hand-written presets (the four
 baseline presets on the default sub-network, measured first in the same study).
 Each run's record is appended to ``--out`` (JSON lines) as it finishes, so that an interrupted
-benchmark keeps what it measured and ``--report FILE`` prints the table of a file.
+benchmark keeps what it measured and ``--report FILE ...`` prints the table of files together
+(say, two sets of seeds).
 
 One data set, five seeds, the default budget (about an hour on two cores for digits)::
 
@@ -582,7 +583,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, help="SQLite file (default: a temporary one)")
     parser.add_argument("--out", type=Path, help="append each run's record here (JSON lines)")
     parser.add_argument(
-        "--report", type=Path, help="print the table of a records file (and with --db the τ)"
+        "--report",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="print the table of records files, taken together (and with --db the τ)",
     )
     parser.add_argument(
         "--latency-ref",
@@ -594,7 +599,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.latency_ref is not None and not args.latency_ref > 0:
         parser.error(f"--latency-ref must be a positive number of seconds, not {args.latency_ref}")
     if args.report:
-        records = read_json_lines(args.report)
+        records, runs = [], {}
+        for path in args.report:
+            if not path.is_file():
+                parser.error(f"--report: no records file {path}")
+            for r in read_json_lines(path):
+                run = (r["dataset"], r["strategy"], r["seed"])
+                if run in runs:
+                    parser.error(
+                        f"--report: {path} holds {r['strategy']} seed {r['seed']} of "
+                        f"{r['dataset']} again ({runs[run]} has it): give each run once"
+                    )
+                runs[run] = path
+                records.append(r)
+        datasets = sorted({r["dataset"] for r in records})
+        if len(datasets) > 1:
+            parser.error(f"--report: records of {' and '.join(datasets)}: give one data set's")
         print(report(records, args.latency_ref))
         if args.db:
             print(short_tau(f"sqlite:///{args.db}"))

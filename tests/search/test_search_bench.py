@@ -167,6 +167,32 @@ def test_a_given_latency_reference_keeps_the_hypervolume_whatever_else_the_file_
     assert "--latency-ref must be a positive number of seconds, not 0.0" in capsys.readouterr().err
 
 
+def test_a_report_takes_several_files_once_each_and_of_one_data_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--report A B`` is the report of A's and B's records together; a run given twice, a
+    file that is not there and two data sets are one-line errors."""
+    module = load_bench("search_efficiency")
+    first, more = (
+        RECORDS / f"search-letters-reproducible-zen5{s}.jsonl" for s in ("", "-seeds5-9")
+    )
+    both = tmp_path / "both.jsonl"
+    both.write_text(first.read_text() + more.read_text())
+    assert module.main(["--report", str(first), str(more), "--latency-ref", "2.35838"]) == 0
+    together = capsys.readouterr().out
+    assert module.main(["--report", str(both), "--latency-ref", "2.35838"]) == 0
+    assert capsys.readouterr().out == together and "| evolve | 10 |" in together
+    textures = RECORDS / "search-textures-reproducible-zen5.jsonl"
+    for files, error in [
+        ([first, both], f"{both} holds evolve seed 0 of imagefolder:/tmp/letters again ({first}"),
+        ([tmp_path / "none.jsonl"], f"--report: no records file {tmp_path / 'none.jsonl'}"),
+        ([first, textures], "records of imagefolder:/tmp/letters and imagefolder:/tmp/textures"),
+    ]:
+        with pytest.raises(SystemExit):
+            module.main(["--report", *map(str, files)])
+        assert error in capsys.readouterr().err
+
+
 # the table at the top of docs/bench/search.md: each folder's records on two processors
 RECORDS = Path(__file__).resolve().parents[2] / "docs" / "bench" / "records"
 FOLDER_FILES = {
