@@ -10,13 +10,9 @@ import pytest
 
 from tinytune.db import open_store
 from tinytune.search import InlineExecutor, SearchConfig, run_search
-from tinytune.search.front.pareto import reference
+from tinytune.search.front.pareto import hypervolume_gain, reference
 from tinytune.search.ladder.contribution import ContributionPlan
-from tinytune.search.ladder.promotion import (
-    calibration_offset,
-    choose_promotion,
-    hypervolume_gain,
-)
+from tinytune.search.ladder.promotion import calibration_offset, choose_promotion
 from tinytune.search.study.attrs import Attr
 
 from .dashboard import dashboard_api
@@ -29,9 +25,15 @@ FRONT = [(0.5, 50.0, 0.5)]  # normalised: (−0.5, 0.5, 0.5), a box of 0.5 · 0.
 def test_hypervolume_gain_by_hand() -> None:
     # (0.8, 80, 0.5) adds a box 0.8 · 0.2 · 0.5 = 0.08, of which 0.5 · 0.2 · 0.5 = 0.05 is
     # already dominated by the front
-    assert hypervolume_gain((0.8, 80.0, 0.5), FRONT, REF) == pytest.approx(0.03)
-    assert hypervolume_gain((0.4, 60.0, 0.6), FRONT, REF) == 0.0  # dominated
-    assert hypervolume_gain((0.5, 50.0, 0.5), [], REF) == pytest.approx(0.125)
+    assert hypervolume_gain([(0.8, 80.0, 0.5)], FRONT, REF) == pytest.approx(0.03)
+    assert hypervolume_gain([(0.4, 60.0, 0.6)], FRONT, REF) == 0.0  # dominated
+    assert hypervolume_gain([(0.5, 50.0, 0.5)], [], REF) == pytest.approx(0.125)
+    # points add their union: the same point twice adds it once; (0.5, 50, 0.2) holds the
+    # front's box in its 0.5 · 0.5 · 0.8 = 0.2 and shares 0.5 · 0.2 · 0.5 = 0.05 with the
+    # first point's 0.08, so the two make 0.08 + 0.2 − 0.05 = 0.23 where the front made 0.125
+    assert hypervolume_gain([(0.8, 80.0, 0.5)] * 2, FRONT, REF) == pytest.approx(0.03)
+    two = [(0.8, 80.0, 0.5), (0.5, 50.0, 0.2)]
+    assert hypervolume_gain(two, FRONT, REF) == pytest.approx(0.23 - 0.125)
 
 
 def test_promotion_prefers_the_largest_gain_then_the_highest_proxy() -> None:
@@ -89,9 +91,17 @@ def test_ladder_promotes_and_tells_optuna_measured_values_only(tmp_path: Path) -
 
     study = optuna.load_study(study_name="s", storage=url)
     finished = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
-    # the schedule twins of the measured candidates are told their fine-tunes' results
-    complete = [t for t in finished if "twin_of" not in t.user_attrs]
-    assert len(complete) == 2 and len(finished) == 2 + result.counts.twins
+    # the schedule twins of the measured candidates are told their fine-tunes' results, and
+    # a candidate proposed again the result it has (the sampler may draw one twice)
+    again = [t for t in finished if Attr.REUSED_FROM in t.user_attrs]
+    for t in again:
+        first = study.trials[t.user_attrs[Attr.REUSED_FROM]]
+        assert (
+            t.values == first.values
+            and t.user_attrs["candidate_key"] == first.user_attrs["candidate_key"]
+        )
+    complete = [t for t in finished if "twin_of" not in t.user_attrs and t not in again]
+    assert len(complete) == 2 and len(finished) == 2 + result.counts.twins + len(again)
     for t in complete:  # Optuna's values are the measurements
         assert t.user_attrs["fidelity"] == "measured" and t.user_attrs["promoted"]
         assert t.values[0] == measured[t.user_attrs["candidate_key"]].val_accuracy

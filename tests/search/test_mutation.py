@@ -26,6 +26,7 @@ from tinytune.search.run.mutation import (
     operators_for,
     preset_move,
     propose_mutant,
+    screened_mutant,
 )
 from tinytune.search.run.preflight import preflight
 from tinytune.spaces import (
@@ -276,7 +277,7 @@ def test_the_proposed_mutant_repairs_the_baselines_over_the_budget_and_prices_ea
             lambda c: c.key not in taken and small(c),
             fits=small,
         )
-        assert expected is not None and found == (expected[1], expected[2])
+        assert expected is not None and found == (expected[1], expected[2], expected[0])
         assert len(priced) == len(set(priced))  # each candidate's cost predicted once
     everything = propose_mutant(front, baselines, SPEC, random.Random(0), fits, lambda c: True)
     assert everything is None  # every mutant measured or in flight
@@ -362,12 +363,94 @@ def test_a_climbing_mutant_is_the_one_of_most_work_among_those_drawn_that_do_mor
     def propose(parents: list[Candidate], baselines: list[Candidate], wanted: Any) -> Any:
         # propose_mutant's part: the first child drawn that the condition takes
         assert (parents, baselines) == ([top], [])
-        return next((({"key": c.key}, top) for c in children if wanted(c)), None)
+        return next((({"key": c.key}, top, c) for c in children if wanted(c)), None)
 
     # less work than the parent is passed over; of 3.0 and 2.0, the first drawn is the most
-    assert climbing_mutant(top, lambda c: work[c.key], propose) == ({"key": children[1].key}, top)
+    best = climbing_mutant(top, lambda c: work[c.key], propose)
+    assert best == ({"key": children[1].key}, top, children[1])
     assert climbing_mutant(top, lambda c: 1.0 if c == top else 0.5, propose) is None
     assert climbing_mutant(top, lambda c: None, propose) is None  # no latency model
+
+
+def test_a_screened_mutant_is_the_one_of_most_gain_among_those_drawn() -> None:
+    parent = make_preset("mcunetv3", SPEC, SUBNET)
+    children = [make_preset(name, SPEC, SUBNET) for name in ("last", "bias-only", "tinytl")]
+    asked: list[str] = []
+
+    def propose(wanted: Any) -> Any:
+        # propose_mutant's part: the first child drawn that the condition takes
+        child = next((c for c in children if wanted(c)), None)
+        if child is not None:
+            asked.append(child.key)
+        return None if child is None else ({"key": child.key}, parent, child)
+
+    def gain_of(*values: float) -> Any:
+        gains = dict(zip((c.key for c in children), values, strict=True))
+        return lambda child, of: gains[child.key] if of == parent else -1.0
+
+    best = screened_mutant(gain_of(0.1, 0.3, 0.2), propose)
+    assert best == ({"key": children[1].key}, parent, children[1])
+    assert asked == [c.key for c in children]  # each drawn once, then none is left
+    assert screened_mutant(gain_of(0.0, 0.0, 0.0), propose)[2] == children[0]  # the first
+    asked.clear()
+    assert screened_mutant(gain_of(0.1, 0.3, 0.2), propose, draws=1)[2] == children[0]
+    assert asked == [children[0].key]
+    assert screened_mutant(gain_of(0.1, 0.3, 0.2), lambda wanted: None) is None
+
+
+def test_a_mutant_drawn_by_the_hypervolume_adds_the_most_of_it_at_its_parents_accuracy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turns that do not climb draw up to eight mutants and propose the one that would
+    add the most hypervolume were it as accurate as its parent, under every schedule its
+    fine-tune is priced at; its gain is recomputed here from the front of the moment, the
+    parent's measured accuracy and the hardware model's cost at each patch count."""
+    from tinytune.search.front.pareto import hypervolume_gain, reference
+    from tinytune.search.run import driver
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    config = search_config(ckpt, trials=10, climb=0.0)  # 4 baselines, then 6 mutants
+    hardware = preflight(config, None).hardware
+    screened: list[tuple[list[tuple[Candidate, float]], Candidate]] = []
+    original = driver.screened_mutant
+
+    def spy(gain: Any, propose: Any, draws: int = 8) -> Any:
+        drawn: list[tuple[Candidate, float]] = []
+
+        def noted(child: Candidate, parent: Candidate) -> float:
+            value = gain(child, parent)
+            front = gain.__self__.ledger.front()
+            points = [(p.val_accuracy, float(p.memory_bytes), p.latency_s) for p in front]
+            at = {p.candidate_key: p.val_accuracy for p in front}[parent.key]
+            ref = reference(points, config.sram_budget_bytes, None)
+            costs = set()
+            for n in hardware.patch_choices:  # as the hardware model schedules each count
+                asked = replace(child, schedule=Schedule(n, 0) if n > 1 else Schedule())
+                priced = hardware(hardware.schedule(asked))
+                if priced.arena_bytes <= config.sram_budget_bytes:
+                    costs.add((at, float(priced.arena_bytes), priced.latency_s))
+            assert value == pytest.approx(hypervolume_gain(sorted(costs), points, ref))
+            drawn.append((child, value))
+            return value
+
+        found = original(noted, propose, draws)
+        screened.append((drawn, found[2]))
+        return found
+
+    monkeypatch.setattr(driver, "screened_mutant", spy)
+    with open_store(url) as store:
+        run_search(config, store, InlineExecutor(FakeEvaluator()))
+    assert len(screened) == 6 and all(len(drawn) == 8 for drawn, _ in screened)
+    for drawn, chosen in screened:
+        best = max(value for _, value in drawn)
+        assert chosen == next(c for c, value in drawn if value == best)
+    assert all(value >= 0 for drawn, _ in screened for _, value in drawn)
+    assert any(value > 0 for drawn, _ in screened for _, value in drawn)
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    proposed = [t.user_attrs["candidate_key"] for t in trials if "mutant_of" in t.user_attrs]
+    assert len(proposed) == 6
 
 
 def test_every_other_mutant_climbs_from_the_most_accurate_fine_tune(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ __all__ = [
     "contributions",
     "hypervolume",
     "hypervolume_2d",
+    "hypervolume_gain",
     "normalised_hypervolume",
     "pareto_front",
     "reference",
@@ -118,6 +119,12 @@ def normalised_hypervolume(points: Sequence[Point], ref: Point) -> float:
     """The hypervolume of ``points`` in the box between the ideal point and ``ref``, each
     objective divided by the reference's, so the whole box is 1."""
     return hypervolume(_normalised(points, ref), (0.0, 1.0, 1.0))
+
+
+def hypervolume_gain(points: Sequence[Point], front: Sequence[Point], ref: Point) -> float:
+    """How much normalised hypervolume ``points`` add to ``front`` together (a candidate under
+    several schedules adds the union of its points, not their sum)."""
+    return normalised_hypervolume([*front, *points], ref) - normalised_hypervolume(front, ref)
 
 
 def contributions(groups: Sequence[str], points: Sequence[Point], ref: Point) -> dict[str, float]:

@@ -20,14 +20,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from tinytune.search.front.pareto import Point, normalised_hypervolume
+from tinytune.search.front.pareto import Point, hypervolume_gain
 
-__all__ = ["calibration_offset", "choose_promotion", "hypervolume_gain"]
-
-
-def hypervolume_gain(point: Point, front: Sequence[Point], ref: Point) -> float:
-    """How much normalised hypervolume ``point`` adds to ``front``."""
-    return normalised_hypervolume([*front, point], ref) - normalised_hypervolume(front, ref)
+__all__ = ["calibration_offset", "choose_promotion"]
 
 
 def calibration_offset(pairs: Sequence[tuple[float, float]]) -> float:
@@ -46,5 +41,5 @@ def choose_promotion(
     def shifted(p: Point) -> Point:
         return (min(1.0, max(0.0, p[0] + offset)), p[1], p[2])
 
-    gains = [hypervolume_gain(shifted(p), front, ref) for p in contenders]
+    gains = [hypervolume_gain([shifted(p)], front, ref) for p in contenders]
     return max(range(len(contenders)), key=lambda i: (gains[i], contenders[i][0], -i))

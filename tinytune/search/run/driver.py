@@ -33,11 +33,17 @@ from typing import Any
 
 from tinytune.db import Store
 from tinytune.errors import ConfigError, flag
-from tinytune.search.config.budgets import RunLimits, StudyBudget, budgets_of, epoch_costs
+from tinytune.search.config.budgets import (
+    RunLimits,
+    StudyBudget,
+    budgets_of,
+    epoch_costs,
+    over_budget,
+)
 from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.execution.executor import Executor, InOrder, Metered
 from tinytune.search.execution.worker_tasks import Tasks
-from tinytune.search.front.pareto import contributions, reference
+from tinytune.search.front.pareto import contributions, hypervolume_gain, reference
 from tinytune.search.front.recording import feasible, recipe_point, reference_point
 from tinytune.search.ladder.brackets import Ladder, LadderContext
 from tinytune.search.ladder.decisions import Bracket, Member, Submit
@@ -45,7 +51,12 @@ from tinytune.search.ladder.proxy import rank_correlation
 from tinytune.search.run.events import SearchEvent, SearchResult, at_chance
 from tinytune.search.run.ledger import Ledger
 from tinytune.search.run.lr_grid import calibrate
-from tinytune.search.run.mutation import climbing_mutant, joint_params, propose_mutant
+from tinytune.search.run.mutation import (
+    climbing_mutant,
+    joint_params,
+    propose_mutant,
+    screened_mutant,
+)
 from tinytune.search.run.preflight import Preflight, preflight
 from tinytune.search.run.verify_int8 import int8_accuracies, verify_int8
 from tinytune.search.study.adapter import StudyAdapter
@@ -487,13 +498,43 @@ class Run:
                 break
         if first is not None and found is None:
             found = mutate([first], [])
-        found = found or mutate(parents, baselines, weights=weights)
+        if found is None:
+            drawn = functools.partial(mutate, parents, baselines, weights=weights)
+            found = screened_mutant(self.hypervolume_gain, drawn)
         if found is not None:
-            params, parent = found
+            params, parent, _ = found
             attrs: dict[str, Any] = {Attr.MUTANT_OF: parent.key}
             if climbed:
                 attrs[Attr.CLIMB] = True
             self.study.enqueue(params, attrs)
+
+    def hypervolume_gain(self, child: Candidate, parent: Candidate) -> float:
+        """The share of the hypervolume box that ``child`` would add to the front, under each
+        schedule of its frozen prefix that it would be priced at (:meth:`schedules`), were it
+        as accurate on validation as ``parent`` (a baseline repaired into the budgets, never
+        fine-tuned, as the front's median point). Its cost is the hardware model's, exact; its
+        accuracy a guess that favours the mutants of less cost, which the climbing turns
+        balance. The reference is the front's (:func:`tinytune.search.front.pareto.reference`)."""
+        front = self.ledger.front()
+        points = [(p.val_accuracy, float(p.memory_bytes), p.latency_s or 0.0) for p in front]
+        if not points:
+            return 0.0
+        accuracy = {p.candidate_key: p.val_accuracy for p in front}.get(parent.key)
+        if accuracy is None:
+            accuracy = sorted(p[0] for p in points)[len(points) // 2]
+        ref = reference(points, self.config.sram_budget_bytes, self.config.latency_budget_s)
+        new = [(accuracy, float(c.arena_bytes), c.latency_s or 0.0) for c in self.costs(child)]
+        return hypervolume_gain(new, points, ref)
+
+    def costs(self, candidate: Candidate) -> list[Any]:
+        """The predicted costs of ``candidate`` under each schedule a fine-tune of it is priced
+        at (its own and its schedule twins', :meth:`enqueue_twins`) within the budgets."""
+        hardware, out = self.checked.hardware, []
+        for _, scheduled in self.schedules(candidate):
+            cost = hardware(scheduled)
+            if not over_budget(self.config, self.checked.flash_budget, cost)[1]:
+                out.append(cost)
+        return out
 
     def work(self, candidate: Candidate) -> float | None:
         """The predicted seconds of ``candidate``'s forward pass on whole images (None without a
@@ -568,26 +609,38 @@ class Run:
         the measured accuracies at its own cost (:meth:`~tinytune.search.run.ledger.Ledger.
         twin`): a front point of less SRAM for more time, or the converse, at no fine-tune.
         None with a preset (its schedule is the one that fits) or the reference."""
-        hardware, patches = self.checked.hardware, self.checked.hardware.patch_choices
+        patches = self.checked.hardware.patch_choices
         if member.reference or not patches or self.config.preset is not None:
             return
-        seen = {member.candidate.key}
-        for n in patches:
-            asked = dataclasses.replace(
-                member.candidate, schedule=Schedule(n, 0) if n > 1 else Schedule()
-            )
-            try:
-                key = hardware.schedule(asked).key
-            except ConfigError:  # a count this network cannot run
+        for asked, scheduled in self.schedules(member.candidate):
+            if scheduled.key == member.candidate.key:
                 continue
-            if key in seen:
-                continue
-            seen.add(key)
-            if self.store.find_evaluation(self.config.study_name, key, "measured") is not None:
+            stored = self.store.find_evaluation(self.config.study_name, scheduled.key, "measured")
+            if stored is not None:
                 continue
             params = joint_params(asked, self.spec, patches)
             if params is not None and self.ledger.fits(asked):
                 self.study.enqueue(params, {Attr.TWIN_OF: member.trial.number})
+
+    def schedules(self, candidate: Candidate) -> list[tuple[Candidate, Candidate]]:
+        """``candidate`` asking for each patch count the search proposes, and as the hardware
+        model schedules that (one pair per schedule it makes; none for a count its network
+        cannot run): the candidate a fine-tune of it is priced as, under each schedule of its
+        frozen prefix."""
+        hardware = self.checked.hardware
+        out: dict[str, tuple[Candidate, Candidate]] = {}
+        for n in hardware.patch_choices or (None,):
+            asked = candidate
+            if n is not None:
+                asked = dataclasses.replace(
+                    candidate, schedule=Schedule(n, 0) if n > 1 else Schedule()
+                )
+            try:
+                scheduled = hardware.schedule(asked)
+            except ConfigError:  # a count this network cannot run
+                continue
+            out.setdefault(scheduled.key, (asked, scheduled))
+        return list(out.values())
 
     def drawn(self, trial: Any, preset: str | None) -> Candidate | None:
         """The candidate a trial just asked for selects (``preset``'s scheme where given), on

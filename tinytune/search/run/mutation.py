@@ -33,8 +33,11 @@ where they cost least; the other half change the scheme itself.
 
 The driver draws a parent by its fine-tune's exclusive share of the front's hypervolume (SMS-EMOA's
 measure; the fine-tune's schedule twins count as one point), so that the points that hold the front
-up are mutated most (``weights``); a child that differs from a measured candidate in its patches
-alone is that candidate's schedule twin, taken already. A share of the turns (``--climb``, every
+up are mutated most (``weights``), and of up to eight mutants drawn so it proposes the one that
+would add the most hypervolume were it as accurate as its parent (:func:`screened_mutant`): the
+cost of a mutant is predicted exactly before any fine-tune, its accuracy only guessed. A child
+that differs from a measured candidate in its patches alone is that candidate's schedule twin,
+taken already. A share of the turns (``--climb``, every
 other one by default) climbs instead: the parent is the study's most accurate fine-tune within the
 budgets (of equally accurate ones, the one of most work: a climb level with its parent, which the
 parent dominates, carries the next climb on, a hill climb's move along a plateau), and of
@@ -88,6 +91,7 @@ __all__ = [
     "MAX_STEPS",
     "OPERATORS",
     "REPAIR_OPERATORS",
+    "SCREEN_DRAWS",
     "STRUCTURE_OPERATORS",
     "SUBNET_OPERATORS",
     "climbing_mutant",
@@ -99,6 +103,7 @@ __all__ = [
     "operators_for",
     "preset_move",
     "propose_mutant",
+    "screened_mutant",
 ]
 
 OPERATORS = ("drop", "narrow", "add", "widen", "shorten", "lengthen")
@@ -109,6 +114,12 @@ MAX_STEPS = 2
 CLIMB_DRAWS = 8
 """A climbing mutant is the one of most work among up to this many drawn
 (:func:`climbing_mutant`)."""
+SCREEN_DRAWS = 8
+"""A mutant drawn by the hypervolume is the one of most hypervolume gain among up to this many
+drawn (:func:`screened_mutant`)."""
+Proposal = tuple[dict[str, Any], Candidate, Candidate]
+"""A mutant as :func:`propose_mutant` proposes it: its trial's parameters, its parent and
+itself."""
 REPAIR_OPERATORS = ("drop", "narrow", "shorten", "unbranch")
 REPAIR_STEPS = 12
 """An over-budget parent is shrunk by at most this many steps, each dropping a weight-updated
@@ -362,8 +373,8 @@ def propose_mutant(
     patches: tuple[int, ...] = (),
     weights: list[float] | None = None,
     wanted: Callable[[Candidate], bool] | None = None,
-) -> tuple[dict[str, Any], Candidate] | None:
-    """The next mutant a run enqueues: its parameters and its parent, a mutant of one of
+) -> Proposal | None:
+    """The next mutant a run enqueues: its parameters, its parent and itself, a mutant of one of
     ``parents`` (the front's candidates) or a repair of one of the ``baselines`` that does not
     fit, which ``fits`` the budgets and is not ``taken`` (measured or in flight); None when
     none is found. ``fits`` predicts a cost, so it is asked once per candidate. ``rules``: the
@@ -397,41 +408,66 @@ def propose_mutant(
         patches=patches,
         weights=weights,
     )
-    return None if found is None else (found[1], found[2])
+    return None if found is None else (found[1], found[2], found[0])
 
 
 def climbing_mutant(
     top: Candidate,
     work: Callable[[Candidate], float | None],
-    propose: Callable[..., tuple[dict[str, Any], Candidate] | None],
+    propose: Callable[..., Proposal | None],
     draws: int = CLIMB_DRAWS,
-) -> tuple[dict[str, Any], Candidate] | None:
+) -> Proposal | None:
     """Of up to ``draws`` new mutants of ``top`` that do more ``work`` than it (the predicted
-    seconds of a forward pass on whole images), the one that does the most: its parameters and
-    ``top``; None where none does more. ``propose``: :func:`propose_mutant` with all but its
-    parents, baselines and ``wanted`` given."""
+    seconds of a forward pass on whole images), the one that does the most (the first drawn
+    of equal ones): its parameters, ``top`` and itself; None where none does more.
+    ``propose``: :func:`propose_mutant` with all but its parents, baselines and ``wanted``
+    given."""
     floor = work(top)
     if floor is None:
         return None
-    seen: dict[str, float] = {}
-    last: list[float] = []
+    seen: set[str] = set()
 
     def more(child: Candidate) -> bool:
         if child.key in seen:  # drawn before: another one
             return False
-        seen[child.key] = amount = work(child) or 0.0
-        # propose accepts a child right after this says yes and its cost fits, so the last
-        # amount asked is the accepted child's
-        last[:] = [amount]
-        return amount > floor
+        seen.add(child.key)
+        return (work(child) or 0.0) > floor
 
-    best: tuple[float, tuple[dict[str, Any], Candidate]] | None = None
+    best: tuple[float, Proposal] | None = None
     for _ in range(draws):
         found = propose([top], [], wanted=more)
         if found is None:
             break
-        if best is None or last[0] > best[0]:
-            best = (last[0], found)
+        amount = work(found[2]) or 0.0
+        if best is None or amount > best[0]:
+            best = (amount, found)
+    return None if best is None else best[1]
+
+
+def screened_mutant(
+    gain: Callable[[Candidate, Candidate], float],
+    propose: Callable[..., Proposal | None],
+    draws: int = SCREEN_DRAWS,
+) -> Proposal | None:
+    """Of up to ``draws`` new mutants that ``propose`` draws (:func:`propose_mutant` with all
+    but ``wanted`` given), the one of highest ``gain(mutant, parent)``: the first drawn where
+    none gains more than another. The driver's gain is the hypervolume the mutant would add
+    to the front at its parent's accuracy (:meth:`tinytune.search.run.driver.Run.
+    hypervolume_gain`): its cost is predicted exactly, its accuracy only guessed."""
+    seen: set[str] = set()
+
+    def new(child: Candidate) -> bool:
+        return child.key not in seen
+
+    best: tuple[float, Proposal] | None = None
+    for _ in range(draws):
+        found = propose(wanted=new)
+        if found is None:
+            break
+        seen.add(found[2].key)
+        value = gain(found[2], found[1])
+        if best is None or value > best[0]:
+            best = (value, found)
     return None if best is None else best[1]
 
 
