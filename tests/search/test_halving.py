@@ -15,6 +15,7 @@ from tinytune.evaluators import FinetuneConfig
 from tinytune.search import InlineExecutor, SearchConfig, run_search
 from tinytune.search.execution.executor import Metered
 from tinytune.search.study.adapter import EARLY_STARTUP_TRIALS, make_sampler
+from tinytune.search.study.attrs import Attr
 from tinytune.spaces import Candidate
 
 from .fakes import fake_accuracy, search_config
@@ -86,9 +87,15 @@ def test_halving_screens_each_bracket_and_measures_one_member(
 
     study = optuna.load_study(study_name="s", storage=url)
     finished = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
-    # the schedule twins of the measured candidates are told their fine-tunes' results
-    complete = [t for t in finished if "twin_of" not in t.user_attrs]
-    assert len(complete) == 3 and len(finished) == 3 + result.counts.twins
+    # the schedule twins of the measured candidates are told their fine-tunes' results, and
+    # a candidate proposed again the result it has (the sampler may draw one twice)
+    again = [t for t in finished if Attr.REUSED_FROM in t.user_attrs]
+    for t in again:
+        first = study.trials[t.user_attrs[Attr.REUSED_FROM]]
+        assert t.values == first.values
+        assert t.user_attrs["candidate_key"] == first.user_attrs["candidate_key"]
+    complete = [t for t in finished if "twin_of" not in t.user_attrs and t not in again]
+    assert len(complete) == 3 and len(finished) == 3 + result.counts.twins + len(again)
     for t in complete:  # Optuna sees measured values only; each was screened first
         key = t.user_attrs["candidate_key"]
         assert t.user_attrs["promoted"] and t.values[0] == measured[key].val_accuracy

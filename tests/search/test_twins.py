@@ -29,7 +29,8 @@ def _search(tmp_path: Path, **kw: object) -> tuple[str, FakeEvaluator, object]:
 def test_a_measured_candidate_is_priced_under_other_patch_counts_not_fine_tuned_again(
     tmp_path: Path,
 ) -> None:
-    url, evaluator, (config, result) = _search(tmp_path)
+    # every proposal after the presets a mutant: joint schemes' twins and presets' moves' twins
+    url, evaluator, (config, result) = _search(tmp_path, trials=12, mutate=1.0)
     trained = [c.key for c in evaluator.candidates]  # the worker gets whole-image candidates
     assert len(trained) == len(set(trained)) == result.counts.measured == config.trials
     with open_store(url) as store:
@@ -65,7 +66,7 @@ def test_a_measured_candidate_is_priced_under_other_patch_counts_not_fine_tuned_
 
 
 def test_a_front_point_of_fewer_bytes_for_more_time_comes_from_a_twin(tmp_path: Path) -> None:
-    url, _, (_, result) = _search(tmp_path, trials=12)
+    url, _, (_, result) = _search(tmp_path, trials=14)
     with open_store(url) as store:
         stored = {e.candidate_key: e for e in store.evaluations("s", fidelity="measured")}
     from_twins = [p for p in result.front if (stored[p.candidate_key].details or {}).get(TWIN_OF)]
