@@ -60,6 +60,7 @@ spaces (its NSGA-II mutates its own population of a fixed space), hence this mod
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import warnings
 from collections.abc import Callable, Mapping
@@ -425,23 +426,12 @@ def climbing_mutant(
     floor = work(top)
     if floor is None:
         return None
-    seen: set[str] = set()
-
-    def more(child: Candidate) -> bool:
-        if child.key in seen:  # drawn before: another one
-            return False
-        seen.add(child.key)
-        return (work(child) or 0.0) > floor
-
-    best: tuple[float, Proposal] | None = None
-    for _ in range(draws):
-        found = propose([top], [], wanted=more)
-        if found is None:
-            break
-        amount = work(found[2]) or 0.0
-        if best is None or amount > best[0]:
-            best = (amount, found)
-    return None if best is None else best[1]
+    return _best_drawn(
+        functools.partial(propose, [top], []),
+        lambda found: work(found[2]) or 0.0,
+        draws,
+        lambda child: (work(child) or 0.0) > floor,
+    )
 
 
 def screened_mutant(
@@ -454,18 +444,32 @@ def screened_mutant(
     none gains more than another. The driver's gain is the hypervolume the mutant would add
     to the front at its parent's accuracy (:meth:`tinytune.search.run.driver.Run.
     hypervolume_gain`): its cost is predicted exactly, its accuracy only guessed."""
+    return _best_drawn(propose, lambda found: gain(found[2], found[1]), draws)
+
+
+def _best_drawn(
+    propose: Callable[..., Proposal | None],
+    score: Callable[[Proposal], float],
+    draws: int,
+    takes: Callable[[Candidate], bool] = lambda child: True,
+) -> Proposal | None:
+    """Of up to ``draws`` mutants that ``propose(wanted=...)`` draws, each one not drawn
+    before in this call that ``takes`` accepts, the one of highest ``score`` (the first drawn
+    of equal ones); None where none is drawn."""
     seen: set[str] = set()
 
-    def new(child: Candidate) -> bool:
-        return child.key not in seen
+    def wanted(child: Candidate) -> bool:
+        if child.key in seen:  # drawn before: another one
+            return False
+        seen.add(child.key)
+        return takes(child)
 
     best: tuple[float, Proposal] | None = None
     for _ in range(draws):
-        found = propose(wanted=new)
+        found = propose(wanted=wanted)
         if found is None:
             break
-        seen.add(found[2].key)
-        value = gain(found[2], found[1])
+        value = score(found)
         if best is None or value > best[0]:
             best = (value, found)
     return None if best is None else best[1]
