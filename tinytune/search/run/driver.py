@@ -33,6 +33,7 @@ from typing import Any
 
 from tinytune.db import Store
 from tinytune.errors import ConfigError, flag
+from tinytune.evaluators import HardwareCost
 from tinytune.search.config.budgets import (
     RunLimits,
     StudyBudget,
@@ -526,13 +527,13 @@ class Run:
         new = [(accuracy, float(c.arena_bytes), c.latency_s or 0.0) for c in self.costs(child)]
         return hypervolume_gain(new, points, ref)
 
-    def costs(self, candidate: Candidate) -> list[Any]:
+    def costs(self, candidate: Candidate) -> list[HardwareCost]:
         """The predicted costs of ``candidate`` under each schedule a fine-tune of it is priced
         at (its own and its schedule twins', :meth:`enqueue_twins`) within the budgets."""
-        hardware, out = self.checked.hardware, []
+        out: list[HardwareCost] = []
         for _, scheduled in self.schedules(candidate):
-            cost = hardware(scheduled)
-            if not over_budget(self.config, self.checked.flash_budget, cost)[1]:
+            cost = self.checked.hardware(scheduled)
+            if over_budget(self.config, self.checked.flash_budget, cost)[1] is None:
                 out.append(cost)
         return out
 
