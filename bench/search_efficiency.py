@@ -603,8 +603,12 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.report:
             if not path.is_file():
                 parser.error(f"--report: no records file {path}")
-            for r in read_json_lines(path):
-                run = (r["dataset"], r["strategy"], r["seed"])
+            try:
+                lines = read_json_lines(path)
+                keys = [(r.get("dataset"), r["strategy"], r["seed"]) for r in lines]
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                parser.error(f"--report: {path} is not a file of run records (JSON lines): {e}")
+            for r, run in zip(lines, keys, strict=True):
                 if run in runs:
                     parser.error(
                         f"--report: {path} holds {r['strategy']} seed {r['seed']} of "
@@ -612,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 runs[run] = path
                 records.append(r)
-        datasets = sorted({r["dataset"] for r in records})
+        datasets = sorted({str(r.get("dataset")) for r in records})
         if len(datasets) > 1:
             parser.error(f"--report: records of {' and '.join(datasets)}: give one data set's")
         print(report(records, args.latency_ref))

@@ -187,6 +187,10 @@ def test_a_report_takes_several_files_once_each_and_of_one_data_set(
         ([first, both], f"{both} holds evolve seed 0 of imagefolder:/tmp/letters again ({first}"),
         ([tmp_path / "none.jsonl"], f"--report: no records file {tmp_path / 'none.jsonl'}"),
         ([first, textures], "records of imagefolder:/tmp/letters and imagefolder:/tmp/textures"),
+        (
+            [RECORDS.parent / "search.md"],
+            "search.md is not a file of run records (JSON lines)",
+        ),
     ]:
         with pytest.raises(SystemExit):
             module.main(["--report", *map(str, files)])
