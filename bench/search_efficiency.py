@@ -203,7 +203,7 @@ def search_run(
     }
     recipe = result.recipe  # the best of its hand-written presets within the budget
     hand = None if recipe is None else [recipe.val_accuracy, recipe.test_accuracy or 0.0]
-    return points, result.train_epochs, counts, hand  # type: ignore[return-value]
+    return points, result.train_epochs, counts, hand, result.driver_s  # type: ignore[return-value]
 
 
 def mcunetv3_run(
@@ -457,6 +457,29 @@ def _val_test(point: tuple[float, float]) -> str:
     return f"{100 * point[0]:.1f} ({100 * point[1]:.1f})"
 
 
+def _driver_time(records: list[dict[str, Any]]) -> list[str]:
+    """Each strategy's driver seconds per run (median and range) and their median share of the
+    run's wall time, for the strategies whose records carry them (``driver_s``: the search's
+    own work, proposing and storing, all but waiting on workers); nothing where none does."""
+    parts = []
+    for strategy in dict.fromkeys(r["strategy"] for r in records):
+        mine = [r for r in records if r["strategy"] == strategy and r.get("driver_s") is not None]
+        if not mine:
+            continue
+        own = [r["driver_s"] for r in mine]
+        share = statistics.median(r["driver_s"] / r["wall_s"] for r in mine if r["wall_s"] > 0)
+        parts.append(
+            f"{strategy} {statistics.median(own):.1f} s ({min(own):.1f}–{max(own):.1f}; "
+            f"{100 * share:.0f} % of the wall)"
+        )
+    if not parts:
+        return []
+    return [
+        "",
+        "* the driver's own seconds a run (median, range; share of the wall): " + "; ".join(parts),
+    ]
+
+
 def report(records: list[dict[str, Any]], latency_ref: float | None = None) -> str:
     """The Markdown table of a benchmark's records (one data set). The hypervolume's reference
     point is accuracy 0, the SRAM budget and ``latency_ref`` seconds a step, by default 1.1 × the
@@ -535,6 +558,7 @@ def report(records: list[dict[str, Any]], latency_ref: float | None = None) -> s
             f"{strategy} {statistics.median(flat):.4f} ({', '.join(f'{v:.4f}' for v in flat)})"
         )
     lines += ["", "* accuracy × SRAM hypervolume (median; per seed): " + "; ".join(planes)]
+    lines += _driver_time(records)
     base = {s: v for s, v in medians.items() if s in BASELINES}
     top_preset = max((s for s in base if s in PRESETS), key=lambda s: base[s], default=None)
     lines += _against_presets(records, top_preset)
@@ -649,10 +673,11 @@ def main(argv: list[str] | None = None) -> int:
                     started = time.monotonic()
                     counts: dict[str, int] = {}
                     hand: list[float] | None = None
+                    driver_s: float | None = None
                     if strategy == "mcunetv3":
                         points, epochs = mcunetv3_run(args, store, executor, seed)
                     else:
-                        points, epochs, counts, hand = search_run(
+                        points, epochs, counts, hand, driver_s = search_run(
                             args, store, executor, strategy, seed, budget
                         )
                     label = strategy if budget == args.budget else f"{strategy}@{budget}"
@@ -666,6 +691,7 @@ def main(argv: list[str] | None = None) -> int:
                         "hand_written": hand,  # [val, test] of its best hand-written preset
                         "budget_epochs": budget * args.epochs * args.repeats,
                         "wall_s": time.monotonic() - started,
+                        "driver_s": driver_s,  # the search's own seconds, not the fine-tunes'
                         "sram_budget": args.sram_budget_kb * 1024,
                         "reproducible": args.reproducible,
                         "lr": args.lr if args.rates is None else args.rates.to_json(),

@@ -87,6 +87,26 @@ def test_the_reference_within_every_budget_is_on_the_front(tmp_path: Path) -> No
     assert on_front[0].val_accuracy == max(p.val_accuracy for p in result.front)
 
 
+def test_the_drivers_own_seconds_leave_out_the_fine_tunes_it_waits_on(tmp_path: Path) -> None:
+    """``driver_s`` is the search loop's own work: with fine-tunes that each take 0.2 s (run
+    inside the inline executor's wait), it is under the wall time less every fine-tune's."""
+    from .fakes import FakeEvaluator
+
+    class Slow(FakeEvaluator):
+        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+            time.sleep(0.2)
+            return super().__call__(task)
+
+    ckpt = tmp_path / "weights.pt"
+    ckpt.write_bytes(b"supernet weights")
+    slow = Slow()
+    config = search_config(ckpt, trials=4, tune_lr=False)
+    with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
+        result = run_search(config, store, InlineExecutor(slow))
+    assert len(slow.candidates) >= 4
+    assert 0.0 < result.driver_s <= result.wall_time_s - 0.2 * len(slow.candidates)
+
+
 def test_the_result_names_the_latency_profile_and_a_forced_calibration(
     tmp_path: Path,
 ) -> None:

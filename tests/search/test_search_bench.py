@@ -129,6 +129,27 @@ def test_the_report_counts_the_seeds_above_the_strategys_own_hand_written_preset
     ]
 
 
+def test_the_report_gives_the_drivers_own_seconds_where_the_records_carry_them() -> None:
+    module = load_bench("search_efficiency")
+
+    def record(strategy: str, driver_s: float | None, wall_s: float) -> dict:
+        return {"strategy": strategy, "driver_s": driver_s, "wall_s": wall_s}
+
+    records = [
+        record("evolve", 2.0, 10.0),  # 20 % of its wall
+        record("evolve", 6.0, 20.0),  # 30 %
+        record("evolve", 4.0, 40.0),  # 10 %
+        record("mcunetv3", None, 50.0),  # no search driver: not reported
+        {"strategy": "preset-last", "wall_s": 5.0},  # an older record: none
+    ]
+    assert module._driver_time(records) == [
+        "",
+        "* the driver's own seconds a run (median, range; share of the wall): "
+        "evolve 4.0 s (2.0–6.0; 20 % of the wall)",
+    ]
+    assert module._driver_time(records[3:]) == []
+
+
 def test_a_given_latency_reference_keeps_the_hypervolume_whatever_else_the_file_holds(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

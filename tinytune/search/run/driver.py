@@ -145,6 +145,7 @@ class Run:
         self.keys = itertools.count(-1, -1)
         self.tasks = Tasks(self.executor, self.ledger.task, self.next_key, self.ledger.emit)
         self.task_time = 0.0
+        self.driver_s = 0.0  # the loop's own seconds: all but waiting on workers (Run.loop)
         self.lr_cost = (0, 0.0)  # the grid's fine-tunes and task seconds in this run
         self.stopped_by: str | None = None  # the first of this run's limits that held it back
         self.screen_error: str | None = None  # the last short fine-tune's error, if one failed
@@ -287,6 +288,7 @@ class Run:
             contribution_tasks=table.tasks if table is not None else 0,
             contribution_s=proxy.contribution_s if proxy is not None else 0.0,
             task_time_s=self.task_time + (table.task_time_s if table is not None else 0.0),
+            driver_s=self.driver_s,
             train_epochs=search_epochs,
             proxy_tau=tau.tau,
             proxy_pairs=tau.n,
@@ -343,30 +345,46 @@ class Run:
             ledger.grid_results = grid
 
     def loop(self) -> None:
+        """Propose while workers are free, then record what they hand back, until nothing is
+        left to propose or wait for. Adds the loop's own seconds, all but those spent waiting
+        on workers (or on other drivers), to :attr:`driver_s`."""
         ladder, ledger = self.ladder, self.ledger
-        while True:
-            while self.free() > 0 and self.step():
-                pass
-            if not ledger.pending and not (ladder and ladder.busy()):
-                if ladder and ladder.brackets and self.close_brackets():
-                    continue
-                others = self.budget.others_in_flight(0) or self.study.left_running()
-                if not (self.limits.may_propose() and others):
-                    break
-                self.emit("waiting")
-                time.sleep(1.0)
-            for key, result in self.executor.wait(timeout=1.0):
-                self.task_time += float(result.get("wall_time_s") or 0.0)
-                outcome = ladder.on_result(key, result) if ladder else None
-                if outcome is None:
-                    ledger.record(key, result)
-                else:  # a result of the ladder's own task
-                    ledger.note(outcome.notes)
-                    if outcome.event == "screened":
-                        self.limits.screened(outcome.screen_error is not None)
-                        self.screen_error = outcome.screen_error or self.screen_error
-                    self.emit(outcome.event, **outcome.data)
-            self.watch()
+        began, waited = time.monotonic(), 0.0
+        try:
+            while True:
+                while self.free() > 0 and self.step():
+                    pass
+                if not ledger.pending and not (ladder and ladder.busy()):
+                    if ladder and ladder.brackets and self.close_brackets():
+                        continue
+                    others = self.budget.others_in_flight(0) or self.study.left_running()
+                    if not (self.limits.may_propose() and others):
+                        break
+                    self.emit("waiting")
+                    time.sleep(1.0)
+                    waited += 1.0
+                asked = time.monotonic()
+                results = self.executor.wait(timeout=1.0)
+                waited += time.monotonic() - asked
+                self.record(results)
+        finally:
+            self.driver_s += time.monotonic() - began - waited
+
+    def record(self, results: list[tuple[int, dict[str, Any]]]) -> None:
+        """Record the results workers handed back, then beat the run's heartbeat."""
+        ladder, ledger = self.ladder, self.ledger
+        for key, result in results:
+            self.task_time += float(result.get("wall_time_s") or 0.0)
+            outcome = ladder.on_result(key, result) if ladder else None
+            if outcome is None:
+                ledger.record(key, result)
+            else:  # a result of the ladder's own task
+                ledger.note(outcome.notes)
+                if outcome.event == "screened":
+                    self.limits.screened(outcome.screen_error is not None)
+                    self.screen_error = outcome.screen_error or self.screen_error
+                self.emit(outcome.event, **outcome.data)
+        self.watch()
 
     def step(self) -> bool:
         """Do one thing that needs no result from a worker; False when nothing is left."""

@@ -110,6 +110,9 @@ class SearchResult:
         contribution_tasks, contribution_s: fine-tunes and wall time of the contribution
             analysis in this run.
         task_time_s: seconds spent inside evaluations, summed over workers.
+        driver_s: the driver's own seconds in the search loop: asking the sampler, drawing and
+            pricing mutants, storing results and the front; all but waiting on workers (with
+            ``reproducible``, where one fine-tune runs at a time, the workers wait on it).
         train_epochs: the compute of this run: epochs of every fine-tune it ran (learning-rate
             grid, reference, measured, short, classifier-only bases, contribution analysis), in
             passes over the whole training split; a measured fine-tune costs ``epochs`` of
@@ -157,6 +160,7 @@ class SearchResult:
     contribution_tasks: int = 0
     contribution_s: float = 0.0
     task_time_s: float = 0.0
+    driver_s: float = 0.0
     train_epochs: float = 0.0
     proxy_tau: float | None = None
     proxy_pairs: int = 0
