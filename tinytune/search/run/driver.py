@@ -346,8 +346,9 @@ class Run:
 
     def loop(self) -> None:
         """Propose while workers are free, then record what they hand back, until nothing is
-        left to propose or wait for. Adds the loop's own seconds, all but those spent waiting
-        on workers (or on other drivers), to :attr:`driver_s`."""
+        left to propose or wait for. Adds the loop's own seconds to :attr:`driver_s`: all but
+        those spent waiting on workers (or on other drivers) and the heartbeat's polls while
+        it waits (:meth:`watch`), which hold up no worker."""
         ladder, ledger = self.ladder, self.ledger
         began, waited = time.monotonic(), 0.0
         try:
@@ -367,11 +368,14 @@ class Run:
                 results = self.executor.wait(timeout=1.0)
                 waited += time.monotonic() - asked
                 self.record(results)
+                asked = time.monotonic()
+                self.watch()
+                waited += time.monotonic() - asked
         finally:
             self.driver_s += time.monotonic() - began - waited
 
     def record(self, results: list[tuple[int, dict[str, Any]]]) -> None:
-        """Record the results workers handed back, then beat the run's heartbeat."""
+        """Record the results workers handed back."""
         ladder, ledger = self.ladder, self.ledger
         for key, result in results:
             self.task_time += float(result.get("wall_time_s") or 0.0)
@@ -384,7 +388,6 @@ class Run:
                     self.limits.screened(outcome.screen_error is not None)
                     self.screen_error = outcome.screen_error or self.screen_error
                 self.emit(outcome.event, **outcome.data)
-        self.watch()
 
     def step(self) -> bool:
         """Do one thing that needs no result from a worker; False when nothing is left."""

@@ -111,8 +111,8 @@ class SearchResult:
             analysis in this run.
         task_time_s: seconds spent inside evaluations, summed over workers.
         driver_s: the driver's own seconds in the search loop: asking the sampler, drawing and
-            pricing mutants, storing results and the front; all but waiting on workers (with
-            ``reproducible``, where one fine-tune runs at a time, the workers wait on it).
+            pricing mutants, storing results and the front; not its waits on workers nor the
+            heartbeat's polls while it waits. A worker whose fine-tune came back waits on it.
         train_epochs: the compute of this run: epochs of every fine-tune it ran (learning-rate
             grid, reference, measured, short, classifier-only bases, contribution analysis), in
             passes over the whole training split; a measured fine-tune costs ``epochs`` of
