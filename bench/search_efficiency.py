@@ -141,6 +141,14 @@ MINE = (
     "gp",
 )
 
+
+def _mine(strategy: str) -> bool:
+    """Whether a record's label is one of tinytune's strategies, at any budget (``tpe@4``), or
+    a variant of the default recorded under a label of its own (``evolve-draws-4``)."""
+    name = strategy.split("@")[0]
+    return name in MINE or name.startswith("evolve-")
+
+
 Point = tuple[float, float, float, float | None]  # val accuracy, SRAM, latency s, test accuracy
 
 
@@ -424,7 +432,7 @@ def _against_presets(records: list[dict[str, Any]], best: str | None = None) -> 
             chosen[r["seed"]] = top(r)
     lines = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
-        if strategy.split("@")[0] not in MINE:
+        if not _mine(strategy):
             continue
         mine = sorted(
             (r for r in records if r["strategy"] == strategy and r["seed"] in presets),
@@ -566,7 +574,7 @@ def report(records: list[dict[str, Any]], latency_ref: float | None = None) -> s
     if base:
         best = max(base, key=lambda s: base[s])
         lines.append("")
-        for mine in (s for s in medians if s.split("@")[0] in MINE):
+        for mine in (s for s in medians if _mine(s)):
             if base[best] > 0:
                 gap = (union - medians[mine]) / max(1e-12, union - base[best])
                 lines.append(

@@ -101,6 +101,14 @@ def test_the_report_counts_wins_and_ties_against_the_preset_searches_seed_by_see
         "* evolve: most accurate point on validation above preset-last's (the preset search of "
         "highest median hypervolume) in 1 of 3 seeds, level in 1"
     )
+    # a variant of the default recorded under a label of its own is counted as the default is
+    variant = [{**r, "strategy": "evolve-draws-4"} for r in records if r["strategy"] == "evolve"]
+    presets = [r for r in records if r["strategy"] != "evolve"]
+    assert module._against_presets(variant + presets, "preset-last")[1:] == [
+        line.replace("evolve", "evolve-draws-4")
+        for line in module._against_presets(records, "preset-last")[1:]
+    ]
+    assert module._against_presets([{**r, "strategy": "mcunetv3"} for r in records]) == []
 
 
 def test_the_report_counts_the_seeds_above_the_strategys_own_hand_written_presets() -> None:
