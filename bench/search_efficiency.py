@@ -56,10 +56,13 @@ for each of tinytune's strategies, the seeds where its most accurate point on va
 above every preset search's and those where it is level with the best of them, with both points'
 validation and test accuracy seed by seed, and the same against the one preset search of highest
 median hypervolume, and against the best of the strategy's own hand-written presets (the four
-baseline presets on the default sub-network, measured first in the same study).
-Each run's record is appended to ``--out`` (JSON lines) as it finishes, so that an interrupted
-benchmark keeps what it measured and ``--report FILE ...`` prints the table of files together
-(say, two sets of seeds).
+baseline presets on the default sub-network, measured first in the same study); and the
+driver's own seconds a run (``SearchResult.driver_s``: asking, drawing and pricing mutants,
+storing results; not its waits on workers), the time a worker whose fine-tune came back waits.
+A variant of the default recorded under a label of its own (``evolve-...``) is counted as the
+default is. Each run's record is appended to ``--out`` (JSON lines) as it finishes, so that an
+interrupted benchmark keeps what it measured and ``--report FILE ...`` prints the table of files
+together (say, two sets of seeds).
 
 One data set, five seeds, the default budget (about an hour on two cores for digits)::
 
