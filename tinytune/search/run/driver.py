@@ -145,7 +145,7 @@ class Run:
         self.keys = itertools.count(-1, -1)
         self.tasks = Tasks(self.executor, self.ledger.task, self.next_key, self.ledger.emit)
         self.task_time = 0.0
-        self.driver_s = 0.0  # the loop's own seconds: all but waiting on workers (Run.loop)
+        self.driver_s = 0.0  # the loop's own seconds, not its waits on workers (Run.loop)
         self.lr_cost = (0, 0.0)  # the grid's fine-tunes and task seconds in this run
         self.stopped_by: str | None = None  # the first of this run's limits that held it back
         self.screen_error: str | None = None  # the last short fine-tune's error, if one failed
@@ -364,13 +364,13 @@ class Run:
                     self.emit("waiting")
                     time.sleep(1.0)
                     waited += 1.0
-                asked = time.monotonic()
+                paused = time.monotonic()
                 results = self.executor.wait(timeout=1.0)
-                waited += time.monotonic() - asked
+                waited += time.monotonic() - paused
                 self.record(results)
-                asked = time.monotonic()
+                paused = time.monotonic()
                 self.watch()
-                waited += time.monotonic() - asked
+                waited += time.monotonic() - paused
         finally:
             self.driver_s += time.monotonic() - began - waited
 
