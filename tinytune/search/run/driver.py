@@ -362,8 +362,9 @@ class Run:
                     if not (self.limits.may_propose() and others):
                         break
                     self.emit("waiting")
+                    paused = time.monotonic()
                     time.sleep(1.0)
-                    waited += 1.0
+                    waited += time.monotonic() - paused
                 paused = time.monotonic()
                 results = self.executor.wait(timeout=1.0)
                 waited += time.monotonic() - paused
