@@ -22,6 +22,7 @@ from tinytune.models.ofa_adapter import extract_subnet
 from tinytune.models.pretrained import lite0_state, pretrained_weights, same_padded
 from tinytune.spaces import (
     Candidate,
+    LiteResidualBranch,
     LiteResidualConfig,
     StageConfig,
     SubnetConfig,
@@ -203,6 +204,42 @@ def test_a_cut_keeps_the_first_blocks_and_puts_the_classifier_on_the_last(
         expected = _reference_blocks(_reference(64), x, blocks).mean(dim=(2, 3))
     hook.remove()
     torch.testing.assert_close(features[0].flatten(1), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_candidate_reads_the_fixed_networks_modules_and_never_changes_them(
+    lite0: nn.Module,
+) -> None:
+    """The cut shares Lite0's modules unless a copy is asked for; a candidate built from it
+    (every update, a lite residual branch) holds exactly the weights it holds when built from
+    a deep copy of Lite0, and fine-tuning it, or re-estimating its statistics, leaves Lite0's
+    own tensors bit for bit as they were."""
+    import copy
+
+    before = {k: v.clone() for k, v in lite0.state_dict().items()}
+    subnet = default_subnet(SPEC)
+    shared = extract_subnet(lite0, SPEC, subnet, copy=False)
+    copied = extract_subnet(lite0, SPEC, subnet)
+    assert shared.blocks[1] is lite0.blocks[1] and shared.first_conv is lite0.first_conv
+    assert copied.blocks[1] is not lite0.blocks[1]
+    full = make_preset("full", SPEC, subnet)
+    branch = LiteResidualConfig(((subnet.n_blocks - 1, LiteResidualBranch()),))
+    candidate = Candidate(SPEC.name, subnet, branch, full.update)
+    net = build_candidate(candidate, lite0, 7, calibration=[])
+    reference = build_candidate(candidate, copy.deepcopy(lite0), 7, calibration=[])
+    assert net.state_dict().keys() == reference.state_dict().keys()
+    for key, value in reference.state_dict().items():
+        assert torch.equal(net.state_dict()[key], value), key
+    optimizer = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=1.0)
+    net.train()
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    F.cross_entropy(net(x), torch.tensor([0, 3])).backward()
+    optimizer.step()
+    assert not torch.equal(net.convs()[2].bias, reference.convs()[2].bias)  # it did train
+    build_candidate(candidate, lite0, 7, calibration=[x], recalibrate=True)
+    after = lite0.state_dict()
+    assert after.keys() == before.keys()
+    for key, value in before.items():
+        assert torch.equal(after[key], value), key
 
 
 def test_dropping_the_last_block_of_a_stage_skips_that_block(lite0: nn.Module) -> None:

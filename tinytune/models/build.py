@@ -130,8 +130,12 @@ def build_candidate(
             supernet's sub-network, not for a fixed pretrained network.
     """
     generator = torch.Generator().manual_seed(seed)
-    static = extract_subnet(supernet, candidate.spec, candidate.subnet)
-    if not candidate.spec.fixed if recalibrate is None else recalibrate:
+    if recalibrate is None:
+        recalibrate = not candidate.spec.fixed
+    # read only, unless its statistics are re-estimated in place: every tensor the candidate's
+    # network keeps is cloned from it (from_ofa_subnet)
+    static = extract_subnet(supernet, candidate.spec, candidate.subnet, copy=recalibrate)
+    if recalibrate:
         # A supernet's statistics are those of its largest sub-networks (Once-for-All §3.3); a
         # fixed network keeps the ImageNet statistics it was trained with, which transfer
         # better than statistics of a few hundred target images (docs/pretrained.md).

@@ -149,22 +149,32 @@ def set_active(supernet: nn.Module, spec: SupernetSpec, subnet: SubnetConfig) ->
     supernet.set_active_subnet(**ofa_arch(spec, subnet))  # type: ignore[operator]
 
 
-def extract_subnet(supernet: nn.Module, spec: SupernetSpec, subnet: SubnetConfig) -> nn.Module:
-    """A static ``ofa`` network holding a copy of the sub-network's weights: the active
-    sub-network of a supernet, or the cut of a fixed network (the first blocks of each stage it
-    keeps; its head only where every stage is kept, and no classifier: the candidate's
-    network gets a new one)."""
+def extract_subnet(
+    supernet: nn.Module, spec: SupernetSpec, subnet: SubnetConfig, *, copy: bool = True
+) -> nn.Module:
+    """A static ``ofa`` network of the sub-network's weights: the active sub-network of a
+    supernet, or the cut of a fixed network (the first blocks of each stage it keeps; its head
+    only where every stage is kept, and no classifier: the candidate's network gets a new one).
+
+    ``copy``: the network holds a copy of the weights. Without it, a fixed network's cut shares
+    its modules with ``supernet``, and the caller only reads it (as
+    :func:`~tinytune.models.convert.from_ofa_subnet` does, which clones every tensor it
+    keeps): a deep copy of Lite0's modules is most of the time it takes to build a candidate's
+    network to price it. A supernet's sub-network is always a copy (``ofa`` builds it anew)."""
     if spec.fixed:
-        return _cut(supernet, spec, subnet)
+        return _cut(supernet, spec, subnet, copy)
     set_active(supernet, spec, subnet)
     return supernet.get_active_subnet(preserve_weight=True)  # type: ignore[operator]
 
 
-def _cut(network: nn.Module, spec: SupernetSpec, subnet: SubnetConfig) -> nn.Module:
-    import copy
+def _cut(network: nn.Module, spec: SupernetSpec, subnet: SubnetConfig, copy: bool) -> nn.Module:
+    from copy import deepcopy
 
     from ofa.imagenet_classification.networks import ProxylessNASNets
     from torch import nn
+
+    def own(module: nn.Module | None) -> nn.Module | None:
+        return deepcopy(module) if copy else module
 
     blocks = [network.blocks[0]]  # type: ignore[index]
     start = 1
@@ -174,8 +184,8 @@ def _cut(network: nn.Module, spec: SupernetSpec, subnet: SubnetConfig) -> nn.Mod
     whole = len(subnet.stages) == spec.n_stages
     head = network.feature_mix_layer if whole else None  # type: ignore[attr-defined]
     return ProxylessNASNets(
-        copy.deepcopy(network.first_conv),  # type: ignore[attr-defined]
-        [copy.deepcopy(b) for b in blocks],
-        copy.deepcopy(head),
+        own(network.first_conv),  # type: ignore[attr-defined]
+        [own(b) for b in blocks],
+        own(head),
         nn.Identity(),
     )
