@@ -103,6 +103,26 @@ def test_a_candidate_asking_for_patches_gets_the_blocks_of_least_arena(
     assert _evaluator("none").schedule(replace(whole, schedule=Schedule(n, 0))) == whole
 
 
+def test_a_candidate_priced_again_is_not_planned_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search prices a candidate when it is drawn, checked, proposed and stored: the schedule
+    and the cost are planned once, and what is kept is what a new evaluator computes."""
+    import tinytune.evaluators.hardware as module
+
+    planned: list[int] = []
+    plan = module.plan_memory
+    monkeypatch.setattr(module, "plan_memory", lambda *a, **k: planned.append(1) or plan(*a, **k))
+    hw = _evaluator()
+    big = _lite0("mcunetv3", 128)  # scheduled in patches by auto
+    asked = replace(_lite0("last", 48), schedule=Schedule(2, 0))  # asks for 2 x 2
+    first = [hw(hw.schedule(c)) for c in (big, asked)]
+    once = len(planned)
+    assert once > 4
+    assert [hw(hw.schedule(c)) for c in (big, asked)] == first
+    assert len(planned) == once
+    fresh = _evaluator()
+    assert [fresh(fresh.schedule(c)) for c in (big, asked)] == first
+
+
 def test_a_fixed_schedule_is_applied_or_refused_in_one_line() -> None:
     big = _lite0("mcunetv3", 128)
     assert _evaluator("3:3").schedule(big).schedule == Schedule(3, 3)

@@ -3,7 +3,9 @@ predict its latency on a device."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
 import torch
 from torch import nn
@@ -32,6 +34,9 @@ __all__ = [
     "parse_patches",
     "schedule_plan",
 ]
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -145,33 +150,39 @@ class HardwareEvaluator:
         self.sram_budget = sram_budget
         self.fixed = parse_patches(config.patches)
         self._supernet: nn.Module | None = None
-        self._graphs: dict[str, Graph] = {}
-        # the schedule of least arena per (candidate trained, patches): a candidate is priced
-        # again when it is checked, proposed and stored, and its schedule twins with it
-        self._least: dict[tuple[str, int], Schedule | None] = {}
+        # A search prices a candidate again when it is drawn, checked, proposed and stored,
+        # and its schedule twins with it: what is known of each is kept, the oldest dropped.
+        self._graphs = _Recent[str, Graph](64)  # by the candidate trained
+        self._least = _Recent[tuple[str, int], Schedule | None](256)  # and the patches asked
+        self._auto = _Recent[str, Schedule | None](256)  # by the candidate trained
+        self._costs = _Recent[str, HardwareCost](256)  # by the candidate as scheduled
 
     def __call__(self, candidate: Candidate) -> HardwareCost:
         return self.cost_with_graph(candidate)[0]
 
     def _graph(self, candidate: Candidate) -> Graph:
         """The traced training graph of ``candidate`` (the same whatever its schedule)."""
-        key = candidate.training.key
-        if key not in self._graphs:
-            if self._supernet is None:
-                self._supernet = build_ofa_supernet(self.spec, self.n_classes)
-            net = build_candidate(candidate, self._supernet, self.n_classes, calibration=[])
-            example = torch.zeros(self.config.batch_size, 3, net.resolution, net.resolution)
-            if len(self._graphs) >= 64:
-                self._graphs.pop(next(iter(self._graphs)))
-            self._graphs[key] = trace(net, example)
-        return self._graphs[key]
+        return self._graphs.get(candidate.training.key, lambda: self._trace(candidate))
+
+    def _trace(self, candidate: Candidate) -> Graph:
+        if self._supernet is None:
+            self._supernet = build_ofa_supernet(self.spec, self.n_classes)
+        net = build_candidate(candidate, self._supernet, self.n_classes, calibration=[])
+        return trace(net, torch.zeros(self.config.batch_size, 3, net.resolution, net.resolution))
 
     def _cost(self, graph: Graph, plan: PatchPlan | None) -> HardwareCost:
+        return HardwareCost(self._memory(graph, plan), self._latency(graph, plan))
+
+    def _memory(self, graph: Graph, plan: PatchPlan | None) -> MemoryReport:
         c = self.config
-        memory = plan_memory(
+        return plan_memory(
             graph, precision=c.precision, update=c.update, optimizer=c.optimizer, patches=plan
         )
-        return HardwareCost(memory, self._latency(graph, plan))
+
+    def _step_s(self, graph: Graph, plan: PatchPlan | None) -> float:
+        """The predicted training step (0 without a device profile)."""
+        latency = self._latency(graph, plan)
+        return 0.0 if latency is None else latency.train_step_s
 
     def _latency(self, graph: Graph, plan: PatchPlan | None) -> LatencyReport | None:
         if self.device is None:
@@ -194,26 +205,25 @@ class HardwareEvaluator:
     def _least_arena(self, whole: Candidate, patches: int) -> Schedule | None:
         """``patches`` × ``patches`` over the stem and the first B blocks for the B of least
         arena, then least latency; None where that count cannot run on this network."""
-        memo = (whole.key, patches)
-        if memo not in self._least:
-            if len(self._least) >= 256:
-                self._least.pop(next(iter(self._least)))
-            self._least[memo] = self._least_arena_of(whole, patches)
-        return self._least[memo]
+        return self._least.get((whole.key, patches), lambda: self._least_arena_of(whole, patches))
 
     def _least_arena_of(self, whole: Candidate, patches: int) -> Schedule | None:
         graph = self._graph(whole)
-        best: tuple[tuple[int, float], Schedule] | None = None
+        arenas: list[tuple[int, int, PatchPlan]] = []  # (arena, blocks, plan) in block order
         for blocks, end in _blocks_to_patch(graph, whole.subnet.n_blocks):
             try:
                 plan = plan_patches(graph, patches, end)
             except ConfigError:
                 continue
-            c = self._cost(graph, plan)
-            rank = (c.arena_bytes, c.latency_s or 0.0)
-            if best is None or rank < best[0]:
-                best = (rank, Schedule(patches, blocks))
-        return None if best is None else best[1]
+            arenas.append((self._memory(graph, plan).arena_bytes, blocks, plan))
+        if not arenas:
+            return None
+        least = min(a for a, _, _ in arenas)
+        # the latency only parts those of least arena (of equal ones, the fewest blocks)
+        tied = [(blocks, plan) for a, blocks, plan in arenas if a == least]
+        if len(tied) > 1:
+            tied = [min(tied, key=lambda t: self._step_s(graph, t[1]))]
+        return Schedule(patches, tied[0][0])
 
     def cost_with_graph(self, candidate: Candidate) -> tuple[HardwareCost, Graph]:
         """The cost and the traced training graph it was computed from.
@@ -222,7 +232,10 @@ class HardwareEvaluator:
             ConfigError: the candidate's schedule cannot run on its network.
         """
         graph = self._graph(candidate)
-        return self._cost(graph, schedule_plan(graph, candidate.schedule)), graph
+        cost = self._costs.get(
+            candidate.key, lambda: self._cost(graph, schedule_plan(graph, candidate.schedule))
+        )
+        return cost, graph
 
     @property
     def patch_choices(self) -> tuple[int, ...]:
@@ -269,10 +282,17 @@ class HardwareEvaluator:
             return whole
         if self.config.precision != "int8":  # patches are the int8 engine's (the bundle's)
             return whole
+        chosen = self._auto.get(whole.key, lambda: self._least_latency(whole))
+        return whole if chosen is None else replace(whole, schedule=chosen)
+
+    def _least_latency(self, whole: Candidate) -> Schedule | None:
+        """The ``auto`` schedule of :meth:`schedule` for a candidate of int8 steps under an SRAM
+        budget: None for whole images."""
+        assert self.sram_budget is not None
         graph = self._graph(whole)
-        cost = self._cost(graph, None)
-        if cost.arena_bytes <= self.sram_budget:
-            return whole
+        arena = self._memory(graph, None).arena_bytes
+        if arena <= self.sram_budget:
+            return None
         best: tuple[tuple[int, float, int], Schedule] | None = None
         for blocks, end in _blocks_to_patch(graph, whole.subnet.n_blocks):
             last = None
@@ -281,17 +301,32 @@ class HardwareEvaluator:
                     plan = plan_patches(graph, n, end)
                 except ConfigError:
                     break
-                c = self._cost(graph, plan)
-                fits = c.arena_bytes <= self.sram_budget
-                rank = (0 if fits else 1, (c.latency_s or 0.0) if fits else 0.0, c.arena_bytes)
+                held = self._memory(graph, plan).arena_bytes
+                fits = held <= self.sram_budget
+                # the latency parts only schedules that fit: predicted for those alone
+                rank = (0 if fits else 1, self._step_s(graph, plan) if fits else 0.0, held)
                 if best is None or rank < best[0]:
                     best = (rank, Schedule(n, blocks))
-                if last is not None and c.arena_bytes >= last:
+                if last is not None and held >= last:
                     break  # more patches hold no less: the rest of the step sets the peak
-                last = c.arena_bytes
-        if best is None or best[0][2] >= cost.arena_bytes:
-            return whole
-        return replace(whole, schedule=best[1])
+                last = held
+        return None if best is None or best[0][2] >= arena else best[1]
+
+
+class _Recent(Generic[K, V]):
+    """What was computed for the last ``size`` keys, the oldest dropped first."""
+
+    def __init__(self, size: int) -> None:
+        self._size, self._kept = size, dict[K, V]()
+
+    def get(self, key: K, make: Callable[[], V]) -> V:
+        """The value kept for ``key``, else ``make()``'s (kept; not kept where it raises)."""
+        if key not in self._kept:
+            value = make()
+            if len(self._kept) >= self._size:
+                self._kept.pop(next(iter(self._kept)))
+            self._kept[key] = value
+        return self._kept[key]
 
 
 def _blocks_to_patch(graph: Graph, n_blocks: int) -> list[tuple[int, int]]:

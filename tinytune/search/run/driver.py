@@ -221,10 +221,11 @@ class Run:
 
     def watch(self, force: bool = False) -> None:
         """Fail and retry the trials of drivers that stopped beating (every heartbeat); with
-        ``--reproducible``, warn once when another driver runs trials of the study meanwhile."""
-        self.study.fail_stale(force)
+        ``--reproducible``, warn once when another driver runs trials of the study meanwhile
+        (looked for as often: not on every turn of the loop)."""
+        checked = self.study.fail_stale(force)
         self.ledger.counts.retried = self.study.retried
-        if self.config.reproducible and not self.shared:
+        if checked and self.config.reproducible and not self.shared:
             others = self.study.others_started(self.started)
             if others:
                 self.shared = True

@@ -205,10 +205,10 @@ class StudyAdapter:
         self._retry(study, trial)  # constrained afresh when proposed again
         self.retried += 1
 
-    def fail_stale(self, force: bool = False) -> None:
+    def fail_stale(self, force: bool = False) -> bool:
         """Fail the trials of drivers that stopped beating, each retried (at most once a
-        heartbeat unless ``force``; :meth:`StaleTrials.fail_stale`)."""
-        self.stale.fail_stale(force)
+        heartbeat unless ``force``; :meth:`StaleTrials.fail_stale`); whether it checked."""
+        return self.stale.fail_stale(force)
 
     def left_running(self) -> bool:
         """Whether trials of other drivers are left running with no claim, for a while

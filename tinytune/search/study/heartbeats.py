@@ -107,18 +107,21 @@ class StaleTrials:
         self._first_seen: dict[int, float] = {}  # others' running trials: trial id → when
         self._adopted: set[int] = set()
 
-    def fail_stale(self, force: bool = False) -> None:
+    def fail_stale(self, force: bool = False) -> bool:
         """Fail the trials of drivers that stopped beating, each retried (at most once a
-        heartbeat unless ``force``). This driver's own trials get a beat first: the heartbeat
-        thread may not have beaten since the database came back from a restart."""
+        heartbeat unless ``force``); whether it checked. This driver's own trials get a beat
+        first: the heartbeat thread may not have beaten since the database came back from a
+        restart."""
         import optuna
 
         now = time.monotonic()
-        if force or now - self._checked >= self._heartbeat_s:
-            self._checked = now
-            self._heartbeats.beat()
-            optuna.storages.fail_stale_trials(self._study)
-            self._adopt_unbeaten(now)
+        if not (force or now - self._checked >= self._heartbeat_s):
+            return False
+        self._checked = now
+        self._heartbeats.beat()
+        optuna.storages.fail_stale_trials(self._study)
+        self._adopt_unbeaten(now)
+        return True
 
     def _adopt_unbeaten(self, now: float) -> None:
         """Record one heartbeat for each running trial of another driver that stayed running
