@@ -419,3 +419,39 @@ def test_the_default_before_the_screen_is_the_same_in_each_table() -> None:
     assert page[row] == [f"{r}; {n}" for r, n in zip(zen5, seeds, strict=True)]
     guide_row = "before the draws by the hypervolume were screened: median hypervolume, Zen 5"
     assert guide[guide_row] == [f"{float(r.rstrip('×')):.3f}×" for r in zen5]
+
+
+def test_the_documented_drivers_time_before_and_after_is_what_its_records_give() -> None:
+    """The benchmark page's driver seconds before and after pricing was made cheaper (medians,
+    their ratio, the median shares of the wall) are the committed records', whose searches
+    found the same points, value for value, as the Xeon's table records of the same seeds."""
+    import statistics
+
+    runs = {
+        when: [json.loads(line) for line in (RECORDS / name).read_text().splitlines()]
+        for when, name in (
+            ("before", "search-textures-driver-before.jsonl"),
+            ("after", "search-textures-driver-after.jsonl"),
+        )
+    }
+    table = [
+        json.loads(line)
+        for line in (RECORDS / "search-textures-screened-xeon.jsonl").read_text().splitlines()
+    ]
+    for records in runs.values():
+        assert sorted(r["seed"] for r in records) == [0, 1, 2, 3, 4]
+        for r in records:
+            same = [t for t in table if t["strategy"] == "evolve" and t["seed"] == r["seed"]]
+            assert [t["points"] for t in same] == [r["points"]]
+    own = {when: statistics.median(r["driver_s"] for r in rs) for when, rs in runs.items()}
+    share = {
+        when: statistics.median(r["driver_s"] / r["wall_s"] for r in rs)
+        for when, rs in runs.items()
+    }
+    page = (RECORDS.parents[1] / "bench" / "search.md").read_text()
+    sentence = (
+        f"from {own['before']:.1f} s a run to {own['after']:.1f} s (median; "
+        f"{own['after'] / own['before']:.2f}×), {100 * share['before']:.0f} % of the wall time "
+        f"to {100 * share['after']:.0f} %"
+    )
+    assert sentence in " ".join(page.split())
