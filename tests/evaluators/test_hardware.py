@@ -123,6 +123,56 @@ def test_a_candidate_priced_again_is_not_planned_again(monkeypatch: pytest.Monke
     assert [fresh(fresh.schedule(c)) for c in (big, asked)] == first
 
 
+@pytest.mark.parametrize(
+    ("scheme", "resolution", "stages"),
+    [("mcunetv3", 96, 3), ("mcunetv3", 160, 4), ("last", 128, 3), ("bias-only", 112, 4)],
+)
+@pytest.mark.parametrize("budget", [128, 256, 384])
+def test_each_schedule_is_the_one_its_rule_picks_among_every_schedule_priced_in_full(
+    scheme: str, resolution: int, stages: int, budget: int
+) -> None:
+    """Against every patch schedule priced in full (memory and latency): ``auto`` takes whole
+    images where they fit, else the fastest schedule that fits, else the least arena; a
+    request for N × N patches gets the blocks of least arena, then least latency. The evaluator
+    prices fewer schedules (the latency only where it decides; over the same blocks no count
+    above the first that fits, which is no faster) and must pick the same: the 4 × 4 patches
+    over four blocks of MCUNetV3's update at 96 px hold 142,136 bytes, 5 × 5 as many, 6 × 6
+    133,000."""
+    whole = _lite0(scheme, resolution, stages)
+    hw, full = _evaluator(budget=budget * KB), _evaluator(budget=None)
+    costs = {}
+    for blocks in range(whole.subnet.n_blocks + 1):
+        for n in range(1, 9):
+            try:
+                costs[n, blocks] = full(replace(whole, schedule=Schedule(n, blocks)))
+            except ConfigError:
+                continue
+    chosen = hw.schedule(whole)
+    if costs[1, 0].arena_bytes <= budget * KB:
+        assert chosen == whole
+    else:
+        fitting = [c for c in costs.values() if c.arena_bytes <= budget * KB]
+        mine = costs[chosen.schedule.patches, chosen.schedule.blocks]
+        if fitting:
+            assert mine.arena_bytes <= budget * KB
+            assert mine.latency_s == min(c.latency_s for c in fitting)
+        else:  # the least arena of all (whole images where no schedule holds less)
+            assert mine.arena_bytes == min(c.arena_bytes for c in costs.values())
+    for blocks in range(whole.subnet.n_blocks + 1):  # what lets auto stop at the first fit
+        times = [c.latency_s for (n, b), c in sorted(costs.items()) if b == blocks and n > 1]
+        assert times == sorted(times)
+    for n in (2, 3, 4):
+        asked = hw.schedule(replace(whole, schedule=Schedule(n, 0)))
+        same_n = [c for (m, _), c in costs.items() if m == n]
+        if not same_n:  # a count this network cannot run: scheduled as any other
+            assert asked == chosen
+            continue
+        mine = costs[n, asked.schedule.blocks]
+        assert (mine.arena_bytes, mine.latency_s) == min(
+            (c.arena_bytes, c.latency_s) for c in same_n
+        )
+
+
 def test_a_fixed_schedule_is_applied_or_refused_in_one_line() -> None:
     big = _lite0("mcunetv3", 128)
     assert _evaluator("3:3").schedule(big).schedule == Schedule(3, 3)

@@ -251,7 +251,11 @@ class HardwareEvaluator:
         patch schedule of least predicted latency (of least memory without a latency model)
         among those that fit, else the one of least memory. Tried: every patch count of
         :data:`~tinytune.spaces.PATCHES` over the stem and the first B blocks, for every B
-        whose stage trains nothing (milliseconds each: the planner is exact and cheap).
+        whose stage trains nothing (milliseconds each: the planner is exact and cheap), but no
+        count above the first that fits over the same blocks (more patches take no less time:
+        each recomputes more overlap and makes more calls). The arena need not fall as the
+        count grows (a count may hold as much as the one before it and the next less), so
+        every count is tried until one fits.
 
         A candidate that asks for N × N patches (a schedule of N > 1, as a search proposes
         them: :attr:`patch_choices`) gets N × N over the stem and the first B blocks for the B
@@ -295,7 +299,6 @@ class HardwareEvaluator:
             return None
         best: tuple[tuple[int, float, int], Schedule] | None = None
         for blocks, end in _blocks_to_patch(graph, whole.subnet.n_blocks):
-            last = None
             for n in PATCHES[1:]:
                 try:
                     plan = plan_patches(graph, n, end)
@@ -307,9 +310,8 @@ class HardwareEvaluator:
                 rank = (0 if fits else 1, self._step_s(graph, plan) if fits else 0.0, held)
                 if best is None or rank < best[0]:
                     best = (rank, Schedule(n, blocks))
-                if last is not None and held >= last:
-                    break  # more patches hold no less: the rest of the step sets the peak
-                last = held
+                if fits:
+                    break  # more patches over the same blocks take no less time
         return None if best is None or best[0][2] >= arena else best[1]
 
 
