@@ -12,6 +12,7 @@ from tinytune.hwmodels.layout import _first_fit
 from tinytune.ir import trace
 from tinytune.models import build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
+from tinytune.recent import Recent
 from tinytune.spaces import (
     PRESET_NAMES,
     SupernetSpec,
@@ -147,7 +148,7 @@ def test_a_layout_planned_before_is_kept_and_one_of_other_sizes_or_lives_is_not(
 
     plan = layout_module._plan
     monkeypatch.setattr(layout_module, "_plan", counted)
-    monkeypatch.setattr(layout_module, "_kept", {})
+    monkeypatch.setattr(layout_module, "_kept", Recent(layout_module.KEPT_LAYOUTS))
     bufs = [Buffer("a", "activation", 4_800, 0, 1), Buffer("b", "activation", 6_400, 1, 2)]
     first = plan_layout(bufs)
     # the same sizes and lives under other names: the same layout, not searched again
@@ -160,9 +161,15 @@ def test_a_layout_planned_before_is_kept_and_one_of_other_sizes_or_lives_is_not(
     plan_layout(bufs, tries=0)
     assert len(searched) == 5
     # bounded: the oldest goes first
-    monkeypatch.setattr(layout_module, "KEPT_LAYOUTS", 2)
-    plan_layout([Buffer("c", "activation", 8, 0, 0)])
-    assert len(layout_module._kept) == 2 and len(searched) == 6
+    monkeypatch.setattr(layout_module, "_kept", Recent(2))
+    plan_layout(bufs)
+    plan_layout(bufs, tries=0)
+    assert len(searched) == 7
+    plan_layout([Buffer("c", "activation", 8, 0, 0)])  # drops the first of the two
+    assert len(layout_module._kept) == 2 and len(searched) == 8
+    plan_layout(bufs, tries=0)
+    plan_layout(bufs)
+    assert len(searched) == 9
 
 
 def test_alignment_pads_offsets() -> None:

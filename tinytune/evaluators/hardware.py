@@ -3,9 +3,7 @@ predict its latency on a device."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
 
 import torch
 from torch import nn
@@ -22,6 +20,7 @@ from tinytune.hwmodels import (
 from tinytune.ir import Graph, PatchPlan, block_end, plan_patches, trace
 from tinytune.models import TrainNet, build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
+from tinytune.recent import Recent
 from tinytune.spaces import PATCHES, Candidate, Schedule, SupernetSpec
 
 __all__ = [
@@ -34,9 +33,6 @@ __all__ = [
     "parse_patches",
     "schedule_plan",
 ]
-
-K = TypeVar("K")
-V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -152,10 +148,10 @@ class HardwareEvaluator:
         self._supernet: nn.Module | None = None
         # A search prices a candidate again when it is drawn, checked, proposed and stored,
         # and its schedule twins with it: what is known of each is kept, the oldest dropped.
-        self._graphs = _Recent[str, Graph](64)  # by the candidate trained
-        self._least = _Recent[tuple[str, int], Schedule | None](256)  # and the patches asked
-        self._auto = _Recent[str, Schedule | None](256)  # by the candidate trained
-        self._costs = _Recent[str, HardwareCost](256)  # by the candidate as scheduled
+        self._graphs = Recent[str, Graph](64)  # by the candidate trained
+        self._least = Recent[tuple[str, int], Schedule | None](256)  # and the patches asked
+        self._auto = Recent[str, Schedule | None](256)  # by the candidate trained
+        self._costs = Recent[str, HardwareCost](256)  # by the candidate as scheduled
 
     def __call__(self, candidate: Candidate) -> HardwareCost:
         return self.cost_with_graph(candidate)[0]
@@ -313,22 +309,6 @@ class HardwareEvaluator:
                 if fits:
                     break  # more patches over the same blocks take no less time
         return None if best is None or best[0][2] >= arena else best[1]
-
-
-class _Recent(Generic[K, V]):
-    """What was computed for the last ``size`` keys, the oldest dropped first."""
-
-    def __init__(self, size: int) -> None:
-        self._size, self._kept = size, dict[K, V]()
-
-    def get(self, key: K, make: Callable[[], V]) -> V:
-        """The value kept for ``key``, else ``make()``'s (kept; not kept where it raises)."""
-        if key not in self._kept:
-            value = make()
-            if len(self._kept) >= self._size:
-                self._kept.pop(next(iter(self._kept)))
-            self._kept[key] = value
-        return self._kept[key]
 
 
 def _blocks_to_patch(graph: Graph, n_blocks: int) -> list[tuple[int, int]]:

@@ -30,11 +30,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinytune.recent import Recent
+
 __all__ = ["KEPT_LAYOUTS", "ArenaLayout", "Buffer", "plan_layout"]
 
 KEPT_LAYOUTS = 512
 """Layouts kept for the next call with the same sizes and lifetimes (the oldest goes first)."""
-_kept: dict[bytes, ArenaLayout] = {}
+_kept: Recent[bytes, ArenaLayout] = Recent(KEPT_LAYOUTS)
 
 
 @dataclass(frozen=True)
@@ -130,11 +132,7 @@ def plan_layout(buffers: Sequence[Buffer], alignment: int = 4, tries: int = 32) 
     )
     key = hashlib.blake2b(numbers.tobytes(), digest_size=16, key=b"%d:%d" % (alignment, tries))
     digest = key.digest()
-    if digest not in _kept:
-        while _kept and len(_kept) >= KEPT_LAYOUTS:
-            _kept.pop(next(iter(_kept)))
-        _kept[digest] = _plan(buffers, alignment, tries)
-    return _kept[digest]
+    return _kept.get(digest, lambda: _plan(buffers, alignment, tries))
 
 
 def _plan(buffers: Sequence[Buffer], alignment: int, tries: int) -> ArenaLayout:
