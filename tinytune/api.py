@@ -126,7 +126,7 @@ if TYPE_CHECKING:
         supernet: str | None = None,
         data_seed: int = 0,
         preset: str | None = None,
-        trials: int = 12,
+        trials: int | None = None,
         resume: bool = False,
         time_budget: float | str | None = None,
         epoch_budget: float | None = None,

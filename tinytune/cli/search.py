@@ -11,7 +11,7 @@ from tinytune.errors import CLI
 from tinytune.options import SEARCH_OPTIONS
 
 if TYPE_CHECKING:
-    from tinytune.search import SearchResult
+    from tinytune.search import SearchResult, Sizing
 
 __all__ = ["search"]
 
@@ -39,7 +39,7 @@ def search(**options: Any) -> None:
 
     quiet_logs()
     started = time.monotonic()
-    study, dataset, trials = options["study"], options["dataset"], options["trials"]
+    study, dataset = options["study"], options["dataset"]
     proxy, halving = options["proxy"], options["halving"]
     with (
         pretrain_bar(options["supernet"] or default_network(dataset)) as on_pretrain,
@@ -81,7 +81,12 @@ def search(**options: Any) -> None:
                 bar.update(side["decoding"], completed=event.done)
                 return
             if not tid:
-                tid.append(bar.add_task(f"searching {study}", total=trials, status="measured"))
+                tid.append(
+                    bar.add_task(f"searching {study}", total=event.budget, status="measured")
+                )
+            if event.kind == "sized":  # the default budget, sized from the grid's fine-tunes
+                bar.update(tid[0], total=event.budget)
+                return
             if event.kind in side_bars:  # the learning-rate grid, the proxy's table
                 if event.kind not in side:
                     title, status = side_bars[event.kind]
@@ -134,6 +139,8 @@ def search(**options: Any) -> None:
     ]
     if bought:
         console.print("the measured fine-tunes: " + ", ".join(bought), soft_wrap=True)
+    if result.sizing is not None:
+        console.print(sized(result.sizing), soft_wrap=True)
     against = against_recipe(result.front, result.recipe)
     if against:
         console.print(against, soft_wrap=True)
@@ -141,7 +148,7 @@ def search(**options: Any) -> None:
         console.print(
             _stopped(
                 result,
-                trials,
+                result.trials,
                 options["time_budget"],
                 options["epoch_budget"],
                 options["proposals"],
@@ -264,6 +271,29 @@ def _devices(devices: dict[str, int], gpus_per_trial: float) -> str:
             "through CUDA, so they fine-tuned on CPUs"
         )
     return line
+
+
+def sized(sizing: Sizing) -> str:
+    """What the default budget of measured fine-tunes holds and why, in one line."""
+    from tinytune.search import DEFAULT_TRIALS
+
+    minutes = f"{sizing.time_s / 60:g} min"
+    workers = _count(sizing.slots, "worker")
+    fit = (
+        f"{_count(sizing.fit, 'fine-tune')} of about {sizing.each_s:.0f} s fit in {minutes} on "
+        f"{workers}"
+        + (f" beside the reference's {sizing.reference_s:.0f} s" if sizing.reference_s else "")
+    )
+    if sizing.trials >= DEFAULT_TRIALS and sizing.fit >= sizing.trials:
+        why = f"the most by default ({fit})"
+    elif sizing.trials > sizing.fit:
+        why = f"the first the study makes whatever the time ({fit})"
+    else:
+        why = f"as many as fit: {fit}"
+    return (
+        f"the study's budget: {_count(sizing.trials, 'measured fine-tune')}, {why}, sized from "
+        "the learning-rate grid's fine-tunes and kept with the study; --trials N sets it"
+    )
 
 
 def _count(n: int, noun: str) -> str:

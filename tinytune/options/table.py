@@ -161,9 +161,11 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "trials",
-        Count(low=1, budget=True),
-        12,
-        "Budget: measured fine-tunes of the study, over all its runs.",
+        Count(low=1, budget=True, optional=True),
+        None,
+        "Budget: measured fine-tunes of the study, over all its runs (default: as many of 12 as "
+        "fit in 10 minutes on the run's workers, sized from the learning-rate grid's fine-tunes "
+        "and kept with the study; 12 where no grid is run).",
     ),
     Option(
         "resume",

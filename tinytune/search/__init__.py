@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from tinytune.search.config import (
     BASELINE_PRESETS,
+    DEFAULT_SEARCH_S,
+    DEFAULT_TRIALS,
     OBJECTIVES,
     SAMPLERS,
     ContributionPlan,
     SearchConfig,
+    Sizing,
     check_budgets,
     check_feasible,
 )
@@ -50,6 +53,8 @@ from tinytune.search.study import Attr
 
 __all__ = [
     "BASELINE_PRESETS",
+    "DEFAULT_SEARCH_S",
+    "DEFAULT_TRIALS",
     "OBJECTIVES",
     "SAMPLERS",
     "Attr",
@@ -65,6 +70,7 @@ __all__ = [
     "SearchConfig",
     "SearchEvent",
     "SearchResult",
+    "Sizing",
     "check_budgets",
     "check_feasible",
     "estimate",

@@ -3,7 +3,14 @@ budgets it is held to, and the plan of a contribution analysis that the config c
 
 from __future__ import annotations
 
-from tinytune.search.config.budgets import check_budgets, check_feasible
+from tinytune.search.config.budgets import (
+    DEFAULT_SEARCH_S,
+    DEFAULT_TRIALS,
+    Sizing,
+    check_budgets,
+    check_feasible,
+    size_trials,
+)
 from tinytune.search.config.contribution_plan import ContributionPlan
 from tinytune.search.config.search_config import (
     BASELINE_PRESETS,
@@ -17,13 +24,17 @@ from tinytune.search.config.search_config import (
 
 __all__ = [
     "BASELINE_PRESETS",
+    "DEFAULT_SEARCH_S",
+    "DEFAULT_TRIALS",
     "DIRECTIONS",
     "OBJECTIVES",
     "SAMPLERS",
     "ContributionPlan",
     "SearchConfig",
+    "Sizing",
     "check_budgets",
     "check_feasible",
     "check_new_study_name",
     "reference_candidate",
+    "size_trials",
 ]

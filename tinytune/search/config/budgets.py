@@ -4,8 +4,10 @@ this run may still spend (time, proposals)."""
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,10 @@ from tinytune.spaces import default_subnet, get_supernet, make_preset, smallest_
 
 __all__ = [
     "CONSTRAINTS",
+    "DEFAULT_SEARCH_S",
+    "DEFAULT_TRIALS",
     "RunLimits",
+    "Sizing",
     "StudyBudget",
     "budgets_of",
     "check_budgets",
@@ -26,6 +31,7 @@ __all__ = [
     "exceeded",
     "feasible_cuts",
     "over_budget",
+    "size_trials",
     "violations",
 ]
 
@@ -239,3 +245,78 @@ class StudyBudget:
         finished: a dead driver's may come back to be retried."""
         finished, claims = self.spent()
         return claims > mine and finished < self.trials
+
+
+DEFAULT_TRIALS = 12
+"""The most measured fine-tunes a study makes when its ``trials`` are not given."""
+
+DEFAULT_SEARCH_S = 600.0
+"""The wall time that a study's measured fine-tunes (the reference's included) should take on
+the run's workers when its ``trials`` are not given: as many of :data:`DEFAULT_TRIALS` as fit."""
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The default budget of measured fine-tunes of a study, sized from fine-tunes that were
+    measured before any of them (the learning-rate grid's).
+
+    Attributes:
+        trials: the budget: ``fit``, at least ``least`` and at most :data:`DEFAULT_TRIALS`.
+        fit: how many fine-tunes of ``each_s`` fit in ``time_s`` on ``slots`` workers beside
+            the reference's ``reference_s``.
+        each_s: a measured fine-tune's predicted seconds: the mean over the families the
+            study's candidates fall in (the reference's family left out).
+        reference_s: the reference's predicted seconds (0 where the study has none to measure).
+        slots: the fine-tunes that run at once.
+        time_s: the time they should fit in (:data:`DEFAULT_SEARCH_S`).
+        least: the fine-tunes the study makes first whatever the time (the baseline presets).
+    """
+
+    trials: int
+    fit: int
+    each_s: float
+    reference_s: float
+    slots: int
+    time_s: float
+    least: int
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Sizing:
+        return cls(
+            trials=int(data["trials"]),
+            fit=int(data["fit"]),
+            each_s=float(data["each_s"]),
+            reference_s=float(data["reference_s"]),
+            slots=int(data["slots"]),
+            time_s=float(data["time_s"]),
+            least=int(data["least"]),
+        )
+
+
+def size_trials(
+    seconds: Mapping[str, float],
+    families: Sequence[str],
+    slots: int,
+    reference: bool,
+    least: int,
+    time_s: float = DEFAULT_SEARCH_S,
+) -> Sizing | None:
+    """How many measured fine-tunes fit in ``time_s`` of ``slots`` workers: ``seconds``, a
+    fine-tune's predicted seconds by family (``full``, the reference's family, measured beside
+    the budget where ``reference``), and ``families``, those the study's candidates fall in.
+    The budget is at least ``least`` (``DEFAULT_TRIALS`` at most). None where no family the
+    candidates fall in has a time."""
+    timed = [seconds[f] for f in families if f != "full" and seconds.get(f, 0.0) > 0.0]
+    if not timed:
+        timed = [seconds[f] for f in families if seconds.get(f, 0.0) > 0.0]
+    if not timed or slots < 1:
+        return None
+    each = statistics.fmean(timed)
+    reference_s = seconds.get("full", 0.0) if reference else 0.0
+    fit = max(0, math.floor((time_s * slots - reference_s) / each))
+    least = min(least, DEFAULT_TRIALS)
+    trials = min(DEFAULT_TRIALS, max(least, fit, 1))
+    return Sizing(trials, fit, each, reference_s, slots, time_s, least)

@@ -86,7 +86,9 @@ class SearchConfig:
     Attributes:
         checkpoint: Path of the supernet weights the workers load.
         trials: The study's budget of measured fine-tunes (successful or failed), over all its
-            runs and all the drivers that share it.
+            runs and all the drivers that share it; None: as many of 12 as fit in 10 minutes
+            on the run's workers, sized from the learning-rate grid's fine-tunes
+            (:func:`~tinytune.search.config.budgets.size_trials`), 12 without a grid.
         time_budget_s: Stop submitting after this many seconds of this run.
         epoch_budget: Start no fine-tune that could take this run's compute beyond this many
             fine-tuning epochs (passes over the training split: a measured fine-tune costs
@@ -145,7 +147,7 @@ class SearchConfig:
     n_classes: int = 10
     data_seed: int = config_default("data_seed")
     preset: str | None = config_default("preset")
-    trials: int = config_default("trials")
+    trials: int | None = config_default("trials")
     time_budget_s: float | None = config_default("time_budget_s")
     epoch_budget: float | None = config_default("epoch_budget")
     max_proposals: int | None = config_default("max_proposals")

@@ -35,11 +35,14 @@ from tinytune.db import Store
 from tinytune.errors import ConfigError, flag
 from tinytune.evaluators import HardwareCost
 from tinytune.search.config.budgets import (
+    DEFAULT_TRIALS,
     RunLimits,
+    Sizing,
     StudyBudget,
     budgets_of,
     epoch_costs,
     over_budget,
+    size_trials,
 )
 from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.execution.executor import Executor, InOrder, Metered
@@ -51,7 +54,7 @@ from tinytune.search.ladder.decisions import Bracket, Member, Submit
 from tinytune.search.ladder.proxy import rank_correlation
 from tinytune.search.run.events import SearchEvent, SearchResult, at_chance
 from tinytune.search.run.ledger import Ledger
-from tinytune.search.run.lr_grid import calibrate
+from tinytune.search.run.lr_grid import calibrate, families_needed
 from tinytune.search.run.mutation import (
     climbing_mutant,
     joint_params,
@@ -133,8 +136,11 @@ class Run:
         # cuts whose cheapest candidate fits the budgets
         stored = study.choices("stages")
         self.cuts = tuple(int(c) for c in stored) if stored else checked.cuts
-        # the reference is measured beside the budget
-        self.budget = StudyBudget(store, config.study_name, config.trials, checked.reference.key)
+        # the reference is measured beside the budget; where the study's trials are not
+        # given, the most of them until the grid's fine-tunes size them (Run.size)
+        trials = config.trials if config.trials is not None else DEFAULT_TRIALS
+        self.budget = StudyBudget(store, config.study_name, trials, checked.reference.key)
+        self.sizing: Sizing | None = None
         self.limits = RunLimits(
             config.time_budget_s, config.max_proposals, config.max_idle_proposals, start
         )
@@ -244,6 +250,7 @@ class Run:
         self.watch(force=True)
         if config.tune_lr:
             self.calibrate()
+        self.size()
         if self.ladder is not None and not self.ladder.prepare(self.tasks):
             self.ladder = None
         try:
@@ -264,7 +271,7 @@ class Run:
                 str(self.screen_error).splitlines()[0],
             )
         finished = self.budget.spent()[0]
-        stopped_by = self.stopped_by if finished < config.trials else None
+        stopped_by = self.stopped_by if finished < self.budget.trials else None
         front, hv = ledger.last if ledger.last is not None else ledger.snapshot()
         search_epochs = self.executor.train_epochs
         int8_cost = (0, 0.0)
@@ -313,6 +320,8 @@ class Run:
                 budgets_of(config, self.checked.flash_budget),
                 default_subnet(self.spec),
             ),
+            trials=self.budget.trials,
+            sizing=self.sizing,
         )
 
     def chance(self, front: Sequence[Any]) -> float | None:
@@ -344,6 +353,41 @@ class Run:
             self.lr_cost = (ledger.lrs.fine_tunes, ledger.lrs.wall_time_s)
             self.task_time += self.lr_cost[1]
             ledger.grid_results = grid
+
+    def size(self) -> None:
+        """The study's budget of measured fine-tunes where its ``trials`` are not given: as
+        many of :data:`~tinytune.search.config.budgets.DEFAULT_TRIALS` as fit in
+        :data:`~tinytune.search.config.budgets.DEFAULT_SEARCH_S` on the run's workers, sized
+        from the learning-rate grid's fine-tunes (:func:`~tinytune.search.config.budgets.
+        size_trials`; never fewer than the baseline presets the study measures first). Sized
+        once per study: stored with it, later runs keep it. Without a grid, the most."""
+        config = self.config
+        if config.trials is not None:
+            return
+        stored = self.study.study_attr(Attr.TRIALS_SIZED)
+        if stored:
+            self.sizing = Sizing.from_json(stored)
+        elif self.ledger.lrs is not None and config.tune_lr:
+            self.sizing = size_trials(
+                self.ledger.lrs.seconds(),
+                families_needed(config, self.spec),
+                self.executor.slots,
+                reference=config.reference,
+                least=len(BASELINE_PRESETS) if config.baselines and config.preset is None else 1,
+            )
+            if self.sizing is not None:
+                self.study.set_study_attr(Attr.TRIALS_SIZED, self.sizing.to_json())
+                if config.reproducible and self.sizing.trials < DEFAULT_TRIALS:
+                    log.warning(
+                        flag("reproducible", True)
+                        + f": the study's budget, {self.sizing.trials} measured fine-tunes, was "
+                        "sized from this machine's fine-tunes, so another machine may size "
+                        "another; " + flag("trials") + " fixes it"
+                    )
+        if self.sizing is not None:
+            self.budget = dataclasses.replace(self.budget, trials=self.sizing.trials)
+            self.ledger.budget = self.budget
+            self.emit("sized")
 
     def loop(self) -> None:
         """Propose while workers are free, then record what they hand back, until nothing is

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tinytune.search.config.budgets import Sizing
 from tinytune.search.front.recording import FrontPoint
 from tinytune.search.run.lr_grid import LrCalibration
 from tinytune.search.run.verify_int8 import Int8Accuracy
@@ -65,7 +66,8 @@ class SearchEvent:
             ``total`` fine-tunes of the contribution analysis), ``contributions_ready``,
             ``base``, ``screened`` (a short fine-tune's validation ``accuracy``, None when it
             failed), ``waiting`` (on other drivers' fine-tunes) or
-            ``calibrating`` (``done`` of ``total`` fine-tunes of the learning-rate grid) or
+            ``calibrating`` (``done`` of ``total`` fine-tunes of the learning-rate grid),
+            ``sized`` (the study's ``budget``, not given, sized from the grid's fine-tunes) or
             ``int8`` (``done`` of ``total`` front points trained as the device trains); before
             the search, ``decoding`` (``done`` of ``total`` images of an image folder decoded
             into the cache folder ``path``) or ``decoded`` (the images were in that cache).
@@ -144,6 +146,12 @@ class SearchResult:
             baseline presets on the default sub-network: :func:`~tinytune.search.front.
             recording.recipe_point`), what the papers' recipes alone give, to weigh the front's
             most accurate point against; None where the study measured none within them.
+        trials: the study's budget of measured fine-tunes: as given, or sized (``sizing``).
+        sizing: how the default budget was sized where the study's ``trials`` were not given
+            (:func:`~tinytune.search.config.budgets.size_trials`, from the learning-rate
+            grid's fine-tunes; stored with the study, so that later runs keep it); None where
+            they were given, or where nothing was measured to size them by
+            (:data:`~tinytune.search.config.budgets.DEFAULT_TRIALS` then).
         latency_profile: the device profile that predicted the latencies, for people
             (``"host, pytorch engine (calibration 3)"``); a calibration stored with
             ``--force`` says FORCED.
@@ -180,6 +188,8 @@ class SearchResult:
     devices: dict[str, int] = field(default_factory=dict)
     chance: float | None = None
     recipe: FrontPoint | None = None
+    trials: int = 0
+    sizing: Sizing | None = None
 
 
 def at_chance(val_accuracies: list[float], n_classes: int, val_images: int) -> bool:

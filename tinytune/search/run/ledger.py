@@ -87,7 +87,7 @@ class Ledger:
                     kind,
                     dataclasses.replace(self.counts),
                     finished,
-                    self.config.trials,
+                    self.budget.trials,
                     len(self.pending),
                     **data,
                 )
@@ -348,7 +348,7 @@ class Ledger:
             config.study_name,
             member.candidate.key,
             trial.number,
-            None if member.reference else config.trials,
+            None if member.reference else self.budget.trials,
             uncounted=self.budget.reference_key,
         )
         if claim.outcome == "measured":

@@ -21,6 +21,7 @@ fine-tunes are then not measurements of the presets, which the study measures in
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -146,6 +147,16 @@ class LrCalibration:
     @property
     def wall_time_s(self) -> float:
         return sum(s for r in self.rates for *_, s in r.tried)
+
+    def seconds(self) -> dict[str, float]:
+        """A measured fine-tune's predicted seconds by family: the median of the grid's
+        fine-tunes of the family, scaled from the grid's share of the training images to all
+        of them (a fine-tune's time grows with the images it trains on)."""
+        return {
+            r.family: statistics.median(s for *_, s in r.tried) / self.train_fraction
+            for r in self.rates
+            if r.tried
+        }
 
     def to_json(self) -> dict[str, Any]:
         subset = {"train_fraction": self.train_fraction} if self.train_fraction < 1.0 else {}

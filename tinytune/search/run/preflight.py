@@ -21,6 +21,7 @@ from tinytune.errors import BudgetOptionError, ConfigError
 from tinytune.evaluators import HardwareEvaluator
 from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.search.config.budgets import (
+    DEFAULT_TRIALS,
     check_budgets,
     check_feasible,
     epoch_costs,
@@ -148,7 +149,7 @@ def decoding_events(
                 "decoded" if step.reused else "decoding",
                 Counts(),
                 finished=0,
-                budget=config.trials,
+                budget=config.trials or DEFAULT_TRIALS,
                 in_flight=0,
                 done=step.done,
                 total=step.total,

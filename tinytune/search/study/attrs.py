@@ -38,6 +38,7 @@ class Attr:
     SCREEN_ACCURACY = "short_val_accuracy"  # the short fine-tune's (--halving)
     REFERENCE = "reference"
     LR_CALIBRATION = "lr_calibration"  # the study's rate per scheme family (search/lr.py)
+    TRIALS_SIZED = "trials_sized"  # the default budget of measured fine-tunes, as sized
     HYPERVOLUME_GRAPH = "tinytune-hypervolume"
     MUTANT_OF = "mutant_of"  # the key of the front point a mutant was made from
     CLIMB = "climb"  # a mutant of the most accurate fine-tune that does more work than it
