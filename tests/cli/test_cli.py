@@ -782,3 +782,26 @@ def test_the_commands_log_names_options_as_flags() -> None:
         "with a preset",
         "WARNING tinytune.search.run.driver: plain text, 2",
     ]
+
+
+def test_the_sized_budget_is_said_in_one_line_with_its_reason() -> None:
+    from tinytune.cli.search import sized
+    from tinytune.search import Sizing
+
+    most = sized(Sizing(12, 157, 7.4, 12.2, 2, 600.0, 4))
+    assert most == (
+        "the study's budget: 12 measured fine-tunes, the most by default (157 fine-tunes of "
+        "about 7 s fit in 10 min on 2 workers beside the reference's 12 s), sized from the "
+        "learning-rate grid's fine-tunes and kept with the study; --trials N sets it"
+    )
+    some = sized(Sizing(7, 7, 120.0, 300.0, 2, 600.0, 4))
+    assert some.startswith(
+        "the study's budget: 7 measured fine-tunes, as many as fit: 7 fine-tunes of about 120 s "
+        "fit in 10 min on 2 workers beside the reference's 300 s, sized"
+    )
+    floor = sized(Sizing(4, 0, 480.0, 1200.0, 1, 600.0, 4))
+    assert floor.startswith(
+        "the study's budget: 4 measured fine-tunes, never fewer than the 4 it measures first (0 "
+        "fine-tunes of about 480 s fit in 10 min on 1 worker beside the reference's 1200 s)"
+    )
+    assert "beside the reference" not in sized(Sizing(1, 1, 500.0, 0.0, 1, 600.0, 1))

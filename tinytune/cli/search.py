@@ -287,7 +287,7 @@ def sized(sizing: Sizing) -> str:
     if sizing.trials >= DEFAULT_TRIALS and sizing.fit >= sizing.trials:
         why = f"the most by default ({fit})"
     elif sizing.trials > sizing.fit:
-        why = f"the first the study makes whatever the time ({fit})"
+        why = f"never fewer than the {sizing.least} it measures first ({fit})"
     else:
         why = f"as many as fit: {fit}"
     return (
