@@ -428,11 +428,14 @@ def _against_presets(records: list[dict[str, Any]], best: str | None = None) -> 
 
     presets: dict[int, tuple[float, float]] = {}
     chosen: dict[int, tuple[float, float]] = {}  # the search ``best``'s, seed by seed
+    recipe: dict[int, tuple[float, float]] = {}  # MCUNetV3's recipe's, seed by seed
     for r in records:
         if r["strategy"] in PRESETS:
             presets[r["seed"]] = max(presets.get(r["seed"], (0.0, 0.0)), top(r))
         if r["strategy"] == best:
             chosen[r["seed"]] = top(r)
+        if r["strategy"] == "mcunetv3":
+            recipe[r["seed"]] = top(r)
     lines = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
         if not _mine(strategy):
@@ -461,6 +464,23 @@ def _against_presets(records: list[dict[str, Any]], best: str | None = None) -> 
                     f"preset search of highest median hypervolume) in {wins} of {len(against)} "
                     f"seeds, level in {ties}"
                 )
+        of_recipe = sorted(
+            (r for r in records if r["strategy"] == strategy and r["seed"] in recipe),
+            key=lambda r: r["seed"],
+        )
+        if of_recipe:
+            wins = sum(top(r)[0] > recipe[r["seed"]][0] for r in of_recipe)
+            ties = sum(top(r)[0] == recipe[r["seed"]][0] for r in of_recipe)
+            seeds = "; ".join(
+                f"{r['seed']}: {_val_test(top(r))} / {_val_test(recipe[r['seed']])}"
+                for r in of_recipe
+            )
+            lines.append(
+                f"* {strategy}: most accurate point on validation above MCUNetV3's recipe's "
+                f"(mcunetv3: contribution analysis, then evolution) in {wins} of "
+                f"{len(of_recipe)} seeds, level in {ties}; seed by seed, validation (test) %, "
+                f"{strategy} / mcunetv3: {seeds}"
+            )
     return ["", *lines] if lines else []
 
 
