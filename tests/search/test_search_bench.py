@@ -465,3 +465,44 @@ def test_the_documented_drivers_time_before_and_after_is_what_its_records_give()
         f"to {100 * share['after']:.0f} %"
     )
     assert sentence in " ".join(page.split())
+
+
+def test_the_documented_comparison_with_mcunetv3s_recipe_is_what_its_records_give() -> None:
+    """The Xeon's table against MCUNetV3's recipe (and the letters' other preset searches): its
+    median hypervolumes, seed counts and the recipe's median best point are what ``--report``
+    computes from the committed records, which chose the same rates as the table's searches."""
+    import re
+
+    rows = _table_rows("bench/search.md")
+
+    def medians(text: str, *strategies: str) -> str:
+        found = [re.search(rf"^\| {s} \| 5 \| ([\d.]+) \|", text, re.M) for s in strategies]
+        return "; ".join(m[1] if m else "missing" for m in found)
+
+    for i, folder in enumerate(("letters", "textures", "symbols")):
+        names = (f"search-{folder}-screened-xeon.jsonl", f"search-{folder}-baselines-xeon.jsonl")
+        runs = [json.loads(line) for n in names for line in (RECORDS / n).read_text().splitlines()]
+        chosen = {json.dumps({k: v["lr"] for k, v in r["lr"].items()}) for r in runs}
+        assert len(chosen) == 1, folder  # every run of the folder at the same rates
+        text = _report(*names)
+        label = "median hypervolume: the default; `preset-last`; MCUNetV3's recipe"
+        assert rows[label][i] == medians(text, "evolve", "preset-last", "mcunetv3")
+        others = rows["median hypervolume: `preset-bias-only`; `preset-tinytl`"][i]
+        assert others == (
+            medians(text, "preset-bias-only", "preset-tinytl")
+            if folder == "letters"
+            else "not run"
+        )
+        count = re.search(r"above MCUNetV3's recipe's .* in (\d) of 5 seeds, level in (\d)", text)
+        assert count
+        label = (
+            "seeds where the default's most accurate point on validation beats the recipe's "
+            "(level)"
+        )
+        assert rows[label][i] == f"{count[1]} ({count[2]}) of 5"
+        best = re.search(
+            r"^\| mcunetv3 \| 5 \|(?: [^|]+ \|){3} ([\d.]+) \| ([\d.]+) \|", text, re.M
+        )
+        assert best
+        label = "the recipe's median most accurate point, validation / test (%)"
+        assert rows[label][i] == f"{best[1]} / {best[2]}"
