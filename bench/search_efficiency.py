@@ -436,51 +436,52 @@ def _against_presets(records: list[dict[str, Any]], best: str | None = None) -> 
             chosen[r["seed"]] = top(r)
         if r["strategy"] == "mcunetv3":
             recipe[r["seed"]] = top(r)
+
+    def tally(strategy: str, against: dict[int, tuple[float, float]]) -> tuple[int, int, int, str]:
+        """The strategy's runs of the seeds ``against`` holds: how many, those above it, those
+        level, and both points seed by seed."""
+        runs = sorted(
+            (r for r in records if r["strategy"] == strategy and r["seed"] in against),
+            key=lambda r: r["seed"],
+        )
+        wins = sum(top(r)[0] > against[r["seed"]][0] for r in runs)
+        ties = sum(top(r)[0] == against[r["seed"]][0] for r in runs)
+        seeds = "; ".join(
+            f"{r['seed']}: {_val_test(top(r))} / {_val_test(against[r['seed']])}" for r in runs
+        )
+        return len(runs), wins, ties, seeds
+
+    against = (  # each one's points by seed, what it is called, how a tie is said, its name
+        (
+            presets,
+            "every preset search's",
+            "level with the best of them",
+            "the best preset search",
+        ),
+        (chosen, f"{best}'s (the preset search of highest median hypervolume)", "level", None),
+        (
+            recipe,
+            "MCUNetV3's recipe's (mcunetv3: contribution analysis, then evolution)",
+            "level",
+            "mcunetv3",
+        ),
+    )
     lines = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
         if not _mine(strategy):
             continue
-        mine = sorted(
-            (r for r in records if r["strategy"] == strategy and r["seed"] in presets),
-            key=lambda r: r["seed"],
-        )
-        if mine:
-            wins = sum(top(r)[0] > presets[r["seed"]][0] for r in mine)
-            ties = sum(top(r)[0] == presets[r["seed"]][0] for r in mine)
-            seeds = "; ".join(
-                f"{r['seed']}: {_val_test(top(r))} / {_val_test(presets[r['seed']])}" for r in mine
-            )
-            lines.append(
-                f"* {strategy}: most accurate point on validation above every preset search's "
-                f"in {wins} of {len(mine)} seeds, level with the best of them in {ties}; seed "
-                f"by seed, validation (test) %, {strategy} / the best preset search: {seeds}"
-            )
-            against = [r for r in mine if r["seed"] in chosen]
-            if against:
-                wins = sum(top(r)[0] > chosen[r["seed"]][0] for r in against)
-                ties = sum(top(r)[0] == chosen[r["seed"]][0] for r in against)
+        for points, what, level, name in against:
+            n, wins, ties, seeds = tally(strategy, points)
+            if n:
                 lines.append(
-                    f"* {strategy}: most accurate point on validation above {best}'s (the "
-                    f"preset search of highest median hypervolume) in {wins} of {len(against)} "
-                    f"seeds, level in {ties}"
+                    f"* {strategy}: most accurate point on validation above {what} in {wins} "
+                    f"of {n} seeds, {level} in {ties}"
+                    + (
+                        f"; seed by seed, validation (test) %, {strategy} / {name}: {seeds}"
+                        if name
+                        else ""
+                    )
                 )
-        of_recipe = sorted(
-            (r for r in records if r["strategy"] == strategy and r["seed"] in recipe),
-            key=lambda r: r["seed"],
-        )
-        if of_recipe:
-            wins = sum(top(r)[0] > recipe[r["seed"]][0] for r in of_recipe)
-            ties = sum(top(r)[0] == recipe[r["seed"]][0] for r in of_recipe)
-            seeds = "; ".join(
-                f"{r['seed']}: {_val_test(top(r))} / {_val_test(recipe[r['seed']])}"
-                for r in of_recipe
-            )
-            lines.append(
-                f"* {strategy}: most accurate point on validation above MCUNetV3's recipe's "
-                f"(mcunetv3: contribution analysis, then evolution) in {wins} of "
-                f"{len(of_recipe)} seeds, level in {ties}; seed by seed, validation (test) %, "
-                f"{strategy} / mcunetv3: {seeds}"
-            )
     return ["", *lines] if lines else []
 
 
