@@ -478,4 +478,4 @@ def test_a_type_checker_refuses_an_option_of_the_wrong_type(tmp_path: Path) -> N
     lines = [line for line in run.stdout.splitlines() if ": error:" in line]
     assert len(lines) == 1, run.stdout + run.stderr
     assert lines[0].startswith('wrong.py:3: error: Argument "trials" to "optimize"'), lines
-    assert 'incompatible type "str"; expected "int"' in lines[0]
+    assert 'incompatible type "str"; expected "int | None"' in lines[0]
