@@ -152,3 +152,14 @@ def test_a_reproducible_study_sized_below_twelve_says_its_number_hangs_on_the_ma
         assert bool(said) == warned, name
         if warned:
             assert "4 measured fine-tunes" in said[0] and "trials" in said[0]
+
+
+def test_the_options_help_says_the_sized_defaults_numbers() -> None:
+    """The options sit below the search and cannot import its constants: their help repeats
+    them as text, held to them here."""
+    from tinytune.options import SEARCH_OPTIONS
+
+    help_text = next(o for o in SEARCH_OPTIONS if o.name == "trials").help
+    minutes = f"{DEFAULT_SEARCH_S / 60:g} minutes"
+    assert f"as many of {DEFAULT_TRIALS} as fit in {minutes}" in help_text
+    assert f"; {DEFAULT_TRIALS} where no grid is run" in help_text
