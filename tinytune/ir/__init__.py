@@ -9,6 +9,7 @@ from tinytune.ir.patches import (
     Region,
     block_end,
     patch_op,
+    patched_op,
     plan_patches,
     unrolled,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "TensorInfo",
     "block_end",
     "patch_op",
+    "patched_op",
     "plan_patches",
     "trace",
     "unrolled",

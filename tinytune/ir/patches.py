@@ -46,6 +46,7 @@ __all__ = [
     "Region",
     "block_end",
     "patch_op",
+    "patched_op",
     "plan_patches",
     "split_axis",
     "unrolled",
@@ -288,6 +289,12 @@ def patch_op(name: str, patch: int) -> str:
     """The name of op ``name`` run on patch ``patch`` (in :func:`unrolled` and a bundle's
     calls, so that a bundle's per-call timings fit the patched ops they belong to)."""
     return f"{name}@{patch}"
+
+
+def patched_op(name: str) -> str:
+    """The op that call or op ``name`` runs: ``name`` less the patch :func:`patch_op` gave it."""
+    base, at, patch = name.rpartition("@")
+    return base if at and patch.isdigit() else name
 
 
 def unrolled(graph: Graph, plan: PatchPlan) -> Graph:

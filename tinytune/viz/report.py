@@ -14,9 +14,9 @@ import numpy as np
 
 from tinytune.hwmodels import LatencyReport, MemoryReport
 from tinytune.hwmodels.latency import PHASES
-from tinytune.ir import Graph
+from tinytune.ir import Graph, patched_op
 
-__all__ = ["CATEGORIES", "report_figure", "step_breakdown"]
+__all__ = ["CATEGORIES", "op_latencies", "report_figure", "step_breakdown"]
 
 CATEGORIES = ("activation", "saved", "gradient", "param_gradient", "weights", "optimizer")
 _LABELS = {
@@ -42,6 +42,19 @@ def step_breakdown(memory: MemoryReport) -> np.ndarray:
     out = np.zeros((len(CATEGORIES), steps))
     for b in memory.buffers:
         out[CATEGORIES.index(b.category), b.start : b.end + 1] += b.nbytes
+    return out
+
+
+def op_latencies(graph: Graph, latency: LatencyReport) -> np.ndarray:
+    """Predicted seconds per (phase, op of ``graph``): shape ``(len(PHASES), len(graph.ops))``.
+    A frozen prefix run patch by patch is priced once per patch (``conv@0``, ``conv@1``, ...):
+    an op's column sums its patches, so that the columns add up to the training step."""
+    column = {op.name: i for i, op in enumerate(graph.ops)}
+    out = np.zeros((len(PHASES), len(graph.ops)))
+    for name, phases in latency.per_op:
+        i = column[patched_op(name)]
+        for phase, seconds in phases.items():
+            out[PHASES.index(phase), i] += seconds
     return out
 
 
@@ -88,19 +101,27 @@ def report_figure(
     ax.legend(loc="upper right", fontsize=8, ncol=2)
     if latency is not None:
         ax = axes[1][0]
-        per_op = [dict(p) for _, p in latency.per_op]
+        per_op = 1000 * op_latencies(graph, latency)
         bottom = np.zeros(n)
         totals = latency.phase_totals()
         for i, phase in enumerate(PHASES):
-            values = np.array([1000 * p.get(phase, 0.0) for p in per_op])
+            values = per_op[i]
             if values.any():
                 label = f"{_PHASE_LABELS[phase]} ({1000 * totals[phase]:.1f} ms)"
                 ax.bar(
                     np.arange(n), values, bottom=bottom, width=0.9, color=colors[i], label=label
                 )
                 bottom += values
+        xlabel = "op (execution order)"
+        if memory.patches is not None:
+            stage = memory.patches.stage_end
+            ax.axvspan(-0.5, stage - 0.5, color="grey", alpha=0.12, lw=0)
+            xlabel += (
+                f"; shaded: ops 0–{stage - 1} run patch by patch, each bar the sum of its "
+                f"{len(memory.patches.held)} patches"
+            )
         ax.set_xlim(-0.5, n - 0.5)
-        ax.set_xlabel("op (execution order)")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("predicted time (ms)")
         ax.set_title(
             f"predicted on {device}: training step {1000 * latency.train_step_s:.1f} ms, "
