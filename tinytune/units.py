@@ -15,6 +15,7 @@ __all__ = [
     "check_integer",
     "check_real",
     "check_seed",
+    "format_bytes",
     "parse_bytes",
     "parse_seconds",
 ]
@@ -53,6 +54,21 @@ def parse_bytes(text: str, what: str | Flag = "size") -> int:
     if value <= 0:
         raise refusal(what, f"{text!r} must be > 0", BudgetError)
     return int(value)
+
+
+def format_bytes(n: int, *, rounded: bool = False) -> str:
+    """``n`` bytes in the largest binary unit that holds at least one (KB = 1024 B, as
+    :func:`parse_bytes` reads it): to one decimal, for sizes set side by side (``512 B``,
+    ``22.0 KB``, ``241.1 KB``); ``rounded`` to three significant digits, for capacities and
+    budgets (``256 KB``, ``1 MB``, ``23.5 GB``)."""
+    if n < 1024:
+        return f"{n} B"
+    value, unit = float(n), "B"
+    for unit in ("KB", "MB", "GB"):
+        value /= 1024
+        if round(value, 1) < 1024 or unit == "GB":
+            break
+    return f"{value:.3g} {unit}" if rounded else f"{value:.1f} {unit}"
 
 
 def parse_seconds(text: str, what: str | Flag = "duration", *, bare: bool = True) -> float:

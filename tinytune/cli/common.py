@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -16,14 +16,11 @@ from tinytune.outfiles import json_path, png_path
 
 if TYPE_CHECKING:
     from tinytune.evaluators.device import TrainingProgress
-    from tinytune.search import FrontPoint
-    from tinytune.search.run import Int8Accuracy
 
 __all__ = [
     "DEFAULT_STORAGE",
     "against_recipe",
     "console",
-    "front_table",
     "json_path",
     "measure_bar",
     "png_path",
@@ -100,81 +97,12 @@ def against_recipe(front: Sequence[Any], recipe: Any) -> str | None:
     )
 
 
-def front_table(
-    front: tuple[FrontPoint, ...] | list[dict],
-    title: str,
-    reference: FrontPoint | None = None,
-    int8: Mapping[str, Int8Accuracy] | None = None,
-    caption: str | None = None,
-):
-    """A rich table of Pareto points (FrontPoint objects or their stored dicts): validation
-    accuracy (what the front is chosen on) and test accuracy (reported) side by side, and, given
-    the study's reference (full fine-tuning), each point's test accuracy against it and how
-    many times less peak training SRAM it needs; given ``int8`` accuracies (by candidate key),
-    a column of the validation / test accuracy each point reaches trained as the device trains
-    it; ``caption`` is printed under it."""
-    from rich.table import Table
-
-    from tinytune.search import FrontPoint
-
-    table = Table(title=title, caption=caption, caption_justify="left")
-    cols = ["trial", "scheme", "val acc", "test acc", "peak SRAM", "flash", "step", "candidate"]
-    if reference is not None:
-        cols[4:4] = ["vs full", "SRAM vs full"]
-    if int8:
-        cols[4:4] = ["int8 val/test"]
-    for col in cols:
-        table.add_column(col, justify="right" if col not in ("scheme", "candidate") else "left")
-    points = [FrontPoint.from_dict(p) if isinstance(p, dict) else p for p in front]
-    on_front = {p.candidate_key for p in points}
-    # the reference gets a row of its own unless it is on the front, marked as off it
-    if reference is not None and reference.candidate_key not in on_front:
-        points.append(reference)
-    for point in points:
-        flash, test, latency = point.flash_bytes, point.test_accuracy, point.latency_s
-        val = point.val_accuracy  # None in a snapshot stored before validation was measured
-        off = "" if point.candidate_key in on_front else ", off the front"
-        row = [
-            str(point.trial),
-            point.scheme + off,
-            f"{100 * val:.1f}%" if val is not None else "-",
-            f"{100 * test:.1f}%" if test is not None else "-",
-            f"{point.memory_bytes / 1024:.1f} KB",
-            f"{flash / 1024:.1f} KB" if flash else "-",
-            f"{1000 * latency:.0f} ms" if latency is not None else "-",
-            point.candidate_key[:12],
-        ]
-        if reference is not None:
-            row[4:4] = _against(point, reference)
-        if int8:
-            device = int8.get(point.candidate_key)
-            row[4:4] = [
-                f"{100 * device.val_accuracy:.1f}/{100 * device.test_accuracy:.1f}%"
-                if device is not None
-                else "-"
-            ]
-        table.add_row(*row)
-    return table
-
-
 def size_text(n: int) -> str:
-    """``n`` bytes in the largest binary unit that fits: ``320 KB``, ``1 GB``."""
-    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} B"
+    """A capacity or budget of ``n`` bytes in the unit that fits, to three significant digits
+    (:func:`tinytune.units.format_bytes`): ``320 KB``, ``1 MB``."""
+    from tinytune.units import format_bytes
 
-
-def _against(point: FrontPoint, reference: FrontPoint) -> list[str]:
-    """Test accuracy loss (pp) and SRAM saving (×) against the reference."""
-    if point.candidate_key == reference.candidate_key:
-        return ["(reference)", ""]
-    loss = (
-        f"{100 * (point.test_accuracy - reference.test_accuracy):+.1f} pp"
-        if point.test_accuracy is not None and reference.test_accuracy is not None
-        else "-"
-    )
-    return [loss, f"{reference.memory_bytes / point.memory_bytes:.1f}× less"]
+    return format_bytes(n, rounded=True)
 
 
 @contextmanager

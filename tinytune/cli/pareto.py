@@ -29,12 +29,32 @@ def pareto(
             "colour) and the hypervolume after each measured evaluation."
         ),
     ] = None,
+    wide: Annotated[
+        bool,
+        typer.Option(
+            help="A row per point (schedule twins apart) with its flash, SRAM against full "
+            "fine-tuning and whole candidate key."
+        ),
+    ] = False,
+    json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the front as JSON, every field, and nothing else."),
+    ] = False,
 ) -> None:
-    """Print the Pareto front of measured results stored for a study."""
+    """Print the Pareto front of measured results stored for a study: a row per fine-tune,
+    its schedule twins (the same fine-tune at other patch counts) folded in."""
+    import json as json_module
+
     import tinytune
-    from tinytune.cli.common import against_recipe, console, front_table, png_path, quiet_logs
+    from tinytune.cli.common import against_recipe, console, png_path, quiet_logs
+    from tinytune.cli.front_table import (
+        front_json,
+        front_table,
+        measured_words,
+        schedules_of,
+        study_counts,
+    )
     from tinytune.db import open_store
-    from tinytune.search.front import HYPERVOLUME_BOX
     from tinytune.search.ladder import rank_correlation
     from tinytune.search.run import int8_accuracies
 
@@ -56,6 +76,11 @@ def pareto(
         }
         keys = [p["candidate_key"] for p in snap.points] if snap is not None else []
         int8 = int8_accuracies(store, study, keys)
+    reference = view.reference
+    schedules = schedules_of(storage, [*keys, *([reference.candidate_key] if reference else [])])
+    if json:
+        print(json_module.dumps(front_json(view.front, reference, int8, schedules), indent=1))
+        return
     if snap is None or not snap.points:
         console.print(f"study {study!r} has no measured candidate within its budget yet")
     else:
@@ -66,15 +91,24 @@ def pareto(
             else "chosen on TEST accuracy by an earlier tinytune (stored before fronts were "
             "chosen on validation; search a new study to choose on validation)"
         )
-        console.print(
-            front_table(
-                snap.points,
-                f"Pareto front of study {study!r} ({snap.n_trials} measured{hv}), {chosen}",
-                view.reference,
-                int8,
-                caption=HYPERVOLUME_BOX if snap.hypervolume is not None else None,
-            )
+        counts = measured_words(*study_counts(measured))
+        table = front_table(
+            view.front,
+            f"Pareto front of study {study!r} ({counts}{hv}), {chosen}",
+            reference,
+            int8,
+            schedules=schedules,
+            wide=wide,
+            caption=_caption(wide, snap.hypervolume is not None),
         )
+        # --wide: every column whole, however narrow the terminal
+        natural = console.measure(table, options=console.options.update_width(1000)).maximum
+        shown = console.width
+        console.width = max(shown, natural) if wide else shown
+        try:
+            console.print(table)
+        finally:
+            console.width = shown
     if snap is not None and snap.budgets is not None:
         console.print(_budgets_line(snap.budgets))
     against = against_recipe(view.front, view.recipe)
@@ -104,8 +138,8 @@ def pareto(
         plot.parent.mkdir(parents=True, exist_ok=True)
         pareto_figure(
             measured,
-            snap.points if snap is not None else [],
-            hypervolume_history(snapshots),
+            [p for p in front_json(view.front, None, int8, schedules)],
+            hypervolume_history(snapshots, measured),
             plot,
             title=f"study {study!r}: measured Pareto front",
             sram_budget_bytes=(
@@ -115,6 +149,16 @@ def pareto(
             ),
         )
         console.print(f"wrote {plot}")
+
+
+def _caption(wide: bool, hypervolume: bool) -> str:
+    """What the table's columns mean, under it."""
+    from tinytune.cli.front_table import ROWS
+    from tinytune.search.front import HYPERVOLUME_BOX
+
+    rows = "a row per point" if wide else f"{ROWS}; --wide: a row each, with flash and key"
+    rows += "; --json: every field"
+    return rows + (f". {HYPERVOLUME_BOX}" if hypervolume else "")
 
 
 def _measured_by(

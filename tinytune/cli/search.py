@@ -27,10 +27,10 @@ def search(**options: Any) -> None:
     from tinytune.cli.common import (
         against_recipe,
         console,
-        front_table,
         pretrain_bar,
         quiet_logs,
     )
+    from tinytune.cli.front_table import ROWS, front_table, measured_words, schedules_of
     from tinytune.db.engine import mask_url
     from tinytune.search import SearchEvent
     from tinytune.search.front import HYPERVOLUME_BOX
@@ -82,7 +82,9 @@ def search(**options: Any) -> None:
                 return
             if not tid:
                 tid.append(
-                    bar.add_task(f"searching {study}", total=event.budget, status="measured")
+                    bar.add_task(
+                        f"searching {study}", total=event.budget, status="of the budget measured"
+                    )
                 )
             if event.kind == "sized":  # the default budget, sized from the grid's fine-tunes
                 bar.update(tid[0], total=event.budget)
@@ -108,7 +110,8 @@ def search(**options: Any) -> None:
                 tid[0],
                 completed=event.finished,
                 status=(
-                    f"measured{scored}, {c.pruned} over budget, {c.failed} failed, best "
+                    f"of the budget measured{scored}, {c.pruned} over budget, {c.failed} failed, "
+                    "best "
                     f"{f'{100 * best[0]:.1f}% val' if best[0] else '-'} this run{waiting}"
                 ),
             )
@@ -116,13 +119,9 @@ def search(**options: Any) -> None:
         result = tinytune.optimize(**options, progress=progress, on_pretrain=pretraining)
     c = result.counts
     console.print(
-        f"{c.measured} measured"
-        + (
-            f" (and {c.twins} schedule twins: the same fine-tunes at other patch counts)"
-            if c.twins
-            else ""
-        )
-        + f", {c.pruned} pruned as over budget, {c.failed} failed, "
+        measured_words(c.measured, c.twins)
+        + (" (twins: the same fine-tunes at other patch counts)" if c.twins else "")
+        + f" in this run, {c.pruned} pruned as over budget, {c.failed} failed, "
         f"{c.reused} reused in {result.wall_time_s:.0f} s "
         f"({time.monotonic() - started:.0f} s in all"
         f"{', pre-training included' if pretrained else ''})"
@@ -243,6 +242,9 @@ def search(**options: Any) -> None:
         console.print("no measured candidate meets the budget yet")
         return
     hv = f", hypervolume {result.hypervolume:.4f}" if result.hypervolume is not None else ""
+    keys = [p.candidate_key for p in result.front]
+    if result.reference is not None:
+        keys.append(result.reference.candidate_key)
     console.print(
         front_table(
             result.front,
@@ -252,7 +254,11 @@ def search(**options: Any) -> None:
             f"{result.latency_profile or options['device']}{hv}",
             result.reference,
             result.int8,
-            caption=HYPERVOLUME_BOX if result.hypervolume is not None else None,
+            schedules=schedules_of(options["storage"], keys),
+            caption=(
+                f"{ROWS}; tinytune pareto --wide: a row each"
+                + (f". {HYPERVOLUME_BOX}" if result.hypervolume is not None else "")
+            ),
         )
     )
     console.print(
