@@ -75,9 +75,14 @@ def test_plot_writes_a_png(
     assert main(["pareto", "--storage", searched, "--plot", str(into_new)]) == 0
     assert into_new.read_bytes()[:8] == PNG
     with open_store(searched) as store:
-        history = hypervolume_history(store.pareto_snapshots("s"))
+        measured = store.evaluations("s", fidelity="measured", status="ok")
+        history = hypervolume_history(store.pareto_snapshots("s"), measured)
+        stored = store.latest_pareto("s").hypervolume
     assert [n for n, _ in history] == [1, 2, 3]  # one snapshot per measured evaluation
     assert all(0.0 < hv <= 1.0 for _, hv in history)
+    # one hypervolume: the history ends on the figure the table and the search print
+    assert history[-1][1] == stored
+    assert f"hypervolume {stored:.4f}" in " ".join(printed.split())
 
 
 @pytest.mark.parametrize(
@@ -209,7 +214,7 @@ def test_the_history_rises_only_when_the_front_improves() -> None:
         ParetoSnapshot(2, "s", now, 3, 0.6, [a, b]),  # a slower, dominated point measured
         ParetoSnapshot(3, "s", now, 4, 0.7, [a, better]),
     ]
-    history = hypervolume_history(snaps)
+    history = hypervolume_history(snaps, [])
     assert [n for n, _ in history] == [2, 3, 4]
     assert history[0][1] == history[1][1] < history[2][1]
     ref = (0.0, 1.1 * 80_000, 1.1 * 0.2)  # the largest SRAM and latency of any front
@@ -240,39 +245,49 @@ def test_the_history_holds_the_fronts_of_the_latest_budgets_and_empty_ones_as_ze
         ParetoSnapshot(2, "s", now, 3, 0.3, [a], narrow),  # b over the smaller budget
         ParetoSnapshot(3, "s", now, 4, 0.5, [a, b], wide),
     ]
-    history = hypervolume_history(snaps)
+    history = hypervolume_history(snaps, [])
     assert [n for n, _ in history] == [2, 4]
     assert history[0][1] == history[1][1] > 0.0
     tiny = {"sram_bytes": 10_000, "flash_bytes": None, "latency_s": None}
-    assert hypervolume_history([*snaps, ParetoSnapshot(4, "s", now, 5, None, [], tiny)]) == [
+    assert hypervolume_history([*snaps, ParetoSnapshot(4, "s", now, 5, None, [], tiny)], []) == [
         (5, 0.0)
     ]
-    history = hypervolume_history([ParetoSnapshot(0, "s", now, 1, None, [], wide), *snaps])
+    history = hypervolume_history([ParetoSnapshot(0, "s", now, 1, None, [], wide), *snaps], [])
     assert [n for n, _ in history] == [1, 2, 4] and history[0][1] == 0.0
-    assert history[1:] == hypervolume_history(snaps)
+    assert history[1:] == hypervolume_history(snaps, [])
     # snapshots stored before budgets were kept (None) stay in the history
     older = [ParetoSnapshot(0, "s", now, 1, 0.5, [a, b], None), *snaps]
-    assert [n for n, _ in hypervolume_history(older)] == [1, 2, 4]
+    assert [n for n, _ in hypervolume_history(older, [])] == [1, 2, 4]
 
 
-def test_the_fronts_points_are_labelled_with_their_schemes(
+def test_the_fronts_points_carry_their_trials_and_schemes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each point of a small front is labelled with its update scheme; a front too large for
-    labels that do not cover each other has none."""
+    """Each point of the front is labelled with its trial number (what ``tinytune export``
+    takes), however many there are, and the legend names each scheme with a marker of its
+    own."""
     import matplotlib.pyplot as plt
 
-    from tinytune.viz.pareto import FRONT_LABELS, pareto_figure
+    from tinytune.viz.pareto import pareto_figure
 
     figures = []
     monkeypatch.setattr(plt, "close", figures.append)
     front = [
-        {**_point("a", 0.9, 40_000, 0.1), "scheme": "bias-only"},
-        {**_point("b", 0.95, 60_000, 0.2), "scheme": "mcunetv3"},
+        {**_point("a", 0.9, 40_000, 0.1), "scheme": "bias-only", "trial": 7},
+        {**_point("b", 0.95, 60_000, 0.2), "scheme": "mcunetv3", "trial": 3},
+        {**_point("c", 0.96, 70_000, 0.3), "scheme": "bias-only", "trial": 12},
+        # a schedule twin of trial 3's fine-tune: labelled with it, in order of SRAM
+        {**_point("d", 0.95, 80_000, 0.1), "scheme": "mcunetv3", "trial": 5, "fine_tune": "b"},
     ]
+    front[1]["fine_tune"] = "b"
     pareto_figure([], front, [], tmp_path / "small.png", title="t")
-    assert [t.get_text() for t in figures[0].axes[0].texts] == ["bias-only", "mcunetv3"]
-    many = [_point(str(k), 0.5 + k / 100, 1000 * (k + 1), 0.1) for k in range(FRONT_LABELS + 1)]
+    ax = figures[0].axes[0]
+    assert [t.get_text() for t in ax.texts] == ["7", "3 5", "12"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "front: bias-only (2)" in legend and "front: mcunetv3 (2)" in legend
+    markers = {c.get_label(): c.get_paths()[0].vertices.shape for c in ax.collections[1:]}
+    assert markers["front: bias-only (2)"] != markers["front: mcunetv3 (2)"]
+    many = [{**_point(str(k), 0.5 + k / 100, 1000 * (k + 1), 0.1), "trial": k} for k in range(30)]
     pareto_figure([], many, [], tmp_path / "large.png", title="t")
-    assert not figures[1].axes[0].texts
+    assert len(figures[1].axes[0].texts) == 30
     assert (tmp_path / "small.png").read_bytes()[:8] == PNG

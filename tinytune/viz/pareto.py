@@ -2,8 +2,9 @@
 
 :func:`pareto_figure` writes a PNG (matplotlib): on top, measured accuracy against predicted
 peak training SRAM for every measured candidate, the Pareto front coloured by predicted
-training-step latency and labelled with each point's update scheme; below, the normalised
-hypervolume of the front after each measured evaluation under the latest run's budgets.
+training-step latency, shaped by its update scheme and labelled with its trial number; below,
+the normalised hypervolume of the front after each measured evaluation under the latest run's
+budgets, ending on the hypervolume stored with the latest front.
 :func:`hypervolume_history_figure` is the same history as a plotly figure, which the search
 saves into the study so that optuna-dashboard shows it on the study page.
 """
@@ -17,11 +18,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tinytune.db import EvaluationRecord
 
-__all__ = ["FRONT_LABELS", "hypervolume_history_figure", "pareto_figure"]
+__all__ = ["SCHEME_MARKERS", "hypervolume_history_figure", "pareto_figure"]
 
-FRONT_LABELS = 12
-"""Fronts of at most this many points have each point labelled with its update scheme; on
-larger ones the labels would cover each other."""
+SCHEME_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+"""The marker of each update scheme on the front, in the order the schemes first appear."""
 
 
 def pareto_figure(
@@ -38,7 +38,8 @@ def pareto_figure(
     Args:
         evaluations: the study's successful measured evaluations (drawn in grey).
         front: the latest snapshot's Pareto points (dicts with ``val_accuracy``,
-            ``memory_bytes``, ``latency_s``, ``scheme``).
+            ``memory_bytes``, ``latency_s``, ``scheme``, ``trial``; a schedule twin's
+            ``fine_tune`` names the fine-tune it shares, which is labelled once).
         history: ``(measured evaluations, hypervolume)`` after each snapshot, oldest first
             (:func:`tinytune.search.front.recording.hypervolume_history`).
         path: the PNG to write.
@@ -61,7 +62,7 @@ def pareto_figure(
         [100 * e.val_accuracy for e in measured],  # type: ignore[operator]
         s=18,
         color="0.75",
-        label=f"measured ({len(measured)})",
+        label=_measured_label(measured),
         zorder=1,
     )
     points = sorted(front, key=lambda p: (p["memory_bytes"], -p["val_accuracy"]))
@@ -76,28 +77,7 @@ def pareto_figure(
             if not stairs or b > stairs[-1][1]:
                 stairs.append((a, b))
         ax.step(*zip(*stairs, strict=True), where="post", color="0.3", lw=1, zorder=2)
-        dots = ax.scatter(
-            x,
-            y,
-            c=latency,
-            cmap="viridis",
-            s=60,
-            edgecolors="black",
-            linewidths=0.6,
-            label=f"Pareto front ({len(points)})",
-            zorder=3,
-        )
-        fig.colorbar(dots, ax=ax, label="predicted training step (ms)")
-        if len(points) <= FRONT_LABELS:
-            for a, b, p in zip(x, y, points, strict=True):
-                ax.annotate(
-                    str(p.get("scheme") or "?"),
-                    (a, b),
-                    xytext=(7, -11),
-                    textcoords="offset points",
-                    fontsize=8,
-                    zorder=4,
-                )
+        _draw_front(fig, ax, x, y, latency, points)
     if sram_budget_bytes:
         ax.axvline(sram_budget_bytes / 1024, color="red", ls=":", lw=1.2, label="SRAM budget")
     ax.set_xlabel("predicted peak training SRAM (KB)")
@@ -116,13 +96,73 @@ def pareto_figure(
     else:
         ax_hv.text(0.5, 0.5, "no hypervolume yet", ha="center", va="center")
         ax_hv.set_title("hypervolume after each measured evaluation, under the latest budgets")
-    ax_hv.set_xlabel("measured evaluations in the study")
+    ax_hv.set_xlabel("measured evaluations in the study (fine-tunes and schedule twins)")
     ax_hv.set_ylabel("hypervolume (one reference\nfor the whole history)")
     ax_hv.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return Path(path)
+
+
+def _measured_label(measured: Sequence[EvaluationRecord]) -> str:
+    """The legend's words for the measured points: fine-tunes and their schedule twins."""
+    from tinytune.db import TWIN_OF
+
+    twins = sum(1 for e in measured if TWIN_OF in (e.details or {}))
+    words = f"measured: {len(measured) - twins} fine-tunes"
+    return words + (f" and {twins} schedule twins" if twins else "")
+
+
+def _draw_front(
+    fig: Any,
+    ax: Any,
+    x: list[float],
+    y: list[float],
+    latency: list[float],
+    points: list[dict[str, Any]],
+) -> None:
+    """The front's points: coloured by their step, shaped by their update scheme (in the
+    legend), each fine-tune labelled with its trials (``tinytune export TRIAL`` takes one)."""
+    from matplotlib.colors import Normalize
+
+    norm = Normalize(min(latency), max(latency) if max(latency) > min(latency) else None)
+    schemes = list(dict.fromkeys(str(p.get("scheme") or "?") for p in points))
+    dots = None
+    for i, scheme in enumerate(schemes):
+        mine = [k for k, p in enumerate(points) if str(p.get("scheme") or "?") == scheme]
+        dots = ax.scatter(
+            [x[k] for k in mine],
+            [y[k] for k in mine],
+            c=[latency[k] for k in mine],
+            cmap="viridis",
+            norm=norm,
+            marker=SCHEME_MARKERS[i % len(SCHEME_MARKERS)],
+            s=60,
+            edgecolors="black",
+            linewidths=0.6,
+            label=f"front: {scheme} ({len(mine)})",
+            zorder=3,
+        )
+    fig.colorbar(dots, ax=ax, label="predicted training step (ms)")
+    # one label per fine-tune, at its point of least SRAM: its trials in order of SRAM (its
+    # schedule twins, as the table lists them)
+    groups: dict[str, list[int]] = {}
+    for k, p in enumerate(points):
+        groups.setdefault(str(p.get("fine_tune") or p.get("candidate_key") or k), []).append(k)
+    for members in groups.values():
+        trials = [str(points[k]["trial"]) for k in members if points[k].get("trial") is not None]
+        if trials:
+            first = members[0]  # the points come in order of SRAM
+            ax.annotate(
+                " ".join(trials),
+                (x[first], y[first]),
+                xytext=(-4, 5),
+                textcoords="offset points",
+                ha="right",
+                fontsize=7,
+                zorder=4,
+            )
 
 
 def hypervolume_history_figure(history: Sequence[tuple[int, float]], title: str = "") -> Any:

@@ -267,17 +267,19 @@ def snapshot(
     return points, hv
 
 
-def hypervolume_history(snapshots: Sequence[ParetoSnapshot]) -> list[tuple[int, float]]:
+def hypervolume_history(
+    snapshots: Sequence[ParetoSnapshot], evaluations: Sequence[EvaluationRecord]
+) -> list[tuple[int, float]]:
     """``(measured evaluations, hypervolume)`` after each snapshot chosen under the latest
-    snapshot's budgets, every front measured against one reference point: accuracy 0 and 10 %
-    beyond the largest peak SRAM and step latency on any of those fronts.
+    snapshot's budgets, every front measured against the latest snapshot's reference point
+    (accuracy 0, each budget, and 10 % beyond the largest value of ``evaluations``, the
+    study's successful measured ones, within them where there is none), so that the last
+    value is the hypervolume stored with the latest snapshot and the history rises only when
+    the front improves.
 
     A run under other budgets chose its front from other candidates (a smaller SRAM budget
     drops points), so its snapshots are left out; those stored before snapshots kept their
-    budgets are kept; a front that no candidate made under the budgets counts as 0. The
-    hypervolume stored with each snapshot is normalised by the reference of its own moment,
-    which moves out as slower or larger candidates are measured, so that the stored values can
-    rise while the front stays the same; these rise only when the front improves."""
+    budgets are kept; a front that no candidate made under the budgets counts as 0."""
     if not snapshots:
         return []
     budgets = snapshots[-1].budgets
@@ -295,5 +297,15 @@ def hypervolume_history(snapshots: Sequence[ParetoSnapshot]) -> list[tuple[int, 
             fronts.append((snap.n_trials, usable))
     if not any(front for _, front in fronts):
         return [(n, 0.0) for n, _ in fronts]
-    ref = reference([p for _, front in fronts for p in front], None, None)
+    limits = budgets or {}
+    measured = [
+        (e.val_accuracy, float(e.memory_bytes), e.latency_ms / 1000.0)
+        for e in evaluations
+        if within(limits, e)
+    ]
+    ref = reference(
+        measured + [p for _, front in fronts for p in front],
+        limits.get("sram_bytes"),
+        limits.get("latency_s"),
+    )
     return [(n, normalised_hypervolume(front, ref) if front else 0.0) for n, front in fronts]

@@ -36,7 +36,8 @@ class HypervolumePublisher:
 
             from tinytune.viz.pareto import hypervolume_history_figure
 
-            history = hypervolume_history(snapshots)
+            measured = self.store.evaluations(self.study_name, fidelity="measured", status="ok")
+            history = hypervolume_history(snapshots, measured)
             figure = hypervolume_history_figure(history, title=self.study_name)
             save_plotly_graph_object(self.study, figure, graph_object_id=Attr.HYPERVOLUME_GRAPH)
         except (ImportError, ValueError) as e:  # the search does not depend on the figure
