@@ -18,6 +18,7 @@ def devices(
 ) -> None:
     """List the devices and their engines: SRAM, flash, clock, calibration source and error
     (the default engine of each device first)."""
+    from rich import box
     from rich.table import Table
     from rich.text import Text
 
@@ -30,29 +31,35 @@ def devices(
     # read only: a database without tinytune's tables (none yet, another program's) is left
     # as it is, and the built-in profiles are listed
     store = open_store(storage) if holds_tinytune_tables(storage) else None
-    table = Table(title="devices")
+    table = Table(title="devices", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     left = ("device", "engine", "core")
-    for col in (*left, "clock", "SRAM", "flash", "format", "points", "error"):
-        table.add_column(col, justify="left" if col in left else "right")
+    # (how many measurements a profile was fitted on: its source's line below the table)
+    for col in (*left, "clock", "SRAM", "flash", "dtype", "error"):
+        # a name --device takes, and every number, whole; the core's description may wrap
+        table.add_column(
+            col,
+            justify="left" if col in left else "right",
+            no_wrap=col != "core",
+            min_width=10 if col == "core" else None,
+        )
     sources = []
     try:
         for name, engine in [(n, e) for n in device_names() for e in _engines(n, store)]:
             calibration = None if store is None else store.latest_device_calibration(name, engine)
             p = get_device(name, calibration, engine)
             if p.loo_within_10 is not None and p.loo_median_error is not None:
-                err = f"{p.loo_median_error:.0%}, {p.loo_within_10:.0%} in ±10%"
+                err = f"{p.loo_median_error:.0%}·{p.loo_within_10:.0%}"
             else:
                 err = "-"
             forced = calibration is not None and calibration.forced
             table.add_row(
                 name,
                 engine,
-                p.core if len(p.core) <= 24 else p.core[:23] + "…",
+                p.core,
                 f"{p.clock_hz / 1e6:.0f} MHz",
                 size_text(p.sram_bytes),
                 size_text(p.flash_bytes),
                 p.precision,
-                str(len(p.calibration)),
                 Text(f"{err} FORCED", style="bold red") if forced else err,
             )
             stored = ""
@@ -65,7 +72,7 @@ def devices(
             store.close()
     console.print(table)
     console.print(
-        "error: median |relative error| and share within ±10 %, leave-one-out over published "
+        "error: median |relative error| · share within ±10 %, leave-one-out over published "
         "measurements (published engine) or on held-out networks (bundle engine, calibrated); "
         "FORCED: a calibration stored with --force although that error misses the accuracy a "
         "profile needs."

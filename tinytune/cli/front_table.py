@@ -175,6 +175,7 @@ def front_table(
         caption_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
+        collapse_padding=True,
     )
     for col in cols:
         left = col in ("trials", "trial", "scheme", "patches", "candidate")

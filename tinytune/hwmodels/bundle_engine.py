@@ -109,6 +109,19 @@ def _shipped(name: str) -> dict:
     return json.loads(text)
 
 
+def _carried(profile: DeviceProfile, device: DeviceProfile) -> str:
+    """Where ``device``'s profile came from: ``profile``'s source, and, where it was measured
+    with another board's bundles, why it holds for this one."""
+    boards = {p.board for p in profile.calibration} - {device.name}
+    if not boards:
+        return profile.source
+    return (
+        f"{profile.source}; used for {device.name} as well: under QEMU a step's time is its "
+        f"instruction count, which the {device.core} code of a bundle has whatever the board "
+        f"({', '.join(sorted(boards))} was the one measured), taken at {device.name}'s clock"
+    )
+
+
 def _at_clock(profile: DeviceProfile, device: DeviceProfile, note: str) -> DeviceProfile:
     """``profile`` (fitted at its own clock) for ``device``: the same cycles at its clock."""
     ratio = profile.clock_hz / device.clock_hz
@@ -135,7 +148,7 @@ def _at_clock(profile: DeviceProfile, device: DeviceProfile, note: str) -> Devic
         calibration=points,
         loo_median_error=profile.loo_median_error,
         loo_within_10=profile.loo_within_10,
-        source=profile.source,
+        source=_carried(profile, device),
         notes=f"{profile.notes} {note}"
         + (
             f" Fitted at {profile.clock_hz / 1e6:g} MHz, here at {device.clock_hz / 1e6:g} MHz."
@@ -174,5 +187,6 @@ def bundle_profile(name: str) -> DeviceProfile:
         clock_hz=here.clock_hz,
         sram_bytes=here.sram_bytes,
         flash_bytes=here.flash_bytes,
-        source=f"{host.source} (on the development machine, not this one)",
+        source=f"{host.source}: the development machine's; the core shown is this machine's, "
+        "whose own profile `tinytune profile` and `tinytune calibrate --device host` fit",
     )

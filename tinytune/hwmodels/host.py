@@ -75,7 +75,9 @@ def host_profile() -> DeviceProfile:
         clock_hz=base.clock_hz,
         sram_bytes=base.sram_bytes,
         flash_bytes=base.flash_bytes,
-        source=f"{shipped.source} (on the development machine, not this one)",
+        source=f"{shipped.source}: the development machine's; the core shown is this "
+        "machine's, whose own profile `tinytune profile` and `tinytune calibrate --device host` "
+        "fit",
     )
 
 
