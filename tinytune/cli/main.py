@@ -48,6 +48,13 @@ def _summary(command: Callable[..., None]) -> str:
     return " ".join(inspect.cleandoc(command.__doc__ or "").split("\n\n")[0].split())
 
 
+def _help(command: Callable[..., None]) -> str:
+    """A command's docstring as its ``--help`` shows it: each paragraph on one line (the help
+    wraps it at the terminal's width), double backquotes as plain quotes."""
+    paragraphs = inspect.cleandoc(command.__doc__ or "").split("\n\n")
+    return "\n\n".join(" ".join(p.split()).replace("``", "'") for p in paragraphs)
+
+
 DEBUG_FLAG = "--debug"
 
 
@@ -76,7 +83,7 @@ for _name, _command in (
     ("report", report.report),
     ("export", export.export),
 ):
-    app.command(_name, short_help=_summary(_command))(_command)
+    app.command(_name, short_help=_summary(_command), help=_help(_command))(_command)
 
 
 def _debugging(argv: list[str]) -> bool:

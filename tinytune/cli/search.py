@@ -337,6 +337,15 @@ def _stopped(
     return f"the run stopped at {limit}, {done}; the same command goes on with the study"
 
 
+def _option(o: Any) -> Any:
+    """The typer option of ``o``: a switch off by default is its flag alone (no ``--no-`` twin
+    to widen the help's column of names)."""
+    help_text = o.help_text(CLI)
+    if o.kind.cli_type is bool and o.default is False:
+        return typer.Option(o.flag, help=help_text, show_default=False)
+    return typer.Option(help=help_text)
+
+
 def _signature() -> inspect.Signature:
     """The options of :data:`tinytune.options.SEARCH_OPTIONS` as typer reads a command's
     parameters: each with its flag's type, its help (options named as flags) and its default."""
@@ -346,7 +355,7 @@ def _signature() -> inspect.Signature:
                 o.name,
                 inspect.Parameter.KEYWORD_ONLY,
                 default=o.default,
-                annotation=Annotated[o.kind.cli_type, typer.Option(help=o.help_text(CLI))],
+                annotation=Annotated[o.kind.cli_type, _option(o)],
             )
             for o in SEARCH_OPTIONS
         ],

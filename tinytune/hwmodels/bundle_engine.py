@@ -188,5 +188,5 @@ def bundle_profile(name: str) -> DeviceProfile:
         sram_bytes=here.sram_bytes,
         flash_bytes=here.flash_bytes,
         source=f"{host.source}: the development machine's; the core shown is this machine's, "
-        "whose own profile `tinytune profile` and `tinytune calibrate --device host` fit",
+        "whose own profile `tinytune profile` and `tinytune calibrate` fit",
     )

@@ -76,8 +76,7 @@ def host_profile() -> DeviceProfile:
         sram_bytes=base.sram_bytes,
         flash_bytes=base.flash_bytes,
         source=f"{shipped.source}: the development machine's; the core shown is this "
-        "machine's, whose own profile `tinytune profile` and `tinytune calibrate --device host` "
-        "fit",
+        "machine's, whose own profile `tinytune profile` and `tinytune calibrate` fit",
     )
 
 
