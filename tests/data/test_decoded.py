@@ -282,8 +282,11 @@ def test_a_disk_without_room_is_refused_before_decoding(
     root = write_image_folder(tmp_path / "images")
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(decoded.shutil, "disk_usage", lambda _: usage._replace(free=1000))
-    with pytest.raises(DataError, match=r"decoding 15 images at 16, 64 px needs 0\.00 GiB") as e:
+    need = 15 * (64 * 64 + 16 * 16) * 3
+    with pytest.raises(DataError) as e:
         ImageFolderDataset(root).check([64, 16])
+    assert (f"decoding 15 images at 16, 64 px needs {need / 1024:.1f} KB under ") in str(e.value)
+    assert "and 256 MB left free beside them, and 1000 B is free" in str(e.value)
     assert "TINYTUNE_CACHE" in str(e.value) and "\n" not in str(e.value)
     assert opened == []
 

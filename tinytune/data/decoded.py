@@ -38,6 +38,7 @@ import numpy as np
 
 from tinytune.errors import DataError
 from tinytune.paths import cache_dir
+from tinytune.units import format_bytes
 
 __all__ = [
     "DECODING_VERSION",
@@ -92,10 +93,6 @@ def content_key(entries: Sequence[tuple[str, str, str]]) -> str:
 
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
-
-
-def _gib(n: float) -> str:
-    return f"{n / (1 << 30):.2f} GiB"
 
 
 class DecodedCache:
@@ -181,8 +178,10 @@ class DecodedCache:
         if need + _SPARE_BYTES > free:
             raise DataError(
                 f"decoding {self.count} images at {', '.join(map(str, resolutions))} px needs "
-                f"{_gib(need)} under '{self.folder}', and {_gib(free)} is free; make room, or "
-                "set TINYTUNE_CACHE to a folder on a disk with room"
+                f"{format_bytes(need)} under '{self.folder}' and "
+                f"{format_bytes(_SPARE_BYTES, rounded=True)} left free beside them, and "
+                f"{format_bytes(free)} is free; make room, or set TINYTUNE_CACHE to a folder on "
+                "a disk with room"
             )
 
     def remove_leftovers(self) -> None:
