@@ -351,10 +351,9 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "reproducible",
         Switch(),
         False,
-        "Take each fine-tune's result in the order the fine-tunes were started, so that a seed "
-        "makes the same proposals and front however fast each worker is (on one machine, with "
-        "no time budget): a worker whose fine-tune finishes early waits for those started "
-        "before it. Without it, each proposal sees the results that have come back by then.",
+        "Take each fine-tune's result in the order the fine-tunes started, so that a seed "
+        "makes the same front however fast each worker is (one machine, no time budget; "
+        "slower: an early result waits for those started before it).",
     ),
     Option(
         "sampler",
@@ -406,23 +405,19 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "mutate",
         Real(low=0.0, high=1.0),
         1.0,
-        "Share of the fresh proposals (0 to 1) that are mutants of a front point (its update "
-        "scheme, sub-network or patches one or two steps away; a share of them climbing from "
-        "the most accurate fine-tune, " + flag("climb", 0.5) + ") or a baseline over the SRAM "
-        "budget shrunk into it; the others, and any when no new mutant fits, are the sampler's. "
-        "0.5: every other one; 0: the sampler alone.",
+        "Share of the fresh proposals (0 to 1) that are mutants of a front point (one or two "
+        "steps away in scheme, sub-network or patches; " + flag("climb", 0.5) + ") or a "
+        "baseline shrunk into the SRAM budget; the rest are the sampler's. 0: the sampler "
+        "alone (docs/searching.md).",
     ),
     Option(
         "climb",
         Real(low=0.0, high=1.0),
         0.5,
-        "Share of the mutants (0 to 1, spread evenly from the second) that climb: a mutant of "
-        "the most accurate fine-tune (of equally accurate ones, the one of most work) whose "
-        "forward pass does more work than its (a larger input, a later cut, a deeper stage), "
-        "the one of most work among up to eight drawn, none from a fine-tune at 100 % on "
-        "validation; the others' parents "
-        "are drawn by their share of the front's hypervolume. 0: no climbing (0.5 against 0 "
-        "is measured in docs/searching.md: a more accurate best point, longer fine-tunes).",
+        "Share of the mutants (0 to 1) that climb: a mutant of the most accurate fine-tune "
+        "that does more work (a larger input, a later cut, a deeper stage); the other parents "
+        "are drawn by their share of the front's hypervolume. 0: no climbing "
+        "(docs/searching.md).",
     ),
     Option(
         "proposals",
