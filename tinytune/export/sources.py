@@ -14,7 +14,7 @@ from pathlib import Path
 
 __all__ = ["C_HEADERS", "C_LIBS", "C_SOURCES", "csrc_dir"]
 
-C_SOURCES = ("tt_forward.c", "tt_backward.c", "tt_classifier.c", "tt_lite.c")
+C_SOURCES = ("tt_forward.c", "tt_backward.c", "tt_classifier.c", "tt_lite.c", "tt_image.c")
 C_HEADERS = ("tt_int8.h", "tt_arith.h")
 C_LIBS = ("-lm",)  # sqrtf of GroupNorm (correctly rounded, as IEEE 754 requires)
 

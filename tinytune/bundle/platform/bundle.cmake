@@ -2,7 +2,7 @@
 # firmware needs) and, when this folder is the top-level project, the example
 # `tinytune_example` (main.c and its samples) with a test that runs it.
 #
-#   cmake -S . -B build && cmake --build build && ctest --test-dir build     # this machine
+#   cmake -S . -B build-cmake && cmake --build build-cmake && ctest --test-dir build-cmake  # here
 #   cmake -S . -B build-m7 -DCMAKE_TOOLCHAIN_FILE=cmake/arm-none-eabi.cmake  # Cortex-M7; M4F, M0+:
 #       -DTT_ARM_CPU=cortex-m4 or cortex-m0plus
 #   cmake -S . -B build-rv -DCMAKE_TOOLCHAIN_FILE=cmake/riscv32-elf.cmake    # RV32IMC (ESP32-C3)
@@ -30,6 +30,7 @@ add_library(tinytune STATIC
   kernels/tt_backward.c
   kernels/tt_classifier.c
   kernels/tt_lite.c
+  kernels/tt_image.c
 )
 target_include_directories(tinytune
   PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}

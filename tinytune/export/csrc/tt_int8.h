@@ -223,6 +223,41 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
                              const int8_t *x_saved, int32_t x_zero, int8_t *w_train,
                              int32_t k, const int32_t *upd_mult, const int32_t *upd_shift);
 
+/* ---- the input: an 8-bit frame to the model's int8 image (tt_image.c) ------------------- */
+
+/* The largest downscale (source side / output side) tt_resize_bilinear_s8 takes, the output
+ * rows it resizes at once, and the largest side of a frame. Its stack holds TT_RESIZE_ROWS + 1
+ * tables of 2 * TT_RESIZE_MAX_RATIO + 3 int32 and one of 2 * TT_RESIZE_MAX_RATIO + 1 doubles:
+ * about 1.2 KB at 16 and 4 (gcc -fstack-usage, Cortex-M0+), 20 bytes more a row per unit of
+ * ratio. More rows, fewer coefficients computed again: 8 rows take 1.8 KB and 0.6 times the
+ * instructions on RV32IMC for a 320 x 240 frame at 32 px. */
+#ifndef TT_RESIZE_MAX_RATIO
+#define TT_RESIZE_MAX_RATIO 16
+#endif
+#ifndef TT_RESIZE_ROWS
+#define TT_RESIZE_ROWS 4
+#endif
+#define TT_RESIZE_MAX_TAPS (2 * TT_RESIZE_MAX_RATIO + 1)
+#define TT_RESIZE_MAX_SIDE 16384
+
+/* The order of Pillow's two passes (`order` below): horizontal first always (Pillow 10 to 12),
+ * or vertical first when the height loses more than twice the pixels the width loses
+ * (Pillow 13). The passes round in between, so the order changes some samples by one. */
+#define TT_RESIZE_HORIZONTAL_FIRST 0
+#define TT_RESIZE_PILLOW13 1
+
+/* An 8-bit frame of width x height pixels (channels 3: R, G, B interleaved; 1: grey), rows
+ * `stride` bytes apart, resized to out_w x out_h as Pillow's Image.resize(..., BILINEAR)
+ * resizes an 8-bit RGB image (a grey frame as Pillow's convert("RGB") of it: R = G = B), each
+ * sample mapped through lut[0..255], written to dst as 3 planes of out_h x out_w (channels
+ * first). Returns 0, or -1 (dst untouched) for a NULL pointer, channels other than 1 and 3, an
+ * unknown order, a side outside [1, TT_RESIZE_MAX_SIDE], stride < width * channels, or a
+ * downscale beyond TT_RESIZE_MAX_RATIO on either axis. The coefficients are computed in
+ * double precision: in software on a core without a double-precision FPU. */
+int tt_resize_bilinear_s8(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
+                          int32_t channels, int32_t out_w, int32_t out_h, int32_t order,
+                          const int8_t *lut, int8_t *dst);
+
 #ifdef __cplusplus
 }
 #endif
