@@ -126,8 +126,10 @@ def write_test_bundle(
     lr: float = 0.01,
     epochs: int = 2,
     schedule: str = "constant",
+    class_names: list[str] | None = None,
 ) -> tuple[StepProgram, Samples, Samples]:
-    """A bundle of ``net`` (a small test network) on float images, labelled round-robin."""
+    """A bundle of ``net`` (a small test network) on float images, labelled round-robin (its
+    classes named ``class_names``, else "class 0", "class 1", ...)."""
     n_classes = net.graph.n_classes
     program = lower_step(net, lr)
 
@@ -136,7 +138,7 @@ def write_test_bundle(
         return Samples(images, np.arange(len(images)) % n_classes, split)
 
     train, evaluation = samples(train_images, "train"), samples(eval_images, "test")
-    files, _ = c_sources(
+    files, _, _ = c_sources(
         program,
         net,
         train,
@@ -144,6 +146,8 @@ def write_test_bundle(
         epochs=epochs,
         title="a test network",
         data="test",
+        class_names=class_names or [f"class {i}" for i in range(n_classes)],
+        input_rule="random test images",
         schedule=schedule,
     )
     write_bundle(folder, files, {"format": BUNDLE_FORMAT})
@@ -160,7 +164,9 @@ class Dump:
     evals: list[tuple[int, bytes]] = field(default_factory=list)  # class, logits
 
 
-_EPOCH = re.compile(r"^epoch (\d+) loss \S+ accuracy (\d+)/(\d+) \d+\.\d\d%$")
+_EPOCH = re.compile(
+    r"^epoch (\d+) loss \S+ accuracy (\d+)/(\d+) \d+\.\d\d%(?: \(simulator: (\d+)/\3\))?$"
+)
 
 
 def parse_dump(text: str) -> Dump:
@@ -179,6 +185,43 @@ def parse_dump(text: str) -> Dump:
             assert int(words[1]) == len(dump.evals), line
             dump.evals.append((int(words[3]), bytes.fromhex(words[5])))
     return dump
+
+
+_SAVED = re.compile(
+    r"^saved (\d+) bytes of trained parameters \(tt_params_save: (-?\d+)\), CRC-32 ([0-9a-f]{8})$"
+)
+_RESET = re.compile(
+    r"^after tt_model_init: accuracy (\d+)/(\d+) \S+ \(before training: (\d+)/\2\)$"
+)
+_RESTORED = re.compile(
+    r"^after tt_params_load \((-?\d+)\): accuracy (\d+)/(\d+) \S+ \(before the save: (\d+)/\3\)$"
+)
+
+
+@dataclass(frozen=True)
+class Restore:
+    """What the example printed of its save, reset and restore."""
+
+    blob_bytes: int
+    crc: int
+    initial: int  # correct evaluations before training, and again after tt_model_init
+    restored: int  # after tt_params_load, as before the save
+
+
+def check_restore(text: str, params_bytes: int) -> Restore:
+    """Assert that the example's output saved ``params_bytes`` bytes, that the reset gave the
+    accuracy before training again and the restore the accuracy after the last epoch (its
+    counts, as printed before the save), and that it ends with its smoke test passed."""
+    lines = text.splitlines()
+    epochs = [m for line in lines if (m := _EPOCH.match(line))]
+    (saved,) = [m for line in lines if (m := _SAVED.match(line))]
+    (reset,) = [m for line in lines if (m := _RESET.match(line))]
+    (restored,) = [m for line in lines if (m := _RESTORED.match(line))]
+    assert int(saved[1]) == params_bytes and saved[2] == "0"
+    assert reset[1] == reset[3] == epochs[0][2], "the reset is not the initial accuracy"
+    assert restored[1] == "0" and restored[2] == restored[4] == epochs[-1][2], "not restored"
+    assert lines[-1].startswith("smoke test passed") or lines[-1] == "guard bytes intact"
+    return Restore(int(saved[1]), int(saved[3], 16), int(reset[1]), int(restored[2]))
 
 
 def trained_state(net: QuantizedNet, names: list[str]) -> dict[str, bytes]:

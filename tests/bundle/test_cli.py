@@ -191,8 +191,20 @@ def test_export_a_trial_then_the_same_candidate_by_key(
     assert manifest["predicted_latency"]["train_step_s"] == pytest.approx(trial.values[2])
     assert "note: the study planned" not in stdout  # the study's int8 plan is the bundle's
     assert manifest["dataset"]["train_samples"] == 4 and manifest["training"]["epochs"] == 1
+    # without the int8 measurement, one line says what the example shows
+    expected = manifest["example"]["expected_correct"]
+    assert len(expected) == 2 and manifest["example"]["eval_samples"] == 4
+    assert (
+        "make run-host is a smoke test of 4 training samples over 1 epoch, not the search's "
+        f"accuracy: it should print {expected[-1]}/4 test samples right at the end"
+    ) in " ".join(stdout.split())
     lines = make(out, "run-host").splitlines()
-    assert [line.split()[:2] for line in lines[2:]] == [["epoch", "0"], ["epoch", "1"]]
+    assert lines[1].startswith("smoke test: 4 training samples, 1 epoch, accuracy on 4")
+    assert [line.split()[:2] for line in lines[2:4]] == [["epoch", "0"], ["epoch", "1"]]
+    assert lines[3].endswith(
+        f"accuracy {expected[1]}/4 {expected[1] * 25}.00% (simulator: {expected[1]}/4)"
+    )
+    assert lines[-1].startswith("smoke test passed")
 
     # the same candidate by a key prefix replaces that bundle; the build folder and a note of
     # the user's stay, an edited file of the bundle is refused before any work unless --force
@@ -210,7 +222,8 @@ def test_export_a_trial_then_the_same_candidate_by_key(
     assert (out / "notes.txt").read_text() == "board 3" and (out / "build").is_dir()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
     lines = make(out, "run-host").splitlines()  # the kept build is older: make builds again
-    assert [line.split()[:2] for line in lines[2:]] == [["epoch", str(e)] for e in range(4)]
+    assert [line.split()[:2] for line in lines[2:6]] == [["epoch", str(e)] for e in range(4)]
+    assert lines[-1].startswith("smoke test passed")
 
 
 @pytest.mark.parametrize(
@@ -336,3 +349,53 @@ def test_export_shows_a_bar_of_epochs_and_images_while_it_measures(
     code, out, err = _export(["--candidate", "aaaa", "-o", str(tmp_path)], capsys)
     assert code == 0, err
     assert "int8 training" not in out and "images" not in out
+
+
+@pytest.mark.parametrize(
+    ("expected", "blob", "said"),
+    [
+        ([3, 5, 9], 40_000, "it should print 9/32 test samples right at the end"),
+        (None, 300_000, "(too many steps to simulate at export)"),
+    ],
+)
+def test_export_says_what_the_example_shows_and_where_its_saved_copy_fits(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    expected: list[int] | None,
+    blob: int,
+    said: str,
+) -> None:
+    import tinytune
+    from tinytune.api import Exported
+
+    manifest = {
+        "candidate_key": "a" * 64,
+        "memory": {"arena_bytes": 56_936, "model_flash_bytes": 235_376},
+        "device": {"name": "stm32f746", "sram_bytes": 320 * 1024, "flash_bytes": 1024**2},
+        "predicted_latency": {"train_step_s": None, "engine": "published"},
+        "dataset": {"train_samples": 32, "eval_samples": 32},
+        "example": {
+            "train_samples": 32,
+            "eval_samples": 32,
+            "epochs": 2,
+            "expected_correct": expected,
+        },
+        "params_blob": {"bytes": blob},
+        "step": {"input_bytes": 3072},
+        "training": {"lr": 0.003125},
+        "trial": None,
+        "measured": None,
+    }
+    monkeypatch.setattr(
+        tinytune, "export_bundle", lambda *a, **k: Exported(tmp_path, manifest, "the study")
+    )
+    code, out, err = _export(["--candidate", "aaaa", "-o", str(tmp_path)], capsys)
+    assert code == 0, err
+    out = " ".join(out.split())
+    assert (
+        "make run-host is a smoke test of 32 training samples over 2 epochs, not the search's "
+        "accuracy: "
+    ) in out
+    assert said in out
+    assert ("note: the example keeps the saved parameters" in out) == (blob > 100_000)

@@ -11,13 +11,23 @@ input channels), with the tiny pre-trained supernet, on the digits data set.
 from __future__ import annotations
 
 import re
+import struct
 import subprocess
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tests.bundle.support import LR, build_preset, make, needs, parse_dump, replay
+from tests.bundle.support import (
+    LR,
+    build_preset,
+    check_restore,
+    make,
+    needs,
+    parse_dump,
+    replay,
+)
 from tinytune.bundle import (
     Bundle,
     BundleRequest,
@@ -66,6 +76,33 @@ def test_the_bundle_states_the_planned_arena(sparse: tuple[Bundle, Path]) -> Non
     assert set(bundle.files) == set(manifest["files"]) == exported_file_names()  # known early
 
 
+def test_the_bundle_says_how_to_feed_it_what_its_classes_are_and_what_its_example_shows(
+    sparse: tuple[Bundle, Path],
+) -> None:
+    import PIL
+
+    bundle, folder = sparse
+    manifest = bundle.manifest
+    assert manifest["dataset"]["class_names"] == [str(d) for d in range(10)]
+    header = (folder / "tt_model.h").read_text()
+    names = ", ".join(f'"{d}"' for d in range(10))
+    assert f"#define TT_CLASS_NAMES {{ \\\n    {names} \\\n}}" in header
+    assert f'#define TT_MODEL_ID "{bundle.model.model_id}"' in header
+    assert manifest["params_blob"]["model_id"] == bundle.model.model_id
+    assert f"#define TT_PARAMS_BYTES {bundle.model.params_bytes}\n" in header
+    feeding = manifest["input"]
+    assert feeding["shape"] == [3, 32, 32] and feeding["pillow"] == PIL.__version__
+    assert feeding["rule"].startswith("scikit-learn's 8x8 digits: 0..16 per pixel")
+    readme = " ".join((folder / "README.md").read_text().split())
+    assert f"This model's samples were {feeding['rule']}." in readme
+    assert 'the classes, in the order of the labels and the logits: "0", "1"' in readme.lower()
+    example = manifest["example"]
+    assert example["smoke_test"] and (example["train_samples"], example["epochs"]) == (6, 2)
+    correct = example["expected_correct"]
+    assert f"expected after 2 epochs: {correct[-1]}/6 (the integer simulator's figure" in readme
+    assert "a smoke test, not the search's accuracy" in readme
+
+
 @needs("host")
 def test_host_steps_match_the_simulator(
     sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
@@ -76,6 +113,28 @@ def test_host_steps_match_the_simulator(
     assert schedule(bundle) == "halving"  # the replay follows the halvings
     assert replay(bundle.net, LR, bundle.train, bundle.evaluation, dump, schedule(bundle)) == 12
     assert host_outputs["dump"].startswith(host_outputs["plain"].split("epoch 1")[0])
+
+
+@needs("host")
+def test_the_host_saves_resets_and_restores_what_it_learned(
+    sparse: tuple[Bundle, Path], host_outputs: dict[str, str]
+) -> None:
+    """The example saves its parameters, re-inits (the initial accuracy again), restores them
+    (the accuracy before the save), and its counts are the simulator's, which the manifest
+    states; the printed CRC-32 is zlib's of the blob the trained parameters make (the dump
+    prints them after the restore, and the replay checked them against the simulator)."""
+    bundle, _ = sparse
+    restore = check_restore(host_outputs["plain"], bundle.model.params_bytes)
+    dump = parse_dump(host_outputs["dump"])
+    expected = bundle.manifest["example"]["expected_correct"]
+    assert [correct for correct, _ in dump.epochs] == expected == list(bundle.example.correct)
+    assert restore.initial == expected[0] and restore.restored == expected[-1]
+    payload = b"".join(data for _, data in dump.params.values())  # in tt_param order
+    header = b"TTPB" + struct.pack("<H", 1) + b"\xff\xfe" + bytes.fromhex(bundle.model.model_id)
+    header += struct.pack("<I", len(payload))
+    assert len(header) + 4 + len(payload) == restore.blob_bytes
+    assert zlib.crc32(header + payload) == restore.crc
+    assert "(simulator: " in host_outputs["plain"]
 
 
 @needs("host")
@@ -104,8 +163,10 @@ def test_an_emulated_target_prints_what_the_host_prints(
     sparse: tuple[Bundle, Path], host_outputs: dict[str, str], target: str
 ) -> None:
     """Each target of :data:`EMULATED` prints the host's bytes, plain and dumped."""
-    _, folder = sparse
-    assert make(folder, f"run-{target}") == host_outputs["plain"]
+    bundle, folder = sparse
+    plain = make(folder, f"run-{target}")
+    assert plain == host_outputs["plain"]
+    check_restore(plain, bundle.model.params_bytes)  # saved, re-initialised, restored
     dump = make(folder, f"run-{target}", build="build-dump", defs="-DTT_DUMP")
     assert dump == host_outputs["dump"]
 
@@ -138,7 +199,9 @@ def test_cortex_m7_prints_what_the_host_prints_and_fits_the_device(
 ) -> None:
     bundle, folder = sparse
     device = get_device("stm32f746")
-    assert make(folder, "run-cortex-m7") == host_outputs["plain"]
+    plain = make(folder, "run-cortex-m7")
+    assert plain == host_outputs["plain"]
+    check_restore(plain, bundle.model.params_bytes)  # saved, re-initialised, restored
     dump = make(folder, "run-cortex-m7", build="build-dump", defs="-DTT_DUMP")
     assert dump == host_outputs["dump"]
 
@@ -152,10 +215,11 @@ def test_cortex_m7_prints_what_the_host_prints_and_fits_the_device(
     assert symbols["tt_arena"] == model.arena_bytes == bundle.manifest["memory"]["arena_bytes"]
     assert symbols["tt_scratch"] == model.scratch_bytes
     assert symbols["tt_exp"] == model.exponent_bytes
+    assert symbols["tt_saved"] == model.params_bytes == bundle.manifest["params_blob"]["bytes"]
     assert sections[".heap"] == HEAP_BYTES and sections[".stack"] == STACK_BYTES
-    # static SRAM = arena + scratch + exponents + heap and stack reserves + the C library's
-    # data (newlib's reentrancy structures, stdio state): a few KB
-    stated = model.arena_bytes + model.scratch_bytes + model.exponent_bytes
+    # static SRAM = arena + scratch + exponents + the example's saved blob + heap and stack
+    # reserves + the C library's data (newlib's reentrancy structures, stdio state): a few KB
+    stated = model.arena_bytes + model.scratch_bytes + model.exponent_bytes + model.params_bytes
     library = data + bss - stated - HEAP_BYTES - STACK_BYTES
     assert bss == sections[".bss"] + HEAP_BYTES + STACK_BYTES
     assert 0 < library < 4096, library

@@ -23,8 +23,10 @@ Nothing is written here: :func:`tinytune.bundle.writer.write_bundle` writes the 
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -34,6 +36,8 @@ from typing import Any
 import numpy as np
 
 from tinytune.bundle.errors import BundleError
+from tinytune.bundle.expected import MAX_SIMULATED_STEPS, ExampleRun, simulate_example
+from tinytune.bundle.frames import input_rule as dataset_input_rule
 from tinytune.bundle.layouts import (
     ARDUINO_UNITS,
     LAYOUT_FILES,
@@ -42,7 +46,7 @@ from tinytune.bundle.layouts import (
     render_library_properties,
 )
 from tinytune.bundle.manifest import BUNDLE_FORMAT, checksums
-from tinytune.bundle.render import ModelInfo, render_model, render_profile
+from tinytune.bundle.render import PARAMS_VERSION, ModelInfo, render_model, render_profile
 from tinytune.bundle.samples import Samples, render_samples
 from tinytune.errors import BudgetError, flag
 from tinytune.evaluators.hardware import HardwareCost
@@ -184,6 +188,8 @@ class Bundle:
         program: its lowered training step.
         model: the numbers the C model states.
         train, evaluation: the example's samples.
+        example: what the example's evaluations count, by tinytune's integer simulator (None:
+            more steps than :data:`~tinytune.bundle.expected.MAX_SIMULATED_STEPS`).
     """
 
     files: dict[str, bytes]
@@ -193,6 +199,7 @@ class Bundle:
     model: ModelInfo
     train: Samples = field(repr=False)
     evaluation: Samples = field(repr=False)
+    example: ExampleRun | None = None
 
 
 def _platform_file(name: str) -> bytes:
@@ -235,7 +242,7 @@ def _scheme(candidate: Candidate) -> str:
 def _samples(q: QuantizedNet, x: np.ndarray, y: np.ndarray, split: str) -> Samples:
     import torch
 
-    images = q.quantize_input(torch.tensor(x)).numpy().astype(np.int8)
+    images = q.quantize_input(torch.from_numpy(np.array(x))).numpy().astype(np.int8)
     return Samples(images, np.asarray(y, dtype=np.int64).copy(), split)
 
 
@@ -248,21 +255,34 @@ def c_sources(
     epochs: int,
     title: str,
     data: str,
+    class_names: Sequence[str],
+    input_rule: str,
     profile: str | None = None,
     schedule: str = "constant",
-) -> tuple[dict[str, bytes], ModelInfo]:
+) -> tuple[dict[str, bytes], ModelInfo, ExampleRun | None]:
     """Every C source, header and build file of a bundle (no README, no ``library.properties``,
-    no manifest): the model of ``program`` (lowered from ``net``), the example's samples
-    (described by ``data``) and its rate's ``schedule`` over the epochs (``constant`` unless
-    given; an exported bundle's is its request's), the kernels, the example program, the
+    no manifest): the model of ``program`` (lowered from ``net``; its ``class_names`` and how
+    its samples became its input, ``input_rule``), the example's samples (described by
+    ``data``), its rate's ``schedule`` over the epochs (``constant`` unless given; an exported
+    bundle's is its request's) and the counts the example should print, simulated
+    (:func:`~tinytune.bundle.expected.simulate_example`); the kernels, the example program, the
     platform files, the Makefile, the CMake and Zephyr files, the Arduino library's ``src/`` and
     sketch and, when given, the profiler's ``tt_profile.h``
-    (:func:`~tinytune.bundle.render.render_profile`)."""
-    rendered, model = render_model(program, net, title=title)
+    (:func:`~tinytune.bundle.render.render_profile`). Returns the files, the model's numbers
+    and the simulated counts."""
+    rendered, model = render_model(
+        program, net, title=title, class_names=class_names, input_rule=input_rule
+    )
     if profile is not None:
         rendered["tt_profile.h"] = profile
+    example = simulate_example(net, program.lr, train, evaluation, epochs, schedule)
     rendered |= render_samples(
-        train, evaluation, epochs=epochs, description=data, schedule=schedule
+        train,
+        evaluation,
+        epochs=epochs,
+        description=data,
+        schedule=schedule,
+        expected=None if example is None else example.correct,
     )
     files = {name: text.encode() for name, text in rendered.items()}
     src = csrc_dir()
@@ -271,7 +291,7 @@ def c_sources(
     for packaged, name in STATIC_FILES.items():
         files[name] = _platform_file(packaged)
     files |= {name: text.encode() for name, text in arduino_sources().items()}
-    return files, model
+    return files, model, example
 
 
 def check_candidate(candidate: Candidate, device: DeviceProfile, n_classes: int) -> HardwareCost:
@@ -355,7 +375,7 @@ def build_bundle(
     title = (
         f"candidate {candidate.key[:12]} ({candidate.supernet}, {candidate.subnet.resolution} px)"
     )
-    files, model = c_sources(
+    files, model, example = c_sources(
         program,
         q,
         train,
@@ -363,6 +383,8 @@ def build_bundle(
         epochs=request.epochs,
         schedule=request.lr_schedule,
         title=title,
+        class_names=dataset.class_names,
+        input_rule=dataset_input_rule(dataset.name, candidate.subnet.resolution),
         data=(
             f"the first {n_train} training and {n_eval} held-out test images of "
             f"{dataset.name} (split seed {request.data_seed}) at {candidate.subnet.resolution} px"
@@ -382,22 +404,23 @@ def build_bundle(
             f"than the {device.flash_bytes} bytes of flash of {device.name}"
         )
     facts = _Facts(
-        request, provenance, cost, model, title, dataset.name, n_classes, n_train, n_eval, graph
+        request,
+        provenance,
+        cost,
+        model,
+        title,
+        dataset.name,
+        tuple(dataset.class_names),
+        n_train,
+        n_eval,
+        graph,
+        example,
     )
-    files["README.md"] = _readme(facts).encode()
-    files[LIBRARY_PROPERTIES] = render_library_properties(
-        _platform_file(LIBRARY_PROPERTIES).decode(),
-        key=candidate.key,
-        title=title,
-        device=device.name,
-        arena_bytes=model.arena_bytes,
-        version=_version(),
-    ).encode()
-    manifest = _manifest(facts, files)
+    manifest = _describe(facts, files)
     log.info(
         "bundle of %s: arena %d B, %d calls", candidate.key[:12], model.arena_bytes, model.n_calls
     )
-    return Bundle(files, manifest, q, program, model, train, evaluation)
+    return Bundle(files, manifest, q, program, model, train, evaluation, example)
 
 
 @dataclass(frozen=True)
@@ -410,14 +433,33 @@ class _Facts:
     model: ModelInfo
     title: str
     dataset: str
-    n_classes: int
+    class_names: tuple[str, ...]
     n_train: int
     n_eval: int
     graph: Graph
+    example: ExampleRun | None
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.class_names)
 
     @property
     def train_step_s(self) -> float | None:
         return self.cost.latency.train_step_s if self.cost.latency else None
+
+
+def _describe(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
+    """Add the README and ``library.properties`` to ``files``; the manifest of them all."""
+    files["README.md"] = _readme(f).encode()
+    files[LIBRARY_PROPERTIES] = render_library_properties(
+        _platform_file(LIBRARY_PROPERTIES).decode(),
+        key=f.request.candidate.key,
+        title=f.title,
+        device=f.request.device.name,
+        arena_bytes=f.model.arena_bytes,
+        version=_version(),
+    ).encode()
+    return _manifest(f, files)
 
 
 def _readme(f: _Facts) -> str:
@@ -435,6 +477,13 @@ def _readme(f: _Facts) -> str:
             f"the training split): {100 * int8['accuracy']:.1f} %"
         )
     return Template(_platform_file(README_TEMPLATE).decode()).substitute(
+        **_example_words(f),
+        classes=_markdown_names(f.class_names),
+        params=_kb(model.params_bytes),
+        params_bytes=model.params_bytes,
+        model_id=model.model_id,
+        input_rule=dataset_input_rule(f.dataset, candidate.subnet.resolution),
+        pillow=_pillow_version(),
         title=f.title,
         key=candidate.key,
         supernet=candidate.supernet,
@@ -463,6 +512,40 @@ def _readme(f: _Facts) -> str:
     )
 
 
+def _example_words(f: _Facts) -> dict[str, str]:
+    """The README's words on what the example prints: the simulator's counts, or why none."""
+    run = f.example
+    if run is None:
+        steps = f.n_train * f.request.epochs
+        why = (
+            f"not simulated ({steps} training steps, more than the {MAX_SIMULATED_STEPS} the "
+            "export simulates)"
+        )
+        return {"expected": why, "expected_sentence": f"its counts were {why}."}
+    counts = ", ".join(f"{c}/{run.total}" for c in run.correct)
+    return {
+        "expected": (
+            f"expected after {run.epochs} epochs: {run.correct[-1]}/{run.total} (the integer "
+            "simulator's figure; the C prints the same)"
+        ),
+        "expected_sentence": (
+            f"tinytune's integer simulator counts {counts} right before training and after "
+            f"each epoch, and the example prints the same counts on every target."
+        ),
+    }
+
+
+def _markdown_names(names: Sequence[str]) -> str:
+    """Class names as a Markdown list inside a table cell: quoted, ``|`` escaped."""
+    return ", ".join(json.dumps(name, ensure_ascii=False).replace("|", "\\|") for name in names)
+
+
+def _pillow_version() -> str:
+    import PIL
+
+    return str(PIL.__version__)
+
+
 def _patches(f: _Facts) -> dict[str, Any] | None:
     """How the step runs its frozen prefix patch by patch (None: whole images): the schedule,
     the ops of the patched stage, and its multiply-accumulates patch by patch and whole."""
@@ -477,6 +560,40 @@ def _patches(f: _Facts) -> dict[str, Any] | None:
         "stage_ops": plan.stage_end,
         "stage_macs_patched": patched,
         "stage_macs_whole": whole,
+    }
+
+
+def _feeding_and_saving(f: _Facts) -> dict[str, Any]:
+    """The manifest's entries on feeding the model, on its example and on its parameters'
+    blob."""
+    resolution, model = f.request.candidate.subnet.resolution, f.model
+    return {
+        "input": {
+            "shape": [3, resolution, resolution],
+            "layout": "channels first (R, G, B planes)",
+            "scale": model.input_scale,
+            "zero": model.input_zero,
+            "rule": dataset_input_rule(f.dataset, resolution),
+            "frames": "tt_quantize_rgb888, tt_quantize_grey8: the image-folder rule",
+            "pillow": _pillow_version(),
+            "resize_order": ("horizontal first", "Pillow 13")[model.resize_order],
+        },
+        "example": {
+            "smoke_test": True,
+            "train_samples": f.n_train,
+            "eval_samples": f.n_eval,
+            "epochs": f.request.epochs,
+            "expected_correct": list(f.example.correct) if f.example else None,
+            "expected_from": "tinytune.quant.train_step in the example's order"
+            if f.example
+            else f"not simulated: more than {MAX_SIMULATED_STEPS} steps",
+        },
+        "params_blob": {
+            "bytes": model.params_bytes,
+            "model_id": model.model_id,
+            "format_version": PARAMS_VERSION,
+            "byte_order": "little-endian",
+        },
     }
 
 
@@ -499,10 +616,12 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
             "name": f.dataset,
             "data_seed": request.data_seed,
             "classes": f.n_classes,
+            "class_names": list(f.class_names),
             "train_samples": f.n_train,
             "eval_samples": f.n_eval,
             "eval_split": "test",
         },
+        **_feeding_and_saving(f),
         "device": {
             "name": device.name,
             "core": device.core,

@@ -20,15 +20,19 @@ from templates; pointers become ``TT_ARENA(offset)``, ``TT_SCRATCH(offset)``,
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
-from collections.abc import Iterable, Mapping
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from string import Template
+from typing import Any
 
 import numpy as np
 
 from tinytune.bundle.errors import BundleError
+from tinytune.bundle.frames import input_table, resize_order
 from tinytune.bundle.templates import KERNEL_TEMPLATES, MODEL_HEADER, MODEL_SOURCE, PROFILE_HEADER
 from tinytune.export.program import KERNELS, Call, ExpRef, Label, Ptr, StepProgram
 from tinytune.quant import QuantizedNet
@@ -36,10 +40,15 @@ from tinytune.quant.schedule import MAX_LR_HALVINGS
 
 __all__ = [
     "C_TYPES",
+    "PARAMS_HEADER_BYTES",
+    "PARAMS_VERSION",
+    "RATE_CONSTANTS",
     "ModelInfo",
     "c_array",
     "c_float",
+    "c_string",
     "c_values",
+    "model_id",
     "render_model",
     "render_profile",
 ]
@@ -69,6 +78,11 @@ class ModelInfo:
         input_bytes: the int8 image.
         n_classes: logits.
         n_calls: kernel calls of one training step.
+        input_scale, input_zero: the input's quantization (``TT_INPUT_SCALE``, float32).
+        params_bytes: the blob of ``tt_params_save`` (header and trained parameters).
+        model_id: ``TT_MODEL_ID``, which a blob must carry to load (:func:`model_id`).
+        resize_order: the order of the passes of ``tt_quantize_rgb888`` (the Pillow rule of
+            :func:`~tinytune.bundle.frames.resize_order`).
     """
 
     arena_bytes: int
@@ -78,6 +92,11 @@ class ModelInfo:
     input_bytes: int
     n_classes: int
     n_calls: int
+    input_scale: float
+    input_zero: int
+    params_bytes: int
+    model_id: str
+    resize_order: int
 
 
 def c_float(value: float) -> str:
@@ -112,6 +131,61 @@ def c_array(name: str, values: np.ndarray) -> str:
     if ctype is None:
         raise BundleError(f"constant {name}: dtype {array.dtype} has no C type in a bundle")
     return f"static const {ctype} {name}[{array.size}] = {{\n{c_values(array)}\n}};\n"
+
+
+def c_string(text: str) -> str:
+    """``text`` as a C99 string literal of its UTF-8 bytes (bytes that a file name decoded with
+    ``surrogateescape`` stood for are written back): printable ASCII as it is, but ``\\``,
+    ``"`` and ``?`` (a trigraph's start) escaped, every other byte as a three-digit octal
+    escape."""
+    out = []
+    for byte in text.encode("utf-8", "surrogateescape"):
+        char = chr(byte)
+        if char in '\\"?':
+            out.append("\\" + char)
+        elif 0x20 <= byte < 0x7F:
+            out.append(char)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+PARAMS_HEADER_BYTES = 24
+"""``TT_PARAMS_HEADER_BYTES``: the blob's header (``tt_model.h`` lays it out)."""
+PARAMS_VERSION = 1
+"""``TT_PARAMS_VERSION``: the blob's format."""
+RATE_CONSTANTS = ("_step_mult", "_step_shift")
+"""The endings of the constants that the learning rate sets (the update multipliers of
+:func:`tinytune.export.program.lower_step`), left out of :func:`model_id`."""
+
+
+def model_id(program: StepProgram) -> str:
+    """``TT_MODEL_ID``, 16 hex digits: the first 8 bytes of the SHA-256 of the trained
+    parameters' layout (name, dtype, shape and arena offset of each, in order) and of every
+    frozen constant but the update multipliers (:data:`RATE_CONSTANTS`), which the rate sets."""
+    digest = hashlib.sha256(b"tinytune trained parameters 1\n")
+    for name, (ptr, dtype, shape) in program.params.items():
+        digest.update(f"{name} {np.dtype(dtype).str} {tuple(shape)} {ptr.offset}\n".encode())
+    for name, (_, array) in program.flash.items():
+        if not name.endswith(RATE_CONSTANTS):
+            digest.update(f"{name} {array.dtype.str} {array.shape}\n".encode())
+            digest.update(np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).data)
+    return digest.hexdigest()[:16]
+
+
+def _class_names(names: Sequence[str], n_classes: int) -> str:
+    """``TT_CLASS_NAMES``: an initializer of the names as C strings, over continued lines."""
+    if len(names) != n_classes:
+        raise BundleError(f"{len(names)} class names for a classifier of {n_classes} classes")
+    lines, line = [], ""
+    for item in (c_string(str(name)) for name in names):
+        if line and len(line) + len(item) > 80:
+            lines.append(line)
+            line = ""
+        line += item + ", "
+    lines.append(line)
+    body = " \\\n".join("    " + text.rstrip() for text in lines)
+    return "{ \\\n" + body.rstrip(",") + " \\\n}"
 
 
 def _identifier(prefix: str, name: str, taken: set[str]) -> str:
@@ -273,17 +347,83 @@ def _calls(program: StepProgram, ops: _Operands, sections: _Sections) -> None:
             sections.backward.append(statement)
 
 
-def render_model(
-    program: StepProgram, net: QuantizedNet, *, title: str
-) -> tuple[dict[str, str], ModelInfo]:
-    """The C model of ``program`` (lowered from ``net``): ``{"tt_model.h": ..., "tt_model.c":
-    ...}`` and the numbers it states. ``title`` is one line naming the candidate."""
+def _check_program(program: StepProgram) -> None:
+    """What the renderer needs of a program: a template for each kernel, 4-aligned trained
+    parameters, whole float32s of scratch."""
     if set(KERNEL_TEMPLATES) != set(KERNELS):
         missing = sorted(set(KERNELS) ^ set(KERNEL_TEMPLATES))
         raise BundleError(f"kernels and C templates differ: {missing}")
     _check_alignment(program)
     if program.scratch_bytes % 4:
         raise BundleError(f"scratch of {program.scratch_bytes} bytes is not whole float32s")
+
+
+def _feeding_fields(
+    program: StepProgram,
+    net: QuantizedNet,
+    class_names: Sequence[str],
+    input_rule: str,
+    order: int | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The template fields of the input, the classes and the parameters' blob, and the
+    :class:`ModelInfo` fields they state (:func:`render_model`'s arguments)."""
+    import PIL
+
+    version = PIL.__version__
+    order = resize_order(version) if order is None else order
+    channels = net.graph.tensors[net.graph.input].shape[1]
+    if channels != 3:
+        raise BundleError(f"the frame helpers make 3 channels; this model takes {channels}")
+    params_bytes = PARAMS_HEADER_BYTES + sum(
+        np.dtype(dtype).itemsize * int(np.prod(shape))
+        for _, dtype, shape in program.params.values()
+    )
+    ident = model_id(program)
+    q_in = net.acts[net.graph.input]
+    rule = f"This model's samples were {input_rule}.".replace("*/", "* /")
+    fields = {
+        "input_rule": "\n * ".join(textwrap.wrap(rule, 94)),
+        "pillow": version,
+        "class_names": _class_names(class_names, program.n_classes),
+        "input_table": c_values(input_table(net)),
+        "resize_order": ("TT_RESIZE_HORIZONTAL_FIRST", "TT_RESIZE_PILLOW13")[order],
+        "params_bytes": params_bytes,
+        "params_version": PARAMS_VERSION,
+        "params_header_bytes": PARAMS_HEADER_BYTES,
+        "model_id": ident,
+        "model_id_bytes": ", ".join(f"0x{ident[i : i + 2]}" for i in range(0, 16, 2)),
+    }
+    info = {
+        "input_scale": float(np.float32(q_in.scale)),
+        "input_zero": int(q_in.zero),
+        "params_bytes": params_bytes,
+        "model_id": ident,
+        "resize_order": order,
+    }
+    return fields, info
+
+
+def render_model(
+    program: StepProgram,
+    net: QuantizedNet,
+    *,
+    title: str,
+    class_names: Sequence[str],
+    input_rule: str,
+    order: int | None = None,
+) -> tuple[dict[str, str], ModelInfo]:
+    """The C model of ``program`` (lowered from ``net``): ``{"tt_model.h": ..., "tt_model.c":
+    ...}`` and the numbers it states.
+
+    Args:
+        program, net: the lowered step and the network it was lowered from.
+        title: one line naming the candidate.
+        class_names: the classes, in the order of the logits.
+        input_rule: how its samples became its input (after "This model's samples were",
+            :func:`~tinytune.bundle.frames.input_rule`).
+        order: the pass order of the frame helpers; None: the installed Pillow's.
+    """
+    _check_program(program)
     taken: set[str] = set()
     constants, flash_names, flash_bytes = _constants(program, taken)
     sections = _Sections(constants, [], [], [], [], [], [], flash_bytes)
@@ -299,6 +439,7 @@ def render_model(
     if channels * height * width != input_bytes:
         raise BundleError(f"the input buffer holds {input_bytes} bytes, the image {tensor.shape}")
     exp_slots = max(1, program.n_exponents)
+    extra, feeding = _feeding_fields(program, net, class_names, input_rule, order)
     info = ModelInfo(
         arena_bytes=program.arena_bytes,
         scratch_bytes=program.scratch_bytes,
@@ -307,16 +448,16 @@ def render_model(
         input_bytes=input_bytes,
         n_classes=program.n_classes,
         n_calls=len(program.calls),
+        **feeding,
     )
-    q_in = net.acts[net.graph.input]
     fields = {
         "title": title.replace("*/", "* /"),
         "channels": channels,
         "height": height,
         "width": width,
         "input_bytes": input_bytes,
-        "input_scale": c_float(q_in.scale),
-        "input_zero": q_in.zero,
+        "input_scale": c_float(info.input_scale),
+        "input_zero": info.input_zero,
         "n_classes": program.n_classes,
         "arena_bytes": info.arena_bytes,
         "scratch_bytes": info.scratch_bytes,
@@ -338,12 +479,10 @@ def render_model(
         "init_copies": _indent(sections.init_copies),
         "input_offset": input_ptr.offset,
         "logits": ops.pointer(logits[0]),
+        **extra,
     }
-    files = {
-        "tt_model.h": Template(MODEL_HEADER).substitute(fields),
-        "tt_model.c": Template(MODEL_SOURCE).substitute(fields),
-    }
-    return files, info
+    header, source = (Template(t).substitute(fields) for t in (MODEL_HEADER, MODEL_SOURCE))
+    return {"tt_model.h": header, "tt_model.c": source}, info
 
 
 PROFILE_CHUNK = 96

@@ -1,12 +1,15 @@
 """Render the example's samples as C: int8 images quantized as the model's input, and labels.
 
 ``tt_data.h`` states how many training and evaluation samples there are, how many epochs
-the example trains and whether its rate halves after each; ``tt_data.c`` holds them as
-``const`` arrays (flash on a microcontroller).
+the example trains, whether its rate halves after each, and how many evaluation samples
+tinytune's integer simulator classifies right before and after each epoch
+(:mod:`tinytune.bundle.expected`); ``tt_data.c`` holds them as ``const`` arrays (flash on a
+microcontroller).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from string import Template
 
@@ -55,6 +58,10 @@ _HEADER = Template("""\
 #define TT_EPOCHS $epochs
 /* 1: epoch e (from 1) trains at TT_LEARNING_RATE / 2^(e-1); 0: at TT_LEARNING_RATE. */
 #define TT_LR_HALVING $halving
+/* 1: tt_expected_correct[e] is how many evaluation samples tinytune's integer simulator
+ * classifies right after epoch e (0: before training), trained as the example trains; the
+ * example prints its own counts beside them. 0: not computed (too many steps to simulate). */
+#define TT_EXPECTED_KNOWN $known
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,6 +71,9 @@ extern const int8_t tt_train_images[TT_TRAIN_SAMPLES][TT_INPUT_BYTES];
 extern const uint16_t tt_train_labels[TT_TRAIN_SAMPLES];
 extern const int8_t tt_eval_images[TT_EVAL_SAMPLES][TT_INPUT_BYTES];
 extern const uint16_t tt_eval_labels[TT_EVAL_SAMPLES];
+#if TT_EXPECTED_KNOWN
+extern const uint16_t tt_expected_correct[TT_EPOCHS + 1];
+#endif
 
 #ifdef __cplusplus
 }
@@ -88,7 +98,7 @@ $eval_images
 const uint16_t tt_eval_labels[TT_EVAL_SAMPLES] = {
 $eval_labels
 };
-""")
+$expected""")
 
 
 def _images(images: np.ndarray) -> str:
@@ -105,10 +115,14 @@ def render_samples(
     epochs: int,
     description: str,
     schedule: str = "constant",
+    expected: Sequence[int] | None = None,
 ) -> dict[str, str]:
     """``tt_data.h`` and ``tt_data.c`` for the example program, which trains ``epochs`` epochs
     under the rate's ``schedule`` (:data:`tinytune.quant.schedule.LR_SCHEDULES`; ``constant``
-    unless given: an exported bundle's comes from its :class:`~tinytune.bundle.BundleRequest`)."""
+    unless given: an exported bundle's comes from its :class:`~tinytune.bundle.BundleRequest`),
+    with the simulator's ``expected`` counts of evaluation samples right before training and
+    after each epoch, when they were computed
+    (:func:`~tinytune.bundle.expected.simulate_example`)."""
     if len(train) < 1 or len(evaluation) < 1:
         raise BundleError(
             f"the example needs at least one training and one evaluation sample, got "
@@ -119,6 +133,17 @@ def render_samples(
     if epochs < 1:
         raise BundleError(f"the example trains at least one epoch, got {epochs}")
     check_schedule(schedule)
+    if expected is not None and (
+        len(expected) != epochs + 1 or not all(0 <= c <= len(evaluation) for c in expected)
+    ):
+        raise BundleError(
+            f"the example needs {epochs + 1} expected counts in [0, {len(evaluation)}], got "
+            f"{list(expected)[:8]}"
+        )
+    counts = ""
+    if expected is not None:
+        values = c_values(np.array(expected, dtype=np.uint16))
+        counts = f"const uint16_t tt_expected_correct[TT_EPOCHS + 1] = {{\n{values}\n}};\n"
     fields = {
         "description": description.replace("*/", "* /"),
         "n_train": len(train),
@@ -129,5 +154,7 @@ def render_samples(
         "train_labels": c_values(train.labels.astype(np.uint16)),
         "eval_images": _images(evaluation.images),
         "eval_labels": c_values(evaluation.labels.astype(np.uint16)),
+        "known": int(expected is not None),
+        "expected": counts,
     }
     return {"tt_data.h": _HEADER.substitute(fields), "tt_data.c": _SOURCE.substitute(fields)}

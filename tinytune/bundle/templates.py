@@ -223,14 +223,29 @@ MODEL_HEADER = """\
 extern "C" {
 #endif
 
-/* The input: an int8 image, channels first; real value = TT_INPUT_SCALE * (q - TT_INPUT_ZERO). */
+/* ---- the input ----------------------------------------------------------------------------
+ * An int8 image of TT_INPUT_BYTES: TT_INPUT_CHANNELS planes (R, G, B) of TT_INPUT_HEIGHT rows of
+ * TT_INPUT_WIDTH, channels first; real value = TT_INPUT_SCALE * (q - TT_INPUT_ZERO).
+ * $input_rule
+ * tt_quantize_rgb888() and tt_quantize_grey8() make that input from an 8-bit frame as tinytune's
+ * image-folder data set makes it from an image file, bit for bit: Pillow $pillow's bilinear
+ * resize of 8-bit RGB to TT_INPUT_WIDTH x TT_INPUT_HEIGHT (the aspect ratio not kept), then
+ * 0..255 to [-1, 1] and to int8 through one 256-entry table that tinytune computed with its
+ * own functions (tt_model.c). */
 #define TT_INPUT_CHANNELS $channels
 #define TT_INPUT_HEIGHT $height
 #define TT_INPUT_WIDTH $width
 #define TT_INPUT_BYTES $input_bytes
 #define TT_INPUT_SCALE $input_scale
 #define TT_INPUT_ZERO $input_zero
+
+/* ---- the classes ----------------------------------------------------------------------------
+ * TT_N_CLASSES classes in the order of the labels and of the logits (the data set's order: an
+ * image folder's sub-folders sorted by name), as UTF-8 strings: TT_CLASS_NAMES initializes an
+ * array of them, tt_class_name(i) returns the i-th. The classifier has exactly these outputs:
+ * another class, or another order, needs a new search and export. */
 #define TT_N_CLASSES $n_classes
+#define TT_CLASS_NAMES $class_names
 
 #define TT_ARENA_BYTES $arena_bytes
 #define TT_SCRATCH_BYTES $scratch_bytes
@@ -274,6 +289,73 @@ const tt_param_view *tt_param(int32_t index);
 
 /* 1 when the guard bytes around the arena are untouched (always 1 without -DTT_GUARD). */
 int tt_guard_intact(void);
+
+/* The name of class `index` (UTF-8, TT_CLASS_NAMES), NULL outside [0, TT_N_CLASSES). */
+const char *tt_class_name(int32_t index);
+
+/* An 8-bit RGB frame (3 bytes a pixel: R, G, B; rows `stride` bytes apart) to the model's
+ * input in dst[TT_INPUT_BYTES] (a palette, RGBA or RGB565 frame: expand it to RGB888 first;
+ * alpha is dropped, as Pillow's convert("RGB") drops it). Returns 0, or -1 (dst untouched) for
+ * a NULL pointer, a side outside [1, TT_RESIZE_MAX_SIDE], stride < 3 * width, or a frame more
+ * than TT_RESIZE_MAX_RATIO times the input's side on either axis (kernels/tt_int8.h: 16 unless
+ * defined otherwise; decimate a larger frame by a whole factor first, e.g. a camera's binning:
+ * the result then is that of the smaller image). Needs no buffer besides about 700 bytes of
+ * stack; its coefficients are computed in double precision, in software on a core without a
+ * double-precision FPU (the README says what that costs). */
+int tt_quantize_rgb888(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
+                       int8_t *dst);
+
+/* An 8-bit grey frame (1 byte a pixel; rows `stride` bytes apart) to the model's input: as its
+ * RGB image, R = G = B = L (Pillow's convert("RGB") of a grey image), so the three planes are
+ * equal. Returns as tt_quantize_rgb888(), with stride < width refused. */
+int tt_quantize_grey8(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
+                      int8_t *dst);
+
+/* ---- saving what was learned ----------------------------------------------------------------
+ * tt_params_save() writes the trained parameters (the TT_N_PARAMS tensors of tt_param()) into
+ * one blob of TT_PARAMS_BYTES, e.g. to keep them in flash; tt_params_load() puts such a blob
+ * back into the arena (after tt_model_init(), which resets them to their initial values).
+ * The blob, every field little-endian:
+ *   offset  bytes  field
+ *   0       4      magic: the bytes 'T' 'T' 'P' 'B'
+ *   4       2      format version: TT_PARAMS_VERSION
+ *   6       2      byte order of the payload: 0xFEFF as the payload holds it, FF FE: little-endian
+ *   8       8      model: TT_MODEL_ID as 8 bytes, the first of the SHA-256 of the parameters'
+ *                  layout (names, dtypes, shapes, arena offsets) and of the frozen constants
+ *                  (all but the update multipliers, which the learning rate sets: a bundle of
+ *                  the same network exported at another rate loads the blob)
+ *   16      4      payload bytes: TT_PARAMS_BYTES - TT_PARAMS_HEADER_BYTES
+ *   20      4      CRC-32 (IEEE 802.3, zlib's crc32) of bytes 0..19 and of the payload
+ *   24      ...    payload: the tensors of tt_param(0), tt_param(1), ... as the arena holds them
+ *                  (int8; int32 and float32 little-endian)
+ * Every target of the bundle is little-endian; on a big-endian core both functions refuse. */
+#define TT_PARAMS_VERSION $params_version
+#define TT_PARAMS_HEADER_BYTES $params_header_bytes
+#define TT_PARAMS_BYTES $params_bytes
+#define TT_MODEL_ID "$model_id"
+
+#define TT_PARAMS_OK 0
+#define TT_PARAMS_E_SIZE (-1)       /* a NULL buffer, one shorter than TT_PARAMS_BYTES, or a
+                                     * payload size other than this model's */
+#define TT_PARAMS_E_MAGIC (-2)      /* not a parameter blob */
+#define TT_PARAMS_E_VERSION (-3)    /* another format version */
+#define TT_PARAMS_E_BYTE_ORDER (-4) /* a big-endian payload, or a big-endian core */
+#define TT_PARAMS_E_MODEL (-5)      /* the blob of another model */
+#define TT_PARAMS_E_CHECKSUM (-6)   /* a blob changed since it was written (a torn write) */
+
+/* TT_PARAMS_BYTES: what tt_params_save() writes. */
+int32_t tt_params_size(void);
+
+/* Write the blob into buf[0 .. TT_PARAMS_BYTES). Returns TT_PARAMS_OK, TT_PARAMS_E_SIZE when
+ * buf is NULL or size < TT_PARAMS_BYTES, or TT_PARAMS_E_BYTE_ORDER on a big-endian core. */
+int tt_params_save(uint8_t *buf, int32_t size);
+
+/* Check the blob in buf[0 .. size) (size >= TT_PARAMS_BYTES; the rest, e.g. of a flash page,
+ * is not read) and copy its payload into the trained parameters. Returns TT_PARAMS_OK or the
+ * first refusal of: TT_PARAMS_E_SIZE (NULL, or shorter than the header), _MAGIC, _VERSION,
+ * _BYTE_ORDER, _MODEL, _SIZE (a payload size other than this model's, or size below
+ * TT_PARAMS_BYTES), _CHECKSUM. A refused blob changes nothing. */
+int tt_params_load(const uint8_t *buf, int32_t size);
 
 #ifdef __cplusplus
 }
@@ -481,6 +563,134 @@ int tt_guard_intact(void) {
     }
 #endif
     return 1;
+}
+
+/* ---- the classes ----------------------------------------------------------------------- */
+
+static const char *const tt_class_names[TT_N_CLASSES] = TT_CLASS_NAMES;
+
+const char *tt_class_name(int32_t index) {
+    return index >= 0 && index < TT_N_CLASSES ? tt_class_names[index] : NULL;
+}
+
+/* ---- the input -------------------------------------------------------------------------- */
+
+/* The model's int8 input of each 8-bit sample: tinytune's image-folder mapping (0..255 to
+ * [-1, 1] in float32) and input quantization, evaluated by tinytune on all 256 values. */
+static const int8_t tt_input_table[256] = {
+$input_table
+};
+
+int tt_quantize_rgb888(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
+                       int8_t *dst) {
+    return tt_resize_bilinear_s8(src, width, height, stride, 3, TT_INPUT_WIDTH, TT_INPUT_HEIGHT,
+                                 $resize_order, tt_input_table, dst);
+}
+
+int tt_quantize_grey8(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
+                      int8_t *dst) {
+    return tt_resize_bilinear_s8(src, width, height, stride, 1, TT_INPUT_WIDTH, TT_INPUT_HEIGHT,
+                                 $resize_order, tt_input_table, dst);
+}
+
+/* ---- saving what was learned (the blob of tt_model.h) ----------------------------------- */
+
+static const uint8_t tt_model_id[8] = {$model_id_bytes};
+static const uint8_t tt_params_magic[4] = {0x54, 0x54, 0x50, 0x42}; /* "TTPB" */
+
+/* CRC-32 of IEEE 802.3 (reflected, polynomial 0xEDB88320), continuing `crc` (0 to begin). */
+static uint32_t tt_crc32(uint32_t crc, const uint8_t *data, int32_t n) {
+    int32_t i, bit;
+    crc = ~crc;
+    for (i = 0; i < n; i++) {
+        crc ^= (uint32_t)data[i];
+        for (bit = 0; bit < 8; bit++) {
+            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+        }
+    }
+    return ~crc;
+}
+
+static void tt_put_le32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t tt_get_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int tt_little_endian(void) {
+    const uint16_t one = 1;
+    uint8_t first;
+    memcpy(&first, &one, 1);
+    return first == 1;
+}
+
+/* The blob's CRC-32: its first 20 bytes, then its payload. */
+static uint32_t tt_params_crc(const uint8_t *blob) {
+    uint32_t crc = tt_crc32(0u, blob, 20);
+    return tt_crc32(crc, blob + TT_PARAMS_HEADER_BYTES, TT_PARAMS_BYTES - TT_PARAMS_HEADER_BYTES);
+}
+
+int32_t tt_params_size(void) {
+    return TT_PARAMS_BYTES;
+}
+
+int tt_params_save(uint8_t *buf, int32_t size) {
+    int32_t i, at = TT_PARAMS_HEADER_BYTES;
+    if (buf == NULL || size < TT_PARAMS_BYTES) {
+        return TT_PARAMS_E_SIZE;
+    }
+    if (!tt_little_endian()) {
+        return TT_PARAMS_E_BYTE_ORDER;
+    }
+    memcpy(buf, tt_params_magic, 4);
+    buf[4] = (uint8_t)TT_PARAMS_VERSION;
+    buf[5] = 0;
+    buf[6] = 0xFF;
+    buf[7] = 0xFE;
+    memcpy(buf + 8, tt_model_id, 8);
+    tt_put_le32(buf + 16, (uint32_t)(TT_PARAMS_BYTES - TT_PARAMS_HEADER_BYTES));
+    for (i = 0; i < TT_N_PARAMS; i++) {
+        memcpy(buf + at, tt_params[i].data, (size_t)tt_params[i].nbytes);
+        at += tt_params[i].nbytes;
+    }
+    tt_put_le32(buf + 20, tt_params_crc(buf));
+    return TT_PARAMS_OK;
+}
+
+int tt_params_load(const uint8_t *buf, int32_t size) {
+    int32_t i, at = TT_PARAMS_HEADER_BYTES;
+    if (buf == NULL || size < TT_PARAMS_HEADER_BYTES) {
+        return TT_PARAMS_E_SIZE;
+    }
+    if (memcmp(buf, tt_params_magic, 4) != 0) {
+        return TT_PARAMS_E_MAGIC;
+    }
+    if (buf[4] != (uint8_t)TT_PARAMS_VERSION || buf[5] != 0) {
+        return TT_PARAMS_E_VERSION;
+    }
+    if (buf[6] != 0xFF || buf[7] != 0xFE || !tt_little_endian()) {
+        return TT_PARAMS_E_BYTE_ORDER;
+    }
+    if (memcmp(buf + 8, tt_model_id, 8) != 0) {
+        return TT_PARAMS_E_MODEL;
+    }
+    if (tt_get_le32(buf + 16) != (uint32_t)(TT_PARAMS_BYTES - TT_PARAMS_HEADER_BYTES) ||
+        size < TT_PARAMS_BYTES) {
+        return TT_PARAMS_E_SIZE;
+    }
+    if (tt_get_le32(buf + 20) != tt_params_crc(buf)) {
+        return TT_PARAMS_E_CHECKSUM;
+    }
+    for (i = 0; i < TT_N_PARAMS; i++) {
+        memcpy(tt_params[i].data, buf + at, (size_t)tt_params[i].nbytes);
+        at += tt_params[i].nbytes;
+    }
+    return TT_PARAMS_OK;
 }
 """
 

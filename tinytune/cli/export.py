@@ -4,7 +4,7 @@ step — int8 C with one static arena, an example, a Makefile, a manifest."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -86,9 +86,20 @@ def export(
     ] = False,
 ) -> None:
     """Export a candidate's on-device training step as a C bundle: int8 weights, the sparse
-    update as straight-line C over the memory planner's static arena, an example that trains on
-    samples of the study's data set, a Makefile (host, ASan, aarch64, Cortex-M7, Cortex-M4F) and a
-    manifest."""
+    update as straight-line C over the memory planner's static arena, an example (a smoke test
+    on a few samples of the study's data set), a Makefile, CMake, Zephyr and Arduino layouts
+    and a manifest.
+
+    The Makefile runs the example with run-host, run-host-asan, run-aarch64, run-cortex-m7,
+    run-cortex-m4, run-cortex-m0plus and run-rv32imc (natively, or under QEMU for the Cortex-M7,
+    Cortex-M4F, Cortex-M0+ and RV32IMC), builds the step's profiler with profile-host,
+    profile-aarch64, profile-cortex-m7, profile-cortex-m4, profile-cortex-m0plus and
+    profile-rv32imc, and runs it with run-profile-host, run-profile-aarch64,
+    run-profile-cortex-m7, run-profile-cortex-m4, run-profile-cortex-m0plus and
+    run-profile-rv32imc (a measurement file for tinytune calibrate). The CMake project
+    (CMakeLists.txt, toolchain files for arm-none-eabi and riscv32), the Zephyr module
+    (zephyr/module.yml) and the Arduino library (library.properties, src/, examples/train)
+    build the same sources."""
     import tinytune
     from tinytune.cli.common import (
         console,
@@ -165,6 +176,18 @@ def export(
         f"{size_text(data_bytes)} of constants{capped}",
         soft_wrap=True,
     )
+    example = m.get("example")
+    if example is not None:
+        console.print(_example_line(example), soft_wrap=True)
+    blob = (m.get("params_blob") or {}).get("bytes")
+    if blob is not None and m["memory"]["arena_bytes"] + blob > m["device"]["sram_bytes"]:
+        console.print(
+            f"note: the example keeps the saved parameters ({size_text(blob)}) in RAM beside the "
+            f"arena, more than the {size_text(m['device']['sram_bytes'])} of SRAM of "
+            f"{m['device']['name']} together: on the board, save them to flash instead "
+            "(tt_params_save into a flash page)",
+            soft_wrap=True,
+        )
     flash = m["device"]["flash_bytes"]
     if m["memory"]["model_flash_bytes"] + data_bytes > flash:
         console.print(
@@ -205,6 +228,26 @@ def export(
             "test",
             soft_wrap=True,
         )
+
+
+def _example_line(example: dict[str, Any]) -> str:
+    """What the bundle's example shows: a smoke test, and the counts the simulator expects."""
+    counts = example.get("expected_correct")
+    epochs = example["epochs"]
+    shown = (
+        f"make run-host is a smoke test of {example['train_samples']} training samples over "
+        f"{epochs} epoch{'s' * (epochs != 1)}, not the search's accuracy: "
+    )
+    if counts:
+        return shown + (
+            f"it should print {counts[-1]}/{example['eval_samples']} test samples right at the "
+            "end, as tinytune's integer simulator computed, then save, reset and restore the "
+            "parameters"
+        )
+    return shown + (
+        f"it prints its accuracy on {example['eval_samples']} test samples (too many steps to "
+        "simulate at export), then saves, resets and restores the parameters"
+    )
 
 
 def _try_line(path: object, core: str) -> str:

@@ -1,16 +1,23 @@
 /*
- * Example: fine-tune the bundled model on the embedded samples for TT_EPOCHS epochs, one image
- * per step, and print after each epoch the mean training loss and the accuracy on the
- * evaluation samples. The output is the same, byte for byte, on every target (no floating
- * point formatting, a fixed shuffle).
+ * Example, and a smoke test of the bundle: fine-tune the bundled model on the embedded samples
+ * (tt_data.c: a few of the data set's) for TT_EPOCHS epochs, one image per step, and print
+ * after each epoch the mean training loss and the accuracy on the evaluation samples beside
+ * the accuracy that tinytune's integer simulator computed for the same steps at export
+ * (tt_expected_correct). Then save the trained parameters (tt_params_save, where a firmware
+ * would write flash), reset the model (tt_model_init: the accuracy is the initial one again),
+ * restore them (tt_params_load) and evaluate again: the accuracy before the save. These few
+ * samples say whether the step trains as tinytune computed it, not what accuracy the search
+ * measured. The output is the same, byte for byte, on every target (no floating point
+ * formatting, a fixed shuffle).
  *
- * Build with -DTT_DUMP to also print every step's logits and loss and, at the end, the trained
- * parameters and the evaluation logits as hexadecimal bytes (for checking the C against
- * tinytune's integer simulator).
+ * Build with -DTT_DUMP to also print every step's logits and loss and, at the end (after the
+ * restore), the trained parameters and the evaluation logits as hexadecimal bytes (for checking
+ * the C against tinytune's integer simulator).
  *
- * The example is the function tt_example(), which returns 0 (1 on a bad label); main() calls
- * it unless TT_EXAMPLE_NO_MAIN is defined (the Arduino library's src/tt_example.c, a firmware
- * that calls it). It prints with printf, or, where TT_EXAMPLE_WRITE names a function
+ * The example is the function tt_example(), which returns 0; 1 on a bad label or overwritten
+ * guard bytes; 2 when an accuracy differs from the simulator's or the restore failed. main()
+ * calls it unless TT_EXAMPLE_NO_MAIN is defined (the Arduino library's src/tt_example.c, a
+ * firmware that calls it). It prints with printf, or, where TT_EXAMPLE_WRITE names a function
  * `void f(const char *text)`, through that function a line or less at a time (the Arduino
  * sketch's Serial).
  */
@@ -101,9 +108,45 @@ static int evaluate(void) {
     return correct;
 }
 
+/* " (simulator: k/n)" after an accuracy, and whether the count is the simulator's */
+static int check_expected(int epoch, int correct) {
+#if TT_EXPECTED_KNOWN
+    tt_out(" (simulator: %d/%d)", (int)tt_expected_correct[epoch], TT_EVAL_SAMPLES);
+    return correct == (int)tt_expected_correct[epoch];
+#else
+    (void)epoch;
+    (void)correct;
+    return 1;
+#endif
+}
+
+/* The blob of the trained parameters: where a firmware would write flash. */
+static uint8_t tt_saved[TT_PARAMS_BYTES];
+
+/* Save, reset, restore: 1 when the restored parameters evaluate as the saved ones. */
+static int save_reset_restore(int initial, int trained) {
+    int saved, reset, loaded, restored;
+    saved = tt_params_save(tt_saved, (int32_t)sizeof tt_saved);
+    tt_out("saved %ld bytes of trained parameters (tt_params_save: %d), CRC-32 %02x%02x%02x%02x\n",
+           (long)tt_params_size(), saved, (unsigned)tt_saved[23], (unsigned)tt_saved[22],
+           (unsigned)tt_saved[21], (unsigned)tt_saved[20]);
+    tt_model_init();
+    reset = evaluate();
+    tt_out("after tt_model_init: ");
+    print_accuracy(reset, TT_EVAL_SAMPLES);
+    tt_out(" (before training: %d/%d)\n", initial, TT_EVAL_SAMPLES);
+    loaded = tt_params_load(tt_saved, (int32_t)sizeof tt_saved);
+    restored = evaluate();
+    tt_out("after tt_params_load (%d): ", loaded);
+    print_accuracy(restored, TT_EVAL_SAMPLES);
+    tt_out(" (before the save: %d/%d)\n", trained, TT_EVAL_SAMPLES);
+    return saved == TT_PARAMS_OK && loaded == TT_PARAMS_OK && reset == initial &&
+           restored == trained;
+}
+
 int tt_example(void) {
     static int order[TT_TRAIN_SAMPLES];
-    int epoch, i;
+    int epoch, i, initial, correct, as_expected, restored;
 #ifdef TT_DUMP
     int step = 0;
 #endif
@@ -111,11 +154,15 @@ int tt_example(void) {
     tt_rng = TT_RNG_SEED;
     tt_out("tinytune bundle: arena %ld B, scratch %ld B, exponents %ld B, %d calls per step\n",
            (long)TT_ARENA_BYTES, (long)TT_SCRATCH_BYTES, (long)TT_EXPONENT_BYTES, TT_N_CALLS);
-    tt_out("%d training samples, %d evaluation samples, %d epochs\n", TT_TRAIN_SAMPLES,
-           TT_EVAL_SAMPLES, TT_EPOCHS);
+    tt_out("smoke test: %d training samples, %d %s, accuracy on %d evaluation samples "
+           "(not the search's accuracy)\n",
+           TT_TRAIN_SAMPLES, TT_EPOCHS, TT_EPOCHS == 1 ? "epoch" : "epochs", TT_EVAL_SAMPLES);
+    initial = evaluate();
     tt_out("epoch 0 loss - ");
-    print_accuracy(evaluate(), TT_EVAL_SAMPLES);
+    print_accuracy(initial, TT_EVAL_SAMPLES);
+    as_expected = check_expected(0, initial);
     tt_out("\n");
+    correct = initial;
     for (i = 0; i < TT_TRAIN_SAMPLES; i++) {
         order[i] = i;
     }
@@ -148,12 +195,15 @@ int tt_example(void) {
             step++;
 #endif
         }
+        correct = evaluate();
         tt_out("epoch %d loss ", epoch);
         print_fixed4(total / TT_TRAIN_SAMPLES);
         tt_out(" ");
-        print_accuracy(evaluate(), TT_EVAL_SAMPLES);
+        print_accuracy(correct, TT_EVAL_SAMPLES);
+        as_expected = check_expected(epoch, correct) && as_expected;
         tt_out("\n");
     }
+    restored = save_reset_restore(initial, correct);
 #ifdef TT_DUMP
     for (i = 0; i < TT_N_PARAMS; i++) {
         const tt_param_view *p = tt_param(i);
@@ -169,6 +219,14 @@ int tt_example(void) {
         tt_out("\n");
     }
 #endif
+    if (!as_expected || !restored) {
+        tt_out("smoke test FAILED: %s\n",
+               as_expected ? "the restore" : "an accuracy is not the simulator's");
+    } else if (TT_EXPECTED_KNOWN) {
+        tt_out("smoke test passed: every accuracy is the simulator's, the restore exact\n");
+    } else {
+        tt_out("smoke test passed: the restore exact (no simulator counts for so many steps)\n");
+    }
 #ifdef TT_GUARD
     if (!tt_guard_intact()) {
         tt_out("guard bytes around the arena were overwritten\n");
@@ -176,6 +234,9 @@ int tt_example(void) {
     }
     tt_out("guard bytes intact\n");
 #endif
+    if (!as_expected || !restored) {
+        return 2;
+    }
     return 0;
 }
 
