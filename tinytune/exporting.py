@@ -77,7 +77,8 @@ def export_bundle(
     The bundle holds int8 weights, the training step as C99 over the memory planner's static
     arena, an example that trains on ``samples`` samples of the study's data set for ``epochs``
     epochs at learning rate ``lr`` under ``lr_schedule`` (``halving``: halved after every epoch;
-    ``constant``), a Makefile (host, ASan, aarch64, Cortex-M7, Cortex-M4F) and a manifest.
+    ``constant``) as a smoke test, a Makefile (the host, ASan, aarch64, Cortex-M7, Cortex-M4F,
+    Cortex-M0+ and RV32IMC), CMake, Zephyr and Arduino layouts, and a manifest.
     ``lr=None`` and ``lr_schedule=None``: the rate and schedule at which the device's accuracy was
     measured (the rate chosen on validation), so that the bundle trains as measured;
     :data:`DEFAULT_DEVICE_LR` and :data:`tinytune.search.run.verify_int8.INT8_SCHEDULE` when none
