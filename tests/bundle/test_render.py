@@ -136,3 +136,31 @@ def test_guard_bytes_catch_a_write_past_the_arena(tmp_path: Path) -> None:
     )  # fmt: skip
     done = subprocess.run([str(binary)], capture_output=True, text=True, check=True)
     assert done.stdout == "1 0\n"
+
+
+@needs("host")
+def test_strings_reach_c_as_their_utf_8_bytes(tmp_path: Path) -> None:
+    """Quotes, backslashes, trigraphs, control characters, any Unicode and the bytes a file
+    name that is not UTF-8 decodes to (surrogate escapes): a C compiler reads each literal back
+    as exactly those bytes."""
+    from tinytune.bundle.render import c_string
+
+    names = ['say "hi"', "back\\slash", "??= ??/ ??'", "tab\tnew\nline\x7f", "café ☕ 😀",
+             "raw \udcff\udc80", "0123", ""]  # fmt: skip
+    literals = ",\n".join(f"    {c_string(name)}" for name in names)
+    program = tmp_path / "strings.c"
+    program.write_text(
+        "#include <stdio.h>\n"
+        f"static const char *const names[] = {{\n{literals}\n}};\n"
+        "int main(void) {\n    unsigned i;\n    const char *p;\n"
+        "    for (i = 0; i < sizeof names / sizeof names[0]; i++) {\n"
+        '        printf("[");\n'
+        '        for (p = names[i]; *p; p++) printf("%02x", (unsigned)(unsigned char)*p);\n'
+        '        printf("]\\n");\n    }\n    return 0;\n}\n'
+    )
+    binary = tmp_path / "strings"
+    cc = ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-Wtrigraphs"]
+    subprocess.run([*cc, str(program), "-o", str(binary)], check=True)
+    printed = subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout
+    got = [bytes.fromhex(line.strip("[]")) for line in printed.splitlines()]
+    assert got == [name.encode("utf-8", "surrogateescape") for name in names]

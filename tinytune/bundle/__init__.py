@@ -1,5 +1,7 @@
 """Device bundles: a candidate's int8 training step as standalone C with one static arena, the
-kernels, an example, a Makefile for the host, ARM Linux and Cortex-M, and a manifest."""
+kernels, the helpers that make its input from a camera frame, its classes, saving and restoring
+what it learned, an example that is a smoke test, a Makefile for the host, ARM Linux, Cortex-M
+and RV32IMC, CMake, Zephyr and Arduino layouts, and a manifest."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from tinytune.bundle.assemble import (
     exported_file_names,
 )
 from tinytune.bundle.errors import BundleError
+from tinytune.bundle.expected import ExampleRun, simulate_example
 from tinytune.bundle.manifest import (
     BUNDLE_FORMAT,
     MANIFEST_NAME,
@@ -32,6 +35,7 @@ __all__ = [
     "Bundle",
     "BundleError",
     "BundleRequest",
+    "ExampleRun",
     "FolderChanges",
     "ModelInfo",
     "Provenance",
@@ -48,6 +52,7 @@ __all__ = [
     "read_manifest",
     "render_model",
     "render_samples",
+    "simulate_example",
     "verify_checksums",
     "write_bundle",
 ]
