@@ -12,6 +12,7 @@ import PIL
 import pytest
 from PIL import Image
 
+from tests.bundle.support import needs
 from tests.export.harness import build_driver, needs_gcc, run_program
 from tinytune.bundle.frames import HORIZONTAL_FIRST, PILLOW13, resize_order
 
@@ -156,3 +157,62 @@ def test_frames_it_cannot_resize_are_refused_untouched(tmp_path: Path) -> None:
     for rc, out in results:
         if rc:
             assert (out.view(np.uint8) == 0x5A).all()
+
+
+RV32 = ("-march=rv32imc", "-mabi=ilp32", "--specs=picolibc.specs", "--oslib=semihost",
+        "--crt0=semihost", "-Wl,--defsym=__flash=0x80000000", "-Wl,--defsym=__flash_size=0x400000",
+        "-Wl,--defsym=__ram=0x80400000", "-Wl,--defsym=__ram_size=0x400000",
+        "-Wl,--defsym=__stack_size=0x2000")  # fmt: skip
+QEMU_RV32 = ("qemu-system-riscv32", "-M", "virt", "-bios", "none", "-nographic", "-monitor",
+             "none", "-serial", "none", "-chardev", "stdio,id=tt", "-semihosting-config",
+             "enable=on,target=native,chardev=tt", "-icount", "shift=0,sleep=off")  # fmt: skip
+
+
+def _rv32_counts(tmp_path: Path, rows: int) -> dict[tuple[int, int, int, int], float]:
+    """Millions of instructions of each frame of ``csrc/image_cost.c`` at ``rows`` rows."""
+    import subprocess
+
+    from tests.export.harness import HERE
+    from tinytune.export import csrc_dir
+
+    elf = tmp_path / f"cost{rows}.elf"
+    src = csrc_dir()
+    subprocess.run(
+        ["riscv64-unknown-elf-gcc", "-std=c99", "-ffp-contract=off", "-O2", "-Wall", "-Werror",
+         f"-DTT_RESIZE_ROWS={rows}", f"-I{src}", str(HERE / "image_cost.c"),
+         str(src / "tt_image.c"), *RV32, "-Wa,-march=rv32imc_zicsr", "-o", str(elf)],
+        check=True,
+    )  # fmt: skip
+    done = subprocess.run(
+        [*QEMU_RV32, "-kernel", str(elf)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    counts = {}
+    for line in done.stdout.splitlines():
+        w, h, c, side, n = (int(v) for v in line.split())
+        counts[(w, h, c, side)] = round(n / 1e6, 1)
+    return counts
+
+
+@pytest.mark.slow
+@needs("rv32imc")
+def test_the_readmes_instruction_counts_are_measured(tmp_path: Path) -> None:
+    """The bundle README's cost of the frame helpers on RV32IMC, counted again."""
+    from importlib import resources
+
+    readme = " ".join(
+        (resources.files("tinytune.bundle") / "platform" / "bundle_readme.md").read_text().split()
+    )
+    four, eight = _rv32_counts(tmp_path, 4), _rv32_counts(tmp_path, 8)
+    said = (
+        f"a 320×240 RGB frame takes {four[(320, 240, 3, 32)]} M instructions to 32×32 and "
+        f"{four[(320, 240, 3, 64)]} M to 64×64, a 160×120 one {four[(160, 120, 3, 32)]} M to "
+        f"32×32, a 320×240 grey one {four[(320, 240, 1, 32)]} M to 32×32, a 640×480 RGB one "
+        f"{four[(640, 480, 3, 128)]} M to 128×128; `-DTT_RESIZE_ROWS=8` (1.8 KB of stack) takes "
+        f"{eight[(320, 240, 3, 32)]} M for the first"
+    )
+    assert said in readme
