@@ -298,10 +298,10 @@ const char *tt_class_name(int32_t index);
  * alpha is dropped, as Pillow's convert("RGB") drops it). Returns 0, or -1 (dst untouched) for
  * a NULL pointer, a side outside [1, TT_RESIZE_MAX_SIDE], stride < 3 * width, or a frame more
  * than TT_RESIZE_MAX_RATIO times the input's side on either axis (kernels/tt_int8.h: 16 unless
- * defined otherwise; decimate a larger frame by a whole factor first, e.g. a camera's binning:
- * the result then is that of the smaller image). Needs no buffer besides about 700 bytes of
- * stack; its coefficients are computed in double precision, in software on a core without a
- * double-precision FPU (the README says what that costs). */
+ * defined otherwise; decimate a larger frame first, e.g. by the camera's scaler: the input is
+ * then the rule's for the decimated frame). Needs no buffer besides about 1.2 KB of stack
+ * (TT_RESIZE_ROWS); its coefficients are computed in double precision, in software on a core
+ * without a double-precision FPU (the README says what that costs). */
 int tt_quantize_rgb888(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
                        int8_t *dst);
 
