@@ -154,6 +154,19 @@ def test_check_decodes_each_file_once_for_every_resolution_and_reports(
     assert opened == []
 
 
+def test_another_pillow_decodes_into_another_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pillow's resize moved between versions (13 runs a tall image's vertical pass first):
+    pixels decoded by one version are never read as another's."""
+    import PIL
+
+    entries = [("a", "a/1.png", "0" * 64)]
+    mine = content_key(entries)
+    monkeypatch.setattr(PIL, "__version__", "12.1.1")
+    assert content_key(entries) != mine
+
+
 def test_the_key_follows_the_files_not_the_folders_place(tmp_path: Path) -> None:
     root = write_image_folder(tmp_path / "a")
 

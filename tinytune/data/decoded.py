@@ -84,8 +84,14 @@ def decoded_root() -> Path:
 
 def content_key(entries: Sequence[tuple[str, str, str]]) -> str:
     """The cache key of a folder whose images are ``entries``: (class, path below the folder
-    in POSIX form, the file's SHA-256), in the folder's order."""
-    digest = hashlib.sha256(f"tinytune decoded {FORMAT_VERSION} {DECODING_VERSION}\n".encode())
+    in POSIX form, the file's SHA-256), in the folder's order, decoded by the installed Pillow
+    (whose resize changes between versions: Pillow 13 runs a tall image's vertical pass first,
+    which moves some pixels by one level)."""
+    import PIL
+
+    digest = hashlib.sha256(
+        f"tinytune decoded {FORMAT_VERSION} {DECODING_VERSION} Pillow {PIL.__version__}\n".encode()
+    )
     for entry in entries:
         digest.update(json.dumps(list(entry)).encode() + b"\n")
     return digest.hexdigest()
