@@ -273,7 +273,8 @@ def test_export_says_what_differs_from_the_study_and_sizes_the_device_readably(
     size = "1 GB" if device_sram == 1024**3 else "320 KB"
     assert f"55.6 KB of {size} SRAM on rpi4" in out
 
-    assert "example: 32 training and 32 test samples, 300 KB of constants" in out
+    assert "example: 32 training and 32 test samples, 300.1 KB more flash for them" in out
+    assert "flash 229.9 KB of model constants (TT_FLASH_BYTES)" in out
     assert "note: trial" not in out and "more than the" not in out
 
 
@@ -300,7 +301,7 @@ def test_export_says_when_samples_are_capped_overflow_flash_or_the_trial_failed(
     code, out, err = _export(["--trial", "2", "-o", str(tmp_path), "--samples", "5000"], capsys)
     assert code == 0, err
     out = " ".join(out.split())
-    assert "example: 1079 training and 359 test samples, 6.59 MB of constants" in out
+    assert "example: 1079 training and 359 test samples, 6.6 MB more flash for them" in out
     assert "(--samples 5000 is more than the training split's 1079)" in out
     assert "take 6.81 MB, more than the 1 MB of flash of nrf52840: pass fewer --samples" in out
     assert "note: trial 2 has no measured accuracy (it was not fine-tuned to the end" in out

@@ -109,6 +109,7 @@ def export(
         size_text,
         trial_or_key,
     )
+    from tinytune.units import format_bytes
 
     quiet_logs()
     named = [t for t in (target, trial, candidate) if t is not None]
@@ -153,8 +154,7 @@ def export(
     console.print(
         f"wrote {done.path}: candidate {m['candidate_key'][:12]}, arena "
         f"{m['memory']['arena_bytes'] / 1024:.1f} KB of {size_text(m['device']['sram_bytes'])} "
-        f"SRAM on {m['device']['name']}, constants "
-        f"{m['memory']['model_flash_bytes'] / 1024:.1f} KB"
+        f"SRAM on {m['device']['name']}, flash {_flash(m['memory'])}"
         + (
             f", predicted step {1000 * latency:.1f} ms ({m['predicted_latency']['engine']} engine)"
             if latency is not None
@@ -173,7 +173,7 @@ def export(
     )
     console.print(
         f"example: {data['train_samples']} training and {data['eval_samples']} test samples, "
-        f"{size_text(data_bytes)} of constants{capped}",
+        f"{format_bytes(data_bytes)} more flash for them{capped}",
         soft_wrap=True,
     )
     example = m.get("example")
@@ -228,6 +228,21 @@ def export(
             "test",
             soft_wrap=True,
         )
+
+
+def _flash(memory: dict[str, Any]) -> str:
+    """The bundle's flash in the words every command uses: the model's constants, and the
+    search's figure (the constants and its estimate of the kernels' code) beside them."""
+    from tinytune.units import format_bytes
+
+    shown = f"{format_bytes(memory['model_flash_bytes'])} of model constants (TT_FLASH_BYTES)"
+    predicted = memory.get("planner_flash_bytes")
+    if predicted:
+        shown += (
+            f", {format_bytes(predicted)} with the kernels' code as the search estimated it "
+            "(pareto --wide's flash)"
+        )
+    return shown
 
 
 def _example_line(example: dict[str, Any]) -> str:

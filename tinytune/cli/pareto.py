@@ -156,7 +156,12 @@ def _caption(wide: bool, hypervolume: bool) -> str:
     from tinytune.cli.front_table import ROWS
     from tinytune.search.front import HYPERVOLUME_BOX
 
-    rows = "a row per point" if wide else f"{ROWS}; --wide: a row each, with flash and key"
+    rows = (
+        "a row per point; flash: the model's constants and the kernels' code, as the search "
+        "estimates them"
+        if wide
+        else f"{ROWS}; --wide: a row each, with flash and key"
+    )
     rows += "; --json: every field"
     return rows + (f". {HYPERVOLUME_BOX}" if hypervolume else "")
 
