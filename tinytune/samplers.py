@@ -103,7 +103,8 @@ SAMPLERS = tuple(REGISTRY)
 DEFAULT_SAMPLER = "tpe-early"
 """The sampler of ``tinytune search``, which proposes where no new mutant of the front fits
 (``--mutate``) and learns from the mutants' results: of the samplers alone, the best median
-hypervolume at equal compute in ``bench/search_efficiency.py`` (``docs/bench/search.md``)."""
+hypervolume at equal compute in ``bench/search_efficiency.py``
+(``docs/bench/archive/search.md``)."""
 
 
 def make_sampler(name: str, seed: int) -> Any:

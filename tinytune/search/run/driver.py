@@ -610,7 +610,7 @@ class Run:
         later cut, a deeper stage or a wider block, not by more of it updated. A climb that
         took the longest training step instead lengthened the bias-updated tail before it
         reached a larger input or a later cut, and found less accurate points (measured in
-        ``docs/bench/search.md``). Priced once a run: a climb ranks the most accurate
+        ``docs/bench/archive/search.md``). Priced once a run: a climb ranks the most accurate
         fine-tunes by it on every climbing turn."""
         whole = dataclasses.replace(candidate, schedule=Schedule())
         if whole.key not in self.works:
