@@ -17,8 +17,9 @@ ended, since other work beside the search slows it down.
 
 Both commands run with the ``tinytune`` of this checkout (its folder first on
 ``PYTHONPATH``). The search took 1 min 7 s to 2 min 24 s on two cores in the runs of
-``docs/bench/archive/first-run.md``; beside other work it takes longer (runs of this script on an Intel
-Xeon of two cores: 2 min 4 s at a load average of 1.7, 4 min 32 s to 6 min 1 s at 5.1 to 6.6).
+``docs/bench/archive/first-run.md``; beside other work it takes longer (runs of this script on
+an Intel Xeon of two cores: 2 min 4 s at a load average of 1.7, 4 min 32 s to 6 min 1 s at 5.1
+to 6.6).
 """
 
 from __future__ import annotations
