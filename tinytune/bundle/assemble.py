@@ -221,8 +221,11 @@ def _check_int8_ops(candidate: Candidate, graph: Graph) -> None:
             ) from e
 
 
-def _kb(n: int) -> str:
-    return f"{n / 1024:.1f} KB ({n} B)"
+def _kb(n: int, *, rounded: bool = False) -> str:
+    """A size in the unit that fits and in bytes (a capacity ``rounded``: ``1 MB``)."""
+    from tinytune.units import format_bytes
+
+    return f"{format_bytes(n, rounded=rounded)} ({n} B)"
 
 
 def _scheme(candidate: Candidate) -> str:
@@ -491,8 +494,8 @@ def _readme(f: _Facts) -> str:
         n_classes=f.n_classes,
         scheme=_scheme(candidate),
         device=device.name,
-        device_sram=_kb(device.sram_bytes),
-        device_flash=_kb(device.flash_bytes),
+        device_sram=_kb(device.sram_bytes, rounded=True),
+        device_flash=_kb(device.flash_bytes, rounded=True),
         arena=_kb(model.arena_bytes),
         scratch=f"{model.scratch_bytes} B",
         exponents=f"{model.exponent_bytes} B",
