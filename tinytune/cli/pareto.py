@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -46,80 +48,118 @@ def pareto(
     import json as json_module
 
     import tinytune
-    from tinytune.cli.common import against_recipe, console, png_path, quiet_logs
-    from tinytune.cli.front_table import (
-        front_json,
-        front_table,
-        measured_words,
-        schedules_of,
-        study_counts,
-    )
-    from tinytune.db import open_store
-    from tinytune.search.ladder import rank_correlation
-    from tinytune.search.run import int8_accuracies
+    from tinytune.cli.common import console, png_path, quiet_logs
+    from tinytune.cli.front_table import front_json
 
     quiet_logs()
     if plot is not None:
         png_path(plot, "--plot")
     view = tinytune.load(study, storage)  # one line when there is no such study
-    study = view.name
-    with open_store(storage) as store:
-        snap = store.latest_pareto(study)
-        snapshots = store.pareto_snapshots(study)
-        measured = store.evaluations(study, fidelity="measured", status="ok")
-        low = {
-            fidelity: (
-                len(store.evaluations(study, fidelity=fidelity, status="ok")),
-                rank_correlation(store, study, fidelity),
-            )
-            for fidelity in ("proxy", "short")
-        }
-        keys = [p["candidate_key"] for p in snap.points] if snap is not None else []
-        int8 = int8_accuracies(store, study, keys)
-    reference = view.reference
-    schedules = schedules_of(storage, [*keys, *([reference.candidate_key] if reference else [])])
+    stored = _Stored.read(view, storage)
     if json:
-        print(json_module.dumps(front_json(view.front, reference, int8, schedules), indent=1))
+        points = front_json(view.front, view.reference, stored.int8, stored.schedules)
+        print(json_module.dumps(points, indent=1))
         return
+    _print_front(view, stored, wide)
+    _print_facts(view, stored, storage)
+    if plot is not None:
+        _plot(view, stored, storage, plot)
+        console.print(f"wrote {plot}")
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """What the command reads of a study besides its view: its latest snapshot and every
+    snapshot, its measured evaluations, its low fidelities (count, Kendall τ), the device's
+    accuracies of its front and the schedule of every point."""
+
+    snap: Any
+    snapshots: list[Any]
+    measured: list[Any]
+    low: dict[str, tuple[int, Any]]
+    int8: dict[str, Any]
+    schedules: dict[str, Any]
+
+    @classmethod
+    def read(cls, view: Any, storage: str) -> _Stored:
+        from tinytune.cli.front_table import schedules_of
+        from tinytune.db import open_store
+        from tinytune.search.ladder import rank_correlation
+        from tinytune.search.run import int8_accuracies
+
+        study = view.name
+        with open_store(storage) as store:
+            snap = store.latest_pareto(study)
+            keys = [p["candidate_key"] for p in snap.points] if snap is not None else []
+            stored = cls(
+                snap=snap,
+                snapshots=store.pareto_snapshots(study),
+                measured=store.evaluations(study, fidelity="measured", status="ok"),
+                low={
+                    fidelity: (
+                        len(store.evaluations(study, fidelity=fidelity, status="ok")),
+                        rank_correlation(store, study, fidelity),
+                    )
+                    for fidelity in ("proxy", "short")
+                },
+                int8=int8_accuracies(store, study, keys),
+                schedules={},
+            )
+        reference = [view.reference.candidate_key] if view.reference is not None else []
+        return dataclasses.replace(stored, schedules=schedules_of(storage, [*keys, *reference]))
+
+
+def _print_front(view: Any, stored: _Stored, wide: bool) -> None:
+    """The front's table (every column whole with ``wide``, however narrow the terminal)."""
+    from tinytune.cli.common import console
+    from tinytune.cli.front_table import front_table, measured_words, study_counts
+
+    snap = stored.snap
     if snap is None or not snap.points:
-        console.print(f"study {study!r} has no measured candidate within its budget yet")
-    else:
-        hv = f", hypervolume {snap.hypervolume:.4f}" if snap.hypervolume is not None else ""
-        chosen = (
-            "chosen on validation accuracy, test accuracy reported"
-            if view.chosen_on == "validation"
-            else "chosen on TEST accuracy by an earlier tinytune (stored before fronts were "
-            "chosen on validation; search a new study to choose on validation)"
-        )
-        counts = measured_words(*study_counts(measured))
-        table = front_table(
-            view.front,
-            f"Pareto front of study {study!r} ({counts}{hv}), {chosen}",
-            reference,
-            int8,
-            schedules=schedules,
-            wide=wide,
-            caption=_caption(wide, snap.hypervolume is not None),
-        )
-        # --wide: every column whole, however narrow the terminal
-        natural = console.measure(table, options=console.options.update_width(1000)).maximum
-        shown = console.width
-        console.width = max(shown, natural) if wide else shown
-        try:
-            console.print(table)
-        finally:
-            console.width = shown
+        console.print(f"study {view.name!r} has no measured candidate within its budget yet")
+        return
+    hv = f", hypervolume {snap.hypervolume:.4f}" if snap.hypervolume is not None else ""
+    chosen = (
+        "chosen on validation accuracy, test accuracy reported"
+        if view.chosen_on == "validation"
+        else "chosen on TEST accuracy by an earlier tinytune (stored before fronts were "
+        "chosen on validation; search a new study to choose on validation)"
+    )
+    counts = measured_words(*study_counts(stored.measured))
+    table = front_table(
+        view.front,
+        f"Pareto front of study {view.name!r} ({counts}{hv}), {chosen}",
+        view.reference,
+        stored.int8,
+        schedules=stored.schedules,
+        wide=wide,
+        caption=_caption(wide, snap.hypervolume is not None),
+    )
+    natural = console.measure(table, options=console.options.update_width(1000)).maximum
+    shown = console.width
+    console.width = max(shown, natural) if wide else shown
+    try:
+        console.print(table)
+    finally:
+        console.width = shown
+
+
+def _print_facts(view: Any, stored: _Stored, storage: str) -> None:
+    """The lines under the table: budgets, the recipe, how it was measured, low fidelities."""
+    from tinytune.cli.common import against_recipe, console
+
+    snap = stored.snap
     if snap is not None and snap.budgets is not None:
         console.print(_budgets_line(snap.budgets))
     against = against_recipe(view.front, view.recipe)
     if against:
         console.print(against, soft_wrap=True)
-    repeats = {int((e.details or {}).get("repeats", 1)) for e in measured}
-    measured_by = _measured_by(view.space, storage, study, repeats)
+    repeats = {int((e.details or {}).get("repeats", 1)) for e in stored.measured}
+    measured_by = _measured_by(view.space, storage, view.name, repeats)
     if measured_by is not None:
         console.print(measured_by)
     for fidelity, what in (("proxy", "estimates"), ("short", "short fine-tunes")):
-        n, tau = low[fidelity]
+        n, tau = stored.low[fidelity]
         if not n:
             continue
         corr = (
@@ -131,24 +171,28 @@ def pareto(
             f"{fidelity}: {n} {what} in the study (not on the front); {corr} with measured "
             f"validation accuracy over the {tau.n} candidates measured too"
         )
-    if plot is not None:
-        from tinytune.search.front import hypervolume_history
-        from tinytune.viz.pareto import pareto_figure
 
-        plot.parent.mkdir(parents=True, exist_ok=True)
-        pareto_figure(
-            measured,
-            [p for p in front_json(view.front, None, int8, schedules)],
-            hypervolume_history(snapshots, measured),
-            plot,
-            title=f"study {study!r}: measured Pareto front",
-            sram_budget_bytes=(
-                snap.budgets.get("sram_bytes")
-                if snap is not None and snap.budgets is not None
-                else _sram_budget(study, storage)  # a snapshot stored before budgets were kept
-            ),
-        )
-        console.print(f"wrote {plot}")
+
+def _plot(view: Any, stored: _Stored, storage: str, plot: Path) -> None:
+    """The front and its hypervolume history as a PNG."""
+    from tinytune.cli.front_table import front_json
+    from tinytune.search.front import hypervolume_history
+    from tinytune.viz.pareto import pareto_figure
+
+    snap = stored.snap
+    plot.parent.mkdir(parents=True, exist_ok=True)
+    pareto_figure(
+        stored.measured,
+        front_json(view.front, None, stored.int8, stored.schedules),
+        hypervolume_history(stored.snapshots, stored.measured),
+        plot,
+        title=f"study {view.name!r}: measured Pareto front",
+        sram_budget_bytes=(
+            snap.budgets.get("sram_bytes")
+            if snap is not None and snap.budgets is not None
+            else _sram_budget(view.name, storage)  # a snapshot stored before budgets were kept
+        ),
+    )
 
 
 def _caption(wide: bool, hypervolume: bool) -> str:
