@@ -120,3 +120,16 @@ def test_output_to_a_pipe_is_wide_enough_for_every_column_or_as_wide_as_columns_
             [sys.executable, "-c", code], capture_output=True, text=True, env=run_env, check=True
         )
         assert done.stdout.strip() == width
+
+
+def test_a_narrow_terminal_loses_the_optional_columns_first_and_says_so() -> None:
+    int8 = {"e" * 16: Int8Accuracy(0.95, 0.94, 0.01)}
+    table = front_table(FRONT, "front", REFERENCE, int8, schedules=SCHEDULES, width=80)
+    lines = _lines(table, 80)
+    text = "\n".join(lines)
+    assert all(len(line) <= 80 for line in lines) and "…" not in text
+    header = next(line for line in lines if "trials" in line)
+    assert "vs full" not in header and "peak SRAM" in header and "step" in header
+    assert "left out to fit 80 columns (--json has every field)" in " ".join(text.split())
+    wide_enough = _lines(front_table(FRONT, "front", REFERENCE, schedules=SCHEDULES, width=100))
+    assert "vs full" in "\n".join(wide_enough) and "left out" not in "\n".join(wide_enough)

@@ -144,15 +144,15 @@ def front_table(
     schedules: Mapping[str, Schedule] | None = None,
     wide: bool = False,
     caption: str | None = None,
+    width: int | None = None,
 ) -> Table:
     """A rich table of the front: validation / test accuracy (chosen on the first), test
     accuracy against the reference (full fine-tuning, a row of its own, last, where it is not
     on the front), the device's int8 accuracy where measured (``int8``, by candidate key),
     peak training SRAM and the predicted step. One row per fine-tune (its schedule twins by
     ``schedules``), or with ``wide`` one per point with its flash, SRAM against the reference
-    and candidate key."""
-    from rich import box
-    from rich.table import Table
+    and candidate key. Given a terminal's ``width`` that the table does not fit, it leaves out
+    the columns of :data:`NARROW_DROPS` in turn until it fits, and says so under it."""
 
     schedules = schedules or {}
     on_front = {p.candidate_key for p in front}
@@ -169,6 +169,30 @@ def front_table(
     if int8:
         device = "int8: the validation/test accuracy trained as the device trains (batch 1, QAS)"
         caption = f"{caption}; {device}" if caption else device
+    rows = [
+        dict(zip(cols, _row(g, reference, int8, schedules, on_front, wide), strict=True))
+        for g in groups
+    ]
+    table = _table(title, caption, cols, rows)
+    dropped: list[str] = []
+    for col in NARROW_DROPS if width is not None and not wide else ():
+        if _natural_width(table) <= width or col not in cols:
+            continue
+        cols = [c for c in cols if c != col]
+        dropped.append(col)
+        note = f"{', '.join(dropped)}: left out to fit {width} columns (--json has every field)"
+        table = _table(title, f"{caption}; {note}" if caption else note, cols, rows)
+    return table
+
+
+NARROW_DROPS = ("vs full", "patches", "int8")
+"""The columns a narrow terminal loses first, in order (never trials, accuracy, SRAM, step)."""
+
+
+def _table(title: str, caption: str | None, cols: list[str], rows: list[dict[str, str]]) -> Table:
+    from rich import box
+    from rich.table import Table
+
     table = Table(
         title=title,
         caption=caption,
@@ -186,9 +210,17 @@ def front_table(
             no_wrap=col != "scheme",
             min_width=9 if col == "scheme" else None,
         )
-    for group in groups:
-        table.add_row(*_row(group, reference, int8, schedules, on_front, wide))
+    for row in rows:
+        table.add_row(*(row[c] for c in cols))
     return table
+
+
+def _natural_width(table: Table) -> int:
+    """The columns ``table`` takes with nothing cut or wrapped."""
+    from rich.console import Console
+
+    console = Console(width=1000)
+    return console.measure(table).maximum
 
 
 def _row(

@@ -134,6 +134,7 @@ def _print_front(view: Any, stored: _Stored, wide: bool) -> None:
         schedules=stored.schedules,
         wide=wide,
         caption=_caption(wide, snap.hypervolume is not None),
+        width=None if wide else console.width,
     )
     natural = console.measure(table, options=console.options.update_width(1000)).maximum
     shown = console.width

@@ -255,6 +255,7 @@ def search(**options: Any) -> None:
             result.reference,
             result.int8,
             schedules=schedules_of(options["storage"], keys),
+            width=console.width,
             caption=(
                 f"{ROWS}; tinytune pareto --wide: a row each"
                 + (f". {HYPERVOLUME_BOX}" if result.hypervolume is not None else "")
