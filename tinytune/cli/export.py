@@ -101,15 +101,7 @@ def export(
     (zephyr/module.yml) and the Arduino library (library.properties, src/, examples/train)
     build the same sources."""
     import tinytune
-    from tinytune.cli.common import (
-        console,
-        measure_bar,
-        pretrain_bar,
-        quiet_logs,
-        size_text,
-        trial_or_key,
-    )
-    from tinytune.units import format_bytes
+    from tinytune.cli.common import console, measure_bar, pretrain_bar, quiet_logs, trial_or_key
 
     quiet_logs()
     named = [t for t in (target, trial, candidate) if t is not None]
@@ -149,6 +141,14 @@ def export(
             ),
             on_measure_progress=on_measure_progress,
         )
+    _print_exported(done, samples, lr)
+
+
+def _print_exported(done: Any, samples: int, lr: float | None) -> None:
+    """What was written: the bundle's arena, flash and step, the example, and the notes."""
+    from tinytune.cli.common import console, size_text
+    from tinytune.units import format_bytes
+
     m = done.manifest
     latency = m["predicted_latency"]["train_step_s"]
     console.print(
@@ -188,6 +188,13 @@ def export(
             "(tt_params_save into a flash page)",
             soft_wrap=True,
         )
+    _notes(m, data_bytes, lr)
+
+
+def _notes(m: dict[str, Any], data_bytes: int, lr: float | None) -> None:
+    """The notes under an export: what does not fit the device, and how the rate was set."""
+    from tinytune.cli.common import console, size_text
+
     flash = m["device"]["flash_bytes"]
     if m["memory"]["model_flash_bytes"] + data_bytes > flash:
         console.print(
