@@ -25,16 +25,11 @@ def search(**options: Any) -> None:
 
     import tinytune
     from tinytune.cli.common import (
-        against_recipe,
         console,
         pretrain_bar,
         quiet_logs,
     )
-    from tinytune.cli.front_table import ROWS, front_table, measured_words, schedules_of
-    from tinytune.db.engine import mask_url
     from tinytune.search import SearchEvent
-    from tinytune.search.front import HYPERVOLUME_BOX
-    from tinytune.search.run import INT8_EPOCHS
     from tinytune.spaces import default_network
 
     quiet_logs()
@@ -117,13 +112,25 @@ def search(**options: Any) -> None:
             )
 
         result = tinytune.optimize(**options, progress=progress, on_pretrain=pretraining)
+    _print_run(result, options, time.monotonic() - started, bool(pretrained))
+    _print_fidelities(result, options)
+    _print_front(result, options)
+
+
+def _print_run(
+    result: SearchResult, options: dict[str, Any], elapsed_s: float, pretrained: bool
+) -> None:
+    """What the run measured, how its budget was sized, and why it stopped."""
+    from tinytune.cli.common import against_recipe, console
+    from tinytune.cli.front_table import measured_words
+
     c = result.counts
     console.print(
         measured_words(c.measured, c.twins)
         + (" (twins: the same fine-tunes at other patch counts)" if c.twins else "")
         + f" in this run, {c.pruned} pruned as over budget, {c.failed} failed, "
         f"{c.reused} reused in {result.wall_time_s:.0f} s "
-        f"({time.monotonic() - started:.0f} s in all"
+        f"({elapsed_s:.0f} s in all"
         f"{', pre-training included' if pretrained else ''})"
         + (f"; {c.retried} trials of stopped drivers retried" if c.retried else "")
     )
@@ -154,36 +161,14 @@ def search(**options: Any) -> None:
             ),
             soft_wrap=True,
         )
-    if proxy:
-        tau = (
-            f"Kendall τ {result.proxy_tau:.2f} over {result.proxy_pairs} candidates measured too"
-            if result.proxy_tau is not None
-            else f"Kendall τ undefined ({result.proxy_pairs} candidates measured too)"
-        )
-        table = (
-            f"{result.contribution_tasks} fine-tunes of the contribution analysis "
-            f"({result.contribution_s:.0f} s, stored for later runs)"
-            if result.contribution_tasks
-            else "the stored contribution table reused"
-        )
-        console.print(
-            f"proxy: {_count(c.proxy_scored, 'candidate')} scored in this run, {c.promoted} "
-            "promoted; "
-            f"{table}; {c.base_tasks} classifier-only fine-tunes of new sub-networks; "
-            f"in the study: {tau}"
-        )
-    if halving:
-        tau = (
-            f"Kendall τ {result.proxy_tau:.2f} over {result.proxy_pairs} candidates measured too"
-            if result.proxy_tau is not None
-            else f"Kendall τ undefined ({result.proxy_pairs} candidates measured too)"
-        )
-        console.print(
-            f"successive halving: {c.screen_tasks} short fine-tunes ({options['screen_epochs']} "
-            f"epochs on {options['screen_fraction']:g} of the training images), "
-            f"{_count(c.proxy_scored, 'candidate')} screened in this run, {c.promoted} "
-            f"promoted; short vs measured validation accuracy in the study: {tau}"
-        )
+
+
+def _print_fidelities(result: SearchResult, options: dict[str, Any]) -> None:
+    """The low fidelities, the compute, the data's notes, the rates and the device accuracy."""
+    from tinytune.cli.common import console
+    from tinytune.search.run import INT8_EPOCHS
+
+    _print_low_fidelities(result, options)
     console.print(
         f"compute: {result.train_epochs:.1f} fine-tuning epochs (passes over the training "
         f"split; a measured fine-tune is {options['epochs']}), {result.task_time_s:.0f} s of "
@@ -238,6 +223,53 @@ def search(**options: Any) -> None:
             "or BatchNorm statistics that do not fit its layers)",
             soft_wrap=True,
         )
+
+
+def _print_low_fidelities(result: SearchResult, options: dict[str, Any]) -> None:
+    """The proxy's or the successive halving's line, where the run used one."""
+    from tinytune.cli.common import console
+
+    c, proxy, halving = result.counts, options["proxy"], options["halving"]
+    if proxy:
+        tau = (
+            f"Kendall τ {result.proxy_tau:.2f} over {result.proxy_pairs} candidates measured too"
+            if result.proxy_tau is not None
+            else f"Kendall τ undefined ({result.proxy_pairs} candidates measured too)"
+        )
+        table = (
+            f"{result.contribution_tasks} fine-tunes of the contribution analysis "
+            f"({result.contribution_s:.0f} s, stored for later runs)"
+            if result.contribution_tasks
+            else "the stored contribution table reused"
+        )
+        console.print(
+            f"proxy: {_count(c.proxy_scored, 'candidate')} scored in this run, {c.promoted} "
+            "promoted; "
+            f"{table}; {c.base_tasks} classifier-only fine-tunes of new sub-networks; "
+            f"in the study: {tau}"
+        )
+    if halving:
+        tau = (
+            f"Kendall τ {result.proxy_tau:.2f} over {result.proxy_pairs} candidates measured too"
+            if result.proxy_tau is not None
+            else f"Kendall τ undefined ({result.proxy_pairs} candidates measured too)"
+        )
+        console.print(
+            f"successive halving: {c.screen_tasks} short fine-tunes ({options['screen_epochs']} "
+            f"epochs on {options['screen_fraction']:g} of the training images), "
+            f"{_count(c.proxy_scored, 'candidate')} screened in this run, {c.promoted} "
+            f"promoted; short vs measured validation accuracy in the study: {tau}"
+        )
+
+
+def _print_front(result: SearchResult, options: dict[str, Any]) -> None:
+    """The front's table and where the study is stored."""
+    from tinytune.cli.common import console
+    from tinytune.cli.front_table import ROWS, front_table, schedules_of
+    from tinytune.db.engine import mask_url
+    from tinytune.search.front import HYPERVOLUME_BOX
+
+    study, dataset = options["study"], options["dataset"]
     if not result.front:
         console.print("no measured candidate meets the budget yet")
         return
