@@ -326,6 +326,38 @@ def _cost_and_graph(
     return cost, graph
 
 
+def _lowered(
+    request: BundleRequest, splits: Any, n_classes: int, cost: HardwareCost
+) -> tuple[QuantizedNet, Any, StepProgram]:
+    """The network the search fine-tuned, from the supernet weights, int8, with its frozen
+    prefix scheduled as the candidate says and its step lowered onto the planner's arena.
+
+    Raises:
+        BundleError: the lowered step's arena is not the one the search planned.
+    """
+    from tinytune.evaluators.hardware import schedule_plan
+    from tinytune.evaluators.task import network_on_data
+    from tinytune.export.program import lower_step
+    from tinytune.hwmodels import plan_memory
+    from tinytune.models import load_supernet
+    from tinytune.quant import quantize
+    from tinytune.spaces import get_supernet
+
+    candidate = request.candidate
+    supernet = load_supernet(get_supernet(candidate.supernet), Path(request.checkpoint))
+    net, calib = network_on_data(candidate, supernet, splits, n_classes, request.seed)
+    q = quantize(net, calib)
+    # the frozen prefix as the candidate schedules it (whole images, or patch by patch)
+    plan = schedule_plan(q.graph, candidate.schedule)
+    program = lower_step(q, request.lr, plan_memory(q.graph, precision="int8", patches=plan))
+    if program.arena_bytes != cost.arena_bytes:
+        raise BundleError(
+            f"the lowered step needs a {program.arena_bytes}-byte arena, the plan of the search "
+            f"{cost.arena_bytes}; they must be equal"
+        )
+    return q, plan, program
+
+
 def build_bundle(
     request: BundleRequest,
     provenance: Provenance | None = None,
@@ -339,17 +371,9 @@ def build_bundle(
     """
 
     from tinytune.data import get_dataset
-    from tinytune.evaluators.hardware import schedule_plan
-    from tinytune.evaluators.task import network_on_data
-    from tinytune.export.program import lower_step
-    from tinytune.hwmodels import plan_memory
-    from tinytune.models import load_supernet
-    from tinytune.quant import quantize
-    from tinytune.spaces import get_supernet
 
     provenance = provenance or Provenance()
     candidate, device = request.candidate, request.device
-    spec = get_supernet(candidate.supernet)
     dataset = get_dataset(request.dataset, seed=request.data_seed)
     n_classes = dataset.num_classes
 
@@ -357,18 +381,8 @@ def build_bundle(
     cost, graph = _cost_and_graph(candidate, device, n_classes)
 
     # 2–3. the network, int8, and its step on the planner's arena
-    supernet = load_supernet(spec, Path(request.checkpoint))
     splits = dataset.load(candidate.subnet.resolution)
-    net, calib = network_on_data(candidate, supernet, splits, n_classes, request.seed)
-    q = quantize(net, calib)
-    # the frozen prefix as the candidate schedules it (whole images, or patch by patch)
-    plan = schedule_plan(q.graph, candidate.schedule)
-    program = lower_step(q, request.lr, plan_memory(q.graph, precision="int8", patches=plan))
-    if program.arena_bytes != cost.arena_bytes:
-        raise BundleError(
-            f"the lowered step needs a {program.arena_bytes}-byte arena, the plan of the search "
-            f"{cost.arena_bytes}; they must be equal"
-        )
+    q, plan, program = _lowered(request, splits, n_classes, cost)
 
     # 4. the C
     n_train = min(request.samples, len(splits.train))
