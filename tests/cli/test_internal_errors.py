@@ -95,3 +95,12 @@ def test_an_unwritable_cache_falls_back_to_the_temporary_folder(
 def test_a_user_error_is_still_exit_two(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
     assert main(["report", "0", "--storage", f"sqlite:///{tmp_path / 'none.db'}"]) == 2
     assert "internal error" not in capsys.readouterr().err
+
+
+def test_the_file_keeps_no_password_of_the_command_line(broken: Path) -> None:
+    url = "postgresql+psycopg://alice:s3cret@127.0.0.1:5432/test"
+    assert main(["pareto", "--storage", url]) == 1
+    assert main(["pareto", f"--storage={url}"]) == 1
+    for written in broken.iterdir():
+        text = written.read_text()
+        assert "s3cret" not in text and "alice:***@127.0.0.1" in text

@@ -107,7 +107,8 @@ def _crash_file(argv: list[str], error: BaseException) -> Path | None:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     text = (
         f"tinytune {_version()}, Python {sys.version.split()[0]}\n"
-        f"command: tinytune {' '.join(argv)}\n\n" + "".join(traceback.format_exception(error))
+        f"command: tinytune {' '.join(map(_masked, argv))}\n\n"
+        + "".join(traceback.format_exception(error))
     )
     for folder in (cache_dir() / "errors", Path(gettempdir())):
         path = folder / f"tinytune-error-{stamp}-{os.getpid()}.txt"
@@ -118,6 +119,17 @@ def _crash_file(argv: list[str], error: BaseException) -> Path | None:
             continue
         return path
     return None
+
+
+def _masked(arg: str) -> str:
+    """A command-line argument as a report may show it: a URL's password (``--storage``) as
+    ``***``."""
+    from tinytune.db.engine import mask_url
+
+    if "://" not in arg:
+        return arg
+    flag, eq, url = arg.rpartition("=") if arg.startswith("--") else ("", "", arg)
+    return f"{flag}{eq}{mask_url(url)}"
 
 
 def _version() -> str:
