@@ -41,6 +41,8 @@ def shipped_checkpoint(spec: SupernetSpec, recipe: PretrainRecipe | None = None)
     """
     from tinytune.errors import ModelError
 
+    if spec.imported:  # a user's network holds its own weights
+        return Path(spec.network_file)
     if spec.weights_package:
         from tinytune.models.pretrained import pretrained_weights
 

@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from tinytune.data import Images, Pixels, Split, Splits
 from tinytune.errors import ConfigError, Flag, OptionError
 from tinytune.evaluators.prefixes import PrefixStore, to_float
-from tinytune.models import TrainNet
+from tinytune.models import GraphNet, Network, TrainNet
 from tinytune.units import check_integer, check_real, check_seed
 
 __all__ = [
@@ -229,14 +229,14 @@ def _same(x: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def _prefix_outputs(net: TrainNet, x: _OnDevice, n: int, batch_size: int = 256) -> Tensor:
+def _prefix_outputs(net: Network, x: _OnDevice, n: int, batch_size: int = 256) -> Tensor:
     return torch.cat(
         [net.prefix(x.rows(i, i + batch_size), n) for i in range(0, len(x), batch_size)]
     )
 
 
 def _stored_prefix(
-    net: TrainNet,
+    net: Network,
     parts: tuple[Split, Split, Split],
     n: int,
     device: str | torch.device,
@@ -272,7 +272,7 @@ def _address(array: np.ndarray) -> int:
     return int(array.__array_interface__["data"][0])
 
 
-def _prefix_fits(net: TrainNet, splits: Splits, n: int, device: str | torch.device) -> bool:
+def _prefix_fits(net: Network, splits: Splits, n: int, device: str | torch.device) -> bool:
     with torch.no_grad():
         one = net.prefix(torch.tensor(splits.train.x[:1]).to(device), n)
     images = len(splits.train) + len(splits.val) + len(splits.test)
@@ -352,13 +352,13 @@ def finetune(
     total = per_epoch * config.epochs
     step = 0
     losses: list[Tensor] = []
-    cut = net.frozen_prefix() if isinstance(net, TrainNet) else 0
+    cut = net.frozen_prefix() if isinstance(net, TrainNet | GraphNet) else 0
     model: Callable[[Tensor], Tensor] = net
     data = DeviceData() if data is None else data
     parts = (splits.train, splits.val, splits.test)
     stored = (
         _stored_prefix(net, parts, cut, device, prefixes or PrefixStore(file_bytes=0))
-        if cut and isinstance(net, TrainNet)
+        if cut and isinstance(net, TrainNet | GraphNet)
         else None
     )
     if stored is not None:

@@ -18,7 +18,7 @@ from tinytune.hwmodels import (
     predict_latency,
 )
 from tinytune.ir import Graph, PatchPlan, block_end, plan_patches, trace
-from tinytune.models import TrainNet, build_candidate
+from tinytune.models import Network, build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
 from tinytune.recent import Recent
 from tinytune.spaces import PATCHES, Candidate, Schedule, SupernetSpec
@@ -91,11 +91,11 @@ def schedule_plan(graph: Graph, schedule: Schedule) -> PatchPlan | None:
 
 
 def hardware_cost(
-    net: TrainNet, config: HardwareConfig, schedule: Schedule | None = None
+    net: Network, config: HardwareConfig, schedule: Schedule | None = None
 ) -> tuple[Graph, MemoryReport]:
     """Trace ``net`` at the device batch size and plan its training memory, its frozen
     prefix run as ``schedule`` says (default: whole images)."""
-    example = torch.zeros(config.batch_size, 3, net.resolution, net.resolution)
+    example = torch.zeros(config.batch_size, net.in_channels, net.resolution, net.resolution)
     graph = trace(net, example)
     report = plan_memory(
         graph,
@@ -164,7 +164,8 @@ class HardwareEvaluator:
         if self._supernet is None:
             self._supernet = build_ofa_supernet(self.spec, self.n_classes)
         net = build_candidate(candidate, self._supernet, self.n_classes, calibration=[])
-        return trace(net, torch.zeros(self.config.batch_size, 3, net.resolution, net.resolution))
+        size = (self.config.batch_size, net.in_channels, net.resolution, net.resolution)
+        return trace(net, torch.zeros(size))
 
     def _cost(self, graph: Graph, plan: PatchPlan | None) -> HardwareCost:
         return HardwareCost(self._memory(graph, plan), self._latency(graph, plan))
@@ -237,7 +238,7 @@ class HardwareEvaluator:
     def patch_choices(self) -> tuple[int, ...]:
         """The patches per side a search may propose (:data:`SEARCHED_PATCHES`), none where
         the configuration fixes the schedule, runs whole images or trains in fp32."""
-        open_ = self.fixed is None and self.config.patches == "auto"
+        open_ = self.fixed is None and self.config.patches == "auto" and not self.spec.imported
         return SEARCHED_PATCHES if open_ and self.config.precision == "int8" else ()
 
     def schedule(self, candidate: Candidate) -> Candidate:
@@ -313,7 +314,10 @@ class HardwareEvaluator:
 
 def _blocks_to_patch(graph: Graph, n_blocks: int) -> list[tuple[int, int]]:
     """``(blocks, end op)`` of every patched stage a prefix of ``graph`` may take: the stem and
-    the first B blocks, for every B whose ops train nothing."""
+    the first B blocks, for every B whose ops train nothing; none for a network without
+    blocks (a user's own network: its prefix runs on whole images)."""
+    if not any(op.name.startswith("blocks.") for op in graph.ops):
+        return []
     frozen, out = _frozen_ops(graph), []
     for blocks in range(n_blocks + 1):
         end = block_end(graph, blocks)

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from tinytune.models.build import apply_update_scheme, attach_lite_residuals, build_candidate
+from tinytune.models.build import (
+    Network,
+    apply_update_scheme,
+    attach_lite_residuals,
+    build_candidate,
+)
 from tinytune.models.convert import from_ofa_subnet, recalibrate_bn
+from tinytune.models.graphnet import GraphNet, ImportedNetwork
 from tinytune.models.layers import ConvUnit, LiteResidual, MBBlock, TrainNet
 from tinytune.models.supernet import (
     PretrainRecipe,
@@ -16,8 +22,11 @@ from tinytune.models.supernet import (
 
 __all__ = [
     "ConvUnit",
+    "GraphNet",
+    "ImportedNetwork",
     "LiteResidual",
     "MBBlock",
+    "Network",
     "PretrainRecipe",
     "TrainNet",
     "apply_update_scheme",

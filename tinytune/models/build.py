@@ -15,15 +15,25 @@ from torch import Tensor, nn
 
 from tinytune.errors import ModelError
 from tinytune.models.convert import from_ofa_subnet, recalibrate_bn
+from tinytune.models.graphnet import GraphNet, ImportedNetwork
 from tinytune.models.layers import SAME, LiteResidual, TrainNet
 from tinytune.models.ofa_adapter import extract_subnet
 from tinytune.models.pretrained import same_padded
 from tinytune.spaces import Candidate, LiteResidualConfig, UpdateScheme
 
-__all__ = ["apply_update_scheme", "attach_lite_residuals", "build_candidate", "pad_same"]
+__all__ = [
+    "Network",
+    "apply_update_scheme",
+    "attach_lite_residuals",
+    "build_candidate",
+    "pad_same",
+]
+
+Network = TrainNet | GraphNet
+"""A network tinytune fine-tunes: a sub-network of a family it knows, or a user's own."""
 
 
-def apply_update_scheme(net: TrainNet, update: UpdateScheme) -> None:
+def apply_update_scheme(net: Network, update: UpdateScheme) -> None:
     """Freeze everything the scheme does not update; the classifier is always trained, and so
     are lite residual branches (they are new)."""
     convs = net.convs()
@@ -43,12 +53,12 @@ def apply_update_scheme(net: TrainNet, update: UpdateScheme) -> None:
         conv.set_bias_update(tail)
     for p in net.classifier.parameters():
         p.requires_grad_(True)
-    for block in net.blocks:
-        if block.lite is not None:
-            for conv in (block.lite.conv1, block.lite.conv2):
+    for lite in net.modules():
+        if isinstance(lite, LiteResidual):
+            for conv in (lite.conv1, lite.conv2):
                 conv.set_weight_update(1.0)
                 conv.set_bias_update(False)  # followed by GroupNorm: a bias would be redundant
-            for norm in (block.lite.norm1, block.lite.norm2):
+            for norm in (lite.norm1, lite.norm2):
                 for p in norm.parameters():
                     p.requires_grad_(True)
 
@@ -114,13 +124,14 @@ def build_candidate(
     calibration: Iterable[Tensor],
     seed: int = 0,
     recalibrate: bool | None = None,
-) -> TrainNet:
+) -> Network:
     """The network that fine-tunes ``candidate``, with its update scheme applied.
 
     Args:
         candidate: the candidate.
         supernet: the dynamic ``ofa`` supernet holding the pre-trained weights (not modified
-            beyond its active sub-network setting).
+            beyond its active sub-network setting), or a user's network
+            (:class:`~tinytune.models.graphnet.ImportedNetwork`).
         n_classes: classes of the target task (a fresh classifier is created).
         calibration: batches (N, 3, R, R) of target training images at the candidate's
             resolution, used to re-estimate a supernet's BatchNorm statistics before folding
@@ -130,6 +141,16 @@ def build_candidate(
             supernet's sub-network, not for a fixed pretrained network.
     """
     generator = torch.Generator().manual_seed(seed)
+    if isinstance(supernet, ImportedNetwork):
+        # a user's network keeps the statistics it was trained with, as a fixed network does
+        graph_net = GraphNet(supernet.graph, n_classes, candidate.subnet.resolution, generator)
+        if len(graph_net.convs()) != candidate.n_convs:
+            raise ModelError(
+                f"{supernet.graph.source!r} has {len(graph_net.convs())} convolutions, the "
+                f"search space expects {candidate.n_convs}"
+            )
+        apply_update_scheme(graph_net, candidate.update)
+        return graph_net
     if recalibrate is None:
         recalibrate = not candidate.spec.fixed
     # read only, unless its statistics are re-estimated in place: every tensor the candidate's

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from tinytune.errors import ModelError
 from tinytune.models.layers import Classifier, ConvUnit, MBBlock, SqueezeExcite, TrainNet
 
-__all__ = ["from_ofa_subnet", "recalibrate_bn"]
+__all__ = ["fold_batchnorm", "from_ofa_subnet", "recalibrate_bn"]
 
 _ACTS = {"ReLU": "relu", "ReLU6": "relu6", "Hswish": "hswish", "Hsigmoid": "hsigmoid"}
 
@@ -32,17 +32,37 @@ def _act_name(module: nn.Module | None) -> str:
     return _ACTS[name]
 
 
+def fold_batchnorm(
+    w: Tensor,
+    b: Tensor,
+    mean: Tensor,
+    var: Tensor,
+    eps: float,
+    gamma: Tensor | None = None,
+    beta: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """A convolution's weight and bias with the BatchNorm after it folded in (its running
+    statistics; γ = 1 and β = 0 where it has none): W·γ/σ and β + (b − μ)·γ/σ, σ = √(var + ε)."""
+    sigma = torch.sqrt(var + eps)
+    gamma = gamma if gamma is not None else torch.ones_like(sigma)
+    beta = beta if beta is not None else torch.zeros_like(sigma)
+    return w * (gamma / sigma).view(-1, 1, 1, 1), beta + (b - mean) * gamma / sigma
+
+
 def _fold(conv: nn.Conv2d, bn: nn.BatchNorm2d | None) -> tuple[Tensor, Tensor]:
     w = conv.weight.detach()
     b = conv.bias.detach() if conv.bias is not None else torch.zeros(w.shape[0])
     if bn is None:
         return w.clone(), b.clone()
-    sigma = torch.sqrt(bn.running_var + bn.eps)
-    gamma = bn.weight.detach() if bn.weight is not None else torch.ones_like(sigma)
-    beta = bn.bias.detach() if bn.bias is not None else torch.zeros_like(sigma)
-    w = w * (gamma / sigma).view(-1, 1, 1, 1)
-    b = beta + (b - bn.running_mean) * gamma / sigma
-    return w, b
+    return fold_batchnorm(
+        w,
+        b,
+        bn.running_mean,
+        bn.running_var,
+        bn.eps,
+        bn.weight.detach() if bn.weight is not None else None,
+        bn.bias.detach() if bn.bias is not None else None,
+    )
 
 
 def _unit(seq: nn.Module, kind: str, index: int) -> ConvUnit:

@@ -502,6 +502,8 @@ class Classifier(nn.Module):
 class TrainNet(nn.Module):
     """stem → blocks → head convs before pooling → global pool → head convs after → classifier."""
 
+    in_channels = 3  # RGB images
+
     def __init__(
         self,
         stem: ConvUnit,

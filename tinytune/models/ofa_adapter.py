@@ -115,6 +115,11 @@ def build_ofa_supernet(spec: SupernetSpec, n_classes: int, seed: int = 0) -> nn.
     (:func:`tinytune.models.pretrained.network_config`)."""
     import torch
 
+    if spec.imported:  # the network with its own weights: what a candidate's shapes read
+        from tinytune.models.graphnet import ImportedNetwork
+        from tinytune.networks import read_network
+
+        return ImportedNetwork(read_network(spec.network_file))
     if spec.fixed:
         from tinytune.models.pretrained import network_config
 

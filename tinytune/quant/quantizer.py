@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from tinytune.ir import TABLE_ACTIVATIONS, Graph, Op, trace
-from tinytune.models.layers import TrainNet
+from tinytune.models import Network
 from tinytune.quant.arith import INT32_MAX, INT32_MIN, frac_bits_for, quantize_multiplier
 from tinytune.quant.calibrate import observe
 from tinytune.quant.errors import QuantizationError
@@ -338,7 +338,7 @@ def check_op(op: Op, graph: Graph) -> None:
 
 
 def quantize(
-    net: TrainNet,
+    net: Network,
     calibration: Iterable[Tensor],
     *,
     method: str = "minmax",

@@ -378,9 +378,12 @@ def conv_kinds(spec: SupernetSpec, subnet: SubnetConfig) -> tuple[str, ...]:
     """The kinds of the sub-network's convolutions in execution order, classifier excluded.
 
     Kinds: ``stem``, ``dw`` (depthwise), ``pw1`` (expansion), ``pw2`` (projection), ``se1`` and
-    ``se2`` (squeeze-and-excitation), ``head`` (final 1×1 convolutions). Index i of the result
-    is convolution i of the update-scheme convention.
+    ``se2`` (squeeze-and-excitation), ``head`` (final 1×1 convolutions); a user's own network
+    has those of :func:`tinytune.networks.conv_roles`. Index i of the result is convolution i
+    of the update-scheme convention.
     """
+    if spec.imported:
+        return spec.conv_roles
     kinds = ["stem", *(["pw1"] if spec.first_block[2] != 1 else []), "dw", "pw2"]
     for stage, se in zip(subnet.stages, spec.has_se[: len(subnet.stages)], strict=True):
         for _ in range(stage.depth):

@@ -46,10 +46,11 @@ __all__ = [
 ]
 
 OFA_FAMILIES = ("proxyless", "mbv3")
-FAMILIES = (*OFA_FAMILIES, "efficientnet-lite", "config")
+FAMILIES = (*OFA_FAMILIES, "efficientnet-lite", "config", "graph")
 SUPERNET_FORMS = (
     "efficientnet-lite0",
     "PATH.json (a ProxylessNASNets config, e.g. the MCUNet model zoo's)",
+    "PATH.pt2 (torch.export.save) or PATH.onnx: your own network",
     "ofa-proxyless-w<width>",
     "ofa-mbv3-w<width>",
     "ofa_mbv3_d234_e346_k357_w1.0",
@@ -97,6 +98,12 @@ class SupernetSpec:
         head_channels: for a fixed network, the output channels of its 1×1 head (0: none).
         config_file: for a network read from a ``ProxylessNASNets`` JSON config (the MCUNet
             model zoo's format; :mod:`tinytune.spaces.configs`), that file.
+        network_file: for a user's own network (family ``graph``: a ``torch.export``
+            archive or an ONNX model, :mod:`tinytune.spaces.networks`), that file; its weights
+            are the file's.
+        conv_roles: for a user's own network, the kinds of its convolutions in execution
+            order (:func:`tinytune.networks.conv_roles`).
+        input_channels: the channels of the network's input.
         stage_max_depth: blocks per elastic stage in the largest sub-network.
     """
 
@@ -118,6 +125,9 @@ class SupernetSpec:
     first_block: tuple[int, int, int, int] = (3, 1, 1, 16)
     head_channels: int = 1280
     config_file: str = ""
+    network_file: str = ""
+    conv_roles: tuple[str, ...] = ()
+    input_channels: int = 3
     stage_max_depth: tuple[int, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -127,7 +137,7 @@ class SupernetSpec:
             raise ConfigError(
                 f"supernet width multiplier {self.width_mult} is out of range; allowed: 0.1 to 2.0"
             )
-        if self.blocks:
+        if self.blocks or self.family == "graph":
             stages = tuple(len(stage) for stage in self.blocks)
         else:
             depth = max(self.depth_choices)
@@ -137,7 +147,12 @@ class SupernetSpec:
     @property
     def fixed(self) -> bool:
         """A fixed pretrained network (cut and resolution searched), not a supernet."""
-        return bool(self.blocks)
+        return bool(self.blocks) or self.family == "graph"
+
+    @property
+    def imported(self) -> bool:
+        """A user's own network, read from a file as an op graph."""
+        return self.family == "graph"
 
     @property
     def n_stages(self) -> int:
@@ -172,6 +187,8 @@ class SupernetSpec:
     def head_convs(self, stages: int) -> int:
         """The 1×1 head convolutions of a sub-network that keeps ``stages`` stages: a fixed
         network keeps its head only whole (a cut puts the classifier on the last block)."""
+        if self.imported:
+            return 0
         if self.fixed:
             return 1 if stages == self.n_stages and self.head_channels else 0
         return 2 if self.family == "mbv3" else 1
@@ -230,7 +247,8 @@ def get_supernet(name: str) -> SupernetSpec:
         name: ``ofa-proxyless-w<width>``, ``ofa-mbv3-w<width>`` (any width multiplier, the
             network pre-trained by ``tinytune pretrain``), a published Once-for-All id, a
             fixed pretrained network (:data:`PRETRAINED_NETWORKS`) or the path of a
-            ``ProxylessNASNets`` JSON config (``….json``, :mod:`tinytune.spaces.configs`).
+            ``ProxylessNASNets`` JSON config (``….json``, :mod:`tinytune.spaces.configs`)
+            or of a user's own network (``….pt2``, ``….onnx``: :mod:`tinytune.spaces.networks`).
 
     Raises:
         ConfigError: the name has none of the allowed forms, or names a config that cannot
@@ -244,6 +262,12 @@ def get_supernet(name: str) -> SupernetSpec:
         from tinytune.spaces.configs import config_fields
 
         return SupernetSpec(**config_fields(name))
+    from tinytune.networks import is_network_file
+
+    if is_network_file(name):
+        from tinytune.spaces.networks import network_fields
+
+        return SupernetSpec(**network_fields(name))
     if name in PUBLISHED_SUPERNETS:
         family, width, resolutions = PUBLISHED_SUPERNETS[name]
         return SupernetSpec(name, family, width, resolutions=resolutions, published=True)

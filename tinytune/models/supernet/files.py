@@ -164,6 +164,8 @@ def require_weights(spec: SupernetSpec, path: Path | None) -> None:
     """
     if path is not None and path.is_file():
         return
+    if path is None and spec.imported:  # the network's file holds them
+        return
     if path is None and spec.weights_package:
         from tinytune.models.pretrained import pretrained_weights
 
@@ -196,6 +198,11 @@ def load_supernet(spec: SupernetSpec, path: Path) -> nn.Module:
     Once-for-All ImageNet checkpoint (for published supernets), or a fixed network's ImageNet
     weights (a state dict named as its registry package names it)."""
     require_weights(spec, path)
+    if spec.imported:
+        from tinytune.models.graphnet import ImportedNetwork
+        from tinytune.networks import read_network
+
+        return ImportedNetwork(read_network(str(path)))
     if spec.fixed:
         from tinytune.models.pretrained import lite0_state
         from tinytune.spaces.configs import read_config

@@ -263,6 +263,8 @@ def mutate_structure(
         lite = candidate.lite_residual
         m = len(lite.branches)
         near = [c for c in (m - 1, m + 1) if 0 <= c < subnet.n_blocks]
+        if not near:  # a network of one block: no branch to add
+            return None
         count = rng.choice(near)
         shape = (
             lite.branches[0][1]
@@ -515,7 +517,7 @@ def operators_for(spec: SupernetSpec, cuts: tuple[int, ...] | None = None) -> tu
         "expand": not spec.fixed and len(spec.expand_choices) > 1,
         "depth": any(len(spec.stage_depths(s)) > 1 for s in stages),
         "cut": spec.fixed and len(cuts or spec.stage_counts) > 1,
-        "branch": True,
+        "branch": not spec.imported,  # lite residuals sit on blocks, which a user's graph lacks
     }
     return OPERATORS + tuple(o for o in SUBNET_OPERATORS + STRUCTURE_OPERATORS if offered[o])
 

@@ -1,0 +1,85 @@
+"""Networks as their authors define them, to import: MobileNetV2 (Sandler et al., 2018: the
+inverted-residual table t, c, n, s, ReLU6, widths rounded to multiples of 8 as torchvision's
+``_make_divisible`` does) and a squeeze-excite network in the manner of MobileNetV3."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def divisible(v: float, divisor: int = 8) -> int:
+    """Round a width to a multiple of ``divisor``, never below 90 % of it."""
+    out = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    return out + divisor if out < 0.9 * v else out
+
+
+def conv_bn(c_in: int, c_out: int, k: int, s: int, groups: int = 1, act: bool = True):
+    layers: list[nn.Module] = [
+        nn.Conv2d(c_in, c_out, k, s, (k - 1) // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(c_out),
+    ]
+    if act:
+        layers.append(nn.ReLU6(inplace=True))
+    return nn.Sequential(*layers)
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, c_in: int, c_out: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = c_in * expand
+        layers = [conv_bn(c_in, hidden, 1, 1)] if expand != 1 else []
+        layers += [
+            conv_bn(hidden, hidden, 3, stride, groups=hidden),
+            conv_bn(hidden, c_out, 1, 1, act=False),
+        ]
+        self.conv = nn.Sequential(*layers)
+        self.residual = stride == 1 and c_in == c_out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(x) if self.residual else self.conv(x)
+
+
+class MobileNetV2(nn.Module):
+    """MobileNetV2 (Table 2 of the paper) at a width multiplier, with ImageNet's 1,000 classes."""
+
+    SETTING = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+               (6, 160, 3, 2), (6, 320, 1, 1))  # fmt: skip
+
+    def __init__(self, width: float = 1.0, classes: int = 1000, stages: int = 7) -> None:
+        super().__init__()
+        c = divisible(32 * width)
+        layers: list[nn.Module] = [conv_bn(3, c, 3, 2)]
+        for t, ch, n, s in self.SETTING[:stages]:
+            out = divisible(ch * width)
+            for i in range(n):
+                layers.append(InvertedResidual(c, out, s if i == 0 else 1, t))
+                c = out
+        last = divisible(1280 * max(1.0, width))
+        layers.append(conv_bn(c, last, 1, 1))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.adaptive_avg_pool2d(self.features(x), (1, 1))
+        return self.classifier(torch.flatten(x, 1))
+
+
+def randomise_bn(net: nn.Module, seed: int = 0) -> nn.Module:
+    """Give every BatchNorm non-trivial statistics and affine parameters (a trained
+    network's), so that folding them is tested."""
+    g = torch.Generator().manual_seed(seed)
+    for m in net.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            n = m.num_features
+            m.running_mean.copy_(torch.randn(n, generator=g) * 0.1)
+            m.running_var.copy_(torch.rand(n, generator=g) + 0.5)
+            m.weight.data.copy_(torch.rand(n, generator=g) + 0.5)
+            m.bias.data.copy_(torch.randn(n, generator=g) * 0.1)
+    return net.eval()
+
+
+def export(net: nn.Module, path, size: int = 32) -> None:
+    """``torch.export`` the network at ``size`` × ``size`` RGB and save it to ``path``."""
+    program = torch.export.export(net.eval(), (torch.zeros(1, 3, size, size),))
+    torch.export.save(program, str(path))

@@ -1,0 +1,254 @@
+"""A user's network, read as an op graph, built from tinytune's layer modules.
+
+:class:`GraphNet` is the trainable network of a :class:`~tinytune.networks.NetworkGraph`: every
+convolution becomes a :class:`~tinytune.models.layers.ConvUnit` with the BatchNorm after it
+folded into its weight and bias and the activation after that fused (as the device runs it),
+sums and channel products become :class:`Add` and :class:`Mul`, a global average pool a
+:class:`GlobalAvgPool`; flatten, dropout and identity are dropped; the last linear layer is made
+anew for the data set's classes (:class:`Classifier`), as transfer learning does.
+
+The network runs as a sequence of stages cut at its single-tensor cut points (the tensors every
+path from the input to the output crosses), so that a frozen prefix of stages can be computed
+once per image, as :class:`~tinytune.models.layers.TrainNet`'s stages are.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import torch
+from torch import Tensor, nn
+
+from tinytune.errors import ModelError
+from tinytune.models.convert import fold_batchnorm
+from tinytune.models.layers import Add, Classifier, ConvUnit, GlobalAvgPool, Mul
+from tinytune.networks import NetworkGraph, Node, conv_roles
+
+__all__ = ["GraphNet", "GraphStage", "ImportedNetwork"]
+
+_ACTS = {"relu": "relu", "relu6": "relu6", "hardswish": "hswish", "hardsigmoid": "hsigmoid"}
+_DROPPED = ("flatten", "identity")
+
+
+class GraphStage(nn.Module):
+    """A run of ops between two single-tensor cut points: one input, one output."""
+
+    def __init__(
+        self, steps: list[tuple[str, nn.Module, tuple[str, ...], str]], source: str, sink: str
+    ) -> None:
+        super().__init__()
+        self.ops = nn.ModuleDict({name: module for name, module, _, _ in steps})
+        self.wiring = [(name, inputs, output) for name, _, inputs, output in steps]
+        self.source, self.sink = source, sink
+        last_use: dict[str, int] = {}
+        for i, (_, inputs, _) in enumerate(self.wiring):
+            for t in inputs:
+                last_use[t] = i
+        self.release = [
+            [t for t in inputs if last_use[t] == i and t != sink]
+            for i, (_, inputs, _) in enumerate(self.wiring)
+        ]
+
+    def forward(self, x: Tensor) -> Tensor:
+        env = {self.source: x}
+        for (name, inputs, output), done in zip(self.wiring, self.release, strict=True):
+            env[output] = self.ops[name](*(env[t] for t in inputs))
+            for t in done:
+                del env[t]
+        return env[self.sink]
+
+
+def _module_name(name: str, taken: set[str]) -> str:
+    base = re.sub(r"\W", "_", name) or "op"
+    if base[0].isdigit():
+        base = f"op_{base}"
+    out, k = base, 1
+    while out in taken:
+        out, k = f"{base}_{k}", k + 1
+    taken.add(out)
+    return out
+
+
+def _steps(
+    graph: NetworkGraph,
+) -> tuple[list[tuple[str, nn.Module, tuple[str, ...], str]], dict[str, str], Node]:
+    """The network's ops as modules, BatchNorm folded and activations fused into the
+    convolution before them, flatten and identity dropped; the tensor aliases this leaves; and
+    the classifier node (the last linear layer)."""
+    consumers = graph.consumers()
+    alias: dict[str, str] = {}
+    fused: set[str] = set()
+    steps: list[tuple[str, nn.Module, tuple[str, ...], str]] = []
+    taken: set[str] = set()
+    classifier = [n for n in graph.nodes if n.op == "linear"][-1]
+    roles = conv_roles(graph)
+    index = 0
+
+    def real(t: str) -> str:
+        while t in alias:
+            t = alias[t]
+        return t
+
+    for node in graph.nodes:
+        if node.name in fused or node is classifier:
+            continue
+        inputs = tuple(real(t) for t in node.inputs)
+        if node.op in _DROPPED:
+            alias[node.output] = inputs[0]
+            continue
+        output = node.output
+        module: nn.Module
+        if node.op == "conv":
+            module, output = _conv_unit(node, consumers, fused, index, roles[index])
+            index += 1
+        elif node.op == "add":
+            module = Add()
+        elif node.op == "mul":
+            module = Mul()
+            if graph.shapes[inputs[0]][2:] == (1, 1) and graph.shapes[inputs[1]][2:] != (1, 1):
+                inputs = inputs[::-1]  # (x, s): the channel scale second
+        elif node.op == "gap":
+            module = GlobalAvgPool()
+        else:  # check_supported refused it before any work
+            raise ModelError(f"{graph.source!r}: node {node.name!r} ({node.op}) is not supported")
+        steps.append((_module_name(node.name, taken), module, inputs, output))
+    return steps, alias, classifier
+
+
+def _conv_unit(
+    node: Node,
+    consumers: dict[str, list[Node]],
+    fused: set[str],
+    index: int,
+    role: str,
+) -> tuple[ConvUnit, str]:
+    """The ConvUnit of convolution ``node`` and the tensor it ends in, with the BatchNorm and
+    the activation that follow it (each its only reader) folded in."""
+    w = torch.from_numpy(node.params["weight"]).float()
+    bias = node.params.get("bias")
+    b = torch.from_numpy(bias).float() if bias is not None else torch.zeros(w.shape[0])
+    act, output = "none", node.output
+    nxt = consumers.get(output, [])
+    if len(nxt) == 1 and nxt[0].op == "batchnorm":
+        bn = nxt[0]
+        p = {k: torch.from_numpy(v).float() for k, v in bn.params.items()}
+        w, b = fold_batchnorm(
+            w, b, p["mean"], p["var"], bn.attrs["eps"], p.get("weight"), p.get("bias")
+        )
+        fused.add(bn.name)
+        output = bn.output
+        nxt = consumers.get(output, [])
+    if len(nxt) == 1 and nxt[0].op in _ACTS:
+        act = _ACTS[nxt[0].op]
+        fused.add(nxt[0].name)
+        output = nxt[0].output
+    unit = ConvUnit(
+        w,
+        b,
+        stride=node.attrs["stride"][0],
+        padding=node.attrs["padding"][0],
+        groups=node.attrs["groups"],
+        act=act,
+        kind=role,
+        index=index,
+    )
+    return unit, output
+
+
+def _cut_points(
+    steps: list[tuple[str, nn.Module, tuple[str, ...], str]], source: str, sink: str
+) -> list[int]:
+    """The step counts p after which one tensor alone is alive (needed by a later step or
+    being the sink): where a stage may end."""
+    last_use: dict[str, int] = {}
+    for i, (_, _, inputs, _) in enumerate(steps):
+        for t in inputs:
+            last_use[t] = i
+    last_use[sink] = len(steps)
+    cuts, alive = [], {source}
+    for i, (_, _, _, output) in enumerate(steps):
+        alive = {t for t in alive | {output} if last_use.get(t, -1) > i}
+        if len(alive) == 1 and i + 1 < len(steps):
+            cuts.append(i + 1)
+    return cuts
+
+
+class GraphNet(nn.Module):
+    """The trainable network of a :class:`~tinytune.networks.NetworkGraph`: stages between its
+    single-tensor cut points, then a new classifier for ``n_classes``.
+
+    Offers what the fine-tune, the update schemes and the hardware model read of a network:
+    :meth:`convs` (index i at position i), ``classifier``, :meth:`stages`,
+    :meth:`frozen_prefix`, :meth:`prefix` and :meth:`forward_from`, and ``resolution`` and
+    ``in_channels``, the input's.
+    """
+
+    def __init__(
+        self,
+        graph: NetworkGraph,
+        n_classes: int,
+        resolution: int,
+        generator: torch.Generator,
+    ) -> None:
+        super().__init__()
+        steps, alias, classifier = _steps(graph)
+        source = graph.input
+        sink = classifier.inputs[0]
+        while sink in alias:
+            sink = alias[sink]
+        bounds = [0, *_cut_points(steps, source, sink), len(steps)]
+        stages = []
+        for start, end in itertools.pairwise(bounds):
+            part = steps[start:end]
+            stages.append(GraphStage(part, source, part[-1][3]))
+            source = part[-1][3]
+        self.stages_ = nn.ModuleList(stages)
+        in_features = int(classifier.params["weight"].shape[1])
+        self.classifier = Classifier(in_features, n_classes, generator)
+        self.resolution = resolution
+        self.in_channels = int(graph.input_shape[1])
+        self.source = graph.source
+
+    def convs(self) -> list[ConvUnit]:
+        """The convolutions, index i at position i."""
+        return [m for m in self.stages_.modules() if isinstance(m, ConvUnit)]
+
+    def stages(self) -> list[nn.Module]:
+        return list(self.stages_)
+
+    def frozen_prefix(self) -> int:
+        """How many leading stages hold no trainable parameter (see
+        :meth:`TrainNet.frozen_prefix <tinytune.models.layers.TrainNet.frozen_prefix>`)."""
+        for n, module in enumerate(self.stages_):
+            if any(p.requires_grad for p in module.parameters()):
+                return n
+        return len(self.stages_)
+
+    def prefix(self, x: Tensor, n: int) -> Tensor:
+        for module in self.stages_[:n]:
+            x = module(x)
+        return x
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.forward_from(x, 0)
+
+    def forward_from(self, h: Tensor, n: int) -> Tensor:
+        for module in self.stages_[n:]:
+            h = module(h)
+        return self.classifier(h)
+
+    def extra_repr(self) -> str:
+        return f"from {self.source!r}: {len(self.stages_)} stages, {len(self.convs())} convs"
+
+
+class ImportedNetwork(nn.Module):
+    """A user's network as the search reads it in place of a supernet: its one sub-network is
+    the whole network, whose weights the graph holds (:class:`GraphNet` copies them)."""
+
+    def __init__(self, graph: NetworkGraph) -> None:
+        super().__init__()
+        self.graph = graph
+
+    def extra_repr(self) -> str:
+        return f"{self.graph.source!r}: {len(self.graph.nodes)} nodes"

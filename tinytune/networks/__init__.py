@@ -1,0 +1,30 @@
+"""A user's network as an op graph, read from a ``torch.export`` archive or an ONNX file
+without running any of its code (:func:`read_network`)."""
+
+from __future__ import annotations
+
+from tinytune.networks.files import NETWORK_SUFFIXES, is_network_file, read_network
+from tinytune.networks.graph import (
+    ACTIVATION_OPS,
+    OPS,
+    SUPPORTED,
+    NetworkGraph,
+    Node,
+    check_supported,
+    conv_roles,
+    total_stride,
+)
+
+__all__ = [
+    "ACTIVATION_OPS",
+    "NETWORK_SUFFIXES",
+    "OPS",
+    "SUPPORTED",
+    "NetworkGraph",
+    "Node",
+    "check_supported",
+    "conv_roles",
+    "is_network_file",
+    "read_network",
+    "total_stride",
+]

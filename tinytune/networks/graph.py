@@ -1,0 +1,230 @@
+"""A user's network as an op graph, read from a file without running any of its code.
+
+A :class:`NetworkGraph` is what a reader (:mod:`tinytune.networks.pt2`,
+:mod:`tinytune.networks.onnx`) makes of an exported network: its nodes in execution order, each
+a canonical op of :data:`OPS` over named tensors with static shapes, and the parameters each
+node holds as numpy arrays. It is pure data: :mod:`tinytune.models` builds the trainable
+network from it, :mod:`tinytune.spaces` reads the search space off it.
+
+Which canonical ops the rest of tinytune can train, count and lower is :func:`check_supported`'s
+business; a reader refuses only what has no canonical form at all.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tinytune.errors import ModelError
+
+__all__ = [
+    "ACTIVATION_OPS",
+    "OPS",
+    "SUPPORTED",
+    "NetworkGraph",
+    "Node",
+    "check_supported",
+    "conv_roles",
+    "total_stride",
+]
+
+ACTIVATION_OPS = ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid")
+OPS = (
+    "conv",
+    "batchnorm",
+    *ACTIVATION_OPS,
+    "add",
+    "mul",
+    "cat",
+    "maxpool",
+    "avgpool",
+    "gap",
+    "flatten",
+    "linear",
+    "identity",
+)
+"""The canonical ops a reader maps a file's operators to."""
+
+SUPPORTED = (
+    "2-D convolution (square kernel, symmetric padding, groups 1 or depthwise, no dilation)",
+    "BatchNorm after a convolution",
+    "ReLU, ReLU6, hard-swish or hard-sigmoid after a convolution",
+    "add",
+    "channel-wise mul (squeeze-excite)",
+    "global average pooling",
+    "flatten",
+    "dropout and identity (dropped)",
+    "one linear classifier, last",
+)
+"""What tinytune trains, plans, quantizes and lowers to C today, as a user reads it."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """One operation of the user's network.
+
+    Attributes:
+        name: the node's name in the user's graph (what an error quotes).
+        op: a canonical op of :data:`OPS`.
+        source: the file's own name of the operator (``aten.conv2d.default``, ``Conv``).
+        inputs: the names of the activation tensors it reads, in order.
+        output: the name of the tensor it writes.
+        attrs: the op's attributes: for ``conv`` ``kernel`` (kh, kw), ``stride`` (sh, sw),
+            ``padding`` (top, bottom, left, right), ``dilation`` (dh, dw), ``groups``; for
+            ``batchnorm`` ``eps``; for pools ``kernel``, ``stride``, ``padding``.
+        params: its parameters by role (``weight``, ``bias``, ``mean``, ``var``).
+    """
+
+    name: str
+    op: str
+    source: str
+    inputs: tuple[str, ...]
+    output: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NetworkGraph:
+    """A network read from a file: nodes in execution order over tensors of static shapes.
+
+    Attributes:
+        nodes: the operations, each reading only the input and earlier outputs.
+        shapes: every activation tensor's shape, batch included.
+        input: the name of the one input tensor; ``output`` that of the one output.
+        source: the file it was read from (what errors name).
+    """
+
+    nodes: tuple[Node, ...]
+    shapes: dict[str, tuple[int, ...]]
+    input: str
+    output: str
+    source: str
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return self.shapes[self.input]
+
+    def consumers(self) -> dict[str, list[Node]]:
+        out: dict[str, list[Node]] = {name: [] for name in self.shapes}
+        for node in self.nodes:
+            for t in node.inputs:
+                out.setdefault(t, []).append(node)
+        return out
+
+    def producers(self) -> dict[str, Node]:
+        return {node.output: node for node in self.nodes}
+
+    @property
+    def n_parameters(self) -> int:
+        return sum(int(math.prod(p.shape)) for n in self.nodes for p in n.params.values())
+
+
+def _refuse(graph: NetworkGraph, node: Node, what: str) -> ModelError:
+    return ModelError(
+        f"{graph.source!r}: node {node.name!r} ({node.source}) is {what}, which tinytune does "
+        f"not train yet; supported: {'; '.join(SUPPORTED)}"
+    )
+
+
+def _check_conv(graph: NetworkGraph, node: Node) -> None:
+    a = node.attrs
+    kh, kw = a["kernel"]
+    if kh != kw:
+        raise _refuse(graph, node, f"a {kh}x{kw} convolution (a rectangular kernel)")
+    if len(set(a["padding"])) != 1:
+        raise _refuse(graph, node, f"a convolution padded {list(a['padding'])} (asymmetric)")
+    if a["stride"][0] != a["stride"][1]:
+        raise _refuse(graph, node, f"a convolution of stride {list(a['stride'])}")
+    if tuple(a["dilation"]) != (1, 1):
+        raise _refuse(graph, node, f"a dilated convolution ({list(a['dilation'])})")
+    c_in = graph.shapes[node.inputs[0]][1]
+    c_out = node.params["weight"].shape[0]
+    if a["groups"] != 1 and not (a["groups"] == c_in == c_out):
+        raise _refuse(graph, node, f"a grouped convolution ({a['groups']} groups)")
+
+
+def check_supported(graph: NetworkGraph) -> None:
+    """Refuse, in one line naming the node, a network that tinytune cannot train, plan,
+    quantize and lower end to end: see :data:`SUPPORTED`.
+
+    Raises:
+        ModelError: the first node outside the supported set.
+    """
+    producers = graph.producers()
+    consumers = graph.consumers()
+    if len(graph.input_shape) != 4:
+        raise ModelError(
+            f"{graph.source!r} takes an input of shape {list(graph.input_shape)}; tinytune "
+            "trains networks on (N, C, H, W) images"
+        )
+    linears = [n for n in graph.nodes if n.op == "linear"]
+    if not linears:
+        raise ModelError(
+            f"{graph.source!r} has no linear classifier to train; tinytune makes the last "
+            "linear layer anew for the data set's classes"
+        )
+    for node in graph.nodes:
+        if node.op == "conv":
+            _check_conv(graph, node)
+        elif node.op in ("batchnorm", *ACTIVATION_OPS):
+            before = producers.get(node.inputs[0])
+            allowed = ("conv",) if node.op == "batchnorm" else ("conv", "batchnorm")
+            if before is None or before.op not in allowed or len(consumers[node.inputs[0]]) > 1:
+                after = "a convolution" if node.op == "batchnorm" else "a convolution's output"
+                raise _refuse(graph, node, f"a {node.op} that does not follow {after}")
+            if node.op == "sigmoid":
+                raise _refuse(graph, node, "a sigmoid")
+        elif node.op == "mul":
+            x, s = (graph.shapes[t] for t in node.inputs)
+            if len(s) != 4 or s[2:] != (1, 1) or s[:2] != x[:2]:
+                raise _refuse(graph, node, f"a product of {list(x)} and {list(s)}")
+        elif node.op == "gap":
+            nxt = consumers[node.output]
+            if node is not linears[-1] and not nxt:
+                raise _refuse(graph, node, "a global pool that feeds nothing")
+        elif node.op in ("cat", "maxpool", "avgpool"):
+            raise _refuse(graph, node, {"cat": "a concatenation"}.get(node.op, f"a {node.op}"))
+        elif node.op == "linear" and node is not linears[-1]:
+            raise _refuse(graph, node, "a linear layer before the classifier")
+        elif node.op == "flatten" and len(graph.shapes[node.inputs[0]]) == 4:
+            h, w = graph.shapes[node.inputs[0]][2:]
+            if (h, w) != (1, 1):
+                raise _refuse(graph, node, f"a flatten of {h}x{w} features (no global pool)")
+    last = linears[-1]
+    if last.output != graph.output:
+        raise _refuse(graph, producers[graph.output], "an op after the classifier")
+
+
+def _role(graph: NetworkGraph, node: Node, index: int) -> str:
+    out_c, _, kh, kw = node.params["weight"].shape
+    in_c = graph.shapes[node.inputs[0]][1]
+    if index == 0:
+        return "stem"
+    if node.attrs["groups"] > 1:
+        return "dw"
+    if (kh, kw) == (1, 1):
+        return "pw1" if out_c > in_c else "pw2"
+    return "conv"
+
+
+def conv_roles(graph: NetworkGraph) -> tuple[str, ...]:
+    """The kinds of the network's convolutions in execution order, as the update-scheme
+    presets read them (index i is convolution i from the input): ``stem`` (the first), ``dw``
+    (depthwise), ``pw1`` (a 1×1 that widens), ``pw2`` (a 1×1 that does not widen), ``conv``
+    (any other)."""
+    convs = [n for n in graph.nodes if n.op == "conv"]
+    return tuple(_role(graph, n, i) for i, n in enumerate(convs))
+
+
+def total_stride(graph: NetworkGraph) -> int:
+    """The input's height over that of the smallest feature map before a global pool: the
+    smallest input side that leaves every convolution an output."""
+    height = graph.input_shape[2]
+    smallest = min(
+        (graph.shapes[n.output][2] for n in graph.nodes if n.op == "conv"), default=height
+    )
+    return max(1, height // max(1, smallest))

@@ -1,0 +1,448 @@
+"""Read a ``torch.export`` archive (``torch.export.save``, a ``.pt2`` file) as data.
+
+``torch.export.load`` would unpickle what the archive holds in pickled form (tensors of
+unusual layouts, constants, example inputs), which runs code. This reader unpickles nothing: it
+parses the archive's JSON (the program's graph and signature, the weights' metadata) and reads
+each parameter and buffer from its raw bytes, and it refuses an archive whose tensors are
+pickled. The graph is read at the level ``torch.export.export`` writes (``aten.conv2d``,
+``aten.batch_norm``, ``aten.linear``) and at the core ATen level of ``run_decompositions()``
+(``aten.convolution``, ``aten._native_batch_norm_legit_no_training``, ``aten.addmm``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zipfile
+from pathlib import PurePosixPath
+from typing import Any
+
+import numpy as np
+
+from tinytune.errors import ModelError
+from tinytune.networks.graph import NetworkGraph, Node
+
+__all__ = ["read_pt2"]
+
+# torch's serialized ScalarType codes (torch/_export/serde/schema.py) -> numpy
+_DTYPES = {
+    1: np.uint8,
+    2: np.int8,
+    3: np.int16,
+    4: np.int32,
+    5: np.int64,
+    6: np.float16,
+    7: np.float32,
+    8: np.float64,
+    12: np.bool_,
+}
+
+# aten operator (without "torch.ops.aten." and the overload) -> canonical op
+_OPS = {
+    "conv2d": "conv",
+    "convolution": "conv",
+    "batch_norm": "batchnorm",
+    "_native_batch_norm_legit_no_training": "batchnorm",
+    "relu": "relu",
+    "relu_": "relu",
+    "relu6": "relu6",
+    "hardtanh": "relu6",
+    "hardtanh_": "relu6",
+    "clamp": "relu6",
+    "hardswish": "hardswish",
+    "hardswish_": "hardswish",
+    "hardsigmoid": "hardsigmoid",
+    "hardsigmoid_": "hardsigmoid",
+    "sigmoid": "sigmoid",
+    "add": "add",
+    "add_": "add",
+    "mul": "mul",
+    "cat": "cat",
+    "concat": "cat",
+    "max_pool2d": "maxpool",
+    "max_pool2d_with_indices": "maxpool",
+    "avg_pool2d": "avgpool",
+    "adaptive_avg_pool2d": "gap",
+    "_adaptive_avg_pool2d": "gap",
+    "mean": "gap",
+    "flatten": "flatten",
+    "view": "flatten",
+    "reshape": "flatten",
+    "_unsafe_view": "flatten",
+    "linear": "linear",
+    "addmm": "linear",
+    "dropout": "identity",
+    "feature_dropout": "identity",
+    "clone": "identity",
+    "alias": "identity",
+    "detach": "identity",
+    "contiguous": "identity",
+}
+# operators over a parameter alone, folded into the parameter (linear's weight at core level)
+_TRANSPOSES = ("t", "permute", "transpose")
+
+
+def _fail(path: str, what: str) -> ModelError:
+    return ModelError(f"{path!r} {what}")
+
+
+def _pair(value: Any, default: int) -> tuple[int, int]:
+    if value is None:
+        return default, default
+    if isinstance(value, int):
+        return value, value
+    values = [int(v) for v in value]
+    return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
+
+
+class _Archive:
+    """The entries of one model of a ``.pt2`` archive."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self.zip = zipfile.ZipFile(path)
+            names = self.zip.namelist()
+        except (OSError, zipfile.BadZipFile) as e:
+            raise _fail(path, f"is not a torch.export archive ({e})") from e
+        if any(n.endswith("data.pkl") for n in names) and not any(
+            n.endswith("archive_format") for n in names
+        ):
+            raise _fail(
+                path,
+                "is a pickled module (torch.save), which tinytune never loads since "
+                "unpickling runs code; export it instead: torch.export.save("
+                "torch.export.export(model.eval(), (example,)), 'model.pt2')",
+            )
+        formats = [n for n in names if PurePosixPath(n).name == "archive_format"]
+        if not formats:
+            raise _fail(path, "is a zip archive but not a torch.export archive (.pt2)")
+        self.root = str(PurePosixPath(formats[0]).parent)
+        if self.read("archive_format").decode().strip() != "pt2":
+            raise _fail(path, "is not a torch.export archive (its archive_format is not pt2)")
+        models = [n for n in names if n.startswith(f"{self.root}/models/") and n.endswith(".json")]
+        if not models:
+            raise _fail(path, "holds no exported program (no models/*.json)")
+        self.model = PurePosixPath(models[0]).stem
+        if len(models) > 1:
+            raise _fail(path, f"holds {len(models)} exported programs; tinytune reads one")
+
+    def read(self, name: str) -> bytes:
+        try:
+            return self.zip.read(f"{self.root}/{name}")
+        except KeyError:
+            raise _fail(self.path, f"lacks {name}; the archive is incomplete") from None
+
+    def json(self, name: str) -> Any:
+        try:
+            return json.loads(self.read(name))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise _fail(self.path, f"has a corrupt {name} ({e})") from e
+
+    def tensors(self, kind: str) -> dict[str, np.ndarray]:
+        """The raw tensors of ``kind`` (``weights`` or ``constants``) by their name in the
+        module; a pickled one is refused."""
+        config_name = f"data/{kind}/{self.model}_{kind}_config.json"
+        if f"{self.root}/{config_name}" not in self.zip.namelist():
+            return {}
+        out = {}
+        for fqn, entry in self.json(config_name).get("config", {}).items():
+            if entry.get("use_pickle"):
+                raise _fail(
+                    self.path,
+                    f"stores {fqn!r} pickled, which tinytune never loads since unpickling "
+                    "runs code; export a network of plain dense tensors",
+                )
+            out[fqn] = self._tensor(fqn, entry, self.read(f"data/{kind}/{entry['path_name']}"))
+        return out
+
+    def _tensor(self, fqn: str, entry: dict[str, Any], raw: bytes) -> np.ndarray:
+        meta = entry["tensor_meta"]
+        dtype = _DTYPES.get(meta["dtype"])
+        if dtype is None:
+            raise _fail(self.path, f"stores {fqn!r} as dtype code {meta['dtype']}, not a number")
+        sizes = [s["as_int"] for s in meta["sizes"]]
+        strides = [s["as_int"] for s in meta["strides"]]
+        offset = meta["storage_offset"]["as_int"]
+        item = np.dtype(dtype).itemsize
+        storage = np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<"))
+        need = offset + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True)) + 1
+        if math.prod(sizes) and need > storage.size:
+            raise _fail(self.path, f"has {storage.size} values for {fqn!r}, which needs {need}")
+        view = np.lib.stride_tricks.as_strided(
+            storage[offset:], shape=sizes, strides=[s * item for s in strides], writeable=False
+        )
+        return np.array(view, dtype=np.float32 if np.dtype(dtype).kind == "f" else dtype)
+
+
+def _shape(meta: dict[str, Any], name: str, path: str) -> tuple[int, ...]:
+    out = []
+    for s in meta["sizes"]:
+        if "as_int" not in s:
+            raise _fail(
+                path,
+                f"gives tensor {name!r} a dynamic shape; export it with a static input size "
+                "(torch.export.export without dynamic_shapes)",
+            )
+        out.append(int(s["as_int"]))
+    return tuple(out)
+
+
+def _arg(arg: dict[str, Any]) -> Any:
+    """A serialized argument as Python: a tensor's name, a number, a list, or None."""
+    ((kind, value),) = arg.items()
+    if kind == "as_tensor":
+        return ("tensor", value["name"])
+    if kind == "as_tensors":
+        return [("tensor", v["name"]) for v in value]
+    if kind in ("as_none",):
+        return None
+    if kind == "as_optional_tensors":
+        return [("tensor", v["as_tensor"]["name"]) if "as_tensor" in v else None for v in value]
+    return value
+
+
+def read_pt2(path: str) -> NetworkGraph:
+    """The network of a ``torch.export`` archive.
+
+    Raises:
+        ModelError: the file is not such an archive, is corrupt, is a pickled module, holds
+            pickled tensors, has a dynamic input shape, or an operator with no canonical form
+            (named with its node).
+    """
+    archive = _Archive(path)
+    program = archive.json(f"models/{archive.model}.json")
+    try:
+        gm = program["graph_module"]
+        graph, signature = gm["graph"], gm["signature"]
+    except (KeyError, TypeError) as e:
+        raise _fail(path, f"has an exported program without {e}") from e
+    stored = archive.tensors("weights") | archive.tensors("constants")
+    params: dict[str, np.ndarray] = {}
+    user_inputs = []
+    for spec in signature["input_specs"]:
+        ((kind, body),) = spec.items()
+        arg = body.get("arg", {})
+        arg = arg.get("name") or arg.get("as_tensor", {}).get("name")
+        target = body.get("parameter_name") or body.get("buffer_name")
+        target = target or body.get("tensor_constant_name")
+        if kind == "user_input":
+            user_inputs.append(arg)
+        elif target is not None:
+            if target not in stored:
+                raise _fail(path, f"lacks the tensor {target!r} its program reads")
+            params[arg] = stored[target]
+    if len(user_inputs) != 1:
+        raise _fail(path, f"takes {len(user_inputs)} inputs; tinytune trains one-input networks")
+    outputs = graph["outputs"]
+    if len(outputs) != 1 or "as_tensor" not in outputs[0]:
+        raise _fail(path, f"returns {len(outputs)} values; tinytune trains one-output networks")
+    values = graph["tensor_values"]
+    shapes = {name: _shape(meta, name, path) for name, meta in values.items()}
+    nodes = _nodes(graph["nodes"], params, shapes, path)
+    live = {n.output for n in nodes} | {user_inputs[0]}
+    return NetworkGraph(
+        tuple(nodes),
+        {k: v for k, v in shapes.items() if k in live},
+        user_inputs[0],
+        outputs[0]["as_tensor"]["name"],
+        path,
+    )
+
+
+def _nodes(
+    raw: list[dict[str, Any]],
+    params: dict[str, np.ndarray],
+    shapes: dict[str, tuple[int, ...]],
+    path: str,
+) -> list[Node]:
+    nodes: list[Node] = []
+    alias: dict[str, str] = {}  # a multi-output node's tensors -> the one a network reads
+    for node in raw:
+        target = node["target"]
+        parts = target.split(".")
+        op_name = parts[-2] if len(parts) >= 2 else target
+        args = {i["name"]: _arg(i["arg"]) for i in node["inputs"]}
+        outs = node["outputs"]
+        out_names = []
+        for o in outs:
+            value = _arg(o)
+            out_names += (
+                [v[1] for v in value if v]
+                if isinstance(value, list)
+                else ([value[1]] if isinstance(value, tuple) else [])
+            )
+        name = node.get("name") or (out_names[0] if out_names else target)
+        if target == "_operator.getitem":
+            continue
+        if op_name in _TRANSPOSES and _tensor(args.get("self"), params) is not None:
+            weight = params[args["self"][1]]
+            params[out_names[0]] = weight.T.copy()
+            continue
+        op = _OPS.get(op_name) if target.startswith("torch.ops.aten.") else None
+        if op is None:
+            raise ModelError(
+                f"{path!r}: node {name!r} is {target.removeprefix('torch.ops.')}, which "
+                "tinytune cannot read; it reads convolutions, BatchNorm, ReLU, ReLU6, "
+                "hard-swish, hard-sigmoid, sigmoid, add, mul, cat, max and average pooling, "
+                "mean, flatten/view, linear, dropout and identity"
+            )
+        if not out_names:
+            raise _fail(path, f"has a node {name!r} without an output")
+        node_obj = _canonical(op, op_name, name, target, args, out_names[0], params, shapes, path)
+        for extra in out_names[1:]:
+            alias[extra] = out_names[0]
+        nodes.append(node_obj)
+    return [
+        Node(
+            n.name,
+            n.op,
+            n.source,
+            tuple(alias.get(t, t) for t in n.inputs),
+            n.output,
+            n.attrs,
+            n.params,
+        )
+        for n in nodes
+    ]
+
+
+def _tensor(value: Any, params: dict[str, np.ndarray]) -> str | None:
+    """The name of a parameter argument, else None."""
+    if isinstance(value, tuple) and value[0] == "tensor" and value[1] in params:
+        return value[1]
+    return None
+
+
+def _activation(value: Any, params: dict[str, np.ndarray], what: str, path: str) -> str:
+    if not (isinstance(value, tuple) and value[0] == "tensor") or value[1] in params:
+        raise _fail(path, f"has {what} whose input is not an activation")
+    return value[1]
+
+
+def _canonical(
+    op: str,
+    op_name: str,
+    name: str,
+    target: str,
+    args: dict[str, Any],
+    output: str,
+    params: dict[str, np.ndarray],
+    shapes: dict[str, tuple[int, ...]],
+    path: str,
+) -> Node:
+    source = target.removeprefix("torch.ops.")
+    where = f"node {name!r} ({source})"
+
+    def node(inputs: tuple[str, ...], attrs: dict[str, Any], prm: dict[str, np.ndarray]) -> Node:
+        return Node(name, op, source, inputs, output, attrs, prm)
+
+    first = next(iter(args.values()), None)
+    if op == "conv":
+        x = _activation(args.get("input"), params, where, path)
+        weight = _tensor(args.get("weight"), params)
+        if weight is None:
+            raise _fail(path, f"has {where} whose weight is not a parameter")
+        w = params[weight]
+        if w.ndim != 4:
+            raise ModelError(
+                f"{path!r}: {where} is a {w.ndim - 2}-D convolution; tinytune trains 2-D ones"
+            )
+        if args.get("transposed"):
+            raise ModelError(f"{path!r}: {where} is a transposed convolution, not supported")
+        pad = args.get("padding", 0)
+        kh, kw = w.shape[2:]
+        stride = _pair(args.get("stride"), 1)
+        dilation = _pair(args.get("dilation"), 1)
+        if isinstance(pad, str):  # conv2d.padding: "same" (stride 1) or "valid"
+            if pad == "valid":
+                padding = (0, 0, 0, 0)
+            else:
+                th, tw = dilation[0] * (kh - 1), dilation[1] * (kw - 1)
+                padding = (th // 2, th - th // 2, tw // 2, tw - tw // 2)
+        else:
+            ph, pw = _pair(pad, 0)
+            padding = (ph, ph, pw, pw)
+        bias = _tensor(args.get("bias"), params)
+        prm = {"weight": w} | ({"bias": params[bias]} if bias else {})
+        attrs = {
+            "kernel": (kh, kw),
+            "stride": stride,
+            "padding": padding,
+            "dilation": dilation,
+            "groups": int(args.get("groups", 1) or 1),
+        }
+        return node((x,), attrs, prm)
+    if op == "batchnorm":
+        x = _activation(args.get("input"), params, where, path)
+        roles = {"weight": "weight", "bias": "bias", "running_mean": "mean", "running_var": "var"}
+        prm = {}
+        for arg, role in roles.items():
+            p = _tensor(args.get(arg), params)
+            if p is None and role in ("mean", "var"):
+                raise _fail(path, f"has {where} without running statistics")
+            if p is not None:
+                prm[role] = params[p]
+        if args.get("training"):
+            raise _fail(path, f"was exported in training mode ({where}); export model.eval()")
+        return node((x,), {"eps": float(args.get("eps", 1e-5))}, prm)
+    if op == "relu6" and op_name in ("hardtanh", "hardtanh_", "clamp"):
+        lo = args.get("min_val", args.get("min", -1.0))
+        hi = args.get("max_val", args.get("max", 1.0))
+        if (lo, hi) != (0.0, 6.0) and (lo, hi) != (0, 6):
+            raise ModelError(
+                f"{path!r}: {where} clamps to [{lo}, {hi}]; tinytune reads a clamp to [0, 6] "
+                "(ReLU6)"
+            )
+    if op in ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "identity", "flatten"):
+        return node((_activation(first, params, where, path),), {}, {})
+    if op in ("add", "mul"):
+        a, b = args.get("self"), args.get("other")
+        if args.get("alpha", 1) != 1:
+            raise _fail(path, f"has {where} with alpha {args['alpha']}")
+        if not (isinstance(a, tuple) and isinstance(b, tuple)) or a[1] in params or b[1] in params:
+            raise ModelError(
+                f"{path!r}: {where} combines a tensor with a constant; tinytune reads sums and "
+                "products of two activations"
+            )
+        return node((a[1], b[1]), {}, {})
+    if op == "cat":
+        tensors = args.get("tensors") or []
+        return node(tuple(t[1] for t in tensors), {"dim": args.get("dim", 0)}, {})
+    if op in ("maxpool", "avgpool"):
+        x = _activation(first, params, where, path)
+        kernel = _pair(args.get("kernel_size"), 1)
+        stride = _pair(args.get("stride") or None, kernel[0])
+        ph, pw = _pair(args.get("padding"), 0)
+        return node((x,), {"kernel": kernel, "stride": stride, "padding": (ph, ph, pw, pw)}, {})
+    if op == "gap":
+        x = _activation(first, params, where, path)
+        shape = shapes[x]
+        if op_name == "mean":
+            dims = {d % len(shape) for d in (args.get("dim") or [])}
+            if dims != {2, 3}:
+                raise ModelError(
+                    f"{path!r}: {where} averages over dims {sorted(dims)}; tinytune reads a "
+                    "mean over height and width (a global average pool)"
+                )
+        elif tuple(args.get("output_size") or ()) not in ((1, 1), (1,)):
+            raise ModelError(
+                f"{path!r}: {where} pools to {args.get('output_size')}; tinytune reads an "
+                "adaptive pool to 1x1 (a global average pool)"
+            )
+        return node((x,), {}, {})
+    if op == "linear":
+        if op_name == "addmm":
+            bias, x, weight = args.get("self"), args.get("mat1"), args.get("mat2")
+            w = _tensor(weight, params)
+            if w is None or _tensor(bias, params) is None:
+                raise _fail(path, f"has {where} that is not a linear layer")
+            prm = {"weight": params[w].T.copy(), "bias": params[bias[1]]}
+        else:
+            x, w = args.get("input"), _tensor(args.get("weight"), params)
+            if w is None:
+                raise _fail(path, f"has {where} whose weight is not a parameter")
+            b = _tensor(args.get("bias"), params)
+            prm = {"weight": params[w]} | ({"bias": params[b]} if b else {})
+        return node((_activation(x, params, where, path),), {}, prm)
+    raise AssertionError(op)  # pragma: no cover - every canonical op is handled above
