@@ -83,3 +83,48 @@ def export(net: nn.Module, path, size: int = 32) -> None:
     """``torch.export`` the network at ``size`` × ``size`` RGB and save it to ``path``."""
     program = torch.export.export(net.eval(), (torch.zeros(1, 3, size, size),))
     torch.export.save(program, str(path))
+
+
+class SqueezeExcite(nn.Module):
+    """MobileNetV3's squeeze-and-excitation: pool, 1×1 reduce, ReLU, 1×1 expand, hard-sigmoid,
+    and the input scaled by it (the scale first, as torchvision writes it)."""
+
+    def __init__(self, c: int, squeeze: int) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Conv2d(c, squeeze, 1), nn.Conv2d(squeeze, c, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = nn.functional.adaptive_avg_pool2d(x, 1)
+        s = nn.functional.hardsigmoid(self.fc2(nn.functional.relu(self.fc1(s))))
+        return s * x
+
+
+class SmallV3(nn.Module):
+    """A MobileNetV3-Small-like network: a hard-swish stem, depthwise blocks with
+    squeeze-and-excitation, a residual, a 1×1 head and a classifier."""
+
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.Hardswish()
+        )
+        self.dw1 = nn.Sequential(
+            nn.Conv2d(16, 16, 3, 2, 1, groups=16, bias=False), nn.BatchNorm2d(16), nn.ReLU()
+        )
+        self.se1 = SqueezeExcite(16, 8)
+        self.pw1 = nn.Sequential(nn.Conv2d(16, 24, 1, bias=False), nn.BatchNorm2d(24))
+        self.exp = nn.Sequential(nn.Conv2d(24, 72, 1, bias=False), nn.BatchNorm2d(72), nn.ReLU())
+        self.dw2 = nn.Sequential(
+            nn.Conv2d(72, 72, 3, 1, 1, groups=72, bias=False), nn.BatchNorm2d(72), nn.ReLU()
+        )
+        self.pw2 = nn.Sequential(nn.Conv2d(72, 24, 1, bias=False), nn.BatchNorm2d(24))
+        self.head = nn.Sequential(
+            nn.Conv2d(24, 96, 1, bias=False), nn.BatchNorm2d(96), nn.Hardswish()
+        )
+        self.fc = nn.Linear(96, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.pw1(self.se1(self.dw1(self.stem(x))))
+        h = h + self.pw2(self.dw2(self.exp(h)))
+        h = self.head(h).mean(dim=(2, 3))
+        return self.fc(h)

@@ -179,7 +179,7 @@ def check_supported(graph: NetworkGraph) -> None:
             if node.op == "sigmoid":
                 raise _refuse(graph, node, "a sigmoid")
         elif node.op == "mul":
-            x, s = (graph.shapes[t] for t in node.inputs)
+            x, s = sorted((graph.shapes[t] for t in node.inputs), key=lambda t: t[2:] == (1, 1))
             if len(s) != 4 or s[2:] != (1, 1) or s[:2] != x[:2]:
                 raise _refuse(graph, node, f"a product of {list(x)} and {list(s)}")
         elif node.op == "gap":
