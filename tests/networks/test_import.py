@@ -13,12 +13,11 @@ import pytest
 import torch
 from torch import nn
 
+from tests.networks.zoo import MobileNetV2, SmallV3, export, randomise_bn
 from tinytune.errors import ConfigError, ModelError
 from tinytune.models import GraphNet, ImportedNetwork, build_candidate
 from tinytune.networks import read_network
 from tinytune.spaces import PRESET_NAMES, get_supernet, make_preset
-
-from .zoo import MobileNetV2, SmallV3, export, randomise_bn
 
 SIZE = 32
 

@@ -221,10 +221,16 @@ def conv_roles(graph: NetworkGraph) -> tuple[str, ...]:
 
 
 def total_stride(graph: NetworkGraph) -> int:
-    """The input's height over that of the smallest feature map before a global pool: the
-    smallest input side that leaves every convolution an output."""
+    """The input's height over that of the smallest feature map a convolution writes (those
+    of squeeze-and-excitation, on pooled 1×1 maps, aside): the smallest input side that leaves
+    every convolution an output."""
     height = graph.input_shape[2]
     smallest = min(
-        (graph.shapes[n.output][2] for n in graph.nodes if n.op == "conv"), default=height
+        (
+            graph.shapes[n.output][2]
+            for n in graph.nodes
+            if n.op == "conv" and graph.shapes[n.inputs[0]][2] > 1
+        ),
+        default=height,
     )
     return max(1, height // max(1, smallest))

@@ -488,6 +488,8 @@ def preset_move(
     kernel size, expand ratio, depth, cut): the candidate and the preset trial's parameters
     that select it; None when a step does not apply or nothing changed."""
     moves = [o for o in operators_for(spec, cuts) if o in (*SUBNET_OPERATORS, "depth", "cut")]
+    if not moves:  # a network of one sub-network at one resolution
+        return None
     child: Candidate | None = dataclasses.replace(parent, schedule=Schedule())
     for _ in range(rng.randint(1, MAX_STEPS)):
         assert child is not None

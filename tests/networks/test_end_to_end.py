@@ -1,0 +1,85 @@
+"""A user's own network from file to device: searched (``--supernet FILE``), its front point
+exported, and the bundle's example printing the host's bytes on the Cortex-M7 and the RV32IMC
+under QEMU. Slow: a search of four fine-tunes and three builds."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.bundle.support import make, needs
+from tests.networks.zoo import MobileNetV2, SmallV3, export, randomise_bn
+from tinytune.cli.main import main
+
+pytestmark = pytest.mark.slow
+
+SIZE = 32
+
+
+def _search_and_export(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[Path, dict]:
+    storage = f"sqlite:///{tmp_path / 'mine.db'}"
+    common = ["--storage", storage, "--study", "mine"]
+    assert main(["search", "--supernet", str(path), "--trials", "4", "--inline", *common]) == 0
+    capsys.readouterr()
+    assert main(["pareto", "--json", *common]) == 0
+    points = json.loads(capsys.readouterr().out)
+    point = next(p for p in points if p["on_front"] and not p["reference"])
+    out = tmp_path / "bundle"
+    argv = ["export", "--trial", str(point["trial"]), "-o", str(out), "--no-measure-int8"]
+    assert main([*argv, *common]) == 0
+    return out, point
+
+
+def _bytes_printed(text: str) -> list[str]:
+    """The lines the example prints about what it trained: its epochs' counts and the saved
+    parameters' CRC-32."""
+    return [line for line in text.splitlines() if re.match(r"(epoch \d|saved \d)", line)]
+
+
+@needs("cortex-m7")
+@needs("rv32imc")
+def test_an_exported_mobilenetv2_is_searched_exported_and_trains_alike_on_every_core(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    torch.manual_seed(0)
+    export(randomise_bn(MobileNetV2(0.35, stages=4)), tmp_path / "mbv2.pt2", SIZE)
+    bundle, point = _search_and_export(tmp_path / "mbv2.pt2", tmp_path, capsys)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["memory"]["arena_bytes"] == point["memory_bytes"]  # the planner's, exactly
+    host = make(bundle, "run-host")
+    assert "smoke test passed" in host
+    printed = _bytes_printed(host)
+    assert printed
+    for target in ("run-cortex-m7", "run-rv32imc"):
+        assert _bytes_printed(make(bundle, target)) == printed, target
+
+
+@needs("host")
+def test_an_onnx_model_is_searched_and_exported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    torch.manual_seed(1)
+    net = randomise_bn(SmallV3(), seed=1)
+    torch.onnx.export(
+        net, (torch.zeros(1, 3, SIZE, SIZE),), str(tmp_path / "v3.onnx"), dynamo=False
+    )
+    bundle, _ = _search_and_export(tmp_path / "v3.onnx", tmp_path, capsys)
+    assert "smoke test passed" in make(bundle, "run-host")
+
+
+def test_a_refused_network_stores_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    torch.save(MobileNetV2(0.35, stages=2), tmp_path / "mine.pt")
+    db = tmp_path / "mine.db"
+    argv = ["search", "--supernet", str(tmp_path / "mine.pt"), "--trials", "2"]
+    assert main([*argv, "--storage", f"sqlite:///{db}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pickled" in err and "torch.export.save" in err
+    assert not db.exists()
