@@ -71,15 +71,3 @@ def test_an_onnx_model_is_searched_and_exported(
     )
     bundle, _ = _search_and_export(tmp_path / "v3.onnx", tmp_path, capsys)
     assert "smoke test passed" in make(bundle, "run-host")
-
-
-def test_a_refused_network_stores_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    torch.save(MobileNetV2(0.35, stages=2), tmp_path / "mine.pt")
-    db = tmp_path / "mine.db"
-    argv = ["search", "--supernet", str(tmp_path / "mine.pt"), "--trials", "2"]
-    assert main([*argv, "--storage", f"sqlite:///{db}"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "pickled" in err and "torch.export.save" in err
-    assert not db.exists()

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from tests.networks.zoo import MobileNetV2, SmallV3, export, randomise_bn
+from tinytune.cli.main import main
 from tinytune.errors import ConfigError, ModelError
 from tinytune.models import GraphNet, ImportedNetwork, build_candidate
 from tinytune.networks import read_network
@@ -229,3 +230,22 @@ def test_weights_are_read_from_raw_bytes_not_unpickled(tmp_path: Path, mbv2: nn.
     first = next(n for n in graph.nodes if n.op == "conv")
     expected = mbv2.features[0][0].weight.detach().numpy()
     assert np.array_equal(first.params["weight"], expected)
+
+
+def test_a_refused_network_stores_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mbv2: nn.Module
+) -> None:
+    torch.save(mbv2, tmp_path / "mine.pt")
+    export(mbv2, tmp_path / "mine.pt2", SIZE)
+    db = tmp_path / "mine.db"
+    for extra, words in (
+        (["--supernet", str(tmp_path / "mine.pt")], ("pickled", "torch.export.save")),
+        (
+            ["--supernet", str(tmp_path / "mine.pt2"), "--weights", str(tmp_path / "mine.pt")],
+            ("holds its own weights; leave out --weights",),
+        ),
+    ):
+        assert main(["search", *extra, "--trials", "2", "--storage", f"sqlite:///{db}"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and all(w in err for w in words), err
+        assert not db.exists()

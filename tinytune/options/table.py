@@ -133,9 +133,10 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "supernet",
         Text(optional=True),
         None,
-        f"{IMAGE_NETWORK} (ImageNet weights), ofa-proxyless-w<width>, ofa-mbv3-w<width> or a "
-        f"published OFA id; default: {IMAGE_NETWORK} for imagefolder:PATH, {DEFAULT_SUPERNET} "
-        "for the built-in data sets.",
+        f"{IMAGE_NETWORK} (ImageNet weights), ofa-proxyless-w<width>, ofa-mbv3-w<width>, a "
+        "published OFA id, or your own network as FILE.pt2 (torch.export) or FILE.onnx; "
+        f"default: {IMAGE_NETWORK} for imagefolder:PATH, {DEFAULT_SUPERNET} for the built-in "
+        "data sets.",
         None,  # resolved from the data set by tinytune.spaces.default_network
     ),
     Option(

@@ -162,9 +162,14 @@ def require_weights(spec: SupernetSpec, path: Path | None) -> None:
     Raises:
         ModelError: ``spec`` is published and ``path`` is None, or ``path`` is not a file.
     """
-    if path is not None and path.is_file():
+    if spec.imported:  # the network's file holds its weights
+        if path is not None and path.resolve() != Path(spec.network_file).resolve():
+            raise ModelError(
+                f"the network {spec.network_file!r} holds its own weights; leave out "
+                + flag("weights")
+            )
         return
-    if path is None and spec.imported:  # the network's file holds them
+    if path is not None and path.is_file():
         return
     if path is None and spec.weights_package:
         from tinytune.models.pretrained import pretrained_weights
