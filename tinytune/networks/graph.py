@@ -182,10 +182,6 @@ def check_supported(graph: NetworkGraph) -> None:
             x, s = sorted((graph.shapes[t] for t in node.inputs), key=lambda t: t[2:] == (1, 1))
             if len(s) != 4 or s[2:] != (1, 1) or s[:2] != x[:2]:
                 raise _refuse(graph, node, f"a product of {list(x)} and {list(s)}")
-        elif node.op == "gap":
-            nxt = consumers[node.output]
-            if node is not linears[-1] and not nxt:
-                raise _refuse(graph, node, "a global pool that feeds nothing")
         elif node.op in ("cat", "maxpool", "avgpool"):
             raise _refuse(graph, node, {"cat": "a concatenation"}.get(node.op, f"a {node.op}"))
         elif node.op == "linear" and node is not linears[-1]:

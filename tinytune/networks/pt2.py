@@ -257,27 +257,24 @@ def _nodes(
     path: str,
 ) -> list[Node]:
     nodes: list[Node] = []
-    alias: dict[str, str] = {}  # a multi-output node's tensors -> the one a network reads
+    # a multi-output node's other tensors (BatchNorm's saved statistics, which an eval-mode
+    # program never reads) -> its first
+    alias: dict[str, str] = {}
     for node in raw:
         target = node["target"]
         parts = target.split(".")
         op_name = parts[-2] if len(parts) >= 2 else target
         args = {i["name"]: _arg(i["arg"]) for i in node["inputs"]}
-        outs = node["outputs"]
         out_names = []
-        for o in outs:
+        for o in node["outputs"]:
             value = _arg(o)
-            out_names += (
-                [v[1] for v in value if v]
-                if isinstance(value, list)
-                else ([value[1]] if isinstance(value, tuple) else [])
-            )
+            out_names += [v[1] for v in (value if isinstance(value, list) else [value]) if v]
         name = node.get("name") or (out_names[0] if out_names else target)
         if target == "_operator.getitem":
             continue
-        if op_name in _TRANSPOSES and _tensor(args.get("self"), params) is not None:
-            weight = params[args["self"][1]]
-            params[out_names[0]] = weight.T.copy()
+        weight = _tensor(args.get("self"), params)
+        if op_name in _TRANSPOSES and weight is not None and params[weight].ndim == 2:
+            params[out_names[0]] = params[weight].T.copy()  # a linear layer's weight, turned
             continue
         op = _OPS.get(op_name) if target.startswith("torch.ops.aten.") else None
         if op is None:
