@@ -33,7 +33,9 @@ from tinytune.options import (
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tinytune"
 CALLBACKS = ("progress", "on_pretrain")
-"""The keyword arguments of tinytune.optimize that are no options: its callbacks."""
+"""The keyword arguments of tinytune.optimize that are no options: its callbacks ..."""
+NOT_OPTIONS = (*CALLBACKS, "example_input")
+"""... and the example input of a network given as a module (Python alone has modules)."""
 UNSET_BY_OPTIONS = {
     "checkpoint",  # the front door resolves the weights
     "supernet",  # resolved from the data set (tinytune.spaces.default_network)
@@ -71,7 +73,7 @@ def _disagreements(
     found = []
     names = {o.name for o in options}
     flags = {p.name: p for p in command.params}
-    keywords = {k: p for k, p in signature.parameters.items() if k not in CALLBACKS}
+    keywords = {k: p for k, p in signature.parameters.items() if k not in NOT_OPTIONS}
     if extra := sorted(set(flags) - names):
         found.append(f"flags of no option: {extra}")
     if extra := sorted(set(keywords) - names):
@@ -106,8 +108,8 @@ def test_every_option_is_a_flag_a_keyword_and_a_field_with_one_default() -> None
     assert fields - set_by_options == UNSET_BY_OPTIONS
     # the Python call's keyword arguments: the data set first, by position too
     assert next(iter(signature.parameters)) == "dataset"
-    assert [k for k, p in signature.parameters.items() if p.kind is p.KEYWORD_ONLY][-2:] == list(
-        CALLBACKS
+    assert [k for k, p in signature.parameters.items() if p.kind is p.KEYWORD_ONLY][-3:] == list(
+        NOT_OPTIONS
     )
 
 

@@ -33,6 +33,8 @@ from tinytune.samplers import DEFAULT_SAMPLER  # re-exported: the front door's d
 from tinytune.spaces.supernets import DEFAULT_SUPERNET, default_network
 
 if TYPE_CHECKING:
+    import torch
+
     from tinytune.hwmodels.devices import DeviceProfile
     from tinytune.search import SearchEvent, SearchResult
     from tinytune.studies import StudyView
@@ -55,8 +57,8 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 def _search_signature() -> inspect.Signature:
     """The signature of :func:`optimize`: the data set (positional too), every other option
-    of :data:`~tinytune.options.SEARCH_OPTIONS` by keyword with its default, and the
-    callbacks."""
+    of :data:`~tinytune.options.SEARCH_OPTIONS` by keyword with its default, the callbacks,
+    and the example input of a ``supernet`` given as a module."""
     parameters = [
         inspect.Parameter(
             o.name,
@@ -73,6 +75,14 @@ def _search_signature() -> inspect.Signature:
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=callback)
         for name in ("progress", "on_pretrain")
     ]
+    parameters.append(  # a string, so that naming torch here costs no import of it
+        inspect.Parameter(
+            "example_input",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation="torch.Tensor | None",
+        )
+    )
     return inspect.Signature(parameters, return_annotation="SearchResult")
 
 
@@ -96,7 +106,10 @@ def _optimize_call(*args: Any, **kwargs: Any) -> SearchResult:
     help and the command line's default (the help is the table's, written once). Budgets are
     bytes or seconds, or text with a unit (``"256KB"``, ``"500ms"``, ``"5m"``). ``progress`` is
     called with each :class:`~tinytune.search.SearchEvent`, ``on_pretrain(step, steps, loss)``
-    as a missing supernet is pre-trained.
+    as a missing supernet is pre-trained. ``supernet`` may be your own ``torch.nn.Module``, with
+    ``example_input`` a tensor of its input's shape (batch 1): it is exported by
+    ``torch.export`` into the cache as a ``.pt2`` file named by its graph's digest, and searched
+    as that file is (docs/networks.md).
 
     Returns:
         What the run did and the study's measured Pareto front.
@@ -110,8 +123,41 @@ def _optimize_call(*args: Any, **kwargs: Any) -> SearchResult:
     given = dict(call.arguments)
     progress = given.pop("progress", None)
     on_pretrain = given.pop("on_pretrain", None)
+    example = given.pop("example_input", None)
     check_callbacks(progress=progress, on_pretrain=on_pretrain)
-    return _optimize(resolve(given), progress, on_pretrain)
+    values = resolve(given)
+    values["supernet"] = _network_name(values["supernet"], example)
+    return _optimize(values, progress, on_pretrain)
+
+
+def _network_name(supernet: Any, example: Any) -> str | None:
+    """The name the search keeps of ``supernet``: itself, or for a module the ``.pt2`` file it
+    is exported to.
+
+    Raises:
+        OptionError: an example input without a module, or a module without one.
+        ModelError: the module cannot be exported, or holds an op tinytune does not train.
+    """
+    from tinytune.errors import OptionError, flag
+
+    if supernet is None or isinstance(supernet, str):
+        if example is not None:
+            raise OptionError(
+                "example_input",
+                "is the input of a network given as a torch.nn.Module; "
+                + flag("supernet")
+                + " names one",
+            )
+        return supernet
+    if example is None:
+        raise OptionError(
+            "example_input",
+            "must be given with a network given as a torch.nn.Module: a tensor of its input's "
+            "shape, batch 1 (e.g. torch.zeros(1, 3, 64, 64))",
+        )
+    from tinytune.models import cache_dir, save_module
+
+    return str(save_module(supernet, example, cache_dir() / "networks"))
 
 
 if TYPE_CHECKING:
@@ -123,7 +169,7 @@ if TYPE_CHECKING:
         *,
         study: str = "tinytune",
         storage: str = DEFAULT_STORAGE,
-        supernet: str | None = None,
+        supernet: str | torch.nn.Module | None = None,
         data_seed: int = 0,
         preset: str | None = None,
         trials: int | None = None,
@@ -163,6 +209,7 @@ if TYPE_CHECKING:
         proposals: int | None = None,
         progress: Callable[[SearchEvent], None] | None = None,
         on_pretrain: Callable[[int, int, float], None] | None = None,
+        example_input: torch.Tensor | None = None,
     ) -> SearchResult: ...
 
 else:

@@ -249,3 +249,56 @@ def test_a_refused_network_stores_nothing(
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and all(w in err for w in words), err
         assert not db.exists()
+
+
+def test_optimize_takes_a_module_and_its_example_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mbv2: nn.Module
+) -> None:
+    import tinytune
+
+    monkeypatch.setenv("TINYTUNE_CACHE", str(tmp_path / "cache"))
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    args = dict(trials=1, epochs=1, inline=True, storage=url, study="m", preset="last")
+    x = torch.zeros(1, 3, SIZE, SIZE)
+    mbv2.train()
+    result = tinytune.optimize("digits", supernet=mbv2, example_input=x, **args)
+    assert mbv2.training  # its mode as it was
+    files = list((tmp_path / "cache" / "networks").glob("*.pt2"))
+    assert len(files) == 1  # named by the graph's digest, nothing else left there
+    assert files[0].stem == read_network(str(files[0])).digest
+    assert {p.scheme for p in result.front} <= {"last", "full (reference)"}
+    # the same module again is the same file and the same study, continued
+    again = tinytune.optimize("digits", supernet=mbv2, example_input=x, resume=True, **args)
+    assert list((tmp_path / "cache" / "networks").glob("*.pt2")) == files
+    assert again.front
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"example_input": torch.zeros(1, 3, 8, 8)}, "example_input is the input of a network"),
+        ({"supernet": nn.Linear(3, 4)}, "example_input must be given with a network"),
+        (
+            {"supernet": nn.Linear(3, 4), "example_input": "x"},
+            "example_input must be a torch.Tensor",
+        ),
+        (
+            {"supernet": nn.Linear(3, 4), "example_input": torch.zeros(1, 3)},
+            "the module takes an input of shape [1, 3]",
+        ),
+    ],
+)
+def test_optimize_refuses_a_module_without_its_input_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: dict, message: str
+) -> None:
+    import tinytune
+
+    monkeypatch.setenv("TINYTUNE_CACHE", str(tmp_path / "cache"))
+    from tinytune.errors import TinyTuneError
+
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    with pytest.raises(TinyTuneError) as e:
+        tinytune.optimize("digits", storage=url, trials=1, inline=True, **given)
+    assert message in _one_line(e)
+    assert not (tmp_path / "none.db").exists()
+    assert not list((tmp_path / "cache").rglob("*.pt2"))

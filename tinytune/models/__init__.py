@@ -9,7 +9,7 @@ from tinytune.models.build import (
     build_candidate,
 )
 from tinytune.models.convert import from_ofa_subnet, recalibrate_bn
-from tinytune.models.graphnet import GraphNet, ImportedNetwork
+from tinytune.models.graphnet import GraphNet, ImportedNetwork, save_module
 from tinytune.models.layers import ConvUnit, LiteResidual, MBBlock, TrainNet
 from tinytune.models.supernet import (
     PretrainRecipe,
@@ -38,5 +38,6 @@ __all__ = [
     "load_supernet",
     "pretrain_supernet",
     "recalibrate_bn",
+    "save_module",
     "save_supernet",
 ]

@@ -15,7 +15,10 @@ once per image, as :class:`~tinytune.models.layers.TrainNet`'s stages are.
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import tempfile
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -23,9 +26,9 @@ from torch import Tensor, nn
 from tinytune.errors import ModelError
 from tinytune.models.convert import fold_batchnorm
 from tinytune.models.layers import Add, Classifier, ConvUnit, GlobalAvgPool, Mul
-from tinytune.networks import NetworkGraph, Node, conv_roles
+from tinytune.networks import NetworkGraph, Node, conv_roles, read_network
 
-__all__ = ["GraphNet", "GraphStage", "ImportedNetwork"]
+__all__ = ["GraphNet", "GraphStage", "ImportedNetwork", "save_module"]
 
 _ACTS = {"relu": "relu", "relu6": "relu6", "hardswish": "hswish", "hardsigmoid": "hsigmoid"}
 _DROPPED = ("flatten", "identity")
@@ -252,3 +255,45 @@ class ImportedNetwork(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.graph.source!r}: {len(self.graph.nodes)} nodes"
+
+
+def save_module(module: nn.Module, example: Tensor, folder: Path) -> Path:
+    """``module`` exported by ``torch.export`` at the shape of ``example`` (its eval mode, the
+    module's own mode restored after) and saved in ``folder`` as ``DIGEST.pt2``, named by its
+    graph's digest: the same network exported again is the same file, so a study searching it
+    can be continued.
+
+    Raises:
+        ModelError: ``torch.export`` cannot export it, or it holds an op tinytune does not
+            train (in one line).
+    """
+    if not isinstance(example, Tensor):
+        raise ModelError(
+            f"example_input must be a torch.Tensor of the network's input shape (batch 1), got "
+            f"{type(example).__name__}"
+        )
+    training = module.training
+    try:
+        program = torch.export.export(module.eval(), (example.detach(),))
+    except Exception as e:  # torch.export's own errors, many kinds
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ModelError(f"torch.export cannot export the module: {first}") from e
+    finally:
+        module.train(training)
+    folder.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(suffix=".pt2", dir=folder)
+    os.close(handle)
+    temporary = Path(name)
+    try:
+        torch.export.save(program, name)
+        try:
+            digest = read_network(name).digest
+        except ModelError as e:  # said of the module, not of a file the user never named
+            raise ModelError(str(e).replace(repr(name), "the module")) from None
+        path = folder / f"{digest}.pt2"
+        if path.is_file():  # kept from an earlier export: the same network, the same file
+            return path
+        temporary.replace(path)
+        return path
+    finally:
+        temporary.unlink(missing_ok=True)

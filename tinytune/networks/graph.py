@@ -12,6 +12,8 @@ business; a reader refuses only what has no canonical form at all.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,6 +119,19 @@ class NetworkGraph:
 
     def producers(self) -> dict[str, Node]:
         return {node.output: node for node in self.nodes}
+
+    @property
+    def digest(self) -> str:
+        """16 hex digits of the SHA-256 of the network (its nodes, shapes and parameter bytes),
+        whatever file it came in: the same network exported twice has one digest."""
+        parts = [json.dumps([self.input, self.output, sorted(self.shapes.items())]).encode()]
+        for node in self.nodes:
+            head = [node.name, node.op, node.inputs, node.output, sorted(node.attrs.items())]
+            parts.append(json.dumps(head, default=list).encode())
+            for role, value in sorted(node.params.items()):
+                parts.append(f"{role}{value.dtype}{value.shape}".encode())
+                parts.append(np.ascontiguousarray(value).tobytes())
+        return hashlib.sha256(b"".join(parts)).hexdigest()[:16]
 
     @property
     def n_parameters(self) -> int:

@@ -29,6 +29,7 @@ __all__ = [
     "File",
     "GpuShare",
     "Kind",
+    "NetworkOption",
     "Patches",
     "Real",
     "Seed",
@@ -201,6 +202,33 @@ class Text(Kind):
     def _check(self, name: str, value: Any) -> None:
         if not isinstance(value, str):
             raise self.refuse(name, f"must be a str, got {value!r:.80}")
+
+
+def _is_module(value: Any) -> bool:
+    """A ``torch.nn.Module``, told without importing torch (the options stay light)."""
+    return any(
+        c.__name__ == "Module" and c.__module__ == "torch.nn.modules.module"
+        for c in type(value).__mro__
+    )
+
+
+@dataclass(frozen=True)
+class NetworkOption(Kind):
+    """A network's name or file, or (from Python) a ``torch.nn.Module`` to export."""
+
+    python: ClassVar[Any] = str
+    command: ClassVar[Any] = str
+
+    @property
+    def api_type(self) -> Any:
+        # a string, so that naming torch here costs no import of it
+        return "str | torch.nn.Module | None" if self.optional else "str | torch.nn.Module"
+
+    def _check(self, name: str, value: Any) -> None:
+        if not isinstance(value, str) and not _is_module(value):
+            raise self.refuse(
+                name, f"must be a str (a name or a file) or a torch.nn.Module, got {value!r:.80}"
+            )
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from tinytune.options.kinds import (
     Duration,
     File,
     GpuShare,
+    NetworkOption,
     Patches,
     Real,
     Seed,
@@ -131,10 +132,11 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "supernet",
-        Text(optional=True),
+        NetworkOption(optional=True),
         None,
         f"{IMAGE_NETWORK} (ImageNet weights), ofa-proxyless-w<width>, ofa-mbv3-w<width>, a "
-        "published OFA id, or your own network as FILE.pt2 (torch.export) or FILE.onnx; "
+        "published OFA id, or your own network as FILE.pt2 (torch.export) or FILE.onnx (from "
+        "Python also a torch.nn.Module, with example_input); "
         f"default: {IMAGE_NETWORK} for imagefolder:PATH, {DEFAULT_SUPERNET} for the built-in "
         "data sets.",
         None,  # resolved from the data set by tinytune.spaces.default_network
