@@ -302,3 +302,34 @@ def test_optimize_refuses_a_module_without_its_input_in_one_line(
     assert message in _one_line(e)
     assert not (tmp_path / "none.db").exists()
     assert not list((tmp_path / "cache").rglob("*.pt2"))
+
+
+def test_a_cut_is_the_networks_first_stages_pooled_into_a_new_classifier(
+    mbv2: nn.Module, tmp_path: Path
+) -> None:
+    export(mbv2, tmp_path / "m.pt2", SIZE)
+    spec = get_supernet(str(tmp_path / "m.pt2"))
+    n = spec.n_stages
+    assert spec.stage_counts == tuple(range((n + 1) // 2, n + 1))
+    assert sum(spec.stage_convs) == len(spec.conv_roles)
+    graph = read_network(str(tmp_path / "m.pt2"))
+    whole = GraphNet(graph, 10, SIZE, torch.Generator().manual_seed(0)).eval()
+    x = torch.randn(2, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(6))
+    for kept in (spec.min_stages, n - 1):
+        cut = GraphNet(graph, 10, SIZE, torch.Generator().manual_seed(0), stages=kept).eval()
+        assert len(cut.convs()) == sum(spec.stage_convs[:kept])
+        with torch.no_grad():
+            features = whole.prefix(x, kept).mean(dim=(2, 3))
+            expected = features @ cut.classifier.weight.T + cut.classifier.bias
+            assert torch.allclose(cut(x), expected, atol=1e-5)
+        subnet = make_preset("last", spec).subnet
+        candidate = make_preset("bias-only", spec, type(subnet)(SIZE, subnet.stages[:kept]))
+        assert candidate.n_convs == sum(spec.stage_convs[:kept])
+        built = build_candidate(candidate, ImportedNetwork(graph), 10, calibration=[], seed=0)
+        assert len(built.convs()) == candidate.n_convs
+    with pytest.raises(ConfigError):  # no lite residual branch on a graph's stages
+        from tinytune.spaces import Candidate, LiteResidualBranch, LiteResidualConfig
+
+        last = make_preset("last", spec)
+        Candidate(spec.name, last.subnet, LiteResidualConfig(((1, LiteResidualBranch()),)),
+                  last.update)  # fmt: skip

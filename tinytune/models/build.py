@@ -143,7 +143,13 @@ def build_candidate(
     generator = torch.Generator().manual_seed(seed)
     if isinstance(supernet, ImportedNetwork):
         # a user's network keeps the statistics it was trained with, as a fixed network does
-        graph_net = GraphNet(supernet.graph, n_classes, candidate.subnet.resolution, generator)
+        graph_net = GraphNet(
+            supernet.graph,
+            n_classes,
+            candidate.subnet.resolution,
+            generator,
+            stages=len(candidate.subnet.stages),
+        )
         if len(graph_net.convs()) != candidate.n_convs:
             raise ModelError(
                 f"{supernet.graph.source!r} has {len(graph_net.convs())} convolutions, the "

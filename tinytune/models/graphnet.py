@@ -14,7 +14,6 @@ once per image, as :class:`~tinytune.models.layers.TrainNet`'s stages are.
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import tempfile
@@ -26,12 +25,9 @@ from torch import Tensor, nn
 from tinytune.errors import ModelError
 from tinytune.models.convert import fold_batchnorm
 from tinytune.models.layers import Add, Classifier, ConvUnit, GlobalAvgPool, Mul
-from tinytune.networks import NetworkGraph, Node, conv_roles, read_network
+from tinytune.networks import NetworkGraph, Step, conv_roles, plan, read_network
 
 __all__ = ["GraphNet", "GraphStage", "ImportedNetwork", "save_module"]
-
-_ACTS = {"relu": "relu", "relu6": "relu6", "hardswish": "hswish", "hardsigmoid": "hsigmoid"}
-_DROPPED = ("flatten", "identity")
 
 
 class GraphStage(nn.Module):
@@ -73,113 +69,40 @@ def _module_name(name: str, taken: set[str]) -> str:
     return out
 
 
-def _steps(
-    graph: NetworkGraph,
-) -> tuple[list[tuple[str, nn.Module, tuple[str, ...], str]], dict[str, str], Node]:
-    """The network's ops as modules, BatchNorm folded and activations fused into the
-    convolution before them, flatten and identity dropped; the tensor aliases this leaves; and
-    the classifier node (the last linear layer)."""
-    consumers = graph.consumers()
-    alias: dict[str, str] = {}
-    fused: set[str] = set()
-    steps: list[tuple[str, nn.Module, tuple[str, ...], str]] = []
-    taken: set[str] = set()
-    classifier = [n for n in graph.nodes if n.op == "linear"][-1]
-    roles = conv_roles(graph)
-    index = 0
-
-    def real(t: str) -> str:
-        while t in alias:
-            t = alias[t]
-        return t
-
-    for node in graph.nodes:
-        if node.name in fused or node is classifier:
-            continue
-        inputs = tuple(real(t) for t in node.inputs)
-        if node.op in _DROPPED:
-            alias[node.output] = inputs[0]
-            continue
-        output = node.output
-        module: nn.Module
-        if node.op == "conv":
-            module, output = _conv_unit(node, consumers, fused, index, roles[index])
-            index += 1
-        elif node.op == "add":
-            module = Add()
-        elif node.op == "mul":
-            module = Mul()
-            if graph.shapes[inputs[0]][2:] == (1, 1) and graph.shapes[inputs[1]][2:] != (1, 1):
-                inputs = inputs[::-1]  # (x, s): the channel scale second
-        elif node.op == "gap":
-            module = GlobalAvgPool()
-        else:  # check_supported refused it before any work
-            raise ModelError(f"{graph.source!r}: node {node.name!r} ({node.op}) is not supported")
-        steps.append((_module_name(node.name, taken), module, inputs, output))
-    return steps, alias, classifier
-
-
-def _conv_unit(
-    node: Node,
-    consumers: dict[str, list[Node]],
-    fused: set[str],
-    index: int,
-    role: str,
-) -> tuple[ConvUnit, str]:
-    """The ConvUnit of convolution ``node`` and the tensor it ends in, with the BatchNorm and
-    the activation that follow it (each its only reader) folded in."""
-    w = torch.from_numpy(node.params["weight"]).float()
-    bias = node.params.get("bias")
+def _module(step: Step, index: int, role: str) -> nn.Module:
+    if step.op == "add":
+        return Add()
+    if step.op == "mul":
+        return Mul()
+    if step.op == "gap":
+        return GlobalAvgPool()
+    conv, *rest = step.nodes
+    w = torch.from_numpy(conv.params["weight"]).float()
+    bias = conv.params.get("bias")
     b = torch.from_numpy(bias).float() if bias is not None else torch.zeros(w.shape[0])
-    act, output = "none", node.output
-    nxt = consumers.get(output, [])
-    if len(nxt) == 1 and nxt[0].op == "batchnorm":
-        bn = nxt[0]
+    if rest and rest[0].op == "batchnorm":
+        bn = rest[0]
         p = {k: torch.from_numpy(v).float() for k, v in bn.params.items()}
         w, b = fold_batchnorm(
             w, b, p["mean"], p["var"], bn.attrs["eps"], p.get("weight"), p.get("bias")
         )
-        fused.add(bn.name)
-        output = bn.output
-        nxt = consumers.get(output, [])
-    if len(nxt) == 1 and nxt[0].op in _ACTS:
-        act = _ACTS[nxt[0].op]
-        fused.add(nxt[0].name)
-        output = nxt[0].output
-    unit = ConvUnit(
+    return ConvUnit(
         w,
         b,
-        stride=node.attrs["stride"][0],
-        padding=node.attrs["padding"][0],
-        groups=node.attrs["groups"],
-        act=act,
+        stride=conv.attrs["stride"][0],
+        padding=conv.attrs["padding"][0],
+        groups=conv.attrs["groups"],
+        act=step.act,
         kind=role,
         index=index,
     )
-    return unit, output
-
-
-def _cut_points(
-    steps: list[tuple[str, nn.Module, tuple[str, ...], str]], source: str, sink: str
-) -> list[int]:
-    """The step counts p after which one tensor alone is alive (needed by a later step or
-    being the sink): where a stage may end."""
-    last_use: dict[str, int] = {}
-    for i, (_, _, inputs, _) in enumerate(steps):
-        for t in inputs:
-            last_use[t] = i
-    last_use[sink] = len(steps)
-    cuts, alive = [], {source}
-    for i, (_, _, _, output) in enumerate(steps):
-        alive = {t for t in alive | {output} if last_use.get(t, -1) > i}
-        if len(alive) == 1 and i + 1 < len(steps):
-            cuts.append(i + 1)
-    return cuts
 
 
 class GraphNet(nn.Module):
-    """The trainable network of a :class:`~tinytune.networks.NetworkGraph`: stages between its
-    single-tensor cut points, then a new classifier for ``n_classes``.
+    """The trainable network of a :class:`~tinytune.networks.NetworkGraph`: the stages of its
+    :func:`~tinytune.networks.plan` (all of them, or the first ``stages``: the network cut
+    there, a global average pool on the last stage's output), then a new classifier for
+    ``n_classes``.
 
     Offers what the fine-tune, the update schemes and the hardware model read of a network:
     :meth:`convs` (index i at position i), ``classifier``, :meth:`stages`,
@@ -193,21 +116,39 @@ class GraphNet(nn.Module):
         n_classes: int,
         resolution: int,
         generator: torch.Generator,
+        stages: int | None = None,
     ) -> None:
         super().__init__()
-        steps, alias, classifier = _steps(graph)
-        source = graph.input
-        sink = classifier.inputs[0]
-        while sink in alias:
-            sink = alias[sink]
-        bounds = [0, *_cut_points(steps, source, sink), len(steps)]
-        stages = []
-        for start, end in itertools.pairwise(bounds):
-            part = steps[start:end]
-            stages.append(GraphStage(part, source, part[-1][3]))
-            source = part[-1][3]
-        self.stages_ = nn.ModuleList(stages)
-        in_features = int(classifier.params["weight"].shape[1])
+        layout = plan(graph)
+        n = len(layout.stages) if stages is None else stages
+        if not 1 <= n <= len(layout.stages):
+            raise ModelError(
+                f"{graph.source!r} has {len(layout.stages)} stages; a cut keeps 1 to "
+                f"{len(layout.stages)}, got {n}"
+            )
+        roles, taken = conv_roles(graph), set[str]()
+        built, source, index = [], graph.input, 0
+        for stage in range(n):
+            steps = []
+            for step in layout.stage_steps(stage):
+                role = roles[index] if step.op == "conv" else ""
+                steps.append(
+                    (_module_name(step.name, taken), _module(step, index, role), step.inputs,
+                     step.output)
+                )  # fmt: skip
+                index += step.op == "conv"
+            sink = steps[-1][3]
+            if stage == n - 1 and n < len(layout.stages):  # cut: pool what the stage hands on
+                steps.append((_module_name("cut_pool", taken), GlobalAvgPool(), (sink,), "cut"))
+                sink = "cut"
+            built.append(GraphStage(steps, source, sink))
+            source = sink
+        self.stages_ = nn.ModuleList(built)
+        in_features = (
+            int(layout.classifier.params["weight"].shape[1])
+            if n == len(layout.stages)
+            else int(graph.shapes[layout.stage_steps(n - 1)[-1].output][1])
+        )
         self.classifier = Classifier(in_features, n_classes, generator)
         self.resolution = resolution
         self.in_channels = int(graph.input_shape[1])

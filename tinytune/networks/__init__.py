@@ -14,6 +14,7 @@ from tinytune.networks.graph import (
     conv_roles,
     total_stride,
 )
+from tinytune.networks.plan import Plan, Step, plan
 
 __all__ = [
     "ACTIVATION_OPS",
@@ -22,9 +23,12 @@ __all__ = [
     "SUPPORTED",
     "NetworkGraph",
     "Node",
+    "Plan",
+    "Step",
     "check_supported",
     "conv_roles",
     "is_network_file",
+    "plan",
     "read_network",
     "total_stride",
 ]

@@ -210,25 +210,29 @@ def check_supported(graph: NetworkGraph) -> None:
         raise _refuse(graph, producers[graph.output], "an op after the classifier")
 
 
-def _role(graph: NetworkGraph, node: Node, index: int) -> str:
+def _role(graph: NetworkGraph, node: Node, index: int, last_dw: int) -> str:
     out_c, _, kh, kw = node.params["weight"].shape
     in_c = graph.shapes[node.inputs[0]][1]
     if index == 0:
         return "stem"
     if node.attrs["groups"] > 1:
         return "dw"
+    if (kh, kw) == (1, 1) and out_c > in_c:
+        return "head" if index > last_dw >= 0 else "pw1"
     if (kh, kw) == (1, 1):
-        return "pw1" if out_c > in_c else "pw2"
+        return "pw2"
     return "conv"
 
 
 def conv_roles(graph: NetworkGraph) -> tuple[str, ...]:
     """The kinds of the network's convolutions in execution order, as the update-scheme
     presets read them (index i is convolution i from the input): ``stem`` (the first), ``dw``
-    (depthwise), ``pw1`` (a 1×1 that widens), ``pw2`` (a 1×1 that does not widen), ``conv``
-    (any other)."""
+    (depthwise), ``pw1`` (a 1×1 that widens, before a depthwise one: an expansion), ``head``
+    (a 1×1 that widens after the last depthwise one), ``pw2`` (a 1×1 that does not widen),
+    ``conv`` (any other)."""
     convs = [n for n in graph.nodes if n.op == "conv"]
-    return tuple(_role(graph, n, i) for i, n in enumerate(convs))
+    last_dw = max((i for i, n in enumerate(convs) if n.attrs["groups"] > 1), default=-1)
+    return tuple(_role(graph, n, i, last_dw) for i, n in enumerate(convs))
 
 
 def total_stride(graph: NetworkGraph) -> int:

@@ -290,18 +290,45 @@ def _nodes(
         for extra in out_names[1:]:
             alias[extra] = out_names[0]
         nodes.append(node_obj)
-    return [
-        Node(
-            n.name,
-            n.op,
-            n.source,
-            tuple(alias.get(t, t) for t in n.inputs),
-            n.output,
-            n.attrs,
-            n.params,
-        )
+    renamed = [
+        Node(n.name, n.op, n.source, tuple(alias.get(t, t) for t in n.inputs), n.output,
+             n.attrs, n.params)
         for n in nodes
-    ]
+    ]  # fmt: skip
+    return _merge_means(renamed, path)
+
+
+def _merge_means(nodes: list[Node], path: str) -> list[Node]:
+    """A mean over the width then the height (or the other way round), as ``ofa``'s networks
+    pool, is one global average pool; a mean over one of them alone is refused."""
+    readers: dict[str, list[Node]] = {}
+    for n in nodes:
+        for t in n.inputs:
+            readers.setdefault(t, []).append(n)
+    out: list[Node] = []
+    merged: set[str] = set()
+    for n in nodes:
+        if n.name in merged:
+            continue
+        if n.op == "gap" and "dims" in n.attrs:
+            dim, rank, keep = n.attrs["dims"]
+            nxt = readers.get(n.output, [])
+            # what the reader must average: the other spatial dim, at 2 once the first is gone
+            other = (5 - dim, 4) if keep else (2, 3)
+            if not (
+                rank == 4
+                and len(nxt) == 1
+                and nxt[0].op == "gap"
+                and nxt[0].attrs.get("dims", (0, 0))[:2] == other
+            ):
+                raise ModelError(
+                    f"{path!r}: node {n.name!r} ({n.source}) averages over dim {dim} alone; "
+                    "tinytune reads a mean over height and width (a global average pool)"
+                )
+            merged.add(nxt[0].name)
+            n = Node(n.name, "gap", n.source, n.inputs, nxt[0].output)
+        out.append(n)
+    return out
 
 
 def _tensor(value: Any, params: dict[str, np.ndarray]) -> str | None:
@@ -417,6 +444,8 @@ def _canonical(
         shape = shapes[x]
         if op_name == "mean":
             dims = {d % len(shape) for d in (args.get("dim") or [])}
+            if len(dims) == 1 and dims <= {2, 3} and len(shape) in (3, 4):  # see _merge_means
+                return node((x,), {"dims": (*dims, len(shape), bool(args.get("keepdim")))}, {})
             if dims != {2, 3}:
                 raise ModelError(
                     f"{path!r}: {where} averages over dims {sorted(dims)}; tinytune reads a "

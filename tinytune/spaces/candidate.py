@@ -383,7 +383,7 @@ def conv_kinds(spec: SupernetSpec, subnet: SubnetConfig) -> tuple[str, ...]:
     of the update-scheme convention.
     """
     if spec.imported:
-        return spec.conv_roles
+        return spec.conv_roles[: sum(spec.stage_convs[: len(subnet.stages)])]
     kinds = ["stem", *(["pw1"] if spec.first_block[2] != 1 else []), "dw", "pw2"]
     for stage, se in zip(subnet.stages, spec.has_se[: len(subnet.stages)], strict=True):
         for _ in range(stage.depth):
@@ -408,6 +408,11 @@ class Candidate:
         if spec.name != self.supernet:
             object.__setattr__(self, "supernet", spec.name)
         self.subnet.validate(spec)
+        if spec.imported and self.lite_residual.branches:
+            raise ConfigError(
+                "lite residual branches are not placed on a network read from a file yet; "
+                "its candidates have none"
+            )
         self.lite_residual.validate(self.subnet)
         self.update.validate(self.n_convs)
         self.schedule.validate(self.subnet)

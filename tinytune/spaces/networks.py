@@ -1,10 +1,12 @@
 """A user's own network (a ``torch.export`` archive or an ONNX model) as a search space.
 
 The network is read as an op graph (:func:`tinytune.networks.read_network`) into a fixed
-:class:`~tinytune.spaces.SupernetSpec` of family ``graph``: its one sub-network is the whole
-network, whose convolutions the update schemes index in the graph's own order. The search
-chooses the update scheme and the input resolution: the exported size, and where a global pool
-before the classifier lets the network take smaller images, three quarters and half of it.
+:class:`~tinytune.spaces.SupernetSpec` of family ``graph``, whose stages are those of its
+:func:`~tinytune.networks.plan` (one block each, between single-tensor cut points). The search
+chooses where to cut it (after any stage from the middle on: a global pool and a new classifier
+on that stage's output, as for a cut of EfficientNet-Lite0), the update scheme over the
+convolutions kept (in the graph's own order), and the input resolution: the exported size and,
+since a global pool precedes the classifier, three quarters and half of it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 from typing import Any
 
 from tinytune.errors import ConfigError
-from tinytune.networks import conv_roles, read_network, total_stride
+from tinytune.networks import conv_roles, plan, read_network, total_stride
 
 __all__ = ["network_fields", "network_resolutions"]
 
@@ -55,6 +57,18 @@ def network_fields(path: str) -> dict[str, Any]:
         raise ConfigError(
             f"{path!r} has no convolution; tinytune fine-tunes convolutional networks"
         )
+    layout = plan(graph)
+    blocks, counts = [], []
+    for stage in range(len(layout.stages)):
+        steps = layout.stage_steps(stage)
+        convs = [s.nodes[0] for s in steps if s.op == "conv"]
+        stride = 1
+        for c in convs:
+            stride *= c.attrs["stride"][0]
+        kernel = max(c.attrs["kernel"][0] for c in convs)
+        blocks.append(((kernel, stride, 1, graph.shapes[steps[-1].output][1]),))
+        counts.append(len(convs))
+    n = len(blocks)
     return {
         "name": resolved,
         "family": "graph",
@@ -62,6 +76,13 @@ def network_fields(path: str) -> dict[str, Any]:
         "resolutions": network_resolutions(height, total_stride(graph)),
         "default_resolution": height,
         "network_file": resolved,
+        "blocks": tuple(blocks),
+        "min_stages": (n + 1) // 2,
+        "default_stages": n,
+        "ks_choices": tuple(sorted({b[0][0] for b in blocks})),
+        "expand_choices": (1,),
+        "head_channels": 0,
         "conv_roles": roles,
+        "stage_convs": tuple(counts),
         "input_channels": channels,
     }

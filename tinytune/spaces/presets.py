@@ -126,7 +126,8 @@ def preset_scheme(
         build = _PRESETS[name]
     except KeyError:
         raise ConfigError(f"unknown preset {name!r}; allowed: {', '.join(PRESET_NAMES)}") from None
-    return build(conv_kinds(spec, subnet), subnet.n_blocks)
+    # no lite residual branch on a network read from a file (it has no blocks to place them on)
+    return build(conv_kinds(spec, subnet), 1 if spec.imported else subnet.n_blocks)
 
 
 def make_preset(name: str, spec: SupernetSpec, subnet: SubnetConfig | None = None) -> Candidate:

@@ -129,7 +129,7 @@ def suggest_candidate(
     if preset != JOINT:
         update, lite = preset_scheme(preset, spec, subnet)
     else:
-        lite = _suggest_lite(trial, subnet.n_blocks)
+        lite = LiteResidualConfig() if spec.imported else _suggest_lite(trial, subnet.n_blocks)
         update = _suggest_update(trial, len(conv_kinds(spec, subnet)))
         if patches:
             n = int(trial.suggest_categorical("patches", list(patches)))

@@ -102,7 +102,9 @@ class SupernetSpec:
             archive or an ONNX model, :mod:`tinytune.spaces.networks`), that file; its weights
             are the file's.
         conv_roles: for a user's own network, the kinds of its convolutions in execution
-            order (:func:`tinytune.networks.conv_roles`).
+            order (:func:`tinytune.networks.conv_roles`); ``stage_convs`` how many of them
+            each of its stages holds (its ``blocks`` describe each stage as one block: the
+            largest kernel, the stride, expand ratio 1, the output channels).
         input_channels: the channels of the network's input.
         stage_max_depth: blocks per elastic stage in the largest sub-network.
     """
@@ -127,6 +129,7 @@ class SupernetSpec:
     config_file: str = ""
     network_file: str = ""
     conv_roles: tuple[str, ...] = ()
+    stage_convs: tuple[int, ...] = ()
     input_channels: int = 3
     stage_max_depth: tuple[int, ...] = field(init=False)
 
@@ -137,7 +140,7 @@ class SupernetSpec:
             raise ConfigError(
                 f"supernet width multiplier {self.width_mult} is out of range; allowed: 0.1 to 2.0"
             )
-        if self.blocks or self.family == "graph":
+        if self.blocks:
             stages = tuple(len(stage) for stage in self.blocks)
         else:
             depth = max(self.depth_choices)
@@ -147,7 +150,7 @@ class SupernetSpec:
     @property
     def fixed(self) -> bool:
         """A fixed pretrained network (cut and resolution searched), not a supernet."""
-        return bool(self.blocks) or self.family == "graph"
+        return bool(self.blocks)
 
     @property
     def imported(self) -> bool:

@@ -1,0 +1,147 @@
+"""How a network runs as tinytune trains it: its steps, and the stages they fall into.
+
+:func:`plan` groups a :class:`~tinytune.networks.NetworkGraph`'s nodes into the steps a device
+runs: a convolution with the BatchNorm and the activation after it (each its only reader)
+folded in, a sum, a channel product, a global pool; flatten, dropout and identity are dropped
+(their output is their input); the last linear layer is the classifier, made anew. The steps
+fall into stages cut at the single-tensor cut points (the tensors every path from input to
+output crosses), each holding at least one convolution: where a frozen prefix may end and where
+the network may be cut, a global pool and a new classifier put on the stage's output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tinytune.networks.graph import NetworkGraph, Node
+
+__all__ = ["ACTIVATIONS", "Plan", "Step", "plan"]
+
+ACTIVATIONS = {"relu": "relu", "relu6": "relu6", "hardswish": "hswish", "hardsigmoid": "hsigmoid"}
+"""A graph's activation ops, by the name tinytune's layers give them."""
+_DROPPED = ("flatten", "identity")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step as the device runs it.
+
+    Attributes:
+        op: ``conv``, ``add``, ``mul`` or ``gap``.
+        nodes: the graph's nodes it runs: for a convolution, the convolution, then the
+            BatchNorm and the activation folded into it where there are.
+        inputs: the tensors it reads (a product: the features, then the channel scale).
+        output: the tensor it writes.
+    """
+
+    op: str
+    nodes: tuple[Node, ...]
+    inputs: tuple[str, ...]
+    output: str
+
+    @property
+    def name(self) -> str:
+        return self.nodes[0].name
+
+    @property
+    def act(self) -> str:
+        """The fused activation of a convolution (``none`` without one)."""
+        last = self.nodes[-1]
+        return ACTIVATIONS.get(last.op, "none") if len(self.nodes) > 1 else "none"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The steps of a network, its stages and its classifier.
+
+    Attributes:
+        steps: in execution order.
+        stages: the end (exclusive) of each stage in ``steps``; the last is ``len(steps)``.
+        classifier: the network's last linear layer.
+        features: the tensor the classifier reads (after the dropped ops).
+    """
+
+    steps: tuple[Step, ...]
+    stages: tuple[int, ...]
+    classifier: Node
+    features: str
+
+    def stage_steps(self, stage: int) -> tuple[Step, ...]:
+        start = self.stages[stage - 1] if stage else 0
+        return self.steps[start : self.stages[stage]]
+
+    def convs_in(self, stages: int) -> int:
+        """The convolutions of the first ``stages`` stages."""
+        return sum(s.op == "conv" for s in self.steps[: self.stages[stages - 1]])
+
+
+def _fused(node: Node, consumers: dict[str, list[Node]]) -> tuple[Node, ...]:
+    """A convolution and the BatchNorm and activation after it that fold into it."""
+    chain = [node]
+    nxt = consumers.get(node.output, [])
+    if len(nxt) == 1 and nxt[0].op == "batchnorm":
+        chain.append(nxt[0])
+        nxt = consumers.get(nxt[0].output, [])
+    if len(nxt) == 1 and nxt[0].op in ACTIVATIONS:
+        chain.append(nxt[0])
+    return tuple(chain)
+
+
+def _steps(graph: NetworkGraph, classifier: Node) -> tuple[list[Step], dict[str, str]]:
+    consumers = graph.consumers()
+    alias: dict[str, str] = {}
+    folded: set[str] = set()
+    steps: list[Step] = []
+
+    def real(t: str) -> str:
+        while t in alias:
+            t = alias[t]
+        return t
+
+    for node in graph.nodes:
+        if node.name in folded or node is classifier:
+            continue
+        inputs = tuple(real(t) for t in node.inputs)
+        if node.op in _DROPPED:
+            alias[node.output] = inputs[0]
+            continue
+        nodes: tuple[Node, ...] = (node,)
+        if node.op == "conv":
+            nodes = _fused(node, consumers)
+            folded.update(n.name for n in nodes[1:])
+        elif node.op == "mul" and graph.shapes[inputs[0]][2:] == (1, 1):
+            inputs = inputs[::-1]  # (x, s): the channel scale second
+        steps.append(Step(node.op, nodes, inputs, nodes[-1].output))
+    return steps, alias
+
+
+def _cut_points(steps: list[Step], source: str, sink: str) -> list[int]:
+    """The step counts p after which one tensor alone is alive (read by a later step, or the
+    sink) and the steps so far hold a convolution since the last such point."""
+    last_use: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        for t in step.inputs:
+            last_use[t] = i
+    last_use[sink] = len(steps)
+    cuts, alive, conv = [], {source}, False
+    for i, step in enumerate(steps):
+        alive = {t for t in alive | {step.output} if last_use.get(t, -1) > i}
+        conv = conv or step.op == "conv"
+        if len(alive) == 1 and i + 1 < len(steps) and conv:
+            cuts.append(i + 1)
+            conv = False
+    if cuts and not any(s.op == "conv" for s in steps[cuts[-1] :]):
+        cuts.pop()  # a last stage without a convolution joins the one before it
+    return cuts
+
+
+def plan(graph: NetworkGraph) -> Plan:
+    """The steps and stages of ``graph``, which :func:`~tinytune.networks.check_supported`
+    has passed."""
+    classifier = [n for n in graph.nodes if n.op == "linear"][-1]
+    steps, alias = _steps(graph, classifier)
+    features = classifier.inputs[0]
+    while features in alias:
+        features = alias[features]
+    cuts = _cut_points(steps, graph.input, features)
+    return Plan(tuple(steps), (*cuts, len(steps)), classifier, features)
