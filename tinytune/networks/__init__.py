@@ -14,7 +14,7 @@ from tinytune.networks.graph import (
     conv_roles,
     total_stride,
 )
-from tinytune.networks.plan import Plan, Step, plan
+from tinytune.networks.steps import Plan, Step, plan
 
 __all__ = [
     "ACTIVATION_OPS",
