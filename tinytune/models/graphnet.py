@@ -24,8 +24,8 @@ from torch import Tensor, nn
 
 from tinytune.errors import ModelError
 from tinytune.models.convert import fold_batchnorm
-from tinytune.models.layers import Add, Classifier, ConvUnit, GlobalAvgPool, Mul
-from tinytune.networks import NetworkGraph, Step, conv_roles, plan, read_network
+from tinytune.models.layers import SAME, Add, Classifier, ConvUnit, GlobalAvgPool, Mul
+from tinytune.networks import NetworkGraph, Step, conv_roles, plan, read_network, same_padded
 
 __all__ = ["GraphNet", "GraphStage", "ImportedNetwork", "save_module"]
 
@@ -69,7 +69,7 @@ def _module_name(name: str, taken: set[str]) -> str:
     return out
 
 
-def _module(step: Step, index: int, role: str) -> nn.Module:
+def _module(graph: NetworkGraph, step: Step, index: int, role: str) -> nn.Module:
     if step.op == "add":
         return Add()
     if step.op == "mul":
@@ -90,7 +90,9 @@ def _module(step: Step, index: int, role: str) -> nn.Module:
         w,
         b,
         stride=conv.attrs["stride"][0],
-        padding=conv.attrs["padding"][0],
+        # TensorFlow's "SAME" where the file pads so (recomputed at every input size, as the
+        # built-in EfficientNet-Lite0 pads), else the symmetric padding it has
+        padding=SAME if same_padded(graph, conv) else conv.attrs["padding"][0],
         groups=conv.attrs["groups"],
         act=step.act,
         kind=role,
@@ -132,10 +134,8 @@ class GraphNet(nn.Module):
             steps = []
             for step in layout.stage_steps(stage):
                 role = roles[index] if step.op == "conv" else ""
-                steps.append(
-                    (_module_name(step.name, taken), _module(step, index, role), step.inputs,
-                     step.output)
-                )  # fmt: skip
+                module = _module(graph, step, index, role)
+                steps.append((_module_name(step.name, taken), module, step.inputs, step.output))
                 index += step.op == "conv"
             sink = steps[-1][3]
             if stage == n - 1 and n < len(layout.stages):  # cut: pool what the stage hands on

@@ -12,6 +12,8 @@ from tinytune.networks.graph import (
     Node,
     check_supported,
     conv_roles,
+    fold_pads,
+    same_padded,
     total_stride,
 )
 from tinytune.networks.steps import Plan, Step, plan
@@ -27,8 +29,10 @@ __all__ = [
     "Step",
     "check_supported",
     "conv_roles",
+    "fold_pads",
     "is_network_file",
     "plan",
     "read_network",
+    "same_padded",
     "total_stride",
 ]

@@ -30,6 +30,8 @@ __all__ = [
     "Node",
     "check_supported",
     "conv_roles",
+    "fold_pads",
+    "same_padded",
     "total_stride",
 ]
 
@@ -47,11 +49,13 @@ OPS = (
     "flatten",
     "linear",
     "identity",
+    "pad",
 )
 """The canonical ops a reader maps a file's operators to."""
 
 SUPPORTED = (
-    "2-D convolution (square kernel, symmetric padding, groups 1 or depthwise, no dilation)",
+    "2-D convolution (square kernel, symmetric or TensorFlow 'SAME' padding, groups 1 or "
+    "depthwise, no dilation), zero padding before one",
     "BatchNorm after a convolution",
     "ReLU, ReLU6, hard-swish or hard-sigmoid after a convolution",
     "add",
@@ -138,6 +142,55 @@ class NetworkGraph:
         return sum(int(math.prod(p.shape)) for n in self.nodes for p in n.params.values())
 
 
+def fold_pads(nodes: list[Node]) -> list[Node]:
+    """Zero padding whose one reader is a convolution, folded into the convolution's padding
+    (TensorFlow-trained networks pad before a strided convolution, one more after than
+    before); a padding that feeds anything else is left, for :func:`check_supported` to refuse
+    by name."""
+    readers: dict[str, list[Node]] = {}
+    for n in nodes:
+        for t in n.inputs:
+            readers.setdefault(t, []).append(n)
+    folded: dict[str, Node] = {}  # the convolution's name -> the padding before it
+    for n in nodes:
+        nxt = readers.get(n.output, [])
+        if (
+            n.op == "pad"
+            and len(nxt) == 1
+            and nxt[0].op == "conv"
+            and nxt[0].inputs[0] == n.output
+        ):
+            folded[nxt[0].name] = n
+    out = []
+    for n in nodes:
+        if n.op == "pad" and any(p is n for p in folded.values()):
+            continue
+        pad = folded.get(n.name)
+        if pad is not None:
+            total = tuple(
+                a + b for a, b in zip(n.attrs["padding"], pad.attrs["padding"], strict=True)
+            )
+            n = Node(n.name, n.op, n.source, pad.inputs, n.output, n.attrs | {"padding": total},
+                     n.params)  # fmt: skip
+        out.append(n)
+    return out
+
+
+def same_padded(graph: NetworkGraph, node: Node) -> bool:
+    """Whether convolution ``node`` pads its input as TensorFlow's "SAME" does at the exported
+    size, and not symmetrically: one more after than before (a strided convolution on an even
+    size), which it then does at any size."""
+    top, bottom, left, right = node.attrs["padding"]
+    if top == bottom and left == right:
+        return False
+    kernel, stride = node.attrs["kernel"][0], node.attrs["stride"][0]
+    want = []
+    for size in graph.shapes[node.inputs[0]][2:]:
+        total = max((-(-size // stride) - 1) * stride + kernel - size, 0)
+        want += [total // 2, total - total // 2]
+    return [top, bottom, left, right] == want
+
+
 def _refuse(graph: NetworkGraph, node: Node, what: str) -> ModelError:
     return ModelError(
         f"{graph.source!r}: node {node.name!r} ({node.source}) is {what}, which tinytune does "
@@ -150,8 +203,10 @@ def _check_conv(graph: NetworkGraph, node: Node) -> None:
     kh, kw = a["kernel"]
     if kh != kw:
         raise _refuse(graph, node, f"a {kh}x{kw} convolution (a rectangular kernel)")
-    if len(set(a["padding"])) != 1:
-        raise _refuse(graph, node, f"a convolution padded {list(a['padding'])} (asymmetric)")
+    if len(set(a["padding"])) != 1 and not same_padded(graph, node):
+        raise _refuse(
+            graph, node, f"a convolution padded {list(a['padding'])} (asymmetric, not 'SAME')"
+        )
     if a["stride"][0] != a["stride"][1]:
         raise _refuse(graph, node, f"a convolution of stride {list(a['stride'])}")
     if tuple(a["dilation"]) != (1, 1):
@@ -197,8 +252,9 @@ def check_supported(graph: NetworkGraph) -> None:
             x, s = sorted((graph.shapes[t] for t in node.inputs), key=lambda t: t[2:] == (1, 1))
             if len(s) != 4 or s[2:] != (1, 1) or s[:2] != x[:2]:
                 raise _refuse(graph, node, f"a product of {list(x)} and {list(s)}")
-        elif node.op in ("cat", "maxpool", "avgpool"):
-            raise _refuse(graph, node, {"cat": "a concatenation"}.get(node.op, f"a {node.op}"))
+        elif node.op in ("cat", "maxpool", "avgpool", "pad"):
+            what = {"cat": "a concatenation", "pad": "a padding before no convolution"}
+            raise _refuse(graph, node, what.get(node.op, f"a {node.op}"))
         elif node.op == "linear" and node is not linears[-1]:
             raise _refuse(graph, node, "a linear layer before the classifier")
         elif node.op == "flatten" and len(graph.shapes[node.inputs[0]]) == 4:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tinytune.errors import ModelError
-from tinytune.networks.graph import NetworkGraph, Node
+from tinytune.networks.graph import NetworkGraph, Node, fold_pads
 
 __all__ = ["read_pt2"]
 
@@ -71,6 +71,8 @@ _OPS = {
     "_unsafe_view": "flatten",
     "linear": "linear",
     "addmm": "linear",
+    "pad": "pad",
+    "constant_pad_nd": "pad",
     "dropout": "identity",
     "feature_dropout": "identity",
     "clone": "identity",
@@ -282,7 +284,7 @@ def _nodes(
                 f"{path!r}: node {name!r} is {target.removeprefix('torch.ops.')}, which "
                 "tinytune cannot read; it reads convolutions, BatchNorm, ReLU, ReLU6, "
                 "hard-swish, hard-sigmoid, sigmoid, add, mul, cat, max and average pooling, "
-                "mean, flatten/view, linear, dropout and identity"
+                "mean, zero padding, flatten/view, linear, dropout and identity"
             )
         if not out_names:
             raise _fail(path, f"has a node {name!r} without an output")
@@ -295,7 +297,7 @@ def _nodes(
              n.attrs, n.params)
         for n in nodes
     ]  # fmt: skip
-    return _merge_means(renamed, path)
+    return fold_pads(_merge_means(renamed, path))
 
 
 def _merge_means(nodes: list[Node], path: str) -> list[Node]:
@@ -457,6 +459,17 @@ def _canonical(
                 "adaptive pool to 1x1 (a global average pool)"
             )
         return node((x,), {}, {})
+    if op == "pad":
+        x = _activation(first, params, where, path)
+        amounts = [int(v) for v in (args.get("pad") or [])]
+        mode = args.get("mode", "constant")
+        if len(amounts) != 4 or mode != "constant" or float(args.get("value") or 0.0) != 0.0:
+            raise ModelError(
+                f"{path!r}: {where} pads {amounts} ({mode}, value {args.get('value')}); tinytune "
+                "reads zero padding of height and width before a convolution"
+            )
+        left, right, top, bottom = amounts
+        return node((x,), {"padding": (top, bottom, left, right)}, {})
     if op == "linear":
         if op_name == "addmm":
             bias, x, weight = args.get("self"), args.get("mat1"), args.get("mat2")
