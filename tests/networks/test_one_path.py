@@ -144,3 +144,28 @@ def test_lite0_from_a_file_is_the_built_in_lite0_candidate_for_candidate(
     x, y = (finetune(net, splits, config) for net in nets)
     assert (x.val_accuracy, x.accuracy) == (y.val_accuracy, y.accuracy)
     assert x.train_loss == pytest.approx(y.train_loss, abs=1e-6)
+
+
+def test_lite0_through_onnx_is_lite0_through_torch_export(lite0_file: Path) -> None:
+    """The reference Lite0's zero padding, written as ONNX ``Pad`` nodes, folds as it does
+    from a torch.export archive: one network, the same outputs."""
+    from efficientnet_lite_pytorch import EfficientNet
+
+    from tinytune.models import GraphNet
+    from tinytune.models.pretrained import pretrained_weights
+
+    net = EfficientNet.from_name("efficientnet-lite0", image_size=64)
+    lite0 = get_supernet("efficientnet-lite0")
+    net.load_state_dict(torch.load(pretrained_weights(lite0), weights_only=True))
+    path = lite0_file.with_suffix(".onnx")
+    torch.onnx.export(net.eval(), (torch.zeros(1, 3, 64, 64),), str(path), dynamo=False)
+    a, b = (
+        GraphNet(read_network(str(p)), 10, 64, torch.Generator().manual_seed(0)).eval()
+        for p in (lite0_file, path)
+    )
+    assert [c.padding for c in a.convs()] == [c.padding for c in b.convs()]
+    assert "same" in [c.padding for c in a.convs()]
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(8))
+    with torch.no_grad():
+        assert torch.allclose(a(x), b(x), atol=1e-4)
+    assert get_supernet(str(path)).stage_convs == get_supernet(str(lite0_file)).stage_convs

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tinytune.errors import ModelError
-from tinytune.networks.graph import NetworkGraph, Node
+from tinytune.networks.graph import NetworkGraph, Node, fold_pads
 
 __all__ = ["read_onnx"]
 
@@ -37,6 +37,7 @@ _OPS = {
     "Squeeze": "flatten",
     "Gemm": "linear",
     "MatMul": "linear",
+    "Pad": "pad",
     "Dropout": "identity",
     "Identity": "identity",
 }
@@ -57,8 +58,7 @@ def read_onnx(path: str) -> NetworkGraph:
     from onnx import numpy_helper, shape_inference
 
     try:
-        model = onnx.load(path)
-        model = shape_inference.infer_shapes(model, strict_mode=False)
+        model = shape_inference.infer_shapes(_folded(onnx.load(path)), strict_mode=False)
     except Exception as e:  # protobuf's DecodeError and onnx's own errors
         raise _fail(path, f"is not a readable ONNX model ({type(e).__name__}: {e})") from e
     g = model.graph
@@ -90,9 +90,6 @@ def read_onnx(path: str) -> NetworkGraph:
     for i, node in enumerate(g.node):
         name = node.name or node.output[0] or f"node{i}"
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        if node.op_type == "Constant":
-            params[node.output[0]] = numpy_helper.to_array(attrs["value"])
-            continue
         op = _OPS.get(node.op_type)
         if op is None:
             raise ModelError(
@@ -104,8 +101,47 @@ def read_onnx(path: str) -> NetworkGraph:
         )
         if made is not None:
             nodes.append(made)
-    nodes = _merge_dense_bias(nodes, params)
+    nodes = fold_pads(_merge_dense_bias(nodes, params))
     return NetworkGraph(tuple(nodes), shapes, inputs[0], g.output[0].name, path)
+
+
+def _folded(model: Any) -> Any:
+    """``model`` with every node whose inputs are all constants computed once into an
+    initializer (the padding amounts that exporters build from ``Constant``,
+    ``ConstantOfShape``, ``Concat``, ``Reshape``, ``Slice``, ``Transpose``, ``Cast``), by
+    ``onnx``'s own reference implementation of those operators (numpy; nothing of the file
+    runs), so that shape inference sees them."""
+    import onnx
+    from onnx import helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    g = model.graph
+    constants = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    kept = []
+    for node in g.node:
+        inputs = [t for t in node.input if t]
+        if not all(t in constants for t in inputs):  # it reads an activation
+            kept.append(node)
+            continue
+        outputs = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None)
+                   for o in node.output]  # fmt: skip
+        single = helper.make_model(
+            helper.make_graph(
+                [node],
+                "constant",
+                [],
+                outputs,
+                [numpy_helper.from_array(np.asarray(constants[t]), t) for t in set(inputs)],
+            ),
+            opset_imports=model.opset_import,
+        )
+        for name, value in zip(node.output, ReferenceEvaluator(single).run(None, {}), strict=True):
+            constants[name] = np.asarray(value)
+    del g.node[:]
+    g.node.extend(kept)
+    del g.initializer[:]
+    g.initializer.extend(numpy_helper.from_array(np.asarray(v), k) for k, v in constants.items())
+    return model
 
 
 def _merge_dense_bias(nodes: list[Node], params: dict[str, np.ndarray]) -> list[Node]:
@@ -235,6 +271,26 @@ def _node(
         return node(acts, {}, {})
     if op == "cat":
         return node(acts, {"dim": int(attrs.get("axis", 1))}, {})
+    if op == "pad":
+        pads = attrs.get("pads")
+        if pads is None and len(inputs) > 1 and inputs[1] in params:
+            pads = params[inputs[1]].tolist()
+        mode = attrs.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        value = params.get(inputs[2]) if len(inputs) > 2 and inputs[2] else None
+        zero = value is None or float(np.asarray(value).reshape(-1)[0]) == 0.0
+        if (
+            pads is None
+            or len(pads) != 8
+            or any(pads[i] for i in (0, 1, 4, 5))
+            or mode != "constant"
+            or not zero
+        ):
+            raise ModelError(
+                f"{path!r}: {where} pads {pads} ({mode}); tinytune reads zero padding of height "
+                "and width before a convolution"
+            )
+        return node([inputs[0]], {"padding": (pads[2], pads[6], pads[3], pads[7])}, {})
     if op in ("maxpool", "avgpool"):
         kernel = _ints(attrs.get("kernel_shape"), 2, 1)
         pads = _ints(attrs.get("pads"), 4, 0)
