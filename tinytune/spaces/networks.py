@@ -84,5 +84,4 @@ def network_fields(path: str) -> dict[str, Any]:
         "head_channels": 0,
         "conv_roles": roles,
         "stage_convs": tuple(counts),
-        "input_channels": channels,
     }

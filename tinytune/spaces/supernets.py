@@ -105,7 +105,6 @@ class SupernetSpec:
             order (:func:`tinytune.networks.conv_roles`); ``stage_convs`` how many of them
             each of its stages holds (its ``blocks`` describe each stage as one block: the
             largest kernel, the stride, expand ratio 1, the output channels).
-        input_channels: the channels of the network's input.
         stage_max_depth: blocks per elastic stage in the largest sub-network.
     """
 
@@ -130,7 +129,6 @@ class SupernetSpec:
     network_file: str = ""
     conv_roles: tuple[str, ...] = ()
     stage_convs: tuple[int, ...] = ()
-    input_channels: int = 3
     stage_max_depth: tuple[int, ...] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -263,8 +263,6 @@ def mutate_structure(
         lite = candidate.lite_residual
         m = len(lite.branches)
         near = [c for c in (m - 1, m + 1) if 0 <= c < subnet.n_blocks]
-        if not near:  # a network of one block: no branch to add
-            return None
         count = rng.choice(near)
         shape = (
             lite.branches[0][1]
