@@ -8,6 +8,8 @@ canonical op of :data:`tinytune.networks.graph.OPS`; a ``MatMul`` by a constant 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -96,11 +98,9 @@ def read_onnx(path: str) -> NetworkGraph:
                 f"{path!r}: node {name!r} is the ONNX operator {node.op_type}, which tinytune "
                 f"cannot read; it reads {', '.join(sorted(_OPS))}"
             )
-        made = _node(
-            op, node.op_type, name, list(node.input), node.output[0], attrs, params, shapes, path
-        )
-        if made is not None:
-            nodes.append(made)
+        call = _Call(op, node.op_type, name, list(node.input), node.output[0], attrs, params,
+                     shapes, path)  # fmt: skip
+        nodes.append(_READERS[op](call))
     nodes = fold_pads(_merge_dense_bias(nodes, params))
     return NetworkGraph(tuple(nodes), shapes, inputs[0], g.output[0].name, path)
 
@@ -177,151 +177,196 @@ def _ints(value: Any, n: int, default: int) -> tuple[int, ...]:
     return tuple(int(v) for v in value) if value is not None else (default,) * n
 
 
-def _node(
-    op: str,
-    op_type: str,
-    name: str,
-    inputs: list[str],
-    output: str,
-    attrs: dict[str, Any],
-    params: dict[str, np.ndarray],
-    shapes: dict[str, tuple[int, ...]],
-    path: str,
-) -> Node | None:
-    where = f"node {name!r} ({op_type})"
-    acts = [t for t in inputs if t and t not in params]
+@dataclass(frozen=True)
+class _Call:
+    """One ONNX node, as the op readers below take it."""
 
-    def node(ins: list[str], a: dict[str, Any], p: dict[str, np.ndarray]) -> Node:
-        return Node(name, op, op_type, tuple(ins), output, a, p)
+    op: str
+    op_type: str
+    name: str
+    inputs: list[str]
+    output: str
+    attrs: dict[str, Any]
+    params: dict[str, np.ndarray]
+    shapes: dict[str, tuple[int, ...]]
+    path: str
 
-    if op == "conv":
-        w = params.get(inputs[1])
-        if w is None:
-            raise _fail(path, f"has {where} whose weight is not a constant")
-        if w.ndim != 4:
-            raise ModelError(
-                f"{path!r}: {where} is a {w.ndim - 2}-D convolution; tinytune trains 2-D ones"
-            )
-        kh, kw = w.shape[2:]
-        stride = _ints(attrs.get("strides"), 2, 1)
-        dilation = _ints(attrs.get("dilations"), 2, 1)
-        pads = _ints(attrs.get("pads"), 4, 0)
-        auto = attrs.get("auto_pad", b"NOTSET")
-        auto = auto.decode() if isinstance(auto, bytes) else auto
-        h, wd = shapes[inputs[0]][2:]
-        if auto in ("SAME_UPPER", "SAME_LOWER"):
-            padding = []
-            for size, k, s, d in (
-                (h, kh, stride[0], dilation[0]),
-                (wd, kw, stride[1], dilation[1]),
-            ):
-                total = max((-(-size // s) - 1) * s + d * (k - 1) + 1 - size, 0)
-                small, big = total // 2, total - total // 2
-                padding += [big, small] if auto == "SAME_LOWER" else [small, big]
-            top, bottom, left, right = padding
-        elif auto == "VALID":
-            top = bottom = left = right = 0
-        else:
-            top, left, bottom, right = pads
-        prm = {"weight": w} | (
-            {"bias": params[inputs[2]]} if len(inputs) > 2 and inputs[2] else {}
+    def node(
+        self,
+        inputs: list[str],
+        attrs: dict[str, Any] | None = None,
+        params: dict[str, np.ndarray] | None = None,
+    ) -> Node:
+        return Node(
+            self.name, self.op, self.op_type, tuple(inputs), self.output, attrs or {}, params or {}
         )
-        attrs_out = {
-            "kernel": (kh, kw),
-            "stride": stride,
-            "padding": (top, bottom, left, right),
-            "dilation": dilation,
-            "groups": int(attrs.get("group", 1)),
-        }
-        return node([inputs[0]], attrs_out, prm)
-    if op == "batchnorm":
-        scale, bias, mean, var = (params.get(t) for t in inputs[1:5])
-        if mean is None or var is None or scale is None or bias is None:
-            raise _fail(path, f"has {where} whose statistics are not constants")
-        prm = {"weight": scale, "bias": bias, "mean": mean, "var": var}
-        return node([inputs[0]], {"eps": float(attrs.get("epsilon", 1e-5))}, prm)
-    if op == "relu6":
-        lo = params[inputs[1]] if len(inputs) > 1 and inputs[1] else attrs.get("min")
-        hi = params[inputs[2]] if len(inputs) > 2 and inputs[2] else attrs.get("max")
-        if lo is None or hi is None or (float(lo), float(hi)) != (0.0, 6.0):
-            raise ModelError(
-                f"{path!r}: {where} clamps to [{lo}, {hi}]; tinytune reads a clip to [0, 6] "
-                "(ReLU6)"
-            )
-        return node([inputs[0]], {}, {})
-    if op == "hardsigmoid":
-        alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
-        if abs(alpha - 1 / 6) > 1e-6 or abs(beta - 0.5) > 1e-6:
-            raise ModelError(
-                f"{path!r}: {where} is max(0, min(1, {alpha:g}x + {beta:g})); tinytune reads "
-                "PyTorch's hard-sigmoid, x/6 + 1/2"
-            )
-        return node([inputs[0]], {}, {})
-    if op in ("relu", "hardswish", "sigmoid", "identity", "flatten"):
-        return node([inputs[0]], {}, {})
-    if op in ("add", "mul"):
-        if len(acts) == 1 and op == "add":
-            constant = next(params[t] for t in inputs if t in params)
-            return Node(name, op, op_type, tuple(acts), output, {}, {"constant": constant})
-        if len(acts) != 2:
-            raise ModelError(
-                f"{path!r}: {where} combines a tensor with a constant; tinytune reads sums and "
-                "products of two activations"
-            )
-        return node(acts, {}, {})
-    if op == "cat":
-        return node(acts, {"dim": int(attrs.get("axis", 1))}, {})
-    if op == "pad":
-        pads = attrs.get("pads")
-        if pads is None and len(inputs) > 1 and inputs[1] in params:
-            pads = params[inputs[1]].tolist()
-        mode = attrs.get("mode", b"constant")
-        mode = mode.decode() if isinstance(mode, bytes) else mode
-        value = params.get(inputs[2]) if len(inputs) > 2 and inputs[2] else None
-        zero = value is None or float(np.asarray(value).reshape(-1)[0]) == 0.0
-        if (
-            pads is None
-            or len(pads) != 8
-            or any(pads[i] for i in (0, 1, 4, 5))
-            or mode != "constant"
-            or not zero
-        ):
-            raise ModelError(
-                f"{path!r}: {where} pads {pads} ({mode}); tinytune reads zero padding of height "
-                "and width before a convolution"
-            )
-        return node([inputs[0]], {"padding": (pads[2], pads[6], pads[3], pads[7])}, {})
-    if op in ("maxpool", "avgpool"):
-        kernel = _ints(attrs.get("kernel_shape"), 2, 1)
-        pads = _ints(attrs.get("pads"), 4, 0)
-        stride = _ints(attrs.get("strides"), 2, 1)
-        padding = (pads[0], pads[2], pads[1], pads[3])
-        return node([inputs[0]], {"kernel": kernel, "stride": stride, "padding": padding}, {})
-    if op == "gap":
-        if op_type == "ReduceMean":
-            axes = attrs.get("axes")
-            if axes is None and len(inputs) > 1 and inputs[1] in params:
-                axes = params[inputs[1]].tolist()
-            rank = len(shapes[inputs[0]])
-            if axes is None or {int(a) % rank for a in axes} != {2, 3}:
-                raise ModelError(
-                    f"{path!r}: {where} averages over axes {axes}; tinytune reads a mean over "
-                    "height and width (a global average pool)"
-                )
-        return node([inputs[0]], {}, {})
-    # linear: Gemm (y = αA·op(B) + βC) or MatMul by a constant
-    w = params.get(inputs[1])
+
+    def constant(self, i: int) -> np.ndarray | None:
+        """Input ``i`` where it is a constant, else None."""
+        t = self.inputs[i] if len(self.inputs) > i else ""
+        return self.params.get(t) if t else None
+
+    @property
+    def activations(self) -> list[str]:
+        return [t for t in self.inputs if t and t not in self.params]
+
+    def text(self, key: str, default: str) -> str:
+        value = self.attrs.get(key, default)
+        return value.decode() if isinstance(value, bytes) else value
+
+    def refuse(self, what: str) -> ModelError:
+        return ModelError(f"{self.path!r}: node {self.name!r} ({self.op_type}) {what}")
+
+
+def _conv_padding(c: _Call, kernel: tuple[int, int], stride: tuple[int, ...]) -> tuple[int, ...]:
+    """(top, bottom, left, right) of a ``Conv``: its ``pads``, or what ``auto_pad`` makes."""
+    auto = c.text("auto_pad", "NOTSET")
+    if auto == "VALID":
+        return (0, 0, 0, 0)
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        top, left, bottom, right = _ints(c.attrs.get("pads"), 4, 0)
+        return (top, bottom, left, right)
+    dilation = _ints(c.attrs.get("dilations"), 2, 1)
+    padding: list[int] = []
+    for size, k, s, d in zip(c.shapes[c.inputs[0]][2:], kernel, stride, dilation, strict=True):
+        total = max((-(-size // s) - 1) * s + d * (k - 1) + 1 - size, 0)
+        small, big = total // 2, total - total // 2
+        padding += [big, small] if auto == "SAME_LOWER" else [small, big]
+    return tuple(padding)
+
+
+def _conv(c: _Call) -> Node:
+    w = c.constant(1)
     if w is None:
-        raise _fail(path, f"has {where} whose weight is not a constant")
-    if op_type == "Gemm":
-        if attrs.get("transA", 0) or float(attrs.get("alpha", 1.0)) != 1.0:
-            raise _fail(path, f"has {where} with transA or alpha, not a linear layer")
-        if float(attrs.get("beta", 1.0)) != 1.0:
-            raise _fail(path, f"has {where} with beta, not a linear layer")
-        weight = w if attrs.get("transB", 0) else w.T.copy()
-    else:
-        weight = w.T.copy()
+        raise c.refuse("has a weight that is not a constant")
+    if w.ndim != 4:
+        raise c.refuse(f"is a {w.ndim - 2}-D convolution; tinytune trains 2-D ones")
+    kernel = (int(w.shape[2]), int(w.shape[3]))
+    stride = _ints(c.attrs.get("strides"), 2, 1)
+    bias = c.constant(2)
+    attrs = {
+        "kernel": kernel,
+        "stride": stride,
+        "padding": _conv_padding(c, kernel, stride),
+        "dilation": _ints(c.attrs.get("dilations"), 2, 1),
+        "groups": int(c.attrs.get("group", 1)),
+    }
+    return c.node(
+        [c.inputs[0]], attrs, {"weight": w} | ({"bias": bias} if bias is not None else {})
+    )
+
+
+def _batchnorm(c: _Call) -> Node:
+    scale, bias, mean, var = (c.constant(i) for i in range(1, 5))
+    if mean is None or var is None or scale is None or bias is None:
+        raise c.refuse("has statistics that are not constants")
+    prm = {"weight": scale, "bias": bias, "mean": mean, "var": var}
+    return c.node([c.inputs[0]], {"eps": float(c.attrs.get("epsilon", 1e-5))}, prm)
+
+
+def _unary(c: _Call) -> Node:
+    if c.op == "relu6":
+        lo = c.constant(1) if c.constant(1) is not None else c.attrs.get("min")
+        hi = c.constant(2) if c.constant(2) is not None else c.attrs.get("max")
+        if lo is None or hi is None or (float(lo), float(hi)) != (0.0, 6.0):
+            raise c.refuse(f"clamps to [{lo}, {hi}]; tinytune reads a clip to [0, 6] (ReLU6)")
+    if c.op == "hardsigmoid":
+        alpha, beta = float(c.attrs.get("alpha", 0.2)), float(c.attrs.get("beta", 0.5))
+        if abs(alpha - 1 / 6) > 1e-6 or abs(beta - 0.5) > 1e-6:
+            raise c.refuse(
+                f"is max(0, min(1, {alpha:g}x + {beta:g})); tinytune reads PyTorch's "
+                "hard-sigmoid, x/6 + 1/2"
+            )
+    return c.node([c.inputs[0]])
+
+
+def _binary(c: _Call) -> Node:
+    acts = c.activations
+    if len(acts) == 1 and c.op == "add":  # a Dense's bias: see _merge_dense_bias
+        constant = next(c.params[t] for t in c.inputs if t in c.params)
+        return c.node(acts, {}, {"constant": constant})
+    if len(acts) != 2:
+        raise c.refuse(
+            "combines a tensor with a constant; tinytune reads sums and products of two "
+            "activations"
+        )
+    return c.node(acts)
+
+
+def _cat(c: _Call) -> Node:
+    return c.node(c.activations, {"dim": int(c.attrs.get("axis", 1))})
+
+
+def _pad(c: _Call) -> Node:
+    pads = c.attrs.get("pads")
+    if pads is None and c.constant(1) is not None:
+        pads = c.constant(1).tolist()  # type: ignore[union-attr]
+    mode, value = c.text("mode", "constant"), c.constant(2)
+    zero = value is None or float(np.asarray(value).reshape(-1)[0]) == 0.0
+    if pads is None or len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)):
+        zero = False
+    if mode != "constant" or not zero:
+        raise c.refuse(
+            f"pads {pads} ({mode}); tinytune reads zero padding of height and width before a "
+            "convolution"
+        )
+    return c.node([c.inputs[0]], {"padding": (pads[2], pads[6], pads[3], pads[7])})
+
+
+def _pool(c: _Call) -> Node:
+    pads = _ints(c.attrs.get("pads"), 4, 0)
+    attrs = {
+        "kernel": _ints(c.attrs.get("kernel_shape"), 2, 1),
+        "stride": _ints(c.attrs.get("strides"), 2, 1),
+        "padding": (pads[0], pads[2], pads[1], pads[3]),
+    }
+    return c.node([c.inputs[0]], attrs)
+
+
+def _gap(c: _Call) -> Node:
+    if c.op_type == "ReduceMean":
+        axes = c.attrs.get("axes")
+        if axes is None and c.constant(1) is not None:
+            axes = c.constant(1).tolist()  # type: ignore[union-attr]
+        rank = len(c.shapes[c.inputs[0]])
+        if axes is None or {int(a) % rank for a in axes} != {2, 3}:
+            raise c.refuse(
+                f"averages over axes {axes}; tinytune reads a mean over height and width (a "
+                "global average pool)"
+            )
+    return c.node([c.inputs[0]])
+
+
+def _linear(c: _Call) -> Node:
+    """A ``Gemm`` (y = αA·op(B) + βC) or a ``MatMul`` by a constant."""
+    w = c.constant(1)
+    if w is None:
+        raise c.refuse("has a weight that is not a constant")
+    if c.op_type == "Gemm":
+        if c.attrs.get("transA", 0) or float(c.attrs.get("alpha", 1.0)) != 1.0:
+            raise c.refuse("has transA or alpha, not a linear layer")
+        if float(c.attrs.get("beta", 1.0)) != 1.0:
+            raise c.refuse("has beta, not a linear layer")
+    weight = w if c.op_type == "Gemm" and c.attrs.get("transB", 0) else w.T.copy()
     prm = {"weight": weight}
-    if op_type == "Gemm" and len(inputs) > 2 and inputs[2]:
-        prm["bias"] = params[inputs[2]].reshape(-1)
-    return node([inputs[0]], {}, prm)
+    bias = c.constant(2) if c.op_type == "Gemm" else None
+    if bias is not None:
+        prm["bias"] = bias.reshape(-1)
+    return c.node([c.inputs[0]], {}, prm)
+
+
+_READERS: dict[str, Callable[[_Call], Node]] = {
+    "conv": _conv,
+    "batchnorm": _batchnorm,
+    **dict.fromkeys(
+        ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "identity", "flatten"), _unary
+    ),
+    "add": _binary,
+    "mul": _binary,
+    "cat": _cat,
+    "pad": _pad,
+    "maxpool": _pool,
+    "avgpool": _pool,
+    "gap": _gap,
+    "linear": _linear,
+}

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import math
 import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -288,7 +290,9 @@ def _nodes(
             )
         if not out_names:
             raise _fail(path, f"has a node {name!r} without an output")
-        node_obj = _canonical(op, op_name, name, target, args, out_names[0], params, shapes, path)
+        source = target.removeprefix("torch.ops.")
+        call = _Call(op, op_name, name, source, args, out_names[0], params, shapes, path)
+        node_obj = _READERS[op](call)
         for extra in out_names[1:]:
             alias[extra] = out_names[0]
         nodes.append(node_obj)
@@ -346,142 +350,185 @@ def _activation(value: Any, params: dict[str, np.ndarray], what: str, path: str)
     return value[1]
 
 
-def _canonical(
-    op: str,
-    op_name: str,
-    name: str,
-    target: str,
-    args: dict[str, Any],
-    output: str,
-    params: dict[str, np.ndarray],
-    shapes: dict[str, tuple[int, ...]],
-    path: str,
-) -> Node:
-    source = target.removeprefix("torch.ops.")
-    where = f"node {name!r} ({source})"
+@dataclass(frozen=True)
+class _Call:
+    """One operator call of the program, as the op readers below take it."""
 
-    def node(inputs: tuple[str, ...], attrs: dict[str, Any], prm: dict[str, np.ndarray]) -> Node:
-        return Node(name, op, source, inputs, output, attrs, prm)
+    op: str
+    op_name: str
+    name: str
+    source: str
+    args: dict[str, Any]
+    output: str
+    params: dict[str, np.ndarray]
+    shapes: dict[str, tuple[int, ...]]
+    path: str
 
-    first = next(iter(args.values()), None)
-    if op == "conv":
-        x = _activation(args.get("input"), params, where, path)
-        weight = _tensor(args.get("weight"), params)
-        if weight is None:
-            raise _fail(path, f"has {where} whose weight is not a parameter")
-        w = params[weight]
-        if w.ndim != 4:
-            raise ModelError(
-                f"{path!r}: {where} is a {w.ndim - 2}-D convolution; tinytune trains 2-D ones"
-            )
-        if args.get("transposed"):
-            raise ModelError(f"{path!r}: {where} is a transposed convolution, not supported")
-        pad = args.get("padding", 0)
-        kh, kw = w.shape[2:]
-        stride = _pair(args.get("stride"), 1)
-        dilation = _pair(args.get("dilation"), 1)
-        if isinstance(pad, str):  # conv2d.padding: "same" (stride 1) or "valid"
-            if pad == "valid":
-                padding = (0, 0, 0, 0)
-            else:
-                th, tw = dilation[0] * (kh - 1), dilation[1] * (kw - 1)
-                padding = (th // 2, th - th // 2, tw // 2, tw - tw // 2)
-        else:
-            ph, pw = _pair(pad, 0)
-            padding = (ph, ph, pw, pw)
-        bias = _tensor(args.get("bias"), params)
-        prm = {"weight": w} | ({"bias": params[bias]} if bias else {})
-        attrs = {
-            "kernel": (kh, kw),
-            "stride": stride,
-            "padding": padding,
-            "dilation": dilation,
-            "groups": int(args.get("groups", 1) or 1),
-        }
-        return node((x,), attrs, prm)
-    if op == "batchnorm":
-        x = _activation(args.get("input"), params, where, path)
-        roles = {"weight": "weight", "bias": "bias", "running_mean": "mean", "running_var": "var"}
-        prm = {}
-        for arg, role in roles.items():
-            p = _tensor(args.get(arg), params)
-            if p is None and role in ("mean", "var"):
-                raise _fail(path, f"has {where} without running statistics")
-            if p is not None:
-                prm[role] = params[p]
-        if args.get("training"):
-            raise _fail(path, f"was exported in training mode ({where}); export model.eval()")
-        return node((x,), {"eps": float(args.get("eps", 1e-5))}, prm)
-    if op == "relu6" and op_name in ("hardtanh", "hardtanh_", "clamp"):
-        lo = args.get("min_val", args.get("min", -1.0))
-        hi = args.get("max_val", args.get("max", 1.0))
+    @property
+    def where(self) -> str:
+        return f"node {self.name!r} ({self.source})"
+
+    def node(
+        self,
+        inputs: tuple[str, ...],
+        attrs: dict[str, Any] | None = None,
+        params: dict[str, np.ndarray] | None = None,
+    ) -> Node:
+        return Node(
+            self.name, self.op, self.source, inputs, self.output, attrs or {}, params or {}
+        )
+
+    def activation(self, value: Any) -> str:
+        return _activation(value, self.params, self.where, self.path)
+
+    def first(self) -> str:
+        return self.activation(next(iter(self.args.values()), None))
+
+    def refuse(self, what: str) -> ModelError:
+        return ModelError(f"{self.path!r}: {self.where} {what}")
+
+
+def _conv(c: _Call) -> Node:
+    x = c.activation(c.args.get("input"))
+    weight = _tensor(c.args.get("weight"), c.params)
+    if weight is None:
+        raise c.refuse("has a weight that is not a parameter")
+    w = c.params[weight]
+    if w.ndim != 4:
+        raise c.refuse(f"is a {w.ndim - 2}-D convolution; tinytune trains 2-D ones")
+    if c.args.get("transposed"):
+        raise c.refuse("is a transposed convolution, not supported")
+    pad = c.args.get("padding", 0)
+    kh, kw = w.shape[2:]
+    dilation = _pair(c.args.get("dilation"), 1)
+    if pad == "valid":
+        padding = (0, 0, 0, 0)
+    elif isinstance(pad, str):  # conv2d.padding "same" (stride 1)
+        th, tw = dilation[0] * (kh - 1), dilation[1] * (kw - 1)
+        padding = (th // 2, th - th // 2, tw // 2, tw - tw // 2)
+    else:
+        ph, pw = _pair(pad, 0)
+        padding = (ph, ph, pw, pw)
+    bias = _tensor(c.args.get("bias"), c.params)
+    attrs = {
+        "kernel": (kh, kw),
+        "stride": _pair(c.args.get("stride"), 1),
+        "padding": padding,
+        "dilation": dilation,
+        "groups": int(c.args.get("groups", 1) or 1),
+    }
+    return c.node((x,), attrs, {"weight": w} | ({"bias": c.params[bias]} if bias else {}))
+
+
+def _batchnorm(c: _Call) -> Node:
+    x = c.activation(c.args.get("input"))
+    roles = {"weight": "weight", "bias": "bias", "running_mean": "mean", "running_var": "var"}
+    prm = {}
+    for arg, role in roles.items():
+        p = _tensor(c.args.get(arg), c.params)
+        if p is None and role in ("mean", "var"):
+            raise c.refuse("has no running statistics")
+        if p is not None:
+            prm[role] = c.params[p]
+    if c.args.get("training"):
+        raise c.refuse("was exported in training mode; export model.eval()")
+    return c.node((x,), {"eps": float(c.args.get("eps", 1e-5))}, prm)
+
+
+def _unary(c: _Call) -> Node:
+    if c.op_name in ("hardtanh", "hardtanh_", "clamp"):
+        lo = c.args.get("min_val", c.args.get("min", -1.0))
+        hi = c.args.get("max_val", c.args.get("max", 1.0))
         if (lo, hi) != (0.0, 6.0) and (lo, hi) != (0, 6):
-            raise ModelError(
-                f"{path!r}: {where} clamps to [{lo}, {hi}]; tinytune reads a clamp to [0, 6] "
-                "(ReLU6)"
+            raise c.refuse(f"clamps to [{lo}, {hi}]; tinytune reads a clamp to [0, 6] (ReLU6)")
+    return c.node((c.first(),))
+
+
+def _binary(c: _Call) -> Node:
+    a, b = c.args.get("self"), c.args.get("other")
+    if c.args.get("alpha", 1) != 1:
+        raise c.refuse(f"has alpha {c.args['alpha']}")
+    if not (isinstance(a, tuple) and isinstance(b, tuple)) or a[1] in c.params or b[1] in c.params:
+        raise c.refuse(
+            "combines a tensor with a constant; tinytune reads sums and products of two "
+            "activations"
+        )
+    return c.node((a[1], b[1]))
+
+
+def _cat(c: _Call) -> Node:
+    tensors = c.args.get("tensors") or []
+    return c.node(tuple(t[1] for t in tensors), {"dim": c.args.get("dim", 0)})
+
+
+def _pool(c: _Call) -> Node:
+    kernel = _pair(c.args.get("kernel_size"), 1)
+    stride = _pair(c.args.get("stride") or None, kernel[0])
+    ph, pw = _pair(c.args.get("padding"), 0)
+    return c.node((c.first(),), {"kernel": kernel, "stride": stride, "padding": (ph, ph, pw, pw)})
+
+
+def _gap(c: _Call) -> Node:
+    x = c.first()
+    shape = c.shapes[x]
+    if c.op_name == "mean":
+        dims = {d % len(shape) for d in (c.args.get("dim") or [])}
+        if len(dims) == 1 and dims <= {2, 3} and len(shape) in (3, 4):  # see _merge_means
+            return c.node((x,), {"dims": (*dims, len(shape), bool(c.args.get("keepdim")))})
+        if dims != {2, 3}:
+            raise c.refuse(
+                f"averages over dims {sorted(dims)}; tinytune reads a mean over height and "
+                "width (a global average pool)"
             )
-    if op in ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "identity", "flatten"):
-        return node((_activation(first, params, where, path),), {}, {})
-    if op in ("add", "mul"):
-        a, b = args.get("self"), args.get("other")
-        if args.get("alpha", 1) != 1:
-            raise _fail(path, f"has {where} with alpha {args['alpha']}")
-        if not (isinstance(a, tuple) and isinstance(b, tuple)) or a[1] in params or b[1] in params:
-            raise ModelError(
-                f"{path!r}: {where} combines a tensor with a constant; tinytune reads sums and "
-                "products of two activations"
-            )
-        return node((a[1], b[1]), {}, {})
-    if op == "cat":
-        tensors = args.get("tensors") or []
-        return node(tuple(t[1] for t in tensors), {"dim": args.get("dim", 0)}, {})
-    if op in ("maxpool", "avgpool"):
-        x = _activation(first, params, where, path)
-        kernel = _pair(args.get("kernel_size"), 1)
-        stride = _pair(args.get("stride") or None, kernel[0])
-        ph, pw = _pair(args.get("padding"), 0)
-        return node((x,), {"kernel": kernel, "stride": stride, "padding": (ph, ph, pw, pw)}, {})
-    if op == "gap":
-        x = _activation(first, params, where, path)
-        shape = shapes[x]
-        if op_name == "mean":
-            dims = {d % len(shape) for d in (args.get("dim") or [])}
-            if len(dims) == 1 and dims <= {2, 3} and len(shape) in (3, 4):  # see _merge_means
-                return node((x,), {"dims": (*dims, len(shape), bool(args.get("keepdim")))}, {})
-            if dims != {2, 3}:
-                raise ModelError(
-                    f"{path!r}: {where} averages over dims {sorted(dims)}; tinytune reads a "
-                    "mean over height and width (a global average pool)"
-                )
-        elif tuple(args.get("output_size") or ()) not in ((1, 1), (1,)):
-            raise ModelError(
-                f"{path!r}: {where} pools to {args.get('output_size')}; tinytune reads an "
-                "adaptive pool to 1x1 (a global average pool)"
-            )
-        return node((x,), {}, {})
-    if op == "pad":
-        x = _activation(first, params, where, path)
-        amounts = [int(v) for v in (args.get("pad") or [])]
-        mode = args.get("mode", "constant")
-        if len(amounts) != 4 or mode != "constant" or float(args.get("value") or 0.0) != 0.0:
-            raise ModelError(
-                f"{path!r}: {where} pads {amounts} ({mode}, value {args.get('value')}); tinytune "
-                "reads zero padding of height and width before a convolution"
-            )
-        left, right, top, bottom = amounts
-        return node((x,), {"padding": (top, bottom, left, right)}, {})
-    if op == "linear":
-        if op_name == "addmm":
-            bias, x, weight = args.get("self"), args.get("mat1"), args.get("mat2")
-            w = _tensor(weight, params)
-            if w is None or _tensor(bias, params) is None:
-                raise _fail(path, f"has {where} that is not a linear layer")
-            prm = {"weight": params[w].T.copy(), "bias": params[bias[1]]}
-        else:
-            x, w = args.get("input"), _tensor(args.get("weight"), params)
-            if w is None:
-                raise _fail(path, f"has {where} whose weight is not a parameter")
-            b = _tensor(args.get("bias"), params)
-            prm = {"weight": params[w]} | ({"bias": params[b]} if b else {})
-        return node((_activation(x, params, where, path),), {}, prm)
-    raise AssertionError(op)  # pragma: no cover - every canonical op is handled above
+    elif tuple(c.args.get("output_size") or ()) not in ((1, 1), (1,)):
+        raise c.refuse(
+            f"pools to {c.args.get('output_size')}; tinytune reads an adaptive pool to 1x1 (a "
+            "global average pool)"
+        )
+    return c.node((x,))
+
+
+def _pad(c: _Call) -> Node:
+    x = c.first()
+    amounts = [int(v) for v in (c.args.get("pad") or [])]
+    mode = c.args.get("mode", "constant")
+    if len(amounts) != 4 or mode != "constant" or float(c.args.get("value") or 0.0) != 0.0:
+        raise c.refuse(
+            f"pads {amounts} ({mode}, value {c.args.get('value')}); tinytune reads zero padding "
+            "of height and width before a convolution"
+        )
+    left, right, top, bottom = amounts
+    return c.node((x,), {"padding": (top, bottom, left, right)})
+
+
+def _linear(c: _Call) -> Node:
+    if c.op_name == "addmm":
+        bias, x, weight = c.args.get("self"), c.args.get("mat1"), c.args.get("mat2")
+        w = _tensor(weight, c.params)
+        if w is None or _tensor(bias, c.params) is None:
+            raise c.refuse("is not a linear layer")
+        prm = {"weight": c.params[w].T.copy(), "bias": c.params[bias[1]]}
+    else:
+        x, w = c.args.get("input"), _tensor(c.args.get("weight"), c.params)
+        if w is None:
+            raise c.refuse("has a weight that is not a parameter")
+        b = _tensor(c.args.get("bias"), c.params)
+        prm = {"weight": c.params[w]} | ({"bias": c.params[b]} if b else {})
+    return c.node((c.activation(x),), {}, prm)
+
+
+_READERS: dict[str, Callable[[_Call], Node]] = {
+    "conv": _conv,
+    "batchnorm": _batchnorm,
+    **dict.fromkeys(
+        ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "identity", "flatten"), _unary
+    ),
+    "add": _binary,
+    "mul": _binary,
+    "cat": _cat,
+    "maxpool": _pool,
+    "avgpool": _pool,
+    "gap": _gap,
+    "pad": _pad,
+    "linear": _linear,
+}
