@@ -227,6 +227,22 @@ def test_add_s8(driver):
     assert (y == 127).any() and (y == -128).any()
 
 
+@pytest.mark.parametrize(("act_min", "act_max"), [(-20, 127), (-20, 40)])
+def test_add_act_s8(driver, act_min: int, act_max: int) -> None:
+    """A sum and its ReLU (or ReLU6), with the mask of what the clamp left unchanged."""
+    g = rng(11)
+    a, b = rand_int(-128, 127, (2, 3, 5, 7), g)
+    am, shift = quantize_multiplier(1.1)
+    bm = round(0.9 * 2.0**shift)
+    y, mask = K.add_act_s8(a, b, -5, 17, am, bm, shift, -20, act_min, act_max)
+    out, out_mask = run(
+        driver, "add_act_s8", i8(a), i8(b), i32(-5, 17, am, bm, shift, -20, act_min, act_max)
+    )
+    assert np.array_equal(out, i8(y))
+    assert np.array_equal(out_mask, pack_bits(mask))
+    assert (y == act_min).any() and not mask.all()
+
+
 def test_gap_s8(driver):
     g = rng(2)
     x = rand_int(-128, 127, (1, 9, 5, 6), g)

@@ -75,6 +75,10 @@ KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
         "tt_add_s8((const int8_t *)$a, (const int8_t *)$b, $n, $a_zero, $b_zero, $a_mult, "
         "$b_mult, $shift, $y_zero, (int8_t *)$y);"
     ),
+    "add_act_s8": KernelTemplate(
+        "tt_add_act_s8((const int8_t *)$a, (const int8_t *)$b, $n, $a_zero, $b_zero, $a_mult, "
+        "$b_mult, $shift, $y_zero, $act_min, $act_max, (int8_t *)$y, (uint8_t *)$mask);"
+    ),
     "gap_s8": KernelTemplate(
         "tt_gap_s8((const int8_t *)$x, $channels, $hw, $x_zero, $mult, $shift, $y_zero, "
         "(int8_t *)$y);"

@@ -83,6 +83,10 @@ KERNELS: dict[str, tuple[str, ...]] = {
     ),
     "act_table_s8": ("pre", "table", "n", "y"),
     "add_s8": ("a", "b", "n", "a_zero", "b_zero", "a_mult", "b_mult", "shift", "y_zero", "y"),
+    "add_act_s8": (
+        "a", "b", "n", "a_zero", "b_zero", "a_mult", "b_mult", "shift", "y_zero", "act_min",
+        "act_max", "y", "mask",
+    ),
     "mul_s8": (
         "x", "s", "channels", "hw", "x_zero", "s_zero", "mult", "shift", "y_zero", "y",
     ),
@@ -429,23 +433,38 @@ def _act_table_call(
 
 
 def _add_call(
-    lw: _Lowering, layer: QAdd, a: Ptr, b: Ptr, n: int, y: Ptr, name: str | None = None
+    lw: _Lowering,
+    layer: QAdd,
+    a: Ptr,
+    b: Ptr,
+    n: int,
+    y: Ptr,
+    name: str | None = None,
+    mask: Ptr | None = None,
 ) -> int:
-    """The call of an addition of ``n`` elements."""
+    """The call of an addition of ``n`` elements (with its ReLU or ReLU6, and then the mask of
+    what it left unchanged where ``mask`` is given)."""
     op, acts = layer.op, lw.net.acts
     ta, tb = op.inputs
-    return lw.call(
-        "add_s8", name or op.name, "forward",
+    operands: dict[str, Operand] = dict(
         a=a, b=b, n=n, a_zero=acts[ta].zero, b_zero=acts[tb].zero, a_mult=layer.a_mult,
         b_mult=layer.b_mult, shift=layer.shift, y_zero=acts[op.output].zero, y=y,
     )  # fmt: skip
+    if op.act == "none":
+        return lw.call("add_s8", name or op.name, "forward", **operands)
+    bounds = dict(act_min=layer.act_min, act_max=layer.act_max)
+    return lw.call("add_act_s8", name or op.name, "forward", **operands, **bounds, mask=mask)
 
 
 def _add_forward(lw: _Lowering, layer: QAdd) -> None:
     op = layer.op
     a, b = op.inputs
-    i = _add_call(lw, layer, lw.act(a), lw.act(b), lw.numel(op.output), lw.act(op.output))
-    lw.wrote(i, "act", op.output, lw.act(op.output), lw.numel(op.output))
+    numel = lw.numel(op.output)
+    mask = None  # kept only where a gradient will flow through the clamp, as the planner does
+    if layer.keeps_mask and lw.net.graph.tensors[op.output].requires_grad:
+        mask = lw.arena(f"{op.name}:mask", (numel + 7) // 8)
+    i = _add_call(lw, layer, lw.act(a), lw.act(b), numel, lw.act(op.output), mask=mask)
+    lw.wrote(i, "act", op.output, lw.act(op.output), numel)
 
 
 def _gap_forward(lw: _Lowering, layer: QGap) -> None:
@@ -562,6 +581,13 @@ _CONV_NODES = {
 
 def _add_backward(lw: _Lowering, layer: QAdd) -> None:
     op = layer.op
+    if layer.keeps_mask:  # through the ReLU first
+        numel = lw.numel(op.output)
+        i = lw.call(
+            "grad_mask", op.name, "backward",
+            g=lw.grad(op.output), mask=lw.arena(f"{op.name}:mask", (numel + 7) // 8), n=numel,
+        )  # fmt: skip
+        lw.wrote(i, "masked", op.output, lw.grad(op.output), numel)
     for t in op.inputs:
         if not lw.net.graph.tensors[t].requires_grad:
             continue

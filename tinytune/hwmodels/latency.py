@@ -78,7 +78,8 @@ DW_FEW_PIXELS = 64
 _BACKWARD = ("grad_input", "grad_weight", "update")
 KERNEL_PHASES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(
-        ("conv2d_s8", "conv2d_inplace_s8", "window_s8", "add_s8", "gap_s8", "linear_f32",
+        ("conv2d_s8", "conv2d_inplace_s8", "window_s8", "add_s8", "add_act_s8", "gap_s8",
+         "linear_f32",
          "copy_s8", "avgpool_s8", "upsample_s8", "groupnorm_f32", "act_table_s8", "mul_s8"),
         ("forward",),
     ),

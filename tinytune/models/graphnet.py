@@ -71,7 +71,7 @@ def _module_name(name: str, taken: set[str]) -> str:
 
 def _module(graph: NetworkGraph, step: Step, index: int, role: str) -> nn.Module:
     if step.op == "add":
-        return Add()
+        return Add(step.act)
     if step.op == "mul":
         return Mul()
     if step.op == "gap":

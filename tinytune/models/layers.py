@@ -265,13 +265,25 @@ class ConvUnit(nn.Module):
 
 
 class Add(nn.Module):
-    """Element-wise sum (residual connections); keeps nothing for backward."""
+    """Element-wise sum (residual connections), optionally followed by a ReLU or ReLU6 (as a
+    ResNet's block ends); keeps nothing for backward but that activation's 1-bit mask."""
+
+    def __init__(self, act: str = "none") -> None:
+        super().__init__()
+        if act not in ("none", "relu", "relu6"):
+            raise ValueError(
+                f"an add's activation {act!r} is not allowed; allowed: none, relu, relu6"
+            )
+        self.act = act
 
     def forward(self, a: Tensor, b: Tensor) -> Tensor:
-        return a + b
+        return apply_activation(a + b, self.act)
 
     def ir_describe(self) -> dict[str, Any]:
-        return {"kind": "add"}
+        return {"kind": "add", "act": self.act}
+
+    def extra_repr(self) -> str:
+        return "" if self.act == "none" else f"act={self.act}"
 
 
 class Mul(nn.Module):

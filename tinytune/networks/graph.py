@@ -58,7 +58,7 @@ SUPPORTED = (
     "depthwise, no dilation), zero padding before one",
     "BatchNorm after a convolution",
     "ReLU, ReLU6, hard-swish or hard-sigmoid after a convolution",
-    "add",
+    "add, and ReLU or ReLU6 after one",
     "channel-wise mul (squeeze-excite)",
     "global average pooling",
     "flatten",
@@ -243,8 +243,16 @@ def check_supported(graph: NetworkGraph) -> None:
         elif node.op in ("batchnorm", *ACTIVATION_OPS):
             before = producers.get(node.inputs[0])
             allowed = ("conv",) if node.op == "batchnorm" else ("conv", "batchnorm")
+            if node.op in ("relu", "relu6"):
+                allowed += ("add",)  # a ResNet block's end
             if before is None or before.op not in allowed or len(consumers[node.inputs[0]]) > 1:
-                after = "a convolution" if node.op == "batchnorm" else "a convolution's output"
+                after = (
+                    "a convolution"
+                    if node.op == "batchnorm"
+                    else "a convolution's output"
+                    if node.op not in ("relu", "relu6")
+                    else "a convolution or a sum"
+                )
                 raise _refuse(graph, node, f"a {node.op} that does not follow {after}")
             if node.op == "sigmoid":
                 raise _refuse(graph, node, "a sigmoid")

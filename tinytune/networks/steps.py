@@ -45,7 +45,7 @@ class Step:
 
     @property
     def act(self) -> str:
-        """The fused activation of a convolution (``none`` without one)."""
+        """The fused activation of a convolution or a sum (``none`` without one)."""
         last = self.nodes[-1]
         return ACTIVATIONS.get(last.op, "none") if len(self.nodes) > 1 else "none"
 
@@ -109,6 +109,11 @@ def _steps(graph: NetworkGraph, classifier: Node) -> tuple[list[Step], dict[str,
         if node.op == "conv":
             nodes = _fused(node, consumers)
             folded.update(n.name for n in nodes[1:])
+        elif node.op == "add":
+            nxt = consumers.get(node.output, [])
+            if len(nxt) == 1 and nxt[0].op in ("relu", "relu6"):  # a ResNet block's end
+                nodes = (node, nxt[0])
+                folded.add(nxt[0].name)
         elif node.op == "mul" and graph.shapes[inputs[0]][2:] == (1, 1):
             inputs = inputs[::-1]  # (x, s): the channel scale second
         steps.append(Step(node.op, nodes, inputs, nodes[-1].output))

@@ -40,6 +40,7 @@ __all__ = [
     "InterpAxis",
     "Pads",
     "act_table_s8",
+    "add_act_s8",
     "add_grad_input",
     "add_s8",
     "avgpool_grad_input",
@@ -182,6 +183,25 @@ def add_s8(
 ) -> Tensor:
     acc = (a - a_zero) * a_mult + (b - b_zero) * b_mult
     return torch.clamp(y_zero + rshift_round(acc, shift), -128, 127)
+
+
+def add_act_s8(
+    a: Tensor,
+    b: Tensor,
+    a_zero: int,
+    b_zero: int,
+    a_mult: int,
+    b_mult: int,
+    shift: int,
+    y_zero: int,
+    act_min: int,
+    act_max: int,
+) -> tuple[Tensor, Tensor]:
+    """:func:`add_s8` followed by a ReLU or ReLU6: the sum clamped to [act_min, act_max], and
+    the mask of the elements the clamp left unchanged (``tt_add_act_s8``)."""
+    acc = (a - a_zero) * a_mult + (b - b_zero) * b_mult
+    v = y_zero + rshift_round(acc, shift)
+    return torch.clamp(v, act_min, act_max), (v >= act_min) & (v <= act_max)
 
 
 def gap_s8(x: Tensor, x_zero: int, mult: int, shift: int, y_zero: int) -> Tensor:

@@ -35,7 +35,7 @@ __all__ = [
 
 SUPPORTED = {
     "conv": ("none", "relu", "relu6", *TABLE_ACTIVATIONS),
-    "add": ("none",),
+    "add": ("none", "relu", "relu6"),
     "mul": ("none",),
     "gap": ("none",),
     "avgpool": ("none",),
@@ -164,12 +164,19 @@ class QConv:
 
 @dataclass
 class QAdd:
-    """y = a + b: M_a·2^−n ≈ s_a/s_y, M_b·2^−n ≈ s_b/s_y."""
+    """y = a + b: M_a·2^−n ≈ s_a/s_y, M_b·2^−n ≈ s_b/s_y; with a ReLU or ReLU6 after it,
+    clamped to [act_min, act_max] (the unclamped elements' mask kept for backward)."""
 
     op: Op
     a_mult: int
     b_mult: int
     shift: int
+    act_min: int = -128
+    act_max: int = 127
+
+    @property
+    def keeps_mask(self) -> bool:
+        return self.op.act in ("relu", "relu6")
 
 
 @dataclass

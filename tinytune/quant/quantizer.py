@@ -203,7 +203,7 @@ def _quantize_add(
     if shift < 1:
         raise QuantizationError(f"{op.name}: input/output scale ratio {big:.3g} is too large")
     a_mult, b_mult = (round(q.scale / y.scale * 2.0**shift) for q in (a, b))
-    return QAdd(op, a_mult, b_mult, shift)
+    return QAdd(op, a_mult, b_mult, shift, *_bounds(op.act, y))
 
 
 def _quantize_gap(

@@ -130,11 +130,16 @@ def _mul_forward(net: QuantizedNet, layer: QMul, rec: ForwardRecord) -> None:
 
 
 def _add_forward(net: QuantizedNet, layer: QAdd, rec: ForwardRecord) -> None:
-    a, b = layer.op.inputs
-    rec.acts[layer.op.output] = K.add_s8(
+    op = layer.op
+    a, b = op.inputs
+    args = (
         rec.acts[a], rec.acts[b], net.acts[a].zero, net.acts[b].zero,
-        layer.a_mult, layer.b_mult, layer.shift, net.acts[layer.op.output].zero,
+        layer.a_mult, layer.b_mult, layer.shift, net.acts[op.output].zero,
     )  # fmt: skip
+    if not layer.keeps_mask:
+        rec.acts[op.output] = K.add_s8(*args)
+        return
+    rec.acts[op.output], rec.masks[op.index] = K.add_act_s8(*args, layer.act_min, layer.act_max)
 
 
 def _gap_forward(net: QuantizedNet, layer: QGap, rec: ForwardRecord) -> None:
@@ -313,6 +318,9 @@ def _conv_backward(b: _Backward, layer: QConv) -> None:
 
 def _add_backward(b: _Backward, layer: QAdd) -> None:
     gy = b.grads[layer.op.output]
+    if layer.keeps_mask:  # through the ReLU first
+        gy = K.grad_mask(gy, b.record.masks[layer.op.index])
+        b.grads[layer.op.output] = gy
     for t in layer.op.inputs:
         if b.needs_grad(t):
             b.emit(layer.op.index, t, K.add_grad_input(gy))

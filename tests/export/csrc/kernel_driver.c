@@ -149,6 +149,19 @@ static void run_add_s8(void) {
     free(a), free(b), free(p), free(y);
 }
 
+static void run_add_act_s8(void) {
+    int32_t na, nb, n;
+    int8_t *a = i8(&na);
+    int8_t *b = i8(&nb);
+    int32_t *p = i32(&n); /* a_zero, b_zero, a_mult, b_mult, shift, y_zero, act_min, act_max */
+    int8_t *y = malloc((size_t)na);
+    uint8_t *mask = malloc((size_t)(na + 7) / 8);
+    tt_add_act_s8(a, b, na, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], y, mask);
+    write_array(DT_I8, y, na);
+    write_array(DT_U8, mask, (na + 7) / 8);
+    free(a), free(b), free(p), free(y), free(mask);
+}
+
 static void run_gap_s8(void) {
     int32_t nx, n;
     int8_t *x = i8(&nx);
@@ -487,6 +500,7 @@ static const struct {
     {"mul_grad_x", run_mul_grad_x},
     {"mul_grad_scale", run_mul_grad_scale},
     {"add_s8", run_add_s8},
+    {"add_act_s8", run_add_act_s8},
     {"gap_s8", run_gap_s8},
     {"linear_f32", run_linear_f32},
     {"softmax_xent_grad", run_softmax_xent_grad},

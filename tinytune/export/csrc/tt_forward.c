@@ -1,4 +1,4 @@
-/* Forward kernels: int8 convolution, add, global average pooling. */
+/* Forward kernels: int8 convolution, add (and add with a ReLU), global average pooling. */
 #include "tt_arith.h"
 #include "tt_int8.h"
 
@@ -1072,6 +1072,25 @@ void tt_add_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t a_zero, int3
     for (i = 0; i < n; i++) {
         int64_t acc = (int64_t)(a[i] - a_zero) * a_mult + (int64_t)(b[i] - b_zero) * b_mult;
         y[i] = (int8_t)tt_clamp64(y_zero + tt_rshift_round(acc, shift), -128, 127);
+    }
+}
+
+void tt_add_act_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t a_zero, int32_t b_zero,
+                   int32_t a_mult, int32_t b_mult, int32_t shift, int32_t y_zero,
+                   int32_t act_min, int32_t act_max, int8_t *y, uint8_t *mask) {
+    int32_t i;
+    if (mask != NULL) {
+        for (i = 0; i < (n + 7) / 8; i++) {
+            mask[i] = 0;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        int64_t acc = (int64_t)(a[i] - a_zero) * a_mult + (int64_t)(b[i] - b_zero) * b_mult;
+        int64_t v = y_zero + tt_rshift_round(acc, shift);
+        if (mask != NULL && v >= act_min && v <= act_max) {
+            mask[i >> 3] |= (uint8_t)(1u << (i & 7));
+        }
+        y[i] = (int8_t)tt_clamp64(v, act_min, act_max);
     }
 }
 

@@ -122,6 +122,12 @@ void tt_mul_s8(const int8_t *x, const int8_t *s, int32_t channels, int32_t hw, i
 /* y = clamp(y_zero + round(((a - a_zero)*a_mult + (b - b_zero)*b_mult) * 2^-shift)). */
 void tt_add_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t a_zero, int32_t b_zero,
                int32_t a_mult, int32_t b_mult, int32_t shift, int32_t y_zero, int8_t *y);
+/* tt_add_s8 followed by a ReLU or ReLU6: the sum clamped to [act_min, act_max]; when mask is not
+ * NULL, bit i of the packed mask (byte i/8, bit i%8) is set iff the clamp left element i
+ * unchanged, as for tt_conv2d_s8. y may be a or b. */
+void tt_add_act_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t a_zero, int32_t b_zero,
+                   int32_t a_mult, int32_t b_mult, int32_t shift, int32_t y_zero,
+                   int32_t act_min, int32_t act_max, int8_t *y, uint8_t *mask);
 
 /* Global average pooling of [channels][hw] into [channels]. */
 void tt_gap_s8(const int8_t *x, int32_t channels, int32_t hw, int32_t x_zero, int32_t mult,
