@@ -128,3 +128,37 @@ class SmallV3(nn.Module):
         h = h + self.pw2(self.dw2(self.exp(h)))
         h = self.head(h).mean(dim=(2, 3))
         return self.fc(h)
+
+
+class ResidualStack(nn.Module):
+    """A ResNet basic block as MLPerf Tiny's ResNet-8 writes it: 3×3 conv, BN, ReLU, 3×3 conv,
+    BN, plus the input (through a strided 1×1 convolution where the shape changes), then ReLU."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int) -> None:
+        super().__init__()
+        self.a = nn.Sequential(
+            nn.Conv2d(c_in, c_out, 3, stride, 1), nn.BatchNorm2d(c_out), nn.ReLU()
+        )
+        self.b = nn.Sequential(nn.Conv2d(c_out, c_out, 3, 1, 1), nn.BatchNorm2d(c_out))
+        self.shortcut = nn.Conv2d(c_in, c_out, 1, stride) if stride > 1 else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skip = x if self.shortcut is None else self.shortcut(x)
+        return torch.relu(self.b(self.a(x)) + skip)
+
+
+class ResNet8(nn.Module):
+    """MLPerf Tiny's image-classification ResNet-8 (32×32 RGB, three stacks of 16, 32 and 64
+    filters, an average pool over the last 8×8 map, a dense layer)."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1), nn.BatchNorm2d(16), nn.ReLU())
+        self.stacks = nn.Sequential(
+            ResidualStack(16, 16, 1), ResidualStack(16, 32, 2), ResidualStack(32, 64, 2)
+        )
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = nn.functional.avg_pool2d(self.stacks(self.stem(x)), 8)
+        return self.fc(torch.flatten(h, 1))

@@ -315,6 +315,10 @@ def _pad(c: _Call) -> Node:
 
 def _pool(c: _Call) -> Node:
     pads = _ints(c.attrs.get("pads"), 4, 0)
+    kernel = _ints(c.attrs.get("kernel_shape"), 2, 1)
+    if c.op == "avgpool" and kernel == c.shapes[c.inputs[0]][2:] and not any(pads):
+        # over the whole map (Keras' AveragePooling2D(8) on 8 x 8): a global average pool
+        return Node(c.name, "gap", c.op_type, (c.inputs[0],), c.output)
     attrs = {
         "kernel": _ints(c.attrs.get("kernel_shape"), 2, 1),
         "stride": _ints(c.attrs.get("strides"), 2, 1),

@@ -462,10 +462,14 @@ def _cat(c: _Call) -> Node:
 
 
 def _pool(c: _Call) -> Node:
+    x = c.first()
     kernel = _pair(c.args.get("kernel_size"), 1)
     stride = _pair(c.args.get("stride") or None, kernel[0])
     ph, pw = _pair(c.args.get("padding"), 0)
-    return c.node((c.first(),), {"kernel": kernel, "stride": stride, "padding": (ph, ph, pw, pw)})
+    if c.op == "avgpool" and kernel == c.shapes[x][2:] and (ph, pw) == (0, 0):
+        # over the whole map (Keras' AveragePooling2D(8) on 8 x 8): a global average pool
+        return Node(c.name, "gap", c.source, (x,), c.output)
+    return c.node((x,), {"kernel": kernel, "stride": stride, "padding": (ph, ph, pw, pw)})
 
 
 def _gap(c: _Call) -> Node:
