@@ -171,6 +171,25 @@ def mul_s8(
     return torch.clamp(y_zero + scale_round(acc, mult, shift), -128, 127)
 
 
+def add_act_s8(
+    a: Tensor,
+    b: Tensor,
+    a_zero: int,
+    b_zero: int,
+    a_mult: int,
+    b_mult: int,
+    shift: int,
+    y_zero: int,
+    act_min: int = -128,
+    act_max: int = 127,
+) -> tuple[Tensor, Tensor]:
+    """The sum requantised and clamped to [act_min, act_max] (a ReLU or ReLU6 after it), and
+    the mask of the elements the clamp left unchanged (``tt_add_act_s8``)."""
+    acc = (a - a_zero) * a_mult + (b - b_zero) * b_mult
+    v = y_zero + rshift_round(acc, shift)
+    return torch.clamp(v, act_min, act_max), (v >= act_min) & (v <= act_max)
+
+
 def add_s8(
     a: Tensor,
     b: Tensor,
@@ -181,27 +200,8 @@ def add_s8(
     shift: int,
     y_zero: int,
 ) -> Tensor:
-    acc = (a - a_zero) * a_mult + (b - b_zero) * b_mult
-    return torch.clamp(y_zero + rshift_round(acc, shift), -128, 127)
-
-
-def add_act_s8(
-    a: Tensor,
-    b: Tensor,
-    a_zero: int,
-    b_zero: int,
-    a_mult: int,
-    b_mult: int,
-    shift: int,
-    y_zero: int,
-    act_min: int,
-    act_max: int,
-) -> tuple[Tensor, Tensor]:
-    """:func:`add_s8` followed by a ReLU or ReLU6: the sum clamped to [act_min, act_max], and
-    the mask of the elements the clamp left unchanged (``tt_add_act_s8``)."""
-    acc = (a - a_zero) * a_mult + (b - b_zero) * b_mult
-    v = y_zero + rshift_round(acc, shift)
-    return torch.clamp(v, act_min, act_max), (v >= act_min) & (v <= act_max)
+    """The sum requantised to int8 (``tt_add_s8``): :func:`add_act_s8` without an activation."""
+    return add_act_s8(a, b, a_zero, b_zero, a_mult, b_mult, shift, y_zero)[0]
 
 
 def gap_s8(x: Tensor, x_zero: int, mult: int, shift: int, y_zero: int) -> Tensor:
