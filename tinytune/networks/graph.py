@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,10 +135,6 @@ class NetworkGraph:
                 parts.append(f"{role}{value.dtype}{value.shape}".encode())
                 parts.append(np.ascontiguousarray(value).tobytes())
         return hashlib.sha256(b"".join(parts)).hexdigest()[:16]
-
-    @property
-    def n_parameters(self) -> int:
-        return sum(int(math.prod(p.shape)) for n in self.nodes for p in n.params.values())
 
 
 def fold_pads(nodes: list[Node]) -> list[Node]:

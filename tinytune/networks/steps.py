@@ -70,10 +70,6 @@ class Plan:
         start = self.stages[stage - 1] if stage else 0
         return self.steps[start : self.stages[stage]]
 
-    def convs_in(self, stages: int) -> int:
-        """The convolutions of the first ``stages`` stages."""
-        return sum(s.op == "conv" for s in self.steps[: self.stages[stages - 1]])
-
 
 def _fused(node: Node, consumers: dict[str, list[Node]]) -> tuple[Node, ...]:
     """A convolution and the BatchNorm and activation after it that fold into it."""
