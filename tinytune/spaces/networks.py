@@ -11,6 +11,7 @@ since a global pool precedes the classifier, three quarters and half of it.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -40,6 +41,18 @@ def network_fields(path: str) -> dict[str, Any]:
         ConfigError: its input is not a square image of 3 channels, which the data sets give.
     """
     resolved = os.path.abspath(path)
+    try:
+        stat = os.stat(resolved)
+    except OSError:
+        read_network(resolved)  # its one line: the file cannot be read
+        raise
+    return dict(_fields(path, resolved, stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=16)
+def _fields(path: str, resolved: str, _size: int, _mtime: int) -> tuple[tuple[str, Any], ...]:
+    """:func:`network_fields`, read once per file version (every candidate looks its network
+    up)."""
     graph = read_network(resolved)
     _, channels, height, width = graph.input_shape
     if channels != IMAGE_CHANNELS:
@@ -69,7 +82,7 @@ def network_fields(path: str) -> dict[str, Any]:
         blocks.append(((kernel, stride, 1, graph.shapes[steps[-1].output][1]),))
         counts.append(len(convs))
     n = len(blocks)
-    return {
+    fields = {
         "name": resolved,
         "family": "graph",
         "width_mult": 1.0,
@@ -85,3 +98,4 @@ def network_fields(path: str) -> dict[str, Any]:
         "conv_roles": roles,
         "stage_convs": tuple(counts),
     }
+    return tuple(fields.items())
