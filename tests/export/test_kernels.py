@@ -538,6 +538,49 @@ def test_avgpool_grad_input(driver, shape, ratio, offset):
     assert np.array_equal(out, i8(ref.mantissa)) and int(out_exp[0]) == ref.exp
 
 
+POOLS = [
+    ((4, 9, 8), (3, 3), (2, 2), (1, 1, 1, 1)),
+    ((3, 8, 8), (2, 2), (2, 2), (0, 0, 0, 0)),
+    ((2, 7, 10), (3, 2), (1, 2), (1, 1, 0, 0)),
+    ((3, 9, 9), (3, 3), (2, 2), (0, -1, 0, -1)),  # the last row and column no window reads
+]
+
+
+def _pool_geom(shape, kernel, stride, pads) -> np.ndarray:
+    c, h, w = shape
+    oh = (h + pads[0] + pads[1] - kernel[0]) // stride[0] + 1
+    ow = (w + pads[2] + pads[3] - kernel[1]) // stride[1] + 1
+    return i32(c, h, w, oh, ow, *kernel, *stride, pads[0], pads[2])
+
+
+@pytest.mark.parametrize("values", [(-128, 127), (-2, 2)], ids=["spread", "ties"])
+@pytest.mark.parametrize(("shape", "kernel", "stride", "pads"), POOLS)
+def test_maxpool_s8(driver, shape, kernel, stride, pads, values):
+    g = rng("max pool", shape, values)
+    x = rand_int(*values, (1, *shape), g)
+    y = K.maxpool_s8(x, kernel, stride, pads)
+    (out,) = run(driver, "maxpool_s8", _pool_geom(shape, kernel, stride, pads), i8(x))
+    assert np.array_equal(out, i8(y))
+
+
+@pytest.mark.parametrize("offset", PREV_OFFSETS)
+@pytest.mark.parametrize("values", [(-128, 127), (-2, 2)], ids=["spread", "ties"])
+@pytest.mark.parametrize(("shape", "kernel", "stride", "pads"), POOLS)
+def test_maxpool_grad_input(driver, shape, kernel, stride, pads, values, offset):
+    g = rng("max pool grad", shape, values, offset)
+    x = rand_int(*values, (1, *shape), g)
+    y = K.maxpool_s8(x, kernel, stride, pads)
+    gy = K.Grad(rand_grad(tuple(y.shape), g), -9)
+    contribution = K.maxpool_grad_input(gy, x, kernel, stride, pads)
+    prev = _prev((1, *shape), contribution.exp, offset, g)
+    ref = K.emit(contribution, prev)
+    out, out_exp = run(
+        driver, "maxpool_grad_input", _pool_geom(shape, kernel, stride, pads), i8(gy.mantissa),
+        i32(gy.exp), i8(x), *_dst(prev, (1, *shape)),
+    )  # fmt: skip
+    assert np.array_equal(out, i8(ref.mantissa)) and int(out_exp[0]) == ref.exp
+
+
 def axis_array(a: K.InterpAxis) -> np.ndarray:
     return np.concatenate([[a.n_in, a.n_out], a.i0, a.i1, a.w0, a.w1, a.lo, a.hi]).astype(I32)
 

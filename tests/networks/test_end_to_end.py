@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.bundle.support import make, needs
-from tests.networks.zoo import MobileNetV2, ResNet8, SmallV3, export, randomise_bn
+from tests.networks.zoo import MobileNetV2, ResNet8, ResNet18, SmallV3, export, randomise_bn
 from tinytune.cli.main import main
 
 pytestmark = pytest.mark.slow
@@ -44,13 +44,17 @@ def _bytes_printed(text: str) -> list[str]:
 
 @needs("cortex-m7")
 @needs("rv32imc")
-@pytest.mark.parametrize("network", ["mobilenetv2", "resnet8"])
+@pytest.mark.parametrize("network", ["mobilenetv2", "resnet8", "resnet18"])
 def test_an_exported_network_is_searched_exported_and_trains_alike_on_every_core(
     network: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     torch.manual_seed(0)
-    module = MobileNetV2(0.35, stages=4) if network == "mobilenetv2" else ResNet8()
-    export(randomise_bn(module), tmp_path / "net.pt2", SIZE)
+    module = {
+        "mobilenetv2": lambda: MobileNetV2(0.35, stages=4),
+        "resnet8": ResNet8,
+        "resnet18": lambda: ResNet18(width=0.125),  # a 7x7 stem and a max pool
+    }[network]()
+    export(randomise_bn(module), tmp_path / "net.pt2", 64 if network == "resnet18" else SIZE)
     bundle, point = _search_and_export(tmp_path / "net.pt2", tmp_path, capsys)
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["memory"]["arena_bytes"] == point["memory_bytes"]  # the planner's, exactly

@@ -159,12 +159,16 @@ def test_a_pickled_module_is_refused_unread(tmp_path: Path) -> None:
 def test_an_unsupported_op_is_refused_with_its_node_and_the_supported_set(
     tmp_path: Path,
 ) -> None:
-    path = _saved(_Pooled(nn.MaxPool2d(2), nn.Linear(8, 4)), tmp_path / "pool.pt2")
+    path = _saved(_Pooled(nn.MaxPool2d(3, 2, ceil_mode=True), nn.Linear(8, 4)), tmp_path / "p.pt2")
     with pytest.raises(ModelError) as e:
         get_supernet(path)
     text = _one_line(e)
-    assert "node 'max_pool2d' (aten.max_pool2d.default) is a maxpool" in text
+    assert "node 'max_pool2d' (aten.max_pool2d.default) is a max pooling in ceil mode" in text
     assert "supported: 2-D convolution" in text and "one linear classifier, last" in text
+    path = _saved(_Pooled(nn.MaxPool2d(3, 1, dilation=2), nn.Linear(8, 4)), tmp_path / "d.pt2")
+    with pytest.raises(ModelError) as e:
+        get_supernet(path)
+    assert "is a dilated max pooling ([2, 2])" in _one_line(e)
     path = _saved(_Pooled(nn.Upsample(scale_factor=2), nn.Linear(8, 4)), tmp_path / "up.pt2")
     with pytest.raises(ModelError) as e:
         get_supernet(path)

@@ -162,3 +162,51 @@ class ResNet8(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = nn.functional.avg_pool2d(self.stacks(self.stem(x)), 8)
         return self.fc(torch.flatten(h, 1))
+
+
+class BasicBlock(nn.Module):
+    """torchvision's ResNet basic block: 3×3 conv, BN, ReLU, 3×3 conv, BN, plus the input
+    (through a strided 1×1 convolution and BN where the shape changes), then ReLU."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.downsample = (
+            nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+            if stride != 1 or c_in != c_out
+            else None
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        skip = x if self.downsample is None else self.downsample(x)
+        return torch.relu(out + skip)
+
+
+class ResNet18(nn.Module):
+    """torchvision's ResNet-18 (He et al., 2016) at a width multiplier: a 7×7 stride-2 stem, a
+    3×3 stride-2 max pool, four stages of two basic blocks (64, 128, 256, 512 filters times
+    ``width``), an adaptive average pool and the classifier."""
+
+    def __init__(self, width: float = 1.0, classes: int = 1000) -> None:
+        super().__init__()
+        widths = [max(8, int(c * width)) for c in (64, 128, 256, 512)]
+        self.conv1 = nn.Conv2d(3, widths[0], 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(widths[0])
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        layers, c = [], widths[0]
+        for i, w in enumerate(widths):
+            layers.append(nn.Sequential(BasicBlock(c, w, 1 if i == 0 else 2), BasicBlock(w, w, 1)))
+            c = w
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool(torch.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        x = nn.functional.adaptive_avg_pool2d(x, (1, 1))
+        return self.fc(torch.flatten(x, 1))

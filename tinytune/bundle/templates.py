@@ -87,6 +87,10 @@ KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
         "tt_avgpool_s8((const int8_t *)$x, $channels, $in_h, $in_w, $ratio, $x_zero, $mult, "
         "$shift, $y_zero, (int8_t *)$y);"
     ),
+    "maxpool_s8": KernelTemplate(
+        decls="static const tt_pool_geom ${id}_geom = $geom;\n",
+        call="tt_maxpool_s8((const int8_t *)$x, &${id}_geom, (int8_t *)$y);",
+    ),
     "upsample_s8": KernelTemplate(
         decls=(
             "static const tt_interp_axis ${id}_rows = $rows;\n"
@@ -159,6 +163,13 @@ KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
         call=(
             "tt_avgpool_grad_input((const int8_t *)$gy, $gy_exp, $channels, $in_h, $in_w, "
             "$ratio, $area_mult, $frac_bits, &${id}_gx);"
+        ),
+    ),
+    "maxpool_grad_input": KernelTemplate(
+        decls="static const tt_pool_geom ${id}_geom = $geom;\n" + _GRAD_X,
+        call=(
+            "tt_maxpool_grad_input((const int8_t *)$gy, $gy_exp, (const int8_t *)$x, "
+            "&${id}_geom, &${id}_gx);"
         ),
     ),
     "upsample_grad_input": KernelTemplate(

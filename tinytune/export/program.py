@@ -38,6 +38,7 @@ from tinytune.quant import (
     QGap,
     QGroupNorm,
     QLinear,
+    QMaxPool,
     QMul,
     QPool,
     QuantizedNet,
@@ -65,7 +66,8 @@ SCRATCH_NOTE = (
 )
 
 # kernel name (``tt_<name>`` in C) → its operands in the order of the C prototype. Structs
-# travel as tuples: ``geom`` the 10 fields of tt_conv_geom, ``norm`` those of tt_groupnorm
+# travel as tuples: ``geom`` the 11 fields of tt_conv_geom (of a max pooling: the 11 of
+# tt_pool_geom), ``norm`` those of tt_groupnorm
 # (7 ints, then x_scale, y_scale, eps as floats); ``rows``/``cols`` point to an int32 table
 # n_in, n_out, i0, i1, w0, w1, lo, hi (a tt_interp_axis); ``copy_s8`` is a plain ``memcpy``.
 KERNELS: dict[str, tuple[str, ...]] = {
@@ -126,6 +128,8 @@ KERNELS: dict[str, tuple[str, ...]] = {
         "gy", "gy_exp", "channels", "in_h", "in_w", "ratio", "area_mult", "frac_bits", "gx",
         "gx_exp", "accumulate",
     ),
+    "maxpool_s8": ("x", "geom", "y"),
+    "maxpool_grad_input": ("gy", "gy_exp", "x", "geom", "gx", "gx_exp", "accumulate"),
     "upsample_s8": ("x", "channels", "rows", "cols", "x_zero", "mult", "shift", "y_zero", "y"),
     "upsample_grad_input": (
         "gy", "gy_exp", "channels", "rows", "cols", "frac_bits", "gx", "gx_exp", "accumulate",
@@ -699,6 +703,38 @@ def _pool_backward(lw: _Lowering, layer: QPool) -> None:
     lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
 
 
+def _pool_geom(lw: _Lowering, layer: QMaxPool) -> tuple[int, ...]:
+    """The fields of ``tt_pool_geom``."""
+    op = layer.op
+    (_, c, h, w), (_, _, oh, ow) = (lw.net.graph.tensors[t].shape for t in (*op.inputs, op.output))
+    a = op.attrs
+    return (
+        c, h, w, oh, ow, a["kernel_h"], a["kernel_w"], a["stride_h"], a["stride_w"],
+        a["pad_top"], a["pad_left"],
+    )  # fmt: skip
+
+
+def _maxpool_forward(lw: _Lowering, layer: QMaxPool) -> None:
+    op = layer.op
+    (x,) = op.inputs
+    y = lw.act(op.output)
+    i = lw.call("maxpool_s8", op.name, "forward", x=lw.act(x), geom=_pool_geom(lw, layer), y=y)
+    lw.wrote(i, "act", op.output, y, lw.numel(op.output))
+
+
+def _maxpool_backward(lw: _Lowering, layer: QMaxPool) -> None:
+    op = layer.op
+    (x,) = op.inputs
+    if not lw.net.graph.tensors[x].requires_grad:
+        return
+    i = lw.call(
+        "maxpool_grad_input", op.name, "backward",
+        gy=lw.grad(op.output), gy_exp=ExpRef(lw.exp_slot(op.output)), x=lw.act(x),
+        geom=_pool_geom(lw, layer), gx=lw.grad(x), **lw.grad_dest(x),
+    )  # fmt: skip
+    lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
+
+
 def _axis_table(axis: InterpAxis) -> np.ndarray:
     parts = [[axis.n_in, axis.n_out], axis.i0, axis.i1, axis.w0, axis.w1, axis.lo, axis.hi]
     return np.concatenate(parts).astype(np.int32)
@@ -894,6 +930,7 @@ _FORWARD = {
     QMul: _mul_forward,
     QGap: _gap_forward,
     QPool: _pool_forward,
+    QMaxPool: _maxpool_forward,
     QUpsample: _upsample_forward,
     QGroupNorm: _groupnorm_forward,
     QLinear: _linear_forward,
@@ -903,6 +940,7 @@ _BACKWARD = {
     QMul: _mul_backward,
     QGap: _gap_backward,
     QPool: _pool_backward,
+    QMaxPool: _maxpool_backward,
     QUpsample: _upsample_backward,
     QGroupNorm: _groupnorm_backward,
     QLinear: _linear_backward,

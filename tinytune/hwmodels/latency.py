@@ -80,11 +80,13 @@ KERNEL_PHASES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(
         ("conv2d_s8", "conv2d_inplace_s8", "window_s8", "add_s8", "add_act_s8", "gap_s8",
          "linear_f32",
-         "copy_s8", "avgpool_s8", "upsample_s8", "groupnorm_f32", "act_table_s8", "mul_s8"),
+         "copy_s8", "avgpool_s8", "maxpool_s8", "upsample_s8", "groupnorm_f32", "act_table_s8",
+         "mul_s8"),
         ("forward",),
     ),
     **dict.fromkeys(
-        ("conv2d_grad_input", "gap_grad_input", "avgpool_grad_input", "upsample_grad_input",
+        ("conv2d_grad_input", "gap_grad_input", "avgpool_grad_input", "maxpool_grad_input",
+         "upsample_grad_input",
          "grad_accumulate", "mul_grad_x", "mul_grad_scale"),
         ("grad_input",),
     ),

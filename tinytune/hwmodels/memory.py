@@ -174,6 +174,8 @@ def _kept(op: Op, graph: Graph, p: Precision) -> tuple[list[int], list[tuple[str
     elif op.kind == "groupnorm":
         whole.append(ins[0].id)
         derived.append(("mean+rstd", 2 * out.shape[0] * op.attrs["groups"] * 4))
+    elif op.kind == "maxpool":  # the windows' largest values are found again in backward
+        whole.append(ins[0].id)
     elif op.kind == "mul":
         x, s = ins
         if s.requires_grad:

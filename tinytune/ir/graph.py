@@ -15,7 +15,9 @@ from typing import Any
 
 __all__ = ["OP_KINDS", "TABLE_ACTIVATIONS", "Graph", "Op", "ParamInfo", "TensorInfo"]
 
-OP_KINDS = ("conv", "add", "mul", "gap", "avgpool", "upsample", "groupnorm", "linear")
+OP_KINDS = (
+    "conv", "add", "mul", "gap", "avgpool", "maxpool", "upsample", "groupnorm", "linear",
+)  # fmt: skip
 TABLE_ACTIVATIONS = ("hswish", "hsigmoid")
 """The activations that keep their input (the pre-activation) for backward; the int8 step
 computes them through tables."""
@@ -86,7 +88,9 @@ class Op:
         act: fused activation (``none``, ``relu``, ``relu6``, ``hswish``, ``hsigmoid``).
         conv_index: the update-scheme index of a backbone convolution, else ``None``.
         role: ``stem``/``pw1``/``dw``/``pw2``/``se1``/``se2``/``head``/``lite``/... .
-        attrs: kernel size, stride, padding, groups, GroupNorm groups, pooling ratio.
+        attrs: kernel size, stride, padding, groups, GroupNorm groups, pooling ratio; a max
+            pooling's per axis (``kernel_h``, ``kernel_w``, ``stride_h``, ``stride_w``,
+            ``pad_top``, ``pad_left``).
         params: parameters and what is trained.
         macs: multiply-accumulates of the forward pass.
     """
@@ -143,6 +147,17 @@ class Graph:
         bottom = (h_out - 1) * s + k - before - h_in
         right = (w_out - 1) * s + k - before - w_in
         return before, bottom, before, right
+
+    def pool_pads(self, op: Op) -> tuple[int, int, int, int]:
+        """The padding of max pooling ``op``'s input as (top, bottom, left, right), the sides
+        after following from its output's size as in :meth:`pads` (negative: input rows no
+        window reads)."""
+        a = op.attrs
+        (_, _, h_in, w_in) = self.tensors[op.inputs[0]].shape
+        (_, _, h_out, w_out) = self.tensors[op.output].shape
+        bottom = (h_out - 1) * a["stride_h"] + a["kernel_h"] - a["pad_top"] - h_in
+        right = (w_out - 1) * a["stride_w"] + a["kernel_w"] - a["pad_left"] - w_in
+        return a["pad_top"], bottom, a["pad_left"], right
 
     def total_macs(self) -> int:
         return sum(op.macs for op in self.ops)

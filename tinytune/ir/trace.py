@@ -27,6 +27,8 @@ def _macs(kind: str, attrs: dict[str, int], ins: list[TensorInfo], out: TensorIn
         return out.numel * (ins[0].shape[1] // groups) * k * k
     if kind == "linear":
         return out.numel * math.prod(ins[0].shape[1:])
+    if kind == "maxpool":  # comparisons
+        return out.numel * attrs["kernel_h"] * attrs["kernel_w"]
     if kind in ("gap", "avgpool"):
         return ins[0].numel
     return out.numel

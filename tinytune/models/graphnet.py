@@ -3,9 +3,10 @@
 :class:`GraphNet` is the trainable network of a :class:`~tinytune.networks.NetworkGraph`: every
 convolution becomes a :class:`~tinytune.models.layers.ConvUnit` with the BatchNorm after it
 folded into its weight and bias and the activation after that fused (as the device runs it),
-sums and channel products become :class:`Add` and :class:`Mul`, a global average pool a
-:class:`GlobalAvgPool`; flatten, dropout and identity are dropped; the last linear layer is made
-anew for the data set's classes (:class:`Classifier`), as transfer learning does.
+sums and channel products become :class:`Add` and :class:`Mul`, a max pool a
+:class:`MaxPool`, a global average pool a :class:`GlobalAvgPool`; flatten, dropout and
+identity are dropped; the last linear layer is made anew for the data set's classes
+(:class:`Classifier`), as transfer learning does.
 
 The network runs as a sequence of stages cut at its single-tensor cut points (the tensors every
 path from the input to the output crosses), so that a frozen prefix of stages can be computed
@@ -24,7 +25,15 @@ from torch import Tensor, nn
 
 from tinytune.errors import ModelError
 from tinytune.models.convert import fold_batchnorm
-from tinytune.models.layers import SAME, Add, Classifier, ConvUnit, GlobalAvgPool, Mul
+from tinytune.models.layers import (
+    SAME,
+    Add,
+    Classifier,
+    ConvUnit,
+    GlobalAvgPool,
+    MaxPool,
+    Mul,
+)
 from tinytune.networks import NetworkGraph, Step, conv_roles, plan, read_network, same_padded
 
 __all__ = ["GraphNet", "GraphStage", "ImportedNetwork", "save_module"]
@@ -76,6 +85,9 @@ def _module(graph: NetworkGraph, step: Step, index: int, role: str) -> nn.Module
         return Mul()
     if step.op == "gap":
         return GlobalAvgPool()
+    if step.op == "maxpool":
+        a = step.nodes[0].attrs
+        return MaxPool(a["kernel"], a["stride"], (a["padding"][0], a["padding"][2]))
     conv, *rest = step.nodes
     w = torch.from_numpy(conv.params["weight"]).float()
     bias = conv.params.get("bias")

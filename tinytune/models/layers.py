@@ -33,6 +33,7 @@ __all__ = [
     "GroupNormUnit",
     "LiteResidual",
     "MBBlock",
+    "MaxPool",
     "Mul",
     "SqueezeExcite",
     "TrainNet",
@@ -323,6 +324,30 @@ class AvgPool(nn.Module):
 
     def ir_describe(self) -> dict[str, Any]:
         return {"kind": "avgpool", "attrs": {"ratio": self.ratio}}
+
+
+class MaxPool(nn.Module):
+    """Max pooling of a ``kernel`` (kh, kw) window at ``stride`` (sh, sw) over the input padded
+    by ``padding`` (top, left) rows and columns that no window chooses; the output's size
+    follows from the input's, as ``nn.MaxPool2d`` gives it. Keeps its input for backward
+    (the gradient goes to the first largest value of each window)."""
+
+    def __init__(
+        self, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int]
+    ) -> None:
+        super().__init__()
+        self.kernel, self.stride, self.padding = tuple(kernel), tuple(stride), tuple(padding)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.max_pool2d(x, self.kernel, self.stride, self.padding)
+
+    def ir_describe(self) -> dict[str, Any]:
+        (kh, kw), (sh, sw), (top, left) = self.kernel, self.stride, self.padding
+        attrs = {"kernel_h": kh, "kernel_w": kw, "stride_h": sh, "stride_w": sw}
+        return {"kind": "maxpool", "attrs": attrs | {"pad_top": top, "pad_left": left}}
+
+    def extra_repr(self) -> str:
+        return f"kernel={self.kernel}, stride={self.stride}, padding={self.padding}"
 
 
 class Upsample(nn.Module):

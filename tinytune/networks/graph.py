@@ -59,6 +59,8 @@ SUPPORTED = (
     "ReLU, ReLU6, hard-swish or hard-sigmoid after a convolution",
     "add, and ReLU or ReLU6 after one",
     "channel-wise mul (squeeze-excite)",
+    "max pooling (any window and stride, symmetric padding up to half the window, no dilation "
+    "or ceil mode)",
     "global average pooling",
     "flatten",
     "dropout and identity (dropped)",
@@ -212,6 +214,20 @@ def _check_conv(graph: NetworkGraph, node: Node) -> None:
         raise _refuse(graph, node, f"a grouped convolution ({a['groups']} groups)")
 
 
+def _check_maxpool(graph: NetworkGraph, node: Node) -> None:
+    a = node.attrs
+    top, bottom, left, right = a["padding"]
+    if tuple(a.get("dilation", (1, 1))) != (1, 1):
+        raise _refuse(graph, node, f"a dilated max pooling ({list(a['dilation'])})")
+    (kh, kw), (sh, sw) = a["kernel"], a["stride"]
+    if top != bottom or left != right or 2 * top > kh or 2 * left > kw:
+        raise _refuse(graph, node, f"a max pooling padded {list(a['padding'])}")
+    h, w = graph.shapes[node.inputs[0]][2:]
+    floor = ((h + 2 * top - kh) // sh + 1, (w + 2 * left - kw) // sw + 1)
+    if tuple(graph.shapes[node.output][2:]) != floor:
+        raise _refuse(graph, node, "a max pooling in ceil mode")
+
+
 def check_supported(graph: NetworkGraph) -> None:
     """Refuse, in one line naming the node, a network that tinytune cannot train, plan,
     quantize and lower end to end: see :data:`SUPPORTED`.
@@ -255,7 +271,9 @@ def check_supported(graph: NetworkGraph) -> None:
             x, s = sorted((graph.shapes[t] for t in node.inputs), key=lambda t: t[2:] == (1, 1))
             if len(s) != 4 or s[2:] != (1, 1) or s[:2] != x[:2]:
                 raise _refuse(graph, node, f"a product of {list(x)} and {list(s)}")
-        elif node.op in ("cat", "maxpool", "avgpool", "pad"):
+        elif node.op == "maxpool":
+            _check_maxpool(graph, node)
+        elif node.op in ("cat", "avgpool", "pad"):
             what = {"cat": "a concatenation", "pad": "a padding before no convolution"}
             raise _refuse(graph, node, what.get(node.op, f"a {node.op}"))
         elif node.op == "linear" and node is not linears[-1]:

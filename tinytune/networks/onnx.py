@@ -324,6 +324,8 @@ def _pool(c: _Call) -> Node:
         "stride": _ints(c.attrs.get("strides"), 2, 1),
         "padding": (pads[0], pads[2], pads[1], pads[3]),
     }
+    if c.op == "maxpool":
+        attrs["dilation"] = _ints(c.attrs.get("dilations"), 2, 1)
     return c.node([c.inputs[0]], attrs)
 
 

@@ -469,7 +469,10 @@ def _pool(c: _Call) -> Node:
     if c.op == "avgpool" and kernel == c.shapes[x][2:] and (ph, pw) == (0, 0):
         # over the whole map (Keras' AveragePooling2D(8) on 8 x 8): a global average pool
         return Node(c.name, "gap", c.source, (x,), c.output)
-    return c.node((x,), {"kernel": kernel, "stride": stride, "padding": (ph, ph, pw, pw)})
+    attrs = {"kernel": kernel, "stride": stride, "padding": (ph, ph, pw, pw)}
+    if c.op == "maxpool":
+        attrs |= {"dilation": _pair(c.args.get("dilation"), 1)}
+    return c.node((x,), attrs)
 
 
 def _gap(c: _Call) -> Node:

@@ -2,11 +2,12 @@
 
 :func:`plan` groups a :class:`~tinytune.networks.NetworkGraph`'s nodes into the steps a device
 runs: a convolution with the BatchNorm and the activation after it (each its only reader)
-folded in, a sum, a channel product, a global pool; flatten, dropout and identity are dropped
-(their output is their input); the last linear layer is the classifier, made anew. The steps
-fall into stages cut at the single-tensor cut points (the tensors every path from input to
-output crosses), each holding at least one convolution: where a frozen prefix may end and where
-the network may be cut, a global pool and a new classifier put on the stage's output.
+folded in, a sum, a channel product, a max pool, a global pool; flatten, dropout and identity
+are dropped (their output is their input); the last linear layer is the classifier, made anew.
+The steps fall into stages cut at the single-tensor cut points (the tensors every path from
+input to output crosses), each holding at least one convolution: where a frozen prefix may end
+and where the network may be cut, a global pool and a new classifier put on the stage's
+output.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class Step:
     """One step as the device runs it.
 
     Attributes:
-        op: ``conv``, ``add``, ``mul`` or ``gap``.
+        op: ``conv``, ``add``, ``mul``, ``maxpool`` or ``gap``.
         nodes: the graph's nodes it runs: for a convolution, the convolution, then the
             BatchNorm and the activation folded into it where there are.
         inputs: the tensors it reads (a product: the features, then the channel scale).

@@ -58,6 +58,8 @@ __all__ = [
     "interp_axis",
     "linear_f32",
     "linear_f32_backward",
+    "maxpool_grad_input",
+    "maxpool_s8",
     "mul_grad_scale",
     "mul_grad_x",
     "mul_s8",
@@ -216,6 +218,49 @@ def avgpool_s8(x: Tensor, x_zero: int, ratio: int, mult: int, shift: int, y_zero
     xs = (x - x_zero)[:, :, : h - h % ratio, : w - w % ratio]
     acc = xs.reshape(n, c, h // ratio, ratio, w // ratio, ratio).sum(dim=(3, 5))
     return torch.clamp(y_zero + scale_round(acc, mult, shift), -128, 127)
+
+
+_BELOW_INT8 = -1000  # the padding of a max pooling: below every int8 value, never chosen
+
+
+def _pool_windows(
+    x: Tensor, kernel: tuple[int, int], stride: tuple[int, int], pads: Pads
+) -> tuple[Tensor, tuple[int, int]]:
+    """Every window of a max pooling of ``x`` (N, C, H, W) as (N, C, kh·kw, L) float64 values,
+    in row-major window order, and the padded input's (H', W')."""
+    top, bottom, left, right = pads
+    xs = F.pad(x.double(), (left, right, top, bottom), value=float(_BELOW_INT8))
+    n, c, h, w = xs.shape
+    cols = F.unfold(xs.reshape(n * c, 1, h, w), kernel, stride=stride)
+    return cols.reshape(n, c, kernel[0] * kernel[1], -1), (h, w)
+
+
+def maxpool_s8(x: Tensor, kernel: tuple[int, int], stride: tuple[int, int], pads: Pads) -> Tensor:
+    """Max pooling of int8 values (``tt_maxpool_s8``): the output keeps the input's scale and
+    zero point; ``pads`` (top, bottom, left, right) hold rows and columns no window chooses."""
+    cols, _ = _pool_windows(x, kernel, stride, pads)
+    n, c, _, _ = x.shape
+    oh = (x.shape[2] + pads[0] + pads[1] - kernel[0]) // stride[0] + 1
+    return cols.amax(dim=2).long().reshape(n, c, oh, -1)
+
+
+def maxpool_grad_input(
+    gy: Grad, x: Tensor, kernel: tuple[int, int], stride: tuple[int, int], pads: Pads
+) -> Contribution:
+    """∂L/∂x of max pooling: each output's gradient to the first largest input of its window
+    (row-major, PyTorch's choice), summed where windows overlap."""
+    cols, (h, w) = _pool_windows(x, kernel, stride, pads)
+    n, c, kk, n_out = cols.shape
+    first = cols.argmax(dim=2, keepdim=True)  # the first of equal values
+    g = gy.mantissa.reshape(n, c, 1, n_out).double()
+    chosen = torch.zeros_like(cols).scatter_(2, first, g)
+    s = F.fold(chosen.reshape(n * c, kk, n_out), (h, w), kernel, stride=stride)
+    top, _, left, _ = pads
+    out = torch.zeros(x.shape, dtype=torch.float64)  # rows no window reads get nothing
+    rows, cols_ = min(x.shape[2], h - top), min(x.shape[3], w - left)
+    out[:, :, :rows, :cols_] = s.reshape(n, c, h, w)[:, :, top : top + rows, left : left + cols_]
+    cover = -(-kernel[0] // stride[0]) * -(-kernel[1] // stride[1])
+    return Contribution(_exact(out), gy.exp, _bitlen(GRAD_MAX * cover))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ __all__ = [
     "QGap",
     "QGroupNorm",
     "QLinear",
+    "QMaxPool",
     "QMul",
     "QPool",
     "QUpsample",
@@ -39,6 +40,7 @@ SUPPORTED = {
     "mul": ("none",),
     "gap": ("none",),
     "avgpool": ("none",),
+    "maxpool": ("none",),
     "upsample": ("none",),
     "groupnorm": ("none", "relu"),
 }
@@ -217,6 +219,21 @@ class QPool:
 
 
 @dataclass
+class QMaxPool:
+    """Max pooling; its output keeps the input's quantization (the largest of int8 values)."""
+
+    op: Op
+
+    @property
+    def kernel(self) -> tuple[int, int]:
+        return self.op.attrs["kernel_h"], self.op.attrs["kernel_w"]
+
+    @property
+    def stride(self) -> tuple[int, int]:
+        return self.op.attrs["stride_h"], self.op.attrs["stride_w"]
+
+
+@dataclass
 class QUpsample:
     """Bilinear upsampling through integer tables; M·2^−n ≈ s_x/(s_y·2^2Q)."""
 
@@ -254,7 +271,7 @@ class QLinear:
     bias: np.ndarray
 
 
-QLayer = QConv | QAdd | QMul | QGap | QPool | QUpsample | QGroupNorm | QLinear
+QLayer = QConv | QAdd | QMul | QGap | QPool | QMaxPool | QUpsample | QGroupNorm | QLinear
 
 
 @dataclass

@@ -20,7 +20,8 @@ graph (batch 1, the device's) and, per op, the integer parameters of
 
 Supported ops: convolutions with ``none``/``relu``/``relu6``/``hswish``/``hsigmoid`` (no
 trained per-channel scale), ``add``, ``gap``, the channel-wise ``mul`` of squeeze-and-
-excitation, the ``linear`` classifier, and the ops of TinyTL lite residuals: ``avgpool``,
+excitation, ``maxpool`` (its output keeps its input's quantization), the ``linear``
+classifier, and the ops of TinyTL lite residuals: ``avgpool``,
 bilinear ``upsample`` and ``groupnorm`` (float32 γ, β and statistics, int8 input and output) —
 the ProxylessNAS and MobileNetV3 families with or without lite residuals. Anything else raises
 :class:`~tinytune.quant.errors.QuantizationError`.
@@ -54,6 +55,7 @@ from tinytune.quant.model import (
     QGap,
     QGroupNorm,
     QLinear,
+    QMaxPool,
     QMul,
     QPool,
     QuantizedNet,
@@ -233,6 +235,16 @@ def _quantize_pool(
     return QPool(op, r, mult, shift, round(2.0**frac / (r * r)), frac)
 
 
+def _quantize_maxpool(
+    op: Op,
+    module: torch.nn.Module,
+    graph: Graph,
+    acts: dict[int, ActQuant],
+    pre: dict[str, ActQuant],
+) -> QMaxPool:
+    return QMaxPool(op)
+
+
 def _quantize_upsample(
     op: Op,
     module: torch.nn.Module,
@@ -288,6 +300,7 @@ _QUANTIZERS = {
     "mul": _quantize_mul,
     "gap": _quantize_gap,
     "avgpool": _quantize_pool,
+    "maxpool": _quantize_maxpool,
     "upsample": _quantize_upsample,
     "groupnorm": _quantize_groupnorm,
     "linear": _quantize_linear,
@@ -356,6 +369,9 @@ def quantize(
         raise QuantizationError("the network must end with its linear classifier")
     ranges = observe(net, graph, batches, method=method, percentile=percentile)
     acts = {t: ActQuant.from_range(*r) for t, r in ranges.tensors.items()}
+    for op in graph.ops:
+        if op.kind == "maxpool":  # the largest of int8 values, in the input's quantization
+            acts[op.output] = acts[op.inputs[0]]
     pre = {name: ActQuant.from_range(*r) for name, r in ranges.pre_activations.items()}
     layers = tuple(
         _QUANTIZERS[op.kind](op, net.get_submodule(op.name), graph, acts, pre) for op in graph.ops

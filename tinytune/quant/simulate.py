@@ -38,6 +38,7 @@ from tinytune.quant.model import (
     QGap,
     QGroupNorm,
     QLinear,
+    QMaxPool,
     QMul,
     QPool,
     QuantizedNet,
@@ -157,6 +158,12 @@ def _pool_forward(net: QuantizedNet, layer: QPool, rec: ForwardRecord) -> None:
     )  # fmt: skip
 
 
+def _maxpool_forward(net: QuantizedNet, layer: QMaxPool, rec: ForwardRecord) -> None:
+    (x,) = layer.op.inputs
+    pads = net.graph.pool_pads(layer.op)
+    rec.acts[layer.op.output] = K.maxpool_s8(rec.acts[x], layer.kernel, layer.stride, pads)
+
+
 def _upsample_forward(net: QuantizedNet, layer: QUpsample, rec: ForwardRecord) -> None:
     (x,) = layer.op.inputs
     rec.acts[layer.op.output] = K.upsample_s8(
@@ -196,6 +203,7 @@ _FORWARD: dict[type, Callable] = {
     QMul: _mul_forward,
     QGap: _gap_forward,
     QPool: _pool_forward,
+    QMaxPool: _maxpool_forward,
     QUpsample: _upsample_forward,
     QGroupNorm: _groupnorm_forward,
     QLinear: _linear_forward,
@@ -355,6 +363,15 @@ def _pool_backward(b: _Backward, layer: QPool) -> None:
         b.emit(layer.op.index, x, c)
 
 
+def _maxpool_backward(b: _Backward, layer: QMaxPool) -> None:
+    (x,) = layer.op.inputs
+    if b.needs_grad(x):
+        gy = b.grads[layer.op.output]
+        pads = b.net.graph.pool_pads(layer.op)
+        c = K.maxpool_grad_input(gy, b.record.acts[x], layer.kernel, layer.stride, pads)
+        b.emit(layer.op.index, x, c)
+
+
 def _upsample_backward(b: _Backward, layer: QUpsample) -> None:
     (x,) = layer.op.inputs
     if b.needs_grad(x):
@@ -389,6 +406,7 @@ _BACKWARD: dict[type, Callable] = {
     QMul: _mul_backward,
     QGap: _gap_backward,
     QPool: _pool_backward,
+    QMaxPool: _maxpool_backward,
     QUpsample: _upsample_backward,
     QGroupNorm: _groupnorm_backward,
 }

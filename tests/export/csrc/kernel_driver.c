@@ -386,6 +386,41 @@ static void run_avgpool_grad_input(void) {
     free(gy), free(p), free(dst.data);
 }
 
+/* A pooling geometry arrives as one int32 array of the 11 fields of tt_pool_geom. */
+static tt_pool_geom read_pool_geom(void) {
+    int32_t n;
+    int32_t *v = i32(&n);
+    tt_pool_geom g;
+    g.channels = v[0], g.in_h = v[1], g.in_w = v[2], g.out_h = v[3], g.out_w = v[4];
+    g.kernel_h = v[5], g.kernel_w = v[6], g.stride_h = v[7], g.stride_w = v[8];
+    g.pad_top = v[9], g.pad_left = v[10];
+    free(v);
+    return g;
+}
+
+static void run_maxpool_s8(void) {
+    int32_t n;
+    tt_pool_geom g = read_pool_geom();
+    int8_t *x = i8(&n);
+    int32_t n_out = g.channels * g.out_h * g.out_w;
+    int8_t *y = malloc((size_t)n_out + 1);
+    tt_maxpool_s8(x, &g, y);
+    write_array(DT_I8, y, n_out);
+    free(x), free(y);
+}
+
+static void run_maxpool_grad_input(void) {
+    int32_t n, e;
+    tt_pool_geom g = read_pool_geom();
+    int8_t *gy = i8(&n);
+    int32_t *p = i32(&n); /* gy_exp */
+    int8_t *x = i8(&n);
+    tt_grad dst = read_grad(&e);
+    tt_maxpool_grad_input(gy, p[0], x, &g, &dst);
+    write_grad(&dst, g.channels * g.in_h * g.in_w);
+    free(gy), free(p), free(x), free(dst.data);
+}
+
 /* An axis arrives as one int32 array: n_in, n_out, i0, i1, w0, w1 (n_out each), lo, hi. */
 static tt_interp_axis read_axis(int32_t **store) {
     int32_t n;
@@ -489,6 +524,8 @@ static const struct {
 } kernels[] = {
     {"avgpool_s8", run_avgpool_s8},
     {"avgpool_grad_input", run_avgpool_grad_input},
+    {"maxpool_s8", run_maxpool_s8},
+    {"maxpool_grad_input", run_maxpool_grad_input},
     {"upsample_s8", run_upsample_s8},
     {"upsample_grad_input", run_upsample_grad_input},
     {"groupnorm_f32", run_groupnorm_f32},

@@ -500,4 +500,25 @@ static inline float tt_exp2_sat(int32_t e) {
     return tt_pow2f(e < -126 ? -126 : (e > 127 ? 127 : e));
 }
 
+/* The flat index in [in_h][in_w] of the first largest value of max pooling output (oy, ox)'s
+ * window, in the window's row-major order (PyTorch's choice); the padding is never chosen. */
+static inline int32_t tt_pool_argmax(const int8_t *xc, const tt_pool_geom *g, int32_t oy,
+                                     int32_t ox) {
+    int32_t y0 = oy * g->stride_h - g->pad_top, x0 = ox * g->stride_w - g->pad_left;
+    int32_t y1 = y0 + g->kernel_h, x1 = x0 + g->kernel_w;
+    int32_t best = -1, iy, ix;
+    y0 = y0 < 0 ? 0 : y0;
+    x0 = x0 < 0 ? 0 : x0;
+    y1 = y1 > g->in_h ? g->in_h : y1;
+    x1 = x1 > g->in_w ? g->in_w : x1;
+    for (iy = y0; iy < y1; iy++) {
+        for (ix = x0; ix < x1; ix++) {
+            if (best < 0 || xc[iy * g->in_w + ix] > xc[best]) {
+                best = iy * g->in_w + ix;
+            }
+        }
+    }
+    return best;
+}
+
 #endif /* TT_ARITH_H */

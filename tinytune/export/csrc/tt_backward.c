@@ -607,6 +607,46 @@ void tt_gap_grad_input(const int8_t *gy, int32_t gy_exp, int32_t channels, int32
     tt_emit_end(&st, gx);
 }
 
+void tt_maxpool_grad_input(const int8_t *gy, int32_t gy_exp, const int8_t *x,
+                           const tt_pool_geom *g, const tt_grad *gx) {
+    /* each input sums the gradients of the outputs whose window it wins: those of rows
+     * oy0 .. oy1 and columns ox0 .. ox1, the windows that hold it */
+    int32_t cover_h = (g->kernel_h + g->stride_h - 1) / g->stride_h;
+    int32_t cover_w = (g->kernel_w + g->stride_w - 1) / g->stride_w;
+    int32_t c, iy, ix, oy, ox;
+    tt_emit st;
+    tt_emit_begin(&st, gx, gy_exp,
+                  tt_bitlen((uint64_t)TT_GRAD_MAX * (uint64_t)(cover_h * cover_w)));
+    do {
+        for (c = 0; c < g->channels; c++) {
+            const int8_t *xc = x + c * g->in_h * g->in_w;
+            const int8_t *gc = gy + c * g->out_h * g->out_w;
+            for (iy = 0; iy < g->in_h; iy++) {
+                int32_t ry = iy + g->pad_top;
+                int32_t oy0 = ry < g->kernel_h ? 0 : (ry - g->kernel_h) / g->stride_h + 1;
+                int32_t oy1 = ry / g->stride_h < g->out_h - 1 ? ry / g->stride_h : g->out_h - 1;
+                for (ix = 0; ix < g->in_w; ix++) {
+                    int32_t rx = ix + g->pad_left;
+                    int32_t ox0 = rx < g->kernel_w ? 0 : (rx - g->kernel_w) / g->stride_w + 1;
+                    int32_t ox1 =
+                        rx / g->stride_w < g->out_w - 1 ? rx / g->stride_w : g->out_w - 1;
+                    int32_t at = iy * g->in_w + ix;
+                    int64_t s = 0;
+                    for (oy = oy0; oy <= oy1; oy++) {
+                        for (ox = ox0; ox <= ox1; ox++) {
+                            if (tt_pool_argmax(xc, g, oy, ox) == at) {
+                                s += gc[oy * g->out_w + ox];
+                            }
+                        }
+                    }
+                    tt_emit_put(&st, gx, c * g->in_h * g->in_w + at, s);
+                }
+            }
+        }
+    } while (tt_emit_advance(&st));
+    tt_emit_end(&st, gx);
+}
+
 void tt_grad_accumulate(const int8_t *g, int32_t g_exp, int32_t n, const tt_grad *dst) {
     int32_t i;
     tt_emit st;

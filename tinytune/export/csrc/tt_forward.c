@@ -1124,3 +1124,16 @@ void tt_gap_s8(const int8_t *x, int32_t channels, int32_t hw, int32_t x_zero, in
         y[c] = (int8_t)tt_clamp64(y_zero + tt_scale_round(acc, mult, shift), -128, 127);
     }
 }
+
+void tt_maxpool_s8(const int8_t *x, const tt_pool_geom *g, int8_t *y) {
+    int32_t c, oy, ox;
+    for (c = 0; c < g->channels; c++) {
+        const int8_t *xc = x + c * g->in_h * g->in_w;
+        int8_t *yc = y + c * g->out_h * g->out_w;
+        for (oy = 0; oy < g->out_h; oy++) {
+            for (ox = 0; ox < g->out_w; ox++) {
+                yc[oy * g->out_w + ox] = xc[tt_pool_argmax(xc, g, oy, ox)];
+            }
+        }
+    }
+}

@@ -37,6 +37,14 @@ typedef struct {
     int32_t kernel, stride, pad_top, pad_left, groups;
 } tt_conv_geom;
 
+/* The geometry of a max pooling of [channels][in_h][in_w] into [channels][out_h][out_w]:
+ * output (oy, ox) is the largest of input rows oy*stride_h - pad_top + 0 .. kernel_h-1 and
+ * columns ox*stride_w - pad_left + 0 .. kernel_w-1 inside the input (the padding never wins). */
+typedef struct {
+    int32_t channels, in_h, in_w, out_h, out_w;
+    int32_t kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left;
+} tt_pool_geom;
+
 /* A weight split along its input channels into the part that training updates (the first k,
  * kept in SRAM) and the frozen rest (which may stay in flash). Depthwise weights are split
  * along their channels instead. Layouts, with kk = kernel*kernel and cg = in_c/groups:
@@ -138,6 +146,9 @@ void tt_gap_s8(const int8_t *x, int32_t channels, int32_t hw, int32_t x_zero, in
 void tt_avgpool_s8(const int8_t *x, int32_t channels, int32_t in_h, int32_t in_w, int32_t ratio,
                    int32_t x_zero, int32_t mult, int32_t shift, int32_t y_zero, int8_t *y);
 
+/* Max pooling (see tt_pool_geom); the output keeps the input's scale and zero point. */
+void tt_maxpool_s8(const int8_t *x, const tt_pool_geom *g, int8_t *y);
+
 /* Bilinear upsampling of [channels][ay->n_in][ax->n_in] into [channels][ay->n_out][ax->n_out];
  * M*2^-shift ~ s_x/(s_y*2^(2Q)). */
 void tt_upsample_s8(const int8_t *x, int32_t channels, const tt_interp_axis *ay,
@@ -198,6 +209,11 @@ void tt_gap_grad_input(const int8_t *gy, int32_t gy_exp, int32_t channels, int32
 void tt_avgpool_grad_input(const int8_t *gy, int32_t gy_exp, int32_t channels, int32_t in_h,
                            int32_t in_w, int32_t ratio, int32_t area_mult, int32_t frac_bits,
                            const tt_grad *gx);
+
+/* The input gradient of max pooling: each output's gradient to the first largest input of its
+ * window (tt_maxpool_s8's input x, kept for it), summed where windows overlap. */
+void tt_maxpool_grad_input(const int8_t *gy, int32_t gy_exp, const int8_t *x,
+                           const tt_pool_geom *g, const tt_grad *gx);
 
 /* The input gradient of bilinear upsampling (the transposed tables); frac_bits is Q. */
 void tt_upsample_grad_input(const int8_t *gy, int32_t gy_exp, int32_t channels,
