@@ -77,17 +77,37 @@ class Conv:
     groups: int
     k: int  # trained leading input channels (depthwise: channels), the weight split
     pads: tuple[int, int, int, int] | None = None  # (top, bottom, left, right); else k // 2
+    kernel_w: int | None = None  # a rectangular kernel's width; else ``kernel``
+    stride_w: int | None = None  # the stride across where it differs; else ``stride``
+
+    @property
+    def kw(self) -> int:
+        return self.kernel if self.kernel_w is None else self.kernel_w
+
+    @property
+    def sw(self) -> int:
+        return self.stride if self.stride_w is None else self.stride_w
+
+    @property
+    def strides(self) -> int | tuple[int, int]:
+        return self.stride if self.sw == self.stride else (self.stride, self.sw)
+
+    @property
+    def weight_shape(self) -> tuple[int, int, int, int]:
+        return (self.out_c, self.in_c // self.groups, self.kernel, self.kw)
 
     @property
     def pad(self) -> tuple[int, int, int, int]:
-        return self.pads if self.pads is not None else (self.kernel // 2,) * 4
+        if self.pads is not None:
+            return self.pads
+        return (self.kernel // 2,) * 2 + (self.kw // 2,) * 2
 
     @property
     def out_hw(self) -> tuple[int, int]:
         top, bottom, left, right = self.pad
         return (
             (self.h + top + bottom - self.kernel) // self.stride + 1,
-            (self.w + left + right - self.kernel) // self.stride + 1,
+            (self.w + left + right - self.kw) // self.sw + 1,
         )
 
     @property
@@ -98,7 +118,7 @@ class Conv:
         oh, ow = self.out_hw
         return i32(
             self.in_c, self.h, self.w, self.out_c, oh, ow,
-            self.kernel, self.stride, self.pad[0], self.pad[2], self.groups,
+            self.kernel, self.stride, self.pad[0], self.pad[2], self.groups, self.kw, self.sw,
         )  # fmt: skip
 
     def split(self, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,6 +163,14 @@ CONVS = {
     "patch dw3 s2 inside": Conv(6, 11, 9, 6, 3, 2, 6, 0, (-1, 0, 0, 0)),
     "patch pw cropped": Conv(8, 6, 7, 5, 1, 1, 1, 0, (-1, -2, -2, 0)),
     "patch stem s2 bottom right": Conv(3, 10, 12, 8, 3, 2, 1, 0, (-1, 1, 0, 1)),
+    # rectangular kernels and strides (DS-CNN's 10x4 stem on 49x10 features, a 1-D
+    # convolution as a 1xk one over 1xT): the direct loops
+    "ds-cnn stem 10x4 s2 same": Conv(1, 49, 10, 8, 10, 2, 1, 1, (4, 5, 1, 2), kernel_w=4),
+    "1-d conv 1x5 s1": Conv(6, 1, 32, 8, 1, 1, 1, 3, (0, 0, 2, 2), kernel_w=5),
+    "1-d conv 1x3 s2": Conv(4, 1, 33, 5, 1, 1, 1, 4, (0, 0, 1, 1), kernel_w=3, stride_w=2),
+    "dw 3x1 s(2, 1)": Conv(6, 11, 7, 6, 3, 2, 6, 2, (1, 1, 0, 0), kernel_w=1, stride_w=1),
+    "dw 1x5 1-d": Conv(5, 1, 20, 5, 1, 1, 5, 5, (0, 0, 2, 2), kernel_w=5),
+    "pw s(1, 2)": Conv(8, 4, 9, 6, 1, 1, 1, 3, (0, 0, 0, 0), stride_w=2),
 }
 
 
@@ -172,13 +200,13 @@ def test_conv2d_s8(driver, name, act):
     c = CONVS[name]
     g = rng(name, act)
     x = rand_int(-128, 127, (1, c.in_c, c.h, c.w), g)
-    weight = rand_int(-127, 127, (c.out_c, c.in_c // c.groups, c.kernel, c.kernel), g)
+    weight = rand_int(-127, 127, c.weight_shape, g)
     bias = rand_int(-(2**14), 2**14, (c.out_c,), g)
     mult, shift = multipliers(c.out_c, 36, 44, g)
     x_zero, y_zero = (int(v) for v in rand_int(-128, 127, (2,), g))
     lo, hi = (-128, 127) if act == "none" else (y_zero, min(127, y_zero + 90))
     y, mask = K.conv2d_s8(
-        x, x_zero, weight, bias, mult, shift, y_zero, lo, hi, c.stride, c.pad, c.groups
+        x, x_zero, weight, bias, mult, shift, y_zero, lo, hi, c.strides, c.pad, c.groups
     )
     train, frozen = c.split(weight)
     out_y, out_mask = run(
@@ -199,13 +227,13 @@ def test_conv2d_s8_every_rounding_shift(driver, name):
     c = CONVS[name]
     g = rng(name, "shifts")
     x = rand_int(-128, 127, (1, c.in_c, c.h, c.w), g)
-    weight = rand_int(-127, 127, (c.out_c, c.in_c // c.groups, c.kernel, c.kernel), g)
+    weight = rand_int(-127, 127, c.weight_shape, g)
     bias = rand_int(-(2**14), 2**14, (c.out_c,), g)
     ends = torch.tensor([-3, 0, 1, 2, 31, 45, 62, 63, 64])
     shift = ends[torch.arange(c.out_c) % len(ends)]
     mult = rand_int(2**30, 2**31 - 1, (c.out_c,), g)
     x_zero, y_zero = 3, -5
-    y, mask = K.conv2d_s8(x, x_zero, weight, bias, mult, shift, y_zero, -128, 127, c.stride,
+    y, mask = K.conv2d_s8(x, x_zero, weight, bias, mult, shift, y_zero, -128, 127, c.strides,
                           c.pad, c.groups)  # fmt: skip
     train, frozen = c.split(weight)
     out_y, out_mask = run(
@@ -421,11 +449,11 @@ def test_conv2d_grad_input(driver, name, offset):
     g = rng(name, offset, "grad input")
     oh, ow = c.out_hw
     gy = K.Grad(rand_grad((1, c.out_c, oh, ow), g), int(rand_int(-30, 5, (), g)))
-    weight = rand_int(-127, 127, (c.out_c, c.in_c // c.groups, c.kernel, c.kernel), g)
+    weight = rand_int(-127, 127, c.weight_shape, g)
     w_mult = rand_int(1, 2**15, (c.out_c,), g)
     frac = 21
     shape = (1, c.in_c, c.h, c.w)
-    contribution = K.conv2d_grad_input(gy, weight, w_mult, frac, shape, c.stride, c.pad, c.groups)
+    contribution = K.conv2d_grad_input(gy, weight, w_mult, frac, shape, c.strides, c.pad, c.groups)
     prev = _prev(shape, contribution.exp, offset, g)
     ref = K.emit(contribution, prev)
     train, frozen = c.split(weight)
@@ -491,13 +519,13 @@ def test_conv2d_update_weight(driver, name, gy_exp):
     g = rng(name, gy_exp, "update")
     oh, ow = c.out_hw
     gy = K.Grad(rand_grad((1, c.out_c, oh, ow), g), gy_exp)
-    weight = rand_int(-127, 127, (c.out_c, c.in_c // c.groups, c.kernel, c.kernel), g)
+    weight = rand_int(-127, 127, c.weight_shape, g)
     train, _ = c.split(weight)
     saved = c.in_c if c.groups > 1 and not c.depthwise else c.k
     x = rand_int(-128, 127, (1, saved, c.h, c.w), g)
     mult, shift = multipliers(c.out_c, gy_exp + 8, gy_exp + 24, g)  # |Δ| from 0 to ~2^9
     new, _ = K.conv2d_update_weight(
-        gy, x, -7, train, mult, shift, c.stride, c.pad, c.groups, c.depthwise
+        gy, x, -7, train, mult, shift, c.strides, c.pad, c.groups, c.depthwise
     )
     (out,) = run(
         driver, "conv2d_update_weight", c.geom(), i8(gy.mantissa), i32(gy.exp, -7, c.k), i8(x),

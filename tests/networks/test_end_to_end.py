@@ -12,7 +12,16 @@ import pytest
 import torch
 
 from tests.bundle.support import make, needs
-from tests.networks.zoo import MobileNetV2, ResNet8, ResNet18, SmallV3, export, randomise_bn
+from tests.networks.zoo import (
+    MobileNetV2,
+    ResNet8,
+    ResNet18,
+    SmallV3,
+    export,
+    keyword_features,
+    pretrained_dscnn,
+    randomise_bn,
+)
 from tinytune.cli.main import main
 
 pytestmark = pytest.mark.slow
@@ -21,11 +30,12 @@ SIZE = 32
 
 
 def _search_and_export(
-    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], data: list[str] = ()
 ) -> tuple[Path, dict]:
     storage = f"sqlite:///{tmp_path / 'mine.db'}"
     common = ["--storage", storage, "--study", "mine"]
-    assert main(["search", "--supernet", str(path), "--trials", "4", "--inline", *common]) == 0
+    argv = ["search", "--supernet", str(path), *data, "--trials", "4", "--inline", *common]
+    assert main(argv) == 0
     capsys.readouterr()
     assert main(["pareto", "--json", *common]) == 0
     points = json.loads(capsys.readouterr().out)
@@ -77,3 +87,31 @@ def test_an_onnx_model_is_searched_and_exported(
     )
     bundle, _ = _search_and_export(tmp_path / "v3.onnx", tmp_path, capsys)
     assert "smoke test passed" in make(bundle, "run-host")
+
+
+@needs("cortex-m7")
+@needs("rv32imc")
+def test_a_keyword_network_is_searched_on_its_features_and_trains_alike_on_every_core(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ARM's DS-CNN, trained here on six words of 49x10 features, searched on four others
+    (``series:``), exported, and its bundle fed the int8 features as they are."""
+    import numpy as np
+
+    net = pretrained_dscnn()
+    program = torch.export.export(net, (torch.zeros(1, 1, 49, 10),))
+    torch.export.save(program, str(tmp_path / "kws.pt2"))
+    x, y = keyword_features([0, 2, 5, 7], 40, seed=1)
+    np.savez(tmp_path / "words.npz", X=x, y=y, classes=np.array(["yes", "no", "up", "down"]))
+    data = ["--dataset", f"series:{tmp_path / 'words.npz'}"]
+    bundle, point = _search_and_export(tmp_path / "kws.pt2", tmp_path, capsys, data)
+    assert point["test_accuracy"] > 0.5  # four words: chance is 25 %
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["memory"]["arena_bytes"] == point["memory_bytes"]
+    assert manifest["input"]["shape"] == [1, 49, 10] and "normalisation" in manifest["input"]
+    assert "tt_quantize_rgb888" not in (bundle / "tt_model.h").read_text()
+    host = make(bundle, "run-host")
+    assert "smoke test passed" in host
+    printed = _bytes_printed(host)
+    for target in ("run-cortex-m7", "run-rv32imc"):
+        assert _bytes_printed(make(bundle, target)) == printed, target

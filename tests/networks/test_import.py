@@ -213,7 +213,9 @@ def test_a_corrupt_file_is_refused(tmp_path: Path, mbv2: nn.Module) -> None:
         assert str(path) in _one_line(e), path
 
 
-def test_an_input_the_data_sets_cannot_feed_is_refused(tmp_path: Path) -> None:
+def test_an_input_the_data_set_cannot_feed_is_refused_before_anything_is_stored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     class Grey(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -222,10 +224,18 @@ def test_an_input_the_data_sets_cannot_feed_is_refused(tmp_path: Path) -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.fc(self.conv(x).mean(dim=(2, 3)))
 
-    path = _saved(Grey(), tmp_path / "grey.pt2", (1, 1, SIZE, SIZE))
-    with pytest.raises(ConfigError) as e:
-        get_supernet(path)
-    assert "takes 1-channel input" in _one_line(e)
+    db = tmp_path / "grey.db"
+    for shape, what in (((1, 1, SIZE, SIZE), f"1x{SIZE}x{SIZE}"), ((1, 1, 49, 10), "1x49x10")):
+        path = _saved(Grey(), tmp_path / "grey.pt2", shape)
+        # a spectrogram's network is searched at the size it was exported at
+        resolutions = get_supernet(path).resolutions
+        assert resolutions == (16, 24, SIZE) if shape[2] == SIZE else resolutions == (49,)
+        argv = ["search", "--supernet", path, "--trials", "2", "--storage", f"sqlite:///{db}"]
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        assert f"takes a {what} input; data set 'digits' gives square 3-channel images" in err
+        assert not db.exists()
 
 
 def test_weights_are_read_from_raw_bytes_not_unpickled(tmp_path: Path, mbv2: nn.Module) -> None:

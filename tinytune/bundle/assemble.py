@@ -38,6 +38,7 @@ import numpy as np
 from tinytune.bundle.errors import BundleError
 from tinytune.bundle.expected import MAX_SIMULATED_STEPS, ExampleRun, simulate_example
 from tinytune.bundle.frames import input_rule as dataset_input_rule
+from tinytune.bundle.frames import series_rule
 from tinytune.bundle.layouts import (
     ARDUINO_UNITS,
     LAYOUT_FILES,
@@ -82,6 +83,8 @@ STATIC_FILES = {
     **LAYOUT_FILES,
 }
 README_TEMPLATE = "bundle_readme.md"
+FEEDING_IMAGE = "feeding_image.md"
+FEEDING_SERIES = "feeding_series.md"
 
 
 def exported_file_names() -> frozenset[str]:
@@ -381,17 +384,23 @@ def build_bundle(
     cost, graph = _cost_and_graph(candidate, device, n_classes)
 
     # 2–3. the network, int8, and its step on the planner's arena
-    splits = dataset.load(candidate.subnet.resolution)
+    resolution = candidate.subnet.resolution
+    splits = dataset.load(resolution)
     q, plan, program = _lowered(request, splits, n_classes, cost)
+    shape = tuple(q.graph.tensors[q.graph.input].shape[1:])
+    normalisation = getattr(dataset, "normalisation", None)
+    if dataset.input_shape is None:
+        rule, size = dataset_input_rule(dataset.name, resolution), f"{resolution} px"
+    else:
+        rule = series_rule(shape, *normalisation)
+        size = "x".join(map(str, shape))
 
     # 4. the C
     n_train = min(request.samples, len(splits.train))
     n_eval = min(request.samples, len(splits.test))
     train = _samples(q, splits.train.x[:n_train], splits.train.y[:n_train], "train")
     evaluation = _samples(q, splits.test.x[:n_eval], splits.test.y[:n_eval], "test")
-    title = (
-        f"candidate {candidate.key[:12]} ({candidate.supernet}, {candidate.subnet.resolution} px)"
-    )
+    title = f"candidate {candidate.key[:12]} ({candidate.supernet}, {size})"
     files, model, example = c_sources(
         program,
         q,
@@ -401,10 +410,10 @@ def build_bundle(
         schedule=request.lr_schedule,
         title=title,
         class_names=dataset.class_names,
-        input_rule=dataset_input_rule(dataset.name, candidate.subnet.resolution),
+        input_rule=rule,
         data=(
-            f"the first {n_train} training and {n_eval} held-out test images of "
-            f"{dataset.name} (split seed {request.data_seed}) at {candidate.subnet.resolution} px"
+            f"the first {n_train} training and {n_eval} held-out test samples of "
+            f"{dataset.name} (split seed {request.data_seed}) at {size}"
         ),
         profile=render_profile(
             program,
@@ -432,6 +441,9 @@ def build_bundle(
         n_eval,
         graph,
         example,
+        rule,
+        shape,
+        normalisation if dataset.input_shape is not None else None,
     )
     manifest = _describe(facts, files)
     log.info(
@@ -455,6 +467,9 @@ class _Facts:
     n_eval: int
     graph: Graph
     example: ExampleRun | None
+    input_rule: str
+    input_shape: tuple[int, ...]
+    normalisation: tuple[np.ndarray, np.ndarray] | None  # (mean, std) of a series' channels
 
     @property
     def n_classes(self) -> int:
@@ -499,7 +514,7 @@ def _readme(f: _Facts) -> str:
         params=_kb(model.params_bytes),
         params_bytes=model.params_bytes,
         model_id=model.model_id,
-        input_rule=dataset_input_rule(f.dataset, candidate.subnet.resolution),
+        **_feeding_words(f),
         pillow=_pillow_version(),
         title=f.title,
         key=candidate.key,
@@ -527,6 +542,40 @@ def _readme(f: _Facts) -> str:
         lr=f"{f.request.lr:g}"
         + (", halved after every epoch" if f.request.lr_schedule == "halving" else ""),
     )
+
+
+def _feeding_words(f: _Facts) -> dict[str, str]:
+    """The README's words on feeding the model: an image model's camera frames, or a series
+    model's standardised windows."""
+    fields = {
+        "input_rule": f.input_rule,
+        "resolution": str(f.request.candidate.subnet.resolution),
+        "pillow": _pillow_version(),
+    }
+    if f.normalisation is None:
+        feeding = Template(_platform_file(FEEDING_IMAGE).decode()).substitute(fields)
+        r = f.request.candidate.subnet.resolution
+        return {
+            "input_size": f"{r}×{r} px",
+            "feeding": feeding.rstrip("\n"),
+            "frame_helpers": (
+                "`tt_quantize_rgb888()` and `tt_quantize_grey8()` (a camera frame to the input), "
+            ),
+            "made_from": "image, made from the camera's frame by `tt_quantize_rgb888()`",
+        }
+    mean, std = f.normalisation
+    feeding = Template(_platform_file(FEEDING_SERIES).decode()).substitute(
+        fields,
+        shape="×".join(map(str, f.input_shape)),
+        means=", ".join(f"{float(v):.6g}" for v in mean),
+        stds=", ".join(f"{float(v):.6g}" for v in std),
+    )
+    return {
+        "input_size": "×".join(map(str, f.input_shape)),
+        "feeding": feeding.rstrip("\n"),
+        "frame_helpers": "",
+        "made_from": "window, standardised and quantized from the sensor's samples",
+    }
 
 
 def _example_words(f: _Facts) -> dict[str, str]:
@@ -583,18 +632,26 @@ def _patches(f: _Facts) -> dict[str, Any] | None:
 def _feeding_and_saving(f: _Facts) -> dict[str, Any]:
     """The manifest's entries on feeding the model, on its example and on its parameters'
     blob."""
-    resolution, model = f.request.candidate.subnet.resolution, f.model
-    return {
-        "input": {
-            "shape": [3, resolution, resolution],
-            "layout": "channels first (R, G, B planes)",
-            "scale": model.input_scale,
-            "zero": model.input_zero,
-            "rule": dataset_input_rule(f.dataset, resolution),
+    model = f.model
+    feeding: dict[str, Any] = {
+        "shape": list(f.input_shape),
+        "layout": "channels first (R, G, B planes)",
+        "scale": model.input_scale,
+        "zero": model.input_zero,
+        "rule": f.input_rule,
+    }
+    if f.normalisation is None:
+        feeding |= {
             "frames": "tt_quantize_rgb888, tt_quantize_grey8: the image-folder rule",
             "pillow": _pillow_version(),
             "resize_order": ("horizontal first", "Pillow 13")[model.resize_order],
-        },
+        }
+    else:
+        mean, std = f.normalisation
+        feeding["layout"] = "channels first"
+        feeding["normalisation"] = {"mean": mean.tolist(), "std": std.tolist()}
+    return {
+        "input": feeding,
         "example": {
             "smoke_test": True,
             "train_samples": f.n_train,

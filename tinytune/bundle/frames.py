@@ -17,7 +17,14 @@ import numpy as np
 from tinytune.bundle.errors import BundleError
 from tinytune.quant import QuantizedNet
 
-__all__ = ["HORIZONTAL_FIRST", "PILLOW13", "input_rule", "input_table", "resize_order"]
+__all__ = [
+    "HORIZONTAL_FIRST",
+    "PILLOW13",
+    "input_rule",
+    "input_table",
+    "resize_order",
+    "series_rule",
+]
 
 # the values of TT_RESIZE_HORIZONTAL_FIRST and TT_RESIZE_PILLOW13 (kernels/tt_int8.h)
 HORIZONTAL_FIRST = 0
@@ -81,6 +88,21 @@ _FOLDER = (
     "[-1, 1] (v / 127.5 - 1 in float32) and quantized: what tt_quantize_rgb888() and "
     "tt_quantize_grey8() do to an 8-bit frame"
 )
+
+
+def series_rule(shape: tuple[int, ...], mean: np.ndarray, std: np.ndarray) -> str:
+    """How a series file's samples of ``shape`` (C, H, W) became the model's input: each
+    channel standardised with the training split's ``mean`` and ``std``, then quantized, in
+    one sentence without a full stop."""
+    return (
+        f"the series file's samples of {'x'.join(map(str, shape))} (channels first), channel "
+        "c standardised as (v - mean[c]) / std[c] with the training split's mean and standard "
+        f"deviation (float64: {_numbers(mean)} and {_numbers(std)}), then quantized"
+    )
+
+
+def _numbers(values: np.ndarray) -> str:
+    return "[" + ", ".join(f"{float(v):.6g}" for v in values) + "]"
 
 
 def input_rule(dataset: str, resolution: int) -> str:

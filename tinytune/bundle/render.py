@@ -33,7 +33,16 @@ import numpy as np
 
 from tinytune.bundle.errors import BundleError
 from tinytune.bundle.frames import input_table, resize_order
-from tinytune.bundle.templates import KERNEL_TEMPLATES, MODEL_HEADER, MODEL_SOURCE, PROFILE_HEADER
+from tinytune.bundle.templates import (
+    FRAME_DECLS,
+    FRAME_IMPL,
+    IMAGE_INPUT_DOC,
+    KERNEL_TEMPLATES,
+    MODEL_HEADER,
+    MODEL_SOURCE,
+    PROFILE_HEADER,
+    TENSOR_INPUT_DOC,
+)
 from tinytune.export.program import KERNELS, Call, ExpRef, Label, Ptr, StepProgram
 from tinytune.quant import QuantizedNet
 from tinytune.quant.schedule import MAX_LR_HALVINGS
@@ -371,9 +380,7 @@ def _feeding_fields(
 
     version = PIL.__version__
     order = resize_order(version) if order is None else order
-    channels = net.graph.tensors[net.graph.input].shape[1]
-    if channels != 3:
-        raise BundleError(f"the frame helpers make 3 channels; this model takes {channels}")
+    image = net.graph.tensors[net.graph.input].shape[1] == 3  # the frame helpers make RGB
     params_bytes = PARAMS_HEADER_BYTES + sum(
         np.dtype(dtype).itemsize * int(np.prod(shape))
         for _, dtype, shape in program.params.values()
@@ -381,12 +388,18 @@ def _feeding_fields(
     ident = model_id(program)
     q_in = net.acts[net.graph.input]
     rule = f"This model's samples were {input_rule}.".replace("*/", "* /")
+    doc = Template(IMAGE_INPUT_DOC if image else TENSOR_INPUT_DOC).substitute(
+        input_rule="\n * ".join(textwrap.wrap(rule, 94)), pillow=version
+    )
+    frames = Template(FRAME_IMPL).substitute(
+        input_table=c_values(input_table(net)),
+        resize_order=("TT_RESIZE_HORIZONTAL_FIRST", "TT_RESIZE_PILLOW13")[order],
+    )
     fields = {
-        "input_rule": "\n * ".join(textwrap.wrap(rule, 94)),
-        "pillow": version,
+        "input_doc": doc,
+        "frame_decls": FRAME_DECLS if image else "",
+        "frame_impl": frames if image else "",
         "class_names": _class_names(class_names, program.n_classes),
-        "input_table": c_values(input_table(net)),
-        "resize_order": ("TT_RESIZE_HORIZONTAL_FIRST", "TT_RESIZE_PILLOW13")[order],
         "params_bytes": params_bytes,
         "params_version": PARAMS_VERSION,
         "params_header_bytes": PARAMS_HEADER_BYTES,

@@ -14,10 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "FRAME_DECLS",
+    "FRAME_IMPL",
+    "IMAGE_INPUT_DOC",
     "KERNEL_TEMPLATES",
     "MODEL_HEADER",
     "MODEL_SOURCE",
     "PROFILE_HEADER",
+    "TENSOR_INPUT_DOC",
     "KernelTemplate",
 ]
 
@@ -44,6 +48,64 @@ _REQUANT = (
     "(const int32_t *)$mult, (const int32_t *)$shift};\n"
 )
 _GRAD_X = "static const tt_grad ${id}_gx = {(int8_t *)$gx, (int32_t *)$gx_exp, $accumulate};\n"
+
+# The input as tt_model.h describes it: an RGB image (with the frame helpers that make it from
+# a camera's frame), or any other tensor (a spectrogram, a sensor window), fed as it is.
+IMAGE_INPUT_DOC = """\
+ * An int8 image of TT_INPUT_BYTES: TT_INPUT_CHANNELS planes (R, G, B) of TT_INPUT_HEIGHT rows of
+ * TT_INPUT_WIDTH, channels first; real value = TT_INPUT_SCALE * (q - TT_INPUT_ZERO).
+ * $input_rule
+ * tt_quantize_rgb888() and tt_quantize_grey8() make that input from an 8-bit frame as tinytune's
+ * image-folder data set makes it from an image file, bit for bit: Pillow $pillow's bilinear
+ * resize of 8-bit RGB to TT_INPUT_WIDTH x TT_INPUT_HEIGHT (the aspect ratio not kept), then
+ * 0..255 to [-1, 1] and to int8 through one 256-entry table that tinytune computed with its
+ * own functions (tt_model.c)."""
+TENSOR_INPUT_DOC = """\
+ * An int8 tensor of TT_INPUT_BYTES: TT_INPUT_CHANNELS planes of TT_INPUT_HEIGHT rows of
+ * TT_INPUT_WIDTH, channels first; real value = TT_INPUT_SCALE * (q - TT_INPUT_ZERO), so a real
+ * value v is q = round(v / TT_INPUT_SCALE) + TT_INPUT_ZERO (ties to even), clamped to
+ * [-128, 127].
+ * $input_rule"""
+FRAME_DECLS = """
+/* An 8-bit RGB frame (3 bytes a pixel: R, G, B; rows `stride` bytes apart) to the model's
+ * input in dst[TT_INPUT_BYTES] (a palette, RGBA or RGB565 frame: expand it to RGB888 first;
+ * alpha is dropped, as Pillow's convert("RGB") drops it). Returns 0, or -1 (dst untouched) for
+ * a NULL pointer, a side outside [1, TT_RESIZE_MAX_SIDE], stride < 3 * width, or a frame more
+ * than TT_RESIZE_MAX_RATIO times the input's side on either axis (kernels/tt_int8.h: 16 unless
+ * defined otherwise; decimate a larger frame first, e.g. by the camera's scaler: the input is
+ * then the rule's for the decimated frame). Needs no buffer besides about 1.2 KB of stack
+ * (TT_RESIZE_ROWS); its coefficients are computed in double precision, in software on a core
+ * without a double-precision FPU (the README says what that costs). */
+int tt_quantize_rgb888(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
+                       int8_t *dst);
+
+/* An 8-bit grey frame (1 byte a pixel; rows `stride` bytes apart) to the model's input: as its
+ * RGB image, R = G = B = L (Pillow's convert("RGB") of a grey image), so the three planes are
+ * equal. Returns as tt_quantize_rgb888(), with stride < width refused. */
+int tt_quantize_grey8(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
+                      int8_t *dst);
+"""
+FRAME_IMPL = """
+/* ---- the input -------------------------------------------------------------------------- */
+
+/* The model's int8 input of each 8-bit sample: tinytune's image-folder mapping (0..255 to
+ * [-1, 1] in float32) and input quantization, evaluated by tinytune on all 256 values. */
+static const int8_t tt_input_table[256] = {
+$input_table
+};
+
+int tt_quantize_rgb888(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
+                       int8_t *dst) {
+    return tt_resize_bilinear_s8(src, width, height, stride, 3, TT_INPUT_WIDTH, TT_INPUT_HEIGHT,
+                                 $resize_order, tt_input_table, dst);
+}
+
+int tt_quantize_grey8(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
+                      int8_t *dst) {
+    return tt_resize_bilinear_s8(src, width, height, stride, 1, TT_INPUT_WIDTH, TT_INPUT_HEIGHT,
+                                 $resize_order, tt_input_table, dst);
+}
+"""
 
 KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
     "conv2d_s8": KernelTemplate(
@@ -239,14 +301,7 @@ extern "C" {
 #endif
 
 /* ---- the input ----------------------------------------------------------------------------
- * An int8 image of TT_INPUT_BYTES: TT_INPUT_CHANNELS planes (R, G, B) of TT_INPUT_HEIGHT rows of
- * TT_INPUT_WIDTH, channels first; real value = TT_INPUT_SCALE * (q - TT_INPUT_ZERO).
- * $input_rule
- * tt_quantize_rgb888() and tt_quantize_grey8() make that input from an 8-bit frame as tinytune's
- * image-folder data set makes it from an image file, bit for bit: Pillow $pillow's bilinear
- * resize of 8-bit RGB to TT_INPUT_WIDTH x TT_INPUT_HEIGHT (the aspect ratio not kept), then
- * 0..255 to [-1, 1] and to int8 through one 256-entry table that tinytune computed with its
- * own functions (tt_model.c). */
+$input_doc */
 #define TT_INPUT_CHANNELS $channels
 #define TT_INPUT_HEIGHT $height
 #define TT_INPUT_WIDTH $width
@@ -307,25 +362,7 @@ int tt_guard_intact(void);
 
 /* The name of class `index` (UTF-8, TT_CLASS_NAMES), NULL outside [0, TT_N_CLASSES). */
 const char *tt_class_name(int32_t index);
-
-/* An 8-bit RGB frame (3 bytes a pixel: R, G, B; rows `stride` bytes apart) to the model's
- * input in dst[TT_INPUT_BYTES] (a palette, RGBA or RGB565 frame: expand it to RGB888 first;
- * alpha is dropped, as Pillow's convert("RGB") drops it). Returns 0, or -1 (dst untouched) for
- * a NULL pointer, a side outside [1, TT_RESIZE_MAX_SIDE], stride < 3 * width, or a frame more
- * than TT_RESIZE_MAX_RATIO times the input's side on either axis (kernels/tt_int8.h: 16 unless
- * defined otherwise; decimate a larger frame first, e.g. by the camera's scaler: the input is
- * then the rule's for the decimated frame). Needs no buffer besides about 1.2 KB of stack
- * (TT_RESIZE_ROWS); its coefficients are computed in double precision, in software on a core
- * without a double-precision FPU (the README says what that costs). */
-int tt_quantize_rgb888(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
-                       int8_t *dst);
-
-/* An 8-bit grey frame (1 byte a pixel; rows `stride` bytes apart) to the model's input: as its
- * RGB image, R = G = B = L (Pillow's convert("RGB") of a grey image), so the three planes are
- * equal. Returns as tt_quantize_rgb888(), with stride < width refused. */
-int tt_quantize_grey8(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
-                      int8_t *dst);
-
+$frame_decls
 /* ---- saving what was learned ----------------------------------------------------------------
  * tt_params_save() writes the trained parameters (the TT_N_PARAMS tensors of tt_param()) into
  * one blob of TT_PARAMS_BYTES, e.g. to keep them in flash; tt_params_load() puts such a blob
@@ -587,27 +624,7 @@ static const char *const tt_class_names[TT_N_CLASSES] = TT_CLASS_NAMES;
 const char *tt_class_name(int32_t index) {
     return index >= 0 && index < TT_N_CLASSES ? tt_class_names[index] : NULL;
 }
-
-/* ---- the input -------------------------------------------------------------------------- */
-
-/* The model's int8 input of each 8-bit sample: tinytune's image-folder mapping (0..255 to
- * [-1, 1] in float32) and input quantization, evaluated by tinytune on all 256 values. */
-static const int8_t tt_input_table[256] = {
-$input_table
-};
-
-int tt_quantize_rgb888(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
-                       int8_t *dst) {
-    return tt_resize_bilinear_s8(src, width, height, stride, 3, TT_INPUT_WIDTH, TT_INPUT_HEIGHT,
-                                 $resize_order, tt_input_table, dst);
-}
-
-int tt_quantize_grey8(const uint8_t *src, int32_t width, int32_t height, int32_t stride,
-                      int8_t *dst) {
-    return tt_resize_bilinear_s8(src, width, height, stride, 1, TT_INPUT_WIDTH, TT_INPUT_HEIGHT,
-                                 $resize_order, tt_input_table, dst);
-}
-
+$frame_impl
 /* ---- saving what was learned (the blob of tt_model.h) ----------------------------------- */
 
 static const uint8_t tt_model_id[8] = {$model_id_bytes};

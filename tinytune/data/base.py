@@ -78,6 +78,9 @@ class ImageDataset(ABC):
     num_classes: int
     seed: int
     copies: int = 0
+    input_shape: tuple[int, int, int] | None = None
+    """(C, H, W) of samples that come at one size only (a sensor's windows, a spectrogram);
+    None for images, which load at any resolution as (3, R, R)."""
 
     def __init__(self, *, name: str, class_names: Sequence[str], seed: int) -> None:
         """Set the fixed attributes.

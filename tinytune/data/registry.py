@@ -8,6 +8,7 @@ from tinytune.data.base import ImageDataset
 from tinytune.data.digits import DigitsDataset
 from tinytune.data.imagefolder import ImageFolderDataset
 from tinytune.data.procedural import ProceduralDataset
+from tinytune.data.series import SERIES_PREFIX, SeriesDataset
 from tinytune.errors import DataError
 
 __all__ = ["DATASET_NAMES", "get_dataset"]
@@ -19,15 +20,17 @@ _BUILT_IN: dict[str, Callable[[int], ImageDataset]] = {
     "procedural": ProceduralDataset,
 }
 
-DATASET_NAMES: tuple[str, ...] = (*_BUILT_IN, f"{_IMAGEFOLDER_PREFIX}PATH")
+DATASET_NAMES: tuple[str, ...] = (
+    *_BUILT_IN, f"{_IMAGEFOLDER_PREFIX}PATH", f"{SERIES_PREFIX}PATH.npz"
+)  # fmt: skip
 
 
 def get_dataset(spec: str, seed: int = 0) -> ImageDataset:
     """Return the data set that ``spec`` names.
 
     Args:
-        spec: ``"digits"``, ``"procedural"`` or ``"imagefolder:PATH"`` (a relative PATH is
-            taken from the current directory).
+        spec: ``"digits"``, ``"procedural"``, ``"imagefolder:PATH"`` or ``"series:PATH.npz"``
+            (a relative PATH is taken from the current directory).
         seed: Seed of the data set's splits (and, for ``procedural``, of its classes).
 
     Returns:
@@ -47,4 +50,11 @@ def get_dataset(spec: str, seed: int = 0) -> ImageDataset:
                     f"data set {spec!r} names no folder; expected {_IMAGEFOLDER_PREFIX}PATH"
                 )
             return ImageFolderDataset(path, seed=seed)
+        if spec.startswith(SERIES_PREFIX):
+            path = spec[len(SERIES_PREFIX) :]
+            if not path:
+                raise DataError(
+                    f"data set {spec!r} names no file; expected {SERIES_PREFIX}PATH.npz"
+                )
+            return SeriesDataset(path, seed=seed)
     raise DataError(f"unknown data set {spec!r}; expected one of: {', '.join(DATASET_NAMES)}")

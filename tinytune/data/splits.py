@@ -201,7 +201,8 @@ class Split:
 
     * ``x`` is a float32 array of shape ``(N, 3, R, R)`` (channels first) with values in [-1, 1],
       or :class:`Pixels` that read as one (an image folder's: its values are in [-1, 1] by
-      construction);
+      construction); or, where ``images`` is False (a sensor's windows, a spectrogram), a
+      float32 array of shape ``(N, C, H, W)`` of finite values;
     * ``y`` is an int64 array of shape ``(N,)`` with values >= 0.
 
     The split keeps read-only views of the arrays, because data sets cache and share what they
@@ -211,17 +212,26 @@ class Split:
     (``eq=False``); compare the arrays themselves.
 
     Attributes:
-        x: Images, ``(N, 3, R, R)`` float32 in [-1, 1] (:data:`Images`).
+        x: Images, ``(N, 3, R, R)`` float32 in [-1, 1] (:data:`Images`), or other samples.
         y: Class indices, ``(N,)`` int64.
+        images: whether ``x`` holds images.
     """
 
     x: Images
     y: np.ndarray
+    images: bool = True
 
     def __post_init__(self) -> None:
         x, y = self.x, self.y
         if isinstance(x, Pixels):
             pass  # shaped (N, 3, R, R) float32 in [-1, 1] by construction
+        elif not self.images:
+            if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 4:
+                raise DataError(
+                    f"Split.x must be a float32 array of shape (N, C, H, W), got {_describe(x)}"
+                )
+            if x.size and not np.isfinite(x).all():
+                raise DataError("Split.x holds a NaN or an infinity")
         elif (
             not isinstance(x, np.ndarray)
             or x.dtype != np.float32
@@ -236,7 +246,7 @@ class Split:
             raise DataError(
                 f"Split.y must be an int64 array of shape ({x.shape[0]},), got {_describe(y)}"
             )
-        if isinstance(x, np.ndarray) and x.size:
+        if isinstance(x, np.ndarray) and x.size and self.images:
             low, high = float(x.min()), float(x.max())
             if not (low >= -1.0 and high <= 1.0):
                 raise DataError(f"Split.x values must lie in [-1, 1], got [{low}, {high}]")
@@ -251,8 +261,8 @@ class Split:
 
     @property
     def resolution(self) -> int:
-        """The side ``R`` of the square images."""
-        return int(self.x.shape[-1])
+        """The side ``R`` of the square images (of other samples: their height ``H``)."""
+        return int(self.x.shape[2])
 
 
 @dataclass(frozen=True, eq=False)
@@ -312,8 +322,11 @@ def repeated(splits: Splits, repeat: int, seed: int) -> Splits:
     train_idx, val_idx = resplit(splits.train.y, splits.val.y, repeat, seed)
     x = concatenate(splits.train.x, splits.val.x)
     y = np.concatenate([splits.train.y, splits.val.y])
+    images = splits.train.images
     return Splits(
-        Split(take(x, train_idx), y[train_idx]), Split(take(x, val_idx), y[val_idx]), splits.test
+        Split(take(x, train_idx), y[train_idx], images),
+        Split(take(x, val_idx), y[val_idx], images),
+        splits.test,
     )
 
 
@@ -338,4 +351,5 @@ def train_subset(splits: Splits, fraction: float, seed: int) -> Splits:
         np.arange(len(y)), train_size=keep, stratify=y, random_state=seed, shuffle=True
     )
     index = np.sort(index)
-    return Splits(Split(take(splits.train.x, index), y[index]), splits.val, splits.test)
+    train = Split(take(splits.train.x, index), y[index], splits.train.images)
+    return Splits(train, splits.val, splits.test)

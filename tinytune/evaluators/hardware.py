@@ -95,7 +95,7 @@ def hardware_cost(
 ) -> tuple[Graph, MemoryReport]:
     """Trace ``net`` at the device batch size and plan its training memory, its frozen
     prefix run as ``schedule`` says (default: whole images)."""
-    example = torch.zeros(config.batch_size, net.in_channels, net.resolution, net.resolution)
+    example = torch.zeros(config.batch_size, *net.input_shape)
     graph = trace(net, example)
     report = plan_memory(
         graph,
@@ -164,8 +164,7 @@ class HardwareEvaluator:
         if self._supernet is None:
             self._supernet = build_ofa_supernet(self.spec, self.n_classes)
         net = build_candidate(candidate, self._supernet, self.n_classes, calibration=[])
-        size = (self.config.batch_size, net.in_channels, net.resolution, net.resolution)
-        return trace(net, torch.zeros(size))
+        return trace(net, torch.zeros(self.config.batch_size, *net.input_shape))
 
     def _cost(self, graph: Graph, plan: PatchPlan | None) -> HardwareCost:
         return HardwareCost(self._memory(graph, plan), self._latency(graph, plan))

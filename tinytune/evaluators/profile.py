@@ -92,9 +92,9 @@ def profile_host(
     candidates = sample_candidates(spec, n_candidates, seed)
     nets, graphs = [], []
     for c in candidates:
-        r = c.subnet.resolution
         net = build_candidate(c, supernet, n_classes, calibration=[], seed=seed)
-        example = torch.randn(batch_size, 3, r, r, generator=torch.Generator().manual_seed(seed))
+        shape = (batch_size, *net.input_shape)
+        example = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
         nets.append((net, example))
         graphs.append(trace(net, example))
     names = [[op.name for op in graph.ops] for graph in graphs] if per_op else None

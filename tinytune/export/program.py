@@ -66,7 +66,7 @@ SCRATCH_NOTE = (
 )
 
 # kernel name (``tt_<name>`` in C) → its operands in the order of the C prototype. Structs
-# travel as tuples: ``geom`` the 11 fields of tt_conv_geom (of a max pooling: the 11 of
+# travel as tuples: ``geom`` the 13 fields of tt_conv_geom (of a max pooling: the 11 of
 # tt_pool_geom), ``norm`` those of tt_groupnorm
 # (7 ints, then x_scale, y_scale, eps as floats); ``rows``/``cols`` point to an int32 table
 # n_in, n_out, i0, i1, w0, w1, lo, hi (a tt_interp_axis); ``copy_s8`` is a plain ``memcpy``.
@@ -339,9 +339,9 @@ def _geom(net: QuantizedNet, layer: QConv) -> tuple[int, ...]:
     """The fields of ``tt_conv_geom``; the padding after follows from the sizes."""
     x = net.graph.tensors[layer.op.inputs[0]].shape
     y = net.graph.tensors[layer.op.output].shape
-    kernel = layer.weight.shape[2]
+    (kh, kw), (sh, sw) = layer.op.kernel_hw, layer.op.stride_hw
     top, _, left, _ = net.graph.pads(layer.op)
-    return (x[1], x[2], x[3], y[1], y[2], y[3], kernel, layer.stride, top, left, layer.groups)
+    return (x[1], x[2], x[3], y[1], y[2], y[3], kh, sh, top, left, layer.groups, kw, sw)
 
 
 def _conv_params(lw: _Lowering, layer: QConv) -> dict[str, Ptr | None]:
@@ -891,9 +891,10 @@ def _patched_stage(lw: _Lowering, plan: PatchPlan) -> None:
             if isinstance(layer, QConv):
                 x, c_in, h_in, w_in = region(op.inputs[0])
                 top, _, left, _ = plan.pads(graph, op, p)
+                (kh, kw), (sh, sw) = op.kernel_hw, op.stride_hw
                 geom = (
-                    c_in, h_in, w_in, c_out, h_out, w_out, layer.weight.shape[2],
-                    layer.stride, top, left, layer.groups,
+                    c_in, h_in, w_in, c_out, h_out, w_out, kh, sh, top, left, layer.groups, kw,
+                    sw,
                 )  # fmt: skip
                 _conv_call(lw, layer, geom, x, y, None, False, name)
                 if layer.act_table is not None:

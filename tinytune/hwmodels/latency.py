@@ -110,7 +110,7 @@ def op_class(op: Op) -> str:
         groups = op.attrs["groups"]
         if groups > 1 and groups == op.params.weight_shape[0]:
             return "conv_dw"
-        return "conv_pw" if op.attrs["kernel"] == 1 and groups == 1 else "conv_kxk"
+        return "conv_pw" if op.kernel_hw == (1, 1) and groups == 1 else "conv_kxk"
     if op.kind == "linear":
         return "linear"
     return "elementwise"

@@ -88,7 +88,9 @@ class Op:
         act: fused activation (``none``, ``relu``, ``relu6``, ``hswish``, ``hsigmoid``).
         conv_index: the update-scheme index of a backbone convolution, else ``None``.
         role: ``stem``/``pw1``/``dw``/``pw2``/``se1``/``se2``/``head``/``lite``/... .
-        attrs: kernel size, stride, padding, groups, GroupNorm groups, pooling ratio; a max
+        attrs: kernel size, stride, padding (before: top, and ``pad_left`` where the left
+            differs), groups, GroupNorm groups, pooling ratio; a convolution's ``kernel_w`` and
+            ``stride_w`` where they differ from ``kernel`` and ``stride`` (down); a max
             pooling's per axis (``kernel_h``, ``kernel_w``, ``stride_h``, ``stride_w``,
             ``pad_top``, ``pad_left``).
         params: parameters and what is trained.
@@ -106,6 +108,24 @@ class Op:
     attrs: dict[str, int] = field(default_factory=dict)
     params: ParamInfo = field(default_factory=ParamInfo)
     macs: int = 0
+
+    @property
+    def kernel_hw(self) -> tuple[int, int]:
+        """A convolution's kernel (kh, kw): ``kernel``, and ``kernel_w`` where it differs."""
+        k = self.attrs["kernel"]
+        return k, self.attrs.get("kernel_w", k)
+
+    @property
+    def stride_hw(self) -> tuple[int, int]:
+        """A convolution's stride down and across: ``stride``, and ``stride_w`` where it
+        differs."""
+        s = self.attrs["stride"]
+        return s, self.attrs.get("stride_w", s)
+
+    @property
+    def square(self) -> bool:
+        """Whether a convolution's kernel and stride are the same along both axes."""
+        return "kernel_w" not in self.attrs and "stride_w" not in self.attrs
 
 
 @dataclass(frozen=True)
@@ -137,16 +157,18 @@ class Graph:
 
     def pads(self, op: Op) -> tuple[int, int, int, int]:
         """The zero padding of convolution ``op``'s input as (top, bottom, left, right): its
-        ``padding`` attribute before (top and left), and after whatever its output's size
-        implies, ``(out − 1)·stride + kernel − padding − in`` (TensorFlow's "SAME" pads one
-        more after than before at stride 2 on an even size; negative: input rows no output
-        reads)."""
-        k, s, before = op.attrs["kernel"], op.attrs["stride"], op.attrs["padding"]
+        ``padding`` attribute before (top, and left unless ``pad_left`` says otherwise), and
+        after whatever its output's size implies, ``(out − 1)·stride + kernel − padding − in``
+        (TensorFlow's "SAME" pads one more after than before at stride 2 on an even size;
+        negative: input rows no output reads)."""
+        (kh, kw), (sh, sw) = op.kernel_hw, op.stride_hw
+        top = op.attrs["padding"]
+        left = op.attrs.get("pad_left", top)
         (_, _, h_in, w_in) = self.tensors[op.inputs[0]].shape
         (_, _, h_out, w_out) = self.tensors[op.output].shape
-        bottom = (h_out - 1) * s + k - before - h_in
-        right = (w_out - 1) * s + k - before - w_in
-        return before, bottom, before, right
+        bottom = (h_out - 1) * sh + kh - top - h_in
+        right = (w_out - 1) * sw + kw - left - w_in
+        return top, bottom, left, right
 
     def pool_pads(self, op: Op) -> tuple[int, int, int, int]:
         """The padding of max pooling ``op``'s input as (top, bottom, left, right), the sides

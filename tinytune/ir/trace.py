@@ -23,8 +23,8 @@ __all__ = ["trace"]
 
 def _macs(kind: str, attrs: dict[str, int], ins: list[TensorInfo], out: TensorInfo) -> int:
     if kind == "conv":
-        k, groups = attrs["kernel"], attrs["groups"]
-        return out.numel * (ins[0].shape[1] // groups) * k * k
+        taps = attrs["kernel"] * attrs.get("kernel_w", attrs["kernel"])
+        return out.numel * (ins[0].shape[1] // attrs["groups"]) * taps
     if kind == "linear":
         return out.numel * math.prod(ins[0].shape[1:])
     if kind == "maxpool":  # comparisons
@@ -35,7 +35,7 @@ def _macs(kind: str, attrs: dict[str, int], ins: list[TensorInfo], out: TensorIn
 
 
 def trace(module: nn.Module, example: Tensor) -> Graph:
-    """Trace ``module`` on ``example`` (N, 3, R, R); autograd flags are recorded as the update
+    """Trace ``module`` on ``example`` (N, C, H, W); autograd flags are recorded as the update
     scheme set them. The module is not modified."""
     tensor_ids: dict[int, int] = {}
     keep: list[Tensor] = []  # keeps traced tensors alive so that their ids stay unique

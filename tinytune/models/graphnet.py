@@ -98,13 +98,14 @@ def _module(graph: NetworkGraph, step: Step, index: int, role: str) -> nn.Module
         w, b = fold_batchnorm(
             w, b, p["mean"], p["var"], bn.attrs["eps"], p.get("weight"), p.get("bias")
         )
+    top, _, left, _ = conv.attrs["padding"]
     return ConvUnit(
         w,
         b,
-        stride=conv.attrs["stride"][0],
+        stride=tuple(conv.attrs["stride"]),
         # TensorFlow's "SAME" where the file pads so (recomputed at every input size, as the
         # built-in EfficientNet-Lite0 pads), else the symmetric padding it has
-        padding=SAME if same_padded(graph, conv) else conv.attrs["padding"][0],
+        padding=SAME if same_padded(graph, conv) else (top, left),
         groups=conv.attrs["groups"],
         act=step.act,
         kind=role,
@@ -120,8 +121,8 @@ class GraphNet(nn.Module):
 
     Offers what the fine-tune, the update schemes and the hardware model read of a network:
     :meth:`convs` (index i at position i), ``classifier``, :meth:`stages`,
-    :meth:`frozen_prefix`, :meth:`prefix` and :meth:`forward_from`, and ``resolution`` and
-    ``in_channels``, the input's.
+    :meth:`frozen_prefix`, :meth:`prefix` and :meth:`forward_from`, and ``resolution`` (the
+    input's height), ``in_channels`` and ``input_shape`` (C, H, W), the input's.
     """
 
     def __init__(
@@ -163,7 +164,11 @@ class GraphNet(nn.Module):
         )
         self.classifier = Classifier(in_features, n_classes, generator)
         self.resolution = resolution
-        self.in_channels = int(graph.input_shape[1])
+        _, c, h, w = graph.input_shape
+        self.in_channels = int(c)
+        # the exported input's shape at the resolution (its height): a square one at any, a
+        # spectrogram or a sensor window at the size it was exported at
+        self.input_shape = (int(c), resolution, round(w * resolution / h))
         self.source = graph.source
 
     def convs(self) -> list[ConvUnit]:

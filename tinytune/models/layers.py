@@ -85,10 +85,12 @@ class ConvUnit(nn.Module):
     the rest. Either may be ``None``. ``scale`` exists only when the scheme trains the folded
     BatchNorm γ (y = scale ⊙ conv(x) + bias, scale initialised to 1).
 
-    ``padding`` is ``p`` zeros on every side, or :data:`SAME`: TensorFlow's padding, which
-    depends on the input size (:func:`same_padding`; one pixel more after than before for a
-    stride-2 convolution on an even size). The traced graph holds the padding before (top and
-    left) of the last input the unit saw; the padding after follows from the shapes.
+    The kernel is the weight's (kh, kw); ``stride`` is one stride or (down, across).
+    ``padding`` is ``p`` zeros on every side, (ph, pw) zeros above and below, left and right,
+    or :data:`SAME`: TensorFlow's padding, which depends on the input size
+    (:func:`same_padding`; one pixel more after than before for a stride-2 convolution on an
+    even size). The traced graph holds the padding before (top and left) of the last input the
+    unit saw; the padding after follows from the shapes.
 
     Attributes:
         index: convolution index from the input (the update-scheme convention).
@@ -100,8 +102,8 @@ class ConvUnit(nn.Module):
         weight: Tensor,
         bias: Tensor,
         *,
-        stride: int = 1,
-        padding: int | str = 0,
+        stride: int | tuple[int, int] = 1,
+        padding: int | tuple[int, int] | str = 0,
         groups: int = 1,
         act: str = "none",
         kind: str = "pw",
@@ -110,11 +112,15 @@ class ConvUnit(nn.Module):
         super().__init__()
         if act not in ACTIVATIONS:
             raise ValueError(f"unknown activation {act!r}; allowed: {ACTIVATIONS}")
-        if padding != SAME and not (isinstance(padding, int) and padding >= 0):
-            raise ValueError(f"padding {padding!r} is neither a size >= 0 nor {SAME!r}")
-        self.out_channels, in_per_group, self.kernel_size, _ = weight.shape
+        sizes = padding if isinstance(padding, tuple) else (padding,)
+        if padding != SAME and not all(isinstance(p, int) and p >= 0 for p in sizes):
+            raise ValueError(f"padding {padding!r} is neither sizes >= 0 nor {SAME!r}")
+        if isinstance(padding, tuple) and padding[0] == padding[1]:
+            padding = padding[0]
+        self.out_channels, in_per_group, self.kernel_size, self.kernel_w = weight.shape
         self.in_channels = in_per_group * groups
-        self.stride, self.padding, self.groups = stride, padding, groups
+        self.stride, self.stride_w = stride if isinstance(stride, tuple) else (stride, stride)
+        self.padding, self.groups = padding, groups
         self.act, self.kind, self.index = act, kind, index
         self.weight_train: nn.Parameter | None
         self.register_parameter("weight_train", None)
@@ -182,13 +188,25 @@ class ConvUnit(nn.Module):
             if ratio is not None:
                 self.set_weight_update(ratio)
 
+    @property
+    def kernel_hw(self) -> tuple[int, int]:
+        return self.kernel_size, self.kernel_w
+
+    @property
+    def strides(self) -> int | tuple[int, int]:
+        """The stride as PyTorch takes it: one, or (down, across) where they differ."""
+        return self.stride if self.stride_w == self.stride else (self.stride, self.stride_w)
+
     def padding_of(self, height: int, width: int) -> Padding:
         """The padding of an input of ``height`` × ``width``: ``p`` on every side, or
         ``(left, right, top, bottom)`` where they differ."""
+        if isinstance(self.padding, tuple):
+            ph, pw = self.padding
+            return pw, pw, ph, ph
         if self.padding != SAME:
             return self.padding  # type: ignore[return-value]
         top, bottom = same_padding(height, self.kernel_size, self.stride)
-        left, right = same_padding(width, self.kernel_size, self.stride)
+        left, right = same_padding(width, self.kernel_w, self.stride_w)
         if top == bottom == left == right:
             return top
         return left, right, top, bottom
@@ -200,51 +218,49 @@ class ConvUnit(nn.Module):
         if self.scale is None:
             return sparse_conv2d(
                 x, self.weight_train, self.weight_frozen, self.bias,
-                self.stride, padding, self.groups,
+                self.strides, padding, self.groups,
             )  # fmt: skip
         z = sparse_conv2d(
             x, self.weight_train, self.weight_frozen, None,
-            self.stride, padding, self.groups,
+            self.strides, padding, self.groups,
         )  # fmt: skip
         return torch.addcmul(self.bias.view(1, -1, 1, 1), z, self.scale.view(1, -1, 1, 1))
 
     def forward(self, x: Tensor) -> Tensor:
         return apply_activation(self.pre_activation(x), self.act)
 
-    def padding_before(self) -> int:
-        """The padding before the input (top and left) of the last input the unit saw."""
-        if self.padding != SAME:
-            return self.padding  # type: ignore[return-value]
-        if self.in_size is None:
+    def padding_before(self) -> tuple[int, int]:
+        """The padding before the input (top, left) of the last input the unit saw."""
+        if self.padding == SAME and self.in_size is None:
             raise ModelError(
                 f"convolution #{self.index} pads {SAME!r}, which depends on the input size; "
                 "run it (trace the network) before describing it"
             )
-        padding = self.padding_of(*self.in_size)
+        padding = self.padding_of(*self.in_size) if self.in_size else self.padding_of(0, 0)
         if isinstance(padding, int):
-            return padding
+            return padding, padding
         left, _, top, _ = padding
-        if left != top:
-            raise ModelError(
-                f"convolution #{self.index} pads {top} above and {left} left of its "
-                f"{self.in_size[0]}×{self.in_size[1]} input; the graph holds one padding "
-                "before, for square inputs"
-            )
-        return top
+        return top, left
 
     def ir_describe(self) -> dict[str, Any]:
         trained_w = self.weight_train.numel() if self.weight_train is not None else 0
+        top, left = self.padding_before()
+        attrs = {"kernel": self.kernel_size, "stride": self.stride, "padding": top}
+        attrs["groups"] = self.groups
+        # the other axis, where it differs (a square convolution's attributes are as they were)
+        for key, value, down in (
+            ("kernel_w", self.kernel_w, self.kernel_size),
+            ("stride_w", self.stride_w, self.stride),
+            ("pad_left", left, top),
+        ):
+            if value != down:
+                attrs[key] = value
         return {
             "kind": "conv",
             "act": self.act,
             "role": self.kind,
             "conv_index": self.index if self.index >= 0 else None,
-            "attrs": {
-                "kernel": self.kernel_size,
-                "stride": self.stride,
-                "padding": self.padding_before(),
-                "groups": self.groups,
-            },
+            "attrs": attrs,
             "params": {
                 "weight_shape": tuple(self.full_weight().shape),
                 "trained_weight": trained_w,
@@ -259,7 +275,8 @@ class ConvUnit(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"#{self.index} {self.kind} {self.in_channels}->{self.out_channels} "
-            f"k={self.kernel_size} s={self.stride} p={self.padding} g={self.groups} "
+            f"k={self.kernel_size if self.kernel_w == self.kernel_size else self.kernel_hw} "
+            f"s={self.strides} p={self.padding} g={self.groups} "
             f"act={self.act} "
             f"train_ch={self.trained_channels}/{self.split_channels}"
         )
@@ -540,6 +557,11 @@ class TrainNet(nn.Module):
     """stem → blocks → head convs before pooling → global pool → head convs after → classifier."""
 
     in_channels = 3  # RGB images
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """(C, H, W) of one input: an RGB image at the resolution."""
+        return 3, self.resolution, self.resolution
 
     def __init__(
         self,

@@ -53,8 +53,8 @@ OPS = (
 """The canonical ops a reader maps a file's operators to."""
 
 SUPPORTED = (
-    "2-D convolution (square kernel, symmetric or TensorFlow 'SAME' padding, groups 1 or "
-    "depthwise, no dilation), zero padding before one",
+    "2-D convolution (any kh x kw kernel and stride, symmetric or TensorFlow 'SAME' padding, "
+    "groups 1 or depthwise, no dilation), zero padding before one",
     "BatchNorm after a convolution",
     "ReLU, ReLU6, hard-swish or hard-sigmoid after a convolution",
     "add, and ReLU or ReLU6 after one",
@@ -176,13 +176,15 @@ def fold_pads(nodes: list[Node]) -> list[Node]:
 def same_padded(graph: NetworkGraph, node: Node) -> bool:
     """Whether convolution ``node`` pads its input as TensorFlow's "SAME" does at the exported
     size, and not symmetrically: one more after than before (a strided convolution on an even
-    size), which it then does at any size."""
+    size, an even kernel), which it then does at any size."""
     top, bottom, left, right = node.attrs["padding"]
     if top == bottom and left == right:
         return False
-    kernel, stride = node.attrs["kernel"][0], node.attrs["stride"][0]
     want = []
-    for size in graph.shapes[node.inputs[0]][2:]:
+    sizes = graph.shapes[node.inputs[0]][2:]
+    for size, kernel, stride in zip(
+        sizes, node.attrs["kernel"], node.attrs["stride"], strict=True
+    ):
         total = max((-(-size // stride) - 1) * stride + kernel - size, 0)
         want += [total // 2, total - total // 2]
     return [top, bottom, left, right] == want
@@ -197,15 +199,11 @@ def _refuse(graph: NetworkGraph, node: Node, what: str) -> ModelError:
 
 def _check_conv(graph: NetworkGraph, node: Node) -> None:
     a = node.attrs
-    kh, kw = a["kernel"]
-    if kh != kw:
-        raise _refuse(graph, node, f"a {kh}x{kw} convolution (a rectangular kernel)")
-    if len(set(a["padding"])) != 1 and not same_padded(graph, node):
+    top, bottom, left, right = a["padding"]
+    if (top != bottom or left != right) and not same_padded(graph, node):
         raise _refuse(
             graph, node, f"a convolution padded {list(a['padding'])} (asymmetric, not 'SAME')"
         )
-    if a["stride"][0] != a["stride"][1]:
-        raise _refuse(graph, node, f"a convolution of stride {list(a['stride'])}")
     if tuple(a["dilation"]) != (1, 1):
         raise _refuse(graph, node, f"a dilated convolution ({list(a['dilation'])})")
     c_in = graph.shapes[node.inputs[0]][1]

@@ -145,7 +145,8 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "dataset",
         Text(),
         DEFAULT_DATASET,
-        "digits, procedural or imagefolder:PATH.",
+        "digits, procedural, imagefolder:PATH, or series:PATH.npz (a sensor's windows or a "
+        "spectrogram's features, X and y, with --supernet FILE of that input).",
         positional=True,
     ),
     Option(

@@ -136,7 +136,7 @@ def conv2d_s8(
     y_zero: int,
     act_min: int,
     act_max: int,
-    stride: int,
+    stride: int | tuple[int, int],
     padding: int | Pads,
     groups: int,
 ) -> tuple[Tensor, Tensor]:
@@ -460,7 +460,7 @@ def conv2d_grad_input(
     w_mult: Tensor,
     frac_bits: int,
     input_shape: tuple[int, ...],
-    stride: int,
+    stride: int | tuple[int, int],
     padding: int | Pads,
     groups: int,
 ) -> Contribution:
@@ -575,7 +575,7 @@ def conv2d_update_weight(
     w_train: Tensor,
     upd_mult: Tensor,
     upd_shift: Tensor,
-    stride: int,
+    stride: int | tuple[int, int],
     padding: int | Pads,
     groups: int,
     depthwise: bool,

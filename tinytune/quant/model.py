@@ -112,12 +112,14 @@ class QConv:
     grad_table: Tensor | None = None
 
     @property
-    def stride(self) -> int:
-        return self.op.attrs["stride"]
+    def stride(self) -> int | tuple[int, int]:
+        """One stride, or (down, across) where they differ (as PyTorch takes it)."""
+        sh, sw = self.op.stride_hw
+        return sh if sh == sw else (sh, sw)
 
     @property
     def padding(self) -> int:
-        """The zero padding before (top and left); :attr:`pads` has every side."""
+        """The zero padding before (top); :meth:`Graph.pads` has every side."""
         return self.op.attrs["padding"]
 
     @property

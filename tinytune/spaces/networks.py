@@ -5,8 +5,9 @@ The network is read as an op graph (:func:`tinytune.networks.read_network`) into
 :func:`~tinytune.networks.plan` (one block each, between single-tensor cut points). The search
 chooses where to cut it (after any stage from the middle on: a global pool and a new classifier
 on that stage's output, as for a cut of EfficientNet-Lite0), the update scheme over the
-convolutions kept (in the graph's own order), and the input resolution: the exported size and,
-since a global pool precedes the classifier, three quarters and half of it.
+convolutions kept (in the graph's own order), and the input resolution: for a square input the
+exported size and, since a global pool precedes the classifier, three quarters and half of it;
+any other input (a spectrogram, a sensor window) at the size it was exported at.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from typing import Any
 from tinytune.errors import ConfigError
 from tinytune.networks import conv_roles, plan, read_network, total_stride
 
-__all__ = ["network_fields", "network_resolutions"]
+__all__ = ["check_network_input", "network_fields", "network_resolutions"]
 
 IMAGE_CHANNELS = 3
-"""The channels of the images the data sets give."""
+"""The channels of the images the image data sets give."""
 
 
 def network_resolutions(size: int, stride: int) -> tuple[int, ...]:
@@ -38,7 +39,7 @@ def network_fields(path: str) -> dict[str, Any]:
 
     Raises:
         ModelError: the file cannot be read or holds an op tinytune cannot train.
-        ConfigError: its input is not a square image of 3 channels, which the data sets give.
+        ConfigError: it has no convolution.
     """
     resolved = os.path.abspath(path)
     try:
@@ -54,17 +55,7 @@ def _fields(path: str, resolved: str, _size: int, _mtime: int) -> tuple[tuple[st
     """:func:`network_fields`, read once per file version (every candidate looks its network
     up)."""
     graph = read_network(resolved)
-    _, channels, height, width = graph.input_shape
-    if channels != IMAGE_CHANNELS:
-        raise ConfigError(
-            f"{path!r} takes {channels}-channel input; the data sets tinytune searches give "
-            f"{IMAGE_CHANNELS}-channel images (export the network for RGB input)"
-        )
-    if height != width:
-        raise ConfigError(
-            f"{path!r} takes a {height}x{width} input; the data sets tinytune searches give "
-            "square images (export the network at a square size, e.g. 64x64)"
-        )
+    _, _, height, width = graph.input_shape
     roles = conv_roles(graph)
     if not roles:
         raise ConfigError(
@@ -86,7 +77,9 @@ def _fields(path: str, resolved: str, _size: int, _mtime: int) -> tuple[tuple[st
         "name": resolved,
         "family": "graph",
         "width_mult": 1.0,
-        "resolutions": network_resolutions(height, total_stride(graph)),
+        "resolutions": (
+            network_resolutions(height, total_stride(graph)) if height == width else (height,)
+        ),
         "default_resolution": height,
         "network_file": resolved,
         "blocks": tuple(blocks),
@@ -99,3 +92,30 @@ def _fields(path: str, resolved: str, _size: int, _mtime: int) -> tuple[tuple[st
         "stage_convs": tuple(counts),
     }
     return tuple(fields.items())
+
+
+def check_network_input(
+    path: str, dataset: str, shape: tuple[int, int, int] | None = None
+) -> None:
+    """Refuse, in one line, a network whose input data set ``dataset`` cannot feed: samples
+    of one ``shape`` (C, H, W) must be the network's input, images (``shape`` None: square
+    3-channel images at any resolution) a square 3-channel one.
+
+    Raises:
+        ConfigError: the network takes another input.
+    """
+    _, channels, height, width = read_network(os.path.abspath(path)).input_shape
+    if shape is not None:
+        if (channels, height, width) != tuple(shape):
+            c, h, w = shape
+            raise ConfigError(
+                f"{path!r} takes a {channels}x{height}x{width} input; data set {dataset!r} "
+                f"gives samples of {c}x{h}x{w} (export the network for that input)"
+            )
+        return
+    if channels != IMAGE_CHANNELS or height != width:
+        raise ConfigError(
+            f"{path!r} takes a {channels}x{height}x{width} input; data set {dataset!r} gives "
+            f"square {IMAGE_CHANNELS}-channel images (export the network for RGB input at a "
+            "square size, e.g. 1x3x64x64)"
+        )

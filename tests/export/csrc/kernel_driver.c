@@ -59,8 +59,8 @@ static tt_conv_geom read_geom(void) {
     int32_t n;
     int32_t *v = i32(&n);
     tt_conv_geom g;
-    if (n != 11) {
-        fail("a geometry has 11 fields");
+    if (n != 13) {
+        fail("a geometry has 13 fields");
     }
     g.in_c = v[0];
     g.in_h = v[1];
@@ -73,6 +73,8 @@ static tt_conv_geom read_geom(void) {
     g.pad_top = v[8];
     g.pad_left = v[9];
     g.groups = v[10];
+    g.kernel_w = v[11];
+    g.stride_w = v[12];
     free(v);
     return g;
 }

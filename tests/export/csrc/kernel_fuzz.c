@@ -80,17 +80,24 @@ static int32_t geometry(int32_t kind, tt_conv_geom *g) {
         g->in_h = draw(1, 24);
         g->in_w = draw(1, 24);
     }
+    g->kernel_w = g->kernel;
+    g->stride_w = g->stride;
+    if (kind != 0 && draw(0, 3) == 0) { /* a rectangular kernel or stride (DS-CNN's 10x4) */
+        g->kernel_w = draw(1, 5);
+        g->stride_w = draw(1, 2);
+    }
     pad = g->kernel / 2;
     g->pad_top = draw(0, 1) ? pad : draw(0, pad);
+    pad = g->kernel_w / 2;
     g->pad_left = draw(0, 1) ? pad : draw(0, pad);
     g->out_h = (g->in_h + 2 * g->pad_top - g->kernel) / g->stride + 1;
-    g->out_w = (g->in_w + 2 * g->pad_left - g->kernel) / g->stride + 1;
+    g->out_w = (g->in_w + 2 * g->pad_left - g->kernel_w) / g->stride_w + 1;
     if (g->out_h < 1 || g->out_w < 1) {
         return 0;
     }
     return g->in_c * g->in_h * g->in_w <= MAX_VALUES &&
            g->out_c * g->out_h * g->out_w <= MAX_VALUES &&
-           g->out_c * (g->in_c / g->groups) * g->kernel * g->kernel <= MAX_VALUES;
+           g->out_c * (g->in_c / g->groups) * g->kernel * g->kernel_w <= MAX_VALUES;
 }
 
 int main(void) {
@@ -107,7 +114,7 @@ int main(void) {
             continue;
         }
         cg = g.in_c / g.groups;
-        kk = g.kernel * g.kernel;
+        kk = g.kernel * g.kernel_w;
         dw = g.groups > 1;
         n_in = g.in_c * g.in_h * g.in_w;
         n_out = g.out_c * g.out_h * g.out_w;

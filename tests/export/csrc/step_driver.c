@@ -18,7 +18,7 @@
 enum { TAG_INT = 0, TAG_PTR = 1, TAG_NULL = 2, TAG_F32 = 3, TAG_EXP = 4, TAG_LABEL = 5, TAG_TUPLE = 6 };
 enum { SPACE_ARENA = 0, SPACE_FLASH = 1, SPACE_SCRATCH = 2, SPACE_EXP = 3 };
 #define MAX_OPERANDS 16
-#define MAX_TUPLE 12
+#define MAX_TUPLE 13
 
 typedef struct {
     int32_t tag;
@@ -113,6 +113,7 @@ static tt_conv_geom G(const call *c, int32_t k) {
     }
     g.in_c = v[0], g.in_h = v[1], g.in_w = v[2], g.out_c = v[3], g.out_h = v[4], g.out_w = v[5];
     g.kernel = v[6], g.stride = v[7], g.pad_top = v[8], g.pad_left = v[9], g.groups = v[10];
+    g.kernel_w = v[11], g.stride_w = v[12];
     return g;
 }
 

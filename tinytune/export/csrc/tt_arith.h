@@ -396,8 +396,20 @@ static inline void tt_emit_end(const tt_emit *st, const tt_grad *dst) {
 /* A 1x1 convolution, stride 1, one group, whose output is its input's pixels (no padding,
  * no rows or columns dropped). */
 static inline int32_t tt_is_pointwise(const tt_conv_geom *g) {
-    return g->kernel == 1 && g->stride == 1 && g->pad_top == 0 && g->pad_left == 0 &&
-           g->groups == 1 && g->out_h == g->in_h && g->out_w == g->in_w;
+    return g->kernel == 1 && g->kernel_w == 1 && g->stride == 1 && g->stride_w == 1 &&
+           g->pad_top == 0 && g->pad_left == 0 && g->groups == 1 && g->out_h == g->in_h &&
+           g->out_w == g->in_w;
+}
+
+/* A square kernel at one stride down and across: the convolutions the tiled, channel-wise
+ * and DSP paths take; any other runs the direct loops. */
+static inline int32_t tt_is_square(const tt_conv_geom *g) {
+    return g->kernel_w == g->kernel && g->stride_w == g->stride;
+}
+
+/* The taps of one kernel: kernel * kernel_w. */
+static inline int32_t tt_taps(const tt_conv_geom *g) {
+    return g->kernel * g->kernel_w;
 }
 
 static inline int32_t tt_is_depthwise(const tt_conv_geom *g) {
@@ -408,7 +420,7 @@ static inline int32_t tt_is_depthwise(const tt_conv_geom *g) {
 /* The outputs ox = *lo .. *hi of a row whose input ix = ox * stride + off lies in the input row
  * (off = kx - pad_left for kernel column kx); empty when *hi < *lo. */
 static inline void tt_tap_range(const tt_conv_geom *g, int32_t off, int32_t *lo, int32_t *hi) {
-    int32_t s = g->stride;
+    int32_t s = g->stride_w;
     *lo = off >= 0 ? 0 : (-off + s - 1) / s;
     *hi = g->in_w - 1 - off < 0 ? -1 : (g->in_w - 1 - off) / s;
     if (*hi > g->out_w - 1) {
@@ -416,11 +428,11 @@ static inline void tt_tap_range(const tt_conv_geom *g, int32_t off, int32_t *lo,
     }
 }
 
-/* The kernel (its kernel x kernel taps) of output channel o and input channel ci (within its
+/* The kernel (its kernel x kernel_w taps) of output channel o and input channel ci (within its
  * group) of a split weight. */
 static inline const int8_t *tt_kernel_taps(const tt_conv_geom *g, const tt_weight *w, int32_t o,
                                            int32_t ci) {
-    int32_t kk = g->kernel * g->kernel, cg = g->in_c / g->groups;
+    int32_t kk = tt_taps(g), cg = g->in_c / g->groups;
     if (tt_is_depthwise(g)) {
         return o < w->k ? w->train + o * kk : w->frozen + (o - w->k) * kk;
     }
@@ -431,7 +443,8 @@ static inline const int8_t *tt_kernel_taps(const tt_conv_geom *g, const tt_weigh
 /* Whether a depthwise convolution runs with the channels as the contiguous axis (forward and
  * input gradient): few output pixels, and its inputs and outputs fit TT_FEW_VALUES. */
 static inline int32_t tt_depthwise_few(const tt_conv_geom *g) {
-    return tt_is_depthwise(g) && g->out_h * g->out_w <= TT_CHANNELS_LAST_PIXELS &&
+    return tt_is_depthwise(g) && tt_is_square(g) &&
+           g->out_h * g->out_w <= TT_CHANNELS_LAST_PIXELS &&
            g->in_c * g->in_h * g->in_w <= TT_FEW_VALUES &&
            g->in_c * g->out_h * g->out_w <= TT_FEW_VALUES;
 }
@@ -450,7 +463,7 @@ static inline void tt_tap_column(const tt_weight *w, int32_t channels, int32_t k
 
 static inline int32_t tt_weight_at(const tt_conv_geom *g, const tt_weight *w, int32_t o, int32_t ci,
                             int32_t tap) {
-    int32_t kk = g->kernel * g->kernel;
+    int32_t kk = tt_taps(g);
     int32_t cg = g->in_c / g->groups;
     if (tt_is_depthwise(g)) {
         return o < w->k ? w->train[o * kk + tap] : w->frozen[(o - w->k) * kk + tap];

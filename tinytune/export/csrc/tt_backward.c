@@ -498,7 +498,7 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
     }
     tt_emit_begin(&st, gx, gy_exp - frac_bits,
                   tt_bitlen((uint64_t)TT_GRAD_MAX * 127u * (uint64_t)max_mult * (uint64_t)og *
-                            (uint64_t)(g->kernel * g->kernel)));
+                            (uint64_t)tt_taps(g)));
 #ifdef TT_DSP
     /* the scratch's words that the one pass leaves free take the kernel's own buffers */
     free_words = tt_emit_scratch(&st, gx, g->in_c * g->in_h * g->in_w, scratch);
@@ -524,6 +524,9 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
         tt_emit_end(&st, gx);
         return;
     }
+    if (!tt_is_square(g)) {
+        goto direct;
+    }
 #ifndef TT_CORTEX_M
     if (tt_depthwise_few(g)) { /* both passes inside */
         tt_grad_input_depthwise_few(g, gy, w, w_mult, &st, gx);
@@ -546,7 +549,8 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
         tt_emit_end(&st, gx);
         return;
     }
-    do { /* the direct loop: every other convolution */
+direct:
+    do { /* the direct loop: every other convolution, and rectangular kernels or strides */
         for (c = 0; c < g->in_c; c++) {
             int32_t o0 = (c / cg) * og;
             int32_t ci = c % cg;
@@ -566,18 +570,18 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
                             if (oy >= g->out_h) {
                                 continue;
                             }
-                            for (kx = 0; kx < g->kernel; kx++) {
+                            for (kx = 0; kx < g->kernel_w; kx++) {
                                 int32_t tx = ix + g->pad_left - kx;
                                 int32_t ox;
-                                if (tx < 0 || tx % g->stride) {
+                                if (tx < 0 || tx % g->stride_w) {
                                     continue;
                                 }
-                                ox = tx / g->stride;
+                                ox = tx / g->stride_w;
                                 if (ox >= g->out_w) {
                                     continue;
                                 }
                                 part += go[oy * g->out_w + ox] *
-                                        tt_weight_at(g, w, o, ci, ky * g->kernel + kx);
+                                        tt_weight_at(g, w, o, ci, ky * g->kernel_w + kx);
                             }
                         }
                         s += (int64_t)part * w_mult[o];
@@ -717,7 +721,7 @@ static void tt_update_weight_pointwise_few(const tt_conv_geom *g, const int8_t *
 void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy_exp,
                              const int8_t *x_saved, int32_t x_zero, int8_t *w_train,
                              int32_t k, const int32_t *upd_mult, const int32_t *upd_shift) {
-    int32_t kk = g->kernel * g->kernel;
+    int32_t kk = tt_taps(g);
     int32_t cg = g->in_c / g->groups;
     int32_t og = g->out_c / g->groups;
     int32_t depthwise = tt_is_depthwise(g);
@@ -777,17 +781,17 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
         for (ci = 0; ci < n_in; ci++) {
             const int8_t *xc = x_saved + (c0 + ci) * g->in_h * g->in_w;
             for (ky = 0; ky < g->kernel; ky++) {
-                for (kx = 0; kx < g->kernel; kx++) {
+                for (kx = 0; kx < g->kernel_w; kx++) {
                     int32_t total = 0;
                     int64_t delta;
-                    int8_t *wp = w_train + (o * n_in + ci) * kk + ky * g->kernel + kx;
+                    int8_t *wp = w_train + (o * n_in + ci) * kk + ky * g->kernel_w + kx;
                     for (oy = 0; oy < g->out_h; oy++) {
                         int32_t iy = oy * g->stride + ky - g->pad_top;
                         if (iy < 0 || iy >= g->in_h) {
                             continue;
                         }
                         for (ox = 0; ox < g->out_w; ox++) {
-                            int32_t ix = ox * g->stride + kx - g->pad_left;
+                            int32_t ix = ox * g->stride_w + kx - g->pad_left;
                             if (ix < 0 || ix >= g->in_w) {
                                 continue;
                             }

@@ -958,6 +958,9 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
         tt_conv_pointwise(g, x, w, bias, q, y, mask);
         return;
     }
+    if (!tt_is_square(g)) {
+        goto direct;
+    }
 #ifdef TT_DSP
     if (tt_is_depthwise(g) && tt_conv_depthwise_taps(g, x, w, bias, q, y, mask)) {
         return;
@@ -987,7 +990,8 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
         tt_conv_rows(g, x, w, bias, q, y, mask);
         return;
     }
-    /* the direct loop: convolutions with output rows wider than a tile */
+direct: /* the direct loop: convolutions with output rows wider than a tile, and rectangular
+         * kernels or strides */
     for (o = 0; o < g->out_c; o++) {
         int32_t c0 = (o / og) * cg;
         for (oy = 0; oy < g->out_h; oy++) {
@@ -1002,13 +1006,13 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                         if (iy < 0 || iy >= g->in_h) {
                             continue;
                         }
-                        for (kx = 0; kx < g->kernel; kx++) {
-                            int32_t ix = ox * g->stride + kx - g->pad_left;
+                        for (kx = 0; kx < g->kernel_w; kx++) {
+                            int32_t ix = ox * g->stride_w + kx - g->pad_left;
                             if (ix < 0 || ix >= g->in_w) {
                                 continue;
                             }
                             acc += (xc[iy * g->in_w + ix] - q->x_zero) *
-                                   tt_weight_at(g, w, o, ci, ky * g->kernel + kx);
+                                   tt_weight_at(g, w, o, ci, ky * g->kernel_w + kx);
                         }
                     }
                 }
@@ -1025,14 +1029,14 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
 void tt_conv2d_inplace_s8(const tt_conv_geom *g, int8_t *xy, const tt_weight *w,
                           const int32_t *bias, const tt_requant *q, int8_t *channel,
                           uint8_t *mask) {
-    int32_t kk = g->kernel * g->kernel;
+    int32_t kk = tt_taps(g);
     int32_t n_in = g->in_h * g->in_w, n_out = g->out_h * g->out_w;
     tt_conv_geom one = *g;
     tt_requant qc = *q;
     tt_weight wc;
     int32_t c, i;
 #ifdef TT_DSP
-    if (tt_conv_inplace_taps(g, xy, w, bias, q, channel, mask)) {
+    if (tt_is_square(g) && tt_conv_inplace_taps(g, xy, w, bias, q, channel, mask)) {
         return;
     }
 #endif

@@ -24,8 +24,10 @@ extern "C" {
 
 /* ---- shapes and parameters ------------------------------------------------------------ */
 
-/* The geometry of one convolution (square kernel). Output pixel (oy, ox) reads input rows
- * oy*stride + ky - pad_top and columns ox*stride + kx - pad_left; a tap outside the input adds
+/* The geometry of one convolution: a kernel of kernel x kernel_w taps at stride stride down
+ * and stride_w across (a square kernel: kernel_w == kernel, stride_w == stride). Output pixel
+ * (oy, ox) reads input rows oy*stride + ky - pad_top and columns ox*stride_w + kx - pad_left,
+ * tap ky*kernel_w + kx of the weight; a tap outside the input adds
  * zero (zero padding). The padding after the input (bottom, right) follows from out_h and
  * out_w: symmetric padding, TensorFlow's "SAME" (one more after than before at stride 2 on an
  * even size), or a patch of a larger tensor whose region starts inside it (a negative pad:
@@ -35,6 +37,7 @@ typedef struct {
     int32_t in_c, in_h, in_w;
     int32_t out_c, out_h, out_w;
     int32_t kernel, stride, pad_top, pad_left, groups;
+    int32_t kernel_w, stride_w;
 } tt_conv_geom;
 
 /* The geometry of a max pooling of [channels][in_h][in_w] into [channels][out_h][out_w]:
@@ -47,7 +50,7 @@ typedef struct {
 
 /* A weight split along its input channels into the part that training updates (the first k,
  * kept in SRAM) and the frozen rest (which may stay in flash). Depthwise weights are split
- * along their channels instead. Layouts, with kk = kernel*kernel and cg = in_c/groups:
+ * along their channels instead. Layouts, with kk = kernel*kernel_w and cg = in_c/groups:
  *   train:  [out_c][k][kk]          depthwise: [k][kk]
  *   frozen: [out_c][cg - k][kk]     depthwise: [out_c - k][kk]
  * A grouped (not depthwise) convolution is trained whole or not at all (k == 0 or k == cg).

@@ -82,8 +82,8 @@ def preflight(
     of an image folder's decoding (:func:`decoding_events`).
 
     Raises:
-        ConfigError: an unknown supernet or device, or a data set with another number of
-            classes than ``config.n_classes``.
+        ConfigError: an unknown supernet or device, a data set with another number of
+            classes than ``config.n_classes``, or a network whose input it cannot feed.
         DataError: the data set cannot be read.
         BudgetError: a budget exceeds the device, or no candidate can meet it.
     """
@@ -99,6 +99,16 @@ def preflight(
     device = get_device(config.device, calibration, config.engine)
     check_budgets(config, device)
     data = get_dataset(config.dataset, seed=config.data_seed)
+    if spec.imported:
+        from tinytune.spaces.networks import check_network_input
+
+        check_network_input(spec.network_file, data.name, data.input_shape)
+    elif data.input_shape is not None:
+        raise ConfigError(
+            f"data set {data.name!r} gives samples of "
+            f"{'x'.join(map(str, data.input_shape))}, not images; search it with a network of "
+            "that input (--supernet FILE.pt2 or FILE.onnx)"
+        )
     if data.num_classes != config.n_classes:
         raise ConfigError(
             f"data set {data.name!r} has {data.num_classes} classes, the search was set up for "

@@ -1,0 +1,108 @@
+"""``series:PATH.npz``: a sensor's windows or a spectrogram's frames as arrays, split as the
+image data sets are, each channel standardised with the training part's statistics alone, read
+without unpickling anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tinytune.data import get_dataset, repeated, train_subset
+from tinytune.data.stratify import stratified_split
+from tinytune.errors import DataError
+
+
+def _windows(n_per_class: int = 10, classes: int = 3, shape=(6, 64), seed: int = 0):
+    rng = np.random.default_rng(seed)
+    scale = 1.0 + np.arange(shape[0])[:, None]  # channels of other ranges
+    x = rng.normal(size=(n_per_class * classes, *shape)) * scale + 5.0
+    y = np.repeat(np.arange(classes) * 7, n_per_class)  # labels need not be 0..K-1
+    return x.astype(np.float32), y
+
+
+def test_windows_become_c_by_1_by_t_standardised_on_the_training_part(tmp_path: Path) -> None:
+    x, y = _windows()
+    np.savez(tmp_path / "imu.npz", X=x, y=y)
+    data = get_dataset(f"series:{tmp_path / 'imu.npz'}", seed=3)
+    assert data.name == f"series:{tmp_path / 'imu.npz'}"
+    assert data.input_shape == (6, 1, 64) and data.class_names == ("0", "7", "14")
+    splits = data.load(1)
+    train_idx, val_idx, test_idx = stratified_split(np.unique(y, return_inverse=True)[1], 3)
+    mean = x[train_idx].astype(np.float64).mean(axis=(0, 2))
+    std = x[train_idx].astype(np.float64).std(axis=(0, 2))
+    assert np.array_equal(data.normalisation[0], mean)
+    assert np.array_equal(data.normalisation[1], std)
+    expected = ((x[test_idx].astype(np.float64) - mean[:, None]) / std[:, None]).astype(np.float32)
+    assert np.array_equal(splits.test.x, expected[:, :, None, :])
+    assert np.array_equal(splits.test.y, np.unique(y, return_inverse=True)[1][test_idx])
+    assert not splits.train.images and splits.resolution == 1
+    assert data.split_sizes() == (len(train_idx), len(val_idx), len(test_idx))
+    # the training part is standardised exactly; validation and test only by its statistics
+    assert np.allclose(splits.train.x.mean(axis=(0, 2, 3)), 0, atol=1e-5)
+    # repeated partitions and training subsets keep them samples, not images
+    again = repeated(splits, 1, seed=3)
+    assert not again.train.images and not again.val.images
+    assert not train_subset(splits, 0.5, seed=0).train.images
+
+
+def test_a_spectrogram_keeps_its_shape_and_named_classes(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(12, 1, 49, 10))
+    y = np.array([0, 1, 2] * 4)
+    np.savez(tmp_path / "kws.npz", X=x, y=y, classes=np.array(["yes", "no", "up"]))
+    data = get_dataset(f"series:{tmp_path / 'kws.npz'}")
+    assert data.input_shape == (1, 49, 10) and data.class_names == ("yes", "no", "up")
+    assert data.load(49).train.x.shape[1:] == (1, 49, 10)
+    with pytest.raises(DataError, match=r"not resized; resolution 64 was asked, expected 49"):
+        data.load(64)
+
+
+def test_a_pickled_array_is_refused_unread(tmp_path: Path) -> None:
+    x, _ = _windows()
+    labels = np.array([object()] * len(x), dtype=object)  # only a pickle holds it
+    np.savez(tmp_path / "obj.npz", X=x, y=labels)
+    with pytest.raises(DataError) as e:
+        get_dataset(f"series:{tmp_path / 'obj.npz'}")
+    text = str(e.value)
+    assert "object array" in text and "never unpickles" in text and "\n" not in text
+
+
+@pytest.mark.parametrize(
+    ("arrays", "words"),
+    [
+        ({"X": np.zeros((9, 2, 8))}, "has no array 'y'"),
+        ({"X": np.zeros((9, 8)), "y": np.zeros(9, int)}, "X must be a real array of shape"),
+        ({"X": np.zeros((9, 2, 8)), "y": np.zeros(8, int)}, "y must be 9 integer labels"),
+        ({"X": np.full((9, 2, 8), np.nan), "y": np.arange(9) % 3}, "NaN or an infinity"),
+        ({"X": np.zeros((9, 2, 8)), "y": np.zeros(9, int)}, "has one class"),
+        (
+            {"X": np.zeros((9, 2, 8)), "y": np.arange(9) % 3, "classes": np.array(["a", "b"])},
+            "classes must be 3 strings",
+        ),
+        ({"X": np.zeros((4, 2, 8)), "y": np.arange(4) % 2}, "each class needs at least 3"),
+    ],
+)
+def test_bad_arrays_are_refused_in_one_line(tmp_path: Path, arrays: dict, words: str) -> None:
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(DataError) as e:
+        get_dataset(f"series:{tmp_path / 'bad.npz'}")
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_file_that_is_not_an_archive_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "x.npz").write_text("X,y\n1,0\n")
+    x, y = _windows()
+    np.savez(tmp_path / "whole.npz", X=x, y=y)
+    whole = (tmp_path / "whole.npz").read_bytes()
+    (tmp_path / "torn.npz").write_bytes(whole[: len(whole) // 2])
+    for name, words in (
+        ("x.npz", "is not a NumPy archive"),
+        ("torn.npz", "is not a NumPy archive"),
+        ("none.npz", "does not exist"),
+    ):
+        with pytest.raises(DataError, match=words):
+            get_dataset(f"series:{tmp_path / name}")
+    with pytest.raises(DataError, match="names no file"):
+        get_dataset("series:")

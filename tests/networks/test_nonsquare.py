@@ -1,0 +1,119 @@
+"""Networks that are not on square RGB images, imported: ARM's keyword DS-CNN on 1×49×10 MFCC
+features (a 10×4 stride-2 stem padded as TensorFlow's "SAME") and a 1-D CNN over 6×1×64 IMU
+windows (1×k convolutions, a 1×2 max pool). Their rectangular kernels and strides run in
+fp32 as PyTorch's, in the integer simulator and in C, the same bytes on the host, the Cortex-M7
+and the RV32IMC; an image data set cannot feed them, which the search says in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.bundle.support import make, needs, parse_dump, replay, write_test_bundle
+from tests.networks.zoo import DSCNN, SensorCNN, randomise_bn
+from tinytune.ir import trace
+from tinytune.models import GraphNet, ImportedNetwork, build_candidate
+from tinytune.networks import read_network
+from tinytune.quant import quantize
+from tinytune.spaces import get_supernet, make_preset
+
+LR = 0.01
+NETWORKS = {"ds-cnn": (DSCNN, (1, 49, 10)), "sensor": (SensorCNN, (6, 1, 64))}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[torch.nn.Module, str]]:
+    out = {}
+    for name, (make_net, shape) in NETWORKS.items():
+        torch.manual_seed(0)
+        module = randomise_bn(make_net())
+        path = tmp_path_factory.mktemp(name) / f"{name}.pt2"
+        program = torch.export.export(module.eval(), (torch.zeros(1, *shape),))
+        torch.export.save(program, str(path))
+        out[name] = module, str(path)
+    return out
+
+
+def _inputs(name: str, n: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(n, *NETWORKS[name][1], generator=g) * 0.6).clamp(-1, 1)
+
+
+@pytest.mark.parametrize("name", list(NETWORKS))
+def test_it_computes_what_the_module_computes(
+    exported: dict[str, tuple[torch.nn.Module, str]], name: str
+) -> None:
+    module, path = exported[name]
+    graph = read_network(path)
+    net = GraphNet(graph, 5, graph.input_shape[2], torch.Generator().manual_seed(0)).eval()
+    assert net.input_shape == NETWORKS[name][1]
+    net.classifier.weight.data = module.fc.weight.detach().clone()
+    net.classifier.bias.data = module.fc.bias.detach().clone()
+    x = _inputs(name, 3, 1)
+    with torch.no_grad():
+        assert torch.allclose(net(x), module(x), atol=1e-5)
+    stem = trace(net, x[:1]).ops[0]
+    if name == "ds-cnn":  # 10x4 at stride 2, "SAME": 4 rows above and 1 column left
+        assert (stem.kernel_hw, stem.stride_hw, stem.attrs["padding"]) == ((10, 4), (2, 2), 4)
+        assert stem.attrs["pad_left"] == 1 and stem.macs == 64 * 25 * 5 * 40
+    else:
+        assert (stem.kernel_hw, stem.stride_hw) == ((1, 5), (1, 2))
+
+
+@needs("cortex-m7")
+@needs("rv32imc")
+@pytest.mark.parametrize("preset", ["bias-only", "full"])
+@pytest.mark.parametrize("name", list(NETWORKS))
+def test_it_trains_in_c_as_the_simulator_does_on_every_core(
+    exported: dict[str, tuple[torch.nn.Module, str]], name: str, preset: str, tmp_path: Path
+) -> None:
+    _, path = exported[name]
+    spec = get_supernet(path)
+    assert spec.resolutions == (NETWORKS[name][1][1],)  # searched at its exported size
+    net = build_candidate(make_preset(preset, spec), ImportedNetwork(read_network(path)), 5, [],
+                          seed=0)  # fmt: skip
+    quantized = quantize(net, [_inputs(name, 16, 2)])
+    folder = tmp_path / "bundle"
+    _, train, evaluation = write_test_bundle(
+        folder, quantized, _inputs(name, 4, 3), _inputs(name, 4, 4), lr=LR, epochs=2
+    )
+    dump = parse_dump(make(folder, "run-host", build="build-dump", defs="-DTT_DUMP"))
+    assert replay(quantized, LR, train, evaluation, dump) == 8  # every byte, every step
+    host = make(folder, "run-host")
+    assert "smoke test passed" in host
+    for target in ("run-cortex-m7", "run-rv32imc"):
+        assert _trained(make(folder, target)) == _trained(host), target
+
+
+def _trained(text: str) -> list[str]:
+    keep = ("epoch ", "saved ", "after ", "smoke test passed")
+    return [line for line in text.splitlines() if line.startswith(keep)]
+
+
+def test_samples_and_network_must_agree_before_anything_is_stored(
+    exported: dict[str, tuple[torch.nn.Module, str]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import numpy as np
+
+    from tests.networks.zoo import MobileNetV2, export
+    from tinytune.cli.main import main
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "imu.npz", X=rng.normal(size=(30, 6, 32)), y=np.arange(30) % 3)
+    export(randomise_bn(MobileNetV2(0.35, stages=2)), tmp_path / "rgb.pt2", 32)
+    db = tmp_path / "s.db"
+    for network, words in (
+        (None, "gives samples of 6x1x32, not images; search it with a network of that input"),
+        (str(tmp_path / "rgb.pt2"), "takes a 3x32x32 input; data set"),
+        (exported["sensor"][1], "takes a 6x1x64 input; data set"),
+    ):
+        argv = ["search", "--dataset", f"series:{tmp_path / 'imu.npz'}", "--trials", "2"]
+        argv += ["--storage", f"sqlite:///{db}"] + (["--supernet", network] if network else [])
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and words in err, err
+        assert not db.exists()

@@ -1,0 +1,183 @@
+"""``series:PATH.npz``: windows of a sensor, or features such as a spectrogram, as arrays.
+
+A user's samples that are not images — an IMU's windows, a microphone's MFCC frames — come as
+one NumPy archive written by ``np.savez(PATH, X=..., y=...)``:
+
+* ``X``: ``(N, C, T)`` (C channels of T steps, read as ``(N, C, 1, T)``: a 1-D network is
+  written with 2-D layers of ``1×k`` kernels) or ``(N, C, H, W)`` (a spectrogram of H frames
+  of W coefficients), any real dtype, every value finite;
+* ``y``: ``(N,)`` integer labels; optionally ``classes``, their names (strings), one per
+  distinct label in sorted order (else the labels themselves name them).
+
+The archive is read with ``allow_pickle=False``: an object array (which only a pickle can
+hold) is refused, never unpickled. The split is the stratified 60/20/20 of the image data sets
+(:func:`~tinytune.data.stratify.stratified_split`). Each channel is standardised with the
+mean and standard deviation of the training part alone (float64, then float32), so validation
+and test data tell nothing to the scaling; :attr:`SeriesDataset.normalisation` holds both, for
+a device to scale its raw samples alike.
+
+The samples have one size, the one the network was exported at: ``load`` takes the height
+``H`` (1 for a window) as its resolution, and only that.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tinytune.data.base import ImageDataset
+from tinytune.data.splits import Split, Splits
+from tinytune.data.stratify import stratified_split
+from tinytune.errors import DataError
+
+if TYPE_CHECKING:
+    from tinytune.data.decoded import ProgressCallback
+
+__all__ = ["SERIES_PREFIX", "SeriesDataset"]
+
+SERIES_PREFIX = "series:"
+
+
+def _read(path: str) -> dict[str, np.ndarray]:
+    """The arrays of the archive, each read without unpickling anything."""
+    not_npz = (
+        f"series file {path!r} is not a NumPy archive (.npz) that np.savez writes; expected "
+        "X and y in one"
+    )
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise DataError(f"series file {path!r} does not exist") from None
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile):  # a pickle, or no NumPy file
+        raise DataError(not_npz) from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise DataError(not_npz)
+    try:
+        with archive:
+            return {name: archive[name] for name in archive.files}
+    except ValueError:  # an object array: only a pickle holds one
+        raise DataError(
+            f"series file {path!r} holds an object array, which only a pickle can hold; "
+            "tinytune never unpickles a file: save X and y as numeric arrays "
+            "(np.savez(path, X=X.astype(np.float32), y=y.astype(np.int64)))"
+        ) from None
+    except (OSError, zipfile.BadZipFile, EOFError) as e:
+        raise DataError(f"series file {path!r} cannot be read: {e}") from None
+
+
+def _samples(path: str, arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    missing = [k for k in ("X", "y") if k not in arrays]
+    if missing:
+        raise DataError(
+            f"series file {path!r} has no array {missing[0]!r}; expected X (N, C, T) or "
+            f"(N, C, H, W) and y (N,), found {sorted(arrays)}"
+        )
+    x, y = arrays["X"], arrays["y"]
+    if x.dtype.kind not in "iuf" or x.ndim not in (3, 4) or 0 in x.shape:
+        raise DataError(
+            f"series file {path!r}: X must be a real array of shape (N, C, T) or (N, C, H, W), "
+            f"got {x.dtype} {x.shape}"
+        )
+    if y.dtype.kind not in "iu" or y.shape != (x.shape[0],):
+        raise DataError(
+            f"series file {path!r}: y must be {x.shape[0]} integer labels (N,), got {y.dtype} "
+            f"{y.shape}"
+        )
+    x = x.astype(np.float64)
+    if not np.isfinite(x).all():
+        raise DataError(f"series file {path!r}: X holds a NaN or an infinity")
+    return (x[:, :, None, :] if x.ndim == 3 else x), y.astype(np.int64)
+
+
+def _class_names(path: str, arrays: dict[str, np.ndarray], labels: np.ndarray) -> list[str]:
+    values = np.unique(labels)
+    if "classes" not in arrays:
+        return [str(int(v)) for v in values]
+    names = arrays["classes"]
+    if names.dtype.kind not in "US" or names.shape != (len(values),):
+        raise DataError(
+            f"series file {path!r}: classes must be {len(values)} strings, one per distinct "
+            f"label in sorted order, got {names.dtype} {names.shape}"
+        )
+    out = [str(n) for n in names.tolist()]
+    if len(set(out)) != len(out):
+        raise DataError(f"series file {path!r}: classes names one class twice: {out}")
+    return out
+
+
+class SeriesDataset(ImageDataset):
+    """Samples of one fixed shape (C, H, W) with labels, split 60/20/20 by class.
+
+    It keeps the contract of :class:`~tinytune.data.base.ImageDataset`, but its samples are
+    not images: ``load`` takes only their height as its resolution (they are not resized),
+    and its splits hold standardised values (``Split.images`` False).
+
+    Attributes:
+        input_shape: (C, H, W) of one sample.
+        normalisation: (mean, std) per channel, float64, of the training part.
+    """
+
+    def __init__(self, path: str, seed: int = 0) -> None:
+        self.path = os.path.abspath(path)
+        arrays = _read(self.path)
+        x, labels = _samples(path, arrays)
+        names = _class_names(path, arrays, labels)
+        super().__init__(name=f"{SERIES_PREFIX}{self.path}", class_names=names, seed=seed)
+        if self.num_classes < 2:
+            raise DataError(f"series file {path!r} has one class; a classifier needs two or more")
+        _, indices = np.unique(labels, return_inverse=True)
+        self._x, self._y = x, indices.astype(np.int64)
+        self.input_shape = (int(x.shape[1]), int(x.shape[2]), int(x.shape[3]))
+        self._parts = stratified_split(self._y, self.seed)
+        train = x[self._parts[0]]
+        mean = train.mean(axis=(0, 2, 3))
+        std = train.std(axis=(0, 2, 3))
+        self.normalisation = (mean, np.where(std > 0, std, 1.0))
+        self._splits: Splits | None = None
+
+    @property
+    def resolution(self) -> int:
+        """The samples' height, the one resolution they load at."""
+        return self.input_shape[1]
+
+    def load(self, resolution: int) -> Splits:
+        """The splits; ``resolution`` must be the samples' height.
+
+        Raises:
+            DataError: another resolution (samples are not resized).
+        """
+        if resolution != self.resolution:
+            raise DataError(
+                f"{self.name!r} holds samples of {'x'.join(map(str, self.input_shape))} "
+                f"(C x H x W), which are not resized; resolution {resolution!r} was asked, "
+                f"expected {self.resolution}"
+            )
+        if self._splits is None:
+            self._splits = self._build(resolution)
+        return self._splits
+
+    def _build(self, resolution: int) -> Splits:
+        mean, std = self.normalisation
+        scaled = ((self._x - mean[:, None, None]) / std[:, None, None]).astype(np.float32)
+        train, val, test = (Split(scaled[idx], self._y[idx], images=False) for idx in self._parts)
+        return Splits(train, val, test)
+
+    def split_sizes(self) -> tuple[int, int, int]:
+        return tuple(len(idx) for idx in self._parts)  # type: ignore[return-value]
+
+    def check(
+        self, resolutions: Sequence[int] = (), progress: ProgressCallback | None = None
+    ) -> None:
+        """Nothing more to read: the archive was read and checked when it was named; a
+        resolution other than the samples' height is refused here, before any training.
+
+        Raises:
+            DataError: a resolution other than the samples' height.
+        """
+        for resolution in resolutions:
+            if resolution != self.resolution:
+                self.load(resolution)
