@@ -74,7 +74,8 @@ def spec(request: pytest.FixtureRequest, folder: Path) -> str:
 
 
 def test_every_name_is_tested() -> None:
-    assert DATASET_NAMES == ("digits", "procedural", "imagefolder:PATH")
+    # series:PATH.npz: tests/data/test_series.py
+    assert DATASET_NAMES == ("digits", "procedural", "imagefolder:PATH", "series:PATH.npz")
 
 
 def test_contract(spec: str) -> None:

@@ -138,11 +138,12 @@ def test_the_graph_holds_the_padding_before_of_the_traced_input():
     assert symmetric.ir_describe()["attrs"]["padding"] == 1
 
 
-def test_a_non_square_input_has_no_single_padding_before():
+def test_a_non_square_input_pads_each_axis_as_same_does():
     unit = ConvUnit(torch.randn(4, 3, 3, 3), torch.zeros(4), stride=2, padding=SAME)
     unit(torch.randn(1, 3, 8, 7))
-    with pytest.raises(ModelError, match="pads 0 above and 1 left of its 8×7 input"):
-        unit.ir_describe()
+    attrs = unit.ir_describe()["attrs"]  # "SAME": (0, 1) on 8 rows, (1, 1) on 7 columns
+    assert (attrs["padding"], attrs["pad_left"]) == (0, 1)
+    assert same_padding(8, 3, 2) == (0, 1) and same_padding(7, 3, 2) == (1, 1)
 
 
 @pytest.mark.parametrize("padding", [-1, "valid", 1.5])

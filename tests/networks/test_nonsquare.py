@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.bundle.support import make, needs, parse_dump, replay, write_test_bundle
-from tests.networks.zoo import DSCNN, SensorCNN, randomise_bn
+from tests.networks.zoo import DSCNN, SensorCNN, SensorCNN1d, randomise_bn
 from tinytune.ir import trace
 from tinytune.models import GraphNet, ImportedNetwork, build_candidate
 from tinytune.networks import read_network
@@ -60,6 +60,53 @@ def test_it_computes_what_the_module_computes(
         assert stem.attrs["pad_left"] == 1 and stem.macs == 64 * 25 * 5 * 40
     else:
         assert (stem.kernel_hw, stem.stride_hw) == ((1, 5), (1, 2))
+
+
+@pytest.mark.parametrize("form", ["pt2", "pt2 core", "onnx"])
+def test_a_1d_network_reads_as_1xk_convolutions_over_c_by_1_by_t(
+    tmp_path: Path, form: str
+) -> None:
+    torch.manual_seed(0)
+    module = randomise_bn(SensorCNN1d())
+    example = torch.zeros(1, 6, 64)
+    path = tmp_path / ("net.onnx" if form == "onnx" else "net.pt2")
+    if form == "onnx":
+        torch.onnx.export(module, (example,), str(path), dynamo=False)
+    else:
+        program = torch.export.export(module, (example,))
+        if form == "pt2 core":  # unsqueeze, a 2-D pool, squeeze; a mean over the length
+            program = program.run_decompositions()
+        torch.export.save(program, str(path))
+    graph = read_network(str(path))
+    assert graph.input_shape == (1, 6, 1, 64)
+    net = GraphNet(graph, 5, 1, torch.Generator().manual_seed(0)).eval()
+    net.classifier.weight.data = module.fc.weight.detach().clone()
+    net.classifier.bias.data = module.fc.bias.detach().clone()
+    x = torch.randn(3, 6, 64, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.allclose(net(x[:, :, None, :]), module(x), atol=1e-5)
+    ops = trace(net, x[:1, :, None, :]).ops
+    assert [(op.kernel_hw, op.stride_hw) for op in ops if op.kind == "conv"] == [
+        ((1, 5), (1, 2)), ((1, 3), (1, 1)), ((1, 3), (1, 1))
+    ]  # fmt: skip
+    (pool,) = [op for op in ops if op.kind == "maxpool"]
+    assert (pool.attrs["kernel_h"], pool.attrs["kernel_w"], pool.attrs["stride_w"]) == (1, 2, 2)
+
+
+def test_a_1d_reshape_into_another_axis_is_refused(tmp_path: Path) -> None:
+    class Sideways(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.fc = torch.nn.Conv2d(6, 8, 3), torch.nn.Linear(8, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, C, T) to (N, C, T, 1)
+            return self.fc(self.conv(x.unsqueeze(-1).expand(-1, -1, -1, 4)).mean(dim=(2, 3)))
+
+    path = tmp_path / "s.pt2"
+    torch.export.save(torch.export.export(Sideways(), (torch.zeros(1, 6, 16),)), str(path))
+    with pytest.raises(Exception) as e:
+        read_network(str(path))
+    assert "\n" not in str(e.value) and "reshapes [1, 6, 1, 16] to [1, 6, 16, 1]" in str(e.value)
 
 
 @needs("cortex-m7")

@@ -71,7 +71,7 @@ def randomise_bn(net: nn.Module, seed: int = 0) -> nn.Module:
     network's), so that folding them is tested."""
     g = torch.Generator().manual_seed(seed)
     for m in net.modules():
-        if isinstance(m, nn.BatchNorm2d):
+        if isinstance(m, nn.BatchNorm1d | nn.BatchNorm2d):
             n = m.num_features
             m.running_mean.copy_(torch.randn(n, generator=g) * 0.1)
             m.running_var.copy_(torch.rand(n, generator=g) + 0.5)
@@ -270,6 +270,31 @@ class SensorCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(self.features(x).mean(dim=(2, 3)))
+
+
+class SensorCNN1d(nn.Module):
+    """:class:`SensorCNN` as most such networks are written: ``Conv1d``, ``BatchNorm1d``,
+    ``MaxPool1d`` and an adaptive average pool over a 6×64 window (N, C, T)."""
+
+    def __init__(self, classes: int = 5) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv1d(6, 16, 5, 2, 2, bias=False),
+            nn.BatchNorm1d(16),
+            nn.ReLU(),
+            nn.Conv1d(16, 24, 3, 1, 1, bias=False),
+            nn.BatchNorm1d(24),
+            nn.ReLU(),
+            nn.MaxPool1d(2),
+            nn.Conv1d(24, 24, 3, 1, 1, groups=24, bias=False),
+            nn.BatchNorm1d(24),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool1d(1),
+        )
+        self.fc = nn.Linear(24, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(self.features(x), 1))
 
 
 def keyword_features(words: list[int], per_word: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -114,7 +114,9 @@ class ConvUnit(nn.Module):
             raise ValueError(f"unknown activation {act!r}; allowed: {ACTIVATIONS}")
         sizes = padding if isinstance(padding, tuple) else (padding,)
         if padding != SAME and not all(isinstance(p, int) and p >= 0 for p in sizes):
-            raise ValueError(f"padding {padding!r} is neither sizes >= 0 nor {SAME!r}")
+            raise ValueError(
+                f"padding {padding!r} is neither a size >= 0 nor {SAME!r} (nor a pair of sizes)"
+            )
         if isinstance(padding, tuple) and padding[0] == padding[1]:
             padding = padding[0]
         self.out_channels, in_per_group, self.kernel_size, self.kernel_w = weight.shape

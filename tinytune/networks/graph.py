@@ -30,6 +30,7 @@ __all__ = [
     "check_supported",
     "conv_roles",
     "fold_pads",
+    "lift_1d",
     "same_padded",
     "total_stride",
 ]
@@ -54,7 +55,8 @@ OPS = (
 
 SUPPORTED = (
     "2-D convolution (any kh x kw kernel and stride, symmetric or TensorFlow 'SAME' padding, "
-    "groups 1 or depthwise, no dilation), zero padding before one",
+    "groups 1 or depthwise, no dilation), zero padding before one; a 1-D network's "
+    "convolutions and pools, as 1 x k ones over (N, C, 1, T)",
     "BatchNorm after a convolution",
     "ReLU, ReLU6, hard-swish or hard-sigmoid after a convolution",
     "add, and ReLU or ReLU6 after one",
@@ -137,6 +139,12 @@ class NetworkGraph:
                 parts.append(f"{role}{value.dtype}{value.shape}".encode())
                 parts.append(np.ascontiguousarray(value).tobytes())
         return hashlib.sha256(b"".join(parts)).hexdigest()[:16]
+
+
+def lift_1d(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A 1-D network's (N, C, T) tensor as the 2-D one tinytune trains, (N, C, 1, T); any
+    other shape as it is."""
+    return (shape[0], shape[1], 1, shape[2]) if len(shape) == 3 else shape
 
 
 def fold_pads(nodes: list[Node]) -> list[Node]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tinytune.errors import ModelError
-from tinytune.networks.graph import NetworkGraph, Node, fold_pads
+from tinytune.networks.graph import NetworkGraph, Node, fold_pads, lift_1d
 
 __all__ = ["read_onnx"]
 
@@ -36,7 +36,8 @@ _OPS = {
     "ReduceMean": "gap",
     "Flatten": "flatten",
     "Reshape": "flatten",
-    "Squeeze": "flatten",
+    "Squeeze": "squeeze",
+    "Unsqueeze": "squeeze",
     "Gemm": "linear",
     "MatMul": "linear",
     "Pad": "pad",
@@ -86,12 +87,18 @@ def read_onnx(path: str) -> NetworkGraph:
     inputs = [i.name for i in g.input if i.name not in params]
     if len(inputs) != 1:
         raise _fail(path, f"takes {len(inputs)} inputs; tinytune trains one-input networks")
+    lifted: frozenset[str] = frozenset()
+    if len(shapes.get(inputs[0], ())) == 3:  # (N, C, T): a 1-D network, read as 2-D
+        lifted = frozenset(name for name, shape in shapes.items() if len(shape) == 3)
+        shapes = {name: lift_1d(shape) for name, shape in shapes.items()}
     if len(g.output) != 1:
         raise _fail(path, f"returns {len(g.output)} values; tinytune trains one-output networks")
     nodes: list[Node] = []
     for i, node in enumerate(g.node):
         name = node.name or node.output[0] or f"node{i}"
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if node.input and node.input[0] in lifted:
+            attrs = _along_t(attrs)
         op = _OPS.get(node.op_type)
         if op is None:
             raise ModelError(
@@ -99,7 +106,7 @@ def read_onnx(path: str) -> NetworkGraph:
                 f"cannot read; it reads {', '.join(sorted(_OPS))}"
             )
         call = _Call(op, node.op_type, name, list(node.input), node.output[0], attrs, params,
-                     shapes, path)  # fmt: skip
+                     shapes, lifted, path)  # fmt: skip
         nodes.append(_READERS[op](call))
     nodes = fold_pads(_merge_dense_bias(nodes, params))
     return NetworkGraph(tuple(nodes), shapes, inputs[0], g.output[0].name, path)
@@ -173,6 +180,19 @@ def _merge_dense_bias(nodes: list[Node], params: dict[str, np.ndarray]) -> list[
     return out
 
 
+def _along_t(attrs: dict[str, Any]) -> dict[str, Any]:
+    """A 1-D operator's attributes as those of the 2-D one over (N, C, 1, T): a size of 1,
+    stride 1 and no padding along the height."""
+    out = dict(attrs)
+    for key, height in (("kernel_shape", 1), ("strides", 1), ("dilations", 1)):
+        if key in attrs and len(attrs[key]) == 1:
+            out[key] = [height, *attrs[key]]
+    if "pads" in attrs and len(attrs["pads"]) == 2:
+        begin, end = attrs["pads"]
+        out["pads"] = [0, begin, 0, end]
+    return out
+
+
 def _ints(value: Any, n: int, default: int) -> tuple[int, ...]:
     return tuple(int(v) for v in value) if value is not None else (default,) * n
 
@@ -189,6 +209,7 @@ class _Call:
     attrs: dict[str, Any]
     params: dict[str, np.ndarray]
     shapes: dict[str, tuple[int, ...]]
+    lifted: frozenset[str]  # a 1-D network's (N, C, T) tensors, read as (N, C, 1, T)
     path: str
 
     def node(
@@ -239,8 +260,10 @@ def _conv(c: _Call) -> Node:
     w = c.constant(1)
     if w is None:
         raise c.refuse("has a weight that is not a constant")
+    if w.ndim == 3 and c.inputs[0] in c.lifted:  # (O, C/g, k): 1 x k over (N, C, 1, T)
+        w = w[:, :, None, :]
     if w.ndim != 4:
-        raise c.refuse(f"is a {w.ndim - 2}-D convolution; tinytune trains 2-D ones")
+        raise c.refuse(f"is a {w.ndim - 2}-D convolution; tinytune trains 1-D and 2-D ones")
     kernel = (int(w.shape[2]), int(w.shape[3]))
     stride = _ints(c.attrs.get("strides"), 2, 1)
     bias = c.constant(2)
@@ -334,13 +357,28 @@ def _gap(c: _Call) -> Node:
         axes = c.attrs.get("axes")
         if axes is None and c.constant(1) is not None:
             axes = c.constant(1).tolist()  # type: ignore[union-attr]
-        rank = len(c.shapes[c.inputs[0]])
-        if axes is None or {int(a) % rank for a in axes} != {2, 3}:
+        rank = 3 if c.inputs[0] in c.lifted else len(c.shapes[c.inputs[0]])
+        want = {2} if c.inputs[0] in c.lifted else {2, 3}  # a 1-D tensor's length
+        if axes is None or {int(a) % rank for a in axes} != want:
             raise c.refuse(
                 f"averages over axes {axes}; tinytune reads a mean over height and width (a "
                 "global average pool)"
             )
     return c.node([c.inputs[0]])
+
+
+def _squeeze(c: _Call) -> Node:
+    """A 1-D network's unsqueeze to (N, C, 1, T) and squeeze back: nothing once its tensors
+    are read so; a squeeze of pooled (N, C, 1, 1) features: a flatten."""
+    x = c.inputs[0]
+    same = c.shapes[x] == c.shapes.get(c.output)
+    if same or (len(c.shapes.get(c.output, ())) == 2 and c.shapes[x][2:] == (1, 1)):
+        return Node(c.name, "identity" if same else "flatten", c.op_type, (x,), c.output)
+    raise c.refuse(
+        f"reshapes {list(c.shapes[x])} to {list(c.shapes.get(c.output, ()))}; tinytune reads a "
+        "1-D network's unsqueeze to (N, C, 1, T) and squeeze back, and a squeeze of pooled "
+        "features"
+    )
 
 
 def _linear(c: _Call) -> Node:
@@ -374,5 +412,6 @@ _READERS: dict[str, Callable[[_Call], Node]] = {
     "maxpool": _pool,
     "avgpool": _pool,
     "gap": _gap,
+    "squeeze": _squeeze,
     "linear": _linear,
 }

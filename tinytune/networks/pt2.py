@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tinytune.errors import ModelError
-from tinytune.networks.graph import NetworkGraph, Node, fold_pads
+from tinytune.networks.graph import NetworkGraph, Node, fold_pads, lift_1d
 
 __all__ = ["read_pt2"]
 
@@ -42,6 +42,7 @@ _DTYPES = {
 # aten operator (without "torch.ops.aten." and the overload) -> canonical op
 _OPS = {
     "conv2d": "conv",
+    "conv1d": "conv",
     "convolution": "conv",
     "batch_norm": "batchnorm",
     "_native_batch_norm_legit_no_training": "batchnorm",
@@ -63,9 +64,12 @@ _OPS = {
     "concat": "cat",
     "max_pool2d": "maxpool",
     "max_pool2d_with_indices": "maxpool",
+    "max_pool1d": "maxpool",
     "avg_pool2d": "avgpool",
+    "avg_pool1d": "avgpool",
     "adaptive_avg_pool2d": "gap",
     "_adaptive_avg_pool2d": "gap",
+    "adaptive_avg_pool1d": "gap",
     "mean": "gap",
     "flatten": "flatten",
     "view": "flatten",
@@ -81,6 +85,10 @@ _OPS = {
     "alias": "identity",
     "detach": "identity",
     "contiguous": "identity",
+    # a 1-D network's way to a 2-D operator and back (core ATen pools so): nothing, once its
+    # tensors are read as (N, C, 1, T)
+    "unsqueeze": "squeeze",
+    "squeeze": "squeeze",
 }
 # operators over a parameter alone, folded into the parameter (linear's weight at core level)
 _TRANSPOSES = ("t", "permute", "transpose")
@@ -88,6 +96,15 @@ _TRANSPOSES = ("t", "permute", "transpose")
 
 def _fail(path: str, what: str) -> ModelError:
     return ModelError(f"{path!r} {what}")
+
+
+def _along_t(value: Any, default: int, other: int) -> tuple[int, int]:
+    """A 1-D operator's size (an int or a one-element list) as (height, width): ``other``
+    along the height, the size along the width."""
+    if value is None:
+        return other, default
+    values = [value] if isinstance(value, int) else [int(v) for v in value]
+    return other, (values[0] if values else default)
 
 
 def _pair(value: Any, default: int) -> tuple[int, int]:
@@ -243,7 +260,11 @@ def read_pt2(path: str) -> NetworkGraph:
         raise _fail(path, f"returns {len(outputs)} values; tinytune trains one-output networks")
     values = graph["tensor_values"]
     shapes = {name: _shape(meta, name, path) for name, meta in values.items()}
-    nodes = _nodes(graph["nodes"], params, shapes, path)
+    lifted: frozenset[str] = frozenset()
+    if len(shapes.get(user_inputs[0], ())) == 3:  # (N, C, T): a 1-D network, read as 2-D
+        lifted = frozenset(name for name, shape in shapes.items() if len(shape) == 3)
+        shapes = {name: lift_1d(shape) for name, shape in shapes.items()}
+    nodes = _nodes(graph["nodes"], params, shapes, lifted, path)
     live = {n.output for n in nodes} | {user_inputs[0]}
     return NetworkGraph(
         tuple(nodes),
@@ -258,6 +279,7 @@ def _nodes(
     raw: list[dict[str, Any]],
     params: dict[str, np.ndarray],
     shapes: dict[str, tuple[int, ...]],
+    lifted: frozenset[str],
     path: str,
 ) -> list[Node]:
     nodes: list[Node] = []
@@ -291,7 +313,7 @@ def _nodes(
         if not out_names:
             raise _fail(path, f"has a node {name!r} without an output")
         source = target.removeprefix("torch.ops.")
-        call = _Call(op, op_name, name, source, args, out_names[0], params, shapes, path)
+        call = _Call(op, op_name, name, source, args, out_names[0], params, shapes, lifted, path)
         node_obj = _READERS[op](call)
         for extra in out_names[1:]:
             alias[extra] = out_names[0]
@@ -362,6 +384,7 @@ class _Call:
     output: str
     params: dict[str, np.ndarray]
     shapes: dict[str, tuple[int, ...]]
+    lifted: frozenset[str]  # a 1-D network's (N, C, T) tensors, read as (N, C, 1, T)
     path: str
 
     @property
@@ -394,25 +417,29 @@ def _conv(c: _Call) -> Node:
     if weight is None:
         raise c.refuse("has a weight that is not a parameter")
     w = c.params[weight]
+    one_d = w.ndim == 3  # (O, C/g, k): a 1-D convolution, a 1 x k one over (N, C, 1, T)
+    if one_d:
+        w = w[:, :, None, :]
     if w.ndim != 4:
-        raise c.refuse(f"is a {w.ndim - 2}-D convolution; tinytune trains 2-D ones")
+        raise c.refuse(f"is a {w.ndim - 2}-D convolution; tinytune trains 1-D and 2-D ones")
     if c.args.get("transposed"):
         raise c.refuse("is a transposed convolution, not supported")
     pad = c.args.get("padding", 0)
     kh, kw = w.shape[2:]
-    dilation = _pair(c.args.get("dilation"), 1)
+    sizes = _pair if not one_d else lambda value, default: _along_t(value, default, 1)
+    dilation = sizes(c.args.get("dilation"), 1)
     if pad == "valid":
         padding = (0, 0, 0, 0)
     elif isinstance(pad, str):  # conv2d.padding "same" (stride 1)
         th, tw = dilation[0] * (kh - 1), dilation[1] * (kw - 1)
         padding = (th // 2, th - th // 2, tw // 2, tw - tw // 2)
     else:
-        ph, pw = _pair(pad, 0)
+        ph, pw = _along_t(pad, 0, 0) if one_d else _pair(pad, 0)
         padding = (ph, ph, pw, pw)
     bias = _tensor(c.args.get("bias"), c.params)
     attrs = {
         "kernel": (kh, kw),
-        "stride": _pair(c.args.get("stride"), 1),
+        "stride": sizes(c.args.get("stride"), 1),
         "padding": padding,
         "dilation": dilation,
         "groups": int(c.args.get("groups", 1) or 1),
@@ -463,23 +490,39 @@ def _cat(c: _Call) -> Node:
 
 def _pool(c: _Call) -> Node:
     x = c.first()
-    kernel = _pair(c.args.get("kernel_size"), 1)
-    stride = _pair(c.args.get("stride") or None, kernel[0])
-    ph, pw = _pair(c.args.get("padding"), 0)
+    if c.op_name.endswith("1d"):  # a 1 x k pool over (N, C, 1, T)
+        kernel = _along_t(c.args.get("kernel_size"), 1, 1)
+        stride = _along_t(c.args.get("stride") or None, kernel[1], 1)
+        ph, pw = _along_t(c.args.get("padding"), 0, 0)
+        dilation = _along_t(c.args.get("dilation"), 1, 1)
+    else:
+        kernel = _pair(c.args.get("kernel_size"), 1)
+        stride = _pair(c.args.get("stride") or None, kernel[0])
+        ph, pw = _pair(c.args.get("padding"), 0)
+        dilation = _pair(c.args.get("dilation"), 1)
     if c.op == "avgpool" and kernel == c.shapes[x][2:] and (ph, pw) == (0, 0):
         # over the whole map (Keras' AveragePooling2D(8) on 8 x 8): a global average pool
         return Node(c.name, "gap", c.source, (x,), c.output)
     attrs = {"kernel": kernel, "stride": stride, "padding": (ph, ph, pw, pw)}
     if c.op == "maxpool":
-        attrs |= {"dilation": _pair(c.args.get("dilation"), 1)}
+        attrs |= {"dilation": dilation}
     return c.node((x,), attrs)
 
 
 def _gap(c: _Call) -> Node:
     x = c.first()
     shape = c.shapes[x]
+    if c.op_name == "mean" and x in c.lifted:  # (N, C, T): a mean over T is a global pool
+        if {d % 3 for d in (c.args.get("dim") or [])} != {2}:
+            raise c.refuse(
+                f"averages over dims {c.args.get('dim')} of a 1-D tensor; tinytune reads a "
+                "mean over its length (a global average pool)"
+            )
+        return c.node((x,))
     if c.op_name == "mean":
         dims = {d % len(shape) for d in (c.args.get("dim") or [])}
+        if len(shape) == 4 and dims in ({2}, {3}) and shape[5 - min(dims)] == 1:
+            return c.node((x,))  # the other spatial axis is 1: a 1-D network's global pool
         if len(dims) == 1 and dims <= {2, 3} and len(shape) in (3, 4):  # see _merge_means
             return c.node((x,), {"dims": (*dims, len(shape), bool(c.args.get("keepdim")))})
         if dims != {2, 3}:
@@ -493,6 +536,20 @@ def _gap(c: _Call) -> Node:
             "global average pool)"
         )
     return c.node((x,))
+
+
+def _reshape(c: _Call) -> Node:
+    """A 1-D network's unsqueeze to a 2-D operator and squeeze back: nothing, once its
+    tensors are (N, C, 1, T); any other is refused."""
+    x = c.first()
+    same = c.shapes[x] == c.shapes[c.output]
+    flat = len(c.shapes[c.output]) == 2 and c.shapes[x][2:] in ((1, 1), ())
+    if not (same or flat):
+        raise c.refuse(
+            f"reshapes {list(c.shapes[x])} to {list(c.shapes[c.output])}; tinytune reads a "
+            "1-D network's unsqueeze to (N, C, 1, T) and squeeze back"
+        )
+    return Node(c.name, "identity" if same else "flatten", c.source, (x,), c.output)
 
 
 def _pad(c: _Call) -> Node:
@@ -530,6 +587,7 @@ _READERS: dict[str, Callable[[_Call], Node]] = {
     **dict.fromkeys(
         ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "identity", "flatten"), _unary
     ),
+    "squeeze": _reshape,
     "add": _binary,
     "mul": _binary,
     "cat": _cat,
