@@ -343,7 +343,15 @@ def test_grad_mask(driver):
     assert np.array_equal(out, i8(ref.mantissa))
 
 
-@pytest.mark.parametrize("act", ["hswish", "hsigmoid"])
+IDEAL = {
+    "hswish": F.hardswish,
+    "hsigmoid": F.hardsigmoid,
+    "sigmoid": torch.sigmoid,
+    "silu": F.silu,
+}
+
+
+@pytest.mark.parametrize("act", list(IDEAL))
 def test_act_table_s8(driver, act):
     """Every pre-activation value through a real table (the quantizer's, from calibrated
     ranges); the output lies within half a step of f of the dequantized pre-activation."""
@@ -355,8 +363,19 @@ def test_act_table_s8(driver, act):
     assert np.array_equal(out, i8(y))
     real = out_q.dequantize(y)
     x = pre_q.dequantize(pre)
-    ideal = F.hardswish(x) if act == "hswish" else F.hardsigmoid(x)
+    ideal = IDEAL[act](x)
     assert float((real - ideal).abs().max()) <= out_q.scale / 2 + 1e-12
+
+
+@pytest.mark.parametrize("act", ["sigmoid", "silu"])
+def test_derivative_tables_are_autograds(act):
+    """D[q] = round(f'(x)·2^12) at every dequantized pre-activation x, f' from torch autograd
+    in float64."""
+    pre_q = ActQuant.from_range(-6.0, 7.0)
+    _, dtable = activation_tables(act, pre_q, ActQuant.from_range(-0.4, 7.0))
+    x = pre_q.dequantize(torch.arange(-128, 128)).requires_grad_()
+    IDEAL[act](x).sum().backward()
+    assert torch.equal(dtable, torch.round(x.grad * 2.0**K.ACT_GRAD_FRAC_BITS).long())
 
 
 def test_mul_s8(driver):
@@ -370,7 +389,7 @@ def test_mul_s8(driver):
     assert (y == 127).any() or (y == -128).any()
 
 
-@pytest.mark.parametrize("act", ["hswish", "hsigmoid"])
+@pytest.mark.parametrize("act", list(IDEAL))
 @pytest.mark.parametrize("g_exp", [-40, -9, 3])
 def test_grad_act_table(driver, act, g_exp):
     g = rng("act table", act, g_exp)

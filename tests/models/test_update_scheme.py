@@ -49,6 +49,8 @@ PLAIN_ACTS = {
     "relu6": F.relu6,
     "hswish": F.hardswish,
     "hsigmoid": F.hardsigmoid,
+    "sigmoid": torch.sigmoid,
+    "silu": F.silu,
 }
 
 

@@ -326,3 +326,43 @@ def pretrained_dscnn(seed: int = 0) -> DSCNN:
             nn.functional.cross_entropy(net(xs[batch]), ys[batch]).backward()
             opt.step()
     return net.eval()
+
+
+class MBConvSE(nn.Module):
+    """EfficientNet-B0's block (Tan & Le, 2019): a 1×1 expansion, a depthwise convolution,
+    each with BN and SiLU (swish), squeeze-and-excitation with a SiLU reduction and a sigmoid
+    gate, a 1×1 projection with BN, and the residual where the shape allows."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int, expand: int = 4) -> None:
+        super().__init__()
+        mid, squeeze = c_in * expand, max(1, c_in // 4)
+        self.expand = nn.Sequential(nn.Conv2d(c_in, mid, 1, bias=False), nn.BatchNorm2d(mid))
+        self.dw = nn.Sequential(
+            nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False), nn.BatchNorm2d(mid)
+        )
+        self.se_reduce, self.se_expand = nn.Conv2d(mid, squeeze, 1), nn.Conv2d(squeeze, mid, 1)
+        self.project = nn.Sequential(nn.Conv2d(mid, c_out, 1, bias=False), nn.BatchNorm2d(c_out))
+        self.residual = stride == 1 and c_in == c_out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = nn.functional.silu(self.dw(nn.functional.silu(self.expand(x))))
+        s = nn.functional.adaptive_avg_pool2d(h, 1)
+        h = h * torch.sigmoid(self.se_expand(nn.functional.silu(self.se_reduce(s))))
+        h = self.project(h)
+        return x + h if self.residual else h
+
+
+class TinyEfficientNet(nn.Module):
+    """A stem, three EfficientNet-B0 blocks and a head, at a small width."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16))
+        self.blocks = nn.Sequential(MBConvSE(16, 16, 1), MBConvSE(16, 24, 2), MBConvSE(24, 24, 1))
+        self.head = nn.Sequential(nn.Conv2d(24, 64, 1, bias=False), nn.BatchNorm2d(64))
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.blocks(nn.functional.silu(self.stem(x)))
+        h = nn.functional.silu(self.head(h)).mean(dim=(2, 3))
+        return self.fc(h)

@@ -18,7 +18,7 @@ __all__ = ["OP_KINDS", "TABLE_ACTIVATIONS", "Graph", "Op", "ParamInfo", "TensorI
 OP_KINDS = (
     "conv", "add", "mul", "gap", "avgpool", "maxpool", "upsample", "groupnorm", "linear",
 )  # fmt: skip
-TABLE_ACTIVATIONS = ("hswish", "hsigmoid")
+TABLE_ACTIVATIONS = ("hswish", "hsigmoid", "sigmoid", "silu")
 """The activations that keep their input (the pre-activation) for backward; the int8 step
 computes them through tables."""
 

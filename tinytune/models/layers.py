@@ -42,7 +42,7 @@ __all__ = [
     "same_padding",
 ]
 
-ACTIVATIONS = ("none", "relu", "relu6", "hswish", "hsigmoid")
+ACTIVATIONS = ("none", "relu", "relu6", "hswish", "hsigmoid", "sigmoid", "silu")
 
 SAME = "same"
 """The ``padding`` of a :class:`ConvUnit` that pads as TensorFlow's "SAME" does
@@ -63,7 +63,8 @@ def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
 
 
 def apply_activation(x: Tensor, act: str) -> Tensor:
-    """ReLU/ReLU6 keep a 1-bit mask for backward; h-swish/h-sigmoid keep their fp32 input."""
+    """ReLU/ReLU6 keep a 1-bit mask for backward; h-swish, h-sigmoid, sigmoid and SiLU
+    (swish) keep their fp32 input."""
     if act == "none":
         return x
     if act == "relu":
@@ -74,6 +75,10 @@ def apply_activation(x: Tensor, act: str) -> Tensor:
         return F.hardswish(x)
     if act == "hsigmoid":
         return F.hardsigmoid(x)
+    if act == "sigmoid":
+        return torch.sigmoid(x)
+    if act == "silu":
+        return F.silu(x)
     raise ValueError(f"unknown activation {act!r}; allowed: {ACTIVATIONS}")
 
 

@@ -30,12 +30,13 @@ __all__ = [
     "check_supported",
     "conv_roles",
     "fold_pads",
+    "fuse_silu",
     "lift_1d",
     "same_padded",
     "total_stride",
 ]
 
-ACTIVATION_OPS = ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid")
+ACTIVATION_OPS = ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu")
 OPS = (
     "conv",
     "batchnorm",
@@ -58,7 +59,7 @@ SUPPORTED = (
     "groups 1 or depthwise, no dilation), zero padding before one; a 1-D network's "
     "convolutions and pools, as 1 x k ones over (N, C, 1, T)",
     "BatchNorm after a convolution",
-    "ReLU, ReLU6, hard-swish or hard-sigmoid after a convolution",
+    "ReLU, ReLU6, hard-swish, hard-sigmoid, sigmoid or SiLU (swish) after a convolution",
     "add, and ReLU or ReLU6 after one",
     "channel-wise mul (squeeze-excite)",
     "max pooling (any window and stride, symmetric padding up to half the window, no dilation "
@@ -145,6 +146,33 @@ def lift_1d(shape: tuple[int, ...]) -> tuple[int, ...]:
     """A 1-D network's (N, C, T) tensor as the 2-D one tinytune trains, (N, C, 1, T); any
     other shape as it is."""
     return (shape[0], shape[1], 1, shape[2]) if len(shape) == 3 else shape
+
+
+def fuse_silu(nodes: list[Node]) -> list[Node]:
+    """``x * sigmoid(x)``, the form core ATen and ONNX give SiLU (swish), as one ``silu``
+    node: a sigmoid whose one reader is a product of it with its own input."""
+    readers: dict[str, list[Node]] = {}
+    for n in nodes:
+        for t in n.inputs:
+            readers.setdefault(t, []).append(n)
+    fused: dict[str, Node] = {}  # the product's name -> the sigmoid
+    for n in nodes:
+        nxt = readers.get(n.output, [])
+        if (
+            n.op == "sigmoid"
+            and len(nxt) == 1
+            and nxt[0].op == "mul"
+            and sorted(nxt[0].inputs) == sorted((n.inputs[0], n.output))
+        ):
+            fused[nxt[0].name] = n
+    gone = {s.name for s in fused.values()}
+    out = []
+    for n in nodes:
+        if n.name in gone:
+            continue
+        s = fused.get(n.name)
+        out.append(n if s is None else Node(s.name, "silu", s.source, s.inputs, n.output))
+    return out
 
 
 def fold_pads(nodes: list[Node]) -> list[Node]:
@@ -271,8 +299,6 @@ def check_supported(graph: NetworkGraph) -> None:
                     else "a convolution or a sum"
                 )
                 raise _refuse(graph, node, f"a {node.op} that does not follow {after}")
-            if node.op == "sigmoid":
-                raise _refuse(graph, node, "a sigmoid")
         elif node.op == "mul":
             x, s = sorted((graph.shapes[t] for t in node.inputs), key=lambda t: t[2:] == (1, 1))
             if len(s) != 4 or s[2:] != (1, 1) or s[:2] != x[:2]:

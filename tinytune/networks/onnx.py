@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tinytune.errors import ModelError
-from tinytune.networks.graph import NetworkGraph, Node, fold_pads, lift_1d
+from tinytune.networks.graph import NetworkGraph, Node, fold_pads, fuse_silu, lift_1d
 
 __all__ = ["read_onnx"]
 
@@ -108,7 +108,7 @@ def read_onnx(path: str) -> NetworkGraph:
         call = _Call(op, node.op_type, name, list(node.input), node.output[0], attrs, params,
                      shapes, lifted, path)  # fmt: skip
         nodes.append(_READERS[op](call))
-    nodes = fold_pads(_merge_dense_bias(nodes, params))
+    nodes = fold_pads(fuse_silu(_merge_dense_bias(nodes, params)))
     return NetworkGraph(tuple(nodes), shapes, inputs[0], g.output[0].name, path)
 
 
@@ -403,7 +403,8 @@ _READERS: dict[str, Callable[[_Call], Node]] = {
     "conv": _conv,
     "batchnorm": _batchnorm,
     **dict.fromkeys(
-        ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "identity", "flatten"), _unary
+        ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "identity", "flatten"),
+        _unary,
     ),
     "add": _binary,
     "mul": _binary,

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tinytune.errors import ModelError
-from tinytune.networks.graph import NetworkGraph, Node, fold_pads, lift_1d
+from tinytune.networks.graph import NetworkGraph, Node, fold_pads, fuse_silu, lift_1d
 
 __all__ = ["read_pt2"]
 
@@ -57,6 +57,8 @@ _OPS = {
     "hardsigmoid": "hardsigmoid",
     "hardsigmoid_": "hardsigmoid",
     "sigmoid": "sigmoid",
+    "silu": "silu",
+    "silu_": "silu",
     "add": "add",
     "add_": "add",
     "mul": "mul",
@@ -323,7 +325,7 @@ def _nodes(
              n.attrs, n.params)
         for n in nodes
     ]  # fmt: skip
-    return fold_pads(_merge_means(renamed, path))
+    return fold_pads(fuse_silu(_merge_means(renamed, path)))
 
 
 def _merge_means(nodes: list[Node], path: str) -> list[Node]:
@@ -585,7 +587,8 @@ _READERS: dict[str, Callable[[_Call], Node]] = {
     "conv": _conv,
     "batchnorm": _batchnorm,
     **dict.fromkeys(
-        ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "identity", "flatten"), _unary
+        ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "identity", "flatten"),
+        _unary,
     ),
     "squeeze": _reshape,
     "add": _binary,

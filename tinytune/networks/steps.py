@@ -18,7 +18,14 @@ from tinytune.networks.graph import NetworkGraph, Node
 
 __all__ = ["ACTIVATIONS", "Plan", "Step", "plan"]
 
-ACTIVATIONS = {"relu": "relu", "relu6": "relu6", "hardswish": "hswish", "hardsigmoid": "hsigmoid"}
+ACTIVATIONS = {
+    "relu": "relu",
+    "relu6": "relu6",
+    "hardswish": "hswish",
+    "hardsigmoid": "hsigmoid",
+    "sigmoid": "sigmoid",
+    "silu": "silu",
+}
 """A graph's activation ops, by the name tinytune's layers give them."""
 _DROPPED = ("flatten", "identity")
 

@@ -114,9 +114,14 @@ def _weight_scales(w: Tensor, b: Tensor, s_x: float) -> Tensor:
 
 
 def _act_real(act: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """h-swish or h-sigmoid of float64 ``x`` and its derivative, with PyTorch's choices at
-    the kinks (``hardswish_backward``: x/3 + 1/2 on [-3, 3]; ``hardsigmoid_backward``: 1/6
-    on (-3, 3))."""
+    """A table activation of float64 ``x`` and its derivative: h-swish or h-sigmoid with
+    PyTorch's choices at the kinks (``hardswish_backward``: x/3 + 1/2 on [-3, 3];
+    ``hardsigmoid_backward``: 1/6 on (-3, 3)), sigmoid σ (σ′ = σ(1 − σ)) or SiLU x·σ(x)
+    (σ + x·σ(1 − σ))."""
+    if act in ("sigmoid", "silu"):
+        s = 1.0 / (1.0 + np.exp(-x))
+        ds = s * (1.0 - s)
+        return (s, ds) if act == "sigmoid" else (x * s, s + x * ds)
     if act == "hswish":
         y = x * np.clip(x + 3.0, 0.0, 6.0) / 6.0
         d = np.where(x < -3.0, 0.0, np.where(x <= 3.0, x / 3.0 + 0.5, 1.0))
