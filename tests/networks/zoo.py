@@ -366,3 +366,41 @@ class TinyEfficientNet(nn.Module):
         h = self.blocks(nn.functional.silu(self.stem(x)))
         h = nn.functional.silu(self.head(h)).mean(dim=(2, 3))
         return self.fc(h)
+
+
+class Fire(nn.Module):
+    """SqueezeNet's fire module (Iandola et al., 2016): a 1×1 squeeze, then 1×1 and 3×3
+    expansions side by side, each with a ReLU, their outputs concatenated."""
+
+    def __init__(self, c_in: int, squeeze: int, expand: int) -> None:
+        super().__init__()
+        self.squeeze = nn.Conv2d(c_in, squeeze, 1)
+        self.expand1x1 = nn.Conv2d(squeeze, expand, 1)
+        self.expand3x3 = nn.Conv2d(squeeze, expand, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = torch.relu(self.squeeze(x))
+        return torch.cat([torch.relu(self.expand1x1(s)), torch.relu(self.expand3x3(s))], 1)
+
+
+class SqueezeNet(nn.Module):
+    """SqueezeNet 1.1 as torchvision defines it, at a quarter of its width and with its
+    convolutional classifier written as the linear layer it is after the global pool: a 3×3
+    stride-2 stem, max pools between pairs of fire modules."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, 2),
+            nn.ReLU(),
+            nn.MaxPool2d(3, 2),
+            Fire(16, 4, 16),
+            Fire(32, 4, 16),
+            nn.MaxPool2d(3, 2),
+            Fire(32, 8, 32),
+            Fire(64, 8, 32),
+        )
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.features(x).mean(dim=(2, 3)))

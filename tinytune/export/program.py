@@ -34,6 +34,7 @@ from tinytune.hwmodels import MemoryReport, plan_memory
 from tinytune.ir import PatchPlan, Region, patch_op
 from tinytune.quant import (
     QAdd,
+    QCat,
     QConv,
     QGap,
     QGroupNorm,
@@ -703,6 +704,40 @@ def _pool_backward(lw: _Lowering, layer: QPool) -> None:
     lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
 
 
+def _cat_parts(lw: _Lowering, layer: QCat) -> list[tuple[int, int, int]]:
+    """(input, its first byte in the output, its bytes) of each input: the channels of batch 1
+    are contiguous."""
+    parts, at = [], 0
+    for t in layer.op.inputs:
+        parts.append((t, at, lw.numel(t)))
+        at += lw.numel(t)
+    return parts
+
+
+def _cat_forward(lw: _Lowering, layer: QCat) -> None:
+    op = layer.op
+    out = lw.report.buffer_of(op.output)
+    i = -1
+    for t, at, n in _cat_parts(lw, layer):
+        dst = lw.arena(out, n, at)
+        i = lw.call("copy_s8", op.name, "forward", dst=dst, src=lw.act(t), n=n)
+    lw.wrote(i, "act", op.output, lw.act(op.output), lw.numel(op.output))
+
+
+def _cat_backward(lw: _Lowering, layer: QCat) -> None:
+    op = layer.op
+    for t, at, n in _cat_parts(lw, layer):
+        if not lw.net.graph.tensors[t].requires_grad:
+            continue
+        dest = lw.grad_dest(t)
+        i = lw.call(
+            "grad_accumulate", op.name, "backward",
+            g=lw.arena(f"grad t{op.output}", n, at), g_exp=ExpRef(lw.exp_slot(op.output)), n=n,
+            dst=lw.grad(t), dst_exp=dest["gx_exp"], accumulate=dest["accumulate"],
+        )  # fmt: skip
+        lw.wrote(i, "grad", t, lw.grad(t), n)
+
+
 def _pool_geom(lw: _Lowering, layer: QMaxPool) -> tuple[int, ...]:
     """The fields of ``tt_pool_geom``."""
     op = layer.op
@@ -932,6 +967,7 @@ _FORWARD = {
     QGap: _gap_forward,
     QPool: _pool_forward,
     QMaxPool: _maxpool_forward,
+    QCat: _cat_forward,
     QUpsample: _upsample_forward,
     QGroupNorm: _groupnorm_forward,
     QLinear: _linear_forward,
@@ -942,6 +978,7 @@ _BACKWARD = {
     QGap: _gap_backward,
     QPool: _pool_backward,
     QMaxPool: _maxpool_backward,
+    QCat: _cat_backward,
     QUpsample: _upsample_backward,
     QGroupNorm: _groupnorm_backward,
     QLinear: _linear_backward,

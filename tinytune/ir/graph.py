@@ -16,7 +16,8 @@ from typing import Any
 __all__ = ["OP_KINDS", "TABLE_ACTIVATIONS", "Graph", "Op", "ParamInfo", "TensorInfo"]
 
 OP_KINDS = (
-    "conv", "add", "mul", "gap", "avgpool", "maxpool", "upsample", "groupnorm", "linear",
+    "conv", "add", "mul", "cat", "gap", "avgpool", "maxpool", "upsample", "groupnorm",
+    "linear",
 )  # fmt: skip
 TABLE_ACTIVATIONS = ("hswish", "hsigmoid", "sigmoid", "silu")
 """The activations that keep their input (the pre-activation) for backward; the int8 step

@@ -28,6 +28,7 @@ from tinytune.models.convert import fold_batchnorm
 from tinytune.models.layers import (
     SAME,
     Add,
+    Cat,
     Classifier,
     ConvUnit,
     GlobalAvgPool,
@@ -85,6 +86,8 @@ def _module(graph: NetworkGraph, step: Step, index: int, role: str) -> nn.Module
         return Mul()
     if step.op == "gap":
         return GlobalAvgPool()
+    if step.op == "cat":
+        return Cat()
     if step.op == "maxpool":
         a = step.nodes[0].attrs
         return MaxPool(a["kernel"], a["stride"], (a["padding"][0], a["padding"][2]))

@@ -27,6 +27,7 @@ __all__ = [
     "SAME",
     "Add",
     "AvgPool",
+    "Cat",
     "Classifier",
     "ConvUnit",
     "GlobalAvgPool",
@@ -319,6 +320,17 @@ class Mul(nn.Module):
 
     def ir_describe(self) -> dict[str, Any]:
         return {"kind": "mul"}
+
+
+class Cat(nn.Module):
+    """The concatenation of its inputs' channels; keeps nothing for backward (the gradient is
+    split along the channels)."""
+
+    def forward(self, *xs: Tensor) -> Tensor:
+        return torch.cat(xs, dim=1)
+
+    def ir_describe(self) -> dict[str, Any]:
+        return {"kind": "cat"}
 
 
 class GlobalAvgPool(nn.Module):

@@ -62,6 +62,7 @@ SUPPORTED = (
     "ReLU, ReLU6, hard-swish, hard-sigmoid, sigmoid or SiLU (swish) after a convolution",
     "add, and ReLU or ReLU6 after one",
     "channel-wise mul (squeeze-excite)",
+    "concatenation along the channels",
     "max pooling (any window and stride, symmetric padding up to half the window, no dilation "
     "or ceil mode)",
     "global average pooling",
@@ -305,8 +306,12 @@ def check_supported(graph: NetworkGraph) -> None:
                 raise _refuse(graph, node, f"a product of {list(x)} and {list(s)}")
         elif node.op == "maxpool":
             _check_maxpool(graph, node)
-        elif node.op in ("cat", "avgpool", "pad"):
-            what = {"cat": "a concatenation", "pad": "a padding before no convolution"}
+        elif node.op == "cat":
+            rank = len(graph.shapes[node.inputs[0]])
+            if rank != 4 or node.attrs.get("dim", 1) % rank != 1:
+                raise _refuse(graph, node, f"a concatenation along dim {node.attrs.get('dim')}")
+        elif node.op in ("avgpool", "pad"):
+            what = {"pad": "a padding before no convolution"}
             raise _refuse(graph, node, what.get(node.op, f"a {node.op}"))
         elif node.op == "linear" and node is not linears[-1]:
             raise _refuse(graph, node, "a linear layer before the classifier")

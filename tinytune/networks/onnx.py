@@ -317,7 +317,10 @@ def _binary(c: _Call) -> Node:
 
 
 def _cat(c: _Call) -> Node:
-    return c.node(c.activations, {"dim": int(c.attrs.get("axis", 1))})
+    dim = int(c.attrs.get("axis", 1))
+    if c.inputs and c.inputs[0] in c.lifted:  # a 1-D network's axis, as (N, C, 1, T) has it
+        dim = dim % 3 + (dim % 3 == 2)
+    return c.node(c.activations, {"dim": dim})
 
 
 def _pad(c: _Call) -> Node:

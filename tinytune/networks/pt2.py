@@ -486,8 +486,11 @@ def _binary(c: _Call) -> Node:
 
 
 def _cat(c: _Call) -> Node:
-    tensors = c.args.get("tensors") or []
-    return c.node(tuple(t[1] for t in tensors), {"dim": c.args.get("dim", 0)})
+    tensors = [t[1] for t in c.args.get("tensors") or []]
+    dim = int(c.args.get("dim", 0))
+    if tensors and tensors[0] in c.lifted:  # a 1-D network's dim, as its (N, C, 1, T) has it
+        dim = dim % 3 + (dim % 3 == 2)
+    return c.node(tuple(tensors), {"dim": dim})
 
 
 def _pool(c: _Call) -> Node:

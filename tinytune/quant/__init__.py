@@ -8,6 +8,7 @@ from tinytune.quant.kernels import Grad
 from tinytune.quant.model import (
     ActQuant,
     QAdd,
+    QCat,
     QConv,
     QGap,
     QGroupNorm,
@@ -28,6 +29,7 @@ __all__ = [
     "ForwardRecord",
     "Grad",
     "QAdd",
+    "QCat",
     "QConv",
     "QGap",
     "QGroupNorm",

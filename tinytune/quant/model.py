@@ -22,6 +22,7 @@ __all__ = [
     "SUPPORTED",
     "ActQuant",
     "QAdd",
+    "QCat",
     "QConv",
     "QGap",
     "QGroupNorm",
@@ -41,6 +42,7 @@ SUPPORTED = {
     "gap": ("none",),
     "avgpool": ("none",),
     "maxpool": ("none",),
+    "cat": ("none",),
     "upsample": ("none",),
     "groupnorm": ("none", "relu"),
 }
@@ -221,6 +223,14 @@ class QPool:
 
 
 @dataclass
+class QCat:
+    """The concatenation of its inputs' channels; every input is quantized as its output is
+    (:func:`~tinytune.quant.quantizer.quantize` ties them), so that it is a copy."""
+
+    op: Op
+
+
+@dataclass
 class QMaxPool:
     """Max pooling; its output keeps the input's quantization (the largest of int8 values)."""
 
@@ -273,7 +283,7 @@ class QLinear:
     bias: np.ndarray
 
 
-QLayer = QConv | QAdd | QMul | QGap | QPool | QMaxPool | QUpsample | QGroupNorm | QLinear
+QLayer = QConv | QAdd | QMul | QCat | QGap | QPool | QMaxPool | QUpsample | QGroupNorm | QLinear
 
 
 @dataclass

@@ -20,7 +20,8 @@ graph (batch 1, the device's) and, per op, the integer parameters of
 
 Supported ops: convolutions with ``none``/``relu``/``relu6``/``hswish``/``hsigmoid`` (no
 trained per-channel scale), ``add``, ``gap``, the channel-wise ``mul`` of squeeze-and-
-excitation, ``maxpool`` (its output keeps its input's quantization), the ``linear``
+excitation, ``maxpool`` (its output keeps its input's quantization), ``cat`` (its inputs
+share its output's quantization: a copy), the ``linear``
 classifier, and the ops of TinyTL lite residuals: ``avgpool``,
 bilinear ``upsample`` and ``groupnorm`` (float32 γ, β and statistics, int8 input and output) —
 the ProxylessNAS and MobileNetV3 families with or without lite residuals. Anything else raises
@@ -51,6 +52,7 @@ from tinytune.quant.model import (
     SUPPORTED,
     ActQuant,
     QAdd,
+    QCat,
     QConv,
     QGap,
     QGroupNorm,
@@ -240,6 +242,40 @@ def _quantize_pool(
     return QPool(op, r, mult, shift, round(2.0**frac / (r * r)), frac)
 
 
+def _tied(graph: Graph, ranges: dict[int, tuple[float, float]]) -> dict[int, tuple[float, float]]:
+    """The tensors' ranges, one range over each group of tensors that must share their
+    quantization: a max pooling's input and output (the largest of int8 values) and a
+    concatenation's inputs and output (a copy of channels)."""
+    group = {t: t for t in ranges}
+
+    def root(t: int) -> int:
+        while group[t] != t:
+            group[t] = group[group[t]]
+            t = group[t]
+        return t
+
+    for op in graph.ops:
+        if op.kind in ("maxpool", "cat"):
+            for t in op.inputs:
+                group[root(t)] = root(op.output)
+    joined: dict[int, tuple[float, float]] = {}
+    for t, (lo, hi) in ranges.items():
+        r = root(t)
+        a, b = joined.get(r, (lo, hi))
+        joined[r] = (min(a, lo), max(b, hi))
+    return {t: joined[root(t)] for t in ranges}
+
+
+def _quantize_cat(
+    op: Op,
+    module: torch.nn.Module,
+    graph: Graph,
+    acts: dict[int, ActQuant],
+    pre: dict[str, ActQuant],
+) -> QCat:
+    return QCat(op)
+
+
 def _quantize_maxpool(
     op: Op,
     module: torch.nn.Module,
@@ -306,6 +342,7 @@ _QUANTIZERS = {
     "gap": _quantize_gap,
     "avgpool": _quantize_pool,
     "maxpool": _quantize_maxpool,
+    "cat": _quantize_cat,
     "upsample": _quantize_upsample,
     "groupnorm": _quantize_groupnorm,
     "linear": _quantize_linear,
@@ -373,10 +410,7 @@ def quantize(
     if graph.ops[-1].kind != "linear":
         raise QuantizationError("the network must end with its linear classifier")
     ranges = observe(net, graph, batches, method=method, percentile=percentile)
-    acts = {t: ActQuant.from_range(*r) for t, r in ranges.tensors.items()}
-    for op in graph.ops:
-        if op.kind == "maxpool":  # the largest of int8 values, in the input's quantization
-            acts[op.output] = acts[op.inputs[0]]
+    acts = {t: ActQuant.from_range(*r) for t, r in _tied(graph, ranges.tensors).items()}
     pre = {name: ActQuant.from_range(*r) for name, r in ranges.pre_activations.items()}
     layers = tuple(
         _QUANTIZERS[op.kind](op, net.get_submodule(op.name), graph, acts, pre) for op in graph.ops

@@ -34,6 +34,7 @@ from tinytune.quant import kernels as K
 from tinytune.quant.errors import QuantizationError
 from tinytune.quant.model import (
     QAdd,
+    QCat,
     QConv,
     QGap,
     QGroupNorm,
@@ -158,6 +159,10 @@ def _pool_forward(net: QuantizedNet, layer: QPool, rec: ForwardRecord) -> None:
     )  # fmt: skip
 
 
+def _cat_forward(net: QuantizedNet, layer: QCat, rec: ForwardRecord) -> None:
+    rec.acts[layer.op.output] = torch.cat([rec.acts[t] for t in layer.op.inputs], dim=1)
+
+
 def _maxpool_forward(net: QuantizedNet, layer: QMaxPool, rec: ForwardRecord) -> None:
     (x,) = layer.op.inputs
     pads = net.graph.pool_pads(layer.op)
@@ -204,6 +209,7 @@ _FORWARD: dict[type, Callable] = {
     QGap: _gap_forward,
     QPool: _pool_forward,
     QMaxPool: _maxpool_forward,
+    QCat: _cat_forward,
     QUpsample: _upsample_forward,
     QGroupNorm: _groupnorm_forward,
     QLinear: _linear_forward,
@@ -363,6 +369,17 @@ def _pool_backward(b: _Backward, layer: QPool) -> None:
         b.emit(layer.op.index, x, c)
 
 
+def _cat_backward(b: _Backward, layer: QCat) -> None:
+    gy = b.grads[layer.op.output]
+    c0 = 0
+    for t in layer.op.inputs:
+        c1 = c0 + b.net.graph.tensors[t].shape[1]
+        if b.needs_grad(t):  # its channels of the output's gradient, as they are
+            part = K.Grad(gy.mantissa[:, c0:c1], gy.exp)
+            b.emit(layer.op.index, t, K.add_grad_input(part))
+        c0 = c1
+
+
 def _maxpool_backward(b: _Backward, layer: QMaxPool) -> None:
     (x,) = layer.op.inputs
     if b.needs_grad(x):
@@ -407,6 +424,7 @@ _BACKWARD: dict[type, Callable] = {
     QGap: _gap_backward,
     QPool: _pool_backward,
     QMaxPool: _maxpool_backward,
+    QCat: _cat_backward,
     QUpsample: _upsample_backward,
     QGroupNorm: _groupnorm_backward,
 }
