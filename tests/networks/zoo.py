@@ -404,3 +404,44 @@ class SqueezeNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(self.features(x).mean(dim=(2, 3)))
+
+
+class TinyConv(nn.Module):
+    """TensorFlow Lite Micro's micro_speech model ("tiny_conv"): one 10×8 stride-2 convolution
+    of 8 filters over 49×40 features padded "SAME", a ReLU, dropout, and a dense layer over the
+    flattened map — no global pool."""
+
+    def __init__(self, classes: int = 4) -> None:
+        super().__init__()
+        self.pad = nn.ZeroPad2d((3, 3, 4, 5))  # "SAME" of 10x8 at stride 2 on 49x40
+        self.conv = nn.Conv2d(1, 8, (10, 8), 2)
+        self.dropout = nn.Dropout(0.5)
+        self.fc = nn.Linear(8 * 25 * 20, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.dropout(torch.relu(self.conv(self.pad(x))))
+        return self.fc(torch.flatten(h, 1))
+
+
+class SensorMLP(nn.Module):
+    """A 1-D CNN whose head is dense layers over the flattened features, as many sensor
+    models are written: two Conv1d with BatchNorm and ReLU, a flatten, a 32-unit dense layer
+    with BatchNorm1d and ReLU, dropout, and the classifier."""
+
+    def __init__(self, classes: int = 5) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv1d(3, 8, 5, 2, 2, bias=False),
+            nn.BatchNorm1d(8),
+            nn.ReLU(),
+            nn.Conv1d(8, 8, 3, 2, 1, bias=False),
+            nn.BatchNorm1d(8),
+            nn.ReLU(),
+        )
+        self.dense = nn.Sequential(
+            nn.Linear(8 * 8, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.3)
+        )
+        self.fc = nn.Linear(32, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.dense(torch.flatten(self.features(x), 1)))

@@ -6,7 +6,7 @@ import functools
 import os
 
 from tinytune.errors import ModelError
-from tinytune.networks.graph import NetworkGraph, check_supported
+from tinytune.networks.graph import NetworkGraph, check_supported, dense_as_conv
 
 __all__ = ["NETWORK_SUFFIXES", "is_network_file", "read_network"]
 
@@ -56,6 +56,7 @@ def _read(path: str, _size: int, _mtime: int) -> NetworkGraph:
         graph = read_pt2(path)
     else:
         raise ModelError(f"{path!r} is not a network file; allowed: {', '.join(NETWORK_SUFFIXES)}")
+    graph = dense_as_conv(graph)
     check_supported(graph)
     return graph
 

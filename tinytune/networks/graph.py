@@ -29,8 +29,10 @@ __all__ = [
     "Node",
     "check_supported",
     "conv_roles",
+    "dense_as_conv",
     "fold_pads",
     "fuse_silu",
+    "global_pool_before_classifier",
     "lift_1d",
     "same_padded",
     "total_stride",
@@ -68,7 +70,8 @@ SUPPORTED = (
     "global average pooling",
     "flatten",
     "dropout and identity (dropped)",
-    "one linear classifier, last",
+    "linear layers: the last the classifier (over pooled or flattened features), any before "
+    "it a dense layer (with BatchNorm and an activation after it)",
 )
 """What tinytune trains, plans, quantizes and lowers to C today, as a user reads it."""
 
@@ -174,6 +177,70 @@ def fuse_silu(nodes: list[Node]) -> list[Node]:
         s = fused.get(n.name)
         out.append(n if s is None else Node(s.name, "silu", s.source, s.inputs, n.output))
     return out
+
+
+def _through(t: str, producers: dict[str, Node]) -> str:
+    """The tensor ``t`` is a view of: back through flatten and identity."""
+    while t in producers and producers[t].op in ("flatten", "identity"):
+        t = producers[t].inputs[0]
+    return t
+
+
+def dense_as_conv(graph: NetworkGraph) -> NetworkGraph:
+    """``graph`` with every linear layer but the last (a hidden dense layer) as the
+    convolution it is: over the whole map it reads flattened, (O, C·H·W) as an (O, C, H, W)
+    kernel (PyTorch's and ONNX's flatten order), or as a 1×1 convolution over (N, F, 1, 1)
+    after another; its output, and the BatchNorm and activation after it, (N, O, 1, 1). The
+    flattens it read through go. The last linear layer stays the classifier."""
+    linears = [n for n in graph.nodes if n.op == "linear"]
+    if len(linears) < 2:
+        return graph
+    producers = graph.producers()
+    shapes = dict(graph.shapes)
+    nodes: list[Node] = []
+    for n in graph.nodes:
+        if n.op == "linear" and n is not linears[-1]:
+            src = _through(n.inputs[0], producers)
+            shape = shapes[src]
+            if len(shape) != 4:
+                raise ModelError(
+                    f"{graph.source!r}: node {n.name!r} ({n.source}) is a linear layer over "
+                    f"{list(shape)}, which tinytune reads only over a convolution's features"
+                )
+            weight = n.params["weight"]
+            _, c, h, w = shape
+            attrs = {"kernel": (h, w), "stride": (1, 1), "padding": (0, 0, 0, 0),
+                     "dilation": (1, 1), "groups": 1}  # fmt: skip
+            params = {"weight": weight.reshape(weight.shape[0], c, h, w)}
+            params |= {"bias": n.params["bias"]} if "bias" in n.params else {}
+            shapes[n.output] = (shape[0], weight.shape[0], 1, 1)
+            nodes.append(Node(n.name, "conv", n.source, (src,), n.output, attrs, params))
+        elif n.op in ("batchnorm", *ACTIVATION_OPS, "identity") and len(shapes[n.inputs[0]]) > len(
+            shapes[n.output]
+        ):  # after a dense layer, now (N, O, 1, 1)
+            shapes[n.output] = shapes[n.inputs[0]]
+            nodes.append(n)
+        else:
+            nodes.append(n)
+    read = {t for n in nodes for t in n.inputs} | {graph.output}
+    while True:  # the flattens the convolutions read through, where nothing else reads them
+        dead = [n for n in nodes if n.op in ("flatten", "identity") and n.output not in read]
+        if not dead:
+            break
+        nodes = [n for n in nodes if n not in dead]
+        read = {t for n in nodes for t in n.inputs} | {graph.output}
+    live = {n.output for n in nodes} | {graph.input}
+    shapes = {t: s for t, s in shapes.items() if t in live}
+    return NetworkGraph(tuple(nodes), shapes, graph.input, graph.output, graph.source)
+
+
+def global_pool_before_classifier(graph: NetworkGraph) -> bool:
+    """Whether the classifier reads a global pool (through flatten and identity), so that the
+    network takes other input sizes; a flatten of a map fixes the size it was exported at."""
+    producers = graph.producers()
+    classifier = [n for n in graph.nodes if n.op == "linear"][-1]
+    features = _through(classifier.inputs[0], producers)
+    return features in producers and producers[features].op == "gap"
 
 
 def fold_pads(nodes: list[Node]) -> list[Node]:
@@ -313,12 +380,11 @@ def check_supported(graph: NetworkGraph) -> None:
         elif node.op in ("avgpool", "pad"):
             what = {"pad": "a padding before no convolution"}
             raise _refuse(graph, node, what.get(node.op, f"a {node.op}"))
-        elif node.op == "linear" and node is not linears[-1]:
-            raise _refuse(graph, node, "a linear layer before the classifier")
         elif node.op == "flatten" and len(graph.shapes[node.inputs[0]]) == 4:
             h, w = graph.shapes[node.inputs[0]][2:]
-            if (h, w) != (1, 1):
-                raise _refuse(graph, node, f"a flatten of {h}x{w} features (no global pool)")
+            readers = consumers.get(node.output, [])
+            if (h, w) != (1, 1) and [r.op for r in readers] != ["linear"]:
+                raise _refuse(graph, node, f"a flatten of {h}x{w} features for no linear layer")
     last = linears[-1]
     if last.output != graph.output:
         raise _refuse(graph, producers[graph.output], "an op after the classifier")

@@ -460,7 +460,8 @@ def train_step(
         record.acts[feat].flatten(), q.zero, q.scale, head.weight, head.bias, g, lr,
         b.needs_grad(feat),
     )  # fmt: skip
-    if gx is not None:
+    if gx is not None:  # the features' shape: pooled (1, C, 1, 1), or a flattened map
+        gx = K.Grad(gx.mantissa.view(record.acts[feat].shape), gx.exp)
         b.grads[feat] = gx
     for layer in reversed(net.layers[:-1]):
         if b.needs_grad(layer.op.output):

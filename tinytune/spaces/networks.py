@@ -7,7 +7,8 @@ chooses where to cut it (after any stage from the middle on: a global pool and a
 on that stage's output, as for a cut of EfficientNet-Lite0), the update scheme over the
 convolutions kept (in the graph's own order), and the input resolution: for a square input the
 exported size and, since a global pool precedes the classifier, three quarters and half of it;
-any other input (a spectrogram, a sensor window) at the size it was exported at.
+any other input (a spectrogram, a sensor window), and a network whose classifier reads a
+flattened map, at the size it was exported at.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ import os
 from typing import Any
 
 from tinytune.errors import ConfigError
-from tinytune.networks import conv_roles, plan, read_network, total_stride
+from tinytune.networks import (
+    conv_roles,
+    global_pool_before_classifier,
+    plan,
+    read_network,
+    total_stride,
+)
 
 __all__ = ["check_network_input", "network_fields", "network_resolutions"]
 
@@ -78,7 +85,9 @@ def _fields(path: str, resolved: str, _size: int, _mtime: int) -> tuple[tuple[st
         "family": "graph",
         "width_mult": 1.0,
         "resolutions": (
-            network_resolutions(height, total_stride(graph)) if height == width else (height,)
+            network_resolutions(height, total_stride(graph))
+            if height == width and global_pool_before_classifier(graph)
+            else (height,)
         ),
         "default_resolution": height,
         "network_file": resolved,
