@@ -164,7 +164,9 @@ def test_an_unsupported_op_is_refused_with_its_node_and_the_supported_set(
         get_supernet(path)
     text = _one_line(e)
     assert "node 'max_pool2d' (aten.max_pool2d.default) is a max pooling in ceil mode" in text
-    assert "supported: 2-D convolution" in text and "one linear classifier, last" in text
+    assert (
+        "supported: 2-D convolution" in text and "linear layers: the last the classifier" in text
+    )
     path = _saved(_Pooled(nn.MaxPool2d(3, 1, dilation=2), nn.Linear(8, 4)), tmp_path / "d.pt2")
     with pytest.raises(ModelError) as e:
         get_supernet(path)
