@@ -99,3 +99,37 @@ def test_fire_modules_train_in_c_as_the_simulator_does_on_every_core(
 def _trained(text: str) -> list[str]:
     keep = ("epoch ", "saved ", "after ", "smoke test passed")
     return [line for line in text.splitlines() if line.startswith(keep)]
+
+
+def test_an_average_pool_of_r_by_r_windows_is_read_and_others_refused(tmp_path: Path) -> None:
+    from tinytune.errors import ModelError
+
+    class Pooled(torch.nn.Module):
+        def __init__(self, pool: torch.nn.Module) -> None:
+            super().__init__()
+            self.conv, self.pool = torch.nn.Conv2d(3, 8, 3, padding=1), pool
+            self.head, self.fc = torch.nn.Conv2d(8, 16, 1), torch.nn.Linear(16, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.head(self.pool(torch.relu(self.conv(x))))
+            return self.fc(torch.relu(h).mean(dim=(2, 3)))
+
+    torch.manual_seed(0)
+    module = Pooled(torch.nn.AvgPool2d(2)).eval()
+    path = tmp_path / "avg.pt2"
+    torch.export.save(torch.export.export(module, (torch.zeros(1, 3, 15, 15),)), str(path))
+    net = GraphNet(read_network(str(path)), 4, 15, torch.Generator().manual_seed(0)).eval()
+    net.classifier.weight.data = module.fc.weight.detach().clone()
+    net.classifier.bias.data = module.fc.bias.detach().clone()
+    x = torch.randn(2, 3, 15, 15)
+    with torch.no_grad():  # 15 rows: the last one dropped, as nn.AvgPool2d(2) drops it
+        assert torch.allclose(net(x), module(x), atol=1e-5)
+    for pool, words in (
+        (torch.nn.AvgPool2d(3, 1, 1), "an average pooling of 3x3 at stride 1x1, padded"),
+        (torch.nn.AvgPool2d(2, ceil_mode=True), "an average pooling of 2x2 at stride 2x2"),
+    ):
+        path = tmp_path / "refused.pt2"
+        program = torch.export.export(Pooled(pool).eval(), (torch.zeros(1, 3, 15, 15),))
+        torch.export.save(program, str(path))
+        with pytest.raises(ModelError, match=words):
+            read_network(str(path))

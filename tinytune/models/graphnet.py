@@ -28,6 +28,7 @@ from tinytune.models.convert import fold_batchnorm
 from tinytune.models.layers import (
     SAME,
     Add,
+    AvgPool,
     Cat,
     Classifier,
     ConvUnit,
@@ -88,6 +89,8 @@ def _module(graph: NetworkGraph, step: Step, index: int, role: str) -> nn.Module
         return GlobalAvgPool()
     if step.op == "cat":
         return Cat()
+    if step.op == "avgpool":
+        return AvgPool(step.nodes[0].attrs["kernel"][0])
     if step.op == "maxpool":
         a = step.nodes[0].attrs
         return MaxPool(a["kernel"], a["stride"], (a["padding"][0], a["padding"][2]))

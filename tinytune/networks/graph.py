@@ -67,7 +67,7 @@ SUPPORTED = (
     "concatenation along the channels",
     "max pooling (any window and stride, symmetric padding up to half the window, no dilation "
     "or ceil mode)",
-    "global average pooling",
+    "average pooling of r x r windows at stride r, unpadded; global average pooling",
     "flatten",
     "dropout and identity (dropped)",
     "linear layers: the last the classifier (over pooled or flattened features), any before "
@@ -377,9 +377,18 @@ def check_supported(graph: NetworkGraph) -> None:
             rank = len(graph.shapes[node.inputs[0]])
             if rank != 4 or node.attrs.get("dim", 1) % rank != 1:
                 raise _refuse(graph, node, f"a concatenation along dim {node.attrs.get('dim')}")
-        elif node.op in ("avgpool", "pad"):
-            what = {"pad": "a padding before no convolution"}
-            raise _refuse(graph, node, what.get(node.op, f"a {node.op}"))
+        elif node.op == "avgpool":
+            a = node.attrs
+            (kh, kw), (sh, sw) = a["kernel"], a["stride"]
+            h, w = graph.shapes[node.inputs[0]][2:]
+            floor = tuple(graph.shapes[node.output][2:]) == (h // kh, w // kw)
+            if not (kh == kw == sh == sw and not any(a["padding"]) and floor):
+                raise _refuse(
+                    graph, node, f"an average pooling of {kh}x{kw} at stride {sh}x{sw}, padded "
+                    f"{list(a['padding'])}"
+                )  # fmt: skip
+        elif node.op == "pad":
+            raise _refuse(graph, node, "a padding before no convolution")
         elif node.op == "flatten" and len(graph.shapes[node.inputs[0]]) == 4:
             h, w = graph.shapes[node.inputs[0]][2:]
             readers = consumers.get(node.output, [])

@@ -35,7 +35,7 @@ class Step:
     """One step as the device runs it.
 
     Attributes:
-        op: ``conv``, ``add``, ``mul``, ``cat``, ``maxpool`` or ``gap``.
+        op: ``conv``, ``add``, ``mul``, ``cat``, ``maxpool``, ``avgpool`` or ``gap``.
         nodes: the graph's nodes it runs: for a convolution, the convolution, then the
             BatchNorm and the activation folded into it where there are.
         inputs: the tensors it reads (a product: the features, then the channel scale).
