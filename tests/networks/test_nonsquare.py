@@ -164,3 +164,26 @@ def test_samples_and_network_must_agree_before_anything_is_stored(
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and words in err, err
         assert not db.exists()
+
+
+def test_windows_of_a_series_file_feed_a_1d_network(tmp_path: Path) -> None:
+    import numpy as np
+
+    from tinytune.data import get_dataset
+    from tinytune.spaces.networks import check_network_input
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "imu.npz", X=rng.normal(size=(30, 6, 64)), y=np.arange(30) % 3)
+    data = get_dataset(f"series:{tmp_path / 'imu.npz'}")
+    torch.manual_seed(0)
+    module = randomise_bn(SensorCNN1d(classes=3))
+    path = tmp_path / "imu.pt2"
+    torch.export.save(torch.export.export(module, (torch.zeros(1, 6, 64),)), str(path))
+    check_network_input(str(path), data.name, data.input_shape)  # (6, 1, 64) both
+    graph = read_network(str(path))
+    net = GraphNet(graph, 3, data.resolution, torch.Generator().manual_seed(0)).eval()
+    net.classifier.weight.data = module.fc.weight.detach().clone()
+    net.classifier.bias.data = module.fc.bias.detach().clone()
+    x = torch.from_numpy(np.array(data.load(data.resolution).test.x))
+    with torch.no_grad():  # the window as the module takes it, (N, C, T)
+        assert torch.allclose(net(x), module(x[:, :, 0]), atol=1e-5)
