@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from tests.export.harness import build_driver, needs_gcc, run_program
 from tinytune.quant import ActQuant, activation_tables
 from tinytune.quant import kernels as K
-from tinytune.quant.arith import quantize_multiplier
+from tinytune.quant.arith import quantize_multiplier, scale_round
 
 pytestmark = needs_gcc
 
@@ -557,29 +557,36 @@ def test_conv2d_update_weight(driver, name, gy_exp):
 # --- lite residual ops -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("shape", "ratio"), [((5, 8, 8), 2), ((3, 9, 7), 2), ((4, 12, 12), 4)])
+@pytest.mark.parametrize(
+    ("shape", "ratio"),
+    [((5, 8, 8), (2, 2)), ((3, 9, 7), (2, 2)), ((4, 12, 12), (4, 4)), ((3, 1, 13), (1, 3))],
+)
 def test_avgpool_s8(driver, shape, ratio):
     g = rng("pool", shape)
     x = rand_int(-128, 127, (1, *shape), g)
-    mult, shift = quantize_multiplier(1.3 / ratio**2)
+    mult, shift = quantize_multiplier(1.3 / (ratio[0] * ratio[1]))
     y = K.avgpool_s8(x, 9, ratio, mult, shift, -3)
-    (out,) = run(driver, "avgpool_s8", i8(x), i32(*shape, ratio, 9, mult, shift, -3))
+    (out,) = run(driver, "avgpool_s8", i8(x), i32(*shape, *ratio, 9, mult, shift, -3))
     assert np.array_equal(out, i8(y))
+    sums = (F.avg_pool2d((x - 9).double(), ratio) * (ratio[0] * ratio[1])).round().long()
+    assert torch.equal(y, torch.clamp(-3 + scale_round(sums, mult, shift), -128, 127))
 
 
 @pytest.mark.parametrize("offset", PREV_OFFSETS)
-@pytest.mark.parametrize(("shape", "ratio"), [((5, 8, 8), 2), ((3, 9, 7), 2)])
+@pytest.mark.parametrize(
+    ("shape", "ratio"), [((5, 8, 8), (2, 2)), ((3, 9, 7), (2, 2)), ((3, 1, 13), (1, 3))]
+)
 def test_avgpool_grad_input(driver, shape, ratio, offset):
     g = rng("pool grad", shape, offset)
     c, h, w = shape
-    gy = K.Grad(rand_grad((1, c, h // ratio, w // ratio), g), -9)
+    gy = K.Grad(rand_grad((1, c, h // ratio[0], w // ratio[1]), g), -9)
     frac = 16
-    area = round(2.0**frac / ratio**2)
+    area = round(2.0**frac / (ratio[0] * ratio[1]))
     contribution = K.avgpool_grad_input(gy, ratio, area, frac, (1, *shape))
     prev = _prev((1, *shape), contribution.exp, offset, g)
     ref = K.emit(contribution, prev)
     out, out_exp = run(
-        driver, "avgpool_grad_input", i8(gy.mantissa), i32(gy.exp, *shape, ratio, area, frac),
+        driver, "avgpool_grad_input", i8(gy.mantissa), i32(gy.exp, *shape, *ratio, area, frac),
         *_dst(prev, (1, *shape)),
     )  # fmt: skip
     assert np.array_equal(out, i8(ref.mantissa)) and int(out_exp[0]) == ref.exp

@@ -20,7 +20,11 @@ from tinytune.quant import quantize
 from tinytune.spaces import get_supernet, make_preset
 
 LR = 0.01
-NETWORKS = {"ds-cnn": (DSCNN, (1, 49, 10)), "sensor": (SensorCNN, (6, 1, 64))}
+NETWORKS = {
+    "ds-cnn": (DSCNN, (1, 49, 10)),
+    "sensor": (SensorCNN, (6, 1, 64)),
+    "sensor-1d": (SensorCNN1d, (6, 64)),  # Conv1d, MaxPool1d, AvgPool1d: read as (6, 1, 64)
+}
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +41,10 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[torch.
 
 
 def _inputs(name: str, n: int, seed: int) -> torch.Tensor:
+    """Samples as tinytune feeds them: a 1-D network's (N, C, T) as (N, C, 1, T)."""
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(n, *NETWORKS[name][1], generator=g) * 0.6).clamp(-1, 1)
+    x = (torch.randn(n, *NETWORKS[name][1], generator=g) * 0.6).clamp(-1, 1)
+    return x if x.dim() == 4 else x[:, :, None, :]
 
 
 @pytest.mark.parametrize("name", list(NETWORKS))
@@ -48,12 +54,12 @@ def test_it_computes_what_the_module_computes(
     module, path = exported[name]
     graph = read_network(path)
     net = GraphNet(graph, 5, graph.input_shape[2], torch.Generator().manual_seed(0)).eval()
-    assert net.input_shape == NETWORKS[name][1]
+    x = _inputs(name, 3, 1)
+    assert net.input_shape == tuple(x.shape[1:])
     net.classifier.weight.data = module.fc.weight.detach().clone()
     net.classifier.bias.data = module.fc.bias.detach().clone()
-    x = _inputs(name, 3, 1)
     with torch.no_grad():
-        assert torch.allclose(net(x), module(x), atol=1e-5)
+        assert torch.allclose(net(x), module(x if name != "sensor-1d" else x[:, :, 0]), atol=1e-5)
     stem = trace(net, x[:1]).ops[0]
     if name == "ds-cnn":  # 10x4 at stride 2, "SAME": 4 rows above and 1 column left
         assert (stem.kernel_hw, stem.stride_hw, stem.attrs["padding"]) == ((10, 4), (2, 2), 4)
@@ -87,7 +93,7 @@ def test_a_1d_network_reads_as_1xk_convolutions_over_c_by_1_by_t(
         assert torch.allclose(net(x[:, :, None, :]), module(x), atol=1e-5)
     ops = trace(net, x[:1, :, None, :]).ops
     assert [(op.kernel_hw, op.stride_hw) for op in ops if op.kind == "conv"] == [
-        ((1, 5), (1, 2)), ((1, 3), (1, 1)), ((1, 3), (1, 1))
+        ((1, 5), (1, 2)), ((1, 3), (1, 1)), ((1, 3), (1, 1)), ((1, 1), (1, 1))
     ]  # fmt: skip
     (pool,) = [op for op in ops if op.kind == "maxpool"]
     assert (pool.attrs["kernel_h"], pool.attrs["kernel_w"], pool.attrs["stride_w"]) == (1, 2, 2)
@@ -118,7 +124,7 @@ def test_it_trains_in_c_as_the_simulator_does_on_every_core(
 ) -> None:
     _, path = exported[name]
     spec = get_supernet(path)
-    assert spec.resolutions == (NETWORKS[name][1][1],)  # searched at its exported size
+    assert spec.resolutions == (_inputs(name, 1, 0).shape[2],)  # searched at its exported size
     net = build_candidate(make_preset(preset, spec), ImportedNetwork(read_network(path)), 5, [],
                           seed=0)  # fmt: skip
     quantized = quantize(net, [_inputs(name, 16, 2)])

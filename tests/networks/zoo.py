@@ -274,7 +274,7 @@ class SensorCNN(nn.Module):
 
 class SensorCNN1d(nn.Module):
     """:class:`SensorCNN` as most such networks are written: ``Conv1d``, ``BatchNorm1d``,
-    ``MaxPool1d`` and an adaptive average pool over a 6×64 window (N, C, T)."""
+    ``MaxPool1d``, ``AvgPool1d`` and an adaptive average pool over a 6×64 window (N, C, T)."""
 
     def __init__(self, classes: int = 5) -> None:
         super().__init__()
@@ -289,12 +289,16 @@ class SensorCNN1d(nn.Module):
             nn.Conv1d(24, 24, 3, 1, 1, groups=24, bias=False),
             nn.BatchNorm1d(24),
             nn.ReLU(),
+            nn.AvgPool1d(2),
+            nn.Conv1d(24, 24, 1, bias=False),
+            nn.BatchNorm1d(24),
+            nn.ReLU(),
             nn.AdaptiveAvgPool1d(1),
         )
         self.fc = nn.Linear(24, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(self.features(x), 1))
+        return self.fc(torch.flatten(self.features(x), 1))  # (N, C, T) in
 
 
 def keyword_features(words: list[int], per_word: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

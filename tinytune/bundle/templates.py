@@ -146,8 +146,8 @@ KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
         "(int8_t *)$y);"
     ),
     "avgpool_s8": KernelTemplate(
-        "tt_avgpool_s8((const int8_t *)$x, $channels, $in_h, $in_w, $ratio, $x_zero, $mult, "
-        "$shift, $y_zero, (int8_t *)$y);"
+        "tt_avgpool_s8((const int8_t *)$x, $channels, $in_h, $in_w, $ratio, $ratio_w, $x_zero, "
+        "$mult, $shift, $y_zero, (int8_t *)$y);"
     ),
     "maxpool_s8": KernelTemplate(
         decls="static const tt_pool_geom ${id}_geom = $geom;\n",
@@ -224,7 +224,7 @@ KERNEL_TEMPLATES: dict[str, KernelTemplate] = {
         decls=_GRAD_X,
         call=(
             "tt_avgpool_grad_input((const int8_t *)$gy, $gy_exp, $channels, $in_h, $in_w, "
-            "$ratio, $area_mult, $frac_bits, &${id}_gx);"
+            "$ratio, $ratio_w, $area_mult, $frac_bits, &${id}_gx);"
         ),
     ),
     "maxpool_grad_input": KernelTemplate(

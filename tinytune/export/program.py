@@ -123,11 +123,12 @@ KERNELS: dict[str, tuple[str, ...]] = {
         "geom", "gy", "gy_exp", "x_saved", "x_zero", "w_train", "k", "mult", "shift",
     ),
     "avgpool_s8": (
-        "x", "channels", "in_h", "in_w", "ratio", "x_zero", "mult", "shift", "y_zero", "y",
+        "x", "channels", "in_h", "in_w", "ratio", "ratio_w", "x_zero", "mult", "shift", "y_zero",
+        "y",
     ),
     "avgpool_grad_input": (
-        "gy", "gy_exp", "channels", "in_h", "in_w", "ratio", "area_mult", "frac_bits", "gx",
-        "gx_exp", "accumulate",
+        "gy", "gy_exp", "channels", "in_h", "in_w", "ratio", "ratio_w", "area_mult", "frac_bits",
+        "gx", "gx_exp", "accumulate",
     ),
     "maxpool_s8": ("x", "geom", "y"),
     "maxpool_grad_input": ("gy", "gy_exp", "x", "geom", "gx", "gx_exp", "accumulate"),
@@ -683,7 +684,8 @@ def _pool_forward(lw: _Lowering, layer: QPool) -> None:
     _, c, h, w = lw.net.graph.tensors[x].shape
     i = lw.call(
         "avgpool_s8", op.name, "forward",
-        x=lw.act(x), channels=c, in_h=h, in_w=w, ratio=layer.ratio, x_zero=acts[x].zero,
+        x=lw.act(x), channels=c, in_h=h, in_w=w, ratio=layer.ratio, ratio_w=layer.ratio_w,
+        x_zero=acts[x].zero,
         mult=layer.mult, shift=layer.shift, y_zero=acts[op.output].zero, y=lw.act(op.output),
     )  # fmt: skip
     lw.wrote(i, "act", op.output, lw.act(op.output), lw.numel(op.output))
@@ -698,7 +700,8 @@ def _pool_backward(lw: _Lowering, layer: QPool) -> None:
     i = lw.call(
         "avgpool_grad_input", op.name, "backward",
         gy=lw.grad(op.output), gy_exp=ExpRef(lw.exp_slot(op.output)), channels=c, in_h=h,
-        in_w=w, ratio=layer.ratio, area_mult=layer.area_mult, frac_bits=layer.area_frac_bits,
+        in_w=w, ratio=layer.ratio, ratio_w=layer.ratio_w, area_mult=layer.area_mult,
+        frac_bits=layer.area_frac_bits,
         gx=lw.grad(x), **lw.grad_dest(x),
     )  # fmt: skip
     lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))

@@ -90,7 +90,7 @@ def _module(graph: NetworkGraph, step: Step, index: int, role: str) -> nn.Module
     if step.op == "cat":
         return Cat()
     if step.op == "avgpool":
-        return AvgPool(step.nodes[0].attrs["kernel"][0])
+        return AvgPool(tuple(step.nodes[0].attrs["kernel"]))
     if step.op == "maxpool":
         a = step.nodes[0].attrs
         return MaxPool(a["kernel"], a["stride"], (a["padding"][0], a["padding"][2]))

@@ -344,22 +344,25 @@ class GlobalAvgPool(nn.Module):
 
 
 class AvgPool(nn.Module):
-    """r×r average pooling with stride r (the remainder rows and columns are dropped, as
-    ``nn.AvgPool2d(r, r)`` does); written as a reshape and a mean so that it keeps nothing for
-    backward."""
+    """r×r_w average pooling with stride r down and r_w across (``ratio``: r, or (r, r_w); the
+    remainder rows and columns are dropped, as ``nn.AvgPool2d((r, r_w))`` does); written as a
+    reshape and a mean so that it keeps nothing for backward."""
 
-    def __init__(self, ratio: int) -> None:
+    def __init__(self, ratio: int | tuple[int, int]) -> None:
         super().__init__()
-        self.ratio = ratio
+        self.ratio, self.ratio_w = ratio if isinstance(ratio, tuple) else (ratio, ratio)
 
     def forward(self, x: Tensor) -> Tensor:
         n, c, h, w = x.shape
-        r = self.ratio
-        x = x[:, :, : h - h % r, : w - w % r]
-        return x.reshape(n, c, h // r, r, w // r, r).mean(dim=(3, 5))  # (N, C, H/r, W/r)
+        r, q = self.ratio, self.ratio_w
+        x = x[:, :, : h - h % r, : w - w % q]
+        return x.reshape(n, c, h // r, r, w // q, q).mean(dim=(3, 5))  # (N, C, H/r, W/r_w)
 
     def ir_describe(self) -> dict[str, Any]:
-        return {"kind": "avgpool", "attrs": {"ratio": self.ratio}}
+        attrs = {"ratio": self.ratio} | (
+            {"ratio_w": self.ratio_w} if self.ratio_w != self.ratio else {}
+        )
+        return {"kind": "avgpool", "attrs": attrs}
 
 
 class MaxPool(nn.Module):

@@ -67,7 +67,7 @@ SUPPORTED = (
     "concatenation along the channels",
     "max pooling (any window and stride, symmetric padding up to half the window, no dilation "
     "or ceil mode)",
-    "average pooling of r x r windows at stride r, unpadded; global average pooling",
+    "average pooling of r x s windows at stride (r, s), unpadded; global average pooling",
     "flatten",
     "dropout and identity (dropped)",
     "linear layers: the last the classifier (over pooled or flattened features), any before "
@@ -382,7 +382,7 @@ def check_supported(graph: NetworkGraph) -> None:
             (kh, kw), (sh, sw) = a["kernel"], a["stride"]
             h, w = graph.shapes[node.inputs[0]][2:]
             floor = tuple(graph.shapes[node.output][2:]) == (h // kh, w // kw)
-            if not (kh == kw == sh == sw and not any(a["padding"]) and floor):
+            if not (kh == sh and kw == sw and not any(a["padding"]) and floor):
                 raise _refuse(
                     graph, node, f"an average pooling of {kh}x{kw} at stride {sh}x{sw}, padded "
                     f"{list(a['padding'])}"

@@ -212,11 +212,15 @@ def gap_s8(x: Tensor, x_zero: int, mult: int, shift: int, y_zero: int) -> Tensor
     return torch.clamp(y_zero + scale_round(acc, mult, shift), -128, 127)
 
 
-def avgpool_s8(x: Tensor, x_zero: int, ratio: int, mult: int, shift: int, y_zero: int) -> Tensor:
-    """r×r average pooling with stride r; the remainder rows and columns are dropped."""
+def avgpool_s8(
+    x: Tensor, x_zero: int, ratio: int | tuple[int, int], mult: int, shift: int, y_zero: int
+) -> Tensor:
+    """r×r_w average pooling with stride r down and r_w across (``ratio``: r, or (r, r_w));
+    the remainder rows and columns are dropped."""
     n, c, h, w = x.shape
-    xs = (x - x_zero)[:, :, : h - h % ratio, : w - w % ratio]
-    acc = xs.reshape(n, c, h // ratio, ratio, w // ratio, ratio).sum(dim=(3, 5))
+    rh, rw = ratio if isinstance(ratio, tuple) else (ratio, ratio)
+    xs = (x - x_zero)[:, :, : h - h % rh, : w - w % rw]
+    acc = xs.reshape(n, c, h // rh, rh, w // rw, rw).sum(dim=(3, 5))
     return torch.clamp(y_zero + scale_round(acc, mult, shift), -128, 127)
 
 
@@ -488,13 +492,19 @@ def add_grad_input(gy: Grad) -> Contribution:
 
 
 def avgpool_grad_input(
-    gy: Grad, ratio: int, area_mult: int, frac_bits: int, input_shape: tuple[int, ...]
+    gy: Grad,
+    ratio: int | tuple[int, int],
+    area_mult: int,
+    frac_bits: int,
+    input_shape: tuple[int, ...],
 ) -> Contribution:
-    """∂L/∂x of r×r average pooling: ∂L/∂y / r² over each window, 0 on dropped rows/cols."""
+    """∂L/∂x of r×r_w average pooling: ∂L/∂y / (r·r_w) over each window, 0 on dropped rows
+    and columns."""
     s = torch.zeros(input_shape, dtype=torch.int64)
     _, _, h, w = gy.mantissa.shape
-    up = (gy.mantissa * area_mult).repeat_interleave(ratio, 2).repeat_interleave(ratio, 3)
-    s[:, :, : h * ratio, : w * ratio] = up
+    rh, rw = ratio if isinstance(ratio, tuple) else (ratio, ratio)
+    up = (gy.mantissa * area_mult).repeat_interleave(rh, 2).repeat_interleave(rw, 3)
+    s[:, :, : h * rh, : w * rw] = up
     return Contribution(s, gy.exp - frac_bits, _bitlen(GRAD_MAX * area_mult))
 
 

@@ -212,7 +212,8 @@ class QGap:
 
 @dataclass
 class QPool:
-    """r×r average pooling: M·2^−n ≈ s_x/(s_y·r²); backward m_a ≈ 2^F/r²."""
+    """r×r_w average pooling (``ratio``, :attr:`ratio_w`): M·2^−n ≈ s_x/(s_y·r·r_w); backward
+    m_a ≈ 2^F/(r·r_w)."""
 
     op: Op
     ratio: int
@@ -220,6 +221,11 @@ class QPool:
     shift: int
     area_mult: int
     area_frac_bits: int
+
+    @property
+    def ratio_w(self) -> int:
+        """The window's width and stride across: ``ratio`` unless the op says otherwise."""
+        return self.op.attrs.get("ratio_w", self.ratio)
 
 
 @dataclass

@@ -237,9 +237,10 @@ def _quantize_pool(
     pre: dict[str, ActQuant],
 ) -> QPool:
     r = op.attrs["ratio"]
-    mult, shift = quantize_multiplier(acts[op.inputs[0]].scale / (acts[op.output].scale * r * r))
-    frac = frac_bits_for(1.0 / (r * r))
-    return QPool(op, r, mult, shift, round(2.0**frac / (r * r)), frac)
+    area = r * op.attrs.get("ratio_w", r)
+    mult, shift = quantize_multiplier(acts[op.inputs[0]].scale / (acts[op.output].scale * area))
+    frac = frac_bits_for(1.0 / area)
+    return QPool(op, r, mult, shift, round(2.0**frac / area), frac)
 
 
 def _tied(graph: Graph, ranges: dict[int, tuple[float, float]]) -> dict[int, tuple[float, float]]:

@@ -154,7 +154,7 @@ def _gap_forward(net: QuantizedNet, layer: QGap, rec: ForwardRecord) -> None:
 def _pool_forward(net: QuantizedNet, layer: QPool, rec: ForwardRecord) -> None:
     (x,) = layer.op.inputs
     rec.acts[layer.op.output] = K.avgpool_s8(
-        rec.acts[x], net.acts[x].zero, layer.ratio, layer.mult, layer.shift,
+        rec.acts[x], net.acts[x].zero, (layer.ratio, layer.ratio_w), layer.mult, layer.shift,
         net.acts[layer.op.output].zero,
     )  # fmt: skip
 
@@ -365,7 +365,8 @@ def _pool_backward(b: _Backward, layer: QPool) -> None:
     if b.needs_grad(x):
         gy = b.grads[layer.op.output]
         shape = tuple(b.record.acts[x].shape)
-        c = K.avgpool_grad_input(gy, layer.ratio, layer.area_mult, layer.area_frac_bits, shape)
+        ratio = (layer.ratio, layer.ratio_w)
+        c = K.avgpool_grad_input(gy, ratio, layer.area_mult, layer.area_frac_bits, shape)
         b.emit(layer.op.index, x, c)
 
 

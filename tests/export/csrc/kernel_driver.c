@@ -370,10 +370,10 @@ static void run_conv2d_update_weight(void) {
 static void run_avgpool_s8(void) {
     int32_t n;
     int8_t *x = i8(&n);
-    int32_t *p = i32(&n); /* channels, in_h, in_w, ratio, x_zero, mult, shift, y_zero */
-    int32_t n_out = p[0] * (p[1] / p[3]) * (p[2] / p[3]);
+    int32_t *p = i32(&n); /* channels, in_h, in_w, ratio, ratio_w, x_zero, mult, shift, y_zero */
+    int32_t n_out = p[0] * (p[1] / p[3]) * (p[2] / p[4]);
     int8_t *y = malloc((size_t)n_out + 1);
-    tt_avgpool_s8(x, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], y);
+    tt_avgpool_s8(x, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], y);
     write_array(DT_I8, y, n_out);
     free(x), free(p), free(y);
 }
@@ -381,9 +381,9 @@ static void run_avgpool_s8(void) {
 static void run_avgpool_grad_input(void) {
     int32_t n, e;
     int8_t *gy = i8(&n);
-    int32_t *p = i32(&n); /* gy_exp, channels, in_h, in_w, ratio, area_mult, frac_bits */
+    int32_t *p = i32(&n); /* gy_exp, channels, in_h, in_w, ratio, ratio_w, area_mult, frac_bits */
     tt_grad dst = read_grad(&e);
-    tt_avgpool_grad_input(gy, p[0], p[1], p[2], p[3], p[4], p[5], p[6], &dst);
+    tt_avgpool_grad_input(gy, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], &dst);
     write_grad(&dst, p[1] * p[2] * p[3]);
     free(gy), free(p), free(dst.data);
 }

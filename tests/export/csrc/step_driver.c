@@ -285,13 +285,13 @@ static tt_groupnorm N(const call *c, int32_t k) {
 
 static void k_avgpool_s8(const call *c) {
     tt_avgpool_s8((const int8_t *)P(c, 0), I(c, 1), I(c, 2), I(c, 3), I(c, 4), I(c, 5), I(c, 6),
-                  I(c, 7), I(c, 8), (int8_t *)P(c, 9));
+                  I(c, 7), I(c, 8), I(c, 9), (int8_t *)P(c, 10));
 }
 
 static void k_avgpool_grad_input(const call *c) {
-    tt_grad d = D(c, 8, 9, 10);
+    tt_grad d = D(c, 9, 10, 11);
     tt_avgpool_grad_input((const int8_t *)P(c, 0), I(c, 1), I(c, 2), I(c, 3), I(c, 4), I(c, 5),
-                          I(c, 6), I(c, 7), &d);
+                          I(c, 6), I(c, 7), I(c, 8), &d);
 }
 
 static void k_upsample_s8(const call *c) {

@@ -144,10 +144,12 @@ void tt_add_act_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t a_zero, 
 void tt_gap_s8(const int8_t *x, int32_t channels, int32_t hw, int32_t x_zero, int32_t mult,
                int32_t shift, int32_t y_zero, int8_t *y);
 
-/* r x r average pooling with stride r of [channels][in_h][in_w]; the rows and columns beyond
- * the last whole window are dropped. M*2^-shift ~ s_x/(s_y*r*r). */
+/* r x r_w average pooling with stride r down and r_w across (ratio, ratio_w) of
+ * [channels][in_h][in_w]; the rows and columns beyond the last whole window are dropped.
+ * M*2^-shift ~ s_x/(s_y*r*r_w). */
 void tt_avgpool_s8(const int8_t *x, int32_t channels, int32_t in_h, int32_t in_w, int32_t ratio,
-                   int32_t x_zero, int32_t mult, int32_t shift, int32_t y_zero, int8_t *y);
+                   int32_t ratio_w, int32_t x_zero, int32_t mult, int32_t shift, int32_t y_zero,
+                   int8_t *y);
 
 /* Max pooling (see tt_pool_geom); the output keeps the input's scale and zero point. */
 void tt_maxpool_s8(const int8_t *x, const tt_pool_geom *g, int8_t *y);
@@ -208,10 +210,10 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
 void tt_gap_grad_input(const int8_t *gy, int32_t gy_exp, int32_t channels, int32_t hw,
                        int32_t hw_mult, int32_t frac_bits, const tt_grad *gx);
 
-/* The input gradient of r x r average pooling; area_mult ~ 2^frac_bits / (r*r). */
+/* The input gradient of r x r_w average pooling; area_mult ~ 2^frac_bits / (r*r_w). */
 void tt_avgpool_grad_input(const int8_t *gy, int32_t gy_exp, int32_t channels, int32_t in_h,
-                           int32_t in_w, int32_t ratio, int32_t area_mult, int32_t frac_bits,
-                           const tt_grad *gx);
+                           int32_t in_w, int32_t ratio, int32_t ratio_w, int32_t area_mult,
+                           int32_t frac_bits, const tt_grad *gx);
 
 /* The input gradient of max pooling: each output's gradient to the first largest input of its
  * window (tt_maxpool_s8's input x, kept for it), summed where windows overlap. */

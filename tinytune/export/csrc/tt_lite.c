@@ -6,8 +6,9 @@
 #include "tt_int8.h"
 
 void tt_avgpool_s8(const int8_t *x, int32_t channels, int32_t in_h, int32_t in_w, int32_t ratio,
-                   int32_t x_zero, int32_t mult, int32_t shift, int32_t y_zero, int8_t *y) {
-    int32_t oh = in_h / ratio, ow = in_w / ratio;
+                   int32_t ratio_w, int32_t x_zero, int32_t mult, int32_t shift, int32_t y_zero,
+                   int8_t *y) {
+    int32_t oh = in_h / ratio, ow = in_w / ratio_w;
     int32_t c, oy, ox, a, b;
     for (c = 0; c < channels; c++) {
         const int8_t *xc = x + c * in_h * in_w;
@@ -15,8 +16,8 @@ void tt_avgpool_s8(const int8_t *x, int32_t channels, int32_t in_h, int32_t in_w
             for (ox = 0; ox < ow; ox++) {
                 int32_t acc = 0;
                 for (a = 0; a < ratio; a++) {
-                    for (b = 0; b < ratio; b++) {
-                        acc += xc[(oy * ratio + a) * in_w + ox * ratio + b] - x_zero;
+                    for (b = 0; b < ratio_w; b++) {
+                        acc += xc[(oy * ratio + a) * in_w + ox * ratio_w + b] - x_zero;
                     }
                 }
                 y[(c * oh + oy) * ow + ox] =
@@ -27,9 +28,9 @@ void tt_avgpool_s8(const int8_t *x, int32_t channels, int32_t in_h, int32_t in_w
 }
 
 void tt_avgpool_grad_input(const int8_t *gy, int32_t gy_exp, int32_t channels, int32_t in_h,
-                           int32_t in_w, int32_t ratio, int32_t area_mult, int32_t frac_bits,
-                           const tt_grad *gx) {
-    int32_t oh = in_h / ratio, ow = in_w / ratio;
+                           int32_t in_w, int32_t ratio, int32_t ratio_w, int32_t area_mult,
+                           int32_t frac_bits, const tt_grad *gx) {
+    int32_t oh = in_h / ratio, ow = in_w / ratio_w;
     int32_t c, iy, ix;
     tt_emit st;
     tt_emit_begin(&st, gx, gy_exp - frac_bits, tt_bitlen((uint64_t)TT_GRAD_MAX * (uint64_t)area_mult));
@@ -37,7 +38,7 @@ void tt_avgpool_grad_input(const int8_t *gy, int32_t gy_exp, int32_t channels, i
         for (c = 0; c < channels; c++) {
             for (iy = 0; iy < in_h; iy++) {
                 for (ix = 0; ix < in_w; ix++) {
-                    int32_t oy = iy / ratio, ox = ix / ratio;
+                    int32_t oy = iy / ratio, ox = ix / ratio_w;
                     int64_t s = 0;
                     if (oy < oh && ox < ow) {
                         s = (int64_t)gy[(c * oh + oy) * ow + ox] * area_mult;
