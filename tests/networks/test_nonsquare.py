@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.bundle.support import make, needs, parse_dump, replay, write_test_bundle
+from tests.bundle.support import needs
+from tests.networks.support import check_trains_alike_in_c
 from tests.networks.zoo import DSCNN, SensorCNN, SensorCNN1d, randomise_bn
 from tinytune.ir import trace
-from tinytune.models import GraphNet, ImportedNetwork, build_candidate
+from tinytune.models import GraphNet
 from tinytune.networks import read_network
-from tinytune.quant import quantize
-from tinytune.spaces import get_supernet, make_preset
+from tinytune.spaces import get_supernet
 
 LR = 0.01
 NETWORKS = {
@@ -123,26 +123,9 @@ def test_it_trains_in_c_as_the_simulator_does_on_every_core(
     exported: dict[str, tuple[torch.nn.Module, str]], name: str, preset: str, tmp_path: Path
 ) -> None:
     _, path = exported[name]
-    spec = get_supernet(path)
-    assert spec.resolutions == (_inputs(name, 1, 0).shape[2],)  # searched at its exported size
-    net = build_candidate(make_preset(preset, spec), ImportedNetwork(read_network(path)), 5, [],
-                          seed=0)  # fmt: skip
-    quantized = quantize(net, [_inputs(name, 16, 2)])
-    folder = tmp_path / "bundle"
-    _, train, evaluation = write_test_bundle(
-        folder, quantized, _inputs(name, 4, 3), _inputs(name, 4, 4), lr=LR, epochs=2
-    )
-    dump = parse_dump(make(folder, "run-host", build="build-dump", defs="-DTT_DUMP"))
-    assert replay(quantized, LR, train, evaluation, dump) == 8  # every byte, every step
-    host = make(folder, "run-host")
-    assert "smoke test passed" in host
-    for target in ("run-cortex-m7", "run-rv32imc"):
-        assert _trained(make(folder, target)) == _trained(host), target
-
-
-def _trained(text: str) -> list[str]:
-    keep = ("epoch ", "saved ", "after ", "smoke test passed")
-    return [line for line in text.splitlines() if line.startswith(keep)]
+    assert get_supernet(path).resolutions == (_inputs(name, 1, 0).shape[2],)  # its exported size
+    inputs = (_inputs(name, 16, 2), _inputs(name, 4, 3), _inputs(name, 4, 4))
+    check_trains_alike_in_c(path, preset, 5, inputs, tmp_path / "bundle")
 
 
 def test_samples_and_network_must_agree_before_anything_is_stored(

@@ -9,17 +9,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.bundle.support import make, needs, parse_dump, replay, write_test_bundle
+from tests.bundle.support import needs
+from tests.networks.support import as_imported, check_trains_alike_in_c, images
 from tests.networks.zoo import ResNet8, export, randomise_bn
 from tinytune.hwmodels import plan_memory
 from tinytune.ir import trace
-from tinytune.models import GraphNet, ImportedNetwork, build_candidate
+from tinytune.models import ImportedNetwork, build_candidate
 from tinytune.networks import read_network
-from tinytune.quant import quantize
 from tinytune.spaces import get_supernet, make_preset
 
 SIZE = 32
-LR = 0.01
 
 
 @pytest.fixture(scope="module")
@@ -32,17 +31,14 @@ def resnet8(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module, 
 
 
 def _images(n: int, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return (torch.rand(n, 3, SIZE, SIZE, generator=g) * 2 - 1).clamp(-1, 1)
+    return images(n, seed, SIZE)
 
 
 def test_resnet8_computes_what_the_module_computes(
     resnet8: tuple[torch.nn.Module, Path],
 ) -> None:
     module, path = resnet8
-    net = GraphNet(read_network(str(path)), 10, SIZE, torch.Generator().manual_seed(0)).eval()
-    net.classifier.weight.data = module.fc.weight.detach().clone()
-    net.classifier.bias.data = module.fc.bias.detach().clone()
+    net = as_imported(str(path), module, 10)
     x = _images(3, 1)
     with torch.no_grad():
         assert torch.allclose(net(x), module(x), atol=1e-5)
@@ -72,25 +68,5 @@ def test_resnet8_trains_in_c_as_the_simulator_does_on_every_core(
     resnet8: tuple[torch.nn.Module, Path], preset: str, tmp_path: Path
 ) -> None:
     _, path = resnet8
-    spec = get_supernet(str(path))
-    calibration = _images(16, 2)
-    net = build_candidate(make_preset(preset, spec), ImportedNetwork(read_network(str(path))),
-                          10, [], seed=0)  # fmt: skip
-    quantized = quantize(net, [calibration])
-    folder = tmp_path / "bundle"
-    _, train, evaluation = write_test_bundle(
-        folder, quantized, _images(4, 3), _images(4, 4), lr=LR, epochs=2
-    )
-    dump = parse_dump(make(folder, "run-host", build="build-dump", defs="-DTT_DUMP"))
-    assert replay(quantized, LR, train, evaluation, dump) == 8  # every byte, every step
-    host = make(folder, "run-host")
-    assert "smoke test passed" in host
-    for target in ("run-cortex-m7", "run-rv32imc"):
-        assert _trained(make(folder, target)) == _trained(host), target
-
-
-def _trained(text: str) -> list[str]:
-    """What an example prints of its training: each epoch's loss and count, the saved
-    parameters' CRC-32, the restore and the verdict."""
-    keep = ("epoch ", "saved ", "after ", "smoke test passed")
-    return [line for line in text.splitlines() if line.startswith(keep)]
+    inputs = (_images(16, 2), _images(4, 3), _images(4, 4))
+    check_trains_alike_in_c(str(path), preset, 10, inputs, tmp_path / "bundle")

@@ -12,18 +12,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.bundle.support import make, needs, parse_dump, replay, write_test_bundle
+from tests.bundle.support import needs
+from tests.networks.support import as_imported, check_trains_alike_in_c, images
 from tests.networks.zoo import ResNet18, export, randomise_bn
 from tinytune.hwmodels import plan_memory
 from tinytune.ir import trace
 from tinytune.models import GraphNet, ImportedNetwork, build_candidate
 from tinytune.networks import read_network
 from tinytune.quant import kernels as K
-from tinytune.quant import quantize
 from tinytune.spaces import get_supernet, make_preset
 
 SIZE = 64
-LR = 0.01
 
 
 @pytest.fixture(scope="module")
@@ -36,17 +35,14 @@ def resnet18(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module,
 
 
 def _images(n: int, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return (torch.rand(n, 3, SIZE, SIZE, generator=g) * 2 - 1).clamp(-1, 1)
+    return images(n, seed, SIZE)
 
 
 def test_resnet18_computes_what_the_module_computes(
     resnet18: tuple[torch.nn.Module, Path],
 ) -> None:
     module, path = resnet18
-    net = GraphNet(read_network(str(path)), 1000, SIZE, torch.Generator().manual_seed(0)).eval()
-    net.classifier.weight.data = module.fc.weight.detach().clone()
-    net.classifier.bias.data = module.fc.bias.detach().clone()
+    net = as_imported(str(path), module, 1000)
     x = _images(3, 1)
     with torch.no_grad():
         assert torch.allclose(net(x), module(x), atol=1e-5)
@@ -119,22 +115,5 @@ def test_resnet18_trains_in_c_as_the_simulator_does_on_every_core(
     resnet18: tuple[torch.nn.Module, Path], preset: str, tmp_path: Path
 ) -> None:
     _, path = resnet18
-    spec = get_supernet(str(path))
-    net = build_candidate(make_preset(preset, spec), ImportedNetwork(read_network(str(path))),
-                          10, [], seed=0)  # fmt: skip
-    quantized = quantize(net, [_images(16, 2)])
-    folder = tmp_path / "bundle"
-    _, train, evaluation = write_test_bundle(
-        folder, quantized, _images(4, 3), _images(4, 4), lr=LR, epochs=2
-    )
-    dump = parse_dump(make(folder, "run-host", build="build-dump", defs="-DTT_DUMP"))
-    assert replay(quantized, LR, train, evaluation, dump) == 8  # every byte, every step
-    host = make(folder, "run-host")
-    assert "smoke test passed" in host
-    for target in ("run-cortex-m7", "run-rv32imc"):
-        assert _trained(make(folder, target)) == _trained(host), target
-
-
-def _trained(text: str) -> list[str]:
-    keep = ("epoch ", "saved ", "after ", "smoke test passed")
-    return [line for line in text.splitlines() if line.startswith(keep)]
+    inputs = (_images(16, 2), _images(4, 3), _images(4, 4))
+    check_trains_alike_in_c(str(path), preset, 10, inputs, tmp_path / "bundle")

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.bundle.support import make, needs, parse_dump, replay, write_test_bundle
+from tests.bundle.support import needs
+from tests.networks.support import FORMS, as_imported, check_trains_alike_in_c, images, save
 from tests.networks.zoo import SqueezeNet
 from tinytune.ir import trace
 from tinytune.models import GraphNet, ImportedNetwork, build_candidate
@@ -19,7 +20,6 @@ from tinytune.quant import quantize
 from tinytune.spaces import get_supernet, make_preset
 
 SIZE = 48
-LR = 0.01
 
 
 @pytest.fixture(scope="module")
@@ -28,32 +28,15 @@ def module() -> torch.nn.Module:
     return SqueezeNet().eval()
 
 
-def _save(module: torch.nn.Module, folder: Path, form: str) -> str:
-    example = torch.zeros(1, 3, SIZE, SIZE)
-    path = folder / ("net.onnx" if form == "onnx" else "net.pt2")
-    if form == "onnx":
-        torch.onnx.export(module, (example,), str(path), dynamo=False)
-    else:
-        program = torch.export.export(module, (example,))
-        torch.export.save(
-            program.run_decompositions() if form == "pt2 core" else program, str(path)
-        )
-    return str(path)
-
-
 def _images(n: int, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return (torch.rand(n, 3, SIZE, SIZE, generator=g) * 2 - 1).clamp(-1, 1)
+    return images(n, seed, SIZE)
 
 
-@pytest.mark.parametrize("form", ["pt2", "pt2 core", "onnx"])
+@pytest.mark.parametrize("form", FORMS)
 def test_fire_modules_compute_what_the_module_computes(
     module: torch.nn.Module, tmp_path: Path, form: str
 ) -> None:
-    graph = read_network(_save(module, tmp_path, form))
-    net = GraphNet(graph, 10, SIZE, torch.Generator().manual_seed(0)).eval()
-    net.classifier.weight.data = module.fc.weight.detach().clone()
-    net.classifier.bias.data = module.fc.bias.detach().clone()
+    net = as_imported(save(module, _images(1, 0), tmp_path, form), module, 10)
     x = _images(3, 1)
     with torch.no_grad():
         assert torch.allclose(net(x), module(x), atol=1e-5)
@@ -64,7 +47,7 @@ def test_fire_modules_compute_what_the_module_computes(
 def test_a_concatenation_shares_its_inputs_quantization(
     module: torch.nn.Module, tmp_path: Path
 ) -> None:
-    path = _save(module, tmp_path, "pt2")
+    path = save(module, _images(1, 0), tmp_path)
     net = build_candidate(make_preset("full", get_supernet(path)),
                           ImportedNetwork(read_network(path)), 10, [], seed=0)  # fmt: skip
     q = quantize(net, [_images(8, 2)])
@@ -79,26 +62,9 @@ def test_a_concatenation_shares_its_inputs_quantization(
 def test_fire_modules_train_in_c_as_the_simulator_does_on_every_core(
     module: torch.nn.Module, tmp_path: Path, preset: str
 ) -> None:
-    path = _save(module, tmp_path, "pt2")
-    spec = get_supernet(path)
-    net = build_candidate(make_preset(preset, spec), ImportedNetwork(read_network(path)), 10, [],
-                          seed=0)  # fmt: skip
-    quantized = quantize(net, [_images(16, 2)])
-    folder = tmp_path / "bundle"
-    _, train, evaluation = write_test_bundle(
-        folder, quantized, _images(4, 3), _images(4, 4), lr=LR, epochs=2
-    )
-    dump = parse_dump(make(folder, "run-host", build="build-dump", defs="-DTT_DUMP"))
-    assert replay(quantized, LR, train, evaluation, dump) == 8  # every byte, every step
-    host = make(folder, "run-host")
-    assert "smoke test passed" in host
-    for target in ("run-cortex-m7", "run-rv32imc"):
-        assert _trained(make(folder, target)) == _trained(host), target
-
-
-def _trained(text: str) -> list[str]:
-    keep = ("epoch ", "saved ", "after ", "smoke test passed")
-    return [line for line in text.splitlines() if line.startswith(keep)]
+    path = save(module, _images(1, 0), tmp_path)
+    inputs = (_images(16, 2), _images(4, 3), _images(4, 4))
+    check_trains_alike_in_c(path, preset, 10, inputs, tmp_path / "bundle")
 
 
 def test_an_average_pool_of_r_by_r_windows_is_read_and_others_refused(tmp_path: Path) -> None:

@@ -20,6 +20,12 @@ _BUILT_IN: dict[str, Callable[[int], ImageDataset]] = {
     "procedural": ProceduralDataset,
 }
 
+_FROM_FILES: dict[str, tuple[str, str, Callable[..., ImageDataset]]] = {
+    _IMAGEFOLDER_PREFIX: ("folder", "PATH", ImageFolderDataset),
+    SERIES_PREFIX: ("file", "PATH.npz", SeriesDataset),
+}
+"""The data sets a user's files make: prefix -> (what it names, its form, its class)."""
+
 DATASET_NAMES: tuple[str, ...] = (
     *_BUILT_IN, f"{_IMAGEFOLDER_PREFIX}PATH", f"{SERIES_PREFIX}PATH.npz"
 )  # fmt: skip
@@ -43,18 +49,10 @@ def get_dataset(spec: str, seed: int = 0) -> ImageDataset:
         factory = _BUILT_IN.get(spec)
         if factory is not None:
             return factory(seed)
-        if spec.startswith(_IMAGEFOLDER_PREFIX):
-            path = spec[len(_IMAGEFOLDER_PREFIX) :]
-            if not path:
-                raise DataError(
-                    f"data set {spec!r} names no folder; expected {_IMAGEFOLDER_PREFIX}PATH"
-                )
-            return ImageFolderDataset(path, seed=seed)
-        if spec.startswith(SERIES_PREFIX):
-            path = spec[len(SERIES_PREFIX) :]
-            if not path:
-                raise DataError(
-                    f"data set {spec!r} names no file; expected {SERIES_PREFIX}PATH.npz"
-                )
-            return SeriesDataset(path, seed=seed)
+        for prefix, (what, form, kind) in _FROM_FILES.items():
+            if spec.startswith(prefix):
+                path = spec[len(prefix) :]
+                if not path:
+                    raise DataError(f"data set {spec!r} names no {what}; expected {prefix}{form}")
+                return kind(path, seed=seed)
     raise DataError(f"unknown data set {spec!r}; expected one of: {', '.join(DATASET_NAMES)}")

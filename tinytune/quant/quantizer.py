@@ -267,24 +267,15 @@ def _tied(graph: Graph, ranges: dict[int, tuple[float, float]]) -> dict[int, tup
     return {t: joined[root(t)] for t in ranges}
 
 
-def _quantize_cat(
+def _quantize_tied(
     op: Op,
     module: torch.nn.Module,
     graph: Graph,
     acts: dict[int, ActQuant],
     pre: dict[str, ActQuant],
-) -> QCat:
-    return QCat(op)
-
-
-def _quantize_maxpool(
-    op: Op,
-    module: torch.nn.Module,
-    graph: Graph,
-    acts: dict[int, ActQuant],
-    pre: dict[str, ActQuant],
-) -> QMaxPool:
-    return QMaxPool(op)
+) -> QCat | QMaxPool:
+    """A max pooling or a concatenation: no parameter, its tensors tied by :func:`_tied`."""
+    return QCat(op) if op.kind == "cat" else QMaxPool(op)
 
 
 def _quantize_upsample(
@@ -342,8 +333,8 @@ _QUANTIZERS = {
     "mul": _quantize_mul,
     "gap": _quantize_gap,
     "avgpool": _quantize_pool,
-    "maxpool": _quantize_maxpool,
-    "cat": _quantize_cat,
+    "maxpool": _quantize_tied,
+    "cat": _quantize_tied,
     "upsample": _quantize_upsample,
     "groupnorm": _quantize_groupnorm,
     "linear": _quantize_linear,
