@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -59,6 +59,9 @@ from tinytune.ir import Graph, unrolled
 from tinytune.quant import QuantizationError, QuantizedNet
 from tinytune.quant.schedule import LR_SCHEDULES, MIN_DEVICE_LR
 from tinytune.spaces import Candidate
+
+if TYPE_CHECKING:
+    from tinytune.data import ImageDataset
 
 __all__ = [
     "STATIC_FILES",
@@ -384,23 +387,16 @@ def build_bundle(
     cost, graph = _cost_and_graph(candidate, device, n_classes)
 
     # 2–3. the network, int8, and its step on the planner's arena
-    resolution = candidate.subnet.resolution
-    splits = dataset.load(resolution)
+    splits = dataset.load(candidate.subnet.resolution)
     q, plan, program = _lowered(request, splits, n_classes, cost)
-    shape = tuple(q.graph.tensors[q.graph.input].shape[1:])
-    normalisation = getattr(dataset, "normalisation", None)
-    if dataset.input_shape is None:
-        rule, size = dataset_input_rule(dataset.name, resolution), f"{resolution} px"
-    else:
-        rule = series_rule(shape, *normalisation)
-        size = "x".join(map(str, shape))
+    feeding = _Feeding.of(dataset, q, candidate.subnet.resolution)
 
     # 4. the C
     n_train = min(request.samples, len(splits.train))
     n_eval = min(request.samples, len(splits.test))
     train = _samples(q, splits.train.x[:n_train], splits.train.y[:n_train], "train")
     evaluation = _samples(q, splits.test.x[:n_eval], splits.test.y[:n_eval], "test")
-    title = f"candidate {candidate.key[:12]} ({candidate.supernet}, {size})"
+    title = f"candidate {candidate.key[:12]} ({candidate.supernet}, {feeding.size})"
     files, model, example = c_sources(
         program,
         q,
@@ -410,10 +406,10 @@ def build_bundle(
         schedule=request.lr_schedule,
         title=title,
         class_names=dataset.class_names,
-        input_rule=rule,
+        input_rule=feeding.rule,
         data=(
             f"the first {n_train} training and {n_eval} held-out test samples of "
-            f"{dataset.name} (split seed {request.data_seed}) at {size}"
+            f"{dataset.name} (split seed {request.data_seed}) at {feeding.size}"
         ),
         profile=render_profile(
             program,
@@ -441,15 +437,34 @@ def build_bundle(
         n_eval,
         graph,
         example,
-        rule,
-        shape,
-        normalisation if dataset.input_shape is not None else None,
+        feeding,
     )
     manifest = _describe(facts, files)
     log.info(
         "bundle of %s: arena %d B, %d calls", candidate.key[:12], model.arena_bytes, model.n_calls
     )
     return Bundle(files, manifest, q, program, model, train, evaluation, example)
+
+
+@dataclass(frozen=True)
+class _Feeding:
+    """What the model is fed: its input's shape (C, H, W), how the search made its samples (a
+    sentence), its size in words, and a series' per-channel (mean, std), else None."""
+
+    shape: tuple[int, ...]
+    rule: str
+    size: str
+    normalisation: tuple[np.ndarray, np.ndarray] | None
+
+    @classmethod
+    def of(cls, dataset: ImageDataset, q: QuantizedNet, resolution: int) -> _Feeding:
+        shape = tuple(q.graph.tensors[q.graph.input].shape[1:])
+        if dataset.input_shape is None:  # images
+            return cls(
+                shape, dataset_input_rule(dataset.name, resolution), f"{resolution} px", None
+            )
+        mean, std = dataset.normalisation  # type: ignore[attr-defined]
+        return cls(shape, series_rule(shape, mean, std), "x".join(map(str, shape)), (mean, std))
 
 
 @dataclass(frozen=True)
@@ -467,9 +482,7 @@ class _Facts:
     n_eval: int
     graph: Graph
     example: ExampleRun | None
-    input_rule: str
-    input_shape: tuple[int, ...]
-    normalisation: tuple[np.ndarray, np.ndarray] | None  # (mean, std) of a series' channels
+    feeding: _Feeding
 
     @property
     def n_classes(self) -> int:
@@ -548,11 +561,11 @@ def _feeding_words(f: _Facts) -> dict[str, str]:
     """The README's words on feeding the model: an image model's camera frames, or a series
     model's standardised windows."""
     fields = {
-        "input_rule": f.input_rule,
+        "input_rule": f.feeding.rule,
         "resolution": str(f.request.candidate.subnet.resolution),
         "pillow": _pillow_version(),
     }
-    if f.normalisation is None:
+    if f.feeding.normalisation is None:
         feeding = Template(_platform_file(FEEDING_IMAGE).decode()).substitute(fields)
         r = f.request.candidate.subnet.resolution
         return {
@@ -563,15 +576,15 @@ def _feeding_words(f: _Facts) -> dict[str, str]:
             ),
             "made_from": "image, made from the camera's frame by `tt_quantize_rgb888()`",
         }
-    mean, std = f.normalisation
+    mean, std = f.feeding.normalisation
     feeding = Template(_platform_file(FEEDING_SERIES).decode()).substitute(
         fields,
-        shape="×".join(map(str, f.input_shape)),
+        shape="×".join(map(str, f.feeding.shape)),
         means=", ".join(f"{float(v):.6g}" for v in mean),
         stds=", ".join(f"{float(v):.6g}" for v in std),
     )
     return {
-        "input_size": "×".join(map(str, f.input_shape)),
+        "input_size": "×".join(map(str, f.feeding.shape)),
         "feeding": feeding.rstrip("\n"),
         "frame_helpers": "",
         "made_from": "window, standardised and quantized from the sensor's samples",
@@ -634,20 +647,20 @@ def _feeding_and_saving(f: _Facts) -> dict[str, Any]:
     blob."""
     model = f.model
     feeding: dict[str, Any] = {
-        "shape": list(f.input_shape),
+        "shape": list(f.feeding.shape),
         "layout": "channels first (R, G, B planes)",
         "scale": model.input_scale,
         "zero": model.input_zero,
-        "rule": f.input_rule,
+        "rule": f.feeding.rule,
     }
-    if f.normalisation is None:
+    if f.feeding.normalisation is None:
         feeding |= {
             "frames": "tt_quantize_rgb888, tt_quantize_grey8: the image-folder rule",
             "pillow": _pillow_version(),
             "resize_order": ("horizontal first", "Pillow 13")[model.resize_order],
         }
     else:
-        mean, std = f.normalisation
+        mean, std = f.feeding.normalisation
         feeding["layout"] = "channels first"
         feeding["normalisation"] = {"mean": mean.tolist(), "std": std.tolist()}
     return {
