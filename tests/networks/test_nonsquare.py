@@ -143,7 +143,7 @@ def test_samples_and_network_must_agree_before_anything_is_stored(
     export(randomise_bn(MobileNetV2(0.35, stages=2)), tmp_path / "rgb.pt2", 32)
     db = tmp_path / "s.db"
     for network, words in (
-        (None, "gives samples of 6x1x32, not images; search it with a network of that input"),
+        (None, "gives samples of 6x1x32, not images; search it with your own network of that"),
         (str(tmp_path / "rgb.pt2"), "takes a 3x32x32 input; data set"),
         (exported["sensor"][1], "takes a 6x1x64 input; data set"),
     ):

@@ -146,7 +146,8 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         Text(),
         DEFAULT_DATASET,
         "digits, procedural, imagefolder:PATH, or series:PATH.npz (a sensor's windows or a "
-        "spectrogram's features, X and y, with --supernet FILE of that input).",
+        "spectrogram's features, X and y, searched with your own network of that input as "
+        "the supernet).",
         positional=True,
     ),
     Option(

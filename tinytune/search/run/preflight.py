@@ -106,8 +106,8 @@ def preflight(
     elif data.input_shape is not None:
         raise ConfigError(
             f"data set {data.name!r} gives samples of "
-            f"{'x'.join(map(str, data.input_shape))}, not images; search it with a network of "
-            "that input (--supernet FILE.pt2 or FILE.onnx)"
+            f"{'x'.join(map(str, data.input_shape))}, not images; search it with your own network "
+            "of that input as the supernet (FILE.pt2 or FILE.onnx)"
         )
     if data.num_classes != config.n_classes:
         raise ConfigError(
