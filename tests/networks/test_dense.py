@@ -13,7 +13,7 @@ import torch
 
 from tests.bundle.support import needs
 from tests.networks.support import FORMS, as_imported, check_trains_alike_in_c, save
-from tests.networks.zoo import SensorMLP, TinyConv, randomise_bn
+from tests.networks.zoo import SensorMLP, TinyConv, V3Head, randomise_bn
 from tinytune.ir import trace
 from tinytune.spaces import get_supernet
 
@@ -63,3 +63,25 @@ def test_dense_layers_train_in_c_as_the_simulator_does_on_every_core(
     path = save(_module(name), _samples(name, 1, 0), tmp_path)
     inputs = tuple(_fed(_samples(name, n, seed)) for n, seed in ((16, 2), (4, 3), (4, 4)))
     check_trains_alike_in_c(path, preset, 5, inputs, tmp_path / "bundle")
+
+
+@pytest.mark.parametrize("form", ["pt2", "onnx"])  # core ATen spells hard-swish out: not read
+def test_a_dense_layer_over_pooled_features_is_a_1x1_convolution(
+    form: str, tmp_path: Path
+) -> None:
+    """MobileNetV3's classifier: a linear layer and hard-swish over the pooled features, then
+    the classifier; the network still takes other input sizes."""
+    torch.manual_seed(0)
+    module = randomise_bn(V3Head())
+    x = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(1)).clamp(-1, 1)
+    path = save(module, x[:1], tmp_path, form)
+    net = as_imported(path, module, 10)
+    with torch.no_grad():
+        assert torch.allclose(net(x), module.eval()(x), atol=1e-5)
+    last = [op for op in trace(net, x[:1]).ops if op.kind == "conv"][-1]
+    assert (last.kernel_hw, last.act, last.params.weight_shape) == (
+        (1, 1),
+        "hswish",
+        (128, 96, 1, 1),
+    )
+    assert get_supernet(path).resolutions == (16, 24, 32)

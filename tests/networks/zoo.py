@@ -449,3 +449,22 @@ class SensorMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(self.dense(torch.flatten(self.features(x), 1)))
+
+
+class V3Head(nn.Module):
+    """:class:`SmallV3` with MobileNetV3's classifier as torchvision writes it: the global pool,
+    a 128-unit linear layer, hard-swish, dropout, and the classifier."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.body = SmallV3(classes)
+        self.hidden = nn.Linear(96, 128)
+        self.fc = nn.Linear(128, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = self.body
+        h = b.pw1(b.se1(b.dw1(b.stem(x))))
+        h = h + b.pw2(b.dw2(b.exp(h)))
+        h = nn.functional.adaptive_avg_pool2d(b.head(h), 1).flatten(1)
+        h = nn.functional.dropout(nn.functional.hardswish(self.hidden(h)), 0.2, self.training)
+        return self.fc(h)

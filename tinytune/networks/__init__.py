@@ -14,8 +14,8 @@ from tinytune.networks.graph import (
     conv_roles,
     dense_as_conv,
     fold_pads,
-    global_pool_before_classifier,
     same_padded,
+    takes_other_sizes,
     total_stride,
 )
 from tinytune.networks.steps import Plan, Step, plan
@@ -33,10 +33,10 @@ __all__ = [
     "conv_roles",
     "dense_as_conv",
     "fold_pads",
-    "global_pool_before_classifier",
     "is_network_file",
     "plan",
     "read_network",
     "same_padded",
+    "takes_other_sizes",
     "total_stride",
 ]

@@ -32,9 +32,9 @@ __all__ = [
     "dense_as_conv",
     "fold_pads",
     "fuse_silu",
-    "global_pool_before_classifier",
     "lift_1d",
     "same_padded",
+    "takes_other_sizes",
     "total_stride",
 ]
 
@@ -190,8 +190,9 @@ def dense_as_conv(graph: NetworkGraph) -> NetworkGraph:
     """``graph`` with every linear layer but the last (a hidden dense layer) as the
     convolution it is: over the whole map it reads flattened, (O, C·H·W) as an (O, C, H, W)
     kernel (PyTorch's and ONNX's flatten order), or as a 1×1 convolution over (N, F, 1, 1)
-    after another; its output, and the BatchNorm and activation after it, (N, O, 1, 1). The
-    flattens it read through go. The last linear layer stays the classifier."""
+    features (a global pool's, another dense layer's); its output, and the BatchNorm and
+    activation after it, (N, O, 1, 1). The flattens it read through go. The last linear layer
+    stays the classifier."""
     linears = [n for n in graph.nodes if n.op == "linear"]
     if len(linears) < 2:
         return graph
@@ -202,6 +203,8 @@ def dense_as_conv(graph: NetworkGraph) -> NetworkGraph:
         if n.op == "linear" and n is not linears[-1]:
             src = _through(n.inputs[0], producers)
             shape = shapes[src]
+            if len(shape) == 2 and src in producers and producers[src].op in ("gap", "conv"):
+                shape = shapes[src] = (*shape, 1, 1)  # pooled features, as the pool keeps them
             if len(shape) != 4:
                 raise ModelError(
                     f"{graph.source!r}: node {n.name!r} ({n.source}) is a linear layer over "
@@ -210,7 +213,7 @@ def dense_as_conv(graph: NetworkGraph) -> NetworkGraph:
             weight = n.params["weight"]
             _, c, h, w = shape
             attrs = {"kernel": (h, w), "stride": (1, 1), "padding": (0, 0, 0, 0),
-                     "dilation": (1, 1), "groups": 1}  # fmt: skip
+                     "dilation": (1, 1), "groups": 1, "whole_map": h * w > 1}  # fmt: skip
             params = {"weight": weight.reshape(weight.shape[0], c, h, w)}
             params |= {"bias": n.params["bias"]} if "bias" in n.params else {}
             shapes[n.output] = (shape[0], weight.shape[0], 1, 1)
@@ -234,13 +237,16 @@ def dense_as_conv(graph: NetworkGraph) -> NetworkGraph:
     return NetworkGraph(tuple(nodes), shapes, graph.input, graph.output, graph.source)
 
 
-def global_pool_before_classifier(graph: NetworkGraph) -> bool:
-    """Whether the classifier reads a global pool (through flatten and identity), so that the
-    network takes other input sizes; a flatten of a map fixes the size it was exported at."""
-    producers = graph.producers()
-    classifier = [n for n in graph.nodes if n.op == "linear"][-1]
-    features = _through(classifier.inputs[0], producers)
-    return features in producers and producers[features].op == "gap"
+def takes_other_sizes(graph: NetworkGraph) -> bool:
+    """Whether the network computes at input sizes other than the exported one: it pools
+    globally, and nothing reads a whole map at once (a flatten of a map, a dense layer over
+    one), which fixes the size it was exported at."""
+    whole_map = any(
+        (n.op == "flatten" and graph.shapes[n.inputs[0]][2:] not in ((1, 1), ()))
+        or (n.op == "conv" and n.attrs.get("whole_map"))
+        for n in graph.nodes
+    )
+    return any(n.op == "gap" for n in graph.nodes) and not whole_map
 
 
 def fold_pads(nodes: list[Node]) -> list[Node]:

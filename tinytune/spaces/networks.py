@@ -20,9 +20,9 @@ from typing import Any
 from tinytune.errors import ConfigError
 from tinytune.networks import (
     conv_roles,
-    global_pool_before_classifier,
     plan,
     read_network,
+    takes_other_sizes,
     total_stride,
 )
 
@@ -86,7 +86,7 @@ def _fields(path: str, resolved: str, _size: int, _mtime: int) -> tuple[tuple[st
         "width_mult": 1.0,
         "resolutions": (
             network_resolutions(height, total_stride(graph))
-            if height == width and global_pool_before_classifier(graph)
+            if height == width and takes_other_sizes(graph)
             else (height,)
         ),
         "default_resolution": height,
