@@ -65,7 +65,7 @@ def test_dense_layers_train_in_c_as_the_simulator_does_on_every_core(
     check_trains_alike_in_c(path, preset, 5, inputs, tmp_path / "bundle")
 
 
-@pytest.mark.parametrize("form", ["pt2", "onnx"])  # core ATen spells hard-swish out: not read
+@pytest.mark.parametrize("form", FORMS)  # core ATen spells hard-swish and hard-sigmoid out
 def test_a_dense_layer_over_pooled_features_is_a_1x1_convolution(
     form: str, tmp_path: Path
 ) -> None:

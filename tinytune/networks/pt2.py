@@ -266,7 +266,7 @@ def read_pt2(path: str) -> NetworkGraph:
     if len(shapes.get(user_inputs[0], ())) == 3:  # (N, C, T): a 1-D network, read as 2-D
         lifted = frozenset(name for name, shape in shapes.items() if len(shape) == 3)
         shapes = {name: lift_1d(shape) for name, shape in shapes.items()}
-    nodes = _nodes(graph["nodes"], params, shapes, lifted, path)
+    nodes = _nodes(_hard_activations(graph["nodes"]), params, shapes, lifted, path)
     live = {n.output for n in nodes} | {user_inputs[0]}
     return NetworkGraph(
         tuple(nodes),
@@ -275,6 +275,77 @@ def read_pt2(path: str) -> NetworkGraph:
         outputs[0]["as_tensor"]["name"],
         path,
     )
+
+
+def _call_of(node: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
+    """A raw node's operator name (``add``, ``clamp``), its arguments and its first output."""
+    parts = node["target"].split(".")
+    outputs = [_arg(o) for o in node["outputs"]]
+    first = outputs[0] if outputs else None
+    out = first[1] if isinstance(first, tuple) else ""
+    return (
+        parts[-2] if len(parts) >= 2 else "",
+        {i["name"]: _arg(i["arg"]) for i in node["inputs"]},
+        out,
+    )
+
+
+def _hard_activations(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Core ATen's hard-swish, x·clamp(x + 3, 0, 6)/6, and hard-sigmoid, clamp(x + 3, 0, 6)/6
+    (``run_decompositions()`` spells them out), as the one operator each that
+    ``torch.export.export`` gives; any other use of those operators is left as it is."""
+    calls = [_call_of(n) for n in raw]
+    made = {out: i for i, (_, _, out) in enumerate(calls)}
+    readers: dict[str, int] = {}
+    for _, args, _ in calls:
+        for v in args.values():
+            for t in v if isinstance(v, list) else [v]:
+                if isinstance(t, tuple) and t[0] == "tensor":
+                    readers[t[1]] = readers.get(t[1], 0) + 1
+
+    def single(value: Any, op: str, **want: Any) -> tuple[int, dict[str, Any]] | None:
+        """The node that makes ``value``, read once, of operator ``op`` with ``want``."""
+        if not (isinstance(value, tuple) and value[0] == "tensor") or readers.get(value[1]) != 1:
+            return None
+        i = made.get(value[1])
+        if i is None or calls[i][0] != op:
+            return None
+        args = calls[i][1]
+        if any(args.get(k) != v and not (v is None and k not in args) for k, v in want.items()):
+            return None
+        return i, args
+
+    gone: set[int] = set()
+    fused: dict[int, dict[str, Any]] = {}
+    for i, (op, args, _) in enumerate(calls):
+        if op != "div" or args.get("other") not in (6, 6.0):
+            continue
+        top = args.get("self")
+        product = single(top, "mul")
+        clamp_of = (
+            [product[1].get("other"), product[1].get("self")] if product else [top]
+        )  # x * clamp(...), clamp(...) * x, or clamp(...) alone
+        for clamped in clamp_of:
+            high = single(clamped, "clamp", min=None, max=6)
+            low = high and single(high[1].get("self"), "clamp", min=0, max=None)
+            shifted = low and single(low[1].get("self"), "add", other=3)
+            if not shifted:
+                continue
+            x = shifted[1].get("self")
+            others = [v for v in product[1].values() if v != clamped] if product else []
+            if product and others != [x]:
+                continue
+            gone.update(j for j, _ in (high, low, shifted))
+            gone.update([product[0]] if product else [])
+            name = "hardswish" if product else "hardsigmoid"
+            fused[i] = {
+                "target": f"torch.ops.aten.{name}.default",
+                "inputs": [{"name": "self", "arg": {"as_tensor": {"name": x[1]}}}],
+                "outputs": raw[i]["outputs"],
+                "name": raw[i].get("name") or calls[i][2],
+            }
+            break
+    return [fused.get(i, n) for i, n in enumerate(raw) if i not in gone]
 
 
 def _nodes(
