@@ -201,11 +201,12 @@ def _rv32_counts(tmp_path: Path, rows: int) -> dict[tuple[int, int, int, int], f
 @pytest.mark.slow
 @needs("rv32imc")
 def test_the_readmes_instruction_counts_are_measured(tmp_path: Path) -> None:
-    """The bundle README's cost of the frame helpers on RV32IMC, counted again."""
+    """The bundle README's cost of the frame helpers on RV32IMC (its section on feeding an
+    image model), counted again."""
     from importlib import resources
 
     readme = " ".join(
-        (resources.files("tinytune.bundle") / "platform" / "bundle_readme.md").read_text().split()
+        (resources.files("tinytune.bundle") / "platform" / "feeding_image.md").read_text().split()
     )
     four, eight = _rv32_counts(tmp_path, 4), _rv32_counts(tmp_path, 8)
     said = (
