@@ -229,6 +229,63 @@ def plan_memory(
         in_place: in int8, run depthwise convolutions in place where they may, as the
             bundles' engine does; False plans every output apart (an engine that does not).
     """
+    _check_plan(precision, update, optimizer, accumulate, patches)
+    p = PRECISIONS[precision]
+    n = len(graph.ops)
+    last = 2 * n - 1
+    producer = graph.producer()
+    end_of: dict[int, int] = {}  # tensor id -> last step its activation is alive
+    for t, readers in graph.consumers().items():
+        end_of[t] = max(readers, default=producer.get(t, 0))
+    end_of[graph.output] = max(end_of[graph.output], n - 1)
+
+    buffers: list[Buffer] = []
+    kept_whole: set[int] = set()  # a tensor that several ops keep is one buffer, held once
+    saved_total = 0
+    for op in graph.ops:
+        whole, derived = _kept(op, graph, p)
+        for t in whole:
+            end_of[t] = max(end_of[t], last - op.index)
+            kept_whole.add(t)
+        for name, nbytes in derived:
+            buffers.append(Buffer(f"{op.name}:{name}", "saved", nbytes, op.index, last - op.index))
+            saved_total += nbytes
+    saved_total += sum(graph.tensors[t].numel * p.activation for t in kept_whole)
+    at = _tensor_buffers(graph, p, end_of, patches, buffers)
+    buffers += _parameter_buffers(graph, p, update, optimizer, accumulate)
+    aliases: dict[str, str] = {}
+    if precision == "int8" and in_place:
+        buffers = _run_in_place(graph, buffers, at, aliases, kept_whole, end_of, patches)
+    timeline, peak_step, breakdown = _peak(buffers, last)
+    op_index = peak_step if peak_step < n else last - peak_step
+    int8 = precision == "int8"
+    return MemoryReport(
+        precision=precision,
+        peak_bytes=timeline[peak_step],
+        peak_step=peak_step,
+        peak_phase="forward" if peak_step < n else "backward",
+        peak_op=graph.ops[op_index].name,
+        breakdown=breakdown,
+        timeline=tuple(timeline),
+        buffers=tuple(buffers),
+        flash_bytes=(
+            _int8_constant_bytes(graph)
+            if int8
+            else sum(_param_bytes(op, p, trained_only=False) for op in graph.ops)
+        ),
+        saved_bytes=saved_total,
+        layout=plan_layout(buffers),
+        mcunetv3_extra_bytes=mcunetv3_extra_bytes(graph),
+        code_bytes=_code_bytes(graph) if int8 else 0,
+        workspace_bytes=_workspace_bytes(graph, buffers) if int8 else 0,
+        aliases=aliases,
+        patches=patches,
+    )
+
+
+def _check_plan(
+    precision: str, update: str, optimizer: str, accumulate: int, patches: PatchPlan | None
+) -> None:
     if precision not in PRECISIONS:
         raise ConfigError(f"unknown precision {precision!r}; allowed: {sorted(PRECISIONS)}")
     if update not in UPDATES:
@@ -239,34 +296,23 @@ def plan_memory(
         raise ConfigError(f"gradient accumulation must be an integer >= 1, got {accumulate!r}")
     if patches is not None and precision != "int8":
         raise ConfigError(f"patch-based execution is planned in int8 only, got {precision}")
-    p = PRECISIONS[precision]
+
+
+def _tensor_buffers(
+    graph: Graph,
+    p: Precision,
+    end_of: dict[int, int],
+    patches: PatchPlan | None,
+    buffers: list[Buffer],
+) -> dict[int, int]:
+    """Append every tensor's activation buffer (its patch's region, where the frozen prefix
+    runs patch by patch) and, where it needs one, its gradient's to ``buffers``; return
+    tensor id -> the index of its activation's buffer."""
     n = len(graph.ops)
     last = 2 * n - 1
-
-    def bwd(i: int) -> int:
-        return last - i
-
-    producer = graph.producer()
-    consumers = graph.consumers()
-    end_of: dict[int, int] = {}  # tensor id -> last step its activation is alive
-    for t, readers in consumers.items():
-        end_of[t] = max(readers, default=producer.get(t, 0))
-    end_of[graph.output] = max(end_of[graph.output], n - 1)
-
-    buffers: list[Buffer] = []
-    kept_whole: set[int] = set()  # a tensor that several ops keep is one buffer, held once
-    saved_total = 0
-    for op in graph.ops:
-        whole, derived = _kept(op, graph, p)
-        for t in whole:
-            end_of[t] = max(end_of[t], bwd(op.index))
-            kept_whole.add(t)
-        for name, nbytes in derived:
-            buffers.append(Buffer(f"{op.name}:{name}", "saved", nbytes, op.index, bwd(op.index)))
-            saved_total += nbytes
-    saved_total += sum(graph.tensors[t].numel * p.activation for t in kept_whole)
+    producer, consumers = graph.producer(), graph.consumers()
     local = set(patches.local_tensors(graph)) if patches is not None else set()
-    at: dict[int, int] = {}  # tensor id -> index of its activation's buffer
+    at: dict[int, int] = {}
     for t, info in graph.tensors.items():
         if p.name == "int8" and t == graph.output:
             continue  # the float32 logits and, in place, their gradient: the workspace's
@@ -275,61 +321,54 @@ def plan_memory(
             if t == graph.input:
                 end = max(end, patches.stage_end - 1)
             elif t == patches.output:
-                buffers.append(
-                    Buffer(
-                        f"t{t}:patch",
-                        "activation",
-                        patches.region_bytes(graph, t, p.activation),
-                        start,
-                        start,
-                    )
-                )
+                region = patches.region_bytes(graph, t, p.activation)
+                buffers.append(Buffer(f"t{t}:patch", "activation", region, start, start))
                 start = 0
             elif t in local:
                 nbytes = patches.region_bytes(graph, t, p.activation)
         at[t] = len(buffers)
         buffers.append(Buffer(f"t{t}", "activation", nbytes, start, end))
         if info.requires_grad:  # its gradient, from its last reader's backward to its writer's
-            readers = consumers[t] or [n - 1]
-            g_start = bwd(max(readers))
-            g_end = bwd(producer[t]) if t in producer else g_start
+            g_start = last - max(consumers[t] or [n - 1])
+            g_end = last - producer[t] if t in producer else g_start
             buffers.append(
                 Buffer(f"grad t{t}", "gradient", info.numel * p.gradient, g_start, g_end)
             )
+    return at
+
+
+def _parameter_buffers(
+    graph: Graph, p: Precision, update: str, optimizer: str, accumulate: int
+) -> list[Buffer]:
+    """The trained parameters (alive over the whole step), their gradients where they are
+    buffers (``update``, ``accumulate``) and the optimizer's state."""
+    last = 2 * len(graph.ops) - 1
+    out: list[Buffer] = []
     trained_elems = 0
-    if precision == "int8":
-        flash = _int8_constant_bytes(graph)
-    else:
-        flash = sum(_param_bytes(op, p, trained_only=False) for op in graph.ops)
     for op in graph.ops:
         trained = op.params.trained
         if not trained:
             continue
         trained_elems += trained
-        buffers.append(Buffer(f"{op.name}:weights", "weights", _param_bytes(op, p, True), 0, last))
+        out.append(Buffer(f"{op.name}:weights", "weights", _param_bytes(op, p, True), 0, last))
         if accumulate > 1:
             g_start, g_end = 0, last
         elif update == "fused":
             continue
         else:
-            g_start, g_end = bwd(op.index), bwd(op.index) if update == "reordered" else last
-        buffers.append(
-            Buffer(
-                f"{op.name}:grad",
-                "param_gradient",
-                trained * p.param_gradient,
-                g_start,
-                g_end,
-            )
-        )
+            g_start = last - op.index
+            g_end = g_start if update == "reordered" else last
+        grad_bytes = trained * p.param_gradient
+        out.append(Buffer(f"{op.name}:grad", "param_gradient", grad_bytes, g_start, g_end))
     state = OPTIMIZERS[optimizer] * trained_elems * 4
     if state:
-        buffers.append(Buffer("optimizer state", "optimizer", state, 0, last))
+        out.append(Buffer("optimizer state", "optimizer", state, 0, last))
+    return out
 
-    aliases: dict[str, str] = {}
-    if precision == "int8" and in_place:
-        buffers = _run_in_place(graph, buffers, at, aliases, kept_whole, end_of, patches)
 
+def _peak(buffers: list[Buffer], last: int) -> tuple[list[int], int, dict[str, int]]:
+    """The bytes alive at each step, the first step of the most, and what they are by
+    category there."""
     timeline = [0] * (last + 1)
     for b in buffers:
         for step in range(b.start, b.end + 1):
@@ -339,27 +378,7 @@ def plan_memory(
     for b in buffers:
         if b.start <= peak_step <= b.end:
             breakdown[b.category] = breakdown.get(b.category, 0) + b.nbytes
-    phase = "forward" if peak_step < n else "backward"
-    op_index = peak_step if peak_step < n else last - peak_step
-
-    return MemoryReport(
-        precision=precision,
-        peak_bytes=timeline[peak_step],
-        peak_step=peak_step,
-        peak_phase=phase,
-        peak_op=graph.ops[op_index].name,
-        breakdown=breakdown,
-        timeline=tuple(timeline),
-        buffers=tuple(buffers),
-        flash_bytes=flash,
-        saved_bytes=saved_total,
-        layout=plan_layout(buffers),
-        mcunetv3_extra_bytes=mcunetv3_extra_bytes(graph),
-        code_bytes=_code_bytes(graph) if precision == "int8" else 0,
-        workspace_bytes=_workspace_bytes(graph, buffers) if precision == "int8" else 0,
-        aliases=aliases,
-        patches=patches,
-    )
+    return timeline, peak_step, breakdown
 
 
 def _run_in_place(
