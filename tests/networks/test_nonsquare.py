@@ -176,3 +176,28 @@ def test_windows_of_a_series_file_feed_a_1d_network(tmp_path: Path) -> None:
     x = torch.from_numpy(np.array(data.load(data.resolution).test.x))
     with torch.no_grad():  # the window as the module takes it, (N, C, T)
         assert torch.allclose(net(x), module(x[:, :, 0]), atol=1e-5)
+
+
+@pytest.mark.parametrize("form", ["pt2", "onnx"])
+def test_1d_branches_concatenated_along_their_channels(tmp_path: Path, form: str) -> None:
+    from tests.networks.support import as_imported, save
+
+    class Branches(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = (
+                torch.nn.Conv1d(6, 8, 3, padding=1),
+                torch.nn.Conv1d(6, 8, 5, padding=2),
+            )
+            self.fc = torch.nn.Linear(16, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:  # dim -2 of (N, C, T): channels
+            h = torch.cat([torch.relu(self.a(x)), torch.relu(self.b(x))], dim=-2)
+            return self.fc(h.mean(dim=-1))
+
+    torch.manual_seed(0)
+    module = Branches().eval()
+    x = torch.randn(2, 6, 32)
+    net = as_imported(save(module, x[:1], tmp_path, form), module, 3)
+    with torch.no_grad():
+        assert torch.allclose(net(x[:, :, None, :]), module(x), atol=1e-5)

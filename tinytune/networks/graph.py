@@ -33,6 +33,7 @@ __all__ = [
     "fold_pads",
     "fuse_silu",
     "lift_1d",
+    "lift_1d_dim",
     "same_padded",
     "takes_other_sizes",
     "total_stride",
@@ -150,6 +151,13 @@ def lift_1d(shape: tuple[int, ...]) -> tuple[int, ...]:
     """A 1-D network's (N, C, T) tensor as the 2-D one tinytune trains, (N, C, 1, T); any
     other shape as it is."""
     return (shape[0], shape[1], 1, shape[2]) if len(shape) == 3 else shape
+
+
+def lift_1d_dim(dim: int) -> int:
+    """A dim of a 1-D network's (N, C, T) tensor (negative ones too) as the same dim of its
+    (N, C, 1, T): N and C keep theirs, T becomes 3."""
+    dim %= 3
+    return 3 if dim == 2 else dim
 
 
 def fuse_silu(nodes: list[Node]) -> list[Node]:

@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 
 from tinytune.errors import ModelError
-from tinytune.networks.graph import NetworkGraph, Node, fold_pads, fuse_silu, lift_1d
+from tinytune.networks.graph import (
+    NetworkGraph,
+    Node,
+    fold_pads,
+    fuse_silu,
+    lift_1d,
+    lift_1d_dim,
+)
 
 __all__ = ["read_onnx"]
 
@@ -319,7 +326,7 @@ def _binary(c: _Call) -> Node:
 def _cat(c: _Call) -> Node:
     dim = int(c.attrs.get("axis", 1))
     if c.inputs and c.inputs[0] in c.lifted:  # a 1-D network's axis, as (N, C, 1, T) has it
-        dim = dim % 3 + (dim % 3 == 2)
+        dim = lift_1d_dim(dim)
     return c.node(c.activations, {"dim": dim})
 
 

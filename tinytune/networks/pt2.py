@@ -22,7 +22,14 @@ from typing import Any
 import numpy as np
 
 from tinytune.errors import ModelError
-from tinytune.networks.graph import NetworkGraph, Node, fold_pads, fuse_silu, lift_1d
+from tinytune.networks.graph import (
+    NetworkGraph,
+    Node,
+    fold_pads,
+    fuse_silu,
+    lift_1d,
+    lift_1d_dim,
+)
 
 __all__ = ["read_pt2"]
 
@@ -560,7 +567,7 @@ def _cat(c: _Call) -> Node:
     tensors = [t[1] for t in c.args.get("tensors") or []]
     dim = int(c.args.get("dim", 0))
     if tensors and tensors[0] in c.lifted:  # a 1-D network's dim, as its (N, C, 1, T) has it
-        dim = dim % 3 + (dim % 3 == 2)
+        dim = lift_1d_dim(dim)
     return c.node(tuple(tensors), {"dim": dim})
 
 
