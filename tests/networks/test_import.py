@@ -15,7 +15,7 @@ from torch import nn
 
 from tests.networks.zoo import MobileNetV2, SmallV3, export, randomise_bn
 from tinytune.cli.main import main
-from tinytune.errors import ConfigError, ModelError
+from tinytune.errors import ModelError
 from tinytune.models import GraphNet, ImportedNetwork, build_candidate
 from tinytune.networks import read_network
 from tinytune.spaces import PRESET_NAMES, get_supernet, make_preset
@@ -113,8 +113,13 @@ def test_the_search_space_is_read_off_the_graph(mbv2: nn.Module, tmp_path: Path)
         assert {"classifier.weight", "classifier.bias"} <= trained
         if preset == "last":
             assert len(trained) == 2 and net.frozen_prefix() == len(net.stages())
-        if preset in ("bias-only", "tinytl"):  # no lite residual on a graph without blocks
+        if preset == "bias-only":
             assert sum(n.endswith(".bias") for n in trained) == len(convs) + 1
+        if preset == "tinytl":  # every bias, and branches on every stage but the first
+            assert (
+                sum(n.endswith(".bias") and ".lite." not in n for n in trained) == len(convs) + 1
+            )
+            assert candidate.lite_residual.blocks == tuple(range(1, spec.n_stages))
         if preset == "full":
             assert sum(n.endswith("weight_train") for n in trained) == len(convs)
 
@@ -343,9 +348,3 @@ def test_a_cut_is_the_networks_first_stages_pooled_into_a_new_classifier(
         assert candidate.n_convs == sum(spec.stage_convs[:kept])
         built = build_candidate(candidate, ImportedNetwork(graph), 10, calibration=[], seed=0)
         assert len(built.convs()) == candidate.n_convs
-    with pytest.raises(ConfigError):  # no lite residual branch on a graph's stages
-        from tinytune.spaces import Candidate, LiteResidualBranch, LiteResidualConfig
-
-        last = make_preset("last", spec)
-        Candidate(spec.name, last.subnet, LiteResidualConfig(((1, LiteResidualBranch()),)),
-                  last.update)  # fmt: skip

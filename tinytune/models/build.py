@@ -71,46 +71,42 @@ def pad_same(net: TrainNet) -> None:
             conv.padding = SAME
 
 
-def _block_input_sizes(net: TrainNet) -> list[int]:
-    sizes: list[int] = []
-    hooks = [
-        b.register_forward_pre_hook(lambda _m, args: sizes.append(args[0].shape[-1]))
-        for b in net.blocks
-    ]
-    try:
-        with torch.no_grad():
-            net(torch.zeros(1, 3, net.resolution, net.resolution))
-    finally:
-        for h in hooks:
-            h.remove()
-    return sizes
+def _shrunk(size: int, downsample: int, kernel: int) -> tuple[int, int]:
+    """TinyTL's rule (``insert_lite_residual``) along one axis of ``size``: the pooling ratio
+    is capped by the size and the kernel shrinks by 2 while it exceeds the pooled size."""
+    ratio = max(1, min(downsample, size))
+    while kernel > 1 and kernel > size // ratio:
+        kernel -= 2
+    return ratio, kernel
 
 
 def attach_lite_residuals(
-    net: TrainNet, config: LiteResidualConfig, generator: torch.Generator
+    net: Network, config: LiteResidualConfig, generator: torch.Generator
 ) -> None:
-    """Attach lite residual branches; where the block's input is too small for the requested
-    pooling or kernel, they shrink as in TinyTL (``insert_lite_residual``): the pooling ratio
-    is capped by the input size and the kernel shrinks by 2 while it exceeds the pooled size."""
+    """Attach lite residual branches on the blocks (a user's network: the stages) the config
+    names; where a block's input is too small for the requested pooling or kernel, they
+    shrink as in TinyTL, along each axis of it (:func:`_shrunk`)."""
     if not config.branches:
         return
-    sizes = _block_input_sizes(net)
+    sites = net.lite_sites()
     for index, branch in config.branches:
-        block = net.blocks[index]
-        size = sizes[index]
-        ratio = max(1, min(branch.downsample, size))
-        pooled = size // ratio
-        kernel = branch.kernel_size
-        while kernel > 1 and kernel > pooled:
-            kernel -= 2
-        block.attach_lite(
+        site = sites[index]
+        if site.in_channels % branch.groups:
+            raise ModelError(
+                f"a lite residual branch of {branch.groups} groups cannot go on block {index}: "
+                f"its input has {site.in_channels} channels (allowed: groups that divide them)"
+            )
+        (rh, kh), (rw, kw) = (
+            _shrunk(size, branch.downsample, branch.kernel_size) for size in site.size
+        )
+        site.module.attach_lite(
             LiteResidual(
-                block.in_channels,
-                block.out_channels,
-                stride=block.stride,
-                kernel_size=kernel,
+                site.in_channels,
+                site.out_channels,
+                stride=site.stride,
+                kernel_size=(kh, kw),
                 groups=branch.groups,
-                downsample=ratio,
+                downsample=(rh, rw),
                 expand=branch.expand,
                 generator=generator,
             )
@@ -155,6 +151,7 @@ def build_candidate(
                 f"{supernet.graph.source!r} has {len(graph_net.convs())} convolutions, the "
                 f"search space expects {candidate.n_convs}"
             )
+        attach_lite_residuals(graph_net, candidate.lite_residual, generator)
         apply_update_scheme(graph_net, candidate.update)
         return graph_net
     if recalibrate is None:

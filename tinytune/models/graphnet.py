@@ -33,6 +33,8 @@ from tinytune.models.layers import (
     Classifier,
     ConvUnit,
     GlobalAvgPool,
+    LiteResidual,
+    LiteSite,
     MaxPool,
     Mul,
 )
@@ -42,7 +44,12 @@ __all__ = ["GraphNet", "GraphStage", "ImportedNetwork", "save_module"]
 
 
 class GraphStage(nn.Module):
-    """A run of ops between two single-tensor cut points: one input, one output."""
+    """A run of ops between two single-tensor cut points: one input, one output.
+
+    A lite residual branch (:meth:`attach_lite`) spans the stage from its input to its
+    ``body``: its output, or where it pools globally (a global pool other than
+    squeeze-and-excitation's, and what follows it), the tensor that pool reads.
+    """
 
     def __init__(
         self, steps: list[tuple[str, nn.Module, tuple[str, ...], str]], source: str, sink: str
@@ -59,14 +66,43 @@ class GraphStage(nn.Module):
             [t for t in inputs if last_use[t] == i and t != sink]
             for i, (_, inputs, _) in enumerate(self.wiring)
         ]
+        self.body = _body(steps, source)
+        self.lite: LiteResidual | None = None
+        self.lite_add: Add | None = None
+
+    def attach_lite(self, lite: LiteResidual) -> None:
+        self.lite, self.lite_add = lite, Add()
 
     def forward(self, x: Tensor) -> Tensor:
         env = {self.source: x}
         for (name, inputs, output), done in zip(self.wiring, self.release, strict=True):
             env[output] = self.ops[name](*(env[t] for t in inputs))
+            if output == self.body and self.lite is not None:
+                env[output] = self.lite_add(env[output], self.lite(x, env[output]))  # type: ignore[misc]
             for t in done:
                 del env[t]
         return env[self.sink]
+
+
+def _body(steps: list[tuple[str, nn.Module, tuple[str, ...], str]], source: str) -> str:
+    """The tensor a stage's lite residual branch adds to: what its first global pool that
+    squeeze-and-excitation does not use reads (the stage's output without one)."""
+    producer = {out: (module, inputs) for _, module, inputs, out in steps}
+    excite: set[str] = set()  # the tensors a channel product scales by, and those they are of
+    for _, module, inputs, _ in steps:
+        if isinstance(module, Mul):
+            todo = [inputs[1]]
+            while todo:
+                t = todo.pop()
+                if t in excite or t not in producer:
+                    continue
+                excite.add(t)
+                if not isinstance(producer[t][0], GlobalAvgPool):  # the squeeze: its start
+                    todo += producer[t][1]
+    for _, module, inputs, out in steps:
+        if isinstance(module, GlobalAvgPool) and out not in excite and inputs[0] != source:
+            return inputs[0]
+    return steps[-1][3]
 
 
 def _module_name(name: str, taken: set[str]) -> str:
@@ -178,8 +214,8 @@ class GraphNet(nn.Module):
         self.source = graph.source
 
     def convs(self) -> list[ConvUnit]:
-        """The convolutions, index i at position i."""
-        return [m for m in self.stages_.modules() if isinstance(m, ConvUnit)]
+        """The convolutions, index i at position i (lite residual branches excluded)."""
+        return [m for stage in self.stages_ for m in stage.ops.values() if isinstance(m, ConvUnit)]
 
     def stages(self) -> list[nn.Module]:
         return list(self.stages_)
@@ -204,6 +240,40 @@ class GraphNet(nn.Module):
         for module in self.stages_[n:]:
             h = module(h)
         return self.classifier(h)
+
+    def lite_sites(self) -> list[LiteSite]:
+        """Where lite residual branches may go: on each stage, index s at position s (from its
+        input to its ``body``; as on a built-in network's blocks, none on stage 0)."""
+        shapes: list[tuple[torch.Size, torch.Size]] = []
+        body: dict[int, torch.Size] = {}
+        hooks = []
+        for i, stage in enumerate(self.stages_):
+            producer = next(n for n, _, out in stage.wiring if out == stage.body)
+
+            def keep(_m: nn.Module, _a: object, y: Tensor, i: int = i) -> None:
+                body[i] = y.shape
+
+            hooks.append(stage.ops[producer].register_forward_hook(keep))
+        try:
+            with torch.no_grad():
+                x = torch.zeros(1, *self.input_shape)
+                for i, stage in enumerate(self.stages_):
+                    y = stage(x)
+                    shapes.append((x.shape, body[i]))
+                    x = y
+        finally:
+            for h in hooks:
+                h.remove()
+        return [
+            LiteSite(
+                stage,
+                int(x[1]),
+                int(y[1]),
+                (max(1, round(x[2] / y[2])), max(1, round(x[3] / y[3]))),
+                (int(x[2]), int(x[3])),
+            )
+            for stage, (x, y) in zip(self.stages_, shapes, strict=True)
+        ]
 
     def extra_repr(self) -> str:
         return f"from {self.source!r}: {len(self.stages_)} stages, {len(self.convs())} convs"

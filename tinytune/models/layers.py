@@ -13,6 +13,7 @@ Leaf modules (the op set): :class:`ConvUnit`, :class:`Add`, :class:`Mul`,
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -33,6 +34,7 @@ __all__ = [
     "GlobalAvgPool",
     "GroupNormUnit",
     "LiteResidual",
+    "LiteSite",
     "MBBlock",
     "MaxPool",
     "Mul",
@@ -432,12 +434,25 @@ class GroupNormUnit(nn.Module):
         }
 
 
+def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
+    return (int(v[0]), int(v[1])) if isinstance(v, tuple) else (int(v), int(v))
+
+
+def _one_or_pair(v: tuple[int, int]) -> int | tuple[int, int]:
+    """One number where both axes have it, else the pair."""
+    return v[0] if v[0] == v[1] else v
+
+
 class LiteResidual(nn.Module):
     """TinyTL lite residual branch (TinyTL §3.2, tinytl ``LiteResidualModule``).
 
     avg-pool ↓r → k×k group conv (stride of the block) → GroupNorm → ReLU → 1×1 conv →
     GroupNorm (scale initialised to 0, no bias: the block's own bias plays that role) →
     bilinear upsample to the block output → added to it. At initialisation the branch adds 0.
+
+    ``stride``, ``kernel_size`` and ``downsample`` are one number, or (down, across) for a
+    block whose input is not square (a spectrogram; a sensor window of height 1 takes a
+    1×k kernel and a 1×r pool).
     """
 
     def __init__(
@@ -445,10 +460,10 @@ class LiteResidual(nn.Module):
         in_channels: int,
         out_channels: int,
         *,
-        stride: int,
-        kernel_size: int,
+        stride: int | tuple[int, int],
+        kernel_size: int | tuple[int, int],
         groups: int,
-        downsample: int,
+        downsample: int | tuple[int, int],
         expand: float,
         generator: torch.Generator,
     ) -> None:
@@ -456,8 +471,9 @@ class LiteResidual(nn.Module):
         if in_channels % groups:
             raise ValueError(f"{in_channels} channels cannot be split into {groups} groups")
         mid = max(8, int(in_channels * expand + 4) // 8 * 8)  # a multiple of 8, as in TinyTL
-        self.pool = AvgPool(downsample) if downsample > 1 else None
-        w1 = torch.empty(mid, in_channels // groups, kernel_size, kernel_size)
+        ratio, (kh, kw) = _pair(downsample), _pair(kernel_size)
+        self.pool = AvgPool(ratio) if max(ratio) > 1 else None
+        w1 = torch.empty(mid, in_channels // groups, kh, kw)
         w2 = torch.empty(out_channels, mid, 1, 1)
         for w in (w1, w2):  # He init, fan-out (tinytl init_models)
             fan_out = w.shape[0] * w.shape[2] * w.shape[3]
@@ -465,8 +481,8 @@ class LiteResidual(nn.Module):
         self.conv1 = ConvUnit(
             w1,
             torch.zeros(mid),
-            stride=stride,
-            padding=kernel_size // 2,
+            stride=_one_or_pair(_pair(stride)),
+            padding=_one_or_pair((kh // 2, kw // 2)),
             groups=groups,
             kind="lite",
         )
@@ -483,6 +499,24 @@ class LiteResidual(nn.Module):
         h = self.norm1(self.conv1(h))
         h = self.norm2(self.conv2(h))
         return self.up(h, like)
+
+
+@dataclass(frozen=True)
+class LiteSite:
+    """Where a lite residual branch may go: a block (:class:`MBBlock`) or a stage of a
+    user's network, which takes the branch by ``module.attach_lite``.
+
+    Attributes:
+        in_channels, out_channels: of the block's input and of the tensor the branch adds to.
+        stride: (down, across), from the block's input to that tensor.
+        size: (H, W) of the block's input at the network's resolution.
+    """
+
+    module: nn.Module
+    in_channels: int
+    out_channels: int
+    stride: tuple[int, int]
+    size: tuple[int, int]
 
 
 class SqueezeExcite(nn.Module):
@@ -634,6 +668,25 @@ class TrainNet(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:  # (N, 3, R, R) -> (N, classes)
         return self.forward_from(x, 0)
+
+    def lite_sites(self) -> list[LiteSite]:
+        """Where lite residual branches may go: on each block, index b at position b (TinyTL
+        places none on block 0)."""
+        sizes: list[tuple[int, int]] = []
+        hooks = [
+            b.register_forward_pre_hook(lambda _m, args: sizes.append(args[0].shape[-2:]))
+            for b in self.blocks
+        ]
+        try:
+            with torch.no_grad():
+                self(torch.zeros(1, *self.input_shape))
+        finally:
+            for h in hooks:
+                h.remove()
+        return [
+            LiteSite(b, b.in_channels, b.out_channels, (b.stride, b.stride), (int(h), int(w)))
+            for b, (h, w) in zip(self.blocks, sizes, strict=True)
+        ]
 
     def forward_from(self, h: Tensor, n: int) -> Tensor:
         """The logits from the output of the first ``n`` :meth:`stages`:

@@ -5,16 +5,19 @@ runs: a convolution with the BatchNorm and the activation after it (each its onl
 folded in, a sum, a channel product, a max pool, a global pool; flatten, dropout and identity
 are dropped (their output is their input); the last linear layer is the classifier, made anew.
 The steps fall into stages cut at the single-tensor cut points (the tensors every path from
-input to output crosses), each holding at least one convolution: where a frozen prefix may end
-and where the network may be cut, a global pool and a new classifier put on the stage's
-output.
+input to output crosses) that end a block, each holding at least one convolution: not after an
+expansion or a depthwise convolution (:func:`~tinytune.networks.conv_roles`' ``pw1`` and
+``dw``), the middle of an inverted-residual or a separable block, so that a MobileNet's
+stages are its blocks whether or not they add a shortcut. A stage is where a frozen prefix may
+end, where the network may be cut (a global pool and a new classifier put on the stage's
+output) and what a lite residual branch spans.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinytune.networks.graph import NetworkGraph, Node
+from tinytune.networks.graph import NetworkGraph, Node, conv_roles
 
 __all__ = ["ACTIVATIONS", "Plan", "Step", "plan"]
 
@@ -124,19 +127,26 @@ def _steps(graph: NetworkGraph, classifier: Node) -> tuple[list[Step], dict[str,
     return steps, alias
 
 
-def _cut_points(steps: list[Step], source: str, sink: str) -> list[int]:
+_MID_BLOCK = ("pw1", "dw")
+"""The convolutions a block does not end with."""
+
+
+def _cut_points(steps: list[Step], source: str, sink: str, roles: tuple[str, ...]) -> list[int]:
     """The step counts p after which one tensor alone is alive (read by a later step, or the
-    sink) and the steps so far hold a convolution since the last such point."""
+    sink), the steps so far hold a convolution since the last such point, and step p - 1 is
+    no convolution of a role in ``_MID_BLOCK`` (``roles``: the convolutions', in order)."""
     last_use: dict[str, int] = {}
     for i, step in enumerate(steps):
         for t in step.inputs:
             last_use[t] = i
     last_use[sink] = len(steps)
-    cuts, alive, conv = [], {source}, False
+    cuts, alive, conv, k = [], {source}, False, 0
     for i, step in enumerate(steps):
         alive = {t for t in alive | {step.output} if last_use.get(t, -1) > i}
+        mid = step.op == "conv" and roles[k] in _MID_BLOCK
+        k += step.op == "conv"
         conv = conv or step.op == "conv"
-        if len(alive) == 1 and i + 1 < len(steps) and conv:
+        if len(alive) == 1 and i + 1 < len(steps) and conv and not mid:
             cuts.append(i + 1)
             conv = False
     if cuts and not any(s.op == "conv" for s in steps[cuts[-1] :]):
@@ -152,5 +162,5 @@ def plan(graph: NetworkGraph) -> Plan:
     features = classifier.inputs[0]
     while features in alias:
         features = alias[features]
-    cuts = _cut_points(steps, graph.input, features)
+    cuts = _cut_points(steps, graph.input, features, conv_roles(graph))
     return Plan(tuple(steps), (*cuts, len(steps)), classifier, features)

@@ -13,6 +13,7 @@ from tinytune.spaces.candidate import (
     SubnetConfig,
     UpdateScheme,
     conv_kinds,
+    lite_blocks,
 )
 from tinytune.spaces.presets import (
     PRESET_NAMES,
@@ -66,6 +67,7 @@ __all__ = [
     "default_subnet",
     "family_supernets",
     "get_supernet",
+    "lite_blocks",
     "make_preset",
     "preset_scheme",
     "smallest_subnet",

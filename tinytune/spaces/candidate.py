@@ -43,6 +43,7 @@ __all__ = [
     "SubnetConfig",
     "UpdateScheme",
     "conv_kinds",
+    "lite_blocks",
 ]
 
 WEIGHT_RATIOS = (0.125, 0.25, 0.5, 1.0)
@@ -223,12 +224,13 @@ class LiteResidualConfig:
     def blocks(self) -> tuple[int, ...]:
         return tuple(b for b, _ in self.branches)
 
-    def validate(self, subnet: SubnetConfig) -> None:
+    def validate(self, n_blocks: int) -> None:
+        """Check the branches sit on blocks 1 to ``n_blocks`` - 1 (:func:`lite_blocks`)."""
         for block, _ in self.branches:
-            if not 1 <= block < subnet.n_blocks:
+            if not 1 <= block < n_blocks:
                 raise ConfigError(
                     f"lite residual on block {block} is not possible; allowed blocks: 1 to "
-                    f"{subnet.n_blocks - 1} (block 0 is the fixed first block)"
+                    f"{n_blocks - 1} (block 0, the first, gets none)"
                 )
 
     def to_dict(self) -> dict[str, Any]:
@@ -374,6 +376,14 @@ class Schedule:
         return cls(data["patches"], data["blocks"])
 
 
+def lite_blocks(spec: SupernetSpec, subnet: SubnetConfig) -> int:
+    """The blocks of ``subnet`` that lite residual branches are numbered over, block 0
+    included (which gets none): the fixed first block and the active ones of a supernet or a
+    built-in network; the stages of a user's network (stage 0, which reads the input, gets
+    none)."""
+    return len(subnet.stages) if spec.imported else subnet.n_blocks
+
+
 def conv_kinds(spec: SupernetSpec, subnet: SubnetConfig) -> tuple[str, ...]:
     """The kinds of the sub-network's convolutions in execution order, classifier excluded.
 
@@ -408,12 +418,7 @@ class Candidate:
         if spec.name != self.supernet:
             object.__setattr__(self, "supernet", spec.name)
         self.subnet.validate(spec)
-        if spec.imported and self.lite_residual.branches:
-            raise ConfigError(
-                "lite residual branches are not placed on a network read from a file yet; "
-                "its candidates have none"
-            )
-        self.lite_residual.validate(self.subnet)
+        self.lite_residual.validate(lite_blocks(spec, self.subnet))
         self.update.validate(self.n_convs)
         self.schedule.validate(self.subnet)
 

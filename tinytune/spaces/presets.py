@@ -32,6 +32,7 @@ from tinytune.spaces.candidate import (
     SubnetConfig,
     UpdateScheme,
     conv_kinds,
+    lite_blocks,
 )
 from tinytune.spaces.supernets import SupernetSpec
 
@@ -126,8 +127,7 @@ def preset_scheme(
         build = _PRESETS[name]
     except KeyError:
         raise ConfigError(f"unknown preset {name!r}; allowed: {', '.join(PRESET_NAMES)}") from None
-    # no lite residual branch on a network read from a file (it has no blocks to place them on)
-    return build(conv_kinds(spec, subnet), 1 if spec.imported else subnet.n_blocks)
+    return build(conv_kinds(spec, subnet), lite_blocks(spec, subnet))
 
 
 def make_preset(name: str, spec: SupernetSpec, subnet: SubnetConfig | None = None) -> Candidate:

@@ -33,6 +33,7 @@ from tinytune.spaces.candidate import (
     SubnetConfig,
     UpdateScheme,
     conv_kinds,
+    lite_blocks,
 )
 from tinytune.spaces.presets import PRESET_NAMES, preset_scheme
 from tinytune.spaces.supernets import SupernetSpec
@@ -129,7 +130,7 @@ def suggest_candidate(
     if preset != JOINT:
         update, lite = preset_scheme(preset, spec, subnet)
     else:
-        lite = LiteResidualConfig() if spec.imported else _suggest_lite(trial, subnet.n_blocks)
+        lite = _suggest_lite(trial, lite_blocks(spec, subnet))
         update = _suggest_update(trial, len(conv_kinds(spec, subnet)))
         if patches:
             n = int(trial.suggest_categorical("patches", list(patches)))

@@ -16,6 +16,7 @@ from tinytune.spaces import (
     SupernetSpec,
     UpdateScheme,
     conv_kinds,
+    lite_blocks,
 )
 
 __all__ = ["LITE_BRANCH", "ContributionEntry", "ContributionPlan"]
@@ -117,7 +118,7 @@ class ContributionPlan:
                     ContributionEntry(f"weight:{i}:{r:g}", "weight", candidate(update), i, r)
                 )
         for offset in sorted(set(self.lite_offsets)):
-            block = subnet.n_blocks - 1 - offset
+            block = lite_blocks(spec, subnet) - 1 - offset
             if block >= 1:
                 lite = LiteResidualConfig(((block, LITE_BRANCH),))
                 out.append(

@@ -70,6 +70,7 @@ from tinytune.spaces import (
     Candidate,
     SupernetSpec,
     conv_kinds,
+    lite_blocks,
     make_preset,
     subnet_params,
     suggest_candidate,
@@ -262,7 +263,8 @@ def mutate_structure(
     if operator == "branch":
         lite = candidate.lite_residual
         m = len(lite.branches)
-        near = [c for c in (m - 1, m + 1) if 0 <= c < subnet.n_blocks]
+        n = lite_blocks(spec, subnet)
+        near = [c for c in (m - 1, m + 1) if 0 <= c < n]
         count = rng.choice(near)
         shape = (
             lite.branches[0][1]
@@ -274,7 +276,6 @@ def mutate_structure(
                 expand=rng.choice([e for e in LITE_EXPAND if e <= 1.0]),
             )
         )
-        n = subnet.n_blocks
         branches = tuple((b, shape) for b in range(n - count, n))
         return dataclasses.replace(candidate, lite_residual=LiteResidualConfig(branches))
     return None
@@ -517,7 +518,7 @@ def operators_for(spec: SupernetSpec, cuts: tuple[int, ...] | None = None) -> tu
         "expand": not spec.fixed and len(spec.expand_choices) > 1,
         "depth": any(len(spec.stage_depths(s)) > 1 for s in stages),
         "cut": spec.fixed and len(cuts or spec.stage_counts) > 1,
-        "branch": not spec.imported,  # lite residuals sit on blocks, which a user's graph lacks
+        "branch": True,
     }
     return OPERATORS + tuple(o for o in SUBNET_OPERATORS + STRUCTURE_OPERATORS if offered[o])
 

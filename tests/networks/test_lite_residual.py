@@ -1,0 +1,157 @@
+"""TinyTL's lite residual branches on a user's network: a network's stages are its blocks (a
+MobileNetV2's inverted residuals whether or not they add a shortcut, a DS-CNN's separable
+blocks), a branch spans a stage from its input to the map it hands on (before a global pool,
+after squeeze-and-excitation), along one axis on a 1-D network, and trains in C as the
+simulator does, byte for byte, on the host, the Cortex-M7 and the RV32IMC."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+
+from tests.bundle.support import needs
+from tests.networks.support import check_trains_alike_in_c, images, save
+from tests.networks.zoo import DSCNN, MobileNetV2, ResNet8, SensorCNN1d, SmallV3, randomise_bn
+from tinytune.errors import ConfigError
+from tinytune.ir import trace
+from tinytune.models import ImportedNetwork, build_candidate
+from tinytune.models.graphnet import GraphStage
+from tinytune.models.layers import LiteResidual
+from tinytune.networks import read_network
+from tinytune.spaces import (
+    Candidate,
+    LiteResidualBranch,
+    LiteResidualConfig,
+    get_supernet,
+    make_preset,
+    subnet_params,
+    suggest_candidate,
+)
+
+SHAPES = {
+    "mbv2": (3, 32, 32),
+    "ds-cnn": (1, 49, 10),
+    "sensor-1d": (6, 64),
+    "v3": (3, 32, 32),
+    "resnet8": (3, 32, 32),
+}
+
+
+def _module(name: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    made = {
+        "mbv2": lambda: MobileNetV2(0.35, 10),
+        "ds-cnn": DSCNN,
+        "sensor-1d": SensorCNN1d,
+        "v3": lambda: SmallV3(10),
+        "resnet8": ResNet8,
+    }[name]()
+    return randomise_bn(made)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    out = {}
+    for name, shape in SHAPES.items():
+        folder = tmp_path_factory.mktemp(name)
+        out[name] = save(_module(name), torch.zeros(1, *shape), folder)
+    return out
+
+
+def _inputs(name: str, n: int, seed: int) -> torch.Tensor:
+    """Samples as tinytune feeds them (a 1-D network's (N, C, T) as (N, C, 1, T))."""
+    if SHAPES[name][0] == 3:
+        return images(n, seed, SHAPES[name][1])
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(n, *SHAPES[name], generator=g) * 0.6).clamp(-1, 1)
+    return x if x.dim() == 4 else x[:, :, None, :]
+
+
+def _build(path: str, candidate: Candidate) -> torch.nn.Module:
+    return build_candidate(candidate, ImportedNetwork(read_network(path)), 5, [], seed=0)
+
+
+def test_a_mobilenets_stages_are_its_blocks(exported: dict[str, str]) -> None:
+    spec = get_supernet(exported["mbv2"])
+    # the stem; the first block (depthwise, projection); 16 inverted residuals, those with a
+    # stride or a new width included; the 1x1 head and the pool
+    assert spec.stage_convs == (1, 2, *[3] * 16, 1)
+    dscnn = get_supernet(exported["ds-cnn"])
+    assert dscnn.stage_convs == (1, 2, 2, 2, 2)  # the stem, four separable blocks
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_tinytl_puts_a_branch_on_every_stage_but_the_first_and_it_adds_zero(
+    exported: dict[str, str], name: str
+) -> None:
+    spec = get_supernet(exported[name])
+    candidate = make_preset("tinytl", spec)
+    assert candidate.lite_residual.blocks == tuple(range(1, len(spec.stage_convs)))
+    net = _build(exported[name], candidate).eval()
+    plain = _build(exported[name], make_preset("bias-only", spec)).eval()
+    stages = [m for m in net.modules() if isinstance(m, GraphStage)]
+    assert [s.lite is not None for s in stages] == [False] + [True] * (len(stages) - 1)
+    x = _inputs(name, 3, 1)
+    with torch.no_grad():  # a new branch's last GroupNorm scales by 0: it adds exactly 0
+        assert torch.equal(net(x), plain(x))
+    trained = {n for n, p in net.named_parameters() if p.requires_grad}
+    # two convolutions, the first GroupNorm's scale and bias, the second's scale
+    assert sum(".lite." in n for n in trained) == 5 * (len(stages) - 1)
+    assert len(net.convs()) == candidate.n_convs  # the branches' convolutions are apart
+
+
+def test_a_branch_spans_the_stage_to_the_map_it_hands_on(exported: dict[str, str]) -> None:
+    spec = get_supernet(exported["v3"])
+    net = _build(exported["v3"], make_preset("tinytl", spec))
+    graph = trace(net, _inputs("v3", 1, 0))
+    by_output = {op.output: op for op in graph.ops}
+    adds = [op for op in graph.ops if op.name.endswith(".lite_add")]
+    assert len(adds) == 3
+    # stage 1: after squeeze-and-excitation's product (its own pool is inside the block)
+    assert by_output[adds[0].inputs[0]].kind == "mul"
+    # the last stage: onto the head's map, before the network's global pool
+    head = by_output[adds[-1].inputs[0]]
+    assert head.kind == "conv" and graph.tensors[head.output].shape[2:] == (8, 8)
+    assert graph.consumers()[adds[-1].output] == [adds[-1].index + 1]
+    assert graph.ops[adds[-1].index + 1].kind == "gap"
+
+
+def test_a_branch_on_a_sensor_window_runs_along_its_one_axis(exported: dict[str, str]) -> None:
+    spec = get_supernet(exported["sensor-1d"])
+    net = _build(exported["sensor-1d"], make_preset("tinytl", spec))
+    branches = [m for m in net.modules() if isinstance(m, LiteResidual)]
+    # inputs of 32, 32 and 8 samples, pooled by 2: the last kernel shrinks to 3 taps (TinyTL)
+    assert [b.conv1.kernel_hw for b in branches] == [(1, 5), (1, 5), (1, 3)]
+    assert [(b.pool.ratio, b.pool.ratio_w) for b in branches] == [(1, 2)] * 3  # type: ignore[union-attr]
+    assert [(b.conv1.stride, b.conv1.stride_w) for b in branches] == [(1, 1), (1, 4), (1, 1)]
+    x = _inputs("sensor-1d", 2, 0)
+    assert net(x).shape == (2, 5)
+
+
+def test_the_search_samples_branches_on_the_last_stages(exported: dict[str, str]) -> None:
+    spec = get_supernet(exported["resnet8"])
+    n = len(spec.stage_convs)
+    trial = optuna.trial.FixedTrial(
+        {"scheme": "joint", "lr_blocks": 2, "lr_kernel": 3, "lr_groups": 2,
+         "lr_downsample": 2, "lr_expand": 0.5, "bias_last_k": 2, "n_weight": 0,
+         **subnet_params(make_preset("last", spec).subnet, spec)}
+    )  # fmt: skip
+    candidate = suggest_candidate(trial, spec)
+    assert candidate.lite_residual.blocks == (n - 2, n - 1)
+    with pytest.raises(ConfigError) as e:
+        Candidate(spec.name, candidate.subnet, LiteResidualConfig(((n, LiteResidualBranch()),)),
+                  candidate.update)  # fmt: skip
+    assert "\n" not in str(e.value) and f"allowed blocks: 1 to {n - 1}" in str(e.value)
+
+
+@needs("cortex-m7")
+@needs("rv32imc")
+@pytest.mark.parametrize("name", ["ds-cnn", "sensor-1d", "resnet8"])
+def test_tinytl_trains_in_c_as_the_simulator_does_on_every_core(
+    exported: dict[str, str], name: str, tmp_path: Path
+) -> None:
+    inputs = (_inputs(name, 16, 2), _inputs(name, 4, 3), _inputs(name, 4, 4))
+    check_trains_alike_in_c(exported[name], "tinytl", 5, inputs, tmp_path / "bundle")
