@@ -30,6 +30,7 @@ from tinytune.bundle import (
     write_bundle,
 )
 from tinytune.export.program import StepProgram, lower_step
+from tinytune.hwmodels import MemoryReport
 from tinytune.quant import QConv, QGroupNorm, QLinear, QuantizedNet, forward, train_step
 from tinytune.quant.schedule import epoch_lr
 from tinytune.spaces import SupernetSpec, get_supernet, make_preset
@@ -127,11 +128,13 @@ def write_test_bundle(
     epochs: int = 2,
     schedule: str = "constant",
     class_names: list[str] | None = None,
+    report: MemoryReport | None = None,
 ) -> tuple[StepProgram, Samples, Samples]:
     """A bundle of ``net`` (a small test network) on float images, labelled round-robin (its
-    classes named ``class_names``, else "class 0", "class 1", ...)."""
+    classes named ``class_names``, else "class 0", "class 1", ...), over the arena of
+    ``report`` (default: the whole-image plan)."""
     n_classes = net.graph.n_classes
-    program = lower_step(net, lr)
+    program = lower_step(net, lr, report)
 
     def samples(x: torch.Tensor, split: str) -> Samples:
         images = net.quantize_input(x).numpy().astype(np.int8)

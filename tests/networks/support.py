@@ -9,6 +9,8 @@ from pathlib import Path
 import torch
 
 from tests.bundle.support import make, parse_dump, replay, write_test_bundle
+from tinytune.hwmodels import plan_memory
+from tinytune.ir import block_end, plan_patches
 from tinytune.models import GraphNet, ImportedNetwork, build_candidate
 from tinytune.networks import read_network
 from tinytune.quant import quantize
@@ -55,18 +57,29 @@ def check_trains_alike_in_c(
     inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     folder: Path,
     lr: float = 0.01,
+    patches: tuple[int, int] | None = None,
 ) -> None:
     """The ``preset`` candidate of the network in ``path``, quantized on ``inputs[0]``, bundled
     with ``inputs[1]`` to train on and ``inputs[2]`` to evaluate for two epochs: its C step
     replayed in the simulator byte for byte, every step, and the host's training printed alike
-    on the Cortex-M7 and the RV32IMC."""
+    on the Cortex-M7 and the RV32IMC. ``patches``: (n, B), the frozen prefix run in n × n
+    patches over the stem and the first B blocks, in the arena that plan sizes."""
     calibration, train_x, eval_x = inputs
     net = build_candidate(
         make_preset(preset, get_supernet(path)), ImportedNetwork(read_network(path)),
         n_classes, [], seed=0,
     )  # fmt: skip
     quantized = quantize(net, [calibration])
-    _, train, evaluation = write_test_bundle(folder, quantized, train_x, eval_x, lr=lr, epochs=2)
+    report = None
+    if patches is not None:
+        plan = plan_patches(quantized.graph, patches[0], block_end(quantized.graph, patches[1]))
+        report = plan_memory(quantized.graph, precision="int8", patches=plan)
+    program, train, evaluation = write_test_bundle(
+        folder, quantized, train_x, eval_x, lr=lr, epochs=2, report=report
+    )
+    if report is not None:
+        assert program.arena_bytes == report.arena_bytes
+        assert sum(c.kernel == "window_s8" for c in program.calls) >= patches[0] ** 2
     dump = parse_dump(make(folder, "run-host", build="build-dump", defs="-DTT_DUMP"))
     assert replay(quantized, lr, train, evaluation, dump) == 8  # every byte, every step
     host = make(folder, "run-host")

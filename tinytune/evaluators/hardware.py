@@ -17,7 +17,7 @@ from tinytune.hwmodels import (
     plan_memory,
     predict_latency,
 )
-from tinytune.ir import Graph, PatchPlan, block_end, plan_patches, trace
+from tinytune.ir import Graph, PatchPlan, block_end, patch_blocks, plan_patches, trace
 from tinytune.models import Network, build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
 from tinytune.recent import Recent
@@ -206,7 +206,7 @@ class HardwareEvaluator:
     def _least_arena_of(self, whole: Candidate, patches: int) -> Schedule | None:
         graph = self._graph(whole)
         arenas: list[tuple[int, int, PatchPlan]] = []  # (arena, blocks, plan) in block order
-        for blocks, end in _blocks_to_patch(graph, whole.subnet.n_blocks):
+        for blocks, end in _blocks_to_patch(graph):
             try:
                 plan = plan_patches(graph, patches, end)
             except ConfigError:
@@ -237,7 +237,7 @@ class HardwareEvaluator:
     def patch_choices(self) -> tuple[int, ...]:
         """The patches per side a search may propose (:data:`SEARCHED_PATCHES`), none where
         the configuration fixes the schedule, runs whole images or trains in fp32."""
-        open_ = self.fixed is None and self.config.patches == "auto" and not self.spec.imported
+        open_ = self.fixed is None and self.config.patches == "auto"
         return SEARCHED_PATCHES if open_ and self.config.precision == "int8" else ()
 
     def schedule(self, candidate: Candidate) -> Candidate:
@@ -294,7 +294,7 @@ class HardwareEvaluator:
         if arena <= self.sram_budget:
             return None
         best: tuple[tuple[int, float, int], Schedule] | None = None
-        for blocks, end in _blocks_to_patch(graph, whole.subnet.n_blocks):
+        for blocks, end in _blocks_to_patch(graph):
             for n in PATCHES[1:]:
                 try:
                     plan = plan_patches(graph, n, end)
@@ -311,14 +311,12 @@ class HardwareEvaluator:
         return None if best is None or best[0][2] >= arena else best[1]
 
 
-def _blocks_to_patch(graph: Graph, n_blocks: int) -> list[tuple[int, int]]:
+def _blocks_to_patch(graph: Graph) -> list[tuple[int, int]]:
     """``(blocks, end op)`` of every patched stage a prefix of ``graph`` may take: the stem and
-    the first B blocks, for every B whose ops train nothing; none for a network without
-    blocks (a user's own network: its prefix runs on whole images)."""
-    if not any(op.name.startswith("blocks.") for op in graph.ops):
-        return []
+    the first B blocks (a user's network: its first B + 1 stages), for every B whose ops train
+    nothing."""
     frozen, out = _frozen_ops(graph), []
-    for blocks in range(n_blocks + 1):
+    for blocks in range(patch_blocks(graph) + 1):
         end = block_end(graph, blocks)
         if end > frozen:
             break

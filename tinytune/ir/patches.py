@@ -45,6 +45,7 @@ __all__ = [
     "PatchPlan",
     "Region",
     "block_end",
+    "patch_blocks",
     "patch_op",
     "patched_op",
     "plan_patches",
@@ -102,9 +103,17 @@ def split_axis(n: int, parts: int) -> list[tuple[int, int]]:
 
 def _conv_input_rows(op: Op, graph: Graph, lo: int, hi: int, axis: int) -> tuple[int, int]:
     """The input rows (axis 2) or columns (axis 3) that outputs ``lo .. hi - 1`` read."""
-    k, s, before = op.attrs["kernel"], op.attrs["stride"], op.attrs["padding"]
+    k, s, before = _axis(op, graph, axis)
     n_in = graph.tensors[op.inputs[0]].shape[axis]
     return max(0, lo * s - before), min(n_in, (hi - 1) * s - before + k)
+
+
+def _axis(op: Op, graph: Graph, axis: int) -> tuple[int, int, int]:
+    """Convolution ``op``'s kernel, stride and padding before along rows (axis 2) or columns
+    (axis 3)."""
+    top, _, left, _ = graph.pads(op)
+    along = axis - 2
+    return op.kernel_hw[along], op.stride_hw[along], (top, left)[along]
 
 
 @dataclass(frozen=True)
@@ -147,11 +156,11 @@ class PatchPlan:
         x, y = op.inputs[0], op.output
         xr = held.get(x, _whole(graph, x))
         yr = held[y]
-        k, s, before = op.attrs["kernel"], op.attrs["stride"], op.attrs["padding"]
-        top = before + xr.r0 - yr.r0 * s
-        left = before + xr.c0 - yr.c0 * s
-        bottom = (yr.h - 1) * s + k - top - xr.h
-        right = (yr.w - 1) * s + k - left - xr.w
+        (kh, sh, before_h), (kw, sw, before_w) = _axis(op, graph, 2), _axis(op, graph, 3)
+        top = before_h + xr.r0 - yr.r0 * sh
+        left = before_w + xr.c0 - yr.c0 * sw
+        bottom = (yr.h - 1) * sh + kh - top - xr.h
+        right = (yr.w - 1) * sw + kw - left - xr.w
         return top, bottom, left, right
 
     def macs(self, graph: Graph) -> tuple[int, int]:
@@ -204,19 +213,32 @@ def _check_stage(graph: Graph, stage_end: int) -> int:
     return crossing[0]
 
 
+def _block(name: str) -> int | None:
+    """The block an op of this name belongs to: ``blocks.<i>.`` is block i of a built-in
+    network (its stem is none); ``stages_.<i>.`` is stage i of a user's network, whose stage
+    0 is its stem (-1) and stage i its block i - 1."""
+    parts = name.split(".")
+    if len(parts) > 2 and parts[0] in ("blocks", "stages_") and parts[1].isdigit():
+        return int(parts[1]) - (parts[0] == "stages_")
+    return None
+
+
+def patch_blocks(graph: Graph) -> int:
+    """How many blocks after the stem a patched stage of ``graph`` may cover."""
+    return len({b for op in graph.ops if (b := _block(op.name)) is not None and b >= 0})
+
+
 def block_end(graph: Graph, blocks: int) -> int:
-    """The index of the first op after the stem and the first ``blocks`` blocks (ops named
-    ``blocks.<i>.``, as every network of tinytune names them)."""
-    number = {
-        op.index: int(op.name.split(".")[1]) for op in graph.ops if op.name.startswith("blocks.")
-    }
-    n_blocks = len(set(number.values()))
+    """The index of the first op after the stem and the first ``blocks`` blocks (ops named as
+    :func:`_block` reads them)."""
+    number = {op.index: b for op in graph.ops if (b := _block(op.name)) is not None}
+    n_blocks = patch_blocks(graph)
     if isinstance(blocks, bool) or not isinstance(blocks, int) or not 0 <= blocks <= n_blocks:
         raise ConfigError(
             f"a patched stage covers 0 .. {n_blocks} blocks of this network, got {blocks!r}"
         )
     if blocks == 0:
-        return min(number)
+        return min(i for i, b in number.items() if b >= 0)
     return 1 + max(i for i, b in number.items() if b < blocks)
 
 
@@ -260,7 +282,7 @@ def plan_patches(graph: Graph, n: int, stage_end: int) -> PatchPlan:
         crops = []
         for op in stage:  # what each op computes
             x = op.inputs[0]
-            if op.kind == "conv" and op.attrs["kernel"] == 1 and op.attrs["stride"] == 1:
+            if op.kind == "conv" and op.kernel_hw == (1, 1) and op.stride_hw == (1, 1):
                 held[op.output] = held.get(x, _whole(graph, x))
             else:
                 held[op.output] = needed[op.output]

@@ -255,10 +255,14 @@ def forward_patched(net: QuantizedNet, x: Tensor, plan: PatchPlan) -> Tensor:
                             win.c0 - held[t].c0 : win.c1 - held[t].c0]
                     for t in op.inputs
                 )  # fmt: skip
-                y = K.add_s8(
+                args = (
                     a, b, net.acts[op.inputs[0]].zero, net.acts[op.inputs[1]].zero,
                     layer.a_mult, layer.b_mult, layer.shift, net.acts[op.output].zero,
                 )  # fmt: skip
+                if layer.keeps_mask:  # a ResNet block's ReLU after its sum
+                    y, _ = K.add_act_s8(*args, layer.act_min, layer.act_max)
+                else:
+                    y = K.add_s8(*args)
             else:
                 raise QuantizationError(f"{op.name}: a {op.kind} cannot run patch by patch")
             r = held[op.output]

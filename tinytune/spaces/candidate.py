@@ -44,6 +44,7 @@ __all__ = [
     "UpdateScheme",
     "conv_kinds",
     "lite_blocks",
+    "patch_blocks",
 ]
 
 WEIGHT_RATIOS = (0.125, 0.25, 0.5, 1.0)
@@ -360,11 +361,13 @@ class Schedule:
     def patched(self) -> bool:
         return self.patches > 1
 
-    def validate(self, subnet: SubnetConfig) -> None:
-        if self.blocks > subnet.n_blocks:
+    def validate(self, n_blocks: int) -> None:
+        """Check the patched stage covers at most the ``n_blocks`` blocks there are
+        (:func:`patch_blocks`)."""
+        if self.blocks > n_blocks:
             raise ConfigError(
                 f"a patched stage of {self.blocks} blocks needs a sub-network of as many; this "
-                f"one has {subnet.n_blocks} (allowed: 0 .. {subnet.n_blocks})"
+                f"one has {n_blocks} (allowed: 0 .. {n_blocks})"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -382,6 +385,12 @@ def lite_blocks(spec: SupernetSpec, subnet: SubnetConfig) -> int:
     built-in network; the stages of a user's network (stage 0, which reads the input, gets
     none)."""
     return len(subnet.stages) if spec.imported else subnet.n_blocks
+
+
+def patch_blocks(spec: SupernetSpec, subnet: SubnetConfig) -> int:
+    """The blocks after the stem a patched stage may cover (:class:`Schedule`): the active
+    ones, the fixed first block included; a user's network's stages after its first."""
+    return len(subnet.stages) - 1 if spec.imported else subnet.n_blocks
 
 
 def conv_kinds(spec: SupernetSpec, subnet: SubnetConfig) -> tuple[str, ...]:
@@ -420,7 +429,7 @@ class Candidate:
         self.subnet.validate(spec)
         self.lite_residual.validate(lite_blocks(spec, self.subnet))
         self.update.validate(self.n_convs)
-        self.schedule.validate(self.subnet)
+        self.schedule.validate(patch_blocks(spec, self.subnet))
 
     @property
     def spec(self) -> SupernetSpec:

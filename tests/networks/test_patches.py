@@ -1,0 +1,132 @@
+"""Patch-based execution of a user's network's frozen prefix (MCUNetV2): its stem's stage and
+the first blocks after it run patch by patch, with rectangular kernels and strides (a DS-CNN's
+10×4 stride-2 stem) and a ResNet's sum with its ReLU; the patched output equals the
+whole-image one bit for bit, the hardware model schedules it under a budget, and the C step
+trains as the simulator does, byte for byte, on the host, the Cortex-M7 and the RV32IMC."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.bundle.support import needs
+from tests.networks.support import check_trains_alike_in_c, images, save
+from tests.networks.zoo import DSCNN, MobileNetV2, ResNet8, ResNet18, randomise_bn
+from tinytune.errors import ConfigError
+from tinytune.evaluators import HardwareConfig, HardwareEvaluator
+from tinytune.hwmodels import get_device
+from tinytune.ir import block_end, patch_blocks, plan_patches
+from tinytune.models import ImportedNetwork, build_candidate
+from tinytune.networks import read_network
+from tinytune.quant import forward, forward_patched, quantize
+from tinytune.spaces import Schedule, get_supernet, make_preset
+
+SHAPES = {
+    "mbv2": (3, 32, 32),
+    "ds-cnn": (1, 49, 10),
+    "resnet8": (3, 32, 32),
+    "resnet18": (3, 32, 32),
+}
+
+
+def _module(name: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    made = {
+        "mbv2": lambda: MobileNetV2(0.35, 10),
+        "ds-cnn": DSCNN,
+        "resnet8": ResNet8,
+        "resnet18": lambda: ResNet18(0.125, 10),
+    }[name]()
+    return randomise_bn(made)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return {
+        name: save(_module(name), torch.zeros(1, *shape), tmp_path_factory.mktemp(name))
+        for name, shape in SHAPES.items()
+    }
+
+
+def _inputs(name: str, n: int, seed: int) -> torch.Tensor:
+    if SHAPES[name][0] == 3:
+        return images(n, seed, SHAPES[name][1])
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(n, *SHAPES[name], generator=g) * 0.6).clamp(-1, 1)
+
+
+def _quantized(path: str, name: str, preset: str = "last"):  # noqa: ANN202
+    net = build_candidate(
+        make_preset(preset, get_supernet(path)), ImportedNetwork(read_network(path)), 5, [],
+        seed=0,
+    )  # fmt: skip
+    return quantize(net, [_inputs(name, 8, 2)])
+
+
+@pytest.mark.parametrize(
+    ("name", "blocks", "n"),
+    [("mbv2", 3, 2), ("mbv2", 1, 4), ("ds-cnn", 2, 3), ("ds-cnn", 0, 5), ("resnet8", 2, 2)],
+)
+def test_the_stage_patch_by_patch_equals_the_whole_image(
+    exported: dict[str, str], name: str, blocks: int, n: int
+) -> None:
+    q = _quantized(exported[name], name)
+    plan = plan_patches(q.graph, n, block_end(q.graph, blocks))
+    x = q.quantize_input(_inputs(name, 1, 5))
+    whole = forward(q, x).acts[plan.output]
+    assert torch.equal(forward_patched(q, x, plan), whole)
+    assert len(whole.unique()) > 16  # not a constant tensor
+    patched, whole_macs = plan.macs(q.graph)
+    if blocks:  # the overlap is recomputed (a stem alone computes each output once)
+        assert patched > whole_macs
+    else:
+        assert patched == whole_macs
+
+
+def test_blocks_are_the_stages_after_the_stem(exported: dict[str, str]) -> None:
+    q = _quantized(exported["ds-cnn"], "ds-cnn")
+    assert patch_blocks(q.graph) == len(get_supernet(exported["ds-cnn"]).stage_convs) - 1
+    stem = block_end(q.graph, 0)
+    assert [op.kind for op in q.graph.ops[:stem]] == ["conv"]  # the stem's stage alone
+    assert q.graph.ops[stem].name.startswith("stages_.1.")
+
+
+def test_a_max_pool_ends_what_can_run_patch_by_patch(exported: dict[str, str]) -> None:
+    q = _quantized(exported["resnet18"], "resnet18")
+    plan_patches(q.graph, 2, block_end(q.graph, 0))  # the 7x7 stride-2 stem
+    with pytest.raises(ConfigError) as e:
+        plan_patches(q.graph, 2, block_end(q.graph, 1))
+    assert "\n" not in str(e.value) and "is a maxpool" in str(e.value)
+
+
+def test_the_hardware_model_schedules_patches_on_a_users_network(
+    exported: dict[str, str],
+) -> None:
+    spec = get_supernet(exported["mbv2"])
+    device = get_device("stm32f746")
+    evaluator = HardwareEvaluator(spec, 5, HardwareConfig(), device)
+    assert evaluator.patch_choices  # a search may ask for patches
+    candidate = make_preset("last", spec)
+    whole = evaluator(candidate)
+    asked = evaluator.schedule(
+        type(candidate)(candidate.supernet, candidate.subnet, candidate.lite_residual,
+                        candidate.update, Schedule(2, 0))
+    )  # fmt: skip
+    assert asked.schedule.patched and asked.schedule.blocks >= 1
+    patched = evaluator(asked)
+    assert patched.arena_bytes < whole.arena_bytes
+    assert patched.latency_s > whole.latency_s  # the overlap's recomputation
+
+
+@needs("cortex-m7")
+@needs("rv32imc")
+@pytest.mark.parametrize(("name", "blocks", "n"), [("ds-cnn", 1, 3), ("resnet8", 1, 2)])
+def test_a_patched_prefix_trains_in_c_as_the_simulator_does_on_every_core(
+    exported: dict[str, str], name: str, blocks: int, n: int, tmp_path: Path
+) -> None:
+    inputs = (_inputs(name, 16, 2), _inputs(name, 4, 3), _inputs(name, 4, 4))
+    check_trains_alike_in_c(
+        exported[name], "mcunetv3", 5, inputs, tmp_path / "bundle", patches=(n, blocks)
+    )
