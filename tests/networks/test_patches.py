@@ -20,7 +20,7 @@ from tinytune.hwmodels import get_device
 from tinytune.ir import block_end, patch_blocks, plan_patches
 from tinytune.models import ImportedNetwork, build_candidate
 from tinytune.networks import read_network
-from tinytune.quant import forward, forward_patched, quantize
+from tinytune.quant import QuantizedNet, forward, forward_patched, quantize
 from tinytune.spaces import Schedule, get_supernet, make_preset
 
 SHAPES = {
@@ -57,7 +57,7 @@ def _inputs(name: str, n: int, seed: int) -> torch.Tensor:
     return (torch.randn(n, *SHAPES[name], generator=g) * 0.6).clamp(-1, 1)
 
 
-def _quantized(path: str, name: str, preset: str = "last"):  # noqa: ANN202
+def _quantized(path: str, name: str, preset: str = "last") -> QuantizedNet:
     net = build_candidate(
         make_preset(preset, get_supernet(path)), ImportedNetwork(read_network(path)), 5, [],
         seed=0,
