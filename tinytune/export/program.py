@@ -938,6 +938,16 @@ def _patched_stage(lw: _Lowering, plan: PatchPlan) -> None:
                 if layer.act_table is not None:
                     _act_table_call(lw, layer, y, c_out * h_out * w_out, y, name)
                 continue
+            if isinstance(layer, QMaxPool):
+                x, c_in, h_in, w_in = region(op.inputs[0])
+                top, _, left, _ = plan.pads(graph, op, p)
+                a = op.attrs
+                geom = (
+                    c_in, h_in, w_in, h_out, w_out, a["kernel_h"], a["kernel_w"], a["stride_h"],
+                    a["stride_w"], top, left,
+                )  # fmt: skip
+                lw.call("maxpool_s8", name, "forward", x=x, geom=geom, y=y)
+                continue
             assert isinstance(layer, QAdd)
             ab = []
             for t in op.inputs:

@@ -16,6 +16,8 @@ computed and held (:class:`Region`) and how each op of the stage runs on it:
   held input starts before the first row the output reads). A 1×1 convolution computes every
   pixel of its input's region, so that its output region is its input's and the fast kernels
   apply; a k×k one only what its readers need;
+* a max pooling, as a k×k convolution: its window's rows and columns, its padding (rows and
+  columns no window chooses) at the image's border only;
 * an addition computes what its readers need; an input held larger is **cropped in place** to
   that window first (the copy runs forward, to lower addresses only, so it is safe in place),
   which requires the addition to be that input's last reader;
@@ -27,8 +29,9 @@ not depend on their order) and to float rounding in fp32: the regions are comput
 approximated. The frozen prefix's accuracy is unchanged; patches are a matter of device memory
 and time only.
 
-The stage is ``graph.ops[:stage_end]``. It must consist of convolutions and additions only
-(a global pooling, as in squeeze-and-excitation, needs the whole tensor), train nothing and
+The stage is ``graph.ops[:stage_end]``. It must consist of convolutions, max poolings and
+additions only (a global pooling, as in squeeze-and-excitation, needs the whole tensor; a
+concatenation has no patched kernel), train nothing and
 need no gradient, read the network input only inside the stage, and hand exactly one tensor to
 the rest of the network. :func:`block_end` finds the end of the first ``blocks`` blocks.
 """
@@ -53,7 +56,10 @@ __all__ = [
     "unrolled",
 ]
 
-PATCHABLE_KINDS = ("conv", "add")
+PATCHABLE_KINDS = ("conv", "maxpool", "add")
+_WINDOWED = ("conv", "maxpool")
+"""The ops whose output pixel reads a window of their input's (the others read the same
+pixel of each input)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,7 @@ def split_axis(n: int, parts: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def _conv_input_rows(op: Op, graph: Graph, lo: int, hi: int, axis: int) -> tuple[int, int]:
+def _window_rows(op: Op, graph: Graph, lo: int, hi: int, axis: int) -> tuple[int, int]:
     """The input rows (axis 2) or columns (axis 3) that outputs ``lo .. hi - 1`` read."""
     k, s, before = _axis(op, graph, axis)
     n_in = graph.tensors[op.inputs[0]].shape[axis]
@@ -109,8 +115,11 @@ def _conv_input_rows(op: Op, graph: Graph, lo: int, hi: int, axis: int) -> tuple
 
 
 def _axis(op: Op, graph: Graph, axis: int) -> tuple[int, int, int]:
-    """Convolution ``op``'s kernel, stride and padding before along rows (axis 2) or columns
-    (axis 3)."""
+    """Convolution or max pooling ``op``'s window, stride and padding before along rows
+    (axis 2) or columns (axis 3)."""
+    if op.kind == "maxpool":
+        a, side = op.attrs, ("h", "w")[axis - 2]
+        return a[f"kernel_{side}"], a[f"stride_{side}"], a[("pad_top", "pad_left")[axis - 2]]
     top, _, left, _ = graph.pads(op)
     along = axis - 2
     return op.kernel_hw[along], op.stride_hw[along], (top, left)[along]
@@ -149,9 +158,9 @@ class PatchPlan:
         return max(channels * r[t].h * r[t].w for r in self.held) * element
 
     def pads(self, graph: Graph, op: Op, patch: int) -> tuple[int, int, int, int]:
-        """Convolution ``op``'s padding (top, bottom, left, right) on patch ``patch``'s
-        held input region: the whole convolution's at the image's border, negative where the
-        region holds input rows or columns the output region does not read."""
+        """Convolution or max pooling ``op``'s padding (top, bottom, left, right) on patch
+        ``patch``'s held input region: the whole op's at the image's border, negative where
+        the region holds input rows or columns the output region does not read."""
         held = self.held[patch]
         x, y = op.inputs[0], op.output
         xr = held.get(x, _whole(graph, x))
@@ -191,7 +200,8 @@ def _check_stage(graph: Graph, stage_end: int) -> int:
     for op in stage:
         if op.kind not in PATCHABLE_KINDS:
             raise ConfigError(
-                f"a patched stage holds convolutions and additions only; {op.name} is a "
+                f"a patched stage holds convolutions, max poolings and additions only; "
+                f"{op.name} is a "
                 f"{op.kind} (patch a shallower stage)"
             )
         if op.params.any_trained or graph.tensors[op.output].requires_grad:
@@ -270,9 +280,9 @@ def plan_patches(graph: Graph, n: int, stage_end: int) -> PatchPlan:
         needed: dict[int, Region] = {output: window}
         for op in reversed(stage):  # what each tensor's readers need
             want = needed[op.output]
-            if op.kind == "conv":
-                r0, r1 = _conv_input_rows(op, graph, want.r0, want.r1, 2)
-                c0, c1 = _conv_input_rows(op, graph, want.c0, want.c1, 3)
+            if op.kind in _WINDOWED:
+                r0, r1 = _window_rows(op, graph, want.r0, want.r1, 2)
+                c0, c1 = _window_rows(op, graph, want.c0, want.c1, 3)
                 reads = [(op.inputs[0], Region(r0, r1, c0, c1))]
             else:
                 reads = [(t, want) for t in op.inputs]

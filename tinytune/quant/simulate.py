@@ -248,6 +248,10 @@ def forward_patched(net: QuantizedNet, x: Tensor, plan: PatchPlan) -> Tensor:
                 )  # fmt: skip
                 if layer.act_table is not None:
                     y = K.act_table_s8(y, layer.act_table)
+            elif isinstance(layer, QMaxPool):
+                y = K.maxpool_s8(
+                    acts[op.inputs[0]], layer.kernel, layer.stride, plan.pads(graph, op, p)
+                )
             elif isinstance(layer, QAdd):
                 win = held[op.output]
                 a, b = (
