@@ -1,6 +1,7 @@
 """Patch-based execution of a user's network's frozen prefix (MCUNetV2): its stem's stage and
 the first blocks after it run patch by patch, with rectangular kernels and strides (a DS-CNN's
-10×4 stride-2 stem), a ResNet's max pool and its sum with its ReLU; the patched output equals the
+10×4 stride-2 stem), a ResNet's max pool and its sum with its ReLU, a SqueezeNet's Fire modules
+(a concatenation); the patched output equals the
 whole-image one bit for bit, the hardware model schedules it under a budget, and the C step
 trains as the simulator does, byte for byte, on the host, the Cortex-M7 and the RV32IMC."""
 
@@ -13,7 +14,15 @@ import torch
 
 from tests.bundle.support import needs
 from tests.networks.support import check_trains_alike_in_c, images, save
-from tests.networks.zoo import DSCNN, MobileNetV2, ResNet8, ResNet18, SqueezeNet, randomise_bn
+from tests.networks.zoo import (
+    DSCNN,
+    MobileNetV2,
+    ResNet8,
+    ResNet18,
+    SmallV3,
+    SqueezeNet,
+    randomise_bn,
+)
 from tinytune.errors import ConfigError
 from tinytune.evaluators import HardwareConfig, HardwareEvaluator
 from tinytune.hwmodels import get_device
@@ -29,6 +38,7 @@ SHAPES = {
     "resnet8": (3, 32, 32),
     "resnet18": (3, 32, 32),
     "squeezenet": (3, 32, 32),
+    "v3": (3, 32, 32),
 }
 
 
@@ -40,6 +50,7 @@ def _module(name: str) -> torch.nn.Module:
         "resnet8": ResNet8,
         "resnet18": lambda: ResNet18(0.125, 10),
         "squeezenet": SqueezeNet,
+        "v3": lambda: SmallV3(10),
     }[name]()
     return randomise_bn(made)
 
@@ -77,7 +88,8 @@ def _quantized(path: str, name: str, preset: str = "last") -> QuantizedNet:
         ("resnet8", 2, 2),
         ("resnet18", 1, 2),
         ("resnet18", 3, 2),
-        ("squeezenet", 0, 3),
+        ("squeezenet", 2, 3),
+        ("squeezenet", 4, 2),
     ],
 )
 def test_the_stage_patch_by_patch_equals_the_whole_image(
@@ -85,6 +97,9 @@ def test_the_stage_patch_by_patch_equals_the_whole_image(
 ) -> None:
     q = _quantized(exported[name], name)
     plan = plan_patches(q.graph, n, block_end(q.graph, blocks))
+    kinds = {op.kind for op in q.graph.ops[: plan.stage_end]}
+    assert ("cat" in kinds) == (name == "squeezenet" and blocks > 1)
+    assert ("maxpool" in kinds) == (name.startswith(("resnet18", "squeezenet")) and blocks > 0)
     x = q.quantize_input(_inputs(name, 1, 5))
     whole = forward(q, x).acts[plan.output]
     assert torch.equal(forward_patched(q, x, plan), whole)
@@ -104,12 +119,14 @@ def test_blocks_are_the_stages_after_the_stem(exported: dict[str, str]) -> None:
     assert q.graph.ops[stem].name.startswith("stages_.1.")
 
 
-def test_a_concatenation_ends_what_can_run_patch_by_patch(exported: dict[str, str]) -> None:
-    q = _quantized(exported["squeezenet"], "squeezenet")
+def test_squeeze_and_excitation_ends_what_can_run_patch_by_patch(
+    exported: dict[str, str],
+) -> None:
+    q = _quantized(exported["v3"], "v3")
     plan_patches(q.graph, 2, block_end(q.graph, 0))  # the stem
     with pytest.raises(ConfigError) as e:
-        plan_patches(q.graph, 2, block_end(q.graph, 2))  # through a Fire module
-    assert "\n" not in str(e.value) and "is a cat" in str(e.value)
+        plan_patches(q.graph, 2, block_end(q.graph, 1))  # its global pool needs the whole map
+    assert "\n" not in str(e.value) and "is a gap" in str(e.value)
 
 
 def test_the_hardware_model_schedules_patches_on_a_users_network(
@@ -134,7 +151,8 @@ def test_the_hardware_model_schedules_patches_on_a_users_network(
 @needs("cortex-m7")
 @needs("rv32imc")
 @pytest.mark.parametrize(
-    ("name", "blocks", "n"), [("ds-cnn", 1, 3), ("resnet8", 1, 2), ("resnet18", 2, 2)]
+    ("name", "blocks", "n"),
+    [("ds-cnn", 1, 3), ("resnet8", 1, 2), ("resnet18", 2, 2), ("squeezenet", 2, 2)],
 )
 def test_a_patched_prefix_trains_in_c_as_the_simulator_does_on_every_core(
     exported: dict[str, str], name: str, blocks: int, n: int, tmp_path: Path

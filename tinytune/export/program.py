@@ -948,6 +948,20 @@ def _patched_stage(lw: _Lowering, plan: PatchPlan) -> None:
                 )  # fmt: skip
                 lw.call("maxpool_s8", name, "forward", x=x, geom=geom, y=y)
                 continue
+            if isinstance(layer, QCat):  # each input's window into its channels of the region
+                at = 0
+                for t in op.inputs:
+                    src, c, h, w = region(t)
+                    r, win = held.get(t), held[op.output]
+                    r0, c0 = (win.r0 - r.r0, win.c0 - r.c0) if r is not None else (win.r0, win.c0)
+                    lw.call(
+                        "window_s8", name, "forward",
+                        src=src, channels=c, src_h=h, src_w=w, src_r=r0, src_c=c0, h=h_out,
+                        w=w_out, dst=Ptr(y.space, y.offset + at), dst_h=h_out, dst_w=w_out,
+                        dst_r=0, dst_c=0,
+                    )  # fmt: skip
+                    at += c * h_out * w_out
+                continue
             assert isinstance(layer, QAdd)
             ab = []
             for t in op.inputs:

@@ -21,6 +21,8 @@ computed and held (:class:`Region`) and how each op of the stage runs on it:
 * an addition computes what its readers need; an input held larger is **cropped in place** to
   that window first (the copy runs forward, to lower addresses only, so it is safe in place),
   which requires the addition to be that input's last reader;
+* a concatenation (along the channels) computes what its readers need, each input's window
+  copied into its channels of the output's region;
 * the stage's output is computed region by region into a patch buffer, and its patch is copied
   into the whole output tensor.
 
@@ -29,9 +31,9 @@ not depend on their order) and to float rounding in fp32: the regions are comput
 approximated. The frozen prefix's accuracy is unchanged; patches are a matter of device memory
 and time only.
 
-The stage is ``graph.ops[:stage_end]``. It must consist of convolutions, max poolings and
-additions only (a global pooling, as in squeeze-and-excitation, needs the whole tensor; a
-concatenation has no patched kernel), train nothing and
+The stage is ``graph.ops[:stage_end]``. It must consist of convolutions, max poolings,
+additions and concatenations only (a global pooling, as in squeeze-and-excitation, needs the
+whole tensor), train nothing and
 need no gradient, read the network input only inside the stage, and hand exactly one tensor to
 the rest of the network. :func:`block_end` finds the end of the first ``blocks`` blocks.
 """
@@ -56,7 +58,7 @@ __all__ = [
     "unrolled",
 ]
 
-PATCHABLE_KINDS = ("conv", "maxpool", "add")
+PATCHABLE_KINDS = ("conv", "maxpool", "add", "cat")
 _WINDOWED = ("conv", "maxpool")
 """The ops whose output pixel reads a window of their input's (the others read the same
 pixel of each input)."""
@@ -200,8 +202,8 @@ def _check_stage(graph: Graph, stage_end: int) -> int:
     for op in stage:
         if op.kind not in PATCHABLE_KINDS:
             raise ConfigError(
-                f"a patched stage holds convolutions, max poolings and additions only; "
-                f"{op.name} is a "
+                f"a patched stage holds convolutions, max poolings, additions and "
+                f"concatenations only; {op.name} is a "
                 f"{op.kind} (patch a shallower stage)"
             )
         if op.params.any_trained or graph.tensors[op.output].requires_grad:

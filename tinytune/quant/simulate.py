@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tinytune.ir import PatchPlan
+from tinytune.ir import PatchPlan, Region
 from tinytune.quant import kernels as K
 from tinytune.quant.errors import QuantizationError
 from tinytune.quant.model import (
@@ -226,6 +226,12 @@ def forward(net: QuantizedNet, x: Tensor) -> ForwardRecord:
     return rec
 
 
+def _window(acts: dict[int, Tensor], held: dict[int, Region], t: int, win: Region) -> Tensor:
+    """Window ``win`` of tensor ``t``, which holds its region ``held[t]``."""
+    r = held[t] if t in held else Region(0, acts[t].shape[2], 0, acts[t].shape[3])  # the input
+    return acts[t][..., win.r0 - r.r0 : win.r1 - r.r0, win.c0 - r.c0 : win.c1 - r.c0]
+
+
 def forward_patched(net: QuantizedNet, x: Tensor, plan: PatchPlan) -> Tensor:
     """The output of the frozen prefix ``plan`` describes (:mod:`tinytune.ir.patches`),
     computed patch by patch as the device runs it: each op of the stage on its held regions
@@ -252,13 +258,10 @@ def forward_patched(net: QuantizedNet, x: Tensor, plan: PatchPlan) -> Tensor:
                 y = K.maxpool_s8(
                     acts[op.inputs[0]], layer.kernel, layer.stride, plan.pads(graph, op, p)
                 )
+            elif isinstance(layer, QCat):
+                y = torch.cat([_window(acts, held, t, held[op.output]) for t in op.inputs], 1)
             elif isinstance(layer, QAdd):
-                win = held[op.output]
-                a, b = (
-                    acts[t][..., win.r0 - held[t].r0 : win.r1 - held[t].r0,
-                            win.c0 - held[t].c0 : win.c1 - held[t].c0]
-                    for t in op.inputs
-                )  # fmt: skip
+                a, b = (_window(acts, held, t, held[op.output]) for t in op.inputs)
                 args = (
                     a, b, net.acts[op.inputs[0]].zero, net.acts[op.inputs[1]].zero,
                     layer.a_mult, layer.b_mult, layer.shift, net.acts[op.output].zero,
