@@ -8,8 +8,9 @@ name                  what is trained (the classifier is always trained)
 ``bias-only``         every bias (TinyTL-B)
 ``bn+last``           every bias and per-channel scale, i.e. the folded BatchNorm γ and β
                       (FT-Norm+Last)
-``tinytl``            a lite residual branch on every MBConv block but the first, and every
-                      bias (TinyTL-L+B, TinyTL Table 2)
+``tinytl``            a lite residual branch on every MBConv block but the first (a user's
+                      network: every stage but the first), and every bias (TinyTL-L+B,
+                      TinyTL Table 2)
 ``mcunetv3``          the biases of the last half of the convolutions and the weights of the
                       last six expansion (pw1) convolutions in that tail, the first four in
                       full and the last two on 1/8 and 1/4 of their input channels — the shape
