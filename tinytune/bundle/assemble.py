@@ -243,7 +243,8 @@ def _scheme(candidate: Candidate) -> str:
         parts.append(f"weights of convolutions {listed} on the given fraction of input channels")
     if candidate.lite_residual.blocks:
         blocks = ", ".join(str(b) for b in candidate.lite_residual.blocks)
-        parts.append(f"lite residual branches on blocks {blocks}")
+        where = "stages" if candidate.spec.imported else "blocks"  # a user's network: stages
+        parts.append(f"lite residual branches on {where} {blocks}")
     parts.append("the classifier")
     return "; ".join(parts)
 
