@@ -76,26 +76,19 @@ def export_bundle(
 
     The bundle holds int8 weights, the training step as C99 over the memory planner's static
     arena, an example that trains on ``samples`` samples of the study's data set for ``epochs``
-    epochs at learning rate ``lr`` under ``lr_schedule`` (``halving``: halved after every epoch;
-    ``constant``) as a smoke test, a Makefile (the host, ASan, aarch64, Cortex-M7, Cortex-M4F,
-    Cortex-M0+ and RV32IMC), CMake, Zephyr and Arduino layouts, and a manifest.
-    ``lr=None`` and ``lr_schedule=None``: the rate and schedule at which the device's accuracy was
-    measured (the rate chosen on validation), so that the bundle trains as measured;
-    :data:`DEFAULT_DEVICE_LR` and :data:`tinytune.search.run.verify_int8.INT8_SCHEDULE` when none
-    was (the default rate also where ``lr_schedule`` names another schedule than the
-    measurement's). The weights are ``weights``, else the study's checkpoint, else the shipped or
-    cached one. The manifest records the search's fp32 accuracies and the device's (int8, batch 1,
-    QAS): stored by ``tinytune search --verify-int8``, else measured first (minutes) and stored
-    with the study; ``measure_int8=False`` skips that, and the manifest then has no device
-    accuracy. ``on_measure`` is called before such a measurement starts, and
-    ``on_measure_progress`` after each of its training images, with the epochs and images done and
-    to do (:class:`tinytune.evaluators.device.TrainingProgress`).
+    epochs as a smoke test, build files (Make, CMake, Zephyr, Arduino) and a manifest.
+    ``lr`` and ``lr_schedule`` (``halving`` or ``constant``): None trains as the device's
+    accuracy was measured (:func:`_device_rate`). The weights are ``weights``, else the study's
+    checkpoint, else the shipped or cached one. The manifest records the search's fp32
+    accuracies and the device's (int8, batch 1, QAS): stored by ``tinytune search
+    --verify-int8``, else measured first (minutes; ``on_measure`` is called before,
+    ``on_measure_progress`` after each training image) and stored with the study;
+    ``measure_int8=False`` skips that.
 
-    ``out`` may be a bundle written before: the new one replaces it, and the files of the user's
-    in it (``build/`` with the profiler's measurements, notes) are kept. Unless ``force``, a
-    file of the bundle changed since it was written, or one of the user's at a path the new
-    bundle writes, is refused before any work; with ``force`` they are replaced, and a changed
-    file the new bundle does not hold is removed.
+    ``out`` may be a bundle written before: the new one replaces it, and the user's files in
+    it (``build/``, notes) are kept. Unless ``force``, a file of the bundle changed since it
+    was written, or one of the user's at a path the new bundle writes, is refused before any
+    work; with ``force`` they are replaced, and a changed file it does not hold is removed.
 
     Raises:
         TinyTuneError: bad options, an unknown target or device, a destination that is not
@@ -103,28 +96,60 @@ def export_bundle(
             written then.
     """
     from tinytune.bundle import (
-        BundleRequest,
-        Provenance,
         build_bundle,
         check_candidate,
         check_destination,
-        check_options,
         exported_file_names,
         write_bundle,
     )
-    from tinytune.checkpoints import ensure_checkpoint
     from tinytune.data import get_dataset
-    from tinytune.db import open_store, require_tinytune
-    from tinytune.errors import ConfigError, ModelError, OptionError, flag
-    from tinytune.hwmodels.registry import device_engines, get_device
-    from tinytune.search import FrontPoint
-    from tinytune.search.run import INT8_SCHEDULE
+    from tinytune.db import require_tinytune
     from tinytune.spaces import get_supernet
-    from tinytune.studies import find_candidate
-    from tinytune.units import check_seed
 
     out = File().parse("out", out)
     weights_path = None if weights is None else File().parse("weights", weights)
+    _check_export_options(
+        target, samples, epochs, lr, lr_schedule, seed, force,
+        on_pretrain=on_pretrain, on_measure=on_measure, on_measure_progress=on_measure_progress,
+    )  # fmt: skip
+    check_destination(out, force=force, files=exported_file_names())
+    require_tinytune(storage)
+    found, profile, calibration = _look_up(target, study, storage, device)
+    candidate, space = found.candidate, found.space
+    check_candidate(candidate, profile, get_dataset(space.dataset).num_classes)  # fails fast
+    checkpoint, source = _checkpoint(
+        get_supernet(candidate.supernet), weights_path, found, on_pretrain
+    )
+    measured = _device_accuracy(
+        storage, found, checkpoint, space.dataset, space.data_seed, seed, measure_int8,
+        on_measure, on_measure_progress,
+    )  # fmt: skip
+    lr, lr_schedule = _device_rate(measured[0] if measured is not None else None, lr, lr_schedule)
+    request = _request(
+        found, profile, calibration, checkpoint, samples, epochs, lr, lr_schedule, seed
+    )
+    bundle = build_bundle(request, _provenance(found, measured, source))
+    path = write_bundle(out, bundle.files, bundle.manifest, force=force)
+    return Exported(path, bundle.manifest, source)
+
+
+def _check_export_options(
+    target: object,
+    samples: int,
+    epochs: int,
+    lr: float | None,
+    lr_schedule: str | None,
+    seed: int,
+    force: bool,
+    **callbacks: object,
+) -> None:
+    """:func:`export_bundle`'s checks of its options, before any work (one line each)."""
+    from tinytune.bundle import check_options
+    from tinytune.errors import ConfigError, OptionError, flag
+    from tinytune.search import FrontPoint
+    from tinytune.search.run import INT8_SCHEDULE
+    from tinytune.units import check_seed
+
     if isinstance(target, bool) or not isinstance(target, int | str | FrontPoint):
         raise ConfigError(
             f"the target must be a front point, a trial number or a candidate key, got "
@@ -136,14 +161,23 @@ def export_bundle(
         DEFAULT_DEVICE_LR if lr is None else lr,
         INT8_SCHEDULE if lr_schedule is None else lr_schedule,
     )
-    check_callbacks(
-        on_pretrain=on_pretrain, on_measure=on_measure, on_measure_progress=on_measure_progress
-    )
+    check_callbacks(**callbacks)
     check_seed(seed, flag("seed"))
     if not isinstance(force, bool):
         raise OptionError("force", f"must be True or False, got {force!r:.40}")
-    check_destination(out, force=force, files=exported_file_names())
-    require_tinytune(storage)
+
+
+def _look_up(
+    target: FrontPoint | int | str, study: str | None, storage: str, device: str | None
+) -> tuple[Any, Any, Any]:
+    """The stored candidate of ``target`` (a front point in the study that measured it unless
+    ``study`` names another), the device's profile (``device``, else the study's) and the
+    stored calibration it was made from (None: the built-in profile)."""
+    from tinytune.db import open_store
+    from tinytune.hwmodels.registry import device_engines, get_device
+    from tinytune.search import FrontPoint
+    from tinytune.studies import find_candidate
+
     key: int | str = target if isinstance(target, int | str) else target.candidate_key
     if isinstance(target, FrontPoint) and study is None:
         study = target.study  # the point's own study, where several measured its candidate
@@ -154,49 +188,73 @@ def export_bundle(
         calibration = store.latest_device_calibration(name, "bundle")
         if calibration is None and "bundle" not in device_engines(name):
             calibration = store.latest_device_calibration(name)
-        profile = get_device(name, calibration)
-    candidate, space = found.candidate, found.space
-    dataset = space.dataset
-    check_candidate(candidate, profile, get_dataset(dataset).num_classes)  # fails fast
-    spec = get_supernet(candidate.supernet)
-    if weights_path is not None:
-        checkpoint, source = ensure_checkpoint(spec, weights=weights_path), "--weights"
-    elif found.checkpoint:
-        checkpoint, source = Path(found.checkpoint), "the study"
+        return found, get_device(name, calibration), calibration
+
+
+def _checkpoint(
+    spec: Any,
+    weights: Path | None,
+    found: Any,
+    on_pretrain: Callable[[int, int, float], None] | None,
+) -> tuple[Path, str]:
+    """The supernet weights and where they came from: ``weights``, else the study's
+    checkpoint, else the shipped or cached one (pre-trained now where there is none)."""
+    from tinytune.checkpoints import ensure_checkpoint
+    from tinytune.errors import ModelError, flag
+
+    if weights is not None:
+        return ensure_checkpoint(spec, weights=weights), "--weights"
+    if found.checkpoint:
+        checkpoint = Path(found.checkpoint)
         if not checkpoint.is_file():
             raise ModelError(
                 f"the study's supernet checkpoint {found.checkpoint!r} does not exist; pass the "
                 "weights with " + flag("weights") + " FILE"
             )
-    else:
-        checkpoint = ensure_checkpoint(spec, progress=on_pretrain)
-        source = "the shipped or cached default pre-training"
-    evaluation = found.evaluation
-    measured = _device_accuracy(
-        storage,
-        found,
-        checkpoint,
-        dataset,
-        space.data_seed,
-        seed,
-        measure_int8,
-        on_measure,
-        on_measure_progress,
+        return checkpoint, "the study"
+    return (
+        ensure_checkpoint(spec, progress=on_pretrain),
+        "the shipped or cached default pre-training",
     )
-    int8 = measured[0] if measured is not None else None
-    # train as the device's accuracy was measured: its schedule, and its rate where the
-    # schedule is the same (a rate chosen under another schedule is no guide)
+
+
+def _device_rate(
+    int8: Int8Accuracy | None, lr: float | None, lr_schedule: str | None
+) -> tuple[float, str]:
+    """The bundle's rate and schedule: those asked for, else as the device's accuracy was
+    measured (its schedule, and its rate where the schedule is the same: a rate chosen under
+    another schedule is no guide), else :data:`DEFAULT_DEVICE_LR` and the int8 schedule."""
+    from tinytune.search.run import INT8_SCHEDULE
+
     if lr_schedule is None:
         lr_schedule = int8.schedule if int8 is not None else INT8_SCHEDULE
     if lr is None:
         rate = int8.lr if int8 is not None and int8.schedule == lr_schedule else None
         lr = float(rate) if rate else DEFAULT_DEVICE_LR
-    request = BundleRequest(
-        candidate=candidate,
+    return lr, lr_schedule
+
+
+def _request(
+    found: Any,
+    profile: Any,
+    calibration: Any,
+    checkpoint: Path,
+    samples: int,
+    epochs: int,
+    lr: float,
+    lr_schedule: str,
+    seed: int,
+) -> Any:
+    """The bundle's request: the candidate, its weights and device, and how the example
+    trains."""
+    from tinytune.bundle import BundleRequest
+
+    return BundleRequest(
+        candidate=found.candidate,
         checkpoint=checkpoint,
         device=profile,
-        dataset=dataset,
-        data_seed=space.data_seed,
+        dataset=found.space.dataset,
+        data_seed=found.space.data_seed,
         samples=samples,
         epochs=epochs,
         lr=lr,
@@ -209,7 +267,14 @@ def export_bundle(
             else f"built-in profile: {profile.source}"
         ),
     )
-    provenance = Provenance(
+
+
+def _provenance(found: Any, measured: tuple[Any, dict[str, Any]] | None, source: str) -> Any:
+    """What the manifest says the bundle comes from and what was measured of it."""
+    from tinytune.bundle import Provenance
+
+    evaluation = found.evaluation
+    return Provenance(
         study=found.study,
         trial=found.trial,
         measured=(
@@ -221,9 +286,6 @@ def export_bundle(
         search_memory_bytes=evaluation.memory_bytes if evaluation is not None else None,
         checkpoint_source=source,
     )
-    bundle = build_bundle(request, provenance)
-    path = write_bundle(out, bundle.files, bundle.manifest, force=force)
-    return Exported(path, bundle.manifest, source)
 
 
 def _device_accuracy(

@@ -321,6 +321,27 @@ def finetune(
     """
     start = time.perf_counter()
     net.to(device)
+    opt, params = _optimizer(net, config)
+    train_x, val_x, test_x, model = _features(net, splits, device, data, prefixes)
+    losses, steps = _train(model, net, opt, params, train_x, splits, config, device)
+    net.eval()
+    val = _accuracy(model, val_x, splits.val.y)
+    test = _accuracy(model, test_x, splits.test.y)
+    per_epoch = math.ceil(len(splits.train) / config.batch_size)
+    tail = [float(loss) for loss in losses[-per_epoch:]]
+    return FinetuneResult(
+        accuracy=test,
+        val_accuracy=val,
+        train_loss=float(np.mean(tail)) if tail else float("nan"),
+        wall_time_s=time.perf_counter() - start,
+        steps=steps,
+    )
+
+
+def _optimizer(net: nn.Module, config: FinetuneConfig) -> tuple[torch.optim.SGD, list[Tensor]]:
+    """Plain SGD over the parameters that require a gradient (and those parameters): the
+    classifier's weight decays, biases and scales do not; trained convolution weights take the
+    rate times ``weight_lr_scale``."""
     params = [p for p in net.parameters() if p.requires_grad]
     weights = [
         p for n, p in net.named_parameters() if p.requires_grad and n.endswith("weight_train")
@@ -328,7 +349,7 @@ def finetune(
     weight_ids = {id(w) for w in weights}
     others = [p for p in params if id(p) not in weight_ids]
     decay = config.weight_decay
-    groups = [  # the classifier's weight (a matrix) decays, biases and scales do not
+    groups = [
         {"params": [p for p in others if p.ndim < 2], "base_lr": config.lr},
         {
             "params": [p for p in others if p.ndim >= 2],
@@ -345,15 +366,20 @@ def finetune(
             }
         )
     groups = [g for g in groups if g["params"]]
-    opt = torch.optim.SGD(groups, lr=config.lr, momentum=0.0, weight_decay=0.0)
-    rng = np.random.default_rng(config.seed)
-    n = len(splits.train)
-    per_epoch = math.ceil(n / config.batch_size)
-    total = per_epoch * config.epochs
-    step = 0
-    losses: list[Tensor] = []
+    return torch.optim.SGD(groups, lr=config.lr, momentum=0.0, weight_decay=0.0), params
+
+
+def _features(
+    net: nn.Module,
+    splits: Splits,
+    device: str | torch.device,
+    data: DeviceData | None,
+    prefixes: PrefixStore | None,
+) -> tuple[_OnDevice, _OnDevice, _OnDevice, Callable[[Tensor], Tensor]]:
+    """What the trained part reads of the train, validation and test splits, and the model
+    that reads it: the frozen prefix's outputs (stored, or computed now where they fit) and
+    the network after it, else the samples and the whole network."""
     cut = net.frozen_prefix() if isinstance(net, TrainNet | GraphNet) else 0
-    model: Callable[[Tensor], Tensor] = net
     data = DeviceData() if data is None else data
     parts = (splits.train, splits.val, splits.test)
     stored = (
@@ -362,16 +388,34 @@ def finetune(
         else None
     )
     if stored is not None:
-        train_x, val_x, test_x = stored
-        model = functools.partial(net.forward_from, n=cut)
-    elif cut and not isinstance(splits.train.x, Pixels) and _prefix_fits(net, splits, cut, device):
+        return (*stored, functools.partial(net.forward_from, n=cut))
+    if cut and not isinstance(splits.train.x, Pixels) and _prefix_fits(net, splits, cut, device):
         train_x, val_x, test_x = (
             _OnDevice(_prefix_outputs(net, _OnDevice(s.x, device, data), cut), device)
             for s in parts
         )
-        model = functools.partial(net.forward_from, n=cut)
-    else:
-        train_x, val_x, test_x = (_OnDevice(s.x, device, data) for s in parts)
+        return train_x, val_x, test_x, functools.partial(net.forward_from, n=cut)
+    train_x, val_x, test_x = (_OnDevice(s.x, device, data) for s in parts)
+    return train_x, val_x, test_x, net
+
+
+def _train(
+    model: Callable[[Tensor], Tensor],
+    net: nn.Module,
+    opt: torch.optim.SGD,
+    params: list[Tensor],
+    train_x: _OnDevice,
+    splits: Splits,
+    config: FinetuneConfig,
+    device: str | torch.device,
+) -> tuple[list[Tensor], int]:
+    """``config.epochs`` epochs of ``model`` on ``train_x`` in the seed's order, the rate on a
+    cosine from ``base_lr`` to 0 over the steps: each step's loss, and the steps."""
+    rng = np.random.default_rng(config.seed)
+    n = len(splits.train)
+    total = math.ceil(n / config.batch_size) * config.epochs
+    step = 0
+    losses: list[Tensor] = []
     train_y = torch.tensor(splits.train.y).to(device)
     net.train()
     for _ in range(config.epochs):
@@ -390,14 +434,4 @@ def finetune(
             opt.step()
             losses.append(loss.detach())  # read back once, after training
             step += 1
-    net.eval()
-    val = _accuracy(model, val_x, splits.val.y)
-    test = _accuracy(model, test_x, splits.test.y)
-    tail = [float(loss) for loss in losses[-per_epoch:]]
-    return FinetuneResult(
-        accuracy=test,
-        val_accuracy=val,
-        train_loss=float(np.mean(tail)) if tail else float("nan"),
-        wall_time_s=time.perf_counter() - start,
-        steps=step,
-    )
+    return losses, step

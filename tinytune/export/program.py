@@ -897,94 +897,129 @@ def _groupnorm_backward(lw: _Lowering, layer: QGroupNorm) -> None:
         lw.wrote(i, "grad", x, lw.grad(x), lw.numel(x))
 
 
+@dataclass(frozen=True)
+class _Patch:
+    """Patch ``index`` of a patched stage, as its calls are lowered."""
+
+    lw: _Lowering
+    plan: PatchPlan
+    index: int
+
+    @property
+    def held(self) -> dict[int, Region]:
+        return self.plan.held[self.index]
+
+    def region(self, t: int) -> tuple[Ptr, int, int, int]:
+        """Where the patch holds tensor ``t``: its pointer, channels, rows, columns."""
+        graph = self.lw.net.graph
+        c = graph.tensors[t].shape[1]
+        if t == graph.input:
+            _, _, h, w = graph.tensors[t].shape
+            return self.lw.act(t), c, h, w
+        r = self.held[t]
+        if t == self.plan.output:
+            return self.lw.arena(f"t{t}:patch", c * r.h * r.w), c, r.h, r.w
+        return self.lw.act(t, c * r.h * r.w), c, r.h, r.w
+
+    def offset(self, t: int, win: Region) -> tuple[int, int]:
+        """Window ``win``'s first row and column in the region tensor ``t`` is held as."""
+        r = self.held.get(t)
+        return (win.r0 - r.r0, win.c0 - r.c0) if r is not None else (win.r0, win.c0)
+
+
 def _patched_stage(lw: _Lowering, plan: PatchPlan) -> None:
     """The frozen prefix ``ops[:plan.stage_end]`` patch by patch
     (:mod:`tinytune.ir.patches`): per patch, each op on its held regions, an addition's
     larger inputs cropped in place first, and the output's patch copied into the whole
     output. Each call names its op on its patch (:func:`~tinytune.ir.patch_op`), as the
     unrolled graph a bundle's profile carries does."""
-    net = lw.net
-    graph = net.graph
-    layers = {layer.op.index: layer for layer in net.layers}
+    graph = lw.net.graph
+    layers = {layer.op.index: layer for layer in lw.net.layers}
     out = plan.output
     _, channels, out_h, out_w = graph.tensors[out].shape
     place = -1
-    for p, (window, held) in enumerate(zip(plan.patches, plan.held, strict=True)):
-
-        def region(t: int, held: dict[int, Region] = held) -> tuple[Ptr, int, int, int]:
-            """Where the patch holds tensor ``t``: its pointer, channels, rows, columns."""
-            c = graph.tensors[t].shape[1]
-            if t == graph.input:
-                _, _, h, w = graph.tensors[t].shape
-                return lw.act(t), c, h, w
-            r = held[t]
-            if t == out:
-                return lw.arena(f"t{t}:patch", c * r.h * r.w), c, r.h, r.w
-            return lw.act(t, c * r.h * r.w), c, r.h, r.w
-
-        crops = {(index, t): w for index, t, w in plan.crops[p]}
+    for p, window in enumerate(plan.patches):
+        patch = _Patch(lw, plan, p)
         for op in graph.ops[: plan.stage_end]:
-            layer, name = layers[op.index], patch_op(op.name, p)
-            y, c_out, h_out, w_out = region(op.output)
-            if isinstance(layer, QConv):
-                x, c_in, h_in, w_in = region(op.inputs[0])
-                top, _, left, _ = plan.pads(graph, op, p)
-                (kh, kw), (sh, sw) = op.kernel_hw, op.stride_hw
-                geom = (
-                    c_in, h_in, w_in, c_out, h_out, w_out, kh, sh, top, left, layer.groups, kw,
-                    sw,
-                )  # fmt: skip
-                _conv_call(lw, layer, geom, x, y, None, False, name)
-                if layer.act_table is not None:
-                    _act_table_call(lw, layer, y, c_out * h_out * w_out, y, name)
-                continue
-            if isinstance(layer, QMaxPool):
-                x, c_in, h_in, w_in = region(op.inputs[0])
-                top, _, left, _ = plan.pads(graph, op, p)
-                a = op.attrs
-                geom = (
-                    c_in, h_in, w_in, h_out, w_out, a["kernel_h"], a["kernel_w"], a["stride_h"],
-                    a["stride_w"], top, left,
-                )  # fmt: skip
-                lw.call("maxpool_s8", name, "forward", x=x, geom=geom, y=y)
-                continue
-            if isinstance(layer, QCat):  # each input's window into its channels of the region
-                at = 0
-                for t in op.inputs:
-                    src, c, h, w = region(t)
-                    r, win = held.get(t), held[op.output]
-                    r0, c0 = (win.r0 - r.r0, win.c0 - r.c0) if r is not None else (win.r0, win.c0)
-                    lw.call(
-                        "window_s8", name, "forward",
-                        src=src, channels=c, src_h=h, src_w=w, src_r=r0, src_c=c0, h=h_out,
-                        w=w_out, dst=Ptr(y.space, y.offset + at), dst_h=h_out, dst_w=w_out,
-                        dst_r=0, dst_c=0,
-                    )  # fmt: skip
-                    at += c * h_out * w_out
-                continue
-            assert isinstance(layer, QAdd)
-            ab = []
-            for t in op.inputs:
-                src, c, h, w = region(t)
-                if (op.index, t) in crops:  # the window this add computes, to the front
-                    r, win = held[t], crops[(op.index, t)]
-                    lw.call(
-                        "window_s8", name, "forward",
-                        src=src, channels=c, src_h=h, src_w=w, src_r=win.r0 - r.r0,
-                        src_c=win.c0 - r.c0, h=win.h, w=win.w, dst=src, dst_h=win.h,
-                        dst_w=win.w, dst_r=0, dst_c=0,
-                    )  # fmt: skip
-                ab.append(src)
-            _add_call(lw, layer, ab[0], ab[1], c_out * h_out * w_out, y, name)
-        src, _, h, w = region(out)
-        r = held[out]
+            layer = layers[op.index]
+            _PATCHED[type(layer)](patch, layer, patch_op(op.name, p))
+        src, _, h, w = patch.region(out)
+        r0, c0 = patch.offset(out, window)
         place = lw.call(
             "window_s8", patch_op(graph.ops[plan.stage_end - 1].name, p), "forward",
-            src=src, channels=channels, src_h=h, src_w=w, src_r=window.r0 - r.r0,
-            src_c=window.c0 - r.c0, h=window.h, w=window.w, dst=lw.act(out), dst_h=out_h,
-            dst_w=out_w, dst_r=window.r0, dst_c=window.c0,
+            src=src, channels=channels, src_h=h, src_w=w, src_r=r0, src_c=c0, h=window.h,
+            w=window.w, dst=lw.act(out), dst_h=out_h, dst_w=out_w, dst_r=window.r0,
+            dst_c=window.c0,
         )  # fmt: skip
     lw.wrote(place, "act", out, lw.act(out), lw.numel(out))
+
+
+def _patched_conv(patch: _Patch, layer: QConv, name: str) -> None:
+    op = layer.op
+    x, c_in, h_in, w_in = patch.region(op.inputs[0])
+    y, c_out, h_out, w_out = patch.region(op.output)
+    top, _, left, _ = patch.plan.pads(patch.lw.net.graph, op, patch.index)
+    (kh, kw), (sh, sw) = op.kernel_hw, op.stride_hw
+    geom = (c_in, h_in, w_in, c_out, h_out, w_out, kh, sh, top, left, layer.groups, kw, sw)
+    _conv_call(patch.lw, layer, geom, x, y, None, False, name)
+    if layer.act_table is not None:
+        _act_table_call(patch.lw, layer, y, c_out * h_out * w_out, y, name)
+
+
+def _patched_maxpool(patch: _Patch, layer: QMaxPool, name: str) -> None:
+    op, a = layer.op, layer.op.attrs
+    x, c_in, h_in, w_in = patch.region(op.inputs[0])
+    y, _, h_out, w_out = patch.region(op.output)
+    top, _, left, _ = patch.plan.pads(patch.lw.net.graph, op, patch.index)
+    geom = (
+        c_in, h_in, w_in, h_out, w_out, a["kernel_h"], a["kernel_w"], a["stride_h"],
+        a["stride_w"], top, left,
+    )  # fmt: skip
+    patch.lw.call("maxpool_s8", name, "forward", x=x, geom=geom, y=y)
+
+
+def _patched_cat(patch: _Patch, layer: QCat, name: str) -> None:
+    """Each input's window into its channels of the output's region."""
+    op = layer.op
+    y, _, h_out, w_out = patch.region(op.output)
+    at = 0
+    for t in op.inputs:
+        src, c, h, w = patch.region(t)
+        r0, c0 = patch.offset(t, patch.held[op.output])
+        patch.lw.call(
+            "window_s8", name, "forward",
+            src=src, channels=c, src_h=h, src_w=w, src_r=r0, src_c=c0, h=h_out, w=w_out,
+            dst=Ptr(y.space, y.offset + at), dst_h=h_out, dst_w=w_out, dst_r=0, dst_c=0,
+        )  # fmt: skip
+        at += c * h_out * w_out
+
+
+def _patched_add(patch: _Patch, layer: QAdd, name: str) -> None:
+    """The sum of the inputs' windows, an input held larger cropped in place to it first."""
+    op = layer.op
+    y, c_out, h_out, w_out = patch.region(op.output)
+    crops = {(index, t): w for index, t, w in patch.plan.crops[patch.index]}
+    ab = []
+    for t in op.inputs:
+        src, c, h, w = patch.region(t)
+        if (op.index, t) in crops:  # the window this add computes, to the front
+            win = crops[(op.index, t)]
+            r0, c0 = patch.offset(t, win)
+            patch.lw.call(
+                "window_s8", name, "forward",
+                src=src, channels=c, src_h=h, src_w=w, src_r=r0, src_c=c0, h=win.h, w=win.w,
+                dst=src, dst_h=win.h, dst_w=win.w, dst_r=0, dst_c=0,
+            )  # fmt: skip
+        ab.append(src)
+    _add_call(patch.lw, layer, ab[0], ab[1], c_out * h_out * w_out, y, name)
+
+
+_PATCHED = {
+    QConv: _patched_conv,
+    QMaxPool: _patched_maxpool,
+    QCat: _patched_cat,
+    QAdd: _patched_add,
+}
 
 
 _FORWARD = {
