@@ -193,6 +193,71 @@ def calibrate(
             too few measurements, or the fitted coefficients predict a non-positive time for a
             measured network.
     """
+    precision, engine, ms = _checked(files, base)
+    fit_idx, held_idx = _split(ms, held_out)
+    fit_ms = [ms[i] for i in fit_idx]
+    held_ms = [ms[i] for i in held_idx]
+    system = fit_system(
+        [m.graph for m in fit_ms],
+        [m.train_step_s for m in fit_ms],
+        PRECISIONS[precision].activation,
+        calls=[[(c.op, c.kernel, c.seconds) for c in m.per_call] for m in fit_ms],
+        forward=[m.per_op_forward_s for m in fit_ms],
+        backward=[m.per_op_backward_s for m in fit_ms],
+    )
+    form, cv_errors, scores = select_form(system, forms_for(engine))
+    coef = coefficients_from_vector(*solve(system, form), form)
+    draft = dataclasses.replace(base, precision=precision, coefficients=coef, engine=engine)
+    bad = [m.name for m in ms if not _train_step_s(draft, m.graph) > 0]
+    if bad:
+        raise CalibrationError(
+            f"the fit predicts no time for {len(bad)} measured networks (e.g. {bad[0]!r}); the "
+            "measurements do not constrain the model: measure more varied networks"
+        )
+    cv_summary = _summary(cv_errors)
+    held_summary = _summary(_errors(draft, held_ms))
+    shortfall, more = None, 0
+    met = required.met_by(held_summary) and required.met_by(cv_summary)
+    if not met or len(ms) < MIN_CHECKED:
+        shortfall = _shortfall(len(ms), held_summary, cv_summary, required)
+        more = networks_to_add(len(ms), engine)
+    profile = _fitted_profile(draft, files, ms, fit_ms, held_ms, form, cv_summary, held_summary)
+    fit = {
+        "n_fit": len(fit_ms),
+        "n_held_out": len(held_ms),
+        "form": form.to_dict(),
+        "form_text": form.describe(),
+        "n_rows": len(system.b),
+        "forms_tried": scores,
+        "fit": _summary(_errors(draft, fit_ms)),
+        "cross_validated": cv_summary,
+        "held_out": held_summary,
+        # the same held-out prediction against the median repeat, where it was recorded
+        "held_out_vs_median": _summary(
+            [
+                _train_step_s(draft, m.graph) / m.train_step_median_s - 1.0
+                for m in held_ms
+                if m.train_step_median_s
+            ]
+        ),
+        "held_out_names": [m.name for m in held_ms],
+        "required": dataclasses.asdict(required),
+        "meets_required": shortfall is None,
+        "precision": precision,
+        "engine": engine,
+        "timed_calls": sum(1 for m in fit_ms if m.per_call),
+        "timed_ops": sum(1 for m in fit_ms if not m.per_call and m.per_op_forward_s),
+        "machine": files[0].machine,
+        "files": [f.created_at for f in files],
+    }
+    return CalibrationResult(profile, fit, shortfall, more)
+
+
+def _checked(
+    files: Sequence[MeasurementFile], base: DeviceProfile
+) -> tuple[str, str, list[Measurement]]:
+    """The files' precision, engine and measurements, checked to be of ``base``'s device, of
+    one precision and one engine, each network once."""
     if not files:
         raise CalibrationError("no measurement files given")
     if len(measured_on := sorted({f.device for f in files if f.device})) > 1:
@@ -209,60 +274,37 @@ def calibrate(
     precisions = {f.precision for f in files}
     if len(precisions) > 1:
         raise CalibrationError(f"measurement files mix precisions {sorted(precisions)}")
-    precision = precisions.pop()
     ms = [m for f in files for m in f.measurements]
     names = [m.name for m in ms]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise CalibrationError(f"the same network is measured twice: {dup[:3]}")
-    fit_idx, held_idx = _split(ms, held_out)
-    fit_ms = [ms[i] for i in fit_idx]
-    held_ms = [ms[i] for i in held_idx]
     engines = {f.engine for f in files}
     if len(engines) > 1:
         raise CalibrationError(
             f"measurement files of different engines {sorted(engines)} cannot be fitted together"
         )
-    engine = engines.pop() or unnamed_engine(base.name)
-    system = fit_system(
-        [m.graph for m in fit_ms],
-        [m.train_step_s for m in fit_ms],
-        PRECISIONS[precision].activation,
-        calls=[[(c.op, c.kernel, c.seconds) for c in m.per_call] for m in fit_ms],
-        forward=[m.per_op_forward_s for m in fit_ms],
-        backward=[m.per_op_backward_s for m in fit_ms],
-    )
-    form, cv_errors, scores = select_form(system, forms_for(engine))
-    coef = coefficients_from_vector(*solve(system, form), form)
+    return precisions.pop(), engines.pop() or unnamed_engine(base.name), ms
+
+
+def _fitted_profile(
+    draft: DeviceProfile,
+    files: Sequence[MeasurementFile],
+    ms: list[Measurement],
+    fit_ms: list[Measurement],
+    held_ms: list[Measurement],
+    form: ModelForm,
+    cv_summary: dict[str, Any],
+    held_summary: dict[str, Any],
+) -> DeviceProfile:
+    """``draft`` (the fitted coefficients) with its calibration points, its held-out error and
+    the words that say how it was fitted."""
     machine = files[0].machine
-    draft = dataclasses.replace(base, precision=precision, coefficients=coef, engine=engine)
-    bad = [m.name for m in ms if not _train_step_s(draft, m.graph) > 0]
-    if bad:
-        raise CalibrationError(
-            f"the fit predicts no time for {len(bad)} measured networks (e.g. {bad[0]!r}); the "
-            "measurements do not constrain the model: measure more varied networks"
-        )
-    fit_summary = _summary(_errors(draft, fit_ms))
-    cv_summary = _summary(cv_errors)
-    held_summary = _summary(_errors(draft, held_ms))
-    # the same held-out prediction against the median repeat, where it was recorded
-    against_median = _summary(
-        [
-            _train_step_s(draft, m.graph) / m.train_step_median_s - 1.0
-            for m in held_ms
-            if m.train_step_median_s
-        ]
-    )
-    shortfall, more = None, 0
-    met = required.met_by(held_summary) and required.met_by(cv_summary)
-    if not met or len(ms) < MIN_CHECKED:
-        shortfall = _shortfall(len(ms), held_summary, cv_summary, required)
-        more = networks_to_add(len(ms), engine)
     described = {
         "bundle": f"tinytune bundle ({machine.get('counter', 'timed')})",
         "pytorch": f"pytorch {machine.get('torch', '?')} eager",
-    }.get(engine, "measured")
-    board = str(machine.get("processor") or files[0].device or base.name)
+    }.get(draft.engine, "measured")
+    board = str(machine.get("processor") or files[0].device or draft.name)
     timed_calls = sum(1 for m in fit_ms if m.per_call)
     timed_ops = sum(1 for m in fit_ms if not m.per_call and m.per_op_forward_s)
     points = tuple(
@@ -290,7 +332,7 @@ def calibrate(
         if timed_ops
         else "",
     ]
-    profile = dataclasses.replace(
+    return dataclasses.replace(
         draft,
         calibration=points,
         loo_median_error=checked["median_abs_error"],
@@ -309,28 +351,6 @@ def calibrate(
             + (" (cross-validated: none held out)." if not held_ms else ".")
         ),
     )
-    fit = {
-        "n_fit": len(fit_ms),
-        "n_held_out": len(held_ms),
-        "form": form.to_dict(),
-        "form_text": form.describe(),
-        "n_rows": len(system.b),
-        "forms_tried": scores,
-        "fit": fit_summary,
-        "cross_validated": cv_summary,
-        "held_out": held_summary,
-        "held_out_vs_median": against_median,
-        "held_out_names": [m.name for m in held_ms],
-        "required": dataclasses.asdict(required),
-        "meets_required": shortfall is None,
-        "precision": precision,
-        "engine": engine,
-        "timed_calls": timed_calls,
-        "timed_ops": timed_ops,
-        "machine": machine,
-        "files": [f.created_at for f in files],
-    }
-    return CalibrationResult(profile, fit, shortfall, more)
 
 
 def select_form(
