@@ -107,12 +107,10 @@ def calibrate(
         TinyTuneError: bad input, a refused fit, a file or database that cannot be written
             (one line, naming it; nothing stored, the previous calibration kept).
     """
-    from tinytune.db import open_store
-    from tinytune.db.engine import mask_url
-    from tinytune.errors import ConfigError, StorageError, flag
+    from tinytune.errors import ConfigError, flag
     from tinytune.hwmodels.devices import unnamed_engine
     from tinytune.hwmodels.fitting import calibrate as fit
-    from tinytune.hwmodels.measurements import load_measurements, staged_json
+    from tinytune.hwmodels.measurements import load_measurements
     from tinytune.hwmodels.registry import device_engines, get_device
     from tinytune.outfiles import json_path
 
@@ -141,6 +139,29 @@ def calibrate(
     # the mark travels with the profile: in the database, in the file and in every device list
     profile = dataclasses.replace(result.profile, forced=forced).to_dict()
     fit_record = {**result.fit, "forced": forced}
+    calibration_id = _store(path, profile, fit_record, storage, device, forced)
+    return Calibrated(device, calibration_id, path, forced, result, required)
+
+
+def _store(
+    path: Path,
+    profile: dict[str, Any],
+    fit_record: dict[str, Any],
+    storage: str,
+    device: str,
+    forced: bool,
+) -> int:
+    """Write the profile to ``path`` and store it in ``storage``, both or neither; the
+    calibration's id in the database.
+
+    Raises:
+        TinyTuneError: the file or the database cannot be written (one line, naming it).
+    """
+    from tinytune.db import open_store
+    from tinytune.db.engine import mask_url
+    from tinytune.errors import ConfigError, StorageError, flag
+    from tinytune.hwmodels.measurements import staged_json
+
     # where an error comes from: the staged file, the database, the rename, the commit that
     # follows it, or none of them ("done"). The file is written aside first and renamed into
     # place inside the database's transaction, before its commit: a file that cannot be
@@ -183,4 +204,4 @@ def calibrate(
                 f"{e}; {str(path)!r} holds the new calibration, the database may not"
             ) from e
         raise
-    return Calibrated(device, calibration_id, path, forced, result, required)
+    return calibration_id
