@@ -1,6 +1,6 @@
-"""``series:PATH.npz``: a sensor's windows or a spectrogram's frames as arrays, split as the
-image data sets are, each channel standardised with the training part's statistics alone, read
-without unpickling anything."""
+"""``series:PATH``: a sensor's windows or a spectrogram's frames, as a folder of CSV windows
+per class or as arrays, split as the image data sets are, each channel standardised with the
+training part's statistics alone, read without unpickling anything."""
 
 from __future__ import annotations
 
@@ -104,5 +104,73 @@ def test_a_file_that_is_not_an_archive_is_refused(tmp_path: Path) -> None:
     ):
         with pytest.raises(DataError, match=words):
             get_dataset(f"series:{tmp_path / name}")
-    with pytest.raises(DataError, match="names no file"):
+    with pytest.raises(DataError, match="names no folder or file"):
         get_dataset("series:")
+
+
+def _csv_folder(root: Path, x: np.ndarray, y: np.ndarray, header: bool = True) -> list[Path]:
+    """``x`` (N, C, T) written as one CSV per window (a row per step, a column per channel)
+    under a folder per label, in order; the files."""
+    files = []
+    for i, (window, label) in enumerate(zip(x, y, strict=True)):
+        folder = root / f"class-{label:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"w{i:03d}.csv"
+        head = ",".join(f"ch{c}" for c in range(window.shape[0])) + "\n" if header else ""
+        rows = "\n".join(",".join(repr(float(v)) for v in row) for row in window.T)
+        path.write_text(head + rows + "\n")
+        files.append(path)
+    return files
+
+
+def test_a_folder_of_csv_windows_is_the_archive_of_them(tmp_path: Path) -> None:
+    x, y = _windows(n_per_class=5, shape=(3, 16))
+    _csv_folder(tmp_path / "imu", x, y)
+    (tmp_path / "imu" / "class-00" / "notes.txt").write_text("not a window")
+    (tmp_path / "imu" / ".cache").mkdir()
+    order = np.argsort(y, kind="stable")  # the folder is read class by class, file by file
+    np.savez(tmp_path / "imu.npz", X=x[order], y=np.unique(y, return_inverse=True)[1][order])
+    folder = get_dataset(f"series:{tmp_path / 'imu'}", seed=2)
+    archive = get_dataset(f"series:{tmp_path / 'imu.npz'}", seed=2)
+    assert folder.class_names == ("class-00", "class-07", "class-14")  # the folders' names
+    assert folder.input_shape == archive.input_shape == (3, 1, 16)
+    a, b = folder.load(1), archive.load(1)
+    for mine, theirs in zip((a.train, a.val, a.test), (b.train, b.val, b.test), strict=True):
+        assert np.array_equal(mine.x, theirs.x) and np.array_equal(mine.y, theirs.y)
+    for mine, theirs in zip(folder.normalisation, archive.normalisation, strict=True):
+        assert np.array_equal(mine, theirs)
+    without = tmp_path / "plain"
+    _csv_folder(without, x, y, header=False)
+    assert np.array_equal(get_dataset(f"series:{without}", seed=2).load(1).train.x, a.train.x)
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda f: f.write_text("a,b\n1,2\n3\n"), "line 3 has 1 values, the rows before it 2"),
+        (lambda f: f.write_text("a,b\n1,2\n3,x\n"), "line 3: 'x' is not a number"),
+        (lambda f: f.write_text("a,b\n1,2\n"), "holds 1 steps of 2 channels"),
+        (lambda f: f.write_text("a,b\n"), "holds no row of numbers"),
+        (lambda f: f.write_bytes(b"\xff\xfe\x00"), "cannot be read as CSV text"),
+        (lambda f: f.write_text("a,b,c\n" + "1,2,nan\n" * 16), "a NaN or an infinity"),
+    ],
+)
+def test_a_bad_window_is_refused_in_one_line_naming_it(tmp_path: Path, damage, words: str) -> None:
+    x, y = _windows(n_per_class=4, shape=(3, 16))
+    files = _csv_folder(tmp_path / "imu", x, y)
+    damage(files[5])
+    with pytest.raises(DataError) as e:
+        get_dataset(f"series:{tmp_path / 'imu'}")
+    assert "\n" not in str(e.value) and words in str(e.value)
+    if "NaN" not in words:
+        assert str(files[5]) in str(e.value)
+
+
+def test_a_folder_without_two_classes_of_windows_is_refused(tmp_path: Path) -> None:
+    x, y = _windows(n_per_class=4, classes=1, shape=(3, 16))
+    _csv_folder(tmp_path / "one", x, y)
+    with pytest.raises(DataError, match="has 1 class folder; a classifier needs two or more"):
+        get_dataset(f"series:{tmp_path / 'one'}")
+    (tmp_path / "one" / "empty").mkdir()
+    with pytest.raises(DataError, match=r"class folder 'empty' holds no \.csv window"):
+        get_dataset(f"series:{tmp_path / 'one'}")

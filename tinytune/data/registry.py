@@ -22,12 +22,12 @@ _BUILT_IN: dict[str, Callable[[int], ImageDataset]] = {
 
 _FROM_FILES: dict[str, tuple[str, str, Callable[..., ImageDataset]]] = {
     _IMAGEFOLDER_PREFIX: ("folder", "PATH", ImageFolderDataset),
-    SERIES_PREFIX: ("file", "PATH.npz", SeriesDataset),
+    SERIES_PREFIX: ("folder or file", "PATH", SeriesDataset),
 }
 """The data sets a user's files make: prefix -> (what it names, its form, its class)."""
 
 DATASET_NAMES: tuple[str, ...] = (
-    *_BUILT_IN, f"{_IMAGEFOLDER_PREFIX}PATH", f"{SERIES_PREFIX}PATH.npz"
+    *_BUILT_IN, f"{_IMAGEFOLDER_PREFIX}PATH", f"{SERIES_PREFIX}PATH"
 )  # fmt: skip
 
 
@@ -35,8 +35,9 @@ def get_dataset(spec: str, seed: int = 0) -> ImageDataset:
     """Return the data set that ``spec`` names.
 
     Args:
-        spec: ``"digits"``, ``"procedural"``, ``"imagefolder:PATH"`` or ``"series:PATH.npz"``
-            (a relative PATH is taken from the current directory).
+        spec: ``"digits"``, ``"procedural"``, ``"imagefolder:PATH"`` or ``"series:PATH"`` (a
+            folder of CSV windows per class, or an ``.npz`` archive; a relative PATH is taken
+            from the current directory).
         seed: Seed of the data set's splits (and, for ``procedural``, of its classes).
 
     Returns:

@@ -1,7 +1,16 @@
-"""``series:PATH.npz``: windows of a sensor, or features such as a spectrogram, as arrays.
+"""``series:PATH``: windows of a sensor, or features such as a spectrogram, as arrays.
 
 A user's samples that are not images — an IMU's windows, a microphone's MFCC frames — come as
-one NumPy archive written by ``np.savez(PATH, X=..., y=...)``:
+a folder of CSV files or as one NumPy archive.
+
+**A folder** holds one sub-folder per class (its name, the class's) of ``.csv`` files, one
+window each: a row per time step, a column per channel, numbers only, an optional header row
+(a first row that is not all numbers). Every window has the same steps and channels, read as
+``(C, 1, T)``. Hidden entries and files of other suffixes are left alone; a ragged row, a
+value that is not a number, a window of another shape and a class folder without a window
+are refused in one line naming the file (and the line) and the rule.
+
+**An archive** is written by ``np.savez(PATH, X=..., y=...)``:
 
 * ``X``: ``(N, C, T)`` (C channels of T steps, read as ``(N, C, 1, T)``: a 1-D network is
   written with 2-D layers of ``1×k`` kernels) or ``(N, C, H, W)`` (a spectrogram of H frames
@@ -22,6 +31,7 @@ The samples have one size, the one the network was exported at: ``load`` takes t
 
 from __future__ import annotations
 
+import csv
 import os
 import zipfile
 from collections.abc import Sequence
@@ -67,6 +77,85 @@ def _read(path: str) -> dict[str, np.ndarray]:
         ) from None
     except (OSError, zipfile.BadZipFile, EOFError) as e:
         raise DataError(f"series file {path!r} cannot be read: {e}") from None
+
+
+def _window(path: str) -> np.ndarray:
+    """One CSV window as (channels, steps), float64."""
+    rows: list[list[float]] = []
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            for number, row in enumerate(csv.reader(f), 1):
+                if not row or all(not cell.strip() for cell in row):
+                    continue  # a blank line
+                try:
+                    values = [float(cell) for cell in row]
+                except ValueError:
+                    if number == 1:
+                        continue  # a header
+                    bad = next(c for c in row if not _is_number(c))
+                    raise DataError(
+                        f"series file {path!r} line {number}: {bad.strip()[:20]!r} is not a "
+                        "number; a window's rows hold one number per channel"
+                    ) from None
+                if rows and len(values) != len(rows[0]):
+                    raise DataError(
+                        f"series file {path!r} line {number} has {len(values)} values, the "
+                        f"rows before it {len(rows[0])}; every row holds one number per channel"
+                    )
+                rows.append(values)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise DataError(f"series file {path!r} cannot be read as CSV text: {e}") from None
+    if not rows:
+        raise DataError(f"series file {path!r} holds no row of numbers; a window needs one")
+    return np.asarray(rows, dtype=np.float64).T
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_folder(path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The windows of a folder of classes, (N, C, T), their labels and the class names."""
+    try:
+        classes = sorted(
+            e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")
+        )
+    except OSError as e:
+        raise DataError(f"series folder {path!r} cannot be read: {e.strerror or e}") from None
+    windows: list[np.ndarray] = []
+    labels: list[int] = []
+    first = ""
+    for label, name in enumerate(classes):
+        folder = os.path.join(path, name)
+        files = sorted(
+            f for f in os.listdir(folder) if f.lower().endswith(".csv") and not f.startswith(".")
+        )
+        if not files:
+            raise DataError(
+                f"series folder {path!r}: class folder {name!r} holds no .csv window; each "
+                "class folder holds one CSV file per window"
+            )
+        for file in files:
+            window = _window(os.path.join(folder, file))
+            if windows and window.shape != windows[0].shape:
+                (c, t), (c0, t0) = window.shape, windows[0].shape
+                raise DataError(
+                    f"series file {os.path.join(folder, file)!r} holds {t} steps of {c} "
+                    f"channels, {first!r} {t0} of {c0}; every window has one shape"
+                )
+            first = first or os.path.join(folder, file)
+            windows.append(window)
+            labels.append(label)
+    if len(classes) < 2:
+        raise DataError(
+            f"series folder {path!r} has {len(classes)} class folder"
+            f"{'' if len(classes) == 1 else 's'}; a classifier needs two or more"
+        )
+    return np.ascontiguousarray(np.stack(windows)), np.asarray(labels, dtype=np.int64), classes
 
 
 def _samples(path: str, arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -123,12 +212,18 @@ class SeriesDataset(ImageDataset):
 
     def __init__(self, path: str, seed: int = 0) -> None:
         self.path = os.path.abspath(path)
-        arrays = _read(self.path)
-        x, labels = _samples(path, arrays)
-        names = _class_names(path, arrays, labels)
+        if os.path.isdir(self.path):
+            x, labels, names = _read_folder(path)
+            if not np.isfinite(x).all():
+                raise DataError(f"series folder {path!r} holds a NaN or an infinity")
+            x = x[:, :, None, :]
+        else:
+            arrays = _read(self.path)
+            x, labels = _samples(path, arrays)
+            names = _class_names(path, arrays, labels)
         super().__init__(name=f"{SERIES_PREFIX}{self.path}", class_names=names, seed=seed)
         if self.num_classes < 2:
-            raise DataError(f"series file {path!r} has one class; a classifier needs two or more")
+            raise DataError(f"series {path!r} has one class; a classifier needs two or more")
         _, indices = np.unique(labels, return_inverse=True)
         self._x, self._y = x, indices.astype(np.int64)
         self.input_shape = (int(x.shape[1]), int(x.shape[2]), int(x.shape[3]))

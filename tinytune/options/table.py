@@ -145,9 +145,9 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "dataset",
         Text(),
         DEFAULT_DATASET,
-        "digits, procedural, imagefolder:PATH, or series:PATH.npz (a sensor's windows or a "
-        "spectrogram's features, X and y, searched with your own network of that input as "
-        "the supernet).",
+        "digits, procedural, imagefolder:PATH, or series:PATH (a sensor's windows or a "
+        "spectrogram's features: a folder of CSV files per class, or an .npz of X and y; "
+        "searched with your own network of that input as the supernet).",
         positional=True,
     ),
     Option(
