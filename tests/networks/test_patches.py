@@ -1,8 +1,8 @@
 """Patch-based execution of a user's network's frozen prefix (MCUNetV2): its stem's stage and
 the first blocks after it run patch by patch, with rectangular kernels and strides (a DS-CNN's
 10×4 stride-2 stem), a ResNet's max pool and its sum with its ReLU, a SqueezeNet's Fire modules
-(a concatenation); the patched output equals the
-whole-image one bit for bit, the hardware model schedules it under a budget, and the C step
+(a concatenation), a sensor's window along time; the patched output equals the whole-image
+one bit for bit, the hardware model schedules it under a budget, and the C step
 trains as the simulator does, byte for byte, on the host, the Cortex-M7 and the RV32IMC."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from tests.networks.zoo import (
     MobileNetV2,
     ResNet8,
     ResNet18,
+    SensorCNN1d,
     SmallV3,
     SqueezeNet,
     randomise_bn,
@@ -39,6 +40,7 @@ SHAPES = {
     "resnet18": (3, 32, 32),
     "squeezenet": (3, 32, 32),
     "v3": (3, 32, 32),
+    "sensor-1d": (6, 64),
 }
 
 
@@ -51,6 +53,7 @@ def _module(name: str) -> torch.nn.Module:
         "resnet18": lambda: ResNet18(0.125, 10),
         "squeezenet": SqueezeNet,
         "v3": lambda: SmallV3(10),
+        "sensor-1d": SensorCNN1d,
     }[name]()
     return randomise_bn(made)
 
@@ -64,10 +67,12 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _inputs(name: str, n: int, seed: int) -> torch.Tensor:
+    """Samples as tinytune feeds them (a 1-D network's (N, C, T) as (N, C, 1, T))."""
     if SHAPES[name][0] == 3:
         return images(n, seed, SHAPES[name][1])
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(n, *SHAPES[name], generator=g) * 0.6).clamp(-1, 1)
+    x = (torch.randn(n, *SHAPES[name], generator=g) * 0.6).clamp(-1, 1)
+    return x if x.dim() == 4 else x[:, :, None, :]
 
 
 def _quantized(path: str, name: str, preset: str = "last") -> QuantizedNet:
@@ -90,6 +95,8 @@ def _quantized(path: str, name: str, preset: str = "last") -> QuantizedNet:
         ("resnet18", 3, 2),
         ("squeezenet", 2, 3),
         ("squeezenet", 4, 2),
+        ("sensor-1d", 1, 4),
+        ("sensor-1d", 1, 3),
     ],
 )
 def test_the_stage_patch_by_patch_equals_the_whole_image(
@@ -109,6 +116,16 @@ def test_the_stage_patch_by_patch_equals_the_whole_image(
         assert patched > whole_macs
     else:
         assert patched == whole_macs
+
+
+def test_a_sensors_window_is_patched_along_time(exported: dict[str, str]) -> None:
+    q = _quantized(exported["sensor-1d"], "sensor-1d")
+    plan = plan_patches(q.graph, 4, block_end(q.graph, 1))
+    assert [(w.r0, w.r1) for w in plan.patches] == [(0, 1)] * 4  # 1 x 4, not 4 x 4
+    assert [w.w for w in plan.patches] == [8, 8, 8, 8]  # 32 steps in four
+    with pytest.raises(ConfigError) as e:
+        plan_patches(q.graph, 40, block_end(q.graph, 1))
+    assert "\n" not in str(e.value) and "allowed: 1 .. 32" in str(e.value)
 
 
 def test_blocks_are_the_stages_after_the_stem(exported: dict[str, str]) -> None:
@@ -152,7 +169,13 @@ def test_the_hardware_model_schedules_patches_on_a_users_network(
 @needs("rv32imc")
 @pytest.mark.parametrize(
     ("name", "blocks", "n"),
-    [("ds-cnn", 1, 3), ("resnet8", 1, 2), ("resnet18", 2, 2), ("squeezenet", 2, 2)],
+    [
+        ("ds-cnn", 1, 3),
+        ("resnet8", 1, 2),
+        ("resnet18", 2, 2),
+        ("squeezenet", 2, 2),
+        ("sensor-1d", 1, 4),
+    ],
 )
 def test_a_patched_prefix_trains_in_c_as_the_simulator_does_on_every_core(
     exported: dict[str, str], name: str, blocks: int, n: int, tmp_path: Path

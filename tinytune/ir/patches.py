@@ -2,7 +2,8 @@
 
 The first stage of a CNN holds most of its activation memory, and a frozen prefix keeps
 nothing for the backward pass. So the prefix may run **patch by patch**: its output is split
-into n × n spatial patches, and for each patch the stage computes only the region of every
+into n × n spatial patches (n along time for a sensor's window, whose maps have height 1),
+and for each patch the stage computes only the region of every
 tensor that the patch depends on (its receptive field), with zero padding only at the image's
 border. Only one patch's regions are alive at a time, beside the network's input and the
 stage's output, which is whole. Neighbouring patches recompute the overlap of their regions:
@@ -129,7 +130,8 @@ def _axis(op: Op, graph: Graph, axis: int) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class PatchPlan:
-    """How the stage ``graph.ops[:stage_end]`` runs in ``n`` × ``n`` patches.
+    """How the stage ``graph.ops[:stage_end]`` runs in ``n`` × ``n`` patches (``n`` along
+    time where the stage's output has height 1: a sensor's window).
 
     Attributes:
         n: patches per side (1: the whole image at once, which needs no plan).
@@ -265,16 +267,17 @@ def plan_patches(graph: Graph, n: int, stage_end: int) -> PatchPlan:
         raise ConfigError(f"patches per side must be an integer >= 1, got {n!r}")
     output = _check_stage(graph, stage_end)
     _, _, out_h, out_w = graph.tensors[output].shape
-    if n > min(out_h, out_w):
+    rows = 1 if out_h == 1 else n  # a window of a sensor (height 1): n patches along time
+    if n > min(out_w, out_h if rows > 1 else out_w):
         raise ConfigError(
-            f"{n} patches per side need a stage output of at least {n} x {n} pixels; the stage "
-            f"ending before {graph.ops[stage_end].name} outputs {out_h} x {out_w} (allowed: 1 .. "
-            f"{min(out_h, out_w)})"
+            f"{n} patches per side need a stage output of at least {rows} x {n} pixels; the "
+            f"stage ending before {graph.ops[stage_end].name} outputs {out_h} x {out_w} "
+            f"(allowed: 1 .. {min(out_w, out_h if rows > 1 else out_w)})"
         )
     stage = graph.ops[:stage_end]
     windows = [
         Region(r0, r1, c0, c1)
-        for r0, r1 in split_axis(out_h, n)
+        for r0, r1 in split_axis(out_h, rows)
         for c0, c1 in split_axis(out_w, n)
     ]
     held_all, crops_all = [], []
