@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tinytune.spaces import DEFAULT_SUPERNET
+
+if TYPE_CHECKING:
+    from tinytune.models.supernet.recipes import PretrainRecipe
+    from tinytune.spaces import SupernetSpec
 
 __all__ = ["pretrain"]
 
@@ -59,33 +64,15 @@ def pretrain(
 ) -> None:
     """Pre-train a supernet with the sandwich rule and cache the checkpoint."""
     import dataclasses
-    import json
-    import os
-    import platform
-    import shlex
-    import sys
-    import time
 
-    import torch
-
-    from tinytune.checkpoints import ensure_checkpoint, pretrain_into, sha256_file
+    from tinytune.checkpoints import ensure_checkpoint
     from tinytune.cli.common import console, pretrain_bar, quiet_logs
     from tinytune.errors import ConfigError
     from tinytune.models.supernet import get_recipe
     from tinytune.spaces import get_supernet
 
     quiet_logs()
-    if device not in ("cpu", "cuda"):
-        raise ConfigError(f"--device must be 'cpu' or 'cuda', got {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda, but torch sees no CUDA device")
-    if threads is not None:
-        cores = os.cpu_count() or 1
-        if not 1 <= threads <= cores:  # more only contend (and torch fails on far more)
-            raise ConfigError(
-                f"--threads must lie in [1, {cores}] (this machine's cores), got {threads}"
-            )
-        torch.set_num_threads(threads)
+    _check_machine(device, threads)
     spec = get_supernet(supernet)
     chosen = get_recipe(recipe)
     if workers < 0:
@@ -110,46 +97,97 @@ def pretrain(
                 spec, chosen, force=force, progress=progress, device=device, workers=workers
             )
         else:
-            path = folder / f"{spec.name}.pt"
-            resumed: list[int] = []  # the steps a partial run had done, where one went on
-
-            def going_on(done: int) -> None:
-                resumed.append(done)
-                console.print(
-                    f"going on from the partial run in {folder} after step {done} of "
-                    f"{chosen.steps} (--force starts over)"
-                )
-
-            start = time.perf_counter()
-            pretrain_into(
-                spec,
-                chosen,
-                path,
-                progress=progress,
-                device=device,
-                checkpoint_every=checkpoint_every,
-                half=True,
-                workers=workers,
-                fresh=force,
-                on_resume=going_on,
+            path = _pretrain_into_folder(
+                spec, chosen, recipe, folder, progress, device, checkpoint_every, workers, force
             )
-            record = {
-                "supernet": spec.name,
-                "recipe_name": recipe,
-                "recipe": chosen.to_dict(),
-                "sha256": sha256_file(path),
-                "command": "tinytune pretrain " + shlex.join(_own_args(sys.argv)),
-                "wall_time_s": round(time.perf_counter() - start, 1),
-                **({"resumed_after_step": resumed[0]} if resumed else {}),
-                "device": device,
-                "threads": torch.get_num_threads(),
-                "workers": workers,
-                "storage": "float16",
-                "torch": torch.__version__,
-                "machine": platform.machine(),
-            }
-            path.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     console.print(f"{spec.name}: {path}")
+
+
+def _check_machine(device: str, threads: int | None) -> None:
+    """Refuse a device torch cannot use or more threads than cores; set the threads."""
+    import os
+
+    import torch
+
+    from tinytune.errors import ConfigError
+
+    if device not in ("cpu", "cuda"):
+        raise ConfigError(f"--device must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda, but torch sees no CUDA device")
+    if threads is not None:
+        cores = os.cpu_count() or 1
+        if not 1 <= threads <= cores:  # more only contend (and torch fails on far more)
+            raise ConfigError(
+                f"--threads must lie in [1, {cores}] (this machine's cores), got {threads}"
+            )
+        torch.set_num_threads(threads)
+
+
+def _pretrain_into_folder(
+    spec: SupernetSpec,
+    chosen: PretrainRecipe,
+    recipe: str,
+    folder: Path,
+    progress: Callable[[int, int, float], None],
+    device: str,
+    checkpoint_every: int,
+    workers: int,
+    force: bool,
+) -> Path:
+    """Pre-train into ``folder`` (going on from a partial run there unless ``force``) and
+    write the checkpoint's record beside it: recipe, SHA-256, command, wall time."""
+    import json
+    import platform
+    import shlex
+    import sys
+    import time
+
+    import torch
+
+    from tinytune.checkpoints import pretrain_into, sha256_file
+    from tinytune.cli.common import console
+
+    path = folder / f"{spec.name}.pt"
+    resumed: list[int] = []  # the steps a partial run had done, where one went on
+
+    def going_on(done: int) -> None:
+        resumed.append(done)
+        console.print(
+            f"going on from the partial run in {folder} after step {done} of "
+            f"{chosen.steps} (--force starts over)"
+        )
+
+    start = time.perf_counter()
+    pretrain_into(
+        spec,
+        chosen,
+        path,
+        progress=progress,
+        device=device,
+        checkpoint_every=checkpoint_every,
+        half=True,
+        workers=workers,
+        fresh=force,
+        on_resume=going_on,
+    )
+    record = {
+        "supernet": spec.name,
+        "recipe_name": recipe,
+        "recipe": chosen.to_dict(),
+        "sha256": sha256_file(path),
+        "command": "tinytune pretrain " + shlex.join(_own_args(sys.argv)),
+        "wall_time_s": round(time.perf_counter() - start, 1),
+        **({"resumed_after_step": resumed[0]} if resumed else {}),
+        "device": device,
+        "threads": torch.get_num_threads(),
+        "workers": workers,
+        "storage": "float16",
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+    }
+    path.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+    return path
 
 
 def _out_folder(text: str) -> Path:
