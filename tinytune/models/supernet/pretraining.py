@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from tinytune.errors import ModelError
 from tinytune.models.ofa_adapter import build_ofa_supernet, set_active
@@ -144,6 +144,45 @@ def _step_stream(
         yield int(res), x, y, rng, np.random.default_rng([recipe.seed, step, 1])
 
 
+def _optimizer(net: nn.Module, recipe: PretrainRecipe) -> torch.optim.SGD:
+    """SGD with Nesterov momentum; weight decay on weights (not on biases and norms)."""
+    decay = [p for n, p in net.named_parameters() if p.ndim > 1]
+    no_decay = [p for n, p in net.named_parameters() if p.ndim <= 1]
+    return torch.optim.SGD(
+        [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay}],
+        lr=recipe.lr,
+        momentum=0.9,
+        nesterov=True,
+    )
+
+
+def _sandwich(
+    net: nn.Module,
+    spec: SupernetSpec,
+    recipe: PretrainRecipe,
+    batch: tuple[Tensor, Tensor, Tensor | None, float],
+    rng: Any,
+    res: int,
+) -> Tensor:
+    """The sandwich rule's gradients of one batch, accumulated in ``net``: the largest, the
+    smallest and ``recipe.random_subnets`` random sub-networks at resolution ``res``, each on
+    the batch ``(x, y, perm, lam)`` (a mix: ``lam`` of ``y``'s loss, the rest of
+    ``y[perm]``'s). Their losses' sum (detached)."""
+    x, y, perm, lam = batch
+    subnets = [default_subnet(spec, "max"), default_subnet(spec, "min")]
+    subnets += [random_subnet(spec, rng, res) for _ in range(recipe.random_subnets)]
+    total = torch.zeros((), device=x.device)
+    for sub in subnets:
+        set_active(net, spec, sub)
+        logits = net(x)
+        loss = F.cross_entropy(logits, y, label_smoothing=0.1)
+        if perm is not None:
+            loss = lam * loss + (1 - lam) * F.cross_entropy(logits, y[perm], label_smoothing=0.1)
+        loss.backward()
+        total += loss.detach()
+    return total
+
+
 def pretrain_supernet(
     spec: SupernetSpec,
     recipe: PretrainRecipe,
@@ -189,14 +228,7 @@ def pretrain_supernet(
     if resume is not None:
         net.load_state_dict(resume.state_dict)
     net = net.to(device)
-    decay = [p for n, p in net.named_parameters() if p.ndim > 1]
-    no_decay = [p for n, p in net.named_parameters() if p.ndim <= 1]
-    opt = torch.optim.SGD(
-        [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay}],
-        lr=recipe.lr,
-        momentum=0.9,
-        nesterov=True,
-    )
+    opt = _optimizer(net, recipe)
     start = 0
     if resume is not None:
         opt.load_state_dict(resume.optimizer)
@@ -212,23 +244,11 @@ def pretrain_supernet(
             xt, perm, lam = _mix(xt, np_rng)
             perm = perm.to(device)
         opt.zero_grad(set_to_none=True)
-        subnets = [default_subnet(spec, "max"), default_subnet(spec, "min")]
-        subnets += [random_subnet(spec, rng, res) for _ in range(recipe.random_subnets)]
-        total = torch.zeros((), device=device)
-        for sub in subnets:
-            set_active(net, spec, sub)
-            logits = net(xt)
-            loss = F.cross_entropy(logits, yt, label_smoothing=0.1)
-            if perm is not None:
-                loss = lam * loss + (1 - lam) * F.cross_entropy(
-                    logits, yt[perm], label_smoothing=0.1
-                )
-            loss.backward()
-            total += loss.detach()
+        total = _sandwich(net, spec, recipe, (xt, yt, perm, lam), rng, res)
         nn.utils.clip_grad_norm_(net.parameters(), 5.0)
         opt.step()
-        if progress is not None:
-            progress(step + 1, recipe.steps, float(total) / len(subnets))
+        if progress is not None:  # the mean over the sub-networks
+            progress(step + 1, recipe.steps, float(total) / (2 + recipe.random_subnets))
         if checkpoint is not None and checkpoint_every and (step + 1) % checkpoint_every == 0:
             set_active(net, spec, default_subnet(spec, "max"))
             checkpoint(net, step + 1, opt.state_dict())
