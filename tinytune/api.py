@@ -36,7 +36,9 @@ if TYPE_CHECKING:
     import torch
 
     from tinytune.hwmodels.devices import DeviceProfile
+    from tinytune.models import PretrainRecipe
     from tinytune.search import SearchEvent, SearchResult
+    from tinytune.spaces import SupernetSpec
     from tinytune.studies import StudyView
 
 __all__ = [
@@ -227,9 +229,8 @@ def _optimize(
     from tinytune.checkpoints import ensure_checkpoint
     from tinytune.data import get_dataset
     from tinytune.db import database_exists, mask_url, open_store
-    from tinytune.errors import OptionError, StorageError, flag
+    from tinytune.errors import StorageError
     from tinytune.evaluators import run_evaluation
-    from tinytune.models import PretrainRecipe
     from tinytune.models.supernet import require_weights
     from tinytune.search import (
         Executor,
@@ -249,44 +250,14 @@ def _optimize(
     spec = get_supernet(default_network(values["dataset"]) if supernet is None else supernet)
     require_weights(spec, weights)
     workers = DEFAULT_WORKERS if values["workers"] is None else values["workers"]
-    recipe = None
-    if values["pretrain_steps"] is not None:
-        if spec.fixed:
-            raise OptionError.saying(
-                "pretrain_steps",
-                f"{spec.name} comes with its ImageNet weights and is not pre-trained here: leave "
-                "out " + flag("pretrain_steps") + ", or name a supernet with " + flag("supernet"),
-            )
-        recipe = PretrainRecipe(steps=values["pretrain_steps"])  # before any database work
-    if values["workers"] is not None and inline:
-        raise OptionError.saying(
-            "workers",
-            flag("inline", True)
-            + " runs in this process, so "
-            + flag("workers", workers)
-            + " would be ignored; give one of the two",
-        )
+    recipe = _pretrain_recipe(spec, values["pretrain_steps"])  # before any database work
+    _check_inline(inline, "workers", values["workers"] is not None, workers)
     data = get_dataset(values["dataset"])
     config = SearchConfig.from_options(
         values, checkpoint="", supernet=spec.name, dataset=data.name, n_classes=data.num_classes
     )
-    if config.gpus_per_trial and inline:
-        raise OptionError.saying(
-            "gpus_per_trial",
-            flag("inline", True)
-            + " fine-tunes in this process, without Ray to give each fine-tune its share of a "
-            "GPU, so "
-            + flag("gpus_per_trial", config.gpus_per_trial)
-            + " would be ignored; give one of the two",
-        )
-    if ray_address is not None and inline:
-        raise OptionError.saying(
-            "ray_address",
-            flag("inline", True)
-            + " runs without Ray, so "
-            + flag("ray_address", ray_address)
-            + " would be ignored; give one of the two",
-        )
+    _check_inline(inline, "gpus_per_trial", bool(config.gpus_per_trial), config.gpus_per_trial)
+    _check_inline(inline, "ray_address", ray_address is not None, ray_address)
     if ray_address is not None:
         check_reachable(ray_address)  # before any pre-training or database work
     # no database file yet: check the search on the built-in profiles before creating one
@@ -327,6 +298,54 @@ def _optimize(
         finally:
             if executor is not None:
                 executor.close()
+
+
+def _pretrain_recipe(spec: SupernetSpec, steps: int | None) -> PretrainRecipe | None:
+    """The quick recipe for ``steps`` pre-training steps (None: the shipped checkpoint).
+
+    Raises:
+        OptionError: a fixed network, which comes with its own weights.
+    """
+    from tinytune.errors import OptionError, flag
+    from tinytune.models import PretrainRecipe
+
+    if steps is None:
+        return None
+    if spec.fixed:
+        raise OptionError.saying(
+            "pretrain_steps",
+            f"{spec.name} comes with its ImageNet weights and is not pre-trained here: leave "
+            "out " + flag("pretrain_steps") + ", or name a supernet with " + flag("supernet"),
+        )
+    return PretrainRecipe(steps=steps)
+
+
+_WITHOUT_RAY = {
+    "workers": " runs in this process, so ",
+    "gpus_per_trial": (
+        " fine-tunes in this process, without Ray to give each fine-tune its share of a GPU, so "
+    ),
+    "ray_address": " runs without Ray, so ",
+}
+"""Why ``--inline`` ignores each option of Ray's."""
+
+
+def _check_inline(inline: bool, name: str, given: bool, value: Any) -> None:
+    """Refuse option ``name`` of Ray's (``given``, its value ``value``) with ``inline``.
+
+    Raises:
+        OptionError: both given.
+    """
+    from tinytune.errors import OptionError, flag
+
+    if given and inline:
+        raise OptionError.saying(
+            name,
+            flag("inline", True)
+            + _WITHOUT_RAY[name]
+            + flag(name, value)
+            + " would be ignored; give one of the two",
+        )
 
 
 def devices(storage: str | None = None) -> list[DeviceProfile]:
