@@ -4,11 +4,14 @@ simulator's, byte for byte, and prints the same on the host, the Cortex-M7 and t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.bundle.support import make, parse_dump, replay, write_test_bundle
+from tests.networks import zoo
 from tinytune.hwmodels import plan_memory
 from tinytune.ir import block_end, plan_patches
 from tinytune.models import GraphNet, ImportedNetwork, build_candidate
@@ -24,6 +27,43 @@ def images(n: int, seed: int, size: int) -> torch.Tensor:
     """``n`` random RGB images of ``size`` × ``size`` in [-1, 1]."""
     g = torch.Generator().manual_seed(seed)
     return (torch.rand(n, 3, size, size, generator=g) * 2 - 1).clamp(-1, 1)
+
+
+ZOO: dict[str, tuple[Callable[[], torch.nn.Module], tuple[int, ...]]] = {
+    "mbv2": (lambda: zoo.MobileNetV2(0.35, 10), (3, 32, 32)),
+    "ds-cnn": (zoo.DSCNN, (1, 49, 10)),
+    "sensor-1d": (zoo.SensorCNN1d, (6, 64)),
+    "v3": (lambda: zoo.SmallV3(10), (3, 32, 32)),
+    "resnet8": (zoo.ResNet8, (3, 32, 32)),
+    "resnet18": (lambda: zoo.ResNet18(0.125, 10), (3, 32, 32)),
+    "squeezenet": (zoo.SqueezeNet, (3, 32, 32)),
+}
+"""Networks of the zoo by name, each with the input it is exported for (C, H, W), or (C, T)."""
+
+
+def exported_zoo(names: list[str], folders: pytest.TempPathFactory) -> dict[str, str]:
+    """Each named network of :data:`ZOO` (seed 0, BatchNorm statistics of a trained one)
+    exported by ``torch.export``: name -> its file."""
+    out = {}
+    for name in names:
+        make_net, shape = ZOO[name]
+        torch.manual_seed(0)
+        out[name] = save(
+            zoo.randomise_bn(make_net()), torch.zeros(1, *shape), folders.mktemp(name)
+        )
+    return out
+
+
+def samples(name: str, n: int, seed: int) -> torch.Tensor:
+    """``n`` samples for network ``name`` of :data:`ZOO` as tinytune feeds them: images in
+    [-1, 1], other inputs of spread 0.6 clamped to it, a 1-D network's (N, C, T) as
+    (N, C, 1, T)."""
+    shape = ZOO[name][1]
+    if shape[0] == 3:
+        return images(n, seed, shape[1])
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(n, *shape, generator=g) * 0.6).clamp(-1, 1)
+    return x if x.dim() == 4 else x[:, :, None, :]
 
 
 def save(module: torch.nn.Module, example: torch.Tensor, folder: Path, form: str = "pt2") -> str:

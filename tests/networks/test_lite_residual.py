@@ -13,8 +13,7 @@ import pytest
 import torch
 
 from tests.bundle.support import needs
-from tests.networks.support import check_trains_alike_in_c, images, save
-from tests.networks.zoo import DSCNN, MobileNetV2, ResNet8, SensorCNN1d, SmallV3, randomise_bn
+from tests.networks.support import check_trains_alike_in_c, exported_zoo, samples
 from tinytune.errors import ConfigError
 from tinytune.ir import trace
 from tinytune.models import ImportedNetwork, build_candidate
@@ -31,43 +30,12 @@ from tinytune.spaces import (
     suggest_candidate,
 )
 
-SHAPES = {
-    "mbv2": (3, 32, 32),
-    "ds-cnn": (1, 49, 10),
-    "sensor-1d": (6, 64),
-    "v3": (3, 32, 32),
-    "resnet8": (3, 32, 32),
-}
-
-
-def _module(name: str) -> torch.nn.Module:
-    torch.manual_seed(0)
-    made = {
-        "mbv2": lambda: MobileNetV2(0.35, 10),
-        "ds-cnn": DSCNN,
-        "sensor-1d": SensorCNN1d,
-        "v3": lambda: SmallV3(10),
-        "resnet8": ResNet8,
-    }[name]()
-    return randomise_bn(made)
+NAMES = ["mbv2", "ds-cnn", "sensor-1d", "v3", "resnet8"]
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    out = {}
-    for name, shape in SHAPES.items():
-        folder = tmp_path_factory.mktemp(name)
-        out[name] = save(_module(name), torch.zeros(1, *shape), folder)
-    return out
-
-
-def _inputs(name: str, n: int, seed: int) -> torch.Tensor:
-    """Samples as tinytune feeds them (a 1-D network's (N, C, T) as (N, C, 1, T))."""
-    if SHAPES[name][0] == 3:
-        return images(n, seed, SHAPES[name][1])
-    g = torch.Generator().manual_seed(seed)
-    x = (torch.randn(n, *SHAPES[name], generator=g) * 0.6).clamp(-1, 1)
-    return x if x.dim() == 4 else x[:, :, None, :]
+    return exported_zoo(NAMES, tmp_path_factory)
 
 
 def _build(path: str, candidate: Candidate) -> torch.nn.Module:
@@ -83,7 +51,7 @@ def test_a_mobilenets_stages_are_its_blocks(exported: dict[str, str]) -> None:
     assert dscnn.stage_convs == (1, 2, 2, 2, 2)  # the stem, four separable blocks
 
 
-@pytest.mark.parametrize("name", list(SHAPES))
+@pytest.mark.parametrize("name", NAMES)
 def test_tinytl_puts_a_branch_on_every_stage_but_the_first_and_it_adds_zero(
     exported: dict[str, str], name: str
 ) -> None:
@@ -94,7 +62,7 @@ def test_tinytl_puts_a_branch_on_every_stage_but_the_first_and_it_adds_zero(
     plain = _build(exported[name], make_preset("bias-only", spec)).eval()
     stages = [m for m in net.modules() if isinstance(m, GraphStage)]
     assert [s.lite is not None for s in stages] == [False] + [True] * (len(stages) - 1)
-    x = _inputs(name, 3, 1)
+    x = samples(name, 3, 1)
     with torch.no_grad():  # a new branch's last GroupNorm scales by 0: it adds exactly 0
         assert torch.equal(net(x), plain(x))
     trained = {n for n, p in net.named_parameters() if p.requires_grad}
@@ -106,7 +74,7 @@ def test_tinytl_puts_a_branch_on_every_stage_but_the_first_and_it_adds_zero(
 def test_a_branch_spans_the_stage_to_the_map_it_hands_on(exported: dict[str, str]) -> None:
     spec = get_supernet(exported["v3"])
     net = _build(exported["v3"], make_preset("tinytl", spec))
-    graph = trace(net, _inputs("v3", 1, 0))
+    graph = trace(net, samples("v3", 1, 0))
     by_output = {op.output: op for op in graph.ops}
     adds = [op for op in graph.ops if op.name.endswith(".lite_add")]
     assert len(adds) == 3
@@ -127,7 +95,7 @@ def test_a_branch_on_a_sensor_window_runs_along_its_one_axis(exported: dict[str,
     assert [b.conv1.kernel_hw for b in branches] == [(1, 5), (1, 5), (1, 3)]
     assert [(b.pool.ratio, b.pool.ratio_w) for b in branches] == [(1, 2)] * 3  # type: ignore[union-attr]
     assert [(b.conv1.stride, b.conv1.stride_w) for b in branches] == [(1, 1), (1, 4), (1, 1)]
-    x = _inputs("sensor-1d", 2, 0)
+    x = samples("sensor-1d", 2, 0)
     assert net(x).shape == (2, 5)
 
 
@@ -153,5 +121,5 @@ def test_the_search_samples_branches_on_the_last_stages(exported: dict[str, str]
 def test_tinytl_trains_in_c_as_the_simulator_does_on_every_core(
     exported: dict[str, str], name: str, tmp_path: Path
 ) -> None:
-    inputs = (_inputs(name, 16, 2), _inputs(name, 4, 3), _inputs(name, 4, 4))
+    inputs = (samples(name, 16, 2), samples(name, 4, 3), samples(name, 4, 4))
     check_trains_alike_in_c(exported[name], "tinytl", 5, inputs, tmp_path / "bundle")

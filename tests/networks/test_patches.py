@@ -13,17 +13,7 @@ import pytest
 import torch
 
 from tests.bundle.support import needs
-from tests.networks.support import check_trains_alike_in_c, images, save
-from tests.networks.zoo import (
-    DSCNN,
-    MobileNetV2,
-    ResNet8,
-    ResNet18,
-    SensorCNN1d,
-    SmallV3,
-    SqueezeNet,
-    randomise_bn,
-)
+from tests.networks.support import ZOO, check_trains_alike_in_c, exported_zoo, samples
 from tinytune.errors import ConfigError
 from tinytune.evaluators import HardwareConfig, HardwareEvaluator
 from tinytune.hwmodels import get_device
@@ -33,46 +23,10 @@ from tinytune.networks import read_network
 from tinytune.quant import QuantizedNet, forward, forward_patched, quantize
 from tinytune.spaces import Schedule, get_supernet, make_preset
 
-SHAPES = {
-    "mbv2": (3, 32, 32),
-    "ds-cnn": (1, 49, 10),
-    "resnet8": (3, 32, 32),
-    "resnet18": (3, 32, 32),
-    "squeezenet": (3, 32, 32),
-    "v3": (3, 32, 32),
-    "sensor-1d": (6, 64),
-}
-
-
-def _module(name: str) -> torch.nn.Module:
-    torch.manual_seed(0)
-    made = {
-        "mbv2": lambda: MobileNetV2(0.35, 10),
-        "ds-cnn": DSCNN,
-        "resnet8": ResNet8,
-        "resnet18": lambda: ResNet18(0.125, 10),
-        "squeezenet": SqueezeNet,
-        "v3": lambda: SmallV3(10),
-        "sensor-1d": SensorCNN1d,
-    }[name]()
-    return randomise_bn(made)
-
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return {
-        name: save(_module(name), torch.zeros(1, *shape), tmp_path_factory.mktemp(name))
-        for name, shape in SHAPES.items()
-    }
-
-
-def _inputs(name: str, n: int, seed: int) -> torch.Tensor:
-    """Samples as tinytune feeds them (a 1-D network's (N, C, T) as (N, C, 1, T))."""
-    if SHAPES[name][0] == 3:
-        return images(n, seed, SHAPES[name][1])
-    g = torch.Generator().manual_seed(seed)
-    x = (torch.randn(n, *SHAPES[name], generator=g) * 0.6).clamp(-1, 1)
-    return x if x.dim() == 4 else x[:, :, None, :]
+    return exported_zoo(list(ZOO), tmp_path_factory)
 
 
 def _quantized(path: str, name: str, preset: str = "last") -> QuantizedNet:
@@ -80,7 +34,7 @@ def _quantized(path: str, name: str, preset: str = "last") -> QuantizedNet:
         make_preset(preset, get_supernet(path)), ImportedNetwork(read_network(path)), 5, [],
         seed=0,
     )  # fmt: skip
-    return quantize(net, [_inputs(name, 8, 2)])
+    return quantize(net, [samples(name, 8, 2)])
 
 
 @pytest.mark.parametrize(
@@ -107,7 +61,7 @@ def test_the_stage_patch_by_patch_equals_the_whole_image(
     kinds = {op.kind for op in q.graph.ops[: plan.stage_end]}
     assert ("cat" in kinds) == (name == "squeezenet" and blocks > 1)
     assert ("maxpool" in kinds) == (name.startswith(("resnet18", "squeezenet")) and blocks > 0)
-    x = q.quantize_input(_inputs(name, 1, 5))
+    x = q.quantize_input(samples(name, 1, 5))
     whole = forward(q, x).acts[plan.output]
     assert torch.equal(forward_patched(q, x, plan), whole)
     assert len(whole.unique()) > 16  # not a constant tensor
@@ -180,7 +134,7 @@ def test_the_hardware_model_schedules_patches_on_a_users_network(
 def test_a_patched_prefix_trains_in_c_as_the_simulator_does_on_every_core(
     exported: dict[str, str], name: str, blocks: int, n: int, tmp_path: Path
 ) -> None:
-    inputs = (_inputs(name, 16, 2), _inputs(name, 4, 3), _inputs(name, 4, 4))
+    inputs = (samples(name, 16, 2), samples(name, 4, 3), samples(name, 4, 4))
     check_trains_alike_in_c(
         exported[name], "mcunetv3", 5, inputs, tmp_path / "bundle", patches=(n, blocks)
     )
