@@ -16,74 +16,83 @@ from tinytune.options import DEFAULT_DEVICE
 __all__ = ["export"]
 
 
+_Out = Annotated[
+    Path,
+    typer.Option("--out", "-o", help="Bundle folder to write (an existing one must be a bundle)."),
+]
+_Target = Annotated[
+    str | None,
+    typer.Argument(
+        help="A trial number of the study, or a candidate key (or prefix); as --trial N "
+        "or --candidate KEY.",
+    ),
+]
+_Trial = Annotated[int | None, typer.Option(help="Trial number in the study.")]
+_Candidate = Annotated[str | None, typer.Option(help="Stored candidate key (or a unique prefix).")]
+_Study = Annotated[str | None, typer.Option(help="Study of the trial (default: the only study).")]
+_Device = Annotated[
+    str | None,
+    typer.Option(help=f"Target device (default: the study's, else {DEFAULT_DEVICE})."),
+]
+_Storage = Annotated[str, typer.Option(help="SQLAlchemy URL of the database.")]
+_Weights = Annotated[
+    Path | None,
+    typer.Option(help="Supernet weights (default: the study's, else the cached ones)."),
+]
+_Samples = Annotated[
+    int, typer.Option(help="Training samples embedded in the example (and test samples).")
+]
+_Epochs = Annotated[int, typer.Option(help="Epochs the example trains.")]
+_Lr = Annotated[
+    float | None,
+    typer.Option(
+        help="On-device learning rate of the first epoch (SGD, batch 1, QAS); default: the "
+        f"rate the device's accuracy was measured at, else {DEFAULT_DEVICE_LR:g}."
+    ),
+]
+_LrSchedule = Annotated[
+    str | None,
+    typer.Option(
+        help="How the example's rate moves: 'halving' (halved after every epoch) or "
+        "'constant'; default: as the device's accuracy was measured, else halving."
+    ),
+]
+_Seed = Annotated[int, typer.Option(help="Seed of the new classifier.")]
+_MeasureInt8 = Annotated[
+    bool,
+    typer.Option(
+        "--measure-int8/--no-measure-int8",
+        help="Measure the accuracy the device's training reaches (int8, batch 1, QAS, the "
+        "whole training split; minutes) when the study has none stored, and record it.",
+    ),
+]
+_Force = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Replace (or remove, where the new bundle has none) the files of an existing "
+        "bundle folder that were changed since it was written, and files of yours at paths "
+        "the bundle writes (your other files are kept).",
+    ),
+]
+
+
 def export(
-    out: Annotated[
-        Path,
-        typer.Option(
-            "--out", "-o", help="Bundle folder to write (an existing one must be a bundle)."
-        ),
-    ],
-    target: Annotated[
-        str | None,
-        typer.Argument(
-            help="A trial number of the study, or a candidate key (or prefix); as --trial N "
-            "or --candidate KEY.",
-        ),
-    ] = None,
-    trial: Annotated[int | None, typer.Option(help="Trial number in the study.")] = None,
-    candidate: Annotated[
-        str | None, typer.Option(help="Stored candidate key (or a unique prefix).")
-    ] = None,
-    study: Annotated[
-        str | None, typer.Option(help="Study of the trial (default: the only study).")
-    ] = None,
-    device: Annotated[
-        str | None,
-        typer.Option(help=f"Target device (default: the study's, else {DEFAULT_DEVICE})."),
-    ] = None,
-    storage: Annotated[
-        str, typer.Option(help="SQLAlchemy URL of the database.")
-    ] = DEFAULT_STORAGE,
-    weights: Annotated[
-        Path | None,
-        typer.Option(help="Supernet weights (default: the study's, else the cached ones)."),
-    ] = None,
-    samples: Annotated[
-        int, typer.Option(help="Training samples embedded in the example (and test samples).")
-    ] = 32,
-    epochs: Annotated[int, typer.Option(help="Epochs the example trains.")] = 3,
-    lr: Annotated[
-        float | None,
-        typer.Option(
-            help="On-device learning rate of the first epoch (SGD, batch 1, QAS); default: the "
-            f"rate the device's accuracy was measured at, else {DEFAULT_DEVICE_LR:g}."
-        ),
-    ] = None,
-    lr_schedule: Annotated[
-        str | None,
-        typer.Option(
-            help="How the example's rate moves: 'halving' (halved after every epoch) or "
-            "'constant'; default: as the device's accuracy was measured, else halving."
-        ),
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the new classifier.")] = 0,
-    measure_int8: Annotated[
-        bool,
-        typer.Option(
-            "--measure-int8/--no-measure-int8",
-            help="Measure the accuracy the device's training reaches (int8, batch 1, QAS, the "
-            "whole training split; minutes) when the study has none stored, and record it.",
-        ),
-    ] = True,
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force",
-            help="Replace (or remove, where the new bundle has none) the files of an existing "
-            "bundle folder that were changed since it was written, and files of yours at paths "
-            "the bundle writes (your other files are kept).",
-        ),
-    ] = False,
+    out: _Out,
+    target: _Target = None,
+    trial: _Trial = None,
+    candidate: _Candidate = None,
+    study: _Study = None,
+    device: _Device = None,
+    storage: _Storage = DEFAULT_STORAGE,
+    weights: _Weights = None,
+    samples: _Samples = 32,
+    epochs: _Epochs = 3,
+    lr: _Lr = None,
+    lr_schedule: _LrSchedule = None,
+    seed: _Seed = 0,
+    measure_int8: _MeasureInt8 = True,
+    force: _Force = False,
 ) -> None:
     """Export a candidate's on-device training step as a C bundle: int8 weights, the sparse
     update as straight-line C over the memory planner's static arena, an example (a smoke test
