@@ -13,49 +13,57 @@ from tinytune.cli.common import DEFAULT_STORAGE
 __all__ = ["calibrate"]
 
 
+_Files = Annotated[list[Path], typer.Argument(help="Measurement files of the device.")]
+_Device = Annotated[str, typer.Option(help="Device the measurements were taken on.")]
+_HeldOut = Annotated[
+    str,
+    typer.Option(
+        metavar="NUMBER",
+        help="Held-out networks: a count (a whole number >= 1) or a fraction (< 1).",
+    ),
+]
+_Storage = Annotated[
+    str, typer.Option(help="SQLAlchemy URL of the database that keeps calibrations.")
+]
+_Out = Annotated[
+    Path | None,
+    typer.Option("--out", "-o", help="Profile file to write (default calibration-DEVICE.json)."),
+]
+_Force = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Store a fit whose held-out error misses the accuracy a profile needs, "
+        "marked as forced.",
+    ),
+]
+_MedianError = Annotated[
+    str | None,
+    typer.Option(
+        metavar="SHARE",
+        help="The accuracy a profile of this device needs: the largest median |error| "
+        "of its held-out networks, as a percentage (15%) or a fraction (0.15); default 10%.",
+    ),
+]
+_MaxError = Annotated[
+    str | None,
+    typer.Option(
+        metavar="SHARE",
+        help="The largest |error| of any one held-out network a profile of this device "
+        "may have; default 25%.",
+    ),
+]
+
+
 def calibrate(
-    files: Annotated[list[Path], typer.Argument(help="Measurement files of the device.")],
-    device: Annotated[str, typer.Option(help="Device the measurements were taken on.")],
-    held_out: Annotated[
-        str,
-        typer.Option(
-            metavar="NUMBER",
-            help="Held-out networks: a count (a whole number >= 1) or a fraction (< 1).",
-        ),
-    ] = "0.25",
-    storage: Annotated[
-        str, typer.Option(help="SQLAlchemy URL of the database that keeps calibrations.")
-    ] = DEFAULT_STORAGE,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out", "-o", help="Profile file to write (default calibration-DEVICE.json)."
-        ),
-    ] = None,
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force",
-            help="Store a fit whose held-out error misses the accuracy a profile needs, "
-            "marked as forced.",
-        ),
-    ] = False,
-    median_error: Annotated[
-        str | None,
-        typer.Option(
-            metavar="SHARE",
-            help="The accuracy a profile of this device needs: the largest median |error| "
-            "of its held-out networks, as a percentage (15%) or a fraction (0.15); default 10%.",
-        ),
-    ] = None,
-    max_error: Annotated[
-        str | None,
-        typer.Option(
-            metavar="SHARE",
-            help="The largest |error| of any one held-out network a profile of this device "
-            "may have; default 25%.",
-        ),
-    ] = None,
+    files: _Files,
+    device: _Device,
+    held_out: _HeldOut = "0.25",
+    storage: _Storage = DEFAULT_STORAGE,
+    out: _Out = None,
+    force: _Force = False,
+    median_error: _MedianError = None,
+    max_error: _MaxError = None,
 ) -> None:
     """Fit a device's latency profile from measurement files (non-negative least squares, in
     the form that cross-validation over whole networks chooses), report the fit and held-out

@@ -17,50 +17,57 @@ if TYPE_CHECKING:
 __all__ = ["pretrain"]
 
 
+_Supernet = Annotated[str, typer.Option(help="ofa-proxyless-w<width> or ofa-mbv3-w<width>.")]
+_Recipe = Annotated[
+    str,
+    typer.Option(
+        help="Named recipe: quick, formula-cpu, glyphs-gpu (the shipped one) or glyphs-gpu-xl."
+    ),
+]
+_Steps = Annotated[int | None, typer.Option(help="Training steps, replacing the recipe's.")]
+_Device = Annotated[str, typer.Option(help="cpu or cuda.")]
+_Threads = Annotated[
+    int | None, typer.Option(help="torch intra-op threads (on a shared CPU 1 is often best).")
+]
+_Out = Annotated[
+    str | None,
+    typer.Option(
+        metavar="FOLDER",
+        help="Write <supernet>.pt (float16) and <supernet>.json (recipe, SHA-256, command, "
+        "wall time) into this folder instead of the cache, saving a partial run every "
+        "--checkpoint-every steps meanwhile; a run stopped early goes on from it when "
+        "started again (recipes with per-step draws).",
+    ),
+]
+_CheckpointEvery = Annotated[
+    int, typer.Option(help="Steps between partial checkpoints with --out (0: none).")
+]
+_Workers = Annotated[
+    int,
+    typer.Option(
+        help="Processes drawing batches ahead (recipes with per-step draws, e.g. the -gpu "
+        "ones; what is drawn does not depend on their number)."
+    ),
+]
+_Force = Annotated[
+    bool,
+    typer.Option(
+        help="Train again even when cached, replace --out's checkpoint, or start over "
+        "instead of going on from its partial run."
+    ),
+]
+
+
 def pretrain(
-    supernet: Annotated[
-        str, typer.Option(help="ofa-proxyless-w<width> or ofa-mbv3-w<width>.")
-    ] = DEFAULT_SUPERNET,
-    recipe: Annotated[
-        str,
-        typer.Option(
-            help="Named recipe: quick, formula-cpu, glyphs-gpu (the shipped one) or glyphs-gpu-xl."
-        ),
-    ] = "quick",
-    steps: Annotated[
-        int | None, typer.Option(help="Training steps, replacing the recipe's.")
-    ] = None,
-    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
-    threads: Annotated[
-        int | None, typer.Option(help="torch intra-op threads (on a shared CPU 1 is often best).")
-    ] = None,
-    out: Annotated[
-        str | None,
-        typer.Option(
-            metavar="FOLDER",
-            help="Write <supernet>.pt (float16) and <supernet>.json (recipe, SHA-256, command, "
-            "wall time) into this folder instead of the cache, saving a partial run every "
-            "--checkpoint-every steps meanwhile; a run stopped early goes on from it when "
-            "started again (recipes with per-step draws).",
-        ),
-    ] = None,
-    checkpoint_every: Annotated[
-        int, typer.Option(help="Steps between partial checkpoints with --out (0: none).")
-    ] = 200,
-    workers: Annotated[
-        int,
-        typer.Option(
-            help="Processes drawing batches ahead (recipes with per-step draws, e.g. the -gpu "
-            "ones; what is drawn does not depend on their number)."
-        ),
-    ] = 0,
-    force: Annotated[
-        bool,
-        typer.Option(
-            help="Train again even when cached, replace --out's checkpoint, or start over "
-            "instead of going on from its partial run."
-        ),
-    ] = False,
+    supernet: _Supernet = DEFAULT_SUPERNET,
+    recipe: _Recipe = "quick",
+    steps: _Steps = None,
+    device: _Device = "cpu",
+    threads: _Threads = None,
+    out: _Out = None,
+    checkpoint_every: _CheckpointEvery = 200,
+    workers: _Workers = 0,
+    force: _Force = False,
 ) -> None:
     """Pre-train a supernet with the sandwich rule and cache the checkpoint."""
     import dataclasses

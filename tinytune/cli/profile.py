@@ -12,35 +12,40 @@ from tinytune.spaces import DEFAULT_SUPERNET
 __all__ = ["profile"]
 
 
-def profile(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Measurement file to write.")] = Path(
-        "host-latency.json"
+_Out = Annotated[Path, typer.Option("--out", "-o", help="Measurement file to write.")]
+_Candidates = Annotated[
+    int,
+    typer.Option(
+        help="Candidates to sample and measure; the default is what a host calibration "
+        "that meets the accuracy a profile needs takes (docs/calibration.md)."
     ),
-    candidates: Annotated[
-        int,
-        typer.Option(
-            help="Candidates to sample and measure; the default is what a host calibration "
-            "that meets the accuracy a profile needs takes (docs/calibration.md)."
-        ),
-    ] = 40,
-    supernet: Annotated[
-        str, typer.Option(help="ofa-proxyless-w<width> or ofa-mbv3-w<width>.")
-    ] = DEFAULT_SUPERNET,
-    batch_size: Annotated[int, typer.Option(help="Training batch size.")] = 1,
-    rounds: Annotated[
-        int,
-        typer.Option(
-            help="Interleaved timing rounds; each network's figure is its fastest step. Many "
-            "rounds of one step agree between runs better than fewer of several "
-            "(docs/calibration.md)."
-        ),
-    ] = 21,
-    repeats: Annotated[int, typer.Option(help="Steps per network per round.")] = 1,
-    threads: Annotated[int, typer.Option(help="torch intra-op threads.")] = 1,
-    per_op: Annotated[
-        bool, typer.Option(help="Also time every op's forward and backward pass.")
-    ] = True,
-    seed: Annotated[int, typer.Option(help="Seed of the candidate sampler.")] = 0,
+]
+_Supernet = Annotated[str, typer.Option(help="ofa-proxyless-w<width> or ofa-mbv3-w<width>.")]
+_BatchSize = Annotated[int, typer.Option(help="Training batch size.")]
+_Rounds = Annotated[
+    int,
+    typer.Option(
+        help="Interleaved timing rounds; each network's figure is its fastest step. Many "
+        "rounds of one step agree between runs better than fewer of several "
+        "(docs/calibration.md)."
+    ),
+]
+_Repeats = Annotated[int, typer.Option(help="Steps per network per round.")]
+_Threads = Annotated[int, typer.Option(help="torch intra-op threads.")]
+_PerOp = Annotated[bool, typer.Option(help="Also time every op's forward and backward pass.")]
+_Seed = Annotated[int, typer.Option(help="Seed of the candidate sampler.")]
+
+
+def profile(
+    out: _Out = Path("host-latency.json"),
+    candidates: _Candidates = 40,
+    supernet: _Supernet = DEFAULT_SUPERNET,
+    batch_size: _BatchSize = 1,
+    rounds: _Rounds = 21,
+    repeats: _Repeats = 1,
+    threads: _Threads = 1,
+    per_op: _PerOp = True,
+    seed: _Seed = 0,
 ) -> None:
     """Measure training steps of sampled candidates on this machine (interleaved rounds; the
     fastest repeat and the median) and write a measurement file for 'tinytune calibrate'.

@@ -11,7 +11,7 @@ from tinytune.errors import CLI
 from tinytune.options import SEARCH_OPTIONS
 
 if TYPE_CHECKING:
-    from tinytune.search import SearchResult, Sizing
+    from tinytune.search import SearchEvent, SearchResult, Sizing
 
 __all__ = ["search"]
 
@@ -24,20 +24,13 @@ def search(**options: Any) -> None:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     import tinytune
-    from tinytune.cli.common import (
-        console,
-        pretrain_bar,
-        quiet_logs,
-    )
-    from tinytune.search import SearchEvent
+    from tinytune.cli.common import console, pretrain_bar, quiet_logs
     from tinytune.spaces import default_network
 
     quiet_logs()
     started = time.monotonic()
-    study, dataset = options["study"], options["dataset"]
-    proxy, halving = options["proxy"], options["halving"]
     with (
-        pretrain_bar(options["supernet"] or default_network(dataset)) as on_pretrain,
+        pretrain_bar(options["supernet"] or default_network(options["dataset"])) as on_pretrain,
         Progress(
             TextColumn("{task.description}", markup=False),
             BarColumn(),
@@ -52,69 +45,77 @@ def search(**options: Any) -> None:
             pretrained[:] = [True]
             on_pretrain(step, steps, loss)
 
-        tid: list = []
-        side: dict = {}  # bars of the fine-tunes that are not trials, by event kind
-        side_bars = {
-            "calibrating": (
-                "learning rate per scheme family",
-                "fine-tunes (chosen on validation)",
-            ),
-            "contributions": ("contribution analysis", "fine-tunes (stored for later runs)"),
-            "int8": ("device accuracy of the front", "points trained in int8 at batch 1"),
-        }
-        best = [0.0]
-
-        def progress(event: SearchEvent) -> None:
-            if event.kind == "decoded":  # an image folder decoded by an earlier run
-                console.print(f"decoded images reused from {event.path}", soft_wrap=True)
-                return
-            if event.kind == "decoding":  # its first run: before the search's bar
-                if "decoding" not in side:
-                    side["decoding"] = bar.add_task(
-                        "decoding images", total=event.total, status=f"into {event.path}"
-                    )
-                bar.update(side["decoding"], completed=event.done)
-                return
-            if not tid:
-                tid.append(
-                    bar.add_task(
-                        f"searching {study}", total=event.budget, status="of the budget measured"
-                    )
-                )
-            if event.kind == "sized":  # the default budget, sized from the grid's fine-tunes
-                bar.update(tid[0], total=event.budget)
-                return
-            if event.kind in side_bars:  # the learning-rate grid, the proxy's table
-                if event.kind not in side:
-                    title, status = side_bars[event.kind]
-                    side[event.kind] = bar.add_task(title, total=event.total, status=status)
-                bar.update(side[event.kind], completed=event.done)
-                return
-            if event.accuracy is not None:
-                best[0] = max(best[0], event.accuracy)
-            c = event.counts
-            scored = (
-                f", {c.proxy_scored} proxy-scored"
-                if proxy
-                else f", {c.screen_tasks} screened"
-                if halving
-                else ""
-            )
-            waiting = ", waiting on other drivers" if event.kind == "waiting" else ""
-            bar.update(
-                tid[0],
-                completed=event.finished,
-                status=(
-                    f"of the budget measured{scored}, {c.pruned} over budget, {c.failed} failed, "
-                    "best "
-                    f"{f'{100 * best[0]:.1f}% val' if best[0] else '-'} this run{waiting}"
-                ),
-            )
-
+        progress = _Bars(bar, options["study"], options["proxy"], options["halving"])
         result = tinytune.optimize(**options, progress=progress, on_pretrain=pretraining)
     _print_run(result, options, time.monotonic() - started, bool(pretrained))
     _print_fidelities(result, options)
     _print_front(result, options)
+
+
+_SIDE_BARS = {
+    "calibrating": ("learning rate per scheme family", "fine-tunes (chosen on validation)"),
+    "contributions": ("contribution analysis", "fine-tunes (stored for later runs)"),
+    "int8": ("device accuracy of the front", "points trained in int8 at batch 1"),
+}
+"""The bars of the fine-tunes that are not trials, by event kind: title, status."""
+
+
+class _Bars:
+    """The search's progress on the terminal: a bar of the budget's trials, a bar each of the
+    other fine-tunes (:data:`_SIDE_BARS`) and of a first decoding of an image folder."""
+
+    def __init__(self, bar: Any, study: str, proxy: bool, halving: bool) -> None:
+        self.bar, self.study, self.proxy, self.halving = bar, study, proxy, halving
+        self.trials: Any = None
+        self.side: dict[str, Any] = {}
+        self.best = 0.0
+
+    def __call__(self, event: SearchEvent) -> None:
+        from tinytune.cli.common import console
+
+        bar = self.bar
+        if event.kind == "decoded":  # an image folder decoded by an earlier run
+            console.print(f"decoded images reused from {event.path}", soft_wrap=True)
+            return
+        if event.kind == "decoding":  # its first run: before the search's bar
+            if "decoding" not in self.side:
+                self.side["decoding"] = bar.add_task(
+                    "decoding images", total=event.total, status=f"into {event.path}"
+                )
+            bar.update(self.side["decoding"], completed=event.done)
+            return
+        if self.trials is None:
+            self.trials = bar.add_task(
+                f"searching {self.study}", total=event.budget, status="of the budget measured"
+            )
+        if event.kind == "sized":  # the default budget, sized from the grid's fine-tunes
+            bar.update(self.trials, total=event.budget)
+            return
+        if event.kind in _SIDE_BARS:  # the learning-rate grid, the proxy's table
+            if event.kind not in self.side:
+                title, status = _SIDE_BARS[event.kind]
+                self.side[event.kind] = bar.add_task(title, total=event.total, status=status)
+            bar.update(self.side[event.kind], completed=event.done)
+            return
+        if event.accuracy is not None:
+            self.best = max(self.best, event.accuracy)
+        bar.update(self.trials, completed=event.finished, status=self._status(event))
+
+    def _status(self, event: SearchEvent) -> str:
+        c = event.counts
+        scored = (
+            f", {c.proxy_scored} proxy-scored"
+            if self.proxy
+            else f", {c.screen_tasks} screened"
+            if self.halving
+            else ""
+        )
+        waiting = ", waiting on other drivers" if event.kind == "waiting" else ""
+        best = f"{100 * self.best:.1f}% val" if self.best else "-"
+        return (
+            f"of the budget measured{scored}, {c.pruned} over budget, {c.failed} failed, "
+            f"best {best} this run{waiting}"
+        )
 
 
 def _print_run(

@@ -232,15 +232,7 @@ def calibrate(
         "fit": _summary(_errors(draft, fit_ms)),
         "cross_validated": cv_summary,
         "held_out": held_summary,
-        # the same held-out prediction against the median repeat, where it was recorded
-        "held_out_vs_median": _summary(
-            [
-                _train_step_s(draft, m.graph) / m.train_step_median_s - 1.0
-                for m in held_ms
-                if m.train_step_median_s
-            ]
-        ),
-        "held_out_names": [m.name for m in held_ms],
+        **_held_out_record(draft, held_ms),
         "required": dataclasses.asdict(required),
         "meets_required": shortfall is None,
         "precision": precision,
@@ -251,6 +243,20 @@ def calibrate(
         "files": [f.created_at for f in files],
     }
     return CalibrationResult(profile, fit, shortfall, more)
+
+
+def _held_out_record(draft: DeviceProfile, held_ms: list[Measurement]) -> dict[str, Any]:
+    """The held-out networks' names, and their prediction against the median repeat where it
+    was recorded."""
+    against_median = [
+        _train_step_s(draft, m.graph) / m.train_step_median_s - 1.0
+        for m in held_ms
+        if m.train_step_median_s
+    ]
+    return {
+        "held_out_vs_median": _summary(against_median),
+        "held_out_names": [m.name for m in held_ms],
+    }
 
 
 def _checked(
