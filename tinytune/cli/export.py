@@ -99,12 +99,16 @@ def export(
     on a few samples of the study's data set), a Makefile, CMake, Zephyr and Arduino layouts
     and a manifest.
 
-    The Makefile runs the example natively or under QEMU (run-host, run-host-asan,
-    run-aarch64, run-cortex-m7, run-cortex-m4, run-cortex-m0plus, run-rv32imc) and builds and
-    runs the step's profiler for the same targets (profile-TARGET, run-profile-TARGET: a
-    measurement file for tinytune calibrate). The CMake project (toolchain files for
-    arm-none-eabi and riscv32), the Zephyr module and the Arduino library build the same
-    sources."""
+    The Makefile runs the example with run-host, run-host-asan, run-aarch64, run-cortex-m7,
+    run-cortex-m4, run-cortex-m0plus and run-rv32imc (natively, or under QEMU for the Cortex-M7,
+    Cortex-M4F, Cortex-M0+ and RV32IMC), builds the step's profiler with profile-host,
+    profile-aarch64, profile-cortex-m7, profile-cortex-m4, profile-cortex-m0plus and
+    profile-rv32imc, and runs it with run-profile-host, run-profile-aarch64,
+    run-profile-cortex-m7, run-profile-cortex-m4, run-profile-cortex-m0plus and
+    run-profile-rv32imc (a measurement file for tinytune calibrate). The CMake project
+    (CMakeLists.txt, toolchain files for arm-none-eabi and riscv32), the Zephyr module
+    (zephyr/module.yml) and the Arduino library (library.properties, src/, examples/train)
+    build the same sources."""
     import tinytune
     from tinytune.cli.common import console, measure_bar, pretrain_bar, quiet_logs
 
