@@ -34,7 +34,8 @@ def _search_and_export(
 ) -> tuple[Path, dict]:
     storage = f"sqlite:///{tmp_path / 'mine.db'}"
     common = ["--storage", storage, "--study", "mine"]
-    argv = ["search", "--supernet", str(path), *data, "--trials", "4", "--inline", *common]
+    argv = ["search", "--supernet", str(path), *data, "--trials", "4", "--epochs", "2", "--inline"]
+    argv += common
     assert main(argv) == 0
     capsys.readouterr()
     assert main(["pareto", "--json", *common]) == 0
@@ -42,6 +43,7 @@ def _search_and_export(
     point = next(p for p in points if p["on_front"] and not p["reference"])
     out = tmp_path / "bundle"
     argv = ["export", "--trial", str(point["trial"]), "-o", str(out), "--no-measure-int8"]
+    argv += ["--samples", "8", "--epochs", "2"]  # a short example: three cores run it
     assert main([*argv, *common]) == 0
     return out, point
 
