@@ -125,7 +125,6 @@ def test_the_hardware_model_schedules_patches_on_a_users_network(
     ("name", "blocks", "n"),
     [
         ("ds-cnn", 1, 3),
-        ("resnet8", 1, 2),
         ("resnet18", 2, 2),
         ("squeezenet", 2, 2),
         ("sensor-1d", 1, 4),
