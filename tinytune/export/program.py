@@ -338,12 +338,20 @@ class _Lowering:
 
 
 def _geom(net: QuantizedNet, layer: QConv) -> tuple[int, ...]:
-    """The fields of ``tt_conv_geom``; the padding after follows from the sizes."""
+    """The fields of ``tt_conv_geom`` on the whole tensors."""
     x = net.graph.tensors[layer.op.inputs[0]].shape
     y = net.graph.tensors[layer.op.output].shape
-    (kh, kw), (sh, sw) = layer.op.kernel_hw, layer.op.stride_hw
     top, _, left, _ = net.graph.pads(layer.op)
-    return (x[1], x[2], x[3], y[1], y[2], y[3], kh, sh, top, left, layer.groups, kw, sw)
+    return _conv_fields(layer, x[1:], y[1:], top, left)
+
+
+def _conv_fields(
+    layer: QConv, x: tuple[int, ...], y: tuple[int, ...], top: int, left: int
+) -> tuple[int, ...]:
+    """The fields of ``tt_conv_geom`` for an input and output of (C, H, W) ``x`` and ``y``,
+    padded ``top`` and ``left`` before; the padding after follows from the sizes."""
+    (kh, kw), (sh, sw) = layer.op.kernel_hw, layer.op.stride_hw
+    return (*x, *y, kh, sh, top, left, layer.groups, kw, sw)
 
 
 def _conv_params(lw: _Lowering, layer: QConv) -> dict[str, Ptr | None]:
@@ -742,14 +750,19 @@ def _cat_backward(lw: _Lowering, layer: QCat) -> None:
 
 
 def _pool_geom(lw: _Lowering, layer: QMaxPool) -> tuple[int, ...]:
-    """The fields of ``tt_pool_geom``."""
+    """The fields of ``tt_pool_geom`` on the whole tensors."""
     op = layer.op
     (_, c, h, w), (_, _, oh, ow) = (lw.net.graph.tensors[t].shape for t in (*op.inputs, op.output))
-    a = op.attrs
-    return (
-        c, h, w, oh, ow, a["kernel_h"], a["kernel_w"], a["stride_h"], a["stride_w"],
-        a["pad_top"], a["pad_left"],
-    )  # fmt: skip
+    return _pool_fields(layer, (c, h, w), (oh, ow), op.attrs["pad_top"], op.attrs["pad_left"])
+
+
+def _pool_fields(
+    layer: QMaxPool, x: tuple[int, int, int], y: tuple[int, int], top: int, left: int
+) -> tuple[int, ...]:
+    """The fields of ``tt_pool_geom`` for an input of (C, H, W) ``x`` and an output of
+    (H, W) ``y``, padded ``top`` and ``left`` before."""
+    a = layer.op.attrs
+    return (*x, *y, a["kernel_h"], a["kernel_w"], a["stride_h"], a["stride_w"], top, left)
 
 
 def _maxpool_forward(lw: _Lowering, layer: QMaxPool) -> None:
@@ -959,22 +972,18 @@ def _patched_conv(patch: _Patch, layer: QConv, name: str) -> None:
     x, c_in, h_in, w_in = patch.region(op.inputs[0])
     y, c_out, h_out, w_out = patch.region(op.output)
     top, _, left, _ = patch.plan.pads(patch.lw.net.graph, op, patch.index)
-    (kh, kw), (sh, sw) = op.kernel_hw, op.stride_hw
-    geom = (c_in, h_in, w_in, c_out, h_out, w_out, kh, sh, top, left, layer.groups, kw, sw)
+    geom = _conv_fields(layer, (c_in, h_in, w_in), (c_out, h_out, w_out), top, left)
     _conv_call(patch.lw, layer, geom, x, y, None, False, name)
     if layer.act_table is not None:
         _act_table_call(patch.lw, layer, y, c_out * h_out * w_out, y, name)
 
 
 def _patched_maxpool(patch: _Patch, layer: QMaxPool, name: str) -> None:
-    op, a = layer.op, layer.op.attrs
+    op = layer.op
     x, c_in, h_in, w_in = patch.region(op.inputs[0])
     y, _, h_out, w_out = patch.region(op.output)
     top, _, left, _ = patch.plan.pads(patch.lw.net.graph, op, patch.index)
-    geom = (
-        c_in, h_in, w_in, h_out, w_out, a["kernel_h"], a["kernel_w"], a["stride_h"],
-        a["stride_w"], top, left,
-    )  # fmt: skip
+    geom = _pool_fields(layer, (c_in, h_in, w_in), (h_out, w_out), top, left)
     patch.lw.call("maxpool_s8", name, "forward", x=x, geom=geom, y=y)
 
 

@@ -268,11 +268,12 @@ def plan_patches(graph: Graph, n: int, stage_end: int) -> PatchPlan:
     output = _check_stage(graph, stage_end)
     _, _, out_h, out_w = graph.tensors[output].shape
     rows = 1 if out_h == 1 else n  # a window of a sensor (height 1): n patches along time
-    if n > min(out_w, out_h if rows > 1 else out_w):
+    most = min(out_h, out_w) if rows > 1 else out_w
+    if n > most:
         raise ConfigError(
             f"{n} patches per side need a stage output of at least {rows} x {n} pixels; the "
             f"stage ending before {graph.ops[stage_end].name} outputs {out_h} x {out_w} "
-            f"(allowed: 1 .. {min(out_w, out_h if rows > 1 else out_w)})"
+            f"(allowed: 1 .. {most})"
         )
     stage = graph.ops[:stage_end]
     windows = [

@@ -133,15 +133,23 @@ def _mul_forward(net: QuantizedNet, layer: QMul, rec: ForwardRecord) -> None:
 
 def _add_forward(net: QuantizedNet, layer: QAdd, rec: ForwardRecord) -> None:
     op = layer.op
-    a, b = op.inputs
+    y, mask = _sum(net, layer, *(rec.acts[t] for t in op.inputs))
+    rec.acts[op.output] = y
+    if mask is not None:
+        rec.masks[op.index] = mask
+
+
+def _sum(net: QuantizedNet, layer: QAdd, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor | None]:
+    """The int8 sum of ``a`` and ``b`` (values of the add's inputs), and where it has a ReLU
+    (a ResNet block's), the mask of what the clamp left unchanged."""
+    ta, tb = layer.op.inputs
     args = (
-        rec.acts[a], rec.acts[b], net.acts[a].zero, net.acts[b].zero,
-        layer.a_mult, layer.b_mult, layer.shift, net.acts[op.output].zero,
+        a, b, net.acts[ta].zero, net.acts[tb].zero, layer.a_mult, layer.b_mult, layer.shift,
+        net.acts[layer.op.output].zero,
     )  # fmt: skip
     if not layer.keeps_mask:
-        rec.acts[op.output] = K.add_s8(*args)
-        return
-    rec.acts[op.output], rec.masks[op.index] = K.add_act_s8(*args, layer.act_min, layer.act_max)
+        return K.add_s8(*args), None
+    return K.add_act_s8(*args, layer.act_min, layer.act_max)
 
 
 def _gap_forward(net: QuantizedNet, layer: QGap, rec: ForwardRecord) -> None:
@@ -262,14 +270,7 @@ def forward_patched(net: QuantizedNet, x: Tensor, plan: PatchPlan) -> Tensor:
                 y = torch.cat([_window(acts, held, t, held[op.output]) for t in op.inputs], 1)
             elif isinstance(layer, QAdd):
                 a, b = (_window(acts, held, t, held[op.output]) for t in op.inputs)
-                args = (
-                    a, b, net.acts[op.inputs[0]].zero, net.acts[op.inputs[1]].zero,
-                    layer.a_mult, layer.b_mult, layer.shift, net.acts[op.output].zero,
-                )  # fmt: skip
-                if layer.keeps_mask:  # a ResNet block's ReLU after its sum
-                    y, _ = K.add_act_s8(*args, layer.act_min, layer.act_max)
-                else:
-                    y = K.add_s8(*args)
+                y, _ = _sum(net, layer, a, b)
             else:
                 raise QuantizationError(f"{op.name}: a {op.kind} cannot run patch by patch")
             r = held[op.output]
