@@ -37,7 +37,8 @@ import torch.nn.functional as F
 
 from tinytune.data import Images, Splits
 from tinytune.errors import ConfigError
-from tinytune.models.layers import ConvUnit, TrainNet
+from tinytune.models import GraphNet
+from tinytune.models.layers import ConvUnit
 
 __all__ = ["SIGNALS", "Signals", "measure_signals"]
 
@@ -58,7 +59,7 @@ class Signals:
         return asdict(self)
 
 
-def _features(net: TrainNet, x: Images, batch: int = 256) -> np.ndarray:
+def _features(net: GraphNet, x: Images, batch: int = 256) -> np.ndarray:
     """What reaches the classifier, (N, C), for float images (N, 3, R, R) (an image folder's
     :class:`~tinytune.data.Pixels` converted a batch at a time)."""
     seen: list[torch.Tensor] = []
@@ -72,7 +73,7 @@ def _features(net: TrainNet, x: Images, batch: int = 256) -> np.ndarray:
     return torch.cat(seen).double().numpy()
 
 
-def _probe(net: TrainNet, splits: Splits, images: int, seed: int) -> float:
+def _probe(net: GraphNet, splits: Splits, images: int, seed: int) -> float:
     """Fit the linear probe, load it into ``net``'s classifier, return its val accuracy."""
     from sklearn.linear_model import LogisticRegression
 
@@ -96,7 +97,7 @@ def _probe(net: TrainNet, splits: Splits, images: int, seed: int) -> float:
     return float(np.mean(model.predict(_features(net, splits.val.x)) == splits.val.y))
 
 
-def _trained_convs(net: TrainNet) -> list[tuple[ConvUnit, float, bool]]:
+def _trained_convs(net: GraphNet) -> list[tuple[ConvUnit, float, bool]]:
     """Every convolution the scheme trains: (unit, fraction of its weight trained, bias?)."""
     out = []
     for module in net.modules():
@@ -111,7 +112,7 @@ def _trained_convs(net: TrainNet) -> list[tuple[ConvUnit, float, bool]]:
 
 
 def measure_signals(
-    net: TrainNet,
+    net: GraphNet,
     splits: Splits,
     *,
     samples: int = 64,

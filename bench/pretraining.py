@@ -49,14 +49,7 @@ def probe(checkpoint: Path, seed: int = 0) -> dict[str, Any]:
 
     @torch.no_grad()
     def features(x: np.ndarray) -> np.ndarray:
-        h = net.stem(torch.tensor(x))
-        for block in net.blocks:
-            h = block(h)
-        for conv in net.head_pre:
-            h = conv(h)
-        h = net.pool(h)
-        for conv in net.head_post:
-            h = conv(h)
+        h = net.prefix(torch.tensor(x), len(net.stages()))  # what reaches the classifier
         return h.flatten(1).numpy()
 
     scaler = StandardScaler().fit(features(splits.train.x))

@@ -46,7 +46,8 @@ def test_the_frozen_prefix_ends_before_the_first_trained_module() -> None:
     net = _net(len(net.convs()))
     assert net.frozen_prefix() == 0  # the stem's bias trains
     net = _net(4)  # the last four convolutions: the head and the last block's three
-    assert net.frozen_prefix() == len(net.blocks)
+    # stages: the stem, one a block, the head (with the pool): the stem and all blocks but one
+    assert net.frozen_prefix() == len(net.stages()) - 2
     x = torch.randn(2, 3, net.resolution, net.resolution)
     for n in range(1 + len(net.stages())):
         torch.testing.assert_close(net.forward_from(net.prefix(x, n), n), net(x))

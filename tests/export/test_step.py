@@ -31,7 +31,7 @@ from tinytune.evaluators.hardware import HardwareConfig, hardware_cost
 from tinytune.export.program import Ptr, StepProgram, lower_step
 from tinytune.hwmodels import MemoryReport, plan_memory
 from tinytune.ir import block_end, plan_patches
-from tinytune.models import TrainNet, build_candidate
+from tinytune.models import GraphNet, build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
 from tinytune.quant import QConv, QGroupNorm, QLinear, QuantizedNet, quantize, train_step
 from tinytune.quant.simulate import StepRecord
@@ -185,7 +185,7 @@ def test_program_lies_in_the_arena_the_search_predicted(case):
     assert not any(b.category == "param_gradient" for b in report.buffers)
 
 
-def _real_net(preset: str, family: str = "ofa-proxyless-w0.35") -> TrainNet:
+def _real_net(preset: str, family: str = "ofa-proxyless-w0.35") -> GraphNet:
     """Preset ``preset`` on the smallest sub-network of ``family`` at 32 px."""
     spec = get_supernet(family)
     candidate = make_preset(preset, spec)

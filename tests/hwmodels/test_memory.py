@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from tinytune.errors import ConfigError
 from tinytune.hwmodels import plan_memory
 from tinytune.ir import trace
-from tinytune.models import ConvUnit, TrainNet, build_candidate
+from tinytune.models import ConvUnit, GraphNet, build_candidate
 from tinytune.models.layers import Classifier, GlobalAvgPool
 from tinytune.models.ofa_adapter import build_ofa_supernet
 from tinytune.spaces import (
@@ -72,7 +72,7 @@ CASES = [
 ]
 
 
-def build(name: str, index: int, supernets: dict[str, nn.Module]) -> TrainNet:
+def build(name: str, index: int, supernets: dict[str, nn.Module]) -> GraphNet:
     candidate = candidates(name)[index]
     r = candidate.subnet.resolution
     batches = [torch.randn(8, 3, r, r, generator=torch.Generator().manual_seed(0))]

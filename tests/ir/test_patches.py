@@ -78,14 +78,19 @@ def test_a_stage_past_the_first_trained_layer_is_refused() -> None:
     with pytest.raises(ConfigError, match="first layer that trains"):
         plan_patches(g, 2, block_end(g, 2))
     plan_patches(g, 2, block_end(g, 1))  # conv 4 and before: frozen
-    with pytest.raises(ConfigError, match=r"covers 0 \.\. 3 blocks of this network, got 9"):
+    with pytest.raises(ConfigError, match=r"covers 0 \.\. 4 blocks of this network, got 9"):
         block_end(g, 9)
 
 
 def test_a_stage_must_end_between_blocks() -> None:
     net = tiny_net(SCHEMES["last"])
     g = trace(net, torch.zeros(1, 3, 16, 16))
-    inside = next(op.index for op in g.ops if op.name == "blocks.2.dw")  # a shortcut block
+    # block 2's depthwise convolution (stage 3's second op), in a shortcut block
+    inside = next(
+        op.index
+        for op in g.ops
+        if op.name.startswith("stages_.3.") and op.kind == "conv" and op.attrs["groups"] > 1
+    )
     with pytest.raises(ConfigError, match="hand one tensor"):
         plan_patches(g, 2, inside)
 

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from tinytune.ir import Graph, trace
-from tinytune.models import ConvUnit, TrainNet, build_candidate
+from tinytune.models import ConvUnit, GraphNet, build_candidate
 from tinytune.models.layers import (
     Add,
     AvgPool,
@@ -56,7 +56,7 @@ def candidates(name: str) -> list[Candidate]:
 CASES = [(name, i) for name in SUPERNETS for i in range(6)]
 
 
-def build(name: str, index: int, supernets: dict[str, nn.Module]) -> TrainNet:
+def build(name: str, index: int, supernets: dict[str, nn.Module]) -> GraphNet:
     candidate = candidates(name)[index]
     r = candidate.subnet.resolution
     batches = [torch.randn(8, 3, r, r, generator=torch.Generator().manual_seed(0))]

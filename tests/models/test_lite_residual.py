@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tinytune.models import LiteResidual, TrainNet, build_candidate
+from tinytune.models import GraphNet, LiteResidual, build_candidate
 from tinytune.spaces import default_subnet, family_supernets, get_supernet, make_preset
 
 SUPERNETS = tuple(spec.name for spec in family_supernets(0.35))  # one of every family
@@ -47,7 +47,7 @@ def block_output(x: Tensor, c_out: int, stride: int) -> Tensor:
     return torch.zeros(n, c_out, math.ceil(h / stride), math.ceil(w / stride), dtype=x.dtype)
 
 
-def build(name: str, preset: str, supernets: dict[str, nn.Module], resolution: int) -> TrainNet:
+def build(name: str, preset: str, supernets: dict[str, nn.Module], resolution: int) -> GraphNet:
     spec = get_supernet(name)
     subnet = dataclasses.replace(default_subnet(spec), resolution=resolution)
     g = torch.Generator().manual_seed(5)
@@ -114,8 +114,11 @@ def test_network_with_lite_residuals_starts_as_the_network_without(name, superne
     the seed before the branches, so at initialisation both compute the same function."""
     with_lite = build(name, "tinytl", supernets, 48)
     without = build(name, "bias-only", supernets, 48)
-    assert sum(b.lite is not None for b in with_lite.blocks) == len(with_lite.blocks) - 1
-    assert all(b.lite is None for b in without.blocks)
+    blocks = default_subnet(get_supernet(name)).n_blocks
+    lite = [b.lite is not None for b in with_lite.stages_]
+    # stage 0 the stem's, stage 1 + b block b's: on blocks 1 .. n - 1, not on the head's
+    assert [i for i, on in enumerate(lite) if on] == list(range(2, blocks + 1))
+    assert all(b.lite is None for b in without.stages_)
     x = torch.randn(4, 3, 48, 48, generator=torch.Generator().manual_seed(2))
     assert torch.equal(with_lite(x), without(x))
 
@@ -133,7 +136,7 @@ def test_one_sgd_step_makes_every_branch_nonzero(name, supernets):
     outputs: list[Tensor] = []
     handles = [
         b.lite.register_forward_hook(lambda _m, _a, out: outputs.append(out.detach()))
-        for b in net.blocks
+        for b in net.stages_
         if b.lite is not None
     ]
     try:
@@ -141,7 +144,7 @@ def test_one_sgd_step_makes_every_branch_nonzero(name, supernets):
     finally:
         for h in handles:
             h.remove()
-    assert len(outputs) == len(net.blocks) - 1
+    assert len(outputs) == default_subnet(get_supernet(name)).n_blocks - 1  # all but block 0
     assert all(out.abs().max() > 0 for out in outputs)
 
 
@@ -154,7 +157,7 @@ def test_branches_fit_every_block_at_small_resolutions(name, resolution, superne
     seen: list[tuple[torch.Size, torch.Size]] = []
     kernels: list[tuple[int, int]] = []
     handles = []
-    for block in net.blocks:
+    for block in net.stages_:
         if block.lite is None:
             continue
         handles.append(
@@ -172,6 +175,6 @@ def test_branches_fit_every_block_at_small_resolutions(name, resolution, superne
     finally:
         for h in handles:
             h.remove()
-    assert len(seen) == len(net.blocks) - 1
+    assert len(seen) == default_subnet(get_supernet(name)).n_blocks - 1
     assert all(out == like for out, like in seen)
     assert all(k == 1 or k <= size for k, size in kernels)

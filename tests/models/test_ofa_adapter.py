@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from tinytune.errors import ModelError
-from tinytune.models import ConvUnit, MBBlock, TrainNet, build_candidate, from_ofa_subnet
+from tinytune.models import ConvUnit, GraphNet, build_candidate, from_ofa_subnet
 from tinytune.models.ofa_adapter import extract_subnet, torchvision_standin
 from tinytune.spaces import (
     Candidate,
@@ -44,15 +44,15 @@ def test_registered_standin_raises_too(supernets):
         tv.transforms.RandomResizedCrop(32, scale=(0.08, 1.0))
 
 
-def build(candidate: Candidate, supernets: dict[str, nn.Module]) -> TrainNet:
+def build(candidate: Candidate, supernets: dict[str, nn.Module]) -> GraphNet:
     r = candidate.subnet.resolution
     batches = [torch.randn(8, 3, r, r, generator=torch.Generator().manual_seed(0))]
     return build_candidate(candidate, supernets[candidate.supernet], 10, batches, seed=0)
 
 
-def executed_convs(net: TrainNet) -> list[ConvUnit]:
+def executed_convs(net: GraphNet) -> list[ConvUnit]:
     """The backbone ConvUnits in the order a forward pass runs them (lite residuals excluded)."""
-    lite = {m for b in net.blocks if b.lite is not None for m in b.lite.modules()}
+    lite = {m for b in net.stages_ if b.lite is not None for m in b.lite.modules()}
     order: list[ConvUnit] = []
     handles = [
         m.register_forward_pre_hook(lambda mod, _args: order.append(mod))
@@ -89,22 +89,27 @@ def test_network_conforms_to_the_space_description(name, index, supernets, sampl
 
     # blocks: the fixed first block (3×3 depthwise, no expansion), then each stage's blocks
     # with the sub-network's kernel sizes, expand ratios and squeeze-and-excitation
-    blocks: list[MBBlock] = list(net.blocks)
-    assert len(blocks) == subnet.n_blocks
-    assert blocks[0].pw1 is None and blocks[0].dw.kernel_size == 3 and blocks[0].se is None
+    # (stage 0 the stem's, then one stage a block, then the head's)
+    blocks = [
+        {c.kind: c for c in stage.ops.values() if isinstance(c, ConvUnit)}
+        for stage in net.stages_[1 : 1 + subnet.n_blocks]
+    ]
+    assert all("dw" in block for block in blocks)
+    assert all(c.kind not in ("dw", "pw1") for s in net.stages_[1 + subnet.n_blocks :]
+               for c in s.ops.values() if isinstance(c, ConvUnit))  # fmt: skip
+    assert "pw1" not in blocks[0] and blocks[0]["dw"].kernel_size == 3 and "se1" not in blocks[0]
     expected = [
         (k, e, se)
         for stage, se in zip(subnet.stages, spec.has_se, strict=True)
         for k, e in zip(stage.ks, stage.e, strict=True)
     ]
     for block, (k, e, se) in zip(blocks[1:], expected, strict=True):
-        assert block.dw.kernel_size == k
-        assert block.dw.depthwise
-        assert block.pw1 is not None
+        assert block["dw"].kernel_size == k
+        assert block["dw"].depthwise
         # the expanded width is the input width times e, rounded to a multiple of 8
-        assert block.pw1.out_channels % 8 == 0
-        assert abs(block.pw1.out_channels - e * block.pw1.in_channels) <= 8
-        assert (block.se is not None) == se
+        assert block["pw1"].out_channels % 8 == 0
+        assert abs(block["pw1"].out_channels - e * block["pw1"].in_channels) <= 8
+        assert ("se1" in block) == se
 
 
 def randomise_batchnorm(net: nn.Module, seed: int) -> None:

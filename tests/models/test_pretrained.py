@@ -16,7 +16,7 @@ from torch import nn
 from tinytune.checkpoints import ensure_checkpoint, shipped_checkpoint
 from tinytune.errors import ConfigError, ModelError
 from tinytune.ir import trace
-from tinytune.models import TrainNet, build_candidate, load_supernet
+from tinytune.models import GraphNet, build_candidate, load_supernet
 from tinytune.models.layers import SAME
 from tinytune.models.ofa_adapter import extract_subnet
 from tinytune.models.pretrained import lite0_state, pretrained_weights, same_padded
@@ -69,7 +69,7 @@ def _reference_blocks(reference: nn.Module, x: torch.Tensor, n: int) -> torch.Te
     return x
 
 
-def _imagenet_network(lite0: nn.Module, resolution: int) -> TrainNet:
+def _imagenet_network(lite0: nn.Module, resolution: int) -> GraphNet:
     """The whole network as tinytune trains it (BatchNorm folded, "SAME" padding), with the
     ImageNet classifier in place of a new one."""
     candidate = make_preset(
@@ -140,8 +140,8 @@ def test_stride_2_convolutions_pad_one_pixel_more_after_in_the_graph(
     net = _imagenet_network(lite0, resolution)
     graph = trace(net, torch.randn(1, 3, resolution, resolution))
     strided = [op for op in graph.ops if op.kind == "conv" and op.attrs["stride"] == 2]
-    assert [op.name for op in strided] == [
-        "stem", "blocks.1.dw", "blocks.3.dw", "blocks.5.dw", "blocks.11.dw"
+    assert [op.name.split(".")[-1] for op in strided] == [  # stages_.<i>.ops.<node>
+        "stem", "blocks_1_dw", "blocks_3_dw", "blocks_5_dw", "blocks_11_dw"
     ]  # fmt: skip
     for op in strided:
         k, before = op.attrs["kernel"], op.attrs["padding"]
@@ -160,7 +160,8 @@ def test_a_stride_2_module_pads_after_the_image(lite0: nn.Module) -> None:
     axis; the symmetric (1, 1) and (2, 2) differ."""
     net = _imagenet_network(lite0, 64)
     g = torch.Generator().manual_seed(2)
-    for conv, n, pad in ((net.stem, 64, (0, 1, 0, 1)), (net.blocks[3].dw, 16, (1, 2, 1, 2))):
+    stem, dw3 = net.convs()[0], [c for c in net.convs() if c.kind == "dw"][3]
+    for conv, n, pad in ((stem, 64, (0, 1, 0, 1)), (dw3, 16, (1, 2, 1, 2))):
         assert conv.padding == SAME and conv.stride == 2
         x = torch.randn(1, conv.in_channels, n, n, generator=g)
         w, b = conv.full_weight(), conv.bias.detach()
@@ -195,7 +196,8 @@ def test_a_cut_keeps_the_first_blocks_and_puts_the_classifier_on_the_last(
     candidate = make_preset("last", SPEC, subnet)
     net = build_candidate(candidate, lite0, 7, calibration=[])
     assert len(net.convs()) == candidate.n_convs
-    assert not net.head_pre and net.classifier.weight.shape[1] == SPEC.blocks[stages - 1][0][3]
+    assert all(c.kind != "head" for c in net.convs())
+    assert net.classifier.weight.shape[1] == SPEC.blocks[stages - 1][0][3]
     x = _photo("coffee", 64)
     features = []
     hook = net.classifier.register_forward_pre_hook(lambda _m, args: features.append(args[0]))

@@ -22,7 +22,7 @@ from hypothesis.extra.numpy import array_shapes, arrays
 from torch import Tensor, nn
 
 from tinytune.errors import ModelError
-from tinytune.models import ConvUnit, TrainNet, apply_update_scheme, build_candidate
+from tinytune.models import ConvUnit, GraphNet, apply_update_scheme, build_candidate
 from tinytune.models.layers import SAME, GroupNormUnit, same_padding
 from tinytune.models.ops import masked_clamp, pack_mask, sparse_conv2d, unpack_mask
 from tinytune.spaces import (
@@ -119,7 +119,7 @@ def reference_copy(net: nn.Module) -> nn.Module:
 # --- what the scheme says is trained ----------------------------------------------------------
 
 
-def expected_trainable(net: TrainNet, candidate: Candidate) -> dict[str, tuple[int, ...]]:
+def expected_trainable(net: GraphNet, candidate: Candidate) -> dict[str, tuple[int, ...]]:
     """Parameter name → its expected shape, for every parameter the candidate trains.
 
     The classifier; the bias (and with ``norm`` the scale) of the last ``bias_last_k``
@@ -151,10 +151,10 @@ def expected_trainable(net: TrainNet, candidate: Candidate) -> dict[str, tuple[i
             assert c_in_per_group == 1 and conv.groups == c_out
             shape = (math.ceil(ratio * c_out), 1, kh, kw)
         out[f"{name}.weight_train"] = shape
-    for b, block in enumerate(net.blocks):
+    for b, block in enumerate(net.stages_):
         if block.lite is None:
             continue
-        prefix = f"blocks.{b}.lite"
+        prefix = f"stages_.{b}.lite"
         for conv in ("conv1", "conv2"):
             out[f"{prefix}.{conv}.weight_train"] = tuple(
                 getattr(block.lite, conv).full_weight().shape
@@ -186,18 +186,18 @@ def all_kinds_candidate(name: str) -> Candidate:
     )
 
 
-def build(candidate: Candidate, supernets: dict[str, nn.Module]) -> TrainNet:
+def build(candidate: Candidate, supernets: dict[str, nn.Module]) -> GraphNet:
     r = candidate.subnet.resolution
     g = torch.Generator().manual_seed(1234)
     batches = [torch.randn(8, 3, r, r, generator=g)]
     return build_candidate(candidate, supernets[candidate.supernet], 10, batches, seed=0)
 
 
-def perturb_initial_zeros(net: TrainNet, generator: torch.Generator) -> None:
+def perturb_initial_zeros(net: GraphNet, generator: torch.Generator) -> None:
     """Make the lite residuals' zero-initialised output scales and the unit BN scales random, so
     that gradients through them are not trivially zero or trivially equal."""
     with torch.no_grad():
-        for block in net.blocks:
+        for block in net.stages_:
             if block.lite is not None:
                 w = block.lite.norm2.weight
                 w.copy_(torch.randn(w.shape, generator=generator, dtype=w.dtype))

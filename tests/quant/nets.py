@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
-from tinytune.models import ConvUnit, MBBlock, TrainNet, apply_update_scheme
-from tinytune.models.layers import Classifier, SqueezeExcite
+from tinytune.models import GraphNet, apply_update_scheme
+from tinytune.networks import NetworkGraph, Node
 from tinytune.spaces import UpdateScheme
 
 RESOLUTION = 16
@@ -29,57 +30,80 @@ SCHEMES = {
 }
 
 
-def _unit(
-    g: torch.Generator,
-    c_in: int,
-    c_out: int,
-    *,
-    k: int = 1,
-    stride: int = 1,
-    groups: int = 1,
-    act: str = "relu6",
-    kind: str,
-    index: int,
-) -> ConvUnit:
-    fan_in = c_in // groups * k * k
-    weight = torch.randn(c_out, c_in // groups, k, k, generator=g) * math.sqrt(2.0 / fan_in)
-    bias = 0.1 * torch.randn(c_out, generator=g)
-    return ConvUnit(
-        weight, bias, stride=stride, padding=k // 2, groups=groups, act=act, kind=kind,
-        index=index,
-    )  # fmt: skip
+_ACTS = {"relu": "relu", "relu6": "relu6", "hswish": "hardswish", "hsigmoid": "hardsigmoid"}
 
 
-def tiny_net(scheme: UpdateScheme, seed: int = 0) -> TrainNet:
+class _Writer:
+    """Writes a small network's op graph: convolutions with random weights (drawn from one
+    generator in the order they are written), their activations, sums and pools."""
+
+    def __init__(self, g: torch.Generator, resolution: int) -> None:
+        self.g = g
+        self.nodes: list[Node] = []
+        self.shapes: dict[str, tuple[int, ...]] = {"x": (1, 3, resolution, resolution)}
+
+    def _node(self, op: str, inputs: tuple[str, ...], shape: tuple[int, ...], **kw: object) -> str:
+        name = f"n{len(self.nodes)}"
+        self.nodes.append(Node(name, op, op, inputs, name, **kw))  # type: ignore[arg-type]
+        self.shapes[name] = shape
+        return name
+
+    def conv(
+        self, x: str, c_out: int, *, k: int = 1, stride: int = 1, groups: int = 1,
+        act: str = "relu6", role: str, bias_shift: float = 0.0,
+    ) -> str:  # fmt: skip
+        n, c_in, h, w = self.shapes[x]
+        fan_in = c_in // groups * k * k
+        weight = torch.randn(c_out, c_in // groups, k, k, generator=self.g)
+        weight = weight * math.sqrt(2.0 / fan_in)
+        bias = 0.1 * torch.randn(c_out, generator=self.g) + bias_shift
+        p = k // 2
+        attrs = {"kernel": (k, k), "stride": (stride, stride), "padding": (p, p, p, p),
+                 "dilation": (1, 1), "groups": groups, "role": role}  # fmt: skip
+        size = ((h + 2 * p - k) // stride + 1, (w + 2 * p - k) // stride + 1)
+        y = self._node("conv", (x,), (n, c_out, *size), attrs=attrs,
+                       params={"weight": weight.numpy(), "bias": bias.numpy()})  # fmt: skip
+        return y if act == "none" else self._node(_ACTS[act], (y,), self.shapes[y])
+
+    def add(self, a: str, b: str) -> str:
+        return self._node("add", (a, b), self.shapes[a])
+
+    def excite(self, x: str, mid: int) -> str:
+        """Squeeze-and-excitation: x · h-sigmoid(expand(ReLU(reduce(mean(x)))))."""
+        n, c, _, _ = self.shapes[x]
+        s = self.conv(self._node("gap", (x,), (n, c, 1, 1)), mid, act="relu", role="se1")
+        # h-sigmoid near its middle, as trained networks have it
+        s = self.conv(s, c, act="hsigmoid", role="se2", bias_shift=3.0)
+        return self._node("mul", (x, s), self.shapes[x])
+
+    def net(self, x: str, n_classes: int, scheme: UpdateScheme) -> GraphNet:
+        """The network of the graph so far, pooled if it is not, a classifier of
+        ``n_classes`` (drawn next) after it, ``scheme`` applied."""
+        if self.shapes[x][2:] != (1, 1):
+            x = self._node("gap", (x,), (*self.shapes[x][:2], 1, 1))
+        width = self.shapes[x][1]
+        y = self._node("linear", (x,), (1, 1), params={"weight": np.zeros((1, width), "f4")})
+        graph = NetworkGraph(tuple(self.nodes), self.shapes, "x", y, "test network")
+        resolution = self.shapes["x"][2]
+        net = GraphNet(graph, n_classes, resolution, self.g, first_block=1)
+        apply_update_scheme(net, scheme)
+        return net
+
+
+def tiny_net(scheme: UpdateScheme, seed: int = 0, resolution: int = RESOLUTION) -> GraphNet:
     """stem 3→8 s2 | dw-block 8 (shortcut) | 8→24→12 s2 (dw 5×5) | 12→36→12 (shortcut) |
     head 12→32 | pool | classifier 32→5, on 16×16 images, with ``scheme`` applied."""
-    g = torch.Generator().manual_seed(seed)
-    stem = _unit(g, 3, 8, k=3, stride=2, kind="stem", index=0)
-    b0 = MBBlock(
-        None,
-        _unit(g, 8, 8, k=3, groups=8, kind="dw", index=1),
-        None,
-        _unit(g, 8, 8, act="none", kind="pw2", index=2),
-        shortcut=True,
-    )
-    b1 = MBBlock(
-        _unit(g, 8, 24, kind="pw1", index=3),
-        _unit(g, 24, 24, k=5, stride=2, groups=24, kind="dw", index=4),
-        None,
-        _unit(g, 24, 12, act="none", kind="pw2", index=5),
-        shortcut=False,
-    )
-    b2 = MBBlock(
-        _unit(g, 12, 36, kind="pw1", index=6),
-        _unit(g, 36, 36, k=3, groups=36, kind="dw", index=7),
-        None,
-        _unit(g, 36, 12, act="none", kind="pw2", index=8),
-        shortcut=True,
-    )
-    head = _unit(g, 12, 32, kind="head", index=9)
-    net = TrainNet(stem, [b0, b1, b2], [head], [], Classifier(32, N_CLASSES, g), RESOLUTION)
-    apply_update_scheme(net, scheme)
-    return net
+    w = _Writer(torch.Generator().manual_seed(seed), resolution)
+    x = w.conv("x", 8, k=3, stride=2, role="stem")
+    h = w.conv(x, 8, k=3, groups=8, role="dw")
+    x = w.add(w.conv(h, 8, act="none", role="pw2"), x)
+    h = w.conv(x, 24, role="pw1")
+    h = w.conv(h, 24, k=5, stride=2, groups=24, role="dw")
+    x = w.conv(h, 12, act="none", role="pw2")
+    h = w.conv(x, 36, role="pw1")
+    h = w.conv(h, 36, k=3, groups=36, role="dw")
+    x = w.add(w.conv(h, 12, act="none", role="pw2"), x)
+    return w.net(w.conv(x, 32, role="head"), N_CLASSES, scheme)
 
 
 def images(n: int, seed: int = 1, resolution: int = RESOLUTION) -> torch.Tensor:
@@ -94,7 +118,7 @@ def images(n: int, seed: int = 1, resolution: int = RESOLUTION) -> torch.Tensor:
 LITE_RESOLUTION = 32
 
 
-def lite_net(scheme: UpdateScheme, seed: int = 0) -> TrainNet:
+def lite_net(scheme: UpdateScheme, seed: int = 0) -> GraphNet:
     """:func:`tiny_net` on 32×32 images with TinyTL lite residual branches on blocks 1 (stride
     2: pooled 16→8, group conv stride 2 → 4, upsampled to 8) and 2 (pooled 8→4, upsampled to
     8). The second GroupNorm of each branch gets a random scale instead of TinyTL's initial 0,
@@ -102,14 +126,13 @@ def lite_net(scheme: UpdateScheme, seed: int = 0) -> TrainNet:
     from tinytune.models import attach_lite_residuals
     from tinytune.spaces import LiteResidualBranch, LiteResidualConfig
 
-    net = tiny_net(UpdateScheme(0), seed)
-    net.resolution = LITE_RESOLUTION
+    net = tiny_net(UpdateScheme(0), seed, LITE_RESOLUTION)
     g = torch.Generator().manual_seed(seed + 100)
     branches = ((1, LiteResidualBranch(3, 2, 2, 1.0)), (2, LiteResidualBranch(3, 2, 2, 0.5)))
     attach_lite_residuals(net, LiteResidualConfig(branches), g)
-    for block in net.blocks:
-        if block.lite is not None:
-            norm = block.lite.norm2
+    for stage in net.stages_:
+        if stage.lite is not None:
+            norm = stage.lite.norm2
             norm.weight.data = 0.5 * torch.randn(norm.weight.shape, generator=g)
     apply_update_scheme(net, scheme)
     return net
@@ -127,43 +150,20 @@ MBV3_SCHEMES = {
 }
 
 
-def _se(g: torch.Generator, channels: int, mid: int, index: int) -> SqueezeExcite:
-    reduce = _unit(g, channels, mid, act="relu", kind="se1", index=index)
-    expand = _unit(g, mid, channels, act="hsigmoid", kind="se2", index=index + 1)
-    expand.bias.data += 3.0  # h-sigmoid near its middle, as trained networks have it
-    return SqueezeExcite(reduce, expand)
-
-
-def tiny_mbv3_net(scheme: UpdateScheme, seed: int = 0) -> TrainNet:
+def tiny_mbv3_net(scheme: UpdateScheme, seed: int = 0) -> GraphNet:
     """stem 3→8 s2 h-swish | dw-block 8 (ReLU, SE 8→8, shortcut) | 8→24→12 s2 (h-swish, dw
     5×5, SE 24→8) | 12→36→12 (h-swish, shortcut) | head 12→32 h-swish | pool | 32→40 h-swish |
     classifier 40→5, on 16×16 images, with ``scheme`` applied."""
-    g = torch.Generator().manual_seed(seed)
-    hs = "hswish"
-    stem = _unit(g, 3, 8, k=3, stride=2, act=hs, kind="stem", index=0)
-    b0 = MBBlock(
-        None,
-        _unit(g, 8, 8, k=3, groups=8, act="relu", kind="dw", index=1),
-        _se(g, 8, 8, 2),
-        _unit(g, 8, 8, act="none", kind="pw2", index=4),
-        shortcut=True,
-    )
-    b1 = MBBlock(
-        _unit(g, 8, 24, act=hs, kind="pw1", index=5),
-        _unit(g, 24, 24, k=5, stride=2, groups=24, act=hs, kind="dw", index=6),
-        _se(g, 24, 8, 7),
-        _unit(g, 24, 12, act="none", kind="pw2", index=9),
-        shortcut=False,
-    )
-    b2 = MBBlock(
-        _unit(g, 12, 36, act=hs, kind="pw1", index=10),
-        _unit(g, 36, 36, k=3, groups=36, act=hs, kind="dw", index=11),
-        None,
-        _unit(g, 36, 12, act="none", kind="pw2", index=12),
-        shortcut=True,
-    )
-    head = _unit(g, 12, 32, act=hs, kind="head", index=13)
-    mix = _unit(g, 32, 40, act=hs, kind="head", index=14)
-    net = TrainNet(stem, [b0, b1, b2], [head], [mix], Classifier(40, N_CLASSES, g), RESOLUTION)
-    apply_update_scheme(net, scheme)
-    return net
+    w, hs = _Writer(torch.Generator().manual_seed(seed), RESOLUTION), "hswish"
+    x = w.conv("x", 8, k=3, stride=2, act=hs, role="stem")
+    h = w.excite(w.conv(x, 8, k=3, groups=8, act="relu", role="dw"), 8)
+    x = w.add(w.conv(h, 8, act="none", role="pw2"), x)
+    h = w.conv(x, 24, act=hs, role="pw1")
+    h = w.excite(w.conv(h, 24, k=5, stride=2, groups=24, act=hs, role="dw"), 8)
+    x = w.conv(h, 12, act="none", role="pw2")
+    h = w.conv(x, 36, act=hs, role="pw1")
+    h = w.conv(h, 36, k=3, groups=36, act=hs, role="dw")
+    x = w.add(w.conv(h, 12, act="none", role="pw2"), x)
+    x = w.conv(x, 32, act=hs, role="head")
+    pooled = w._node("gap", (x,), (*w.shapes[x][:2], 1, 1))
+    return w.net(w.conv(pooled, 40, act=hs, role="head"), N_CLASSES, scheme)

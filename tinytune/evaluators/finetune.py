@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from tinytune.data import Images, Pixels, Split, Splits
 from tinytune.errors import ConfigError, Flag, OptionError
 from tinytune.evaluators.prefixes import PrefixStore, to_float
-from tinytune.models import GraphNet, Network, TrainNet
+from tinytune.models import GraphNet, Network
 from tinytune.units import check_integer, check_real, check_seed
 
 __all__ = [
@@ -301,7 +301,7 @@ def finetune(
 ) -> FinetuneResult:
     """Train the parameters of ``net`` that require a gradient, then measure it.
 
-    Where the update scheme leaves a prefix of a :class:`TrainNet` frozen (the stem and the
+    Where the update scheme leaves a prefix of a network frozen (the stem and the
     first blocks: no weight, bias, scale or lite residual trained), its output for each image
     is computed once and the rest of the network trains on it: the same arithmetic (frozen
     folded convolutions, no augmentation) without repeating it every epoch.
@@ -379,12 +379,12 @@ def _features(
     """What the trained part reads of the train, validation and test splits, and the model
     that reads it: the frozen prefix's outputs (stored, or computed now where they fit) and
     the network after it, else the samples and the whole network."""
-    cut = net.frozen_prefix() if isinstance(net, TrainNet | GraphNet) else 0
+    cut = net.frozen_prefix() if isinstance(net, GraphNet) else 0
     data = DeviceData() if data is None else data
     parts = (splits.train, splits.val, splits.test)
     stored = (
         _stored_prefix(net, parts, cut, device, prefixes or PrefixStore(file_bytes=0))
-        if cut and isinstance(net, TrainNet | GraphNet)
+        if cut and isinstance(net, GraphNet)
         else None
     )
     if stored is not None:

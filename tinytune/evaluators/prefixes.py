@@ -1,7 +1,7 @@
 """The outputs of a frozen prefix for every image of an image folder, kept on disk across
 fine-tunes, workers and runs.
 
-A fine-tune that leaves the first stages of a network frozen (:meth:`TrainNet.frozen_prefix`)
+A fine-tune that leaves the first stages of a network frozen (``GraphNet.frozen_prefix``)
 trains the rest on those stages' outputs, computed once per image. Those outputs depend only on
 the prefix's folded weights and the images, so the learning-rate grid's fine-tunes of one
 preset, the repeated train/validation partitions of a candidate, and every candidate of a

@@ -83,7 +83,7 @@ class Op:
 
     Attributes:
         index: position in execution order.
-        name: the module path in the traced network (``blocks.3.dw``).
+        name: the module path in the traced network (``stages_.4.blocks_3_dw``: stage 4, block 3).
         kind: one of :data:`OP_KINDS`.
         inputs: ids of the input tensors; ``output``: id of the output tensor.
         act: fused activation (``none``, ``relu``, ``relu6``, ``hswish``, ``hsigmoid``).

@@ -228,12 +228,11 @@ def _check_stage(graph: Graph, stage_end: int) -> int:
 
 
 def _block(name: str) -> int | None:
-    """The block an op of this name belongs to: ``blocks.<i>.`` is block i of a built-in
-    network (its stem is none); ``stages_.<i>.`` is stage i of a user's network, whose stage
-    0 is its stem (-1) and stage i its block i - 1."""
+    """The block an op of this name belongs to: ``stages_.<i>.`` is stage i of a network,
+    whose stage 0 is its stem (-1) and stage i its block i - 1."""
     parts = name.split(".")
-    if len(parts) > 2 and parts[0] in ("blocks", "stages_") and parts[1].isdigit():
-        return int(parts[1]) - (parts[0] == "stages_")
+    if len(parts) > 2 and parts[0] == "stages_" and parts[1].isdigit():
+        return int(parts[1]) - 1
     return None
 
 

@@ -8,9 +8,9 @@ from tinytune.models.build import (
     attach_lite_residuals,
     build_candidate,
 )
-from tinytune.models.convert import from_ofa_subnet, recalibrate_bn
+from tinytune.models.convert import from_ofa_subnet, recalibrate_bn, subnet_graph
 from tinytune.models.graphnet import GraphNet, ImportedNetwork, save_module
-from tinytune.models.layers import ConvUnit, LiteResidual, MBBlock, TrainNet
+from tinytune.models.layers import ConvUnit, LiteResidual
 from tinytune.models.supernet import (
     PretrainRecipe,
     cache_dir,
@@ -25,10 +25,8 @@ __all__ = [
     "GraphNet",
     "ImportedNetwork",
     "LiteResidual",
-    "MBBlock",
     "Network",
     "PretrainRecipe",
-    "TrainNet",
     "apply_update_scheme",
     "attach_lite_residuals",
     "build_candidate",
@@ -40,4 +38,5 @@ __all__ = [
     "recalibrate_bn",
     "save_module",
     "save_supernet",
+    "subnet_graph",
 ]

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from tinytune.errors import ModelError
 from tinytune.models.convert import from_ofa_subnet, recalibrate_bn
 from tinytune.models.graphnet import GraphNet, ImportedNetwork
-from tinytune.models.layers import SAME, LiteResidual, TrainNet
+from tinytune.models.layers import LiteResidual
 from tinytune.models.ofa_adapter import extract_subnet
 from tinytune.models.pretrained import same_padded
 from tinytune.spaces import Candidate, LiteResidualConfig, UpdateScheme
@@ -26,11 +26,11 @@ __all__ = [
     "apply_update_scheme",
     "attach_lite_residuals",
     "build_candidate",
-    "pad_same",
 ]
 
-Network = TrainNet | GraphNet
-"""A network tinytune fine-tunes: a sub-network of a family it knows, or a user's own."""
+Network = GraphNet
+"""A network tinytune fine-tunes: a sub-network of a family it knows, or a user's own, both
+built from an op graph."""
 
 
 def apply_update_scheme(net: Network, update: UpdateScheme) -> None:
@@ -61,14 +61,6 @@ def apply_update_scheme(net: Network, update: UpdateScheme) -> None:
             for norm in (lite.norm1, lite.norm2):
                 for p in norm.parameters():
                     p.requires_grad_(True)
-
-
-def pad_same(net: TrainNet) -> None:
-    """Pad the strided convolutions of the backbone as TensorFlow's "SAME" does, for weights
-    trained with it. At stride 1 "SAME" is the symmetric k // 2 they have (odd kernels)."""
-    for conv in net.convs():
-        if conv.stride > 1:
-            conv.padding = SAME
 
 
 def _shrunk(size: int, downsample: int, kernel: int) -> tuple[int, int]:
@@ -164,9 +156,10 @@ def build_candidate(
         # fixed network keeps the ImageNet statistics it was trained with, which transfer
         # better than statistics of a few hundred target images (docs/pretrained.md).
         recalibrate_bn(static, calibration)
-    net = from_ofa_subnet(static, n_classes, candidate.subnet.resolution, generator)
-    if same_padded(candidate.spec):
-        pad_same(net)  # lite residual branches are new: they keep the symmetric padding
+    # lite residual branches are new: they keep the symmetric padding whatever the network's
+    net = from_ofa_subnet(
+        static, n_classes, candidate.subnet.resolution, generator, same=same_padded(candidate.spec)
+    )
     if len(net.convs()) != candidate.n_convs:
         raise ModelError(
             f"the sub-network has {len(net.convs())} convolutions, the search space expects "

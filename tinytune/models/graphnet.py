@@ -1,6 +1,8 @@
-"""A user's network, read as an op graph, built from tinytune's layer modules.
+"""Every network tinytune fine-tunes, built from an op graph of tinytune's layer modules.
 
-:class:`GraphNet` is the trainable network of a :class:`~tinytune.networks.NetworkGraph`: every
+:class:`GraphNet` is the trainable network of a :class:`~tinytune.networks.NetworkGraph`, read
+from a user's file or written from a built-in family's sub-network
+(:func:`~tinytune.models.convert.subnet_graph`): every
 convolution becomes a :class:`~tinytune.models.layers.ConvUnit` with the BatchNorm after it
 folded into its weight and bias and the activation after that fused (as the device runs it),
 sums and channel products become :class:`Add` and :class:`Mul`, a max pool a
@@ -9,8 +11,8 @@ identity are dropped; the last linear layer is made anew for the data set's clas
 (:class:`Classifier`), as transfer learning does.
 
 The network runs as a sequence of stages cut at its single-tensor cut points (the tensors every
-path from the input to the output crosses), so that a frozen prefix of stages can be computed
-once per image, as :class:`~tinytune.models.layers.TrainNet`'s stages are.
+path from the input to the output crosses) that end a block, so that a frozen prefix of stages
+can be computed once per image.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import torch
 from torch import Tensor, nn
 
 from tinytune.errors import ModelError
-from tinytune.models.convert import fold_batchnorm
 from tinytune.models.layers import (
     SAME,
     Add,
@@ -40,7 +41,24 @@ from tinytune.models.layers import (
 )
 from tinytune.networks import NetworkGraph, Step, conv_roles, plan, read_network, same_padded
 
-__all__ = ["GraphNet", "GraphStage", "ImportedNetwork", "save_module"]
+__all__ = ["GraphNet", "GraphStage", "ImportedNetwork", "fold_batchnorm", "save_module"]
+
+
+def fold_batchnorm(
+    w: Tensor,
+    b: Tensor,
+    mean: Tensor,
+    var: Tensor,
+    eps: float,
+    gamma: Tensor | None = None,
+    beta: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """A convolution's weight and bias with the BatchNorm after it folded in (its running
+    statistics; γ = 1 and β = 0 where it has none): W·γ/σ and β + (b − μ)·γ/σ, σ = √(var + ε)."""
+    sigma = torch.sqrt(var + eps)
+    gamma = gamma if gamma is not None else torch.ones_like(sigma)
+    beta = beta if beta is not None else torch.zeros_like(sigma)
+    return w * (gamma / sigma).view(-1, 1, 1, 1), beta + (b - mean) * gamma / sigma
 
 
 class GraphStage(nn.Module):
@@ -155,6 +173,31 @@ def _module(graph: NetworkGraph, step: Step, index: int, role: str) -> nn.Module
     )
 
 
+def _stride(stage: GraphStage, x: torch.Size, y: torch.Size) -> tuple[int, int]:
+    """(down, across): how much the stage strides from its input (of shape ``x``) to its
+    ``body`` (of shape ``y``), the stride a lite residual branch takes: the largest product of
+    the strides of the convolutions and pools on a path between them (whatever the sizes, a
+    1×1 map included), or the sizes' ratio where that stride does not give the body's size (a
+    convolution over the whole map)."""
+    of = {stage.source: (1, 1)}
+    for name, inputs, output in stage.wiring:
+        op = stage.ops[name]
+        if isinstance(op, ConvUnit):
+            step = (op.stride, op.stride_w)
+        elif isinstance(op, MaxPool):
+            step = op.stride
+        elif isinstance(op, AvgPool):
+            step = (op.ratio, op.ratio_w)
+        else:
+            step = (1, 1)
+        down, across = (max(of[t][axis] for t in inputs if t in of) for axis in (0, 1))
+        of[output] = (down * step[0], across * step[1])
+    return tuple(  # type: ignore[return-value]
+        s if -(-int(a) // s) == int(b) else max(1, round(a / b))
+        for s, a, b in zip(of[stage.body], x[2:], y[2:], strict=True)
+    )
+
+
 class GraphNet(nn.Module):
     """The trainable network of a :class:`~tinytune.networks.NetworkGraph`: the stages of its
     :func:`~tinytune.networks.plan` (all of them, or the first ``stages``: the network cut
@@ -174,8 +217,10 @@ class GraphNet(nn.Module):
         resolution: int,
         generator: torch.Generator,
         stages: int | None = None,
+        first_block: int = 0,
     ) -> None:
         super().__init__()
+        self.first_block = first_block
         layout = plan(graph)
         n = len(layout.stages) if stages is None else stages
         if not 1 <= n <= len(layout.stages):
@@ -221,14 +266,17 @@ class GraphNet(nn.Module):
         return list(self.stages_)
 
     def frozen_prefix(self) -> int:
-        """How many leading stages hold no trainable parameter (see
-        :meth:`TrainNet.frozen_prefix <tinytune.models.layers.TrainNet.frozen_prefix>`)."""
+        """How many leading stages hold no trainable parameter: with every convolution's
+        BatchNorm folded and no augmentation, their output for an image does not change while
+        the rest trains, so it can be computed once (:meth:`forward_from`). When only the
+        classifier trains, that is every stage: the pooled features."""
         for n, module in enumerate(self.stages_):
             if any(p.requires_grad for p in module.parameters()):
                 return n
         return len(self.stages_)
 
     def prefix(self, x: Tensor, n: int) -> Tensor:
+        """The output of the first ``n`` stages."""
         for module in self.stages_[:n]:
             x = module(x)
         return x
@@ -237,13 +285,17 @@ class GraphNet(nn.Module):
         return self.forward_from(x, 0)
 
     def forward_from(self, h: Tensor, n: int) -> Tensor:
+        """The logits from the output of the first ``n`` stages:
+        ``forward(x) == forward_from(prefix(x, n), n)``."""
         for module in self.stages_[n:]:
             h = module(h)
         return self.classifier(h)
 
     def lite_sites(self) -> list[LiteSite]:
-        """Where lite residual branches may go: on each stage, index s at position s (from its
-        input to its ``body``; as on a built-in network's blocks, none on stage 0)."""
+        """Where lite residual branches may go: on each stage from ``first_block`` on, stage
+        ``first_block + s`` at position s (from its input to its ``body``). A user's network
+        numbers its stages (``first_block`` 0), a built-in one its blocks, the stages after the
+        stem's (1); TinyTL places none on the first."""
         shapes: list[tuple[torch.Size, torch.Size]] = []
         body: dict[int, torch.Size] = {}
         hooks = []
@@ -265,15 +317,9 @@ class GraphNet(nn.Module):
             for h in hooks:
                 h.remove()
         return [
-            LiteSite(
-                stage,
-                int(x[1]),
-                int(y[1]),
-                (max(1, round(x[2] / y[2])), max(1, round(x[3] / y[3]))),
-                (int(x[2]), int(x[3])),
-            )
+            LiteSite(stage, int(x[1]), int(y[1]), _stride(stage, x, y), (int(x[2]), int(x[3])))
             for stage, (x, y) in zip(self.stages_, shapes, strict=True)
-        ]
+        ][self.first_block :]
 
     def extra_repr(self) -> str:
         return f"from {self.source!r}: {len(self.stages_)} stages, {len(self.convs())} convs"

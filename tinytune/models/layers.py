@@ -1,13 +1,14 @@
 """The modules of a network that tinytune fine-tunes.
 
-A Once-for-All sub-network is converted into these modules (:mod:`tinytune.models.convert`):
-every convolution becomes a :class:`ConvUnit` with its BatchNorm folded into the weight and a
-bias (as it runs on a device), and every other operation that touches activations is a leaf
-module of its own, so that :mod:`tinytune.ir` can trace the one network that is trained.
+Every network, a built-in family's sub-network or a user's, is built from an op graph of these
+modules (:class:`~tinytune.models.graphnet.GraphNet`): every convolution becomes a
+:class:`ConvUnit` with its BatchNorm folded into the weight and a bias (as it runs on a
+device), and every other operation that touches activations is a leaf module of its own, so
+that :mod:`tinytune.ir` can trace the one network that is trained.
 
-Leaf modules (the op set): :class:`ConvUnit`, :class:`Add`, :class:`Mul`,
-:class:`GlobalAvgPool`, :class:`AvgPool`, :class:`GroupNormUnit`, :class:`Upsample`,
-:class:`Classifier`.
+Leaf modules (the op set): :class:`ConvUnit`, :class:`Add`, :class:`Mul`, :class:`Cat`,
+:class:`GlobalAvgPool`, :class:`AvgPool`, :class:`MaxPool`, :class:`GroupNormUnit`,
+:class:`Upsample`, :class:`Classifier`.
 """
 
 from __future__ import annotations
@@ -35,11 +36,8 @@ __all__ = [
     "GroupNormUnit",
     "LiteResidual",
     "LiteSite",
-    "MBBlock",
     "MaxPool",
     "Mul",
-    "SqueezeExcite",
-    "TrainNet",
     "Upsample",
     "apply_activation",
     "same_padding",
@@ -503,8 +501,8 @@ class LiteResidual(nn.Module):
 
 @dataclass(frozen=True)
 class LiteSite:
-    """Where a lite residual branch may go: a block (:class:`MBBlock`) or a stage of a
-    user's network, which takes the branch by ``module.attach_lite``.
+    """Where a lite residual branch may go: a network's stage, which takes the branch by
+    ``module.attach_lite``.
 
     Attributes:
         in_channels, out_channels: of the block's input and of the tensor the branch adds to.
@@ -517,69 +515,6 @@ class LiteSite:
     out_channels: int
     stride: tuple[int, int]
     size: tuple[int, int]
-
-
-class SqueezeExcite(nn.Module):
-    """MobileNetV3 squeeze-and-excitation: mean → 1×1 conv → ReLU → 1×1 conv → h-sigmoid → ×."""
-
-    def __init__(self, reduce: ConvUnit, expand: ConvUnit) -> None:
-        super().__init__()
-        self.pool = GlobalAvgPool()
-        self.reduce, self.expand = reduce, expand
-        self.mul = Mul()
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.mul(x, self.expand(self.reduce(self.pool(x))))
-
-
-class MBBlock(nn.Module):
-    """An inverted-residual block: [pw1] → dw → [SE] → pw2 [+ x] [+ lite residual(x)]."""
-
-    def __init__(
-        self,
-        pw1: ConvUnit | None,
-        dw: ConvUnit,
-        se: SqueezeExcite | None,
-        pw2: ConvUnit,
-        shortcut: bool,
-    ) -> None:
-        super().__init__()
-        self.pw1, self.dw, self.se, self.pw2 = pw1, dw, se, pw2
-        self.shortcut = Add() if shortcut else None
-        self.lite: LiteResidual | None = None
-        self.lite_add: Add | None = None
-
-    @property
-    def in_channels(self) -> int:
-        return (self.pw1 or self.dw).in_channels
-
-    @property
-    def out_channels(self) -> int:
-        return self.pw2.out_channels
-
-    @property
-    def stride(self) -> int:
-        return self.dw.stride
-
-    def convs(self) -> list[ConvUnit]:
-        """The block's backbone convolutions in execution order."""
-        se = [self.se.reduce, self.se.expand] if self.se is not None else []
-        return [c for c in (self.pw1, self.dw) if c is not None] + se + [self.pw2]
-
-    def attach_lite(self, lite: LiteResidual) -> None:
-        self.lite, self.lite_add = lite, Add()
-
-    def forward(self, x: Tensor) -> Tensor:
-        h = self.pw1(x) if self.pw1 is not None else x
-        h = self.dw(h)
-        if self.se is not None:
-            h = self.se(h)
-        h = self.pw2(h)
-        if self.shortcut is not None:
-            h = self.shortcut(h, x)
-        if self.lite is not None:
-            h = self.lite_add(h, self.lite(x, h))  # type: ignore[misc]
-        return h
 
 
 class Classifier(nn.Module):
@@ -607,90 +542,3 @@ class Classifier(nn.Module):
                 "bias_trained": self.bias.requires_grad,
             },
         }
-
-
-class TrainNet(nn.Module):
-    """stem → blocks → head convs before pooling → global pool → head convs after → classifier."""
-
-    in_channels = 3  # RGB images
-
-    @property
-    def input_shape(self) -> tuple[int, int, int]:
-        """(C, H, W) of one input: an RGB image at the resolution."""
-        return 3, self.resolution, self.resolution
-
-    def __init__(
-        self,
-        stem: ConvUnit,
-        blocks: list[MBBlock],
-        head_pre: list[ConvUnit],
-        head_post: list[ConvUnit],
-        classifier: Classifier,
-        resolution: int,
-    ) -> None:
-        super().__init__()
-        self.stem = stem
-        self.blocks = nn.ModuleList(blocks)
-        self.head_pre = nn.ModuleList(head_pre)
-        self.pool = GlobalAvgPool()
-        self.head_post = nn.ModuleList(head_post)
-        self.classifier = classifier
-        self.resolution = resolution
-
-    def convs(self) -> list[ConvUnit]:
-        """The backbone convolutions, index i at position i (lite residuals excluded)."""
-        out = [self.stem]
-        for block in self.blocks:
-            out += block.convs()
-        return out + list(self.head_pre) + list(self.head_post)
-
-    def stages(self) -> list[nn.Module]:
-        """What runs before the classifier, in order: the stem, the blocks, the head's
-        convolutions before the global pool, the pool, the head's convolutions after it."""
-        return [self.stem, *self.blocks, *self.head_pre, self.pool, *self.head_post]
-
-    def frozen_prefix(self) -> int:
-        """How many leading :meth:`stages` hold no trainable parameter: with every
-        convolution's BatchNorm folded and no augmentation, their output for an image does not
-        change while the rest trains, so it can be computed once (:meth:`forward_from`). When
-        only the classifier trains, that is every stage: the pooled features."""
-        stages = self.stages()
-        for n, module in enumerate(stages):
-            if any(p.requires_grad for p in module.parameters()):
-                return n
-        return len(stages)
-
-    def prefix(self, x: Tensor, n: int) -> Tensor:
-        """The output of the first ``n`` :meth:`stages`."""
-        for module in self.stages()[:n]:
-            x = module(x)
-        return x
-
-    def forward(self, x: Tensor) -> Tensor:  # (N, 3, R, R) -> (N, classes)
-        return self.forward_from(x, 0)
-
-    def lite_sites(self) -> list[LiteSite]:
-        """Where lite residual branches may go: on each block, index b at position b (TinyTL
-        places none on block 0)."""
-        sizes: list[tuple[int, int]] = []
-        hooks = [
-            b.register_forward_pre_hook(lambda _m, args: sizes.append(args[0].shape[-2:]))
-            for b in self.blocks
-        ]
-        try:
-            with torch.no_grad():
-                self(torch.zeros(1, *self.input_shape))
-        finally:
-            for h in hooks:
-                h.remove()
-        return [
-            LiteSite(b, b.in_channels, b.out_channels, (b.stride, b.stride), (int(h), int(w)))
-            for b, (h, w) in zip(self.blocks, sizes, strict=True)
-        ]
-
-    def forward_from(self, h: Tensor, n: int) -> Tensor:
-        """The logits from the output of the first ``n`` :meth:`stages`:
-        ``forward(x) == forward_from(prefix(x, n), n)``."""
-        for module in self.stages()[n:]:
-            h = module(h)
-        return self.classifier(h)

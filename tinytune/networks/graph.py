@@ -295,6 +295,8 @@ def same_padded(graph: NetworkGraph, node: Node) -> bool:
     """Whether convolution ``node`` pads its input as TensorFlow's "SAME" does at the exported
     size, and not symmetrically: one more after than before (a strided convolution on an even
     size, an even kernel), which it then does at any size."""
+    if "same" in node.attrs:  # said by the graph's writer (a built-in network's)
+        return bool(node.attrs["same"])
     top, bottom, left, right = node.attrs["padding"]
     if top == bottom and left == right:
         return False
@@ -414,6 +416,8 @@ def check_supported(graph: NetworkGraph) -> None:
 
 
 def _role(graph: NetworkGraph, node: Node, index: int, last_dw: int) -> str:
+    if "role" in node.attrs:
+        return str(node.attrs["role"])
     out_c, _, kh, kw = node.params["weight"].shape
     in_c = graph.shapes[node.inputs[0]][1]
     if index == 0:
@@ -432,7 +436,8 @@ def conv_roles(graph: NetworkGraph) -> tuple[str, ...]:
     presets read them (index i is convolution i from the input): ``stem`` (the first), ``dw``
     (depthwise), ``pw1`` (a 1×1 that widens, before a depthwise one: an expansion), ``head``
     (a 1×1 that widens after the last depthwise one), ``pw2`` (a 1×1 that does not widen),
-    ``conv`` (any other)."""
+    ``conv`` (any other). A convolution whose node names its ``role`` (a built-in network's:
+    ``se1`` and ``se2`` for squeeze-and-excitation's) has that one."""
     convs = [n for n in graph.nodes if n.op == "conv"]
     last_dw = max((i for i, n in enumerate(convs) if n.attrs["groups"] > 1), default=-1)
     return tuple(_role(graph, n, i, last_dw) for i, n in enumerate(convs))

@@ -94,8 +94,21 @@ def _fused(node: Node, consumers: dict[str, list[Node]]) -> tuple[Node, ...]:
     return tuple(chain)
 
 
+_GATES = ("hardsigmoid", "sigmoid")
+
+
+def _scale_first(graph: NetworkGraph, inputs: tuple[str, ...], producers: dict[str, Node]) -> bool:
+    """Whether a channel product reads its channel scale (N, C, 1, 1) first: the one input of
+    that shape, or, where the features are a 1×1 map too, the one a gate (a sigmoid) makes."""
+    single = [graph.shapes[t][2:] == (1, 1) for t in inputs]
+    if single != [True, True]:
+        return single[0]
+    gated = [t in producers and producers[t].op in _GATES for t in inputs]
+    return gated == [True, False]
+
+
 def _steps(graph: NetworkGraph, classifier: Node) -> tuple[list[Step], dict[str, str]]:
-    consumers = graph.consumers()
+    consumers, producers = graph.consumers(), graph.producers()
     alias: dict[str, str] = {}
     folded: set[str] = set()
     steps: list[Step] = []
@@ -121,7 +134,7 @@ def _steps(graph: NetworkGraph, classifier: Node) -> tuple[list[Step], dict[str,
             if len(nxt) == 1 and nxt[0].op in ("relu", "relu6"):  # a ResNet block's end
                 nodes = (node, nxt[0])
                 folded.add(nxt[0].name)
-        elif node.op == "mul" and graph.shapes[inputs[0]][2:] == (1, 1):
+        elif node.op == "mul" and _scale_first(graph, inputs, producers):
             inputs = inputs[::-1]  # (x, s): the channel scale second
         steps.append(Step(node.op, nodes, inputs, nodes[-1].output))
     return steps, alias
@@ -131,19 +144,42 @@ _MID_BLOCK = ("pw1", "dw")
 """The convolutions a block does not end with."""
 
 
+def _excitation(steps: list[Step]) -> set[int]:
+    """The steps of squeeze-and-excitation: each channel product's, and those that compute
+    its channel scale, from the global pool that squeezes on."""
+    producer = {step.output: i for i, step in enumerate(steps)}
+    out: set[int] = set()
+    for i, step in enumerate(steps):
+        if step.op != "mul":
+            continue
+        out.add(i)
+        todo = [step.inputs[1]]
+        while todo:
+            j = producer.get(todo.pop())
+            if j is None or j in out:
+                continue
+            out.add(j)
+            if steps[j].op != "gap":  # the squeeze: where the scale starts
+                todo += steps[j].inputs
+    return out
+
+
 def _cut_points(steps: list[Step], source: str, sink: str, roles: tuple[str, ...]) -> list[int]:
     """The step counts p after which one tensor alone is alive (read by a later step, or the
     sink), the steps so far hold a convolution since the last such point, and step p - 1 is
-    no convolution of a role in ``_MID_BLOCK`` (``roles``: the convolutions', in order)."""
+    no convolution of a role in ``_MID_BLOCK`` (``roles``: the convolutions', in order) nor a
+    squeeze-and-excitation after one (which a block's projection follows)."""
     last_use: dict[str, int] = {}
     for i, step in enumerate(steps):
         for t in step.inputs:
             last_use[t] = i
     last_use[sink] = len(steps)
-    cuts, alive, conv, k = [], {source}, False, 0
+    excite = _excitation(steps)
+    cuts, alive, conv, k, mid = [], {source}, False, 0, False
     for i, step in enumerate(steps):
         alive = {t for t in alive | {step.output} if last_use.get(t, -1) > i}
-        mid = step.op == "conv" and roles[k] in _MID_BLOCK
+        if i not in excite:
+            mid = step.op == "conv" and roles[k] in _MID_BLOCK
         k += step.op == "conv"
         conv = conv or step.op == "conv"
         if len(alive) == 1 and i + 1 < len(steps) and conv and not mid:

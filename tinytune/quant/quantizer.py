@@ -1,7 +1,7 @@
 """Post-training int8 quantization of a built candidate.
 
-:func:`quantize` turns the :class:`~tinytune.models.TrainNet` that the search fine-tunes (its
-BatchNorm already folded, its update scheme applied) into a :class:`QuantizedNet`: the traced
+:func:`quantize` turns the network that the search fine-tunes (a
+:class:`~tinytune.models.GraphNet`, its BatchNorm already folded, its update scheme applied) into a :class:`QuantizedNet`: the traced
 graph (batch 1, the device's) and, per op, the integer parameters of
 :mod:`tinytune.quant.arith`:
 
