@@ -176,7 +176,9 @@ def test_each_schedule_is_the_one_its_rule_picks_among_every_schedule_priced_in_
 def test_a_fixed_schedule_is_applied_or_refused_in_one_line() -> None:
     big = _lite0("mcunetv3", 128)
     assert _evaluator("3:3").schedule(big).schedule == Schedule(3, 3)
-    with pytest.raises(ConfigError, match=r"first layer that trains anything; blocks\.4"):
+    with pytest.raises(
+        ConfigError, match=r"first layer that trains anything; blocks_4_pw1 \(block 4, stage 5\)"
+    ):
         _evaluator("2:7").schedule(big)
     with pytest.raises(ConfigError, match="8 patches per side need a stage output"):
         _evaluator("8:4").schedule(_lite0("mcunetv3", 48))

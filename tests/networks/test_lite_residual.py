@@ -24,6 +24,7 @@ from tinytune.spaces import (
     Candidate,
     LiteResidualBranch,
     LiteResidualConfig,
+    block_count,
     get_supernet,
     make_preset,
     subnet_params,
@@ -52,22 +53,29 @@ def test_a_mobilenets_stages_are_its_blocks(exported: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_tinytl_puts_a_branch_on_every_stage_but_the_first_and_it_adds_zero(
+def test_tinytl_puts_a_branch_on_every_block_but_the_first_and_it_adds_zero(
     exported: dict[str, str], name: str
 ) -> None:
     spec = get_supernet(exported[name])
     candidate = make_preset("tinytl", spec)
-    assert candidate.lite_residual.blocks == tuple(range(1, len(spec.stage_convs)))
+    # block b is stage b + 1 (stage 0 the stem's), as on a built-in network: none on block 0
+    # nor on a head's stage (a MobileNet's 1×1 head)
+    head = {"mbv2": 1, "v3": 1}.get(name, 0)
+    blocks = len(spec.stage_convs) - 1 - head
+    assert block_count(spec, candidate.subnet) == blocks
+    assert candidate.lite_residual.blocks == tuple(range(1, blocks))
     net = _build(exported[name], candidate).eval()
     plain = _build(exported[name], make_preset("bias-only", spec)).eval()
     stages = [m for m in net.modules() if isinstance(m, GraphStage)]
-    assert [s.lite is not None for s in stages] == [False] + [True] * (len(stages) - 1)
+    assert [s.lite is not None for s in stages] == [False, False] + [True] * (blocks - 1) + [
+        False
+    ] * head
     x = samples(name, 3, 1)
     with torch.no_grad():  # a new branch's last GroupNorm scales by 0: it adds exactly 0
         assert torch.equal(net(x), plain(x))
     trained = {n for n, p in net.named_parameters() if p.requires_grad}
     # two convolutions, the first GroupNorm's scale and bias, the second's scale
-    assert sum(".lite." in n for n in trained) == 5 * (len(stages) - 1)
+    assert sum(".lite." in n for n in trained) == 5 * (blocks - 1)
     assert len(net.convs()) == candidate.n_convs  # the branches' convolutions are apart
 
 
@@ -77,31 +85,37 @@ def test_a_branch_spans_the_stage_to_the_map_it_hands_on(exported: dict[str, str
     graph = trace(net, samples("v3", 1, 0))
     by_output = {op.output: op for op in graph.ops}
     adds = [op for op in graph.ops if op.name.endswith(".lite_add")]
-    assert len(adds) == 3
-    # stage 1: after squeeze-and-excitation's product (its own pool is inside the block)
-    assert by_output[adds[0].inputs[0]].kind == "mul"
-    # the last stage: onto the head's map, before the network's global pool
-    head = by_output[adds[-1].inputs[0]]
-    assert head.kind == "conv" and graph.tensors[head.output].shape[2:] == (8, 8)
-    assert graph.consumers()[adds[-1].output] == [adds[-1].index + 1]
-    assert graph.ops[adds[-1].index + 1].kind == "gap"
+    assert len(adds) == 1  # block 1 (stage 2); none on block 0, none on the head
+    # block 0 (stage 1) holds squeeze-and-excitation: a stage never ends between its product
+    # and the projection after it
+    block0 = [op.kind for op in graph.ops if op.name.startswith("stages_.1.")]
+    assert block0[-2:] == ["mul", "conv"]
+    # block 1: onto its residual sum
+    assert by_output[adds[0].inputs[0]].kind == "add"
+    # the last block of a ResNet: onto its map, before the network's global pool
+    spec = get_supernet(exported["resnet8"])
+    net = _build(exported["resnet8"], make_preset("tinytl", spec))
+    graph = trace(net, samples("resnet8", 1, 0))
+    last = [op for op in graph.ops if op.name.endswith(".lite_add")][-1]
+    assert graph.ops[last.index + 1].kind == "gap"
+    assert graph.consumers()[last.output] == [last.index + 1]
 
 
 def test_a_branch_on_a_sensor_window_runs_along_its_one_axis(exported: dict[str, str]) -> None:
     spec = get_supernet(exported["sensor-1d"])
     net = _build(exported["sensor-1d"], make_preset("tinytl", spec))
     branches = [m for m in net.modules() if isinstance(m, LiteResidual)]
-    # inputs of 32, 32 and 8 samples, pooled by 2: the last kernel shrinks to 3 taps (TinyTL)
-    assert [b.conv1.kernel_hw for b in branches] == [(1, 5), (1, 5), (1, 3)]
-    assert [(b.pool.ratio, b.pool.ratio_w) for b in branches] == [(1, 2)] * 3  # type: ignore[union-attr]
-    assert [(b.conv1.stride, b.conv1.stride_w) for b in branches] == [(1, 1), (1, 4), (1, 1)]
+    # inputs of 32 and 8 samples, pooled by 2: the last kernel shrinks to 3 taps (TinyTL)
+    assert [b.conv1.kernel_hw for b in branches] == [(1, 5), (1, 3)]
+    assert [(b.pool.ratio, b.pool.ratio_w) for b in branches] == [(1, 2)] * 2  # type: ignore[union-attr]
+    assert [(b.conv1.stride, b.conv1.stride_w) for b in branches] == [(1, 4), (1, 1)]
     x = samples("sensor-1d", 2, 0)
     assert net(x).shape == (2, 5)
 
 
 def test_the_search_samples_branches_on_the_last_stages(exported: dict[str, str]) -> None:
     spec = get_supernet(exported["resnet8"])
-    n = len(spec.stage_convs)
+    n = len(spec.stage_convs) - 1  # its blocks: the stages after the stem's (no 1×1 head)
     trial = optuna.trial.FixedTrial(
         {"scheme": "joint", "lr_blocks": 2, "lr_kernel": 3, "lr_groups": 2,
          "lr_downsample": 2, "lr_expand": 0.5, "bias_last_k": 2, "n_weight": 0,

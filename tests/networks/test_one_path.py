@@ -28,7 +28,7 @@ from tinytune.spaces import (
 )
 
 BUILT_IN = "ofa-proxyless-w0.35"
-PRESETS = ("last", "bias-only", "mcunetv3", "full")
+PRESETS = ("last", "bias-only", "mcunetv3", "tinytl", "full")
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_the_file_plans_and_predicts_as_the_built_in_network(
     assert a.latency_s == b.latency_s
 
 
-@pytest.mark.parametrize("preset", ["last", "bias-only", "mcunetv3"])
+@pytest.mark.parametrize("preset", ["last", "bias-only", "mcunetv3", "tinytl"])
 def test_the_file_fine_tunes_as_the_built_in_network(
     exported: tuple[torch.nn.Module, Path], preset: str
 ) -> None:
@@ -114,7 +114,14 @@ def _same_cut(built_in: Candidate, mine_spec: SupernetSpec, preset: str) -> Cand
 
 @pytest.mark.parametrize(
     ("preset", "resolution", "stages"),
-    [("last", 64, 3), ("bias-only", 64, 3), ("mcunetv3", 64, 3), ("bias-only", 48, 4)],
+    [
+        ("last", 64, 3),
+        ("bias-only", 64, 3),
+        ("mcunetv3", 64, 3),
+        ("tinytl", 64, 3),
+        ("bias-only", 48, 4),
+        ("tinytl", 48, 5),
+    ],
 )
 def test_lite0_from_a_file_is_the_built_in_lite0_candidate_for_candidate(
     lite0_file: Path, preset: str, resolution: int, stages: int

@@ -85,7 +85,7 @@ class _Writer:
         y = self._node("linear", (x,), (1, 1), params={"weight": np.zeros((1, width), "f4")})
         graph = NetworkGraph(tuple(self.nodes), self.shapes, "x", y, "test network")
         resolution = self.shapes["x"][2]
-        net = GraphNet(graph, n_classes, resolution, self.g, first_block=1)
+        net = GraphNet(graph, n_classes, resolution, self.g)
         apply_update_scheme(net, scheme)
         return net
 

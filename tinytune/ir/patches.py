@@ -205,13 +205,13 @@ def _check_stage(graph: Graph, stage_end: int) -> int:
         if op.kind not in PATCHABLE_KINDS:
             raise ConfigError(
                 f"a patched stage holds convolutions, max poolings, additions and "
-                f"concatenations only; {op.name} is a "
+                f"concatenations only; {_label(op.name)} is a "
                 f"{op.kind} (patch a shallower stage)"
             )
         if op.params.any_trained or graph.tensors[op.output].requires_grad:
             raise ConfigError(
                 f"a patched stage must end at or before the first layer that trains anything; "
-                f"{op.name} trains or back-propagates (patch a shallower stage)"
+                f"{_label(op.name)} trains or back-propagates (patch a shallower stage)"
             )
     written = {op.output for op in stage}
     crossing = sorted(
@@ -221,8 +221,8 @@ def _check_stage(graph: Graph, stage_end: int) -> int:
         names = ", ".join(f"t{t}" for t in crossing)
         raise ConfigError(
             f"a patched stage must hand one tensor to the rest of the network; the stage "
-            f"ending before {graph.ops[stage_end].name} hands on {names} (end it at a block's "
-            f"end)"
+            f"ending before {_label(graph.ops[stage_end].name)} hands on {names} (end it at a "
+            f"block's end)"
         )
     return crossing[0]
 
@@ -234,6 +234,17 @@ def _block(name: str) -> int | None:
     if len(parts) > 2 and parts[0] == "stages_" and parts[1].isdigit():
         return int(parts[1]) - 1
     return None
+
+
+def _label(name: str) -> str:
+    """An op as a message names it: ``stages_.5.ops.blocks_4_pw1`` is ``blocks_4_pw1 (block 4,
+    stage 5)``: its node, and where it is."""
+    parts = name.split(".")
+    if len(parts) > 3 and parts[0] == "stages_" and parts[1].isdigit() and parts[2] == "ops":
+        stage = int(parts[1])
+        where = f"block {stage - 1}, stage {stage}" if stage else "the stem's stage 0"
+        return f"{'.'.join(parts[3:])} ({where})"
+    return name
 
 
 def patch_blocks(graph: Graph) -> int:
@@ -271,7 +282,7 @@ def plan_patches(graph: Graph, n: int, stage_end: int) -> PatchPlan:
     if n > most:
         raise ConfigError(
             f"{n} patches per side need a stage output of at least {rows} x {n} pixels; the "
-            f"stage ending before {graph.ops[stage_end].name} outputs {out_h} x {out_w} "
+            f"stage ending before {_label(graph.ops[stage_end].name)} outputs {out_h} x {out_w} "
             f"(allowed: 1 .. {most})"
         )
     stage = graph.ops[:stage_end]
@@ -317,8 +328,8 @@ def _check_crops(graph: Graph, crops: list[tuple[tuple[int, int, Region], ...]])
         for index, t, _ in patch:
             if max(readers[t]) != index or t == graph.input:
                 raise ConfigError(
-                    f"{graph.ops[index].name} adds a tensor that is read after it; a patched "
-                    f"stage crops it in place (patch a shallower stage)"
+                    f"{_label(graph.ops[index].name)} adds a tensor that is read after it; a "
+                    f"patched stage crops it in place (patch a shallower stage)"
                 )
 
 

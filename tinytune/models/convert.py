@@ -152,10 +152,9 @@ def from_ofa_subnet(
 ) -> GraphNet:
     """The trainable network of a static ``ProxylessNASNets``/``MobileNetV3``
     (:func:`subnet_graph`), with a fresh classifier for ``n_classes`` (initialised from
-    ``generator``). Its lite residual branches go on its blocks: branch b on block b, the stage
-    after the stem's. Everything is frozen: apply an update scheme afterwards."""
+    ``generator``). Everything is frozen: apply an update scheme afterwards."""
     graph = subnet_graph(subnet, resolution, same)
-    return GraphNet(graph, n_classes, resolution, generator, first_block=1)
+    return GraphNet(graph, n_classes, resolution, generator)
 
 
 @torch.no_grad()

@@ -217,10 +217,8 @@ class GraphNet(nn.Module):
         resolution: int,
         generator: torch.Generator,
         stages: int | None = None,
-        first_block: int = 0,
     ) -> None:
         super().__init__()
-        self.first_block = first_block
         layout = plan(graph)
         n = len(layout.stages) if stages is None else stages
         if not 1 <= n <= len(layout.stages):
@@ -292,10 +290,9 @@ class GraphNet(nn.Module):
         return self.classifier(h)
 
     def lite_sites(self) -> list[LiteSite]:
-        """Where lite residual branches may go: on each stage from ``first_block`` on, stage
-        ``first_block + s`` at position s (from its input to its ``body``). A user's network
-        numbers its stages (``first_block`` 0), a built-in one its blocks, the stages after the
-        stem's (1); TinyTL places none on the first."""
+        """Where lite residual branches may go: on each block, the stages after the stem's
+        (block b, stage b + 1, at position b), from its input to its ``body``; TinyTL places
+        none on block 0."""
         shapes: list[tuple[torch.Size, torch.Size]] = []
         body: dict[int, torch.Size] = {}
         hooks = []
@@ -319,7 +316,7 @@ class GraphNet(nn.Module):
         return [
             LiteSite(stage, int(x[1]), int(y[1]), _stride(stage, x, y), (int(x[2]), int(x[3])))
             for stage, (x, y) in zip(self.stages_, shapes, strict=True)
-        ][self.first_block :]
+        ][1:]
 
     def extra_repr(self) -> str:
         return f"from {self.source!r}: {len(self.stages_)} stages, {len(self.convs())} convs"

@@ -415,7 +415,25 @@ def check_supported(graph: NetworkGraph) -> None:
         raise _refuse(graph, producers[graph.output], "an op after the classifier")
 
 
-def _role(graph: NetworkGraph, node: Node, index: int, last_dw: int) -> str:
+def _feeds_depthwise(node: Node, consumers: dict[str, list[Node]]) -> bool:
+    """Whether ``node``'s output reaches a depthwise convolution through BatchNorm and
+    activations only."""
+    out = node.output
+    while True:
+        readers = consumers.get(out, [])
+        if len(readers) != 1:
+            return False
+        (reader,) = readers
+        if reader.op == "conv":
+            return reader.attrs["groups"] > 1
+        if reader.op not in ("batchnorm", *ACTIVATION_OPS):
+            return False
+        out = reader.output
+
+
+def _role(
+    graph: NetworkGraph, node: Node, index: int, last_dw: int, consumers: dict[str, list[Node]]
+) -> str:
     if "role" in node.attrs:
         return str(node.attrs["role"])
     out_c, _, kh, kw = node.params["weight"].shape
@@ -425,7 +443,11 @@ def _role(graph: NetworkGraph, node: Node, index: int, last_dw: int) -> str:
     if node.attrs["groups"] > 1:
         return "dw"
     if (kh, kw) == (1, 1) and out_c > in_c:
-        return "head" if index > last_dw >= 0 else "pw1"
+        if index > last_dw >= 0:
+            return "head"
+        # in a network of depthwise blocks, an expansion feeds one; a network without
+        # depthwise convolutions (a ResNet's) has its widening 1×1s as expansions
+        return "pw1" if last_dw < 0 or _feeds_depthwise(node, consumers) else "pw2"
     if (kh, kw) == (1, 1):
         return "pw2"
     return "conv"
@@ -434,13 +456,15 @@ def _role(graph: NetworkGraph, node: Node, index: int, last_dw: int) -> str:
 def conv_roles(graph: NetworkGraph) -> tuple[str, ...]:
     """The kinds of the network's convolutions in execution order, as the update-scheme
     presets read them (index i is convolution i from the input): ``stem`` (the first), ``dw``
-    (depthwise), ``pw1`` (a 1×1 that widens, before a depthwise one: an expansion), ``head``
-    (a 1×1 that widens after the last depthwise one), ``pw2`` (a 1×1 that does not widen),
-    ``conv`` (any other). A convolution whose node names its ``role`` (a built-in network's:
+    (depthwise), ``pw1`` (a 1×1 that widens and feeds a depthwise one: an expansion; in a
+    network without depthwise convolutions, any 1×1 that widens), ``head`` (a 1×1 that widens
+    after the last depthwise one), ``pw2`` (any other 1×1: a projection, squeeze-and-excitation's
+    1×1s), ``conv`` (any other). A convolution whose node names its ``role`` (a built-in network's:
     ``se1`` and ``se2`` for squeeze-and-excitation's) has that one."""
     convs = [n for n in graph.nodes if n.op == "conv"]
     last_dw = max((i for i, n in enumerate(convs) if n.attrs["groups"] > 1), default=-1)
-    return tuple(_role(graph, n, i, last_dw) for i, n in enumerate(convs))
+    consumers = graph.consumers()
+    return tuple(_role(graph, n, i, last_dw, consumers) for i, n in enumerate(convs))
 
 
 def total_stride(graph: NetworkGraph) -> int:

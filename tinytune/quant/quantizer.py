@@ -1,8 +1,9 @@
 """Post-training int8 quantization of a built candidate.
 
 :func:`quantize` turns the network that the search fine-tunes (a
-:class:`~tinytune.models.GraphNet`, its BatchNorm already folded, its update scheme applied) into a :class:`QuantizedNet`: the traced
-graph (batch 1, the device's) and, per op, the integer parameters of
+:class:`~tinytune.models.GraphNet`, its BatchNorm already folded, its update scheme applied)
+into a :class:`QuantizedNet`: the traced graph (batch 1, the device's) and, per op, the
+integer parameters of
 :mod:`tinytune.quant.arith`:
 
 * weights: symmetric int8 per output channel, s_w[o] = max|W[o]|/127, q = round(W/s_w) in

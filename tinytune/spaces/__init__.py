@@ -12,8 +12,8 @@ from tinytune.spaces.candidate import (
     StageConfig,
     SubnetConfig,
     UpdateScheme,
+    block_count,
     conv_kinds,
-    lite_blocks,
 )
 from tinytune.spaces.presets import (
     PRESET_NAMES,
@@ -62,12 +62,12 @@ __all__ = [
     "SubnetConfig",
     "SupernetSpec",
     "UpdateScheme",
+    "block_count",
     "conv_kinds",
     "default_network",
     "default_subnet",
     "family_supernets",
     "get_supernet",
-    "lite_blocks",
     "make_preset",
     "preset_scheme",
     "smallest_subnet",

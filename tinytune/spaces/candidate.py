@@ -42,9 +42,8 @@ __all__ = [
     "StageConfig",
     "SubnetConfig",
     "UpdateScheme",
+    "block_count",
     "conv_kinds",
-    "lite_blocks",
-    "patch_blocks",
 ]
 
 WEIGHT_RATIOS = (0.125, 0.25, 0.5, 1.0)
@@ -226,7 +225,7 @@ class LiteResidualConfig:
         return tuple(b for b, _ in self.branches)
 
     def validate(self, n_blocks: int) -> None:
-        """Check the branches sit on blocks 1 to ``n_blocks`` - 1 (:func:`lite_blocks`)."""
+        """Check the branches sit on blocks 1 to ``n_blocks`` - 1 (:func:`block_count`)."""
         for block, _ in self.branches:
             if not 1 <= block < n_blocks:
                 raise ConfigError(
@@ -363,7 +362,7 @@ class Schedule:
 
     def validate(self, n_blocks: int) -> None:
         """Check the patched stage covers at most the ``n_blocks`` blocks there are
-        (:func:`patch_blocks`)."""
+        (:func:`block_count`)."""
         if self.blocks > n_blocks:
             raise ConfigError(
                 f"a patched stage of {self.blocks} blocks needs a sub-network of as many; this "
@@ -379,18 +378,21 @@ class Schedule:
         return cls(data["patches"], data["blocks"])
 
 
-def lite_blocks(spec: SupernetSpec, subnet: SubnetConfig) -> int:
-    """The blocks of ``subnet`` that lite residual branches are numbered over, block 0
-    included (which gets none): the fixed first block and the active ones of a supernet or a
-    built-in network; the stages of a user's network (stage 0, which reads the input, gets
-    none)."""
-    return len(subnet.stages) if spec.imported else subnet.n_blocks
-
-
-def patch_blocks(spec: SupernetSpec, subnet: SubnetConfig) -> int:
-    """The blocks after the stem a patched stage may cover (:class:`Schedule`): the active
-    ones, the fixed first block included; a user's network's stages after its first."""
-    return len(subnet.stages) - 1 if spec.imported else subnet.n_blocks
+def block_count(spec: SupernetSpec, subnet: SubnetConfig) -> int:
+    """The blocks of ``subnet`` after its stem, which lite residual branches (block 0 gets
+    none) and patched stages are numbered over: the fixed first block and the active ones of
+    a supernet or a built-in network; a user's network's stages after its first but its head
+    (the last stages whose convolutions are all 1×1s after the last depthwise one), so that
+    block b is stage b + 1 on every network."""
+    if not spec.imported:
+        return subnet.n_blocks
+    kept = len(subnet.stages)
+    ends = [sum(spec.stage_convs[: i + 1]) for i in range(kept)]
+    while kept > 1 and all(
+        role == "head" for role in spec.conv_roles[(ends[kept - 2]) : ends[kept - 1]]
+    ):
+        kept -= 1  # a head's stage
+    return kept - 1
 
 
 def conv_kinds(spec: SupernetSpec, subnet: SubnetConfig) -> tuple[str, ...]:
@@ -427,9 +429,9 @@ class Candidate:
         if spec.name != self.supernet:
             object.__setattr__(self, "supernet", spec.name)
         self.subnet.validate(spec)
-        self.lite_residual.validate(lite_blocks(spec, self.subnet))
+        self.lite_residual.validate(block_count(spec, self.subnet))
         self.update.validate(self.n_convs)
-        self.schedule.validate(patch_blocks(spec, self.subnet))
+        self.schedule.validate(block_count(spec, self.subnet))
 
     @property
     def spec(self) -> SupernetSpec:

@@ -32,8 +32,8 @@ from tinytune.spaces.candidate import (
     StageConfig,
     SubnetConfig,
     UpdateScheme,
+    block_count,
     conv_kinds,
-    lite_blocks,
 )
 from tinytune.spaces.supernets import SupernetSpec
 
@@ -128,7 +128,7 @@ def preset_scheme(
         build = _PRESETS[name]
     except KeyError:
         raise ConfigError(f"unknown preset {name!r}; allowed: {', '.join(PRESET_NAMES)}") from None
-    return build(conv_kinds(spec, subnet), lite_blocks(spec, subnet))
+    return build(conv_kinds(spec, subnet), block_count(spec, subnet))
 
 
 def make_preset(name: str, spec: SupernetSpec, subnet: SubnetConfig | None = None) -> Candidate:

@@ -32,8 +32,8 @@ from tinytune.spaces.candidate import (
     StageConfig,
     SubnetConfig,
     UpdateScheme,
+    block_count,
     conv_kinds,
-    lite_blocks,
 )
 from tinytune.spaces.presets import PRESET_NAMES, preset_scheme
 from tinytune.spaces.supernets import SupernetSpec
@@ -130,7 +130,7 @@ def suggest_candidate(
     if preset != JOINT:
         update, lite = preset_scheme(preset, spec, subnet)
     else:
-        lite = _suggest_lite(trial, lite_blocks(spec, subnet))
+        lite = _suggest_lite(trial, block_count(spec, subnet))
         update = _suggest_update(trial, len(conv_kinds(spec, subnet)))
         if patches:
             n = int(trial.suggest_categorical("patches", list(patches)))

@@ -15,8 +15,8 @@ from tinytune.spaces import (
     SubnetConfig,
     SupernetSpec,
     UpdateScheme,
+    block_count,
     conv_kinds,
-    lite_blocks,
 )
 
 __all__ = ["LITE_BRANCH", "ContributionEntry", "ContributionPlan"]
@@ -118,7 +118,7 @@ class ContributionPlan:
                     ContributionEntry(f"weight:{i}:{r:g}", "weight", candidate(update), i, r)
                 )
         for offset in sorted(set(self.lite_offsets)):
-            block = lite_blocks(spec, subnet) - 1 - offset
+            block = block_count(spec, subnet) - 1 - offset
             if block >= 1:
                 lite = LiteResidualConfig(((block, LITE_BRANCH),))
                 out.append(

@@ -69,8 +69,8 @@ from typing import Any
 from tinytune.spaces import (
     Candidate,
     SupernetSpec,
+    block_count,
     conv_kinds,
-    lite_blocks,
     make_preset,
     subnet_params,
     suggest_candidate,
@@ -263,7 +263,7 @@ def mutate_structure(
     if operator == "branch":
         lite = candidate.lite_residual
         m = len(lite.branches)
-        n = lite_blocks(spec, subnet)
+        n = block_count(spec, subnet)
         near = [c for c in (m - 1, m + 1) if 0 <= c < n]
         count = rng.choice(near)
         shape = (
