@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from tinytune.data import Images, Pixels, Split, Splits
 from tinytune.errors import ConfigError, Flag, OptionError
 from tinytune.evaluators.prefixes import PrefixStore, to_float
-from tinytune.models import GraphNet, Network
+from tinytune.models import GraphNet
 from tinytune.units import check_integer, check_real, check_seed
 
 __all__ = [
@@ -229,14 +229,14 @@ def _same(x: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def _prefix_outputs(net: Network, x: _OnDevice, n: int, batch_size: int = 256) -> Tensor:
+def _prefix_outputs(net: GraphNet, x: _OnDevice, n: int, batch_size: int = 256) -> Tensor:
     return torch.cat(
         [net.prefix(x.rows(i, i + batch_size), n) for i in range(0, len(x), batch_size)]
     )
 
 
 def _stored_prefix(
-    net: Network,
+    net: GraphNet,
     parts: tuple[Split, Split, Split],
     n: int,
     device: str | torch.device,
@@ -272,7 +272,7 @@ def _address(array: np.ndarray) -> int:
     return int(array.__array_interface__["data"][0])
 
 
-def _prefix_fits(net: Network, splits: Splits, n: int, device: str | torch.device) -> bool:
+def _prefix_fits(net: GraphNet, splits: Splits, n: int, device: str | torch.device) -> bool:
     with torch.no_grad():
         one = net.prefix(torch.tensor(splits.train.x[:1]).to(device), n)
     images = len(splits.train) + len(splits.val) + len(splits.test)

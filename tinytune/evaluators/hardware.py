@@ -18,7 +18,7 @@ from tinytune.hwmodels import (
     predict_latency,
 )
 from tinytune.ir import Graph, PatchPlan, block_end, patch_blocks, plan_patches, trace
-from tinytune.models import Network, build_candidate
+from tinytune.models import GraphNet, build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
 from tinytune.recent import Recent
 from tinytune.spaces import PATCHES, Candidate, Schedule, SupernetSpec
@@ -91,7 +91,7 @@ def schedule_plan(graph: Graph, schedule: Schedule) -> PatchPlan | None:
 
 
 def hardware_cost(
-    net: Network, config: HardwareConfig, schedule: Schedule | None = None
+    net: GraphNet, config: HardwareConfig, schedule: Schedule | None = None
 ) -> tuple[Graph, MemoryReport]:
     """Trace ``net`` at the device batch size and plan its training memory, its frozen
     prefix run as ``schedule`` says (default: whole images)."""

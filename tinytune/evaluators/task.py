@@ -33,7 +33,7 @@ from tinytune.data import ImageDataset, Splits, get_dataset, repeated, train_sub
 from tinytune.errors import TinyTuneError
 from tinytune.evaluators.finetune import DeviceData, FinetuneConfig, finetune
 from tinytune.evaluators.prefixes import PrefixStore
-from tinytune.models import Network, build_candidate, load_supernet
+from tinytune.models import GraphNet, build_candidate, load_supernet
 from tinytune.spaces import Candidate, get_supernet
 from tinytune.units import MAX_SEED
 
@@ -88,7 +88,7 @@ def _device_details(device: str) -> dict[str, str]:
 
 def network_on_data(
     candidate: Candidate, supernet: torch.nn.Module, splits: Splits, n_classes: int, seed: int
-) -> tuple[Network, tuple[torch.Tensor, ...]]:
+) -> tuple[GraphNet, tuple[torch.Tensor, ...]]:
     """The candidate's trainable network on its data, as the search, the int8 fidelity and
     the exporter all build it: BatchNorm statistics re-estimated on the first
     :data:`CALIBRATION_SAMPLES` training images (batches of 64) and folded, a new classifier

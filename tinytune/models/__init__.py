@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from tinytune.models.build import (
-    Network,
     apply_update_scheme,
     attach_lite_residuals,
     build_candidate,
@@ -25,7 +24,6 @@ __all__ = [
     "GraphNet",
     "ImportedNetwork",
     "LiteResidual",
-    "Network",
     "PretrainRecipe",
     "apply_update_scheme",
     "attach_lite_residuals",

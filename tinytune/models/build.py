@@ -22,18 +22,13 @@ from tinytune.models.pretrained import same_padded
 from tinytune.spaces import Candidate, LiteResidualConfig, UpdateScheme
 
 __all__ = [
-    "Network",
     "apply_update_scheme",
     "attach_lite_residuals",
     "build_candidate",
 ]
 
-Network = GraphNet
-"""A network tinytune fine-tunes: a sub-network of a family it knows, or a user's own, both
-built from an op graph."""
 
-
-def apply_update_scheme(net: Network, update: UpdateScheme) -> None:
+def apply_update_scheme(net: GraphNet, update: UpdateScheme) -> None:
     """Freeze everything the scheme does not update; the classifier is always trained, and so
     are lite residual branches (they are new)."""
     convs = net.convs()
@@ -73,7 +68,7 @@ def _shrunk(size: int, downsample: int, kernel: int) -> tuple[int, int]:
 
 
 def attach_lite_residuals(
-    net: Network, config: LiteResidualConfig, generator: torch.Generator
+    net: GraphNet, config: LiteResidualConfig, generator: torch.Generator
 ) -> None:
     """Attach lite residual branches on the blocks (a user's network: the stages) the config
     names; where a block's input is too small for the requested pooling or kernel, they
@@ -112,7 +107,7 @@ def build_candidate(
     calibration: Iterable[Tensor],
     seed: int = 0,
     recalibrate: bool | None = None,
-) -> Network:
+) -> GraphNet:
     """The network that fine-tunes ``candidate``, with its update scheme applied.
 
     Args:

@@ -39,7 +39,7 @@ import torch
 from torch import Tensor
 
 from tinytune.ir import TABLE_ACTIVATIONS, Graph, Op, trace
-from tinytune.models import Network
+from tinytune.models import GraphNet
 from tinytune.quant.arith import INT32_MAX, INT32_MIN, frac_bits_for, quantize_multiplier
 from tinytune.quant.calibrate import observe
 from tinytune.quant.errors import QuantizationError
@@ -386,7 +386,7 @@ def check_op(op: Op, graph: Graph) -> None:
 
 
 def quantize(
-    net: Network,
+    net: GraphNet,
     calibration: Iterable[Tensor],
     *,
     method: str = "minmax",
