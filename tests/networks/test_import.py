@@ -115,11 +115,12 @@ def test_the_search_space_is_read_off_the_graph(mbv2: nn.Module, tmp_path: Path)
             assert len(trained) == 2 and net.frozen_prefix() == len(net.stages())
         if preset == "bias-only":
             assert sum(n.endswith(".bias") for n in trained) == len(convs) + 1
-        if preset == "tinytl":  # every bias, and branches on every stage but the first
+        if preset == "tinytl":  # every bias, and branches on every block but the first
             assert (
                 sum(n.endswith(".bias") and ".lite." not in n for n in trained) == len(convs) + 1
             )
-            assert candidate.lite_residual.blocks == tuple(range(1, spec.n_stages))
+            # blocks: the stages between the stem's and the 1x1 head's
+            assert candidate.lite_residual.blocks == tuple(range(1, spec.n_stages - 2))
         if preset == "full":
             assert sum(n.endswith("weight_train") for n in trained) == len(convs)
 
