@@ -16,7 +16,7 @@ the bundles of the files, e.g. those of another supernet than the one it was fit
     python3 -m bench.m7_instructions --supernet ofa-mbv3-w0.35 --sample 40 --out m7-mbv3.json
     python3 -m bench.bundle_profiles --check m7 m7-mbv3.json
 
-Each target's files are fitted together by ``tinytune.hwmodels.fitting.calibrate`` (a quarter
+Each target's files are fitted together by ``tinytune.hwmodels.fitting.fit_latency`` (a quarter
 of the bundles held out, chosen by a hash of their names) and written, with the fit's summary,
 to ``tinytune/hwmodels/data/bundle-cortex-m7.json``, ``bundle-cortex-m4.json``,
 ``bundle-cortex-m0plus.json``, ``bundle-rv32imc.json`` and ``bundle-host.json``, which
@@ -37,10 +37,10 @@ DATA = Path(__file__).resolve().parent.parent / "tinytune" / "hwmodels" / "data"
 
 
 def fit(files: list[Path], base: object, out: Path) -> None:
-    from tinytune.hwmodels.fitting import calibrate
+    from tinytune.hwmodels.fitting import fit_latency
     from tinytune.hwmodels.measurements import load_measurements, write_json_atomic
 
-    result = calibrate([load_measurements(f) for f in files], base, held_out=0.25)
+    result = fit_latency([load_measurements(f) for f in files], base, held_out=0.25)
     write_json_atomic(out, {"profile": result.profile.to_dict(), "fit": result.fit})
     f, h = result.fit["fit"], result.fit["held_out"]
     print(

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.harness import add_arguments, head, row
-from tinytune.hwmodels.fitting import EAGER_ENGINES, calibrate
+from tinytune.hwmodels.fitting import EAGER_ENGINES, fit_latency
 from tinytune.hwmodels.latency import predict_latency
 from tinytune.hwmodels.latency_fit import FULL_FORM, fit_coefficients
 from tinytune.hwmodels.measurements import Measurement, load_measurements
@@ -118,7 +118,7 @@ def main() -> None:
         rows, old, kept, forms = [], [], [], []
         for chosen in sets:
             sub = dataclasses.replace(file, measurements=tuple(chosen))
-            result = calibrate([sub], base, held_out=0.25)
+            result = fit_latency([sub], base, held_out=0.25)
             forms.append(result.fit["form_text"].split(":")[0])
             rows.append(errors(result.profile.coefficients, tests, width))
             if result.shortfall is None:

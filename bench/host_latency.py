@@ -21,7 +21,7 @@ import torch
 
 from bench.harness import add_arguments
 from tinytune.evaluators.profile import profile_host
-from tinytune.hwmodels.fitting import calibrate
+from tinytune.hwmodels.fitting import fit_latency
 from tinytune.hwmodels.host import host_base
 from tinytune.hwmodels.measurements import load_measurements, save_measurements, write_json_atomic
 from tinytune.spaces import get_supernet
@@ -55,7 +55,7 @@ def main() -> None:
         )
         if path is not None:
             save_measurements(path, file)
-    result = calibrate([file], host_base(), held_out=args.held_out)
+    result = fit_latency([file], host_base(), held_out=args.held_out)
     steps = [m.train_step_s for m in file.measurements]
     print(f"machine: {file.machine['processor']}, {file.machine['cpu_count']} cores")
     print(

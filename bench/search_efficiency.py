@@ -99,7 +99,7 @@ from tinytune.search.ladder.contribution import (
 )
 from tinytune.search.ladder.promotion import choose_promotion
 from tinytune.search.ladder.proxy import estimate, kendall_tau
-from tinytune.search.run.lr_grid import LrCalibration, family_of
+from tinytune.search.run.lr_grid import StudyRates, family_of
 from tinytune.search.study.adapter import Attr
 from tinytune.spaces import (
     default_network,
@@ -354,7 +354,7 @@ def repeats(args: argparse.Namespace, store: Any) -> int:
     return preflight(rates_config(args), store).repeats
 
 
-def choose_rates(args: argparse.Namespace, store: Any, executor: Executor) -> LrCalibration:
+def choose_rates(args: argparse.Namespace, store: Any, executor: Executor) -> StudyRates:
     """Each scheme family's learning rate on the data set, chosen by the search's grid on the
     validation split in a study of its own (``rates``), reused when it exists."""
     result = run_search(rates_config(args), store, executor)

@@ -1,7 +1,7 @@
 """Calibrating a device's latency profile from measurement files (``tinytune calibrate`` and
 :func:`calibrate`): the fit, the accuracy it is held to, and its store.
 
-The fit (:func:`tinytune.hwmodels.fitting.calibrate`) is stored in two places at once: the
+The fit (:func:`tinytune.hwmodels.fitting.fit_latency`) is stored in two places at once: the
 profile file, written aside and renamed into place inside the database's transaction before its
 commit, and the database. A fit that fails, a file that cannot be written or renamed, or a
 refused store stores nothing and keeps the previous calibration; a fit whose held-out error
@@ -109,7 +109,7 @@ def calibrate(
     """
     from tinytune.errors import ConfigError, flag
     from tinytune.hwmodels.devices import unnamed_engine
-    from tinytune.hwmodels.fitting import calibrate as fit
+    from tinytune.hwmodels.fitting import fit_latency
     from tinytune.hwmodels.measurements import load_measurements
     from tinytune.hwmodels.registry import device_engines, get_device
     from tinytune.outfiles import json_path
@@ -129,7 +129,7 @@ def calibrate(
     engine = engines.pop() if len(engines) == 1 else None  # several: the fit refuses them
     # the device's facts, from its built-in profile of the files' engine where there is one
     base = get_device(device, engine=engine if engine in device_engines(device) else None)
-    result = fit(loaded, base, held_out=held, required=required)
+    result = fit_latency(loaded, base, held_out=held, required=required)
     forced = result.shortfall is not None
     if forced and not force:
         raise ConfigError(

@@ -21,7 +21,7 @@ from tinytune.cli.main import main
 from tinytune.db import open_store
 from tinytune.errors import StorageError
 from tinytune.hwmodels import get_device
-from tinytune.hwmodels.fitting import calibrate
+from tinytune.hwmodels.fitting import fit_latency
 from tinytune.hwmodels.measurements import (
     PART_RANGE_S,
     STEP_RANGE_S,
@@ -315,7 +315,7 @@ def test_times_at_the_bounds_are_read(tmp_path: Path, measured: dict[str, Any]) 
 
 def test_a_fractional_count_is_refused_by_the_library() -> None:
     with pytest.raises(CalibrationError, match=r"a count \(a whole number >= 1\)"):
-        calibrate([_measurements()], get_device("host"), held_out=1.5)
+        fit_latency([_measurements()], get_device("host"), held_out=1.5)
 
 
 def test_huge_times_in_the_fit_are_an_error_not_an_abort() -> None:

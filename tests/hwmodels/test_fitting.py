@@ -19,7 +19,7 @@ from tinytune.hwmodels.fitting import (
     MIN_FIT,
     MODEL_FORMS,
     Accuracy,
-    calibrate,
+    fit_latency,
     forms_for,
     networks_to_add,
     select_form,
@@ -43,7 +43,7 @@ def test_a_fit_recovers_a_profile_of_one_of_its_forms() -> None:
     base = get_device("stm32f746")
     truth = form_truth(SMALL)
     file = timed(predicted_file(models=MORE_MODELS, truth=truth), truth)
-    result = calibrate([file], base, held_out=2)
+    result = fit_latency([file], base, held_out=2)
     fit = result.fit
     assert (fit["n_fit"], fit["n_held_out"]) == (len(MORE_MODELS) - 2, 2)
     form = {**fit["form"], "features": tuple(fit["form"]["features"])}
@@ -74,7 +74,7 @@ def test_few_networks_do_not_get_the_full_model() -> None:
     largest = max(MODEL_FORMS, key=lambda f: f.n_params)
     assert (largest.classes, largest.phases, largest.features) == ("cost", "each", FEATURES)
     file = predicted_file(truth=form_truth(largest))
-    result = calibrate([file], get_device("stm32f746"), held_out=0)
+    result = fit_latency([file], get_device("stm32f746"), held_out=0)
 
     def key(f: dict) -> tuple:
         return f["classes"], f["phases"], tuple(f["features"]), tuple(f["update_features"])
@@ -117,7 +117,7 @@ def test_a_fit_short_of_the_accuracy_says_so() -> None:
     """Steps 60 % off a profile's, either way: the fit is returned with what it misses and the
     networks to add; an accuracy that the same errors meet takes it."""
     file = predicted_file(truth=form_truth(SMALL), noise=0.6, models=MORE_MODELS)
-    result = calibrate([file], get_device("stm32f746"), held_out=3)
+    result = fit_latency([file], get_device("stm32f746"), held_out=3)
     held = result.fit["held_out"]
     assert result.shortfall is not None and not result.fit["meets_required"]
     assert f"{len(MORE_MODELS)} networks measured" in result.shortfall
@@ -125,10 +125,12 @@ def test_a_fit_short_of_the_accuracy_says_so() -> None:
     assert "median within ±10%, every network within ±25%" in result.shortfall
     assert result.more_networks == 40 - len(MORE_MODELS)
     loose = Accuracy(median=10.0, worst=10.0)
-    assert calibrate([file], get_device("stm32f746"), held_out=3, required=loose).shortfall is None
+    assert (
+        fit_latency([file], get_device("stm32f746"), held_out=3, required=loose).shortfall is None
+    )
     # fewer networks than an accuracy is checked on: refused however small their errors
     truth = form_truth(SMALL)
-    few = calibrate([timed(predicted_file(truth=truth), truth)], get_device("stm32f746"))
+    few = fit_latency([timed(predicted_file(truth=truth), truth)], get_device("stm32f746"))
     assert few.fit["held_out"]["max_abs_error"] == pytest.approx(0.0, abs=1e-6)
     assert few.shortfall == (
         f"{len(MODELS)} networks measured, too few to check the accuracy a profile needs "
@@ -153,23 +155,23 @@ def test_accuracy_and_networks_to_add_by_hand() -> None:
 
 def test_the_held_out_split_is_deterministic() -> None:
     base = get_device("stm32f746")
-    first = calibrate([predicted_file()], base, held_out=0.25).fit["held_out_names"]
-    assert len(first) == 2 and calibrate([predicted_file()], base).fit["held_out_names"] == first
+    first = fit_latency([predicted_file()], base, held_out=0.25).fit["held_out_names"]
+    assert len(first) == 2 and fit_latency([predicted_file()], base).fit["held_out_names"] == first
     reversed_order = predicted_file(models=MODELS[::-1])  # chosen by name, not by position
-    assert set(calibrate([reversed_order], base).fit["held_out_names"]) == set(first)
-    assert calibrate([predicted_file()], base, held_out=0).fit["n_held_out"] == 0
+    assert set(fit_latency([reversed_order], base).fit["held_out_names"]) == set(first)
+    assert fit_latency([predicted_file()], base, held_out=0).fit["n_held_out"] == 0
 
 
 def test_unusable_fits_are_refused() -> None:
     base = get_device("stm32f746")
     with pytest.raises(CalibrationError, match="no measurement files"):
-        calibrate([], base)
+        fit_latency([], base)
     with pytest.raises(CalibrationError, match=f"at least {MIN_FIT}"):
-        calibrate([predicted_file()], base, held_out=len(MODELS) - MIN_FIT + 1)
+        fit_latency([predicted_file()], base, held_out=len(MODELS) - MIN_FIT + 1)
     with pytest.raises(CalibrationError, match="mix precisions"):
-        calibrate([predicted_file("int8", MODELS[:4]), predicted_file("fp32", MODELS[4:])], base)
+        fit_latency([predicted_file("int8", MODELS[:4]), predicted_file("fp32", MODELS[4:])], base)
     with pytest.raises(CalibrationError, match="measured twice"):
-        calibrate([predicted_file(), predicted_file()], base)
+        fit_latency([predicted_file(), predicted_file()], base)
 
 
 def test_a_measurement_file_round_trips(tmp_path: Path) -> None:
@@ -209,19 +211,19 @@ def test_timed_calls_and_the_engine_round_trip_and_reach_the_profile(tmp_path: P
     loaded = load_measurements(tmp_path / "b.json")
     assert loaded.engine == "bundle"
     assert [m.per_call for m in loaded.measurements] == [m.per_call for m in file.measurements]
-    result = calibrate([loaded], get_device("stm32f746"), held_out=2)
+    result = fit_latency([loaded], get_device("stm32f746"), held_out=2)
     assert result.profile.engine == "bundle" and result.fit["timed_calls"] == len(MODELS) - 2
     assert result.fit["n_rows"] == sum(
         1 + len(m.graph.ops) for m in loaded.measurements if m.name not in result.fit[
             "held_out_names"]
     )  # fmt: skip
     assert "timed kernel calls" in result.profile.notes
-    assert calibrate([predicted_file()], get_device("stm32f746")).profile.engine == "published"
+    assert fit_latency([predicted_file()], get_device("stm32f746")).profile.engine == "published"
     with pytest.raises(CalibrationError, match=r"different devices \['host', 'stm32f746'\]"):
         host = dataclasses.replace(predicted_file(models=MODELS[4:]), device="host")
-        calibrate([predicted_file(models=MODELS[:4]), host], result.profile)
+        fit_latency([predicted_file(models=MODELS[:4]), host], result.profile)
     with pytest.raises(CalibrationError, match="different engines"):
-        calibrate(
+        fit_latency(
             [_timed(predicted_file(models=MODELS[:4])), predicted_file(models=MODELS[4:])],
             result.profile,
         )
@@ -231,8 +233,8 @@ def test_files_of_another_device_are_refused() -> None:
     """A host's measurements cannot become a microcontroller's latency model."""
     host = dataclasses.replace(predicted_file(), device="host")
     with pytest.raises(CalibrationError, match=r"measured on 'host', not on 'stm32f746'.*host"):
-        calibrate([host], get_device("stm32f746"))
-    assert calibrate([host], get_device("host")).profile.name == "host"
+        fit_latency([host], get_device("stm32f746"))
+    assert fit_latency([host], get_device("host")).profile.name == "host"
 
 
 def test_a_timed_call_of_an_unknown_op_is_malformed(tmp_path: Path) -> None:
@@ -255,11 +257,13 @@ def test_a_pytorch_fit_prices_the_eager_work_apart_and_a_bundle_fit_does_not() -
     assert all(f.eager for f in eager)
     form = dataclasses.replace(SMALL, eager=True)
     file = predicted_file("fp32", MORE_MODELS, form_truth(form), "host")
-    host = calibrate([dataclasses.replace(file, engine="pytorch")], get_device("host"), held_out=2)
+    host = fit_latency(
+        [dataclasses.replace(file, engine="pytorch")], get_device("host"), held_out=2
+    )
     assert host.fit["form_text"] == form.describe()
     for errors in ("fit", "held_out"):  # (10 whole steps: a fold of 9 leaves some class unseen)
         assert host.fit[errors]["max_abs_error"] == pytest.approx(0.0, abs=1e-6)
-    bundle = calibrate(
+    bundle = fit_latency(
         [dataclasses.replace(file, engine="bundle")], get_device("host"), held_out=2
     )
     assert not bundle.fit["form"]["eager"]

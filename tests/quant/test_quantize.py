@@ -13,7 +13,7 @@ from tests.quant.nets import SCHEMES, images, tiny_net
 from tinytune.models import build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
 from tinytune.quant import ActQuant, QConv, QuantizationError, forward, quantize
-from tinytune.quant.calibrate import observe_ranges
+from tinytune.quant.ranges import observe_ranges
 from tinytune.spaces import get_supernet, make_preset
 
 F64 = torch.float64

@@ -14,7 +14,7 @@ from tinytune.evaluators import FinetuneConfig, run_evaluation
 from tinytune.search import InlineExecutor, SearchConfig, run_search
 from tinytune.search.run.lr_grid import (
     FAMILIES,
-    LrCalibration,
+    StudyRates,
     choose,
     families_needed,
     family_of,
@@ -70,8 +70,8 @@ def test_the_best_validation_accuracy_wins_and_test_never_decides() -> None:
     partly = choose("sparse", {0.4: failed, 0.8: _ok(0.7)}, 0.1)
     assert partly.lr == 0.8 and partly.tried[0] == (0.4, None, None, 2.0)
     assert choose("sparse", {0.4: failed}, 0.1).lr == 0.1  # every fine-tune failed
-    calibration = LrCalibration((chosen, tie, partly))
-    assert LrCalibration.from_json(calibration.to_json()) == calibration
+    calibration = StudyRates((chosen, tie, partly))
+    assert StudyRates.from_json(calibration.to_json()) == calibration
     assert calibration.fine_tunes == 8 and calibration.wall_time_s == pytest.approx(9.0)
     assert calibration.lr("classifier", 0.3) == 0.3 and calibration.lr("bias", 0.3) == 0.4
 
@@ -139,7 +139,7 @@ def test_the_driver_chooses_rates_once_per_study_and_reuses_the_grid(
         assert stored[make_preset(family.preset, SPEC).key] == rates[family.name]
     assert stored[make_preset("tinytl", SPEC).key] == rates["sparse"]
     study = optuna.load_study(study_name="lr", storage=url)
-    assert LrCalibration.from_json(study.user_attrs["lr_calibration"]) == first.lr_calibration
+    assert StudyRates.from_json(study.user_attrs["lr_calibration"]) == first.lr_calibration
 
     tasks.clear()  # a later run reuses the stored rates: no grid
     with open_store(url) as store:
@@ -241,5 +241,5 @@ def test_a_large_training_split_chooses_rates_on_a_subset_and_measures_presets_i
     assert result.lr_calibration is not None
     assert result.lr_calibration.train_fraction == fraction
     study = optuna.load_study(study_name="s", storage=url)
-    assert LrCalibration.from_json(study.user_attrs["lr_calibration"]) == result.lr_calibration
+    assert StudyRates.from_json(study.user_attrs["lr_calibration"]) == result.lr_calibration
     assert lr_module.grid_fraction(500) == lr_module.grid_fraction(0) == 1.0

@@ -12,7 +12,7 @@ import pytest
 from tinytune.db import open_store
 from tinytune.search import DEFAULT_SEARCH_S, DEFAULT_TRIALS, InlineExecutor, run_search
 from tinytune.search.config.budgets import Sizing, size_trials
-from tinytune.search.run.lr_grid import FamilyRate, LrCalibration, family_of
+from tinytune.search.run.lr_grid import FamilyRate, StudyRates, family_of
 from tinytune.search.study.attrs import Attr
 from tinytune.spaces import Candidate, get_supernet
 
@@ -52,7 +52,7 @@ def test_as_many_as_fit_beside_the_reference_between_the_presets_and_twelve() ->
 
 
 def test_a_grid_on_a_subset_times_a_fine_tune_of_every_training_image() -> None:
-    grid = LrCalibration(
+    grid = StudyRates(
         (
             FamilyRate(
                 "classifier",

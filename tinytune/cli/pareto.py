@@ -222,7 +222,7 @@ def _measured_by(
     import optuna
 
     from tinytune.search import Attr
-    from tinytune.search.run import LrCalibration
+    from tinytune.search.run import StudyRates
 
     finetune = space.finetune
     if finetune is None:
@@ -232,7 +232,7 @@ def _measured_by(
             Attr.LR_CALIBRATION
         )
         rates = (
-            ": " + ", ".join(f"{r.family} {r.lr:g}" for r in LrCalibration.from_json(stored).rates)
+            ": " + ", ".join(f"{r.family} {r.lr:g}" for r in StudyRates.from_json(stored).rates)
             if stored
             else " (not chosen yet)"
         )

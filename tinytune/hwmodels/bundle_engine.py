@@ -1,6 +1,6 @@
 """Built-in profiles of the ``bundle`` engine: the step of the C that ``tinytune export`` writes.
 
-Both are fits of :func:`tinytune.hwmodels.fitting.calibrate` on the bundles' own profilers
+Both are fits of :func:`tinytune.hwmodels.fitting.fit_latency` on the bundles' own profilers
 (``platform/profile_main.c``: every kernel call timed), over bundles of candidates drawn at
 random from the joint space, a quarter of them held out; ``bench/bundle_profiles.py`` writes
 them from the measurement files of ``python3 -m bench.m7_instructions --sample`` and

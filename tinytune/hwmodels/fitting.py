@@ -1,6 +1,6 @@
 """Fitting a device's latency profile from measurement files, and how well it predicts.
 
-:func:`calibrate` splits the measurements (:mod:`tinytune.hwmodels.measurements`)
+:func:`fit_latency` splits the measurements (:mod:`tinytune.hwmodels.measurements`)
 deterministically into a fit set and a held-out set. On the fit set it fits the per-op
 coefficients by non-negative least squares (:func:`~tinytune.hwmodels.latency_fit.solve`) on each
 network's whole step and on its timed parts (a bundle's kernel calls, or each op's forward and
@@ -54,7 +54,7 @@ __all__ = [
     "REQUIRED_ACCURACY",
     "Accuracy",
     "CalibrationResult",
-    "calibrate",
+    "fit_latency",
     "forms_for",
     "networks_to_add",
     "select_form",
@@ -169,7 +169,7 @@ class CalibrationResult:
     more_networks: int = 0
 
 
-def calibrate(
+def fit_latency(
     files: Sequence[MeasurementFile],
     base: DeviceProfile,
     *,

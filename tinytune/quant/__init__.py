@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from tinytune.quant.calibrate import CALIBRATION_METHODS, observe_ranges
 from tinytune.quant.errors import QuantizationError
 from tinytune.quant.kernels import Grad
 from tinytune.quant.model import (
@@ -21,6 +20,7 @@ from tinytune.quant.model import (
     UpdateMultipliers,
 )
 from tinytune.quant.quantizer import activation_tables, qas_multipliers, quantize
+from tinytune.quant.ranges import CALIBRATION_METHODS, observe_ranges
 from tinytune.quant.simulate import ForwardRecord, StepRecord, forward, forward_patched, train_step
 
 __all__ = [

@@ -10,7 +10,7 @@ integer parameters of
   [-127, 127] (an all-zero channel borrows the mean scale of the others);
 * biases: int32, q = round(b/(s_x·s_w[o]));
 * activations: one (scale, zero point) per tensor from the calibrated range [lo, hi] ∋ 0
-  (:mod:`tinytune.quant.calibrate`): s = (hi − lo)/255, z = round(−128 − lo/s);
+  (:mod:`tinytune.quant.ranges`): s = (hi − lo)/255, z = round(−128 − lo/s);
 * requantisation: M·2^−n ≈ s_x·s_w[o]/s_y per output channel;
 * table activations (h-swish, h-sigmoid): the convolution requantises to an int8
   pre-activation with a calibrated range of its own; a 256-entry int8 table gives the output
@@ -41,7 +41,6 @@ from torch import Tensor
 from tinytune.ir import TABLE_ACTIVATIONS, Graph, Op, trace
 from tinytune.models import GraphNet
 from tinytune.quant.arith import INT32_MAX, INT32_MIN, frac_bits_for, quantize_multiplier
-from tinytune.quant.calibrate import observe
 from tinytune.quant.errors import QuantizationError
 from tinytune.quant.kernels import (
     ACT_GRAD_FRAC_BITS,
@@ -66,6 +65,7 @@ from tinytune.quant.model import (
     UpdateMultipliers,
     _bounds,
 )
+from tinytune.quant.ranges import observe
 
 __all__ = ["activation_tables", "check_op", "qas_multipliers", "quantize"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tinytune.search.run.driver import run_search
 from tinytune.search.run.events import Counts, SearchEvent, SearchResult
-from tinytune.search.run.lr_grid import LrCalibration
+from tinytune.search.run.lr_grid import StudyRates
 from tinytune.search.run.preflight import Preflight, preflight
 from tinytune.search.run.verify_int8 import (
     INT8_EPOCHS,
@@ -21,10 +21,10 @@ __all__ = [
     "INT8_SCHEDULE",
     "Counts",
     "Int8Accuracy",
-    "LrCalibration",
     "Preflight",
     "SearchEvent",
     "SearchResult",
+    "StudyRates",
     "int8_accuracies",
     "int8_settings",
     "preflight",

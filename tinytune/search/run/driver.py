@@ -54,7 +54,7 @@ from tinytune.search.ladder.decisions import Bracket, Member, Submit
 from tinytune.search.ladder.proxy import rank_correlation
 from tinytune.search.run.events import SearchEvent, SearchResult, at_chance
 from tinytune.search.run.ledger import Ledger
-from tinytune.search.run.lr_grid import calibrate, families_needed
+from tinytune.search.run.lr_grid import families_needed, rates_for_study
 from tinytune.search.run.mutation import (
     climbing_mutant,
     joint_params,
@@ -249,7 +249,7 @@ class Run:
         self.emit("start")
         self.watch(force=True)
         if config.tune_lr:
-            self.calibrate()
+            self.choose_rates()
         self.size()
         if self.ladder is not None and not self.ladder.prepare(self.tasks):
             self.ladder = None
@@ -334,12 +334,12 @@ class Run:
         n_classes, val_images = self.config.n_classes, self.checked.val_images
         return 1.0 / n_classes if at_chance(accuracies, n_classes, val_images) else None
 
-    def calibrate(self) -> None:
-        """The study's rate per family (:func:`tinytune.search.run.lr_grid.calibrate`): stored by
-        an earlier run, or measured by this run's grid and stored with the study."""
+    def choose_rates(self) -> None:
+        """The study's rate per family (:func:`~tinytune.search.run.lr_grid.rates_for_study`):
+        stored by an earlier run, or measured by this run's grid and stored with the study."""
         ledger = self.ledger
         stored = self.study.study_attr(Attr.LR_CALIBRATION)
-        ledger.lrs, grid = calibrate(
+        ledger.lrs, grid = rates_for_study(
             self.tasks,
             self.config,
             self.spec,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from tinytune.search.config.budgets import Sizing
 from tinytune.search.front.recording import FrontPoint
-from tinytune.search.run.lr_grid import LrCalibration
+from tinytune.search.run.lr_grid import StudyRates
 from tinytune.search.run.verify_int8 import Int8Accuracy
 
 __all__ = ["STOP_REASONS", "Counts", "SearchEvent", "SearchResult", "at_chance"]
@@ -173,7 +173,7 @@ class SearchResult:
     proxy_tau: float | None = None
     proxy_pairs: int = 0
     reference: FrontPoint | None = None
-    lr_calibration: LrCalibration | None = None
+    lr_calibration: StudyRates | None = None
     lr_fine_tunes: int = 0
     lr_s: float = 0.0
     val_images: int = 0

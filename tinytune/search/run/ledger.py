@@ -31,7 +31,7 @@ from tinytune.search.front.recording import FrontPoint, measured_record, snapsho
 from tinytune.search.ladder.decisions import Member, Note, Prune, Submit, Verdict
 from tinytune.search.run.dashboard import HypervolumePublisher
 from tinytune.search.run.events import Counts, SearchEvent
-from tinytune.search.run.lr_grid import LrCalibration, family_of
+from tinytune.search.run.lr_grid import StudyRates, family_of
 from tinytune.search.run.preflight import Preflight
 from tinytune.search.study.adapter import StudyAdapter
 from tinytune.search.study.attrs import Attr
@@ -71,7 +71,7 @@ class Ledger:
         self.counts = Counts()
         self.pending: dict[int, Member] = {}
         self.errors: dict[str, None] = {}
-        self.lrs: LrCalibration | None = None
+        self.lrs: StudyRates | None = None
         self.grid_results: dict[tuple[str, float], dict[str, Any]] = {}
         self.last: tuple[tuple[FrontPoint, ...], float | None] | None = None
         self.trained: dict[str, str] = {}  # a stored candidate's key: its training key

@@ -38,13 +38,13 @@ __all__ = [
     "GRID_TRAIN_IMAGES",
     "Family",
     "FamilyRate",
-    "LrCalibration",
-    "calibrate",
+    "StudyRates",
     "choose",
     "families_needed",
     "family_of",
     "grid_fraction",
     "longest_first",
+    "rates_for_study",
 ]
 
 
@@ -130,7 +130,7 @@ class FamilyRate:
 
 
 @dataclass(frozen=True)
-class LrCalibration:
+class StudyRates:
     """The study's rate per family (what :func:`choose` made of a grid's results), and the
     share of the training images the grid trained on (:func:`grid_fraction`)."""
 
@@ -166,7 +166,7 @@ class LrCalibration:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> LrCalibration:
+    def from_json(cls, data: Mapping[str, Any]) -> StudyRates:
         fractions = [float(entry.get("train_fraction", 1.0)) for entry in data.values()]
         return cls(
             tuple(
@@ -222,7 +222,7 @@ def longest_first(step_s: Mapping[int, float]) -> list[int]:
     return sorted(step_s, key=lambda key: -step_s[key])
 
 
-def calibrate(
+def rates_for_study(
     tasks: Tasks,
     config: SearchConfig,
     spec: SupernetSpec,
@@ -230,7 +230,7 @@ def calibrate(
     watch: Callable[[], None],
     stored: Mapping[str, Any] | None,
     train_images: int = 0,
-) -> tuple[LrCalibration, dict[tuple[str, float], dict[str, Any]] | None]:
+) -> tuple[StudyRates, dict[tuple[str, float], dict[str, Any]] | None]:
     """The study's rate per family: ``stored`` by an earlier run (the study's attribute
     ``lr_calibration``), else measured now on the run's executor (every fine-tune of the grids
     at once, as slots free up, the families with the longest predicted training step first);
@@ -249,7 +249,7 @@ def calibrate(
         earlier run chose the rates).
     """
     if stored:
-        return LrCalibration.from_json(stored), None
+        return StudyRates.from_json(stored), None
     fraction = grid_fraction(train_images)
     jobs: dict[int, tuple[str, float, Candidate]] = {}
     step_s: dict[int, float] = {}
@@ -283,4 +283,4 @@ def calibrate(
         rates.append(choose(name, grid, config.finetune.lr))
     chosen = {r.family: r.lr for r in rates}
     cache = {(c.key, lr): results[key] for key, (n, lr, c) in jobs.items() if lr == chosen[n]}
-    return LrCalibration(tuple(rates), fraction), cache if fraction == 1.0 else {}
+    return StudyRates(tuple(rates), fraction), cache if fraction == 1.0 else {}
