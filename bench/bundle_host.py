@@ -46,7 +46,7 @@ def sampled_bundles(
     from tinytune.errors import TinyTuneError
     from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator
     from tinytune.evaluators.profile import sample_candidates
-    from tinytune.hwmodels.devices import builtin_boards, builtin_profiles
+    from tinytune.hwmodels.builtin_devices import builtin_boards, builtin_profiles
     from tinytune.spaces import get_supernet
 
     spec = get_supernet(supernet)

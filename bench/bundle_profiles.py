@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         check(target, [Path(f) for f in files])
         return 0
 
-    from tinytune.hwmodels.devices import builtin_boards, builtin_profiles
+    from tinytune.hwmodels.builtin_devices import builtin_boards, builtin_profiles
     from tinytune.hwmodels.host import host_base
 
     if args.m7:

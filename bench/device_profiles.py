@@ -9,7 +9,7 @@ anchor and a summary per profile.
 
 from __future__ import annotations
 
-from tinytune.hwmodels.devices import builtin_profiles
+from tinytune.hwmodels.builtin_devices import builtin_profiles
 
 
 def main() -> None:

@@ -35,7 +35,7 @@ from tinytune.spaces.supernets import DEFAULT_SUPERNET, default_network
 if TYPE_CHECKING:
     import torch
 
-    from tinytune.hwmodels.devices import DeviceProfile
+    from tinytune.hwmodels.profile import DeviceProfile
     from tinytune.models import PretrainRecipe
     from tinytune.search import SearchEvent, SearchResult
     from tinytune.spaces import SupernetSpec

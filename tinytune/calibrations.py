@@ -108,9 +108,9 @@ def calibrate(
             (one line, naming it; nothing stored, the previous calibration kept).
     """
     from tinytune.errors import ConfigError, flag
-    from tinytune.hwmodels.devices import unnamed_engine
     from tinytune.hwmodels.fitting import fit_latency
     from tinytune.hwmodels.measurements import load_measurements
+    from tinytune.hwmodels.profile import unnamed_engine
     from tinytune.hwmodels.registry import device_engines, get_device
     from tinytune.outfiles import json_path
 

@@ -15,8 +15,8 @@ from tests.hwmodels.support import SMALL
 from tinytune.cli.main import main
 from tinytune.db import open_store
 from tinytune.hwmodels import get_device
-from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.hwmodels.measurements import load_measurements
+from tinytune.hwmodels.profile import DeviceProfile
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,10 @@ import numpy as np
 import pytest
 
 from tinytune.errors import ConfigError
-from tinytune.hwmodels.anchors import ANCHORS, Anchor
-from tinytune.hwmodels.devices import (
+from tinytune.hwmodels.anchor_fit import (
     ATOMDB_M7_CYCLES_PER_MAC,
     PRIOR_CYCLES_PER_MAC,
     CycleScales,
-    DeviceProfile,
-    builtin_profiles,
     coefficients_from_scales,
     cycle_features,
     fit_profile,
@@ -26,7 +23,10 @@ from tinytune.hwmodels.devices import (
     leave_one_out,
     loo_summary,
 )
+from tinytune.hwmodels.anchors import ANCHORS, Anchor
+from tinytune.hwmodels.builtin_devices import builtin_profiles
 from tinytune.hwmodels.latency import FEATURES, OP_CLASSES, PHASES, predict_latency
+from tinytune.hwmodels.profile import DeviceProfile
 from tinytune.hwmodels.reference_models import build_reference, mobilenet_v1_id, mobilenet_v2_id
 
 BUILTIN = ("stm32f746", "stm32h743", "nrf52840", "rpi4")  # fitted on published anchors

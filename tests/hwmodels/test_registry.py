@@ -22,7 +22,7 @@ from tinytune.hwmodels import (
     predict_latency,
     profile_label,
 )
-from tinytune.hwmodels.devices import builtin_boards, builtin_profiles
+from tinytune.hwmodels.builtin_devices import builtin_boards, builtin_profiles
 from tinytune.ir import trace
 from tinytune.models.layers import Classifier, ConvUnit, GlobalAvgPool
 

@@ -457,7 +457,7 @@ def test_latency_objective_follows_the_device_profile(
     """The third objective is the device profile's predicted step latency: the same candidate
     is predicted slower on the 64 MHz nRF52840 than on the 216 MHz STM32F746."""
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
-    from tinytune.hwmodels.devices import builtin_profiles
+    from tinytune.hwmodels.builtin_devices import builtin_profiles
     from tinytune.spaces import default_subnet, make_preset
 
     profiles = builtin_profiles()

@@ -12,7 +12,7 @@ import pytest
 from tinytune.cli.main import main
 from tinytune.db import open_store
 from tinytune.evaluators import HardwareConfig, HardwareEvaluator
-from tinytune.hwmodels.devices import builtin_profiles
+from tinytune.hwmodels.builtin_devices import builtin_profiles
 from tinytune.spaces import default_subnet, get_supernet, make_preset
 from tinytune.viz.report import CATEGORIES, report_figure, step_breakdown
 

@@ -54,7 +54,7 @@ from tinytune.evaluators.hardware import HardwareCost
 from tinytune.export import C_HEADERS, C_SOURCES, csrc_dir
 from tinytune.export.program import StepProgram
 from tinytune.hashing import sha256_file
-from tinytune.hwmodels.devices import DeviceProfile
+from tinytune.hwmodels.profile import DeviceProfile
 from tinytune.ir import Graph, unrolled
 from tinytune.quant import QuantizationError, QuantizedNet
 from tinytune.quant.schedule import LR_SCHEDULES, MIN_DEVICE_LR

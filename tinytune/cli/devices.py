@@ -88,7 +88,7 @@ def devices(
 
 def _engines(name: str, store: Any) -> list[str]:
     """The built-in engines of device ``name``, then those only a stored calibration has."""
-    from tinytune.hwmodels.devices import unnamed_engine
+    from tinytune.hwmodels.profile import unnamed_engine
     from tinytune.hwmodels.registry import device_engines
 
     engines = device_engines(name)

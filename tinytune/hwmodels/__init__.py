@@ -4,7 +4,6 @@ device registry."""
 from __future__ import annotations
 
 from tinytune.hwmodels.analytic import mcunetv3_extra_bytes
-from tinytune.hwmodels.devices import ENGINES, DeviceProfile
 from tinytune.hwmodels.latency import LatencyCoefficients, LatencyReport, predict_latency
 from tinytune.hwmodels.latency_fit import fit_coefficients
 from tinytune.hwmodels.layout import ArenaLayout, Buffer, plan_layout
@@ -16,6 +15,7 @@ from tinytune.hwmodels.memory import (
     Precision,
     plan_memory,
 )
+from tinytune.hwmodels.profile import ENGINES, DeviceProfile
 from tinytune.hwmodels.registry import (
     Calibration,
     default_engine,

@@ -35,13 +35,9 @@ import json
 from functools import cache
 from importlib import resources
 
-from tinytune.hwmodels.devices import (
-    CalibrationPoint,
-    DeviceProfile,
-    builtin_boards,
-    builtin_profiles,
-)
+from tinytune.hwmodels.builtin_devices import builtin_boards, builtin_profiles
 from tinytune.hwmodels.latency import LatencyCoefficients
+from tinytune.hwmodels.profile import CalibrationPoint, DeviceProfile
 
 __all__ = ["bundle_devices", "bundle_profile", "cpi_note"]
 

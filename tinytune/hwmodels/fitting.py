@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from tinytune.hwmodels.devices import CalibrationPoint, DeviceProfile, unnamed_engine
 from tinytune.hwmodels.latency import FEATURES, predict_latency
 from tinytune.hwmodels.latency_fit import (
     FitSystem,
@@ -43,6 +42,7 @@ from tinytune.hwmodels.latency_fit import (
 )
 from tinytune.hwmodels.measurements import CalibrationError, Measurement, MeasurementFile
 from tinytune.hwmodels.memory import PRECISIONS
+from tinytune.hwmodels.profile import CalibrationPoint, DeviceProfile, unnamed_engine
 from tinytune.ir import Graph
 
 __all__ = [

@@ -18,8 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tinytune.hwmodels.devices import DeviceProfile
 from tinytune.hwmodels.latency import LatencyCoefficients
+from tinytune.hwmodels.profile import DeviceProfile
 
 __all__ = ["host_base", "host_profile", "machine_info"]
 

@@ -1,13 +1,13 @@
 """The devices a search can target, by name, and the profile each one uses.
 
-A profile describes one engine on one device (:data:`~tinytune.hwmodels.devices.ENGINES`).
+A profile describes one engine on one device (:data:`~tinytune.hwmodels.profile.ENGINES`).
 The built-in profiles are the microcontroller and Linux-board profiles fitted on published
-measurements (:func:`tinytune.hwmodels.devices.builtin_profiles`), this machine under PyTorch
-(:func:`tinytune.hwmodels.host.host_profile`) and the exported bundle's own kernels
+measurements (:func:`~tinytune.hwmodels.builtin_devices.builtin_profiles`), this machine under
+PyTorch (:func:`tinytune.hwmodels.host.host_profile`) and the exported bundle's own kernels
 (:func:`tinytune.hwmodels.bundle_engine.bundle_profile`: the Cortex-M7 parts, the nRF52840, the
 RP2040, the ESP32-C3 and this machine). The RP2040 and the ESP32-C3 are known from their
-datasheets alone (:func:`tinytune.hwmodels.devices.builtin_boards`): no latency of them is
-published, so the bundle is their only engine. A device's default engine is the bundle where it
+datasheets alone (:func:`~tinytune.hwmodels.builtin_devices.builtin_boards`): no latency of them
+is published, so the bundle is their only engine. A device's default engine is the bundle where it
 has one: what ``tinytune export`` deploys. A :class:`Calibration` is a profile fitted on the
 device's own measurements (``tinytune calibrate``); handed to :func:`get_device`, it takes the
 place of the built-in profile of its engine. Where calibrations are stored is the caller's
@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinytune.errors import ConfigError
-from tinytune.hwmodels.devices import DeviceProfile, builtin_profiles
+from tinytune.hwmodels.builtin_devices import builtin_profiles
 from tinytune.hwmodels.host import host_profile
+from tinytune.hwmodels.profile import DeviceProfile
 
 __all__ = [
     "Calibration",

@@ -96,7 +96,7 @@ def _device_names() -> list[str]:
 
 
 def _engines() -> list[str]:
-    from tinytune.hwmodels.devices import ENGINES
+    from tinytune.hwmodels.profile import ENGINES
 
     return sorted(ENGINES)
 

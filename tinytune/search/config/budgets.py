@@ -14,7 +14,7 @@ from typing import Any
 from tinytune.db import Store
 from tinytune.errors import BudgetError, ConfigError, flag
 from tinytune.evaluators import HardwareCost, HardwareEvaluator
-from tinytune.hwmodels.devices import DeviceProfile
+from tinytune.hwmodels.profile import DeviceProfile
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.spaces import default_subnet, get_supernet, make_preset, smallest_subnet
 

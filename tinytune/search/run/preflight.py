@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from tinytune.db import Store
 from tinytune.errors import BudgetOptionError, ConfigError
 from tinytune.evaluators import HardwareEvaluator
-from tinytune.hwmodels.devices import DeviceProfile
+from tinytune.hwmodels.profile import DeviceProfile
 from tinytune.search.config.budgets import (
     DEFAULT_TRIALS,
     check_budgets,

@@ -231,9 +231,9 @@ fine-tuning settings and its weights are not known, so a run is not compared on 
 def earlier_meaning(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """What a study stored by an earlier version searched with where its space ``attrs`` does
     not say, by key: the latency engine its device's profile then had
-    (:func:`tinytune.hwmodels.devices.unnamed_engine`: published, PyTorch on the host), and the
+    (:func:`tinytune.hwmodels.profile.unnamed_engine`: published, PyTorch on the host), and the
     parameter update planned with a buffer for each gradient (:data:`UPDATE_BEFORE_NAMED`)."""
-    from tinytune.hwmodels.devices import unnamed_engine
+    from tinytune.hwmodels.profile import unnamed_engine
 
     return {
         "engine": unnamed_engine(attrs.get("device", DEFAULT_DEVICE)),
