@@ -414,7 +414,7 @@ def test_a_patched_lite0_candidate_at_128_px_matches_the_whole_image_on_every_ta
     (measured,) = load_measurements(folder / "build-profile" / "profile-host.json").measurements
     assert measured.graph.to_json() == unrolled(bundle.net.graph, plan).to_json()
     ops = {op.name for op in measured.graph.ops}
-    assert {c.op for c in measured.per_call} <= ops and "stem@0" in ops
+    assert {c.op for c in measured.per_call} <= ops and "stages_.0.ops.stem@0" in ops
     rows, seconds = call_rows(
         measured.graph, [(c.op, c.kernel, c.seconds) for c in measured.per_call]
     )
