@@ -78,7 +78,7 @@ def test_a_stage_past_the_first_trained_layer_is_refused() -> None:
     with pytest.raises(ConfigError, match="first layer that trains"):
         plan_patches(g, 2, block_end(g, 2))
     plan_patches(g, 2, block_end(g, 1))  # conv 4 and before: frozen
-    with pytest.raises(ConfigError, match=r"covers 0 \.\. 4 blocks of this network, got 9"):
+    with pytest.raises(ConfigError, match=r"covers 0 \.\. 3 blocks of this network, got 9"):
         block_end(g, 9)
 
 

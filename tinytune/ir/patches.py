@@ -248,8 +248,17 @@ def _label(name: str) -> str:
 
 
 def patch_blocks(graph: Graph) -> int:
-    """How many blocks after the stem a patched stage of ``graph`` may cover."""
-    return len({b for op in graph.ops if (b := _block(op.name)) is not None and b >= 0})
+    """How many blocks after the stem a patched stage of ``graph`` may cover: its stages after
+    the stem's but the head's (the last ones whose convolutions are all ``head`` 1×1s), as
+    :func:`tinytune.spaces.block_count` numbers them."""
+    roles: dict[int, list[str]] = {}
+    for op in graph.ops:
+        if (b := _block(op.name)) is not None and b >= 0:
+            roles.setdefault(b, []).extend([op.role] if op.kind == "conv" else [])
+    n = len(roles)
+    while n and all(role == "head" for role in roles[n - 1]):
+        n -= 1
+    return n
 
 
 def block_end(graph: Graph, blocks: int) -> int:
