@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import os
 from pathlib import Path
@@ -403,65 +402,33 @@ def test_a_stored_study_reads_back_its_space_typed(tmp_path: Path) -> None:
 # --- the signature a type checker sees ---------------------------------------------------------
 
 
-def _typed_optimize() -> ast.FunctionDef:
-    """The ``optimize`` written out under ``if TYPE_CHECKING:`` in tinytune/api.py."""
-    import tinytune.api
-
-    tree = ast.parse(Path(tinytune.api.__file__).read_text())
-    for node in tree.body:
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for inner in node.body:
-                if isinstance(inner, ast.FunctionDef) and inner.name == "optimize":
-                    return inner
-    raise AssertionError("tinytune/api.py writes out no optimize for type checkers")
-
-
 def test_the_signature_type_checkers_see_is_the_options_table() -> None:
-    """Every option of SEARCH_OPTIONS, in order, with its kind of parameter, its default and
-    its type (the callbacks typed more closely than at run time)."""
+    """``optimize``'s own signature, written out: every option of SEARCH_OPTIONS, in order,
+    with its kind of parameter, its default and its type (the callbacks typed more closely
+    than the table's), then the callbacks and the example input."""
     import inspect
 
     import tinytune.api
     from tinytune.api import _search_signature
 
-    typed = _typed_optimize()
-    arguments = typed.args
-    written = [
-        (a.arg, "positional", d) for a, d in zip(arguments.args, arguments.defaults, strict=True)
-    ] + [
-        (a.arg, "keyword", d)
-        for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
-    ]
-    annotations = {
-        a.arg: ast.unparse(a.annotation)
-        for a in arguments.args + arguments.kwonlyargs
-        if a.annotation is not None
-    }
+    written = inspect.signature(tinytune.api.optimize).parameters.values()
     expected = _search_signature().parameters.values()
-    assert [name for name, _, _ in written] == [p.name for p in expected]
-    for (name, kind, default), parameter in zip(written, expected, strict=True):
-        assert kind == (
-            "positional" if parameter.kind is parameter.POSITIONAL_OR_KEYWORD else "keyword"
-        ), name
-        assert default is not None, name
-        value = (  # a literal, or a constant of the module (the defaults stated once)
-            getattr(tinytune.api, default.id)
-            if isinstance(default, ast.Name)
-            else ast.literal_eval(default)
-        )
-        assert value == parameter.default, name
+    assert [p.name for p in written] == [p.name for p in expected]
+    for parameter, want in zip(written, expected, strict=True):
+        name = parameter.name
+        assert parameter.kind is want.kind, name
+        assert parameter.default == want.default, name
         if name in ("progress", "on_pretrain"):
-            assert annotations[name].startswith("Callable[") and annotations[name].endswith(
-                "None] | None"
-            ), name
+            assert parameter.annotation.startswith("Callable[")
+            assert parameter.annotation.endswith("None] | None"), name
             continue
         runtime = (  # torch's types are named in strings, which cost no import of torch
-            parameter.annotation
-            if isinstance(parameter.annotation, str)
-            else inspect.formatannotation(parameter.annotation)
+            want.annotation
+            if isinstance(want.annotation, str)
+            else inspect.formatannotation(want.annotation)
         )
-        assert annotations[name] == runtime.replace("pathlib.", ""), name
-    assert ast.unparse(typed.returns) == "SearchResult"
+        assert parameter.annotation == runtime.replace("pathlib.", ""), name
+    assert inspect.signature(tinytune.api.optimize).return_annotation == "SearchResult"
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ import inspect
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from tinytune import studies as _studies
 from tinytune.exporting import Exported, check_callbacks, export_bundle
@@ -54,8 +54,6 @@ __all__ = [
     "optimize",
 ]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
 
 def _search_signature() -> inspect.Signature:
     """The signature of :func:`optimize`: the data set (positional too), every other option
@@ -88,50 +86,6 @@ def _search_signature() -> inspect.Signature:
     return inspect.Signature(parameters, return_annotation="SearchResult")
 
 
-def _from_options(function: _F) -> _F:
-    """``function`` (which takes ``*args, **kwargs``) as ``optimize``, with
-    :func:`_search_signature` as its signature, and the options' help appended to its
-    docstring."""
-    function.__name__ = function.__qualname__ = "optimize"
-    function.__signature__ = _search_signature()  # type: ignore[attr-defined]
-    function.__doc__ = f"{function.__doc__}\n{textwrap.indent(describe(), '    ')}\n"
-    return function
-
-
-def _optimize_call(*args: Any, **kwargs: Any) -> SearchResult:
-    """Search how to fine-tune a network on ``dataset`` for ``device``; run or continue the
-    study ``study`` in ``storage`` until its budget of ``trials`` measured fine-tunes is spent.
-    ``supernet=None`` searches :func:`tinytune.spaces.default_network`: EfficientNet-Lite0 with
-    its ImageNet weights for an image folder, the shipped supernet for a built-in data set.
-
-    Every option is one of :data:`tinytune.options.SEARCH_OPTIONS`, each listed below with its
-    help and the command line's default (the help is the table's, written once). Budgets are
-    bytes or seconds, or text with a unit (``"256KB"``, ``"500ms"``, ``"5m"``). ``progress`` is
-    called with each :class:`~tinytune.search.SearchEvent`, ``on_pretrain(step, steps, loss)``
-    as a missing supernet is pre-trained. ``supernet`` may be your own ``torch.nn.Module``, with
-    ``example_input`` a tensor of its input's shape (batch 1): it is exported by
-    ``torch.export`` into the cache as a ``.pt2`` file named by its graph's digest, and searched
-    as that file is (docs/networks.md).
-
-    Returns:
-        What the run did and the study's measured Pareto front.
-
-    Raises:
-        TypeError: an argument that is no option, as any Python function raises.
-        TinyTuneError: bad input (the message names it and what is allowed), before any work;
-            an :class:`~tinytune.errors.OptionError` names the option in its ``field``.
-    """
-    call = _search_signature().bind(*args, **kwargs)
-    given = dict(call.arguments)
-    progress = given.pop("progress", None)
-    on_pretrain = given.pop("on_pretrain", None)
-    example = given.pop("example_input", None)
-    check_callbacks(progress=progress, on_pretrain=on_pretrain)
-    values = resolve(given)
-    values["supernet"] = _network_name(values["supernet"], example)
-    return _optimize(values, progress, on_pretrain)
-
-
 def _network_name(supernet: Any, example: Any) -> str | None:
     """The name the search keeps of ``supernet``: itself, or for a module the ``.pt2`` file it
     is exported to.
@@ -162,60 +116,87 @@ def _network_name(supernet: Any, example: Any) -> str | None:
     return str(save_module(supernet, example, cache_dir() / "networks"))
 
 
-if TYPE_CHECKING:
-    # What a type checker and an editor see: the options of SEARCH_OPTIONS with their types and
-    # defaults, written out; tests/test_api.py holds them to the table, which the function
-    # takes its signature from at run time (_from_options).
-    def optimize(
-        dataset: str = DEFAULT_DATASET,
-        *,
-        study: str = "tinytune",
-        storage: str = DEFAULT_STORAGE,
-        supernet: str | torch.nn.Module | None = None,
-        data_seed: int = 0,
-        preset: str | None = None,
-        trials: int | None = None,
-        resume: bool = False,
-        time_budget: float | str | None = None,
-        epoch_budget: float | None = None,
-        device: str = DEFAULT_DEVICE,
-        engine: str | None = None,
-        sram_budget: int | str | None = "256KB",
-        flash_budget: int | str | None = None,
-        latency_budget: float | str | None = None,
-        precision: str = "int8",
-        patches: str = "auto",
-        workers: int | None = None,
-        ray_address: str | None = None,
-        inline: bool = False,
-        max_retries: int = 2,
-        gpus_per_trial: float = 0.0,
-        weights: str | Path | None = None,
-        epochs: int = 8,
-        lr: float | None = None,
-        batch_size: int = 32,
-        weight_decay: float = 0.0,
-        pretrain_steps: int | None = None,
-        repeats: int | None = None,
-        verify_int8: bool = False,
-        seed: int = 0,
-        reproducible: bool = False,
-        sampler: str = DEFAULT_SAMPLER,
-        proxy: bool = False,
-        proxy_eta: int = 4,
-        halving: bool = False,
-        screen_epochs: int = 2,
-        screen_fraction: float = 0.5,
-        mutate: float = 1.0,
-        climb: float = 0.5,
-        proposals: int | None = None,
-        progress: Callable[[SearchEvent], None] | None = None,
-        on_pretrain: Callable[[int, int, float], None] | None = None,
-        example_input: torch.Tensor | None = None,
-    ) -> SearchResult: ...
+def optimize(
+    dataset: str = DEFAULT_DATASET,
+    *,
+    study: str = "tinytune",
+    storage: str = DEFAULT_STORAGE,
+    supernet: str | torch.nn.Module | None = None,
+    data_seed: int = 0,
+    preset: str | None = None,
+    trials: int | None = None,
+    resume: bool = False,
+    time_budget: float | str | None = None,
+    epoch_budget: float | None = None,
+    device: str = DEFAULT_DEVICE,
+    engine: str | None = None,
+    sram_budget: int | str | None = "256KB",
+    flash_budget: int | str | None = None,
+    latency_budget: float | str | None = None,
+    precision: str = "int8",
+    patches: str = "auto",
+    workers: int | None = None,
+    ray_address: str | None = None,
+    inline: bool = False,
+    max_retries: int = 2,
+    gpus_per_trial: float = 0.0,
+    weights: str | Path | None = None,
+    epochs: int = 8,
+    lr: float | None = None,
+    batch_size: int = 32,
+    weight_decay: float = 0.0,
+    pretrain_steps: int | None = None,
+    repeats: int | None = None,
+    verify_int8: bool = False,
+    seed: int = 0,
+    reproducible: bool = False,
+    sampler: str = DEFAULT_SAMPLER,
+    proxy: bool = False,
+    proxy_eta: int = 4,
+    halving: bool = False,
+    screen_epochs: int = 2,
+    screen_fraction: float = 0.5,
+    mutate: float = 1.0,
+    climb: float = 0.5,
+    proposals: int | None = None,
+    progress: Callable[[SearchEvent], None] | None = None,
+    on_pretrain: Callable[[int, int, float], None] | None = None,
+    example_input: torch.Tensor | None = None,
+) -> SearchResult:
+    """Search how to fine-tune a network on ``dataset`` for ``device``; run or continue the
+    study ``study`` in ``storage`` until its budget of ``trials`` measured fine-tunes is spent.
+    ``supernet=None`` searches :func:`tinytune.spaces.default_network`: EfficientNet-Lite0 with
+    its ImageNet weights for an image folder, the shipped supernet for a built-in data set.
 
-else:
-    optimize = _from_options(_optimize_call)
+    Every option is one of :data:`tinytune.options.SEARCH_OPTIONS`, each listed below with its
+    help and the command line's default (the help is the table's, written once). Budgets are
+    bytes or seconds, or text with a unit (``"256KB"``, ``"500ms"``, ``"5m"``). ``progress`` is
+    called with each :class:`~tinytune.search.SearchEvent`, ``on_pretrain(step, steps, loss)``
+    as a missing supernet is pre-trained. ``supernet`` may be your own ``torch.nn.Module``, with
+    ``example_input`` a tensor of its input's shape (batch 1): it is exported by
+    ``torch.export`` into the cache as a ``.pt2`` file named by its graph's digest, and searched
+    as that file is (docs/networks.md).
+
+    Returns:
+        What the run did and the study's measured Pareto front.
+
+    Raises:
+        TypeError: an argument that is no option, as any Python function raises.
+        TinyTuneError: bad input (the message names it and what is allowed), before any work;
+            an :class:`~tinytune.errors.OptionError` names the option in its ``field``.
+    """
+    given = dict(locals())  # the arguments, as the options' table names them
+    progress, on_pretrain = given.pop("progress"), given.pop("on_pretrain")
+    example = given.pop("example_input")
+    check_callbacks(progress=progress, on_pretrain=on_pretrain)
+    values = resolve(given)
+    values["supernet"] = _network_name(values["supernet"], example)
+    return _optimize(values, progress, on_pretrain)
+
+
+# the help of every option, the table's, after the summary (tests/test_api.py holds the
+# signature to the table's options, their order, defaults and types)
+optimize.__doc__ = f"{optimize.__doc__}\n{textwrap.indent(describe(), '    ')}\n"
 
 
 def _optimize(
