@@ -70,9 +70,9 @@ def _shrunk(size: int, downsample: int, kernel: int) -> tuple[int, int]:
 def attach_lite_residuals(
     net: GraphNet, config: LiteResidualConfig, generator: torch.Generator
 ) -> None:
-    """Attach lite residual branches on the blocks (a user's network: the stages) the config
-    names; where a block's input is too small for the requested pooling or kernel, they
-    shrink as in TinyTL, along each axis of it (:func:`_shrunk`)."""
+    """Attach lite residual branches on the blocks the config names (block b is stage b + 1:
+    ``GraphNet.lite_sites``); where a block's input is too small for the requested pooling or
+    kernel, they shrink as in TinyTL, along each axis of it (:func:`_shrunk`)."""
     if not config.branches:
         return
     sites = net.lite_sites()
@@ -126,21 +126,36 @@ def build_candidate(
     generator = torch.Generator().manual_seed(seed)
     if isinstance(supernet, ImportedNetwork):
         # a user's network keeps the statistics it was trained with, as a fixed network does
-        graph_net = GraphNet(
+        net = GraphNet(
             supernet.graph,
             n_classes,
             candidate.subnet.resolution,
             generator,
             stages=len(candidate.subnet.stages),
         )
-        if len(graph_net.convs()) != candidate.n_convs:
-            raise ModelError(
-                f"{supernet.graph.source!r} has {len(graph_net.convs())} convolutions, the "
-                f"search space expects {candidate.n_convs}"
-            )
-        attach_lite_residuals(graph_net, candidate.lite_residual, generator)
-        apply_update_scheme(graph_net, candidate.update)
-        return graph_net
+        what = repr(supernet.graph.source)
+    else:
+        net = _subnet(candidate, supernet, n_classes, calibration, generator, recalibrate)
+        what = "the sub-network"
+    if len(net.convs()) != candidate.n_convs:
+        raise ModelError(
+            f"{what} has {len(net.convs())} convolutions, the search space expects "
+            f"{candidate.n_convs}"
+        )
+    attach_lite_residuals(net, candidate.lite_residual, generator)
+    apply_update_scheme(net, candidate.update)
+    return net
+
+
+def _subnet(
+    candidate: Candidate,
+    supernet: nn.Module,
+    n_classes: int,
+    calibration: Iterable[Tensor],
+    generator: torch.Generator,
+    recalibrate: bool | None,
+) -> GraphNet:
+    """The network of a built-in family's sub-network (see :func:`build_candidate`)."""
     if recalibrate is None:
         recalibrate = not candidate.spec.fixed
     # read only, unless its statistics are re-estimated in place: every tensor the candidate's
@@ -152,14 +167,5 @@ def build_candidate(
         # better than statistics of a few hundred target images (docs/pretrained.md).
         recalibrate_bn(static, calibration)
     # lite residual branches are new: they keep the symmetric padding whatever the network's
-    net = from_ofa_subnet(
-        static, n_classes, candidate.subnet.resolution, generator, same=same_padded(candidate.spec)
-    )
-    if len(net.convs()) != candidate.n_convs:
-        raise ModelError(
-            f"the sub-network has {len(net.convs())} convolutions, the search space expects "
-            f"{candidate.n_convs}"
-        )
-    attach_lite_residuals(net, candidate.lite_residual, generator)
-    apply_update_scheme(net, candidate.update)
-    return net
+    same = same_padded(candidate.spec)
+    return from_ofa_subnet(static, n_classes, candidate.subnet.resolution, generator, same=same)
