@@ -47,7 +47,7 @@ class _Writer:
     def node(
         self, name: str, op: str, inputs: tuple[str, ...], shape: tuple[int, ...], **kw: Any
     ) -> str:
-        self.nodes.append(Node(name, op, type(self).__name__, inputs, name, **kw))
+        self.nodes.append(Node(name, op, op, inputs, name, **kw))
         self.shapes[name] = shape
         return name
 

@@ -39,7 +39,15 @@ from tinytune.models.layers import (
     MaxPool,
     Mul,
 )
-from tinytune.networks import NetworkGraph, Step, conv_roles, plan, read_network, same_padded
+from tinytune.networks import (
+    NetworkGraph,
+    Step,
+    body,
+    conv_roles,
+    plan,
+    read_network,
+    same_padded,
+)
 
 __all__ = ["GraphNet", "GraphStage", "ImportedNetwork", "fold_batchnorm", "save_module"]
 
@@ -70,7 +78,11 @@ class GraphStage(nn.Module):
     """
 
     def __init__(
-        self, steps: list[tuple[str, nn.Module, tuple[str, ...], str]], source: str, sink: str
+        self,
+        steps: list[tuple[str, nn.Module, tuple[str, ...], str]],
+        source: str,
+        sink: str,
+        body: str,
     ) -> None:
         super().__init__()
         self.ops = nn.ModuleDict({name: module for name, module, _, _ in steps})
@@ -84,7 +96,7 @@ class GraphStage(nn.Module):
             [t for t in inputs if last_use[t] == i and t != sink]
             for i, (_, inputs, _) in enumerate(self.wiring)
         ]
-        self.body = _body(steps, source)
+        self.body = body
         self.lite: LiteResidual | None = None
         self.lite_add: Add | None = None
 
@@ -100,27 +112,6 @@ class GraphStage(nn.Module):
             for t in done:
                 del env[t]
         return env[self.sink]
-
-
-def _body(steps: list[tuple[str, nn.Module, tuple[str, ...], str]], source: str) -> str:
-    """The tensor a stage's lite residual branch adds to: what its first global pool that
-    squeeze-and-excitation does not use reads (the stage's output without one)."""
-    producer = {out: (module, inputs) for _, module, inputs, out in steps}
-    excite: set[str] = set()  # the tensors a channel product scales by, and those they are of
-    for _, module, inputs, _ in steps:
-        if isinstance(module, Mul):
-            todo = [inputs[1]]
-            while todo:
-                t = todo.pop()
-                if t in excite or t not in producer:
-                    continue
-                excite.add(t)
-                if not isinstance(producer[t][0], GlobalAvgPool):  # the squeeze: its start
-                    todo += producer[t][1]
-    for _, module, inputs, out in steps:
-        if isinstance(module, GlobalAvgPool) and out not in excite and inputs[0] != source:
-            return inputs[0]
-    return steps[-1][3]
 
 
 def _module_name(name: str, taken: set[str]) -> str:
@@ -239,7 +230,7 @@ class GraphNet(nn.Module):
             if stage == n - 1 and n < len(layout.stages):  # cut: pool what the stage hands on
                 steps.append((_module_name("cut_pool", taken), GlobalAvgPool(), (sink,), "cut"))
                 sink = "cut"
-            built.append(GraphStage(steps, source, sink))
+            built.append(GraphStage(steps, source, sink, body(layout.stage_steps(stage), source)))
             source = sink
         self.stages_ = nn.ModuleList(built)
         in_features = (

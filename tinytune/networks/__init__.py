@@ -18,7 +18,7 @@ from tinytune.networks.graph import (
     takes_other_sizes,
     total_stride,
 )
-from tinytune.networks.steps import Plan, Step, plan
+from tinytune.networks.steps import Plan, Step, body, plan
 
 __all__ = [
     "ACTIVATION_OPS",
@@ -29,6 +29,7 @@ __all__ = [
     "Node",
     "Plan",
     "Step",
+    "body",
     "check_supported",
     "conv_roles",
     "dense_as_conv",

@@ -15,11 +15,12 @@ output) and what a lite residual branch spans.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tinytune.networks.graph import NetworkGraph, Node, conv_roles
 
-__all__ = ["ACTIVATIONS", "Plan", "Step", "plan"]
+__all__ = ["ACTIVATIONS", "Plan", "Step", "body", "excitation", "plan"]
 
 ACTIVATIONS = {
     "relu": "relu",
@@ -144,7 +145,7 @@ _MID_BLOCK = ("pw1", "dw")
 """The convolutions a block does not end with."""
 
 
-def _excitation(steps: list[Step]) -> set[int]:
+def excitation(steps: Sequence[Step]) -> set[int]:
     """The steps of squeeze-and-excitation: each channel product's, and those that compute
     its channel scale, from the global pool that squeezes on."""
     producer = {step.output: i for i, step in enumerate(steps)}
@@ -164,6 +165,17 @@ def _excitation(steps: list[Step]) -> set[int]:
     return out
 
 
+def body(steps: Sequence[Step], source: str) -> str:
+    """The tensor a lite residual branch over a stage of ``steps`` (reading ``source``) adds
+    to: what its first global pool outside squeeze-and-excitation reads, or without one the
+    stage's output."""
+    excite = excitation(steps)
+    for i, step in enumerate(steps):
+        if step.op == "gap" and i not in excite and step.inputs[0] != source:
+            return step.inputs[0]
+    return steps[-1].output
+
+
 def _cut_points(steps: list[Step], source: str, sink: str, roles: tuple[str, ...]) -> list[int]:
     """The step counts p after which one tensor alone is alive (read by a later step, or the
     sink), the steps so far hold a convolution since the last such point, and step p - 1 is
@@ -174,7 +186,7 @@ def _cut_points(steps: list[Step], source: str, sink: str, roles: tuple[str, ...
         for t in step.inputs:
             last_use[t] = i
     last_use[sink] = len(steps)
-    excite = _excitation(steps)
+    excite = excitation(steps)
     cuts, alive, conv, k, mid = [], {source}, False, 0, False
     for i, step in enumerate(steps):
         alive = {t for t in alive | {step.output} if last_use.get(t, -1) > i}
