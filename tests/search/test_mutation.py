@@ -15,19 +15,19 @@ import pytest
 from tinytune.db import open_store
 from tinytune.evaluators import HardwareConfig
 from tinytune.search import InlineExecutor, run_search
-from tinytune.search.run.driver import climbing_turn, mutant_turn
-from tinytune.search.run.mutation import (
-    climbing_mutant,
-    joint_params,
+from tinytune.search.proposals.climbing import climbing_mutant
+from tinytune.search.proposals.draws import propose_mutant
+from tinytune.search.proposals.encoding import joint_params
+from tinytune.search.proposals.front import screened_mutant
+from tinytune.search.proposals.operators import (
     mutant,
     mutate_scheme,
     mutate_structure,
     mutate_subnet,
     operators_for,
     preset_move,
-    propose_mutant,
-    screened_mutant,
 )
+from tinytune.search.proposals.policy import climbing_turn, mutant_turn
 from tinytune.search.run.preflight import preflight
 from tinytune.spaces import (
     PRESET_NAMES,
@@ -406,7 +406,7 @@ def test_a_mutant_drawn_by_the_hypervolume_adds_the_most_of_it_at_its_parents_ac
     fine-tune is priced at; its gain is recomputed here from the front of the moment, the
     parent's measured accuracy and the hardware model's cost at each patch count."""
     from tinytune.search.front.pareto import hypervolume_gain, reference
-    from tinytune.search.run import driver
+    from tinytune.search.proposals import front as front_draw
 
     ckpt = tmp_path / "weights.pt"
     ckpt.write_bytes(b"supernet weights")
@@ -414,14 +414,14 @@ def test_a_mutant_drawn_by_the_hypervolume_adds_the_most_of_it_at_its_parents_ac
     config = search_config(ckpt, trials=10, climb=0.0)  # 4 baselines, then 6 mutants
     hardware = preflight(config, None).hardware
     screened: list[tuple[list[tuple[Candidate, float]], Candidate]] = []
-    original = driver.screened_mutant
+    original = front_draw.screened_mutant
 
     def spy(gain: Any, propose: Any, draws: int = 8) -> Any:
         drawn: list[tuple[Candidate, float]] = []
 
         def noted(child: Candidate, parent: Candidate) -> float:
             value = gain(child, parent)
-            front = gain.__self__.ledger.front()
+            front = gain.__self__.context.front()
             points = [(p.val_accuracy, float(p.memory_bytes), p.latency_s) for p in front]
             at = {p.candidate_key: p.val_accuracy for p in front}[parent.key]
             ref = reference(points, config.sram_budget_bytes, None)
@@ -439,7 +439,7 @@ def test_a_mutant_drawn_by_the_hypervolume_adds_the_most_of_it_at_its_parents_ac
         screened.append((drawn, found[2]))
         return found
 
-    monkeypatch.setattr(driver, "screened_mutant", spy)
+    monkeypatch.setattr(front_draw, "screened_mutant", spy)
     with open_store(url) as store:
         run_search(config, store, InlineExecutor(FakeEvaluator()))
     assert len(screened) == 6 and all(len(drawn) == 8 for drawn, _ in screened)
@@ -553,7 +553,7 @@ def test_a_climb_starts_from_the_next_most_accurate_fine_tune_where_the_first_ca
     """The most accurate fine-tune may sit at a budget's edge, where no mutant that does more
     work fits: the climb then starts from the next most accurate fine-tune that can climb, not
     from a sideways mutant of the first."""
-    from tinytune.search.run.driver import Run
+    from tinytune.search.proposals.climbing import Climb
 
     bias_only = make_preset("bias-only", SPEC, SUBNET).update
 
@@ -563,13 +563,13 @@ def test_a_climb_starts_from_the_next_most_accurate_fine_tune_where_the_first_ca
             best = Candidate.from_json(task["candidate"]).update == bias_only
             return {**result, "val_accuracy": 0.99} if best else result
 
-    work = Run.work
+    work = Climb.work
 
-    def capped(self: Run, candidate: Candidate) -> float | None:
+    def capped(self: Climb, candidate: Candidate) -> float | None:
         # the bias-only preset's schemes at the edge: no mutant of one does more work
         return float("inf") if candidate.update == bias_only else work(self, candidate)
 
-    monkeypatch.setattr(Run, "work", capped)
+    monkeypatch.setattr(Climb, "work", capped)
     trials = _run_inline(tmp_path, BiasOnlyBest(), trials=8, climb=1.0)
     by_key = {t.user_attrs["candidate_key"]: t for t in trials if "candidate_key" in t.user_attrs}
     mutants = [t for t in trials if "mutant_of" in t.user_attrs]

@@ -118,14 +118,10 @@ class SearchConfig:
             ``screen_epochs`` epochs on a stratified ``screen_fraction`` of the training images,
             and the one that adds most to the measured front is fine-tuned in full.
         mutate: The share of fresh proposals (0 to 1, spread evenly: 0.5 is every other one)
-            that are mutants of a front point (its update scheme and sub-network one or two
-            steps away), or a baseline over the SRAM budget shrunk into it, proposed to the
-            sampler as a joint-scheme trial (:mod:`tinytune.search.run.mutation`); the others
-            are the sampler's. Off with a preset (only the sub-network is searched then).
-        climb: The share of the mutants (0 to 1, spread evenly from the second: 0.5 is every
-            other one) that climb from the most accurate fine-tune (of equally accurate ones,
-            the one of most work) to the mutant of most work among those that do more than it
-            (:func:`tinytune.search.run.mutation.climbing_mutant`).
+            that are mutants of the front (:mod:`tinytune.search.proposals.policy`); the others
+            are the sampler's. Off with a preset.
+        climb: The share of the mutants (0 to 1, spread evenly from the second) that climb
+            (:mod:`tinytune.search.proposals.climbing`).
         gpus_per_trial: The share of a GPU each fp32 fine-tune's Ray task asks for (measured,
             short, learning-rate grid, contribution analysis): 0 (the default) fine-tunes on
             CPUs; a fraction lets several fine-tunes share one device; more than 1 must be a

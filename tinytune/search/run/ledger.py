@@ -16,30 +16,27 @@ its stored result.
 from __future__ import annotations
 
 import dataclasses
-import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from tinytune.db import TWIN_OF, EvaluationRecord, Store
-from tinytune.errors import ConfigError
 from tinytune.evaluators import HardwareCost
 from tinytune.search.config.budgets import RunLimits, StudyBudget, over_budget
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.execution.executor import Executor
 from tinytune.search.execution.worker_tasks import finetune_task
 from tinytune.search.front.recording import FrontPoint, measured_record, snapshot, twin_record
-from tinytune.search.ladder.decisions import Member, Note, Prune, Submit, Verdict
+from tinytune.search.ladder.decisions import Member
 from tinytune.search.run.dashboard import HypervolumePublisher
 from tinytune.search.run.events import Counts, SearchEvent
 from tinytune.search.run.lr_grid import StudyRates, family_of
 from tinytune.search.run.preflight import Preflight
+from tinytune.search.run.study_view import StudyView
 from tinytune.search.study.adapter import StudyAdapter
 from tinytune.search.study.attrs import Attr
 from tinytune.spaces import JOINT, Candidate, suggest_candidate
 
 __all__ = ["Ledger"]
-
-log = logging.getLogger(__name__)
 
 
 class Ledger:
@@ -74,8 +71,8 @@ class Ledger:
         self.lrs: StudyRates | None = None
         self.grid_results: dict[tuple[str, float], dict[str, Any]] = {}
         self.last: tuple[tuple[FrontPoint, ...], float | None] | None = None
-        self.trained: dict[str, str] = {}  # a stored candidate's key: its training key
-        self.on_measured: Callable[[Member], None] | None = None  # after each success
+        self.view = StudyView(config, store, checked, self.pending)
+        self.measured: list[Member] = []  # successes not yet taken (take_measured)
 
     def emit(self, kind: str, /, **data: Any) -> None:
         """A progress event: this run's counters, the study's finished fine-tunes and this
@@ -119,88 +116,6 @@ class Ledger:
         """The candidates of the measured front, as stored."""
         records = (self.store.get_candidate(p.candidate_key) for p in self.front())
         return [Candidate.from_json(r.payload) for r in records if r is not None]
-
-    def fits(self, candidate: Candidate) -> bool:
-        """Whether the candidate, scheduled as the search schedules it, is predicted within
-        the budgets."""
-        try:
-            cost = self.checked.hardware(self.checked.hardware.schedule(candidate))
-        except ConfigError:  # a fixed patch schedule its network cannot run
-            return False
-        return over_budget(self.config, self.checked.flash_budget, cost)[1] is None
-
-    def taken(self) -> Callable[[Candidate], bool]:
-        """Whether a candidate is measured in the study, or in flight in this run, under any
-        schedule of its frozen prefix (which changes no value: a schedule twin is priced, not
-        fine-tuned): a test against the study as it is now, read once, for the many candidates
-        that one proposal draws (up to 64 a mutant, eight times that a climb)."""
-        pending = {m.candidate.training.key for m in self.pending.values()}
-        stored = self.store.evaluations(self.config.study_name, fidelity="measured", status="ok")
-        own = {e.candidate_key for e in stored}  # with or without a validation accuracy
-        fine_tuned = {
-            self.training_key(e.candidate_key) for e in stored if e.val_accuracy is not None
-        }
-
-        def taken(candidate: Candidate) -> bool:
-            whole = candidate.training.key
-            return whole in pending or candidate.key in own or whole in fine_tuned
-
-        return taken
-
-    def training_key(self, candidate_key: str) -> str | None:
-        """The training key of a stored candidate (None where it is not stored)."""
-        if candidate_key not in self.trained:
-            record = self.store.get_candidate(candidate_key)
-            if record is None:
-                return None
-            self.trained[candidate_key] = Candidate.from_json(record.payload).training.key
-        return self.trained[candidate_key]
-
-    def fine_tuned(self, candidate: Candidate) -> EvaluationRecord | None:
-        """The study's successful measurement of ``candidate`` under any schedule: its own
-        first, else a schedule twin's; None when none."""
-        own = self.store.find_evaluation(self.config.study_name, candidate.key, "measured")
-        if own is not None and own.val_accuracy is not None:
-            return own
-        whole = candidate.training.key
-        for e in self.store.evaluations(self.config.study_name, fidelity="measured", status="ok"):
-            if e.val_accuracy is not None and self.training_key(e.candidate_key) == whole:
-                return e
-        return None
-
-    # -- carrying out the ladder's decisions (tinytune.search.ladder.decisions) -------------------
-
-    def note(self, notes: Iterable[Note]) -> None:
-        """Give trials the attributes the ladder decided."""
-        for n in notes:
-            self.study.note(n.trial, **n.attrs)
-
-    def start(self, submit: Submit) -> None:
-        """Start a low-fidelity task of the ladder."""
-        self.executor.submit(submit.key, submit.task(self.task(submit.candidate)))
-        if submit.kind == "base":
-            self.counts.base_tasks += 1
-        else:
-            self.counts.screen_tasks += 1
-
-    def settle(self, verdict: Verdict) -> None:
-        """Carry out a decided bracket: its notes, its members not promoted told PRUNED, and
-        the measured fine-tune of the one promoted."""
-        self.note(verdict.notes)
-        self.counts.proxy_scored += verdict.scored
-        self.prune(verdict.pruned)
-        chosen = verdict.promoted
-        if chosen is not None:
-            self.counts.promoted += 1
-            self.emit("promoted", trial=chosen.trial.number)
-            if not self.measure(chosen):
-                log.info("trial %d was promoted but not measured", chosen.trial.number)
-
-    def prune(self, pruned: Iterable[Prune]) -> None:
-        """Tell members of a bracket that were not promoted PRUNED."""
-        for p in pruned:
-            self.study.tell_pruned(p.trial, p.reason)
-            self.counts.not_promoted += 1
 
     # -- trials --------------------------------------------------------------------------------
 
@@ -281,7 +196,7 @@ class Ledger:
         cost, no fine-tune (:func:`tinytune.search.front.recording.twin_record`). False when
         the study has no such measurement; True, the trial told PRUNED, when another trial is
         storing this very candidate."""
-        fine_tuned = self.fine_tuned(candidate)
+        fine_tuned = self.view.fine_tuned(candidate)
         if fine_tuned is None or fine_tuned.candidate_key == candidate.key:
             return False
         claim = self.store.claim_measurement(
@@ -383,8 +298,8 @@ class Ledger:
         return True
 
     def record(self, key: int, result: dict[str, Any]) -> None:
-        """Store a measured fine-tune's result, snapshot the front, and tell Optuna (and
-        :attr:`on_measured` of a success)."""
+        """Store a measured fine-tune's result, snapshot the front, and tell Optuna; a success
+        waits in :meth:`take_measured`."""
         member = self.pending.pop(key)
         trial, cost = member.trial, member.cost
         record = measured_record(
@@ -414,8 +329,7 @@ class Ledger:
             self.study.tell_values(trial, values)
             self.counts.measured += 1
             self.count_origin(trial)
-            if self.on_measured is not None:
-                self.on_measured(member)
+            self.measured.append(member)
         else:
             assert record.error is not None
             self.errors[record.error.splitlines()[0]] = None
@@ -423,6 +337,11 @@ class Ledger:
             self.counts.failed += 1
         self.publish()
         self.emit("finished", trial=trial.number, accuracy=record.val_accuracy, error=record.error)
+
+    def take_measured(self) -> list[Member]:
+        """The fine-tunes measured successfully since the last call, in order."""
+        out, self.measured = self.measured, []
+        return out
 
     def count_origin(self, trial: Any) -> None:
         """Count a measured trial by where its candidate came from (:class:`Counts`)."""

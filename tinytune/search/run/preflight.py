@@ -12,12 +12,14 @@ what it needs to cost candidates.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tinytune.db import Store
-from tinytune.errors import BudgetOptionError, ConfigError
+from tinytune.errors import BudgetOptionError, ConfigError, flag
 from tinytune.evaluators import HardwareEvaluator
 from tinytune.hwmodels.profile import DeviceProfile
 from tinytune.search.config.budgets import (
@@ -34,7 +36,9 @@ if TYPE_CHECKING:
     from tinytune.data import DecodeProgress
     from tinytune.search.run.events import SearchEvent
 
-__all__ = ["Preflight", "preflight"]
+__all__ = ["Preflight", "preflight", "warn_idle_options"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -194,3 +198,28 @@ def check_epoch_budget(config: SearchConfig, repeats: int) -> None:
             f"{budget:g} is less than one proposal costs here ({what}: {least:g} epochs); give "
             f"at least {least:g}",
         )
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SearchConfig)}
+
+
+def warn_idle_options(config: SearchConfig) -> None:
+    """Warn of options that this run's other options make idle."""
+    if config.mutate and config.mutate != _DEFAULTS["mutate"] and config.preset is not None:
+        # a share asked for, not the default, and not 0 (off, as the preset makes it);
+        # Words: each front end's log handler names the option as it does
+        log.warning(
+            flag("mutate", config.mutate) + " changes update schemes; it is off with a preset"
+        )
+    if config.climb != _DEFAULTS["climb"] and (config.preset is not None or not config.mutate):
+        log.warning(flag("climb", config.climb) + " shares out the mutants; this run makes none")
+    if config.reproducible and config.time_budget_s is not None:
+        log.warning(
+            flag("reproducible", True)
+            + " with "
+            + flag("time_budget")
+            + ": where the clock stops the run depends on the machine's speed, so another "
+            "run may measure more or fewer fine-tunes"
+        )
+    if (config.proxy or config.halving) and config.preset is not None:
+        log.warning("the fidelity ladder searches update schemes; it is off with a preset")

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
 from tinytune.db import Store
+from tinytune.errors import flag
 from tinytune.samplers import EARLY_STARTUP_TRIALS
 from tinytune.search.config.search_config import (
     DIRECTIONS,
@@ -75,6 +76,9 @@ class StudyAdapter:
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
         self.config, self.store = config, store
         self.retried = 0
+        # the run's start by this machine's clock (Optuna's trial times are local, naive)
+        self.started = datetime.datetime.now()
+        self.shared = False  # another driver was seen running trials of the study
         self.storage = self._storage(config)
         self._retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
         names = optuna.get_all_study_names(self.storage)
@@ -205,10 +209,22 @@ class StudyAdapter:
         self._retry(study, trial)  # constrained afresh when proposed again
         self.retried += 1
 
-    def fail_stale(self, force: bool = False) -> bool:
+    def watch(self, force: bool = False) -> None:
         """Fail the trials of drivers that stopped beating, each retried (at most once a
-        heartbeat unless ``force``; :meth:`StaleTrials.fail_stale`); whether it checked."""
-        return self.stale.fail_stale(force)
+        heartbeat unless ``force``; :meth:`StaleTrials.fail_stale`); with ``reproducible``,
+        warn once when another driver runs trials of the study meanwhile (looked for as often:
+        not on every turn of the loop)."""
+        checked = self.stale.fail_stale(force)
+        if checked and self.config.reproducible and not self.shared:
+            others = self.others_started(self.started)
+            if others:
+                self.shared = True
+                log.warning(
+                    flag("reproducible", True)
+                    + f": another driver runs trials of this study (trial {others[0]}); which "
+                    "trials each driver measures depends on their timing, so another run may "
+                    "measure other candidates"
+                )
 
     def left_running(self) -> bool:
         """Whether trials of other drivers are left running with no claim, for a while

@@ -1,71 +1,36 @@
-"""Mutations of the front's candidates: local search where the front already is.
-
-At a budget of about ten fine-tunes a model-based sampler has seen too few trials to model the
-joint space, and the presets a study measures first teach it nothing about the joint scheme's
-parameters (a preset trial has none). The candidates that extend a front, though, lie next to
-the ones on it: MCUNetV3 finds its sparse schemes by an evolutionary search over the update
-scheme of one sub-network (§2.3), each scheme a few layers or ratios away from another. So every
-other fresh proposal (``SearchConfig.mutate``) is a mutant of a front point: its update scheme
-and sub-network changed by one or two steps, each drawn at
-random among
+"""The mutation operators: a candidate changed by one or two steps, each drawn at random among
 
 * dropping one weight-updated layer, or halving one's ratio of input channels,
 * adding one inside the bias-updated tail (any ratio), or doubling one's ratio,
 * shortening the bias-updated tail (never past a weight-updated layer), or lengthening it,
 * the next input resolution up or down, another kernel size or expand ratio of one block (as
   Once-for-All's evolutionary search mutates its sub-networks),
-* one stage a block deeper or shallower, a fixed network (EfficientNet-Lite0) cut one stage later
-  or earlier, a lite residual branch more or fewer on the last blocks: the update scheme and the
-  branches are carried over counted from the output (the last k biases stay the last k), which
-  is where the sparse update and TinyTL's branches sit.
+* one stage a block deeper or shallower, a fixed network cut one stage later or earlier, a lite
+  residual branch more or fewer on the last blocks: the update scheme and the branches are
+  carried over counted from the output (the last k biases stay the last k), which is where the
+  sparse update and TinyTL's branches sit,
+* the next patch count up or down, where the search proposes patches.
 
-Under a tight SRAM budget the front may hold little besides the classifier-only update, while
-the baseline presets that were over the budget hold the better schemes. So the parents include
-those baselines too, and an over-budget parent is repaired rather than mutated: shrunk by random
-steps (drop a weight-updated layer, halve a ratio, shorten the bias tail, remove the first lite
-residual branch) until its predicted cost is within the budgets.
-
-A front point that a baseline preset made (classifier only, bias-only, MCUNetV3's or TinyTL's
-scheme) keeps its preset's rule in half of its mutants: its sub-network moves by one or two steps
-and the preset's scheme is made anew for it, as a search of that one preset does
-(``tinytune search --preset P``), so that the papers' recipes are carried to the sub-networks
-where they cost least; the other half change the scheme itself.
-
-The driver draws a parent by its fine-tune's exclusive share of the front's hypervolume (SMS-EMOA's
-measure; the fine-tune's schedule twins count as one point), so that the points that hold the front
-up are mutated most (``weights``), and of up to eight mutants drawn so it proposes the one that
-would add the most hypervolume were it as accurate as its parent (:func:`screened_mutant`): the
-cost of a mutant is predicted exactly before any fine-tune, its accuracy only guessed. A child
-that differs from a measured candidate in its patches alone is that candidate's schedule twin,
-taken already. A share of the turns (``--climb``, every
-other one by default) climbs instead: the parent is the study's most accurate fine-tune within the
-budgets (of equally accurate ones, the one of most work: a climb level with its parent, which the
-parent dominates, carries the next climb on, a hill climb's move along a plateau), and of
-several mutants that do more work than it (a longer predicted forward pass on whole images) the
-one that does the most is proposed (:func:`climbing_mutant`), so that a share of the fine-tunes
-goes to improving the accuracy the budgets allow, not only the front's spread; where that
-fine-tune sits at a budget's edge (no mutant that does more work fits), the next most accurate
-one that can climb does; where that fine-tune is at 100 % on validation no climb can improve it,
-and the turn draws by the hypervolume instead.
-
-A mutant is proposed as a joint-scheme trial (a preset trial for a preset's move) with explicit
-parameters (Optuna's ``enqueue_trial``), so the sampler learns from its result like from any
-other trial. Only
-mutants the joint space can express are proposed (at most :data:`MAX_WEIGHT_LAYERS` weight
-layers; a parent's extra ones are dropped first), never one measured before or over a budget:
-its cost is predicted before it is proposed. Optuna offers no such operator for define-by-run
-spaces (its NSGA-II mutates its own population of a fixed space), hence this module.
+MCUNetV3 finds its sparse schemes so, by an evolutionary search over the update scheme of one
+sub-network (§2.3). A parent over a budget (a baseline preset under a tight SRAM budget) is
+repaired rather than mutated: shrunk by random steps (drop a weight-updated layer, halve a
+ratio, shorten the bias tail, remove the first lite residual branch) until its predicted cost
+fits. A parent that a baseline preset made keeps its preset's rule in half of its mutants: its
+sub-network moves by one or two steps and the preset's scheme is made anew for it
+(:func:`preset_move`). Only mutants the joint space expresses are drawn
+(:func:`tinytune.search.proposals.encoding.joint_params`). Optuna offers no such operator for
+define-by-run spaces (its NSGA-II mutates its own population of a fixed space), hence this
+module.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import random
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tinytune.search.proposals.encoding import joint_params
 from tinytune.spaces import (
     Candidate,
     SupernetSpec,
@@ -86,26 +51,20 @@ from tinytune.spaces.candidate import (
     SubnetConfig,
     UpdateScheme,
 )
-from tinytune.spaces.sampling import JOINT, MAX_WEIGHT_LAYERS
+from tinytune.spaces.sampling import MAX_WEIGHT_LAYERS
 
 __all__ = [
-    "CLIMB_DRAWS",
     "MAX_STEPS",
     "OPERATORS",
     "REPAIR_OPERATORS",
-    "SCREEN_DRAWS",
     "STRUCTURE_OPERATORS",
     "SUBNET_OPERATORS",
-    "climbing_mutant",
-    "joint_params",
     "mutant",
     "mutate_scheme",
     "mutate_structure",
     "mutate_subnet",
     "operators_for",
     "preset_move",
-    "propose_mutant",
-    "screened_mutant",
 ]
 
 OPERATORS = ("drop", "narrow", "add", "widen", "shorten", "lengthen")
@@ -113,19 +72,9 @@ SUBNET_OPERATORS = ("resolution", "kernel", "expand")
 STRUCTURE_OPERATORS = ("cut", "depth", "branch")
 MAX_STEPS = 2
 """A mutant is one or two operator steps from its parent (drawn with equal chance)."""
-CLIMB_DRAWS = 8
-"""A climbing mutant is the one of most work among up to this many drawn
-(:func:`climbing_mutant`)."""
-SCREEN_DRAWS = 8
-"""A mutant drawn by the hypervolume is the one of most hypervolume gain among up to this many
-drawn (:func:`screened_mutant`)."""
-Proposal = tuple[dict[str, Any], Candidate, Candidate]
-"""A mutant as :func:`propose_mutant` proposes it: its trial's parameters, its parent and
-itself."""
 REPAIR_OPERATORS = ("drop", "narrow", "shorten", "unbranch")
 REPAIR_STEPS = 12
-"""An over-budget parent is shrunk by at most this many steps, each dropping a weight-updated
-layer, halving a ratio, shortening the bias tail or removing the first lite residual branch."""
+"""An over-budget parent is shrunk by at most this many steps."""
 
 
 def mutate_scheme(
@@ -296,51 +245,6 @@ def _repatch(candidate: Candidate, patches: tuple[int, ...], rng: random.Random)
     return dataclasses.replace(candidate, schedule=Schedule(n, 0) if n > 1 else Schedule())
 
 
-def joint_params(
-    candidate: Candidate, spec: SupernetSpec, patches: tuple[int, ...] = ()
-) -> dict[str, Any] | None:
-    """The joint scheme's sampler parameters that select ``candidate``, or None when the joint
-    space cannot express it (more weight layers than it samples, a lite residual shape or a
-    norm update it does not draw, a schedule other than a patch count asked for). Checked by
-    sampling them back with Optuna's ``FixedTrial``; ``patches``: the counts the space offers
-    (:func:`tinytune.spaces.suggest_candidate`)."""
-    import optuna
-
-    update, lite = candidate.update, candidate.lite_residual
-    if len(update.weights) > MAX_WEIGHT_LAYERS:
-        return None
-    n_convs = len(conv_kinds(spec, candidate.subnet))
-    params: dict[str, Any] = {"scheme": JOINT, **subnet_params(candidate.subnet, spec)}
-    params["lr_blocks"] = len(lite.branches)
-    if lite.branches:
-        branch = lite.branches[0][1]
-        params.update(
-            lr_kernel=branch.kernel_size,
-            lr_groups=branch.groups,
-            lr_downsample=branch.downsample,
-            lr_expand=branch.expand,
-        )
-    params["bias_last_k"] = update.bias_last_k
-    params["n_weight"] = len(update.weights)
-    for j, (layer, ratio) in enumerate(update.weights):
-        params[f"w{j}.offset"] = n_convs - 1 - layer
-        params[f"w{j}.ratio"] = ratio
-    if patches:
-        params["patches"] = candidate.schedule.patches
-    trial = optuna.trial.FixedTrial(params)
-    try:
-        with warnings.catch_warnings():  # an integer out of its range: checked below
-            warnings.simplefilter("ignore", UserWarning)
-            again = suggest_candidate(trial, spec, patches=patches)
-    except ValueError:  # a value outside a categorical parameter's choices
-        return None
-    within = all(
-        dist._contains(dist.to_internal_repr(trial.params[name]))
-        for name, dist in trial.distributions.items()
-    )  # FixedTrial only warns about an integer out of its range
-    return dict(trial.params) if within and again == candidate else None
-
-
 def _shrink(
     candidate: Candidate, n_convs: int, rng: random.Random, fits: Callable[[Candidate], bool]
 ) -> Candidate | None:
@@ -361,119 +265,6 @@ def _shrink(
         if fits(candidate):
             return candidate
     return None
-
-
-def propose_mutant(
-    parents: list[Candidate],
-    baselines: list[Candidate],
-    spec: SupernetSpec,
-    rng: random.Random,
-    fits: Callable[[Candidate], bool],
-    taken: Callable[[Candidate], bool],
-    cuts: tuple[int, ...] | None = None,
-    rules: Mapping[str, str] | None = None,
-    patches: tuple[int, ...] = (),
-    weights: list[float] | None = None,
-    wanted: Callable[[Candidate], bool] | None = None,
-) -> Proposal | None:
-    """The next mutant a run enqueues: its parameters, its parent and itself, a mutant of one of
-    ``parents`` (the front's candidates) or a repair of one of the ``baselines`` that does not
-    fit, which ``fits`` the budgets and is not ``taken`` (measured or in flight); None when
-    none is found. ``fits`` predicts a cost, so it is asked once per candidate. ``rules``: the
-    preset whose rule made a parent, by its key (:func:`mutant`). ``weights``: each parent's
-    chance to be drawn (default: equal); a baseline repaired into the budget is drawn as
-    often as the mean parent. ``wanted``: a further condition on the mutant, asked before
-    its cost is predicted."""
-    priced: dict[str, bool] = {}
-
-    def fits_once(candidate: Candidate) -> bool:
-        if candidate.key not in priced:
-            priced[candidate.key] = fits(candidate)
-        return priced[candidate.key]
-
-    def accept(child: Candidate) -> bool:
-        # the condition first: it may spare the prediction of a cost
-        return not taken(child) and (wanted is None or wanted(child)) and fits_once(child)
-
-    over = [p for p in baselines if p not in parents and not fits_once(p)]
-    if weights is not None:
-        mean = sum(weights) / len(weights) if weights else 1.0
-        weights = list(weights) + [mean] * len(over)
-    found = mutant(
-        parents + over,
-        spec,
-        rng,
-        accept,
-        fits=fits_once,
-        cuts=cuts,
-        rules=rules,
-        patches=patches,
-        weights=weights,
-    )
-    return None if found is None else (found[1], found[2], found[0])
-
-
-def climbing_mutant(
-    top: Candidate,
-    work: Callable[[Candidate], float | None],
-    propose: Callable[..., Proposal | None],
-    draws: int = CLIMB_DRAWS,
-) -> Proposal | None:
-    """Of up to ``draws`` new mutants of ``top`` that do more ``work`` than it (the predicted
-    seconds of a forward pass on whole images), the one that does the most (the first drawn
-    of equal ones): its parameters, ``top`` and itself; None where none does more.
-    ``propose``: :func:`propose_mutant` with all but its parents, baselines and ``wanted``
-    given."""
-    floor = work(top)
-    if floor is None:
-        return None
-    return _best_drawn(
-        functools.partial(propose, [top], []),
-        lambda found: work(found[2]) or 0.0,
-        draws,
-        lambda child: (work(child) or 0.0) > floor,
-    )
-
-
-def screened_mutant(
-    gain: Callable[[Candidate, Candidate], float],
-    propose: Callable[..., Proposal | None],
-    draws: int = SCREEN_DRAWS,
-) -> Proposal | None:
-    """Of up to ``draws`` new mutants that ``propose`` draws (:func:`propose_mutant` with all
-    but ``wanted`` given), the one of highest ``gain(mutant, parent)``: the first drawn where
-    none gains more than another. The driver's gain is the hypervolume the mutant would add
-    to the front at its parent's accuracy (:meth:`tinytune.search.run.driver.Run.
-    hypervolume_gain`): its cost is predicted exactly, its accuracy only guessed."""
-    return _best_drawn(propose, lambda found: gain(found[2], found[1]), draws)
-
-
-def _best_drawn(
-    propose: Callable[..., Proposal | None],
-    score: Callable[[Proposal], float],
-    draws: int,
-    takes: Callable[[Candidate], bool] = lambda child: True,
-) -> Proposal | None:
-    """Of up to ``draws`` mutants that ``propose(wanted=...)`` draws, each one not drawn
-    before in this call that ``takes`` accepts, the one of highest ``score`` (the first drawn
-    of equal ones); None where none is drawn."""
-    seen: set[str] = set()
-
-    def wanted(child: Candidate) -> bool:
-        if child.key in seen:  # drawn before: another one
-            return False
-        seen.add(child.key)
-        return takes(child)
-
-    best: tuple[float, Proposal] | None = None
-    for _ in range(draws):
-        found = propose(wanted=wanted)
-        if found is None:
-            break
-        value = score(found)
-        if best is None or value > best[0]:
-            best = (value, found)
-    return None if best is None else best[1]
 
 
 def preset_move(
