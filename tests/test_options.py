@@ -155,7 +155,7 @@ def test_a_default_that_differs_in_one_front_end_is_found() -> None:
         "device: keyword = 'stm32f746'",
         "device: SearchConfig.device = 'stm32f746'",
     ]
-    added = (*SEARCH_OPTIONS, Option("data_split", Count(), 0, "A split."))
+    added = (*SEARCH_OPTIONS, Option("--data-split", Count(), 0, "A split."))
     assert _disagreements(added, command, signature, config) == [
         "data_split: no flag",
         "data_split: no keyword",
@@ -472,7 +472,7 @@ def test_no_module_below_the_command_line_names_an_option_as_a_flag_in_text() ->
     ``devices``) named in a message is a ``Flag`` that each front end words: nothing rewrites
     text for a Python caller, so a message of text that says ``--epochs`` would say it to one.
     A command written out in quotes (``'tinytune pretrain --force'``) is what to run, and
-    stays."""
+    stays; so does a flag alone in the options' table, which declares the option."""
     import tinytune
 
     keywords = {
@@ -491,6 +491,8 @@ def test_no_module_below_the_command_line_names_an_option_as_a_flag_in_text() ->
         if where.startswith("cli/"):
             continue
         for text in _non_doc_strings(path):
+            if where == "options/table.py" and _TEXT_FLAG.fullmatch(text):  # a declaration
+                continue
             for match in _TEXT_FLAG.finditer(_QUOTED.sub("", text)):
                 if match.group(1).replace("-", "_") in keywords:
                     found.add((where, match.group(0)))

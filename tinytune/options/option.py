@@ -4,6 +4,7 @@ kind of value it takes, its default and help, and where the search keeps its val
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,8 +23,8 @@ class Option:
     """One option of a search.
 
     Attributes:
-        name: the keyword argument of :func:`tinytune.optimize`; the flag is
-            ``--`` + ``name`` with hyphens.
+        flag: the command line's flag (``--sram-budget``); the keyword argument of
+            :func:`tinytune.optimize` is its :attr:`name`, the same with underscores.
         kind: what it takes, and its checks.
         default: what it is when not given, as a caller would give it (``"256KB"``).
         help: what it does, for ``--help`` and the Python docstring (options in it as
@@ -45,7 +46,7 @@ class Option:
             family's rate is chosen).
     """
 
-    name: str
+    flag: str
     kind: Kind
     default: Any
     help: str | Words
@@ -57,10 +58,14 @@ class Option:
     stored_none: str | None = None
     stored_from: Callable[[Any], Any] | None = None
 
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"--[a-z][a-z0-9]*(-[a-z0-9]+)*", self.flag):
+            raise ValueError(f"an option's flag is --lower-case-words, got {self.flag!r}")
+
     @property
-    def flag(self) -> str:
-        """The command line's flag: ``--sram-budget``."""
-        return "--" + self.name.replace("_", "-")
+    def name(self) -> str:
+        """The keyword argument and the name in messages: ``sram_budget``."""
+        return self.flag[2:].replace("-", "_")
 
     @property
     def config_field(self) -> str | None:

@@ -122,16 +122,18 @@ def _fine_tuning_rate(lr: float | None) -> float:
 
 
 SEARCH_OPTIONS: tuple[Option, ...] = (
-    Option("study", StudyName(), "tinytune", "Study name (continued if it exists).", "study_name"),
     Option(
-        "storage",
+        "--study", StudyName(), "tinytune", "Study name (continued if it exists).", "study_name"
+    ),
+    Option(
+        "--storage",
         Text(),
         DEFAULT_STORAGE,
         "SQLAlchemy URL of the database (SQLite or PostgreSQL).",
         None,
     ),
     Option(
-        "supernet",
+        "--supernet",
         NetworkOption(optional=True),
         None,
         f"{IMAGE_NETWORK} (ImageNet weights), ofa-proxyless-w<width>, ofa-mbv3-w<width>, a "
@@ -142,7 +144,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         None,  # resolved from the data set by tinytune.spaces.default_network
     ),
     Option(
-        "dataset",
+        "--dataset",
         Text(),
         DEFAULT_DATASET,
         "digits, procedural, imagefolder:PATH, or series:PATH (a sensor's windows or a "
@@ -151,21 +153,21 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         positional=True,
     ),
     Option(
-        "data_seed",
+        "--data-seed",
         Seed(),
         0,
         "Seed of the data set's split into training, validation and test images (a study "
         "keeps the split it was made with).",
     ),
     Option(
-        "preset",
+        "--preset",
         Choice(optional=True, choices=_presets),
         None,
         "Fix the scheme to a preset (full, last, bias-only, bn+last, tinytl, mcunetv3) and "
         "search sub-networks only.",
     ),
     Option(
-        "trials",
+        "--trials",
         Count(low=1, budget=True, optional=True),
         None,
         "Budget: measured fine-tunes of the study, over all its runs (default: as many of 12 as "
@@ -173,33 +175,33 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "and kept with the study; 12 where no grid is run).",
     ),
     Option(
-        "resume",
+        "--resume",
         Switch(),
         False,
         "Continue an existing study (after a crash) up to its " + flag("trials") + ".",
     ),
     Option(
-        "time_budget",
+        "--time-budget",
         Duration(optional=True, budget=True),
         None,
         "Budget: stop proposing after this long (e.g. 300s, 5m).",
         "time_budget_s",
     ),
     Option(
-        "epoch_budget",
+        "--epoch-budget",
         Real(low=0.0, low_open=True, optional=True, budget=True),
         None,
         "Budget: fine-tuning epochs of this run, every fine-tune counted (passes over the "
         "training split; a measured fine-tune is " + flag("epochs") + ").",
     ),
     Option(
-        "device",
+        "--device",
         Choice(choices=_device_names),
         DEFAULT_DEVICE,
         "Target device (see 'tinytune devices'): its latency profile and limits.",
     ),
     Option(
-        "engine",
+        "--engine",
         Choice(optional=True, choices=_engines),
         None,
         "What the latency objective predicts: bundle (the exported C kernels), published (a "
@@ -207,35 +209,35 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "profile of it.",
     ),
     Option(
-        "sram_budget",
+        "--sram-budget",
         Size(optional=True, budget=True),
         "256KB",
         "Peak training SRAM allowed on the device (e.g. 256KB; 'none').",
         "sram_budget_bytes",
     ),
     Option(
-        "flash_budget",
+        "--flash-budget",
         Size(optional=True, budget=True),
         None,
         "Flash allowed (e.g. 1MB; default: the device's flash).",
         "flash_budget_bytes",
     ),
     Option(
-        "latency_budget",
+        "--latency-budget",
         Duration(optional=True, budget=True, bare=False),
         None,
         "Predicted training-step latency allowed on the device (e.g. 500ms).",
         "latency_budget_s",
     ),
     Option(
-        "precision",
+        "--precision",
         Choice(choices=_precisions),
         "int8",
         "On-device training format: int8 or fp32.",
         "hardware.precision",
     ),
     Option(
-        "patches",
+        "--patches",
         Patches(),
         "auto",
         "Run each candidate's frozen prefix patch by patch (MCUNetV2; the same values, less "
@@ -245,25 +247,25 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "hardware.patches",
     ),
     Option(
-        "workers",
+        "--workers",
         Count(low=1, optional=True),
         None,
         f"Parallel evaluations (Ray tasks); default {DEFAULT_WORKERS}.",
         None,
     ),
     Option(
-        "ray_address",
+        "--ray-address",
         Text(optional=True),
         None,
         "Address of an existing Ray cluster (default: local).",
         None,
     ),
-    Option("inline", Switch(), False, "Evaluate in this process instead of Ray workers.", None),
+    Option("--inline", Switch(), False, "Evaluate in this process instead of Ray workers.", None),
     Option(
-        "max_retries", Count(low=0), 2, "Retries of an evaluation whose Ray worker died.", None
+        "--max-retries", Count(low=0), 2, "Retries of an evaluation whose Ray worker died.", None
     ),
     Option(
-        "gpus_per_trial",
+        "--gpus-per-trial",
         GpuShare(),
         0.0,
         "Share of a GPU each fine-tune's Ray task asks for (e.g. 0.25: four share a device; "
@@ -272,7 +274,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         + " stays on CPUs.",
     ),
     Option(
-        "weights",
+        "--weights",
         File(optional=True),
         None,
         "Weights file: a published OFA checkpoint, or the weights of a "
@@ -281,7 +283,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         None,
     ),
     Option(
-        "epochs",
+        "--epochs",
         Count(low=1, high=_max_epochs),
         8,
         "Fine-tuning epochs per candidate.",
@@ -289,7 +291,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         stored=True,
     ),
     Option(
-        "lr",
+        "--lr",
         Real(low=0.0, high=_max_lr, low_open=True, high_open=True, optional=True),
         None,
         "Fine-tuning learning rate (SGD) of every candidate; default: chosen per scheme family "
@@ -302,7 +304,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         stored_from=lambda config: None if config.tune_lr else config.finetune.lr,
     ),
     Option(
-        "batch_size",
+        "--batch-size",
         Count(low=1),
         32,
         "Fine-tuning batch size.",
@@ -310,7 +312,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         stored=True,
     ),
     Option(
-        "weight_decay",
+        "--weight-decay",
         Real(low=0.0, high=_max_weight_decay),
         0.0,
         "Fine-tuning weight decay (L2, SGD's) of the trained convolution and classifier "
@@ -321,7 +323,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         stored=True,
     ),
     Option(
-        "pretrain_steps",
+        "--pretrain-steps",
         Count(low=1, optional=True),
         None,
         "Pre-train by the quick recipe with this many sandwich-rule steps (into the cache) "
@@ -330,7 +332,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         None,
     ),
     Option(
-        "repeats",
+        "--repeats",
         Count(low=1, high=20, optional=True),
         None,
         "Measure each candidate on this many train/validation partitions (default: 1, or up to "
@@ -339,21 +341,21 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         stored_none=AUTO_REPEATS,
     ),
     Option(
-        "verify_int8",
+        "--verify-int8",
         Switch(),
         False,
         "At the end, train each front point as the device does (int8, batch 1, QAS, the "
         "bundle's integer step) and show the accuracy it reaches (minutes a point).",
     ),
     Option(
-        "seed",
+        "--seed",
         Seed(),
         0,
         "Seed of the sampler and of fine-tuning.",
         also=lambda seed: {"finetune.seed": seed},
     ),
     Option(
-        "reproducible",
+        "--reproducible",
         Switch(),
         False,
         "Take each fine-tune's result in the order the fine-tunes started, so that a seed "
@@ -361,20 +363,20 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "slower: an early result waits for those started before it).",
     ),
     Option(
-        "sampler",
+        "--sampler",
         Choice(choices=lambda: SAMPLERS),
         DEFAULT_SAMPLER,
         "Optuna sampler: " + samplers_help() + ".",
     ),
     Option(
-        "proxy",
+        "--proxy",
         Switch(),
         False,
         "Fidelity ladder: score many candidates by the additive proxy (a contribution analysis, "
         "stored and reused) and fine-tune only the promising ones.",
     ),
     Option(
-        "proxy_eta",
+        "--proxy-eta",
         Count(low=2),
         4,
         "With "
@@ -384,7 +386,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         + ": candidates scored at the low fidelity per measured one.",
     ),
     Option(
-        "halving",
+        "--halving",
         Switch(),
         False,
         "Fidelity ladder by successive halving: screen candidates by short fine-tunes ("
@@ -395,19 +397,19 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "bracket.",
     ),
     Option(
-        "screen_epochs",
+        "--screen-epochs",
         Count(low=1, high=_max_epochs),
         2,
         "With " + flag("halving", True) + ": epochs of a screening fine-tune.",
     ),
     Option(
-        "screen_fraction",
+        "--screen-fraction",
         Real(low=0.0, high=1.0, low_open=True),
         0.5,
         "With " + flag("halving", True) + ": share of the training images a screening sees.",
     ),
     Option(
-        "mutate",
+        "--mutate",
         Real(low=0.0, high=1.0),
         1.0,
         "Share of the fresh proposals (0 to 1) that are mutants of a front point (one or two "
@@ -416,7 +418,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "alone (docs/searching.md).",
     ),
     Option(
-        "climb",
+        "--climb",
         Real(low=0.0, high=1.0),
         0.5,
         "Share of the mutants (0 to 1) that climb: a mutant of the most accurate fine-tune "
@@ -425,7 +427,7 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
         "(docs/searching.md).",
     ),
     Option(
-        "proposals",
+        "--proposals",
         Count(low=1, optional=True, budget=True),
         None,
         "Budget: trials proposed in this run (any fidelity).",
