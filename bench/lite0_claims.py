@@ -32,23 +32,23 @@ NETWORK = IMAGE_NETWORK
 
 
 def _measure(job: tuple[str, str, str, float, int]) -> dict[str, Any]:
-    from tinytune.evaluators import FinetuneConfig, run_evaluation
+    from tinytune.evaluators import FinetuneConfig, FinetuneTask, run_evaluation
 
     candidate, checkpoint, dataset, lr, repeats = job
     r = run_evaluation(
-        {
-            "candidate": candidate,
-            "checkpoint": checkpoint,
-            "dataset": dataset,
-            "data_seed": 0,
-            "finetune": FinetuneConfig(lr=lr).to_dict(),
-            "threads": 1,
-            "repeats": repeats,
-        }
+        FinetuneTask(
+            candidate=candidate,
+            checkpoint=checkpoint,
+            dataset=dataset,
+            data_seed=0,
+            finetune=FinetuneConfig(lr=lr),
+            threads=1,
+            repeats=repeats,
+        )
     )
-    if r["status"] != "ok":
-        raise RuntimeError(r["error"])
-    return {"lr": lr, "val": r["val_accuracy"], "test": r["accuracy"], "s": r["wall_time_s"]}
+    if r.status != "ok":
+        raise RuntimeError(r.error)
+    return {"lr": lr, "val": r.val_accuracy, "test": r.accuracy, "s": r.wall_time_s}
 
 
 def _memory(candidate: Any) -> dict[str, int]:

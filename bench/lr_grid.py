@@ -61,8 +61,7 @@ Grid = Mapping[float, Mapping[str, Sequence[float]]]
 def measure(job: tuple[int, str, float, int, int]) -> dict[str, Any]:
     """Fine-tune the family's preset at one rate on each partition, as a study's grid does."""
     from tinytune.checkpoints import shipped_checkpoint
-    from tinytune.evaluators.finetune import FinetuneConfig
-    from tinytune.evaluators.task import run_evaluation
+    from tinytune.evaluators import FinetuneConfig, FinetuneTask, run_evaluation
     from tinytune.search.run.lr_grid import FAMILIES
     from tinytune.spaces import default_subnet, get_supernet, make_preset
 
@@ -70,38 +69,39 @@ def measure(job: tuple[int, str, float, int, int]) -> dict[str, Any]:
     spec = get_supernet(SUPERNET)
     candidate = make_preset(FAMILIES[family].preset, spec, default_subnet(spec))
     result = run_evaluation(
-        {
-            "candidate": candidate.to_json(),
-            "checkpoint": str(shipped_checkpoint(spec)),
-            "dataset": DATASET,
-            "data_seed": 0,
-            "finetune": FinetuneConfig(lr=lr, seed=seed, epochs=epochs).to_dict(),
-            "repeats": partitions,
-            "threads": 1,
-        }
+        FinetuneTask(
+            candidate=candidate.to_json(),
+            checkpoint=str(shipped_checkpoint(spec)),
+            dataset=DATASET,
+            data_seed=0,
+            finetune=FinetuneConfig(lr=lr, seed=seed, epochs=epochs),
+            repeats=partitions,
+            threads=1,
+        )
     )
-    if result["status"] != "ok":
-        raise SystemExit(f"seed {seed}, {family} at {lr}: {result['error']}")
-    details = result["details"]
+    if result.status != "ok":
+        raise SystemExit(f"seed {seed}, {family} at {lr}: {result.error}")
+    details = result.details
     return {
         "seed": seed,
         "family": family,
         "lr": lr,
         "epochs": epochs,
-        "val": details.get("val_accuracies", [result["val_accuracy"]]),
-        "test": details.get("test_accuracies", [result["accuracy"]]),
-        "wall_time_s": result["wall_time_s"],
+        "val": details.get("val_accuracies", [result.val_accuracy]),
+        "test": details.get("test_accuracies", [result.accuracy]),
+        "wall_time_s": result.wall_time_s,
     }
 
 
 def mean_of(k: int) -> Callable[[Grid], float]:
     """The rule that chooses on the mean validation accuracy of the first ``k`` partitions,
     by the study's own rule (best, the smaller rate on a tie)."""
+    from tinytune.evaluators import EvaluationResult
     from tinytune.search.run.lr_grid import choose
 
     def rule(grid: Grid) -> float:
         results = {
-            lr: {"status": "ok", "val_accuracy": statistics.fmean(r["val"][:k])}
+            lr: EvaluationResult("ok", val_accuracy=statistics.fmean(r["val"][:k]))
             for lr, r in grid.items()
         }
         return choose("bench", results, default=min(grid)).lr

@@ -175,7 +175,7 @@ def _sram_and_accuracy(candidate: object, folder: Path, lr: float) -> tuple[str,
     partitions, one torch thread)."""
     import torch
 
-    from tinytune.evaluators import FinetuneConfig, run_evaluation
+    from tinytune.evaluators import FinetuneConfig, FinetuneTask, run_evaluation
     from tinytune.evaluators.hardware import HardwareConfig, HardwareEvaluator
     from tinytune.hwmodels.registry import get_device
     from tinytune.models.pretrained import pretrained_weights
@@ -189,20 +189,20 @@ def _sram_and_accuracy(candidate: object, folder: Path, lr: float) -> tuple[str,
     scheduled = evaluator.schedule(candidate)  # type: ignore[arg-type]
     patches = scheduled.schedule
     result = run_evaluation(
-        {
-            "candidate": candidate.to_json(),  # type: ignore[attr-defined]
-            "checkpoint": str(pretrained_weights(spec)),
-            "dataset": f"imagefolder:{folder}",
-            "data_seed": 0,
-            "finetune": FinetuneConfig(lr=lr).to_dict(),
-            "threads": 1,
-            "repeats": 2,
-        }
+        FinetuneTask(
+            candidate=candidate.to_json(),  # type: ignore[attr-defined]
+            checkpoint=str(pretrained_weights(spec)),
+            dataset=f"imagefolder:{folder}",
+            data_seed=0,
+            finetune=FinetuneConfig(lr=lr),
+            threads=1,
+            repeats=2,
+        )
     )
     where = f" ({patches.patches}:{patches.blocks})" if patches.patched else ""
     return (
         f"{evaluator(scheduled).arena_bytes / 1024:.0f} KB{where}",
-        f"{100 * result['val_accuracy']:.1f} / {100 * result['accuracy']:.1f}",
+        f"{100 * result.val_accuracy:.1f} / {100 * result.accuracy:.1f}",
     )
 
 

@@ -102,7 +102,7 @@ def finetunes(
     checkpoint: Path, preset: str, lrs: list[float], epochs: list[int], seed: int = 0
 ) -> dict[str, Any]:
     """The ``preset`` fine-tuned with every (lr, epochs); the validation-best one reported."""
-    from tinytune.evaluators import FinetuneConfig, run_evaluation
+    from tinytune.evaluators import FinetuneConfig, FinetuneTask, run_evaluation
     from tinytune.spaces import get_supernet, make_preset
 
     spec = get_supernet(DEFAULT_SUPERNET)
@@ -112,24 +112,24 @@ def finetunes(
         for lr in lrs:
             config = FinetuneConfig(epochs=n_epochs, batch_size=16, lr=lr, seed=seed)
             result = run_evaluation(
-                {
-                    "candidate": candidate.to_json(),
-                    "checkpoint": str(checkpoint),
-                    "dataset": DEFAULT_DATASET,
-                    "data_seed": seed,
-                    "finetune": config.to_dict(),
-                    "threads": 1,
-                }
+                FinetuneTask(
+                    candidate=candidate.to_json(),
+                    checkpoint=str(checkpoint),
+                    dataset=DEFAULT_DATASET,
+                    data_seed=seed,
+                    finetune=config,
+                    threads=1,
+                )
             )
-            if result["status"] != "ok":
-                raise RuntimeError(result["error"])
+            if result.status != "ok":
+                raise RuntimeError(result.error)
             tried.append(
                 {
                     "lr": lr,
                     "epochs": n_epochs,
-                    "val": result["val_accuracy"],
-                    "test": result["accuracy"],
-                    "s": round(result["wall_time_s"], 1),
+                    "val": result.val_accuracy,
+                    "test": result.accuracy,
+                    "s": round(result.wall_time_s, 1),
                 }
             )
             print(f"  {preset:5s} lr {lr:<5g} epochs {n_epochs:<3d} {tried[-1]}", flush=True)

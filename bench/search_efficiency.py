@@ -86,7 +86,7 @@ from bench.harness import BY_DATASET, add_arguments, append_json_line, read_json
 from tinytune.checkpoints import ensure_checkpoint
 from tinytune.data import get_dataset
 from tinytune.db import open_store
-from tinytune.evaluators import FinetuneConfig, run_evaluation
+from tinytune.evaluators import FinetuneConfig, FinetuneTask, run_evaluation
 from tinytune.search import InlineExecutor, RayExecutor, SearchConfig, preflight, run_search
 from tinytune.search.config.search_config import BASELINE_PRESETS, DIRECTIONS
 from tinytune.search.execution.executor import Executor, Metered
@@ -241,19 +241,19 @@ def mcunetv3_run(
     low = FinetuneConfig(epochs=args.screen_epochs, batch_size=args.batch_size, lr=lr, seed=seed)
     full = FinetuneConfig(epochs=args.epochs, batch_size=args.batch_size, lr=lr, seed=seed)
 
-    def task(candidate: Any, finetune: FinetuneConfig, fraction: float) -> dict[str, Any]:
+    def task(candidate: Any, finetune: FinetuneConfig, fraction: float) -> FinetuneTask:
         if args.rates is not None:  # the rate of the candidate's family, as the search's
             finetune = replace(finetune, lr=args.rates.lr(family_of(candidate, spec), finetune.lr))
-        return {
-            "candidate": candidate.to_json(),
-            "checkpoint": str(args.checkpoint),
-            "dataset": data.name,
-            "data_seed": 0,
-            "finetune": finetune.to_dict(),
-            "repeats": checked.repeats,
-            "threads": 1,
-            "train_fraction": fraction,
-        }
+        return FinetuneTask(
+            candidate=candidate.to_json(),
+            checkpoint=str(args.checkpoint),
+            dataset=data.name,
+            data_seed=0,
+            finetune=finetune,
+            repeats=checked.repeats,
+            threads=1,
+            train_fraction=fraction,
+        )
 
     keys = iter(range(-1, -(10**9), -1))
     identity = TableIdentity(
@@ -317,14 +317,14 @@ def mcunetv3_run(
     points: list[Point] = []
     while metered.in_flight:
         for i, result in metered.wait(timeout=5.0):
-            if result.get("status") == "ok":
+            if result.status == "ok":
                 cost = picks[i][1]
                 points.append(
                     (
-                        float(result["val_accuracy"]),
+                        float(result.val_accuracy),
                         float(cost.arena_bytes),
                         float(cost.latency_s or 0.0),
-                        float(result["accuracy"]),
+                        float(result.accuracy),
                     )
                 )
     return points, metered.train_epochs

@@ -75,50 +75,49 @@ UPDATE_TAGS = {"deferred": "_no_reorder", "reordered": "", "fused": "_fused"}
 
 def _finetune(job: tuple[str, str, str, float]) -> dict[str, Any]:
     """One fp32 fine-tune (a worker process): data set, candidate JSON, checkpoint, rate."""
-    from tinytune.evaluators import FinetuneConfig, run_evaluation
+    from tinytune.evaluators import FinetuneConfig, FinetuneTask, run_evaluation
 
     dataset, candidate, checkpoint, lr = job
     r = run_evaluation(
-        {
-            "candidate": candidate,
-            "checkpoint": checkpoint,
-            "dataset": dataset,
-            "data_seed": 0,
-            "finetune": FinetuneConfig(lr=lr).to_dict(),
-            "threads": 1,
-        }
+        FinetuneTask(
+            candidate=candidate,
+            checkpoint=checkpoint,
+            dataset=dataset,
+            data_seed=0,
+            finetune=FinetuneConfig(lr=lr),
+            threads=1,
+        )
     )
-    if r["status"] != "ok":
-        raise RuntimeError(r["error"])
-    return {"lr": lr, "val": r["val_accuracy"], "test": r["accuracy"]}
+    if r.status != "ok":
+        raise RuntimeError(r.error)
+    return {"lr": lr, "val": r.val_accuracy, "test": r.accuracy}
 
 
 def _int8(job: tuple[str, str, str, float, bool, int, str]) -> dict[str, Any]:
     """One integer training at batch 1 (a worker process): the search's ``int8`` fidelity at
     one rate under a schedule, with or without QAS."""
-    from tinytune.evaluators import FinetuneConfig, run_evaluation
+    from tinytune.evaluators import FinetuneConfig, FinetuneTask, Int8Settings, run_evaluation
 
     dataset, candidate, checkpoint, lr, qas, epochs, schedule = job
     r = run_evaluation(
-        {
-            "candidate": candidate,
-            "checkpoint": checkpoint,
-            "dataset": dataset,
-            "data_seed": 0,
-            "finetune": FinetuneConfig().to_dict(),
-            "threads": 1,
-            "fidelity": "int8",
-            "int8": {"epochs": epochs, "lrs": [lr], "qas": qas, "schedule": schedule},
-        }
+        FinetuneTask(
+            candidate=candidate,
+            checkpoint=checkpoint,
+            dataset=dataset,
+            data_seed=0,
+            finetune=FinetuneConfig(),
+            threads=1,
+            int8=Int8Settings(epochs=epochs, lrs=(lr,), qas=qas, schedule=schedule),
+        )
     )
-    if r["status"] != "ok":
-        raise RuntimeError(r["error"])
+    if r.status != "ok":
+        raise RuntimeError(r.error)
     return {
         "lr": lr,
         "qas": qas,
         "schedule": schedule,
-        "val": r["val_accuracy"],
-        "test": r["accuracy"],
+        "val": r.val_accuracy,
+        "test": r.accuracy,
     }
 
 

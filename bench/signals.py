@@ -35,6 +35,7 @@ The test accuracy is stored in the JSON and never used here.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -44,7 +45,7 @@ from typing import Any
 
 from bench.harness import BY_DATASET, add_arguments, write_json
 from tinytune.errors import ConfigError
-from tinytune.evaluators import run_evaluation
+from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask, run_evaluation
 from tinytune.spaces import default_network
 
 
@@ -55,7 +56,6 @@ def _contribution_table(args, spec, checkpoint, pool):  # type: ignore[no-untype
     import tempfile
 
     from tinytune.db import open_store
-    from tinytune.evaluators import FinetuneConfig
     from tinytune.search.execution.executor import Executor
     from tinytune.search.ladder.contribution import (
         ContributionPlan,
@@ -70,10 +70,10 @@ def _contribution_table(args, spec, checkpoint, pool):  # type: ignore[no-untype
             self.slots = args.processes
             self.futures: dict[int, Any] = {}
 
-        def submit(self, key: int, task: dict[str, Any]) -> None:
+        def submit(self, key: int, task: FinetuneTask) -> None:
             self.futures[key] = pool.submit(run_evaluation, task)
 
-        def wait(self, timeout: float) -> list[tuple[int, dict[str, Any]]]:
+        def wait(self, timeout: float) -> list[tuple[int, EvaluationResult]]:
             from concurrent.futures import FIRST_COMPLETED, wait
 
             done, _ = wait(self.futures.values(), timeout=timeout, return_when=FIRST_COMPLETED)
@@ -93,11 +93,10 @@ def _contribution_table(args, spec, checkpoint, pool):  # type: ignore[no-untype
     keys = itertools.count()
 
     def task(candidate):  # type: ignore[no-untyped-def]
-        return {
-            "candidate": candidate.to_json(), "checkpoint": str(checkpoint),
-            "dataset": args.dataset, "data_seed": args.seed, "finetune": config.to_dict(),
-            "threads": 1,
-        }  # fmt: skip
+        return FinetuneTask(
+            candidate=candidate.to_json(), checkpoint=str(checkpoint),
+            dataset=args.dataset, data_seed=args.seed, finetune=config, threads=1,
+        )  # fmt: skip
 
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{tmp}/table.db")
@@ -179,7 +178,6 @@ def main(argv: list[str] | None = None) -> int:
     from bench.cheap_signals import SIGNALS, measure_signals
     from tinytune.checkpoints import ensure_checkpoint
     from tinytune.data import get_dataset
-    from tinytune.evaluators import FinetuneConfig
     from tinytune.evaluators.profile import sample_candidates
     from tinytune.evaluators.task import network_on_data
     from tinytune.models import load_supernet
@@ -200,18 +198,18 @@ def main(argv: list[str] | None = None) -> int:
     config = FinetuneConfig(epochs=args.epochs, lr=args.lr, seed=args.seed)
     rates = {f: float(v) for f, v in (pair.split("=", 1) for pair in args.family_lr)}
 
-    def finetune(c: Any, settings: dict[str, Any]) -> dict[str, Any]:
-        return settings | {"lr": rates.get(family_of(c, spec), settings["lr"])}
+    def finetune(c: Any, settings: FinetuneConfig) -> FinetuneConfig:
+        return dataclasses.replace(settings, lr=rates.get(family_of(c, spec), settings.lr))
 
     tasks = {
-        key: {
-            "candidate": c.to_json(),
-            "checkpoint": str(checkpoint),
-            "dataset": args.dataset,
-            "data_seed": args.seed,
-            "finetune": finetune(c, config.to_dict()),
-            "threads": 1,
-        }
+        key: FinetuneTask(
+            candidate=c.to_json(),
+            checkpoint=str(checkpoint),
+            dataset=args.dataset,
+            data_seed=args.seed,
+            finetune=finetune(c, config),
+            threads=1,
+        )
         for key, c in candidates.items()
     }
     start = time.perf_counter()
@@ -221,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.repeat_seed is not None:
             again = {
                 k: pool.submit(
-                    run_evaluation, t | {"finetune": t["finetune"] | {"seed": args.repeat_seed}}
+                    run_evaluation,
+                    t.replace(finetune=dataclasses.replace(t.finetune, seed=args.repeat_seed)),
                 )
                 for k, t in tasks.items()
             }
@@ -230,11 +229,10 @@ def main(argv: list[str] | None = None) -> int:
             shorts = {
                 k: pool.submit(
                     run_evaluation,
-                    t
-                    | {
-                        "finetune": t["finetune"] | {"epochs": args.short_epochs},
-                        "train_fraction": args.short_fraction,
-                    },
+                    t.replace(
+                        finetune=dataclasses.replace(t.finetune, epochs=args.short_epochs),
+                        train_fraction=args.short_fraction,
+                    ),
                 )
                 for k, t in tasks.items()
             }
@@ -265,35 +263,31 @@ def main(argv: list[str] | None = None) -> int:
 
     def value(key: str, name: str) -> float:
         if name == "short":
-            return short[key]["val_accuracy"]
+            return short[key].val_accuracy
         return contribution[key] if name == "contribution" else getattr(signals[key], name)
 
     ok = [
         k
         for k in candidates
-        if measured[k]["status"] == "ok" and (not short or short[k]["status"] == "ok")
+        if measured[k].status == "ok" and (not short or short[k].status == "ok")
     ]
     family = {k: family_of(candidates[k], spec) for k in ok}
     rows = []
     for name in names:
-        pooled = kendall_tau(
-            [value(k, name) for k in ok], [measured[k]["val_accuracy"] for k in ok]
-        )
+        pooled = kendall_tau([value(k, name) for k in ok], [measured[k].val_accuracy for k in ok])
         per_family = {}
         for fam in sorted(set(family.values())):
             keys = [k for k in ok if family[k] == fam]
             if len(keys) >= 3:
                 per_family[fam] = kendall_tau(
                     [value(k, name) for k in keys],
-                    [measured[k]["val_accuracy"] for k in keys],
+                    [measured[k].val_accuracy for k in keys],
                 )
         rows.append((name, pooled, per_family))
     # against the mean of the two fine-tunes (--repeat-seed): a measurement with less noise, so
     # what a signal misses of the expected accuracy shows apart from what one fine-tune adds
-    both = [k for k in ok if repeated and repeated[k]["status"] == "ok"]
-    mean_of_two = {
-        k: (measured[k]["val_accuracy"] + repeated[k]["val_accuracy"]) / 2 for k in both
-    }
+    both = [k for k in ok if repeated and repeated[k].status == "ok"]
+    mean_of_two = {k: (measured[k].val_accuracy + repeated[k].val_accuracy) / 2 for k in both}
     against_mean = {
         name: kendall_tau([value(k, name) for k in both], [mean_of_two[k] for k in both])
         for name in names
@@ -316,9 +310,9 @@ def main(argv: list[str] | None = None) -> int:
         mean_cell = f" {fmt(against_mean[name]):>12}" if against_mean else ""
         print(f"{name:<10} {fmt(pooled):>12}{mean_cell} {cells}")
     sig_s = statistics.median(s.seconds for s in signals.values())
-    ft_s = statistics.median(measured[k]["details"]["finetune_s"] for k in ok)
+    ft_s = statistics.median(measured[k].details["finetune_s"] for k in ok)
     short_s = (
-        f", short fine-tune {statistics.median(short[k]['details']['finetune_s'] for k in ok):.1f}"
+        f", short fine-tune {statistics.median(short[k].details['finetune_s'] for k in ok):.1f}"
         if short
         else ""
     )
@@ -326,8 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     noise = None
     if repeated:
         noise = kendall_tau(
-            [repeated[k]["val_accuracy"] for k in both],
-            [measured[k]["val_accuracy"] for k in both],
+            [repeated[k].val_accuracy for k in both],
+            [measured[k].val_accuracy for k in both],
         )
         print(f"measured vs measured again (fine-tuning seed {args.repeat_seed}): τ {fmt(noise)}")
     if args.contribution_epochs > 0:
@@ -346,10 +340,10 @@ def main(argv: list[str] | None = None) -> int:
                     "family": family.get(k),
                     "signals": signals[k].to_dict()
                     | ({"contribution": contribution[k]} if args.contribution_epochs else {})
-                    | ({"short": short[k].get("val_accuracy")} if short else {}),
-                    "val_accuracy": measured[k].get("val_accuracy"),
-                    "test_accuracy": measured[k].get("accuracy"),
-                    "finetune_s": (measured[k].get("details") or {}).get("finetune_s"),
+                    | ({"short": short[k].val_accuracy} if short else {}),
+                    "val_accuracy": measured[k].val_accuracy,
+                    "test_accuracy": measured[k].accuracy,
+                    "finetune_s": measured[k].details.get("finetune_s"),
                 }
                 for k in candidates
             },
@@ -359,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
             },
             "tau_repeat": None if noise is None else noise.tau,
             "tau_mean_of_two": {name: r.tau for name, r in against_mean.items()},
-            "val_accuracy_repeat": {k: r.get("val_accuracy") for k, r in repeated.items()},
+            "val_accuracy_repeat": {k: r.val_accuracy for k, r in repeated.items()},
         }
         write_json(args.json, out)
     return 0

@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from tinytune.checkpoints import shipped_checkpoint
     from tinytune.db import open_store
-    from tinytune.evaluators import run_evaluation
+    from tinytune.evaluators import FinetuneTask, run_evaluation
     from tinytune.search import SearchConfig
     from tinytune.search.run.preflight import preflight
 
@@ -191,18 +191,18 @@ def main(argv: list[str] | None = None) -> int:
                     config.finetune, lr=lr, epochs=epochs, seed=args.seed
                 )
                 result = run_evaluation(
-                    {
-                        "candidate": candidate.to_json(),
-                        "checkpoint": str(shipped_checkpoint(spec)),
-                        "dataset": config.dataset,
-                        "data_seed": config.data_seed,
-                        "finetune": finetune.to_dict(),
-                        "threads": 1,
-                    }
+                    FinetuneTask(
+                        candidate=candidate.to_json(),
+                        checkpoint=str(shipped_checkpoint(spec)),
+                        dataset=config.dataset,
+                        data_seed=config.data_seed,
+                        finetune=finetune,
+                        threads=1,
+                    )
                 )
-                if result["status"] != "ok":
-                    raise RuntimeError(f"{name} at lr {lr:g}, {epochs} epochs: {result['error']}")
-                val, test = result["val_accuracy"], result["accuracy"]
+                if result.status != "ok":
+                    raise RuntimeError(f"{name} at lr {lr:g}, {epochs} epochs: {result.error}")
+                val, test = result.val_accuracy, result.accuracy
                 measured.append((lr, epochs, val, test))
                 print(f"{name} lr {lr:g}, {epochs} epochs: {arena} B, {100 * val:.1f} / "
                       f"{100 * test:.1f}", file=sys.stderr, flush=True)  # fmt: skip

@@ -233,24 +233,24 @@ def _fine_tune(lr: float, preset: str = "mcunetv3", threads: int = 1) -> float:
     import dataclasses
 
     from tinytune.checkpoints import shipped_checkpoint
-    from tinytune.evaluators import run_evaluation
+    from tinytune.evaluators import FinetuneTask, run_evaluation
     from tinytune.search import SearchConfig
     from tinytune.spaces import default_subnet, get_supernet, make_preset
 
     config = SearchConfig(checkpoint="")
     spec = get_supernet(config.supernet)
-    task = {
-        "candidate": make_preset(preset, spec, default_subnet(spec)).to_json(),
-        "checkpoint": str(shipped_checkpoint(spec)),
-        "dataset": config.dataset,
-        "data_seed": config.data_seed,
-        "finetune": dataclasses.replace(config.finetune, lr=lr).to_dict(),
-        "threads": threads,
-    }
+    task = FinetuneTask(
+        candidate=make_preset(preset, spec, default_subnet(spec)).to_json(),
+        checkpoint=str(shipped_checkpoint(spec)),
+        dataset=config.dataset,
+        data_seed=config.data_seed,
+        finetune=dataclasses.replace(config.finetune, lr=lr),
+        threads=threads,
+    )
     start = time.perf_counter()
     result = run_evaluation(task)
-    if result["status"] != "ok":
-        raise RuntimeError(f"the fine-tune failed: {result['error']}")
+    if result.status != "ok":
+        raise RuntimeError(f"the fine-tune failed: {result.error}")
     return time.perf_counter() - start
 
 

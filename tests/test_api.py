@@ -10,16 +10,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
+from tinytune.evaluators import EvaluationResult, FinetuneTask
+
 if TYPE_CHECKING:
     from tinytune.search import SearchConfig
 
 
-def _made_up(task: dict) -> dict:
+def _made_up(task: FinetuneTask) -> EvaluationResult:
     """Made-up accuracies, higher with more biases trained: a search without fine-tuning."""
     from tinytune.spaces import Candidate
 
-    acc = 0.3 + 0.01 * Candidate.from_json(task["candidate"]).update.bias_last_k
-    return {"status": "ok", "accuracy": acc, "val_accuracy": acc, "wall_time_s": 0.0}
+    acc = 0.3 + 0.01 * Candidate.from_json(task.candidate).update.bias_last_k
+    return EvaluationResult("ok", accuracy=acc, val_accuracy=acc)
 
 
 def _made_up_study(

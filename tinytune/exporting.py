@@ -305,7 +305,7 @@ def _device_accuracy(
     manifest's entry of it. None when neither."""
     from tinytune.bundle.errors import BundleError
     from tinytune.db import EvaluationRecord, open_store
-    from tinytune.evaluators import FinetuneConfig, run_evaluation
+    from tinytune.evaluators import FinetuneConfig, FinetuneTask, run_evaluation
     from tinytune.search.run import Int8Accuracy, int8_accuracies, int8_settings
 
     key = found.candidate.key
@@ -318,23 +318,20 @@ def _device_accuracy(
         return None
     if on_measure is not None:
         on_measure()
-    result = run_evaluation(
-        {
-            "candidate": found.candidate.to_json(),
-            "checkpoint": str(checkpoint),
-            "dataset": dataset,
-            "data_seed": data_seed,
-            "finetune": FinetuneConfig(seed=seed).to_dict(),
-            "threads": 1,
-            "fidelity": "int8",
-            "int8": int8_settings(),
-            "repeats": _repeats_of(found.evaluation),
-        },
-        progress=on_progress,
+    task = FinetuneTask(
+        candidate=found.candidate.to_json(),
+        checkpoint=str(checkpoint),
+        dataset=dataset,
+        data_seed=data_seed,
+        finetune=FinetuneConfig(seed=seed),
+        repeats=_repeats_of(found.evaluation),
+        int8=int8_settings(),
     )
-    if result["status"] != "ok":
-        raise BundleError(f"the int8 training of {key[:12]} failed: {result['error']}")
-    details = dict(result["details"], wall_time_s=round(result["wall_time_s"], 1))
+    result = run_evaluation(task, progress=on_progress)
+    if not result.ok:
+        raise BundleError(f"the int8 training of {key[:12]} failed: {result.error}")
+    assert result.accuracy is not None and result.val_accuracy is not None
+    details = dict(result.details, wall_time_s=round(result.wall_time_s, 1))
     if found.study is not None:
         with open_store(storage) as store:
             store.add_evaluation(
@@ -344,13 +341,13 @@ def _device_accuracy(
                     fidelity="int8",
                     status="ok",
                     trial_number=found.trial,
-                    accuracy=result["accuracy"],
-                    val_accuracy=result["val_accuracy"],
-                    wall_time_s=result["wall_time_s"],
+                    accuracy=result.accuracy,
+                    val_accuracy=result.val_accuracy,
+                    wall_time_s=result.wall_time_s,
                     details=details,
                 )
             )
-    fresh = Int8Accuracy.of(result["val_accuracy"], result["accuracy"], details)
+    fresh = Int8Accuracy.of(result.val_accuracy, result.accuracy, details)
     return fresh, _int8_entry(fresh, "measured by export")
 
 

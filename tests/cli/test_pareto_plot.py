@@ -9,7 +9,7 @@ import pytest
 
 from tinytune.cli.main import main
 from tinytune.db import open_store
-from tinytune.evaluators import FinetuneConfig
+from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask
 from tinytune.search import InlineExecutor, SearchConfig, run_search
 from tinytune.search.front.pareto import HYPERVOLUME_BOX
 from tinytune.search.front.recording import hypervolume_history
@@ -18,10 +18,10 @@ from tinytune.spaces import Candidate
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def made_up(task: dict) -> dict:
+def made_up(task: FinetuneTask) -> EvaluationResult:
     """An evaluation without training: accuracy grows with the biases updated."""
-    acc = 0.3 + 0.01 * Candidate.from_json(task["candidate"]).update.bias_last_k
-    return {"status": "ok", "accuracy": acc, "val_accuracy": acc, "wall_time_s": 0.0}
+    acc = 0.3 + 0.01 * Candidate.from_json(task.candidate).update.bias_last_k
+    return EvaluationResult("ok", accuracy=acc, val_accuracy=acc)
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import pytest
 from tests.data.test_data import write_image_folder
 from tinytune.data import get_dataset, repeated, val_repeats
 from tinytune.data.stratify import resplit
+from tinytune.evaluators import FinetuneTask
 
 
 @pytest.mark.parametrize(
@@ -62,21 +63,20 @@ def test_an_evaluation_on_repeats_reports_their_means(
     from tinytune.spaces import get_supernet, make_preset
 
     root = write_image_folder(tmp_path / "images", images_per_class=8)
-    task = {
-        "candidate": make_preset("bias-only", get_supernet("ofa-proxyless-w0.35")).to_json(),
-        "checkpoint": str(tiny_checkpoint),
-        "dataset": f"imagefolder:{root}",
-        "data_seed": 0,
-        "finetune": FinetuneConfig(epochs=2, batch_size=4, lr=0.1).to_dict(),
-        "threads": 1,
-    }
+    task = FinetuneTask(
+        candidate=make_preset("bias-only", get_supernet("ofa-proxyless-w0.35")).to_json(),
+        checkpoint=str(tiny_checkpoint),
+        dataset=f"imagefolder:{root}",
+        data_seed=0,
+        finetune=FinetuneConfig(epochs=2, batch_size=4, lr=0.1),
+    )
     one = run_evaluation(task)
-    three = run_evaluation({**task, "repeats": 3})
-    assert one["status"] == three["status"] == "ok"
-    details = three["details"]
+    three = run_evaluation(task.replace(repeats=3))
+    assert one.status == three.status == "ok"
+    details = three.details
     assert details["repeats"] == 3 and len(details["val_accuracies"]) == 3
-    assert details["val_accuracies"][0] == one["val_accuracy"]  # repeat 0: the own split
-    assert details["test_accuracies"][0] == one["accuracy"]
-    assert three["val_accuracy"] == pytest.approx(np.mean(details["val_accuracies"]))
-    assert three["accuracy"] == pytest.approx(np.mean(details["test_accuracies"]))
-    assert details["steps"] == 3 * one["details"]["steps"]
+    assert details["val_accuracies"][0] == one.val_accuracy  # repeat 0: the own split
+    assert details["test_accuracies"][0] == one.accuracy
+    assert three.val_accuracy == pytest.approx(np.mean(details["val_accuracies"]))
+    assert three.accuracy == pytest.approx(np.mean(details["test_accuracies"]))
+    assert details["steps"] == 3 * one.details["steps"]

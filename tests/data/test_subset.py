@@ -10,6 +10,7 @@ import pytest
 
 from tinytune.data import Split, Splits, get_dataset, train_subset
 from tinytune.errors import DataError
+from tinytune.evaluators import FinetuneTask
 
 
 def _splits(labels: list[int]) -> Splits:
@@ -58,20 +59,19 @@ def test_an_evaluation_on_a_subset_counts_its_share_of_the_epochs(tiny_checkpoin
 
     spec = get_supernet("ofa-proxyless-w0.35")
     candidate = make_preset("last", spec, default_subnet(spec))
-    task = {
-        "candidate": candidate.to_json(),
-        "checkpoint": str(tiny_checkpoint),
-        "dataset": "digits",
-        "data_seed": 0,
-        "finetune": FinetuneConfig(epochs=2, batch_size=64, lr=0.1).to_dict(),
-        "threads": 1,
-    }
+    task = FinetuneTask(
+        candidate=candidate.to_json(),
+        checkpoint=str(tiny_checkpoint),
+        dataset="digits",
+        data_seed=0,
+        finetune=FinetuneConfig(epochs=2, batch_size=64, lr=0.1),
+    )
     whole = run_evaluation(task)
-    quarter = run_evaluation({**task, "train_fraction": 0.25})
+    quarter = run_evaluation(task.replace(train_fraction=0.25))
     n = len(get_dataset("digits").load(candidate.subnet.resolution).train)
-    assert whole["status"] == quarter["status"] == "ok"
-    assert whole["details"]["train_epochs"] == 2.0
-    assert quarter["details"]["train_epochs"] == 2 * round(0.25 * n) / n
-    assert quarter["details"]["train_fraction"] == 0.25
-    assert quarter["details"]["steps"] == 2 * -(-round(0.25 * n) // 64)  # batches of the subset
-    assert whole["details"]["steps"] == 2 * -(-n // 64)
+    assert whole.status == quarter.status == "ok"
+    assert whole.train_epochs == 2.0
+    assert quarter.train_epochs == 2 * round(0.25 * n) / n
+    assert quarter.details["train_fraction"] == 0.25
+    assert quarter.details["steps"] == 2 * -(-round(0.25 * n) // 64)  # batches of the subset
+    assert whole.details["steps"] == 2 * -(-n // 64)

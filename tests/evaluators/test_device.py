@@ -12,6 +12,7 @@ import torch
 from tests.quant.nets import SCHEMES, images, tiny_net
 from tinytune.data import Split, Splits
 from tinytune.errors import ConfigError
+from tinytune.evaluators import FinetuneTask, Int8Settings
 from tinytune.evaluators.device import TrainingProgress, int8_accuracy, int8_finetune
 from tinytune.quant import QConv, forward, quantize, train_step
 from tinytune.quant.quantizer import qas_multipliers
@@ -136,23 +137,21 @@ def test_an_int8_task_reports_its_progress_over_every_rate_and_partition(
     root = write_image_folder(tmp_path / "images", images_per_class=6)
     candidate = make_preset("bias-only", get_supernet("ofa-proxyless-w0.35"))
     candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=32))
-    task = {
-        "candidate": candidate.to_json(),
-        "checkpoint": str(tiny_checkpoint),
-        "dataset": f"imagefolder:{root}",
-        "data_seed": 0,
-        "finetune": FinetuneConfig(seed=0).to_dict(),
-        "threads": 1,
-        "fidelity": "int8",
-        "int8": {"epochs": 1, "lrs": [0.0125, 0.1], "schedule": "halving"},
-        "repeats": 2,
-    }
+    task = FinetuneTask(
+        candidate=candidate.to_json(),
+        checkpoint=str(tiny_checkpoint),
+        dataset=f"imagefolder:{root}",
+        data_seed=0,
+        finetune=FinetuneConfig(seed=0),
+        int8=Int8Settings(1, (0.0125, 0.1), schedule="halving"),
+        repeats=2,
+    )
     reports: list[TrainingProgress] = []
     result = run_evaluation(task, progress=reports.append)
-    assert result["status"] == "ok", result.get("error")
+    assert result.status == "ok", result.error
     n = len(get_dataset(f"imagefolder:{root}").load(32).train)
     runs = 2 * 2  # rates x partitions, one epoch each
     assert [p.images_done for p in reports] == list(range(1, runs * n + 1))
     assert [p.epochs_done for p in reports] == [k // n for k in range(1, runs * n + 1)]
     assert {(p.epochs, p.images) for p in reports} == {(runs, runs * n)}
-    assert reports[-1].epochs_done == result["details"]["train_epochs"] == runs
+    assert reports[-1].epochs_done == result.train_epochs == runs

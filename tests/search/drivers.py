@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 from fakes import FakeEvaluator  # run as a script: its folder is on sys.path
+
+from tinytune.evaluators import EvaluationResult, FinetuneTask
 
 
 class SlowEvaluator(FakeEvaluator):
@@ -17,7 +18,7 @@ class SlowEvaluator(FakeEvaluator):
         super().__init__()
         self.seconds = seconds
 
-    def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, task: FinetuneTask) -> EvaluationResult:
         time.sleep(self.seconds)
         return super().__call__(task)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytune.db import ContributionRecord
-from tinytune.evaluators import FinetuneConfig
+from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask
 from tinytune.search import SearchConfig
 from tinytune.search.ladder.contribution import subnet_key
 from tinytune.spaces import Candidate, conv_kinds, default_subnet, get_supernet
@@ -55,17 +55,11 @@ class FakeEvaluator:
     def __init__(self) -> None:
         self.candidates: list[Candidate] = []
 
-    def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
-        candidate = Candidate.from_json(task["candidate"])
+    def __call__(self, task: FinetuneTask) -> EvaluationResult:
+        candidate = Candidate.from_json(task.candidate)
         self.candidates.append(candidate)
         acc = fake_accuracy(candidate)
-        return {
-            "status": "ok",
-            "accuracy": acc,
-            "val_accuracy": acc - 0.01,
-            "wall_time_s": 0.01,
-            "details": {},
-        }
+        return EvaluationResult("ok", accuracy=acc, val_accuracy=acc - 0.01, wall_time_s=0.01)
 
 
 def _record(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tinytune.db import Store, open_store
-from tinytune.evaluators import FinetuneConfig
+from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask
 from tinytune.search.front.recording import FrontPoint
 from tinytune.search.ladder.brackets import Ladder, LadderContext
 from tinytune.search.ladder.contribution import TableIdentity
@@ -100,10 +100,11 @@ def test_a_fresh_bracket_enqueues_its_siblings_and_screens_each_member(
     assert submit == Submit(-1, first.candidate, "screen", 1, 0.5)
     assert ladder.busy() == 1 and first.screen_state == "running"
     assert ladder.step([]) is None  # nothing else to do until a result comes
-    task = submit.task({"finetune": {"epochs": 4, "lr": 0.05}})
-    assert task == {"finetune": {"epochs": 1, "lr": 0.05}, "train_fraction": 0.5}
+    measured = FinetuneTask("{}", None, "digits", 0, FinetuneConfig(epochs=4, lr=0.05))
+    task = submit.task(measured)
+    assert task == measured.replace(finetune=FinetuneConfig(epochs=1, lr=0.05), train_fraction=0.5)
     # its result: stored as a short evaluation, noted on its trial
-    ok = {"status": "ok", "accuracy": 0.6, "val_accuracy": 0.55, "wall_time_s": 2.0}
+    ok = EvaluationResult("ok", accuracy=0.6, val_accuracy=0.55, wall_time_s=2.0)
     outcome = ladder.on_result(-1, ok)
     assert outcome is not None and ladder.busy() == 0
     assert _attrs(outcome.notes) == [(7, {Attr.SCREEN_ACCURACY: 0.55})]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tinytune.db import open_store
-from tinytune.evaluators import FinetuneConfig
+from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask
 from tinytune.search import InlineExecutor
 from tinytune.search.ladder.contribution import (
     ContributionPlan,
@@ -18,7 +18,7 @@ from tinytune.search.ladder.contribution import (
     run_contributions,
 )
 from tinytune.search.ladder.contribution_table import build_table, interpolate
-from tinytune.spaces import default_subnet
+from tinytune.spaces import Candidate, default_subnet
 
 from .fakes import KINDS, SPEC, SUBNET, FakeEvaluator, made_up_records
 
@@ -42,8 +42,8 @@ def _identity(checkpoint: Path, **kw: object) -> TableIdentity:
     return TableIdentity(**base)  # type: ignore[arg-type]
 
 
-def _task(candidate):
-    return {"candidate": candidate.to_json()}
+def _task(candidate: Candidate) -> FinetuneTask:
+    return FinetuneTask(candidate.to_json(), None, "digits", 0, FinetuneConfig())
 
 
 def test_default_plan_measures_the_tail_every_weight_entry_needs() -> None:
@@ -126,10 +126,10 @@ def test_only_failed_or_missing_entries_run_again(tmp_path: Path) -> None:
     identity = _identity(ckpt)
     fake = FakeEvaluator()
 
-    def flaky(task: dict) -> dict:
+    def flaky(task: FinetuneTask) -> EvaluationResult:
         result = fake(task)
         if fake.candidates[-1].lite_residual.blocks:
-            return {"status": "failed", "error": "RuntimeError: diverged", "wall_time_s": 0.0}
+            return EvaluationResult.failed("RuntimeError: diverged")
         return result
 
     keys = iter(range(-1, -1000, -1))

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
 import optuna
 import psycopg
@@ -24,6 +23,7 @@ import sqlalchemy as sa
 from tinytune.db import open_store
 from tinytune.db.reconnect import Reconnect
 from tinytune.errors import DatabaseUnavailableError
+from tinytune.evaluators import EvaluationResult, FinetuneTask
 from tinytune.search import InlineExecutor, SearchConfig, run_search
 from tinytune.search.study.storage import ReconnectingStorage
 
@@ -70,7 +70,7 @@ class Outage(FakeEvaluator):
         self._over = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, task: FinetuneTask) -> EvaluationResult:
         result = super().__call__(task)
         if len(self.candidates) == self.at:
             begun = threading.Event()

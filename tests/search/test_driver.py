@@ -5,14 +5,13 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 import optuna
 import pytest
 
 from tinytune.db import open_store
 from tinytune.errors import CLI, BudgetError, ConfigError, StorageError
-from tinytune.evaluators import FinetuneConfig, run_evaluation
+from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask, run_evaluation
 from tinytune.search import InlineExecutor, run_search
 from tinytune.search.config.budgets import CONSTRAINTS
 from tinytune.search.study.attrs import Attr
@@ -93,7 +92,7 @@ def test_the_drivers_own_seconds_leave_out_the_fine_tunes_it_waits_on(tmp_path: 
     from .fakes import FakeEvaluator
 
     class Slow(FakeEvaluator):
-        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+        def __call__(self, task: FinetuneTask) -> EvaluationResult:
             time.sleep(0.2)
             return super().__call__(task)
 
@@ -344,8 +343,8 @@ def test_infeasible_budget_is_refused_before_anything_runs(
 def test_failed_evaluations_are_stored_not_lost(tmp_path: Path, tiny_checkpoint: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
 
-    def broken(task: dict) -> dict:
-        return {"status": "failed", "error": "RuntimeError: out of memory", "wall_time_s": 0.1}
+    def broken(task: FinetuneTask) -> EvaluationResult:
+        return EvaluationResult.failed("RuntimeError: out of memory", 0.1)
 
     with open_store(url) as store:
         result = run_search(search_config(tiny_checkpoint), store, InlineExecutor(broken))
@@ -362,9 +361,9 @@ def test_over_budget_candidates_are_pruned_without_training(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    calls: list[dict] = []
+    calls: list[FinetuneTask] = []
 
-    def counting(task: dict) -> dict:
+    def counting(task: FinetuneTask) -> EvaluationResult:
         calls.append(task)
         return run_evaluation(task)
 
@@ -543,7 +542,7 @@ def test_the_limit_that_stopped_the_run_is_the_first_reached(
     monkeypatch.setattr(budgets, "time", clock)
 
     class Slow(FakeEvaluator):
-        def __call__(self, task: dict) -> dict:
+        def __call__(self, task: FinetuneTask) -> EvaluationResult:
             hour[0] = 3600.0
             return super().__call__(task)
 
@@ -657,9 +656,9 @@ def test_fine_tunes_ask_for_their_gpu_share_and_the_int8_training_for_none(
     fake = FakeEvaluator()
     asked: list[tuple[str, float]] = []
 
-    def evaluate(task: dict) -> dict:
-        asked.append((task.get("fidelity", "fp32"), task["gpus"]))
-        return {**fake(task), "details": {"device": "cpu"}}
+    def evaluate(task: FinetuneTask) -> EvaluationResult:
+        asked.append(("fp32" if task.int8 is None else "int8", task.gpus))
+        return fake(task).replace(details={"device": "cpu"})
 
     config = search_config(ckpt, gpus_per_trial=0.5, verify_int8=True)
     with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
@@ -696,8 +695,8 @@ def test_a_study_at_chance_says_so(tmp_path: Path) -> None:
     from .fakes import FakeEvaluator
 
     class Guessing(FakeEvaluator):
-        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
-            return {**super().__call__(task), "accuracy": 0.1, "val_accuracy": 0.1}
+        def __call__(self, task: FinetuneTask) -> EvaluationResult:
+            return super().__call__(task).replace(accuracy=0.1, val_accuracy=0.1)
 
     ckpt = tmp_path / "weights.pt"
     ckpt.write_bytes(b"supernet weights")

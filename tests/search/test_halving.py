@@ -11,7 +11,7 @@ import pytest
 
 from tinytune.db import open_store
 from tinytune.errors import BudgetError, ConfigError
-from tinytune.evaluators import FinetuneConfig
+from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask
 from tinytune.search import InlineExecutor, SearchConfig, run_search
 from tinytune.search.execution.executor import Metered
 from tinytune.search.study.adapter import EARLY_STARTUP_TRIALS, make_sampler
@@ -28,24 +28,24 @@ class ScreeningFake:
     fine-tune (fewer epochs or a share of the images), and the epochs it stands for."""
 
     def __init__(self, fail_short: bool = False) -> None:
-        self.tasks: list[dict[str, Any]] = []
+        self.tasks: list[FinetuneTask] = []
         self.fail_short = fail_short
 
-    def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, task: FinetuneTask) -> EvaluationResult:
         self.tasks.append(task)
-        epochs = task["finetune"]["epochs"]
-        fraction = task.get("train_fraction", 1.0)
+        epochs = task.finetune.epochs
+        fraction = task.train_fraction
         short = epochs < EPOCHS or fraction < 1.0
         if short and self.fail_short:
-            return {"status": "failed", "error": "RuntimeError: out of memory", "details": {}}
-        acc = fake_accuracy(Candidate.from_json(task["candidate"])) - (0.1 if short else 0.0)
-        return {
-            "status": "ok",
-            "accuracy": acc,
-            "val_accuracy": acc - 0.01,
-            "wall_time_s": 0.5,
-            "details": {"train_epochs": epochs * fraction},
-        }
+            return EvaluationResult.failed("RuntimeError: out of memory")
+        acc = fake_accuracy(Candidate.from_json(task.candidate)) - (0.1 if short else 0.0)
+        return EvaluationResult(
+            "ok",
+            accuracy=acc,
+            val_accuracy=acc - 0.01,
+            wall_time_s=0.5,
+            details={"train_epochs": epochs * fraction},
+        )
 
 
 def _config(ckpt: Path, **kw: object) -> SearchConfig:
@@ -76,11 +76,11 @@ def test_halving_screens_each_bracket_and_measures_one_member(
         snapshots = store.pareto_snapshots("s")
     c = result.counts
     assert c.measured == c.promoted == 3 and c.base_tasks == 0 and result.contribution_tasks == 0
-    screens = [t for t in fake.tasks if "train_fraction" in t]
-    full = [t for t in fake.tasks if "train_fraction" not in t]
+    screens = [t for t in fake.tasks if t.train_fraction < 1.0]
+    full = [t for t in fake.tasks if t.train_fraction == 1.0]
     assert len(screens) == c.screen_tasks == len(short) and len(full) == 3
-    assert all(t["finetune"]["epochs"] == 1 and t["train_fraction"] == 0.5 for t in screens)
-    assert all(t["finetune"]["epochs"] == EPOCHS for t in full)
+    assert all(t.finetune.epochs == 1 and t.train_fraction == 0.5 for t in screens)
+    assert all(t.finetune.epochs == EPOCHS for t in full)
     # compute: every task's epochs, short ones at their share of the images
     assert result.train_epochs == pytest.approx(3 * EPOCHS + 0.5 * len(screens))
     assert result.task_time_s == pytest.approx(0.5 * len(fake.tasks))
@@ -188,9 +188,9 @@ def test_a_screening_that_succeeds_ends_the_row_of_failed_ones(tmp_path: Path) -
     ``max_idle_proposals``: the run measures its trials as before."""
 
     class EveryThird(ScreeningFake):
-        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
-            short = "train_fraction" in task
-            self.fail_short = short and sum("train_fraction" in t for t in self.tasks) % 3 != 2
+        def __call__(self, task: FinetuneTask) -> EvaluationResult:
+            short = task.train_fraction < 1.0
+            self.fail_short = short and sum(t.train_fraction < 1.0 for t in self.tasks) % 3 != 2
             return super().__call__(task)
 
     ckpt = tmp_path / "weights.pt"
@@ -207,10 +207,16 @@ def test_a_screening_that_succeeds_ends_the_row_of_failed_ones(tmp_path: Path) -
 
 
 def test_the_meter_adds_up_epochs_and_seconds() -> None:
-    results = iter([{"details": {"train_epochs": 2.5}, "wall_time_s": 1.0}, {"details": {}}])
+    results = iter(
+        [
+            EvaluationResult("ok", wall_time_s=1.0, details={"train_epochs": 2.5}),
+            EvaluationResult("ok"),
+        ]
+    )
     meter = Metered(InlineExecutor(lambda task: next(results)))
-    meter.submit(1, {})
-    meter.submit(2, {})
+    task = FinetuneTask("{}", None, "digits", 0, FinetuneConfig())
+    meter.submit(1, task)
+    meter.submit(2, task)
     while meter.in_flight:
         meter.wait(timeout=0.1)
     assert (meter.train_epochs, meter.task_s, meter.slots) == (2.5, 1.0, 1)

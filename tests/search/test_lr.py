@@ -4,13 +4,12 @@ grid (run once per study, stored, its preset results reused as measurements)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import optuna
 import pytest
 
 from tinytune.db import open_store
-from tinytune.evaluators import FinetuneConfig, run_evaluation
+from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask, run_evaluation
 from tinytune.search import InlineExecutor, SearchConfig, run_search
 from tinytune.search.run.lr_grid import (
     FAMILIES,
@@ -57,8 +56,8 @@ def test_partial_weights_or_a_lite_branch_alone_make_a_sparse_candidate() -> Non
         assert family_of(candidate, SPEC) == "sparse"
 
 
-def _ok(val: float, test: float = 0.5, s: float = 1.0) -> dict[str, Any]:
-    return {"status": "ok", "val_accuracy": val, "accuracy": test, "wall_time_s": s}
+def _ok(val: float, test: float = 0.5, s: float = 1.0) -> EvaluationResult:
+    return EvaluationResult("ok", val_accuracy=val, accuracy=test, wall_time_s=s)
 
 
 def test_the_best_validation_accuracy_wins_and_test_never_decides() -> None:
@@ -66,7 +65,7 @@ def test_the_best_validation_accuracy_wins_and_test_never_decides() -> None:
     assert chosen.lr == 0.4 and chosen.val_accuracy == 0.95 and chosen.test_accuracy == 0.10
     tie = choose("bias", {0.8: _ok(0.9), 0.4: _ok(0.9), 1.6: _ok(0.8)}, 0.1)
     assert tie.lr == 0.4  # the smaller rate on a tie
-    failed = {"status": "failed", "error": "diverged", "wall_time_s": 2.0}
+    failed = EvaluationResult.failed("diverged", 2.0)
     partly = choose("sparse", {0.4: failed, 0.8: _ok(0.7)}, 0.1)
     assert partly.lr == 0.8 and partly.tried[0] == (0.4, None, None, 2.0)
     assert choose("sparse", {0.4: failed}, 0.1).lr == 0.1  # every fine-tune failed
@@ -106,9 +105,9 @@ def test_the_grid_submits_the_longest_predicted_fine_tunes_first(tmp_path: Path)
 def test_the_driver_chooses_rates_once_per_study_and_reuses_the_grid(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
-    tasks: list[dict[str, Any]] = []
+    tasks: list[FinetuneTask] = []
 
-    def counting(task: dict[str, Any]) -> dict[str, Any]:
+    def counting(task: FinetuneTask) -> EvaluationResult:
         tasks.append(task)
         return run_evaluation(task)
 
@@ -127,7 +126,7 @@ def test_the_driver_chooses_rates_once_per_study_and_reuses_the_grid(
     # the reference (full) and the baselines last, bias-only and mcunetv3 were measured by the
     # grid itself; only tinytl was fine-tuned again
     assert first.counts.measured == 5
-    assert [t["candidate"] for t in tasks[grid:]] == [make_preset("tinytl", SPEC).to_json()]
+    assert [t.candidate for t in tasks[grid:]] == [make_preset("tinytl", SPEC).to_json()]
     with open_store(url) as store:
         stored = {
             e.candidate_key: e.details["lr"]
@@ -149,8 +148,8 @@ def test_the_driver_chooses_rates_once_per_study_and_reuses_the_grid(
     assert again.lr_fine_tunes == 0 and again.lr_calibration == first.lr_calibration
     assert again.counts.measured == len(tasks) == 2
     for task in tasks:
-        candidate = Candidate.from_json(task["candidate"])
-        assert task["finetune"]["lr"] == rates[family_of(candidate, SPEC)]
+        candidate = Candidate.from_json(task.candidate)
+        assert task.finetune.lr == rates[family_of(candidate, SPEC)]
 
 
 def test_a_preset_study_keeps_the_grids_fine_tune_of_its_preset(tmp_path: Path) -> None:
@@ -181,10 +180,9 @@ def test_a_run_out_of_budget_after_the_grid_still_records_what_the_grid_measured
     did not fine-tune, waits for a later run)."""
 
     class Timed(FakeEvaluator):
-        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+        def __call__(self, task: FinetuneTask) -> EvaluationResult:
             result = super().__call__(task)
-            result["details"] = {"train_epochs": float(task["finetune"]["epochs"])}
-            return result
+            return result.replace(details={"train_epochs": float(task.finetune.epochs)})
 
     evaluate = Timed()
     (tmp_path / "weights.pt").write_bytes(b"weights")
@@ -213,10 +211,10 @@ def test_a_large_training_split_chooses_rates_on_a_subset_and_measures_presets_i
     import tinytune.search.run.lr_grid as lr_module
 
     monkeypatch.setattr(lr_module, "GRID_TRAIN_IMAGES", 500)
-    tasks: list[dict[str, Any]] = []
+    tasks: list[FinetuneTask] = []
     evaluate = FakeEvaluator()
 
-    def recording(task: dict[str, Any]) -> dict[str, Any]:
+    def recording(task: FinetuneTask) -> EvaluationResult:
         tasks.append(task)
         return evaluate(task)
 
@@ -233,10 +231,10 @@ def test_a_large_training_split_chooses_rates_on_a_subset_and_measures_presets_i
     assert result.lr_fine_tunes == grid
     fraction = lr_module.grid_fraction(train_images)
     assert fraction == 500 / train_images
-    assert [t.get("train_fraction") for t in tasks[:grid]] == [fraction] * grid
+    assert [t.train_fraction for t in tasks[:grid]] == [fraction] * grid
     # the reference and the preset, measured on every training image
-    assert [t.get("train_fraction") for t in tasks[grid:]] == [None, None]
-    measured = {Candidate.from_json(t["candidate"]) for t in tasks[grid:]}
+    assert [t.train_fraction for t in tasks[grid:]] == [1.0, 1.0]
+    measured = {Candidate.from_json(t.candidate) for t in tasks[grid:]}
     assert measured == {make_preset("mcunetv3", SPEC), make_preset("full", SPEC)}
     assert result.lr_calibration is not None
     assert result.lr_calibration.train_fraction == fraction

@@ -13,7 +13,7 @@ import optuna
 import pytest
 
 from tinytune.db import open_store
-from tinytune.evaluators import HardwareConfig
+from tinytune.evaluators import EvaluationResult, FinetuneTask, HardwareConfig
 from tinytune.search import InlineExecutor, run_search
 from tinytune.search.proposals.climbing import climbing_mutant
 from tinytune.search.proposals.draws import propose_mutant
@@ -533,13 +533,13 @@ def test_no_mutant_climbs_from_a_fine_tune_right_on_every_validation_image(tmp_p
     hypervolume instead."""
 
     class Perfect(FakeEvaluator):
-        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+        def __call__(self, task: FinetuneTask) -> EvaluationResult:
             result = super().__call__(task)
             perfect = (
-                Candidate.from_json(task["candidate"]).update
+                Candidate.from_json(task.candidate).update
                 == make_preset("bias-only", SPEC, SUBNET).update
             )  # the bias-only preset: right on every validation image
-            return {**result, "val_accuracy": 1.0} if perfect else result
+            return result.replace(val_accuracy=1.0) if perfect else result
 
     trials = _run_inline(tmp_path, Perfect(), trials=8, climb=1.0)
     assert max(t.values[0] for t in trials if t.values is not None) == 1.0
@@ -558,10 +558,10 @@ def test_a_climb_starts_from_the_next_most_accurate_fine_tune_where_the_first_ca
     bias_only = make_preset("bias-only", SPEC, SUBNET).update
 
     class BiasOnlyBest(FakeEvaluator):
-        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+        def __call__(self, task: FinetuneTask) -> EvaluationResult:
             result = super().__call__(task)
-            best = Candidate.from_json(task["candidate"]).update == bias_only
-            return {**result, "val_accuracy": 0.99} if best else result
+            best = Candidate.from_json(task.candidate).update == bias_only
+            return result.replace(val_accuracy=0.99) if best else result
 
     work = Climb.work
 
@@ -588,8 +588,8 @@ def test_a_climb_level_with_its_parent_carries_the_next_climb_on(tmp_path: Path)
     accurate at less cost), not the cheapest of them again."""
 
     class Plateau(FakeEvaluator):
-        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
-            return {**super().__call__(task), "val_accuracy": 0.9}
+        def __call__(self, task: FinetuneTask) -> EvaluationResult:
+            return super().__call__(task).replace(val_accuracy=0.9)
 
     trials = _run_inline(tmp_path, Plateau(), trials=7, climb=1.0)
     mutants = [t for t in trials if "mutant_of" in t.user_attrs]

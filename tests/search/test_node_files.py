@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from tests.data.test_data import write_image_folder
 from tinytune.data import get_dataset
 from tinytune.errors import ConfigError
+from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask
 from tinytune.search.execution.node_files import Shipper, _materialise, _tar_folder
 
 
@@ -31,8 +31,13 @@ class Store:
         return self.objects[ref]
 
 
-def _task(checkpoint: Path, dataset: str) -> dict[str, Any]:
-    return {"checkpoint": str(checkpoint), "dataset": dataset, "data_seed": 0}
+def _task(checkpoint: Path | None, dataset: str, candidate: str | None = None) -> FinetuneTask:
+    from tinytune.spaces import get_supernet, make_preset
+
+    if candidate is None:
+        candidate = make_preset("last", get_supernet("ofa-proxyless-w0.35")).to_json()
+    checkpoint_path = None if checkpoint is None else str(checkpoint)
+    return FinetuneTask(candidate, checkpoint_path, dataset, 0, FinetuneConfig())
 
 
 def test_checkpoint_and_folder_arrive_intact_and_are_stored_once(tmp_path: Path) -> None:
@@ -44,9 +49,8 @@ def test_checkpoint_and_folder_arrive_intact_and_are_stored_once(tmp_path: Path)
     shipper = Shipper(store.put)
     packed = [shipper.pack(_task(checkpoint, f"imagefolder:{folder}")) for _ in range(3)]
     assert len(store.objects) == 2  # one checkpoint, one folder, for all three tasks
-    item = packed[0]["shipped"]["checkpoint"]
+    item = packed[0]["checkpoint"]
     assert item["sha256"] == hashlib.sha256(checkpoint.read_bytes()).hexdigest()
-    assert packed[0]["checkpoint"] == str(checkpoint)  # the driver's task is kept as it was
 
     cache = tmp_path / "worker-cache"
     local = _materialise(item, store.get, cache)
@@ -54,7 +58,7 @@ def test_checkpoint_and_folder_arrive_intact_and_are_stored_once(tmp_path: Path)
         local.parent.parent == cache / "shipped" and local.read_bytes() == checkpoint.read_bytes()
     )
     assert _materialise(item, lambda ref: pytest.fail("read again"), cache) == local  # once
-    copy = _materialise(packed[0]["shipped"]["dataset"], store.get, cache)
+    copy = _materialise(packed[0]["dataset"], store.get, cache)
     files = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
     assert sorted(p.relative_to(copy) for p in copy.rglob("*") if p.is_file()) == files
     for name in files:
@@ -66,7 +70,7 @@ def test_the_folder_copy_gives_the_same_split(tmp_path: Path) -> None:
     (tmp_path / "w.pt").write_bytes(b"w")
     store = Store()
     item = Shipper(store.put).pack(_task(tmp_path / "w.pt", f"imagefolder:{folder}"))
-    copy = _materialise(item["shipped"]["dataset"], store.get, tmp_path / "cache")
+    copy = _materialise(item["dataset"], store.get, tmp_path / "cache")
     here, there = (get_dataset(f"imagefolder:{p}", seed=3).load(16) for p in (folder, copy))
     for part in ("train", "val", "test"):
         a, b = getattr(here, part), getattr(there, part)
@@ -82,7 +86,7 @@ def test_a_corrupt_copy_is_refused(tmp_path: Path) -> None:
     checkpoint = tmp_path / "w.pt"
     checkpoint.write_bytes(b"weights")
     store = Store()
-    item = Shipper(store.put).pack(_task(checkpoint, "digits"))["shipped"]["checkpoint"]
+    item = Shipper(store.put).pack(_task(checkpoint, "digits"))["checkpoint"]
     store.objects[item["ref"]] = b"weightz"
     with pytest.raises(ConfigError, match="does not match its SHA-256"):
         _materialise(item, store.get, tmp_path / "cache")
@@ -95,7 +99,7 @@ def test_missing_files_are_named(tmp_path: Path) -> None:
     (tmp_path / "w.pt").write_bytes(b"w")
     with pytest.raises(ConfigError, match="is not a directory"):
         shipper.pack(_task(tmp_path / "w.pt", f"imagefolder:{tmp_path / 'none'}"))
-    assert "shipped" not in shipper.pack({"dataset": "digits"})  # nothing to ship
+    assert shipper.pack(_task(None, "digits")) == {}  # nothing to ship
 
 
 def test_a_zoo_networks_config_reaches_another_node_as_its_weights_do(
@@ -110,22 +114,26 @@ def test_a_zoo_networks_config_reaches_another_node_as_its_weights_do(
 
     config, weights = write_zoo_network(tmp_path / "driver")
     candidate = make_preset("mcunetv3", get_supernet(str(config)))
-    task = {**_task(weights, "digits"), "candidate": candidate.to_json()}
+    task = _task(weights, "digits", candidate.to_json())
     store = Store()
     packed = Shipper(store.put).pack(task)
-    assert set(packed["shipped"]) == {"checkpoint", "config"}
-    assert packed["candidate"] == task["candidate"]  # the driver's task is kept as it was
-    seen: list[dict[str, Any]] = []
+    assert set(packed) == {"checkpoint", "config"}
+    seen: list[FinetuneTask] = []
     node = tmp_path / "other-node"
     monkeypatch.setenv("TINYTUNE_CACHE", str(node))
-    run_shipped(lambda t: seen.append(t) or {}, packed, store.get)
+
+    def run(t: FinetuneTask) -> EvaluationResult:
+        seen.append(t)
+        return EvaluationResult("ok")
+
+    run_shipped(run, task, packed, store.get)
     (local,) = seen
-    there = Path(Candidate.from_json(local["candidate"]).supernet)
+    there = Path(Candidate.from_json(local.candidate).supernet)
     assert there.parent.parent == node / "shipped" and there.read_bytes() == config.read_bytes()
-    assert Path(local["checkpoint"]).read_bytes() == weights.read_bytes()
+    assert Path(str(local.checkpoint)).read_bytes() == weights.read_bytes()
     here_spec, there_spec = get_supernet(str(config)), get_supernet(str(there))
     assert (here_spec.blocks, here_spec.resolutions) == (there_spec.blocks, there_spec.resolutions)
     elsewhere = candidate.to_json().replace(str(config), str(tmp_path / "no.json"))
-    missing = {**task, "candidate": elsewhere}
+    missing = task.replace(candidate=elsewhere)
     with pytest.raises(ConfigError, match=r"the network config '.*no\.json' is not a file"):
         Shipper(store.put).pack(missing)

@@ -22,7 +22,7 @@ import pytest
 from tinytune.cli.main import main
 from tinytune.db import EvaluationRecord, open_store
 from tinytune.errors import TinyTuneError
-from tinytune.evaluators import FinetuneConfig
+from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask
 from tinytune.search import (
     RayExecutor,
     RayUnavailableError,
@@ -135,16 +135,26 @@ def local_ray() -> Iterator[None]:
         ray.shutdown()
 
 
-def hang_after_first_attempt_starts(attempts_dir: Path) -> Callable[[dict], dict]:
+def _blank_task(data_seed: int = 0) -> FinetuneTask:
+    """A task that names no file, for executors whose task functions read none."""
+    from tinytune.spaces import get_supernet, make_preset
+
+    candidate = make_preset("last", get_supernet("ofa-proxyless-w0.35")).to_json()
+    return FinetuneTask(candidate, None, "digits", data_seed, FinetuneConfig())
+
+
+def hang_after_first_attempt_starts(
+    attempts_dir: Path,
+) -> Callable[[FinetuneTask], EvaluationResult]:
     """A task function that records each attempt as ``<task hash>-<attempt>.pid`` (holding its
     worker's PID) before evaluating. A first attempt never returns its result (it waits to be
     killed, and fails if it is not): only an attempt on a fresh worker can."""
     folder = str(attempts_dir)
 
-    def evaluate(task: dict) -> dict:
+    def evaluate(task: FinetuneTask) -> EvaluationResult:
         from tinytune.evaluators import run_evaluation
 
-        digest = hashlib.sha256(task["candidate"].encode()).hexdigest()[:16]
+        digest = hashlib.sha256(task.candidate.encode()).hexdigest()[:16]
         attempt = sum(1 for name in os.listdir(folder) if name.startswith(digest))
         scratch = os.path.join(folder, f".{digest}-{attempt}.tmp")
         with open(scratch, "w") as f:
@@ -153,7 +163,7 @@ def hang_after_first_attempt_starts(attempts_dir: Path) -> Callable[[dict], dict
         result = run_evaluation(task)
         if attempt == 0:  # the watcher kills this worker long before the sleep ends
             time.sleep(120)
-            return {"status": "failed", "error": f"attempt 0 of {digest} was not killed"}
+            return EvaluationResult.failed(f"attempt 0 of {digest} was not killed")
         return result
 
     return evaluate
@@ -248,14 +258,14 @@ def test_without_retries_a_killed_worker_is_stored_as_a_failed_evaluation(
     assert [t.state for t in trials if t.state != WAITING] == [FAIL, FAIL]  # others: baselines
 
 
-def raising_and_counting(attempts_dir: Path) -> Callable[[dict], dict]:
+def raising_and_counting(attempts_dir: Path) -> Callable[[FinetuneTask], EvaluationResult]:
     """A task function that records its attempt, then raises as a broken evaluation would."""
     folder = str(attempts_dir)
 
-    def evaluate(task: dict) -> dict:
+    def evaluate(task: FinetuneTask) -> EvaluationResult:
         with open(os.path.join(folder, f"{os.getpid()}-{time.monotonic_ns()}.pid"), "w") as f:
             f.write(str(os.getpid()))
-        raise ValueError(f"no such layer {task['layer']}")
+        raise ValueError(f"no such layer {task.data_seed}")
 
     return evaluate
 
@@ -266,15 +276,15 @@ def test_an_evaluation_that_raises_is_failed_at_once_not_retried(
 ) -> None:
     executor = RayExecutor(raising_and_counting(tmp_path), 1, max_retries=2)
     try:
-        executor.submit(7, {"layer": 99})
+        executor.submit(7, _blank_task(data_seed=99))
         deadline = time.monotonic() + 120
-        results: list[tuple[int, dict]] = []
+        results: list[tuple[int, EvaluationResult]] = []
         while not results and time.monotonic() < deadline:
             results = executor.wait(timeout=1.0)
     finally:
         executor.close()
     assert results == [
-        (7, {"status": "failed", "error": "evaluation raised ValueError: no such layer 99"})
+        (7, EvaluationResult.failed("evaluation raised ValueError: no such layer 99"))
     ]
     assert len(list(tmp_path.glob("*.pid"))) == 1  # the same input would raise again
 
@@ -435,9 +445,9 @@ def test_on_a_mixed_cluster_fine_tunes_run_only_on_the_gpu_node_and_the_rest_any
         cluster_nodes = set(nodes())
 
         # tasks that ask for no GPU (here: four that each hold a CPU for a few seconds)
-        def no_gpu(task: dict) -> dict:
+        def no_gpu(task: FinetuneTask) -> EvaluationResult:
             time.sleep(3)
-            return {"status": "ok", "details": {}}
+            return EvaluationResult("ok")
 
         import ray
 
@@ -446,8 +456,8 @@ def test_on_a_mixed_cluster_fine_tunes_run_only_on_the_gpu_node_and_the_rest_any
         executor = RayExecutor(no_gpu, workers=2, address=f"127.0.0.1:{gcs}")
         try:
             for key in range(4):
-                executor.submit(key, {"gpus": 0.0})
-            results: list[tuple[int, dict]] = []
+                executor.submit(key, _blank_task())
+            results: list[tuple[int, EvaluationResult]] = []
             deadline = time.monotonic() + 120
             while len(results) < 4 and time.monotonic() < deadline:
                 results += executor.wait(timeout=1.0)

@@ -16,6 +16,7 @@ import optuna
 import pytest
 
 from tinytune.db import open_store
+from tinytune.evaluators import EvaluationResult, FinetuneTask
 
 DRIVER = Path(__file__).with_name("drivers.py")
 TRIALS = 6
@@ -189,7 +190,7 @@ def test_a_reproducible_run_warns_once_when_another_driver_runs_trials_of_its_st
     started: list[optuna.trial.Trial] = []
 
     class BesideAnother(FakeEvaluator):
-        def __call__(self, task: dict) -> dict:
+        def __call__(self, task: FinetuneTask) -> EvaluationResult:
             if len(self.candidates) == 2:  # the other driver starts a trial of its own
                 started.append(optuna.load_study(study_name="s", storage=url).ask())
             elif len(self.candidates) == 5:  # and finishes it

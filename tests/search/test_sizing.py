@@ -4,12 +4,12 @@ workers, sized from the learning-rate grid's fine-tunes and kept with the study.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import optuna
 import pytest
 
 from tinytune.db import open_store
+from tinytune.evaluators import EvaluationResult, FinetuneTask
 from tinytune.search import DEFAULT_SEARCH_S, DEFAULT_TRIALS, InlineExecutor, run_search
 from tinytune.search.config.budgets import Sizing, size_trials
 from tinytune.search.run.lr_grid import FamilyRate, StudyRates, family_of
@@ -70,10 +70,10 @@ def _timed(seconds: dict[str, float]) -> FakeEvaluator:
     """The fake evaluator, each fine-tune taking its family's ``seconds``."""
 
     class Timed(FakeEvaluator):
-        def __call__(self, task: dict[str, Any]) -> dict[str, Any]:
+        def __call__(self, task: FinetuneTask) -> EvaluationResult:
             result = super().__call__(task)
-            family = family_of(Candidate.from_json(task["candidate"]), SPEC)
-            return {**result, "wall_time_s": seconds[family]}
+            family = family_of(Candidate.from_json(task.candidate), SPEC)
+            return result.replace(wall_time_s=seconds[family])
 
     return Timed()
 

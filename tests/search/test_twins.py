@@ -9,6 +9,7 @@ from pathlib import Path
 import optuna
 
 from tinytune.db import TWIN_OF, open_store
+from tinytune.evaluators import EvaluationResult, FinetuneTask
 from tinytune.search import InlineExecutor, preflight, run_search
 from tinytune.spaces import Candidate
 
@@ -89,11 +90,11 @@ def test_the_device_accuracy_of_twins_on_the_front_is_trained_once(tmp_path: Pat
     ckpt.write_bytes(b"supernet weights")
     fake, int8 = FakeEvaluator(), []
 
-    def evaluate(task: dict) -> dict:
-        if task.get("fidelity") == "int8":
-            int8.append(Candidate.from_json(task["candidate"]).training.key)
+    def evaluate(task: FinetuneTask) -> EvaluationResult:
+        if task.int8 is not None:
+            int8.append(Candidate.from_json(task.candidate).training.key)
             details = {"lr": 0.0125, "schedule": "halving", "epochs": 4}
-            return {**fake(task), "val_accuracy": 0.5, "details": details}
+            return fake(task).replace(val_accuracy=0.5, details=details)
         return fake(task)
 
     config = search_config(ckpt, trials=10, mutate=0.5, verify_int8=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tinytune.db import EvaluationRecord, open_store
+from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask
 from tinytune.exporting import _int8_entry
 from tinytune.search.run.verify_int8 import Int8Accuracy, int8_accuracies
 
@@ -60,18 +61,21 @@ def test_a_twin_of_a_point_trained_as_the_device_trains_is_stored_from_it(
     spec = get_supernet("ofa-proxyless-w0.35")
     whole = make_preset("last", spec, default_subnet(spec))
     patched, fresh = replace(whole, schedule=Schedule(2, 1)), make_preset("bias-only", spec)
-    submitted: list[dict] = []
+    submitted: list[FinetuneTask] = []
 
     class Executor:  # trains nothing: a twin needs no task, a new fine-tune one
-        def submit(self, key: int, task: dict) -> None:
+        def submit(self, key: int, task: FinetuneTask) -> None:
             submitted.append(task)
-            self.done = [(key, {"status": "ok", "accuracy": 0.7, "val_accuracy": 0.6})]
+            self.done = [(key, EvaluationResult("ok", accuracy=0.7, val_accuracy=0.6))]
 
         def wait(self, timeout: float) -> list:
             done, self.done = self.done, []
             return done
 
-    tasks = Tasks(Executor(), lambda c, lr=None: {"candidate": c.to_json()}, lambda: -1, _no)
+    def task(c: Candidate, lr: float | None = None) -> FinetuneTask:
+        return FinetuneTask(c.to_json(), None, "digits", 0, FinetuneConfig())
+
+    tasks = Tasks(Executor(), task, lambda: -1, _no)
     halving = {"lr": 0.0125, "schedule": "halving", "epochs": 4}
     with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
         for c in (whole, patched, fresh):

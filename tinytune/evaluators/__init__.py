@@ -9,14 +9,18 @@ from tinytune.evaluators.hardware import (
     HardwareEvaluator,
     hardware_cost,
 )
+from tinytune.evaluators.messages import EvaluationResult, FinetuneTask, Int8Settings
 from tinytune.evaluators.task import run_evaluation
 
 __all__ = [
+    "EvaluationResult",
     "FinetuneConfig",
     "FinetuneResult",
+    "FinetuneTask",
     "HardwareConfig",
     "HardwareCost",
     "HardwareEvaluator",
+    "Int8Settings",
     "accuracy",
     "finetune",
     "hardware_cost",

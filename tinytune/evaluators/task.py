@@ -1,10 +1,11 @@
-"""One evaluation as a plain-dict task, the unit of work a Ray worker runs.
+"""One evaluation, the unit of work a Ray worker runs.
 
-The worker receives a dict (candidate JSON, checkpoint path, data set, settings) and returns a
-dict; it never touches the database, and it measures accuracy only: the driver priced the
-candidate's hardware cost before sending it. A failure inside the evaluation is returned as a
-result with ``status="failed"`` and the error text, so that the search stores it instead of
-losing it.
+The worker receives a :class:`~tinytune.evaluators.messages.FinetuneTask` (candidate JSON,
+checkpoint path, data set, settings) and returns an
+:class:`~tinytune.evaluators.messages.EvaluationResult`. It never touches the database, and it
+measures accuracy only: the driver priced the candidate's hardware cost before sending it. A
+failure inside the evaluation is returned as a result with ``status="failed"`` and the error
+text, so that the search stores it instead of losing it.
 The loaded supernet and data splits are cached per worker process, keyed by what identifies
 them (path and modification time; data set, seed and resolution); so are the data set itself
 (an image folder is listed and hashed once per process) and its images on the device a
@@ -13,8 +14,8 @@ process, data set, resolution and device; on the CPU a view of the memory-mapped
 images, shared by every worker). An image folder's frozen-prefix outputs are kept on disk for
 every fine-tune, worker and run that shares the prefix
 (:class:`~tinytune.evaluators.prefixes.PrefixStore`).
-An fp32 fine-tune runs on the GPU that Ray gave its task (``gpus`` in the task: the share of a
-device it asked for), else on the CPU; the int8 measurement always runs on the CPU, being the
+An fp32 fine-tune runs on the GPU that Ray gave its task (``gpus``: the share of a device it
+asked for), else on the CPU; the int8 measurement always runs on the CPU, being the
 bundle's integer arithmetic.
 """
 
@@ -31,7 +32,8 @@ import torch
 
 from tinytune.data import ImageDataset, Splits, get_dataset, repeated, train_subset
 from tinytune.errors import TinyTuneError
-from tinytune.evaluators.finetune import DeviceData, FinetuneConfig, finetune
+from tinytune.evaluators.finetune import DeviceData, finetune
+from tinytune.evaluators.messages import EvaluationResult, FinetuneTask, Int8Settings
 from tinytune.evaluators.prefixes import PrefixStore
 from tinytune.models import GraphNet, build_candidate, load_supernet
 from tinytune.spaces import Candidate, get_supernet
@@ -98,48 +100,32 @@ def network_on_data(
     return build_candidate(candidate, supernet, n_classes, calib, seed=seed), calib
 
 
-def run_evaluation(task: dict[str, Any], progress: Int8Progress | None = None) -> dict[str, Any]:
-    """Fine-tune one candidate and measure its accuracy (``fidelity="int8"`` in the task: as
-    the device trains it, with ``int8`` = ``{"epochs": E, "lrs": [...]}``).
+def run_evaluation(task: FinetuneTask, progress: Int8Progress | None = None) -> EvaluationResult:
+    """Fine-tune one candidate and measure its accuracy (with ``task.int8``: as the device
+    trains it).
 
     Args:
-        task: ``candidate`` (JSON), ``checkpoint`` (path), ``dataset`` (spec), ``data_seed``,
-            ``finetune`` (:class:`FinetuneConfig` fields), ``threads`` (torch intra-op threads),
-            optionally ``repeats``: measure on that many train/val partitions
-            (:func:`tinytune.data.repeated`; the test split fixed) and report the means, and
-            ``train_fraction``: train on that stratified share of the training images
-            (:func:`tinytune.data.train_subset`; the validation and test splits whole).
-        progress: with ``fidelity="int8"``, called after each training image with the
-            epochs and images done of the whole measurement (every rate and partition); the
-            fp32 fidelities do not report. A local caller's hook: a task sent to a Ray
-            worker is a plain dict and has none.
-
-    Returns:
-        ``status`` (``ok``/``failed``), ``accuracy``, ``val_accuracy``, ``wall_time_s``,
-        ``error``, ``details`` (with ``train_epochs``: the epochs trained, in passes over the
-        whole training split, summed over the repeats — the compute a search counts; and
-        ``device``: ``cpu`` or ``cuda:0``, with the GPU's name as ``gpu``).
+        progress: with ``task.int8``, called after each training image with the epochs and
+            images done of the whole measurement (every rate and partition); the fp32
+            fidelities do not report. A local caller's hook: a task sent to a Ray worker has
+            none.
     """
     start = time.perf_counter()
-    torch.set_num_threads(int(task.get("threads", 1)))
-    if task.get("fidelity") == "int8":
-        return _int8_evaluation(task, start, progress)
+    torch.set_num_threads(task.threads)
+    if task.int8 is not None:
+        return _int8_evaluation(task, task.int8, start, progress)
     try:
         # what is trained: the device's schedule of the frozen prefix changes no value
-        candidate = Candidate.from_json(task["candidate"]).training
-        cfg = FinetuneConfig(**task["finetune"])
-        splits, n_classes = _data(
-            task["dataset"], int(task["data_seed"]), candidate.subnet.resolution
-        )
-        supernet = _supernet(candidate.supernet, task["checkpoint"])
-        repeats = int(task.get("repeats", 1))
-        fraction = float(task.get("train_fraction", 1.0))
-        device = task_device(float(task.get("gpus", 0.0)))
+        candidate = Candidate.from_json(task.candidate).training
+        cfg = task.finetune
+        splits, n_classes = _data(task.dataset, task.data_seed, candidate.subnet.resolution)
+        supernet = _supernet(candidate.supernet, str(task.checkpoint))
+        device = task_device(task.gpus)
         results, passes = [], 0.0
-        for r in range(repeats):  # repeated train/val partitions for small validation splits
-            part = repeated(splits, r, int(task["data_seed"]))
+        for r in range(task.repeats):  # repeated train/val partitions for small validation splits
+            part = repeated(splits, r, task.data_seed)
             whole = len(part.train)
-            part = train_subset(part, fraction, (cfg.seed + r) % (MAX_SEED + 1))
+            part = train_subset(part, task.train_fraction, (cfg.seed + r) % (MAX_SEED + 1))
             net, _ = network_on_data(candidate, supernet, part, n_classes, cfg.seed)
             results.append(finetune(net, part, cfg, device, _on_device, _prefixes))
             passes += cfg.epochs * len(part.train) / whole
@@ -154,73 +140,65 @@ def run_evaluation(task: dict[str, Any], progress: Int8Progress | None = None) -
         "train_epochs": passes,
         **_device_details(device),
     }
-    if fraction < 1.0:
-        details["train_fraction"] = fraction
-    if repeats > 1:
-        details["repeats"] = repeats
+    if task.train_fraction < 1.0:
+        details["train_fraction"] = task.train_fraction
+    if task.repeats > 1:
+        details["repeats"] = task.repeats
         details["val_accuracies"] = [r.val_accuracy for r in results]
         details["test_accuracies"] = [r.accuracy for r in results]
-    return {
-        "status": "ok",
-        "accuracy": float(np.mean([r.accuracy for r in results])),
-        "val_accuracy": float(np.mean([r.val_accuracy for r in results])),
-        "wall_time_s": time.perf_counter() - start,
-        "error": None,
-        "details": details,
-    }
+    return EvaluationResult(
+        "ok",
+        accuracy=float(np.mean([r.accuracy for r in results])),
+        val_accuracy=float(np.mean([r.val_accuracy for r in results])),
+        wall_time_s=time.perf_counter() - start,
+        details=details,
+    )
 
 
-def _failed(e: Exception, start: float, what: str) -> dict[str, Any]:
+def _failed(e: Exception, start: float, what: str) -> EvaluationResult:
     """The result of an evaluation that raised ``e``: logged, with a short traceback."""
     log.warning("%s failed: %s", what, e)
-    return {
-        "status": "failed",
-        "error": f"{type(e).__name__}: {e}",
-        "details": {"traceback": traceback.format_exc(limit=5)},
-        "wall_time_s": time.perf_counter() - start,
-    }
+    return EvaluationResult.failed(
+        f"{type(e).__name__}: {e}",
+        time.perf_counter() - start,
+        {"traceback": traceback.format_exc(limit=5)},
+    )
 
 
 def _int8_evaluation(
-    task: dict[str, Any], start: float, progress: Int8Progress | None = None
-) -> dict[str, Any]:
+    task: FinetuneTask,
+    settings: Int8Settings,
+    start: float,
+    progress: Int8Progress | None = None,
+) -> EvaluationResult:
     """The device's accuracy (:func:`tinytune.evaluators.device.int8_finetune`): quantized as
-    the exporter quantizes, trained at each rate of ``task["int8"]["lrs"]`` for
-    ``task["int8"]["epochs"]`` epochs at batch 1, the rate chosen on validation; with
-    ``repeats``, on the same train/validation partitions as the fp32 measurement, the means
-    reported. ``task["int8"]["qas"]`` (default true) false: the same step without QAS;
-    ``task["int8"]["schedule"]`` the rate's schedule over the epochs (default ``constant``, as
-    tasks were before the bundle could halve its rate). ``progress`` hears of every image of
-    every run, counted over the whole measurement."""
+    the exporter quantizes, trained at each rate of ``settings.lrs`` for ``settings.epochs``
+    epochs at batch 1, the rate chosen on validation; with ``repeats``, on the same
+    train/validation partitions as the fp32 measurement, the means reported. ``progress``
+    hears of every image of every run, counted over the whole measurement."""
     from tinytune.evaluators.device import int8_finetune
     from tinytune.quant import quantize
 
     try:
-        candidate = Candidate.from_json(task["candidate"]).training
-        settings = task["int8"]
-        qas = bool(settings.get("qas", True))
-        schedule = str(settings.get("schedule", "constant"))
-        seed = int(task["finetune"]["seed"])
-        splits, n_classes = _data(
-            task["dataset"], int(task["data_seed"]), candidate.subnet.resolution
-        )
-        supernet = _supernet(candidate.supernet, task["checkpoint"])
-        repeats = int(task.get("repeats", 1))
-        runs: dict[float, list[tuple[float, float]]] = {float(lr): [] for lr in settings["lrs"]}
-        n_runs = repeats * len(runs)  # each partition keeps the training split's size
-        for rep in range(repeats):  # the same partitions as the fp32 measurement
-            part = repeated(splits, rep, int(task["data_seed"]))
+        candidate = Candidate.from_json(task.candidate).training
+        seed = task.finetune.seed
+        splits, n_classes = _data(task.dataset, task.data_seed, candidate.subnet.resolution)
+        supernet = _supernet(candidate.supernet, str(task.checkpoint))
+        runs: dict[float, list[tuple[float, float]]] = {float(lr): [] for lr in settings.lrs}
+        n_runs = task.repeats * len(runs)  # each partition keeps the training split's size
+        for rep in range(task.repeats):  # the same partitions as the fp32 measurement
+            part = repeated(splits, rep, task.data_seed)
             net, calib = network_on_data(candidate, supernet, part, n_classes, seed)
             base = quantize(net, calib)
             for i, lr in enumerate(runs):
                 r = int8_finetune(
                     base.clone(),
                     part,
-                    epochs=int(settings["epochs"]),
+                    epochs=settings.epochs,
                     lr=lr,
-                    qas=qas,
+                    qas=settings.qas,
                     seed=seed,
-                    schedule=schedule,
+                    schedule=settings.schedule,
                     progress=_of_all(progress, rep * len(runs) + i, n_runs),
                 )
                 runs[lr].append((r.val_accuracy, r.accuracy))
@@ -235,24 +213,23 @@ def _int8_evaluation(
     except (TinyTuneError, RuntimeError, ValueError, KeyError) as e:
         return _failed(e, start, "int8 evaluation")
     best = max(tried, key=lambda t: t["val"])  # the first of equals: the smaller rate
-    return {
-        "status": "ok",
-        "accuracy": best["test"],
-        "val_accuracy": best["val"],
-        "wall_time_s": time.perf_counter() - start,
-        "error": None,
-        "details": {
+    return EvaluationResult(
+        "ok",
+        accuracy=best["test"],
+        val_accuracy=best["val"],
+        wall_time_s=time.perf_counter() - start,
+        details={
             "lr": best["lr"],
-            "epochs": int(settings["epochs"]),
+            "epochs": settings.epochs,
             "batch_size": 1,
-            "qas": qas,
-            "schedule": schedule,
+            "qas": settings.qas,
+            "schedule": settings.schedule,
             "tried": tried,
-            "repeats": repeats,
-            "train_epochs": int(settings["epochs"]) * len(tried) * repeats,
+            "repeats": task.repeats,
+            "train_epochs": settings.epochs * len(tried) * task.repeats,
             "device": "cpu",
         },
-    }
+    )
 
 
 def _of_all(progress: Int8Progress | None, run: int, runs: int) -> Int8Progress | None:

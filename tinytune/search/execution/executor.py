@@ -1,9 +1,10 @@
 """Where evaluations run: Ray workers (the default) or the driver's own process.
 
-An :class:`Executor` takes plain-dict tasks and hands back plain-dict results; it never sees the
-database. Contract: every submitted task eventually comes back from :meth:`Executor.wait`
-exactly once — as its result, or as a ``status="failed"`` result when the task could not
-produce one (its worker died more often than it may be retried, or it raised).
+An :class:`Executor` takes :class:`~tinytune.evaluators.FinetuneTask` tasks and hands back
+:class:`~tinytune.evaluators.EvaluationResult` results; it never sees the database. Contract:
+every submitted task eventually comes back from :meth:`Executor.wait` exactly once — as its
+result, or as a ``status="failed"`` result when the task could not produce one (its worker died
+more often than it may be retried, or it raised).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import os
 import socket
 from abc import ABC, abstractmethod
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tinytune.errors import OptionError, TinyTuneError, flag
+from tinytune.evaluators import EvaluationResult, FinetuneTask
 from tinytune.search.execution.node_files import Shipper, run_shipped
 
 __all__ = [
@@ -31,8 +33,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Task = dict[str, Any]
-Result = dict[str, Any]
+Task = FinetuneTask
+Result = EvaluationResult
 
 
 class RayUnavailableError(TinyTuneError):
@@ -116,11 +118,10 @@ class Metered(Executor):
     def wait(self, timeout: float) -> list[tuple[int, Result]]:
         results = self.inner.wait(timeout)
         for _, result in results:
-            details = result.get("details") or {}
-            self.train_epochs += float(details.get("train_epochs") or 0.0)
-            self.task_s += float(result.get("wall_time_s") or 0.0)
-            if "device" in details:
-                self.devices[device_label(details)] += 1
+            self.train_epochs += result.train_epochs
+            self.task_s += result.wall_time_s
+            if "device" in result.details:
+                self.devices[device_label(result.details)] += 1
         return results
 
     @property
@@ -159,7 +160,7 @@ class InOrder(Executor):
         return len(self.order)
 
 
-def device_label(details: dict[str, Any]) -> str:
+def device_label(details: Mapping[str, Any]) -> str:
     """Where a result's task ran, for people: ``cpu``, or ``cuda:0 (the GPU's name)``."""
     device = str(details.get("device"))
     return f"{device} ({details['gpu']})" if details.get("gpu") else device
@@ -293,12 +294,11 @@ class RayExecutor(Executor):
         )
 
     def submit(self, key: int, task: Task) -> None:
-        gpus = float(task.get("gpus") or 0.0)
+        gpus = task.gpus
         if gpus not in self._kinds:
             self._kinds[gpus] = self._remote.options(name=self._name, num_gpus=gpus)
-        if self._shipper is not None:
-            task = self._shipper.pack(task)
-        self._pending[self._kinds[gpus].remote(self._fn, task)] = key
+        shipped = self._shipper.pack(task) if self._shipper is not None else {}
+        self._pending[self._kinds[gpus].remote(self._fn, task, shipped)] = key
 
     def wait(self, timeout: float) -> list[tuple[int, Result]]:
         if not self._pending:
@@ -312,14 +312,14 @@ class RayExecutor(Executor):
             except self._ray.exceptions.RayTaskError as e:
                 cause = e.cause if e.cause is not None else e
                 error = f"evaluation raised {type(cause).__name__}: {_first_line(cause)}"
-                out.append((key, {"status": "failed", "error": error}))
+                out.append((key, EvaluationResult.failed(error)))
             except self._ray.exceptions.RayError as e:
                 error = (
                     f"worker lost ({type(e).__name__}, max_retries={self.max_retries}): "
                     f"{_first_line(e)}"
                 )
                 log.warning("task %s: %s", key, error)
-                out.append((key, {"status": "failed", "error": error}))
+                out.append((key, EvaluationResult.failed(error)))
         return out
 
     @property

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytune.errors import ConfigError
+from tinytune.evaluators import EvaluationResult, FinetuneTask
 
 __all__ = ["Shipper", "run_shipped"]
 
@@ -68,35 +69,34 @@ class Shipper:
                 self._refs[sha] = self._put(data)
         return {"sha256": sha, "name": path.name, "folder": folder, "ref": self._refs[sha]}
 
-    def pack(self, task: dict[str, Any]) -> dict[str, Any]:
-        """``task`` with its checkpoint, image folder and network config as shipped
-        references.
+    def pack(self, task: FinetuneTask) -> dict[str, Any]:
+        """The shipped references of ``task``'s checkpoint, image folder and network config
+        (empty where it names none), which travel beside it.
 
         Raises:
             ConfigError: a named file or folder does not exist.
         """
         shipped: dict[str, Any] = {}
-        checkpoint = task.get("checkpoint")
+        checkpoint = task.checkpoint
         if checkpoint:
             path = Path(checkpoint)
             if not path.is_file():
                 raise ConfigError(f"the checkpoint {checkpoint!r} is not a file")
             shipped["checkpoint"] = self._ship(path, folder=False)
-        candidate = task.get("candidate")  # the candidate's JSON text
-        fields = json.loads(candidate) if isinstance(candidate, str) else candidate
+        fields = json.loads(task.candidate)
         network = fields.get("supernet") if isinstance(fields, dict) else None
         if isinstance(network, str) and network.endswith(".json"):  # a zoo network's config
             path = Path(network)
             if not path.is_file():
                 raise ConfigError(f"the network config {network!r} is not a file")
             shipped["config"] = self._ship(path, folder=False)
-        dataset = task.get("dataset")
-        if isinstance(dataset, str) and dataset.startswith(IMAGEFOLDER):
+        dataset = task.dataset
+        if dataset.startswith(IMAGEFOLDER):
             root = Path(dataset[len(IMAGEFOLDER) :]).expanduser().resolve()
             if not root.is_dir():
                 raise ConfigError(f"the image folder {str(root)!r} is not a directory")
             shipped["dataset"] = self._ship(root, folder=True)
-        return {**task, "shipped": shipped} if shipped else task
+        return shipped
 
 
 def _materialise(item: dict[str, Any], get: Callable[[Any], bytes], cache: Path) -> Path:
@@ -131,13 +131,13 @@ def _materialise(item: dict[str, Any], get: Callable[[Any], bytes], cache: Path)
 
 
 def run_shipped(
-    fn: Callable[[dict[str, Any]], dict[str, Any]],
-    task: dict[str, Any],
+    fn: Callable[[FinetuneTask], EvaluationResult],
+    task: FinetuneTask,
+    shipped: dict[str, Any],
     get: Callable[[Any], bytes] | None = None,
-) -> Any:
-    """Worker side: write the task's shipped files under this node's cache, point the task at
-    them, and run ``fn``; ``get`` reads a reference (default ``ray.get``)."""
-    shipped = task.get("shipped")
+) -> EvaluationResult:
+    """Worker side: write the task's ``shipped`` files under this node's cache, point the task
+    at them, and run ``fn``; ``get`` reads a reference (default ``ray.get``)."""
     if not shipped:
         return fn(task)
     if get is None:
@@ -146,20 +146,17 @@ def run_shipped(
         get = ray.get
     from tinytune.paths import cache_dir
 
-    local = {k: v for k, v in task.items() if k != "shipped"}
     cache = cache_dir()
+    local = task
     if "checkpoint" in shipped:
-        local["checkpoint"] = str(_materialise(shipped["checkpoint"], get, cache))
+        local = local.replace(checkpoint=str(_materialise(shipped["checkpoint"], get, cache)))
     if "dataset" in shipped:
-        local["dataset"] = IMAGEFOLDER + str(_materialise(shipped["dataset"], get, cache))
+        folder = _materialise(shipped["dataset"], get, cache)
+        local = local.replace(dataset=IMAGEFOLDER + str(folder))
     if "config" in shipped:
-        config = str(_materialise(shipped["config"], get, cache))
-        candidate = local["candidate"]
-        fields = {**(json.loads(candidate) if isinstance(candidate, str) else candidate)}
-        fields["supernet"] = config
-        local["candidate"] = (
-            json.dumps(fields, sort_keys=True, separators=(",", ":"))
-            if isinstance(candidate, str)
-            else fields
-        )
+        fields = {
+            **json.loads(task.candidate),
+            "supernet": str(_materialise(shipped["config"], get, cache)),
+        }
+        local = local.replace(candidate=json.dumps(fields, sort_keys=True, separators=(",", ":")))
     return fn(local)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tinytune.evaluators import FinetuneTask
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.execution.executor import Executor
 from tinytune.spaces import Candidate
@@ -23,31 +24,31 @@ __all__ = ["Emit", "MakeTask", "Tasks", "finetune_task"]
 
 def finetune_task(
     config: SearchConfig, repeats: int, candidate: Candidate, lr: float
-) -> dict[str, Any]:
-    """The worker's task (a plain dict) that fine-tunes ``candidate`` at rate ``lr`` as the
+) -> FinetuneTask:
+    """The worker's task that fine-tunes ``candidate`` at rate ``lr`` as the
     study measures it: its weights, data set and fine-tuning settings, on ``repeats``
     train/validation partitions, one thread, and the share of a GPU it asks Ray for. The
     candidate goes on whole images: how the device schedules its frozen prefix (patch by
     patch or not) changes no value it computes, so candidates that differ only there are the
     same fine-tune."""
     finetune = dataclasses.replace(config.finetune, lr=lr)
-    return {
-        "candidate": candidate.training.to_json(),
-        "checkpoint": config.checkpoint,
-        "dataset": config.dataset,
-        "data_seed": config.data_seed,
-        "finetune": finetune.to_dict(),
-        "repeats": repeats,
-        "threads": 1,
-        "gpus": config.gpus_per_trial,
-    }
+    return FinetuneTask(
+        candidate=candidate.training.to_json(),
+        checkpoint=config.checkpoint,
+        dataset=config.dataset,
+        data_seed=config.data_seed,
+        finetune=finetune,
+        repeats=repeats,
+        threads=1,
+        gpus=config.gpus_per_trial,
+    )
 
 
 class MakeTask(Protocol):
     """The task that fine-tunes a candidate as the study measures it, at ``lr`` or, when it
     is None, at the rate of the candidate's family."""
 
-    def __call__(self, candidate: Candidate, lr: float | None = None) -> dict[str, Any]: ...
+    def __call__(self, candidate: Candidate, lr: float | None = None) -> FinetuneTask: ...
 
 
 class Emit(Protocol):

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from tinytune.db import TWIN_OF, EvaluationRecord, ParetoSnapshot, Store
-from tinytune.evaluators import HardwareCost
+from tinytune.evaluators import EvaluationResult, HardwareCost
 from tinytune.search.config.budgets import budgets_of, exceeded
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.front.pareto import normalised_hypervolume, pareto_front, reference
@@ -104,28 +104,24 @@ def measured_record(
     cost: HardwareCost,
     latency_profile: str,
     scheme: str,
-    result: dict[str, Any],
+    result: EvaluationResult,
 ) -> EvaluationRecord:
     """The stored form of a worker's result (``ok`` or ``failed``) for a measured fine-tune,
     with the cost the driver predicted for it."""
-    ok = result.get("status") == "ok" and all(
-        isinstance(result.get(k), float) for k in ("accuracy", "val_accuracy")
-    )
+    ok = result.ok
     return EvaluationRecord(
         study_name=config.study_name,
         candidate_key=candidate_key,
         trial_number=trial,
         fidelity="measured",
         status="ok" if ok else "failed",
-        accuracy=result.get("accuracy") if ok else None,
-        val_accuracy=result.get("val_accuracy") if ok else None,
+        accuracy=result.accuracy if ok else None,
+        val_accuracy=result.val_accuracy if ok else None,
         memory_bytes=cost.arena_bytes,
         latency_ms=1000.0 * float(cost.latency_s or 0.0),
-        wall_time_s=result.get("wall_time_s"),
-        error=None if ok else str(result.get("error") or "unknown failure"),
-        details={**_cost_details(cost, latency_profile, scheme), **(result.get("details") or {})}
-        if ok
-        else None,
+        wall_time_s=result.wall_time_s,
+        error=None if ok else result.error_or(),
+        details={**_cost_details(cost, latency_profile, scheme), **result.details} if ok else None,
     )
 
 
@@ -148,13 +144,12 @@ def twin_record(
     original = shared.get(TWIN_OF, fine_tuned.trial_number)
     for name in _cost_details(cost, latency_profile, scheme):
         shared.pop(name, None)  # the worker's details stay: how the fine-tune was made
-    result = {
-        "status": "ok",
-        "accuracy": fine_tuned.accuracy,
-        "val_accuracy": fine_tuned.val_accuracy,
-        "wall_time_s": 0.0,
-        "details": {**shared, TWIN_OF: original},
-    }
+    result = EvaluationResult(
+        "ok",
+        accuracy=fine_tuned.accuracy,
+        val_accuracy=fine_tuned.val_accuracy,
+        details={**shared, TWIN_OF: original},
+    )
     return measured_record(config, trial, candidate_key, cost, latency_profile, scheme, result)
 
 

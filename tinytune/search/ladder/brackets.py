@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tinytune.db import EvaluationRecord, Store
+from tinytune.evaluators import EvaluationResult
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.execution.worker_tasks import Tasks
 from tinytune.search.front.pareto import reference
@@ -216,7 +217,7 @@ class Ladder:
             key, member.candidate, "screen", config.screen_epochs, config.screen_fraction
         )
 
-    def on_result(self, key: int, result: dict[str, Any]) -> Outcome | None:
+    def on_result(self, key: int, result: EvaluationResult) -> Outcome | None:
         """Take a result of the ladder's own tasks; None when ``key`` is not one."""
         if key in self.base_tasks:
             return self.on_base(key, result)
@@ -224,7 +225,7 @@ class Ladder:
             return self.on_screen(key, result)
         return None
 
-    def on_base(self, key: int, result: dict[str, Any]) -> Outcome:
+    def on_base(self, key: int, result: EvaluationResult) -> Outcome:
         subnet = self.base_tasks.pop(key)
         base = self.proxy.store_base(subnet, result)
         for b in self.brackets.values():
@@ -232,10 +233,11 @@ class Ladder:
                 b.base, b.base_state = base, "known" if base is not None else "failed"
         return Outcome((), "base")
 
-    def on_screen(self, key: int, result: dict[str, Any]) -> Outcome:
+    def on_screen(self, key: int, result: EvaluationResult) -> Outcome:
         """Store a short fine-tune's result as a ``short`` evaluation and score its member."""
         member = self.screen_tasks.pop(key)
-        ok = result.get("status") == "ok" and isinstance(result.get("val_accuracy"), float)
+        ok = result.status == "ok" and isinstance(result.val_accuracy, float)
+        error = None if ok else result.error_or("the short fine-tune failed")
         self.store.add_evaluation(
             EvaluationRecord(
                 study_name=self.config.study_name,
@@ -243,23 +245,21 @@ class Ladder:
                 trial_number=member.trial.number,
                 fidelity="short",
                 status="ok" if ok else "failed",
-                accuracy=result.get("accuracy") if ok else None,
-                val_accuracy=result.get("val_accuracy") if ok else None,
+                accuracy=result.accuracy if ok else None,
+                val_accuracy=result.val_accuracy if ok else None,
                 memory_bytes=member.cost.arena_bytes,
                 latency_ms=1000.0 * float(member.cost.latency_s or 0.0),
-                wall_time_s=result.get("wall_time_s"),
-                error=None if ok else str(result.get("error") or "the short fine-tune failed"),
-                details={**(result.get("details") or {}), "scheme": member.scheme},
+                wall_time_s=result.wall_time_s,
+                error=error,
+                details={**result.details, "scheme": member.scheme},
             )
         )
         notes: tuple[Note, ...] = ()
-        error = None
         if ok:
-            member.screen, member.screen_state = float(result["val_accuracy"]), "done"
+            member.screen, member.screen_state = float(result.val_accuracy or 0.0), "done"
             notes = (Note(member.trial, {Attr.SCREEN_ACCURACY: member.screen}),)
         else:
             member.screen_state = "failed"
-            error = str(result.get("error") or "the short fine-tune failed")
         return Outcome(
             notes,
             "screened",

@@ -39,10 +39,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tinytune.db import ContributionRecord, Store
-from tinytune.evaluators import FinetuneConfig
+from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask
 from tinytune.hashing import sha256_file
 from tinytune.search.config.contribution_plan import (
     LITE_BRANCH,
@@ -129,7 +128,7 @@ def run_contributions(
     identity: TableIdentity,
     spec: SupernetSpec,
     plan: ContributionPlan,
-    make_task: Callable[[Candidate], dict[str, Any]],
+    make_task: Callable[[Candidate], FinetuneTask],
     next_key: Callable[[], int],
     *,
     keep_going: Callable[[], bool] = lambda: True,
@@ -165,7 +164,7 @@ def run_contributions(
             entry = in_flight.pop(task_key)
             store_entry(store, identity, entry, result)
             done += 1
-            task_time += float(result.get("wall_time_s") or 0.0)
+            task_time += result.wall_time_s
             if progress is not None:
                 progress(done, total)
     records = store.contributions(key)
@@ -176,10 +175,10 @@ def run_contributions(
 
 
 def store_entry(
-    store: Store, identity: TableIdentity, entry: ContributionEntry, result: dict[str, Any]
+    store: Store, identity: TableIdentity, entry: ContributionEntry, result: EvaluationResult
 ) -> None:
-    """Store one fine-tune's result (a :func:`~tinytune.evaluators.run_evaluation` dict)."""
-    ok = result.get("status") == "ok" and isinstance(result.get("val_accuracy"), float)
+    """Store one fine-tune's result."""
+    ok = result.status == "ok" and isinstance(result.val_accuracy, float)
     store.add_contribution(
         ContributionRecord(
             table_key=identity.key,
@@ -195,10 +194,10 @@ def store_entry(
             subnet_key=subnet_key(identity.subnet),
             candidate_key=entry.candidate.key,
             status="ok" if ok else "failed",
-            accuracy=result["val_accuracy"] if ok else None,
-            test_accuracy=result.get("accuracy") if ok else None,
-            wall_time_s=result.get("wall_time_s"),
-            error=None if ok else str(result.get("error") or "unknown failure")[:2000],
+            accuracy=result.val_accuracy if ok else None,
+            test_accuracy=result.accuracy if ok else None,
+            wall_time_s=result.wall_time_s,
+            error=None if ok else result.error_or()[:2000],
             details={
                 "checkpoint": identity.checkpoint,
                 "finetune": identity.finetune.to_dict(),
@@ -207,4 +206,4 @@ def store_entry(
         )
     )
     if not ok:
-        log.warning("contribution entry %s failed: %s", entry.entry, result.get("error"))
+        log.warning("contribution entry %s failed: %s", entry.entry, result.error)

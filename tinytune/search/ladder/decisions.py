@@ -11,11 +11,12 @@ tells the members not promoted PRUNED (:class:`Prune`) and measures the one prom
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tinytune.evaluators import HardwareCost
+from tinytune.evaluators import FinetuneTask, HardwareCost
 from tinytune.spaces import Candidate, SubnetConfig
 
 __all__ = ["Bracket", "Enqueue", "Member", "Note", "Outcome", "Prune", "Submit", "Verdict"]
@@ -89,13 +90,14 @@ class Submit:
     epochs: int | None = None
     train_fraction: float | None = None
 
-    def task(self, measured: dict[str, Any]) -> dict[str, Any]:
+    def task(self, measured: FinetuneTask) -> FinetuneTask:
         """The worker's task, from the one that fine-tunes the candidate as the study
-        measures it (changed in place and returned)."""
+        measures it."""
         if self.epochs is not None:
-            measured["finetune"]["epochs"] = self.epochs
+            epochs = dataclasses.replace(measured.finetune, epochs=self.epochs)
+            measured = measured.replace(finetune=epochs)
         if self.train_fraction is not None:
-            measured["train_fraction"] = self.train_fraction
+            measured = measured.replace(train_fraction=self.train_fraction)
         return measured
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from tinytune.db import EvaluationRecord, Store
 from tinytune.errors import ModelError
+from tinytune.evaluators import EvaluationResult
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.execution.worker_tasks import Tasks
 from tinytune.search.ladder.contribution import (
@@ -119,7 +119,7 @@ class ProxyRung:
         """The classifier-only candidate on ``subnet`` whose fine-tune is its base."""
         return Candidate(self.spec.name, subnet, LiteResidualConfig(), UpdateScheme(0))
 
-    def store_base(self, subnet: SubnetConfig, result: dict[str, Any]) -> float | None:
+    def store_base(self, subnet: SubnetConfig, result: EvaluationResult) -> float | None:
         """Store the result of a base's fine-tune; the base, None when it failed."""
         assert self.identity is not None
         entry = ContributionEntry("base", "base", self.base_candidate(subnet))

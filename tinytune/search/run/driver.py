@@ -26,6 +26,7 @@ from typing import Any
 
 from tinytune.db import Store
 from tinytune.errors import ConfigError
+from tinytune.evaluators import EvaluationResult
 from tinytune.search.config.budgets import (
     DEFAULT_TRIALS,
     RunLimits,
@@ -260,11 +261,11 @@ class Run:
         finally:
             self.tally.driver_s += time.monotonic() - began - waited
 
-    def record(self, results: list[tuple[int, dict[str, Any]]]) -> None:
+    def record(self, results: list[tuple[int, EvaluationResult]]) -> None:
         """Record the results workers handed back."""
         ledger = self.ledger
         for key, result in results:
-            self.tally.task_time += float(result.get("wall_time_s") or 0.0)
+            self.tally.task_time += result.wall_time_s
             outcome = self.rungs.ladder.on_result(key, result) if self.rungs else None
             if outcome is None:
                 ledger.record(key, result)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinytune.db import TWIN_OF, EvaluationRecord, Store
-from tinytune.evaluators import HardwareCost
+from tinytune.evaluators import EvaluationResult, FinetuneTask, HardwareCost
 from tinytune.search.config.budgets import RunLimits, StudyBudget, over_budget
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.execution.executor import Executor
@@ -69,7 +69,7 @@ class Ledger:
         self.pending: dict[int, Member] = {}
         self.errors: dict[str, None] = {}
         self.lrs: StudyRates | None = None
-        self.grid_results: dict[tuple[str, float], dict[str, Any]] = {}
+        self.grid_results: dict[tuple[str, float], EvaluationResult] = {}
         self.last: tuple[tuple[FrontPoint, ...], float | None] | None = None
         self.view = StudyView(config, store, checked, self.pending)
         self.measured: list[Member] = []  # successes not yet taken (take_measured)
@@ -97,7 +97,7 @@ class Ledger:
             return default
         return self.lrs.lr(family_of(candidate, self.checked.spec), default)
 
-    def task(self, candidate: Candidate, lr: float | None = None) -> dict[str, Any]:
+    def task(self, candidate: Candidate, lr: float | None = None) -> FinetuneTask:
         """The worker's task that fine-tunes ``candidate`` as the study measures it."""
         return finetune_task(
             self.config, self.checked.repeats, candidate, lr or self.lr_for(candidate)
@@ -297,7 +297,7 @@ class Ledger:
         self.emit("submitted", trial=trial.number)
         return True
 
-    def record(self, key: int, result: dict[str, Any]) -> None:
+    def record(self, key: int, result: EvaluationResult) -> None:
         """Store a measured fine-tune's result, snapshot the front, and tell Optuna; a success
         waits in :meth:`take_measured`."""
         member = self.pending.pop(key)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tinytune.evaluators import EvaluationResult
 from tinytune.spaces import Candidate, SupernetSpec, conv_kinds, default_subnet, make_preset
 
 if TYPE_CHECKING:
@@ -181,19 +182,19 @@ class StudyRates:
         )
 
 
-def choose(family: str, results: Mapping[float, Mapping[str, Any]], default: float) -> FamilyRate:
+def choose(family: str, results: Mapping[float, EvaluationResult], default: float) -> FamilyRate:
     """The family's rate from its grid's worker results (``lr -> result``): the best
     validation accuracy, the smaller rate on a tie; ``default`` when every fine-tune failed."""
     tried = []
     for lr in sorted(results):
         result = results[lr]
-        ok = result.get("status") == "ok"
+        ok = result.status == "ok"
         tried.append(
             (
                 lr,
-                result.get("val_accuracy") if ok else None,
-                result.get("accuracy") if ok else None,
-                float(result.get("wall_time_s") or 0.0),
+                result.val_accuracy if ok else None,
+                result.accuracy if ok else None,
+                result.wall_time_s,
             )
         )
     scored = [(val, -lr) for lr, val, _, _ in tried if val is not None]
@@ -230,7 +231,7 @@ def rates_for_study(
     watch: Callable[[], None],
     stored: Mapping[str, Any] | None,
     train_images: int = 0,
-) -> tuple[StudyRates, dict[tuple[str, float], dict[str, Any]] | None]:
+) -> tuple[StudyRates, dict[tuple[str, float], EvaluationResult] | None]:
     """The study's rate per family: ``stored`` by an earlier run (the study's attribute
     ``lr_calibration``), else measured now on the run's executor (every fine-tune of the grids
     at once, as slots free up, the families with the longest predicted training step first);
@@ -260,7 +261,7 @@ def rates_for_study(
             key = tasks.next_key()
             jobs[key], step_s[key] = (name, lr, candidate), predicted
     queue, running = longest_first(step_s), 0
-    results: dict[int, dict[str, Any]] = {}
+    results: dict[int, EvaluationResult] = {}
     executor = tasks.executor
     tasks.emit("calibrating", done=0, total=len(jobs))
     while queue or running:
@@ -269,7 +270,7 @@ def rates_for_study(
             _, lr, candidate = jobs[key]
             task = tasks.task(candidate, lr)
             if fraction < 1.0:
-                task["train_fraction"] = fraction
+                task = task.replace(train_fraction=fraction)
             executor.submit(key, task)
             running += 1
         for key, result in executor.wait(timeout=1.0):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from tinytune.errors import flag
+from tinytune.evaluators import EvaluationResult
 from tinytune.search.config.budgets import DEFAULT_TRIALS, Sizing, size_trials
 from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.execution.worker_tasks import Tasks
@@ -20,7 +20,7 @@ __all__ = ["GridResults", "study_rates", "study_trials"]
 
 log = logging.getLogger(__name__)
 
-GridResults = dict[tuple[str, float], dict[str, Any]]
+GridResults = dict[tuple[str, float], EvaluationResult]
 """The learning-rate grid's fine-tunes at each family's chosen rate, by ``(candidate key,
 lr)``."""
 

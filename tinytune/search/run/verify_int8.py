@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tinytune.db import EvaluationRecord, Store
+from tinytune.evaluators import EvaluationResult, Int8Settings
 from tinytune.spaces import Candidate
 
 if TYPE_CHECKING:
@@ -49,9 +50,9 @@ diverges at 0.1 and stays 14 points below its float32 fine-tune at 0.0125, where
 is above it (docs/pretrained.md)."""
 
 
-def int8_settings() -> dict[str, Any]:
+def int8_settings() -> Int8Settings:
     """The ``int8`` settings of an evaluation task that trains as the device does."""
-    return {"epochs": INT8_EPOCHS, "lrs": list(INT8_LRS), "schedule": INT8_SCHEDULE}
+    return Int8Settings(INT8_EPOCHS, INT8_LRS, schedule=INT8_SCHEDULE)
 
 
 @dataclass(frozen=True)
@@ -139,15 +140,15 @@ def verify_int8(
         group = groups.pop(Candidate.from_json(trained.payload).training.key, None)
         e = store.find_evaluation(study, key, "int8")
         assert e is not None
-        shared = {"status": "ok", "accuracy": e.accuracy, "val_accuracy": e.val_accuracy}
+        shared = EvaluationResult(
+            "ok", e.accuracy, e.val_accuracy, wall_time_s=0.0, details=dict(e.details or {})
+        )
         for point in group[1] if group is not None else ():
-            store.add_evaluation(_record(study, point, {**shared, "details": e.details}))
+            store.add_evaluation(_record(study, point, shared))
     jobs: dict[int, list[FrontPoint]] = {}
     for candidate, group in groups.values():
-        task = tasks.task(candidate)
-        task["fidelity"] = "int8"
-        task["int8"] = int8_settings()
-        task["gpus"] = 0.0  # the bundle's integer arithmetic runs on a CPU of any node
+        # the bundle's integer arithmetic runs on a CPU of any node
+        task = tasks.task(candidate).replace(int8=int8_settings(), gpus=0.0)
         key = tasks.next_key()
         jobs[key] = group
         tasks.executor.submit(key, task)
@@ -155,28 +156,29 @@ def verify_int8(
     tasks.emit("int8", done=0, total=len(jobs))
     while done < len(jobs):
         for key, result in tasks.executor.wait(timeout=1.0):
-            seconds += float(result.get("wall_time_s") or 0.0)
+            seconds += result.wall_time_s
             for n, point in enumerate(jobs[key]):  # the twins after the first trained none
-                shared = result if n == 0 else {**result, "wall_time_s": 0.0}
+                shared = result if n == 0 else result.replace(wall_time_s=0.0)
                 store.add_evaluation(_record(study, point, shared))
             done += 1
             tasks.emit("int8", done=done, total=len(jobs))
     return len(jobs), seconds
 
 
-def _record(study: str, point: FrontPoint, result: dict[str, Any]) -> EvaluationRecord:
-    ok = result.get("status") == "ok"
+def _record(study: str, point: FrontPoint, result: EvaluationResult) -> EvaluationRecord:
+    """The stored int8 measurement of ``point``."""
+    ok = result.status == "ok"
     return EvaluationRecord(
         study_name=study,
         candidate_key=point.candidate_key,
         fidelity="int8",
         status="ok" if ok else "failed",
         trial_number=point.trial,
-        accuracy=result.get("accuracy") if ok else None,
-        val_accuracy=result.get("val_accuracy") if ok else None,
+        accuracy=result.accuracy if ok else None,
+        val_accuracy=result.val_accuracy if ok else None,
         memory_bytes=point.memory_bytes,
         latency_ms=1000.0 * point.latency_s if point.latency_s is not None else None,
-        wall_time_s=result.get("wall_time_s"),
-        error=None if ok else str(result.get("error") or "unknown failure"),
-        details=result.get("details") if ok else None,
+        wall_time_s=result.wall_time_s,
+        error=None if ok else result.error_or(),
+        details=dict(result.details) if ok else None,
     )
