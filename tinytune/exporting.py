@@ -335,15 +335,14 @@ def _device_accuracy(
     if found.study is not None:
         with open_store(storage) as store:
             store.add_evaluation(
-                EvaluationRecord(
-                    study_name=found.study,
-                    candidate_key=key,
-                    fidelity="int8",
-                    status="ok",
+                EvaluationRecord.of(
+                    found.study,
+                    key,
+                    "int8",
+                    result,
                     trial_number=found.trial,
-                    accuracy=result.accuracy,
-                    val_accuracy=result.val_accuracy,
-                    wall_time_s=result.wall_time_s,
+                    memory_bytes=None,
+                    latency_ms=None,
                     details=details,
                 )
             )

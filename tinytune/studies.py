@@ -235,7 +235,7 @@ def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
     """
     from tinytune.db import open_store, require_tinytune
     from tinytune.search import Attr, FrontPoint
-    from tinytune.search.config import reference_candidate
+    from tinytune.search.config import Budgets, reference_candidate
     from tinytune.search.front import chosen_on, recipe_point, reference_point
     from tinytune.search.run import int8_accuracies
     from tinytune.search.study import StudySpace
@@ -262,7 +262,9 @@ def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
         int8 = int8_accuracies(store, name, [p.candidate_key for p in points])
         budgets = snapshot.budgets if snapshot is not None else None
         recipe = (
-            recipe_point(store, name, budgets, default_subnet(get_supernet(supernet)))
+            recipe_point(
+                store, name, Budgets.from_stored(budgets), default_subnet(get_supernet(supernet))
+            )
             if supernet and budgets is not None
             else None
         )

@@ -80,6 +80,7 @@ def test_exclusive_contributions_by_hand() -> None:
 
 def test_within_the_budgets_by_hand() -> None:
     from tinytune.db import EvaluationRecord
+    from tinytune.search.config import Budgets
     from tinytune.search.front.recording import within
 
     def measured(memory: int, flash: int, latency_ms: float) -> EvaluationRecord:
@@ -88,14 +89,12 @@ def test_within_the_budgets_by_hand() -> None:
             latency_ms=latency_ms, details={"flash_bytes": flash},
         )  # fmt: skip
 
-    budgets = {"sram_bytes": 1000, "flash_bytes": 5000, "latency_s": 0.02}
+    budgets = Budgets(sram_bytes=1000, flash_bytes=5000, latency_s=0.02)
     assert within(budgets, measured(1000, 5000, 20.0))  # each budget met exactly
     assert not within(budgets, measured(1001, 5000, 20.0))
     assert not within(budgets, measured(1000, 5001, 20.0))
     assert not within(budgets, measured(1000, 5000, 20.001))
     # a budget that is None is no budget; an evaluation without its accuracy is never within
-    assert within(
-        {"sram_bytes": None, "flash_bytes": None, "latency_s": None}, measured(9**9, 9**9, 1e6)
-    )
+    assert within(Budgets(), measured(9**9, 9**9, 1e6))
     no_accuracy = EvaluationRecord("s", "0" * 16, "measured", "ok", memory_bytes=1, latency_ms=1.0)
     assert not within(budgets, no_accuracy)

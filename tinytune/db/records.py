@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import math
 import numbers
-from typing import Any
+from typing import Any, Protocol
 
 from tinytune.db.models import (
     CalibrationRow,
@@ -31,6 +31,7 @@ __all__ = [
     "Claim",
     "ContributionRecord",
     "EvaluationRecord",
+    "Measurement",
     "ParetoSnapshot",
 ]
 
@@ -83,6 +84,26 @@ class CandidateRecord:
     supernet: str
     payload: str
     created_at: dt.datetime
+
+
+class Measurement(Protocol):
+    """What a worker measured, as a row takes it (:meth:`EvaluationRecord.of`): a
+    :class:`tinytune.evaluators.EvaluationResult`, which the store does not know by name."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def accuracy(self) -> float | None: ...
+
+    @property
+    def val_accuracy(self) -> float | None: ...
+
+    @property
+    def wall_time_s(self) -> float: ...
+
+    @property
+    def error(self) -> str | None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +173,42 @@ class EvaluationRecord:
 
     def _set(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
+
+    @classmethod
+    def of(
+        cls,
+        study_name: str,
+        candidate_key: str,
+        fidelity: str,
+        measured: Measurement,
+        *,
+        trial_number: int | None,
+        memory_bytes: int | None,
+        latency_ms: float | None,
+        details: dict[str, Any] | None,
+        failure: str = "unknown failure",
+    ) -> EvaluationRecord:
+        """The row of what a worker ``measured``: ``ok`` where it measured both accuracies,
+        else ``failed`` with its error (``failure`` where it gave none) and no accuracy."""
+        ok = (
+            measured.status == "ok"
+            and isinstance(measured.accuracy, float)
+            and isinstance(measured.val_accuracy, float)
+        )
+        return cls(
+            study_name=study_name,
+            candidate_key=candidate_key,
+            fidelity=fidelity,
+            status="ok" if ok else "failed",
+            trial_number=trial_number,
+            accuracy=measured.accuracy if ok else None,
+            val_accuracy=measured.val_accuracy if ok else None,
+            memory_bytes=memory_bytes,
+            latency_ms=latency_ms,
+            wall_time_s=measured.wall_time_s,
+            error=None if ok else str(measured.error or failure),
+            details=details,
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from tinytune.search.config.budgets import (
     DEFAULT_SEARCH_S,
     DEFAULT_TRIALS,
+    Budgets,
     Sizing,
     check_budgets,
     check_feasible,
@@ -29,6 +30,7 @@ __all__ = [
     "DIRECTIONS",
     "OBJECTIVES",
     "SAMPLERS",
+    "Budgets",
     "ContributionPlan",
     "SearchConfig",
     "Sizing",

@@ -22,13 +22,12 @@ __all__ = [
     "CONSTRAINTS",
     "DEFAULT_SEARCH_S",
     "DEFAULT_TRIALS",
+    "Budgets",
     "RunLimits",
     "Sizing",
     "StudyBudget",
-    "budgets_of",
     "check_budgets",
     "check_feasible",
-    "exceeded",
     "feasible_cuts",
     "over_budget",
     "size_trials",
@@ -131,29 +130,47 @@ def feasible_cuts(
     return tuple(cuts)
 
 
-def budgets_of(config: SearchConfig, flash_budget: int | None) -> dict[str, Any]:
-    """The budgets of a run as a Pareto snapshot stores them (``sram_bytes``, ``flash_bytes``,
-    ``latency_s``; None where there is none)."""
-    return {
-        "sram_bytes": config.sram_budget_bytes,
-        "flash_bytes": flash_budget,
-        "latency_s": config.latency_budget_s,
-    }
+@dataclass(frozen=True)
+class Budgets:
+    """The budgets a front is chosen under (None or 0: no budget)."""
 
+    sram_bytes: int | None = None
+    flash_bytes: int | None = None
+    latency_s: float | None = None
 
-def exceeded(budgets: Mapping[str, Any], memory: int, flash: int, latency_s: float) -> list[float]:
-    """How far each budget of ``budgets`` (:func:`budgets_of`; None or 0: no budget) is
-    exceeded (> 0) or met (<= 0): SRAM, flash, latency."""
-    limits = (budgets.get("sram_bytes"), budgets.get("flash_bytes"), budgets.get("latency_s"))
-    values = (memory, flash, latency_s)
-    return [float(v - limit) if limit else 0.0 for v, limit in zip(values, limits, strict=True)]
+    @classmethod
+    def of(cls, config: SearchConfig, flash_budget: int | None) -> Budgets:
+        """A run's budgets."""
+        return cls(config.sram_budget_bytes, flash_budget, config.latency_budget_s)
+
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Any] | None) -> Budgets:
+        """The budgets a Pareto snapshot stored (none for one stored without them)."""
+        stored = stored or {}
+        return cls(stored.get("sram_bytes"), stored.get("flash_bytes"), stored.get("latency_s"))
+
+    def to_stored(self) -> dict[str, Any]:
+        """The budgets as a Pareto snapshot stores them."""
+        return {
+            "sram_bytes": self.sram_bytes,
+            "flash_bytes": self.flash_bytes,
+            "latency_s": self.latency_s,
+        }
+
+    def exceeded(self, memory: int, flash: int, latency_s: float) -> list[float]:
+        """How far each budget is exceeded (> 0) or met (<= 0): SRAM, flash, latency."""
+        limits = (self.sram_bytes, self.flash_bytes, self.latency_s)
+        values = (memory, flash, latency_s)
+        return [
+            float(v - limit) if limit else 0.0 for v, limit in zip(values, limits, strict=True)
+        ]
 
 
 def violations(
     config: SearchConfig, flash_budget: int | None, memory: int, flash: int, latency_s: float
 ) -> list[float]:
     """How far each budget is exceeded (> 0) or met (<= 0): SRAM, flash, latency."""
-    return exceeded(budgets_of(config, flash_budget), memory, flash, latency_s)
+    return Budgets.of(config, flash_budget).exceeded(memory, flash, latency_s)
 
 
 def over_budget(

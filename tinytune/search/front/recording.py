@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinytune.db import TWIN_OF, EvaluationRecord, ParetoSnapshot, Store
 from tinytune.evaluators import EvaluationResult, HardwareCost
-from tinytune.search.config.budgets import budgets_of, exceeded
+from tinytune.search.config.budgets import Budgets
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.front.pareto import normalised_hypervolume, pareto_front, reference
 
@@ -108,20 +108,16 @@ def measured_record(
 ) -> EvaluationRecord:
     """The stored form of a worker's result (``ok`` or ``failed``) for a measured fine-tune,
     with the cost the driver predicted for it."""
-    ok = result.ok
-    return EvaluationRecord(
-        study_name=config.study_name,
-        candidate_key=candidate_key,
+    details = {**_cost_details(cost, latency_profile, scheme), **result.details}
+    return EvaluationRecord.of(
+        config.study_name,
+        candidate_key,
+        "measured",
+        result,
         trial_number=trial,
-        fidelity="measured",
-        status="ok" if ok else "failed",
-        accuracy=result.accuracy if ok else None,
-        val_accuracy=result.val_accuracy if ok else None,
         memory_bytes=cost.arena_bytes,
         latency_ms=1000.0 * float(cost.latency_s or 0.0),
-        wall_time_s=result.wall_time_s,
-        error=None if ok else result.error_or(),
-        details={**_cost_details(cost, latency_profile, scheme), **result.details} if ok else None,
+        details=details if result.ok else None,
     )
 
 
@@ -176,7 +172,7 @@ def reference_point(store: Store, study_name: str, key: str) -> FrontPoint | Non
 
 
 def recipe_point(
-    store: Store, study_name: str, budgets: Mapping[str, Any], subnet: SubnetConfig
+    store: Store, study_name: str, budgets: Budgets, subnet: SubnetConfig
 ) -> FrontPoint | None:
     """The most accurate on validation (of equally accurate ones, the least SRAM) of the
     study's hand-written presets within every budget of ``budgets`` (:func:`within`): a
@@ -204,19 +200,19 @@ def recipe_point(
     return best
 
 
-def within(budgets: Mapping[str, Any], e: EvaluationRecord) -> bool:
+def within(budgets: Budgets, e: EvaluationRecord) -> bool:
     """Whether a measured evaluation has its validation accuracy and, as priced, meets every
-    budget of ``budgets`` (:func:`~tinytune.search.config.budgets.budgets_of`)."""
+    budget of ``budgets``."""
     if e.val_accuracy is None or e.memory_bytes is None or e.latency_ms is None:
         return False
     flash = (e.details or {}).get("flash_bytes") or 0
-    return all(x <= 0 for x in exceeded(budgets, e.memory_bytes, flash, e.latency_ms / 1000.0))
+    return all(x <= 0 for x in budgets.exceeded(e.memory_bytes, flash, e.latency_ms / 1000.0))
 
 
 def feasible(config: SearchConfig, flash_budget: int | None, e: EvaluationRecord) -> bool:
     """Whether a measured evaluation has its validation accuracy and, as priced, meets every
     budget of ``config`` (and ``flash_budget``)."""
-    return within(budgets_of(config, flash_budget), e)
+    return within(Budgets.of(config, flash_budget), e)
 
 
 def snapshot(
@@ -248,7 +244,7 @@ def snapshot(
         points = tuple(_point(ok[i]) for i in front_idx)
         ref = reference(measured, config.sram_budget_bytes, config.latency_budget_s)
         hv = normalised_hypervolume([measured[i] for i in front_idx], ref)
-    budgets = budgets_of(config, flash_budget)
+    budgets = Budgets.of(config, flash_budget).to_stored()
     stored, latest = [asdict(p) for p in points], store.latest_pareto(config.study_name)
     new = (len(evaluations), stored, hv, budgets)
     if (
@@ -292,7 +288,7 @@ def hypervolume_history(
             fronts.append((snap.n_trials, usable))
     if not any(front for _, front in fronts):
         return [(n, 0.0) for n, _ in fronts]
-    limits = budgets or {}
+    limits = Budgets.from_stored(budgets)
     measured = [
         (e.val_accuracy, float(e.memory_bytes), e.latency_ms / 1000.0)
         for e in evaluations
@@ -300,7 +296,7 @@ def hypervolume_history(
     ]
     ref = reference(
         measured + [p for _, front in fronts for p in front],
-        limits.get("sram_bytes"),
-        limits.get("latency_s"),
+        limits.sram_bytes,
+        limits.latency_s,
     )
     return [(n, normalised_hypervolume(front, ref) if front else 0.0) for n, front in fronts]

@@ -236,24 +236,19 @@ class Ladder:
     def on_screen(self, key: int, result: EvaluationResult) -> Outcome:
         """Store a short fine-tune's result as a ``short`` evaluation and score its member."""
         member = self.screen_tasks.pop(key)
-        ok = result.status == "ok" and isinstance(result.val_accuracy, float)
-        error = None if ok else result.error_or("the short fine-tune failed")
-        self.store.add_evaluation(
-            EvaluationRecord(
-                study_name=self.config.study_name,
-                candidate_key=member.candidate.key,
-                trial_number=member.trial.number,
-                fidelity="short",
-                status="ok" if ok else "failed",
-                accuracy=result.accuracy if ok else None,
-                val_accuracy=result.val_accuracy if ok else None,
-                memory_bytes=member.cost.arena_bytes,
-                latency_ms=1000.0 * float(member.cost.latency_s or 0.0),
-                wall_time_s=result.wall_time_s,
-                error=error,
-                details={**result.details, "scheme": member.scheme},
-            )
+        record = EvaluationRecord.of(
+            self.config.study_name,
+            member.candidate.key,
+            "short",
+            result,
+            trial_number=member.trial.number,
+            memory_bytes=member.cost.arena_bytes,
+            latency_ms=1000.0 * float(member.cost.latency_s or 0.0),
+            details={**result.details, "scheme": member.scheme},
+            failure="the short fine-tune failed",
         )
+        self.store.add_evaluation(record)
+        error, ok = record.error, record.status == "ok"
         notes: tuple[Note, ...] = ()
         if ok:
             member.screen, member.screen_state = float(result.val_accuracy or 0.0), "done"

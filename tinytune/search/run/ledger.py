@@ -5,7 +5,7 @@ A proposed candidate is stored and its cost predicted once (:class:`tinytune.eva
 HardwareEvaluator`: the arena of its training step, flash, step latency on the device); one
 over a budget is told PRUNED without training. A measured fine-tune is claimed in tinytune's
 tables — atomically, so that several drivers sharing a study spend exactly its budget and never
-measure a candidate twice — and sent to a worker as a plain-dict task. Its result is stored with
+measure a candidate twice — and sent to a worker as a FinetuneTask. Its result is stored with
 the cost the driver predicted, Optuna is told (measured accuracy ↑, peak SRAM ↓, step latency ↓;
 budgets are constraints), and the Pareto front of measured results is snapshotted with its
 normalised hypervolume. The objective and the front use validation accuracy; the test accuracy
@@ -150,14 +150,15 @@ class Ledger:
     ) -> HardwareCost | None:
         """Store the candidate and predict its cost; None when it is over a budget (pruned),
         unless it is the study's reference, which is measured over any budget."""
-        self.store.add_candidate(candidate.key, candidate.supernet, candidate.to_json())
+        payload = candidate.to_json()
+        self.store.add_candidate(candidate.key, candidate.supernet, payload)
         cost = self.checked.hardware(candidate)
         constraints, reason = over_budget(self.config, self.checked.flash_budget, cost)
         self.study.note(
             trial,
             **{
                 Attr.CANDIDATE_KEY: candidate.key,
-                Attr.CANDIDATE: candidate.to_json(),
+                Attr.CANDIDATE: payload,
                 Attr.MEMORY: cost.arena_bytes,
                 Attr.FLASH: cost.flash_bytes,
                 Attr.LATENCY: float(cost.latency_s or 0.0),

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tinytune.db import Store
-from tinytune.search.config.budgets import RunLimits, Sizing, StudyBudget, budgets_of
+from tinytune.search.config.budgets import Budgets, RunLimits, Sizing, StudyBudget
 from tinytune.search.config.search_config import SearchConfig
 from tinytune.search.execution.executor import Metered
 from tinytune.search.front.recording import FrontPoint, recipe_point, reference_point
@@ -127,7 +127,7 @@ def search_result(
         recipe=recipe_point(
             store,
             config.study_name,
-            budgets_of(config, checked.flash_budget),
+            Budgets.of(config, checked.flash_budget),
             default_subnet(checked.spec),
         ),
         trials=budget.trials,

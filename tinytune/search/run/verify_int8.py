@@ -167,18 +167,13 @@ def verify_int8(
 
 def _record(study: str, point: FrontPoint, result: EvaluationResult) -> EvaluationRecord:
     """The stored int8 measurement of ``point``."""
-    ok = result.status == "ok"
-    return EvaluationRecord(
-        study_name=study,
-        candidate_key=point.candidate_key,
-        fidelity="int8",
-        status="ok" if ok else "failed",
+    return EvaluationRecord.of(
+        study,
+        point.candidate_key,
+        "int8",
+        result,
         trial_number=point.trial,
-        accuracy=result.accuracy if ok else None,
-        val_accuracy=result.val_accuracy if ok else None,
         memory_bytes=point.memory_bytes,
         latency_ms=1000.0 * point.latency_s if point.latency_s is not None else None,
-        wall_time_s=result.wall_time_s,
-        error=None if ok else result.error_or(),
-        details=dict(result.details) if ok else None,
+        details=dict(result.details) if result.ok else None,
     )
