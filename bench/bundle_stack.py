@@ -10,7 +10,7 @@ program's: ``main``, the example's frames, the C library's ``printf`` and the ke
     python3 -m bench.bundle_stack [--preset mcunetv3] [--resolution 40] [--kernels DIR ...]
 
 ``--kernels DIR`` replaces the bundle's ``kernels/`` sources with those of DIR (e.g. an older
-copy of ``tinytune/export/csrc``), as ``bench/m7_instructions.py`` does.
+copy of ``tinytune/lowering/csrc``), as ``bench/m7_instructions.py`` does.
 """
 
 from __future__ import annotations

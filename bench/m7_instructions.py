@@ -26,7 +26,7 @@ states and caches cost cycles); it scales every measurement alike, so the relati
 error of a fit does not depend on it.
 
 ``--kernels DIR`` replaces the bundle's ``kernels/`` sources with those of DIR (e.g. an older
-copy of ``tinytune/export/csrc``) for a comparison; several are measured one after the other.
+copy of ``tinytune/lowering/csrc``) for a comparison; several are measured one after the other.
 
 ``--target cortex-m4`` does the same on the Cortex-M4F image (``make run-profile-cortex-m4``,
 MPS2-AN386, ``-mcpu=cortex-m4``) of bundles for the nRF52840 (those that fit its 256 KB of

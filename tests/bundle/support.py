@@ -29,8 +29,8 @@ from tinytune.bundle import (
     c_sources,
     write_bundle,
 )
-from tinytune.export.program import StepProgram, lower_step
 from tinytune.hwmodels import MemoryReport
+from tinytune.lowering.program import StepProgram, lower_step
 from tinytune.quant import QConv, QGroupNorm, QLinear, QuantizedNet, forward, train_step
 from tinytune.quant.schedule import epoch_lr
 from tinytune.spaces import SupernetSpec, get_supernet, make_preset

@@ -28,7 +28,7 @@ from tinytune.bundle.layouts import (
     arduino_sources,
     render_library_properties,
 )
-from tinytune.export import C_SOURCES
+from tinytune.lowering import C_SOURCES
 
 
 def _packaged(name: str) -> str:

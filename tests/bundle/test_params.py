@@ -18,7 +18,7 @@ import pytest
 from tests.bundle.support import needs, write_test_bundle
 from tests.quant.nets import SCHEMES, images, tiny_net
 from tinytune.bundle.render import model_id
-from tinytune.export.program import lower_step
+from tinytune.lowering.program import lower_step
 from tinytune.quant import QConv, quantize
 
 HARNESS = """\

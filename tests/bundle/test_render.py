@@ -15,7 +15,7 @@ from tests.bundle.support import make, needs, parse_dump, replay, write_test_bun
 from tests.quant.nets import LITE_RESOLUTION, RESOLUTION, SCHEMES, images, lite_net, tiny_net
 from tinytune.bundle.render import c_array, c_float
 from tinytune.bundle.templates import KERNEL_TEMPLATES
-from tinytune.export.program import KERNELS
+from tinytune.lowering.program import KERNELS
 from tinytune.quant import QuantizedNet, quantize
 
 LR = 0.01

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tinytune.export.program import lower_step
 from tinytune.hwmodels.memory import CODE_BYTES_BASE, CODE_BYTES_MBV3, CODE_BYTES_PER_CALL
+from tinytune.lowering.program import lower_step
 from tinytune.models import build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
 from tinytune.quant import quantize

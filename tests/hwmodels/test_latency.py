@@ -376,7 +376,7 @@ def test_model_forms_tie_coefficients_by_hand() -> None:
 
 
 def test_every_exported_kernel_has_its_phases() -> None:
-    from tinytune.export.program import KERNELS
+    from tinytune.lowering.program import KERNELS
 
     assert set(KERNEL_PHASES) == set(KERNELS)
 

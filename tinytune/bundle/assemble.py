@@ -12,7 +12,7 @@ The pipeline (:func:`build_bundle`):
    re-estimated on the training images and folded (:func:`~tinytune.models.build_candidate`);
 3. post-training int8 quantization calibrated on those images (:func:`~tinytune.quant.quantize`)
    and the lowering of one training step onto the planner's arena
-   (:func:`~tinytune.export.program.lower_step`); the lowered arena must equal step 1's;
+   (:func:`~tinytune.lowering.program.lower_step`); the lowered arena must equal step 1's;
 4. the C: the model (:mod:`tinytune.bundle.render`), the example's samples
    (:mod:`tinytune.bundle.samples`), the kernels, the platform files, the Makefile, the CMake,
    Zephyr and Arduino layouts (:mod:`tinytune.bundle.layouts`), a README and
@@ -51,11 +51,11 @@ from tinytune.bundle.render import PARAMS_VERSION, ModelInfo, render_model, rend
 from tinytune.bundle.samples import Samples, render_samples
 from tinytune.errors import BudgetError, flag
 from tinytune.evaluators.hardware import HardwareCost
-from tinytune.export import C_HEADERS, C_SOURCES, csrc_dir
-from tinytune.export.program import StepProgram
 from tinytune.hashing import sha256_file
 from tinytune.hwmodels.profile import DeviceProfile
 from tinytune.ir import Graph, unrolled
+from tinytune.lowering import C_HEADERS, C_SOURCES, csrc_dir
+from tinytune.lowering.program import StepProgram
 from tinytune.quant import QuantizationError, QuantizedNet
 from tinytune.quant.schedule import LR_SCHEDULES, MIN_DEVICE_LR
 from tinytune.spaces import Candidate
@@ -344,8 +344,8 @@ def _lowered(
     """
     from tinytune.evaluators.hardware import schedule_plan
     from tinytune.evaluators.task import network_on_data
-    from tinytune.export.program import lower_step
     from tinytune.hwmodels import plan_memory
+    from tinytune.lowering.program import lower_step
     from tinytune.models import load_supernet
     from tinytune.quant import quantize
     from tinytune.spaces import get_supernet

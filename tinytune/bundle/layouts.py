@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from string import Template
 
-from tinytune.export import C_SOURCES
+from tinytune.lowering import C_SOURCES
 
 __all__ = [
     "ARDUINO_UNITS",

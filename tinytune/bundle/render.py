@@ -1,13 +1,13 @@
 """Render a lowered training step as a standalone C99 model: ``tt_model.h`` and ``tt_model.c``.
 
-The model holds what :class:`~tinytune.export.program.StepProgram` describes and nothing
+The model holds what :class:`~tinytune.lowering.program.StepProgram` describes and nothing
 more:
 
 * ONE static int8 arena of exactly the memory planner's size (``TT_ARENA_BYTES``), which holds
   every activation, mask, gradient and trained parameter at the planner's offsets; with
   ``-DTT_GUARD`` it is framed by guard bytes that :c:func:`tt_guard_intact` checks;
 * two small buffers outside it, stated in the header: the scratch space (the float32 logits,
-  see :data:`~tinytune.export.program.SCRATCH_NOTE`) and the table of gradient exponents;
+  see :data:`~tinytune.lowering.program.SCRATCH_NOTE`) and the table of gradient exponents;
 * every constant (frozen weights, multipliers, interpolation tables, the trained parameters'
   initial values) as a ``static const`` array, which a microcontroller keeps in flash;
 * the step as straight-line kernel calls written by the templates of
@@ -43,7 +43,7 @@ from tinytune.bundle.templates import (
     PROFILE_HEADER,
     TENSOR_INPUT_DOC,
 )
-from tinytune.export.program import KERNELS, Call, ExpRef, Label, Ptr, StepProgram
+from tinytune.lowering.program import KERNELS, Call, ExpRef, Label, Ptr, StepProgram
 from tinytune.quant import QuantizedNet
 from tinytune.quant.schedule import MAX_LR_HALVINGS
 
@@ -165,7 +165,7 @@ PARAMS_VERSION = 1
 """``TT_PARAMS_VERSION``: the blob's format."""
 RATE_CONSTANTS = ("_step_mult", "_step_shift")
 """The endings of the constants that the learning rate sets (the update multipliers of
-:func:`tinytune.export.program.lower_step`), left out of :func:`model_id`."""
+:func:`tinytune.lowering.program.lower_step`), left out of :func:`model_id`."""
 
 
 def model_id(program: StepProgram) -> str:

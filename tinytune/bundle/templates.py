@@ -3,7 +3,7 @@
 A template has the statement of the call and, when the C prototype takes structs, the
 file-scope ``static const`` objects that hold them (their fields are known when the bundle is
 rendered; only gradient exponents and the label change at run time). Placeholders are the
-operand names of :data:`tinytune.export.program.KERNELS`, each replaced by its rendered value
+operand names of :data:`tinytune.lowering.program.KERNELS`, each replaced by its rendered value
 (:mod:`tinytune.bundle.render`), and ``$id``, a prefix unique to the call for the names of its
 structs. Pointers arrive untyped (``TT_ARENA(offset)``, a constant array, ``NULL``): the casts
 in the templates give them the types of the prototypes in ``tt_int8.h``.

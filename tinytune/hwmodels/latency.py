@@ -19,8 +19,8 @@ measured step times, from the rows this module makes of them. Where the step's k
 timed one by one (a bundle's profiler), each op's calls add rows of their own — its forward, its
 gradient to the input, its weight gradient and update — so that the training phases' coefficients
 are measured rather than inferred from whole steps alone (:data:`KERNEL_PHASES` says which phases
-each kernel of :mod:`tinytune.export` runs); on the host, each op's timed forward and backward pass
-does the same (:func:`op_rows`).
+each kernel of :mod:`tinytune.lowering` runs); on the host, each op's timed forward and backward
+pass does the same (:func:`op_rows`).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ bundle's kernels do that work inside the convolution's, whose coefficients inclu
 COST_CLASSES = OP_CLASSES + tuple(SUBCLASSES) + EAGER_CLASSES
 # Output pixels below which (pointwise) and up to which (depthwise) a convolution is of the
 # few-pixel class: the thresholds of the bundle's Linux kernels (TT_FEW_PIXELS,
-# TT_FEW_DW_PIXELS in tinytune/export/csrc).
+# TT_FEW_DW_PIXELS in tinytune/lowering/csrc).
 PW_FEW_PIXELS = 16
 DW_FEW_PIXELS = 64
 

@@ -18,7 +18,7 @@ The peak is the largest sum of the buffers alive at one step. Buffers:
 * activation gradients: ∂L/∂t from the backward step of t's last reader to that of its writer;
 * parameter gradients, by ``update`` (:data:`UPDATES`): ``fused`` — none: the kernel that
   computes a weight's or bias's gradient applies it element by element, as tinytune's int8
-  engine does (:func:`tinytune.export.passes.fuse_gradient_updates`), so the gradient never
+  engine does (:func:`tinytune.lowering.passes.fuse_gradient_updates`), so the gradient never
   exists as a buffer; ``reordered`` — each one a buffer at its backward step only, applied
   right after (the Tiny Training Engine's in-place update, MCUNetV3 §3); ``deferred`` — held
   from their backward step to the end, as a framework applies them. With gradient
@@ -478,7 +478,7 @@ squeeze-and-excitation product and their gradients; ``arm-none-eabi-size`` as ab
 
 def _int8_constant_bytes(graph: Graph) -> int:
     """The bytes of every constant array of the int8 step that the exporter lowers from
-    ``graph`` (``tinytune.export.lower_step``), the initial values of trained parameters
+    ``graph`` (``tinytune.lowering.lower_step``), the initial values of trained parameters
     included: per convolution its int8 weight, int32 bias, requantization multiplier and shift
     per output channel, its activation's output table (256 int8) and, where a gradient flows
     through it, derivative table (256 int16), the input gradient's multiplier per output

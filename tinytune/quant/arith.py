@@ -1,7 +1,7 @@
 """The integer (and the few float32) semantics of tinytune's int8 training step.
 
 This module is the specification that the PyTorch simulator (:mod:`tinytune.quant.kernels`,
-:mod:`tinytune.quant.simulate`) and the C kernels (``tinytune/export/csrc``) both implement,
+:mod:`tinytune.quant.simulate`) and the C kernels (``tinytune/lowering/csrc``) both implement,
 bit for bit. Every function here is the reference definition of one primitive; the C file
 ``tt_arith.h`` implements the same primitives on scalars.
 

@@ -1,5 +1,5 @@
 """Reference kernels of the int8 training step: one function per C kernel of
-``tinytune/export/csrc``, with the same arguments and, bit for bit, the same results.
+``tinytune/lowering/csrc``, with the same arguments and, bit for bit, the same results.
 
 The semantics are those of :mod:`tinytune.quant.arith`. Integers are held in int64 tensors;
 convolutions of integers run as float64 convolutions, which are exact because every partial sum

@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.export.harness import build_driver, needs_gcc, run_program
+from tests.lowering.harness import build_driver, needs_gcc, run_program
 from tinytune.quant import ActQuant, activation_tables
 from tinytune.quant import kernels as K
 from tinytune.quant.arith import quantize_multiplier, scale_round

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.quant.nets import SCHEMES, images, tiny_net
-from tinytune.export.passes import PASSES, run_passes
-from tinytune.export.program import lower_step
+from tinytune.lowering.passes import PASSES, run_passes
+from tinytune.lowering.program import lower_step
 from tinytune.quant import QConv, QLinear, quantize
 
 

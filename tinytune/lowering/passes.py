@@ -16,7 +16,7 @@ every parameter. Each pass of :data:`PASSES` is one function from graph to graph
    kernel computes a weight channel's gradient and applies it at once, so a parameter gradient
    never exists as a buffer.
 
-:func:`~tinytune.export.program.lower_step` emits one kernel call (or a few, for one node) per
+:func:`~tinytune.lowering.program.lower_step` emits one kernel call (or a few, for one node) per
 node of the final graph, in its order. The memory planner makes the same decisions (what is
 kept, when gradients are freed); the tests check the two agree.
 """

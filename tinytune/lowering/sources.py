@@ -21,4 +21,4 @@ C_LIBS = ("-lm",)  # sqrtf of GroupNorm (correctly rounded, as IEEE 754 requires
 
 def csrc_dir() -> Path:
     """The folder that holds :data:`C_SOURCES` and :data:`C_HEADERS`."""
-    return Path(str(resources.files("tinytune.export") / "csrc"))
+    return Path(str(resources.files("tinytune.lowering") / "csrc"))

@@ -4,7 +4,7 @@
  * and needs only printf, so the same program runs on the host and on bare-metal targets under
  * QEMU; each target takes its own paths through the kernels (vectorised loops on Linux,
  * register-blocked ones with -DTT_CORTEX_M=1, SMLAD ones with the DSP extension), and every
- * build must print the same lines (tests/export/test_kernel_paths.py).
+ * build must print the same lines (tests/lowering/test_kernel_paths.py).
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.bundle.support import needs
-from tests.export.harness import HERE, RUN_ENV, SANITIZE, needs_gcc
-from tinytune.export import csrc_dir
+from tests.lowering.harness import HERE, RUN_ENV, SANITIZE, needs_gcc
+from tinytune.lowering import csrc_dir
 
 pytestmark = needs_gcc
 

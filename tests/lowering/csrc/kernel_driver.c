@@ -1,7 +1,7 @@
 /*
  * Test driver: runs one kernel (named by argv[1]) on arrays read from stdin and writes its
  * outputs to stdout. Each array is framed as int32 dtype code, int32 element count, then the
- * raw little-endian elements (see tests/export/harness.py). Every array gets its own exactly
+ * raw little-endian elements (see tests/lowering/harness.py). Every array gets its own exactly
  * sized allocation so that the address sanitizer sees any access outside it.
  */
 #include <stdint.h>

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tinytune.export.passes import Node, PassRecord, run_passes
 from tinytune.hwmodels import MemoryReport, plan_memory
 from tinytune.ir import PatchPlan, Region, patch_op
+from tinytune.lowering.passes import Node, PassRecord, run_passes
 from tinytune.quant import (
     QAdd,
     QCat,
@@ -211,7 +211,7 @@ class StepProgram:
         calls: the step, in order.
         writes: the buffers each call leaves, in order (activations, gradients, logits).
         lr: the learning rate baked into the update multipliers.
-        nodes: the training graph after :data:`~tinytune.export.passes.PASSES`, one or more
+        nodes: the training graph after :data:`~tinytune.lowering.passes.PASSES`, one or more
             calls per node; ``passes``: its node count before and after each pass.
     """
 

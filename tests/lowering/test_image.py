@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from tests.bundle.support import needs
-from tests.export.harness import build_driver, needs_gcc, run_program
+from tests.lowering.harness import build_driver, needs_gcc, run_program
 from tinytune.bundle.frames import HORIZONTAL_FIRST, PILLOW13, resize_order
 
 pytestmark = needs_gcc
@@ -172,8 +172,8 @@ def _rv32_counts(tmp_path: Path, rows: int) -> dict[tuple[int, int, int, int], f
     """Millions of instructions of each frame of ``csrc/image_cost.c`` at ``rows`` rows."""
     import subprocess
 
-    from tests.export.harness import HERE
-    from tinytune.export import csrc_dir
+    from tests.lowering.harness import HERE
+    from tinytune.lowering import csrc_dir
 
     elf = tmp_path / f"cost{rows}.elf"
     src = csrc_dir()

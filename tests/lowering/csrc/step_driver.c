@@ -1,6 +1,6 @@
 /*
- * Test driver: runs a lowered training step (tinytune.export.program) on images read from
- * stdin. The program arrives first (see tests/export/harness.py: encode_program); then, per
+ * Test driver: runs a lowered training step (tinytune.lowering.program) on images read from
+ * stdin. The program arrives first (see tests/lowering/harness.py: encode_program); then, per
  * step, an int32 label and the int8 image. After every call that the program lists as a
  * dump, the driver writes the bytes (and the gradient exponent) it names to stdout.
  *

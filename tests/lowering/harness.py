@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinytune.export import C_LIBS, C_SOURCES, csrc_dir
+from tinytune.lowering import C_LIBS, C_SOURCES, csrc_dir
 
 HERE = Path(__file__).parent / "csrc"
 CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-O2")
@@ -105,7 +105,7 @@ def _padded(data: bytes) -> bytes:
 
 
 def _operand(value: object) -> bytes:
-    from tinytune.export.program import ExpRef, Label, Ptr
+    from tinytune.lowering.program import ExpRef, Label, Ptr
 
     if value is None:
         return _i32(2)

@@ -1,6 +1,6 @@
 """Whole training steps in C against the int8 simulator, bit for bit.
 
-A quantized network's step is lowered (:func:`tinytune.export.program.lower_step`) onto the
+A quantized network's step is lowered (:func:`tinytune.lowering.program.lower_step`) onto the
 memory planner's arena and run, step after step, by ``csrc/step_driver.c`` — once built with
 ``-O2`` and once with the address and undefined-behaviour sanitizers. After every call the
 driver dumps what it wrote (activations, logits, masked gradients, gradients with their
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.export.harness import build_driver, encode_program, needs_gcc, run_steps
+from tests.lowering.harness import build_driver, encode_program, needs_gcc, run_steps
 from tests.quant.nets import (
     LITE_RESOLUTION,
     MBV3_SCHEMES,
@@ -28,9 +28,9 @@ from tests.quant.nets import (
     tiny_net,
 )
 from tinytune.evaluators.hardware import HardwareConfig, hardware_cost
-from tinytune.export.program import Ptr, StepProgram, lower_step
 from tinytune.hwmodels import MemoryReport, plan_memory
 from tinytune.ir import block_end, plan_patches
+from tinytune.lowering.program import Ptr, StepProgram, lower_step
 from tinytune.models import GraphNet, build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
 from tinytune.quant import QConv, QGroupNorm, QLinear, QuantizedNet, quantize, train_step

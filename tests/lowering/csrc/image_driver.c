@@ -1,6 +1,6 @@
 /*
  * Test driver of tt_resize_bilinear_s8: reads frames from stdin until it ends, each as three
- * arrays (see tests/export/harness.py): int32 [width, height, stride, channels, out_w, out_h,
+ * arrays (see tests/lowering/harness.py): int32 [width, height, stride, channels, out_w, out_h,
  * order], the uint8 frame and the int8 table (256); writes for each the int32 return value and
  * the 3 * out_w * out_h int8 output, which starts as 0x5A bytes (so that a refusal shows
  * whether it wrote anything). Every buffer is allocated to its exact size, for the address
