@@ -202,7 +202,7 @@ def test_export_refuses_to_lose_an_edited_bundle_file_before_any_work(tmp_path: 
 
 def test_a_candidate_is_looked_up_by_a_trial_number_or_a_key_only() -> None:
     from tinytune.errors import StorageError
-    from tinytune.studies import find_candidate
+    from tinytune.stored import find_candidate
 
     for bad in (None, 3.5, False):
         with pytest.raises(StorageError, match="by a trial number or a stored key, got"):
@@ -387,7 +387,7 @@ def test_a_stored_study_reads_back_its_space_typed(tmp_path: Path) -> None:
     import tinytune
     from tinytune.db import open_store
     from tinytune.search.study.study_space import StudySpace
-    from tinytune.studies import find_candidate
+    from tinytune.stored import find_candidate
 
     url, config = _made_up_study(tmp_path)
     expected = StudySpace.from_config(dataclasses.replace(config, engine="bundle"))

@@ -338,7 +338,7 @@ def test_each_default_is_stated_once() -> None:
     import tinytune
     import tinytune.api
     import tinytune.cli.common
-    import tinytune.studies
+    import tinytune.stored
     from tinytune.search import SearchConfig
     from tinytune.search.study.study_space import StudySpace
     from tinytune.spaces import DEFAULT_SUPERNET, default_network
@@ -355,7 +355,7 @@ def test_each_default_is_stated_once() -> None:
     }
     assert tinytune.api.DEFAULT_STORAGE is DEFAULT_STORAGE
     assert tinytune.cli.common.DEFAULT_STORAGE is DEFAULT_STORAGE
-    for load in (tinytune.load, tinytune.studies.load):
+    for load in (tinytune.load, tinytune.stored.load):
         assert inspect.signature(load).parameters["storage"].default is DEFAULT_STORAGE
     assert inspect.signature(tinytune.export_bundle).parameters["storage"].default is (
         DEFAULT_STORAGE

@@ -16,7 +16,7 @@ from typing import Any
 from tinytune.api import Exported, devices, export_bundle, load, optimize
 from tinytune.errors import TinyTuneError
 from tinytune.spaces import Candidate
-from tinytune.studies import StudyView
+from tinytune.stored import StudyView
 
 __version__ = "0.1.0"
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tinytune import studies as _studies
+from tinytune import stored as _stored
 from tinytune.exporting import Exported, check_callbacks, export_bundle
 from tinytune.options import (
     DEFAULT_DATASET,
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from tinytune.models import PretrainRecipe
     from tinytune.search import SearchEvent, SearchResult
     from tinytune.spaces import SupernetSpec
-    from tinytune.studies import StudyView
+    from tinytune.stored import StudyView
 
 __all__ = [
     "DEFAULT_DATASET",
@@ -348,4 +348,4 @@ def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
     Raises:
         StorageError: no database file, no such study, or several to choose from.
     """
-    return _studies.load(study, storage)
+    return _stored.load(study, storage)

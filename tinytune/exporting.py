@@ -176,7 +176,7 @@ def _look_up(
     from tinytune.db import open_store
     from tinytune.hwmodels.registry import device_engines, get_device
     from tinytune.search import FrontPoint
-    from tinytune.studies import find_candidate
+    from tinytune.stored import find_candidate
 
     key: int | str = target if isinstance(target, int | str) else target.candidate_key
     if isinstance(target, FrontPoint) and study is None:

@@ -308,7 +308,7 @@ def test_reading_a_study_rides_out_a_restart(
     whose database starts refusing connections after it was opened, as in a restart, answers
     once it is back, as a search does."""
     import tinytune
-    import tinytune.studies as studies
+    import tinytune.stored as studies
 
     with open_store(postgres_url) as store:
         run_search(config(), store, InlineExecutor(FakeEvaluator()))

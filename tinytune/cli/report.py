@@ -39,7 +39,7 @@ def report(
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
     from tinytune.hwmodels.registry import get_device
     from tinytune.spaces import get_supernet
-    from tinytune.studies import find_candidate
+    from tinytune.stored import find_candidate
     from tinytune.viz import report_figure
 
     quiet_logs()
