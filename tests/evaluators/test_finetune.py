@@ -12,6 +12,7 @@ import torch
 
 from tinytune.data import Split, Splits
 from tinytune.errors import OptionError
+from tinytune.evaluators import FinetuneTask
 from tinytune.evaluators.finetune import FinetuneConfig, finetune
 from tinytune.models import build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
@@ -225,18 +226,17 @@ def test_a_worker_keeps_its_data_set_and_device_copy_between_fine_tunes(
         task_module, "get_dataset", lambda spec, seed: hashed.append(spec) or real(spec, seed=seed)
     )
     root = write_image_folder(tmp_path / "images", images_per_class=6)
-    task = {
-        "candidate": make_preset("bias-only", SPEC).to_json(),
-        "checkpoint": str(tiny_checkpoint),
-        "dataset": f"imagefolder:{root}",
-        "data_seed": 0,
-        "finetune": FinetuneConfig(epochs=1, batch_size=4, lr=0.1).to_dict(),
-        "threads": 1,
-    }
+    task = FinetuneTask(
+        candidate=make_preset("bias-only", SPEC).to_json(),
+        checkpoint=str(tiny_checkpoint),
+        dataset=f"imagefolder:{root}",
+        data_seed=0,
+        finetune=FinetuneConfig(epochs=1, batch_size=4, lr=0.1),
+    )
     first = task_module.run_evaluation(task)
     kept = dict(task_module._on_device._kept)
-    second = task_module.run_evaluation({**task, "repeats": 2})
-    assert first["status"] == second["status"] == "ok", (first, second)
+    second = task_module.run_evaluation(task.replace(repeats=2))
+    assert first.status == second.status == "ok", (first, second)
     assert hashed == [f"imagefolder:{root}"]  # listed and hashed once
     assert len(kept) == 1 and dict(task_module._on_device._kept).keys() == kept.keys()
     ((tensor, _),) = task_module._on_device._kept.values()

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from tinytune.errors import ConfigError
+from tinytune.evaluators import FinetuneTask
 from tinytune.evaluators.hardware import (
     SEARCHED_PATCHES,
     HardwareConfig,
@@ -199,17 +200,17 @@ def test_a_patch_schedule_changes_no_accuracy(tiny_checkpoint) -> None:
     patched = replace(whole, schedule=Schedule(2, 2))
     config = SearchConfig(checkpoint=str(tiny_checkpoint))
     assert finetune_task(config, 1, patched, 0.1) == finetune_task(config, 1, whole, 0.1)
-    task = {
-        "checkpoint": str(tiny_checkpoint),
-        "dataset": "digits",
-        "data_seed": 0,
-        "finetune": FinetuneConfig(epochs=1, batch_size=64, lr=0.1).to_dict(),
-        "threads": 1,
-    }
-    a = run_evaluation({**task, "candidate": patched.to_json()})
-    b = run_evaluation({**task, "candidate": whole.to_json()})
-    assert a["status"] == b["status"] == "ok"
-    assert (a["val_accuracy"], a["accuracy"]) == (b["val_accuracy"], b["accuracy"])
+    task = FinetuneTask(
+        candidate=whole.to_json(),
+        checkpoint=str(tiny_checkpoint),
+        dataset="digits",
+        data_seed=0,
+        finetune=FinetuneConfig(epochs=1, batch_size=64, lr=0.1),
+    )
+    a = run_evaluation(task.replace(candidate=patched.to_json()))
+    b = run_evaluation(task)
+    assert a.status == b.status == "ok"
+    assert (a.val_accuracy, a.accuracy) == (b.val_accuracy, b.accuracy)
 
 
 def test_two_by_two_patches_halve_the_classifier_only_arena_at_48_px_for_little_time() -> None:

@@ -179,7 +179,8 @@ class SearchConfig:
     def __post_init__(self) -> None:
         for option in SEARCH_OPTIONS:  # each field an option sets, by the option's rules
             path = option.config_field
-            if path is not None:
+            # the fine-tuning settings checked themselves when they were made (FinetuneConfig)
+            if path is not None and not path.startswith("finetune."):
                 value: Any = self
                 for attr in path.split("."):
                     value = getattr(value, attr)
