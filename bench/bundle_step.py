@@ -41,8 +41,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from bench.harness import DEFAULT_DATASET, add_arguments, cpu_model, write_json
 
@@ -196,7 +197,21 @@ def _checkpoint(weights: str | None, spec, tmp: Path) -> tuple[Path, str]:
     return path, "randomly initialised weights"
 
 
-def main() -> None:
+@dataclass(frozen=True)
+class _Timed:
+    """What one run measured: the bundle, its weights, both sides' step times and memory."""
+
+    bundle: Any
+    weights_label: str
+    planned: int
+    c_times: list[float]
+    torch_times: list[float]
+    c_rss: int
+    torch_memory: dict[str, int]
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line's options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--weights", help="supernet checkpoint (default: cached, else random)")
     parser.add_argument("--preset", default="mcunetv3")
@@ -212,29 +227,29 @@ def main() -> None:
         json=True,
         help={"json": "also write the figures to this file"},
     )
-    args = parser.parse_args()
+    return parser
 
+
+def _compile_driver(folder: Path) -> None:
+    """Compiles the timing driver with the bundle's sources in ``folder`` (``bench_step``)."""
+    (folder / "bench_step.c").write_text(DRIVER)
+    sources = ["bench_step.c", "tt_model.c", "tt_data.c"]
+    sources += sorted(f"kernels/{p.name}" for p in (folder / "kernels").glob("*.c"))
+    cflags = ["-std=c99", "-ffp-contract=off", "-O3", "-D_POSIX_C_SOURCE=199309L"]
+    cmd = ["gcc", *cflags, "-I.", "-Ikernels", *sources, "-o", "bench_step", "-lm"]
+    subprocess.run(cmd, cwd=folder, check=True)
+
+
+def _time_steps(args: argparse.Namespace, spec: Any, candidate: Any, device: Any) -> _Timed:
+    """Exports and compiles the bundle, then times its steps against PyTorch's, interleaved."""
     from tinytune.bundle import BundleRequest, build_bundle, write_bundle
-    from tinytune.hwmodels.registry import get_device
-    from tinytune.spaces import get_supernet, make_preset
 
-    if shutil.which("gcc") is None:
-        sys.exit("bench/bundle_step.py needs gcc")
-    spec = get_supernet(args.supernet)
-    candidate = make_preset(args.preset, spec)
-    candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=args.resolution))
-    device = get_device(args.device)
     with tempfile.TemporaryDirectory(prefix="tt-bench-") as tmp_name:
         tmp = Path(tmp_name)
         checkpoint, weights_label = _checkpoint(args.weights, spec, tmp)
         bundle = build_bundle(BundleRequest(candidate, checkpoint, device, samples=8, epochs=1))
         folder = write_bundle(tmp / "bundle", bundle.files, bundle.manifest)
-        (folder / "bench_step.c").write_text(DRIVER)
-        sources = ["bench_step.c", "tt_model.c", "tt_data.c"]
-        sources += sorted(f"kernels/{p.name}" for p in (folder / "kernels").glob("*.c"))
-        cflags = ["-std=c99", "-ffp-contract=off", "-O3", "-D_POSIX_C_SOURCE=199309L"]
-        cmd = ["gcc", *cflags, "-I.", "-Ikernels", *sources, "-o", "bench_step", "-lm"]
-        subprocess.run(cmd, cwd=folder, check=True)
+        _compile_driver(folder)
         ctx = multiprocessing.get_context("spawn")
         torch_conn, worker_conn = ctx.Pipe()
         worker = ctx.Process(
@@ -254,10 +269,15 @@ def main() -> None:
         torch_conn.send(None)
         torch_memory = torch_conn.recv()
         worker.join()
+    return _Timed(bundle, weights_label, planned, c_times, torch_times, c_rss, torch_memory)
 
+
+def _report(args: argparse.Namespace, spec: Any, candidate: Any, device: Any, t: _Timed) -> None:
+    """Prints the figures of both sides and the command; with ``--json``, writes them too."""
+    bundle, planned, c_rss, torch_memory = t.bundle, t.planned, t.c_rss, t.torch_memory
     model = bundle.model
     static = model.arena_bytes + model.scratch_bytes + model.exponent_bytes
-    c_step, torch_step = statistics.median(c_times), statistics.median(torch_times)
+    c_step, torch_step = statistics.median(t.c_times), statistics.median(t.torch_times)
     rounds = -(-args.repeats // args.per_round)
     rows = [
         ("training step, median (batch 1, 1 thread)", f"{1000 * c_step:.2f} ms",
@@ -270,7 +290,7 @@ def main() -> None:
     ]  # fmt: skip
     print(
         f"candidate {candidate.key[:12]}: {args.preset} on {spec.name} at {args.resolution} px, "
-        f"{weights_label}; {cpu_model()}"
+        f"{t.weights_label}; {cpu_model()}"
     )
     print(
         f"timing: median of {args.repeats} steps per side, interleaved in {rounds} rounds of "
@@ -302,6 +322,21 @@ def main() -> None:
             "torch_peak_rss_bytes": torch_memory["peak_rss_bytes"],
         }
         write_json(args.json, figures)
+
+
+def main() -> None:
+    args = _parser().parse_args()
+
+    from tinytune.hwmodels.registry import get_device
+    from tinytune.spaces import get_supernet, make_preset
+
+    if shutil.which("gcc") is None:
+        sys.exit("bench/bundle_step.py needs gcc")
+    spec = get_supernet(args.supernet)
+    candidate = make_preset(args.preset, spec)
+    candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=args.resolution))
+    device = get_device(args.device)
+    _report(args, spec, candidate, device, _time_steps(args, spec, candidate, device))
 
 
 def _kb(n: int) -> str:

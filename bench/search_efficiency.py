@@ -76,6 +76,7 @@ import logging
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -217,6 +218,112 @@ def search_run(
     return points, result.train_epochs, counts, hand, result.driver_s  # type: ignore[return-value]
 
 
+def _screened_table(
+    store: Any,
+    metered: Metered,
+    spec: Any,
+    identity: TableIdentity,
+    screen: Callable[[Any], FinetuneTask],
+) -> Any:
+    """The contribution table of the default sub-network at the screening fidelity."""
+    keys = iter(range(-1, -(10**9), -1))
+    table = run_contributions(
+        store,
+        metered,
+        identity,
+        spec,
+        ContributionPlan(),
+        screen,
+        lambda: next(keys),
+    )
+    if table is None:
+        raise RuntimeError("the contribution analysis's classifier-only base failed")
+    return table
+
+
+def _evolve(
+    args: argparse.Namespace,
+    spec: Any,
+    subnet: Any,
+    checked: Any,
+    table: Any,
+    seed: int,
+    budget: int,
+) -> list[tuple[Any, Any, float]]:
+    """NSGA-II on ``subnet``'s update schemes: distinct estimated candidates within ``budget``."""
+    import optuna
+
+    costs: dict[int, tuple[Any, Any, float]] = {}
+
+    def objective(trial: optuna.Trial) -> tuple[float, float, float]:
+        candidate = suggest_candidate(trial, spec)
+        cost = checked.hardware(candidate)
+        trial.set_constraint("sram", float(cost.arena_bytes - budget))
+        accuracy = estimate(candidate, table, table.base).accuracy
+        costs[trial.number] = (candidate, cost, accuracy)
+        return accuracy, float(cost.arena_bytes), float(cost.latency_s or 0.0)
+
+    evolution = optuna.create_study(
+        directions=list(DIRECTIONS),
+        sampler=optuna.samplers.PartialFixedSampler(
+            subnet_params(subnet, spec),
+            optuna.samplers.NSGAIISampler(population_size=args.population, seed=seed),
+        ),
+    )
+    evolution.optimize(objective, n_trials=args.evolution_trials)
+    feasible = [costs[t.number] for t in evolution.trials if t.constraints["sram"] <= 0]
+    unique = list({c.key: (c, cost, acc) for c, cost, acc in feasible}.values())
+    return unique
+
+
+def _picks(
+    unique: list[tuple[Any, Any, float]], left: int, budget: int
+) -> list[tuple[Any, Any, float]]:
+    """Up to ``left`` candidates to measure in full: the estimated front, then the next layers."""
+    picks: list[tuple[Any, Any, float]] = []
+
+    def objectives(entry: tuple[Any, Any, float]) -> tuple[float, float, float]:
+        _, cost, accuracy = entry
+        return accuracy, float(cost.arena_bytes), float(cost.latency_s or 0.0)
+
+    # the estimated front first, most hypervolume first; with epochs left, the next
+    # non-dominated layer of the population, and so on
+    while unique and len(picks) < left:
+        layer = pareto_front([(-a, m, t) for a, m, t in map(objectives, unique)])
+        pool = [unique[i] for i in layer]
+        unique = [u for i, u in enumerate(unique) if i not in set(layer)]
+        while pool and len(picks) < left:
+            contenders, chosen = list(map(objectives, pool)), list(map(objectives, picks))
+            ref = reference([*contenders, *chosen], budget, None)
+            picks.append(pool.pop(choose_promotion(contenders, chosen, ref)))
+    return picks
+
+
+def _measure_picks(
+    metered: Metered,
+    picks: list[tuple[Any, Any, float]],
+    task: Callable[[Any, FinetuneConfig, float], FinetuneTask],
+    full: FinetuneConfig,
+) -> list[Point]:
+    """The full fine-tunes of ``picks``: the points of those that came back."""
+    for i, (candidate, _, _) in enumerate(picks):
+        metered.submit(i, task(candidate, full, 1.0))
+    points: list[Point] = []
+    while metered.in_flight:
+        for i, result in metered.wait(timeout=5.0):
+            if result.status == "ok":
+                cost = picks[i][1]
+                points.append(
+                    (
+                        float(result.val_accuracy),
+                        float(cost.arena_bytes),
+                        float(cost.latency_s or 0.0),
+                        float(result.accuracy),
+                    )
+                )
+    return points
+
+
 def mcunetv3_run(
     args: argparse.Namespace, store: Any, executor: Executor, seed: int
 ) -> tuple[list[Point], float]:
@@ -255,78 +362,21 @@ def mcunetv3_run(
             train_fraction=fraction,
         )
 
-    keys = iter(range(-1, -(10**9), -1))
     identity = TableIdentity(
         spec.name, str(args.checkpoint), file_sha256(args.checkpoint), data.name, 0, low, subnet
     )
-    table = run_contributions(
-        store,
-        metered,
-        identity,
-        spec,
-        ContributionPlan(),
-        lambda c: task(c, low, args.screen_fraction),
-        lambda: next(keys),
+    table = _screened_table(
+        store, metered, spec, identity, lambda c: task(c, low, args.screen_fraction)
     )
-    if table is None:
-        raise RuntimeError("the contribution analysis's classifier-only base failed")
     budget = args.sram_budget_kb * 1024
-    costs: dict[int, tuple[Any, Any, float]] = {}
-
-    def objective(trial: optuna.Trial) -> tuple[float, float, float]:
-        candidate = suggest_candidate(trial, spec)
-        cost = checked.hardware(candidate)
-        trial.set_constraint("sram", float(cost.arena_bytes - budget))
-        accuracy = estimate(candidate, table, table.base).accuracy
-        costs[trial.number] = (candidate, cost, accuracy)
-        return accuracy, float(cost.arena_bytes), float(cost.latency_s or 0.0)
-
-    evolution = optuna.create_study(
-        directions=list(DIRECTIONS),
-        sampler=optuna.samplers.PartialFixedSampler(
-            subnet_params(subnet, spec),
-            optuna.samplers.NSGAIISampler(population_size=args.population, seed=seed),
-        ),
-    )
-    evolution.optimize(objective, n_trials=args.evolution_trials)
-    feasible = [costs[t.number] for t in evolution.trials if t.constraints["sram"] <= 0]
-    unique = list({c.key: (c, cost, acc) for c, cost, acc in feasible}.values())
+    unique = _evolve(args, spec, subnet, checked, table, seed, budget)
     # a measured fine-tune costs its epochs on every train/validation partition
     left = int(
         (args.budget * args.epochs * args.repeats - metered.train_epochs)
         // (args.epochs * checked.repeats)
     )
-    picks: list[tuple[Any, Any, float]] = []
-
-    def objectives(entry: tuple[Any, Any, float]) -> tuple[float, float, float]:
-        _, cost, accuracy = entry
-        return accuracy, float(cost.arena_bytes), float(cost.latency_s or 0.0)
-
-    # the estimated front first, most hypervolume first; with epochs left, the next
-    # non-dominated layer of the population, and so on
-    while unique and len(picks) < left:
-        layer = pareto_front([(-a, m, t) for a, m, t in map(objectives, unique)])
-        pool = [unique[i] for i in layer]
-        unique = [u for i, u in enumerate(unique) if i not in set(layer)]
-        while pool and len(picks) < left:
-            contenders, chosen = list(map(objectives, pool)), list(map(objectives, picks))
-            ref = reference([*contenders, *chosen], budget, None)
-            picks.append(pool.pop(choose_promotion(contenders, chosen, ref)))
-    for i, (candidate, _, _) in enumerate(picks):
-        metered.submit(i, task(candidate, full, 1.0))
-    points: list[Point] = []
-    while metered.in_flight:
-        for i, result in metered.wait(timeout=5.0):
-            if result.status == "ok":
-                cost = picks[i][1]
-                points.append(
-                    (
-                        float(result.val_accuracy),
-                        float(cost.arena_bytes),
-                        float(cost.latency_s or 0.0),
-                        float(result.accuracy),
-                    )
-                )
+    picks = _picks(unique, left, budget)
+    points = _measure_picks(metered, picks, task, full)
     return points, metered.train_epochs
 
 
@@ -512,21 +562,10 @@ def _driver_time(records: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def report(records: list[dict[str, Any]], latency_ref: float | None = None) -> str:
-    """The Markdown table of a benchmark's records (one data set). The hypervolume's reference
-    point is accuracy 0, the SRAM budget and ``latency_ref`` seconds a step, by default 1.1 × the
-    slowest step among the records: give it to compare reports of different files, whose
-    slowest steps differ (a point at or beyond it counts for nothing)."""
-    everything = [tuple(p) for r in records for p in r["points"]]
-    sram = records[0]["sram_budget"]
-    ref = reference([(a, m, t) for a, m, t, _ in everything], sram, latency_ref)
-
-    def volume(points: list[Any]) -> float:
-        return hypervolume(
-            [(-a, m / ref[1], t / ref[2]) for a, m, t, _ in points], (0.0, 1.0, 1.0)
-        )
-
-    union = volume(everything)  # the front of every run's points together
+def _strategy_rows(
+    records: list[dict[str, Any]], volume: Callable[[list[Any]], float], union: float
+) -> tuple[list[list[Any]], dict[str, float]]:
+    """The table's row of each strategy, and each one's median hypervolume."""
     rows, medians = [], {}
     for strategy in dict.fromkeys(r["strategy"] for r in records):
         mine = [r for r in records if r["strategy"] == strategy]
@@ -558,6 +597,59 @@ def report(records: list[dict[str, Any]], latency_ref: float | None = None) -> s
                 f"{statistics.median(r['wall_s'] for r in mine):.0f} s",
             ]
         )
+    return rows, medians
+
+
+def _sram_planes(records: list[dict[str, Any]], medians: dict[str, float], ref: Any) -> list[str]:
+    """Each strategy's hypervolume of accuracy against SRAM alone, median and per seed."""
+    planes = []  # accuracy against SRAM alone, the plane an SRAM budget is about
+    for strategy in medians:
+        flat = [
+            hypervolume([(-a, m / ref[1]) for a, m, _, _ in r["points"]], (0.0, 1.0))
+            for r in records
+            if r["strategy"] == strategy
+        ]
+        planes.append(
+            f"{strategy} {statistics.median(flat):.4f} ({', '.join(f'{v:.4f}' for v in flat)})"
+        )
+    return ["", "* accuracy × SRAM hypervolume (median; per seed): " + "; ".join(planes)]
+
+
+def _against_best_baseline(
+    medians: dict[str, float], base: dict[str, float], union: float
+) -> list[str]:
+    """Each of tinytune's strategies' hypervolume and gap against the best baseline's."""
+    lines = []
+    if base:
+        best = max(base, key=lambda s: base[s])
+        lines.append("")
+        for mine in (s for s in medians if _mine(s)):
+            if base[best] > 0:
+                gap = (union - medians[mine]) / max(1e-12, union - base[best])
+                lines.append(
+                    f"* {mine}: {medians[mine] / base[best]:.4f}× the best baseline's "
+                    f"({best}) median hypervolume; its gap to all runs' front {gap:.2f}× the "
+                    "baseline's"
+                )
+    return lines
+
+
+def report(records: list[dict[str, Any]], latency_ref: float | None = None) -> str:
+    """The Markdown table of a benchmark's records (one data set). The hypervolume's reference
+    point is accuracy 0, the SRAM budget and ``latency_ref`` seconds a step, by default 1.1 × the
+    slowest step among the records: give it to compare reports of different files, whose
+    slowest steps differ (a point at or beyond it counts for nothing)."""
+    everything = [tuple(p) for r in records for p in r["points"]]
+    sram = records[0]["sram_budget"]
+    ref = reference([(a, m, t) for a, m, t, _ in everything], sram, latency_ref)
+
+    def volume(points: list[Any]) -> float:
+        return hypervolume(
+            [(-a, m / ref[1], t / ref[2]) for a, m, t, _ in points], (0.0, 1.0, 1.0)
+        )
+
+    union = volume(everything)  # the front of every run's points together
+    rows, medians = _strategy_rows(records, volume, union)
     heads = [
         "strategy",
         "seeds",
@@ -579,37 +671,18 @@ def report(records: list[dict[str, Any]], latency_ref: float | None = None) -> s
         f"* hypervolume's reference point: accuracy 0, {sram / 1024:g} KB, {ref[2]:.6g} s a step "
         f"({whence})",
     ]
-    planes = []  # accuracy against SRAM alone, the plane an SRAM budget is about
-    for strategy in medians:
-        flat = [
-            hypervolume([(-a, m / ref[1]) for a, m, _, _ in r["points"]], (0.0, 1.0))
-            for r in records
-            if r["strategy"] == strategy
-        ]
-        planes.append(
-            f"{strategy} {statistics.median(flat):.4f} ({', '.join(f'{v:.4f}' for v in flat)})"
-        )
-    lines += ["", "* accuracy × SRAM hypervolume (median; per seed): " + "; ".join(planes)]
+    lines += _sram_planes(records, medians, ref)
     lines += _driver_time(records)
     base = {s: v for s, v in medians.items() if s in BASELINES}
     top_preset = max((s for s in base if s in PRESETS), key=lambda s: base[s], default=None)
     lines += _against_presets(records, top_preset)
     lines += _against_hand_written(records)
-    if base:
-        best = max(base, key=lambda s: base[s])
-        lines.append("")
-        for mine in (s for s in medians if _mine(s)):
-            if base[best] > 0:
-                gap = (union - medians[mine]) / max(1e-12, union - base[best])
-                lines.append(
-                    f"* {mine}: {medians[mine] / base[best]:.4f}× the best baseline's "
-                    f"({best}) median hypervolume; its gap to all runs' front {gap:.2f}× the "
-                    "baseline's"
-                )
+    lines += _against_best_baseline(medians, base, union)
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line's options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser, dataset=True, seeds=True, supernet=BY_DATASET)
     parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES), choices=STRATEGIES)
@@ -651,34 +724,89 @@ def main(argv: list[str] | None = None) -> int:
         help="the hypervolume's reference step latency, seconds (default: 1.1 × the slowest "
         "step in the records; give one to compare files)",
     )
+    return parser
+
+
+def _print_report(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Prints the table of the ``--report`` files together (with ``--db``, the τ too)."""
+    records, runs = [], {}
+    for path in args.report:
+        if not path.is_file():
+            parser.error(f"--report: no records file {path}")
+        try:
+            lines = read_json_lines(path)
+            keys = [(r.get("dataset"), r["strategy"], r["seed"]) for r in lines]
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            parser.error(f"--report: {path} is not a file of run records (JSON lines): {e}")
+        for r, run in zip(lines, keys, strict=True):
+            if run in runs:
+                parser.error(
+                    f"--report: {path} holds {r['strategy']} seed {r['seed']} of "
+                    f"{r['dataset']} again ({runs[run]} has it): give each run once"
+                )
+            runs[run] = path
+            records.append(r)
+    datasets = sorted({str(r.get("dataset")) for r in records})
+    if len(datasets) > 1:
+        parser.error(f"--report: records of {' and '.join(datasets)}: give one data set's")
+    print(report(records, args.latency_ref))
+    if args.db:
+        print(short_tau(f"sqlite:///{args.db}"))
+    return 0
+
+
+def _run_strategy(
+    args: argparse.Namespace,
+    store: Any,
+    executor: Executor,
+    strategy: str,
+    budget: int,
+    seed: int,
+) -> dict[str, Any]:
+    """One run of ``strategy``: its record, appended to ``--out`` and summed up in a line."""
+    started = time.monotonic()
+    counts: dict[str, int] = {}
+    hand: list[float] | None = None
+    driver_s: float | None = None
+    if strategy == "mcunetv3":
+        points, epochs = mcunetv3_run(args, store, executor, seed)
+    else:
+        points, epochs, counts, hand, driver_s = search_run(
+            args, store, executor, strategy, seed, budget
+        )
+    label = strategy if budget == args.budget else f"{strategy}@{budget}"
+    record = {
+        "dataset": args.dataset,
+        "strategy": label,
+        "seed": seed,
+        "points": points,
+        "epochs": epochs,
+        "counts": counts,
+        "hand_written": hand,  # [val, test] of its best hand-written preset
+        "budget_epochs": budget * args.epochs * args.repeats,
+        "wall_s": time.monotonic() - started,
+        "driver_s": driver_s,  # the search's own seconds, not the fine-tunes'
+        "sram_budget": args.sram_budget_kb * 1024,
+        "reproducible": args.reproducible,
+        "lr": args.lr if args.rates is None else args.rates.to_json(),
+    }
+    if args.out:
+        append_json_line(args.out, record)
+    print(
+        f"{label:>11} seed {seed}: {len(points)} measured, {epochs:.1f} epochs, "
+        f"{record['wall_s']:.0f} s",
+        flush=True,
+    )
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.latency_ref is not None and not args.latency_ref > 0:
         parser.error(f"--latency-ref must be a positive number of seconds, not {args.latency_ref}")
     if args.report:
-        records, runs = [], {}
-        for path in args.report:
-            if not path.is_file():
-                parser.error(f"--report: no records file {path}")
-            try:
-                lines = read_json_lines(path)
-                keys = [(r.get("dataset"), r["strategy"], r["seed"]) for r in lines]
-            except (ValueError, KeyError, TypeError, AttributeError) as e:
-                parser.error(f"--report: {path} is not a file of run records (JSON lines): {e}")
-            for r, run in zip(lines, keys, strict=True):
-                if run in runs:
-                    parser.error(
-                        f"--report: {path} holds {r['strategy']} seed {r['seed']} of "
-                        f"{r['dataset']} again ({runs[run]} has it): give each run once"
-                    )
-                runs[run] = path
-                records.append(r)
-        datasets = sorted({str(r.get("dataset")) for r in records})
-        if len(datasets) > 1:
-            parser.error(f"--report: records of {' and '.join(datasets)}: give one data set's")
-        print(report(records, args.latency_ref))
-        if args.db:
-            print(short_tau(f"sqlite:///{args.db}"))
-        return 0
+        return _print_report(parser, args)
     args.supernet = args.supernet or default_network(args.dataset)
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.WARNING)
@@ -702,40 +830,7 @@ def main(argv: list[str] | None = None) -> int:
             runs += [(s, args.small_budget) for s in args.small if args.small_budget]
             for seed in args.seeds:
                 for strategy, budget in runs:
-                    started = time.monotonic()
-                    counts: dict[str, int] = {}
-                    hand: list[float] | None = None
-                    driver_s: float | None = None
-                    if strategy == "mcunetv3":
-                        points, epochs = mcunetv3_run(args, store, executor, seed)
-                    else:
-                        points, epochs, counts, hand, driver_s = search_run(
-                            args, store, executor, strategy, seed, budget
-                        )
-                    label = strategy if budget == args.budget else f"{strategy}@{budget}"
-                    record = {
-                        "dataset": args.dataset,
-                        "strategy": label,
-                        "seed": seed,
-                        "points": points,
-                        "epochs": epochs,
-                        "counts": counts,
-                        "hand_written": hand,  # [val, test] of its best hand-written preset
-                        "budget_epochs": budget * args.epochs * args.repeats,
-                        "wall_s": time.monotonic() - started,
-                        "driver_s": driver_s,  # the search's own seconds, not the fine-tunes'
-                        "sram_budget": args.sram_budget_kb * 1024,
-                        "reproducible": args.reproducible,
-                        "lr": args.lr if args.rates is None else args.rates.to_json(),
-                    }
-                    records.append(record)
-                    if args.out:
-                        append_json_line(args.out, record)
-                    print(
-                        f"{label:>11} seed {seed}: {len(points)} measured, {epochs:.1f} epochs, "
-                        f"{record['wall_s']:.0f} s",
-                        flush=True,
-                    )
+                    records.append(_run_strategy(args, store, executor, strategy, budget, seed))
     finally:
         executor.close()
     print()

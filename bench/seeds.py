@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -71,6 +72,7 @@ DEVICE_PRESETS = ("last", "bias-only", "mcunetv3")  # trained as the device trai
 # a framework's (all at the end), the Tiny Training Engine's (each right after its backward
 # step), the bundles' (fused into the kernel that computes it: no gradient buffer)
 UPDATE_TAGS = {"deferred": "_no_reorder", "reordered": "", "fused": "_fused"}
+Claim = tuple[str, str, str, str, str]  # claim, paper, tinytune, measured on, why they differ
 
 
 def _finetune(job: tuple[str, str, str, float]) -> dict[str, Any]:
@@ -312,18 +314,13 @@ def _kb(n: float) -> str:
     return f"{n / 1024:.1f} KB" if n < 1024 * 1024 else f"{n / 2**20:.2f} MB"
 
 
-def table(r: dict[str, Any]) -> str:
-    """The Markdown table of the claims, from :func:`measure`'s results."""
-    res, large = str(r["resolution"]), str(r["large"])
-    mem, acc = r["memory"], r["schemes"]
-
-    def both(fn: Any) -> str:
-        return f"{fn(mem[res]):.1f}× at {res} px, {fn(mem[large]):.1f}× at {large} px"
-
-    def ratio(a: str, b: str, key: str) -> Any:
-        return lambda m: m[a][key] / m[b][key]
-
-    net = f"`{r['supernet']}` default sub-network ({r['n_convs']} convolutions)"
+def _memory_claims(
+    both: Callable[[Any], str],
+    ratio: Callable[[str, str, str], Any],
+    acc: dict[str, Any],
+    net: str,
+) -> list[Claim]:
+    """TinyTL's claims: training against inference, bias-only and lite residuals vs full."""
     rows = []
     rows.append(
         (
@@ -373,7 +370,13 @@ def table(r: dict[str, Any]) -> str:
             "branches start from their initialisation.",
         )
     )
-    sparse = acc["mcunetv3"]["fp32"]
+    return rows
+
+
+def _sparse_claim(
+    mem: dict[str, Any], res: str, acc: dict[str, Any], sparse: dict[str, Any], net: str
+) -> Claim:
+    """MCUNetV3's sparse update against the cheapest last-k update as accurate."""
     matching = sorted(
         (mem[res][n]["extra"], n)
         for n in acc
@@ -391,17 +394,26 @@ def table(r: dict[str, Any]) -> str:
         )
     else:
         verdict = "no last-k update tried is as accurate on validation"
-    rows.append(
-        (
-            "Sparse update vs updating the last k layers (MCUNetV3 Fig. 9)",
-            "4.5–7.5× less extra memory at equal or better accuracy",
-            f"`mcunetv3` {_kb(mem[res]['mcunetv3']['extra'])}, {_pct(sparse)}: {verdict} "
-            f"(last-k, extra memory and validation %: {curve})",
-            net + f", {res} px; MCUNetV3's analytic extra memory",
-            "The paper's sparse schemes come from contribution analysis under each budget; "
-            "here one fixed scheme of the same shape.",
-        )
+    return (
+        "Sparse update vs updating the last k layers (MCUNetV3 Fig. 9)",
+        "4.5–7.5× less extra memory at equal or better accuracy",
+        f"`mcunetv3` {_kb(mem[res]['mcunetv3']['extra'])}, {_pct(sparse)}: {verdict} "
+        f"(last-k, extra memory and validation %: {curve})",
+        net + f", {res} px; MCUNetV3's analytic extra memory",
+        "The paper's sparse schemes come from contribution analysis under each budget; "
+        "here one fixed scheme of the same shape.",
     )
+
+
+def _engine_claims(
+    r: dict[str, Any],
+    both: Callable[[Any], str],
+    ratio: Callable[[str, str, str], Any],
+    res: str,
+    net: str,
+) -> list[Claim]:
+    """MCUNetV3's pruning and reordering; the planner's fused arenas against the bundles'."""
+    mem = r["memory"]
     prune = both(ratio("full", "mcunetv3", "int8_no_reorder"))
     reorder = both(lambda m: m["mcunetv3"]["int8_no_reorder"] / m["mcunetv3"]["int8"])
     fused = both(lambda m: m["mcunetv3"]["int8_no_reorder"] / m["mcunetv3"]["int8_fused"])
@@ -411,6 +423,7 @@ def table(r: dict[str, Any]) -> str:
         f"`{n}` {'=' if a == mem[res][n]['int8_fused'] else '≠'} {a:,} B"
         for n, a in r["bundle_arena"].items()
     )
+    rows = []
     rows.append(
         (
             "Backward-graph pruning of the sparse update (MCUNetV3 Fig. 10a)",
@@ -446,6 +459,12 @@ def table(r: dict[str, Any]) -> str:
             "the two engines' best falls.",
         )
     )
+    return rows
+
+
+def _device_claims(r: dict[str, Any], sparse: dict[str, Any], res: str, net: str) -> list[Claim]:
+    """The device's training: QAS against fp32 and without it, and the C step against PyTorch's."""
+    rows = []
     q = r["device"]["mcunetv3"]
     rows.append(
         (
@@ -477,6 +496,26 @@ def table(r: dict[str, Any]) -> str:
             "for PyTorch's buffers.",
         )
     )
+    return rows
+
+
+def table(r: dict[str, Any]) -> str:
+    """The Markdown table of the claims, from :func:`measure`'s results."""
+    res, large = str(r["resolution"]), str(r["large"])
+    mem, acc = r["memory"], r["schemes"]
+
+    def both(fn: Any) -> str:
+        return f"{fn(mem[res]):.1f}× at {res} px, {fn(mem[large]):.1f}× at {large} px"
+
+    def ratio(a: str, b: str, key: str) -> Any:
+        return lambda m: m[a][key] / m[b][key]
+
+    net = f"`{r['supernet']}` default sub-network ({r['n_convs']} convolutions)"
+    rows = _memory_claims(both, ratio, acc, net)
+    sparse = acc["mcunetv3"]["fp32"]
+    rows.append(_sparse_claim(mem, res, acc, sparse, net))
+    rows += _engine_claims(r, both, ratio, res, net)
+    rows += _device_claims(r, sparse, res, net)
     heads = ["claim", "paper", "tinytune", "measured on", "why they differ"]
     return markdown_table(heads, rows)
 

@@ -146,7 +146,22 @@ def _within_budget(args: argparse.Namespace, spec: Any, checkpoint: Any) -> list
     return list(out.values())
 
 
-def main(argv: list[str] | None = None) -> int:
+@dataclasses.dataclass(frozen=True)
+class _Measured:
+    """What a run measured by candidate key: signals, fine-tunes, contribution estimates."""
+
+    signals: dict[str, Any]
+    measured: dict[str, EvaluationResult]
+    repeated: dict[str, EvaluationResult]
+    short: dict[str, EvaluationResult]
+    contribution: dict[str, float]  # empty without --contribution-epochs
+    table: Any  # the contribution table; None without --contribution-epochs
+    table_s: float
+    names: list[str]
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line's options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=24, help="random candidates besides presets")
     parser.add_argument("--seed", type=int, default=0)
@@ -171,30 +186,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--short-fraction", type=float, default=0.5)
     parser.add_argument("--repeat-seed", type=int, help="fine-tune again with this seed")
     parser.add_argument("--processes", type=int, default=2)
-    args = parser.parse_args(argv)
+    return parser
 
-    import torch
 
-    from bench.cheap_signals import SIGNALS, measure_signals
-    from tinytune.checkpoints import ensure_checkpoint
-    from tinytune.data import get_dataset
-    from tinytune.evaluators.profile import sample_candidates
-    from tinytune.evaluators.task import network_on_data
-    from tinytune.models import load_supernet
-    from tinytune.search.ladder.proxy import estimate, kendall_tau
+def _finetune_tasks(
+    args: argparse.Namespace, spec: Any, checkpoint: Any, candidates: dict[str, Any]
+) -> tuple[FinetuneConfig, dict[str, FinetuneTask]]:
+    """The fine-tune settings and each candidate's fine-tune, at its ``--family-lr``."""
     from tinytune.search.run.lr_grid import family_of
-    from tinytune.spaces import get_supernet, make_preset
 
-    torch.set_num_threads(1)
-    spec = get_supernet(args.supernet or default_network(args.dataset))
-    checkpoint = ensure_checkpoint(spec)
-    presets = [make_preset(p, spec) for p in ("last", "bias-only", "mcunetv3", "tinytl", "full")]
-    drawn = (
-        sample_candidates(spec, args.sample, args.seed)
-        if args.sram_budget_kb is None
-        else _within_budget(args, spec, checkpoint)
-    )
-    candidates = {c.key: c for c in presets + drawn}
     config = FinetuneConfig(epochs=args.epochs, lr=args.lr, seed=args.seed)
     rates = {f: float(v) for f, v in (pair.split("=", 1) for pair in args.family_lr)}
 
@@ -212,30 +212,76 @@ def main(argv: list[str] | None = None) -> int:
         )
         for key, c in candidates.items()
     }
-    start = time.perf_counter()
+    return config, tasks
+
+
+def _submit_finetunes(
+    args: argparse.Namespace, pool: ProcessPoolExecutor, tasks: dict[str, FinetuneTask]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Submits every fine-tune to ``pool``: the measured, the repeated and the short."""
+    futures = {key: pool.submit(run_evaluation, task) for key, task in tasks.items()}
+    again = {}
+    if args.repeat_seed is not None:
+        again = {
+            k: pool.submit(
+                run_evaluation,
+                t.replace(finetune=dataclasses.replace(t.finetune, seed=args.repeat_seed)),
+            )
+            for k, t in tasks.items()
+        }
+    shorts = {}
+    if args.short_epochs > 0:
+        shorts = {
+            k: pool.submit(
+                run_evaluation,
+                t.replace(
+                    finetune=dataclasses.replace(t.finetune, epochs=args.short_epochs),
+                    train_fraction=args.short_fraction,
+                ),
+            )
+            for k, t in tasks.items()
+        }
+    return futures, again, shorts
+
+
+def _contributions(
+    args: argparse.Namespace,
+    spec: Any,
+    checkpoint: Any,
+    pool: ProcessPoolExecutor,
+    candidates: dict[str, Any],
+    signals: dict[str, Any],
+) -> tuple[Any, float, dict[str, float]]:
+    """The contribution table, its seconds and each candidate's unclipped estimate."""
+    from tinytune.search.ladder.proxy import estimate
+
+    t0 = time.perf_counter()
+    table = _contribution_table(args, spec, checkpoint, pool)
+    table_s = time.perf_counter() - t0
+    contribution = {}
+    for k, c in candidates.items():
+        terms = estimate(c, table, signals[k].probe)
+        # unclipped: the estimate clips to [0, 1], which ties the best schemes
+        contribution[k] = terms.base + terms.delta
+    return table, table_s, contribution
+
+
+def _measure(
+    args: argparse.Namespace,
+    spec: Any,
+    checkpoint: Any,
+    candidates: dict[str, Any],
+    config: FinetuneConfig,
+    tasks: dict[str, FinetuneTask],
+) -> _Measured:
+    """Fine-tunes in worker processes, signals in the driver, then the contribution table."""
+    from bench.cheap_signals import SIGNALS, measure_signals
+    from tinytune.data import get_dataset
+    from tinytune.evaluators.task import network_on_data
+    from tinytune.models import load_supernet
+
     with ProcessPoolExecutor(args.processes) as pool:
-        futures = {key: pool.submit(run_evaluation, task) for key, task in tasks.items()}
-        again = {}
-        if args.repeat_seed is not None:
-            again = {
-                k: pool.submit(
-                    run_evaluation,
-                    t.replace(finetune=dataclasses.replace(t.finetune, seed=args.repeat_seed)),
-                )
-                for k, t in tasks.items()
-            }
-        shorts = {}
-        if args.short_epochs > 0:
-            shorts = {
-                k: pool.submit(
-                    run_evaluation,
-                    t.replace(
-                        finetune=dataclasses.replace(t.finetune, epochs=args.short_epochs),
-                        train_fraction=args.short_fraction,
-                    ),
-                )
-                for k, t in tasks.items()
-            }
+        futures, again, shorts = _submit_finetunes(args, pool, tasks)
         supernet = load_supernet(spec, checkpoint)
         dataset = get_dataset(args.dataset, seed=args.seed)
         signals = {}
@@ -249,66 +295,68 @@ def main(argv: list[str] | None = None) -> int:
         names = list(SIGNALS)
         if shorts:
             names.append("short")
+        table, table_s, contribution = None, 0.0, {}
         if args.contribution_epochs > 0:
-            t0 = time.perf_counter()
-            table = _contribution_table(args, spec, checkpoint, pool)
-            table_s = time.perf_counter() - t0
-            contribution = {}
-            for k, c in candidates.items():
-                terms = estimate(c, table, signals[k].probe)
-                # unclipped: the estimate clips to [0, 1], which ties the best schemes
-                contribution[k] = terms.base + terms.delta
+            table, table_s, contribution = _contributions(
+                args, spec, checkpoint, pool, candidates, signals
+            )
             names.append("contribution")
-    wall = time.perf_counter() - start
+    return _Measured(signals, measured, repeated, short, contribution, table, table_s, names)
 
-    def value(key: str, name: str) -> float:
-        if name == "short":
-            return short[key].val_accuracy
-        return contribution[key] if name == "contribution" else getattr(signals[key], name)
 
-    ok = [
-        k
-        for k in candidates
-        if measured[k].status == "ok" and (not short or short[k].status == "ok")
-    ]
-    family = {k: family_of(candidates[k], spec) for k in ok}
+def _value(m: _Measured, key: str, name: str) -> float:
+    """The signal ``name`` of the candidate ``key``."""
+    if name == "short":
+        return m.short[key].val_accuracy
+    return m.contribution[key] if name == "contribution" else getattr(m.signals[key], name)
+
+
+def _taus(
+    m: _Measured, ok: list[str], family: dict[str, str]
+) -> list[tuple[str, Any, dict[str, Any]]]:
+    """Each signal's τ against measured validation accuracy, pooled and per family of 3+."""
+    from tinytune.search.ladder.proxy import kendall_tau
+
+    measured = m.measured
     rows = []
-    for name in names:
-        pooled = kendall_tau([value(k, name) for k in ok], [measured[k].val_accuracy for k in ok])
+    for name in m.names:
+        pooled = kendall_tau(
+            [_value(m, k, name) for k in ok], [measured[k].val_accuracy for k in ok]
+        )
         per_family = {}
         for fam in sorted(set(family.values())):
             keys = [k for k in ok if family[k] == fam]
             if len(keys) >= 3:
                 per_family[fam] = kendall_tau(
-                    [value(k, name) for k in keys],
+                    [_value(m, k, name) for k in keys],
                     [measured[k].val_accuracy for k in keys],
                 )
         rows.append((name, pooled, per_family))
-    # against the mean of the two fine-tunes (--repeat-seed): a measurement with less noise, so
-    # what a signal misses of the expected accuracy shows apart from what one fine-tune adds
-    both = [k for k in ok if repeated and repeated[k].status == "ok"]
-    mean_of_two = {k: (measured[k].val_accuracy + repeated[k].val_accuracy) / 2 for k in both}
-    against_mean = {
-        name: kendall_tau([value(k, name) for k in both], [mean_of_two[k] for k in both])
-        for name in names
-        if both
-    }
-    counts = {fam: sum(1 for k in ok if family[k] == fam) for fam in sorted(set(family.values()))}
-    print(
-        f"{len(ok)} candidates measured ({len(candidates) - len(ok)} failed) on {args.dataset}: "
-        f"families {counts}; lr {args.lr}, {args.epochs} epochs; {wall:.0f} s"
-    )
+    return rows
 
-    def fmt(r: Any) -> str:
-        return "-" if r.tau is None else f"{r.tau:+.2f} (n={r.n})"
 
+def _fmt(r: Any) -> str:
+    """A τ and its number of pairs, or ``-`` where it is undefined."""
+    return "-" if r.tau is None else f"{r.tau:+.2f} (n={r.n})"
+
+
+def _print_taus(rows: list[tuple[str, Any, dict[str, Any]]], against_mean: dict[str, Any]) -> None:
+    """Prints the table of the signals' τ: pooled, against the mean of two, per family."""
     fams = sorted({f for _, _, pf in rows for f in pf})
     mean_head = f" {'mean of two':>12}" if against_mean else ""
     print(f"{'signal':<10} {'pooled':>12}{mean_head} " + " ".join(f"{f:>12}" for f in fams))
     for name, pooled, per_family in rows:
-        cells = " ".join(f"{fmt(per_family[f]) if f in per_family else '-':>12}" for f in fams)
-        mean_cell = f" {fmt(against_mean[name]):>12}" if against_mean else ""
-        print(f"{name:<10} {fmt(pooled):>12}{mean_cell} {cells}")
+        cells = " ".join(f"{_fmt(per_family[f]) if f in per_family else '-':>12}" for f in fams)
+        mean_cell = f" {_fmt(against_mean[name]):>12}" if against_mean else ""
+        print(f"{name:<10} {_fmt(pooled):>12}{mean_cell} {cells}")
+
+
+def _print_costs(args: argparse.Namespace, m: _Measured, ok: list[str], both: list[str]) -> Any:
+    """Prints the median seconds, the repeat's τ (returned) and the contribution table's cost."""
+    from tinytune.search.ladder.proxy import kendall_tau
+
+    measured, repeated, short = m.measured, m.repeated, m.short
+    signals, table, table_s = m.signals, m.table, m.table_s
     sig_s = statistics.median(s.seconds for s in signals.values())
     ft_s = statistics.median(measured[k].details["finetune_s"] for k in ok)
     short_s = (
@@ -323,39 +371,106 @@ def main(argv: list[str] | None = None) -> int:
             [repeated[k].val_accuracy for k in both],
             [measured[k].val_accuracy for k in both],
         )
-        print(f"measured vs measured again (fine-tuning seed {args.repeat_seed}): τ {fmt(noise)}")
+        print(f"measured vs measured again (fine-tuning seed {args.repeat_seed}): τ {_fmt(noise)}")
     if args.contribution_epochs > 0:
         print(
             f"contribution table: {table.tasks} fine-tunes of {args.contribution_epochs} epochs "
             f"({table.tasks * args.contribution_epochs / args.epochs:.1f} fine-tunes' epochs), "
             f"{table_s:.0f} s on {args.processes} processes"
         )
+    return noise
+
+
+def _write_record(
+    args: argparse.Namespace,
+    candidates: dict[str, Any],
+    m: _Measured,
+    family: dict[str, str],
+    rows: list[tuple[str, Any, dict[str, Any]]],
+    noise: Any,
+    against_mean: dict[str, Any],
+) -> None:
+    """Writes the run's JSON record (``--json``): candidates, signals, accuracies and τ."""
+    signals, measured, short, contribution = m.signals, m.measured, m.short, m.contribution
+    out = {
+        "args": vars(args) | {"json": str(args.json)},
+        "candidates": {
+            k: {
+                "candidate": candidates[k].to_json(),
+                "family": family.get(k),
+                "signals": signals[k].to_dict()
+                | ({"contribution": contribution[k]} if args.contribution_epochs else {})
+                | ({"short": short[k].val_accuracy} if short else {}),
+                "val_accuracy": measured[k].val_accuracy,
+                "test_accuracy": measured[k].accuracy,
+                "finetune_s": measured[k].details.get("finetune_s"),
+            }
+            for k in candidates
+        },
+        "tau": {
+            name: {"pooled": pooled.tau, **{f: r.tau for f, r in pf.items()}}
+            for name, pooled, pf in rows
+        },
+        "tau_repeat": None if noise is None else noise.tau,
+        "tau_mean_of_two": {name: r.tau for name, r in against_mean.items()},
+        "val_accuracy_repeat": {k: r.val_accuracy for k, r in m.repeated.items()},
+    }
+    write_json(args.json, out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+
+    import torch
+
+    from tinytune.checkpoints import ensure_checkpoint
+    from tinytune.evaluators.profile import sample_candidates
+    from tinytune.search.ladder.proxy import kendall_tau
+    from tinytune.search.run.lr_grid import family_of
+    from tinytune.spaces import get_supernet, make_preset
+
+    torch.set_num_threads(1)
+    spec = get_supernet(args.supernet or default_network(args.dataset))
+    checkpoint = ensure_checkpoint(spec)
+    presets = [make_preset(p, spec) for p in ("last", "bias-only", "mcunetv3", "tinytl", "full")]
+    drawn = (
+        sample_candidates(spec, args.sample, args.seed)
+        if args.sram_budget_kb is None
+        else _within_budget(args, spec, checkpoint)
+    )
+    candidates = {c.key: c for c in presets + drawn}
+    config, tasks = _finetune_tasks(args, spec, checkpoint, candidates)
+    start = time.perf_counter()
+    m = _measure(args, spec, checkpoint, candidates, config, tasks)
+    wall = time.perf_counter() - start
+    measured, repeated, short = m.measured, m.repeated, m.short
+
+    ok = [
+        k
+        for k in candidates
+        if measured[k].status == "ok" and (not short or short[k].status == "ok")
+    ]
+    family = {k: family_of(candidates[k], spec) for k in ok}
+    rows = _taus(m, ok, family)
+    # against the mean of the two fine-tunes (--repeat-seed): a measurement with less noise, so
+    # what a signal misses of the expected accuracy shows apart from what one fine-tune adds
+    both = [k for k in ok if repeated and repeated[k].status == "ok"]
+    mean_of_two = {k: (measured[k].val_accuracy + repeated[k].val_accuracy) / 2 for k in both}
+    against_mean = {
+        name: kendall_tau([_value(m, k, name) for k in both], [mean_of_two[k] for k in both])
+        for name in m.names
+        if both
+    }
+    counts = {fam: sum(1 for k in ok if family[k] == fam) for fam in sorted(set(family.values()))}
+    print(
+        f"{len(ok)} candidates measured ({len(candidates) - len(ok)} failed) on {args.dataset}: "
+        f"families {counts}; lr {args.lr}, {args.epochs} epochs; {wall:.0f} s"
+    )
+    _print_taus(rows, against_mean)
+    noise = _print_costs(args, m, ok, both)
     print("command: python3 -m bench.signals " + " ".join(sys.argv[1:] if argv is None else argv))
     if args.json:
-        out = {
-            "args": vars(args) | {"json": str(args.json)},
-            "candidates": {
-                k: {
-                    "candidate": candidates[k].to_json(),
-                    "family": family.get(k),
-                    "signals": signals[k].to_dict()
-                    | ({"contribution": contribution[k]} if args.contribution_epochs else {})
-                    | ({"short": short[k].val_accuracy} if short else {}),
-                    "val_accuracy": measured[k].val_accuracy,
-                    "test_accuracy": measured[k].accuracy,
-                    "finetune_s": measured[k].details.get("finetune_s"),
-                }
-                for k in candidates
-            },
-            "tau": {
-                name: {"pooled": pooled.tau, **{f: r.tau for f, r in pf.items()}}
-                for name, pooled, pf in rows
-            },
-            "tau_repeat": None if noise is None else noise.tau,
-            "tau_mean_of_two": {name: r.tau for name, r in against_mean.items()},
-            "val_accuracy_repeat": {k: r.val_accuracy for k, r in repeated.items()},
-        }
-        write_json(args.json, out)
+        _write_record(args, candidates, m, family, rows, noise, against_mean)
     return 0
 
 

@@ -50,6 +50,7 @@ SCHEMES: tuple[tuple[int, tuple[tuple[int, float], ...]], ...] = (
     (12, ((3, 1.0), (2, 0.125), (1, 0.25))),
 )
 PRESETS = ("full", "last", "bias-only", "mcunetv3")
+Row = tuple[str, int, float, float, float, int]  # name, arena, val, test, lr, epochs
 
 
 def _parse_scheme(text: str) -> tuple[int, tuple[tuple[int, float], ...]]:
@@ -118,7 +119,8 @@ def choose_at(
     return max(eligible, key=lambda r: (r[2], -r[1])) if eligible else None
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line's options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--lr",
@@ -156,7 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         "('b34 45@0.25': the biases of the last 34 convolutions and convolution 45's weight "
         "on a quarter of its input channels); the presets are always measured",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuses (``parser.error``) a rate, a length or a ratio out of range."""
     if not all(0.0 < lr < 10.0 for lr in args.lr):  # before any fine-tune, not after some
         parser.error(f"--lr: every rate must lie in (0, 10), got {args.lr}")
     from tinytune.evaluators.finetune import MAX_EPOCHS
@@ -166,20 +172,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.choose_at is not None and not args.choose_at > 0:
         parser.error(f"--choose-at must be > 0, got {args.choose_at}")
 
+
+def _measure(
+    config: Any, candidates: dict[str, Any], grid: list[tuple[float, int]], seed: int
+) -> list[Row]:
+    """Each candidate's arena and fine-tunes over ``grid``, at the pair chosen on validation."""
     from tinytune.checkpoints import shipped_checkpoint
     from tinytune.db import open_store
     from tinytune.evaluators import FinetuneTask, run_evaluation
-    from tinytune.search import SearchConfig
     from tinytune.search.run.preflight import preflight
 
-    start = time.monotonic()
-    config = SearchConfig(checkpoint="")
-    try:
-        candidates = build_candidates(args.subnet, args.resolution, args.schemes)
-    except ValueError as error:
-        parser.error(str(error))
     spec = candidates["full"].spec
-    grid = [(lr, epochs) for epochs in sorted(set(args.epochs)) for lr in sorted(set(args.lr))]
     with tempfile.TemporaryDirectory() as tmp, open_store(f"sqlite:///{tmp}/plan.db") as store:
         hardware = preflight(config, store).hardware
         rows = []  # (name, arena, val, test, lr, epochs): each at its pair chosen on validation
@@ -187,9 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             arena = hardware(candidate).arena_bytes
             measured = []
             for lr, epochs in grid:
-                finetune = dataclasses.replace(
-                    config.finetune, lr=lr, epochs=epochs, seed=args.seed
-                )
+                finetune = dataclasses.replace(config.finetune, lr=lr, epochs=epochs, seed=seed)
                 result = run_evaluation(
                     FinetuneTask(
                         candidate=candidate.to_json(),
@@ -208,7 +209,12 @@ def main(argv: list[str] | None = None) -> int:
                       f"{100 * test:.1f}", file=sys.stderr, flush=True)  # fmt: skip
             lr, epochs, val, test = chosen_setting(measured)
             rows.append((name, arena, val, test, lr, epochs))
-    _, full_arena, full_val, full_test, _, _ = rows[0]
+    return rows
+
+
+def _print_table(rows: list[Row], args: argparse.Namespace) -> None:
+    """Prints the Markdown table of ``rows`` against full fine-tuning, the first of them."""
+    _, full_arena, _, full_test, _, _ = rows[0]
     several_rates, several_lengths = len(set(args.lr)) > 1, len(set(args.epochs)) > 1
     extra = (["lr"] if several_rates else []) + (["epochs"] if several_lengths else [])
     print(
@@ -237,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
                 ]
             )
         )
+
+
+def _print_settings(args: argparse.Namespace, grid: list[tuple[float, int]], start: float) -> None:
+    """The line under the table: sub-network, resolution, rates, lengths, seed and seconds."""
     rates = "lr " + ", ".join(f"{lr:g}" for lr in sorted(set(args.lr)))
     rates += ", epochs " + ", ".join(str(epochs) for epochs in sorted(set(args.epochs)))
     if len(grid) > 1:
@@ -245,19 +255,44 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{args.subnet} sub-network at {args.resolution} px, {rates}, seed {args.seed}; "
         f"measured in {time.monotonic() - start:.0f} s"
     )
+
+
+def _print_choice(rows: list[Row], ratio: float) -> None:
+    """Prints the scheme a front would hold at ``ratio`` times less SRAM, or that none is."""
+    _, full_arena, full_val, full_test, _, _ = rows[0]
+    chosen = choose_at(rows[1:], full_arena, ratio)
+    if chosen is None:
+        print(f"no scheme needs {ratio:g}× less SRAM than full fine-tuning")
+        return
+    name, arena, val, test, lr, epochs = chosen
+    print(
+        f"chosen on validation among the schemes at >= {ratio:g}× less SRAM: "
+        f"`{name}` (lr {lr:g}, {epochs} epochs), {full_arena / arena:.1f}× less, "
+        f"{100 * val:.1f} / {100 * test:.1f} %, against full fine-tuning "
+        f"{100 * (val - full_val):+.1f} pp on validation and "
+        f"{100 * (test - full_test):+.1f} pp on test"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _check_args(parser, args)
+
+    from tinytune.search import SearchConfig
+
+    start = time.monotonic()
+    config = SearchConfig(checkpoint="")
+    try:
+        candidates = build_candidates(args.subnet, args.resolution, args.schemes)
+    except ValueError as error:
+        parser.error(str(error))
+    grid = [(lr, epochs) for epochs in sorted(set(args.epochs)) for lr in sorted(set(args.lr))]
+    rows = _measure(config, candidates, grid, args.seed)
+    _print_table(rows, args)
+    _print_settings(args, grid, start)
     if args.choose_at is not None:
-        chosen = choose_at(rows[1:], full_arena, args.choose_at)
-        if chosen is None:
-            print(f"no scheme needs {args.choose_at:g}× less SRAM than full fine-tuning")
-            return 0
-        name, arena, val, test, lr, epochs = chosen
-        print(
-            f"chosen on validation among the schemes at >= {args.choose_at:g}× less SRAM: "
-            f"`{name}` (lr {lr:g}, {epochs} epochs), {full_arena / arena:.1f}× less, "
-            f"{100 * val:.1f} / {100 * test:.1f} %, against full fine-tuning "
-            f"{100 * (val - full_val):+.1f} pp on validation and "
-            f"{100 * (test - full_test):+.1f} pp on test"
-        )
+        _print_choice(rows, args.choose_at)
     return 0
 
 
