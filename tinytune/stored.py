@@ -48,8 +48,6 @@ class StudyView:
     sub-network, measured beside the budget), when measured, and the device's accuracy of its
     points (int8, batch 1, QAS) by candidate key, where measured (``verify_int8``).
 
-    ``chosen_on`` is ``"validation"``, or ``"test"`` for a front stored by a tinytune before
-    validation selection: such a front was chosen on test accuracy, and is shown as stored.
     ``budgets`` are those the front was chosen under (``sram_bytes``, ``flash_bytes``,
     ``latency_s``; None where there was none), None for a front stored before they were kept.
     ``recipe`` is the best of the hand-written presets within those budgets (the baseline
@@ -64,7 +62,6 @@ class StudyView:
     hypervolume: float | None
     reference: FrontPoint | None = None
     int8: dict[str, Int8Accuracy] = field(default_factory=dict)
-    chosen_on: str = "validation"
     budgets: dict[str, Any] | None = None
     recipe: FrontPoint | None = None
 
@@ -236,7 +233,7 @@ def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
     from tinytune.db import open_store, require_tinytune
     from tinytune.search import Attr, FrontPoint
     from tinytune.search.config import Budgets, reference_candidate
-    from tinytune.search.front import chosen_on, recipe_point, reference_point
+    from tinytune.search.front import recipe_point, reference_point
     from tinytune.search.run import int8_accuracies
     from tinytune.search.study import StudySpace
 
@@ -276,7 +273,6 @@ def load(study: str | None = None, storage: str = DEFAULT_STORAGE) -> StudyView:
         hypervolume=snapshot.hypervolume if snapshot is not None else None,
         reference=reference,
         int8=int8,
-        chosen_on=chosen_on(snapshot.points) if snapshot is not None else "validation",
         budgets=budgets,
         recipe=recipe,
     )

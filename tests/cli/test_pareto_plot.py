@@ -134,45 +134,6 @@ def test_plot_of_a_study_without_a_front_still_draws(
     assert "no measured candidate" in capsys.readouterr().out
 
 
-def test_a_front_stored_before_validation_selection_says_it_was_chosen_on_test(
-    searched: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import shutil
-
-    import tinytune
-    from tinytune.cli.common import console
-
-    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
-    shutil.copy(searched.removeprefix("sqlite:///"), tmp_path / "old.sqlite")
-    assert tinytune.load("s", url).chosen_on == "validation"
-    with open_store(url) as store:
-        latest = store.latest_pareto("s")
-        assert latest is not None
-        # the points as a tinytune before validation selection stored them: ``accuracy`` was
-        # the test accuracy the front was chosen on; the oldest had no validation accuracy
-        old = [
-            {
-                **{k: v for k, v in p.items() if k not in ("test_accuracy", "val_accuracy")},
-                "accuracy": p["test_accuracy"],
-                "val_accuracy": None if i == 0 else p["val_accuracy"],
-            }
-            for i, p in enumerate(latest.points)
-        ]
-        store.add_pareto_snapshot("s", old, latest.n_trials, latest.hypervolume)
-    view = tinytune.load("s", url)
-    assert view.chosen_on == "test"
-    assert [p.test_accuracy for p in view.front] == [p["test_accuracy"] for p in latest.points]
-    width = console.width
-    console.width = 250
-    try:
-        assert main(["pareto", "--storage", url]) == 0
-    finally:
-        console.width = width
-    out = " ".join(capsys.readouterr().out.split())
-    assert "chosen on TEST accuracy by an earlier tinytune" in out
-    assert "chosen on validation accuracy" not in out
-
-
 def test_the_only_study_is_found_before_its_first_measurement(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

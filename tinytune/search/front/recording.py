@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FrontPoint",
-    "chosen_on",
     "feasible",
     "hypervolume_history",
     "measured_record",
@@ -65,20 +64,9 @@ class FrontPoint:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FrontPoint:
-        """A stored snapshot point (before validation selection, a snapshot's ``accuracy``
-        was the test accuracy and its front was chosen on it)."""
+        """A stored snapshot point."""
         known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        if "test_accuracy" not in data:
-            values["test_accuracy"] = data.get("accuracy")
-        return cls(**values)
-
-
-def chosen_on(points: Sequence[Mapping[str, Any]]) -> str:
-    """The split a stored snapshot's front was chosen on: ``"validation"``, or ``"test"`` for
-    one stored by a tinytune before validation selection (its points have no
-    ``test_accuracy``: their ``accuracy`` is the test accuracy the front was chosen on)."""
-    return "test" if any("test_accuracy" not in p for p in points) else "validation"
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def _cost_details(cost: HardwareCost, latency_profile: str, scheme: str) -> dict[str, Any]:
