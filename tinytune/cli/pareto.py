@@ -63,7 +63,7 @@ def pareto(
     _print_front(view, stored, wide)
     _print_facts(view, stored, storage)
     if plot is not None:
-        _plot(view, stored, storage, plot)
+        _plot(view, stored, plot)
         console.print(f"wrote {plot}")
 
 
@@ -169,7 +169,7 @@ def _print_facts(view: Any, stored: _Stored, storage: str) -> None:
         )
 
 
-def _plot(view: Any, stored: _Stored, storage: str, plot: Path) -> None:
+def _plot(view: Any, stored: _Stored, plot: Path) -> None:
     """The front and its hypervolume history as a PNG."""
     from tinytune.cli.front_table import front_json
     from tinytune.search.front import hypervolume_history
@@ -186,7 +186,7 @@ def _plot(view: Any, stored: _Stored, storage: str, plot: Path) -> None:
         sram_budget_bytes=(
             snap.budgets.get("sram_bytes")
             if snap is not None and snap.budgets is not None
-            else _sram_budget(view.name, storage)  # a snapshot stored before budgets were kept
+            else None
         ),
     )
 
@@ -265,18 +265,3 @@ def _budgets_line(budgets: dict[str, Any]) -> str:
         f"{size_text(int(flash)) if flash else 'none'}, step latency "
         f"{f'{1000 * float(latency):g} ms' if latency else 'none'}"
     )
-
-
-def _sram_budget(study: str, storage: str) -> int | None:
-    """The SRAM budget of the study's latest trial that had one (None without)."""
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
-    except KeyError:  # tinytune's tables without the Optuna study
-        return None
-    for trial in reversed(trials):
-        if "sram_budget_bytes" in trial.user_attrs:
-            return int(trial.user_attrs["sram_budget_bytes"])
-    return None
