@@ -170,6 +170,32 @@ def test_errors_wrapped_by_the_store_and_by_optuna_are_retried() -> None:
     assert len(clock.sleeps) == 2
 
 
+def test_a_query_tried_again_in_the_session_the_shutdown_broke_is_retried() -> None:
+    """Optuna reads trials by a second query where its first fails, in the same session: that
+    one raises SQLAlchemy's pending rollback while the shutdown is handled, and Optuna wraps it
+    (the cause chain ends at the rollback; the shutdown is its context)."""
+
+    def pending() -> Exception:
+        try:
+            try:
+                raise shut_down()
+            except sa.exc.OperationalError:
+                raise sa.exc.PendingRollbackError("Can't reconnect until rolled back")  # noqa: B904
+        except sa.exc.PendingRollbackError as e:  # its context: the shutdown
+            try:
+                raise optuna.exceptions.StorageInternalError("during the commit") from e
+            except optuna.exceptions.StorageInternalError as outer:
+                return outer
+
+    clock = Clock()
+    reconnect = Reconnect(URL, 60.0, sleep=clock.sleep, clock=clock)
+    assert lost_connection(pending())
+    assert reconnect.call(failing(1, pending)) == "done"
+    assert clock.sleeps == [FIRST_DELAY_S]
+    # a pending rollback with no lost connection behind it is a statement's error
+    assert not lost_connection(sa.exc.PendingRollbackError("rolled back"))
+
+
 @pytest.mark.parametrize(
     "error",
     [

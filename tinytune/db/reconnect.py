@@ -68,8 +68,9 @@ def lost_connection(error: BaseException) -> bool:
 
     A DBAPI error that SQLAlchemy found to be a disconnect counts; so does an operational or
     interface error with a connection SQLSTATE or none (the driver's own: the connection failed
-    or broke). :class:`~tinytune.errors.DatabaseUnavailableError` (the wait already given up)
-    does not.
+    or broke), and a session's pending rollback raised while that error was handled (Optuna
+    retries a failed query in the same session). :class:`~tinytune.errors.
+    DatabaseUnavailableError` (the wait already given up) does not.
     """
     seen: set[int] = set()
     current: BaseException | None = error
@@ -85,7 +86,10 @@ def lost_connection(error: BaseException) -> bool:
             code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
             return code is None or str(code).startswith("08") or code in _SHUTDOWN_CODES
         seen.add(id(current))
-        current = current.__cause__
+        if isinstance(current, sa.exc.PendingRollbackError):
+            current = current.__cause__ or current.__context__  # what invalidated it
+        else:
+            current = current.__cause__
     return False
 
 
