@@ -112,11 +112,6 @@ class Ledger:
         self.last = snapshot(self.config, self.store, self.checked.flash_budget)
         return self.last
 
-    def front_candidates(self) -> list[Candidate]:
-        """The candidates of the measured front, as stored."""
-        records = (self.store.get_candidate(p.candidate_key) for p in self.front())
-        return [Candidate.from_json(r.payload) for r in records if r is not None]
-
     # -- trials --------------------------------------------------------------------------------
 
     def grid_measured_next(self) -> bool:
