@@ -15,7 +15,7 @@ they are left out of all of them). Strategies:
 
 * ``evolve``: what ``tinytune search`` does (``--mutate 1``, the default): the four baseline
   presets on the default sub-network, then every fresh proposal a mutant of a front point
-  (``tinytune.search.run.mutation``), the sampler's where no new mutant fits; every measured
+  (``tinytune.search.proposals``), the sampler's where no new mutant fits; every measured
   joint-scheme candidate priced at the other patch counts too (schedule twins: its accuracy,
   no fine-tune; the ``of which schedule twins`` column); ``evolve-75`` and
   ``tpe-mutate`` the same with three in four and one in two of the proposals mutants;

@@ -105,6 +105,11 @@ class Measurement(Protocol):
     @property
     def error(self) -> str | None: ...
 
+    @property
+    def ok(self) -> bool:
+        """Whether it measured both accuracies."""
+        ...
+
 
 @dataclasses.dataclass(frozen=True)
 class EvaluationRecord:
@@ -190,11 +195,7 @@ class EvaluationRecord:
     ) -> EvaluationRecord:
         """The row of what a worker ``measured``: ``ok`` where it measured both accuracies,
         else ``failed`` with its error (``failure`` where it gave none) and no accuracy."""
-        ok = (
-            measured.status == "ok"
-            and isinstance(measured.accuracy, float)
-            and isinstance(measured.val_accuracy, float)
-        )
+        ok = measured.ok
         return cls(
             study_name=study_name,
             candidate_key=candidate_key,
