@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.partitions < 1:
         parser.error("--partitions must be at least 1")
-    from tinytune.evaluators.finetune import MAX_EPOCHS
+    from tinytune.options import MAX_EPOCHS
 
     if not all(1 <= epochs <= MAX_EPOCHS for epochs in args.epochs):
         parser.error(f"--epochs: every length must lie in [1, {MAX_EPOCHS}], got {args.epochs}")

@@ -165,7 +165,7 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     """Refuses (``parser.error``) a rate, a length or a ratio out of range."""
     if not all(0.0 < lr < 10.0 for lr in args.lr):  # before any fine-tune, not after some
         parser.error(f"--lr: every rate must lie in (0, 10), got {args.lr}")
-    from tinytune.evaluators.finetune import MAX_EPOCHS
+    from tinytune.options import MAX_EPOCHS
 
     if not all(1 <= epochs <= MAX_EPOCHS for epochs in args.epochs):
         parser.error(f"--epochs: every length must lie in [1, {MAX_EPOCHS}], got {args.epochs}")

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import inspect
 import textwrap
+import typing
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from tinytune import stored as _stored
 from tinytune.exporting import Exported, check_callbacks, export_bundle
 from tinytune.options import (
     DEFAULT_DATASET,
-    DEFAULT_DEVICE,
     DEFAULT_STORAGE,
     DEFAULT_WORKERS,
     SEARCH_OPTIONS,
+    SearchOptions,
     describe,
     resolve,
 )
@@ -56,34 +56,29 @@ __all__ = [
 
 
 def _search_signature() -> inspect.Signature:
-    """The signature of :func:`optimize`: the data set (positional too), every other option
-    of :data:`~tinytune.options.SEARCH_OPTIONS` by keyword with its default, the callbacks,
-    and the example input of a ``supernet`` given as a module."""
-    parameters = [
+    """The signature of :func:`optimize` as ``help()`` shows it: the data set (positional too),
+    each option of :class:`~tinytune.options.SearchOptions` by keyword with its declared type
+    and default, then the callbacks and the example input."""
+    own = inspect.signature(optimize, follow_wrapped=False).parameters
+    declared = {
+        name: typing.get_args(annotation)[0]
+        for name, annotation in SearchOptions.__annotations__.items()
+    }
+    options = [
         inspect.Parameter(
             o.name,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD
-            if o.positional
-            else inspect.Parameter.KEYWORD_ONLY,
-            default=o.default,
-            annotation=o.kind.api_type,
-        )
-        for o in sorted(SEARCH_OPTIONS, key=lambda o: not o.positional)
-    ]
-    callback = Callable[..., None] | None
-    parameters += [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=callback)
-        for name in ("progress", "on_pretrain")
-    ]
-    parameters.append(  # a string, so that naming torch here costs no import of it
-        inspect.Parameter(
-            "example_input",
             inspect.Parameter.KEYWORD_ONLY,
-            default=None,
-            annotation="torch.Tensor | None",
+            default=o.default,
+            # a string for torch's types, which cost no import of torch
+            annotation=getattr(declared[o.name], "__forward_arg__", declared[o.name]),
         )
+        for o in SEARCH_OPTIONS
+        if o.name in declared
+    ]
+    return inspect.Signature(
+        [own["dataset"], *options, *(p for p in own.values() if p.kind is p.KEYWORD_ONLY)],
+        return_annotation="SearchResult",
     )
-    return inspect.Signature(parameters, return_annotation="SearchResult")
 
 
 def _network_name(supernet: Any, example: Any) -> str | None:
@@ -119,57 +114,18 @@ def _network_name(supernet: Any, example: Any) -> str | None:
 def optimize(
     dataset: str = DEFAULT_DATASET,
     *,
-    study: str = "tinytune",
-    storage: str = DEFAULT_STORAGE,
-    supernet: str | torch.nn.Module | None = None,
-    data_seed: int = 0,
-    preset: str | None = None,
-    trials: int | None = None,
-    resume: bool = False,
-    time_budget: float | str | None = None,
-    epoch_budget: float | None = None,
-    device: str = DEFAULT_DEVICE,
-    engine: str | None = None,
-    sram_budget: int | str | None = "256KB",
-    flash_budget: int | str | None = None,
-    latency_budget: float | str | None = None,
-    precision: str = "int8",
-    patches: str = "auto",
-    workers: int | None = None,
-    ray_address: str | None = None,
-    inline: bool = False,
-    max_retries: int = 2,
-    gpus_per_trial: float = 0.0,
-    weights: str | Path | None = None,
-    epochs: int = 8,
-    lr: float | None = None,
-    batch_size: int = 32,
-    weight_decay: float = 0.0,
-    pretrain_steps: int | None = None,
-    repeats: int | None = None,
-    verify_int8: bool = False,
-    seed: int = 0,
-    reproducible: bool = False,
-    sampler: str = DEFAULT_SAMPLER,
-    proxy: bool = False,
-    proxy_eta: int = 4,
-    halving: bool = False,
-    screen_epochs: int = 2,
-    screen_fraction: float = 0.5,
-    mutate: float = 1.0,
-    climb: float = 0.5,
-    proposals: int | None = None,
     progress: Callable[[SearchEvent], None] | None = None,
     on_pretrain: Callable[[int, int, float], None] | None = None,
     example_input: torch.Tensor | None = None,
+    **options: Unpack[SearchOptions],
 ) -> SearchResult:
     """Search how to fine-tune a network on ``dataset`` for ``device``; run or continue the
     study ``study`` in ``storage`` until its budget of ``trials`` measured fine-tunes is spent.
     ``supernet=None`` searches :func:`tinytune.spaces.default_network`: EfficientNet-Lite0 with
     its ImageNet weights for an image folder, the shipped supernet for a built-in data set.
 
-    Every option is one of :data:`tinytune.options.SEARCH_OPTIONS`, each listed below with its
-    help and the command line's default (the help is the table's, written once). Budgets are
+    Every option is one of :class:`tinytune.options.SearchOptions`, where each is declared
+    once: its type, default and help (listed below). Budgets are
     bytes or seconds, or text with a unit (``"256KB"``, ``"500ms"``, ``"5m"``). ``progress`` is
     called with each :class:`~tinytune.search.SearchEvent`, ``on_pretrain(step, steps, loss)``
     as a missing supernet is pre-trained. ``supernet`` may be your own ``torch.nn.Module``, with
@@ -185,17 +141,19 @@ def optimize(
         TinyTuneError: bad input (the message names it and what is allowed), before any work;
             an :class:`~tinytune.errors.OptionError` names the option in its ``field``.
     """
-    given = dict(locals())  # the arguments, as the options' table names them
-    progress, on_pretrain = given.pop("progress"), given.pop("on_pretrain")
-    example = given.pop("example_input")
     check_callbacks(progress=progress, on_pretrain=on_pretrain)
-    values = resolve(given)
-    values["supernet"] = _network_name(values["supernet"], example)
+    if unknown := sorted(set(options) - _OPTION_NAMES):
+        raise TypeError(f"optimize() got an unexpected keyword argument {unknown[0]!r}")
+    values = resolve({"dataset": dataset, **options})
+    values["supernet"] = _network_name(values["supernet"], example_input)
     return _optimize(values, progress, on_pretrain)
 
 
-# the help of every option, the table's, after the summary (tests/test_api.py holds the
-# signature to the table's options, their order, defaults and types)
+_OPTION_NAMES = {o.name for o in SEARCH_OPTIONS}
+
+# what help() and inspect show: every option with its default and type (the declaration's),
+# then the callbacks, and the help of every option after the summary
+optimize.__signature__ = _search_signature()  # type: ignore[attr-defined]
 optimize.__doc__ = f"{optimize.__doc__}\n{textwrap.indent(describe(), '    ')}\n"
 
 

@@ -275,5 +275,8 @@ def test_weight_decay_decays_the_trained_weights_and_nothing_else(
     assert seen == set(trained)  # every trained parameter, once
     assert any(p.ndim >= 2 for _, p in trained.values())
     assert plain.train_loss != decayed.train_loss  # the decay changed the training
+    # checked where it enters a search, by its option's rule
+    from tinytune.search import SearchConfig
+
     with pytest.raises(OptionError, match=r"weight_decay must lie in \[0, 0.1\], got 0.5"):
-        FinetuneConfig(weight_decay=0.5)
+        SearchConfig(checkpoint="", finetune=FinetuneConfig(weight_decay=0.5))

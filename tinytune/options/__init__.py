@@ -1,8 +1,11 @@
-"""The options of a search, each declared once: its name, what it takes, its default, its bounds
-and its help. ``tinytune search``'s flags, the keyword arguments of :func:`tinytune.optimize` and
-the defaults and checks of :class:`~tinytune.search.SearchConfig` are all made from
-:data:`SEARCH_OPTIONS`; adding an option is adding an :class:`Option` here (and reading its
-value where the search uses it).
+"""The options of a search, each declared once, as a keyword argument of
+:class:`SearchOptions`: its type, and in its :class:`Option` its flag, kind, default, bounds,
+help and the field of :class:`~tinytune.search.SearchConfig` that keeps it.
+:func:`tinytune.optimize` takes them as keyword arguments (type checkers read the declaration),
+and ``tinytune search``'s flags, :data:`SEARCH_OPTIONS` and the defaults and checks of
+:class:`~tinytune.search.SearchConfig` are made from it. Adding an option is its line in
+:class:`SearchOptions` and the line that reads its value where the search uses it (for a
+fine-tuning option, a field of :class:`~tinytune.evaluators.FinetuneConfig` beside its use).
 
 The value kinds are in :mod:`tinytune.options.kinds`, the table and what is made of it in
 :mod:`tinytune.options.table`; this package exports both.
@@ -48,8 +51,12 @@ from tinytune.options.table import (
     DEFAULT_DEVICE,
     DEFAULT_STORAGE,
     DEFAULT_WORKERS,
+    MAX_EPOCHS,
+    MAX_LR,
+    MAX_WEIGHT_DECAY,
     PER_FAMILY,
     SEARCH_OPTIONS,
+    SearchOptions,
     config_default,
     config_defaults,
     config_values,
@@ -64,6 +71,9 @@ __all__ = [
     "DEFAULT_DEVICE",
     "DEFAULT_STORAGE",
     "DEFAULT_WORKERS",
+    "MAX_EPOCHS",
+    "MAX_LR",
+    "MAX_WEIGHT_DECAY",
     "PER_FAMILY",
     "SEARCH_OPTIONS",
     "Choice",
@@ -76,6 +86,7 @@ __all__ = [
     "Option",
     "Patches",
     "Real",
+    "SearchOptions",
     "Seed",
     "Share",
     "Size",

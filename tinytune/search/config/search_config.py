@@ -179,8 +179,7 @@ class SearchConfig:
     def __post_init__(self) -> None:
         for option in SEARCH_OPTIONS:  # each field an option sets, by the option's rules
             path = option.config_field
-            # the fine-tuning settings checked themselves when they were made (FinetuneConfig)
-            if path is not None and not path.startswith("finetune."):
+            if path is not None:
                 value: Any = self
                 for attr in path.split("."):
                     value = getattr(value, attr)
