@@ -6,9 +6,10 @@ records it; a :class:`Policy` decides what the study's queue holds before each f
 Optuna sampler does: :mod:`~tinytune.search.proposals.climbing`,
 :mod:`~tinytune.search.proposals.front`, :mod:`~tinytune.search.proposals.twins`, named in
 :data:`~tinytune.search.proposals.registry.STRATEGIES`. Their mutation operators are
-:mod:`~tinytune.search.proposals.operators`. The reference and the baseline presets are queued
-when the study is made (:class:`tinytune.search.study.StudyAdapter`); the fidelity ladder's
-promotions are its own (:mod:`tinytune.search.ladder`).
+:mod:`~tinytune.search.proposals.operators`. A new study's opening, the reference and the
+baseline presets, is :mod:`~tinytune.search.proposals.presets`'s, queued when the study is made.
+The fidelity ladder's promotions propose no candidate: they choose which trials already proposed
+are measured in full (:mod:`tinytune.search.ladder`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from tinytune.search.proposals.base import Context, Proposal, Strategy, Turn
 from tinytune.search.proposals.encoding import joint_params
 from tinytune.search.proposals.policy import Policy, climbing_turn, mutant_turn
+from tinytune.search.proposals.presets import opening
 from tinytune.search.proposals.registry import STRATEGIES
 
 __all__ = [
@@ -28,4 +30,5 @@ __all__ = [
     "climbing_turn",
     "joint_params",
     "mutant_turn",
+    "opening",
 ]

@@ -38,7 +38,7 @@ from tinytune.search.execution.executor import Executor, InOrder, Metered
 from tinytune.search.execution.worker_tasks import Tasks
 from tinytune.search.ladder.brackets import Ladder, LadderContext
 from tinytune.search.ladder.decisions import Member, Submit
-from tinytune.search.proposals import Context, Policy
+from tinytune.search.proposals import Context, Policy, opening
 from tinytune.search.run.events import SearchEvent, SearchResult
 from tinytune.search.run.ladder_steps import LadderSteps
 from tinytune.search.run.ledger import Ledger
@@ -71,7 +71,7 @@ def run_search(
     checked = checked or preflight(config, store, progress)
     # the study keeps the engine that predicts its latencies, not the request for a default
     config = dataclasses.replace(config, engine=checked.device.engine)
-    study = StudyAdapter(config, store)
+    study = StudyAdapter(config, store, opening(config))
     try:
         return Run(config, store, executor, study, checked, start, progress).execute()
     finally:

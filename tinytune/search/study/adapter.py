@@ -1,8 +1,9 @@
 """The Optuna side of a search: the study a driver works on, its sampler, and its trials.
 
 :class:`StudyAdapter` opens (or creates) the study, checks that it was stored with the search
-space the run asks for (:mod:`tinytune.search.study.space_checks`), enqueues the reference and
-the baselines into a new one, and asks and tells trials; the names of the attributes it gives
+space the run asks for (:mod:`tinytune.search.study.space_checks`), enqueues a new one's opening
+(the reference and the baselines, :mod:`tinytune.search.proposals.presets`), and asks and tells
+trials; the names of the attributes it gives
 them are :class:`tinytune.search.study.attrs.Attr`. The heartbeats of a driver's own trials and
 the trials of drivers that died are :mod:`tinytune.search.study.heartbeats`.
 """
@@ -69,7 +70,15 @@ def make_sampler(config: SearchConfig) -> Any:
 class StudyAdapter:
     """The study a driver works on: asks, tells, and the attributes that describe trials."""
 
-    def __init__(self, config: SearchConfig, store: Store) -> None:
+    def __init__(
+        self,
+        config: SearchConfig,
+        store: Store,
+        opening: Sequence[tuple[dict[str, Any], dict[str, Any]]] = (),
+    ) -> None:
+        """Open the study of ``config`` (made, or continued where it exists); a new one stores
+        its space and queues the trials of ``opening`` (parameters and attributes), in order.
+        """
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -102,7 +111,8 @@ class StudyAdapter:
                 raise foreign
             self.study.set_user_attr(Attr.SPACE, space)
             self.study.set_metric_names(list(OBJECTIVES))
-            self._enqueue_baselines()
+            for params, attrs in opening:
+                self.enqueue(params, attrs)
         elif diff := space_difference(stored, space):
             raise another_space(config, diff, self.study.user_attrs.get(Attr.CHECKPOINT))
         if config.checkpoint:  # the weights this run searches with, for export
@@ -175,25 +185,6 @@ class StudyAdapter:
     def close(self) -> None:
         self.heartbeats.close()
         self.storage.engine.dispose()
-
-    def _enqueue_baselines(self) -> None:
-        """The reference first (full fine-tuning, beside the budget), then the baselines: the
-        baseline presets on the default sub-network, or, in a study of one preset, that preset
-        on it (the learning-rate grid's fine-tune of its family, reused, not run again)."""
-        from tinytune.search.config.search_config import BASELINE_PRESETS, REFERENCE_PRESET
-        from tinytune.spaces import default_subnet, get_supernet, subnet_params
-
-        spec = get_supernet(self.config.supernet)
-        params = subnet_params(default_subnet(spec), spec)
-        if self.config.reference:
-            self.enqueue({"scheme": REFERENCE_PRESET, **params}, {Attr.REFERENCE: True})
-        if not self.config.baselines:
-            return
-        if self.config.preset is None:
-            for name in BASELINE_PRESETS:
-                self.study.enqueue_trial({"scheme": name, **params})
-        elif not (self.config.reference and self.config.preset == REFERENCE_PRESET):
-            self.study.enqueue_trial(params)
 
     # -- dead drivers --------------------------------------------------------------------------
 

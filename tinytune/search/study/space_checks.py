@@ -95,11 +95,11 @@ def another_space(
     )
     if "finetune" in diff:
         from tinytune.errors import ConfigError
-        from tinytune.evaluators.finetune import FinetuneConfig
+        from tinytune.options import option
 
         settings = diff["finetune"]
         try:  # a length stored by a version without today's bound: no option asks for it
-            FinetuneConfig(epochs=settings.get("epochs", (1,))[0])
+            option("epochs").check(settings.get("epochs", (1,))[0])
         except ConfigError as e:
             return StorageError(
                 refusal
