@@ -361,7 +361,7 @@ def _int8_entry(accuracy: Int8Accuracy, source: str) -> dict[str, Any]:
     return {
         "accuracy": accuracy.test_accuracy,
         "val_accuracy": accuracy.val_accuracy,
-        "lr": accuracy.lr or None,  # 0.0: a measurement stored without its rate
+        "lr": accuracy.lr,
         "schedule": accuracy.schedule,
         "epochs": accuracy.epochs,
         "batch_size": 1,

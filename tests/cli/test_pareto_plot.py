@@ -216,9 +216,6 @@ def test_the_history_holds_the_fronts_of_the_latest_budgets_and_empty_ones_as_ze
     history = hypervolume_history([ParetoSnapshot(0, "s", now, 1, None, [], wide), *snaps], [])
     assert [n for n, _ in history] == [1, 2, 4] and history[0][1] == 0.0
     assert history[1:] == hypervolume_history(snaps, [])
-    # snapshots stored before budgets were kept (None) stay in the history
-    older = [ParetoSnapshot(0, "s", now, 1, 0.5, [a, b], None), *snaps]
-    assert [n for n, _ in hypervolume_history(older, [])] == [1, 2, 4]
 
 
 def test_the_fronts_points_carry_their_trials_and_schemes(

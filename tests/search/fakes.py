@@ -59,7 +59,14 @@ class FakeEvaluator:
         candidate = Candidate.from_json(task.candidate)
         self.candidates.append(candidate)
         acc = fake_accuracy(candidate)
-        return EvaluationResult("ok", accuracy=acc, val_accuracy=acc - 0.01, wall_time_s=0.01)
+        details: dict[str, object] = {}
+        if task.int8 is not None:  # what an int8 training reports of how it trained
+            int8 = task.int8
+            details = {"lr": int8.lrs[0], "schedule": int8.schedule, "epochs": int8.epochs,
+                       "qas": int8.qas}  # fmt: skip
+        return EvaluationResult(
+            "ok", accuracy=acc, val_accuracy=acc - 0.01, wall_time_s=0.01, details=details
+        )
 
 
 def _record(

@@ -1,13 +1,11 @@
 """What a study stores of its search (``StudySpace``): written from a ``SearchConfig``, read back
-typed, and the keys that earlier versions did not store read as what those versions did."""
+typed."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
-
-import pytest
 
 from tinytune.evaluators import FinetuneConfig, HardwareConfig
 from tinytune.search import SearchConfig
@@ -61,29 +59,6 @@ def test_a_space_round_trips_through_what_the_study_stores(tmp_path: Path) -> No
     )
 
 
-@pytest.mark.parametrize(
-    ("device", "engine"), [("stm32f746", "published"), ("host", "pytorch"), ("rpi4", "published")]
-)
-def test_an_older_studys_space_reads_as_it_was_searched(device: str, engine: str) -> None:
-    """A study stored before its space named the engine, the parameter update, the fine-tuning
-    settings and the weights: the engine its device's profile had then, gradients each with a
-    buffer, and nothing recorded (so not compared)."""
-    older = {
-        "supernet": "ofa-proxyless-w0.35",
-        "dataset": "digits",
-        "data_seed": 0,
-        "preset": None,
-        "precision": "int8",
-        "batch_size": 1,
-        "device": device,
-        "objectives": ["accuracy", "peak_sram_bytes", "latency_s"],
-    }
-    space = StudySpace.from_attrs(older)
-    assert (space.engine, space.update) == (engine, "reordered")
-    assert space.finetune is None and space.weights is None
-    assert space.device == device and space.supernet == "ofa-proxyless-w0.35"
-
-
 def test_no_stored_space_reads_as_the_defaults_of_a_search() -> None:
     from tinytune.options import DEFAULT_DATASET, DEFAULT_DEVICE
 
@@ -96,34 +71,18 @@ def test_no_stored_space_reads_as_the_defaults_of_a_search() -> None:
             0,
         )
         assert (space.precision, space.batch_size) == ("int8", 1)
-    # a stored engine of None (not resolved) stays None: only a missing key is an older study's
     assert StudySpace.from_attrs({"supernet": "x", "engine": None}).engine is None
 
 
-def test_an_older_space_is_compared_as_it_was_searched_and_recorded() -> None:
-    """What a run's space is compared with (``StudySpace.compared``, read through
-    ``from_attrs``): a missing engine or update as the earlier version's, missing fine-tuning
-    settings and weights left out, and any other missing key as None (so it differs)."""
+def test_a_key_the_stored_space_lacks_differs_from_every_value_asked_for() -> None:
     from tinytune.search.study.space_checks import space_difference
 
     requested = StudySpace.from_config(SearchConfig(checkpoint="", engine="bundle")).to_attrs()
-    older = {
-        k: v for k, v in requested.items() if k not in ("engine", "update", "finetune", "weights")
-    }
-    compared = StudySpace.compared(older)
-    assert compared == {**older, "engine": "published", "update": "reordered"}
-    assert space_difference(older, requested) == {
-        "engine": ("published", "bundle"),
-        "update": ("reordered", "fused"),
-    }
-    # the first versions stored no device and no objectives: nothing stands for them
-    first = {k: v for k, v in older.items() if k not in ("device", "objectives")}
-    assert StudySpace.compared(first)["device"] is None
-    assert space_difference(first, requested) == {
-        "engine": ("published", "bundle"),
-        "update": ("reordered", "fused"),
+    lacking = {k: v for k, v in requested.items() if k not in ("engine", "update", "device")}
+    assert space_difference(lacking, requested) == {
+        "engine": (None, "bundle"),
+        "update": (None, "fused"),
         "device": (None, "stm32f746"),
-        "objectives": (None, ["accuracy", "peak_sram_bytes", "latency_s"]),
     }
     # weights stored as None (no checkpoint file) are recorded, and compared
     assert space_difference(
@@ -132,14 +91,14 @@ def test_an_older_space_is_compared_as_it_was_searched_and_recorded() -> None:
     assert space_difference(requested, requested) == {}
     stored = {**requested, "finetune": {**requested["finetune"], "epochs": 3}}
     assert space_difference(stored, requested) == {"finetune": {"epochs": (3, 8)}}
+    unset = {**requested, "finetune": {k: v for k, v in requested["finetune"].items()
+                                       if k != "weight_decay"}}  # fmt: skip
+    assert space_difference(unset, requested) == {"finetune": {"weight_decay": (None, 0.0)}}
 
 
-def test_a_stored_option_is_part_of_the_study_and_older_studies_read_as_its_default(
-    tmp_path: Path,
-) -> None:
-    """An option declared ``stored`` in the options table is in the study's space by that
-    alone: a study stored before it existed (weight decay) compares as its default, so a
-    default run continues it and another value is another study."""
+def test_a_stored_option_is_part_of_the_study(tmp_path: Path) -> None:
+    """An option declared ``stored`` in the options' declaration is in the study's space by
+    that alone: another value is another study."""
     from tinytune.options import resolve
     from tinytune.search import SearchConfig
     from tinytune.search.study.space_checks import space_difference
@@ -150,10 +109,8 @@ def test_a_stored_option_is_part_of_the_study_and_older_studies_read_as_its_defa
         )
 
     stored = StudySpace.from_config(config()).to_attrs()
-    older = {**stored, "finetune": {k: v for k, v in stored["finetune"].items()
-                                    if k != "weight_decay"}}  # fmt: skip
-    assert StudySpace.from_attrs(older).finetune == StudySpace.from_config(config()).finetune
-    assert space_difference(older, StudySpace.from_config(config()).to_attrs()) == {}
+    assert StudySpace.from_attrs(stored).finetune == StudySpace.from_config(config()).finetune
+    assert "weight_decay" in stored["finetune"]
     decayed = StudySpace.from_config(config(weight_decay=0.01)).to_attrs()
-    assert space_difference(older, decayed) == {"finetune": {"weight_decay": (0.0, 0.01)}}
+    assert space_difference(stored, decayed) == {"finetune": {"weight_decay": (0.0, 0.01)}}
     assert config(weight_decay=0.01).finetune.weight_decay == 0.01

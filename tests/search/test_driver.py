@@ -145,70 +145,31 @@ def test_a_study_with_another_space_is_refused_and_kept(
     assert len(optuna.load_study(study_name="s", storage=url).trials) >= 1
 
 
-def _forget_space_key(url: str, key: str) -> None:
-    """Store study ``s``'s search space without ``key``, as a study stored before the space
-    named it."""
-    from tinytune.search.study.attrs import Attr
-
-    study = optuna.load_study(study_name="s", storage=url)
-    study.set_user_attr(
-        Attr.SPACE, {k: v for k, v in study.user_attrs[Attr.SPACE].items() if k != key}
-    )
-
-
-def test_a_study_stored_before_engines_were_named_goes_on_with_its_engine(
+def test_a_stored_space_that_lacks_a_key_is_refused_and_kept(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:
-    """A space stored without the engine was measured with the device's profile of the time,
-    the published engine: the study resumes with ``engine="published"``; with the new default
-    (the bundle's kernels) its latencies would mix, so that is refused and the fix named."""
-    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    with open_store(url) as store:
-        run_search(
-            search_config(tiny_checkpoint, trials=1, engine="published"),
-            store,
-            InlineExecutor(run_evaluation),
-        )
-    _forget_space_key(url, "engine")
-    with (
-        open_store(url) as store,
-        pytest.raises(
-            StorageError, match=r"'engine': \('published', 'bundle'\).* engine='publ"
-        ) as raised,
-    ):
-        run_search(search_config(tiny_checkpoint, trials=2), store, InlineExecutor(run_evaluation))
-    assert raised.value.worded(CLI).endswith("or pass --engine published")
-    with open_store(url) as store:
-        run_search(
-            search_config(tiny_checkpoint, trials=2, engine="published"),
-            store,
-            InlineExecutor(run_evaluation),
-        )
-    assert len(optuna.load_study(study_name="s", storage=url).trials) >= 2
-
-
-def test_a_study_planned_with_gradient_buffers_is_refused_and_kept(
-    tmp_path: Path, tiny_checkpoint: Path
-) -> None:
-    """A space stored before it named the parameter update was planned with a buffer per
-    parameter gradient (``reordered``), which the bundles' fused kernels never use: its SRAM
-    figures would mix with the fused plan's, so resuming it is refused, the reason given, and
-    its trials stay."""
+    """A study whose stored space lacks a key that every space of this version holds (the
+    engine, the parameter update, the fine-tuning settings) is another search space: resuming
+    it is refused in one line, and its trials stay."""
     from tinytune.search.study.attrs import Attr
 
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:
         run_search(search_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
     study = optuna.load_study(study_name="s", storage=url)
-    n = len(study.trials)
-    assert study.user_attrs[Attr.SPACE]["update"] == "fused"
-    _forget_space_key(url, "update")
-    with (
-        open_store(url) as store,
-        pytest.raises(StorageError, match=r"'update': \('reordered', 'fused'\).*gradient buffers"),
+    n, space = len(study.trials), study.user_attrs[Attr.SPACE]
+    for key, words in (
+        ("engine", r"'engine': \(None, 'bundle'\)"),
+        ("update", r"'update': \(None, 'fused'\)"),
+        ("finetune", r"'finetune': \{'epochs': \(None, 1\)"),
     ):
-        run_search(search_config(tiny_checkpoint, trials=2), store, InlineExecutor(run_evaluation))
-    assert len(optuna.load_study(study_name="s", storage=url).trials) == n
+        study.set_user_attr(Attr.SPACE, {k: v for k, v in space.items() if k != key})
+        with open_store(url) as store, pytest.raises(StorageError, match=words) as raised:
+            run_search(
+                search_config(tiny_checkpoint, trials=2), store, InlineExecutor(run_evaluation)
+            )
+        assert "\n" not in str(raised.value)
+        assert len(optuna.load_study(study_name="s", storage=url).trials) == n
 
 
 def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
@@ -216,8 +177,7 @@ def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
 ) -> None:
     """Accuracies measured with other epochs, batch size, rate, repeats or weights would be
     ranked on one front with the study's own: each such change is refused, the study's own
-    settings named, and its trials stay; a space stored before it named its fine-tuning goes on
-    unchecked."""
+    settings named, and its trials stay."""
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with open_store(url) as store:
         run_search(search_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
@@ -315,17 +275,6 @@ def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
                 )
     study.set_user_attr(Attr.SPACE, space)
     assert len(optuna.load_study(study_name="s", storage=url).trials) == n
-    _forget_space_key(url, "finetune")
-    with open_store(url) as store:
-        run_search(
-            search_config(tiny_checkpoint, trials=2, finetune=FinetuneConfig(epochs=2, lr=0.05)),
-            store,
-            InlineExecutor(run_evaluation),
-        )
-    done = optuna.load_study(study_name="s", storage=url).get_trials(
-        states=(optuna.trial.TrialState.COMPLETE,)
-    )
-    assert len(done) == 2  # the second run measured its one more fine-tune
 
 
 def test_infeasible_budget_is_refused_before_anything_runs(
@@ -658,7 +607,8 @@ def test_fine_tunes_ask_for_their_gpu_share_and_the_int8_training_for_none(
 
     def evaluate(task: FinetuneTask) -> EvaluationResult:
         asked.append(("fp32" if task.int8 is None else "int8", task.gpus))
-        return fake(task).replace(details={"device": "cpu"})
+        result = fake(task)
+        return result.replace(details={**result.details, "device": "cpu"})
 
     config = search_config(ckpt, gpus_per_trial=0.5, verify_int8=True)
     with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:

@@ -11,10 +11,10 @@ from tinytune.exporting import _int8_entry
 from tinytune.search.run.verify_int8 import Int8Accuracy, int8_accuracies
 
 
-def test_a_device_accuracy_stored_before_the_rate_could_halve_reads_as_constant(
+def test_a_device_accuracy_reads_back_with_its_rate_schedule_and_qas(
     tmp_path: Path,
 ) -> None:
-    older = {"lr": 0.003125, "epochs": 4, "batch_size": 1}
+    older = {"lr": 0.003125, "epochs": 4, "batch_size": 1, "schedule": "constant", "qas": True}
     newer = {**older, "lr": 0.1, "schedule": "halving", "epochs": 3, "qas": False}
     with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
         for key, details in (("a" * 16, older), ("b" * 16, newer)):
@@ -26,7 +26,6 @@ def test_a_device_accuracy_stored_before_the_rate_could_halve_reads_as_constant(
             )
         found = int8_accuracies(store, "s", ["a" * 16, "b" * 16, "c" * 16])
     assert set(found) == {"a" * 16, "b" * 16}
-    # stored before the rate could halve, and before QAS could be turned off
     assert found["a" * 16] == Int8Accuracy(0.9, 0.8, 0.003125, "constant", 4, True)
     assert found["b" * 16] == Int8Accuracy(0.9, 0.8, 0.1, "halving", 3, False)
     # what export trains the bundle by: the record read above, and nothing else of the store
@@ -43,9 +42,6 @@ def test_a_device_accuracy_stored_before_the_rate_could_halve_reads_as_constant(
     }
     newest = _int8_entry(found["b" * 16], "the study")
     assert (newest["schedule"], newest["epochs"], newest["qas"]) == ("halving", 3, False)
-    # one stored without its rate or epochs: none named
-    bare = Int8Accuracy.of(0.5, 0.4, None)
-    assert (_int8_entry(bare, "x")["lr"], _int8_entry(bare, "x")["epochs"]) == (None, None)
 
 
 def test_a_twin_of_a_point_trained_as_the_device_trains_is_stored_from_it(
@@ -66,7 +62,8 @@ def test_a_twin_of_a_point_trained_as_the_device_trains_is_stored_from_it(
     class Executor:  # trains nothing: a twin needs no task, a new fine-tune one
         def submit(self, key: int, task: FinetuneTask) -> None:
             submitted.append(task)
-            self.done = [(key, EvaluationResult("ok", accuracy=0.7, val_accuracy=0.6))]
+            result = EvaluationResult("ok", accuracy=0.7, val_accuracy=0.6, details=halving)
+            self.done = [(key, result)]
 
         def wait(self, timeout: float) -> list:
             done, self.done = self.done, []
@@ -76,7 +73,7 @@ def test_a_twin_of_a_point_trained_as_the_device_trains_is_stored_from_it(
         return FinetuneTask(c.to_json(), None, "digits", 0, FinetuneConfig())
 
     tasks = Tasks(Executor(), task, lambda: -1, _no)
-    halving = {"lr": 0.0125, "schedule": "halving", "epochs": 4}
+    halving = {"lr": 0.0125, "schedule": "halving", "epochs": 4, "qas": True}
     with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
         for c in (whole, patched, fresh):
             store.add_candidate(c.key, c.supernet, c.to_json())

@@ -38,8 +38,7 @@ class Option:
         positional: the Python call may give it first without its keyword (the data set).
         stored: how candidates are measured, so the study's stored space keeps the value
             (:class:`~tinytune.search.study.FinetuneSettings`): runs that differ in it are not
-            one study, and a front never ranks fine-tunes of different settings together. A
-            study stored before the option existed reads as its default.
+            one study, and a front never ranks fine-tunes of different settings together.
         stored_none: what the stored space writes for None (``per family``, ``auto``).
         stored_from: the value a :class:`~tinytune.search.SearchConfig` is measured with, where
             that is not the value at :attr:`config_field` (``lr``: None when each scheme
@@ -103,9 +102,8 @@ class Option:
         return value
 
     @property
-    def stored_default(self) -> Any:
-        """What a study stored before this option existed was measured with: its default, as
-        the search keeps it."""
+    def parsed_default(self) -> Any:
+        """The default, as the search keeps it (``sram_budget``: 262144)."""
         return self.parse(self.default)
 
     def config_values(self, parsed: Any) -> dict[str, Any]:

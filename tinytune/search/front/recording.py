@@ -257,15 +257,15 @@ def hypervolume_history(
     the front improves.
 
     A run under other budgets chose its front from other candidates (a smaller SRAM budget
-    drops points), so its snapshots are left out; those stored before snapshots kept their
-    budgets are kept; a front that no candidate made under the budgets counts as 0."""
+    drops points), so its snapshots are left out; a front that no candidate made under the
+    budgets counts as 0."""
     if not snapshots:
         return []
     budgets = snapshots[-1].budgets
     fronts = []
     for snap in snapshots:
-        if snap.budgets is not None and snap.budgets != budgets:
-            continue  # one stored before budgets were kept (None) stays in
+        if snap.budgets != budgets:
+            continue
         points = [FrontPoint.from_dict(p) for p in snap.points]
         usable = [
             (p.val_accuracy, p.memory_bytes, p.latency_s)

@@ -64,7 +64,7 @@ class Int8Accuracy:
         lr: the per-image rate (of the first epoch) validation chose.
         schedule: how the rate moved over the epochs
             (:data:`tinytune.quant.schedule.LR_SCHEDULES`).
-        epochs: the passes over the training split at batch 1 (None: stored without them).
+        epochs: the passes over the training split at batch 1.
         qas: whether the integer updates were scaled by QAS (False: the ablation without).
     """
 
@@ -77,21 +77,18 @@ class Int8Accuracy:
 
     @classmethod
     def of(
-        cls, val_accuracy: float, test_accuracy: float, details: Mapping[str, Any] | None
+        cls, val_accuracy: float, test_accuracy: float, details: Mapping[str, Any]
     ) -> Int8Accuracy:
         """The accuracy of an ``int8`` evaluation, stored or just measured, with the
         ``details`` of its task (:func:`tinytune.evaluators.task.run_evaluation`): its rate,
-        schedule, epochs and QAS. One stored by an earlier version without them reads as its
-        training was: a constant rate (before the rate could halve), QAS on; a rate or epochs
-        it lacks as 0.0 and None."""
-        details = details or {}
+        schedule, epochs and QAS."""
         return cls(
             val_accuracy,
             test_accuracy,
-            details.get("lr", 0.0),
-            details.get("schedule", "constant"),
-            details.get("epochs"),
-            details.get("qas", True),
+            details["lr"],
+            details["schedule"],
+            details["epochs"],
+            details["qas"],
         )
 
 
@@ -100,7 +97,7 @@ def int8_accuracies(store: Store, study: str, keys: list[str]) -> dict[str, Int8
     found = {}
     for key in keys:
         e = store.find_evaluation(study, key, "int8")
-        if e is not None and e.val_accuracy is not None and e.accuracy is not None:
+        if e is not None and e.val_accuracy is not None and e.accuracy is not None and e.details:
             found[key] = Int8Accuracy.of(e.val_accuracy, e.accuracy, e.details)
     return found
 

@@ -26,7 +26,6 @@ from tinytune.search.study.attrs import Attr
 from tinytune.search.study.study_space import (
     AUTO_REPEATS,
     PER_FAMILY,
-    UPDATE_BEFORE_NAMED,
     StudySpace,
 )
 
@@ -110,11 +109,6 @@ def another_space(
         hint += " or pass the study's own "
         for i, (key, (was, _)) in enumerate(settings.items()):
             hint += (", " if i else "") + _finetune_option(key, was)
-    if diff.get("update", (None,))[0] == UPDATE_BEFORE_NAMED:
-        hint += (
-            " (its SRAM was planned with parameter-gradient buffers that the bundles' "
-            "fused updates do not use)"
-        )
     return StorageError(refusal + hint)
 
 
@@ -182,10 +176,9 @@ def foreign_study(study: Any) -> StorageError | None:
 
 def space_difference(stored: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
     """The keys whose stored and requested values differ, as (stored, requested); of the
-    fine-tuning settings, the settings that differ. The stored space is read as
-    :meth:`StudySpace.compared` reads it: a key that a study stored by an earlier version lacks
-    as what that version searched with, and not compared where it did not record it."""
-    was = StudySpace.compared(stored)
+    fine-tuning settings, the settings that differ. A key the stored space lacks differs from
+    every value asked for."""
+    was = {k: stored.get(k) for k in requested}
     diff = {k: (was[k], v) for k, v in requested.items() if k in was and was[k] != v}
     if "weights" in diff:  # SHA-256s, shortened as git shortens commits
         diff["weights"] = tuple(f"{v[:12]}…" if v else v for v in diff["weights"])

@@ -1,7 +1,6 @@
 """What a study stores of the search that made it: :class:`StudySpace` (its user attribute
 ``tinytune.space``), with how it measures its candidates (:class:`FinetuneSettings`), written
-from a :class:`~tinytune.search.config.SearchConfig` and read back typed. A key that a study
-stored by an earlier version lacks reads here as what that version searched with."""
+from a :class:`~tinytune.search.config.SearchConfig` and read back typed."""
 
 from __future__ import annotations
 
@@ -23,11 +22,8 @@ from tinytune.search.config.search_config import OBJECTIVES, SearchConfig
 __all__ = [
     "AUTO_REPEATS",
     "PER_FAMILY",
-    "UNRECORDED",
-    "UPDATE_BEFORE_NAMED",
     "FinetuneSettings",
     "StudySpace",
-    "earlier_meaning",
 ]
 
 
@@ -36,8 +32,7 @@ class FinetuneSettings:
     of :data:`~tinytune.options.SEARCH_OPTIONS` marked ``stored`` (epochs, batch size, weight
     decay; the learning rate, None for each scheme family's, stored as :data:`PER_FAMILY`; the
     repeats, None for as many as the validation split needs, stored as :data:`AUTO_REPEATS`),
-    by option name. Declaring an option ``stored`` is all it takes to be here; a study stored
-    before the option existed reads as the option's default.
+    by option name. Declaring an option ``stored`` is all it takes to be here.
 
     Made by keyword (``FinetuneSettings(epochs=8, ...)``, an option not given at its default)
     or from a configuration (:meth:`from_config`); read as attributes."""
@@ -52,7 +47,7 @@ class FinetuneSettings:
         object.__setattr__(
             self,
             "_values",
-            tuple((o.name, values.get(o.name, o.stored_default)) for o in options),
+            tuple((o.name, values.get(o.name, o.parsed_default)) for o in options),
         )
 
     def __getattr__(self, name: str) -> Any:
@@ -87,11 +82,10 @@ class FinetuneSettings:
 
     @classmethod
     def from_attrs(cls, attrs: Mapping[str, Any]) -> FinetuneSettings:
-        """The settings a study stored (:meth:`to_attrs`); one it did not store (an option
-        added since) as the option's default."""
+        """The settings a study stored (:meth:`to_attrs`)."""
         values = {}
         for o in _stored_options():
-            value = attrs.get(o.name, o.stored_default)
+            value = attrs.get(o.name)
             values[o.name] = (
                 None if o.stored_none is not None and value == o.stored_none else value
             )
@@ -108,10 +102,8 @@ class StudySpace:
     what is searched, for which device, and how a candidate's accuracy is measured. A run that
     continues a study must ask for the same space.
 
-    :meth:`from_attrs` reads it back; a key that a study stored by an earlier version lacks
-    reads as what that version searched with (:meth:`from_attrs` says which), and a study
-    with no space at all (a candidate found in no study) as the defaults of a search with
-    ``supernet`` None.
+    :meth:`from_attrs` reads it back, and a study with no space at all (a candidate found in
+    no study) as the defaults of a search with ``supernet`` None.
 
     Attributes:
         supernet: the network searched; None where no space is stored.
@@ -183,11 +175,8 @@ class StudySpace:
 
     @classmethod
     def from_attrs(cls, attrs: Mapping[str, Any] | None) -> StudySpace:
-        """The space a study stored (None or ``{}``: none). A key that an earlier version did
-        not store reads as what it searched with (:func:`earlier_meaning`), a fine-tuning
-        setting or weights it did not record as None (:data:`UNRECORDED`), and any other key
-        it lacks as the default of this class."""
-        attrs = {**earlier_meaning(attrs or {}), **(attrs or {})}
+        """The space a study stored (None or ``{}``: none, read as the defaults)."""
+        attrs = attrs or {}
         finetune = attrs.get("finetune")
         return cls(
             supernet=attrs.get("supernet"),
@@ -196,46 +185,10 @@ class StudySpace:
             preset=attrs.get("preset"),
             precision=attrs.get("precision", cls.precision),
             batch_size=attrs.get("batch_size", cls.batch_size),
-            update=attrs["update"],
+            update=attrs.get("update", cls.update),
             device=attrs.get("device", DEFAULT_DEVICE),
-            engine=attrs["engine"],
+            engine=attrs.get("engine"),
             objectives=tuple(attrs.get("objectives", OBJECTIVES)),
             weights=attrs.get("weights"),
             finetune=FinetuneSettings.from_attrs(finetune) if isinstance(finetune, dict) else None,
         )
-
-    @classmethod
-    def compared(cls, attrs: Mapping[str, Any]) -> dict[str, Any]:
-        """The stored space ``attrs`` as a run's space (:meth:`to_attrs`) is compared with it:
-        each key as :meth:`from_attrs` reads it, except a key that it lacks and that no earlier
-        version meant anything by: one of :data:`UNRECORDED` is left out (not compared), any
-        other reads as None (so that every value asked for differs from it)."""
-        meant = attrs.keys() | earlier_meaning(attrs).keys()
-        read = cls.from_attrs(attrs).to_attrs()
-        return {
-            k: v if k in meant else None
-            for k, v in read.items()
-            if k in meant or k not in UNRECORDED
-        }
-
-
-UPDATE_BEFORE_NAMED = "reordered"
-"""The parameter update of a study stored before its space named one: each gradient a buffer
-for its backward step (:data:`tinytune.hwmodels.UPDATES`)."""
-
-UNRECORDED = ("finetune", "weights")
-"""The keys of a space that a study stored before its space named them did not record: its
-fine-tuning settings and its weights are not known, so a run is not compared on them."""
-
-
-def earlier_meaning(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    """What a study stored by an earlier version searched with where its space ``attrs`` does
-    not say, by key: the latency engine its device's profile then had
-    (:func:`tinytune.hwmodels.profile.unnamed_engine`: published, PyTorch on the host), and the
-    parameter update planned with a buffer for each gradient (:data:`UPDATE_BEFORE_NAMED`)."""
-    from tinytune.hwmodels.profile import unnamed_engine
-
-    return {
-        "engine": unnamed_engine(attrs.get("device", DEFAULT_DEVICE)),
-        "update": UPDATE_BEFORE_NAMED,
-    }
