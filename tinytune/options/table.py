@@ -60,12 +60,10 @@ DEFAULT_STORAGE = "sqlite:///tinytune.db"
 """The database of every command that reads or writes studies when none is named."""
 
 DEFAULT_DEVICE = "stm32f746"
-"""The device a search targets when none is named, and the device of a study stored before its
-search space named one."""
+"""The device a search targets when none is named."""
 
 DEFAULT_DATASET = "digits"
-"""The data set a search fine-tunes on when none is named, and that of a study stored before its
-search space named one."""
+"""The data set a search fine-tunes on when none is named."""
 
 PER_FAMILY = "per family"
 """The stored learning rate of a study whose rate is chosen per scheme family on validation."""

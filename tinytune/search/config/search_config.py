@@ -44,9 +44,8 @@ REFERENCE_PRESET = "full"
 
 def check_new_study_name(name: str) -> None:
     """Refuse to create a study whose name begins or ends with a space (``study=" x"`` is
-    almost always a quoting slip, and would make a second study beside ``x``). A study stored
-    under such a name by an earlier version is still continued: callers check only names that
-    are not in the database yet.
+    almost always a quoting slip, and would make a second study beside ``x``). Callers check
+    only names that are not in the database yet.
 
     A control, format or separator character (a line break, an escape, a bidirectional
     override, U+2028) is refused too: the name is printed in every line that names the
