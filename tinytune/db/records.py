@@ -87,7 +87,8 @@ class CandidateRecord:
 
 
 class Measurement(Protocol):
-    """What a worker measured, as a row takes it (:meth:`EvaluationRecord.of`): a
+    """What a worker measured, as a row takes it (:meth:`EvaluationRecord.of`,
+    :meth:`ContributionRecord.of`): a
     :class:`tinytune.evaluators.EvaluationResult`, which the store does not know by name."""
 
     @property
@@ -349,6 +350,24 @@ class ContributionRecord:
             _check_json("details", self.details)
         self._set("id", _optional_int("id", self.id))
         self._set("created_at", _optional_utc("created_at", self.created_at))
+
+    @classmethod
+    def of(
+        cls, measured: Measurement, *, failure: str = "unknown failure", **fields: Any
+    ) -> ContributionRecord:
+        """The row of a configuration's fine-tune that a worker ``measured``: ``ok`` with its
+        validation and test accuracies where it measured both, else ``failed`` with its error
+        (``failure`` where it gave none, cut at 2,000 characters) and no accuracy; ``fields``:
+        the rest of the row (its table, entry and identity)."""
+        ok = measured.ok
+        return cls(
+            status="ok" if ok else "failed",
+            accuracy=measured.val_accuracy if ok else None,
+            test_accuracy=measured.accuracy if ok else None,
+            wall_time_s=measured.wall_time_s,
+            error=None if ok else str(measured.error or failure)[:2000],
+            **fields,
+        )
 
     def _set(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)

@@ -178,9 +178,10 @@ def store_entry(
     store: Store, identity: TableIdentity, entry: ContributionEntry, result: EvaluationResult
 ) -> None:
     """Store one fine-tune's result."""
-    ok = result.status == "ok" and isinstance(result.val_accuracy, float)
+    ok = result.ok
     store.add_contribution(
-        ContributionRecord(
+        ContributionRecord.of(
+            result,
             table_key=identity.key,
             entry=entry.entry,
             part=entry.part,
@@ -193,11 +194,6 @@ def store_entry(
             seed=identity.finetune.seed,
             subnet_key=subnet_key(identity.subnet),
             candidate_key=entry.candidate.key,
-            status="ok" if ok else "failed",
-            accuracy=result.val_accuracy if ok else None,
-            test_accuracy=result.accuracy if ok else None,
-            wall_time_s=result.wall_time_s,
-            error=None if ok else result.error_or()[:2000],
             details={
                 "checkpoint": identity.checkpoint,
                 "finetune": identity.finetune.to_dict(),
