@@ -285,7 +285,7 @@ def test_parse_bytes(text: str, value: int) -> None:
 
 
 def test_check_seed() -> None:
-    from tinytune.evaluators import FinetuneConfig
+    from tinytune.search import SearchConfig
 
     for seed in (0, 7, MAX_SEED):
         check_seed(seed)
@@ -293,8 +293,8 @@ def test_check_seed() -> None:
     for bad in (-1, MAX_SEED + 1, 1.5, True):
         with pytest.raises(ConfigError, match="--seed must be an integer from 0 to 4294967295"):
             check_seed(bad)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="the fine-tuning seed must be"):
-        FinetuneConfig(seed=-3)
+    with pytest.raises(ConfigError, match="seed must be an integer from 0 to 4294967295"):
+        SearchConfig(checkpoint="", seed=-3)
     with pytest.raises(ConfigError, match=r"^--seed must be a Python int, got int64 3; pass int"):
         check_seed(np.int64(3))  # type: ignore[arg-type]
 
