@@ -1,0 +1,132 @@
+/* The log-mel front-end (tt_logmel.h): a frame is shifted left so that its largest sample has
+ * PEAK_BITS bits, windowed (Q15), transformed by a radix-2 FFT whose stages halve their
+ * outputs, its bins' power summed into mel bands (Q15 weights) and each band's energy written as
+ * log2(E + 1) in Q8 less the frame's shift beyond HEADROOM. Every rounding is stated beside it;
+ * tinytune/data/logmel.py is the same computation in numpy. Right shifts of negative values are
+ * arithmetic (as every compiler tinytune builds with does). */
+#include "tt_logmel.h"
+
+#include <stddef.h>
+
+#define TT_LOGMEL_HEADROOM 5
+#define TT_LOGMEL_PEAK_BITS 20
+#define TT_LOGMEL_FRACTION 8
+
+int32_t tt_logmel_frames(const tt_logmel_spec *spec) {
+    return 1 + (spec->clip - spec->window) / spec->hop;
+}
+
+static int32_t tt_bits(uint32_t v) {
+    int32_t n = 0;
+    while (v) {
+        n++;
+        v >>= 1;
+    }
+    return n;
+}
+
+int32_t tt_log2_q8(uint64_t energy) {
+    uint64_t v = energy + 1u, rest = v, mantissa;
+    int32_t msb = 0, out, bit, shift;
+    for (shift = 32; shift >= 1; shift >>= 1) {
+        if (rest >= ((uint64_t)1 << shift)) {
+            msb += shift;
+            rest >>= shift;
+        }
+    }
+    mantissa = msb <= 30 ? v << (30 - msb) : v >> (msb - 30); /* Q30, in [1, 2) */
+    out = msb << TT_LOGMEL_FRACTION;
+    for (bit = TT_LOGMEL_FRACTION - 1; bit >= 0; bit--) {
+        mantissa = (mantissa * mantissa) >> 30; /* truncated */
+        if (mantissa >= ((uint64_t)1 << 31)) {
+            out += 1 << bit;
+            mantissa >>= 1;
+        }
+    }
+    return out;
+}
+
+/* (a * w + 2^14) >> 15 in 64 bits */
+static int32_t tt_q15(int64_t product) {
+    return (int32_t)((product + (1 << 14)) >> 15);
+}
+
+static void tt_fft(int32_t *re, int32_t *im, const tt_logmel_spec *spec) {
+    int32_t n = spec->fft, bits = tt_bits((uint32_t)n) - 1, i, half;
+    for (i = 0; i < n; i++) { /* bit-reversed order */
+        int32_t r = 0, k;
+        for (k = 0; k < bits; k++) {
+            r |= ((i >> k) & 1) << (bits - 1 - k);
+        }
+        if (r > i) {
+            int32_t t = re[i];
+            re[i] = re[r];
+            re[r] = t;
+            t = im[i];
+            im[i] = im[r];
+            im[r] = t;
+        }
+    }
+    for (half = 1; half < n; half *= 2) {
+        int32_t step = n / (2 * half), start, j;
+        for (start = 0; start < n; start += 2 * half) {
+            for (j = 0; j < half; j++) {
+                int32_t a = start + j, b = a + half;
+                int64_t wr = spec->cos_q15[j * step], wi = -(int64_t)spec->sin_q15[j * step];
+                int32_t tr = tt_q15((int64_t)re[b] * wr - (int64_t)im[b] * wi);
+                int32_t ti = tt_q15((int64_t)re[b] * wi + (int64_t)im[b] * wr);
+                int32_t ar = re[a], ai = im[a];
+                re[a] = (ar + tr + 1) >> 1;
+                im[a] = (ai + ti + 1) >> 1;
+                re[b] = (ar - tr + 1) >> 1;
+                im[b] = (ai - ti + 1) >> 1;
+            }
+        }
+    }
+}
+
+int tt_logmel(const tt_logmel_spec *spec, const int16_t *samples, int32_t n_samples,
+              int32_t *scratch, int16_t *out) {
+    int32_t *re = scratch, *im = scratch + spec->fft;
+    int32_t frames, frame, i, band;
+    if (spec->fft < 8 || (spec->fft & (spec->fft - 1)) || spec->window > spec->fft ||
+        spec->clip < spec->window || spec->hop < 1 || spec->bands < 1) {
+        return -1;
+    }
+    frames = tt_logmel_frames(spec);
+    for (frame = 0; frame < frames; frame++) {
+        int32_t start = frame * spec->hop, peak = 0, shift;
+        const uint16_t *w = spec->band_weights;
+        for (i = 0; i < spec->window; i++) {
+            int32_t t = start + i, s = t < n_samples ? samples[t] : 0;
+            if ((s < 0 ? -s : s) > peak) {
+                peak = s < 0 ? -s : s;
+            }
+        }
+        shift = TT_LOGMEL_PEAK_BITS - tt_bits((uint32_t)peak);
+        for (i = 0; i < spec->fft; i++) {
+            int32_t t = start + i, x = 0;
+            if (i < spec->window) {
+                int64_t s = t < n_samples ? samples[t] : 0;
+                /* |s| < 2^(20 - shift): the product and its shift stay below 2^50 */
+                x = tt_q15((int64_t)((uint64_t)(s * spec->hann[i]) << shift));
+            }
+            re[i] = x;
+            im[i] = 0;
+        }
+        tt_fft(re, im, spec);
+        for (band = 0; band < spec->bands; band++) {
+            int32_t first = spec->band_first[band], count = spec->band_count[band], k;
+            uint64_t energy = 0;
+            for (k = 0; k < count; k++) {
+                int64_t r = re[first + k], m = im[first + k];
+                energy += (uint64_t)(r * r + m * m) * w[k];
+            }
+            w += count;
+            out[frame * spec->bands + band] =
+                (int16_t)(tt_log2_q8(energy >> 15) -
+                          2 * (shift - TT_LOGMEL_HEADROOM) * (1 << TT_LOGMEL_FRACTION));
+        }
+    }
+    return 0;
+}
