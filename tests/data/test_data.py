@@ -75,7 +75,13 @@ def spec(request: pytest.FixtureRequest, folder: Path) -> str:
 
 def test_every_name_is_tested() -> None:
     # series:PATH: tests/data/test_series.py
-    assert DATASET_NAMES == ("digits", "procedural", "imagefolder:PATH", "series:PATH")
+    assert DATASET_NAMES == (
+        "digits",
+        "procedural",
+        "imagefolder:PATH",
+        "series:PATH",
+        "audio:PATH",
+    )
 
 
 def test_contract(spec: str) -> None:

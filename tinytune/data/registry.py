@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tinytune.data.audio import AUDIO_PREFIX, AudioDataset
 from tinytune.data.base import ImageDataset
 from tinytune.data.digits import DigitsDataset
 from tinytune.data.imagefolder import ImageFolderDataset
@@ -23,11 +24,12 @@ _BUILT_IN: dict[str, Callable[[int], ImageDataset]] = {
 _FROM_FILES: dict[str, tuple[str, str, Callable[..., ImageDataset]]] = {
     _IMAGEFOLDER_PREFIX: ("folder", "PATH", ImageFolderDataset),
     SERIES_PREFIX: ("folder or file", "PATH", SeriesDataset),
+    AUDIO_PREFIX: ("folder", "PATH", AudioDataset),
 }
 """The data sets a user's files make: prefix -> (what it names, its form, its class)."""
 
 DATASET_NAMES: tuple[str, ...] = (
-    *_BUILT_IN, f"{_IMAGEFOLDER_PREFIX}PATH", f"{SERIES_PREFIX}PATH"
+    *_BUILT_IN, f"{_IMAGEFOLDER_PREFIX}PATH", f"{SERIES_PREFIX}PATH", f"{AUDIO_PREFIX}PATH"
 )  # fmt: skip
 
 
@@ -35,9 +37,10 @@ def get_dataset(spec: str, seed: int = 0) -> ImageDataset:
     """Return the data set that ``spec`` names.
 
     Args:
-        spec: ``"digits"``, ``"procedural"``, ``"imagefolder:PATH"`` or ``"series:PATH"`` (a
-            folder of CSV windows per class, or an ``.npz`` archive; a relative PATH is taken
-            from the current directory).
+        spec: ``"digits"``, ``"procedural"``, ``"imagefolder:PATH"``, ``"series:PATH"`` (a
+            folder of CSV windows per class, or an ``.npz`` archive) or ``"audio:PATH"`` (a
+            folder of WAV clips per keyword); a relative PATH is taken from the current
+            directory.
         seed: Seed of the data set's splits (and, for ``procedural``, of its classes).
 
     Returns:

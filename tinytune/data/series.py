@@ -210,29 +210,41 @@ class SeriesDataset(ImageDataset):
         normalisation: (mean, std) per channel, float64, of the training part.
     """
 
+    prefix = SERIES_PREFIX
+    """What names a data set of this kind (``series:``)."""
+
     def __init__(self, path: str, seed: int = 0) -> None:
         self.path = os.path.abspath(path)
-        if os.path.isdir(self.path):
-            x, labels, names = _read_folder(path)
-            if not np.isfinite(x).all():
-                raise DataError(f"series folder {path!r} holds a NaN or an infinity")
-            x = x[:, :, None, :]
-        else:
-            arrays = _read(self.path)
-            x, labels = _samples(path, arrays)
-            names = _class_names(path, arrays, labels)
-        super().__init__(name=f"{SERIES_PREFIX}{self.path}", class_names=names, seed=seed)
+        x, labels, names = self._samples(path)
+        super().__init__(name=f"{self.prefix}{self.path}", class_names=names, seed=seed)
         if self.num_classes < 2:
-            raise DataError(f"series {path!r} has one class; a classifier needs two or more")
+            raise DataError(
+                f"{self.prefix[:-1]} {path!r} has one class; a classifier needs two or more"
+            )
         _, indices = np.unique(labels, return_inverse=True)
         self._x, self._y = x, indices.astype(np.int64)
         self.input_shape = (int(x.shape[1]), int(x.shape[2]), int(x.shape[3]))
-        self._parts = stratified_split(self._y, self.seed)
+        self._parts = self._split()
         train = x[self._parts[0]]
         mean = train.mean(axis=(0, 2, 3))
         std = train.std(axis=(0, 2, 3))
         self.normalisation = (mean, np.where(std > 0, std, 1.0))
         self._splits: Splits | None = None
+
+    def _samples(self, path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """The samples (N, C, H, W) of ``path``, float64, their labels and the class names."""
+        if os.path.isdir(self.path):
+            x, labels, names = _read_folder(path)
+            if not np.isfinite(x).all():
+                raise DataError(f"series folder {path!r} holds a NaN or an infinity")
+            return x[:, :, None, :], labels, names
+        arrays = _read(self.path)
+        x, labels = _samples(path, arrays)
+        return x, labels, _class_names(path, arrays, labels)
+
+    def _split(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The indices of the training, validation and test samples."""
+        return stratified_split(self._y, self.seed)
 
     @property
     def resolution(self) -> int:

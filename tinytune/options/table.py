@@ -125,9 +125,10 @@ DATASET: Option = Option(
     "--dataset",
     Text(),
     DEFAULT_DATASET,
-    "digits, procedural, imagefolder:PATH, or series:PATH (a sensor's windows or a "
-    "spectrogram's features: a folder of CSV files per class, or an .npz of X and y; "
-    "searched with your own network of that input as the supernet).",
+    "digits, procedural, imagefolder:PATH, series:PATH (a sensor's windows or a "
+    "spectrogram's features: a folder of CSV files per class, or an .npz of X and y) or "
+    "audio:PATH (a folder of WAV clips per keyword, as log-mel features); the last two "
+    "searched with your own network of that input as the supernet.",
     positional=True,
 )
 """The data set: the command's argument, and the first argument of :func:`tinytune.optimize`,

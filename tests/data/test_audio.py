@@ -1,0 +1,171 @@
+"""``audio:PATH``: a keyword folder in the Speech Commands layout reads as the front-end's
+log-mel features, its speakers held apart between the splits; another sample rate is resampled;
+what is not a mono 16-bit PCM clip, clips of two rates, a folder of one keyword, an empty
+keyword and too few speakers are refused in one line; and a search runs on it end to end."""
+
+from __future__ import annotations
+
+import struct
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.keywords import make, speak, voice, write
+from tinytune.data import get_dataset
+from tinytune.data.audio import read_wav, speaker_of
+from tinytune.data.logmel import logmel
+from tinytune.errors import DataError
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("keywords")
+    make(out, speakers=10, takes=1, keywords=3, seed=1)
+    (out / "_background_noise_").mkdir()
+    write(out / "_background_noise_" / "hum.wav", np.zeros(32_000, np.int16))
+    (out / "yes" / "notes.txt").write_text("not a clip")
+    return out
+
+
+def test_a_keyword_folder_reads_as_log_mel_features_with_speakers_apart(folder: Path) -> None:
+    data = get_dataset(f"audio:{folder}")
+    assert data.class_names == ("no", "up", "yes")  # the noise folder is no keyword
+    assert data.input_shape == (1, 49, 40) and data.resolution == 49
+    splits = data.load(49)
+    assert [len(s.y) for s in (splits.train, splits.val, splits.test)] == [18, 6, 6]
+    speakers = np.array(data.speakers)
+    train, val, test = (set(speakers[p]) for p in data._parts)
+    assert not (train & val or train & test or val & test)  # each voice in one split
+    # a sample is the front-end's features of its file, standardised on the training split
+    mean, std = data.normalisation
+    first = data._parts[2][0]
+    file = sorted((folder / data.class_names[int(data._y[first])]).glob("*.wav"))
+    clip = next(f for f in file if speaker_of(f.name) == speakers[first])
+    samples, rate = read_wav(str(clip))
+    assert rate == 16_000
+    restored = splits.test.x[0].astype(np.float64) * std[0] + mean[0]
+    assert np.allclose(restored * 256.0, logmel(samples), atol=1e-3)
+
+
+def test_another_rate_is_resampled_and_other_names_are_split_clip_by_clip(
+    tmp_path: Path,
+) -> None:
+    from scipy.signal import resample_poly
+
+    rng = np.random.default_rng(2)
+    for word in ("no", "yes"):
+        (tmp_path / word).mkdir()
+        for take in range(5):
+            clip = speak(word, voice(rng), rng)
+            low = np.round(resample_poly(clip.astype(np.float64), 1, 2)).astype(np.int16)
+            with wave.open(str(tmp_path / word / f"take{take}.wav"), "wb") as f:
+                f.setnchannels(1)
+                f.setsampwidth(2)
+                f.setframerate(8_000)
+                f.writeframes(low.astype("<i2").tobytes())
+    data = get_dataset(f"audio:{tmp_path}")
+    assert data.speakers is None  # no speaker in the names: stratified clip by clip
+    assert data.load(49).train.x.shape == (6, 1, 49, 40)
+    samples, _ = read_wav(str(tmp_path / "no" / "take0.wav"))
+    up = np.clip(np.round(resample_poly(samples.astype(np.float64), 2, 1)), -32768, 32767)
+    index = int(np.flatnonzero(data._y == 0)[0])
+    assert np.allclose(data._x[index, 0] * 256.0, logmel(up.astype(np.int16)))
+
+
+def _riff(fmt_tag: int, channels: int, bits: int, data: bytes, rate: int = 16_000) -> bytes:
+    block = channels * bits // 8
+    fmt = struct.pack("<HHIIHH", fmt_tag, channels, rate, rate * block, block, bits)
+    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt
+    body += b"data" + struct.pack("<I", len(data)) + data
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def _folder(tmp_path: Path, odd: bytes | None = None, rate: int = 16_000) -> Path:
+    rng = np.random.default_rng(3)
+    for word in ("no", "yes"):
+        (tmp_path / word).mkdir()
+        for take in range(3):
+            write(tmp_path / word / f"take{take}.wav", speak(word, voice(rng), rng))
+    if odd is not None:
+        (tmp_path / "yes" / "odd.wav").write_bytes(odd)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("odd", "words"),
+    [
+        (_riff(3, 1, 32, b"\0" * 64), "is not a PCM WAV"),  # IEEE float
+        (_riff(1, 2, 16, b"\0" * 64), "holds 2 channel.s. of 16-bit samples"),
+        (_riff(1, 1, 8, b"\0" * 64), "holds 1 channel.s. of 8-bit samples"),
+        (b"hello, not a wave", "is not a PCM WAV"),
+        (_riff(1, 1, 16, b"\0" * 64, rate=8_000), "sampled at 8000 Hz.*one sample rate"),
+    ],
+)
+def test_what_is_no_mono_16_bit_pcm_clip_of_the_folders_rate_is_refused(
+    tmp_path: Path, odd: bytes, words: str
+) -> None:
+    with pytest.raises(DataError, match=words) as raised:
+        get_dataset(f"audio:{_folder(tmp_path, odd)}")
+    message = str(raised.value)
+    assert "\n" not in message and "odd.wav" in message
+
+
+def test_a_folder_it_cannot_learn_from_is_refused(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    (folder / "maybe").mkdir()
+    with pytest.raises(DataError, match=r"keyword folder 'maybe' holds no \.wav clip"):
+        get_dataset(f"audio:{folder}")
+    (folder / "maybe").rmdir()
+    for take in range(3):
+        (folder / "no" / f"take{take}.wav").unlink()
+    (folder / "no").rmdir()
+    with pytest.raises(DataError, match="has 1 keyword folder; a classifier needs two"):
+        get_dataset(f"audio:{folder}")
+
+
+def test_too_few_speakers_to_hold_every_keyword_in_every_split_are_refused(
+    tmp_path: Path,
+) -> None:
+    make(tmp_path, speakers=2, takes=3, keywords=2)
+    with pytest.raises(DataError, match="2 speakers are too few to hold every keyword"):
+        get_dataset(f"audio:{tmp_path}")
+
+
+@pytest.mark.slow
+def test_a_search_runs_on_keywords_end_to_end(folder: Path, tmp_path: Path) -> None:
+    """A small depthwise-separable network of the features' shape, exported from its module,
+    searched with the default budget's machinery (inline, two measured fine-tunes)."""
+    import torch
+    from torch import nn
+
+    import tinytune
+
+    def block(cin: int, cout: int, stride: int = 1) -> list[nn.Module]:
+        return [
+            nn.Conv2d(cin, cin, 3, stride, 1, groups=cin, bias=False),
+            nn.BatchNorm2d(cin),
+            nn.ReLU(),
+            nn.Conv2d(cin, cout, 1, bias=False),
+            nn.BatchNorm2d(cout),
+            nn.ReLU(),
+        ]
+
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Conv2d(1, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        *block(16, 24, 2), *block(24, 32, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Linear(32, 3),
+    )  # fmt: skip
+    result = tinytune.optimize(
+        f"audio:{folder}",
+        supernet=net,
+        example_input=torch.zeros(1, 1, 49, 40),
+        trials=2,
+        inline=True,
+        storage=f"sqlite:///{tmp_path / 'db.sqlite'}",
+    )
+    assert result.front
+    assert all(p.memory_bytes is not None and p.memory_bytes > 0 for p in result.front)
+    assert tinytune.load(storage=f"sqlite:///{tmp_path / 'db.sqlite'}").front

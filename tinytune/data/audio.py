@@ -1,0 +1,187 @@
+"""``audio:PATH``: keyword clips, as the Speech Commands data set lays them out, searched on the
+log-mel features a device computes of them (:mod:`tinytune.data.logmel`).
+
+The folder holds one sub-folder per keyword (its name, the class's) of ``.wav`` files, each a
+mono 16-bit PCM clip. Every clip of the folder has one sample rate; a rate other than the
+front-end's (16 kHz) is resampled to it (a polyphase filter, :func:`scipy.signal.resample_poly`,
+then rounded to 16 bits), and each clip is padded with silence or cut to one second. Hidden
+entries, files of other suffixes and the ``_background_noise_`` folder (recordings of noise,
+not a keyword) are left alone. A file that is not a WAV, a WAV of another encoding (compressed,
+float, 8 or 24 bits, stereo), clips of different rates and a keyword folder without a clip are
+refused in one line naming the file and the rule.
+
+**Speakers are held apart.** Where the files are named as Speech Commands names them,
+``SPEAKER_nohash_N.wav``, all the clips of one speaker fall in one of the training, validation
+and test splits, so that the test accuracy is that of voices the fine-tune never heard; speakers
+are dealt to the splits at random (seeded) until each holds its share (60/20/20) of the clips.
+Other names are split clip by clip, stratified, as series are.
+
+A sample is the clip's features, ``(1, frames, bands)`` (49 x 40 by default), as the front-end's
+Q8 ``log2`` over 256, standardised with the mean and standard deviation of the training split
+(:attr:`~tinytune.data.series.SeriesDataset.normalisation`): a device computes the same
+integers of what its microphone gives, and the bundle's input scale folds in the rest.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import wave
+
+import numpy as np
+
+from tinytune.data.logmel import LogMelSpec, logmel
+from tinytune.data.series import SeriesDataset
+from tinytune.data.stratify import MIN_PER_CLASS, stratified_split
+from tinytune.errors import DataError
+
+__all__ = ["AUDIO_PREFIX", "AudioDataset", "read_wav", "speaker_of"]
+
+AUDIO_PREFIX = "audio:"
+
+NOISE_FOLDER = "_background_noise_"
+"""The Speech Commands folder of noise recordings, which is no keyword."""
+
+SPEAKER_MARK = "_nohash_"
+"""What separates the speaker from the rest of a Speech Commands file name."""
+
+
+def read_wav(path: str) -> tuple[np.ndarray, int]:
+    """The ``int16`` samples and the sample rate of a mono 16-bit PCM WAV file.
+
+    Raises:
+        DataError: the file cannot be read, is no WAV, or holds another encoding.
+    """
+    rule = "a clip is a mono 16-bit PCM WAV file"
+    try:
+        with wave.open(path, "rb") as f:
+            channels, width, rate = f.getnchannels(), f.getsampwidth(), f.getframerate()
+            data = f.readframes(f.getnframes())
+    except wave.Error as e:  # no RIFF/WAVE, or a compressed or float encoding
+        raise DataError(f"audio file {path!r} is not a PCM WAV ({e}); {rule}") from None
+    except (OSError, EOFError) as e:
+        raise DataError(f"audio file {path!r} cannot be read: {e}; {rule}") from None
+    if channels != 1 or width != 2:
+        raise DataError(
+            f"audio file {path!r} holds {channels} channel(s) of {8 * width}-bit samples; {rule}"
+        )
+    if len(data) % 2:
+        raise DataError(f"audio file {path!r} ends within a sample; {rule}")
+    return np.frombuffer(data, dtype="<i2").astype(np.int16), rate
+
+
+def speaker_of(file: str) -> str | None:
+    """The speaker of a Speech Commands file name (``0a7c2a8d_nohash_1.wav``), or None."""
+    head, mark, _ = file.partition(SPEAKER_MARK)
+    return head if mark and head else None
+
+
+def _resampled(samples: np.ndarray, rate: int, spec: LogMelSpec) -> np.ndarray:
+    if rate == spec.sample_rate:
+        return samples
+    from scipy.signal import resample_poly
+
+    common = math.gcd(rate, spec.sample_rate)
+    out = resample_poly(samples.astype(np.float64), spec.sample_rate // common, rate // common)
+    return np.clip(np.round(out), -32768, 32767).astype(np.int16)
+
+
+def _clips(path: str) -> tuple[list[tuple[str, int]], list[str]]:
+    """Every clip of the folder, (path, label), and the keywords."""
+    try:
+        keywords = sorted(
+            e.name
+            for e in os.scandir(path)
+            if e.is_dir() and not e.name.startswith(".") and e.name != NOISE_FOLDER
+        )
+    except OSError as e:
+        raise DataError(f"audio folder {path!r} cannot be read: {e.strerror or e}") from None
+    if len(keywords) < 2:
+        raise DataError(
+            f"audio folder {path!r} has {len(keywords)} keyword folder"
+            f"{'' if len(keywords) == 1 else 's'}; a classifier needs two or more"
+        )
+    clips = []
+    for label, keyword in enumerate(keywords):
+        folder = os.path.join(path, keyword)
+        files = sorted(
+            f for f in os.listdir(folder) if f.lower().endswith(".wav") and not f.startswith(".")
+        )
+        if not files:
+            raise DataError(
+                f"audio folder {path!r}: keyword folder {keyword!r} holds no .wav clip; each "
+                "keyword folder holds one WAV file per clip"
+            )
+        clips += [(os.path.join(folder, f), label) for f in files]
+    return clips, keywords
+
+
+class AudioDataset(SeriesDataset):
+    """Keyword clips of a folder, as their log-mel features (see the module docstring).
+
+    Attributes:
+        spec: the front-end that computes the features.
+        speakers: each clip's speaker, where the file names say (else None).
+    """
+
+    prefix = AUDIO_PREFIX
+    spec = LogMelSpec()
+    speakers: list[str] | None = None
+
+    def _samples(self, path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        clips, keywords = _clips(path)
+        features, labels, rates = [], [], {}
+        for file, label in clips:
+            samples, rate = read_wav(file)
+            if rates and rate not in rates:
+                first, had = next(iter(rates.items()))
+                raise DataError(
+                    f"audio file {file!r} is sampled at {rate} Hz, {had!r} at {first} Hz; "
+                    "every clip of a folder has one sample rate"
+                )
+            rates.setdefault(rate, file)
+            features.append(logmel(_resampled(samples, rate, self.spec), self.spec))
+            labels.append(label)
+        speakers = [speaker_of(os.path.basename(f)) for f, _ in clips]
+        self.speakers = speakers if all(speakers) else None
+        x = np.stack(features).astype(np.float64)[:, None] / 256.0
+        return x, np.asarray(labels, np.int64), keywords
+
+    def _split(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.speakers is None:
+            return stratified_split(self._y, self.seed)
+        return speaker_split(self._y, self.speakers, self.seed)
+
+
+def speaker_split(
+    labels: np.ndarray, speakers: list[str], seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Training, validation and test indices with each speaker's clips in one of them: speakers
+    in a seeded random order, each to the split furthest below its share (60/20/20) of the
+    clips; each split then shuffled.
+
+    Raises:
+        DataError: a keyword that some split holds no clip of (too few speakers).
+    """
+    rng = np.random.default_rng(seed)
+    names = sorted(set(speakers))
+    order = [names[i] for i in rng.permutation(len(names))]
+    of_speaker: dict[str, list[int]] = {}
+    for i, speaker in enumerate(speakers):
+        of_speaker.setdefault(speaker, []).append(i)
+    shares = (0.6, 0.2, 0.2)
+    parts: tuple[list[int], list[int], list[int]] = ([], [], [])
+    total = len(speakers)
+    for speaker in order:
+        behind = [share * total - len(part) for share, part in zip(shares, parts, strict=True)]
+        parts[int(np.argmax(behind))].extend(of_speaker[speaker])
+    train, val, test = (np.asarray(rng.permutation(part), np.int64) for part in parts)
+    for name, part in (("training", train), ("validation", val), ("test", test)):
+        missing = sorted(set(np.unique(labels).tolist()) - set(labels[part].tolist()))
+        if missing:
+            raise DataError(
+                f"the {name} split holds no clip of keyword(s) {missing[:5]}: {len(names)} "
+                f"speakers are too few to hold every keyword in every split (each speaker's "
+                f"clips stay in one); record more speakers, at least {MIN_PER_CLASS} a keyword"
+            )
+    return train, val, test
