@@ -31,7 +31,7 @@ import wave
 import numpy as np
 
 from tinytune.data.logmel import LogMelSpec, logmel
-from tinytune.data.series import SeriesDataset
+from tinytune.data.series import SeriesDataset, class_files
 from tinytune.data.stratify import MIN_PER_CLASS, stratified_split
 from tinytune.errors import DataError
 
@@ -86,36 +86,6 @@ def _resampled(samples: np.ndarray, rate: int, spec: LogMelSpec) -> np.ndarray:
     return np.clip(np.round(out), -32768, 32767).astype(np.int16)
 
 
-def _clips(path: str) -> tuple[list[tuple[str, int]], list[str]]:
-    """Every clip of the folder, (path, label), and the keywords."""
-    try:
-        keywords = sorted(
-            e.name
-            for e in os.scandir(path)
-            if e.is_dir() and not e.name.startswith(".") and e.name != NOISE_FOLDER
-        )
-    except OSError as e:
-        raise DataError(f"audio folder {path!r} cannot be read: {e.strerror or e}") from None
-    if len(keywords) < 2:
-        raise DataError(
-            f"audio folder {path!r} has {len(keywords)} keyword folder"
-            f"{'' if len(keywords) == 1 else 's'}; a classifier needs two or more"
-        )
-    clips = []
-    for label, keyword in enumerate(keywords):
-        folder = os.path.join(path, keyword)
-        files = sorted(
-            f for f in os.listdir(folder) if f.lower().endswith(".wav") and not f.startswith(".")
-        )
-        if not files:
-            raise DataError(
-                f"audio folder {path!r}: keyword folder {keyword!r} holds no .wav clip; each "
-                "keyword folder holds one WAV file per clip"
-            )
-        clips += [(os.path.join(folder, f), label) for f in files]
-    return clips, keywords
-
-
 class AudioDataset(SeriesDataset):
     """Keyword clips of a folder, as their log-mel features (see the module docstring).
 
@@ -129,7 +99,9 @@ class AudioDataset(SeriesDataset):
     speakers: list[str] | None = None
 
     def _samples(self, path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        clips, keywords = _clips(path)
+        clips, keywords = class_files(
+            path, "audio", ("keyword", ".wav", "clip"), skip=(NOISE_FOLDER,)
+        )
         features, labels, rates = [], [], {}
         for file, label in clips:
             samples, rate = read_wav(file)

@@ -47,7 +47,7 @@ from tinytune.errors import DataError
 if TYPE_CHECKING:
     from tinytune.data.decoded import ProgressCallback
 
-__all__ = ["SERIES_PREFIX", "SeriesDataset"]
+__all__ = ["SERIES_PREFIX", "SeriesDataset", "class_files"]
 
 SERIES_PREFIX = "series:"
 
@@ -118,44 +118,66 @@ def _is_number(cell: str) -> bool:
     return True
 
 
-def _read_folder(path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """The windows of a folder of classes, (N, C, T), their labels and the class names."""
+def class_files(
+    path: str, kind: str, words: tuple[str, str, str], skip: tuple[str, ...] = ()
+) -> tuple[list[tuple[str, int]], list[str]]:
+    """The files of a folder of classes: each class folder's files of one suffix, as (path,
+    label), and the class names, sorted. Hidden entries, other files and the folders ``skip``
+    are left alone.
+
+    Args:
+        kind: what the folder is called in messages (``series``).
+        words: what a class is called, the files' suffix and what a file is
+            (``("class", ".csv", "window")``).
+
+    Raises:
+        DataError: the folder cannot be read, a class folder holds no such file, or there are
+            fewer than two classes.
+    """
+    name, suffix, item = words
     try:
         classes = sorted(
-            e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith(".")
+            e.name
+            for e in os.scandir(path)
+            if e.is_dir() and not e.name.startswith(".") and e.name not in skip
         )
     except OSError as e:
-        raise DataError(f"series folder {path!r} cannot be read: {e.strerror or e}") from None
-    windows: list[np.ndarray] = []
-    labels: list[int] = []
-    first = ""
-    for label, name in enumerate(classes):
-        folder = os.path.join(path, name)
+        raise DataError(f"{kind} folder {path!r} cannot be read: {e.strerror or e}") from None
+    found = []
+    for label, cls in enumerate(classes):
+        folder = os.path.join(path, cls)
         files = sorted(
-            f for f in os.listdir(folder) if f.lower().endswith(".csv") and not f.startswith(".")
+            f for f in os.listdir(folder) if f.lower().endswith(suffix) and not f.startswith(".")
         )
         if not files:
             raise DataError(
-                f"series folder {path!r}: class folder {name!r} holds no .csv window; each "
-                "class folder holds one CSV file per window"
+                f"{kind} folder {path!r}: {name} folder {cls!r} holds no {suffix} {item}; each "
+                f"{name} folder holds one {suffix[1:].upper()} file per {item}"
             )
-        for file in files:
-            window = _window(os.path.join(folder, file))
-            if windows and window.shape != windows[0].shape:
-                (c, t), (c0, t0) = window.shape, windows[0].shape
-                raise DataError(
-                    f"series file {os.path.join(folder, file)!r} holds {t} steps of {c} "
-                    f"channels, {first!r} {t0} of {c0}; every window has one shape"
-                )
-            first = first or os.path.join(folder, file)
-            windows.append(window)
-            labels.append(label)
+        found += [(os.path.join(folder, f), label) for f in files]
     if len(classes) < 2:
         raise DataError(
-            f"series folder {path!r} has {len(classes)} class folder"
+            f"{kind} folder {path!r} has {len(classes)} {name} folder"
             f"{'' if len(classes) == 1 else 's'}; a classifier needs two or more"
         )
-    return np.ascontiguousarray(np.stack(windows)), np.asarray(labels, dtype=np.int64), classes
+    return found, classes
+
+
+def _read_folder(path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The windows of a folder of classes, (N, C, T), their labels and the class names."""
+    files, classes = class_files(path, "series", ("class", ".csv", "window"))
+    windows: list[np.ndarray] = []
+    for file, _ in files:
+        window = _window(file)
+        if windows and window.shape != windows[0].shape:
+            (c, t), (c0, t0) = window.shape, windows[0].shape
+            raise DataError(
+                f"series file {file!r} holds {t} steps of {c} channels, {files[0][0]!r} {t0} "
+                f"of {c0}; every window has one shape"
+            )
+        windows.append(window)
+    labels = np.asarray([label for _, label in files], dtype=np.int64)
+    return np.ascontiguousarray(np.stack(windows)), labels, classes
 
 
 def _samples(path: str, arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
