@@ -1,6 +1,7 @@
-"""The options of a search, each declared once, and what is made of them: the keyword
-arguments' values resolved and checked, :class:`~tinytune.search.SearchConfig`'s values and
-defaults, the help of the command line and of :func:`tinytune.optimize`.
+"""The options of a search, each declared once (:class:`SearchOptions`, and the data set
+:data:`DATASET`), and what is made of them: the keyword arguments' values resolved and checked,
+:class:`~tinytune.search.SearchConfig`'s values and defaults, the help of the command line and
+of :func:`tinytune.optimize`.
 """
 
 import functools
