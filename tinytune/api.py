@@ -126,8 +126,9 @@ def optimize(
 
     Every option is one of :class:`tinytune.options.SearchOptions`, where each is declared
     once: its type, default and help (listed below). Budgets are bytes or seconds, or text with
-    a unit (``"256KB"``, ``"500ms"``, ``"5m"``). ``progress`` is called with each :class:`~tinytune.search.SearchEvent`, ``on_pretrain(step, steps, loss)``
-    as a missing supernet is pre-trained. ``supernet`` may be your own ``torch.nn.Module``, with
+    a unit (``"256KB"``, ``"500ms"``, ``"5m"``). ``progress`` is called with each
+    :class:`~tinytune.search.SearchEvent`, ``on_pretrain(step, steps, loss)`` as a missing
+    supernet is pre-trained. ``supernet`` may be your own ``torch.nn.Module``, with
     ``example_input`` a tensor of its input's shape (batch 1): it is exported by
     ``torch.export`` into the cache as a ``.pt2`` file named by its graph's digest, and searched
     as that file is (docs/networks.md).
