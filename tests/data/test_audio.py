@@ -100,6 +100,7 @@ def _folder(tmp_path: Path, odd: bytes | None = None, rate: int = 16_000) -> Pat
         (_riff(1, 2, 16, b"\0" * 64), "holds 2 channel.s. of 16-bit samples"),
         (_riff(1, 1, 8, b"\0" * 64), "holds 1 channel.s. of 8-bit samples"),
         (b"hello, not a wave", "is not a PCM WAV"),
+        (b"hello", "ends within its WAV header"),
         (_riff(1, 1, 16, b"\0" * 64, rate=8_000), "sampled at 8000 Hz.*one sample rate"),
     ],
 )

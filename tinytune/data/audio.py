@@ -59,14 +59,14 @@ def read_wav(path: str) -> tuple[np.ndarray, int]:
             data = f.readframes(f.getnframes())
     except wave.Error as e:  # no RIFF/WAVE, or a compressed or float encoding
         raise DataError(f"audio file {path!r} is not a PCM WAV ({e}); {rule}") from None
-    except (OSError, EOFError) as e:
-        raise DataError(f"audio file {path!r} cannot be read: {e}; {rule}") from None
+    except EOFError:
+        raise DataError(f"audio file {path!r} ends within its WAV header; {rule}") from None
+    except OSError as e:
+        raise DataError(f"audio file {path!r} cannot be read: {e.strerror or e}") from None
     if channels != 1 or width != 2:
         raise DataError(
             f"audio file {path!r} holds {channels} channel(s) of {8 * width}-bit samples; {rule}"
         )
-    if len(data) % 2:
-        raise DataError(f"audio file {path!r} ends within a sample; {rule}")
     return np.frombuffer(data, dtype="<i2").astype(np.int16), rate
 
 
