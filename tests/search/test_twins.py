@@ -93,7 +93,7 @@ def test_the_device_accuracy_of_twins_on_the_front_is_trained_once(tmp_path: Pat
     def evaluate(task: FinetuneTask) -> EvaluationResult:
         if task.int8 is not None:
             int8.append(Candidate.from_json(task.candidate).training.key)
-            details = {"lr": 0.0125, "schedule": "halving", "epochs": 4}
+            details = {"lr": 0.0125, "schedule": "halving", "epochs": 4, "qas": True}
             return fake(task).replace(val_accuracy=0.5, details=details)
         return fake(task)
 
