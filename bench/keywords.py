@@ -31,6 +31,12 @@ KEYWORDS: dict[str, tuple[tuple[float, float], ...]] = {
     "right": ((350, 1300), (750, 1300), (400, 2100)),
     "stop": ((500, 1500), (600, 900), (550, 950)),
     "go": ((550, 1100), (450, 850)),
+    "on": ((700, 1100), (650, 1050), (450, 1350)),
+    "off": ((650, 1000), (600, 950)),
+    "bed": ((400, 2000), (600, 1800), (450, 1700)),
+    "cat": ((400, 1900), (750, 1650), (500, 1800)),
+    "dog": ((450, 1600), (650, 1000), (450, 1400)),
+    "wow": ((350, 800), (700, 1200), (350, 800)),
 }
 """Each keyword's formant targets (Hz), spoken in order."""
 
@@ -88,10 +94,12 @@ def write(path: Path, samples: np.ndarray) -> None:
         f.writeframes(samples.astype("<i2").tobytes())
 
 
-def make(out: Path, speakers: int, takes: int, keywords: int, seed: int = 0) -> int:
-    """Write the folder; the number of clips."""
+def make(
+    out: Path, speakers: int, takes: int, keywords: int, seed: int = 0, first: int = 0
+) -> int:
+    """Write the folder of ``keywords`` keywords from number ``first``; the number of clips."""
     rng = np.random.default_rng(seed)
-    words = list(KEYWORDS)[:keywords]
+    words = list(KEYWORDS)[first : first + keywords]
     count = 0
     for s in range(speakers):
         v, name = voice(rng), f"{s:08x}"
@@ -108,10 +116,11 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--speakers", type=int, default=30)
     parser.add_argument("--takes", type=int, default=2)
-    parser.add_argument("--keywords", type=int, default=len(KEYWORDS))
+    parser.add_argument("--keywords", type=int, default=8)
+    parser.add_argument("--first", type=int, default=0, help="the first keyword's number")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    n = make(args.out, args.speakers, args.takes, args.keywords, args.seed)
+    n = make(args.out, args.speakers, args.takes, args.keywords, args.seed, args.first)
     print(f"{n} clips of {args.keywords} keywords by {args.speakers} speakers in {args.out}")
 
 

@@ -49,7 +49,7 @@ class StudyView:
     points (int8, batch 1, QAS) by candidate key, where measured (``verify_int8``).
 
     ``budgets`` are those the front was chosen under (``sram_bytes``, ``flash_bytes``,
-    ``latency_s``; None where there was none), None for a front stored before they were kept.
+    ``latency_s``; None where there was none).
     ``recipe`` is the best of the hand-written presets within those budgets (the baseline
     presets on the default sub-network, :func:`~tinytune.search.front.recipe_point`): what the
     papers' recipes alone give, to weigh the front's most accurate point against; None where

@@ -181,6 +181,27 @@ def test_a_branch_step_adds_or_removes_one_lite_residual_on_the_last_blocks() ->
             assert step.lite_residual.blocks == (SUBNET.n_blocks - 2, SUBNET.n_blocks - 1)
 
 
+def test_a_network_of_one_block_has_no_branch_step(tmp_path: Path) -> None:
+    """A user's network whose one block after the stem can carry no branch but none: the
+    branch operator proposes nothing (it drew from no counts before)."""
+    import torch
+    from torch import nn
+
+    from tinytune.models import save_module
+    from tinytune.spaces.candidate import block_count
+
+    net = nn.Sequential(
+        nn.Conv2d(1, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.Conv2d(8, 8, 3, 1, 1, groups=8, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.Conv2d(8, 16, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 3),
+    )  # fmt: skip
+    spec = get_supernet(str(save_module(net, torch.zeros(1, 1, 20, 16), tmp_path)))
+    parent = make_preset("bias-only", spec, default_subnet(spec))
+    assert block_count(spec, parent.subnet) == 1
+    assert mutate_structure(parent, spec, "branch", random.Random(0)) is None
+
+
 def test_joint_params_select_the_candidate_when_the_joint_space_can_express_it() -> None:
     expressible = {"last", "bias-only", "tinytl"}
     for name in PRESET_NAMES:

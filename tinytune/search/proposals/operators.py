@@ -213,7 +213,8 @@ def mutate_structure(
         lite = candidate.lite_residual
         m = len(lite.branches)
         n = block_count(spec, subnet)
-        near = [c for c in (m - 1, m + 1) if 0 <= c < n]
+        if not (near := [c for c in (m - 1, m + 1) if 0 <= c < n]):
+            return None  # a network of one block: no other count of branches
         count = rng.choice(near)
         shape = (
             lite.branches[0][1]
