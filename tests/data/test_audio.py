@@ -49,6 +49,31 @@ def test_a_keyword_folder_reads_as_log_mel_features_with_speakers_apart(folder: 
     assert np.allclose(restored * 256.0, logmel(samples), atol=1e-3)
 
 
+def test_the_repeated_partitions_keep_the_speakers_apart(folder: Path) -> None:
+    """Each repeat of a small validation split draws other speakers for it, never one of the
+    training speakers' clips, keeps its size and every keyword; the test split stays."""
+    from tinytune.data import repeated
+    from tinytune.data.stratify import resplit_groups
+
+    data = get_dataset(f"audio:{folder}")
+    splits = data.load(49)
+    assert splits.train.groups is not None and splits.val.groups is not None
+    seen = set()
+    for r in range(1, 6):
+        part = repeated(splits, r, seed=0)
+        assert part.test is splits.test
+        assert part.train.groups is not None and part.val.groups is not None
+        assert not set(part.train.groups.tolist()) & set(part.val.groups.tolist())
+        assert len(part.val) >= len(splits.val) and set(part.val.y.tolist()) == {0, 1, 2}
+        seen.add(tuple(sorted(set(part.val.groups.tolist()))))
+    assert len(seen) > 1  # other speakers from one repeat to the next
+    # when no draw holds every class on both sides, the repeat keeps the original partition
+    # (one validation sample cannot hold both classes)
+    labels, groups = np.array([0, 1, 1]), np.array([0, 1, 2])
+    train, val = resplit_groups(labels[:2], labels[2:], groups, 1, 0)
+    assert train.tolist() == [0, 1] and val.tolist() == [2]
+
+
 def test_another_rate_is_resampled_and_other_names_are_split_clip_by_clip(
     tmp_path: Path,
 ) -> None:

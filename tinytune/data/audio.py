@@ -14,7 +14,8 @@ refused in one line naming the file and the rule.
 ``SPEAKER_nohash_N.wav``, all the clips of one speaker fall in one of the training, validation
 and test splits, so that the test accuracy is that of voices the fine-tune never heard; speakers
 are dealt to the splits at random (seeded) until each holds its share (60/20/20) of the clips.
-Other names are split clip by clip, stratified, as series are.
+Other names are split clip by clip, stratified, as series are. The repeated partitions of a small
+validation split (:func:`~tinytune.data.repeated`) keep the speakers apart too.
 
 A sample is the clip's features, ``(1, frames, bands)`` (49 x 40 by default), as the front-end's
 Q8 ``log2`` over 256, standardised with the mean and standard deviation of the training split
@@ -123,6 +124,11 @@ class AudioDataset(SeriesDataset):
         if self.speakers is None:
             return stratified_split(self._y, self.seed)
         return speaker_split(self._y, self.speakers, self.seed)
+
+    def _groups(self) -> np.ndarray | None:
+        if self.speakers is None:
+            return None
+        return np.unique(np.asarray(self.speakers), return_inverse=True)[1].astype(np.int64)
 
 
 def speaker_split(

@@ -268,6 +268,10 @@ class SeriesDataset(ImageDataset):
         """The indices of the training, validation and test samples."""
         return stratified_split(self._y, self.seed)
 
+    def _groups(self) -> np.ndarray | None:
+        """Each sample's group, that no split straddles (None: the samples stand alone)."""
+        return None
+
     @property
     def resolution(self) -> int:
         """The samples' height, the one resolution they load at."""
@@ -292,7 +296,11 @@ class SeriesDataset(ImageDataset):
     def _build(self, resolution: int) -> Splits:
         mean, std = self.normalisation
         scaled = ((self._x - mean[:, None, None]) / std[:, None, None]).astype(np.float32)
-        train, val, test = (Split(scaled[idx], self._y[idx], images=False) for idx in self._parts)
+        groups = self._groups()
+        train, val, test = (
+            Split(scaled[i], self._y[i], False, None if groups is None else groups[i])
+            for i in self._parts
+        )
         return Splits(train, val, test)
 
     def split_sizes(self) -> tuple[int, int, int]:

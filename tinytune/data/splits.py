@@ -215,11 +215,14 @@ class Split:
         x: Images, ``(N, 3, R, R)`` float32 in [-1, 1] (:data:`Images`), or other samples.
         y: Class indices, ``(N,)`` int64.
         images: whether ``x`` holds images.
+        groups: where samples come in groups that must not straddle training and validation
+            (a speaker's clips), each sample's group, ``(N,)`` int64; None otherwise.
     """
 
     x: Images
     y: np.ndarray
     images: bool = True
+    groups: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         x, y = self.x, self.y
@@ -252,9 +255,20 @@ class Split:
                 raise DataError(f"Split.x values must lie in [-1, 1], got [{low}, {high}]")
         if y.size and int(y.min()) < 0:
             raise DataError(f"Split.y labels must be >= 0, got {int(y.min())}")
+        groups = self.groups
+        if groups is not None and (
+            not isinstance(groups, np.ndarray)
+            or groups.dtype != np.int64
+            or groups.shape != y.shape
+        ):
+            raise DataError(
+                f"Split.groups must be an int64 array of shape {y.shape}, got {_describe(groups)}"
+            )
         if isinstance(x, np.ndarray):
             object.__setattr__(self, "x", _read_only(x))
         object.__setattr__(self, "y", _read_only(y))
+        if groups is not None:
+            object.__setattr__(self, "groups", _read_only(groups))
 
     def __len__(self) -> int:
         return int(self.y.shape[0])
@@ -313,21 +327,29 @@ def val_repeats(n_val: int) -> int:
 
 
 def repeated(splits: Splits, repeat: int, seed: int) -> Splits:
-    """The splits with train and val re-partitioned (:func:`~tinytune.data.stratify.resplit`;
-    repeat 0 returns ``splits`` itself); the test split is the same object."""
-    from tinytune.data.stratify import resplit
+    """The splits with train and val re-partitioned (:func:`~tinytune.data.stratify.resplit`,
+    or :func:`~tinytune.data.stratify.resplit_groups` where the samples come in groups; repeat
+    0 returns ``splits`` itself); the test split is the same object."""
+    from tinytune.data.stratify import resplit, resplit_groups
 
     if repeat == 0:
         return splits
-    train_idx, val_idx = resplit(splits.train.y, splits.val.y, repeat, seed)
-    x = concatenate(splits.train.x, splits.val.x)
-    y = np.concatenate([splits.train.y, splits.val.y])
-    images = splits.train.images
-    return Splits(
-        Split(take(x, train_idx), y[train_idx], images),
-        Split(take(x, val_idx), y[val_idx], images),
-        splits.test,
-    )
+    train, val = splits.train, splits.val
+    y = np.concatenate([train.y, val.y])
+    groups = None
+    if train.groups is not None and val.groups is not None:
+        groups = np.concatenate([train.groups, val.groups])
+        train_idx, val_idx = resplit_groups(train.y, val.y, groups, repeat, seed)
+    else:
+        train_idx, val_idx = resplit(train.y, val.y, repeat, seed)
+    x = concatenate(train.x, val.x)
+
+    def part(index: np.ndarray) -> Split:
+        return Split(
+            take(x, index), y[index], train.images, None if groups is None else groups[index]
+        )
+
+    return Splits(part(train_idx), part(val_idx), splits.test)
 
 
 def train_subset(splits: Splits, fraction: float, seed: int) -> Splits:
@@ -351,5 +373,6 @@ def train_subset(splits: Splits, fraction: float, seed: int) -> Splits:
         np.arange(len(y)), train_size=keep, stratify=y, random_state=seed, shuffle=True
     )
     index = np.sort(index)
-    train = Split(take(splits.train.x, index), y[index], splits.train.images)
+    groups = None if splits.train.groups is None else splits.train.groups[index]
+    train = Split(take(splits.train.x, index), y[index], splits.train.images, groups)
     return Splits(train, splits.val, splits.test)
