@@ -161,29 +161,16 @@ def test_too_few_speakers_to_hold_every_keyword_in_every_split_are_refused(
 
 @pytest.mark.slow
 def test_a_search_runs_on_keywords_end_to_end(folder: Path, tmp_path: Path) -> None:
-    """A small depthwise-separable network of the features' shape, exported from its module,
-    searched with the default budget's machinery (inline, two measured fine-tunes)."""
+    """The benchmark's DS-CNN (``bench.keywords_search``) of the features' shape, exported from
+    its module, searched with the default budget's machinery (inline, two measured
+    fine-tunes)."""
     import torch
-    from torch import nn
 
     import tinytune
-
-    def block(cin: int, cout: int, stride: int = 1) -> list[nn.Module]:
-        return [
-            nn.Conv2d(cin, cin, 3, stride, 1, groups=cin, bias=False),
-            nn.BatchNorm2d(cin),
-            nn.ReLU(),
-            nn.Conv2d(cin, cout, 1, bias=False),
-            nn.BatchNorm2d(cout),
-            nn.ReLU(),
-        ]
+    from bench.keywords_search import ds_cnn
 
     torch.manual_seed(0)
-    net = nn.Sequential(
-        nn.Conv2d(1, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
-        *block(16, 24, 2), *block(24, 32, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-        nn.Linear(32, 3),
-    )  # fmt: skip
+    net = ds_cnn(3)
     result = tinytune.optimize(
         f"audio:{folder}",
         supernet=net,
