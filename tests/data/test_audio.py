@@ -53,7 +53,7 @@ def test_the_repeated_partitions_keep_the_speakers_apart(folder: Path) -> None:
     """Each repeat of a small validation split draws other speakers for it, never one of the
     training speakers' clips, keeps its size and every keyword; the test split stays."""
     from tinytune.data import repeated
-    from tinytune.data.stratify import resplit_groups
+    from tinytune.data.stratify import resplit
 
     data = get_dataset(f"audio:{folder}")
     splits = data.load(49)
@@ -70,7 +70,7 @@ def test_the_repeated_partitions_keep_the_speakers_apart(folder: Path) -> None:
     # when no draw holds every class on both sides, the repeat keeps the original partition
     # (one validation sample cannot hold both classes)
     labels, groups = np.array([0, 1, 1]), np.array([0, 1, 2])
-    train, val = resplit_groups(labels[:2], labels[2:], groups, 1, 0)
+    train, val = resplit(labels[:2], labels[2:], 1, 0, groups)
     assert train.tolist() == [0, 1] and val.tolist() == [2]
 
 

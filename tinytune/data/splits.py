@@ -328,9 +328,9 @@ def val_repeats(n_val: int) -> int:
 
 def repeated(splits: Splits, repeat: int, seed: int) -> Splits:
     """The splits with train and val re-partitioned (:func:`~tinytune.data.stratify.resplit`,
-    or :func:`~tinytune.data.stratify.resplit_groups` where the samples come in groups; repeat
-    0 returns ``splits`` itself); the test split is the same object."""
-    from tinytune.data.stratify import resplit, resplit_groups
+    each group on one side where the samples come in groups; repeat 0 returns ``splits``
+    itself); the test split is the same object."""
+    from tinytune.data.stratify import resplit
 
     if repeat == 0:
         return splits
@@ -339,9 +339,7 @@ def repeated(splits: Splits, repeat: int, seed: int) -> Splits:
     groups = None
     if train.groups is not None and val.groups is not None:
         groups = np.concatenate([train.groups, val.groups])
-        train_idx, val_idx = resplit_groups(train.y, val.y, groups, repeat, seed)
-    else:
-        train_idx, val_idx = resplit(train.y, val.y, repeat, seed)
+    train_idx, val_idx = resplit(train.y, val.y, repeat, seed, groups)
     x = concatenate(train.x, val.x)
 
     def part(index: np.ndarray) -> Split:

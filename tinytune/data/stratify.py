@@ -57,7 +57,11 @@ def stratified_split(labels: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndar
 
 
 def resplit(
-    train_labels: np.ndarray, val_labels: np.ndarray, repeat: int, seed: int
+    train_labels: np.ndarray,
+    val_labels: np.ndarray,
+    repeat: int,
+    seed: int,
+    groups: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Another stratified partition of train ∪ val, for repeated validation on small data.
 
@@ -65,19 +69,29 @@ def resplit(
     samples as it had; which ones is drawn by a generator seeded by ``(seed, repeat)``. Repeat 0
     is the original partition, unchanged. The test split is not touched.
 
+    Where the samples come in ``groups`` (a speaker's clips), each group stays on one side:
+    groups in a random order go to validation until it holds as many samples as before; a draw
+    whose validation or training part lacks a class is drawn again, and after
+    :data:`GROUP_DRAWS` such draws the repeat keeps the original partition (which holds the
+    groups apart already).
+
     Args:
         train_labels, val_labels: Class index of every train and val sample.
         repeat: Which partition (0 = the original).
         seed: The data set's seed.
+        groups: The group of every pooled sample, train first, then val; None: no groups.
 
     Returns:
         Indices into the pooled samples of the new train and val parts, each int64.
     """
     n_train = len(train_labels)
     pooled = np.concatenate([train_labels, val_labels])
+    original = np.arange(n_train, dtype=np.int64), np.arange(n_train, len(pooled), dtype=np.int64)
     if repeat == 0:
-        return np.arange(n_train, dtype=np.int64), np.arange(n_train, len(pooled), dtype=np.int64)
+        return original
     rng = np.random.default_rng([seed, repeat])
+    if groups is not None:
+        return _grouped(pooled, len(val_labels), groups, rng) or original
     train, val = [], []
     for c in np.unique(pooled):
         members = rng.permutation(np.flatnonzero(pooled == c))
@@ -94,39 +108,18 @@ GROUP_DRAWS = 20
 """Draws of a grouped partition tried before a repeat keeps the original one."""
 
 
-def resplit_groups(
-    train_labels: np.ndarray, val_labels: np.ndarray, groups: np.ndarray, repeat: int, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Another partition of train ∪ val that keeps each group (a speaker's clips) on one side:
-    groups in a random order (seeded by ``(seed, repeat)``) go to validation until it holds as
-    many samples as before; a draw whose validation or training part lacks a class is drawn
-    again, and after :data:`GROUP_DRAWS` such draws the repeat keeps the original partition
-    (which holds the groups apart already).
-
-    Args:
-        train_labels, val_labels: Class index of every train and val sample.
-        groups: The group of every pooled sample, train first, then val.
-        repeat: Which partition (0 = the original).
-        seed: The data set's seed.
-
-    Returns:
-        Indices into the pooled samples of the new train and val parts, each int64.
-    """
-    n_train = len(train_labels)
-    pooled = np.concatenate([train_labels, val_labels])
-    original = np.arange(n_train, dtype=np.int64), np.arange(n_train, len(pooled), dtype=np.int64)
-    if repeat == 0:
-        return original
-    rng = np.random.default_rng([seed, repeat])
+def _grouped(
+    pooled: np.ndarray, n_val: int, groups: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray] | None:
     classes = set(np.unique(pooled).tolist())
     names = np.unique(groups)
     for _ in range(GROUP_DRAWS):
         in_val = np.zeros(len(pooled), bool)
         for g in rng.permutation(names):
-            if in_val.sum() >= len(val_labels):
+            if in_val.sum() >= n_val:
                 break
             in_val |= groups == g
         val, train = np.flatnonzero(in_val), np.flatnonzero(~in_val)
         if set(pooled[val].tolist()) == classes and set(pooled[train].tolist()) == classes:
             return rng.permutation(train).astype(np.int64), rng.permutation(val).astype(np.int64)
-    return original
+    return None
