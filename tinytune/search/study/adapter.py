@@ -3,9 +3,9 @@
 :class:`StudyAdapter` opens (or creates) the study, checks that it was stored with the search
 space the run asks for (:mod:`tinytune.search.study.space_checks`), enqueues a new one's opening
 (the reference and the baselines, :mod:`tinytune.search.proposals.presets`), and asks and tells
-trials; the names of the attributes it gives
-them are :class:`tinytune.search.study.attrs.Attr`. The heartbeats of a driver's own trials and
-the trials of drivers that died are :mod:`tinytune.search.study.heartbeats`.
+trials; the names of the attributes it gives them are :class:`tinytune.search.study.attrs.Attr`.
+The heartbeats of a driver's own trials and the trials of drivers that died are
+:mod:`tinytune.search.study.heartbeats`.
 """
 
 from __future__ import annotations
