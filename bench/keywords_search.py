@@ -20,6 +20,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from bench.harness import add_arguments, table
 from bench.keywords import make
 
 PRETRAIN = {"speakers": 60, "takes": 2, "keywords": 8, "first": 0}
@@ -117,32 +118,38 @@ def _pct(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.1f}"
 
 
+HEADERS = (
+    "seed",
+    "pre-training (8 words) val / test",
+    "best within 256 KB: scheme, val / test, SRAM",
+    "full fine-tuning val / test, SRAM",
+)
+
+
+def _cells(r: dict[str, Any]) -> list[str]:
+    scheme, val, test, memory = r["best"]
+    full = r["full"]
+    return [
+        str(r["seed"]),
+        f"{_pct(r['pretrain'][0])} / {_pct(r['pretrain'][1])} %",
+        f"{scheme}, {_pct(val)} / {_pct(test)} %, {memory / 1024:.0f} KB",
+        "–" if full is None else f"{_pct(full[0])} / {_pct(full[1])} %, {full[2] / 1024:.0f} KB",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    args = parser.parse_args()
+    args = add_arguments(parser, seeds=True).parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [run(args.out, seed) for seed in args.seeds]
-    print("| seed | pre-training (8 words) val / test | best within 256 KB: scheme, val / test, "
-          "SRAM | full fine-tuning val / test, SRAM |")  # fmt: skip
-    print("|---|---|---|---|")
-    for r in rows:
-        scheme, bv, bt, bm = r["best"]
-        full = r["full"]
-        full_text = (
-            "–"
-            if full is None
-            else f"{_pct(full[0])} / {_pct(full[1])} %, {full[2] / 1024:.0f} KB"
-        )
-        print(
-            f"| {r['seed']} | {_pct(r['pretrain'][0])} / {_pct(r['pretrain'][1])} % | {scheme}, "
-            f"{_pct(bv)} / {_pct(bt)} %, {bm / 1024:.0f} KB | {full_text} |"
-        )
+    print(table(HEADERS, [_cells(r) for r in rows]))
     best = [r["best"][2] for r in rows]
     full = [r["full"][1] for r in rows if r["full"] is not None]
-    print(f"median test: best within the budget {_pct(statistics.median(best))} %, "
-          f"full fine-tuning {_pct(statistics.median(full)) if full else '–'} %")  # fmt: skip
+    print(
+        f"median test: best within the budget {_pct(statistics.median(best))} %, "
+        f"full fine-tuning {_pct(statistics.median(full)) if full else '–'} %"
+    )
 
 
 if __name__ == "__main__":
