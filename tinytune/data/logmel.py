@@ -89,14 +89,13 @@ class LogMelSpec:
                 f"log-mel bands must lie in 0 <= low_hz < high_hz <= {self.sample_rate / 2:g}, "
                 f"got {self.low_hz:g} and {self.high_hz:g}"
             )
-        firsts, counts, _ = self._bands
+        counts = self._bands[1]
         if (counts == 0).any():
             empty = int(np.flatnonzero(counts == 0)[0])
             raise ConfigError(
                 f"log-mel band {empty} of {self.bands} holds no FFT bin: fewer bands, a wider "
                 f"range or a longer fft ({self.fft}) give each band a bin"
             )
-        del firsts
 
     @property
     def frames(self) -> int:
@@ -122,6 +121,12 @@ class LogMelSpec:
             np.array([round(math.cos(a) * 32767.0) for a in angles], np.int16),
             np.array([round(math.sin(a) * 32767.0) for a in angles], np.int16),
         )
+
+    @cached_property
+    def bit_reversed(self) -> np.ndarray:
+        """The FFT's input order: index ``i`` with its bits reversed."""
+        bits = self.fft.bit_length() - 1
+        return np.array([int(f"{i:0{bits}b}"[::-1], 2) for i in range(self.fft)])
 
     @cached_property
     def _bands(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -179,8 +184,7 @@ def _fft(re: np.ndarray, im: np.ndarray, spec: LogMelSpec) -> None:
     """The radix-2 FFT of each row of ``re`` + i ``im`` (``int64``), in place, each stage
     halving its outputs."""
     n = spec.fft
-    bits = n.bit_length() - 1
-    order = np.array([int(f"{i:0{bits}b}"[::-1], 2) for i in range(n)])
+    order = spec.bit_reversed
     re[:] = re[:, order]
     im[:] = im[:, order]
     cos, sin = (t.astype(np.int64) for t in spec.twiddles)
