@@ -65,6 +65,7 @@ ARDUINO_UNITS: dict[str, ArduinoUnit] = {
     "src/tt_model.h": ArduinoUnit("tt_model.h"),  # what a sketch includes
     "src/tt_data.h": ArduinoUnit("tt_data.h"),
     "src/tt_int8.h": ArduinoUnit("kernels/tt_int8.h"),  # tt_model.c includes "tt_int8.h"
+    "src/tt_logmel.h": ArduinoUnit("kernels/tt_logmel.h"),  # and "tt_logmel.h"
     "src/tt_model.c": ArduinoUnit("tt_model.c"),
     "src/tt_data.c": ArduinoUnit("tt_data.c"),
     **{f"src/{name}": ArduinoUnit(f"kernels/{name}") for name in C_SOURCES},

@@ -4,13 +4,6 @@ list of kernel calls over one static arena (``program.py``); :mod:`tinytune.bund
 
 from __future__ import annotations
 
-from tinytune.lowering.sources import (
-    C_HEADERS,
-    C_LIBS,
-    C_SOURCES,
-    FRONTEND_HEADERS,
-    FRONTEND_SOURCES,
-    csrc_dir,
-)
+from tinytune.lowering.sources import C_HEADERS, C_LIBS, C_SOURCES, csrc_dir
 
-__all__ = ["C_HEADERS", "C_LIBS", "C_SOURCES", "FRONTEND_HEADERS", "FRONTEND_SOURCES", "csrc_dir"]
+__all__ = ["C_HEADERS", "C_LIBS", "C_SOURCES", "csrc_dir"]

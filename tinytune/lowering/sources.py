@@ -4,7 +4,9 @@
 passed in, NCHW int8 activations, batch 1); ``tt_arith.h`` holds the scalar primitives of
 :mod:`tinytune.quant.arith`; the ``.c`` files implement the forward ops, the backward ops with
 the QAS-scaled SGD update, the float32 classifier, and the ops of TinyTL lite residuals. A
-bundle compiles them as they are. ``tt_logmel.c`` is the front-end of keyword audio.
+bundle compiles them as they are. ``tt_logmel.c`` is the log-mel front-end of keyword audio
+(:mod:`tinytune.data.logmel` in C: integer arithmetic only, its tables passed in), which an audio
+bundle's ``tt_input_from_pcm16`` calls.
 """
 
 from __future__ import annotations
@@ -12,14 +14,17 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["C_HEADERS", "C_LIBS", "C_SOURCES", "FRONTEND_HEADERS", "FRONTEND_SOURCES", "csrc_dir"]
+__all__ = ["C_HEADERS", "C_LIBS", "C_SOURCES", "csrc_dir"]
 
-C_SOURCES = ("tt_forward.c", "tt_backward.c", "tt_classifier.c", "tt_lite.c", "tt_image.c")
-C_HEADERS = ("tt_int8.h", "tt_arith.h")
-FRONTEND_SOURCES = ("tt_logmel.c",)
-FRONTEND_HEADERS = ("tt_logmel.h",)
-"""The log-mel front-end of keyword audio (:mod:`tinytune.data.logmel` in C), apart from the
-training kernels: integer arithmetic only, its tables passed in."""
+C_SOURCES = (
+    "tt_forward.c",
+    "tt_backward.c",
+    "tt_classifier.c",
+    "tt_lite.c",
+    "tt_image.c",
+    "tt_logmel.c",
+)
+C_HEADERS = ("tt_int8.h", "tt_arith.h", "tt_logmel.h")
 C_LIBS = ("-lm",)  # sqrtf of GroupNorm (correctly rounded, as IEEE 754 requires)
 
 

@@ -31,6 +31,7 @@ add_library(tinytune STATIC
   kernels/tt_classifier.c
   kernels/tt_lite.c
   kernels/tt_image.c
+  kernels/tt_logmel.c
 )
 target_include_directories(tinytune
   PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}

@@ -56,7 +56,8 @@ RISCV_CC ?= riscv64-unknown-elf-gcc
 QEMU_RISCV32 ?= qemu-system-riscv32
 
 SOURCES := main.c tt_model.c tt_data.c kernels/tt_forward.c kernels/tt_backward.c \
-           kernels/tt_classifier.c kernels/tt_lite.c kernels/tt_image.c
+           kernels/tt_classifier.c kernels/tt_lite.c kernels/tt_image.c \
+           kernels/tt_logmel.c
 HEADERS := tt_model.h tt_data.h kernels/tt_int8.h kernels/tt_arith.h
 # IEEE binary32 without fused multiply-adds: the float32 classifier and GroupNorm then give the
 # same bits on every target. Linux builds at -O3, where gcc vectorises the kernels' loops

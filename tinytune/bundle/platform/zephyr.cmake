@@ -11,6 +11,7 @@ if(CONFIG_TINYTUNE)
     ${TT_BUNDLE}/kernels/tt_classifier.c
     ${TT_BUNDLE}/kernels/tt_lite.c
     ${TT_BUNDLE}/kernels/tt_image.c
+    ${TT_BUNDLE}/kernels/tt_logmel.c
   )
   zephyr_include_directories(${TT_BUNDLE})
   zephyr_library_include_directories(${TT_BUNDLE}/kernels)

@@ -85,48 +85,60 @@ static void tt_fft(int32_t *re, int32_t *im, const tt_logmel_spec *spec) {
     }
 }
 
-int tt_logmel(const tt_logmel_spec *spec, const int16_t *samples, int32_t n_samples,
-              int32_t *scratch, int16_t *out) {
+static int tt_logmel_runs(const tt_logmel_spec *spec) {
+    return spec->fft >= 8 && !(spec->fft & (spec->fft - 1)) && spec->window <= spec->fft &&
+           spec->clip >= spec->window && spec->hop >= 1 && spec->bands >= 1;
+}
+
+int tt_logmel_frame(const tt_logmel_spec *spec, const int16_t *samples, int32_t n_samples,
+                    int32_t frame, int32_t *scratch, int16_t *out) {
     int32_t *re = scratch, *im = scratch + spec->fft;
-    int32_t frames, frame, i, band;
-    if (spec->fft < 8 || (spec->fft & (spec->fft - 1)) || spec->window > spec->fft ||
-        spec->clip < spec->window || spec->hop < 1 || spec->bands < 1) {
+    int32_t start, peak = 0, shift, i, band;
+    const uint16_t *w = spec->band_weights;
+    if (!tt_logmel_runs(spec) || frame < 0 || frame >= tt_logmel_frames(spec)) {
         return -1;
     }
-    frames = tt_logmel_frames(spec);
-    for (frame = 0; frame < frames; frame++) {
-        int32_t start = frame * spec->hop, peak = 0, shift;
-        const uint16_t *w = spec->band_weights;
-        for (i = 0; i < spec->window; i++) {
-            int32_t t = start + i, s = t < n_samples ? samples[t] : 0;
-            if ((s < 0 ? -s : s) > peak) {
-                peak = s < 0 ? -s : s;
-            }
+    start = frame * spec->hop;
+    for (i = 0; i < spec->window; i++) {
+        int32_t t = start + i, s = t < n_samples ? samples[t] : 0;
+        if ((s < 0 ? -s : s) > peak) {
+            peak = s < 0 ? -s : s;
         }
-        shift = TT_LOGMEL_PEAK_BITS - tt_bits((uint32_t)peak);
-        for (i = 0; i < spec->fft; i++) {
-            int32_t t = start + i, x = 0;
-            if (i < spec->window) {
-                int64_t s = t < n_samples ? samples[t] : 0;
-                /* |s| < 2^(20 - shift): the product and its shift stay below 2^50 */
-                x = tt_q15((int64_t)((uint64_t)(s * spec->hann[i]) << shift));
-            }
-            re[i] = x;
-            im[i] = 0;
+    }
+    shift = TT_LOGMEL_PEAK_BITS - tt_bits((uint32_t)peak);
+    for (i = 0; i < spec->fft; i++) {
+        int32_t t = start + i, x = 0;
+        if (i < spec->window) {
+            int64_t s = t < n_samples ? samples[t] : 0;
+            /* |s| < 2^(20 - shift): the product and its shift stay below 2^50 */
+            x = tt_q15((int64_t)((uint64_t)(s * spec->hann[i]) << shift));
         }
-        tt_fft(re, im, spec);
-        for (band = 0; band < spec->bands; band++) {
-            int32_t first = spec->band_first[band], count = spec->band_count[band], k;
-            uint64_t energy = 0;
-            for (k = 0; k < count; k++) {
-                int64_t r = re[first + k], m = im[first + k];
-                energy += (uint64_t)(r * r + m * m) * w[k];
-            }
-            w += count;
-            out[frame * spec->bands + band] =
-                (int16_t)(tt_log2_q8(energy >> 15) -
-                          2 * (shift - TT_LOGMEL_HEADROOM) * (1 << TT_LOGMEL_FRACTION));
+        re[i] = x;
+        im[i] = 0;
+    }
+    tt_fft(re, im, spec);
+    for (band = 0; band < spec->bands; band++) {
+        int32_t first = spec->band_first[band], count = spec->band_count[band], k;
+        uint64_t energy = 0;
+        for (k = 0; k < count; k++) {
+            int64_t r = re[first + k], m = im[first + k];
+            energy += (uint64_t)(r * r + m * m) * w[k];
         }
+        w += count;
+        out[band] = (int16_t)(tt_log2_q8(energy >> 15) -
+                              2 * (shift - TT_LOGMEL_HEADROOM) * (1 << TT_LOGMEL_FRACTION));
+    }
+    return 0;
+}
+
+int tt_logmel(const tt_logmel_spec *spec, const int16_t *samples, int32_t n_samples,
+              int32_t *scratch, int16_t *out) {
+    int32_t frame;
+    if (!tt_logmel_runs(spec)) {
+        return -1;
+    }
+    for (frame = 0; frame < tt_logmel_frames(spec); frame++) {
+        tt_logmel_frame(spec, samples, n_samples, frame, scratch, out + frame * spec->bands);
     }
     return 0;
 }

@@ -25,6 +25,12 @@ int32_t tt_logmel_frames(const tt_logmel_spec *spec);
 /* log2(energy + 1) in Q8 of an unsigned 64-bit energy. */
 int32_t tt_log2_q8(uint64_t energy);
 
+/* One frame's features, out[band]: what tt_logmel writes at out + frame * bands; a firmware
+ * that computes a clip frame by frame needs no buffer of the clip's features. Returns 0, or -1
+ * for a spec it cannot run or a frame outside the clip. */
+int tt_logmel_frame(const tt_logmel_spec *spec, const int16_t *samples, int32_t n_samples,
+                    int32_t frame, int32_t *scratch, int16_t *out);
+
 /* The features of one clip: out[frame * bands + band], Q8 log2. samples: n_samples int16 values
  * (padded with zeros or cut to spec->clip); scratch: 2 * spec->fft int32 values. Returns 0, or
  * -1 for a spec it cannot run (fft not a power of two, window > fft, clip < window). */
