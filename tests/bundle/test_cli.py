@@ -257,6 +257,13 @@ def test_export_says_what_differs_from_the_study_and_sizes_the_device_readably(
         "device": {"name": "rpi4", "sram_bytes": device_sram, "flash_bytes": 1024**3},
         "predicted_latency": {"train_step_s": None, "engine": "published"},
         "dataset": {"train_samples": 32, "eval_samples": 32},
+        "example": {
+            "train_samples": 32,
+            "eval_samples": 32,
+            "epochs": 1,
+            "flash_bytes": 64 * (4800 + 2),  # int8 images, uint16_t labels
+            "expected_correct": [1, 2],
+        },
         "step": {"input_bytes": 4800},
         "training": {"lr": 0.003125},
         "trial": None,
@@ -292,6 +299,13 @@ def test_export_says_when_samples_are_capped_overflow_flash_or_the_trial_failed(
         "device": {"name": "nrf52840", "sram_bytes": 256 * 1024, "flash_bytes": 1024**2},
         "predicted_latency": {"train_step_s": None, "engine": "published"},
         "dataset": {"train_samples": 1079, "eval_samples": 359},
+        "example": {
+            "train_samples": 1079,
+            "eval_samples": 359,
+            "epochs": 1,
+            "flash_bytes": (1079 + 359) * (4800 + 2),  # int8 images, uint16_t labels
+            "expected_correct": [1, 2],
+        },
         "step": {"input_bytes": 4800},
         "training": {"lr": 0.003125},
     }
@@ -321,6 +335,13 @@ def test_export_shows_a_bar_of_epochs_and_images_while_it_measures(
         "device": {"name": "stm32f746", "sram_bytes": 320 * 1024, "flash_bytes": 1024**2},
         "predicted_latency": {"train_step_s": None, "engine": "published"},
         "dataset": {"train_samples": 3, "eval_samples": 3},
+        "example": {
+            "train_samples": 3,
+            "eval_samples": 3,
+            "epochs": 1,
+            "flash_bytes": 6 * (4800 + 2),  # int8 images, uint16_t labels
+            "expected_correct": [1, 2],
+        },
         "step": {"input_bytes": 4800},
         "training": {"lr": 0.003125},
         "trial": None,
@@ -380,6 +401,7 @@ def test_export_says_what_the_example_shows_and_where_its_saved_copy_fits(
             "train_samples": 32,
             "eval_samples": 32,
             "epochs": 2,
+            "flash_bytes": 64 * (3072 + 2),
             "expected_correct": expected,
         },
         "params_blob": {"bytes": blob},

@@ -49,6 +49,21 @@ def test_a_keyword_folder_reads_as_log_mel_features_with_speakers_apart(folder: 
     assert np.allclose(restored * 256.0, logmel(samples), atol=1e-3)
 
 
+def test_a_splits_clips_give_its_samples_exactly(folder: Path) -> None:
+    """What a bundle embeds and feeds its front-end: each split's clips in the order of its
+    samples, whose features, through ``to_input``, are the split's float32 values bit for bit."""
+    data = get_dataset(f"audio:{folder}")
+    splits = data.load(49)
+    for name, split in (("train", splits.train), ("test", splits.test)):
+        clips = data.clips(name, 4)
+        assert clips.dtype == np.int16 and clips.shape == (4, 16_000)
+        features = np.stack([logmel(c) for c in clips])
+        made = data.to_input(features)
+        assert made.dtype == np.float32
+        assert made.tobytes() == split.x[:4, 0].tobytes()
+    assert data.clips("val", 100).shape == (len(splits.val.y), 16_000)  # all there are
+
+
 def test_the_repeated_partitions_keep_the_speakers_apart(folder: Path) -> None:
     """Each repeat of a small validation split draws other speakers for it, never one of the
     training speakers' clips, keeps its size and every keyword; the test split stays."""

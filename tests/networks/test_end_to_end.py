@@ -117,3 +117,46 @@ def test_a_keyword_network_is_searched_on_its_features_and_trains_alike_on_every
     printed = _bytes_printed(host)
     for target in ("run-cortex-m7", "run-rv32imc"):
         assert _bytes_printed(make(bundle, target)) == printed, target
+
+
+@needs("aarch64")
+@needs("cortex-m7")
+@needs("cortex-m4")
+@needs("cortex-m0plus")
+@needs("rv32imc")
+def test_a_keyword_bundle_makes_the_searchs_features_of_its_clips_on_every_core(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A DS-CNN searched on the log-mel features of WAV clips (``audio:``), exported: the
+    example makes each input of its recorded clip with ``tt_input_from_pcm16`` and compares it
+    with the features the search computed of the same WAV file, byte for byte, then trains on
+    them; every core prints the host's bytes, and the arena is the planner's."""
+    from bench.keywords import make as make_clips
+    from bench.keywords_search import ds_cnn
+
+    make_clips(tmp_path / "words", speakers=8, takes=1, keywords=3)
+    torch.manual_seed(0)
+    program = torch.export.export(ds_cnn(3).eval(), (torch.zeros(1, 1, 49, 40),))
+    torch.export.save(program, str(tmp_path / "kws.pt2"))
+    data = ["--dataset", f"audio:{tmp_path / 'words'}"]
+    bundle, point = _search_and_export(tmp_path / "kws.pt2", tmp_path, capsys, data)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["memory"]["arena_bytes"] == point["memory_bytes"]
+    frontend = manifest["input"]["frontend"]
+    assert (frontend["function"], frontend["bands"], frontend["frames"]) == (
+        "tt_input_from_pcm16",
+        40,
+        49,
+    )
+    clips = manifest["example"]["train_samples"] + manifest["example"]["eval_samples"]
+    host = make(bundle, "run-host")
+    assert f"front-end: {clips}/{clips} clips give the search's features" in host
+    assert "smoke test passed" in host
+    printed = [line for line in host.splitlines() if line.startswith(("front-end", "epoch"))]
+    printed += _bytes_printed(host)[-1:]
+    assert "smoke test passed" in make(bundle, "run-host-asan")
+    for target in ("aarch64", "cortex-m7", "cortex-m4", "cortex-m0plus", "rv32imc"):
+        out = make(bundle, f"run-{target}")
+        assert [
+            line for line in out.splitlines() if line.startswith(("front-end", "epoch"))
+        ] + _bytes_printed(out)[-1:] == printed, target

@@ -39,6 +39,7 @@ from tinytune.bundle.errors import BundleError
 from tinytune.bundle.expected import MAX_SIMULATED_STEPS, ExampleRun, simulate_example
 from tinytune.bundle.frames import input_rule as dataset_input_rule
 from tinytune.bundle.frames import series_rule
+from tinytune.bundle.frontend import Frontend, render_frontend
 from tinytune.bundle.layouts import (
     ARDUINO_UNITS,
     LAYOUT_FILES,
@@ -88,6 +89,7 @@ STATIC_FILES = {
 README_TEMPLATE = "bundle_readme.md"
 FEEDING_IMAGE = "feeding_image.md"
 FEEDING_SERIES = "feeding_series.md"
+FEEDING_AUDIO = "feeding_audio.md"
 
 
 def exported_file_names() -> frozenset[str]:
@@ -249,11 +251,13 @@ def _scheme(candidate: Candidate) -> str:
     return "; ".join(parts)
 
 
-def _samples(q: QuantizedNet, x: np.ndarray, y: np.ndarray, split: str) -> Samples:
+def _samples(
+    q: QuantizedNet, x: np.ndarray, y: np.ndarray, split: str, clips: np.ndarray | None = None
+) -> Samples:
     import torch
 
     images = q.quantize_input(torch.from_numpy(np.array(x))).numpy().astype(np.int8)
-    return Samples(images, np.asarray(y, dtype=np.int64).copy(), split)
+    return Samples(images, np.asarray(y, dtype=np.int64).copy(), split, clips)
 
 
 def c_sources(
@@ -269,6 +273,7 @@ def c_sources(
     input_rule: str,
     profile: str | None = None,
     schedule: str = "constant",
+    frontend: Frontend | None = None,
 ) -> tuple[dict[str, bytes], ModelInfo, ExampleRun | None]:
     """Every C source, header and build file of a bundle (no README, no ``library.properties``,
     no manifest): the model of ``program`` (lowered from ``net``; its ``class_names`` and how
@@ -278,10 +283,16 @@ def c_sources(
     (:func:`~tinytune.bundle.expected.simulate_example`); the kernels, the example program, the
     platform files, the Makefile, the CMake and Zephyr files, the Arduino library's ``src/`` and
     sketch and, when given, the profiler's ``tt_profile.h``
-    (:func:`~tinytune.bundle.render.render_profile`). Returns the files, the model's numbers
-    and the simulated counts."""
+    (:func:`~tinytune.bundle.render.render_profile`); an audio model's ``frontend`` makes its
+    input of raw samples (:mod:`tinytune.bundle.frontend`). Returns the files, the model's
+    numbers and the simulated counts."""
     rendered, model = render_model(
-        program, net, title=title, class_names=class_names, input_rule=input_rule
+        program,
+        net,
+        title=title,
+        class_names=class_names,
+        input_rule=input_rule,
+        frontend=None if frontend is None else render_frontend(frontend),
     )
     if profile is not None:
         rendered["tt_profile.h"] = profile
@@ -395,8 +406,21 @@ def build_bundle(
     # 4. the C
     n_train = min(request.samples, len(splits.train))
     n_eval = min(request.samples, len(splits.test))
-    train = _samples(q, splits.train.x[:n_train], splits.train.y[:n_train], "train")
-    evaluation = _samples(q, splits.test.x[:n_eval], splits.test.y[:n_eval], "test")
+    clips = feeding.frontend is not None  # an audio model's example trains on recorded clips
+    train = _samples(
+        q,
+        splits.train.x[:n_train],
+        splits.train.y[:n_train],
+        "train",
+        dataset.clips("train", n_train) if clips else None,  # type: ignore[attr-defined]
+    )
+    evaluation = _samples(
+        q,
+        splits.test.x[:n_eval],
+        splits.test.y[:n_eval],
+        "test",
+        dataset.clips("test", n_eval) if clips else None,  # type: ignore[attr-defined]
+    )
     title = f"candidate {candidate.key[:12]} ({candidate.supernet}, {feeding.size})"
     files, model, example = c_sources(
         program,
@@ -420,6 +444,7 @@ def build_bundle(
             # patch by patch, the graph the calls' timings fit: each patch's ops apart
             graph_json=(graph if plan is None else unrolled(q.graph, plan)).to_json(),
         ),
+        frontend=feeding.frontend,
     )
     if model.flash_bytes > device.flash_bytes:
         raise BudgetError(
@@ -450,12 +475,14 @@ def build_bundle(
 @dataclass(frozen=True)
 class _Feeding:
     """What the model is fed: its input's shape (C, H, W), how the search made its samples (a
-    sentence), its size in words, and a series' per-channel (mean, std), else None."""
+    sentence), its size in words, a series' per-channel (mean, std), else None, and an audio
+    model's front-end, else None."""
 
     shape: tuple[int, ...]
     rule: str
     size: str
     normalisation: tuple[np.ndarray, np.ndarray] | None
+    frontend: Frontend | None = None
 
     @classmethod
     def of(cls, dataset: ImageDataset, q: QuantizedNet, resolution: int) -> _Feeding:
@@ -465,7 +492,30 @@ class _Feeding:
                 shape, dataset_input_rule(dataset.name, resolution), f"{resolution} px", None
             )
         mean, std = dataset.normalisation  # type: ignore[attr-defined]
-        return cls(shape, series_rule(shape, mean, std), "x".join(map(str, shape)), (mean, std))
+        return cls(
+            shape,
+            series_rule(shape, mean, std),
+            "x".join(map(str, shape)),
+            (mean, std),
+            _frontend(dataset, q),
+        )
+
+
+def _frontend(dataset: ImageDataset, q: QuantizedNet) -> Frontend | None:
+    """An audio data set's front-end, its features mapped to the input as the search mapped
+    them (the data set's standardisation, the network's input quantization); else None."""
+    import torch
+
+    from tinytune.data import AudioDataset
+
+    if not isinstance(dataset, AudioDataset):
+        return None
+
+    def to_input(features: np.ndarray) -> np.ndarray:
+        x = torch.from_numpy(dataset.to_input(features).reshape(-1, 1, 1, 1))
+        return q.quantize_input(x).numpy().reshape(-1)
+
+    return Frontend.of(dataset.spec, to_input)
 
 
 @dataclass(frozen=True)
@@ -566,6 +616,8 @@ def _feeding_words(f: _Facts) -> dict[str, str]:
         "resolution": str(f.request.candidate.subnet.resolution),
         "pillow": _pillow_version(),
     }
+    if f.feeding.frontend is not None:
+        return _audio_words(f, fields)
     if f.feeding.normalisation is None:
         feeding = Template(_platform_file(FEEDING_IMAGE).decode()).substitute(fields)
         r = f.request.candidate.subnet.resolution
@@ -589,6 +641,21 @@ def _feeding_words(f: _Facts) -> dict[str, str]:
         "feeding": feeding.rstrip("\n"),
         "frame_helpers": "",
         "made_from": "window, standardised and quantized from the sensor's samples",
+    }
+
+
+def _audio_words(f: _Facts, fields: dict[str, str]) -> dict[str, str]:
+    """The README's words on feeding an audio model: a microphone's samples."""
+    assert f.feeding.frontend is not None
+    feeding = Template(_platform_file(FEEDING_AUDIO).decode()).substitute(
+        fields, shape="×".join(map(str, f.feeding.shape)), **f.feeding.frontend.entry()
+    )
+    return {
+        "input_size": "×".join(map(str, f.feeding.shape)),
+        "feeding": feeding.rstrip("\n"),
+        "frame_helpers": "`tt_input_from_pcm16()` (a microphone's samples to the input), ",
+        "made_from": "log-mel features, made from the microphone's samples by "
+        "`tt_input_from_pcm16()`",
     }
 
 
@@ -643,6 +710,15 @@ def _patches(f: _Facts) -> dict[str, Any] | None:
     }
 
 
+def _example_bytes(f: _Facts) -> int:
+    """The flash of the example's samples (``tt_data.c``): each its int8 input and its
+    ``uint16_t`` label, and an audio model's recorded clip (``int16``)."""
+    per_sample = f.model.input_bytes + 2
+    if f.feeding.frontend is not None:
+        per_sample += 2 * f.feeding.frontend.spec.clip
+    return (f.n_train + f.n_eval) * per_sample
+
+
 def _feeding_and_saving(f: _Facts) -> dict[str, Any]:
     """The manifest's entries on feeding the model, on its example and on its parameters'
     blob."""
@@ -664,6 +740,8 @@ def _feeding_and_saving(f: _Facts) -> dict[str, Any]:
         mean, std = f.feeding.normalisation
         feeding["layout"] = "channels first"
         feeding["normalisation"] = {"mean": mean.tolist(), "std": std.tolist()}
+    if f.feeding.frontend is not None:
+        feeding["frontend"] = f.feeding.frontend.entry()
     return {
         "input": feeding,
         "example": {
@@ -671,6 +749,7 @@ def _feeding_and_saving(f: _Facts) -> dict[str, Any]:
             "train_samples": f.n_train,
             "eval_samples": f.n_eval,
             "epochs": f.request.epochs,
+            "flash_bytes": _example_bytes(f),
             "expected_correct": list(f.example.correct) if f.example else None,
             "expected_from": "tinytune.quant.train_step in the example's order"
             if f.example

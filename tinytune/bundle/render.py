@@ -367,12 +367,28 @@ def _check_program(program: StepProgram) -> None:
         raise BundleError(f"scratch of {program.scratch_bytes} bytes is not whole float32s")
 
 
+def _input_code(
+    net: QuantizedNet, frontend: tuple[str, str] | None, order: int
+) -> tuple[str, str]:
+    """The declarations and definitions of what makes the input: the front-end of an audio
+    model, the frame helpers of an RGB one, else nothing."""
+    if frontend is not None:
+        return frontend
+    if net.graph.tensors[net.graph.input].shape[1] != 3:  # the frame helpers make RGB
+        return "", ""
+    return FRAME_DECLS, Template(FRAME_IMPL).substitute(
+        input_table=c_values(input_table(net)),
+        resize_order=("TT_RESIZE_HORIZONTAL_FIRST", "TT_RESIZE_PILLOW13")[order],
+    )
+
+
 def _feeding_fields(
     program: StepProgram,
     net: QuantizedNet,
     class_names: Sequence[str],
     input_rule: str,
     order: int | None,
+    frontend: tuple[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The template fields of the input, the classes and the parameters' blob, and the
     :class:`ModelInfo` fields they state (:func:`render_model`'s arguments)."""
@@ -380,7 +396,7 @@ def _feeding_fields(
 
     version = PIL.__version__
     order = resize_order(version) if order is None else order
-    image = net.graph.tensors[net.graph.input].shape[1] == 3  # the frame helpers make RGB
+    image = frontend is None and net.graph.tensors[net.graph.input].shape[1] == 3
     params_bytes = PARAMS_HEADER_BYTES + sum(
         np.dtype(dtype).itemsize * int(np.prod(shape))
         for _, dtype, shape in program.params.values()
@@ -391,14 +407,13 @@ def _feeding_fields(
     doc = Template(IMAGE_INPUT_DOC if image else TENSOR_INPUT_DOC).substitute(
         input_rule="\n * ".join(textwrap.wrap(rule, 94)), pillow=version
     )
-    frames = Template(FRAME_IMPL).substitute(
-        input_table=c_values(input_table(net)),
-        resize_order=("TT_RESIZE_HORIZONTAL_FIRST", "TT_RESIZE_PILLOW13")[order],
-    )
+    if frontend is not None:
+        doc += "\n * tt_input_from_pcm16() makes it of a microphone's samples (below)."
+    decls, impl = _input_code(net, frontend, order)
     fields = {
         "input_doc": doc,
-        "frame_decls": FRAME_DECLS if image else "",
-        "frame_impl": frames if image else "",
+        "input_decls": decls,
+        "input_impl": impl,
         "class_names": _class_names(class_names, program.n_classes),
         "params_bytes": params_bytes,
         "params_version": PARAMS_VERSION,
@@ -424,6 +439,7 @@ def render_model(
     class_names: Sequence[str],
     input_rule: str,
     order: int | None = None,
+    frontend: tuple[str, str] | None = None,
 ) -> tuple[dict[str, str], ModelInfo]:
     """The C model of ``program`` (lowered from ``net``): ``{"tt_model.h": ..., "tt_model.c":
     ...}`` and the numbers it states.
@@ -435,6 +451,8 @@ def render_model(
         input_rule: how its samples became its input (after "This model's samples were",
             :func:`~tinytune.bundle.frames.input_rule`).
         order: the pass order of the frame helpers; None: the installed Pillow's.
+        frontend: an audio model's front-end, its declarations and definitions
+            (:func:`~tinytune.bundle.frontend.render_frontend`), else None.
     """
     _check_program(program)
     taken: set[str] = set()
@@ -452,7 +470,7 @@ def render_model(
     if channels * height * width != input_bytes:
         raise BundleError(f"the input buffer holds {input_bytes} bytes, the image {tensor.shape}")
     exp_slots = max(1, program.n_exponents)
-    extra, feeding = _feeding_fields(program, net, class_names, input_rule, order)
+    extra, feeding = _feeding_fields(program, net, class_names, input_rule, order, frontend)
     info = ModelInfo(
         arena_bytes=program.arena_bytes,
         scratch_bytes=program.scratch_bytes,

@@ -24,11 +24,13 @@ __all__ = ["Samples", "render_samples"]
 
 @dataclass(frozen=True, eq=False)
 class Samples:
-    """Images (N, C, H, W) as int8 values and their labels (N,), from one split."""
+    """Images (N, C, H, W) as int8 values and their labels (N,), from one split; for an audio
+    model, also the clips (N, samples) as ``int16`` that the images are the features of."""
 
     images: np.ndarray
     labels: np.ndarray
     split: str
+    clips: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.images.dtype != np.int8 or self.images.ndim != 4:
@@ -39,6 +41,13 @@ class Samples:
             )
         if self.labels.size and not 0 <= int(self.labels.min()) <= int(self.labels.max()) < 2**16:
             raise BundleError("labels must lie in [0, 65535]")
+        if self.clips is not None and (
+            self.clips.dtype != np.int16 or self.clips.shape[:1] != self.labels.shape
+        ):
+            raise BundleError(
+                f"{len(self)} samples need as many int16 clips, got {self.clips.dtype} "
+                f"{self.clips.shape}"
+            )
 
     def __len__(self) -> int:
         return int(self.images.shape[0])
@@ -55,6 +64,10 @@ _HEADER = Template("""\
 
 #define TT_TRAIN_SAMPLES $n_train
 #define TT_EVAL_SAMPLES $n_eval
+/* 1: the samples are also recorded clips (tt_train_clips, tt_eval_clips: int16 at
+ * TT_SAMPLE_RATE), of which tt_input_from_pcm16() makes the images; the example trains and
+ * evaluates on what it makes, and first checks that it is the search's features, byte for byte. */
+#define TT_DATA_CLIPS $clips
 #define TT_EPOCHS $epochs
 /* 1: epoch e (from 1) trains at TT_LEARNING_RATE / 2^(e-1); 0: at TT_LEARNING_RATE. */
 #define TT_LR_HALVING $halving
@@ -71,6 +84,10 @@ extern const int8_t tt_train_images[TT_TRAIN_SAMPLES][TT_INPUT_BYTES];
 extern const uint16_t tt_train_labels[TT_TRAIN_SAMPLES];
 extern const int8_t tt_eval_images[TT_EVAL_SAMPLES][TT_INPUT_BYTES];
 extern const uint16_t tt_eval_labels[TT_EVAL_SAMPLES];
+#if TT_DATA_CLIPS
+extern const int16_t tt_train_clips[TT_TRAIN_SAMPLES][TT_CLIP_SAMPLES];
+extern const int16_t tt_eval_clips[TT_EVAL_SAMPLES][TT_CLIP_SAMPLES];
+#endif
 #if TT_EXPECTED_KNOWN
 extern const uint16_t tt_expected_correct[TT_EPOCHS + 1];
 #endif
@@ -98,7 +115,19 @@ $eval_images
 const uint16_t tt_eval_labels[TT_EVAL_SAMPLES] = {
 $eval_labels
 };
-$expected""")
+$clip_arrays$expected""")
+
+
+def _clip_arrays(train: Samples, evaluation: Samples) -> str:
+    if train.clips is None or evaluation.clips is None:
+        return ""
+    return "".join(
+        f"const int16_t tt_{name}_clips[{count}][TT_CLIP_SAMPLES] = {{\n{_images(clips)}\n}};\n"
+        for name, count, clips in (
+            ("train", "TT_TRAIN_SAMPLES", train.clips),
+            ("eval", "TT_EVAL_SAMPLES", evaluation.clips),
+        )
+    )
 
 
 def _images(images: np.ndarray) -> str:
@@ -155,6 +184,8 @@ def render_samples(
         "eval_images": _images(evaluation.images),
         "eval_labels": c_values(evaluation.labels.astype(np.uint16)),
         "known": int(expected is not None),
+        "clips": int(train.clips is not None and evaluation.clips is not None),
+        "clip_arrays": _clip_arrays(train, evaluation),
         "expected": counts,
     }
     return {"tt_data.h": _HEADER.substitute(fields), "tt_data.c": _SOURCE.substitute(fields)}

@@ -362,7 +362,7 @@ int tt_guard_intact(void);
 
 /* The name of class `index` (UTF-8, TT_CLASS_NAMES), NULL outside [0, TT_N_CLASSES). */
 const char *tt_class_name(int32_t index);
-$frame_decls
+$input_decls
 /* ---- saving what was learned ----------------------------------------------------------------
  * tt_params_save() writes the trained parameters (the TT_N_PARAMS tensors of tt_param()) into
  * one blob of TT_PARAMS_BYTES, e.g. to keep them in flash; tt_params_load() puts such a blob
@@ -427,6 +427,7 @@ MODEL_SOURCE = """\
 #include <string.h>
 
 #include "tt_int8.h"
+#include "tt_logmel.h"
 #include "tt_model.h"
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -624,7 +625,7 @@ static const char *const tt_class_names[TT_N_CLASSES] = TT_CLASS_NAMES;
 const char *tt_class_name(int32_t index) {
     return index >= 0 && index < TT_N_CLASSES ? tt_class_names[index] : NULL;
 }
-$frame_impl
+$input_impl
 /* ---- saving what was learned (the blob of tt_model.h) ----------------------------------- */
 
 static const uint8_t tt_model_id[8] = {$model_id_bytes};

@@ -182,8 +182,7 @@ def _print_exported(done: Any, samples: int, lr: float | None) -> None:
         soft_wrap=True,
     )
     data = m["dataset"]
-    # each sample: its int8 image and a uint16_t label (tt_data.c)
-    data_bytes = (data["train_samples"] + data["eval_samples"]) * (m["step"]["input_bytes"] + 2)
+    data_bytes = m["example"]["flash_bytes"]
     capped = (
         f" (--samples {samples} is more than the training split's {data['train_samples']})"
         if data["train_samples"] < samples

@@ -1,8 +1,9 @@
-"""Data sets: the real ``digits``, ``procedural`` and formula-driven source tasks, and
-``imagefolder:PATH``."""
+"""Data sets: the real ``digits``, ``procedural`` and formula-driven source tasks,
+``imagefolder:PATH``, ``series:PATH`` and ``audio:PATH``."""
 
 from __future__ import annotations
 
+from tinytune.data.audio import AudioDataset
 from tinytune.data.base import MAX_RESOLUTION, MIN_RESOLUTION, ImageDataset
 from tinytune.data.decoded import DecodeProgress, decoded_root
 from tinytune.data.digits import DigitsDataset
@@ -11,6 +12,7 @@ from tinytune.data.glyphs import GlyphTask, SourceTask
 from tinytune.data.imagefolder import IMAGE_EXTENSIONS, ImageFolderDataset
 from tinytune.data.procedural import ProceduralDataset, ProceduralTask
 from tinytune.data.registry import DATASET_NAMES, get_dataset
+from tinytune.data.series import SeriesDataset
 from tinytune.data.sources import SOURCE_TASKS, get_source_task
 from tinytune.data.splits import (
     Images,
@@ -29,6 +31,7 @@ __all__ = [
     "MAX_RESOLUTION",
     "MIN_RESOLUTION",
     "SOURCE_TASKS",
+    "AudioDataset",
     "DecodeProgress",
     "DigitsDataset",
     "FormulaTask",
@@ -39,6 +42,7 @@ __all__ = [
     "Pixels",
     "ProceduralDataset",
     "ProceduralTask",
+    "SeriesDataset",
     "SourceTask",
     "Split",
     "Splits",

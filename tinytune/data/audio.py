@@ -98,6 +98,7 @@ class AudioDataset(SeriesDataset):
     prefix = AUDIO_PREFIX
     spec = LogMelSpec()
     speakers: list[str] | None = None
+    files: list[str]
 
     def _samples(self, path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
         clips, keywords = class_files(
@@ -117,8 +118,30 @@ class AudioDataset(SeriesDataset):
             labels.append(label)
         speakers = [speaker_of(os.path.basename(f)) for f, _ in clips]
         self.speakers = speakers if all(speakers) else None
-        x = np.stack(features).astype(np.float64)[:, None] / 256.0
-        return x, np.asarray(labels, np.int64), keywords
+        self.files = [file for file, _ in clips]
+        return self.scaled(np.stack(features)), np.asarray(labels, np.int64), keywords
+
+    @staticmethod
+    def scaled(features: np.ndarray) -> np.ndarray:
+        """Front-end features ``(N, frames, bands)`` (``int16``, Q8) as samples ``(N, 1,
+        frames, bands)`` (float64) before their standardisation: in units of ``log2``."""
+        return features.astype(np.float64)[:, None] / 256.0
+
+    def to_input(self, features: np.ndarray) -> np.ndarray:
+        """Front-end features (``int16``) as the splits hold them (float32, standardised)."""
+        flat = np.asarray(features, np.int16).reshape(-1, 1, 1)
+        return self.standardise(self.scaled(flat)).reshape(np.shape(features))
+
+    def clips(self, split: str, count: int) -> np.ndarray:
+        """The first ``count`` clips of a split (``train``, ``val`` or ``test``), in the order
+        of its samples: ``int16`` at the front-end's rate, padded or cut to its clip."""
+        part = self._parts[("train", "val", "test").index(split)][:count]
+        out = np.zeros((len(part), self.spec.clip), np.int16)
+        for row, index in enumerate(part):
+            samples, rate = read_wav(self.files[int(index)])
+            samples = _resampled(samples, rate, self.spec)[: self.spec.clip]
+            out[row, : samples.size] = samples
+        return out
 
     def _split(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.speakers is None:

@@ -293,9 +293,14 @@ class SeriesDataset(ImageDataset):
             self._splits = self._build(resolution)
         return self._splits
 
-    def _build(self, resolution: int) -> Splits:
+    def standardise(self, x: np.ndarray) -> np.ndarray:
+        """Samples ``(N, C, H, W)`` (float64) as the splits hold them: each channel less the
+        training split's mean, over its standard deviation, then float32."""
         mean, std = self.normalisation
-        scaled = ((self._x - mean[:, None, None]) / std[:, None, None]).astype(np.float32)
+        return ((x - mean[:, None, None]) / std[:, None, None]).astype(np.float32)
+
+    def _build(self, resolution: int) -> Splits:
+        scaled = self.standardise(self._x)
         groups = self._groups()
         train, val, test = (
             Split(scaled[i], self._y[i], False, None if groups is None else groups[i])

@@ -7,7 +7,9 @@
  * would write flash), reset the model (tt_model_init: the accuracy is the initial one again),
  * restore them (tt_params_load) and evaluate again: the accuracy before the save. These few
  * samples say whether the step trains as tinytune computed it, not what accuracy the search
- * measured. The output is the same, byte for byte, on every target (no floating point
+ * measured. An audio model's samples are recorded clips (TT_DATA_CLIPS): the example makes each
+ * input from the clip's samples with tt_input_from_pcm16(), as a firmware does from its
+ * microphone, and first checks that every clip gives the features the search computed. The output is the same, byte for byte, on every target (no floating point
  * formatting, a fixed shuffle).
  *
  * Build with -DTT_DUMP to also print every step's logits and loss and, at the end (after the
@@ -98,10 +100,42 @@ static void print_hex(const void *data, int32_t nbytes) {
 }
 #endif
 
+#if TT_DATA_CLIPS
+/* The input of a clip, made as a firmware makes it of its microphone's samples. */
+static int8_t tt_clip_input[TT_INPUT_BYTES];
+
+static const int8_t *clip_input(const int16_t *clip) {
+    tt_input_from_pcm16(clip, TT_CLIP_SAMPLES, tt_clip_input);
+    return tt_clip_input;
+}
+#define TRAIN_INPUT(k) clip_input(tt_train_clips[k])
+#define EVAL_INPUT(k) clip_input(tt_eval_clips[k])
+
+/* 1 when every clip gives the search's features (tt_*_images), byte for byte. */
+static int check_front_end(void) {
+    int i, same = 0, total = TT_TRAIN_SAMPLES + TT_EVAL_SAMPLES;
+    for (i = 0; i < TT_TRAIN_SAMPLES; i++) {
+        same += memcmp(TRAIN_INPUT(i), tt_train_images[i], TT_INPUT_BYTES) == 0;
+    }
+    for (i = 0; i < TT_EVAL_SAMPLES; i++) {
+        same += memcmp(EVAL_INPUT(i), tt_eval_images[i], TT_INPUT_BYTES) == 0;
+    }
+    tt_out("front-end: %d/%d clips give the search's features, byte for byte\n", same, total);
+    return same == total;
+}
+#else
+#define TRAIN_INPUT(k) (tt_train_images[k])
+#define EVAL_INPUT(k) (tt_eval_images[k])
+
+static int check_front_end(void) {
+    return 1;
+}
+#endif
+
 static int evaluate(void) {
     int i, correct = 0;
     for (i = 0; i < TT_EVAL_SAMPLES; i++) {
-        if (tt_predict(tt_eval_images[i], NULL) == (int)tt_eval_labels[i]) {
+        if (tt_predict(EVAL_INPUT(i), NULL) == (int)tt_eval_labels[i]) {
             correct++;
         }
     }
@@ -146,7 +180,7 @@ static int save_reset_restore(int initial, int trained) {
 
 int tt_example(void) {
     static int order[TT_TRAIN_SAMPLES];
-    int epoch, i, initial, correct, as_expected, restored;
+    int epoch, i, initial, correct, as_expected, restored, front_end;
 #ifdef TT_DUMP
     int step = 0;
 #endif
@@ -157,6 +191,7 @@ int tt_example(void) {
     tt_out("smoke test: %d training samples, %d %s, accuracy on %d evaluation samples "
            "(not the search's accuracy)\n",
            TT_TRAIN_SAMPLES, TT_EPOCHS, TT_EPOCHS == 1 ? "epoch" : "epochs", TT_EVAL_SAMPLES);
+    front_end = check_front_end();
     initial = evaluate();
     tt_out("epoch 0 loss - ");
     print_accuracy(initial, TT_EVAL_SAMPLES);
@@ -179,9 +214,9 @@ int tt_example(void) {
             float loss = 0.0f;
 #ifdef TT_DUMP
             float logits[TT_N_CLASSES];
-            tt_predict(tt_train_images[k], logits);
+            tt_predict(TRAIN_INPUT(k), logits);
 #endif
-            if (tt_train_step(tt_train_images[k], (int)tt_train_labels[k], &loss) != 0) {
+            if (tt_train_step(TRAIN_INPUT(k), (int)tt_train_labels[k], &loss) != 0) {
                 tt_out("sample %d: label %d is not a class\n", k, (int)tt_train_labels[k]);
                 return 1;
             }
@@ -213,15 +248,17 @@ int tt_example(void) {
     }
     for (i = 0; i < TT_EVAL_SAMPLES; i++) {
         float logits[TT_N_CLASSES];
-        int predicted = tt_predict(tt_eval_images[i], logits);
+        int predicted = tt_predict(EVAL_INPUT(i), logits);
         tt_out("eval %d class %d logits ", i, predicted);
         print_hex(logits, (int32_t)sizeof logits);
         tt_out("\n");
     }
 #endif
-    if (!as_expected || !restored) {
+    if (!as_expected || !restored || !front_end) {
         tt_out("smoke test FAILED: %s\n",
-               as_expected ? "the restore" : "an accuracy is not the simulator's");
+               !front_end     ? "a clip's features are not the search's"
+               : as_expected ? "the restore"
+                             : "an accuracy is not the simulator's");
     } else if (TT_EXPECTED_KNOWN) {
         tt_out("smoke test passed: every accuracy is the simulator's, the restore exact\n");
     } else {
@@ -234,7 +271,7 @@ int tt_example(void) {
     }
     tt_out("guard bytes intact\n");
 #endif
-    if (!as_expected || !restored) {
+    if (!as_expected || !restored || !front_end) {
         return 2;
     }
     return 0;

@@ -1,0 +1,217 @@
+"""The front-end of an audio bundle: a microphone's ``int16`` samples to the model's int8 input.
+
+A keyword model (``audio:PATH``, :class:`~tinytune.data.AudioDataset`) was searched on the
+log-mel features of its clips (:mod:`tinytune.data.logmel`), each a Q8 ``int16``, standardised
+with the training split's mean and standard deviation and quantized as the network's input.
+The bundle computes the same bytes from raw samples: ``tt_input_from_pcm16()`` runs the C twin
+of the front-end (``kernels/tt_logmel.c``) frame by frame, then maps each ``int16`` feature to
+int8 through :data:`LEVELS` thresholds. tinytune evaluates its own standardisation and input
+quantization on all 65,536 ``int16`` values; the map is monotone (an affine map with a positive
+slope, then rounding and clamping), so the 255 smallest values at which the int8 steps up give it
+exactly, and the device finds a value's level by a binary search of 8 comparisons, with no
+floating point. The thresholds are checked against the evaluated map before they are written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from string import Template
+from typing import Any
+
+import numpy as np
+
+from tinytune.bundle.errors import BundleError
+from tinytune.bundle.render import c_values
+from tinytune.data.logmel import LogMelSpec
+
+__all__ = ["FRONTEND_DECLS", "Frontend", "input_steps", "render_frontend"]
+
+LEVELS = 255
+"""Thresholds between the 256 int8 levels."""
+
+_ALL = np.arange(-(2**15), 2**15, dtype=np.int64)
+
+
+def input_steps(levels: np.ndarray) -> np.ndarray:
+    """The thresholds of a monotone map from every ``int16`` value (``levels[v + 32768]``, the
+    int8 of value ``v``): ``steps[k]`` is the smallest value whose level is above ``k - 128``
+    (32768 where none is), so that a value's level is ``-128`` plus the number of thresholds
+    at or below it.
+
+    Raises:
+        BundleError: a map that is not monotone, or is not one level for each ``int16``.
+    """
+    levels = np.asarray(levels, np.int64)
+    if levels.shape != _ALL.shape or levels.min() < -128 or levels.max() > 127:
+        raise BundleError(f"the input map needs {_ALL.size} int8 levels, got {levels.shape}")
+    if np.any(np.diff(levels) < 0):
+        raise BundleError(
+            "the input map of the features is not monotone: its standardisation has a negative "
+            "scale; a front-end bundle needs a positive one"
+        )
+    first = np.searchsorted(levels, np.arange(-127, 128), side="left")
+    steps = (first - 2**15).astype(np.int32)
+    if not np.array_equal(np.searchsorted(steps, _ALL, side="right") - 128, levels):
+        raise BundleError("the thresholds of the input map do not reproduce it")
+    return steps
+
+
+@dataclass(frozen=True, eq=False)
+class Frontend:
+    """What the bundle needs to compute its input from raw samples.
+
+    Attributes:
+        spec: the log-mel front-end the search computed its features with.
+        steps: :data:`LEVELS` ``int32`` thresholds of the features' int8 levels
+            (:func:`input_steps`).
+    """
+
+    spec: LogMelSpec
+    steps: np.ndarray
+
+    @classmethod
+    def of(cls, spec: LogMelSpec, to_input: Callable[[np.ndarray], np.ndarray]) -> Frontend:
+        """The front-end of ``spec`` whose feature ``v`` becomes ``to_input(v)`` (the data set's
+        standardisation and the network's input quantization, on an ``int16`` array)."""
+        return cls(spec, input_steps(to_input(_ALL.astype(np.int16))))
+
+    @property
+    def scratch_bytes(self) -> int:
+        """The static working memory of ``tt_input_from_pcm16``: one frame's FFT."""
+        return self.spec.scratch_bytes
+
+    @property
+    def flash_bytes(self) -> int:
+        """The bytes of its tables: window, twiddles, bands, weights and thresholds."""
+        spec = self.spec
+        tables = (spec.hann, *spec.twiddles, spec.band_first, spec.band_count, spec.band_weights)
+        return sum(t.nbytes for t in tables) + self.steps.astype(np.int32).nbytes
+
+    def entry(self) -> dict[str, Any]:
+        """What the manifest states of it (``input.frontend``), and the bundle's README."""
+        spec = self.spec
+        return {
+            "function": "tt_input_from_pcm16",
+            "features": "log-mel, Q8 log2 (tinytune.data.logmel)",
+            "sample_rate": spec.sample_rate,
+            "clip_samples": spec.clip,
+            "window": spec.window,
+            "hop": spec.hop,
+            "fft": spec.fft,
+            "bands": spec.bands,
+            "frames": spec.frames,
+            "low_hz": spec.low_hz,
+            "high_hz": spec.high_hz,
+            "scratch_bytes": self.scratch_bytes,
+            "tables_bytes": self.flash_bytes,
+        }
+
+
+FRONTEND_DECLS = """
+/* ---- from a microphone ------------------------------------------------------------------
+ * TT_CLIP_SAMPLES int16 samples at TT_SAMPLE_RATE Hz (mono, 16-bit PCM, as the search's WAV
+ * files held them, resampled to TT_SAMPLE_RATE) to the model's input in input[TT_INPUT_BYTES]:
+ * the log-mel features that tinytune computed of them, standardised and quantized, byte for
+ * byte. A shorter clip is padded with silence, a longer one cut. Uses TT_FRONTEND_SCRATCH_BYTES
+ * of static SRAM (one frame's FFT) and about 100 bytes of stack, no floating point. Returns 0,
+ * or -1 (input untouched) for a NULL pointer or n_samples < 0. Not reentrant. */
+#define TT_SAMPLE_RATE $sample_rate
+#define TT_CLIP_SAMPLES $clip
+#define TT_FRONTEND_SCRATCH_BYTES $scratch_bytes
+int tt_input_from_pcm16(const int16_t *samples, int32_t n_samples, int8_t *input);
+"""
+
+_IMPL = Template("""
+/* ---- the input, from a microphone ------------------------------------------------------ */
+
+/* The log-mel front-end the search used (tinytune.data.logmel.LogMelSpec): $window-sample
+ * frames every $hop samples, a $fft-point FFT, $bands mel bands; its tables as tinytune made
+ * them. */
+static const int16_t tt_fe_hann[$window] = {
+$hann
+};
+static const int16_t tt_fe_cos[$half] = {
+$cos
+};
+static const int16_t tt_fe_sin[$half] = {
+$sin
+};
+static const int16_t tt_fe_band_first[$bands] = {
+$band_first
+};
+static const int16_t tt_fe_band_count[$bands] = {
+$band_count
+};
+static const uint16_t tt_fe_band_weights[$n_weights] = {
+$band_weights
+};
+static const tt_logmel_spec tt_fe_spec = {
+    $clip, $window, $hop, $fft, $bands, tt_fe_hann, tt_fe_cos, tt_fe_sin, tt_fe_band_first,
+    tt_fe_band_count, tt_fe_band_weights,
+};
+
+/* A feature's int8 level is -128 plus the number of these at or below it: tinytune's
+ * standardisation and input quantization, evaluated on all 65536 int16 values. */
+static const int32_t tt_fe_steps[$levels] = {
+$steps
+};
+
+static int32_t tt_fe_scratch[2 * $fft];
+
+static int8_t tt_fe_level(int32_t v) {
+    int32_t low = 0, high = $levels;
+    while (low < high) {
+        int32_t mid = (low + high) >> 1;
+        if (tt_fe_steps[mid] <= v) {
+            low = mid + 1;
+        } else {
+            high = mid;
+        }
+    }
+    return (int8_t)(low - 128);
+}
+
+int tt_input_from_pcm16(const int16_t *samples, int32_t n_samples, int8_t *input) {
+    int16_t features[$bands];
+    int32_t frame, band;
+    if ((samples == NULL && n_samples > 0) || n_samples < 0 || input == NULL) {
+        return -1;
+    }
+    for (frame = 0; frame < $frames; frame++) {
+        tt_logmel_frame(&tt_fe_spec, samples, n_samples, frame, tt_fe_scratch, features);
+        for (band = 0; band < $bands; band++) {
+            input[frame * $bands + band] = tt_fe_level(features[band]);
+        }
+    }
+    return 0;
+}
+""")
+
+
+def render_frontend(frontend: Frontend) -> tuple[str, str]:
+    """The declarations of ``tt_model.h`` and the definitions of ``tt_model.c`` of
+    ``tt_input_from_pcm16``."""
+    spec = frontend.spec
+    cos, sin = spec.twiddles
+    fields = {
+        "sample_rate": spec.sample_rate,
+        "clip": spec.clip,
+        "window": spec.window,
+        "hop": spec.hop,
+        "fft": spec.fft,
+        "half": spec.fft // 2,
+        "bands": spec.bands,
+        "frames": spec.frames,
+        "levels": LEVELS,
+        "scratch_bytes": frontend.scratch_bytes,
+        "n_weights": spec.band_weights.size,
+        "hann": c_values(spec.hann.astype(np.int16)),
+        "cos": c_values(cos.astype(np.int16)),
+        "sin": c_values(sin.astype(np.int16)),
+        "band_first": c_values(spec.band_first.astype(np.int16)),
+        "band_count": c_values(spec.band_count.astype(np.int16)),
+        "band_weights": c_values(spec.band_weights.astype(np.uint16)),
+        "steps": c_values(frontend.steps.astype(np.int32)),
+    }
+    return Template(FRONTEND_DECLS).substitute(fields), _IMPL.substitute(fields)
