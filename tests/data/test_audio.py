@@ -14,8 +14,9 @@ import pytest
 
 from bench.keywords import make, speak, voice, write
 from tinytune.data import get_dataset
-from tinytune.data.audio import read_wav, speaker_of
+from tinytune.data.audio import read_wav
 from tinytune.data.logmel import logmel
+from tinytune.data.series import source_of
 from tinytune.errors import DataError
 
 
@@ -35,14 +36,14 @@ def test_a_keyword_folder_reads_as_log_mel_features_with_speakers_apart(folder: 
     assert data.input_shape == (1, 49, 40) and data.resolution == 49
     splits = data.load(49)
     assert [len(s.y) for s in (splits.train, splits.val, splits.test)] == [18, 6, 6]
-    speakers = np.array(data.speakers)
+    speakers = np.array(data.sources)
     train, val, test = (set(speakers[p]) for p in data._parts)
     assert not (train & val or train & test or val & test)  # each voice in one split
     # a sample is the front-end's features of its file, standardised on the training split
     mean, std = data.normalisation
     first = data._parts[2][0]
     file = sorted((folder / data.class_names[int(data._y[first])]).glob("*.wav"))
-    clip = next(f for f in file if speaker_of(f.name) == speakers[first])
+    clip = next(f for f in file if source_of(f.name) == speakers[first])
     samples, rate = read_wav(str(clip))
     assert rate == 16_000
     restored = splits.test.x[0].astype(np.float64) * std[0] + mean[0]
@@ -106,7 +107,7 @@ def test_another_rate_is_resampled_and_other_names_are_split_clip_by_clip(
                 f.setframerate(8_000)
                 f.writeframes(low.astype("<i2").tobytes())
     data = get_dataset(f"audio:{tmp_path}")
-    assert data.speakers is None  # no speaker in the names: stratified clip by clip
+    assert data.sources is None  # no speaker in the names: stratified clip by clip
     assert data.load(49).train.x.shape == (6, 1, 49, 40)
     samples, _ = read_wav(str(tmp_path / "no" / "take0.wav"))
     up = np.clip(np.round(resample_poly(samples.astype(np.float64), 2, 1)), -32768, 32767)

@@ -174,3 +174,50 @@ def test_a_folder_without_two_classes_of_windows_is_refused(tmp_path: Path) -> N
     (tmp_path / "one" / "empty").mkdir()
     with pytest.raises(DataError, match=r"class folder 'empty' holds no \.csv window"):
         get_dataset(f"series:{tmp_path / 'one'}")
+
+
+def _sourced_folder(root: Path, sources: int, per_source: int, classes: int = 3) -> None:
+    """Windows named ``SOURCE_nohash_N.csv``: each source (a machine) ``per_source`` windows of
+    every class, with an offset of its own on every channel."""
+    rng = np.random.default_rng(4)
+    for s in range(sources):
+        offset = rng.normal(size=(2, 1)) * 3.0
+        for label in range(classes):
+            folder = root / f"class-{label}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for n in range(per_source):
+                window = rng.normal(size=(2, 16)) + offset + label
+                rows = "\n".join(",".join(repr(float(v)) for v in row) for row in window.T)
+                (folder / f"machine{s:02d}_nohash_{n}.csv").write_text(rows + "\n")
+
+
+def test_a_sources_windows_stay_in_one_split_and_its_repeats(tmp_path: Path) -> None:
+    """Windows of one machine are never in two of the training, validation and test splits,
+    nor in two parts of a repeated partition of a small validation split: the test accuracy is
+    that of machines the fine-tune never saw."""
+    _sourced_folder(tmp_path / "imu", sources=10, per_source=2)
+    data = get_dataset(f"series:{tmp_path / 'imu'}", seed=1)
+    sources = np.array(data.sources)
+    assert sorted(set(sources)) == [f"machine{s:02d}" for s in range(10)]
+    parts = [set(sources[p]) for p in data._parts]
+    assert not (parts[0] & parts[1] or parts[0] & parts[2] or parts[1] & parts[2])
+    assert [len(p) for p in data._parts] == [36, 12, 12]  # 6, 2 and 2 machines of 6 windows
+    splits = data.load(1)
+    for seed in range(3):
+        again = repeated(splits, 1, seed=seed)
+        train, val = set(again.train.groups.tolist()), set(again.val.groups.tolist())
+        assert not train & val
+    # another name than SOURCE_nohash_N: window by window, stratified
+    (tmp_path / "imu" / "class-0" / "machine00_nohash_0.csv").rename(
+        tmp_path / "imu" / "class-0" / "extra.csv"
+    )
+    assert get_dataset(f"series:{tmp_path / 'imu'}", seed=1).sources is None
+
+
+def test_too_few_sources_to_hold_every_class_in_every_split_are_refused(tmp_path: Path) -> None:
+    _sourced_folder(tmp_path / "imu", sources=2, per_source=3)
+    with pytest.raises(DataError) as e:
+        get_dataset(f"series:{tmp_path / 'imu'}")
+    assert "2 sources are too few to hold every class in every split (each source's windows " in (
+        str(e.value)
+    )

@@ -26,25 +26,20 @@ integers of what its microphone gives, and the bundle's input scale folds in the
 from __future__ import annotations
 
 import math
-import os
 import wave
 
 import numpy as np
 
 from tinytune.data.logmel import LogMelSpec, logmel
-from tinytune.data.series import SeriesDataset, class_files
-from tinytune.data.stratify import MIN_PER_CLASS, stratified_split
+from tinytune.data.series import SeriesDataset, class_files, file_sources
 from tinytune.errors import DataError
 
-__all__ = ["AUDIO_PREFIX", "AudioDataset", "read_wav", "speaker_of"]
+__all__ = ["AUDIO_PREFIX", "AudioDataset", "read_wav"]
 
 AUDIO_PREFIX = "audio:"
 
 NOISE_FOLDER = "_background_noise_"
 """The Speech Commands folder of noise recordings, which is no keyword."""
-
-SPEAKER_MARK = "_nohash_"
-"""What separates the speaker from the rest of a Speech Commands file name."""
 
 
 def read_wav(path: str) -> tuple[np.ndarray, int]:
@@ -71,12 +66,6 @@ def read_wav(path: str) -> tuple[np.ndarray, int]:
     return np.frombuffer(data, dtype="<i2").astype(np.int16), rate
 
 
-def speaker_of(file: str) -> str | None:
-    """The speaker of a Speech Commands file name (``0a7c2a8d_nohash_1.wav``), or None."""
-    head, mark, _ = file.partition(SPEAKER_MARK)
-    return head if mark and head else None
-
-
 def _resampled(samples: np.ndarray, rate: int, spec: LogMelSpec) -> np.ndarray:
     if rate == spec.sample_rate:
         return samples
@@ -92,12 +81,12 @@ class AudioDataset(SeriesDataset):
 
     Attributes:
         spec: the front-end that computes the features.
-        speakers: each clip's speaker, where the file names say (else None).
+        sources: each clip's speaker, where the file names say (else None).
     """
 
     prefix = AUDIO_PREFIX
     spec = LogMelSpec()
-    speakers: list[str] | None = None
+    words = ("clip", "keyword", "speaker")
     files: list[str]
 
     def _samples(self, path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -116,9 +105,8 @@ class AudioDataset(SeriesDataset):
             rates.setdefault(rate, file)
             features.append(logmel(_resampled(samples, rate, self.spec), self.spec))
             labels.append(label)
-        speakers = [speaker_of(os.path.basename(f)) for f, _ in clips]
-        self.speakers = speakers if all(speakers) else None
         self.files = [file for file, _ in clips]
+        self.sources = file_sources(self.files)
         return self.scaled(np.stack(features)), np.asarray(labels, np.int64), keywords
 
     @staticmethod
@@ -142,47 +130,3 @@ class AudioDataset(SeriesDataset):
             samples = _resampled(samples, rate, self.spec)[: self.spec.clip]
             out[row, : samples.size] = samples
         return out
-
-    def _split(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self.speakers is None:
-            return stratified_split(self._y, self.seed)
-        return speaker_split(self._y, self.speakers, self.seed)
-
-    def _groups(self) -> np.ndarray | None:
-        if self.speakers is None:
-            return None
-        return np.unique(np.asarray(self.speakers), return_inverse=True)[1].astype(np.int64)
-
-
-def speaker_split(
-    labels: np.ndarray, speakers: list[str], seed: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Training, validation and test indices with each speaker's clips in one of them: speakers
-    in a seeded random order, each to the split furthest below its share (60/20/20) of the
-    clips; each split then shuffled.
-
-    Raises:
-        DataError: a keyword that some split holds no clip of (too few speakers).
-    """
-    rng = np.random.default_rng(seed)
-    names = sorted(set(speakers))
-    order = [names[i] for i in rng.permutation(len(names))]
-    of_speaker: dict[str, list[int]] = {}
-    for i, speaker in enumerate(speakers):
-        of_speaker.setdefault(speaker, []).append(i)
-    shares = (0.6, 0.2, 0.2)
-    parts: tuple[list[int], list[int], list[int]] = ([], [], [])
-    total = len(speakers)
-    for speaker in order:
-        behind = [share * total - len(part) for share, part in zip(shares, parts, strict=True)]
-        parts[int(np.argmax(behind))].extend(of_speaker[speaker])
-    train, val, test = (np.asarray(rng.permutation(part), np.int64) for part in parts)
-    for name, part in (("training", train), ("validation", val), ("test", test)):
-        missing = sorted(set(np.unique(labels).tolist()) - set(labels[part].tolist()))
-        if missing:
-            raise DataError(
-                f"the {name} split holds no clip of keyword(s) {missing[:5]}: {len(names)} "
-                f"speakers are too few to hold every keyword in every split (each speaker's "
-                f"clips stay in one); record more speakers, at least {MIN_PER_CLASS} a keyword"
-            )
-    return train, val, test

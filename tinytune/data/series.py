@@ -8,7 +8,13 @@ window each: a row per time step, a column per channel, numbers only, an optiona
 (a first row that is not all numbers). Every window has the same steps and channels, read as
 ``(C, 1, T)``. Hidden entries and files of other suffixes are left alone; a ragged row, a
 value that is not a number, a window of another shape and a class folder without a window
-are refused in one line naming the file (and the line) and the rule.
+are refused in one line naming the file (and the line) and the rule. **Sources are held
+apart** where the files are named as Speech Commands names its clips, ``SOURCE_nohash_N.csv``
+(a machine, a subject, a recording session): all the windows of one source fall in one of the
+training, validation and test splits, dealt at random (seeded) until each holds its share
+(:func:`~tinytune.data.stratify.group_split`), so that the test accuracy is that of sources the
+fine-tune never saw; the repeated partitions of a small validation split keep them apart too.
+Other names are split window by window, stratified.
 
 **An archive** is written by ``np.savez(PATH, X=..., y=...)``:
 
@@ -41,15 +47,32 @@ import numpy as np
 
 from tinytune.data.base import ImageDataset
 from tinytune.data.splits import Split, Splits
-from tinytune.data.stratify import stratified_split
+from tinytune.data.stratify import group_split, stratified_split
 from tinytune.errors import DataError
 
 if TYPE_CHECKING:
     from tinytune.data.decoded import ProgressCallback
 
-__all__ = ["SERIES_PREFIX", "SeriesDataset", "class_files"]
+__all__ = [
+    "SERIES_PREFIX",
+    "SOURCE_MARK",
+    "SeriesDataset",
+    "class_files",
+    "file_sources",
+    "source_of",
+]
 
 SERIES_PREFIX = "series:"
+
+SOURCE_MARK = "_nohash_"
+"""What separates a file's source from the rest of its name (as Speech Commands names its
+clips: ``0a7c2a8d_nohash_1.wav``)."""
+
+
+def source_of(file: str) -> str | None:
+    """The source of a file name (``0a7c2a8d`` of ``0a7c2a8d_nohash_1.wav``), or None."""
+    head, mark, _ = file.partition(SOURCE_MARK)
+    return head if mark and head else None
 
 
 def _read(path: str) -> dict[str, np.ndarray]:
@@ -163,8 +186,9 @@ def class_files(
     return found, classes
 
 
-def _read_folder(path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """The windows of a folder of classes, (N, C, T), their labels and the class names."""
+def _read_folder(path: str) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
+    """The windows of a folder of classes, (N, C, T), their labels, the class names and the
+    windows' files."""
     files, classes = class_files(path, "series", ("class", ".csv", "window"))
     windows: list[np.ndarray] = []
     for file, _ in files:
@@ -177,7 +201,13 @@ def _read_folder(path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
             )
         windows.append(window)
     labels = np.asarray([label for _, label in files], dtype=np.int64)
-    return np.ascontiguousarray(np.stack(windows)), labels, classes
+    return np.ascontiguousarray(np.stack(windows)), labels, classes, [f for f, _ in files]
+
+
+def file_sources(files: Sequence[str]) -> list[str] | None:
+    """Each file's source, when every file's name has one; else None."""
+    sources = [source_of(os.path.basename(f)) for f in files]
+    return None if any(s is None for s in sources) else [s for s in sources if s is not None]
 
 
 def _samples(path: str, arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -230,10 +260,14 @@ class SeriesDataset(ImageDataset):
     Attributes:
         input_shape: (C, H, W) of one sample.
         normalisation: (mean, std) per channel, float64, of the training part.
+        sources: each sample's source, where its file's name says (else None).
     """
 
     prefix = SERIES_PREFIX
     """What names a data set of this kind (``series:``)."""
+    words = ("window", "class", "source")
+    """What a sample, a class and a source are called in messages."""
+    sources: list[str] | None = None
 
     def __init__(self, path: str, seed: int = 0) -> None:
         self.path = os.path.abspath(path)
@@ -256,7 +290,8 @@ class SeriesDataset(ImageDataset):
     def _samples(self, path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """The samples (N, C, H, W) of ``path``, float64, their labels and the class names."""
         if os.path.isdir(self.path):
-            x, labels, names = _read_folder(path)
+            x, labels, names, files = _read_folder(path)
+            self.sources = file_sources(files)
             if not np.isfinite(x).all():
                 raise DataError(f"series folder {path!r} holds a NaN or an infinity")
             return x[:, :, None, :], labels, names
@@ -265,12 +300,18 @@ class SeriesDataset(ImageDataset):
         return x, labels, _class_names(path, arrays, labels)
 
     def _split(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The indices of the training, validation and test samples."""
-        return stratified_split(self._y, self.seed)
+        """The indices of the training, validation and test samples: each source in one,
+        else stratified sample by sample."""
+        if self.sources is None:
+            return stratified_split(self._y, self.seed)
+        return group_split(self._y, self.sources, self.seed, self.words)
 
     def _groups(self) -> np.ndarray | None:
-        """Each sample's group, that no split straddles (None: the samples stand alone)."""
-        return None
+        """Each sample's source as a number, that no split straddles (None: the samples stand
+        alone)."""
+        if self.sources is None:
+            return None
+        return np.unique(np.asarray(self.sources), return_inverse=True)[1].astype(np.int64)
 
     @property
     def resolution(self) -> int:

@@ -7,7 +7,7 @@ import numpy as np
 
 from tinytune.errors import DataError
 
-__all__ = ["HELD_OUT_FRACTION", "MIN_PER_CLASS", "resplit", "stratified_split"]
+__all__ = ["HELD_OUT_FRACTION", "MIN_PER_CLASS", "group_split", "resplit", "stratified_split"]
 
 # The fraction of each class that goes to val, and the same fraction to test; the rest is train.
 HELD_OUT_FRACTION = 0.2
@@ -123,3 +123,42 @@ def _grouped(
         if set(pooled[val].tolist()) == classes and set(pooled[train].tolist()) == classes:
             return rng.permutation(train).astype(np.int64), rng.permutation(val).astype(np.int64)
     return None
+
+
+def group_split(
+    labels: np.ndarray, groups: list[str], seed: int, words: tuple[str, str, str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Training, validation and test indices with each group's samples (a speaker's clips, a
+    machine's windows) in one of them: groups in a seeded random order, each to the split
+    furthest below its share (60/20/20) of the samples; each split then shuffled.
+
+    Args:
+        words: what a sample, a class and a group are called in messages
+            (``("clip", "keyword", "speaker")``).
+
+    Raises:
+        DataError: a class that some split holds no sample of (too few groups).
+    """
+    item, kind, group = words
+    rng = np.random.default_rng(seed)
+    names = sorted(set(groups))
+    order = [names[i] for i in rng.permutation(len(names))]
+    of_group: dict[str, list[int]] = {}
+    for i, name in enumerate(groups):
+        of_group.setdefault(name, []).append(i)
+    shares = (0.6, 0.2, 0.2)
+    parts: tuple[list[int], list[int], list[int]] = ([], [], [])
+    total = len(groups)
+    for name in order:
+        behind = [share * total - len(part) for share, part in zip(shares, parts, strict=True)]
+        parts[int(np.argmax(behind))].extend(of_group[name])
+    train, val, test = (np.asarray(rng.permutation(part), np.int64) for part in parts)
+    for split, part in (("training", train), ("validation", val), ("test", test)):
+        missing = sorted(set(np.unique(labels).tolist()) - set(labels[part].tolist()))
+        if missing:
+            raise DataError(
+                f"the {split} split holds no {item} of {kind}(s) {missing[:5]}: {len(names)} "
+                f"{group}s are too few to hold every {kind} in every split (each {group}'s "
+                f"{item}s stay in one); record more {group}s, at least {MIN_PER_CLASS} a {kind}"
+            )
+    return train, val, test
