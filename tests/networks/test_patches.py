@@ -137,3 +137,32 @@ def test_a_patched_prefix_trains_in_c_as_the_simulator_does_on_every_core(
     check_trains_alike_in_c(
         exported[name], "mcunetv3", 5, inputs, tmp_path / "bundle", patches=(n, blocks)
     )
+
+
+def test_a_network_cut_after_its_stem_has_no_patched_stage(tmp_path: Path) -> None:
+    """The built-in 1-D CNN is a stem and one stage of three separable blocks (no shortcut
+    splits them), so the search may cut it after its stem: such a candidate (the stem, a pool,
+    a new classifier) holds no block to end a patched stage at. The hardware model keeps it
+    whole and a schedule that asks for one is refused in one line, not with a traceback."""
+    import dataclasses
+
+    from tests.networks.support import save
+    from tinytune.builtin_networks import build_network
+
+    torch.manual_seed(0)
+    module = build_network("cnn-1d", (3, 1, 64), 5).eval()
+    spec = get_supernet(save(module, torch.zeros(1, 3, 1, 64), tmp_path))
+    assert (spec.n_stages, spec.min_stages) == (2, 1)
+    last = make_preset("last", spec)
+    cut = dataclasses.replace(
+        last,
+        subnet=dataclasses.replace(last.subnet, stages=last.subnet.stages[:1]),
+        schedule=Schedule(2, 0),
+    )
+    evaluator = HardwareEvaluator(spec, 5, HardwareConfig(), get_device("stm32f746"))
+    assert not evaluator.schedule(cut).schedule.patched
+    graph = evaluator.cost_with_graph(dataclasses.replace(cut, schedule=Schedule(1, 0)))[1]
+    assert [op.kind for op in graph.ops] == ["conv", "gap", "linear"] and not patch_blocks(graph)
+    with pytest.raises(ConfigError) as e:
+        block_end(graph, 0)
+    assert "\n" not in str(e.value) and "no block after its stem" in str(e.value)

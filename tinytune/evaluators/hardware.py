@@ -317,7 +317,10 @@ def _blocks_to_patch(graph: Graph) -> list[tuple[int, int]]:
     nothing."""
     frozen, out = _frozen_ops(graph), []
     for blocks in range(patch_blocks(graph) + 1):
-        end = block_end(graph, blocks)
+        try:
+            end = block_end(graph, blocks)
+        except ConfigError:  # no block after the stem: nothing to patch
+            break
         if end > frozen:
             break
         out.append((blocks, end))

@@ -263,7 +263,11 @@ def patch_blocks(graph: Graph) -> int:
 
 def block_end(graph: Graph, blocks: int) -> int:
     """The index of the first op after the stem and the first ``blocks`` blocks (ops named as
-    :func:`_block` reads them)."""
+    :func:`_block` reads them).
+
+    Raises:
+        ConfigError: ``blocks`` outside the network's, or a network of no block after its stem.
+    """
     number = {op.index: b for op in graph.ops if (b := _block(op.name)) is not None}
     n_blocks = patch_blocks(graph)
     if isinstance(blocks, bool) or not isinstance(blocks, int) or not 0 <= blocks <= n_blocks:
@@ -271,7 +275,13 @@ def block_end(graph: Graph, blocks: int) -> int:
             f"a patched stage covers 0 .. {n_blocks} blocks of this network, got {blocks!r}"
         )
     if blocks == 0:
-        return min(i for i, b in number.items() if b >= 0)
+        after_stem = [i for i, b in number.items() if b >= 0]
+        if not after_stem:  # cut after its stem: nothing follows it to end a patched stage at
+            raise ConfigError(
+                "this network holds no block after its stem (a cut there): it has no patched "
+                "stage; run it on whole inputs (patches none)"
+            )
+        return min(after_stem)
     return 1 + max(i for i, b in number.items() if b < blocks)
 
 
