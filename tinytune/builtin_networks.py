@@ -38,6 +38,7 @@ __all__ = [
     "BUILTIN_NETWORKS",
     "PretrainedNetwork",
     "build_network",
+    "check_name",
     "pretrain_network",
     "save_network",
 ]
@@ -95,6 +96,13 @@ def _cnn_1d(shape: tuple[int, int, int], classes: int) -> nn.Module:
     )  # fmt: skip
 
 
+def check_name(name: str) -> None:
+    """Raises ConfigError unless ``name`` is a built-in network's."""
+    if name not in BUILTIN_NETWORKS:
+        known = ", ".join(BUILTIN_NETWORKS)
+        raise ConfigError(f"unknown built-in network {name!r}; expected one of: {known}")
+
+
 def build_network(name: str, shape: tuple[int, int, int], classes: int) -> nn.Module:
     """The built-in network ``name`` for samples of ``shape`` (C, H, W) and ``classes``
     outputs, freshly initialised (seed torch first for a repeatable one).
@@ -102,9 +110,7 @@ def build_network(name: str, shape: tuple[int, int, int], classes: int) -> nn.Mo
     Raises:
         ConfigError: an unknown name, or samples the network does not take.
     """
-    if name not in BUILTIN_NETWORKS:
-        known = ", ".join(BUILTIN_NETWORKS)
-        raise ConfigError(f"unknown built-in network {name!r}; expected one of: {known}")
+    check_name(name)
     c, h, w = shape
     size = "x".join(map(str, shape))
     if name == "ds-cnn":
@@ -227,7 +233,7 @@ def _accuracy(net: nn.Module, split: Any) -> float:
 
     net.eval()
     with torch.no_grad():
-        predicted = net(torch.from_numpy(split.x)).argmax(1).numpy()
+        predicted = net(torch.tensor(split.x)).argmax(1).numpy()
     return float((predicted == split.y).mean())
 
 
@@ -241,7 +247,7 @@ def _train(
 
     generator = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(net.parameters(), 3e-3)
-    x, y = torch.from_numpy(splits.train.x), torch.from_numpy(splits.train.y)
+    x, y = torch.tensor(splits.train.x), torch.tensor(splits.train.y)
     best = _Best(0, -1.0, {})
     for epoch in range(1, epochs + 1):
         net.train()

@@ -133,6 +133,34 @@ def pretrain_bar(name: str) -> Iterator[Callable[[int, int, float], None]]:
 
 
 @contextmanager
+def epochs_bar(name: str) -> Iterator[Callable[[int, int, float], None]]:
+    """A progress callback for training a built-in network: its epochs and the latest
+    validation accuracy."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("training {task.description}", markup=False),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} epochs, validation {task.fields[val]:.1%}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    tasks: list = []
+
+    def epoch(i: int, n: int, val: float) -> None:
+        if not tasks:
+            bar.start()
+            tasks.append(bar.add_task(name, total=n, val=0.0))
+        bar.update(tasks[0], completed=i, val=val)
+
+    try:
+        yield epoch
+    finally:
+        if tasks:
+            bar.stop()
+
+
+@contextmanager
 def measure_bar(name: str) -> Iterator[Callable[[TrainingProgress], None]]:
     """A progress callback for a measurement of the device's accuracy (int8 training at batch
     1) that shows a bar of its training images, its epochs and the time left once it reports."""

@@ -1,4 +1,6 @@
-"""``tinytune pretrain``: pre-train a supernet by a named recipe and cache (or write) it."""
+"""``tinytune pretrain``: pre-train a supernet by a named recipe and cache (or write) it; or,
+with ``--network``, train a small built-in network on a folder of audio clips or sensor windows
+and write it as a file that ``tinytune search --supernet`` takes."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tinytune.builtin_networks import EPOCHS
 from tinytune.spaces import DEFAULT_SUPERNET
 
 if TYPE_CHECKING:
@@ -49,6 +52,22 @@ _Workers = Annotated[
         "ones; what is drawn does not depend on their number)."
     ),
 ]
+_Network = Annotated[
+    str | None,
+    typer.Option(
+        help="A built-in network to train on --dataset instead of a supernet: ds-cnn (audio: "
+        "log-mel features) or cnn-1d (series: windows); writes <network>.pt2 (and its .json "
+        "record) into --out, for tinytune search --supernet.",
+    ),
+]
+_Dataset = Annotated[
+    str | None,
+    typer.Option(help="With --network: the folder to train it on (audio:PATH or series:PATH)."),
+]
+_Epochs = Annotated[
+    int, typer.Option(help="With --network: epochs; the best on validation is kept.")
+]
+_Seed = Annotated[int, typer.Option(help="With --network: seeds its splits, weights and order.")]
 _Force = Annotated[
     bool,
     typer.Option(
@@ -67,9 +86,14 @@ def pretrain(
     out: _Out = None,
     checkpoint_every: _CheckpointEvery = 200,
     workers: _Workers = 0,
+    network: _Network = None,
+    dataset: _Dataset = None,
+    epochs: _Epochs = EPOCHS,
+    seed: _Seed = 0,
     force: _Force = False,
 ) -> None:
-    """Pre-train a supernet with the sandwich rule and cache the checkpoint."""
+    """Pre-train a supernet with the sandwich rule and cache the checkpoint; or train a
+    built-in network on your folder (--network)."""
     import dataclasses
 
     from tinytune.checkpoints import ensure_checkpoint
@@ -80,6 +104,22 @@ def pretrain(
 
     quiet_logs()
     _check_machine(device, threads)
+    given = {
+        "--supernet": supernet != DEFAULT_SUPERNET,
+        "--recipe": recipe != "quick",
+        "--steps": steps is not None,
+        "--device": device != "cpu",
+        "--checkpoint-every": checkpoint_every != 200,
+        "--workers": workers != 0,
+    }
+    if network is not None:
+        _refuse(given, "--network trains a built-in network on the CPU by its own recipe")
+        _pretrain_network(network, dataset, out, epochs, seed, force)
+        return
+    _refuse(
+        {"--dataset": dataset is not None, "--epochs": epochs != EPOCHS, "--seed": seed != 0},
+        "it sets how --network trains a built-in network on your folder",
+    )
     spec = get_supernet(supernet)
     chosen = get_recipe(recipe)
     if workers < 0:
@@ -108,6 +148,45 @@ def pretrain(
                 spec, chosen, recipe, folder, progress, device, checkpoint_every, workers, force
             )
     console.print(f"{spec.name}: {path}")
+
+
+def _refuse(given: dict[str, bool], why: str) -> None:
+    """Refuse the first option given that belongs to the other kind of pre-training."""
+    from tinytune.errors import ConfigError
+
+    for flag, was_given in given.items():
+        if was_given:
+            raise ConfigError(f"{flag} does not apply here: {why}")
+
+
+def _pretrain_network(
+    name: str, dataset: str | None, out: str | None, epochs: int, seed: int, force: bool
+) -> None:
+    """Train the built-in network ``name`` on ``dataset`` and write it into ``out``."""
+    from tinytune.builtin_networks import check_name, pretrain_network, save_network
+    from tinytune.cli.common import console, epochs_bar
+    from tinytune.errors import ConfigError
+
+    check_name(name)
+    if dataset is None:
+        raise ConfigError(
+            f"--network {name} trains on a folder of yours: pass --dataset audio:PATH (keyword "
+            "clips) or series:PATH (sensor windows)"
+        )
+    if out is None:
+        raise ConfigError(f"--network {name} writes a file: pass --out FOLDER for it")
+    folder = _out_folder(out)
+    _check_out(folder, name, force, ".pt2")
+    with epochs_bar(name) as progress:
+        trained = pretrain_network(name, dataset, epochs=epochs, seed=seed, progress=progress)
+    path = save_network(trained, folder)
+    console.print(
+        f"{name}: {path} (epoch {trained.best_epoch} of {trained.epochs}, chosen on validation: "
+        f"{100 * trained.val_accuracy:.1f} % validation, {100 * trained.test_accuracy:.1f} % "
+        f"test, {trained.seconds:.0f} s); search with it: tinytune search --dataset "
+        f"<your folder> --supernet {path}",
+        soft_wrap=True,
+    )
 
 
 def _check_machine(device: str, threads: int | None) -> None:
@@ -207,7 +286,7 @@ def _out_folder(text: str) -> Path:
     return Path(text)
 
 
-def _check_out(out: Path, name: str, force: bool) -> None:
+def _check_out(out: Path, name: str, force: bool, suffix: str = ".pt") -> None:
     """Refuse ``--out`` where the checkpoint cannot be written, or where one is already (it
     is replaced only with ``--force``), before any training."""
     from tinytune.errors import ConfigError
@@ -216,7 +295,7 @@ def _check_out(out: Path, name: str, force: bool) -> None:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {str(out)!r} is a file; name a folder for the checkpoint")
     writable_folder(out, "--out", out)
-    if (out / f"{name}.pt").exists() and not force:
+    if (out / f"{name}{suffix}").exists() and not force:
         raise ConfigError(
             f"--out {str(out)!r} holds a checkpoint of {name} already; pass --force to train "
             "and replace it"
