@@ -188,20 +188,20 @@ def pretrain_network(
     """
     import torch
 
-    from tinytune.data import get_dataset
+    from tinytune.data import SeriesDataset, get_dataset
 
     if not 1 <= epochs <= 1000:
         raise ConfigError(f"--epochs must lie in [1, 1000], got {epochs}")
     start = time.perf_counter()
     data = get_dataset(dataset, seed=seed)
-    if data.input_shape is None:
+    if not isinstance(data, SeriesDataset):
         raise DataError(
             f"data set {dataset!r} holds images; the built-in networks are for audio: and "
             "series: samples (images have pretrained supernets: tinytune pretrain --supernet)"
         )
-    shape = tuple(int(v) for v in data.input_shape)
+    shape = data.input_shape
     torch.manual_seed(seed)
-    net = build_network(name, shape, data.num_classes)  # type: ignore[arg-type]
+    net = build_network(name, shape, data.num_classes)
     splits = data.load(data.resolution)
     best = _train(net, splits, epochs, seed, progress)
     net.load_state_dict(best.state)
@@ -210,7 +210,7 @@ def pretrain_network(
         net,
         name,
         data.name,
-        shape,  # type: ignore[arg-type]
+        shape,
         tuple(data.class_names),
         epochs,
         best.epoch,

@@ -62,6 +62,7 @@ def test_the_rendered_front_end_holds_the_specs_tables_and_the_thresholds() -> N
     decls, impl = render_frontend(frontend)
     assert "#define TT_CLIP_SAMPLES 8000" in decls and "int tt_input_from_pcm16(" in decls
     assert f"#define TT_FRONTEND_SCRATCH_BYTES {spec.scratch_bytes}" in decls
+    assert f"#define TT_FRONTEND_TABLE_BYTES {frontend.flash_bytes}" in decls
     assert "static const int16_t tt_fe_hann[480]" in impl
     assert f"static const uint16_t tt_fe_band_weights[{spec.band_weights.size}]" in impl
     assert f"for (frame = 0; frame < {spec.frames}; frame++)" in impl

@@ -177,16 +177,15 @@ def test_too_few_speakers_to_hold_every_keyword_in_every_split_are_refused(
 
 @pytest.mark.slow
 def test_a_search_runs_on_keywords_end_to_end(folder: Path, tmp_path: Path) -> None:
-    """The benchmark's DS-CNN (``bench.keywords_search``) of the features' shape, exported from
-    its module, searched with the default budget's machinery (inline, two measured
-    fine-tunes)."""
+    """The built-in DS-CNN of the features' shape, exported from its module, searched with the
+    default budget's machinery (inline, two measured fine-tunes)."""
     import torch
 
     import tinytune
-    from bench.keywords_search import ds_cnn
+    from tinytune.builtin_networks import build_network
 
     torch.manual_seed(0)
-    net = ds_cnn(3)
+    net = build_network("ds-cnn", (1, 49, 40), 3)
     result = tinytune.optimize(
         f"audio:{folder}",
         supernet=net,

@@ -127,19 +127,20 @@ def test_a_keyword_network_is_searched_on_its_features_and_trains_alike_on_every
 def test_a_keyword_bundle_makes_the_searchs_features_of_its_clips_on_every_core(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A DS-CNN searched on the log-mel features of WAV clips (``audio:``), exported: the
-    example makes each input of its recorded clip with ``tt_input_from_pcm16`` and compares it
-    with the features the search computed of the same WAV file, byte for byte, then trains on
-    them; every core prints the host's bytes, and the arena is the planner's."""
+    """The built-in DS-CNN trained on WAV clips (``tinytune pretrain --network ds-cnn``),
+    searched on their log-mel features (``audio:``) and exported: the example makes each input
+    of its recorded clip with ``tt_input_from_pcm16`` and compares it with the features the
+    search computed of the same WAV file, byte for byte, then trains on them; every core prints
+    the host's bytes, and the arena is the planner's."""
     from bench.keywords import make as make_clips
-    from bench.keywords_search import ds_cnn
 
     make_clips(tmp_path / "words", speakers=8, takes=1, keywords=3)
-    torch.manual_seed(0)
-    program = torch.export.export(ds_cnn(3).eval(), (torch.zeros(1, 1, 49, 40),))
-    torch.export.save(program, str(tmp_path / "kws.pt2"))
     data = ["--dataset", f"audio:{tmp_path / 'words'}"]
-    bundle, point = _search_and_export(tmp_path / "kws.pt2", tmp_path, capsys, data)
+    assert (
+        main(["pretrain", "--network", "ds-cnn", *data, "--out", str(tmp_path), "--epochs", "3"])
+        == 0
+    )
+    bundle, point = _search_and_export(tmp_path / "ds-cnn.pt2", tmp_path, capsys, data)
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["memory"]["arena_bytes"] == point["memory_bytes"]
     frontend = manifest["input"]["frontend"]

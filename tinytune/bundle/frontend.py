@@ -119,6 +119,8 @@ FRONTEND_DECLS = """
 #define TT_SAMPLE_RATE $sample_rate
 #define TT_CLIP_SAMPLES $clip
 #define TT_FRONTEND_SCRATCH_BYTES $scratch_bytes
+/* Its tables in flash (window, twiddles, bands, thresholds), beside TT_FLASH_BYTES. */
+#define TT_FRONTEND_TABLE_BYTES $table_bytes
 int tt_input_from_pcm16(const int16_t *samples, int32_t n_samples, int8_t *input);
 """
 
@@ -205,6 +207,7 @@ def render_frontend(frontend: Frontend) -> tuple[str, str]:
         "frames": spec.frames,
         "levels": LEVELS,
         "scratch_bytes": frontend.scratch_bytes,
+        "table_bytes": frontend.flash_bytes,
         "n_weights": spec.band_weights.size,
         "hann": c_values(spec.hann.astype(np.int16)),
         "cos": c_values(cos.astype(np.int16)),

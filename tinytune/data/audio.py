@@ -93,7 +93,8 @@ class AudioDataset(SeriesDataset):
         clips, keywords = class_files(
             path, "audio", ("keyword", ".wav", "clip"), skip=(NOISE_FOLDER,)
         )
-        features, labels, rates = [], [], {}
+        features, labels = [], []
+        rates: dict[int, str] = {}
         for file, label in clips:
             samples, rate = read_wav(file)
             if rates and rate not in rates:

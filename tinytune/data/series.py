@@ -265,6 +265,7 @@ class SeriesDataset(ImageDataset):
 
     prefix = SERIES_PREFIX
     """What names a data set of this kind (``series:``)."""
+    input_shape: tuple[int, int, int]
     words = ("window", "class", "source")
     """What a sample, a class and a source are called in messages."""
     sources: list[str] | None = None
