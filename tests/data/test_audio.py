@@ -115,9 +115,25 @@ def test_another_rate_is_resampled_and_other_names_are_split_clip_by_clip(
     assert np.allclose(data._x[index, 0] * 256.0, logmel(up.astype(np.int16)))
 
 
-def _riff(fmt_tag: int, channels: int, bits: int, data: bytes, rate: int = 16_000) -> bytes:
+# the sub-format GUID of WAVE_FORMAT_EXTENSIBLE after its format tag (KSDATAFORMAT_SUBTYPE_*)
+_GUID_TAIL = bytes.fromhex("000000001000800000aa00389b71")
+
+
+def _riff(
+    fmt_tag: int,
+    channels: int,
+    bits: int,
+    data: bytes,
+    rate: int = 16_000,
+    extensible: bool = False,
+) -> bytes:
+    """A WAV file's bytes: a plain header, or WAVE_FORMAT_EXTENSIBLE with ``fmt_tag`` as its
+    sub-format."""
     block = channels * bits // 8
-    fmt = struct.pack("<HHIIHH", fmt_tag, channels, rate, rate * block, block, bits)
+    tag = 0xFFFE if extensible else fmt_tag
+    fmt = struct.pack("<HHIIHH", tag, channels, rate, rate * block, block, bits)
+    if extensible:
+        fmt += struct.pack("<HHIH", 22, bits, 4, fmt_tag) + _GUID_TAIL
     body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt
     body += b"data" + struct.pack("<I", len(data)) + data
     return b"RIFF" + struct.pack("<I", len(body)) + body
@@ -137,11 +153,15 @@ def _folder(tmp_path: Path, odd: bytes | None = None, rate: int = 16_000) -> Pat
 @pytest.mark.parametrize(
     ("odd", "words"),
     [
-        (_riff(3, 1, 32, b"\0" * 64), "is not a PCM WAV"),  # IEEE float
-        (_riff(1, 2, 16, b"\0" * 64), "holds 2 channel.s. of 16-bit samples"),
-        (_riff(1, 1, 8, b"\0" * 64), "holds 1 channel.s. of 8-bit samples"),
+        (_riff(3, 1, 32, b"\0" * 64), "holds 1 channel.s. of 32-bit float samples"),
+        (_riff(1, 2, 16, b"\0" * 64), "holds 2 channel.s. of 16-bit integer samples"),
+        (_riff(1, 1, 8, b"\0" * 64), "holds 1 channel.s. of 8-bit integer samples"),
+        (_riff(1, 1, 24, b"\0" * 63), "holds 1 channel.s. of 32-bit integer samples"),
+        (_riff(6, 1, 8, b"\0" * 64), "is not a PCM WAV .Unknown wave file format: ALAW"),
+        (_riff(6, 1, 8, b"\0" * 64, extensible=True), "is not a PCM WAV"),
         (b"hello, not a wave", "is not a PCM WAV"),
-        (b"hello", "ends within its WAV header"),
+        (b"hello", "is not a PCM WAV"),
+        (_riff(1, 1, 16, b"\0" * 64)[:50], "is a broken WAV .Reached EOF prematurely"),
         (_riff(1, 1, 16, b"\0" * 64, rate=8_000), "sampled at 8000 Hz.*one sample rate"),
     ],
 )
@@ -152,6 +172,18 @@ def test_what_is_no_mono_16_bit_pcm_clip_of_the_folders_rate_is_refused(
         get_dataset(f"audio:{_folder(tmp_path, odd)}")
     message = str(raised.value)
     assert "\n" not in message and "odd.wav" in message
+
+
+def test_an_extensible_header_of_16_bit_pcm_reads_as_a_plain_one(tmp_path: Path) -> None:
+    """WAVE_FORMAT_EXTENSIBLE with the PCM sub-format, as some recorders write even mono 16-bit
+    clips, holds the same samples as the plain header."""
+    samples = np.arange(-500, 500, dtype=np.int16) * 31
+    (tmp_path / "plain.wav").write_bytes(_riff(1, 1, 16, samples.astype("<i2").tobytes()))
+    ext = _riff(1, 1, 16, samples.astype("<i2").tobytes(), extensible=True)
+    (tmp_path / "ext.wav").write_bytes(ext)
+    for name in ("plain.wav", "ext.wav"):
+        read, rate = read_wav(str(tmp_path / name))
+        assert rate == 16_000 and read.dtype == np.int16 and np.array_equal(read, samples)
 
 
 def test_a_folder_it_cannot_learn_from_is_refused(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ integers of what its microphone gives, and the bundle's input scale folds in the
 from __future__ import annotations
 
 import math
-import wave
+import struct
 
 import numpy as np
 
@@ -43,27 +43,37 @@ NOISE_FOLDER = "_background_noise_"
 
 
 def read_wav(path: str) -> tuple[np.ndarray, int]:
-    """The ``int16`` samples and the sample rate of a mono 16-bit PCM WAV file.
+    """The ``int16`` samples and the sample rate of a mono 16-bit PCM WAV file: a plain
+    ``WAVE_FORMAT_PCM`` header, ``WAVE_FORMAT_EXTENSIBLE`` with the PCM sub-format (as some
+    recorders write it), RF64, or big-endian RIFX, read by :func:`scipy.io.wavfile.read`.
 
     Raises:
-        DataError: the file cannot be read, is no WAV, or holds another encoding.
+        DataError: the file cannot be read, is no WAV, ends before its data does, or holds
+            another encoding.
     """
+    import warnings
+
+    from scipy.io import wavfile
+
     rule = "a clip is a mono 16-bit PCM WAV file"
     try:
-        with wave.open(path, "rb") as f:
-            channels, width, rate = f.getnchannels(), f.getsampwidth(), f.getframerate()
-            data = f.readframes(f.getnframes())
-    except wave.Error as e:  # no RIFF/WAVE, or a compressed or float encoding
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", wavfile.WavFileWarning)
+            rate, data = wavfile.read(path)
+    except wavfile.WavFileWarning as e:  # its data ends early, or a chunk is malformed
+        raise DataError(f"audio file {path!r} is a broken WAV ({e}); {rule}") from None
+    except (ValueError, EOFError, struct.error) as e:  # no RIFF, or a compressed encoding
         raise DataError(f"audio file {path!r} is not a PCM WAV ({e}); {rule}") from None
-    except EOFError:
-        raise DataError(f"audio file {path!r} ends within its WAV header; {rule}") from None
     except OSError as e:
         raise DataError(f"audio file {path!r} cannot be read: {e.strerror or e}") from None
-    if channels != 1 or width != 2:
+    channels = 1 if data.ndim == 1 else data.shape[1]
+    if channels != 1 or data.dtype != np.int16:
+        kind = "float" if data.dtype.kind == "f" else "integer"
         raise DataError(
-            f"audio file {path!r} holds {channels} channel(s) of {8 * width}-bit samples; {rule}"
+            f"audio file {path!r} holds {channels} channel(s) of {8 * data.dtype.itemsize}-bit "
+            f"{kind} samples; {rule}"
         )
-    return np.frombuffer(data, dtype="<i2").astype(np.int16), rate
+    return np.ascontiguousarray(data, dtype=np.int16), int(rate)
 
 
 def _resampled(samples: np.ndarray, rate: int, spec: LogMelSpec) -> np.ndarray:
