@@ -142,7 +142,7 @@ def _riff(
 def _folder(tmp_path: Path, odd: bytes | None = None, rate: int = 16_000) -> Path:
     rng = np.random.default_rng(3)
     for word in ("no", "yes"):
-        (tmp_path / word).mkdir()
+        (tmp_path / word).mkdir(parents=True)
         for take in range(3):
             write(tmp_path / word / f"take{take}.wav", speak(word, voice(rng), rng))
     if odd is not None:
@@ -229,3 +229,38 @@ def test_a_search_runs_on_keywords_end_to_end(folder: Path, tmp_path: Path) -> N
     assert result.front
     assert all(p.memory_bytes is not None and p.memory_bytes > 0 for p in result.front)
     assert tinytune.load(storage=f"sqlite:///{tmp_path / 'db.sqlite'}").front
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda f: (f / "yes" / "odd.wav").write_bytes(b"hello, not a wave"),
+        lambda f: (f / "yes" / "odd.wav").write_bytes(_riff(1, 1, 16, b"\0" * 64, rate=8_000)),
+        lambda f: [p.unlink() for p in (f / "no").glob("*.wav")] and (f / "no").rmdir(),
+    ],
+)
+def test_a_search_of_a_bad_folder_stops_in_one_line_and_stores_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage
+) -> None:
+    """What the data set refuses stops ``tinytune search`` before any work: exit status 2,
+    one line naming the file, and a database that already held a study is left as it was."""
+    import optuna
+    import torch
+
+    from tinytune.builtin_networks import build_network
+    from tinytune.cli.main import main
+
+    folder = _folder(tmp_path / "words")
+    damage(folder)
+    torch.manual_seed(0)
+    net = build_network("ds-cnn", (1, 49, 40), 2).eval()
+    torch.export.save(torch.export.export(net, (torch.zeros(1, 1, 49, 40),)), tmp_path / "k.pt2")
+    storage = f"sqlite:///{tmp_path / 'keep.db'}"
+    optuna.create_study(study_name="old", storage=storage).optimize(lambda t: 1.0, n_trials=1)
+    before = (tmp_path / "keep.db").read_bytes()
+    capsys.readouterr()  # optuna's own log of the study above
+    argv = ["search", "--supernet", str(tmp_path / "k.pt2"), "--dataset", f"audio:{folder}"]
+    assert main([*argv, "--storage", storage, "--inline", "--trials", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(folder) in err
+    assert (tmp_path / "keep.db").read_bytes() == before
