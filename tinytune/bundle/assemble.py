@@ -37,8 +37,8 @@ import numpy as np
 
 from tinytune.bundle.errors import BundleError
 from tinytune.bundle.expected import MAX_SIMULATED_STEPS, ExampleRun, simulate_example
+from tinytune.bundle.frames import audio_rule, series_rule
 from tinytune.bundle.frames import input_rule as dataset_input_rule
-from tinytune.bundle.frames import series_rule
 from tinytune.bundle.frontend import Frontend, render_frontend
 from tinytune.bundle.layouts import (
     ARDUINO_UNITS,
@@ -492,13 +492,9 @@ class _Feeding:
                 shape, dataset_input_rule(dataset.name, resolution), f"{resolution} px", None
             )
         mean, std = dataset.normalisation  # type: ignore[attr-defined]
-        return cls(
-            shape,
-            series_rule(shape, mean, std),
-            "x".join(map(str, shape)),
-            (mean, std),
-            _frontend(dataset, q),
-        )
+        frontend = _frontend(dataset, q)
+        rule = (series_rule if frontend is None else audio_rule)(shape, mean, std)
+        return cls(shape, rule, "x".join(map(str, shape)), (mean, std), frontend)
 
 
 def _frontend(dataset: ImageDataset, q: QuantizedNet) -> Frontend | None:
@@ -647,15 +643,18 @@ def _feeding_words(f: _Facts) -> dict[str, str]:
 def _audio_words(f: _Facts, fields: dict[str, str]) -> dict[str, str]:
     """The README's words on feeding an audio model: a microphone's samples."""
     assert f.feeding.frontend is not None
+    entry = f.feeding.frontend.entry()
     feeding = Template(_platform_file(FEEDING_AUDIO).decode()).substitute(
-        fields, shape="×".join(map(str, f.feeding.shape)), **f.feeding.frontend.entry()
+        fields | entry,
+        shape="×".join(map(str, f.feeding.shape)),
+        low_hz=f"{entry['low_hz']:g}",
+        high_hz=f"{entry['high_hz']:g}",
     )
     return {
         "input_size": "×".join(map(str, f.feeding.shape)),
         "feeding": feeding.rstrip("\n"),
         "frame_helpers": "`tt_input_from_pcm16()` (a microphone's samples to the input), ",
-        "made_from": "log-mel features, made from the microphone's samples by "
-        "`tt_input_from_pcm16()`",
+        "made_from": "clip's input, made from the microphone's samples by `tt_input_from_pcm16()`",
     }
 
 

@@ -101,6 +101,17 @@ def series_rule(shape: tuple[int, ...], mean: np.ndarray, std: np.ndarray) -> st
     )
 
 
+def audio_rule(shape: tuple[int, ...], mean: np.ndarray, std: np.ndarray) -> str:
+    """How an audio folder's clips became the model's input of ``shape`` (1, frames, bands):
+    their log-mel features in log2 units, standardised, then quantized, in one sentence
+    without a full stop."""
+    return (
+        f"the audio folder's clips as log-mel features of {'x'.join(map(str, shape))} (Q8 log2 "
+        "over 256), standardised as (v - mean) / std with the training split's mean and "
+        f"standard deviation (float64: {_numbers(mean)} and {_numbers(std)}), then quantized"
+    )
+
+
 def _numbers(values: np.ndarray) -> str:
     return "[" + ", ".join(f"{float(v):.6g}" for v in values) + "]"
 
