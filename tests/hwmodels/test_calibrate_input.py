@@ -169,6 +169,8 @@ def test_nan_in_a_file_is_not_json(
         (1, "inference_s", 1e300, "inference_s 1e+300 is outside 1e-09 to 3600 seconds"),
         (1, "train_step_median_s", 1e-300, "train_step_median_s 1e-300 is outside 1e-09"),
         (1, "samples", [0.01, 7200], "samples[1] 7200 is outside 1e-09 to 3600 seconds"),
+        (1, "frontend_s", -0.5, "frontend_s -0.5 is outside 1e-09 to 3600 seconds"),
+        (0, "frontend_s", "1 ms", "frontend_s '1 ms' is not a number of seconds"),
         (1, "per_op_forward_s", {"stem": 1e300}, "per_op_forward_s['stem'] 1e+300 is outside 0"),
         (1, "per_op_forward_s", {"stem": -1e-6}, "per_op_forward_s['stem'] -1e-06 is outside 0"),
         (
@@ -311,6 +313,21 @@ def test_times_at_the_bounds_are_read(tmp_path: Path, measured: dict[str, Any]) 
     assert (loaded.train_step_s, loaded.inference_s) == STEP_RANGE_S
     assert set(loaded.per_op_forward_s.values()) == {0.0}
     assert loaded.per_call[0].seconds == 3600.0
+
+
+def test_an_audio_bundles_front_end_time_is_kept_and_written_back(
+    tmp_path: Path, measured: dict[str, Any]
+) -> None:
+    """``frontend_s`` (an audio bundle's profiler: one clip's samples to the input) is read,
+    kept beside the step, written back by ``save_measurements`` and absent where not given."""
+    data = json.loads(json.dumps(measured))
+    data["measurements"][0]["frontend_s"] = 0.0535
+    loaded = load_measurements(_write(tmp_path, data))
+    assert loaded.measurements[0].frontend_s == 0.0535
+    assert loaded.measurements[1].frontend_s is None
+    save_measurements(tmp_path / "again.json", loaded)
+    again = json.loads((tmp_path / "again.json").read_text())["measurements"]
+    assert again[0]["frontend_s"] == 0.0535 and "frontend_s" not in again[1]
 
 
 def test_a_fractional_count_is_refused_by_the_library() -> None:

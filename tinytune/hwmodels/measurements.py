@@ -16,7 +16,9 @@ networks on one device:
 see :mod:`tinytune.hwmodels.profiler`); the other fields are optional. A bundle's profiler
 (``make run-profile-host`` in an exported bundle, ``platform/profile_main.c``) writes
 ``"engine": "bundle"`` and, per measurement, ``per_call``: the op, the kernel and the seconds
-of every kernel call of the step, in order, which the fit uses to separate the phases.
+of every kernel call of the step, in order, which the fit uses to separate the phases; an
+audio bundle's also ``frontend_s``: its front-end's seconds to make one clip's input of raw
+samples (``tt_input_from_pcm16``), which the fit does not use.
 
 ``graph`` is the network's :class:`~tinytune.ir.Graph` as a JSON object, so a file can be
 fitted anywhere, without the network. ``tinytune profile`` writes such files for the host; a
@@ -85,7 +87,8 @@ class CallTime:
 class Measurement:
     """One measured network: its graph, the seconds of a training step that a fit uses and,
     where measured, a forward pass, the median step, every sample, each op's forward and
-    backward pass and each kernel call of a bundle's step."""
+    backward pass, each kernel call of a bundle's step and an audio bundle's front-end (one
+    clip's raw samples to the input)."""
 
     name: str
     graph: Graph
@@ -96,6 +99,7 @@ class Measurement:
     per_op_forward_s: dict[str, float] = dataclasses.field(default_factory=dict)
     per_call: tuple[CallTime, ...] = ()
     per_op_backward_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    frontend_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +188,7 @@ def save_measurements(path: Path, file: MeasurementFile) -> None:
                     "samples": list(m.samples),
                     "per_op_forward_s": m.per_op_forward_s,
                     **({"per_op_backward_s": m.per_op_backward_s} if m.per_op_backward_s else {}),
+                    **({"frontend_s": m.frontend_s} if m.frontend_s is not None else {}),
                     **(
                         {
                             "per_call": [
@@ -291,6 +296,7 @@ _MEASUREMENT_KEYS = {
     "per_op_forward_s",
     "per_op_backward_s",
     "per_call",
+    "frontend_s",
 }
 _CALL_KEYS = {"op", "kernel", "s"}
 
@@ -312,9 +318,9 @@ def _measurement(entry: Any) -> Measurement:
     if not isinstance(name, str) or not name:
         raise ValueError(f"name {_short(name)} is not a non-empty string")
     step = _seconds(entry["train_step_s"], "train_step_s", STEP_RANGE_S)
-    infer, median = (
+    infer, median, frontend = (
         None if entry.get(field) is None else _seconds(entry[field], field, STEP_RANGE_S)
-        for field in ("inference_s", "train_step_median_s")
+        for field in ("inference_s", "train_step_median_s", "frontend_s")
     )
     samples = tuple(
         _seconds(v, f"samples[{k}]", STEP_RANGE_S) for k, v in enumerate(_list(entry, "samples"))
@@ -336,6 +342,7 @@ def _measurement(entry: Any) -> Measurement:
         per_op_forward_s=per_op,
         per_call=per_call,
         per_op_backward_s=per_op_backward,
+        frontend_s=frontend,
     )
 
 

@@ -1,6 +1,8 @@
 /*
  * Profiler: time every kernel call of the training step and print one measurement file
- * (format tinytune-latency/1) that `tinytune calibrate` fits.
+ * (format tinytune-latency/1) that `tinytune calibrate` fits; an audio model's bundle also times
+ * its front-end (tt_input_from_pcm16 of one recorded clip: "frontend_s"), which the fit does not
+ * use.
  *
  * tt_model.c, built with -DTT_PROFILE, calls tt_profile_mark(k) when the step starts (k = -1),
  * after its k-th kernel call and when it returns (k = TT_N_CALLS); each mark reads a counter:
@@ -207,6 +209,10 @@ static void print_json_string(const char *text) {
 int main(void) {
     int32_t s, i;
     tt_tick best_step = 0, best_predict = 0;
+#if TT_DATA_CLIPS
+    static int8_t clip_input[TT_INPUT_BYTES];
+    tt_tick best_frontend = 0;
+#endif
     float loss = 0.0f;
     double median;
     tt_counter_start();
@@ -233,6 +239,14 @@ int main(void) {
         if (s == 0 || step < best_predict) {
             best_predict = step;
         }
+#if TT_DATA_CLIPS
+        start = tt_now(); /* an audio model's front-end: one clip's samples to the input */
+        tt_input_from_pcm16(tt_train_clips[k], TT_CLIP_SAMPLES, clip_input);
+        step = (tt_tick)(tt_now() - start);
+        if (s == 0 || step < best_frontend) {
+            best_frontend = step;
+        }
+#endif
     }
     for (s = 1; s < TT_PROFILE_STEPS; s++) { /* insertion sort, for the median */
         double v = tt_step_s[s];
@@ -275,6 +289,9 @@ int main(void) {
     printf(",\n  \"train_step_s\": %.9e, \"train_step_median_s\": %.9e, \"inference_s\": %.9e,\n",
            (double)best_step * tt_seconds_per_tick, median,
            (double)best_predict * tt_seconds_per_tick);
+#if TT_DATA_CLIPS
+    printf("  \"frontend_s\": %.9e,\n", (double)best_frontend * tt_seconds_per_tick);
+#endif
     printf("  \"samples\": [");
     for (s = 0; s < TT_PROFILE_STEPS; s++) {
         printf("%s%.9e", s ? ", " : "", tt_step_s[s]);
