@@ -161,9 +161,9 @@ def test_a_keyword_bundle_makes_the_searchs_features_of_its_clips_on_every_core(
     make(bundle, "run-profile-rv32imc")  # the front-end's time beside the step's
     measured = load_measurements(bundle / "build" / "profile-rv32imc.json")
     frontend_s, machine = measured.measurements[0].frontend_s, measured.machine
-    assert frontend_s is not None  # 49 FFTs of 512 points: 13.0 M instructions retired
+    assert frontend_s is not None  # 49 FFTs of 512 points: 9.5 M instructions retired
     instructions = frontend_s * machine["clock_hz"] / machine["cycles_per_instruction"]
-    assert 10e6 < instructions < 16e6
+    assert 7e6 < instructions < 12e6
     for target in ("aarch64", "cortex-m7", "cortex-m4", "cortex-m0plus", "rv32imc"):
         out = make(bundle, f"run-{target}")
         assert [

@@ -51,13 +51,22 @@ static int32_t tt_q15(int64_t product) {
     return (int32_t)((product + (1 << 14)) >> 15);
 }
 
+/* x * c exactly, |x| < 2^31, |c| <= 2^15: on Armv6-M (no 32 x 32 -> 64-bit multiply) from two
+ * 32-bit products of x's 16-bit halves instead of a library call; elsewhere as it is. */
+static int64_t tt_mul_q15(int32_t x, int32_t c) {
+#if defined(__ARM_ARCH_6M__)
+    int32_t hi = x >> 16;            /* arithmetic: x = hi * 2^16 + lo */
+    int32_t lo = (int32_t)(x & 0xFFFF);
+    return (int64_t)(hi * c) * 65536 + (int64_t)(lo * c);
+#else
+    return (int64_t)x * c;
+#endif
+}
+
 static void tt_fft(int32_t *re, int32_t *im, const tt_logmel_spec *spec) {
-    int32_t n = spec->fft, bits = tt_bits((uint32_t)n) - 1, i, half;
-    for (i = 0; i < n; i++) { /* bit-reversed order */
-        int32_t r = 0, k;
-        for (k = 0; k < bits; k++) {
-            r |= ((i >> k) & 1) << (bits - 1 - k);
-        }
+    const int16_t *cos_q15 = spec->cos_q15, *sin_q15 = spec->sin_q15;
+    int32_t n = spec->fft, i, r = 0, half;
+    for (i = 0; i < n; i++) { /* bit-reversed order: r is i with its bits reversed */
         if (r > i) {
             int32_t t = re[i];
             re[i] = re[r];
@@ -66,18 +75,27 @@ static void tt_fft(int32_t *re, int32_t *im, const tt_logmel_spec *spec) {
             im[i] = im[r];
             im[r] = t;
         }
+        {
+            int32_t bit = n >> 1; /* add one to r from its top bit down */
+            while (bit && (r & bit)) {
+                r ^= bit;
+                bit >>= 1;
+            }
+            r |= bit;
+        }
     }
     for (half = 1; half < n; half *= 2) {
         int32_t step = n / (2 * half), start, j;
-        for (start = 0; start < n; start += 2 * half) {
-            for (j = 0; j < half; j++) {
-                int32_t a = start + j, b = a + half;
-                int64_t wr = spec->cos_q15[j * step], wi = -(int64_t)spec->sin_q15[j * step];
-                int32_t tr = tt_q15((int64_t)re[b] * wr - (int64_t)im[b] * wi);
-                int32_t ti = tt_q15((int64_t)re[b] * wi + (int64_t)im[b] * wr);
-                int32_t ar = re[a], ai = im[a];
-                re[a] = (ar + tr + 1) >> 1;
-                im[a] = (ai + ti + 1) >> 1;
+        for (j = 0; j < half; j++) { /* one twiddle for the stage's butterflies at j */
+            int32_t c = cos_q15[j * step], sn = sin_q15[j * step];
+            for (start = j; start < n; start += 2 * half) {
+                int32_t b = start + half;
+                /* (re[b] + i im[b]) (c - i sn), each part rounded to Q15 */
+                int32_t tr = tt_q15(tt_mul_q15(re[b], c) + tt_mul_q15(im[b], sn));
+                int32_t ti = tt_q15(tt_mul_q15(im[b], c) - tt_mul_q15(re[b], sn));
+                int32_t ar = re[start], ai = im[start];
+                re[start] = (ar + tr + 1) >> 1;
+                im[start] = (ai + ti + 1) >> 1;
                 re[b] = (ar - tr + 1) >> 1;
                 im[b] = (ai - ti + 1) >> 1;
             }
@@ -106,14 +124,15 @@ int tt_logmel_frame(const tt_logmel_spec *spec, const int16_t *samples, int32_t 
         }
     }
     shift = TT_LOGMEL_PEAK_BITS - tt_bits((uint32_t)peak);
-    for (i = 0; i < spec->fft; i++) {
-        int32_t t = start + i, x = 0;
-        if (i < spec->window) {
-            int64_t s = t < n_samples ? samples[t] : 0;
-            /* |s| < 2^(20 - shift): the product and its shift stay below 2^50 */
-            x = tt_q15((int64_t)((uint64_t)(s * spec->hann[i]) << shift));
-        }
-        re[i] = x;
+    for (i = 0; i < spec->window; i++) {
+        int32_t t = start + i, s = t < n_samples ? samples[t] : 0;
+        /* |s * hann| < 2^30 in 32 bits; |s| < 2^(20 - shift): shifted, it stays below 2^50 */
+        int64_t product = (int32_t)(s * (int32_t)spec->hann[i]);
+        re[i] = tt_q15((int64_t)((uint64_t)product << shift));
+        im[i] = 0;
+    }
+    for (; i < spec->fft; i++) {
+        re[i] = 0;
         im[i] = 0;
     }
     tt_fft(re, im, spec);
