@@ -16,35 +16,16 @@ training memory.
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-from typing import Any
-
-from bench.harness import add_arguments
 from bench.keywords import make
-from bench.transfer import pretrain, report, search
+from bench.transfer import Transfer
 
 PRETRAIN = {"speakers": 60, "takes": 2, "keywords": 8, "first": 0}
 TARGET = {"speakers": 20, "takes": 2, "keywords": 6, "first": 8}
-
-
-def run(out: Path, seed: int) -> dict[str, Any]:
-    source, target = out / "pretrain", out / "target"
-    if not source.is_dir():
-        make(source, seed=100, **PRETRAIN)
-    if not target.is_dir():
-        make(target, seed=200, **TARGET)
-    net, val, test = pretrain("ds-cnn", f"audio:{source}", seed)
-    found = search(f"audio:{target}", net, (1, 49, 40), out, f"kws{seed}", seed)
-    return found | {"pretrain": (val, test)}
+KEYWORDS = Transfer(make, PRETRAIN, TARGET, "audio", "ds-cnn", (1, 49, 40), "kws", "8 words")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
-    args = add_arguments(parser, seeds=True).parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    print(report([run(args.out, seed) for seed in args.seeds], "8 words"))
+    KEYWORDS.main(__doc__)
 
 
 if __name__ == "__main__":

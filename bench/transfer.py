@@ -8,11 +8,50 @@ machines) are never seen in training, since the data set holds each source in on
 
 from __future__ import annotations
 
+import argparse
 import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.harness import table
+from bench.harness import add_arguments, table
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One benchmark: the folders its generator ``make(out, seed=..., **folder)`` writes, the
+    data kind they are read as (``audio`` or ``series``), the built-in network pre-trained on
+    the first and its samples' ``shape``, and what the pre-training learns, in words."""
+
+    make: Callable[..., int]
+    pretrain: dict[str, int]
+    target: dict[str, int]
+    kind: str
+    network: str
+    shape: tuple[int, ...]
+    study: str
+    learned: str
+
+    def run(self, out: Path, seed: int) -> dict[str, Any]:
+        """Pre-train on the first folder, search the second (each written once into ``out``);
+        the search's best point, full fine-tuning and the pre-training's own accuracy."""
+        source, target = out / "pretrain", out / "target"
+        if not source.is_dir():
+            self.make(source, seed=100, **self.pretrain)
+        if not target.is_dir():
+            self.make(target, seed=200, **self.target)
+        net, val, test = pretrain(self.network, f"{self.kind}:{source}", seed)
+        found = search(f"{self.kind}:{target}", net, self.shape, out, f"{self.study}{seed}", seed)
+        return found | {"pretrain": (val, test)}
+
+    def main(self, doc: str) -> None:
+        """The command line of a benchmark script whose module docstring is ``doc``."""
+        parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+        parser.add_argument("--out", type=Path, required=True)
+        args = add_arguments(parser, seeds=True).parse_args()
+        args.out.mkdir(parents=True, exist_ok=True)
+        print(report([self.run(args.out, seed) for seed in args.seeds], self.learned))
 
 
 def pretrain(network: str, dataset: str, seed: int) -> tuple[Any, float, float]:

@@ -17,35 +17,18 @@ training memory.
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-from typing import Any
-
-from bench.harness import add_arguments
-from bench.transfer import pretrain, report, search
+from bench.transfer import Transfer
 from bench.vibration import STEPS, make
 
 PRETRAIN = {"machines": 40, "takes": 3, "conditions": 8, "first": 0}
 TARGET = {"machines": 15, "takes": 4, "conditions": 6, "first": 8}
-
-
-def run(out: Path, seed: int) -> dict[str, Any]:
-    source, target = out / "pretrain", out / "target"
-    if not source.is_dir():
-        make(source, seed=100, **PRETRAIN)
-    if not target.is_dir():
-        make(target, seed=200, **TARGET)
-    net, val, test = pretrain("cnn-1d", f"series:{source}", seed)
-    found = search(f"series:{target}", net, (3, 1, STEPS), out, f"vibration{seed}", seed)
-    return found | {"pretrain": (val, test)}
+VIBRATION = Transfer(
+    make, PRETRAIN, TARGET, "series", "cnn-1d", (3, 1, STEPS), "vibration", "8 conditions"
+)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
-    args = add_arguments(parser, seeds=True).parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    print(report([run(args.out, seed) for seed in args.seeds], "8 conditions"))
+    VIBRATION.main(__doc__)
 
 
 if __name__ == "__main__":

@@ -56,18 +56,26 @@ EpochProgress = Callable[[int, int, float], None]
 """Called as ``(epoch, epochs, validation accuracy)`` after each epoch."""
 
 
+def _separable(cin: int, cout: int, kernel: Any, stride: Any, padding: Any) -> list[nn.Module]:
+    """A depthwise ``kernel`` convolution of ``stride``, then a 1x1 one to ``cout`` channels,
+    each followed by BatchNorm and ReLU."""
+    from torch import nn
+
+    return [
+        nn.Conv2d(cin, cin, kernel, stride, padding, groups=cin, bias=False),
+        nn.BatchNorm2d(cin),
+        nn.ReLU(),
+        nn.Conv2d(cin, cout, 1, bias=False),
+        nn.BatchNorm2d(cout),
+        nn.ReLU(),
+    ]
+
+
 def _ds_cnn(shape: tuple[int, int, int], classes: int) -> nn.Module:
     from torch import nn
 
     def block(cin: int, cout: int, stride: int = 1) -> list[nn.Module]:
-        return [
-            nn.Conv2d(cin, cin, 3, stride, 1, groups=cin, bias=False),
-            nn.BatchNorm2d(cin),
-            nn.ReLU(),
-            nn.Conv2d(cin, cout, 1, bias=False),
-            nn.BatchNorm2d(cout),
-            nn.ReLU(),
-        ]
+        return _separable(cin, cout, 3, stride, 1)
 
     return nn.Sequential(
         nn.Conv2d(shape[0], 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
@@ -80,14 +88,7 @@ def _cnn_1d(shape: tuple[int, int, int], classes: int) -> nn.Module:
     from torch import nn
 
     def block(cin: int, cout: int) -> list[nn.Module]:
-        return [
-            nn.Conv2d(cin, cin, (1, 5), (1, 2), (0, 2), groups=cin, bias=False),
-            nn.BatchNorm2d(cin),
-            nn.ReLU(),
-            nn.Conv2d(cin, cout, 1, bias=False),
-            nn.BatchNorm2d(cout),
-            nn.ReLU(),
-        ]
+        return _separable(cin, cout, (1, 5), (1, 2), (0, 2))
 
     return nn.Sequential(
         nn.Conv2d(shape[0], 16, (1, 7), (1, 2), (0, 3), bias=False), nn.BatchNorm2d(16),

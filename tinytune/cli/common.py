@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -106,58 +106,47 @@ def size_text(n: int) -> str:
 
 
 @contextmanager
-def pretrain_bar(name: str) -> Iterator[Callable[[int, int, float], None]]:
-    """A progress callback for pre-training that shows a bar once a step is reported."""
+def _counted_bar(
+    label: str, name: str, counted: str, field: str
+) -> Iterator[Callable[[int, int, float], None]]:
+    """A progress callback ``(done, total, value)`` that shows a bar once it is first called:
+    ``label`` and ``name``, then ``counted`` (its text of ``task.completed``, ``task.total``
+    and ``task.fields[field]``) and the time elapsed."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     bar = Progress(
-        TextColumn("pre-training {task.description}", markup=False),
+        TextColumn(f"{label} {{task.description}}", markup=False),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total} steps, loss {task.fields[loss]:.3f}"),
+        TextColumn(counted),
         TimeElapsedColumn(),
         console=console,
     )
     tasks: list = []
 
-    def step(i: int, n: int, loss: float) -> None:
+    def report(i: int, n: int, value: float) -> None:
         if not tasks:
             bar.start()
-            tasks.append(bar.add_task(name, total=n, loss=float("nan")))
-        bar.update(tasks[0], completed=i, loss=loss)
+            tasks.append(bar.add_task(name, total=n, **{field: float("nan")}))
+        bar.update(tasks[0], completed=i, **{field: value})
 
     try:
-        yield step
+        yield report
     finally:
         if tasks:
             bar.stop()
 
 
-@contextmanager
-def epochs_bar(name: str) -> Iterator[Callable[[int, int, float], None]]:
+def pretrain_bar(name: str) -> AbstractContextManager[Callable[[int, int, float], None]]:
+    """A progress callback for pre-training that shows a bar once a step is reported."""
+    counted = "{task.completed}/{task.total} steps, loss {task.fields[loss]:.3f}"
+    return _counted_bar("pre-training", name, counted, "loss")
+
+
+def epochs_bar(name: str) -> AbstractContextManager[Callable[[int, int, float], None]]:
     """A progress callback for training a built-in network: its epochs and the latest
     validation accuracy."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    bar = Progress(
-        TextColumn("training {task.description}", markup=False),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} epochs, validation {task.fields[val]:.1%}"),
-        TimeElapsedColumn(),
-        console=console,
-    )
-    tasks: list = []
-
-    def epoch(i: int, n: int, val: float) -> None:
-        if not tasks:
-            bar.start()
-            tasks.append(bar.add_task(name, total=n, val=0.0))
-        bar.update(tasks[0], completed=i, val=val)
-
-    try:
-        yield epoch
-    finally:
-        if tasks:
-            bar.stop()
+    counted = "{task.completed}/{task.total} epochs, validation {task.fields[val]:.1%}"
+    return _counted_bar("training", name, counted, "val")
 
 
 @contextmanager
