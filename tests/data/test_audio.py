@@ -56,13 +56,13 @@ def test_a_splits_clips_give_its_samples_exactly(folder: Path) -> None:
     data = get_dataset(f"audio:{folder}")
     splits = data.load(49)
     for name, split in (("train", splits.train), ("test", splits.test)):
-        clips = data.clips(name, 4)
+        clips = data.recorded(name, 4)
         assert clips.dtype == np.int16 and clips.shape == (4, 16_000)
         features = np.stack([logmel(c) for c in clips])
         made = data.to_input(features)
         assert made.dtype == np.float32
         assert made.tobytes() == split.x[:4, 0].tobytes()
-    assert data.clips("val", 100).shape == (len(splits.val.y), 16_000)  # all there are
+    assert data.recorded("val", 100).shape == (len(splits.val.y), 16_000)  # all there are
 
 
 def test_the_repeated_partitions_keep_the_speakers_apart(folder: Path) -> None:

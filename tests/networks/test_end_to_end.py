@@ -112,11 +112,18 @@ def test_a_keyword_network_is_searched_on_its_features_and_trains_alike_on_every
     assert manifest["memory"]["arena_bytes"] == point["memory_bytes"]
     assert manifest["input"]["shape"] == [1, 49, 10] and "normalisation" in manifest["input"]
     assert "tt_quantize_rgb888" not in (bundle / "tt_model.h").read_text()
+    assert manifest["input"]["frontend"]["function"] == "tt_input_from_values"
     host = make(bundle, "run-host")
     assert "smoke test passed" in host
-    printed = _bytes_printed(host)
+    # the example makes each input of the archive's float64 values, as the device would
+    windows = manifest["example"]["train_samples"] + manifest["example"]["eval_samples"]
+    assert f"front-end: {windows}/{windows} windows give the search's input, byte" in host
+    printed = [line for line in host.splitlines() if line.startswith("front-end")]
+    printed += _bytes_printed(host)
     for target in ("run-cortex-m7", "run-rv32imc"):
-        assert _bytes_printed(make(bundle, target)) == printed, target
+        out = make(bundle, target)
+        front = [line for line in out.splitlines() if line.startswith("front-end")]
+        assert front + _bytes_printed(out) == printed, target
 
 
 @needs("aarch64")
@@ -151,7 +158,7 @@ def test_a_keyword_bundle_makes_the_searchs_features_of_its_clips_on_every_core(
     )
     clips = manifest["example"]["train_samples"] + manifest["example"]["eval_samples"]
     host = make(bundle, "run-host")
-    assert f"front-end: {clips}/{clips} clips give the search's features" in host
+    assert f"front-end: {clips}/{clips} clips give the search's input, byte for byte" in host
     assert "smoke test passed" in host
     printed = [line for line in host.splitlines() if line.startswith(("front-end", "epoch"))]
     printed += _bytes_printed(host)[-1:]

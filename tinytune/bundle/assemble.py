@@ -39,7 +39,7 @@ from tinytune.bundle.errors import BundleError
 from tinytune.bundle.expected import MAX_SIMULATED_STEPS, ExampleRun, simulate_example
 from tinytune.bundle.frames import audio_rule, series_rule
 from tinytune.bundle.frames import input_rule as dataset_input_rule
-from tinytune.bundle.frontend import Frontend, render_frontend
+from tinytune.bundle.frontend import Frontend, WindowInput
 from tinytune.bundle.layouts import (
     ARDUINO_UNITS,
     LAYOUT_FILES,
@@ -273,7 +273,7 @@ def c_sources(
     input_rule: str,
     profile: str | None = None,
     schedule: str = "constant",
-    frontend: Frontend | None = None,
+    frontend: Frontend | WindowInput | None = None,
 ) -> tuple[dict[str, bytes], ModelInfo, ExampleRun | None]:
     """Every C source, header and build file of a bundle (no README, no ``library.properties``,
     no manifest): the model of ``program`` (lowered from ``net``; its ``class_names`` and how
@@ -283,8 +283,9 @@ def c_sources(
     (:func:`~tinytune.bundle.expected.simulate_example`); the kernels, the example program, the
     platform files, the Makefile, the CMake and Zephyr files, the Arduino library's ``src/`` and
     sketch and, when given, the profiler's ``tt_profile.h``
-    (:func:`~tinytune.bundle.render.render_profile`); an audio model's ``frontend`` makes its
-    input of raw samples (:mod:`tinytune.bundle.frontend`). Returns the files, the model's
+    (:func:`~tinytune.bundle.render.render_profile`); an audio or sensor model's ``frontend``
+    makes its input of raw samples (:mod:`tinytune.bundle.frontend`). Returns the files, the
+    model's
     numbers and the simulated counts."""
     rendered, model = render_model(
         program,
@@ -292,7 +293,7 @@ def c_sources(
         title=title,
         class_names=class_names,
         input_rule=input_rule,
-        frontend=None if frontend is None else render_frontend(frontend),
+        frontend=None if frontend is None else frontend.render(),
     )
     if profile is not None:
         rendered["tt_profile.h"] = profile
@@ -406,20 +407,21 @@ def build_bundle(
     # 4. the C
     n_train = min(request.samples, len(splits.train))
     n_eval = min(request.samples, len(splits.test))
-    clips = feeding.frontend is not None  # an audio model's example trains on recorded clips
+    # an audio or sensor model's example trains on recorded samples, as a device does
+    recorded = feeding.frontend is not None
     train = _samples(
         q,
         splits.train.x[:n_train],
         splits.train.y[:n_train],
         "train",
-        dataset.clips("train", n_train) if clips else None,  # type: ignore[attr-defined]
+        dataset.recorded("train", n_train) if recorded else None,  # type: ignore[attr-defined]
     )
     evaluation = _samples(
         q,
         splits.test.x[:n_eval],
         splits.test.y[:n_eval],
         "test",
-        dataset.clips("test", n_eval) if clips else None,  # type: ignore[attr-defined]
+        dataset.recorded("test", n_eval) if recorded else None,  # type: ignore[attr-defined]
     )
     title = f"candidate {candidate.key[:12]} ({candidate.supernet}, {feeding.size})"
     files, model, example = c_sources(
@@ -482,7 +484,7 @@ class _Feeding:
     rule: str
     size: str
     normalisation: tuple[np.ndarray, np.ndarray] | None
-    frontend: Frontend | None = None
+    frontend: Frontend | WindowInput | None = None
 
     @classmethod
     def of(cls, dataset: ImageDataset, q: QuantizedNet, resolution: int) -> _Feeding:
@@ -493,19 +495,24 @@ class _Feeding:
             )
         mean, std = dataset.normalisation  # type: ignore[attr-defined]
         frontend = _frontend(dataset, q)
-        rule = (series_rule if frontend is None else audio_rule)(shape, mean, std)
+        rule = (audio_rule if isinstance(frontend, Frontend) else series_rule)(shape, mean, std)
         return cls(shape, rule, "x".join(map(str, shape)), (mean, std), frontend)
 
 
-def _frontend(dataset: ImageDataset, q: QuantizedNet) -> Frontend | None:
-    """An audio data set's front-end, its features mapped to the input as the search mapped
-    them (the data set's standardisation, the network's input quantization); else None."""
+def _frontend(dataset: ImageDataset, q: QuantizedNet) -> Frontend | WindowInput | None:
+    """What makes the input of a device's raw samples as the search made it of its files (the
+    data set's standardisation, the network's input quantization): an audio data set's
+    front-end, a series data set's standardisation; None for images."""
     import torch
 
-    from tinytune.data import AudioDataset
+    from tinytune.data import AudioDataset, SeriesDataset
 
-    if not isinstance(dataset, AudioDataset):
+    if not isinstance(dataset, SeriesDataset):
         return None
+    if not isinstance(dataset, AudioDataset):
+        mean, std = dataset.normalisation
+        q_in = q.acts[q.graph.input]
+        return WindowInput(mean, std, float(q_in.scale), int(q_in.zero))
 
     def to_input(features: np.ndarray) -> np.ndarray:
         x = torch.from_numpy(dataset.to_input(features).reshape(-1, 1, 1, 1))
@@ -612,7 +619,7 @@ def _feeding_words(f: _Facts) -> dict[str, str]:
         "resolution": str(f.request.candidate.subnet.resolution),
         "pillow": _pillow_version(),
     }
-    if f.feeding.frontend is not None:
+    if isinstance(f.feeding.frontend, Frontend):
         return _audio_words(f, fields)
     if f.feeding.normalisation is None:
         feeding = Template(_platform_file(FEEDING_IMAGE).decode()).substitute(fields)
@@ -635,14 +642,14 @@ def _feeding_words(f: _Facts) -> dict[str, str]:
     return {
         "input_size": "×".join(map(str, f.feeding.shape)),
         "feeding": feeding.rstrip("\n"),
-        "frame_helpers": "",
-        "made_from": "window, standardised and quantized from the sensor's samples",
+        "frame_helpers": "`tt_input_from_values()` (a sensor's values to the input), ",
+        "made_from": "window's input, made from the sensor's values by `tt_input_from_values()`",
     }
 
 
 def _audio_words(f: _Facts, fields: dict[str, str]) -> dict[str, str]:
     """The README's words on feeding an audio model: a microphone's samples."""
-    assert f.feeding.frontend is not None
+    assert isinstance(f.feeding.frontend, Frontend)
     entry = f.feeding.frontend.entry()
     feeding = Template(_platform_file(FEEDING_AUDIO).decode()).substitute(
         fields | entry,
@@ -711,10 +718,13 @@ def _patches(f: _Facts) -> dict[str, Any] | None:
 
 def _example_bytes(f: _Facts) -> int:
     """The flash of the example's samples (``tt_data.c``): each its int8 input and its
-    ``uint16_t`` label, and an audio model's recorded clip (``int16``)."""
+    ``uint16_t`` label, and what a device recorded of it: an audio model's clip (``int16``), a
+    sensor model's values (float64)."""
     per_sample = f.model.input_bytes + 2
-    if f.feeding.frontend is not None:
+    if isinstance(f.feeding.frontend, Frontend):
         per_sample += 2 * f.feeding.frontend.spec.clip
+    elif isinstance(f.feeding.frontend, WindowInput):
+        per_sample += 8 * f.model.input_bytes
     return (f.n_train + f.n_eval) * per_sample
 
 

@@ -25,7 +25,16 @@ from tinytune.bundle.errors import BundleError
 from tinytune.bundle.render import c_values
 from tinytune.data.logmel import LogMelSpec
 
-__all__ = ["FRONTEND_DECLS", "Frontend", "input_steps", "render_frontend"]
+__all__ = [
+    "FRONTEND_DECLS",
+    "WINDOW_DECLS",
+    "Frontend",
+    "WindowInput",
+    "c_double",
+    "input_steps",
+    "render_frontend",
+    "render_window_input",
+]
 
 LEVELS = 255
 """Thresholds between the 256 int8 levels."""
@@ -87,6 +96,10 @@ class Frontend:
         spec = self.spec
         tables = (spec.hann, *spec.twiddles, spec.band_first, spec.band_count, spec.band_weights)
         return sum(t.nbytes for t in tables) + self.steps.astype(np.int32).nbytes
+
+    def render(self) -> tuple[str, str, str]:
+        """:func:`render_frontend` of it."""
+        return render_frontend(self)
 
     def entry(self) -> dict[str, Any]:
         """What the manifest states of it (``input.frontend``), and the bundle's README."""
@@ -191,9 +204,9 @@ int tt_input_from_pcm16(const int16_t *samples, int32_t n_samples, int8_t *input
 """)
 
 
-def render_frontend(frontend: Frontend) -> tuple[str, str]:
+def render_frontend(frontend: Frontend) -> tuple[str, str, str]:
     """The declarations of ``tt_model.h`` and the definitions of ``tt_model.c`` of
-    ``tt_input_from_pcm16``."""
+    ``tt_input_from_pcm16``, and what the input's doc says of it."""
     spec = frontend.spec
     cos, sin = spec.twiddles
     fields = {
@@ -217,4 +230,115 @@ def render_frontend(frontend: Frontend) -> tuple[str, str]:
         "band_weights": c_values(spec.band_weights.astype(np.uint16)),
         "steps": c_values(frontend.steps.astype(np.int32)),
     }
-    return Template(FRONTEND_DECLS).substitute(fields), _IMPL.substitute(fields)
+    return (
+        Template(FRONTEND_DECLS).substitute(fields),
+        _IMPL.substitute(fields),
+        "tt_input_from_pcm16() makes it of a microphone's samples (below).",
+    )
+
+
+def c_double(value: float) -> str:
+    """A float64 value as an exact C hexadecimal literal (``0x1.8p+1``)."""
+    import math
+
+    v = float(value)
+    if not math.isfinite(v):
+        raise BundleError(f"the constant {value!r} is not finite; a bundle holds finite numbers")
+    return v.hex()
+
+
+@dataclass(frozen=True, eq=False)
+class WindowInput:
+    """What a sensor model's bundle needs to make its input of raw values: each channel's
+    mean and standard deviation of the training split (float64) and the input's quantization
+    (``scale`` as the quantizer holds it, a float64; ``zero``).
+
+    The search's rule, which ``tt_input_from_values`` computes in the same IEEE operations:
+    ``float32((v - mean[c]) / std[c])`` in float64, then ``round_half_even(f / scale) + zero``
+    in float64, clamped to [-128, 127].
+    """
+
+    mean: np.ndarray
+    std: np.ndarray
+    scale: float
+    zero: int
+
+    def render(self) -> tuple[str, str, str]:
+        """:func:`render_window_input` of it."""
+        return render_window_input(self)
+
+    def entry(self) -> dict[str, Any]:
+        """What the manifest states of it (``input.frontend``)."""
+        return {
+            "function": "tt_input_from_values",
+            "values": "float64, channels first, in the units of the search's files",
+            "rule": "float32((v - mean[c]) / std[c]), then round half to even of it over "
+            "the input's scale, plus its zero point, clamped to [-128, 127]",
+        }
+
+    def reference(self, values: np.ndarray) -> np.ndarray:
+        """The int8 inputs of samples ``values`` (N, C, ...) in numpy, as the C computes them."""
+        x = np.asarray(values, np.float64).reshape(len(values), self.mean.shape[0], -1)
+        f = ((x - self.mean[:, None]) / self.std[:, None]).astype(np.float32)
+        q = np.rint(f.astype(np.float64) / self.scale) + self.zero
+        return np.clip(q, -128, 127).astype(np.int8).reshape(np.shape(values))
+
+
+WINDOW_DECLS = """
+/* ---- from a sensor ------------------------------------------------------------------------
+ * values[TT_INPUT_BYTES] float64 samples, channels first (channel c's TT_INPUT_HEIGHT x
+ * TT_INPUT_WIDTH values, then channel c + 1's: a window's C channels of T steps), in the units
+ * the search's files held them, to the model's input in input[TT_INPUT_BYTES]: each channel
+ * standardised with the training split's mean and standard deviation, then quantized, in the
+ * IEEE operations of the search (float64, one rounding to float32, round half to even), byte
+ * for byte. A value that is a float32 (a reading stored as one) converts to float64 exactly.
+ * Returns 0, or -1 (input untouched) for a NULL pointer or a value that is not finite. */
+int tt_input_from_values(const double *values, int8_t *input);
+"""
+
+_WINDOW_IMPL = Template("""
+/* ---- the input, from a sensor ----------------------------------------------------------- */
+
+/* Each channel's mean and standard deviation of the training split, and the input's scale,
+ * exactly as tinytune holds them (float64). */
+static const double tt_in_mean[$channels] = {$means};
+static const double tt_in_std[$channels] = {$stds};
+static const double tt_in_scale = $scale;
+
+int tt_input_from_values(const double *values, int8_t *input) {
+    int32_t c, i, per_channel = TT_INPUT_BYTES / $channels;
+    if (values == NULL || input == NULL) {
+        return -1;
+    }
+    for (i = 0; i < TT_INPUT_BYTES; i++) {
+        if (!(values[i] - values[i] == 0.0)) { /* NaN or an infinity */
+            return -1;
+        }
+    }
+    for (c = 0; c < $channels; c++) {
+        for (i = c * per_channel; i < (c + 1) * per_channel; i++) {
+            float f = (float)((values[i] - tt_in_mean[c]) / tt_in_std[c]);
+            double q = rint((double)f / tt_in_scale) + (double)($zero);
+            input[i] = (int8_t)(q < -128.0 ? -128 : q > 127.0 ? 127 : (int32_t)q);
+        }
+    }
+    return 0;
+}
+""")
+
+
+def render_window_input(window: WindowInput) -> tuple[str, str, str]:
+    """The declarations of ``tt_model.h`` and the definitions of ``tt_model.c`` of
+    ``tt_input_from_values``, and what the input's doc says of it."""
+    fields = {
+        "channels": window.mean.shape[0],
+        "means": ", ".join(c_double(v) for v in window.mean.tolist()),
+        "stds": ", ".join(c_double(v) for v in window.std.tolist()),
+        "scale": c_double(window.scale),
+        "zero": int(window.zero),
+    }
+    return (
+        WINDOW_DECLS,
+        _WINDOW_IMPL.substitute(fields),
+        "tt_input_from_values() makes it of a sensor's values (below).",
+    )

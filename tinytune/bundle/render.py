@@ -368,12 +368,12 @@ def _check_program(program: StepProgram) -> None:
 
 
 def _input_code(
-    net: QuantizedNet, frontend: tuple[str, str] | None, order: int
+    net: QuantizedNet, frontend: tuple[str, str, str] | None, order: int
 ) -> tuple[str, str]:
     """The declarations and definitions of what makes the input: the front-end of an audio
     model, the frame helpers of an RGB one, else nothing."""
     if frontend is not None:
-        return frontend
+        return frontend[0], frontend[1]
     if net.graph.tensors[net.graph.input].shape[1] != 3:  # the frame helpers make RGB
         return "", ""
     return FRAME_DECLS, Template(FRAME_IMPL).substitute(
@@ -388,7 +388,7 @@ def _feeding_fields(
     class_names: Sequence[str],
     input_rule: str,
     order: int | None,
-    frontend: tuple[str, str] | None = None,
+    frontend: tuple[str, str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The template fields of the input, the classes and the parameters' blob, and the
     :class:`ModelInfo` fields they state (:func:`render_model`'s arguments)."""
@@ -408,7 +408,7 @@ def _feeding_fields(
         input_rule="\n * ".join(textwrap.wrap(rule, 94)), pillow=version
     )
     if frontend is not None:
-        doc += "\n * tt_input_from_pcm16() makes it of a microphone's samples (below)."
+        doc += f"\n * {frontend[2]}"
     decls, impl = _input_code(net, frontend, order)
     fields = {
         "input_doc": doc,
@@ -439,7 +439,7 @@ def render_model(
     class_names: Sequence[str],
     input_rule: str,
     order: int | None = None,
-    frontend: tuple[str, str] | None = None,
+    frontend: tuple[str, str, str] | None = None,
 ) -> tuple[dict[str, str], ModelInfo]:
     """The C model of ``program`` (lowered from ``net``): ``{"tt_model.h": ..., "tt_model.c":
     ...}`` and the numbers it states.
@@ -451,8 +451,10 @@ def render_model(
         input_rule: how its samples became its input (after "This model's samples were",
             :func:`~tinytune.bundle.frames.input_rule`).
         order: the pass order of the frame helpers; None: the installed Pillow's.
-        frontend: an audio model's front-end, its declarations and definitions
-            (:func:`~tinytune.bundle.frontend.render_frontend`), else None.
+        frontend: what makes the input of a device's raw samples (an audio model's
+            ``tt_input_from_pcm16``, a sensor model's ``tt_input_from_values``): its
+            declarations, its definitions and a sentence for the input's doc
+            (:mod:`tinytune.bundle.frontend`), else None.
     """
     _check_program(program)
     taken: set[str] = set()

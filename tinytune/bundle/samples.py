@@ -16,6 +16,7 @@ from string import Template
 import numpy as np
 
 from tinytune.bundle.errors import BundleError
+from tinytune.bundle.frontend import c_double
 from tinytune.bundle.render import c_values
 from tinytune.quant.schedule import check_schedule
 
@@ -24,13 +25,14 @@ __all__ = ["Samples", "render_samples"]
 
 @dataclass(frozen=True, eq=False)
 class Samples:
-    """Images (N, C, H, W) as int8 values and their labels (N,), from one split; for an audio
-    model, also the clips (N, samples) as ``int16`` that the images are the features of."""
+    """Images (N, C, H, W) as int8 values and their labels (N,), from one split; and what a
+    device records of them, where the bundle makes its input of that: an audio model's clips
+    (N, samples) as ``int16``, a sensor model's values (N, C * H * W) as float64."""
 
     images: np.ndarray
     labels: np.ndarray
     split: str
-    clips: np.ndarray | None = None
+    raw: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.images.dtype != np.int8 or self.images.ndim != 4:
@@ -41,12 +43,13 @@ class Samples:
             )
         if self.labels.size and not 0 <= int(self.labels.min()) <= int(self.labels.max()) < 2**16:
             raise BundleError("labels must lie in [0, 65535]")
-        if self.clips is not None and (
-            self.clips.dtype != np.int16 or self.clips.shape[:1] != self.labels.shape
+        raw = self.raw
+        if raw is not None and (
+            raw.dtype not in (np.int16, np.float64) or raw.ndim != 2 or len(raw) != len(self)
         ):
             raise BundleError(
-                f"{len(self)} samples need as many int16 clips, got {self.clips.dtype} "
-                f"{self.clips.shape}"
+                f"{len(self)} samples need as many int16 clips or float64 values, got "
+                f"{raw.dtype} {raw.shape}"
             )
 
     def __len__(self) -> int:
@@ -65,9 +68,12 @@ _HEADER = Template("""\
 #define TT_TRAIN_SAMPLES $n_train
 #define TT_EVAL_SAMPLES $n_eval
 /* 1: the samples are also recorded clips (tt_train_clips, tt_eval_clips: int16 at
- * TT_SAMPLE_RATE), of which tt_input_from_pcm16() makes the images; the example trains and
- * evaluates on what it makes, and first checks that it is the search's features, byte for byte. */
+ * TT_SAMPLE_RATE), of which tt_input_from_pcm16() makes the images; TT_DATA_VALUES 1: a
+ * sensor's values (tt_train_values, tt_eval_values: float64, channels first), of which
+ * tt_input_from_values() makes them. The example trains and evaluates on what it makes, and
+ * first checks that it is the search's input, byte for byte. */
 #define TT_DATA_CLIPS $clips
+#define TT_DATA_VALUES $values
 #define TT_EPOCHS $epochs
 /* 1: epoch e (from 1) trains at TT_LEARNING_RATE / 2^(e-1); 0: at TT_LEARNING_RATE. */
 #define TT_LR_HALVING $halving
@@ -87,6 +93,10 @@ extern const uint16_t tt_eval_labels[TT_EVAL_SAMPLES];
 #if TT_DATA_CLIPS
 extern const int16_t tt_train_clips[TT_TRAIN_SAMPLES][TT_CLIP_SAMPLES];
 extern const int16_t tt_eval_clips[TT_EVAL_SAMPLES][TT_CLIP_SAMPLES];
+#endif
+#if TT_DATA_VALUES
+extern const double tt_train_values[TT_TRAIN_SAMPLES][TT_INPUT_BYTES];
+extern const double tt_eval_values[TT_EVAL_SAMPLES][TT_INPUT_BYTES];
 #endif
 #if TT_EXPECTED_KNOWN
 extern const uint16_t tt_expected_correct[TT_EPOCHS + 1];
@@ -118,15 +128,41 @@ $eval_labels
 $clip_arrays$expected""")
 
 
-def _clip_arrays(train: Samples, evaluation: Samples) -> str:
-    if train.clips is None or evaluation.clips is None:
+def _raw_kind(train: Samples, evaluation: Samples) -> str:
+    """``clips``, ``values`` or "" (the images alone)."""
+    if train.raw is None or evaluation.raw is None or train.raw.dtype != evaluation.raw.dtype:
         return ""
+    return "clips" if train.raw.dtype == np.int16 else "values"
+
+
+def _raw_arrays(train: Samples, evaluation: Samples) -> str:
+    kind = _raw_kind(train, evaluation)
+    if not kind:
+        return ""
+    ctype, size = (
+        ("int16_t", "TT_CLIP_SAMPLES") if kind == "clips" else ("double", "TT_INPUT_BYTES")
+    )
     return "".join(
-        f"const int16_t tt_{name}_clips[{count}][TT_CLIP_SAMPLES] = {{\n{_images(clips)}\n}};\n"
-        for name, count, clips in (
-            ("train", "TT_TRAIN_SAMPLES", train.clips),
-            ("eval", "TT_EVAL_SAMPLES", evaluation.clips),
+        f"const {ctype} tt_{name}_{kind}[{count}][{size}] = {{\n{_raw_rows(part.raw)}\n}};\n"
+        for name, count, part in (
+            ("train", "TT_TRAIN_SAMPLES", train),
+            ("eval", "TT_EVAL_SAMPLES", evaluation),
         )
+    )
+
+
+def _raw_rows(raw: np.ndarray | None) -> str:
+    assert raw is not None
+    if raw.dtype == np.int16:
+        return _images(raw)
+    return "\n".join(
+        f"    {{ /* {i} */\n"
+        + "\n".join(
+            "        " + ", ".join(c_double(v) for v in row[k : k + 4]) + ","
+            for k in range(0, len(row), 4)
+        )
+        + "\n    },"
+        for i, row in enumerate(raw.tolist())
     )
 
 
@@ -184,8 +220,9 @@ def render_samples(
         "eval_images": _images(evaluation.images),
         "eval_labels": c_values(evaluation.labels.astype(np.uint16)),
         "known": int(expected is not None),
-        "clips": int(train.clips is not None and evaluation.clips is not None),
-        "clip_arrays": _clip_arrays(train, evaluation),
+        "clips": int(_raw_kind(train, evaluation) == "clips"),
+        "values": int(_raw_kind(train, evaluation) == "values"),
+        "clip_arrays": _raw_arrays(train, evaluation),
         "expected": counts,
     }
     return {"tt_data.h": _HEADER.substitute(fields), "tt_data.c": _SOURCE.substitute(fields)}

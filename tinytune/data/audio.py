@@ -131,10 +131,10 @@ class AudioDataset(SeriesDataset):
         flat = np.asarray(features, np.int16).reshape(-1, 1, 1)
         return self.standardise(self.scaled(flat)).reshape(np.shape(features))
 
-    def clips(self, split: str, count: int) -> np.ndarray:
+    def recorded(self, split: str, count: int) -> np.ndarray:
         """The first ``count`` clips of a split (``train``, ``val`` or ``test``), in the order
         of its samples: ``int16`` at the front-end's rate, padded or cut to its clip."""
-        part = self._parts[("train", "val", "test").index(split)][:count]
+        part = self._part(split)[:count]
         out = np.zeros((len(part), self.spec.clip), np.int16)
         for row, index in enumerate(part):
             samples, rate = read_wav(self.files[int(index)])

@@ -350,6 +350,17 @@ class SeriesDataset(ImageDataset):
         )
         return Splits(train, val, test)
 
+    def _part(self, split: str) -> np.ndarray:
+        """The sample indices of a split, ``train``, ``val`` or ``test``."""
+        return self._parts[("train", "val", "test").index(split)]
+
+    def recorded(self, split: str, count: int) -> np.ndarray:
+        """The first ``count`` samples of a split (``train``, ``val`` or ``test``) as their
+        files held them, in the order of its samples: float64 values, channels first, one row
+        a sample (what a device's sensor gives, before the standardisation)."""
+        part = self._part(split)[:count]
+        return self._x[part].reshape(len(part), -1).copy()
+
     def split_sizes(self) -> tuple[int, int, int]:
         return tuple(len(idx) for idx in self._parts)  # type: ignore[return-value]
 

@@ -7,9 +7,10 @@
  * would write flash), reset the model (tt_model_init: the accuracy is the initial one again),
  * restore them (tt_params_load) and evaluate again: the accuracy before the save. These few
  * samples say whether the step trains as tinytune computed it, not what accuracy the search
- * measured. An audio model's samples are recorded clips (TT_DATA_CLIPS): the example makes each
- * input from the clip's samples with tt_input_from_pcm16(), as a firmware does from its
- * microphone, and first checks that every clip gives the features the search computed. The output is the same, byte for byte, on every target (no floating point
+ * measured. An audio model's samples are recorded clips (TT_DATA_CLIPS), a sensor model's its
+ * values (TT_DATA_VALUES): the example makes each input of them with tt_input_from_pcm16() or
+ * tt_input_from_values(), as a firmware does of its microphone's or its sensor's, and first
+ * checks that every one gives the input the search computed. The output is the same, byte for byte, on every target (no floating point
  * formatting, a fixed shuffle).
  *
  * Build with -DTT_DUMP to also print every step's logits and loss and, at the end (after the
@@ -100,27 +101,44 @@ static void print_hex(const void *data, int32_t nbytes) {
 }
 #endif
 
+#if TT_DATA_CLIPS || TT_DATA_VALUES
+/* The input of a recorded sample, made as a firmware makes it of its microphone's samples or
+ * its sensor's values. */
+static int8_t tt_raw_input[TT_INPUT_BYTES];
+
 #if TT_DATA_CLIPS
-/* The input of a clip, made as a firmware makes it of its microphone's samples. */
-static int8_t tt_clip_input[TT_INPUT_BYTES];
+#define TT_RAW_WORD "clips"
+#define TT_RAW_TRAIN tt_train_clips
+#define TT_RAW_EVAL tt_eval_clips
+#define TT_MAKE_INPUT(raw) tt_input_from_pcm16((raw), TT_CLIP_SAMPLES, tt_raw_input)
+#else
+#define TT_RAW_WORD "windows"
+#define TT_RAW_TRAIN tt_train_values
+#define TT_RAW_EVAL tt_eval_values
+#define TT_MAKE_INPUT(raw) tt_input_from_values((raw), tt_raw_input)
+#endif
 
-static const int8_t *clip_input(const int16_t *clip) {
-    tt_input_from_pcm16(clip, TT_CLIP_SAMPLES, tt_clip_input);
-    return tt_clip_input;
+/* the input made of a recorded sample (check_front_end has checked that it is made) */
+static const int8_t *raw_input(int made) {
+    (void)made;
+    return tt_raw_input;
 }
-#define TRAIN_INPUT(k) clip_input(tt_train_clips[k])
-#define EVAL_INPUT(k) clip_input(tt_eval_clips[k])
+#define TRAIN_INPUT(k) raw_input(TT_MAKE_INPUT(TT_RAW_TRAIN[k]))
+#define EVAL_INPUT(k) raw_input(TT_MAKE_INPUT(TT_RAW_EVAL[k]))
 
-/* 1 when every clip gives the search's features (tt_*_images), byte for byte. */
+/* 1 when every recorded sample gives the search's input (tt_*_images), byte for byte. */
 static int check_front_end(void) {
     int i, same = 0, total = TT_TRAIN_SAMPLES + TT_EVAL_SAMPLES;
     for (i = 0; i < TT_TRAIN_SAMPLES; i++) {
-        same += memcmp(TRAIN_INPUT(i), tt_train_images[i], TT_INPUT_BYTES) == 0;
+        same += TT_MAKE_INPUT(TT_RAW_TRAIN[i]) == 0 &&
+                memcmp(tt_raw_input, tt_train_images[i], TT_INPUT_BYTES) == 0;
     }
     for (i = 0; i < TT_EVAL_SAMPLES; i++) {
-        same += memcmp(EVAL_INPUT(i), tt_eval_images[i], TT_INPUT_BYTES) == 0;
+        same += TT_MAKE_INPUT(TT_RAW_EVAL[i]) == 0 &&
+                memcmp(tt_raw_input, tt_eval_images[i], TT_INPUT_BYTES) == 0;
     }
-    tt_out("front-end: %d/%d clips give the search's features, byte for byte\n", same, total);
+    tt_out("front-end: %d/%d " TT_RAW_WORD " give the search's input, byte for byte\n", same,
+           total);
     return same == total;
 }
 #else
@@ -256,7 +274,7 @@ int tt_example(void) {
 #endif
     if (!as_expected || !restored || !front_end) {
         tt_out("smoke test FAILED: %s\n",
-               !front_end     ? "a clip's features are not the search's"
+               !front_end     ? "a recorded sample's input is not the search's"
                : as_expected ? "the restore"
                              : "an accuracy is not the simulator's");
     } else if (TT_EXPECTED_KNOWN) {
