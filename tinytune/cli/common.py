@@ -124,10 +124,11 @@ def _counted_bar(
     tasks: list = []
 
     def report(i: int, n: int, value: float) -> None:
+        shown: dict[str, Any] = {field: value}
         if not tasks:
             bar.start()
-            tasks.append(bar.add_task(name, total=n, **{field: float("nan")}))
-        bar.update(tasks[0], completed=i, **{field: value})
+            tasks.append(bar.add_task(name, total=n, **shown))
+        bar.update(tasks[0], completed=i, **shown)
 
     try:
         yield report
