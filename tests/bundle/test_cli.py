@@ -422,3 +422,65 @@ def test_export_says_what_the_example_shows_and_where_its_saved_copy_fits(
     ) in out
     assert said in out
     assert ("note: the example keeps the saved parameters" in out) == (blob > 100_000)
+
+
+@pytest.mark.parametrize(
+    ("frontend", "said"),
+    [
+        (
+            {
+                "function": "tt_input_from_pcm16",
+                "clip_samples": 16000,
+                "sample_rate": 16000,
+                "scratch_bytes": 4096,
+                "tables_bytes": 4074,
+            },
+            "input: tt_input_from_pcm16() makes it of 16000 samples at 16000 Hz, with 4.0 KB of "
+            "static SRAM beside the arena and 4.0 KB of tables in flash (the front's figures "
+            "leave both out)",
+        ),
+        (
+            {"function": "tt_input_from_values"},
+            "input: tt_input_from_values() makes it of a window's float64 values",
+        ),
+        (None, None),
+    ],
+)
+def test_export_says_what_makes_an_audio_or_sensor_models_input(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    frontend: dict[str, Any] | None,
+    said: str | None,
+) -> None:
+    import tinytune
+    from tinytune.api import Exported
+
+    manifest = {
+        "candidate_key": "a" * 64,
+        "memory": {"arena_bytes": 32_780, "model_flash_bytes": 15_000},
+        "device": {"name": "stm32f746", "sram_bytes": 320 * 1024, "flash_bytes": 1024**2},
+        "predicted_latency": {"train_step_s": None, "engine": "bundle"},
+        "dataset": {"train_samples": 4, "eval_samples": 3},
+        "input": {} if frontend is None else {"frontend": frontend},
+        "example": {
+            "train_samples": 4,
+            "eval_samples": 3,
+            "epochs": 1,
+            "flash_bytes": 7 * (1960 + 2 + 32000),
+            "expected_correct": [1, 1],
+        },
+        "step": {"input_bytes": 1960},
+        "training": {"lr": 0.003125},
+        "trial": None,
+        "measured": None,
+    }
+    monkeypatch.setattr(
+        tinytune, "export_bundle", lambda *a, **k: Exported(tmp_path, manifest, "the study")
+    )
+    code, out, err = _export(["--candidate", "aaaa", "-o", str(tmp_path)], capsys)
+    assert code == 0, err
+    out = " ".join(out.split())
+    assert ("input: " in out) == (said is not None)
+    if said is not None:
+        assert said in out

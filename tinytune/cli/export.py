@@ -181,6 +181,20 @@ def _print_exported(done: Any, samples: int, lr: float | None) -> None:
         + f"; try: {_try_line(done.path, m['device'].get('core', ''))}",
         soft_wrap=True,
     )
+    frontend = (m.get("input") or {}).get("frontend")
+    if frontend is not None and "scratch_bytes" in frontend:  # an audio model's front-end
+        console.print(
+            f"input: {frontend['function']}() makes it of {frontend['clip_samples']} samples at "
+            f"{frontend['sample_rate']} Hz, with {format_bytes(frontend['scratch_bytes'])} of "
+            f"static SRAM beside the arena and {format_bytes(frontend['tables_bytes'])} of "
+            "tables in flash (the front's figures leave both out)",
+            soft_wrap=True,
+        )
+    elif frontend is not None:
+        console.print(
+            f"input: {frontend['function']}() makes it of a window's float64 values",
+            soft_wrap=True,
+        )
     data = m["dataset"]
     data_bytes = m["example"]["flash_bytes"]
     capped = (
