@@ -264,3 +264,42 @@ def test_a_search_of_a_bad_folder_stops_in_one_line_and_stores_nothing(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(folder) in err
     assert (tmp_path / "keep.db").read_bytes() == before
+
+
+def test_a_folders_features_are_computed_once_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The second reading of a folder takes its features from the cache (no clip is
+    transformed), bit for bit; another clip's content, a damaged cache file or a cache that
+    cannot be written only cost the computation again."""
+    import tinytune.data.audio as audio
+
+    cache = tmp_path / "cache"  # this test's own
+    monkeypatch.setenv("TINYTUNE_CACHE", str(cache))
+    folder = _folder(tmp_path / "words")
+    first = get_dataset(f"audio:{folder}")
+    kept = list((cache / "features").glob("*.npy"))
+    assert len(kept) == 1
+
+    def refused(*_: object) -> None:
+        raise AssertionError("a clip was transformed again")
+
+    with monkeypatch.context() as m:
+        m.setattr(audio, "logmel", refused)
+        again = get_dataset(f"audio:{folder}")
+    assert np.array_equal(again._x, first._x) and again.files == first.files
+
+    kept[0].write_bytes(kept[0].read_bytes()[:100])  # damaged: computed and written again
+    assert np.array_equal(get_dataset(f"audio:{folder}")._x, first._x)
+    assert np.load(kept[0]).shape == (6, 49, 40)
+
+    rng = np.random.default_rng(9)
+    write(folder / "yes" / "take0.wav", speak("no", voice(rng), rng))
+    changed = get_dataset(f"audio:{folder}")
+    assert len(list((cache / "features").glob("*.npy"))) == 2
+    assert not np.array_equal(changed._x, first._x)
+
+    monkeypatch.setenv("TINYTUNE_CACHE", str(folder / "yes" / "take1.wav"))  # a file
+    with caplog.at_level("WARNING", logger="tinytune.data.audio"):
+        assert np.array_equal(get_dataset(f"audio:{folder}")._x, changed._x)
+    assert "the next run computes them again" in caplog.text

@@ -132,7 +132,7 @@ def test_a_keyword_network_is_searched_on_its_features_and_trains_alike_on_every
 @needs("cortex-m0plus")
 @needs("rv32imc")
 def test_a_keyword_bundle_makes_the_searchs_features_of_its_clips_on_every_core(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], use_session_cache: Path
 ) -> None:
     """The built-in DS-CNN trained on WAV clips (``tinytune pretrain --network ds-cnn``),
     searched on their log-mel features (``audio:``) and exported: the example makes each input

@@ -25,7 +25,9 @@ integers of what its microphone gives, and the bundle's input scale folds in the
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import struct
 
 import numpy as np
@@ -86,6 +88,75 @@ def _resampled(samples: np.ndarray, rate: int, spec: LogMelSpec) -> np.ndarray:
     return np.clip(np.round(out), -32768, 32767).astype(np.int16)
 
 
+FEATURES_VERSION = 1
+"""The rule that turns a folder's clips into features (reading, resampling, the front-end of
+:mod:`tinytune.data.logmel`): raise it whenever that rule changes, so that no cached file of
+the old rule is read."""
+
+
+class FeatureCache:
+    """A keyword folder's features, computed once and kept for every process and later run.
+
+    One ``.npy`` file (``(N, frames, bands)`` int16) under ``$TINYTUNE_CACHE/features/``, named
+    by a SHA-256 over :data:`FEATURES_VERSION`, the front-end's parameters and the folder's
+    ordered (keyword, file name, the file's SHA-256): the same clips give the same file wherever
+    the folder lies, and changing, adding, removing or renaming a clip gives another. It is
+    written under a temporary name and renamed into place, read without unpickling, and used
+    only when it holds one row per clip of the front-end's shape. A cache that cannot be
+    written costs the next run the computation again, nothing else (a warning says so).
+    """
+
+    def __init__(self, folder: str, clips: list[tuple[str, int]], spec: LogMelSpec) -> None:
+        import hashlib
+
+        from tinytune.paths import cache_dir
+
+        digest = hashlib.sha256(f"tinytune features {FEATURES_VERSION} {spec!r}\n".encode())
+        for file, label in clips:
+            with open(file, "rb") as f:
+                content = hashlib.file_digest(f, "sha256").hexdigest()
+            name = os.path.relpath(file, folder).replace(os.sep, "/")
+            digest.update(f"{label} {name} {content}\n".encode())
+        self.path = cache_dir() / "features" / f"{digest.hexdigest()}.npy"
+        self.shape = (len(clips), spec.frames, spec.bands)
+
+    def read(self) -> np.ndarray | None:
+        """The cached features, or None where there is no whole file of them."""
+        try:
+            features = np.load(self.path, allow_pickle=False)
+        except (OSError, ValueError, EOFError):
+            return None
+        if features.dtype != np.int16 or features.shape != self.shape:
+            return None
+        return features
+
+    def write(self, features: np.ndarray) -> None:
+        """Keep ``features`` for the next run (a warning, not an error, where it cannot)."""
+        import logging
+        import tempfile
+
+        staged = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(
+                dir=self.path.parent, prefix=".", suffix=".tmp", delete=False
+            ) as f:
+                staged = f.name
+                np.save(f, features, allow_pickle=False)
+            os.chmod(staged, 0o644)  # as a file written plainly (the temporary one is 0600)
+            os.replace(staged, self.path)
+        except OSError as e:
+            logging.getLogger(__name__).warning(
+                "could not keep the keyword folder's features under %s (%s): the next run "
+                "computes them again",
+                self.path.parent,
+                e,
+            )
+            if staged is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(staged)
+
+
 class AudioDataset(SeriesDataset):
     """Keyword clips of a folder, as their log-mel features (see the module docstring).
 
@@ -103,9 +174,22 @@ class AudioDataset(SeriesDataset):
         clips, keywords = class_files(
             path, "audio", ("keyword", ".wav", "clip"), skip=(NOISE_FOLDER,)
         )
-        features, labels = [], []
+        self.files = [file for file, _ in clips]
+        self.sources = file_sources(self.files)
+        labels = np.asarray([label for _, label in clips], np.int64)
+        cache = FeatureCache(path, clips, self.spec)
+        features = cache.read()
+        if features is None:
+            features = self._features()
+            cache.write(features)
+        return self.scaled(features), labels, keywords
+
+    def _features(self) -> np.ndarray:
+        """The front-end's features of every clip, ``(N, frames, bands)`` int16, each clip
+        read and checked."""
+        features = []
         rates: dict[int, str] = {}
-        for file, label in clips:
+        for file in self.files:
             samples, rate = read_wav(file)
             if rates and rate not in rates:
                 first, had = next(iter(rates.items()))
@@ -115,10 +199,7 @@ class AudioDataset(SeriesDataset):
                 )
             rates.setdefault(rate, file)
             features.append(logmel(_resampled(samples, rate, self.spec), self.spec))
-            labels.append(label)
-        self.files = [file for file, _ in clips]
-        self.sources = file_sources(self.files)
-        return self.scaled(np.stack(features)), np.asarray(labels, np.int64), keywords
+        return np.stack(features)
 
     @staticmethod
     def scaled(features: np.ndarray) -> np.ndarray:
