@@ -456,20 +456,15 @@ def test_export_says_what_makes_an_audio_or_sensor_models_input(
     import tinytune
     from tinytune.api import Exported
 
+    # an example of 4 training and 3 test clips (the audio model's; flash as the manifest says)
     manifest = {
         "candidate_key": "a" * 64,
         "memory": {"arena_bytes": 32_780, "model_flash_bytes": 15_000},
-        "device": {"name": "stm32f746", "sram_bytes": 320 * 1024, "flash_bytes": 1024**2},
-        "predicted_latency": {"train_step_s": None, "engine": "bundle"},
+        "device": {"name": "nrf52840", "sram_bytes": 256 * 1024, "flash_bytes": 1024**2},
+        "predicted_latency": {"train_step_s": 0.02, "engine": "bundle"},
         "dataset": {"train_samples": 4, "eval_samples": 3},
         "input": {} if frontend is None else {"frontend": frontend},
-        "example": {
-            "train_samples": 4,
-            "eval_samples": 3,
-            "epochs": 1,
-            "flash_bytes": 7 * (1960 + 2 + 32000),
-            "expected_correct": [1, 1],
-        },
+        "example": {"train_samples": 4, "eval_samples": 3, "epochs": 1, "flash_bytes": 237_538},
         "step": {"input_bytes": 1960},
         "training": {"lr": 0.003125},
         "trial": None,
@@ -481,6 +476,7 @@ def test_export_says_what_makes_an_audio_or_sensor_models_input(
     code, out, err = _export(["--candidate", "aaaa", "-o", str(tmp_path)], capsys)
     assert code == 0, err
     out = " ".join(out.split())
+    assert "example: 4 training and 3 test samples, 232.0 KB more flash for them" in out
     assert ("input: " in out) == (said is not None)
     if said is not None:
         assert said in out
