@@ -303,3 +303,27 @@ def test_a_folders_features_are_computed_once_and_kept(
     with caplog.at_level("WARNING", logger="tinytune.data.audio"):
         assert np.array_equal(get_dataset(f"audio:{folder}")._x, changed._x)
     assert "the next run computes them again" in caplog.text
+
+
+@pytest.mark.slow
+def test_ray_workers_fine_tune_on_keyword_clips(
+    folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two local Ray workers each read the folder (its features from the cache the driver
+    wrote) and fine-tune the built-in DS-CNN on them; every evaluation is stored."""
+    import optuna
+    import torch
+
+    from tinytune.builtin_networks import build_network
+    from tinytune.cli.main import main
+
+    torch.manual_seed(0)
+    net = build_network("ds-cnn", (1, 49, 40), 3).eval()
+    torch.export.save(torch.export.export(net, (torch.zeros(1, 1, 49, 40),)), tmp_path / "k.pt2")
+    storage = f"sqlite:///{tmp_path / 'ray.db'}"
+    argv = ["search", "--supernet", str(tmp_path / "k.pt2"), "--dataset", f"audio:{folder}"]
+    argv += ["--trials", "3", "--epochs", "1", "--workers", "2", "--storage", storage]
+    assert main([*argv, "--study", "kws"]) == 0, capsys.readouterr().err
+    trials = optuna.load_study(study_name="kws", storage=storage).trials
+    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) >= 3 and all(0.0 <= t.values[0] <= 1.0 for t in done)
