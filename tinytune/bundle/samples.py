@@ -32,7 +32,7 @@ class Samples:
     images: np.ndarray
     labels: np.ndarray
     split: str
-    raw: np.ndarray | None = None
+    recorded: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.images.dtype != np.int8 or self.images.ndim != 4:
@@ -43,13 +43,13 @@ class Samples:
             )
         if self.labels.size and not 0 <= int(self.labels.min()) <= int(self.labels.max()) < 2**16:
             raise BundleError("labels must lie in [0, 65535]")
-        raw = self.raw
-        if raw is not None and (
-            raw.dtype not in (np.int16, np.float64) or raw.ndim != 2 or len(raw) != len(self)
+        rec = self.recorded
+        if rec is not None and (
+            rec.dtype not in (np.int16, np.float64) or rec.ndim != 2 or len(rec) != len(self)
         ):
             raise BundleError(
                 f"{len(self)} samples need as many int16 clips or float64 values, got "
-                f"{raw.dtype} {raw.shape}"
+                f"{rec.dtype} {rec.shape}"
             )
 
     def __len__(self) -> int:
@@ -128,22 +128,24 @@ $eval_labels
 $clip_arrays$expected""")
 
 
-def _raw_kind(train: Samples, evaluation: Samples) -> str:
+def _recorded_kind(train: Samples, evaluation: Samples) -> str:
     """``clips``, ``values`` or "" (the images alone)."""
-    if train.raw is None or evaluation.raw is None or train.raw.dtype != evaluation.raw.dtype:
+    mine, theirs = train.recorded, evaluation.recorded
+    if mine is None or theirs is None or mine.dtype != theirs.dtype:
         return ""
-    return "clips" if train.raw.dtype == np.int16 else "values"
+    return "clips" if mine.dtype == np.int16 else "values"
 
 
-def _raw_arrays(train: Samples, evaluation: Samples) -> str:
-    kind = _raw_kind(train, evaluation)
+def _recorded_arrays(train: Samples, evaluation: Samples) -> str:
+    kind = _recorded_kind(train, evaluation)
     if not kind:
         return ""
     ctype, size = (
         ("int16_t", "TT_CLIP_SAMPLES") if kind == "clips" else ("double", "TT_INPUT_BYTES")
     )
     return "".join(
-        f"const {ctype} tt_{name}_{kind}[{count}][{size}] = {{\n{_raw_rows(part.raw)}\n}};\n"
+        f"const {ctype} tt_{name}_{kind}[{count}][{size}] = "
+        f"{{\n{_recorded_rows(part.recorded)}\n}};\n"
         for name, count, part in (
             ("train", "TT_TRAIN_SAMPLES", train),
             ("eval", "TT_EVAL_SAMPLES", evaluation),
@@ -151,10 +153,10 @@ def _raw_arrays(train: Samples, evaluation: Samples) -> str:
     )
 
 
-def _raw_rows(raw: np.ndarray | None) -> str:
-    assert raw is not None
-    if raw.dtype == np.int16:
-        return _images(raw)
+def _recorded_rows(recorded: np.ndarray | None) -> str:
+    assert recorded is not None
+    if recorded.dtype == np.int16:
+        return _images(recorded)
     return "\n".join(
         f"    {{ /* {i} */\n"
         + "\n".join(
@@ -162,7 +164,7 @@ def _raw_rows(raw: np.ndarray | None) -> str:
             for k in range(0, len(row), 4)
         )
         + "\n    },"
-        for i, row in enumerate(raw.tolist())
+        for i, row in enumerate(recorded.tolist())
     )
 
 
@@ -220,9 +222,9 @@ def render_samples(
         "eval_images": _images(evaluation.images),
         "eval_labels": c_values(evaluation.labels.astype(np.uint16)),
         "known": int(expected is not None),
-        "clips": int(_raw_kind(train, evaluation) == "clips"),
-        "values": int(_raw_kind(train, evaluation) == "values"),
-        "clip_arrays": _raw_arrays(train, evaluation),
+        "clips": int(_recorded_kind(train, evaluation) == "clips"),
+        "values": int(_recorded_kind(train, evaluation) == "values"),
+        "clip_arrays": _recorded_arrays(train, evaluation),
         "expected": counts,
     }
     return {"tt_data.h": _HEADER.substitute(fields), "tt_data.c": _SOURCE.substitute(fields)}

@@ -104,40 +104,40 @@ static void print_hex(const void *data, int32_t nbytes) {
 #if TT_DATA_CLIPS || TT_DATA_VALUES
 /* The input of a recorded sample, made as a firmware makes it of its microphone's samples or
  * its sensor's values. */
-static int8_t tt_raw_input[TT_INPUT_BYTES];
+static int8_t tt_recorded_input[TT_INPUT_BYTES];
 
 #if TT_DATA_CLIPS
-#define TT_RAW_WORD "clips"
-#define TT_RAW_TRAIN tt_train_clips
-#define TT_RAW_EVAL tt_eval_clips
-#define TT_MAKE_INPUT(raw) tt_input_from_pcm16((raw), TT_CLIP_SAMPLES, tt_raw_input)
+#define TT_RECORDED_WORD "clips"
+#define TT_RECORDED_TRAIN tt_train_clips
+#define TT_RECORDED_EVAL tt_eval_clips
+#define TT_MAKE_INPUT(recorded) tt_input_from_pcm16((recorded), TT_CLIP_SAMPLES, tt_recorded_input)
 #else
-#define TT_RAW_WORD "windows"
-#define TT_RAW_TRAIN tt_train_values
-#define TT_RAW_EVAL tt_eval_values
-#define TT_MAKE_INPUT(raw) tt_input_from_values((raw), tt_raw_input)
+#define TT_RECORDED_WORD "windows"
+#define TT_RECORDED_TRAIN tt_train_values
+#define TT_RECORDED_EVAL tt_eval_values
+#define TT_MAKE_INPUT(recorded) tt_input_from_values((recorded), tt_recorded_input)
 #endif
 
 /* the input made of a recorded sample (check_front_end has checked that it is made) */
-static const int8_t *raw_input(int made) {
+static const int8_t *recorded_input(int made) {
     (void)made;
-    return tt_raw_input;
+    return tt_recorded_input;
 }
-#define TRAIN_INPUT(k) raw_input(TT_MAKE_INPUT(TT_RAW_TRAIN[k]))
-#define EVAL_INPUT(k) raw_input(TT_MAKE_INPUT(TT_RAW_EVAL[k]))
+#define TRAIN_INPUT(k) recorded_input(TT_MAKE_INPUT(TT_RECORDED_TRAIN[k]))
+#define EVAL_INPUT(k) recorded_input(TT_MAKE_INPUT(TT_RECORDED_EVAL[k]))
 
 /* 1 when every recorded sample gives the search's input (tt_*_images), byte for byte. */
 static int check_front_end(void) {
     int i, same = 0, total = TT_TRAIN_SAMPLES + TT_EVAL_SAMPLES;
     for (i = 0; i < TT_TRAIN_SAMPLES; i++) {
-        same += TT_MAKE_INPUT(TT_RAW_TRAIN[i]) == 0 &&
-                memcmp(tt_raw_input, tt_train_images[i], TT_INPUT_BYTES) == 0;
+        same += TT_MAKE_INPUT(TT_RECORDED_TRAIN[i]) == 0 &&
+                memcmp(tt_recorded_input, tt_train_images[i], TT_INPUT_BYTES) == 0;
     }
     for (i = 0; i < TT_EVAL_SAMPLES; i++) {
-        same += TT_MAKE_INPUT(TT_RAW_EVAL[i]) == 0 &&
-                memcmp(tt_raw_input, tt_eval_images[i], TT_INPUT_BYTES) == 0;
+        same += TT_MAKE_INPUT(TT_RECORDED_EVAL[i]) == 0 &&
+                memcmp(tt_recorded_input, tt_eval_images[i], TT_INPUT_BYTES) == 0;
     }
-    tt_out("front-end: %d/%d " TT_RAW_WORD " give the search's input, byte for byte\n", same,
+    tt_out("front-end: %d/%d " TT_RECORDED_WORD " give the search's input, byte for byte\n", same,
            total);
     return same == total;
 }
