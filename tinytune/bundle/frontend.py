@@ -1,4 +1,6 @@
-"""The front-end of an audio bundle: a microphone's ``int16`` samples to the model's int8 input.
+"""What makes a bundle's input of what the device records, as the search made it of its files:
+a microphone's ``int16`` samples for an audio model (:class:`Frontend`), a sensor's values for
+a sensor model (:class:`WindowInput`).
 
 A keyword model (``audio:PATH``, :class:`~tinytune.data.AudioDataset`) was searched on the
 log-mel features of its clips (:mod:`tinytune.data.logmel`), each a Q8 ``int16``, standardised
@@ -10,6 +12,11 @@ quantization on all 65,536 ``int16`` values; the map is monotone (an affine map 
 slope, then rounding and clamping), so the 255 smallest values at which the int8 steps up give it
 exactly, and the device finds a value's level by a binary search of 8 comparisons, with no
 floating point. The thresholds are checked against the evaluated map before they are written.
+
+A sensor model (``series:PATH``) was searched on its windows' values standardised per channel
+and quantized: ``tt_input_from_values()`` does the same IEEE operations on float64 values (one
+rounding to float32, then round half to even), its constants written as exact hexadecimal
+doubles, so that it gives the search's bytes wherever it is given the values the search read.
 """
 
 from __future__ import annotations
