@@ -260,6 +260,21 @@ def _samples(
     return Samples(images, np.asarray(y, dtype=np.int64).copy(), split, clips)
 
 
+def _example_samples(
+    q: QuantizedNet, dataset: ImageDataset, splits: Any, count: int, feeding: _Feeding
+) -> tuple[Samples, Samples]:
+    """The first ``count`` training and held-out test samples, int8 as the network takes them;
+    an audio or sensor model's also as the device records them (its example trains on those,
+    as a device does)."""
+    recorded = feeding.frontend is not None
+    parts = []
+    for name, split in (("train", splits.train), ("test", splits.test)):
+        n = min(count, len(split))
+        raw = dataset.recorded(name, n) if recorded else None  # type: ignore[attr-defined]
+        parts.append(_samples(q, split.x[:n], split.y[:n], name, raw))
+    return parts[0], parts[1]
+
+
 def c_sources(
     program: StepProgram,
     net: QuantizedNet,
@@ -405,24 +420,8 @@ def build_bundle(
     feeding = _Feeding.of(dataset, q, candidate.subnet.resolution)
 
     # 4. the C
-    n_train = min(request.samples, len(splits.train))
-    n_eval = min(request.samples, len(splits.test))
-    # an audio or sensor model's example trains on recorded samples, as a device does
-    recorded = feeding.frontend is not None
-    train = _samples(
-        q,
-        splits.train.x[:n_train],
-        splits.train.y[:n_train],
-        "train",
-        dataset.recorded("train", n_train) if recorded else None,  # type: ignore[attr-defined]
-    )
-    evaluation = _samples(
-        q,
-        splits.test.x[:n_eval],
-        splits.test.y[:n_eval],
-        "test",
-        dataset.recorded("test", n_eval) if recorded else None,  # type: ignore[attr-defined]
-    )
+    train, evaluation = _example_samples(q, dataset, splits, request.samples, feeding)
+    n_train, n_eval = len(train), len(evaluation)
     title = f"candidate {candidate.key[:12]} ({candidate.supernet}, {feeding.size})"
     files, model, example = c_sources(
         program,

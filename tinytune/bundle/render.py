@@ -431,6 +431,18 @@ def _feeding_fields(
     return fields, info
 
 
+def _input_shape(net: QuantizedNet, input_bytes: int) -> tuple[int, ...]:
+    """The network's input shape (N, C, H, W), which the step's input buffer must hold.
+
+    Raises:
+        BundleError: the buffer is of another size.
+    """
+    shape = tuple(net.graph.tensors[net.graph.input].shape)
+    if shape[1] * shape[2] * shape[3] != input_bytes:
+        raise BundleError(f"the input buffer holds {input_bytes} bytes, the image {shape}")
+    return shape
+
+
 def render_model(
     program: StepProgram,
     net: QuantizedNet,
@@ -451,10 +463,8 @@ def render_model(
         input_rule: how its samples became its input (after "This model's samples were",
             :func:`~tinytune.bundle.frames.input_rule`).
         order: the pass order of the frame helpers; None: the installed Pillow's.
-        frontend: what makes the input of a device's raw samples (an audio model's
-            ``tt_input_from_pcm16``, a sensor model's ``tt_input_from_values``): its
-            declarations, its definitions and a sentence for the input's doc
-            (:mod:`tinytune.bundle.frontend`), else None.
+        frontend: what makes the input of recorded samples (:mod:`tinytune.bundle.frontend`):
+            its declarations, its definitions and a sentence for the input's doc; else None.
     """
     _check_program(program)
     taken: set[str] = set()
@@ -467,10 +477,7 @@ def render_model(
     if len(logits) != 1:
         raise BundleError(f"the step writes its logits {len(logits)} times; expected once")
     input_ptr, input_bytes = program.input
-    tensor = net.graph.tensors[net.graph.input]
-    _, channels, height, width = tensor.shape
-    if channels * height * width != input_bytes:
-        raise BundleError(f"the input buffer holds {input_bytes} bytes, the image {tensor.shape}")
+    _, channels, height, width = _input_shape(net, input_bytes)
     exp_slots = max(1, program.n_exponents)
     extra, feeding = _feeding_fields(program, net, class_names, input_rule, order, frontend)
     info = ModelInfo(
