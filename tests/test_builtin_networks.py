@@ -111,3 +111,15 @@ def test_bad_network_pretraining_input_is_one_line_and_exit_2(
     assert main(["pretrain", *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err
+
+
+def test_epochs_out_of_range_are_refused_before_any_training(
+    windows: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["pretrain", "--network", "cnn-1d", "--dataset", f"series:{windows}"]
+    assert main([*argv, "--out", str(tmp_path / "nets"), "--epochs", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--epochs must lie in [1, 1000], got 0" in err
+    assert not (tmp_path / "nets" / "cnn-1d.pt2").exists()
+    with pytest.raises(ConfigError, match=r"^epochs must lie in \[1, 1000\], got 1001$"):
+        pretrain_network("cnn-1d", f"series:{windows}", epochs=1001)  # worded for Python

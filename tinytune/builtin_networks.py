@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tinytune.errors import ConfigError, DataError
+from tinytune.errors import ConfigError, DataError, flag
 
 if TYPE_CHECKING:
     from torch import nn
@@ -192,13 +192,14 @@ def pretrain_network(
     from tinytune.data import SeriesDataset, get_dataset
 
     if not 1 <= epochs <= 1000:
-        raise ConfigError(f"--epochs must lie in [1, 1000], got {epochs}")
+        raise ConfigError(flag("epochs") + f" must lie in [1, 1000], got {epochs}")
     start = time.perf_counter()
     data = get_dataset(dataset, seed=seed)
     if not isinstance(data, SeriesDataset):
         raise DataError(
             f"data set {dataset!r} holds images; the built-in networks are for audio: and "
-            "series: samples (images have pretrained supernets: tinytune pretrain --supernet)"
+            "series: samples (images have pretrained supernets: 'tinytune pretrain --supernet "
+            "NAME')"
         )
     shape = data.input_shape
     torch.manual_seed(seed)

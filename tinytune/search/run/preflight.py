@@ -112,8 +112,8 @@ def preflight(
             f"data set {data.name!r} gives samples of "
             f"{'x'.join(map(str, data.input_shape))}, not images; search it with your own network "
             "of that input as the supernet (FILE.pt2 or FILE.onnx), or train a built-in one on a "
-            "larger folder of yours first (tinytune pretrain --network ds-cnn or cnn-1d "
-            "--dataset ... --out FOLDER)"
+            "larger folder of yours first ('tinytune pretrain --network ds-cnn --dataset "
+            "audio:FOLDER --out DIR', or cnn-1d for series:)"
         )
     if data.num_classes != config.n_classes:
         raise ConfigError(
