@@ -186,6 +186,15 @@ def test_an_extensible_header_of_16_bit_pcm_reads_as_a_plain_one(tmp_path: Path)
         assert rate == 16_000 and read.dtype == np.int16 and np.array_equal(read, samples)
 
 
+def test_a_clip_that_cannot_be_read_is_refused_in_one_line(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    (folder / "yes" / "odd.wav").mkdir()  # a folder named like a clip
+    with pytest.raises(DataError) as raised:
+        get_dataset(f"audio:{folder}")
+    message = str(raised.value)
+    assert "\n" not in message and "odd.wav' cannot be read" in message
+
+
 def test_a_folder_it_cannot_learn_from_is_refused(tmp_path: Path) -> None:
     folder = _folder(tmp_path)
     (folder / "maybe").mkdir()

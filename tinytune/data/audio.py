@@ -29,6 +29,7 @@ import contextlib
 import math
 import os
 import struct
+from pathlib import Path
 
 import numpy as np
 
@@ -109,12 +110,15 @@ class FeatureCache:
     def __init__(self, folder: str, clips: list[tuple[str, int]], spec: LogMelSpec) -> None:
         import hashlib
 
+        from tinytune.hashing import sha256_file
         from tinytune.paths import cache_dir
 
         digest = hashlib.sha256(f"tinytune features {FEATURES_VERSION} {spec!r}\n".encode())
         for file, label in clips:
-            with open(file, "rb") as f:
-                content = hashlib.file_digest(f, "sha256").hexdigest()
+            try:
+                content = sha256_file(Path(file))
+            except OSError as e:  # unreadable, or a folder named like a clip
+                raise DataError(f"audio file {file!r} cannot be read: {e.strerror or e}") from None
             name = os.path.relpath(file, folder).replace(os.sep, "/")
             digest.update(f"{label} {name} {content}\n".encode())
         self.path = cache_dir() / "features" / f"{digest.hexdigest()}.npy"
