@@ -51,6 +51,10 @@ BUILTIN_NETWORKS = {
 
 EPOCHS = 30
 """Epochs of pre-training unless told otherwise."""
+LR = 3e-3
+"""Adam's learning rate."""
+BATCH = 32
+"""Samples a step."""
 
 EpochProgress = Callable[[int, int, float], None]
 """Called as ``(epoch, epochs, validation accuracy)`` after each epoch."""
@@ -163,7 +167,7 @@ class PretrainedNetwork:
             "dataset": self.dataset,
             "input_shape": list(self.shape),
             "class_names": list(self.class_names),
-            "recipe": {"optimizer": "Adam", "lr": 3e-3, "batch": 32, "epochs": self.epochs},
+            "recipe": {"optimizer": "Adam", "lr": LR, "batch": BATCH, "epochs": self.epochs},
             "best_epoch": self.best_epoch,
             "val_accuracy": self.val_accuracy,
             "test_accuracy": self.test_accuracy,
@@ -248,14 +252,14 @@ def _train(
     import torch
 
     generator = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(net.parameters(), 3e-3)
+    opt = torch.optim.Adam(net.parameters(), LR)
     x, y = torch.tensor(splits.train.x), torch.tensor(splits.train.y)
     best = _Best(0, -1.0, {})
     for epoch in range(1, epochs + 1):
         net.train()
         order = torch.randperm(len(y), generator=generator)
-        for i in range(0, len(y), 32):
-            batch = order[i : i + 32]
+        for i in range(0, len(y), BATCH):
+            batch = order[i : i + BATCH]
             opt.zero_grad()
             torch.nn.functional.cross_entropy(net(x[batch]), y[batch]).backward()
             opt.step()
