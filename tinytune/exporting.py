@@ -102,7 +102,7 @@ def export_bundle(
         exported_file_names,
         write_bundle,
     )
-    from tinytune.data import get_dataset
+    from tinytune.data import frontend_of, get_dataset
     from tinytune.db import require_tinytune
     from tinytune.spaces import get_supernet
 
@@ -116,7 +116,8 @@ def export_bundle(
     require_tinytune(storage)
     found, profile, calibration = _look_up(target, study, storage, device)
     candidate, space = found.candidate, found.space
-    check_candidate(candidate, profile, get_dataset(space.dataset).num_classes)  # fails fast
+    data = get_dataset(space.dataset)
+    check_candidate(candidate, profile, data.num_classes, frontend_of(data))  # fails fast
     checkpoint, source = _checkpoint(
         get_supernet(candidate.supernet), weights_path, found, on_pretrain
     )

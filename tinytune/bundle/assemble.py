@@ -63,6 +63,7 @@ from tinytune.spaces import Candidate
 
 if TYPE_CHECKING:
     from tinytune.data import ImageDataset
+    from tinytune.data.logmel import LogMelSpec
 
 __all__ = [
     "STATIC_FILES",
@@ -331,31 +332,42 @@ def c_sources(
     return files, model, example
 
 
-def check_candidate(candidate: Candidate, device: DeviceProfile, n_classes: int) -> HardwareCost:
+def check_candidate(
+    candidate: Candidate,
+    device: DeviceProfile,
+    n_classes: int,
+    frontend: LogMelSpec | None = None,
+) -> HardwareCost:
     """Step 1 alone, without weights (tens of milliseconds): the candidate's int8 training cost
-    as the search computed it, with its predicted latency on ``device``.
+    as the search computed it (with the data set's front-end, :func:`tinytune.data.frontend_of`),
+    with its predicted latency on ``device``.
 
     Raises:
-        BudgetError: its arena exceeds the device's SRAM.
+        BudgetError: its arena (and front-end) exceed the device's SRAM.
         QuantizationError: it holds an op without an int8 kernel.
     """
-    return _cost_and_graph(candidate, device, n_classes)[0]
+    return _cost_and_graph(candidate, device, n_classes, frontend)[0]
 
 
 def _cost_and_graph(
-    candidate: Candidate, device: DeviceProfile, n_classes: int
+    candidate: Candidate,
+    device: DeviceProfile,
+    n_classes: int,
+    frontend: LogMelSpec | None = None,
 ) -> tuple[HardwareCost, Graph]:
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
     from tinytune.spaces import get_supernet
 
     spec = get_supernet(candidate.supernet)
-    hw = HardwareEvaluator(spec, n_classes, HardwareConfig(precision="int8"), device)
+    config = HardwareConfig(precision="int8")
+    hw = HardwareEvaluator(spec, n_classes, config, device, frontend=frontend)
     cost, graph = hw.cost_with_graph(candidate)
     _check_int8_ops(candidate, graph)
-    if cost.arena_bytes > device.sram_bytes:
+    if cost.sram_bytes > device.sram_bytes:
+        beside = "" if cost.frontend is None else " and its front-end's scratch"
         raise BudgetError(
-            f"candidate {candidate.key[:12]} needs a {cost.arena_bytes}-byte training arena, "
-            f"more than the {device.sram_bytes} bytes of SRAM of {device.name}"
+            f"candidate {candidate.key[:12]} needs {cost.sram_bytes} bytes for its training "
+            f"arena{beside}, more than the {device.sram_bytes} bytes of SRAM of {device.name}"
         )
     return cost, graph
 
@@ -404,15 +416,17 @@ def build_bundle(
         BundleError: the request is invalid, or the lowered step disagrees with the plan.
     """
 
-    from tinytune.data import get_dataset
+    from tinytune.data import frontend_of, get_dataset
 
     provenance = provenance or Provenance()
     candidate, device = request.candidate, request.device
-    dataset = get_dataset(request.dataset, seed=request.data_seed)
+    data = get_dataset(request.dataset, seed=request.data_seed)
+    # as the candidate's resolution loads it (a keyword folder: that front-end's features)
+    dataset = data.at(candidate.subnet.resolution)
     n_classes = dataset.num_classes
 
     # 1. what the search predicted, before any weight is read
-    cost, graph = _cost_and_graph(candidate, device, n_classes)
+    cost, graph = _cost_and_graph(candidate, device, n_classes, frontend_of(data))
 
     # 2–3. the network, int8, and its step on the planner's arena
     splits = dataset.load(candidate.subnet.resolution)
@@ -815,6 +829,11 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
         },
         "memory": {
             "arena_bytes": model.arena_bytes,
+            # the front's memory: the arena and what a front-end holds beside it
+            "sram_bytes": model.arena_bytes
+            + (
+                f.feeding.frontend.scratch_bytes if isinstance(f.feeding.frontend, Frontend) else 0
+            ),
             "predicted_peak_sram_bytes": f.cost.memory.peak_bytes,
             "search_memory_bytes": f.provenance.search_memory_bytes,
             "scratch_bytes": model.scratch_bytes,
@@ -826,6 +845,7 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
         "predicted_latency": {
             "engine": device.engine,
             "train_step_s": f.train_step_s,
+            "frontend_s": (f.cost.frontend.seconds if f.cost.frontend is not None else None),
             "inference_s": f.cost.latency.inference_s if f.cost.latency else None,
         },
         "measured": f.provenance.measured,

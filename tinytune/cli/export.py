@@ -183,11 +183,15 @@ def _print_exported(done: Any, samples: int, lr: float | None) -> None:
     )
     frontend = (m.get("input") or {}).get("frontend")
     if frontend is not None and "scratch_bytes" in frontend:  # an audio model's front-end
+        clip_s = m["predicted_latency"].get("frontend_s")
         console.print(
             f"input: {frontend['function']}() makes it of {frontend['clip_samples']} samples at "
-            f"{frontend['sample_rate']} Hz, with {format_bytes(frontend['scratch_bytes'])} of "
+            f"{frontend['sample_rate']} Hz ({frontend['frames']} frames of "
+            f"{frontend['bands']} bands), with {format_bytes(frontend['scratch_bytes'])} of "
             f"static SRAM beside the arena and {format_bytes(frontend['tables_bytes'])} of "
-            "tables in flash (the front's figures leave both out)",
+            "tables in flash"
+            + (f", {1000 * clip_s:.1f} ms a clip predicted" if clip_s is not None else "")
+            + " (the front's figures count them)",
             soft_wrap=True,
         )
     elif frontend is not None:
@@ -243,7 +247,9 @@ def _notes(m: dict[str, Any], data_bytes: int, lr: float | None) -> None:
             soft_wrap=True,
         )
     searched = m["memory"].get("search_memory_bytes")
-    if searched is not None and searched != m["memory"]["arena_bytes"]:
+    if searched is not None and searched != m["memory"].get(
+        "sram_bytes", m["memory"]["arena_bytes"]
+    ):
         console.print(
             f"note: the study planned this candidate at {searched / 1024:.1f} KB of SRAM (another "
             "precision or planner than the bundle's); the bundle trains in int8 in the arena "

@@ -34,7 +34,7 @@ def report(
     import optuna
 
     from tinytune.cli.common import console, png_path, quiet_logs, trial_or_key
-    from tinytune.data import get_dataset
+    from tinytune.data import frontend_of, get_dataset
     from tinytune.db import open_store, require_tinytune
     from tinytune.evaluators import HardwareConfig, HardwareEvaluator
     from tinytune.hwmodels.registry import get_device
@@ -63,7 +63,8 @@ def report(
         label = f"candidate {candidate.key[:12]}"
     spec = get_supernet(candidate.supernet)
     config = HardwareConfig(precision=space.precision, batch_size=space.batch_size)
-    hw = HardwareEvaluator(spec, get_dataset(space.dataset).num_classes, config, profile)
+    data = get_dataset(space.dataset)
+    hw = HardwareEvaluator(spec, data.num_classes, config, profile, frontend=frontend_of(data))
     cost, graph = hw.cost_with_graph(candidate)
     path = out or Path(f"report-{candidate.key[:12]}.png")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -267,6 +267,7 @@ def _print_front(result: SearchResult, options: dict[str, Any]) -> None:
     """The front's table and where the study is stored."""
     from tinytune.cli.common import console
     from tinytune.cli.front_table import ROWS, front_table, schedules_of
+    from tinytune.data.audio import AUDIO_PREFIX
     from tinytune.db.engine import mask_url
     from tinytune.search.front import HYPERVOLUME_BOX
 
@@ -284,7 +285,13 @@ def _print_front(result: SearchResult, options: dict[str, Any]) -> None:
             f"Pareto front of study {study!r}: measured accuracy on {dataset} (chosen on the "
             f"validation split, test split reported) vs predicted peak training SRAM "
             f"({options['precision']}, batch 1) and training-step latency on "
-            f"{result.latency_profile or options['device']}{hv}",
+            f"{result.latency_profile or options['device']}"
+            + (
+                " (each with the keyword front-end's static SRAM and time for a clip)"
+                if dataset.startswith(AUDIO_PREFIX)
+                else ""
+            )
+            + hv,
             result.reference,
             result.int8,
             schedules=schedules_of(options["storage"], keys),

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tinytune.data.audio import AudioDataset
+from tinytune.data.audio import AudioDataset, frontend_of
 from tinytune.data.base import MAX_RESOLUTION, MIN_RESOLUTION, ImageDataset
 from tinytune.data.decoded import DecodeProgress, decoded_root
 from tinytune.data.digits import DigitsDataset
@@ -47,6 +47,7 @@ __all__ = [
     "Split",
     "Splits",
     "decoded_root",
+    "frontend_of",
     "get_dataset",
     "get_source_task",
     "repeated",

@@ -26,18 +26,25 @@ integers of what its microphone gives, and the bundle's input scale folds in the
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import os
 import struct
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tinytune.data.logmel import LogMelSpec, logmel
 from tinytune.data.series import SeriesDataset, class_files, file_sources
-from tinytune.errors import DataError
+from tinytune.data.splits import Splits
+from tinytune.errors import ConfigError, DataError
 
-__all__ = ["AUDIO_PREFIX", "AudioDataset", "read_wav"]
+if TYPE_CHECKING:
+    from tinytune.data.decoded import ProgressCallback
+
+__all__ = ["AUDIO_PREFIX", "AudioDataset", "frontend_of", "read_wav"]
 
 AUDIO_PREFIX = "audio:"
 
@@ -164,6 +171,11 @@ class FeatureCache:
 class AudioDataset(SeriesDataset):
     """Keyword clips of a folder, as their log-mel features (see the module docstring).
 
+    The folder loads at its front-end's frames (49 by default) and, for a network that takes
+    other sizes, at fewer: :meth:`at` computes the features of a front-end of that many frames
+    and bands in proportion (:meth:`~tinytune.data.logmel.LogMelSpec.at`), standardised on
+    their own training part, so that the front-end is searched with the network it feeds.
+
     Attributes:
         spec: the front-end that computes the features.
         sources: each clip's speaker, where the file names say (else None).
@@ -178,17 +190,65 @@ class AudioDataset(SeriesDataset):
         clips, keywords = class_files(
             path, "audio", ("keyword", ".wav", "clip"), skip=(NOISE_FOLDER,)
         )
+        self._clips, self._folder = clips, path
+        self._views: dict[int, AudioDataset] = {self.spec.frames: self}  # shared by each
         self.files = [file for file, _ in clips]
         self.sources = file_sources(self.files)
         labels = np.asarray([label for _, label in clips], np.int64)
-        cache = FeatureCache(path, clips, self.spec)
+        return self.scaled(self._features_of(self.spec)), labels, keywords
+
+    def _features_of(self, spec: LogMelSpec) -> np.ndarray:
+        """The features of every clip by the front-end ``spec``, from the cache or computed
+        (and kept)."""
+        cache = FeatureCache(self._folder, self._clips, spec)
         features = cache.read()
         if features is None:
-            features = self._features()
+            features = self._features(spec)
             cache.write(features)
-        return self.scaled(features), labels, keywords
+        return features
 
-    def _features(self) -> np.ndarray:
+    def at(self, resolution: int) -> AudioDataset:
+        """The folder's clips as a front-end of ``resolution`` frames computes them (itself at
+        its own frames): the same files, labels and splits, the features of
+        ``spec.at(resolution)`` and their standardisation. Kept: a second call is free.
+
+        Raises:
+            DataError: a number of frames this front-end cannot make.
+        """
+        if resolution not in self._views:
+            try:
+                spec = type(self).spec.at(resolution)
+            except ConfigError as e:
+                raise DataError(f"{self.name!r} cannot load at {resolution} frames: {e}") from None
+            view = copy.copy(self)
+            view.spec = spec
+            view._hold(view.scaled(self._features_of(spec)))
+            self._views[resolution] = view
+        return self._views[resolution]
+
+    def load(self, resolution: int) -> Splits:
+        """The splits of the features at ``resolution`` frames (:meth:`at`).
+
+        Raises:
+            DataError: a number of frames the front-end cannot make.
+        """
+        view = self.at(resolution)
+        return SeriesDataset.load(view, resolution)
+
+    def check(
+        self, resolutions: Sequence[int] = (), progress: ProgressCallback | None = None
+    ) -> None:
+        """Compute (or read from the cache) the features at each of ``resolutions``, so that
+        a clip that cannot be read, or frames the front-end cannot make, fail before any
+        training.
+
+        Raises:
+            DataError: as :meth:`at`.
+        """
+        for resolution in resolutions:
+            self.at(resolution)
+
+    def _features(self, spec: LogMelSpec) -> np.ndarray:
         """The front-end's features of every clip, ``(N, frames, bands)`` int16, each clip
         read and checked."""
         features = []
@@ -202,7 +262,7 @@ class AudioDataset(SeriesDataset):
                     "every clip of a folder has one sample rate"
                 )
             rates.setdefault(rate, file)
-            features.append(logmel(_resampled(samples, rate, self.spec), self.spec))
+            features.append(logmel(_resampled(samples, rate, spec), spec))
         return np.stack(features)
 
     @staticmethod
@@ -226,3 +286,10 @@ class AudioDataset(SeriesDataset):
             samples = _resampled(samples, rate, self.spec)[: self.spec.clip]
             out[row, : samples.size] = samples
         return out
+
+
+def frontend_of(dataset: object) -> LogMelSpec | None:
+    """The front-end that a device runs on what it records to make the inputs of ``dataset``:
+    a keyword folder's, at its own frames (:meth:`AudioDataset.at` makes the others); None
+    for samples that are the input as they are (images, sensor windows)."""
+    return type(dataset).spec if isinstance(dataset, AudioDataset) else None

@@ -124,6 +124,13 @@ class ImageDataset(ABC):
             self._cache[resolution] = splits
         return splits
 
+    def at(self, resolution: int) -> ImageDataset:
+        """The data set as it is loaded at ``resolution``: itself, for a data set whose samples
+        are the same whatever the resolution asked (images are resampled by ``load``); a
+        keyword folder's features are computed by a front-end of that many frames
+        (:meth:`tinytune.data.AudioDataset.at`), with a standardisation of their own."""
+        return self
+
     def split_sizes(self) -> tuple[int, int, int]:
         """Images in the train, validation and test parts (the same at every resolution). The
         default loads the smallest resolution; a data set that knows them without decoding any

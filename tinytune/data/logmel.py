@@ -28,7 +28,7 @@ The parameters default to 30 ms windows every 20 ms at 16 kHz with 40 bands from
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -96,6 +96,30 @@ class LogMelSpec:
                 f"log-mel band {empty} of {self.bands} holds no FFT bin: fewer bands, a wider "
                 f"range or a longer fft ({self.fft}) give each band a bin"
             )
+
+    def at(self, frames: int) -> LogMelSpec:
+        """This front-end made to give ``frames`` frames of a clip, its bands in proportion
+        (``round(bands * frames / self.frames)``, as a network's input keeps its aspect at
+        another height): the hop is the longest that gives them, the window this one's or, where
+        the hop outgrows it, the hop's up to the fft's points (fewer frames then read every
+        sample where the fft allows, and skip ``hop - fft`` of them where it does not). The
+        clip, rate, fft and frequency range stay.
+
+        Raises:
+            ConfigError: fewer than two frames, or bands too few for a bin each.
+        """
+        if frames == self.frames:
+            return self
+        if not isinstance(frames, int) or isinstance(frames, bool) or frames < 2:
+            raise ConfigError(f"a log-mel front-end makes two frames or more, got {frames!r}")
+        bands = max(1, round(self.bands * frames / self.frames))
+        window = min(self.fft, max(self.window, (self.clip - self.window) // (frames - 1)))
+        hop = (self.clip - window) // (frames - 1)
+        if hop < 1:
+            raise ConfigError(
+                f"a clip of {self.clip} samples cannot give {frames} frames of {window}"
+            )
+        return replace(self, window=window, hop=hop, bands=bands)
 
     @property
     def frames(self) -> int:

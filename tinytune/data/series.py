@@ -279,9 +279,15 @@ class SeriesDataset(ImageDataset):
                 f"{self.prefix[:-1]} {path!r} has one class; a classifier needs two or more"
             )
         _, indices = np.unique(labels, return_inverse=True)
-        self._x, self._y = x, indices.astype(np.int64)
-        self.input_shape = (int(x.shape[1]), int(x.shape[2]), int(x.shape[3]))
+        self._y = indices.astype(np.int64)
         self._parts = self._split()
+        self._hold(x)
+
+    def _hold(self, x: np.ndarray) -> None:
+        """Take ``x`` (N, C, H, W), float64, as the samples, standardised by the training
+        part's mean and standard deviation per channel."""
+        self._x = x
+        self.input_shape = (int(x.shape[1]), int(x.shape[2]), int(x.shape[3]))
         train = x[self._parts[0]]
         mean = train.mean(axis=(0, 2, 3))
         std = train.std(axis=(0, 2, 3))
@@ -373,6 +379,12 @@ class SeriesDataset(ImageDataset):
         Raises:
             DataError: a resolution other than the samples' height.
         """
-        for resolution in resolutions:
-            if resolution != self.resolution:
-                self.load(resolution)
+        others = sorted({r for r in resolutions if r != self.resolution})
+        if others:
+            heights = ", ".join(map(str, sorted({self.resolution, *others})))
+            raise DataError(
+                f"{self.name!r} holds samples of {'x'.join(map(str, self.input_shape))} "
+                f"(C x H x W), which are not resized, and the network is searched at heights "
+                f"{heights}; give a series data set windows of one row (C x 1 x T), or keyword "
+                "clips as an audio: folder, whose front-end makes every height"
+            )

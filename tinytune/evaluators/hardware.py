@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
+from tinytune.data.logmel import LogMelSpec
 from tinytune.errors import ConfigError
 from tinytune.hwmodels import (
     PRECISIONS,
@@ -17,6 +18,7 @@ from tinytune.hwmodels import (
     plan_memory,
     predict_latency,
 )
+from tinytune.hwmodels.frontend import FrontendCost, frontend_cost
 from tinytune.ir import Graph, PatchPlan, block_end, patch_blocks, plan_patches, trace
 from tinytune.models import GraphNet, build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
@@ -110,23 +112,46 @@ def hardware_cost(
 @dataclass(frozen=True)
 class HardwareCost:
     """What a candidate costs on the device: its training-memory plan and, when a device
-    profile is given, its predicted latency."""
+    profile is given, its predicted latency; for a keyword model, what its front-end adds
+    (:mod:`tinytune.hwmodels.frontend`: its static SRAM, its tables, its time for each sample
+    of a step)."""
 
     memory: MemoryReport
     latency: LatencyReport | None
+    frontend: FrontendCost | None = None
+    batch_size: int = 1
 
     @property
     def arena_bytes(self) -> int:
+        """The training step's arena, as the planner places it."""
         return self.memory.arena_bytes
 
     @property
+    def sram_bytes(self) -> int:
+        """The SRAM the candidate needs: the arena, and a front-end's static scratch beside it
+        (the front's memory objective)."""
+        return self.arena_bytes + (0 if self.frontend is None else self.frontend.scratch_bytes)
+
+    @property
     def flash_bytes(self) -> int:
-        """Parameters and, for int8, the estimated code of the training engine."""
-        return self.memory.flash_bytes + self.memory.code_bytes
+        """Parameters and, for int8, the estimated code of the training engine (and a
+        front-end's tables)."""
+        tables = 0 if self.frontend is None else self.frontend.flash_bytes
+        return self.memory.flash_bytes + self.memory.code_bytes + tables
+
+    @property
+    def frontend_s(self) -> float:
+        """The front-end's time for a step's samples (0 without one, or without a model of
+        its time on the device)."""
+        if self.frontend is None or self.frontend.seconds is None:
+            return 0.0
+        return self.batch_size * self.frontend.seconds
 
     @property
     def latency_s(self) -> float | None:
-        return None if self.latency is None else self.latency.train_step_s
+        """A step of learning from new samples: their inputs made (a front-end's), then the
+        training step."""
+        return None if self.latency is None else self.latency.train_step_s + self.frontend_s
 
 
 class HardwareEvaluator:
@@ -141,9 +166,12 @@ class HardwareEvaluator:
         config: HardwareConfig,
         device: DeviceProfile | None = None,
         sram_budget: int | None = None,
+        frontend: LogMelSpec | None = None,
     ) -> None:
         self.spec, self.n_classes, self.config, self.device = spec, n_classes, config, device
         self.sram_budget = sram_budget
+        self.frontend = frontend  # a keyword folder's, at its own frames (else None)
+        self._frontends: dict[int, FrontendCost] = {}
         self.fixed = parse_patches(config.patches)
         self._supernet: nn.Module | None = None
         # A search prices a candidate again when it is drawn, checked, proposed and stored,
@@ -166,8 +194,30 @@ class HardwareEvaluator:
         net = build_candidate(candidate, self._supernet, self.n_classes, calibration=[])
         return trace(net, torch.zeros(self.config.batch_size, *net.input_shape))
 
-    def _cost(self, graph: Graph, plan: PatchPlan | None) -> HardwareCost:
-        return HardwareCost(self._memory(graph, plan), self._latency(graph, plan))
+    def _cost(self, graph: Graph, plan: PatchPlan | None, resolution: int) -> HardwareCost:
+        return HardwareCost(
+            self._memory(graph, plan),
+            self._latency(graph, plan),
+            self.frontend_cost(resolution),
+            self.config.batch_size,
+        )
+
+    def frontend_cost(self, resolution: int) -> FrontendCost | None:
+        """What the front-end that makes inputs of ``resolution`` frames costs on the device
+        (None: the samples need none)."""
+        if self.frontend is None:
+            return None
+        if resolution not in self._frontends:
+            spec = self.frontend.at(resolution)
+            self._frontends[resolution] = frontend_cost(spec, self.device)
+        return self._frontends[resolution]
+
+    def _arena_budget(self, candidate: Candidate) -> int | None:
+        """The SRAM budget less what the candidate's front-end holds beside the arena."""
+        if self.sram_budget is None:
+            return None
+        frontend = self.frontend_cost(candidate.subnet.resolution)
+        return self.sram_budget - (0 if frontend is None else frontend.scratch_bytes)
 
     def _memory(self, graph: Graph, plan: PatchPlan | None) -> MemoryReport:
         c = self.config
@@ -229,7 +279,10 @@ class HardwareEvaluator:
         """
         graph = self._graph(candidate)
         cost = self._costs.get(
-            candidate.key, lambda: self._cost(graph, schedule_plan(graph, candidate.schedule))
+            candidate.key,
+            lambda: self._cost(
+                graph, schedule_plan(graph, candidate.schedule), candidate.subnet.resolution
+            ),
         )
         return cost, graph
 
@@ -288,10 +341,11 @@ class HardwareEvaluator:
     def _least_latency(self, whole: Candidate) -> Schedule | None:
         """The ``auto`` schedule of :meth:`schedule` for a candidate of int8 steps under an SRAM
         budget: None for whole images."""
-        assert self.sram_budget is not None
+        budget = self._arena_budget(whole)
+        assert budget is not None
         graph = self._graph(whole)
         arena = self._memory(graph, None).arena_bytes
-        if arena <= self.sram_budget:
+        if arena <= budget:
             return None
         best: tuple[tuple[int, float, int], Schedule] | None = None
         for blocks, end in _blocks_to_patch(graph):
@@ -301,7 +355,7 @@ class HardwareEvaluator:
                 except ConfigError:
                     break
                 held = self._memory(graph, plan).arena_bytes
-                fits = held <= self.sram_budget
+                fits = held <= budget
                 # the latency parts only schedules that fit: predicted for those alone
                 rank = (0 if fits else 1, self._step_s(graph, plan) if fits else 0.0, held)
                 if best is None or rank < best[0]:

@@ -39,7 +39,7 @@ from tinytune.hwmodels.builtin_devices import builtin_boards, builtin_profiles
 from tinytune.hwmodels.latency import LatencyCoefficients
 from tinytune.hwmodels.profile import CalibrationPoint, DeviceProfile
 
-__all__ = ["bundle_devices", "bundle_profile", "cpi_note"]
+__all__ = ["bundle_devices", "bundle_profile", "cpi_note", "cycles_per_instruction"]
 
 
 def cpi_note(cycles_per_instruction: float, core: str = "Cortex-M7") -> str:
@@ -152,6 +152,13 @@ def _at_clock(profile: DeviceProfile, device: DeviceProfile, note: str) -> Devic
             else ""
         ),
     )
+
+
+def cycles_per_instruction(core: str) -> float:
+    """The cycles per instruction that the built-in bundle profile of ``core`` (a key of
+    the shipped fits: Cortex-M7, Cortex-M4F, Cortex-M0+, RV32IMC) turns QEMU's counts into
+    time with (:func:`cpi_note`)."""
+    return float(_shipped(_CORE_FILES[core])["fit"]["machine"]["cycles_per_instruction"])
 
 
 def bundle_devices() -> list[str]:

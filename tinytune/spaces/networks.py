@@ -5,10 +5,12 @@ The network is read as an op graph (:func:`tinytune.networks.read_network`) into
 :func:`~tinytune.networks.plan` (one block each, between single-tensor cut points). The search
 chooses where to cut it (after any stage from the middle on: a global pool and a new classifier
 on that stage's output, as for a cut of EfficientNet-Lite0), the update scheme over the
-convolutions kept (in the graph's own order), and the input resolution: for a square input the
-exported size and, since a global pool precedes the classifier, three quarters and half of it;
-any other input (a spectrogram, a sensor window), and a network whose classifier reads a
-flattened map, at the size it was exported at.
+convolutions kept (in the graph's own order), and the input resolution. Where a global pool
+precedes the classifier, that is the exported size and three quarters and half of it: the side
+of a square input, or the frames of a spectrogram (one channel of frames by bands), its bands in
+proportion, which a keyword folder's front-end computes at each
+(:meth:`tinytune.data.AudioDataset.at`). A sensor window (one row), and a network whose
+classifier reads a flattened map, are searched at the size they were exported at.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def network_resolutions(size: int, stride: int) -> tuple[int, ...]:
     of 8, ¾ and ½ of it, each at least ``stride`` (one output pixel) and 16."""
     smaller = {size * 3 // 4 // 8 * 8, size // 2 // 8 * 8}
     return tuple(sorted({size} | {r for r in smaller if r >= max(stride, 16) and r < size}))
+
+
+def _spectrogram(shape: tuple[int, ...]) -> bool:
+    """Whether an input of ``shape`` (N, C, H, W) is a keyword clip's features: one channel of
+    frames (H) by bands (W), which a front-end makes at other frames too."""
+    return shape[1] == 1 and shape[2] > 1 and shape[2] != shape[3]
 
 
 def network_fields(path: str) -> dict[str, Any]:
@@ -86,7 +94,7 @@ def _fields(path: str, resolved: str, _size: int, _mtime: int) -> tuple[tuple[st
         "width_mult": 1.0,
         "resolutions": (
             network_resolutions(height, total_stride(graph))
-            if height == width and takes_other_sizes(graph)
+            if takes_other_sizes(graph) and (height == width or _spectrogram(graph.input_shape))
             else (height,)
         ),
         "default_resolution": height,

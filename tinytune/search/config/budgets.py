@@ -81,8 +81,8 @@ def check_feasible(config: SearchConfig, hw: HardwareEvaluator) -> None:
             + f" to at least {1000 * fastest:.3g}ms"
         )
     budget = config.sram_budget_bytes
-    if budget is not None and floor_cost.arena_bytes > budget:
-        floor = floor_cost.arena_bytes
+    if budget is not None and floor_cost.sram_bytes > budget:
+        floor = floor_cost.sram_bytes
         raise BudgetError(
             f"no candidate of {spec.name} fits an SRAM budget of {budget} bytes: the smallest "
             f"training step needs {floor} bytes ({config.hardware.precision}, batch "
@@ -178,7 +178,7 @@ def over_budget(
 ) -> tuple[list[float], str | None]:
     """The constraint values of a predicted cost, and why it is pruned (None when it fits)."""
     v = violations(
-        config, flash_budget, cost.arena_bytes, cost.flash_bytes, float(cost.latency_s or 0.0)
+        config, flash_budget, cost.sram_bytes, cost.flash_bytes, float(cost.latency_s or 0.0)
     )
     over = [
         f"predicted {what} exceeds its budget by {amount:g}{unit}"

@@ -103,7 +103,7 @@ def measured_record(
         "measured",
         result,
         trial_number=trial,
-        memory_bytes=cost.arena_bytes,
+        memory_bytes=cost.sram_bytes,
         latency_ms=1000.0 * float(cost.latency_s or 0.0),
         details=details if result.ok else None,
     )

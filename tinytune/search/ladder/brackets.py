@@ -242,7 +242,7 @@ class Ladder:
             "short",
             result,
             trial_number=member.trial.number,
-            memory_bytes=member.cost.arena_bytes,
+            memory_bytes=member.cost.sram_bytes,
             latency_ms=1000.0 * float(member.cost.latency_s or 0.0),
             details={**result.details, "scheme": member.scheme},
             failure="the short fine-tune failed",
@@ -307,7 +307,7 @@ class Ladder:
             return Verdict(tuple(notes), len(members), self.pruned(bracket.members, reason))
         points = [(p.val_accuracy, float(p.memory_bytes), p.latency_s or 0.0) for p in front]
         contenders = [
-            (score, float(m.cost.arena_bytes), float(m.cost.latency_s or 0.0))
+            (score, float(m.cost.sram_bytes), float(m.cost.latency_s or 0.0))
             for score, m in zip(scores, members, strict=True)
         ]
         config = self.config

@@ -153,7 +153,7 @@ class ProxyRung:
             fidelity="proxy",
             status="ok",
             accuracy=est.accuracy,
-            memory_bytes=member.cost.arena_bytes,
+            memory_bytes=member.cost.sram_bytes,
             latency_ms=1000.0 * float(member.cost.latency_s or 0.0),
             wall_time_s=time.perf_counter() - started,
             details={

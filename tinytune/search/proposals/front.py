@@ -76,7 +76,7 @@ class FrontDraw(Strategy):
         config = self.context.config
         ref = reference(points, config.sram_budget_bytes, config.latency_budget_s)
         costs = priced_costs(self.context, child)
-        new = [(accuracy, float(c.arena_bytes), c.latency_s or 0.0) for c in costs]
+        new = [(accuracy, float(c.sram_bytes), c.latency_s or 0.0) for c in costs]
         return hypervolume_gain(new, points, ref)
 
     def parents(self) -> tuple[list[Candidate], list[float]]:

@@ -154,7 +154,7 @@ class Ledger:
             **{
                 Attr.CANDIDATE_KEY: candidate.key,
                 Attr.CANDIDATE: payload,
-                Attr.MEMORY: cost.arena_bytes,
+                Attr.MEMORY: cost.sram_bytes,
                 Attr.FLASH: cost.flash_bytes,
                 Attr.LATENCY: float(cost.latency_s or 0.0),
                 Attr.LATENCY_PROFILE: self.checked.latency_profile,
@@ -229,7 +229,7 @@ class Ledger:
         )
         assert record.val_accuracy is not None
         latency = float(cost.latency_s or 0.0)
-        self.study.tell_values(trial, (record.val_accuracy, float(cost.arena_bytes), latency))
+        self.study.tell_values(trial, (record.val_accuracy, float(cost.sram_bytes), latency))
         self.counts.twins += 1
         self.publish()
         self.emit("twin", trial=trial.number, accuracy=record.val_accuracy)
@@ -246,7 +246,7 @@ class Ledger:
             },
         )
         latency = float(cost.latency_s or 0.0)
-        self.study.tell_values(trial, (previous.val_accuracy, float(cost.arena_bytes), latency))
+        self.study.tell_values(trial, (previous.val_accuracy, float(cost.sram_bytes), latency))
         self.counts.reused += 1
         self.limits.idle += 1
         self.emit("reused", trial=trial.number)
@@ -321,7 +321,7 @@ class Ledger:
                     Attr.WALL_TIME: record.wall_time_s,
                 },
             )
-            values = (record.val_accuracy, float(cost.arena_bytes), float(cost.latency_s or 0.0))
+            values = (record.val_accuracy, float(cost.sram_bytes), float(cost.latency_s or 0.0))
             self.study.tell_values(trial, values)
             self.counts.measured += 1
             self.count_origin(trial)

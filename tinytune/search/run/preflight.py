@@ -91,7 +91,7 @@ def preflight(
         DataError: the data set cannot be read.
         BudgetError: a budget exceeds the device, or no candidate can meet it.
     """
-    from tinytune.data import get_dataset, val_repeats
+    from tinytune.data import frontend_of, get_dataset, val_repeats
     from tinytune.hwmodels.registry import get_device, profile_label
 
     spec = get_supernet(config.supernet)
@@ -121,7 +121,12 @@ def preflight(
             f"{config.n_classes}; expected n_classes={data.num_classes}"
         )
     hardware = HardwareEvaluator(
-        spec, config.n_classes, config.hardware, device, config.sram_budget_bytes
+        spec,
+        config.n_classes,
+        config.hardware,
+        device,
+        config.sram_budget_bytes,
+        frontend_of(data),
     )
     check_feasible(config, hardware)
     flash_budget = config.flash_budget_bytes or device.flash_bytes
@@ -133,7 +138,10 @@ def preflight(
     # first (its reference, presets and learning-rate grid); a worker decodes another
     # resolution when a candidate first needs it (tinytune.data.imagefolder)
     reference = reference_candidate(spec.name)
-    data.check([reference.subnet.resolution], decoding_events(config, progress))
+    # samples that are not images are made at every resolution searched now (a keyword
+    # folder's features, by a front-end of each size; a series data set refuses any other)
+    resolutions = spec.resolutions if data.input_shape is not None else ()
+    data.check([reference.subnet.resolution, *resolutions], decoding_events(config, progress))
     return Preflight(
         spec=spec,
         device=device,
