@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -23,6 +25,8 @@ from tests.networks.zoo import (
     randomise_bn,
 )
 from tinytune.cli.main import main
+from tinytune.data.logmel import LogMelSpec
+from tinytune.hwmodels.frontend import frontend_units
 
 pytestmark = pytest.mark.slow
 
@@ -149,12 +153,18 @@ def test_a_keyword_bundle_makes_the_searchs_features_of_its_clips_on_every_core(
     )
     bundle, point = _search_and_export(tmp_path / "ds-cnn.pt2", tmp_path, capsys, data)
     manifest = json.loads((bundle / "manifest.json").read_text())
-    assert manifest["memory"]["arena_bytes"] == point["memory_bytes"]
     frontend = manifest["input"]["frontend"]
-    assert (frontend["function"], frontend["bands"], frontend["frames"]) == (
+    # the front's memory: the planner's arena and the front-end's scratch beside it
+    memory = manifest["memory"]
+    assert memory["sram_bytes"] == memory["arena_bytes"] + frontend["scratch_bytes"]
+    assert memory["sram_bytes"] == point["memory_bytes"]
+    # the front-end of the point's frames (the search tries 49, 32 and 24)
+    spec = LogMelSpec().at(manifest["input"]["shape"][1])
+    assert (frontend["function"], frontend["bands"], frontend["frames"], frontend["hop"]) == (
         "tt_input_from_pcm16",
-        40,
-        49,
+        spec.bands,
+        spec.frames,
+        spec.hop,
     )
     clips = manifest["example"]["train_samples"] + manifest["example"]["eval_samples"]
     host = make(bundle, "run-host")
@@ -170,7 +180,11 @@ def test_a_keyword_bundle_makes_the_searchs_features_of_its_clips_on_every_core(
     frontend_s, machine = measured.measurements[0].frontend_s, measured.machine
     assert frontend_s is not None  # 49 FFTs of 512 points: 9.5 M instructions retired
     instructions = frontend_s * machine["clock_hz"] / machine["cycles_per_instruction"]
-    assert 7e6 < instructions < 12e6
+    fit = json.loads(
+        resources.files("tinytune.hwmodels").joinpath("data/frontend.json").read_text()
+    )
+    rate = fit["cores"]["RV32IMC"]["instructions_per_unit"]
+    assert instructions == pytest.approx(np.dot(rate, frontend_units(spec)), rel=0.01)
     for target in ("aarch64", "cortex-m7", "cortex-m4", "cortex-m0plus", "rv32imc"):
         out = make(bundle, f"run-{target}")
         assert [

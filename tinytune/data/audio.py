@@ -51,6 +51,31 @@ AUDIO_PREFIX = "audio:"
 NOISE_FOLDER = "_background_noise_"
 """The Speech Commands folder of noise recordings, which is no keyword."""
 
+NOISE_OPTION = "?noise="
+"""What follows a keyword folder's path to mix its background noise into the training clips:
+``audio:PATH?noise=0.1``, the loudest volume (a share of the recordings' own level)."""
+
+
+def _noise_option(path: str) -> tuple[str, float]:
+    """The folder and the noise volume of ``PATH`` or ``PATH?noise=V`` (0: none).
+
+    Raises:
+        DataError: a volume that is not a number in (0, 1].
+    """
+    folder, marker, value = path.rpartition(NOISE_OPTION)
+    if not marker:
+        return path, 0.0
+    try:
+        volume = float(value)
+    except ValueError:
+        volume = math.nan
+    if not 0.0 < volume <= 1.0:
+        raise DataError(
+            f"background noise {value!r} of {AUDIO_PREFIX + path!r} is not a volume; expected "
+            f"{AUDIO_PREFIX}PATH{NOISE_OPTION}V with V in (0, 1], e.g. 0.1"
+        )
+    return folder, volume
+
 
 def read_wav(path: str) -> tuple[np.ndarray, int]:
     """The ``int16`` samples and the sample rate of a mono 16-bit PCM WAV file: a plain
@@ -114,13 +139,16 @@ class FeatureCache:
     written costs the next run the computation again, nothing else (a warning says so).
     """
 
-    def __init__(self, folder: str, clips: list[tuple[str, int]], spec: LogMelSpec) -> None:
+    def __init__(
+        self, folder: str, clips: list[tuple[str, int]], spec: LogMelSpec, mixing: str = ""
+    ) -> None:
         import hashlib
 
         from tinytune.hashing import sha256_file
         from tinytune.paths import cache_dir
 
-        digest = hashlib.sha256(f"tinytune features {FEATURES_VERSION} {spec!r}\n".encode())
+        head = f"tinytune features {FEATURES_VERSION} {spec!r} {mixing}\n"
+        digest = hashlib.sha256(head.encode())
         for file, label in clips:
             try:
                 content = sha256_file(Path(file))
@@ -185,6 +213,17 @@ class AudioDataset(SeriesDataset):
     spec = LogMelSpec()
     words = ("clip", "keyword", "speaker")
     files: list[str]
+    noise = 0.0
+    """The loudest background noise mixed into the training clips' copies (0: none)."""
+    _mixes: list[tuple[int, int, int, float]] | None = None
+
+    def __init__(self, path: str, seed: int = 0) -> None:
+        path, noise = _noise_option(path)
+        super().__init__(path, seed)
+        if noise:
+            self.noise = noise
+            self.name = f"{self.name}{NOISE_OPTION}{noise:g}"
+            self._mix_noise()
 
     def _samples(self, path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
         clips, keywords = class_files(
@@ -198,14 +237,62 @@ class AudioDataset(SeriesDataset):
         return self.scaled(self._features_of(self.spec)), labels, keywords
 
     def _features_of(self, spec: LogMelSpec) -> np.ndarray:
-        """The features of every clip by the front-end ``spec``, from the cache or computed
-        (and kept)."""
+        """The features of every clip by the front-end ``spec``, and of the training clips'
+        noisy copies after them, from the cache or computed (and kept)."""
         cache = FeatureCache(self._folder, self._clips, spec)
         features = cache.read()
         if features is None:
             features = self._features(spec)
             cache.write(features)
-        return features
+        if self._mixes is None:
+            return features
+        noisy = FeatureCache(self._folder, self._clips + self._noises, spec, repr(self._mixes))
+        copies = noisy.read()
+        if copies is None or len(copies) != len(self._mixes):
+            copies = np.stack([logmel(self._mixed(m), spec) for m in self._mixes])
+            noisy.write(copies)
+        return np.concatenate([features, copies])
+
+    def _mix_noise(self) -> None:
+        """Add a copy of every training clip with background noise mixed in, after the clips,
+        to the training split: a recording of ``_background_noise_`` (drawn at random,
+        seeded), from a random moment, at a random volume up to :attr:`noise`."""
+        folder = os.path.join(self._folder, NOISE_FOLDER)
+        noises = sorted(Path(folder).glob("*.wav")) if os.path.isdir(folder) else []
+        if not noises:
+            raise DataError(
+                f"audio folder {self._folder!r} has no {NOISE_FOLDER} folder of .wav "
+                f"recordings; noise={self.noise:g} mixes them into copies of the training clips"
+            )
+        self._noises = [(str(f), -1) for f in noises]
+        self._noise_samples = [_resampled(*read_wav(f), self.spec) for f, _ in self._noises]
+        rng = np.random.default_rng([self.seed, len(self.files)])
+        train = self._parts[0]
+        mixes = []
+        for index in train:
+            which = int(rng.integers(len(noises)))
+            length = self._noise_samples[which].size
+            start = int(rng.integers(max(1, length - self.spec.clip + 1)))
+            mixes.append((int(index), which, start, float(rng.uniform(0.0, self.noise))))
+        self._mixes = mixes
+        n = len(self.files)
+        self._y = np.concatenate([self._y, self._y[train]])
+        if self.sources is not None:
+            self.sources = [*self.sources, *(self.sources[int(i)] for i in train)]
+        self._parts = (np.concatenate([train, n + np.arange(len(train))]), *self._parts[1:])
+        self._views = {self.spec.frames: self}
+        self._hold(self.scaled(self._features_of(self.spec)))
+
+    def _mixed(self, mix: tuple[int, int, int, float]) -> np.ndarray:
+        """The clip of ``mix`` (index, noise recording, its start, volume) with the noise
+        added: ``clip + volume * noise``, rounded and clipped to 16 bits."""
+        index, which, start, volume = mix
+        samples, rate = read_wav(self.files[index])
+        clip = np.zeros(self.spec.clip, np.float64)
+        samples = _resampled(samples, rate, self.spec)[: self.spec.clip]
+        clip[: samples.size] = samples
+        noise = np.resize(self._noise_samples[which][start:], self.spec.clip)
+        return np.clip(np.round(clip + volume * noise), -32768, 32767).astype(np.int16)
 
     def at(self, resolution: int) -> AudioDataset:
         """The folder's clips as a front-end of ``resolution`` frames computes them (itself at
@@ -282,6 +369,9 @@ class AudioDataset(SeriesDataset):
         part = self._part(split)[:count]
         out = np.zeros((len(part), self.spec.clip), np.int16)
         for row, index in enumerate(part):
+            if index >= len(self.files):  # a training clip's noisy copy
+                out[row] = self._mixed(self._mixes[int(index) - len(self.files)])
+                continue
             samples, rate = read_wav(self.files[int(index)])
             samples = _resampled(samples, rate, self.spec)[: self.spec.clip]
             out[row, : samples.size] = samples
