@@ -86,14 +86,17 @@ def test_a_network_that_pools_is_searched_at_the_front_ends_frames(tmp_path: Pat
         assert get_supernet(str(tmp_path / f"{name}.pt2")).resolutions == expected
 
 
-def test_a_series_of_taller_samples_is_refused_a_search_at_other_heights(tmp_path: Path) -> None:
+def test_a_series_of_taller_samples_is_searched_at_its_own_size(
+    folder: Path, tmp_path: Path
+) -> None:
+    """A series is not resized: a network's other sizes are searched on keyword clips and
+    images, not on it."""
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(60, 1, 49, 40)), np.repeat(np.arange(3), 20)
     np.savez(tmp_path / "spectra.npz", X=x, y=y)
-    data = get_dataset(f"series:{tmp_path / 'spectra.npz'}")
-    data.check([49])
-    with pytest.raises(DataError, match=r"searched at heights 24, 32, 49; give a series"):
-        data.check([49, 24, 32])
+    assert get_dataset(f"series:{tmp_path / 'spectra.npz'}").searched_at((24, 32, 49)) == (49,)
+    assert get_dataset(f"audio:{folder}").searched_at((24, 32, 49)) == (24, 32, 49)
+    assert get_dataset("digits").searched_at((48, 64)) == (48, 64)
 
 
 def test_the_front_end_is_counted_in_the_candidates_sram_flash_and_time(folder: Path) -> None:

@@ -313,6 +313,10 @@ class AudioDataset(SeriesDataset):
             self._views[resolution] = view
         return self._views[resolution]
 
+    def searched_at(self, offered: Sequence[int]) -> tuple[int, ...]:
+        """Every size offered: a front-end of each computes the features (:meth:`at`)."""
+        return tuple(offered)
+
     def load(self, resolution: int) -> Splits:
         """The splits of the features at ``resolution`` frames (:meth:`at`).
 

@@ -131,6 +131,12 @@ class ImageDataset(ABC):
         (:meth:`tinytune.data.AudioDataset.at`), with a standardisation of their own."""
         return self
 
+    def searched_at(self, offered: Sequence[int]) -> tuple[int, ...]:
+        """Which of the resolutions a network ``offered`` a search tries on this data set: all
+        of them for images (resampled) and keyword clips (a front-end of each size); a series
+        data set's samples are not resized, so only their own size."""
+        return tuple(offered)
+
     def split_sizes(self) -> tuple[int, int, int]:
         """Images in the train, validation and test parts (the same at every resolution). The
         default loads the smallest resolution; a data set that knows them without decoding any

@@ -325,6 +325,11 @@ class SeriesDataset(ImageDataset):
         """The samples' height, the one resolution they load at."""
         return self.input_shape[1]
 
+    def searched_at(self, offered: Sequence[int]) -> tuple[int, ...]:
+        """The samples' height alone: a series is not resized (a network's other sizes are
+        not searched on it)."""
+        return (self.resolution,) if self.resolution in offered else tuple(offered)
+
     def load(self, resolution: int) -> Splits:
         """The splits; ``resolution`` must be the samples' height.
 
@@ -379,12 +384,6 @@ class SeriesDataset(ImageDataset):
         Raises:
             DataError: a resolution other than the samples' height.
         """
-        others = sorted({r for r in resolutions if r != self.resolution})
-        if others:
-            heights = ", ".join(map(str, sorted({self.resolution, *others})))
-            raise DataError(
-                f"{self.name!r} holds samples of {'x'.join(map(str, self.input_shape))} "
-                f"(C x H x W), which are not resized, and the network is searched at heights "
-                f"{heights}; give a series data set windows of one row (C x 1 x T), or keyword "
-                "clips as an audio: folder, whose front-end makes every height"
-            )
+        for resolution in resolutions:
+            if resolution != self.resolution:
+                self.load(resolution)

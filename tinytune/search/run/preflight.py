@@ -107,6 +107,9 @@ def preflight(
         from tinytune.spaces.networks import check_network_input
 
         check_network_input(spec.network_file, data.name, data.input_shape)
+        searched = data.searched_at(spec.resolutions)
+        if searched != spec.resolutions:  # a series: the one size its samples have
+            spec = dataclasses.replace(spec, resolutions=searched)
     elif data.input_shape is not None:
         raise ConfigError(
             f"data set {data.name!r} gives samples of "
