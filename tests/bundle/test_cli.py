@@ -434,10 +434,12 @@ def test_export_says_what_the_example_shows_and_where_its_saved_copy_fits(
                 "sample_rate": 16000,
                 "scratch_bytes": 4096,
                 "tables_bytes": 4074,
+                "frames": 32,
+                "bands": 26,
             },
-            "input: tt_input_from_pcm16() makes it of 16000 samples at 16000 Hz, with 4.0 KB of "
-            "static SRAM beside the arena and 4.0 KB of tables in flash (the front's figures "
-            "leave both out)",
+            "input: tt_input_from_pcm16() makes it of 16000 samples at 16000 Hz (32 frames of 26 "
+            "bands), with 4.0 KB of static SRAM beside the arena and 4.0 KB of tables in flash, "
+            "4.6 ms a clip predicted (the front's figures count them)",
         ),
         (
             {"function": "tt_input_from_values"},
@@ -461,7 +463,7 @@ def test_export_says_what_makes_an_audio_or_sensor_models_input(
         "candidate_key": "a" * 64,
         "memory": {"arena_bytes": 32_780, "model_flash_bytes": 15_000},
         "device": {"name": "nrf52840", "sram_bytes": 256 * 1024, "flash_bytes": 1024**2},
-        "predicted_latency": {"train_step_s": 0.02, "engine": "bundle"},
+        "predicted_latency": {"train_step_s": 0.02, "engine": "bundle", "frontend_s": 0.0046},
         "dataset": {"train_samples": 4, "eval_samples": 3},
         "input": {} if frontend is None else {"frontend": frontend},
         "example": {"train_samples": 4, "eval_samples": 3, "epochs": 1, "flash_bytes": 237_538},

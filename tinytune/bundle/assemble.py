@@ -364,10 +364,14 @@ def _cost_and_graph(
     cost, graph = hw.cost_with_graph(candidate)
     _check_int8_ops(candidate, graph)
     if cost.sram_bytes > device.sram_bytes:
-        beside = "" if cost.frontend is None else " and its front-end's scratch"
+        beside = (
+            ""
+            if cost.frontend is None
+            else f" and a {cost.frontend.scratch_bytes}-byte front-end scratch"
+        )
         raise BudgetError(
-            f"candidate {candidate.key[:12]} needs {cost.sram_bytes} bytes for its training "
-            f"arena{beside}, more than the {device.sram_bytes} bytes of SRAM of {device.name}"
+            f"candidate {candidate.key[:12]} needs a {cost.arena_bytes}-byte training arena"
+            f"{beside}, more than the {device.sram_bytes} bytes of SRAM of {device.name}"
         )
     return cost, graph
 
