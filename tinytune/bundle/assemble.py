@@ -425,8 +425,7 @@ def build_bundle(
     provenance = provenance or Provenance()
     candidate, device = request.candidate, request.device
     data = get_dataset(request.dataset, seed=request.data_seed)
-    # as the candidate's resolution loads it (a keyword folder: that front-end's features)
-    dataset = data.at(candidate.subnet.resolution)
+    dataset = data.at(candidate.subnet.resolution)  # a keyword folder: that front-end's
     n_classes = dataset.num_classes
 
     # 1. what the search predicted, before any weight is read

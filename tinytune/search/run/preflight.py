@@ -33,7 +33,7 @@ from tinytune.search.config.search_config import SearchConfig, reference_candida
 from tinytune.spaces import Candidate, SupernetSpec, get_supernet
 
 if TYPE_CHECKING:
-    from tinytune.data import DecodeProgress
+    from tinytune.data import DecodeProgress, ImageDataset
     from tinytune.search.run.events import SearchEvent
 
 __all__ = ["Preflight", "preflight", "warn_idle_options"]
@@ -76,6 +76,32 @@ class Preflight:
     cuts: tuple[int, ...] = ()
 
 
+def _fed_by(spec: SupernetSpec, data: ImageDataset) -> SupernetSpec:
+    """``spec`` as ``data`` can feed it: a network's own input checked against the samples,
+    and searched at the sizes the data set makes (a series: its own alone).
+
+    Raises:
+        ConfigError: a network whose input the samples are not, or samples that are not
+            images for a built-in supernet.
+    """
+    if spec.imported:
+        from tinytune.spaces.networks import check_network_input
+
+        check_network_input(spec.network_file, data.name, data.input_shape)
+        searched = data.searched_at(spec.resolutions)
+        if searched != spec.resolutions:  # a series: the one size its samples have
+            spec = dataclasses.replace(spec, resolutions=searched)
+    elif data.input_shape is not None:
+        raise ConfigError(
+            f"data set {data.name!r} gives samples of "
+            f"{'x'.join(map(str, data.input_shape))}, not images; search it with your own network "
+            "of that input as the supernet (FILE.pt2 or FILE.onnx), or train a built-in one on a "
+            "larger folder of yours first ('tinytune pretrain --network ds-cnn --dataset "
+            "audio:FOLDER --out DIR', or cnn-1d for series:)"
+        )
+    return spec
+
+
 def preflight(
     config: SearchConfig,
     store: Store | None,
@@ -103,21 +129,7 @@ def preflight(
     device = get_device(config.device, calibration, config.engine)
     check_budgets(config, device)
     data = get_dataset(config.dataset, seed=config.data_seed)
-    if spec.imported:
-        from tinytune.spaces.networks import check_network_input
-
-        check_network_input(spec.network_file, data.name, data.input_shape)
-        searched = data.searched_at(spec.resolutions)
-        if searched != spec.resolutions:  # a series: the one size its samples have
-            spec = dataclasses.replace(spec, resolutions=searched)
-    elif data.input_shape is not None:
-        raise ConfigError(
-            f"data set {data.name!r} gives samples of "
-            f"{'x'.join(map(str, data.input_shape))}, not images; search it with your own network "
-            "of that input as the supernet (FILE.pt2 or FILE.onnx), or train a built-in one on a "
-            "larger folder of yours first ('tinytune pretrain --network ds-cnn --dataset "
-            "audio:FOLDER --out DIR', or cnn-1d for series:)"
-        )
+    spec = _fed_by(spec, data)
     if data.num_classes != config.n_classes:
         raise ConfigError(
             f"data set {data.name!r} has {data.num_classes} classes, the search was set up for "
