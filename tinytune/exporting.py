@@ -116,7 +116,7 @@ def export_bundle(
     require_tinytune(storage)
     found, profile, calibration = _look_up(target, study, storage, device)
     candidate, space = found.candidate, found.space
-    data = get_dataset(space.dataset)
+    data = get_dataset(space.dataset, seed=space.data_seed)
     check_candidate(candidate, profile, data.num_classes, frontend_of(data))  # fails fast
     checkpoint, source = _checkpoint(
         get_supernet(candidate.supernet), weights_path, found, on_pretrain

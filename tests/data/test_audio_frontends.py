@@ -206,3 +206,54 @@ def test_noise_without_recordings_is_refused(tmp_path: Path) -> None:
     make(tmp_path, speakers=10, takes=1, keywords=3, seed=3)
     with pytest.raises(DataError, match=r"has no _background_noise_ folder of \.wav recordings"):
         get_dataset(f"audio:{tmp_path}?noise=0.1")
+
+
+def test_the_noisy_copies_features_are_read_back_from_the_cache(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tinytune.data.audio as audio
+
+    first = get_dataset(f"audio:{folder}?noise=0.2").load(49).train.x
+    calls: list[int] = []
+    real = audio.logmel
+
+    def counted(samples: np.ndarray, spec: LogMelSpec | None = None) -> np.ndarray:
+        calls.append(1)
+        return real(samples, spec)
+
+    monkeypatch.setattr(audio, "logmel", counted)
+    again = get_dataset(f"audio:{folder}?noise=0.2").load(49).train.x
+    assert calls == [] and again.tobytes() == first.tobytes()  # no clip transformed again
+
+
+def test_the_budgets_floor_is_priced_at_the_sizes_the_data_set_makes(
+    folder: Path, tmp_path: Path
+) -> None:
+    """A series of spectrograms is searched at its own 49 frames: the SRAM floor is the
+    classifier alone at 49, not at the 24 that the network offers a keyword folder."""
+    import dataclasses
+
+    from tinytune.errors import BudgetError
+    from tinytune.evaluators import HardwareEvaluator
+    from tinytune.hwmodels.registry import get_device
+    from tinytune.search import SearchConfig
+    from tinytune.search.config.budgets import check_feasible
+    from tinytune.search.run.preflight import _fed_by
+    from tinytune.spaces import default_subnet, get_supernet, make_preset
+
+    shape = (1, 49, 40)
+    path = tmp_path / "ds-cnn.pt2"
+    net = build_network("ds-cnn", shape, 3).eval()
+    torch.export.save(torch.export.export(net, (torch.zeros(1, *shape),)), path)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "s.npz", X=rng.normal(size=(60, *shape)), y=np.repeat(np.arange(3), 20))
+    wide = get_supernet(str(path))
+    series = _fed_by(wide, get_dataset(f"series:{tmp_path / 's.npz'}"))
+    assert (wide.resolutions, series.resolutions) == ((24, 32, 49), (49,))
+    assert _fed_by(wide, get_dataset(f"audio:{folder}")).resolutions == (24, 32, 49)
+    config = SearchConfig(checkpoint=None, supernet=str(path), n_classes=3)
+    hw = HardwareEvaluator(series, 3, config.hardware, get_device("stm32f746"))
+    floor = hw(make_preset("last", series, default_subnet(series))).sram_bytes
+    check_feasible(dataclasses.replace(config, sram_budget_bytes=floor), hw)
+    with pytest.raises(BudgetError, match=f"needs {floor} bytes"):
+        check_feasible(dataclasses.replace(config, sram_budget_bytes=floor - 1), hw)

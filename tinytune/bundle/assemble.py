@@ -5,7 +5,8 @@ The pipeline (:func:`build_bundle`):
 
 1. cost, without weights: the candidate's training graph and int8 memory plan, exactly as the
    search computed them (:class:`~tinytune.evaluators.HardwareEvaluator`), and its predicted
-   step latency on the device; a candidate whose arena exceeds the device's SRAM, or that holds
+   step latency on the device; a candidate whose arena (with a keyword model's front-end
+   scratch) exceeds the device's SRAM, or that holds
    an op without an int8 kernel (a trained BatchNorm scale: the ``bn+last`` scheme), stops
    here;
 2. the network the search fine-tuned, from the supernet weights, with its BatchNorm

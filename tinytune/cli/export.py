@@ -215,10 +215,12 @@ def _print_exported(done: Any, samples: int, lr: float | None) -> None:
     if example is not None:
         console.print(_example_line(example), soft_wrap=True)
     blob = (m.get("params_blob") or {}).get("bytes")
-    if blob is not None and m["memory"]["arena_bytes"] + blob > m["device"]["sram_bytes"]:
+    sram = m["memory"].get("sram_bytes", m["memory"]["arena_bytes"])  # a front-end's beside
+    beside = "arena and the front-end" if sram > m["memory"]["arena_bytes"] else "arena"
+    if blob is not None and sram + blob > m["device"]["sram_bytes"]:
         console.print(
             f"note: the example keeps the saved parameters ({size_text(blob)}) in RAM beside the "
-            f"arena, more than the {size_text(m['device']['sram_bytes'])} of SRAM of "
+            f"{beside}, more than the {size_text(m['device']['sram_bytes'])} of SRAM of "
             f"{m['device']['name']} together: on the board, save them to flash instead "
             "(tt_params_save into a flash page)",
             soft_wrap=True,

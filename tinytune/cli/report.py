@@ -63,7 +63,7 @@ def report(
         label = f"candidate {candidate.key[:12]}"
     spec = get_supernet(candidate.supernet)
     config = HardwareConfig(precision=space.precision, batch_size=space.batch_size)
-    data = get_dataset(space.dataset)
+    data = get_dataset(space.dataset, seed=space.data_seed)
     hw = HardwareEvaluator(spec, data.num_classes, config, profile, frontend=frontend_of(data))
     cost, graph = hw.cost_with_graph(candidate)
     path = out or Path(f"report-{candidate.key[:12]}.png")
@@ -76,8 +76,17 @@ def report(
         title=f"{label}: {candidate.supernet} r{candidate.subnet.resolution}",
         device=profile.name,
     )
+    step_s = cost.latency.train_step_s if cost.latency is not None else 0.0
+    frontend = cost.frontend
     console.print(
         f"peak SRAM {cost.memory.peak_bytes / 1024:.1f} KB (arena {cost.arena_bytes / 1024:.1f}"
         f" KB), flash {cost.flash_bytes / 1024:.1f} KB, training step "
-        f"{1000 * (cost.latency_s or 0):.1f} ms on {profile.name}; wrote {path}"
+        f"{1000 * step_s:.1f} ms on {profile.name}; wrote {path}"
     )
+    if frontend is not None:  # a keyword model: what its input costs, beside the step
+        made = "" if frontend.seconds is None else f", {1000 * frontend.seconds:.1f} ms a clip"
+        console.print(
+            f"front-end: {frontend.scratch_bytes / 1024:.1f} KB of static SRAM beside the arena"
+            f" and {frontend.flash_bytes / 1024:.1f} KB of tables{made}; the front counts them "
+            f"({cost.sram_bytes / 1024:.1f} KB, {1000 * (cost.latency_s or 0):.1f} ms)"
+        )

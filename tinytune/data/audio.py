@@ -140,14 +140,19 @@ class FeatureCache:
     """
 
     def __init__(
-        self, folder: str, clips: list[tuple[str, int]], spec: LogMelSpec, mixing: str = ""
+        self,
+        folder: str,
+        clips: list[tuple[str, int]],
+        spec: LogMelSpec,
+        mixing: str = "",
+        rows: int | None = None,
     ) -> None:
         import hashlib
 
         from tinytune.hashing import sha256_file
         from tinytune.paths import cache_dir
 
-        head = f"tinytune features {FEATURES_VERSION} {spec!r} {mixing}\n"
+        head = f"tinytune features {FEATURES_VERSION} {spec!r}{' ' + mixing if mixing else ''}\n"
         digest = hashlib.sha256(head.encode())
         for file, label in clips:
             try:
@@ -157,7 +162,7 @@ class FeatureCache:
             name = os.path.relpath(file, folder).replace(os.sep, "/")
             digest.update(f"{label} {name} {content}\n".encode())
         self.path = cache_dir() / "features" / f"{digest.hexdigest()}.npy"
-        self.shape = (len(clips), spec.frames, spec.bands)
+        self.shape = (len(clips) if rows is None else rows, spec.frames, spec.bands)
 
     def read(self) -> np.ndarray | None:
         """The cached features, or None where there is no whole file of them."""
@@ -246,9 +251,11 @@ class AudioDataset(SeriesDataset):
             cache.write(features)
         if self._mixes is None:
             return features
-        noisy = FeatureCache(self._folder, self._clips + self._noises, spec, repr(self._mixes))
+        noisy = FeatureCache(
+            self._folder, self._clips + self._noises, spec, repr(self._mixes), len(self._mixes)
+        )
         copies = noisy.read()
-        if copies is None or len(copies) != len(self._mixes):
+        if copies is None:
             copies = np.stack([logmel(self._mixed(m), spec) for m in self._mixes])
             noisy.write(copies)
         return np.concatenate([features, copies])

@@ -28,6 +28,7 @@ The parameters default to 30 ms windows every 20 ms at 16 kHz with 40 bands from
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -108,10 +109,11 @@ class LogMelSpec:
         Raises:
             ConfigError: fewer than two frames, or bands too few for a bin each.
         """
+        if isinstance(frames, bool) or not isinstance(frames, numbers.Integral) or frames < 2:
+            raise ConfigError(f"a log-mel front-end makes two frames or more, got {frames!r}")
+        frames = int(frames)
         if frames == self.frames:
             return self
-        if not isinstance(frames, int) or isinstance(frames, bool) or frames < 2:
-            raise ConfigError(f"a log-mel front-end makes two frames or more, got {frames!r}")
         bands = max(1, round(self.bands * frames / self.frames))
         window = min(self.fft, max(self.window, (self.clip - self.window) // (frames - 1)))
         hop = (self.clip - window) // (frames - 1)

@@ -39,7 +39,8 @@ def get_dataset(spec: str, seed: int = 0) -> ImageDataset:
     Args:
         spec: ``"digits"``, ``"procedural"``, ``"imagefolder:PATH"``, ``"series:PATH"`` (a
             folder of CSV windows per class, or an ``.npz`` archive) or ``"audio:PATH"`` (a
-            folder of WAV clips per keyword); a relative PATH is taken from the current
+            folder of WAV clips per keyword; ``audio:PATH?noise=V`` mixes its background
+            noise into copies of the training clips); a relative PATH is taken from the current
             directory.
         seed: Seed of the data set's splits (and, for ``procedural``, of its classes).
 

@@ -16,7 +16,7 @@ from tinytune.errors import BudgetError, ConfigError, flag
 from tinytune.evaluators import HardwareCost, HardwareEvaluator
 from tinytune.hwmodels.profile import DeviceProfile
 from tinytune.search.config.search_config import SearchConfig
-from tinytune.spaces import default_subnet, get_supernet, make_preset, smallest_subnet
+from tinytune.spaces import default_subnet, make_preset, smallest_subnet
 
 __all__ = [
     "CONSTRAINTS",
@@ -65,8 +65,9 @@ def check_feasible(config: SearchConfig, hw: HardwareEvaluator) -> None:
     scheme keeps every weight in flash, and the others add kernels). A fixed patch schedule
     (``N:B``) that the preset, or the classifier-only scheme, cannot run on the default
     sub-network raises :class:`~tinytune.errors.ConfigError` (one line, before anything is
-    stored)."""
-    spec = get_supernet(config.supernet)
+    stored). The space is the evaluator's: the network's, narrowed to the sizes the data set
+    makes (a series: its own)."""
+    spec = hw.spec
     subnet = default_subnet(spec)
     if hw.fixed is not None:  # a fixed schedule the first preset cannot run: one line, now
         hw.schedule(make_preset(config.preset or "last", spec, subnet))
@@ -76,7 +77,9 @@ def check_feasible(config: SearchConfig, hw: HardwareEvaluator) -> None:
     if limit is not None and fastest is not None and fastest > limit and hw.device is not None:
         raise BudgetError(
             f"no candidate of {spec.name} fits a latency budget of {1000 * limit:g} ms on "
-            f"{hw.device.name}: the fastest training step takes {1000 * fastest:.3g} ms; raise "
+            f"{hw.device.name}: the fastest training step takes {1000 * fastest:.3g} ms"
+            + (" with its front-end's input" if floor_cost.frontend is not None else "")
+            + "; raise "
             + flag("latency_budget")
             + f" to at least {1000 * fastest:.3g}ms"
         )
@@ -114,7 +117,7 @@ def feasible_cuts(
     the baselines use it): where the sampler may cut the network. A cut none of whose
     candidates fits (EfficientNet-Lite0 after block 14 or 15 in 1 MB of flash) is no option
     worth a proposal. Every cut of a supernet (it has one)."""
-    spec = get_supernet(config.supernet)
+    spec = hw.spec
     if not spec.fixed:
         return spec.stage_counts
     cuts = []

@@ -43,9 +43,12 @@ class FrontPoint:
         val_accuracy: measured accuracy on the validation split (what the front is chosen on).
         test_accuracy: measured accuracy on the held-out test split (reported, never used to
             choose).
-        memory_bytes: predicted peak training SRAM (the arena of the exported bundle).
-        flash_bytes: predicted flash (parameters and the training engine's code).
-        latency_s: predicted latency of one training step on the device.
+        memory_bytes: predicted peak training SRAM (the arena of the exported bundle, and a
+            keyword model's front-end scratch beside it).
+        flash_bytes: predicted flash (parameters and the training engine's code, and a
+            front-end's tables).
+        latency_s: predicted latency of one training step on the device (with a keyword
+            model's front-end making its sample's input).
         scheme: the preset or ``joint``.
         study: the study that measured it (None for a point made outside a study), so that
             ``tinytune.export_bundle(point, ...)`` finds it when several studies measured the

@@ -2,7 +2,8 @@
 measurement, or measured.
 
 A proposed candidate is stored and its cost predicted once (:class:`tinytune.evaluators.
-HardwareEvaluator`: the arena of its training step, flash, step latency on the device); one
+HardwareEvaluator`: the SRAM of its training step, flash, step latency on the device, each
+with a keyword model's front-end); one
 over a budget is told PRUNED without training. A measured fine-tune is claimed in tinytune's
 tables — atomically, so that several drivers sharing a study spend exactly its budget and never
 measure a candidate twice — and sent to a worker as a FinetuneTask. Its result is stored with
