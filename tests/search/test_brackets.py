@@ -29,9 +29,10 @@ from .fakes import SPEC, SUBNET, made_up_records, search_config
 
 @dataclass(frozen=True)
 class Cost:
-    """The three numbers of a :class:`~tinytune.evaluators.HardwareCost` the ladder reads."""
+    """The three numbers of a :class:`~tinytune.evaluators.HardwareCost` the ladder reads (its
+    SRAM: an image model's arena)."""
 
-    arena_bytes: int
+    sram_bytes: int
     flash_bytes: int
     latency_s: float | None
 
