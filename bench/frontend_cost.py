@@ -9,19 +9,18 @@ clips; the instructions are fitted, per core, on the two units of
 :func:`tinytune.hwmodels.frontend.frontend_units` (non-negative least squares), and each
 front-end's count is printed beside the fit's.
 
-    python3 -m bench.frontend_cost [--write]
+    python3 -m bench.frontend_cost [--save]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from bench.harness import add_arguments
+from bench.harness import add_arguments, write_json
 from bench.m7_instructions import TARGETS, instructions, profile
 
 OUT = Path(__file__).resolve().parent.parent / "tinytune" / "hwmodels" / "data" / "frontend.json"
@@ -89,7 +88,7 @@ def fit(counts: dict[int, int]) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help=f"write {OUT.name}")
+    parser.add_argument("--save", action="store_true", help=f"write the fit to {OUT.name}")
     parser.add_argument("--targets", nargs="*", default=list(CORES), choices=list(CORES))
     add_arguments(parser)
     args = parser.parse_args(argv)
@@ -102,13 +101,13 @@ def main(argv: list[str] | None = None) -> int:
             for p in fitted["points"]:
                 error = 100 * (p["fitted"] - p["measured"]) / p["measured"]
                 print(f"{CORES[target]}, {p['frames']} frames: fit {error:+.2f} %")
-    if args.write:
+    if args.save:
         note = (
             "Instructions of tt_input_from_pcm16 per one-second clip, counted under QEMU "
             "(-icount shift=0) by each bundle's profiler, -O2, fitted per core on the units: "
-            "python3 -m bench.frontend_cost --write"
+            "python3 -m bench.frontend_cost --save"
         )
-        OUT.write_text(json.dumps({"note": note, "cores": cores}, indent=1) + "\n")
+        write_json(OUT, {"note": note, "cores": cores})
         print(f"wrote {OUT}")
     return 0
 

@@ -121,7 +121,11 @@ def test_the_hardware_model_prices_each_candidate_as_before(
     cost = HardwareEvaluator(candidate.spec, 10, HardwareConfig(), get_device("stm32f746"))(
         candidate
     )
-    assert (cost.arena_bytes, cost.flash_bytes, cost.latency_s) == HARDWARE[key]
+    arena, flash, latency = HARDWARE[key]
+    assert (cost.arena_bytes, cost.flash_bytes) == (arena, flash)
+    # a sum of float64 products: numpy's vectorised dot may round its last bit otherwise on
+    # another processor
+    assert cost.latency_s == pytest.approx(latency, rel=1e-12)
 
 
 @pytest.mark.parametrize("key", list(LOGITS), ids=lambda k: f"{k[0]}/{k[1]}/{k[2]}")
