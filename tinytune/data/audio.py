@@ -6,7 +6,8 @@ mono 16-bit PCM clip. Every clip of the folder has one sample rate; a rate other
 front-end's (16 kHz) is resampled to it (a polyphase filter, :func:`scipy.signal.resample_poly`,
 then rounded to 16 bits), and each clip is padded with silence or cut to one second. Hidden
 entries, files of other suffixes and the ``_background_noise_`` folder (recordings of noise,
-not a keyword) are left alone. A file that is not a WAV, a WAV of another encoding (compressed,
+not a keyword) are left alone, unless ``audio:PATH?noise=V`` asks for the noise to be mixed into
+a copy of every training clip at a volume up to ``V`` (augmentation, off by default). A file that is not a WAV, a WAV of another encoding (compressed,
 float, 8 or 24 bits, stereo), clips of different rates and a keyword folder without a clip are
 refused in one line naming the file and the rule.
 
