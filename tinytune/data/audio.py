@@ -7,9 +7,10 @@ front-end's (16 kHz) is resampled to it (a polyphase filter, :func:`scipy.signal
 then rounded to 16 bits), and each clip is padded with silence or cut to one second. Hidden
 entries, files of other suffixes and the ``_background_noise_`` folder (recordings of noise,
 not a keyword) are left alone, unless ``audio:PATH?noise=V`` asks for the noise to be mixed into
-a copy of every training clip at a volume up to ``V`` (augmentation, off by default). A file that is not a WAV, a WAV of another encoding (compressed,
-float, 8 or 24 bits, stereo), clips of different rates and a keyword folder without a clip are
-refused in one line naming the file and the rule.
+a copy of every training clip at a volume up to ``V`` (augmentation, off by default). A file
+that is not a WAV, a WAV of another encoding (compressed, float, 8 or 24 bits, stereo), clips of
+different rates and a keyword folder without a clip are refused in one line naming the file and
+the rule.
 
 **Speakers are held apart.** Where the files are named as Speech Commands names them,
 ``SPEAKER_nohash_N.wav``, all the clips of one speaker fall in one of the training, validation
