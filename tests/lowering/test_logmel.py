@@ -53,8 +53,7 @@ SPECS = [
 
 def _tables(spec: LogMelSpec) -> list[np.ndarray]:
     head = np.array([spec.clip, spec.window, spec.hop, spec.fft, spec.bands], np.int32)
-    tables = (spec.hann, *spec.twiddles, spec.band_first, spec.band_count, spec.band_weights)
-    return [head, *(t.astype(np.int32) for t in tables)]
+    return [head, *(t.astype(np.int32) for t in spec.tables)]
 
 
 def _build(tmp: Path, extra: tuple[str, ...] = ()) -> Path:

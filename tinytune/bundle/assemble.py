@@ -835,9 +835,7 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
             "arena_bytes": model.arena_bytes,
             # the front's memory: the arena and what a front-end holds beside it
             "sram_bytes": model.arena_bytes
-            + (
-                f.feeding.frontend.scratch_bytes if isinstance(f.feeding.frontend, Frontend) else 0
-            ),
+            + (0 if f.cost.frontend is None else f.cost.frontend.scratch_bytes),
             "predicted_peak_sram_bytes": f.cost.memory.peak_bytes,
             "search_memory_bytes": f.provenance.search_memory_bytes,
             "scratch_bytes": model.scratch_bytes,
@@ -849,7 +847,7 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
         "predicted_latency": {
             "engine": device.engine,
             "train_step_s": f.train_step_s,
-            "frontend_s": (f.cost.frontend.seconds if f.cost.frontend is not None else None),
+            "frontend_s": None if f.cost.frontend is None else f.cost.frontend.seconds,
             "inference_s": f.cost.latency.inference_s if f.cost.latency else None,
         },
         "measured": f.provenance.measured,

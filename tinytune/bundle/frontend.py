@@ -100,9 +100,7 @@ class Frontend:
     @property
     def flash_bytes(self) -> int:
         """The bytes of its tables: window, twiddles, bands, weights and thresholds."""
-        spec = self.spec
-        tables = (spec.hann, *spec.twiddles, spec.band_first, spec.band_count, spec.band_weights)
-        return sum(t.nbytes for t in tables) + self.steps.astype(np.int32).nbytes
+        return self.spec.table_bytes + self.steps.astype(np.int32).nbytes
 
     def render(self) -> tuple[str, str, str]:
         """:func:`render_frontend` of it."""

@@ -197,6 +197,17 @@ class LogMelSpec:
         return self._bands[2]
 
     @property
+    def tables(self) -> tuple[np.ndarray, ...]:
+        """What the C front-end is handed, in its order: the window, the twiddles' cosines and
+        sines, each band's first bin and bin count, the bands' weights."""
+        return (self.hann, *self.twiddles, self.band_first, self.band_count, self.band_weights)
+
+    @property
+    def table_bytes(self) -> int:
+        """The bytes of :attr:`tables`, as a device holds them in flash."""
+        return sum(t.nbytes for t in self.tables)
+
+    @property
     def scratch_bytes(self) -> int:
         """The working memory of one frame: the FFT's real and imaginary parts (``int32``)."""
         return 2 * 4 * self.fft

@@ -70,8 +70,7 @@ def _fits() -> dict[str, list[float]]:
 def frontend_cost(spec: LogMelSpec, device: DeviceProfile | None) -> FrontendCost:
     """What ``spec`` costs on ``device`` (its time only under a bundle profile of a core that
     ``data/frontend.json`` has a fit of)."""
-    tables = (spec.hann, *spec.twiddles, spec.band_first, spec.band_count, spec.band_weights)
-    flash = sum(t.nbytes for t in tables) + THRESHOLD_BYTES
+    flash = spec.table_bytes + THRESHOLD_BYTES
     seconds = None
     if device is not None and device.engine == "bundle" and device.core in _fits():
         from tinytune.hwmodels.bundle_engine import cycles_per_instruction
