@@ -13,6 +13,12 @@ ship: the search benchmarks on real features run on them (``bench.search_efficie
 * ``symbols``: ten pictograms of the DejaVu Sans font that matplotlib ships (♠ ♣ ♥ ♦ ★ ☂ ✈ ♪ ☀
   ☯), each in a random colour, size, position and rotation over a random crop of a photograph
   (scikit-learn's and matplotlib's sample photographs): small coloured shapes in clutter.
+* ``drawings``: eight categories of objects drawn in colour (mammals, birds, sea animals,
+  fruit, vegetables, land vehicles, aircraft and boats, buildings), each image one of 14 to 32
+  different drawings of its category from the Noto Color Emoji font (Debian's
+  ``fonts-noto-color-emoji``) at a random size, position and rotation over a crop of a
+  photograph: which kind of thing is it, whichever of its drawings (a test image's drawing is
+  often one that no training image of it shows).
 
 Each image 64×64 PNG, one sub-folder per class, as ``--dataset imagefolder:PATH`` reads it.
 Deterministic for a seed.
@@ -20,6 +26,7 @@ Deterministic for a seed.
     python3 -m bench.folders textures OUT [--per-class 50] [--seed 0]
     python3 -m bench.folders textures-hard OUT [--per-class 50] [--seed 0]
     python3 -m bench.folders symbols OUT [--per-class 50] [--seed 0]
+    python3 -m bench.folders drawings OUT [--per-class 50] [--seed 0]
 """
 
 from __future__ import annotations
@@ -58,6 +65,21 @@ SYMBOL_NAMES = (
     "sun",
     "yinyang",
 )
+
+DRAWINGS = {
+    "mammal": "🐶🐱🐭🐹🐰🦊🐻🐼🐨🐯🦁🐮🐷🐵🐺🐗🐴🦓🦌🐘🦏🦛🐪🦒🦘🐄🐎🐖🐑🐐🐈🦔",
+    "bird": "🐔🐧🐦🐤🐥🦆🦅🦉🦃🦚🦜🦢🦩🕊🐓🦤",
+    "sea": "🐟🐠🐡🦈🐬🐳🐋🦭🐙🦑🦐🦞🦀🐚",
+    "fruit": "🍇🍈🍉🍊🍋🍌🍍🥭🍎🍏🍐🍑🍒🍓🫐🥝🥥",
+    "vegetable": "🥑🍆🥔🥕🌽🌶🫑🥒🥬🥦🧄🧅🍄🥜",
+    "land-vehicle": "🚗🚕🚙🚌🚎🏎🚓🚑🚒🚐🛻🚚🚛🚜🏍🛵🚲🛴🚂🚃🚄🚅🚈🚋🚍🚘🚖🚔",
+    "craft": "✈🛩🛫🛬🪂🚁🚠🚡🛰🚀🛸⛵🛶🚤🛳⛴🛥🚢",
+    "building": "🏠🏡🏘🏚🏗🏭🏢🏬🏣🏤🏥🏦🏨🏪🏫🏩💒🏛⛪🕌🕍🛕⛩🏯🏰🗼",
+}
+"""The ``drawings`` folder's categories and the emoji drawn for each."""
+
+EMOJI_FONT = Path("/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf")
+"""Debian's ``fonts-noto-color-emoji`` (a bitmap font: drawn at its one size, 109 px)."""
 
 
 def _photographs() -> list[Image.Image]:
@@ -125,9 +147,41 @@ def symbol(char: str, photos: list[Image.Image], rng: np.random.Generator) -> Im
     return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
 
 
+def _emoji(char: str) -> Image.Image:
+    """``char`` as the Noto Color Emoji font draws it, cropped to the drawing (RGBA)."""
+    if not EMOJI_FONT.exists():
+        raise SystemExit(f"{EMOJI_FONT} is missing; install Debian's fonts-noto-color-emoji")
+    font = ImageFont.truetype(str(EMOJI_FONT), 109)
+    canvas = Image.new("RGBA", (160, 160), (0, 0, 0, 0))
+    ImageDraw.Draw(canvas).text((10, 10), char, font=font, embedded_color=True)
+    box = canvas.getbbox()
+    if box is None:
+        raise SystemExit(f"the font draws nothing for {char!r}")
+    return canvas.crop(box)
+
+
+def drawing(
+    drawn: Image.Image, photos: list[Image.Image], rng: np.random.Generator
+) -> Image.Image:
+    """One image of the emoji ``drawn`` (RGBA): 55 to 90 % of the image's side, turned by up
+    to 20° either way, at a random position over a crop of one of ``photos``."""
+    background = _crop(photos[int(rng.integers(len(photos)))], rng, 64, 320)
+    side = int(SIZE * rng.uniform(0.55, 0.9))
+    scale = side / max(drawn.size)
+    size = (max(1, round(drawn.width * scale)), max(1, round(drawn.height * scale)))
+    item = drawn.resize(size, Image.Resampling.LANCZOS)
+    item = item.rotate(float(rng.uniform(-20, 20)), Image.Resampling.BILINEAR, expand=True)
+    x = int(rng.integers(min(0, SIZE - item.width), max(0, SIZE - item.width) + 1))
+    y = int(rng.integers(min(0, SIZE - item.height), max(0, SIZE - item.height) + 1))
+    background.paste(item, (x, y), item)
+    pixels = np.asarray(background, np.float32) + rng.normal(0, 4, (SIZE, SIZE, 3))
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+
+
 def write_folder(kind: str, root: Path, per_class: int, seed: int) -> Path:
-    """Write the ``kind`` folder (``textures``, ``textures-hard`` or ``symbols``); refuses to
-    write into a folder that is not empty."""
+    """Write the ``kind`` folder (``textures``, ``textures-hard``, ``symbols`` or
+    ``drawings``); refuses to write into a folder that is not empty. A ``drawings`` image of a
+    category shows one of its emoji drawn at random."""
     if root.exists() and any(root.iterdir()):
         raise SystemExit(f"{root} is not empty; give a new folder")
     rng = np.random.default_rng(seed)
@@ -136,6 +190,13 @@ def write_folder(kind: str, root: Path, per_class: int, seed: int) -> Path:
         hard = kind == "textures-hard"
         for name, source in zip(TEXTURES, _grey_sources(), strict=True):
             draws[name] = lambda source=source: texture(source, rng, hard)
+    elif kind == "drawings":
+        photos = _photographs()
+        for name, chars in DRAWINGS.items():
+            drawn = [_emoji(c) for c in chars]
+            draws[name] = lambda drawn=drawn: drawing(
+                drawn[int(rng.integers(len(drawn)))], photos, rng
+            )
     else:
         photos = _photographs()
         for name, char in zip(SYMBOL_NAMES, SYMBOLS, strict=True):
@@ -149,13 +210,14 @@ def write_folder(kind: str, root: Path, per_class: int, seed: int) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=("textures", "textures-hard", "symbols"))
+    parser.add_argument("kind", choices=("textures", "textures-hard", "symbols", "drawings"))
     parser.add_argument("out", type=Path)
     parser.add_argument("--per-class", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     root = write_folder(args.kind, args.out, args.per_class, args.seed)
-    print(f"wrote {10 * args.per_class} images in 10 classes to {root}")
+    classes = sum(1 for _ in root.iterdir())
+    print(f"wrote {classes * args.per_class} images in {classes} classes to {root}")
     return 0
 
 

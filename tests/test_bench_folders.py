@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bench.folders import SIZE, write_folder
+from bench.folders import DRAWINGS, EMOJI_FONT, SIZE, write_folder
 from tinytune.data import get_dataset
 
 
@@ -36,6 +36,19 @@ def test_a_folder_has_ten_classes_of_images_and_is_the_same_for_a_seed(
     assert _digest(write_folder(kind, tmp_path / "c", per_class=3, seed=1)) != _digest(root)
     data = get_dataset(f"imagefolder:{root}")
     assert data.num_classes == 10
+
+
+@pytest.mark.skipif(not EMOJI_FONT.exists(), reason="Debian's fonts-noto-color-emoji is missing")
+def test_the_drawings_show_one_of_their_categorys_emoji_in_colour(tmp_path: Path) -> None:
+    root = write_folder("drawings", tmp_path / "a", per_class=3, seed=0)
+    assert sorted(p.name for p in root.iterdir()) == sorted(DRAWINGS)
+    assert min(len(chars) for chars in DRAWINGS.values()) >= 14
+    every = "".join(DRAWINGS.values())  # one code point a drawing, each in one category
+    assert len(set(every)) == len(every)
+    image = np.asarray(Image.open(next(root.rglob("*.png"))))
+    assert image.shape == (SIZE, SIZE, 3) and image.std() > 5
+    assert _digest(write_folder("drawings", tmp_path / "b", per_class=3, seed=0)) == _digest(root)
+    assert get_dataset(f"imagefolder:{root}").num_classes == len(DRAWINGS)
 
 
 def test_the_hard_textures_have_more_pixel_noise_than_the_textures(tmp_path: Path) -> None:

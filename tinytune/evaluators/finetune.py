@@ -42,16 +42,35 @@ __all__ = [
     "DEVICE_DATA_BYTES",
     "DeviceData",
     "FinetuneConfig",
+    "AUGMENTS",
+    "AUGMENT_VIEWS",
     "FinetuneResult",
+    "augment_table",
+    "resized_crops",
     "accuracy",
     "finetune",
 ]
 
 
+AUGMENTS = ("none", "crop", "crop-flip")
+"""How a fine-tune may augment its training images (:attr:`FinetuneConfig.augment`)."""
+
+AUGMENT_VIEWS = 3
+"""Augmented views of the training split besides the images themselves: epoch ``e`` trains on
+view ``e mod (AUGMENT_VIEWS + 1)``, view 0 being the images as they are. A view is drawn once
+per fine-tune (from its seed), so that a frozen prefix's outputs for it are computed once."""
+
+CROP_AREA = (0.5, 1.0)
+"""The share of an image's area a random resized crop keeps (uniform), its aspect kept."""
+
+
 @dataclass(frozen=True)
 class FinetuneConfig:
     """How a candidate is fine-tuned. ``weight_decay`` is SGD's L2 decay of the trained weights
-    (convolutions' and the classifier's; biases and per-channel scales have none)."""
+    (convolutions' and the classifier's; biases and per-channel scales have none).
+    ``augment`` trains on augmented views of the training images (:data:`AUGMENTS`, see
+    :func:`augment_table`): ``none``, ``crop`` (random resized crops) or ``crop-flip`` (and
+    horizontal flips, for classes a mirror image keeps)."""
 
     epochs: int = 8
     batch_size: int = 32
@@ -60,6 +79,7 @@ class FinetuneConfig:
     clip_norm: float | None = 1.0
     seed: int = 0
     weight_decay: float = 0.0
+    augment: str = "none"
 
     def __post_init__(self) -> None:
         # the fields that options of a search set (epochs, batch_size, lr, weight_decay, seed)
@@ -69,8 +89,10 @@ class FinetuneConfig:
             raise ConfigError(f"weight_lr_scale {self.weight_lr_scale} is out of range (0, 1]")
         if self.clip_norm is not None:
             check_real(self.clip_norm, "clip_norm")
+        if self.augment not in AUGMENTS:
+            raise ConfigError(f"augment '{self.augment}' is not one of {list(AUGMENTS)}")
 
-    def to_dict(self) -> dict[str, float | int]:
+    def to_dict(self) -> dict[str, float | int | str | None]:
         return asdict(self)
 
 
@@ -274,7 +296,9 @@ def finetune(
     Where the update scheme leaves a prefix of a network frozen (the stem and the
     first blocks: no weight, bias, scale or lite residual trained), its output for each image
     is computed once and the rest of the network trains on it: the same arithmetic (frozen
-    folded convolutions, no augmentation) without repeating it every epoch.
+    folded convolutions) without repeating it every epoch. With ``config.augment``, epochs
+    cycle through :data:`AUGMENT_VIEWS` augmented views of the training images besides the
+    images themselves, each view's prefix outputs computed once where they fit in memory.
 
     Args:
         net: the network, moved to ``device`` (and left there).
@@ -293,7 +317,8 @@ def finetune(
     net.to(device)
     opt, params = _optimizer(net, config)
     train_x, val_x, test_x, model = _features(net, splits, device, data, prefixes)
-    losses, steps = _train(model, net, opt, params, train_x, splits, config, device)
+    views = _views(net, model, splits.train, train_x, config, device, data)
+    losses, steps = _train(model, net, opt, params, views, splits, config, device)
     net.eval()
     val = _accuracy(model, val_x, splits.val.y)
     test = _accuracy(model, test_x, splits.test.y)
@@ -374,13 +399,14 @@ def _train(
     net: nn.Module,
     opt: torch.optim.SGD,
     params: list[Tensor],
-    train_x: _OnDevice,
+    views: list[_OnDevice] | list[_View],
     splits: Splits,
     config: FinetuneConfig,
     device: str | torch.device,
 ) -> tuple[list[Tensor], int]:
-    """``config.epochs`` epochs of ``model`` on ``train_x`` in the seed's order, the rate on a
-    cosine from ``base_lr`` to 0 over the steps: each step's loss, and the steps."""
+    """``config.epochs`` epochs of ``model`` in the seed's order, epoch ``e`` on ``views[e mod
+    len(views)]``, the rate on a cosine from ``base_lr`` to 0 over the steps: each step's
+    loss, and the steps."""
     rng = np.random.default_rng(config.seed)
     n = len(splits.train)
     total = math.ceil(n / config.batch_size) * config.epochs
@@ -388,7 +414,8 @@ def _train(
     losses: list[Tensor] = []
     train_y = torch.tensor(splits.train.y).to(device)
     net.train()
-    for _ in range(config.epochs):
+    for epoch in range(config.epochs):
+        train_x = views[epoch % len(views)]
         order = torch.from_numpy(rng.permutation(n)).to(device)  # one move an epoch
         for i in range(0, n, config.batch_size):
             idx = order[i : i + config.batch_size]
@@ -405,3 +432,77 @@ def _train(
             losses.append(loss.detach())  # read back once, after training
             step += 1
     return losses, step
+
+
+def augment_table(n: int, seed: int, view: int, flip: bool) -> np.ndarray:
+    """The crops of view ``view`` of ``n`` training images, drawn from ``seed``: ``(n, 4)``
+    float32 rows of the crop's side over the image's (the square root of an area share drawn
+    uniformly in :data:`CROP_AREA`), its centre's horizontal and vertical offsets from the
+    image's (uniform, the crop inside the image; in halves of the image's side) and 1, or -1
+    for a mirror image (half of the images, when ``flip``)."""
+    rng = np.random.default_rng([seed, view])
+    side = np.sqrt(rng.uniform(*CROP_AREA, n))
+    dx, dy = (rng.uniform(-1.0, 1.0, n) * (1.0 - side) for _ in range(2))
+    mirror = np.where(rng.random(n) < 0.5, -1.0, 1.0) if flip else np.ones(n)
+    return np.stack([side, dx, dy, mirror], axis=1).astype(np.float32)
+
+
+def resized_crops(x: Tensor, table: Tensor) -> Tensor:
+    """The crops ``table`` (rows of :func:`augment_table`) of the images ``x`` ``(B, C, H, W)``,
+    each resized to the image's size by bilinear interpolation, as one resampling."""
+    theta = torch.zeros(len(x), 2, 3, dtype=x.dtype, device=x.device)
+    theta[:, 0, 0] = table[:, 0] * table[:, 3]
+    theta[:, 1, 1] = table[:, 0]
+    theta[:, 0, 2] = table[:, 1]
+    theta[:, 1, 2] = table[:, 2]
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
+
+
+class _View:
+    """One augmented view of the training images, read by batches of indices: each image's
+    crop of the view, then, where the network's prefix is frozen, the prefix's output."""
+
+    def __init__(
+        self, images: _OnDevice, table: Tensor, prefix: Callable[[Tensor], Tensor] | None
+    ) -> None:
+        self.images, self.table, self.prefix = images, table, prefix
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    @torch.no_grad()
+    def batch(self, idx: Tensor) -> Tensor:
+        x = resized_crops(self.images.batch(idx), self.table[idx])
+        return x if self.prefix is None else self.prefix(x)
+
+
+def _views(
+    net: nn.Module,
+    model: Callable[[Tensor], Tensor],
+    train: Split,
+    train_x: _OnDevice,
+    config: FinetuneConfig,
+    device: str | torch.device,
+    data: DeviceData | None,
+) -> list[_OnDevice] | list[_View]:
+    """The training split as the epochs read it: ``[train_x]``, or with ``config.augment``
+    also its :data:`AUGMENT_VIEWS` views (:class:`_View`), each kept as a tensor when the
+    views fit in :data:`PREFIX_CACHE_BYTES`."""
+    if config.augment == "none":
+        return [train_x]
+    cut = model.keywords["n"] if isinstance(model, functools.partial) else 0
+    prefix = functools.partial(cast(GraphNet, net).prefix, n=cut) if cut else None
+    images = _OnDevice(train.x, device, data)
+    views: list[_View] = []
+    for view in range(1, AUGMENT_VIEWS + 1):
+        table = augment_table(len(train), config.seed, view, config.augment == "crop-flip")
+        views.append(_View(images, torch.from_numpy(table).to(device), prefix))
+    one = views[0].batch(torch.zeros(1, dtype=torch.long, device=device))
+    if one.numel() * one.element_size() * len(train) * len(views) > PREFIX_CACHE_BYTES:
+        return [train_x, *views]  # computed batch by batch, every epoch
+    kept = []
+    for v in views:
+        every = torch.arange(len(train), device=device)
+        kept.append(_OnDevice(torch.cat([v.batch(i) for i in every.split(256)]), device))
+    return [train_x, *kept]

@@ -114,6 +114,12 @@ def _precisions() -> list[str]:
     return sorted(PRECISIONS)
 
 
+def _augments() -> tuple[str, ...]:
+    from tinytune.evaluators.finetune import AUGMENTS
+
+    return AUGMENTS
+
+
 def _fine_tuning_rate(lr: float | None) -> float:
     """The rate of the fine-tunes: ``lr``, or, where the rate of each scheme family is chosen on
     validation, the evaluator's default (the rate of a family whose grid failed)."""
@@ -423,6 +429,19 @@ class SearchOptions(TypedDict, total=False):
             + flag("verify_int8")
             + ") has none.",
             "finetune.weight_decay",
+            stored=True,
+        ),
+    ]
+    augment: Annotated[
+        str,
+        Option(
+            "--augment",
+            Choice(choices=_augments),
+            "none",
+            "Fine-tune on augmented views of the training images besides the images: random "
+            "resized crops (crop), and mirror images (crop-flip: for classes a mirror keeps). "
+            "Image data only; the device's own training (the bundle) sees its samples as given.",
+            "finetune.augment",
             stored=True,
         ),
     ]

@@ -113,7 +113,8 @@ def preflight(
 
     Raises:
         ConfigError: an unknown supernet or device, a data set with another number of
-            classes than ``config.n_classes``, or a network whose input it cannot feed.
+            classes than ``config.n_classes``, a network whose input it cannot feed, or
+            augmentation asked of samples that are not images.
         DataError: the data set cannot be read.
         BudgetError: a budget exceeds the device, or no candidate can meet it.
     """
@@ -130,6 +131,13 @@ def preflight(
     check_budgets(config, device)
     data = get_dataset(config.dataset, seed=config.data_seed)
     spec = _fed_by(spec, data)
+    if config.finetune.augment != "none" and data.input_shape is not None:
+        raise ConfigError(
+            flag("augment", config.finetune.augment)
+            + f" crops images; data set {data.name!r} gives samples of "
+            + "x".join(map(str, data.input_shape))
+            + ": leave it at none"
+        )
     if data.num_classes != config.n_classes:
         raise ConfigError(
             f"data set {data.name!r} has {data.num_classes} classes, the search was set up for "
