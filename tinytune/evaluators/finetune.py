@@ -39,16 +39,16 @@ from tinytune.models import GraphNet
 from tinytune.units import check_real
 
 __all__ = [
+    "AUGMENTS",
+    "AUGMENT_VIEWS",
     "DEVICE_DATA_BYTES",
     "DeviceData",
     "FinetuneConfig",
-    "AUGMENTS",
-    "AUGMENT_VIEWS",
     "FinetuneResult",
-    "augment_table",
-    "resized_crops",
     "accuracy",
+    "augment_table",
     "finetune",
+    "resized_crops",
 ]
 
 
