@@ -2,7 +2,8 @@
 fine-tuning of the whole EfficientNet-Lite0 at 128 px, on the same partitions, seed by seed.
 
 For each seed, ``tinytune search`` runs as a user runs it (``--seed`` and ``--data-seed`` the
-seed, the default budget, the recipe ``--options`` add), and its front's most accurate point on
+seed, the default budget, the recipe ``--options`` add; a seed whose database is in ``--out`` is read, not searched
+again), and its front's most accurate point on
 validation (the one of less SRAM among equals) is read with its test accuracy and memory. The
 reference, full fine-tuning of the whole Lite0 at ``--large`` px with the same recipe options,
 is measured on the study's data seed and train/validation partitions at each rate of
@@ -34,19 +35,21 @@ def _search(dataset: str, seed: int, options: list[str], out: Path) -> dict[str,
     """One default search, its best point within the budget, and the study's settings."""
     from tinytune import load
 
-    storage = f"sqlite:///{out / f'limit-{seed}.db'}"
+    db = out / f"limit-{seed}.db"
+    storage = f"sqlite:///{db}"
     argv = ["tinytune", "search", "--dataset", dataset, "--storage", storage]
     argv += ["--seed", str(seed), "--data-seed", str(seed), *options]
-    start = time.perf_counter()
-    done = subprocess.run(argv, env=with_root(), capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"seed {seed}: {done.stderr.strip().splitlines()[-1:]}")
+    start, seconds = time.perf_counter(), None
+    if not db.exists():  # a finished seed's database is read again, not searched again
+        done = subprocess.run(argv, env=with_root(), capture_output=True, text=True, check=False)
+        seconds = round(time.perf_counter() - start, 1)
+        if done.returncode != 0:
+            raise SystemExit(f"seed {seed}: {done.stderr.strip().splitlines()[-1:]}")
     view = load(storage=storage)
     best = max(view.front, key=lambda p: (p.val_accuracy, -p.memory_bytes))
     return {
         "seed": seed,
-        "search_s": round(seconds, 1),
+        "search_s": seconds,
         "key": best.candidate_key,
         "scheme": best.scheme,
         "val": best.val_accuracy,

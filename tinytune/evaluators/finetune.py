@@ -316,8 +316,9 @@ def finetune(
     start = time.perf_counter()
     net.to(device)
     opt, params = _optimizer(net, config)
-    train_x, val_x, test_x, model = _features(net, splits, device, data, prefixes)
-    views = _views(net, model, splits.train, train_x, config, device, data)
+    data = DeviceData() if data is None else data
+    train_x, val_x, test_x, model, cut = _features(net, splits, device, data, prefixes)
+    views = _views(net, cut, splits.train, train_x, config, device, data)
     losses, steps = _train(model, net, opt, params, views, splits, config, device)
     net.eval()
     val = _accuracy(model, val_x, splits.val.y)
@@ -368,14 +369,13 @@ def _features(
     net: nn.Module,
     splits: Splits,
     device: str | torch.device,
-    data: DeviceData | None,
+    data: DeviceData,
     prefixes: PrefixStore | None,
-) -> tuple[_OnDevice, _OnDevice, _OnDevice, Callable[[Tensor], Tensor]]:
-    """What the trained part reads of the train, validation and test splits, and the model
-    that reads it: the frozen prefix's outputs (stored, or computed now where they fit) and
-    the network after it, else the samples and the whole network."""
+) -> tuple[_OnDevice, _OnDevice, _OnDevice, Callable[[Tensor], Tensor], int]:
+    """What the trained part reads of the train, validation and test splits, the model that
+    reads it, and the stages it leaves out: the frozen prefix's outputs (stored, or computed
+    now where they fit) and the network after it, else the samples and the whole network."""
     cut = net.frozen_prefix() if isinstance(net, GraphNet) else 0
-    data = DeviceData() if data is None else data
     parts = (splits.train, splits.val, splits.test)
     stored = (
         _stored_prefix(net, parts, cut, device, prefixes or PrefixStore(file_bytes=0))
@@ -383,15 +383,15 @@ def _features(
         else None
     )
     if stored is not None:
-        return (*stored, functools.partial(net.forward_from, n=cut))
+        return (*stored, functools.partial(net.forward_from, n=cut), cut)
     if cut and not isinstance(splits.train.x, Pixels) and _prefix_fits(net, splits, cut, device):
         train_x, val_x, test_x = (
             _OnDevice(_prefix_outputs(net, _OnDevice(s.x, device, data), cut), device)
             for s in parts
         )
-        return train_x, val_x, test_x, functools.partial(net.forward_from, n=cut)
+        return train_x, val_x, test_x, functools.partial(net.forward_from, n=cut), cut
     train_x, val_x, test_x = (_OnDevice(s.x, device, data) for s in parts)
-    return train_x, val_x, test_x, net
+    return train_x, val_x, test_x, net, 0
 
 
 def _train(
@@ -479,19 +479,19 @@ class _View:
 
 def _views(
     net: nn.Module,
-    model: Callable[[Tensor], Tensor],
+    cut: int,
     train: Split,
     train_x: _OnDevice,
     config: FinetuneConfig,
     device: str | torch.device,
-    data: DeviceData | None,
+    data: DeviceData,
 ) -> list[_OnDevice] | list[_View]:
     """The training split as the epochs read it: ``[train_x]``, or with ``config.augment``
-    also its :data:`AUGMENT_VIEWS` views (:class:`_View`), each kept as a tensor when the
-    views fit in :data:`PREFIX_CACHE_BYTES`."""
+    also its :data:`AUGMENT_VIEWS` views (:class:`_View`, through the first ``cut`` stages of
+    ``net`` where ``train_x`` holds their outputs), each kept as a tensor when the views fit
+    in :data:`PREFIX_CACHE_BYTES`."""
     if config.augment == "none":
         return [train_x]
-    cut = model.keywords["n"] if isinstance(model, functools.partial) else 0
     prefix = functools.partial(cast(GraphNet, net).prefix, n=cut) if cut else None
     images = _OnDevice(train.x, device, data)
     views: list[_View] = []
