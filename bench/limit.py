@@ -2,12 +2,12 @@
 fine-tuning of the whole EfficientNet-Lite0 at 128 px, on the same partitions, seed by seed.
 
 For each seed, ``tinytune search`` runs as a user runs it (``--seed`` and ``--data-seed`` the
-seed, the default budget, the recipe ``--options`` add; a seed whose database is in ``--out`` is read, not searched
-again), and its front's most accurate point on
-validation (the one of less SRAM among equals) is read with its test accuracy and memory. The
-reference, full fine-tuning of the whole Lite0 at ``--large`` px with the same recipe options,
-is measured on the study's data seed and train/validation partitions at each rate of
-``--rates``, the rate chosen on validation. Test is reported, never chosen on.
+seed, the default budget, the recipe ``--options`` add; a seed whose database is in ``--out`` is
+read, not searched again), and its front's most accurate point on validation (the one of less
+SRAM among equals) is read with its test accuracy and memory. The reference, full fine-tuning
+of the whole Lite0 at ``--large`` px with the same recipe options, is measured on the study's
+data seed and train/validation partitions at each rate of ``--rates``, the rate chosen on
+validation. Test is reported, never chosen on.
 
     python3 -m bench.folders symbols /tmp/symbols
     python3 -m bench.limit --dataset imagefolder:/tmp/symbols --seeds 0 1 2 3 4 \\
