@@ -97,7 +97,7 @@ def _recipe(options: list[str]) -> dict[str, Any]:
     """The fine-tuning fields the recipe options set (``--epochs``, ``--augment``)."""
     fields = {"--epochs": ("epochs", int), "--augment": ("augment", str)}
     recipe = {}
-    for flag, value in zip(options[::2], options[1::2], strict=False):
+    for flag, value in zip(options, options[1:], strict=False):
         if flag in fields:
             name, kind = fields[flag]
             recipe[name] = kind(value)
