@@ -46,6 +46,7 @@ def test_a_space_round_trips_through_what_the_study_stores(tmp_path: Path) -> No
         "lr": "per family",
         "batch_size": 32,
         "weight_decay": 0.0,
+        "augment": "none",
         "repeats": "auto",
     }
     assert default.weights is None  # no checkpoint file
@@ -94,6 +95,13 @@ def test_a_key_the_stored_space_lacks_differs_from_every_value_asked_for() -> No
     unset = {**requested, "finetune": {k: v for k, v in requested["finetune"].items()
                                        if k != "weight_decay"}}  # fmt: skip
     assert space_difference(unset, requested) == {"finetune": {"weight_decay": (None, 0.0)}}
+    # a study stored before --augment existed trained without it: the same study as none
+    before = {**requested, "finetune": {k: v for k, v in requested["finetune"].items()
+                                        if k != "augment"}}  # fmt: skip
+    assert space_difference(before, requested) == {}
+    assert StudySpace.from_attrs(before) == StudySpace.from_attrs(requested)
+    cropped = {**requested, "finetune": {**requested["finetune"], "augment": "crop"}}
+    assert space_difference(before, cropped) == {"finetune": {"augment": ("none", "crop")}}
 
 
 def test_a_stored_option_is_part_of_the_study(tmp_path: Path) -> None:

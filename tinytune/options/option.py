@@ -43,6 +43,9 @@ class Option:
         stored_from: the value a :class:`~tinytune.search.SearchConfig` is measured with, where
             that is not the value at :attr:`config_field` (``lr``: None when each scheme
             family's rate is chosen).
+        stored_absent: the value a study stored before the option existed was measured with
+            (its stored space, lacking the option, reads as this); None: such a study differs
+            from every value asked for.
     """
 
     flag: str
@@ -56,6 +59,7 @@ class Option:
     stored: bool = False
     stored_none: str | None = None
     stored_from: Callable[[Any], Any] | None = None
+    stored_absent: Any = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"--[a-z][a-z0-9]*(-[a-z0-9]+)*", self.flag):

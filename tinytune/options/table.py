@@ -443,6 +443,7 @@ class SearchOptions(TypedDict, total=False):
             "Image data only; the device's own training (the bundle) sees its samples as given.",
             "finetune.augment",
             stored=True,
+            stored_absent="none",  # every fine-tune before the option
         ),
     ]
     pretrain_steps: Annotated[

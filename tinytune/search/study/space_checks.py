@@ -16,6 +16,7 @@ from typing import Any
 
 from tinytune.db import Store
 from tinytune.errors import Flag, StorageError, Words, flag
+from tinytune.options import SEARCH_OPTIONS
 from tinytune.search.config.search_config import (
     DIRECTIONS,
     OBJECTIVES,
@@ -28,6 +29,9 @@ from tinytune.search.study.study_space import (
     PER_FAMILY,
     StudySpace,
 )
+
+_ABSENT = {o.name: o.stored_absent for o in SEARCH_OPTIONS if o.stored_absent is not None}
+"""The fine-tuning settings a study stored before they existed was measured with."""
 
 __all__ = [
     "another_space",
@@ -177,14 +181,19 @@ def foreign_study(study: Any) -> StorageError | None:
 def space_difference(stored: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
     """The keys whose stored and requested values differ, as (stored, requested); of the
     fine-tuning settings, the settings that differ. A key the stored space lacks differs from
-    every value asked for."""
+    every value asked for, but for a fine-tuning setting added since with the value every
+    fine-tune had before (:attr:`~tinytune.options.Option.stored_absent`)."""
     was = {k: stored.get(k) for k in requested}
     diff = {k: (was[k], v) for k, v in requested.items() if k in was and was[k] != v}
     if "weights" in diff:  # SHA-256s, shortened as git shortens commits
         diff["weights"] = tuple(f"{v[:12]}…" if v else v for v in diff["weights"])
     if "finetune" in diff:
-        settings, asked = was["finetune"] or {}, requested["finetune"]
+        settings = {**_ABSENT, **(was["finetune"] or {})}
         diff["finetune"] = {
-            k: (settings.get(k), v) for k, v in asked.items() if settings.get(k) != v
+            k: (settings.get(k), v)
+            for k, v in requested["finetune"].items()
+            if settings.get(k) != v
         }
+        if not diff["finetune"]:
+            del diff["finetune"]
     return diff

@@ -85,7 +85,7 @@ class FinetuneSettings:
         """The settings a study stored (:meth:`to_attrs`)."""
         values = {}
         for o in _stored_options():
-            value = attrs.get(o.name)
+            value = attrs.get(o.name, o.stored_absent)
             values[o.name] = (
                 None if o.stored_none is not None and value == o.stored_none else value
             )
