@@ -18,6 +18,7 @@ validation. Test is reported, never chosen on.
 from __future__ import annotations
 
 import argparse
+import itertools
 import shlex
 import statistics
 import subprocess
@@ -97,7 +98,7 @@ def _recipe(options: list[str]) -> dict[str, Any]:
     """The fine-tuning fields the recipe options set (``--epochs``, ``--augment``)."""
     fields = {"--epochs": ("epochs", int), "--augment": ("augment", str)}
     recipe = {}
-    for flag, value in zip(options, options[1:], strict=False):
+    for flag, value in itertools.pairwise(options):
         if flag in fields:
             name, kind = fields[flag]
             recipe[name] = kind(value)

@@ -279,7 +279,11 @@ def _provenance(found: Any, measured: tuple[Any, dict[str, Any]] | None, source:
         study=found.study,
         trial=found.trial,
         measured=(
-            {"accuracy": evaluation.accuracy, "val_accuracy": evaluation.val_accuracy}
+            {
+                "accuracy": evaluation.accuracy,
+                "val_accuracy": evaluation.val_accuracy,
+                "augment": found.space.finetune.augment if found.space.finetune else None,
+            }
             if evaluation is not None
             else None
         ),

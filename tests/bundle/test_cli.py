@@ -183,6 +183,8 @@ def test_export_a_trial_then_the_same_candidate_by_key(
     assert manifest["candidate_key"] == trial.user_attrs["candidate_key"]
     assert (manifest["study"], manifest["trial"]) == ("s", 0)
     assert manifest["measured"]["val_accuracy"] == trial.values[0]  # chosen on validation
+    assert manifest["measured"]["augment"] == "none"  # as the bundle trains: no note
+    assert "augmented images" not in stdout
     # the arena the bundle reserves is the peak SRAM the search stored for the trial
     memory = manifest["memory"]
     assert (

@@ -172,7 +172,9 @@ class Provenance:
 
     Attributes:
         study, trial: the study and trial number, when exported from one.
-        measured: the search's measured ``accuracy`` and ``val_accuracy`` (fractions), if any.
+        measured: the search's measured ``accuracy`` and ``val_accuracy`` (fractions), if any,
+            and ``augment``, how its fine-tunes augmented the training images (``none``; None:
+            not recorded), which the bundle's own training does not do.
         int8: the device's accuracy (int8, batch 1, QAS): ``accuracy``, ``val_accuracy``,
             ``lr``, ``epochs`` and where it came from, if measured.
         search_memory_bytes: the peak SRAM the search stored for the trial.
@@ -181,7 +183,7 @@ class Provenance:
 
     study: str | None = None
     trial: int | None = None
-    measured: dict[str, float | None] | None = None
+    measured: dict[str, Any] | None = None
     int8: dict[str, Any] | None = None
     search_memory_bytes: int | None = None
     checkpoint_source: str = "--weights"

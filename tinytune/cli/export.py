@@ -248,6 +248,14 @@ def _notes(m: dict[str, Any], data_bytes: int, lr: float | None) -> None:
             "candidate all the same",
             soft_wrap=True,
         )
+    augment = (m.get("measured") or {}).get("augment")
+    if augment not in (None, "none"):
+        console.print(
+            f"note: the front's accuracy comes from fine-tunes on augmented images (--augment "
+            f"{augment}); the bundle trains on its samples as given, so the device's may be "
+            "lower (the int8 accuracy is measured as the bundle trains, without augmentation)",
+            soft_wrap=True,
+        )
     searched = m["memory"].get("search_memory_bytes")
     if searched is not None and searched != m["memory"].get(
         "sram_bytes", m["memory"]["arena_bytes"]
