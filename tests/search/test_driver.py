@@ -188,6 +188,7 @@ def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
         "lr": 0.05,
         "batch_size": 32,
         "weight_decay": 0.0,
+        "augment": "none",
         "repeats": "auto",
     }
     # the study's own settings, as each front end names them: (Python, command line)

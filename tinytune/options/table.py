@@ -438,9 +438,8 @@ class SearchOptions(TypedDict, total=False):
             "--augment",
             Choice(choices=_augments),
             "none",
-            "Fine-tune on augmented views of the training images besides the images: random "
-            "resized crops (crop), and mirror images (crop-flip: for classes a mirror keeps). "
-            "Image data only; the device's own training (the bundle) sees its samples as given.",
+            "Fine-tune on random resized crops (crop) and mirror images (crop-flip) of the "
+            "training images too; image data only (the bundle trains on samples as given).",
             "finetune.augment",
             stored=True,
             stored_absent="none",  # every fine-tune before the option
