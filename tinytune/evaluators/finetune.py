@@ -501,8 +501,6 @@ def _views(
     one = views[0].batch(torch.zeros(1, dtype=torch.long, device=device))
     if one.numel() * one.element_size() * len(train) * len(views) > PREFIX_CACHE_BYTES:
         return [train_x, *views]  # computed batch by batch, every epoch
-    kept = []
-    for v in views:
-        every = torch.arange(len(train), device=device)
-        kept.append(_OnDevice(torch.cat([v.batch(i) for i in every.split(256)]), device))
+    chunks = torch.arange(len(train), device=device).split(256)
+    kept = [_OnDevice(torch.cat([v.batch(i) for i in chunks]), device) for v in views]
     return [train_x, *kept]
