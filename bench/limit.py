@@ -5,9 +5,10 @@ For each seed, ``tinytune search`` runs as a user runs it (``--seed`` and ``--da
 seed, the default budget, the recipe ``--options`` add; a seed whose database is in ``--out`` is
 read, not searched again), and its front's most accurate point on validation (the one of less
 SRAM among equals) is read with its test accuracy and memory. The reference, full fine-tuning
-of the whole Lite0 at ``--large`` px with the same recipe options, is measured on the study's
-data seed and train/validation partitions at each rate of ``--rates``, the rate chosen on
-validation. Test is reported, never chosen on.
+of the whole Lite0 at ``--large`` px with the study's stored fine-tuning settings (epochs, batch,
+weight decay, augmentation), is measured on the study's data seed and train/validation
+partitions at each rate of ``--rates``, the rate chosen on validation. Test is reported, never
+chosen on.
 
     python3 -m bench.folders symbols /tmp/symbols
     python3 -m bench.limit --dataset imagefolder:/tmp/symbols --seeds 0 1 2 3 4 \\
@@ -18,7 +19,6 @@ validation. Test is reported, never chosen on.
 from __future__ import annotations
 
 import argparse
-import itertools
 import shlex
 import statistics
 import subprocess
@@ -33,7 +33,8 @@ from bench.harness import IMAGE_NETWORK, add_arguments, head, machine, row, with
 
 
 def _search(dataset: str, seed: int, options: list[str], out: Path) -> dict[str, Any]:
-    """One default search, its best point within the budget, and the study's settings."""
+    """One default search, its best point within the budget, and how the study fine-tunes (its
+    stored settings, which the reference is fine-tuned with)."""
     from tinytune import load
 
     db = out / f"limit-{seed}.db"
@@ -48,6 +49,9 @@ def _search(dataset: str, seed: int, options: list[str], out: Path) -> dict[str,
             raise SystemExit(f"seed {seed}: {done.stderr.strip().splitlines()[-1:]}")
     view = load(storage=storage)
     best = max(view.front, key=lambda p: (p.val_accuracy, -p.memory_bytes))
+    settings = view.space.finetune
+    if settings is None:
+        raise SystemExit(f"seed {seed}: {db} records no fine-tuning settings")
     return {
         "seed": seed,
         "search_s": seconds,
@@ -57,7 +61,13 @@ def _search(dataset: str, seed: int, options: list[str], out: Path) -> dict[str,
         "test": best.test_accuracy,
         "memory_bytes": best.memory_bytes,
         "flash_bytes": best.flash_bytes,
-        "repeats": _repeats(dataset, seed),
+        "repeats": settings.repeats or _repeats(dataset, seed),
+        "recipe": {
+            "epochs": settings.epochs,
+            "batch_size": settings.batch_size,
+            "weight_decay": settings.weight_decay,
+            "augment": settings.augment,
+        },
         "candidate": view.candidate(best.candidate_key).candidate.to_dict(),
     }
 
@@ -94,17 +104,6 @@ def _reference(job: tuple[str, int, int, float, int, dict[str, Any]]) -> dict[st
     return {"seed": seed, "lr": lr, "val": result.val_accuracy, "test": result.accuracy}
 
 
-def _recipe(options: list[str]) -> dict[str, Any]:
-    """The fine-tuning fields the recipe options set (``--epochs``, ``--augment``)."""
-    fields = {"--epochs": ("epochs", int), "--augment": ("augment", str)}
-    recipe = {}
-    for flag, value in itertools.pairwise(options):
-        if flag in fields:
-            name, kind = fields[flag]
-            recipe[name] = kind(value)
-    return recipe
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--options", default="", help="added to every search, e.g. '--epochs 16'")
@@ -118,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     options = shlex.split(args.options)
     points = [_search(args.dataset, s, options, args.out) for s in args.seeds]
     jobs = [
-        (args.dataset, p["seed"], args.large, lr, p["repeats"], _recipe(options))
+        (args.dataset, p["seed"], args.large, lr, p["repeats"], p["recipe"])
         for p in points
         for lr in args.rates
     ]
