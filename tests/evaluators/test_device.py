@@ -12,10 +12,11 @@ import torch
 from tests.quant.nets import SCHEMES, images, tiny_net
 from tinytune.data import Split, Splits
 from tinytune.errors import ConfigError
-from tinytune.evaluators import FinetuneTask, Int8Settings
+from tinytune.evaluators import FinetuneConfig, FinetuneTask, Int8Settings
 from tinytune.evaluators.device import TrainingProgress, int8_accuracy, int8_finetune
 from tinytune.quant import QConv, forward, quantize, train_step
 from tinytune.quant.quantizer import qas_multipliers
+from tinytune.quant.schedule import WEIGHT_LR_SCALE
 
 
 def _splits(n: int = 24) -> Splits:
@@ -49,6 +50,21 @@ def test_without_qas_each_update_is_the_qas_one_times_the_squared_scale() -> Non
         assert real(without.weight_mult, without.weight_shift, o) == pytest.approx(
             real(with_qas.weight_mult, with_qas.weight_shift, o) * s_w**2, rel=2**-29
         )
+
+
+def test_the_weights_step_at_the_searchs_fraction_of_the_rate() -> None:
+    """The device's weights learn at ``WEIGHT_LR_SCALE`` times the rate of its biases, the
+    fraction the search's fp32 fine-tunes use: QAS steps lr_w·s_x/s_w and lr/(s_x·s_w)."""
+    q = _quantized()
+    conv = next(layer for layer in q.layers if isinstance(layer, QConv) and layer.trained_channels)
+    x_scale, lr = 0.02, 0.05
+    upd = qas_multipliers(conv, x_scale, lr)
+    assert FinetuneConfig().weight_lr_scale == WEIGHT_LR_SCALE == 0.3
+    for o, s_w in enumerate(conv.w_scale.tolist()):
+        weight = int(upd.weight_mult[o]) * 2.0 ** -int(upd.weight_shift[o])
+        bias = int(upd.bias_mult[o]) * 2.0 ** -int(upd.bias_shift[o])
+        assert weight == pytest.approx(lr * WEIGHT_LR_SCALE * x_scale / s_w, rel=2**-29)
+        assert bias == pytest.approx(lr / (x_scale * s_w), rel=2**-29)
 
 
 def test_the_batched_accuracy_is_that_of_one_image_at_a_time() -> None:

@@ -23,7 +23,8 @@ Two levels:
   - writing a buffer: one rounding per right-shifted term, each ≤ half a unit of e_c ≤ e_out,
     and the final one ≤ 2^(e_out−1): at most 1.5·2^e_out;
   - QAS updates: with G the autograd gradient w.r.t. the *integer* parameter, the update is
-    lr·G·s⁻² (MCUNetV3 Eq. 4; s = s_W, or s_x·s_W for a bias) rounded: |Δ − lr·G·s⁻²| ≤ 1/2 +
+    lr·G·s⁻² (MCUNetV3 Eq. 4; s = s_W, or s_x·s_W for a bias; for a weight, lr is the weights'
+    rate, ``WEIGHT_LR_SCALE`` times the biases') rounded: |Δ − lr·G·s⁻²| ≤ 1/2 +
     2^−30·|lr·G·s⁻²| (the fixed-point multiplier is exact to 2^−31);
   - the float32 classifier and softmax within float32 rounding.
 
@@ -72,9 +73,11 @@ from tinytune.quant import (
     train_step,
 )
 from tinytune.quant.kernels import ACT_GRAD_FRAC_BITS, Grad
+from tinytune.quant.schedule import WEIGHT_LR_SCALE
 from tinytune.quant.simulate import StepRecord
 
 LR = 0.05
+LR_W = LR * WEIGHT_LR_SCALE  # the trained convolution weights' rate
 LABEL = 2
 
 
@@ -329,7 +332,7 @@ def _qas_reference(
     w_real = w_q * s_w.view(-1, 1, 1, 1)
     y = F.conv2d(x, w_real, b_q * s_b, layer.stride, layer.padding, 1, layer.groups)
     y.backward(masked_grad(record, layer))
-    return LR * w_q.grad / s_w.view(-1, 1, 1, 1) ** 2, LR * b_q.grad / s_b**2
+    return LR_W * w_q.grad / s_w.view(-1, 1, 1, 1) ** 2, LR * b_q.grad / s_b**2
 
 
 def test_qas_updates_of_each_layer_within_half_a_step(step):
@@ -449,7 +452,7 @@ def _linearised_reference(before: QuantizedNet, record: StepRecord) -> dict[str,
                 out[f"{name}.bias"] = LR * gb
         elif isinstance(layer, QConv):
             s_b = bias_scale(before, layer)
-            out[f"{name}.weight"] = LR * gw / layer.w_scale.view(-1, 1, 1, 1) ** 2
+            out[f"{name}.weight"] = LR_W * gw / layer.w_scale.view(-1, 1, 1, 1) ** 2
             out[f"{name}.bias"] = LR * gb / s_b**2
         else:
             out[f"{name}.weight"], out[f"{name}.bias"] = LR * gw, LR * gb
@@ -591,7 +594,7 @@ def _error_bounds(before: QuantizedNet, record: StepRecord) -> dict[str, Tensor]
                 spread = torch.nn.grad.conv2d_weight(
                     x_abs, layer.weight.shape, e_y, layer.stride, layer.padding, 1, layer.groups
                 )
-                bounds[f"{op.name}.weight"] = LR / layer.w_scale.view(-1, 1, 1, 1) * spread + 0.5
+                bounds[f"{op.name}.weight"] = LR_W / layer.w_scale.view(-1, 1, 1, 1) * spread + 0.5
     return bounds
 
 
@@ -688,7 +691,13 @@ def test_loss_falls_as_with_float32_sgd(scheme):
             train_step(q, xs[i : i + 1], label, lr)
     int8_loss = _mean_loss(forward(q, xs).logits, labels)
 
-    opt = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=lr)
+    trained = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
+    weights = [p for n, p in trained if n.endswith("weight_train")]  # at the weights' rate
+    others = [p for n, p in trained if not n.endswith("weight_train")]
+    groups = [{"params": others}] + (
+        [{"params": weights, "lr": lr * WEIGHT_LR_SCALE}] * bool(weights)
+    )
+    opt = torch.optim.SGD(groups, lr=lr)
     for _ in range(epochs):
         for i, label in enumerate(labels):
             opt.zero_grad()

@@ -3,7 +3,8 @@ held-out data.
 
 The optimiser is what the device runs: plain SGD without momentum (MCUNetV3 trains with
 "SGD + QAS without momentum"), with a cosine learning-rate decay. Convolution weights learn at
-0.3 times the rate of biases, scales and the classifier, and the gradient norm is clipped:
+0.3 times the rate of biases, scales and the classifier (as the device's do,
+:data:`~tinytune.quant.schedule.WEIGHT_LR_SCALE`), and the gradient norm is clipped:
 without BatchNorm to steady it, a folded network fine-tuned in full diverges at rates that suit
 bias-only schemes. The data order is drawn from a seeded generator. Accuracy is top-1 on the
 test split, which training never sees; the validation accuracy is reported beside it.
@@ -36,6 +37,7 @@ from tinytune.data import Images, Pixels, Split, Splits
 from tinytune.errors import ConfigError
 from tinytune.evaluators.prefixes import PrefixStore, to_float
 from tinytune.models import GraphNet
+from tinytune.quant.schedule import WEIGHT_LR_SCALE
 from tinytune.units import check_real
 
 __all__ = [
@@ -75,7 +77,7 @@ class FinetuneConfig:
     epochs: int = 8
     batch_size: int = 32
     lr: float = 0.2
-    weight_lr_scale: float = 0.3
+    weight_lr_scale: float = WEIGHT_LR_SCALE
     clip_norm: float | None = 1.0
     seed: int = 0
     weight_decay: float = 0.0

@@ -66,6 +66,7 @@ from tinytune.quant.model import (
     _bounds,
 )
 from tinytune.quant.ranges import observe
+from tinytune.quant.schedule import WEIGHT_LR_SCALE
 
 __all__ = ["activation_tables", "check_op", "qas_multipliers", "quantize"]
 
@@ -82,8 +83,10 @@ def qas_multipliers(
     layer: QConv, x_scale: float, lr: float, *, qas: bool = True
 ) -> UpdateMultipliers:
     """The QAS-scaled SGD step of ``layer`` at learning rate ``lr`` as fixed-point multipliers
-    (MCUNetV3 Eq. 4: Δb = lr·G_b/s_b², Δw = lr·G_w/s_w² with G the gradient w.r.t. the integer
-    parameter, i.e. the real SGD step divided by the parameter's scale).
+    (MCUNetV3 Eq. 4: Δb = lr·G_b/s_b², Δw = lr_w·G_w/s_w² with G the gradient w.r.t. the
+    integer parameter, i.e. the real SGD step divided by the parameter's scale). The weights'
+    rate lr_w is lr × :data:`~tinytune.quant.schedule.WEIGHT_LR_SCALE`, as in the search's
+    float32 fine-tunes.
 
     ``qas=False`` is the step without quantization-aware scaling, the ablation of MCUNetV3
     Table 2: Δb = lr·G_b and Δw = lr·G_w on the integer parameters, s_b² and s_w² times the
@@ -92,12 +95,13 @@ def qas_multipliers(
     if not lr >= 0 or not math.isfinite(lr):
         raise QuantizationError(f"the learning rate must be finite and >= 0, got {lr!r}")
     s_w = layer.w_scale.tolist()
+    lr_w = lr * WEIGHT_LR_SCALE
     if qas:
         bm, bs = _multipliers(lr / (x_scale * s) for s in s_w)
-        wm, ws = _multipliers(lr * x_scale / s for s in s_w)
+        wm, ws = _multipliers(lr_w * x_scale / s for s in s_w)
     else:
         bm, bs = _multipliers(lr * x_scale * s for s in s_w)  # s_b = s_x·s_w
-        wm, ws = _multipliers(lr * x_scale * s for s in s_w)
+        wm, ws = _multipliers(lr_w * x_scale * s for s in s_w)
     return UpdateMultipliers(bm, bs, wm, ws)
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "LR_SCHEDULES",
     "MAX_LR_HALVINGS",
     "MIN_DEVICE_LR",
+    "WEIGHT_LR_SCALE",
     "check_schedule",
     "epoch_halvings",
     "epoch_lr",
@@ -36,6 +37,15 @@ MIN_DEVICE_LR = 1e-6
 """The smallest rate a device trains at: halved :data:`MAX_LR_HALVINGS` times it stays a normal
 float32 (about 9·10^-16, far above 2^-126), where the bundle's float32 rate times 2^-k and the
 reference's float32 of the halved rate are the same number (subnormals would round twice)."""
+
+
+WEIGHT_LR_SCALE = 0.3
+"""Trained convolution weights learn at this fraction of the rate of biases, scales and the
+classifier, in the search's float32 fine-tunes and in the device's integer steps alike (the
+bundle's weight multipliers are the QAS step at this fraction of its rate). On the symbols
+folder's best points (five seeds, EfficientNet-Lite0 cut after block 10) the device's training
+reached a median 53 % test against the front's 53 % in fp32; with the weights at the full rate,
+51 % (docs/bench/accuracy-limit.md)."""
 
 
 def check_schedule(schedule: str) -> str:
