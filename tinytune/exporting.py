@@ -20,12 +20,12 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_DEVICE_LR", "Exported", "check_callbacks", "export_bundle"]
 
-DEFAULT_DEVICE_LR = 0.003125
+DEFAULT_DEVICE_LR = 0.00625
 """The bundle's learning rate when no device accuracy was measured: the smallest of the rates
 that ``--verify-int8`` tries (:data:`tinytune.search.run.verify_int8.INT8_LRS`), the one no network
-measured diverges at (EfficientNet-Lite0's sparse update on an image folder does at 0.1 and
-trains to a loss of 4.5 at 0.0125; the glyph supernet's on digits reaches 97.8 / 95.5 % at it,
-docs/bench/device-accuracy.md). Slower where a larger rate would do: measuring chooses it."""
+measured diverges at (EfficientNet-Lite0's sparse update on the symbols folder does at 0.1, and
+at 0.025 at three seeds of five; validation chose this one at all five,
+docs/bench/accuracy-limit.md). Slower where a larger rate would do: measuring chooses it."""
 
 
 def check_callbacks(**callbacks: object) -> None:

@@ -42,12 +42,13 @@ INT8_SCHEDULE = "halving"
 last epochs' steps stay as large as the first's: on digits the bias-only update reached 93.9 %
 validation at the best constant rate and 97.2 % halving (docs/bench/device-accuracy.md)."""
 
-INT8_LRS = (0.003125, 0.0125, 0.1)
-"""Per-image learning rates of the first epoch tried, a factor of four and eight apart: on
-digits the sparse update does best at 0.0125, bias-only and classifier-only at 0.1 (the device
-accuracy table of docs/bench/device-accuracy.md); EfficientNet-Lite0's sparse update on the letters
-diverges at 0.1 and stays 14 points below its float32 fine-tune at 0.0125, where at 0.003125 it
-is above it (docs/pretrained.md)."""
+INT8_LRS = (0.00625, 0.025, 0.1)
+"""Per-image learning rates of the first epoch tried, a factor of four apart (the weights learn
+at :data:`~tinytune.quant.schedule.WEIGHT_LR_SCALE` times them): EfficientNet-Lite0's sparse
+update on an image folder does best at the smallest (on the symbols' best points it diverges
+at 0.1, and at 0.025 at three seeds of five: docs/bench/accuracy-limit.md), the glyph
+supernet's on digits at 0.025, bias-only and classifier-only at 0.1
+(docs/bench/device-accuracy.md)."""
 
 
 def int8_settings() -> Int8Settings:
