@@ -32,7 +32,7 @@ from typing import Any
 from bench.harness import IMAGE_NETWORK, add_arguments, head, machine, row, with_root, write_json
 
 
-def _search(dataset: str, seed: int, options: list[str], out: Path) -> dict[str, Any]:
+def search_point(dataset: str, seed: int, options: list[str], out: Path) -> dict[str, Any]:
     """One default search, its best point within the budget, and how the study fine-tunes (its
     stored settings, which the reference is fine-tuned with)."""
     from tinytune import load
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     options = shlex.split(args.options)
-    points = [_search(args.dataset, s, options, args.out) for s in args.seeds]
+    points = [search_point(args.dataset, s, options, args.out) for s in args.seeds]
     jobs = [
         (args.dataset, p["seed"], args.large, lr, p["repeats"], p["recipe"])
         for p in points

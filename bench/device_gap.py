@@ -1,0 +1,106 @@
+"""The device's accuracy of the exported point: a search's best point within the default budget,
+its fp32 figure on the front against its training as the bundle trains it, seed by seed.
+
+For each seed the search is that of ``bench.limit`` (the same databases in ``--out``: a seed
+searched there is read, not searched again). Its front's most accurate point on validation is
+trained as ``tinytune export`` measures it before writing the manifest's ``measured_int8``: int8,
+batch 1, QAS, :data:`~tinytune.search.run.verify_int8.INT8_EPOCHS` epochs, the rate halved after
+each, the first epoch's rate chosen on validation from
+:data:`~tinytune.search.run.verify_int8.INT8_LRS`, on the same train/validation partitions as
+its fp32 measurement. The gap is fp32 minus int8, on test; test is reported, never chosen on.
+
+    python3 -m bench.folders symbols /tmp/symbols
+    python3 -m bench.device_gap --dataset imagefolder:/tmp/symbols --seeds 0 1 2 3 4 \\
+        [--options "--epochs 16"] [--out DIR] [--workers 2] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import statistics
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench.harness import add_arguments, head, machine, row, write_json
+from bench.limit import search_point
+
+
+def _device(job: tuple[dict[str, Any], str]) -> dict[str, Any]:
+    """One point trained as the device trains it (a worker process)."""
+    from tinytune import load
+    from tinytune.evaluators import FinetuneConfig, FinetuneTask, run_evaluation
+    from tinytune.search.run import int8_settings
+
+    point, storage = job
+    found = load(storage=storage).candidate(point["key"])
+    assert found.evaluation is not None
+    result = run_evaluation(
+        FinetuneTask(
+            candidate=found.candidate.to_json(),
+            checkpoint=str(found.checkpoint),
+            dataset=found.space.dataset,
+            data_seed=found.space.data_seed,
+            finetune=FinetuneConfig(seed=0),  # the exporter's seed
+            repeats=found.evaluation.details.get("repeats", 1),
+            int8=int8_settings(),
+        )
+    )
+    if result.status != "ok":
+        raise RuntimeError(result.error)
+    return {
+        "val": result.val_accuracy,
+        "test": result.accuracy,
+        "lr": result.details["lr"],
+        "tried": result.details["tried"],
+        "seconds": round(result.wall_time_s),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--options", default="", help="added to every search, e.g. '--epochs 16'")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/limit"))
+    parser.add_argument("--workers", type=int, default=2)
+    add_arguments(parser, dataset=True, seeds=True, json=True)
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    options = shlex.split(args.options)
+    points = [search_point(args.dataset, s, options, args.out) for s in args.seeds]
+    jobs = [(p, "sqlite:///" + str(args.out / f"limit-{p['seed']}.db")) for p in points]
+    with ProcessPoolExecutor(args.workers) as pool:
+        device = list(pool.map(_device, jobs))
+    print(f"{args.dataset} {args.options or '(no options)'}; {machine()}")
+    print(head(["seed", "point", "SRAM", "fp32 val / test", "int8 val / test", "lr", "gap"]))
+    rows = []
+    for p, d in zip(points, device, strict=True):
+        gap = 100 * (p["test"] - d["test"])
+        rows.append({"point": p, "int8": d, "gap_pp": gap})
+        print(
+            row(
+                [
+                    p["seed"],
+                    p["scheme"],
+                    f"{p['memory_bytes'] / 1024:.0f} KB",
+                    f"{100 * p['val']:.1f} / {100 * p['test']:.1f}",
+                    f"{100 * d['val']:.1f} / {100 * d['test']:.1f}",
+                    f"{d['lr']:g}",
+                    f"{gap:+.1f} pp",
+                ]
+            )
+        )
+    fp32 = statistics.median(r["point"]["test"] for r in rows)
+    int8 = statistics.median(r["int8"]["test"] for r in rows)
+    gaps = statistics.median(r["gap_pp"] for r in rows)
+    print(
+        f"median test: fp32 {100 * fp32:.1f} %, int8 {100 * int8:.1f} %; median gap {gaps:+.1f} pp"
+    )
+    if args.json:
+        write_json(args.json, {"options": args.options, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
