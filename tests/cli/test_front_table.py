@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from tinytune.cli.front_table import Schedule, fold, front_json, front_table
+from tinytune.cli.front_table import Schedule, augmented_words, fold, front_json, front_table
 from tinytune.search import FrontPoint
 from tinytune.search.run.verify_int8 import Int8Accuracy
 
@@ -133,3 +133,14 @@ def test_a_narrow_terminal_loses_the_optional_columns_first_and_says_so() -> Non
     assert "left out to fit 80 columns (--json has every field)" in " ".join(text.split())
     wide_enough = _lines(front_table(FRONT, "front", REFERENCE, schedules=SCHEDULES, width=100))
     assert "vs full" in "\n".join(wide_enough) and "left out" not in "\n".join(wide_enough)
+
+
+def test_a_front_of_augmented_fine_tunes_says_so_in_its_title() -> None:
+    assert augmented_words("none") == augmented_words(None) == ""
+    words = augmented_words("crop-flip")
+    assert words == (
+        ", fine-tuned on augmented images (--augment crop-flip; the bundle trains on its "
+        "samples as given)"
+    )
+    table = front_table(FRONT, "front" + words, REFERENCE, schedules=SCHEDULES)
+    assert table.title == "front" + words

@@ -63,6 +63,18 @@ def measured_words(fine_tunes: int, twins: int) -> str:
     return words + (f" and {twins} schedule twin{'' if twins == 1 else 's'}" if twins else "")
 
 
+def augmented_words(augment: str | None) -> str:
+    """What a front's title adds when its fine-tunes trained on augmented images (``augment``
+    not ``none``): the accuracies are a host's, and the bundle trains on its samples as
+    given."""
+    if augment in (None, "none"):
+        return ""
+    return (
+        f", fine-tuned on augmented images (--augment {augment}; the bundle trains on its "
+        "samples as given)"
+    )
+
+
 def study_counts(evaluations: Sequence[Any]) -> tuple[int, int]:
     """The measured fine-tunes and the schedule twins among a study's successful measured
     evaluations."""

@@ -112,7 +112,12 @@ class _Stored:
 def _print_front(view: Any, stored: _Stored, wide: bool) -> None:
     """The front's table (every column whole with ``wide``, however narrow the terminal)."""
     from tinytune.cli.common import console
-    from tinytune.cli.front_table import front_table, measured_words, study_counts
+    from tinytune.cli.front_table import (
+        augmented_words,
+        front_table,
+        measured_words,
+        study_counts,
+    )
 
     snap = stored.snap
     if snap is None or not snap.points:
@@ -123,7 +128,8 @@ def _print_front(view: Any, stored: _Stored, wide: bool) -> None:
     counts = measured_words(*study_counts(stored.measured))
     table = front_table(
         view.front,
-        f"Pareto front of study {view.name!r} ({counts}{hv}), {chosen}",
+        f"Pareto front of study {view.name!r} ({counts}{hv}), {chosen}"
+        + augmented_words(view.space.finetune.augment if view.space.finetune else None),
         view.reference,
         stored.int8,
         schedules=stored.schedules,

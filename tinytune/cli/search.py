@@ -266,7 +266,7 @@ def _print_low_fidelities(result: SearchResult, options: dict[str, Any]) -> None
 def _print_front(result: SearchResult, options: dict[str, Any]) -> None:
     """The front's table and where the study is stored."""
     from tinytune.cli.common import console
-    from tinytune.cli.front_table import ROWS, front_table, schedules_of
+    from tinytune.cli.front_table import ROWS, augmented_words, front_table, schedules_of
     from tinytune.data.audio import AUDIO_PREFIX
     from tinytune.db.engine import mask_url
     from tinytune.search.front import HYPERVOLUME_BOX
@@ -291,6 +291,7 @@ def _print_front(result: SearchResult, options: dict[str, Any]) -> None:
                 if dataset.startswith(AUDIO_PREFIX)
                 else ""
             )
+            + augmented_words(options["augment"])
             + hv,
             result.reference,
             result.int8,
