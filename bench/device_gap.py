@@ -17,15 +17,13 @@ its fp32 measurement. The gap is fp32 minus int8, on test; test is reported, nev
 from __future__ import annotations
 
 import argparse
-import shlex
 import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
-from bench.harness import add_arguments, head, machine, row, write_json
-from bench.limit import search_point
+from bench.harness import head, machine, row, write_json
+from bench.limit import database, search_arguments, searched_points
 
 
 def _device(job: tuple[dict[str, Any], str]) -> dict[str, Any]:
@@ -61,15 +59,10 @@ def _device(job: tuple[dict[str, Any], str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--options", default="", help="added to every search, e.g. '--epochs 16'")
-    parser.add_argument("--out", type=Path, default=Path("/tmp/limit"))
-    parser.add_argument("--workers", type=int, default=2)
-    add_arguments(parser, dataset=True, seeds=True, json=True)
+    search_arguments(parser)
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    options = shlex.split(args.options)
-    points = [search_point(args.dataset, s, options, args.out) for s in args.seeds]
-    jobs = [(p, "sqlite:///" + str(args.out / f"limit-{p['seed']}.db")) for p in points]
+    points = searched_points(args)
+    jobs = [(p, database(args.out, p["seed"])) for p in points]
     with ProcessPoolExecutor(args.workers) as pool:
         device = list(pool.map(_device, jobs))
     print(f"{args.dataset} {args.options or '(no options)'}; {machine()}")

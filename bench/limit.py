@@ -38,7 +38,7 @@ def search_point(dataset: str, seed: int, options: list[str], out: Path) -> dict
     from tinytune import load
 
     db = out / f"limit-{seed}.db"
-    storage = f"sqlite:///{db}"
+    storage = database(out, seed)
     argv = ["tinytune", "search", "--dataset", dataset, "--storage", storage]
     argv += ["--seed", str(seed), "--data-seed", str(seed), *options]
     start, seconds = time.perf_counter(), None
@@ -104,18 +104,33 @@ def _reference(job: tuple[str, int, int, float, int, dict[str, Any]]) -> dict[st
     return {"seed": seed, "lr": lr, "val": result.val_accuracy, "test": result.accuracy}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def database(out: Path, seed: int) -> str:
+    """The storage URL of a seed's search in ``out``."""
+    return f"sqlite:///{out / f'limit-{seed}.db'}"
+
+
+def search_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the seeds' searches (shared with ``bench.device_gap``)."""
     parser.add_argument("--options", default="", help="added to every search, e.g. '--epochs 16'")
-    parser.add_argument("--rates", type=float, nargs="+", default=[0.1, 0.2, 0.4])
-    parser.add_argument("--large", type=int, default=128)
     parser.add_argument("--out", type=Path, default=Path("/tmp/limit"))
     parser.add_argument("--workers", type=int, default=2)
     add_arguments(parser, dataset=True, seeds=True, json=True)
-    args = parser.parse_args(argv)
+
+
+def searched_points(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each seed's best point, searched now unless its database is in ``--out``."""
     args.out.mkdir(parents=True, exist_ok=True)
     options = shlex.split(args.options)
-    points = [search_point(args.dataset, s, options, args.out) for s in args.seeds]
+    return [search_point(args.dataset, s, options, args.out) for s in args.seeds]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", type=float, nargs="+", default=[0.1, 0.2, 0.4])
+    parser.add_argument("--large", type=int, default=128)
+    search_arguments(parser)
+    args = parser.parse_args(argv)
+    points = searched_points(args)
     jobs = [
         (args.dataset, p["seed"], args.large, lr, p["repeats"], p["recipe"])
         for p in points
