@@ -305,9 +305,10 @@ def _device_accuracy(
     on_progress: Int8Progress | None = None,
 ) -> tuple[Int8Accuracy, dict[str, Any]] | None:
     """The candidate's int8 accuracy stored in its study (read as the search reads it,
-    :func:`tinytune.search.run.verify_int8.int8_accuracies`), else (with ``measure``) measured now
-    (reporting to ``on_progress``) and stored with the study when it has one; with the
-    manifest's entry of it. None when neither."""
+    :func:`tinytune.search.run.verify_int8.int8_accuracies`) where it trained as the bundle
+    trains (:attr:`~tinytune.search.run.Int8Accuracy.current`), else (with ``measure``)
+    measured now (reporting to ``on_progress``) and stored with the study when it has one; with
+    the manifest's entry of it. None when neither."""
     from tinytune.bundle.errors import BundleError
     from tinytune.db import EvaluationRecord, open_store
     from tinytune.evaluators import FinetuneConfig, FinetuneTask, run_evaluation
@@ -317,7 +318,7 @@ def _device_accuracy(
     if found.study is not None:
         with open_store(storage) as store:
             stored = int8_accuracies(store, found.study, [key]).get(key)
-        if stored is not None:
+        if stored is not None and stored.current:  # an older one trained otherwise
             return stored, _int8_entry(stored, "the study")
     if not measure:
         return None

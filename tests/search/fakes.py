@@ -10,6 +10,7 @@ from typing import Any
 
 from tinytune.db import ContributionRecord
 from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask
+from tinytune.quant.schedule import WEIGHT_LR_SCALE
 from tinytune.search import SearchConfig
 from tinytune.search.ladder.contribution import subnet_key
 from tinytune.spaces import Candidate, conv_kinds, default_subnet, get_supernet
@@ -63,7 +64,7 @@ class FakeEvaluator:
         if task.int8 is not None:  # what an int8 training reports of how it trained
             int8 = task.int8
             details = {"lr": int8.lrs[0], "schedule": int8.schedule, "epochs": int8.epochs,
-                       "qas": int8.qas}  # fmt: skip
+                       "qas": int8.qas, "weight_lr_scale": WEIGHT_LR_SCALE}  # fmt: skip
         return EvaluationResult(
             "ok", accuracy=acc, val_accuracy=acc - 0.01, wall_time_s=0.01, details=details
         )

@@ -10,6 +10,7 @@ import optuna
 
 from tinytune.db import TWIN_OF, open_store
 from tinytune.evaluators import EvaluationResult, FinetuneTask
+from tinytune.quant.schedule import WEIGHT_LR_SCALE
 from tinytune.search import InlineExecutor, preflight, run_search
 from tinytune.spaces import Candidate
 
@@ -94,6 +95,7 @@ def test_the_device_accuracy_of_twins_on_the_front_is_trained_once(tmp_path: Pat
         if task.int8 is not None:
             int8.append(Candidate.from_json(task.candidate).training.key)
             details = {"lr": 0.0125, "schedule": "halving", "epochs": 4, "qas": True}
+            details["weight_lr_scale"] = WEIGHT_LR_SCALE
             return fake(task).replace(val_accuracy=0.5, details=details)
         return fake(task)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from tinytune.db import EvaluationRecord, open_store
 from tinytune.evaluators import EvaluationResult, FinetuneConfig, FinetuneTask
 from tinytune.exporting import _int8_entry
+from tinytune.quant.schedule import WEIGHT_LR_SCALE
 from tinytune.search.run.verify_int8 import Int8Accuracy, int8_accuracies
 
 
@@ -74,6 +75,7 @@ def test_a_twin_of_a_point_trained_as_the_device_trains_is_stored_from_it(
 
     tasks = Tasks(Executor(), task, lambda: -1, _no)
     halving = {"lr": 0.0125, "schedule": "halving", "epochs": 4, "qas": True}
+    halving["weight_lr_scale"] = WEIGHT_LR_SCALE
     with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
         for c in (whole, patched, fresh):
             store.add_candidate(c.key, c.supernet, c.to_json())
@@ -90,9 +92,52 @@ def test_a_twin_of_a_point_trained_as_the_device_trains_is_stored_from_it(
         found = int8_accuracies(store, "s", [patched.key, fresh.key])
         twin = store.find_evaluation("s", patched.key, "int8")
     assert runs == 1 and len(submitted) == 1  # the fresh point alone was trained
-    assert found[patched.key] == Int8Accuracy(0.9, 0.8, 0.0125, "halving", 4, True)
+    assert found[patched.key] == Int8Accuracy(
+        0.9, 0.8, 0.0125, "halving", 4, True, WEIGHT_LR_SCALE
+    )
     assert twin is not None and twin.memory_bytes == 100
     assert (found[fresh.key].val_accuracy, found[fresh.key].test_accuracy) == (0.6, 0.7)
+
+
+def test_a_device_accuracy_of_weights_at_the_full_rate_is_measured_again(tmp_path: Path) -> None:
+    """A measurement stored before the device's weights learned at ``WEIGHT_LR_SCALE`` of the
+    rate reads back at 1.0 and is not current: a bundle no longer trains as it did, so
+    ``verify_int8`` trains the point again (and export measures it again)."""
+    from tinytune.search.execution.worker_tasks import Tasks
+    from tinytune.search.front.recording import FrontPoint
+    from tinytune.search.run.verify_int8 import verify_int8
+    from tinytune.spaces import Candidate, get_supernet, make_preset
+
+    c = make_preset("bias-only", get_supernet("ofa-proxyless-w0.35"))
+    old = {"lr": 0.0125, "schedule": "halving", "epochs": 4, "qas": True}
+    new = {**old, "lr": 0.025, "weight_lr_scale": WEIGHT_LR_SCALE}
+    submitted: list[FinetuneTask] = []
+
+    class Executor:
+        def submit(self, key: int, task: FinetuneTask) -> None:
+            submitted.append(task)
+            self.done = [(key, EvaluationResult("ok", 0.75, 0.85, details=new))]
+
+        def wait(self, timeout: float) -> list:
+            done, self.done = self.done, []
+            return done
+
+    def task(c: Candidate, lr: float | None = None) -> FinetuneTask:
+        return FinetuneTask(c.to_json(), None, "digits", 0, FinetuneConfig())
+
+    with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
+        store.add_candidate(c.key, c.supernet, c.to_json())
+        store.add_evaluation(
+            EvaluationRecord("s", c.key, "int8", "ok", accuracy=0.8, val_accuracy=0.9, details=old)
+        )
+        before = int8_accuracies(store, "s", [c.key])[c.key]
+        point = FrontPoint(1, c.key, 0.9, 0.8, 100, None, 0.01, "bias-only", "s")
+        runs, _ = verify_int8(Tasks(Executor(), task, lambda: -1, _no), store, "s", (point,))
+        after = int8_accuracies(store, "s", [c.key])[c.key]
+    assert before.weight_lr_scale == 1.0 and not before.current
+    assert runs == 1 and len(submitted) == 1
+    assert after == Int8Accuracy(0.85, 0.75, 0.025, "halving", 4, True, WEIGHT_LR_SCALE)
+    assert after.current
 
 
 def _no(kind: str, /, **data: object) -> None:

@@ -36,6 +36,7 @@ from tinytune.evaluators.finetune import DeviceData, finetune
 from tinytune.evaluators.messages import EvaluationResult, FinetuneTask, Int8Settings
 from tinytune.evaluators.prefixes import PrefixStore
 from tinytune.models import GraphNet, build_candidate, load_supernet
+from tinytune.quant.schedule import WEIGHT_LR_SCALE
 from tinytune.spaces import Candidate, get_supernet
 from tinytune.units import MAX_SEED
 
@@ -223,6 +224,7 @@ def _int8_evaluation(
             "epochs": settings.epochs,
             "batch_size": 1,
             "qas": settings.qas,
+            "weight_lr_scale": WEIGHT_LR_SCALE,
             "schedule": settings.schedule,
             "tried": tried,
             "repeats": task.repeats,

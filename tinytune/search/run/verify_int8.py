@@ -6,7 +6,9 @@ does (:func:`tinytune.evaluators.device.int8_finetune`, through the run's worker
 per-image rate of the first epoch chosen on validation from :data:`INT8_LRS` and halved after
 every epoch (:data:`INT8_SCHEDULE`), and stores the result as an evaluation of fidelity
 ``int8`` beside the float32 one. A point measured so before (by an earlier run, or another
-driver) is not trained again; one measured at a constant rate (before the rate could halve) is.
+driver) is not trained again; one measured at a constant rate (before the rate could halve), or
+with the weights at the biases' full rate (before
+:data:`~tinytune.quant.schedule.WEIGHT_LR_SCALE`), is.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinytune.db import EvaluationRecord, Store
 from tinytune.evaluators import EvaluationResult, Int8Settings
+from tinytune.quant.schedule import WEIGHT_LR_SCALE
 from tinytune.spaces import Candidate
 
 if TYPE_CHECKING:
@@ -67,6 +70,9 @@ class Int8Accuracy:
             (:data:`tinytune.quant.schedule.LR_SCHEDULES`).
         epochs: the passes over the training split at batch 1.
         qas: whether the integer updates were scaled by QAS (False: the ablation without).
+        weight_lr_scale: the weights' fraction of the rate it trained at (1.0 for a measurement
+            stored before the device's weights learned at
+            :data:`~tinytune.quant.schedule.WEIGHT_LR_SCALE`).
     """
 
     val_accuracy: float
@@ -75,6 +81,14 @@ class Int8Accuracy:
     schedule: str = "constant"
     epochs: int | None = None
     qas: bool = True
+    weight_lr_scale: float = 1.0
+
+    @property
+    def current(self) -> bool:
+        """Whether it trained as the bundle trains now: halving (:data:`INT8_SCHEDULE`), the
+        weights at :data:`~tinytune.quant.schedule.WEIGHT_LR_SCALE` of the rate. Export and
+        ``verify_int8`` measure again one that is not: a bundle no longer trains as it did."""
+        return self.schedule == INT8_SCHEDULE and self.weight_lr_scale == WEIGHT_LR_SCALE
 
     @classmethod
     def of(
@@ -90,6 +104,7 @@ class Int8Accuracy:
             details["schedule"],
             details["epochs"],
             details["qas"],
+            details.get("weight_lr_scale", 1.0),
         )
 
 
@@ -115,12 +130,11 @@ def verify_int8(
         The trainings run here and their seconds, summed over workers.
     """
     stored = int8_accuracies(store, study, [p.candidate_key for p in points])
-    # one measured at a constant rate (before the rate could halve) is measured again, so that
-    # every point of the front is trained alike
+    # one measured otherwise than the bundle now trains (at a constant rate, before the rate
+    # could halve; its weights at the full rate) is measured again, so that every point of the
+    # front is trained alike
     todo = [
-        p
-        for p in points
-        if p.candidate_key not in stored or stored[p.candidate_key].schedule != INT8_SCHEDULE
+        p for p in points if p.candidate_key not in stored or not stored[p.candidate_key].current
     ]
     groups: dict[str, tuple[Candidate, list[FrontPoint]]] = {}
     for point in todo:
@@ -133,7 +147,7 @@ def verify_int8(
     others = {e.candidate_key for e in store.evaluations(study, fidelity="int8", status="ok")}
     for key, measured in int8_accuracies(store, study, sorted(others - todo_keys)).items():
         trained = store.get_candidate(key)
-        if trained is None or measured.schedule != INT8_SCHEDULE:
+        if trained is None or not measured.current:
             continue
         group = groups.pop(Candidate.from_json(trained.payload).training.key, None)
         e = store.find_evaluation(study, key, "int8")
