@@ -142,3 +142,37 @@ def test_a_device_accuracy_of_weights_at_the_full_rate_is_measured_again(tmp_pat
 
 def _no(kind: str, /, **data: object) -> None:
     pass
+
+
+def test_export_takes_a_stored_device_accuracy_only_where_the_bundle_trains_so(
+    tmp_path: Path,
+) -> None:
+    """Export's manifest pairs the bundle with a stored measurement only when it is current;
+    without measuring (``measure_int8=False``) an older one gives none."""
+    from types import SimpleNamespace
+
+    from tinytune.exporting import _device_accuracy
+
+    storage = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    key = "d" * 16
+    old = {"lr": 0.0125, "schedule": "halving", "epochs": 4, "qas": True}
+    found = SimpleNamespace(
+        candidate=SimpleNamespace(key=key), study="s", trial=1, evaluation=None
+    )
+
+    def stored(details: dict[str, object]) -> object:
+        with open_store(storage) as store:
+            store.add_evaluation(
+                EvaluationRecord(
+                    "s", key, "int8", "ok", accuracy=0.8, val_accuracy=0.9, details=details
+                )
+            )
+        return _device_accuracy(storage, found, tmp_path, "digits", 0, 0, False, None)
+
+    with open_store(storage) as store:
+        store.add_candidate(key, "ofa-proxyless-w0.35", "{}")
+    assert stored(old) is None
+    current = stored({**old, "weight_lr_scale": WEIGHT_LR_SCALE})
+    assert current is not None
+    accuracy, entry = current
+    assert accuracy.current and entry["source"] == "the study" and entry["lr"] == 0.0125
