@@ -29,23 +29,12 @@ from bench.limit import database, search_arguments, searched_points
 def _device(job: tuple[dict[str, Any], str]) -> dict[str, Any]:
     """One point trained as the device trains it (a worker process)."""
     from tinytune import load
-    from tinytune.evaluators import FinetuneConfig, FinetuneTask, run_evaluation
-    from tinytune.search.run import int8_settings
+    from tinytune.evaluators import run_evaluation
+    from tinytune.exporting import device_task
 
     point, storage = job
     found = load(storage=storage).candidate(point["key"])
-    assert found.evaluation is not None
-    result = run_evaluation(
-        FinetuneTask(
-            candidate=found.candidate.to_json(),
-            checkpoint=str(found.checkpoint),
-            dataset=found.space.dataset,
-            data_seed=found.space.data_seed,
-            finetune=FinetuneConfig(seed=0),  # the exporter's seed
-            repeats=found.evaluation.details.get("repeats", 1),
-            int8=int8_settings(),
-        )
-    )
+    result = run_evaluation(device_task(found, str(found.checkpoint)))  # export's default seed
     if result.status != "ok":
         raise RuntimeError(result.error)
     return {

@@ -37,8 +37,8 @@ def search_point(dataset: str, seed: int, options: list[str], out: Path) -> dict
     stored settings, which the reference is fine-tuned with)."""
     from tinytune import load
 
-    db = out / f"limit-{seed}.db"
-    storage = database(out, seed)
+    db = _path(out, seed)
+    storage = f"sqlite:///{db}"
     argv = ["tinytune", "search", "--dataset", dataset, "--storage", storage]
     argv += ["--seed", str(seed), "--data-seed", str(seed), *options]
     start, seconds = time.perf_counter(), None
@@ -104,9 +104,13 @@ def _reference(job: tuple[str, int, int, float, int, dict[str, Any]]) -> dict[st
     return {"seed": seed, "lr": lr, "val": result.val_accuracy, "test": result.accuracy}
 
 
+def _path(out: Path, seed: int) -> Path:
+    return out / f"limit-{seed}.db"
+
+
 def database(out: Path, seed: int) -> str:
     """The storage URL of a seed's search in ``out``."""
-    return f"sqlite:///{out / f'limit-{seed}.db'}"
+    return f"sqlite:///{_path(out, seed)}"
 
 
 def search_arguments(parser: argparse.ArgumentParser) -> None:

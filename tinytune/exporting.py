@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from tinytune.search import FrontPoint
     from tinytune.search.run import Int8Accuracy
 
-__all__ = ["DEFAULT_DEVICE_LR", "Exported", "check_callbacks", "export_bundle"]
+__all__ = ["DEFAULT_DEVICE_LR", "Exported", "check_callbacks", "device_task", "export_bundle"]
 
 DEFAULT_DEVICE_LR = 0.00625
 """The bundle's learning rate when no device accuracy was measured: the smallest of the rates
@@ -122,9 +122,8 @@ def export_bundle(
         get_supernet(candidate.supernet), weights_path, found, on_pretrain
     )
     measured = _device_accuracy(
-        storage, found, checkpoint, space.dataset, space.data_seed, seed, measure_int8,
-        on_measure, on_measure_progress,
-    )  # fmt: skip
+        storage, found, checkpoint, seed, measure_int8, on_measure, on_measure_progress
+    )
     lr, lr_schedule = _device_rate(measured[0] if measured is not None else None, lr, lr_schedule)
     request = _request(
         found, profile, calibration, checkpoint, samples, epochs, lr, lr_schedule, seed
@@ -293,12 +292,28 @@ def _provenance(found: Any, measured: tuple[Any, dict[str, Any]] | None, source:
     )
 
 
+def device_task(found: Any, checkpoint: str | Path, seed: int = 0) -> Any:
+    """The evaluation task that measures a stored candidate's accuracy as its bundle trains
+    (int8, batch 1, QAS, :func:`tinytune.search.run.int8_settings`) on its study's data set,
+    data seed and train/validation partitions; ``seed`` is export's ``--seed``."""
+    from tinytune.evaluators import FinetuneConfig, FinetuneTask
+    from tinytune.search.run import int8_settings
+
+    return FinetuneTask(
+        candidate=found.candidate.to_json(),
+        checkpoint=str(checkpoint),
+        dataset=found.space.dataset,
+        data_seed=found.space.data_seed,
+        finetune=FinetuneConfig(seed=seed),
+        repeats=_repeats_of(found.evaluation),
+        int8=int8_settings(),
+    )
+
+
 def _device_accuracy(
     storage: str,
     found: Any,
     checkpoint: Path,
-    dataset: str,
-    data_seed: int,
     seed: int,
     measure: bool,
     on_measure: Callable[[], None] | None,
@@ -311,8 +326,8 @@ def _device_accuracy(
     the manifest's entry of it. None when neither."""
     from tinytune.bundle.errors import BundleError
     from tinytune.db import EvaluationRecord, open_store
-    from tinytune.evaluators import FinetuneConfig, FinetuneTask, run_evaluation
-    from tinytune.search.run import Int8Accuracy, int8_accuracies, int8_settings
+    from tinytune.evaluators import run_evaluation
+    from tinytune.search.run import Int8Accuracy, int8_accuracies
 
     key = found.candidate.key
     if found.study is not None:
@@ -324,16 +339,7 @@ def _device_accuracy(
         return None
     if on_measure is not None:
         on_measure()
-    task = FinetuneTask(
-        candidate=found.candidate.to_json(),
-        checkpoint=str(checkpoint),
-        dataset=dataset,
-        data_seed=data_seed,
-        finetune=FinetuneConfig(seed=seed),
-        repeats=_repeats_of(found.evaluation),
-        int8=int8_settings(),
-    )
-    result = run_evaluation(task, progress=on_progress)
+    result = run_evaluation(device_task(found, checkpoint, seed), progress=on_progress)
     if not result.ok:
         raise BundleError(f"the int8 training of {key[:12]} failed: {result.error}")
     assert result.accuracy is not None and result.val_accuracy is not None

@@ -167,7 +167,7 @@ def test_export_takes_a_stored_device_accuracy_only_where_the_bundle_trains_so(
                     "s", key, "int8", "ok", accuracy=0.8, val_accuracy=0.9, details=details
                 )
             )
-        return _device_accuracy(storage, found, tmp_path, "digits", 0, 0, False, None)
+        return _device_accuracy(storage, found, tmp_path, 0, False, None)
 
     with open_store(storage) as store:
         store.add_candidate(key, "ofa-proxyless-w0.35", "{}")
