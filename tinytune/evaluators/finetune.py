@@ -100,13 +100,18 @@ class FinetuneConfig:
 
 @dataclass(frozen=True)
 class FinetuneResult:
-    """Measured top-1 accuracies (fractions) and the cost of measuring them."""
+    """Measured top-1 accuracies (fractions) and the cost of measuring them: in all
+    (``wall_time_s``), and of that the seconds spent getting the frozen prefix's outputs for
+    every split (``prefix_s``: computing them where ``prefix_computed``, else reading them, or
+    waiting for the worker that computes them)."""
 
     accuracy: float
     val_accuracy: float
     train_loss: float
     wall_time_s: float
     steps: int
+    prefix_s: float = 0.0
+    prefix_computed: bool = False
 
 
 @torch.no_grad()
@@ -319,7 +324,10 @@ def finetune(
     net.to(device)
     opt, params = _optimizer(net, config)
     data = DeviceData() if data is None else data
+    began, computed = time.perf_counter(), prefixes.computed if prefixes is not None else 0
     train_x, val_x, test_x, model, cut = _features(net, splits, device, data, prefixes)
+    prefix_s = time.perf_counter() - began
+    fresh = prefixes is None or prefixes.computed > computed
     views = _views(net, cut, splits.train, train_x, config, device, data)
     losses, steps = _train(model, net, opt, params, views, splits, config, device)
     net.eval()
@@ -333,6 +341,8 @@ def finetune(
         train_loss=float(np.mean(tail)) if tail else float("nan"),
         wall_time_s=time.perf_counter() - start,
         steps=steps,
+        prefix_s=prefix_s,
+        prefix_computed=cut > 0 and (fresh or not isinstance(splits.train.x, Pixels)),
     )
 
 

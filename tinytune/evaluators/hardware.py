@@ -31,6 +31,7 @@ __all__ = [
     "HardwareConfig",
     "HardwareCost",
     "HardwareEvaluator",
+    "frozen_ops",
     "hardware_cost",
     "parse_patches",
     "schedule_plan",
@@ -369,7 +370,7 @@ def _blocks_to_patch(graph: Graph) -> list[tuple[int, int]]:
     """``(blocks, end op)`` of every patched stage a prefix of ``graph`` may take: the stem and
     the first B blocks (a user's network: its first B + 1 stages), for every B whose ops train
     nothing."""
-    frozen, out = _frozen_ops(graph), []
+    frozen, out = frozen_ops(graph), []
     for blocks in range(patch_blocks(graph) + 1):
         try:
             end = block_end(graph, blocks)
@@ -381,7 +382,7 @@ def _blocks_to_patch(graph: Graph) -> list[tuple[int, int]]:
     return out
 
 
-def _frozen_ops(graph: Graph) -> int:
+def frozen_ops(graph: Graph) -> int:
     """How many ops from the input train nothing and need no gradient."""
     for op in graph.ops:
         if op.params.any_trained or graph.tensors[op.output].requires_grad:

@@ -137,6 +137,8 @@ def run_evaluation(task: FinetuneTask, progress: Int8Progress | None = None) -> 
         "epochs": cfg.epochs,
         "train_loss": float(np.mean([r.train_loss for r in results])),
         "finetune_s": sum(r.wall_time_s for r in results),
+        "prefix_s": sum(r.prefix_s for r in results),
+        "prefix_computed": any(r.prefix_computed for r in results),
         "steps": sum(r.steps for r in results),
         "train_epochs": passes,
         **_device_details(device),
