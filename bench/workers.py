@@ -37,9 +37,11 @@ the fine-tunes time whenever those run.
 
 ``--grid N`` measures the learning-rate grid (12 fine-tunes before a study's first candidate)
 on 2 workers, N times in each order, alternating: submitted in the families' order
-(classifier, bias, sparse, full) and longest predicted training step first, as the search
-submits it (:func:`tinytune.search.run.lr_grid.longest_first`); the grid's wall time runs from its
-first submission to its last result, the Ray start-up left out.
+(classifier, bias, sparse, full), longest predicted training step first
+(:func:`tinytune.search.run.lr_grid.longest_first`), and each family's first fine-tune before
+the others, longest first each time, as the search submits them
+(:func:`tinytune.search.run.lr_grid.grid_order`); the grid's wall time runs from its first
+submission to its last result, the Ray start-up left out.
 """
 
 from __future__ import annotations
@@ -294,19 +296,24 @@ def niceness(rounds: int, trials: int, lr: float, sampler: str) -> None:
 
 
 def grid(rounds: int) -> None:
-    """The learning-rate grid on 2 workers in the families' order and longest first."""
+    """The learning-rate grid on 2 workers in the families' order, longest first, and each
+    family's first before the others (the search's)."""
     import statistics
 
     import tinytune
     from tinytune.search.run import lr_grid as lr_module
 
-    longest_first = lr_module.longest_first
-    orders = {"families' order": lambda step_s: list(step_s), "longest first": longest_first}
+    grid_order = lr_module.grid_order
+    orders = {
+        "families' order": lambda family, step_s: list(family),
+        "longest first": lambda family, step_s: lr_module.longest_first(step_s),
+        "each family's first, then longest first": grid_order,
+    }
     times: dict[str, list[float]] = {name: [] for name in orders}
     try:
         for i in range(rounds):
             for name, order in orders.items():
-                lr_module.longest_first = order
+                lr_module.grid_order = order
                 marks: list[float] = []
 
                 def progress(event: object, marks: list[float] = marks) -> None:
@@ -324,11 +331,12 @@ def grid(rounds: int) -> None:
                 times[name].append(marks[-1] - marks[0])
                 print(f"round {i + 1}, {name}: grid {times[name][-1]:.1f} s", flush=True)
     finally:
-        lr_module.longest_first = longest_first
-    before, after = (statistics.median(t) for t in times.values())
+        lr_module.grid_order = grid_order
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    before = medians["families' order"]
     print(
-        f"grid on 2 workers, median of {rounds}: families' order {before:.1f} s, "
-        f"longest first {after:.1f} s (x{before / after:.2f})"
+        f"grid on 2 workers, median of {rounds}: "
+        + ", ".join(f"{name} {m:.1f} s (x{before / m:.2f})" for name, m in medians.items())
     )
 
 

@@ -17,6 +17,7 @@ from tinytune.search.run.lr_grid import (
     choose,
     families_needed,
     family_of,
+    grid_order,
     longest_first,
 )
 from tinytune.search.run.preflight import preflight
@@ -83,7 +84,9 @@ def test_a_preset_study_calibrates_its_family_and_full_only() -> None:
     assert families_needed(SearchConfig(checkpoint=""), SPEC) == list(FAMILIES)
 
 
-def test_the_grid_submits_the_longest_predicted_fine_tunes_first(tmp_path: Path) -> None:
+def test_the_grid_submits_each_familys_first_then_the_longest_predicted_first(
+    tmp_path: Path,
+) -> None:
     ckpt = tmp_path / "weights.pt"
     ckpt.write_bytes(b"supernet weights")
     fake = FakeEvaluator()
@@ -92,13 +95,19 @@ def test_the_grid_submits_the_longest_predicted_fine_tunes_first(tmp_path: Path)
         result = run_search(config, store, InlineExecutor(fake))
         hardware = preflight(config, store).hardware
     presets = [next(p for p in PRESET_NAMES if make_preset(p, SPEC) == c) for c in fake.candidates]
-    # one executor slot: the submission order is the order of the fine-tunes
-    assert presets == ["full"] * 3 + ["bias-only"] * 3 + ["mcunetv3"] * 3 + ["last"] * 3
-    steps = [hardware(c).latency_s or 0.0 for c in fake.candidates]
-    assert steps == sorted(steps, reverse=True) and steps[-1] < steps[0]
+    # one executor slot: the submission order is the order of the fine-tunes; each family's
+    # first (which computes its frozen prefix), then the rest
+    order = ["full", "bias-only", "mcunetv3", "last"]
+    assert presets == order + ["full"] * 2 + ["bias-only"] * 2 + ["mcunetv3"] * 2 + ["last"] * 2
+    for part in (fake.candidates[:4], fake.candidates[4:]):
+        steps = [hardware(c).latency_s or 0.0 for c in part]
+        assert steps == sorted(steps, reverse=True) and steps[-1] < steps[0]
     assert result.lr_calibration is not None  # the rates keep the families' order
     assert [r.family for r in result.lr_calibration.rates] == list(FAMILIES)
     assert longest_first({-1: 0.1, -2: 0.3, -3: 0.1, -4: 0.2}) == [-2, -4, -1, -3]
+    family = {-1: "classifier", -2: "classifier", -3: "full", -4: "full", -5: "full"}
+    step = {-1: 0.1, -2: 0.1, -3: 0.3, -4: 0.3, -5: 0.3}
+    assert grid_order(family, step) == [-3, -1, -4, -5, -2]
 
 
 @pytest.mark.slow
@@ -205,12 +214,13 @@ def test_a_run_out_of_budget_after_the_grid_still_records_what_the_grid_measured
 def test_a_large_training_split_chooses_rates_on_a_subset_and_measures_presets_in_full(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Beyond GRID_TRAIN_IMAGES training images the grid trains on that many (a stratified
-    share); its fine-tunes then choose rates only, and the preset is measured on every
-    training image."""
+    """Beyond GRID_TRAIN_IMAGES training images the grid trains on GRID_SUBSET_IMAGES of them
+    (a stratified share); its fine-tunes then choose rates only, and the preset is measured
+    on every training image."""
     import tinytune.search.run.lr_grid as lr_module
 
     monkeypatch.setattr(lr_module, "GRID_TRAIN_IMAGES", 500)
+    monkeypatch.setattr(lr_module, "GRID_SUBSET_IMAGES", 200)
     tasks: list[FinetuneTask] = []
     evaluate = FakeEvaluator()
 
@@ -230,7 +240,7 @@ def test_a_large_training_split_chooses_rates_on_a_subset_and_measures_presets_i
     grid = len(FAMILIES["sparse"].grid) + len(FAMILIES["full"].grid)
     assert result.lr_fine_tunes == grid
     fraction = lr_module.grid_fraction(train_images)
-    assert fraction == 500 / train_images
+    assert fraction == 200 / train_images
     assert [t.train_fraction for t in tasks[:grid]] == [fraction] * grid
     # the reference and the preset, measured on every training image
     assert [t.train_fraction for t in tasks[grid:]] == [1.0, 1.0]

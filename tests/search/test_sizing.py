@@ -12,7 +12,9 @@ from tinytune.db import open_store
 from tinytune.evaluators import EvaluationResult, FinetuneTask
 from tinytune.search import DEFAULT_SEARCH_S, DEFAULT_TRIALS, InlineExecutor, run_search
 from tinytune.search.config.budgets import Sizing, size_trials
-from tinytune.search.run.lr_grid import FamilyRate, StudyRates, family_of
+from tinytune.search.run.lr_grid import family_of
+from tinytune.search.run.preflight import preflight
+from tinytune.search.run.timing import Sizes, family_seconds, grid_timing
 from tinytune.search.study.attrs import Attr
 from tinytune.spaces import Candidate, get_supernet
 
@@ -51,21 +53,6 @@ def test_as_many_as_fit_beside_the_reference_between_the_presets_and_twelve() ->
     assert size_trials(seconds, FAMILIES, 2, reference=True, least=4, time_s=60.0).trials == 4
 
 
-def test_a_grid_on_a_subset_times_a_fine_tune_of_every_training_image() -> None:
-    grid = StudyRates(
-        (
-            FamilyRate(
-                "classifier",
-                1.6,
-                ((0.8, 0.5, 0.5, 1.0), (1.6, 0.6, 0.5, 3.0), (3.2, 0.4, 0.5, 2.0)),
-            ),
-            FamilyRate("full", 0.4, ((0.4, None, None, 9.0),)),  # failed: its time still counts
-        ),
-        train_fraction=0.25,
-    )
-    assert grid.seconds() == {"classifier": 8.0, "full": 36.0}  # the medians, over a quarter
-
-
 def _timed(seconds: dict[str, float]) -> FakeEvaluator:
     """The fake evaluator, each fine-tune taking its family's ``seconds``."""
 
@@ -79,32 +66,46 @@ def _timed(seconds: dict[str, float]) -> FakeEvaluator:
 
 
 @pytest.mark.parametrize(
-    ("seconds", "trials"),
+    "seconds",
     [
-        ({"classifier": 10.0, "bias": 40.0, "sparse": 70.0, "full": 100.0}, DEFAULT_TRIALS),
-        # 80 s a fine-tune: (600 - 150) // 80 = 5 on one worker
-        ({"classifier": 20.0, "bias": 100.0, "sparse": 120.0, "full": 150.0}, 5),
-        # nothing fits beside the reference: the four presets
-        ({"classifier": 200.0, "bias": 400.0, "sparse": 600.0, "full": 900.0}, 4),
+        {"classifier": 10.0, "bias": 40.0, "sparse": 70.0, "full": 100.0},
+        {"classifier": 20.0, "bias": 100.0, "sparse": 120.0, "full": 150.0},
+        {"classifier": 200.0, "bias": 400.0, "sparse": 600.0, "full": 900.0},
     ],
 )
 def test_a_study_without_trials_measures_as_many_as_its_grid_says_fit_and_keeps_the_number(
-    tmp_path: Path, seconds: dict[str, float], trials: int
+    tmp_path: Path, seconds: dict[str, float]
 ) -> None:
+    """The grid's fine-tunes time each family's (:mod:`tinytune.search.run.timing`, tested
+    against hand-computed times there); the budget is as many as fit, kept with the study.
+    A time budget given, no deadline holds the run (tests/search/test_deadline.py): the
+    number is sized."""
     ckpt = tmp_path / "weights.pt"
     ckpt.write_bytes(b"supernet weights")
-    config = search_config(ckpt, trials=None, tune_lr=True, reference=True)
+    config = search_config(ckpt, trials=None, tune_lr=True, reference=True, time_budget_s=3600.0)
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     events: list[tuple[str, int]] = []
     with open_store(url) as store:
+        checked = preflight(config, store)
         first = run_search(
             config,
             store,
             InlineExecutor(_timed(seconds)),
             progress=lambda e: events.append((e.kind, e.budget)),
+            checked=checked,
         )
-    expected = size_trials(seconds, FAMILIES, 1, reference=True, least=4)
-    assert expected is not None and expected.trials == trials
+    assert first.lr_calibration is not None and first.lr_calibration.train_fraction == 1.0
+    sizes = Sizes(checked.train_images, checked.val_images + checked.test_images, 1)
+    timing = grid_timing(first.lr_calibration, checked.hardware, sizes)
+    assert timing is not None
+    predicted = family_seconds(timing, FAMILIES, checked.hardware)
+    # the grid trained on every image: its own fine-tunes are timed as they took, the
+    # classifier's and the sparse update's with a frozen prefix of their own to compute
+    assert predicted["full"] == pytest.approx(seconds["full"], rel=0.5)
+    assert predicted["classifier"] >= seconds["classifier"]
+    expected = size_trials(predicted, FAMILIES, 1, reference=True, least=4)
+    assert expected is not None
+    trials = expected.trials
     assert first.sizing == expected and first.trials == trials and first.finished == trials
     assert events[0] == ("start", DEFAULT_TRIALS) and ("sized", trials) in events
     assert all(budget == trials for kind, budget in events[events.index(("sized", trials)) :])
@@ -157,9 +158,10 @@ def test_a_reproducible_study_sized_below_twelve_says_its_number_hangs_on_the_ma
 def test_the_options_help_says_the_sized_defaults_numbers() -> None:
     """The options sit below the search and cannot import its constants: their help repeats
     them as text, held to them here."""
+    from tinytune.errors import CLI
     from tinytune.options import SEARCH_OPTIONS
 
-    help_text = next(o for o in SEARCH_OPTIONS if o.name == "trials").help
+    help_text = next(o for o in SEARCH_OPTIONS if o.name == "trials").help_text(CLI)
     minutes = f"{DEFAULT_SEARCH_S / 60:g} minutes"
     assert f"as many of {DEFAULT_TRIALS} as fit in {minutes}" in help_text
     assert f"; {DEFAULT_TRIALS} where no grid is run" in help_text

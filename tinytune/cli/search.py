@@ -12,6 +12,7 @@ from tinytune.options import SEARCH_OPTIONS
 
 if TYPE_CHECKING:
     from tinytune.search import SearchEvent, SearchResult, Sizing
+    from tinytune.search.run.timing import Late
 
 __all__ = ["search"]
 
@@ -83,6 +84,10 @@ class _Bars:
                     "decoding images", total=event.total, status=f"into {event.path}"
                 )
             bar.update(self.side["decoding"], completed=event.done)
+            return
+        if event.kind == "late":  # left out for the default run's deadline
+            if event.late is not None and event.late.opening:
+                console.print(late_words(event.late), soft_wrap=True)
             return
         if self.trials is None:
             self.trials = bar.add_task(
@@ -344,6 +349,27 @@ def sized(sizing: Sizing) -> str:
     )
 
 
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def late_words(late: Late) -> str:
+    """One line on a fine-tune the study measures first (the reference, a baseline preset)
+    that the default run left out: predicted to end after its minutes."""
+    from tinytune.search import DEFAULT_SEARCH_S
+
+    what = (
+        "the reference (full fine-tuning)"
+        if late.scheme.startswith("full (reference)")
+        else f"the {late.scheme} preset"
+    )
+    return (
+        f"not measured: {what}, about {_minutes(late.seconds)}, would end after the run's "
+        f"{DEFAULT_SEARCH_S / 60:g} minutes; --time-budget or --trials measures it whatever the "
+        "time"
+    )
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -369,6 +395,15 @@ def _stopped(
         return (
             f"the run stopped after a long row of short fine-tunes (--halving) that all failed, "
             f"{done}; the warning above names the last error"
+        )
+    if result.stopped_by == "late":
+        from tinytune.search import DEFAULT_SEARCH_S
+
+        last = result.late[-1].seconds if result.late else 0.0
+        return (
+            f"the run stopped at its {DEFAULT_SEARCH_S / 60:g} minutes: its next fine-tune, "
+            f"about {_minutes(last)}, would have ended after them, {done}; --time-budget or "
+            "--trials lets it measure more, and the same command goes on with the study"
         )
     if result.stopped_by == "time":
         limit = f"--time-budget {time_budget}"

@@ -214,8 +214,8 @@ class SearchOptions(TypedDict, total=False):
             Count(low=1, budget=True, optional=True),
             None,
             "Budget: measured fine-tunes of the study, over all its runs (default: as many of 12 "
-            "as fit in 10 minutes on the run's workers, sized from the learning-rate grid's "
-            "fine-tunes and kept with the study; 12 where no grid is run).",
+            "as fit in 10 minutes on the run's workers, timed by the learning-rate grid; 12 where "
+            "no grid is run).",
         ),
     ]
     resume: Annotated[

@@ -203,7 +203,8 @@ class RunLimits:
     """What this run may still do: its wall time, its proposals, proposals in a row that led
     nowhere (over budget or already measured), and short fine-tunes in a row that failed
     (``halving``: a run whose every screening fails would otherwise propose for ever, each
-    bracket member that joins being no idle proposal); ``max_idle`` of either ends it."""
+    bracket member that joins being no idle proposal); ``max_idle`` of either ends it, as does
+    ``late``: a proposal whose fine-tune would end after the run's deadline."""
 
     time_budget_s: float | None
     max_proposals: int | None
@@ -212,6 +213,7 @@ class RunLimits:
     proposals: int = 0
     idle: int = 0
     failed_screens: int = 0
+    late: bool = False
 
     def time_left(self) -> bool:
         budget = self.time_budget_s
@@ -227,15 +229,17 @@ class RunLimits:
 
     def spent(self) -> str | None:
         """Which of these limits holds new proposals back (``proposals``, ``idle``,
-        ``screening``, ``time``), or None while none does. The counts grow only by proposals
-        and their screenings, which a spent time forbids, so one that is spent was spent
-        before the time: it comes first."""
+        ``screening``, ``late``, ``time``), or None while none does. The counts grow only by
+        proposals and their screenings, which a spent time forbids, so one that is spent was
+        spent before the time: it comes first."""
         if self.max_proposals is not None and self.proposals >= self.max_proposals:
             return "proposals"
         if self.idle >= self.max_idle:
             return "idle"
         if self.failed_screens >= self.max_idle:
             return "screening"
+        if self.late:
+            return "late"
         if not self.time_left():
             return "time"
         return None
@@ -272,7 +276,9 @@ DEFAULT_TRIALS = 12
 
 DEFAULT_SEARCH_S = 600.0
 """The wall time that a study's measured fine-tunes (the reference's included) should take on
-the run's workers when its ``trials`` are not given: as many of :data:`DEFAULT_TRIALS` as fit."""
+the run's workers when its ``trials`` are not given: as many of :data:`DEFAULT_TRIALS` as fit.
+Without a time budget either, it is the run's deadline: a measured fine-tune starts only where
+it is predicted to end within this long of the run's start (:mod:`tinytune.search.run.timing`)."""
 
 
 @dataclass(frozen=True)

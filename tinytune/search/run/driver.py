@@ -28,6 +28,7 @@ from tinytune.db import Store
 from tinytune.errors import ConfigError
 from tinytune.evaluators import EvaluationResult
 from tinytune.search.config.budgets import (
+    DEFAULT_SEARCH_S,
     DEFAULT_TRIALS,
     RunLimits,
     StudyBudget,
@@ -45,6 +46,7 @@ from tinytune.search.run.ledger import Ledger
 from tinytune.search.run.outcome import Ending, Tally, search_result, warn_stops
 from tinytune.search.run.preflight import Preflight, preflight, warn_idle_options
 from tinytune.search.run.study_setup import study_rates, study_trials
+from tinytune.search.run.timing import Deadline, Late, Sizes, Timing, grid_timing, kept_prefixes
 from tinytune.search.run.verify_int8 import verify_int8
 from tinytune.search.study.adapter import StudyAdapter
 from tinytune.search.study.attrs import Attr
@@ -129,6 +131,7 @@ class Run:
         self.tasks = Tasks(self.executor, ledger.task, self.next_key, ledger.emit)
         self.tally = Tally()
         self.rungs: LadderSteps | None = None  # the fidelity ladder, where one runs
+        self.deadline: Deadline | None = None  # the default run's (:meth:`default_deadline`)
         if (config.proxy or config.halving) and config.preset is None:
             context = LadderContext(config, self.spec, store, self.limits, self.next_key)
             self.rungs = LadderSteps(Ladder(context), ledger, self.limits)
@@ -189,8 +192,11 @@ class Run:
                 self.tally.lr_cost = (ledger.lrs.fine_tunes, ledger.lrs.wall_time_s)
                 self.tally.task_time += ledger.lrs.wall_time_s
                 ledger.grid_results = grid
+        timing = self.timing()
+        self.deadline = self.default_deadline(timing)
+        # with a deadline the clock holds the run to its minutes: no number is sized for it
         self.tally.sizing = sizing = study_trials(
-            self.study, config, self.checked, ledger.lrs, self.executor.slots
+            self.study, config, self.checked, timing, self.executor.slots, self.deadline is None
         )
         if sizing is not None:
             self.budget = dataclasses.replace(self.budget, trials=sizing.trials)
@@ -226,6 +232,33 @@ class Run:
             self.tally,
             ending,
         )
+
+    def timing(self) -> Timing | None:
+        """The workers' speeds, from the learning-rate grid's fine-tunes (None without a
+        grid)."""
+        if self.ledger.lrs is None:
+            return None
+        c = self.checked
+        sizes = Sizes(
+            c.train_images, c.val_images + c.test_images, self.config.finetune.epochs, c.repeats
+        )
+        return grid_timing(self.ledger.lrs, c.hardware, sizes)
+
+    def default_deadline(self, timing: Timing | None) -> Deadline | None:
+        """A default run's deadline, :data:`DEFAULT_SEARCH_S` from its start, where neither its
+        trials nor a time budget are given and it need not be reproducible: a measured
+        fine-tune starts only where it is predicted to end by then. None otherwise."""
+        config = self.config
+        if (
+            timing is None
+            or self.ledger.lrs is None
+            or config.trials is not None
+            or config.time_budget_s is not None
+            or config.reproducible
+        ):
+            return None
+        kept = kept_prefixes(self.ledger.lrs, self.checked.hardware)
+        return Deadline(timing, self.checked.hardware, self.limits.start + DEFAULT_SEARCH_S, kept)
 
     def loop(self) -> None:
         """Propose while workers are free, then record what they hand back, until nothing is
@@ -348,7 +381,7 @@ class Run:
         scheme = "full (reference)" if reference else self.config.preset or trial.params["scheme"]
         member = Member(trial, candidate, cost, str(scheme), reference)
         if reference:
-            ledger.measure(member)
+            self.measure(member, free)
         elif rungs is not None and bracket_id is not None:
             rungs.join(rungs.ladder.bracket_of(bracket_id, candidate.subnet, waiting), member)
         elif ledger.reuse(trial, candidate, cost):
@@ -361,8 +394,27 @@ class Run:
         else:  # a baseline, a retried trial, or no ladder: measured directly
             if rungs is not None:
                 rungs.note(rungs.ladder.score_measured(member))
-            ledger.measure(member)
+            self.measure(member, free)
         return True
+
+    def measure(self, member: Member, free: bool) -> None:
+        """Measure ``member`` (:meth:`Ledger.measure`), unless the run has a deadline that its
+        fine-tune, predicted, would end after (``free``: the grid measured it): then it is
+        told PRUNED and said so, and where it is a proposal of the search's own (not the
+        reference or a baseline preset) the run proposes no more."""
+        deadline = self.deadline
+        if deadline is None or free:
+            self.ledger.measure(member)
+            return
+        seconds = deadline.seconds(member.candidate)
+        if deadline.fits(seconds):
+            deadline.started(member.candidate)
+            self.ledger.measure(member)
+            return
+        opening = member.reference or self.ledger.opening(member.trial)
+        self.ledger.late(member, Late(member.scheme, seconds, opening))
+        if not opening:
+            self.limits.late = True
 
     def propose_twin(self) -> bool:
         """Ask for the schedule twin waiting first in the queue and tell it from the fine-tune

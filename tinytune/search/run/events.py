@@ -8,14 +8,16 @@ from dataclasses import dataclass, field
 from tinytune.search.config.budgets import Sizing
 from tinytune.search.front.recording import FrontPoint
 from tinytune.search.run.lr_grid import StudyRates
+from tinytune.search.run.timing import Late
 from tinytune.search.run.verify_int8 import Int8Accuracy
 
 __all__ = ["STOP_REASONS", "Counts", "SearchEvent", "SearchResult", "at_chance"]
 
-STOP_REASONS = ("time", "epochs", "proposals", "idle", "screening")
+STOP_REASONS = ("time", "epochs", "proposals", "idle", "screening", "late")
 """Why a run can end with the study's budget unspent: ``time_budget_s``, ``epoch_budget``,
-``max_proposals``, ``max_idle_proposals`` proposals in a row over budget or measured, or as
-many short fine-tunes (``halving``) in a row that failed."""
+``max_proposals``, ``max_idle_proposals`` proposals in a row over budget or measured, as
+many short fine-tunes (``halving``) in a row that failed, or a proposal whose fine-tune would
+end after the default run's deadline (:data:`~tinytune.search.config.budgets.DEFAULT_SEARCH_S`)."""
 
 
 @dataclass
@@ -38,6 +40,8 @@ class Counts:
         presets, mutants, sampled: the measured fine-tunes that succeeded, by where the
             candidate came from: a baseline preset on the default sub-network, a mutant of a
             front point (``mutate``), or the sampler (the reference is none of them).
+        late: trials told PRUNED because their fine-tune, predicted, would end after the
+            default run's deadline.
     """
 
     measured: int = 0
@@ -54,6 +58,7 @@ class Counts:
     presets: int = 0
     mutants: int = 0
     sampled: int = 0
+    late: int = 0
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,8 @@ class SearchEvent:
             ``base``, ``screened`` (a short fine-tune's validation ``accuracy``, None when it
             failed), ``waiting`` (on other drivers' fine-tunes) or
             ``calibrating`` (``done`` of ``total`` fine-tunes of the learning-rate grid),
-            ``sized`` (the study's ``budget``, not given, sized from the grid's fine-tunes) or
+            ``sized`` (the study's ``budget``, not given, sized from the grid's fine-tunes),
+            ``late`` (a trial left out for the run's deadline: ``late``) or
             ``int8`` (``done`` of ``total`` front points trained as the device trains); before
             the search, ``decoding`` (``done`` of ``total`` images of an image folder decoded
             into the cache folder ``path``) or ``decoded`` (the images were in that cache).
@@ -83,6 +89,7 @@ class SearchEvent:
         error: the error of a failed one.
         done, total: progress of the contribution analysis or the learning-rate grid.
         path: the decoded-image cache folder of ``decoding`` and ``decoded``.
+        late: what a ``late`` trial's fine-tune was and would have taken.
     """
 
     kind: str
@@ -96,6 +103,7 @@ class SearchEvent:
     done: int = 0
     total: int = 0
     path: str | None = None
+    late: Late | None = None
 
 
 @dataclass(frozen=True)
@@ -130,7 +138,7 @@ class SearchResult:
         copies: image files of the data set left out as copies of others (the same bytes).
         stopped_by: why the run ended before the study's budget of measured fine-tunes was
             spent (:data:`STOP_REASONS`: ``time``, ``epochs``, ``proposals``, ``idle``,
-            ``screening``); None
+            ``screening``, ``late``); None
             when it was spent, or when the run ended for none of these.
         int8: the device's accuracy (int8, batch 1, QAS) of front points, by candidate key,
             where measured; ``int8_runs``, ``int8_epochs`` and ``int8_s``: trainings, their
@@ -152,6 +160,9 @@ class SearchResult:
             grid's fine-tunes; stored with the study, so that later runs keep it); None where
             they were given, or where nothing was measured to size them by
             (:data:`~tinytune.search.config.budgets.DEFAULT_TRIALS` then).
+        late: the fine-tunes the run left out because, predicted, they would have ended after
+            its deadline (a default run's: neither ``trials`` nor a time budget given), in
+            order.
         latency_profile: the device profile that predicted the latencies, for people
             (``"host, pytorch engine (calibration 3)"``); a calibration stored with
             ``--force`` says FORCED.
@@ -190,6 +201,7 @@ class SearchResult:
     recipe: FrontPoint | None = None
     trials: int = 0
     sizing: Sizing | None = None
+    late: tuple[Late, ...] = ()
 
 
 def at_chance(val_accuracies: list[float], n_classes: int, val_images: int) -> bool:

@@ -33,6 +33,7 @@ from tinytune.search.run.events import Counts, SearchEvent
 from tinytune.search.run.lr_grid import StudyRates, family_of
 from tinytune.search.run.preflight import Preflight
 from tinytune.search.run.study_view import StudyView
+from tinytune.search.run.timing import Late
 from tinytune.search.study.adapter import StudyAdapter
 from tinytune.search.study.attrs import Attr
 from tinytune.spaces import JOINT, Candidate, suggest_candidate
@@ -74,6 +75,7 @@ class Ledger:
         self.last: tuple[tuple[FrontPoint, ...], float | None] | None = None
         self.view = StudyView(config, store, checked, self.pending)
         self.measured: list[Member] = []  # successes not yet taken (take_measured)
+        self.late_fine_tunes: list[Late] = []  # left out for the run's deadline, in order
 
     def emit(self, kind: str, /, **data: Any) -> None:
         """A progress event: this run's counters, the study's finished fine-tunes and this
@@ -177,6 +179,15 @@ class Ledger:
         self.study.tell_pruned(trial, reason)
         self.counts.pruned += 1
         self.limits.idle += 1
+
+    def late(self, member: Member, late: Late) -> None:
+        """Tell a trial PRUNED before any training because its fine-tune, predicted to take
+        ``late.seconds``, would end after the run's deadline."""
+        reason = f"its fine-tune, about {late.seconds:.0f} s, would end after the run's deadline"
+        self.study.tell_pruned(member.trial, reason)
+        self.counts.late += 1
+        self.late_fine_tunes.append(late)
+        self.emit("late", trial=member.trial.number, late=late)
 
     def reuse(self, trial: Any, candidate: Candidate, cost: HardwareCost) -> bool:
         """Tell the stored measurement of a candidate measured before, or store and tell a
@@ -340,6 +351,13 @@ class Ledger:
         out, self.measured = self.measured, []
         return out
 
+    def opening(self, trial: Any) -> bool:
+        """Whether a trial is one of the baseline presets the study's set-up queued."""
+        attrs = trial.user_attrs
+        if attrs.get(Attr.REFERENCE) or Attr.MUTANT_OF in attrs:
+            return False
+        return trial.params.get("scheme") != JOINT and self.study.enqueued(trial)
+
     def count_origin(self, trial: Any) -> None:
         """Count a measured trial by where its candidate came from (:class:`Counts`)."""
         attrs = trial.user_attrs
@@ -347,7 +365,7 @@ class Ledger:
             return
         if Attr.MUTANT_OF in attrs:
             self.counts.mutants += 1
-        elif trial.params.get("scheme") != JOINT and self.study.enqueued(trial):
+        elif self.opening(trial):
             self.counts.presets += 1  # by the study's set-up
         else:
             self.counts.sampled += 1

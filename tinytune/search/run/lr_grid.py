@@ -13,15 +13,16 @@ reuse it, and the grid's fine-tunes are counted and shown as the study's calibra
 representative's fine-tune at the chosen rate is the measurement of that preset when the study
 measures it.
 
-A large data set's grid trains on a stratified subset of :data:`GRID_TRAIN_IMAGES` training
-images (:func:`grid_fraction`; validated on the whole validation split): twelve fine-tunes of
-a 12,000-image training split would cost as much as twelve measured candidates. Its
-fine-tunes are then not measurements of the presets, which the study measures in full.
+A data set of more than :data:`GRID_TRAIN_IMAGES` training images has its grid trained on a
+stratified subset of :data:`GRID_SUBSET_IMAGES` of them (:func:`grid_fraction`; validated on
+the whole validation split): twelve fine-tunes of a 12,000-image training split would cost as
+much as twelve measured candidates. Its fine-tunes are then not measurements of the presets,
+which the study measures in full; they time the run's workers
+(:mod:`~tinytune.search.run.timing`).
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAMILIES",
+    "GRID_SUBSET_IMAGES",
     "GRID_TRAIN_IMAGES",
     "Family",
     "FamilyRate",
@@ -44,6 +46,7 @@ __all__ = [
     "families_needed",
     "family_of",
     "grid_fraction",
+    "grid_order",
     "longest_first",
     "rates_for_study",
 ]
@@ -79,16 +82,21 @@ with the batch (linear scaling; docs/bench/pretraining.md)."""
 
 
 GRID_TRAIN_IMAGES = 2_000
-"""The most training images a fine-tune of the grid trains on. Within it the grid is a
-measurement of the presets; beyond, a subset of this many chooses the rates."""
+"""The largest training split the grid trains on whole: within it the grid's fine-tunes are
+measurements of the presets."""
+
+GRID_SUBSET_IMAGES = 500
+"""Beyond :data:`GRID_TRAIN_IMAGES`, the stratified subset of the training images that chooses
+the rates: twelve fine-tunes of it cost a little more than one of 6,000 images."""
 
 
 def grid_fraction(train_images: int) -> float:
     """The share of ``train_images`` training images a fine-tune of the grid trains on: all
-    of them up to :data:`GRID_TRAIN_IMAGES`, else that many (0 images: all)."""
+    of them up to :data:`GRID_TRAIN_IMAGES`, else :data:`GRID_SUBSET_IMAGES` of them (0
+    images: all)."""
     if train_images <= GRID_TRAIN_IMAGES:
         return 1.0
-    return GRID_TRAIN_IMAGES / train_images
+    return GRID_SUBSET_IMAGES / train_images
 
 
 def family_of(candidate: Candidate, spec: SupernetSpec) -> str:
@@ -115,11 +123,16 @@ class FamilyRate:
         lr: the chosen rate (best validation accuracy; the smaller rate on a tie).
         tried: ``(lr, val_accuracy, test_accuracy, wall_time_s)`` of each fine-tune of the
             grid; a failed one has ``None`` accuracies.
+        prefix: ``(seconds, computed)`` of each fine-tune's frozen prefix, in the order of
+            ``tried``: the seconds spent getting its outputs, and whether it computed them
+            (:class:`~tinytune.evaluators.FinetuneResult`; empty in a study stored before
+            they were recorded).
     """
 
     family: str
     lr: float
     tried: tuple[tuple[float, float | None, float | None, float], ...]
+    prefix: tuple[tuple[float, bool], ...] = ()
 
     @property
     def val_accuracy(self) -> float | None:
@@ -149,20 +162,15 @@ class StudyRates:
     def wall_time_s(self) -> float:
         return sum(s for r in self.rates for *_, s in r.tried)
 
-    def seconds(self) -> dict[str, float]:
-        """A measured fine-tune's predicted seconds by family: the median of the grid's
-        fine-tunes of the family, scaled from the grid's share of the training images to all
-        of them (a fine-tune's time grows with the images it trains on)."""
-        return {
-            r.family: statistics.median(s for *_, s in r.tried) / self.train_fraction
-            for r in self.rates
-            if r.tried
-        }
-
     def to_json(self) -> dict[str, Any]:
         subset = {"train_fraction": self.train_fraction} if self.train_fraction < 1.0 else {}
         return {
-            r.family: {"lr": r.lr, "tried": [list(t) for t in r.tried], **subset}
+            r.family: {
+                "lr": r.lr,
+                "tried": [list(t) for t in r.tried],
+                **({"prefix": [list(p) for p in r.prefix]} if r.prefix else {}),
+                **subset,
+            }
             for r in self.rates
         }
 
@@ -175,6 +183,7 @@ class StudyRates:
                     family,
                     float(entry["lr"]),
                     tuple((float(a), b, c, float(d)) for a, b, c, d in entry["tried"]),
+                    tuple((float(t), bool(c)) for t, c in entry.get("prefix", ())),
                 )
                 for family, entry in data.items()
             ),
@@ -185,7 +194,7 @@ class StudyRates:
 def choose(family: str, results: Mapping[float, EvaluationResult], default: float) -> FamilyRate:
     """The family's rate from its grid's worker results (``lr -> result``): the best
     validation accuracy, the smaller rate on a tie; ``default`` when every fine-tune failed."""
-    tried = []
+    tried, prefix = [], []
     for lr in sorted(results):
         result = results[lr]
         ok = result.status == "ok"
@@ -197,9 +206,11 @@ def choose(family: str, results: Mapping[float, EvaluationResult], default: floa
                 result.wall_time_s,
             )
         )
+        details = result.details
+        prefix.append((float(details.get("prefix_s", 0.0)), bool(details.get("prefix_computed"))))
     scored = [(val, -lr) for lr, val, _, _ in tried if val is not None]
     lr = -max(scored)[1] if scored else default
-    return FamilyRate(family, lr, tuple(tried))
+    return FamilyRate(family, lr, tuple(tried), tuple(prefix))
 
 
 def families_needed(config: SearchConfig, spec: SupernetSpec) -> list[str]:
@@ -223,6 +234,19 @@ def longest_first(step_s: Mapping[int, float]) -> list[int]:
     return sorted(step_s, key=lambda key: -step_s[key])
 
 
+def grid_order(family: Mapping[int, str], step_s: Mapping[int, float]) -> list[int]:
+    """The grid's jobs (``family``: each one's family, in the families' order) in the order
+    they are submitted: each family's first fine-tune, then the others, each time the longest
+    predicted training step first (:func:`longest_first`). A family's first fine-tune computes
+    the frozen prefix of every image of a folder, which its other two then read (waiting for
+    it, were they started beside it)."""
+    firsts = list({name: key for key, name in reversed(family.items())}.values())
+    rest = [key for key in family if key not in firsts]
+    return longest_first({k: step_s[k] for k in firsts}) + longest_first(
+        {k: step_s[k] for k in rest}
+    )
+
+
 def rates_for_study(
     tasks: Tasks,
     config: SearchConfig,
@@ -234,7 +258,8 @@ def rates_for_study(
 ) -> tuple[StudyRates, dict[tuple[str, float], EvaluationResult] | None]:
     """The study's rate per family: ``stored`` by an earlier run (the study's attribute
     ``lr_calibration``), else measured now on the run's executor (every fine-tune of the grids
-    at once, as slots free up, the families with the longest predicted training step first);
+    at once, as slots free up: each family's first, then the others, each time the families
+    with the longest predicted training step first);
     the caller stores what was measured.
 
     Args:
@@ -260,7 +285,7 @@ def rates_for_study(
         for lr in FAMILIES[name].grid:
             key = tasks.next_key()
             jobs[key], step_s[key] = (name, lr, candidate), predicted
-    queue, running = longest_first(step_s), 0
+    queue, running = grid_order({key: name for key, (name, _, _) in jobs.items()}, step_s), 0
     results: dict[int, EvaluationResult] = {}
     executor = tasks.executor
     tasks.emit("calibrating", done=0, total=len(jobs))

@@ -132,6 +132,7 @@ def search_result(
         ),
         trials=budget.trials,
         sizing=tally.sizing,
+        late=tuple(ledger.late_fine_tunes),
     )
 
 

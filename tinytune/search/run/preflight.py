@@ -56,6 +56,7 @@ class Preflight:
             sub-network).
         val_images: images in the data set's validation split.
         train_images: images in its training split.
+        test_images: images in its test split.
         repeats: train/val partitions each candidate is measured on (``config.repeats``, or
             :func:`tinytune.data.val_repeats` of ``val_images``).
         copies: image files left out of the data set as copies of others.
@@ -72,6 +73,7 @@ class Preflight:
     val_images: int = 0
     repeats: int = 1
     train_images: int = 0
+    test_images: int = 0
     copies: int = 0
     cuts: tuple[int, ...] = ()
 
@@ -154,7 +156,7 @@ def preflight(
     check_feasible(config, hardware)
     flash_budget = config.flash_budget_bytes or device.flash_bytes
     cuts = feasible_cuts(config, hardware, flash_budget)
-    train_images, val_images, _ = data.split_sizes()
+    train_images, val_images, test_images = data.split_sizes()
     repeats = config.repeats or val_repeats(val_images)
     check_epoch_budget(config, repeats)
     # the longest check last: every file read, decoded at the resolution the study measures
@@ -175,6 +177,7 @@ def preflight(
         val_images=val_images,
         repeats=repeats,
         train_images=train_images,
+        test_images=test_images,
         copies=data.copies,
         cuts=cuts,
     )

@@ -13,6 +13,7 @@ from tinytune.search.config.search_config import BASELINE_PRESETS, SearchConfig
 from tinytune.search.execution.worker_tasks import Tasks
 from tinytune.search.run.lr_grid import StudyRates, families_needed, rates_for_study
 from tinytune.search.run.preflight import Preflight
+from tinytune.search.run.timing import Timing, family_seconds
 from tinytune.search.study.adapter import StudyAdapter
 from tinytune.search.study.attrs import Attr
 
@@ -48,24 +49,30 @@ def study_trials(
     study: StudyAdapter,
     config: SearchConfig,
     checked: Preflight,
-    rates: StudyRates | None,
+    timing: Timing | None,
     slots: int,
+    size: bool = True,
 ) -> Sizing | None:
     """The study's budget of measured fine-tunes where its ``trials`` are not given: as many of
     :data:`~tinytune.search.config.budgets.DEFAULT_TRIALS` as fit in
-    :data:`~tinytune.search.config.budgets.DEFAULT_SEARCH_S` on ``slots`` workers, sized from
-    the learning-rate grid's fine-tunes (:func:`~tinytune.search.config.budgets.size_trials`;
-    never fewer than the baseline presets the study measures first). None: the most."""
+    :data:`~tinytune.search.config.budgets.DEFAULT_SEARCH_S` on ``slots`` workers, each
+    family's fine-tune timed by the learning-rate grid's (``timing``:
+    :func:`~tinytune.search.run.timing.family_seconds`;
+    :func:`~tinytune.search.config.budgets.size_trials`; never fewer than the baseline presets
+    the study measures first); one sized by an earlier run is kept. None: the most, and
+    where none is stored and not ``size`` (a run whose deadline holds it to the same minutes:
+    :class:`~tinytune.search.run.timing.Deadline`)."""
     if config.trials is not None:
         return None
     stored = study.study_attr(Attr.TRIALS_SIZED)
     if stored:
         return Sizing.from_json(stored)
-    if rates is None or not config.tune_lr:
+    if timing is None or not config.tune_lr or not size:
         return None
+    families = families_needed(config, checked.spec)
     sizing = size_trials(
-        rates.seconds(),
-        families_needed(config, checked.spec),
+        family_seconds(timing, families, checked.hardware),
+        families,
         slots,
         reference=config.reference,
         least=len(BASELINE_PRESETS) if config.baselines and config.preset is None else 1,
