@@ -38,8 +38,8 @@ the fine-tunes time whenever those run.
 ``--grid N`` measures the learning-rate grid (12 fine-tunes before a study's first candidate)
 on 2 workers, N times in each order, alternating: submitted in the families' order
 (classifier, bias, sparse, full), longest predicted training step first
-(:func:`tinytune.search.run.lr_grid.longest_first`), and each family's first fine-tune before
-the others, longest first each time, as the search submits them
+(:func:`tinytune.search.run.lr_grid.longest_first`), and longest first with the families that
+compute a frozen prefix last and interleaved, as the search submits them
 (:func:`tinytune.search.run.lr_grid.grid_order`); the grid's wall time runs from its first
 submission to its last result, the Ray start-up left out.
 """
@@ -296,8 +296,8 @@ def niceness(rounds: int, trials: int, lr: float, sampler: str) -> None:
 
 
 def grid(rounds: int) -> None:
-    """The learning-rate grid on 2 workers in the families' order, longest first, and each
-    family's first before the others (the search's)."""
+    """The learning-rate grid on 2 workers in the families' order, longest first, and longest
+    first with the families that compute a frozen prefix interleaved (the search's)."""
     import statistics
 
     import tinytune
@@ -305,9 +305,9 @@ def grid(rounds: int) -> None:
 
     grid_order = lr_module.grid_order
     orders = {
-        "families' order": lambda family, step_s: list(family),
-        "longest first": lambda family, step_s: lr_module.longest_first(step_s),
-        "each family's first, then longest first": grid_order,
+        "families' order": lambda family, step_s, prefixed: list(family),
+        "longest first": lambda family, step_s, prefixed: lr_module.longest_first(step_s),
+        "longest first, the prefixes side by side": grid_order,
     }
     times: dict[str, list[float]] = {name: [] for name in orders}
     try:

@@ -84,7 +84,7 @@ def test_a_preset_study_calibrates_its_family_and_full_only() -> None:
     assert families_needed(SearchConfig(checkpoint=""), SPEC) == list(FAMILIES)
 
 
-def test_the_grid_submits_each_familys_first_then_the_longest_predicted_first(
+def test_the_grid_submits_the_longest_first_and_computes_two_prefixes_side_by_side(
     tmp_path: Path,
 ) -> None:
     ckpt = tmp_path / "weights.pt"
@@ -95,19 +95,18 @@ def test_the_grid_submits_each_familys_first_then_the_longest_predicted_first(
         result = run_search(config, store, InlineExecutor(fake))
         hardware = preflight(config, store).hardware
     presets = [next(p for p in PRESET_NAMES if make_preset(p, SPEC) == c) for c in fake.candidates]
-    # one executor slot: the submission order is the order of the fine-tunes; each family's
-    # first (which computes its frozen prefix), then the rest
-    order = ["full", "bias-only", "mcunetv3", "last"]
-    assert presets == order + ["full"] * 2 + ["bias-only"] * 2 + ["mcunetv3"] * 2 + ["last"] * 2
-    for part in (fake.candidates[:4], fake.candidates[4:]):
-        steps = [hardware(c).latency_s or 0.0 for c in part]
-        assert steps == sorted(steps, reverse=True) and steps[-1] < steps[0]
+    # one executor slot: the submission order is the order of the fine-tunes; the families
+    # that compute a frozen prefix last, one fine-tune of each at a time
+    assert presets == ["full"] * 3 + ["bias-only"] * 3 + ["mcunetv3", "last"] * 3
+    steps = [hardware(c).latency_s or 0.0 for c in fake.candidates]
+    assert steps[:6] == sorted(steps[:6], reverse=True) and min(steps[:6]) > max(steps[6:])
     assert result.lr_calibration is not None  # the rates keep the families' order
     assert [r.family for r in result.lr_calibration.rates] == list(FAMILIES)
     assert longest_first({-1: 0.1, -2: 0.3, -3: 0.1, -4: 0.2}) == [-2, -4, -1, -3]
-    family = {-1: "classifier", -2: "classifier", -3: "full", -4: "full", -5: "full"}
-    step = {-1: 0.1, -2: 0.1, -3: 0.3, -4: 0.3, -5: 0.3}
-    assert grid_order(family, step) == [-3, -1, -4, -5, -2]
+    family = {-1: "classifier", -2: "classifier", -3: "sparse", -4: "sparse", -5: "full"}
+    step = {-1: 0.1, -2: 0.1, -3: 0.2, -4: 0.2, -5: 0.3}
+    assert grid_order(family, step) == [-5, -3, -4, -1, -2]  # longest first
+    assert grid_order(family, step, ("classifier", "sparse")) == [-5, -3, -1, -4, -2]
 
 
 @pytest.mark.slow

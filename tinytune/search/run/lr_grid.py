@@ -23,7 +23,7 @@ which the study measures in full; they time the run's workers
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ __all__ = [
     "FAMILIES",
     "GRID_SUBSET_IMAGES",
     "GRID_TRAIN_IMAGES",
+    "PREFIXED",
     "Family",
     "FamilyRate",
     "StudyRates",
@@ -80,6 +81,10 @@ FAMILIES: dict[str, Family] = {
 ``digits``' validation split with the shipped supernet over a wider grid at batch 16, doubled
 with the batch (linear scaling; docs/bench/pretraining.md)."""
 
+
+PREFIXED = ("classifier", "sparse")
+"""The families whose preset trains on a frozen prefix, computed once for every image of a
+folder and read by the family's other fine-tunes (:func:`grid_order`)."""
 
 GRID_TRAIN_IMAGES = 2_000
 """The largest training split the grid trains on whole: within it the grid's fine-tunes are
@@ -234,17 +239,24 @@ def longest_first(step_s: Mapping[int, float]) -> list[int]:
     return sorted(step_s, key=lambda key: -step_s[key])
 
 
-def grid_order(family: Mapping[int, str], step_s: Mapping[int, float]) -> list[int]:
+def grid_order(
+    family: Mapping[int, str], step_s: Mapping[int, float], prefixed: Collection[str] = ()
+) -> list[int]:
     """The grid's jobs (``family``: each one's family, in the families' order) in the order
-    they are submitted: each family's first fine-tune, then the others, each time the longest
-    predicted training step first (:func:`longest_first`). A family's first fine-tune computes
-    the frozen prefix of every image of a folder, which its other two then read (waiting for
-    it, were they started beside it)."""
-    firsts = list({name: key for key, name in reversed(family.items())}.values())
-    rest = [key for key in family if key not in firsts]
-    return longest_first({k: step_s[k] for k in firsts}) + longest_first(
-        {k: step_s[k] for k in rest}
-    )
+    they are submitted: longest predicted training step first (:func:`longest_first`), except
+    that the fine-tunes of the ``prefixed`` families (whose preset trains on a frozen prefix)
+    come after the others, one of each such family at a time. A family's first fine-tune
+    computes the frozen prefix of every image of a folder, which its other two then read: the
+    prefixes of two families are computed side by side, not one family's by one worker while
+    another waits for it."""
+    plain = {k: s for k, s in step_s.items() if family[k] not in prefixed}
+    rounds: dict[int, dict[int, float]] = {}
+    seen: dict[str, int] = {}
+    for key in family:
+        if family[key] in prefixed:
+            n = seen[family[key]] = seen.get(family[key], -1) + 1
+            rounds.setdefault(n, {})[key] = step_s[key]
+    return longest_first(plain) + [k for n in sorted(rounds) for k in longest_first(rounds[n])]
 
 
 def rates_for_study(
@@ -258,8 +270,7 @@ def rates_for_study(
 ) -> tuple[StudyRates, dict[tuple[str, float], EvaluationResult] | None]:
     """The study's rate per family: ``stored`` by an earlier run (the study's attribute
     ``lr_calibration``), else measured now on the run's executor (every fine-tune of the grids
-    at once, as slots free up: each family's first, then the others, each time the families
-    with the longest predicted training step first);
+    at once, as slots free up, in :func:`grid_order`);
     the caller stores what was measured.
 
     Args:
@@ -285,7 +296,8 @@ def rates_for_study(
         for lr in FAMILIES[name].grid:
             key = tasks.next_key()
             jobs[key], step_s[key] = (name, lr, candidate), predicted
-    queue, running = grid_order({key: name for key, (name, _, _) in jobs.items()}, step_s), 0
+    family = {key: name for key, (name, _, _) in jobs.items()}
+    queue, running = grid_order(family, step_s, PREFIXED), 0
     results: dict[int, EvaluationResult] = {}
     executor = tasks.executor
     tasks.emit("calibrating", done=0, total=len(jobs))
