@@ -11,8 +11,7 @@ from tinytune.errors import CLI
 from tinytune.options import SEARCH_OPTIONS
 
 if TYPE_CHECKING:
-    from tinytune.search import SearchEvent, SearchResult, Sizing
-    from tinytune.search.run.timing import Late
+    from tinytune.search import Late, SearchEvent, SearchResult, Sizing
 
 __all__ = ["search"]
 

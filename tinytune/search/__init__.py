@@ -43,6 +43,7 @@ from tinytune.search.ladder import (
 )
 from tinytune.search.run import (
     Counts,
+    Late,
     Preflight,
     SearchEvent,
     SearchResult,
@@ -64,6 +65,7 @@ __all__ = [
     "Executor",
     "FrontPoint",
     "InlineExecutor",
+    "Late",
     "Preflight",
     "RayExecutor",
     "RayUnavailableError",

@@ -8,6 +8,7 @@ from tinytune.search.run.driver import run_search
 from tinytune.search.run.events import Counts, SearchEvent, SearchResult
 from tinytune.search.run.lr_grid import StudyRates
 from tinytune.search.run.preflight import Preflight, preflight
+from tinytune.search.run.timing import Late
 from tinytune.search.run.verify_int8 import (
     INT8_EPOCHS,
     INT8_SCHEDULE,
@@ -21,6 +22,7 @@ __all__ = [
     "INT8_SCHEDULE",
     "Counts",
     "Int8Accuracy",
+    "Late",
     "Preflight",
     "SearchEvent",
     "SearchResult",
