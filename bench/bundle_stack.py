@@ -1,21 +1,26 @@
-"""The most stack a bundle's example takes on the Cortex-M7, M4F and M0+, measured under QEMU.
+"""The stack of a bundle's functions on every target: the compiler's bound and a painted run.
 
-The bundle of one candidate (default: the ``mcunetv3`` preset on ``ofa-proxyless-w0.35`` at 40
-px) is written with its example's ``main`` wrapped: before the example runs, every word of the
-stack section below the current frame (``platform/cortex_m7.ld``'s ``__StackLimit`` ..
-``__StackTop``) is painted with a pattern; after it has trained and evaluated, the first word
-from the bottom that lost the pattern marks the deepest the stack went. The figure is the whole
-program's: ``main``, the example's frames, the C library's ``printf`` and the kernels'.
+For each sample bundle (the ``mcunetv3`` preset of both supernets, TinyTL and full fine-tuning
+at 32 px) and target, two figures:
 
-    python3 -m bench.bundle_stack [--preset mcunetv3] [--resolution 40] [--kernels DIR ...]
+* **bound**: the most stack a function of ``tt_model.h`` can take, from the compiler
+  (``gcc -fstack-usage -fcallgraph-info=su``, the C library's routines from the disassembly;
+  :mod:`bench.stack_bound`);
+* **painted**: the example built with ``-DTT_STACK_PAINT`` under QEMU: the stack below each of
+  ``tt_train_step``, ``tt_predict`` and the input function (``tt_quantize_rgb888`` of a frame
+  of twice the input's sides) painted, the deepest word it wrote read back.
 
-``--kernels DIR`` replaces the bundle's ``kernels/`` sources with those of DIR (e.g. an older
-copy of ``tinytune/lowering/csrc``), as ``bench/m7_instructions.py`` does.
+``--write`` writes ``tinytune/hwmodels/data/stack.json``, the figure the search and the
+manifest count per core: the largest bound over the samples, each computed as if its step
+called every kernel.
+
+    python3 -m bench.bundle_stack [--write]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
@@ -24,80 +29,113 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from bench.harness import add_arguments, table
-from bench.m7_instructions import ARM_TOOLS, TARGETS
+from bench.harness import table
+from bench.stack_bound import TOOLS, bundle_bound
 
-ARM_TARGETS = ("cortex-m7", "cortex-m4", "cortex-m0plus")
-MAIN = "int main(void) {\n    return tt_example();\n}"
-PAINTED = """extern uint32_t __StackLimit, __StackTop;
-int main(void) {
-    volatile uint32_t *p;
-    uint32_t here;
-    int r;
-    for (p = &__StackLimit; (uintptr_t)p < (uintptr_t)&here - 256; p++) {
-        *p = 0xA5A5A5A5u;
-    }
-    r = tt_example();
-    for (p = &__StackLimit; *p == 0xA5A5A5A5u; p++) {
-    }
-    printf("stack used: %lu bytes\\n", (unsigned long)((uintptr_t)&__StackTop - (uintptr_t)p));
-    return r;
-}"""
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = ROOT / "tinytune" / "hwmodels" / "data" / "stack.json"
+SAMPLES = (  # supernet, preset, resolution
+    ("ofa-proxyless-w0.35", "mcunetv3", 40),
+    ("efficientnet-lite0", "mcunetv3", 64),
+    ("ofa-proxyless-w0.35", "tinytl", 32),
+    ("ofa-proxyless-w0.35", "full", 32),
+)
+QEMU = {"aarch64": "qemu-aarch64", "rv32imc": "qemu-system-riscv32"}
 
 
-def stack_used(folder: Path, target: str) -> int:
-    """The deepest the stack went when the bundle in ``folder`` ran on ``target``, in bytes."""
-    main = folder / "main.c"
-    source = main.read_text()
-    if MAIN not in source:
-        raise SystemExit(f"{main}: the example's main is not the one this script wraps")
-    main.write_text(source.replace(MAIN, PAINTED))
+def painted(folder: Path, target: str) -> dict[str, int]:
+    """The stack painted under each function the example measures on ``target``, in bytes."""
     done = subprocess.run(
-        ["make", "-s", f"run-{target}", "BUILD=build-stack"],
+        ["make", "-s", f"run-{target}", "BUILD=build-paint", "DEFS=-DTT_STACK_PAINT"],
         cwd=folder, check=True, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
-    main.write_text(source)
-    found = re.search(r"stack used: (\d+) bytes", done.stdout)
-    if found is None:
+    found = {name: int(n) for n, name in re.findall(r"(\d+) B in (tt_\w+)", done.stdout)}
+    if "tt_train_step" not in found:
         raise SystemExit(f"make run-{target} printed no stack figure:\n{done.stdout[-2000:]}")
-    return int(found.group(1))
+    return found
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="mcunetv3")
-    parser.add_argument("--resolution", type=int, default=40)
-    parser.add_argument("--kernels", type=Path, nargs="*", default=[])
-    add_arguments(parser, supernet=True)
-    args = parser.parse_args(argv)
-    for tool in ARM_TOOLS:
-        if shutil.which(tool) is None:
-            sys.exit(f"bench/bundle_stack.py needs {tool}")
-
+def _bundles(tmp: Path) -> list[tuple[str, Path]]:
     from tinytune.bundle import BundleRequest, build_bundle, write_bundle
     from tinytune.checkpoints import ensure_checkpoint
     from tinytune.hwmodels.registry import get_device
     from tinytune.spaces import get_supernet, make_preset
 
-    spec = get_supernet(args.supernet)
-    candidate = make_preset(args.preset, spec)
-    candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=args.resolution))
-    device = get_device(TARGETS["cortex-m7"])
-    bundle = build_bundle(BundleRequest(candidate, ensure_checkpoint(spec), device, samples=4))
-    print(f"{args.preset} on {spec.name} at {args.resolution} px: stack used, in bytes")
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="tt-stack-") as tmp:
-        for i, label in enumerate(["this version", *map(str, args.kernels)]):
-            folder = write_bundle(Path(tmp) / f"b{i}", bundle.files, bundle.manifest)
-            if i:
-                for source in Path(label).glob("*"):
-                    if source.suffix in (".c", ".h"):
-                        shutil.copy(source, folder / "kernels" / source.name)
-            rows.append(
-                [f"kernels of {label}", *(f"{stack_used(folder, t):,}" for t in ARM_TARGETS)]
+    out = []
+    for i, (supernet, preset, px) in enumerate(SAMPLES):
+        spec = get_supernet(supernet)
+        candidate = make_preset(preset, spec)
+        candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=px))
+        request = BundleRequest(
+            candidate, ensure_checkpoint(spec), get_device("stm32f746"), samples=2, epochs=1
+        )
+        bundle = build_bundle(request)
+        out.append(
+            (
+                f"{preset}, {supernet}, {px} px",
+                write_bundle(tmp / f"b{i}", bundle.files, bundle.manifest),
             )
-    print(table(["", *ARM_TARGETS], rows))
+        )
+    return out
+
+
+def _compiler(target: str) -> str:
+    done = subprocess.run([TOOLS[target][0], "--version"], capture_output=True, text=True)
+    return done.stdout.splitlines()[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help=f"write {TABLE.relative_to(ROOT)}")
+    args = parser.parse_args(argv)
+    targets = [
+        t for t, tools in TOOLS.items() if shutil.which(tools[0]) and shutil.which(tools[1])
+    ]
+    if len(targets) < len(TOOLS):
+        sys.exit(
+            f"bench/bundle_stack.py needs the compilers of {sorted(set(TOOLS) - set(targets))}"
+        )
+    rows, worst = [], {t: (0, ()) for t in targets}
+    with tempfile.TemporaryDirectory(prefix="tt-stack-") as tmp:
+        for label, folder in _bundles(Path(tmp)):
+            for target in targets:
+                bound, _ = bundle_bound(folder, target)
+                run = painted(folder, target)
+                worst[target] = max(worst[target], bundle_bound(folder, target, any_kernel=True))
+                inputs = max(v for k, v in run.items() if k not in ("tt_train_step", "tt_predict"))
+                shown = [run["tt_train_step"], run["tt_predict"], inputs, max(run.values())]
+                rows.append([label, target, f"{bound:,}", *(f"{v:,}" for v in shown)])
+    for target in targets:
+        rows.append(["table (any kernel)", target, f"{worst[target][0]:,}", "", "", "", ""])
+    heads = ["bundle", "target", "bound (B)", "painted: train step", "predict", "input", "most"]
+    print(table(heads, rows))
+    if args.write:
+        TABLE.write_text(json.dumps(_table(worst), indent=2) + "\n")
+        print(f"wrote {TABLE.relative_to(ROOT)}")
     return 0
+
+
+def _table(worst: dict[str, tuple[int, tuple[str, ...]]]) -> dict[str, object]:
+    return {
+        "format": 1,
+        "about": (
+            "The most stack a bundle's function (tt_train_step, tt_predict, an input function) "
+            "takes per build target: the deepest chain of calls gcc's -fstack-usage and "
+            "-fcallgraph-info=su allow over the bundles of python3 -m bench.bundle_stack, each "
+            "as if its step called every kernel, with the C library's routines sized from the "
+            "disassembly."
+        ),
+        "command": "python3 -m bench.bundle_stack --write",
+        "samples": [f"{preset}, {supernet}, {px} px" for supernet, preset, px in SAMPLES],
+        "targets": {
+            target: {
+                "stack_bytes": bytes_,
+                "chain": [name.split(":")[-1] for name in chain],
+                "compiler": _compiler(target),
+            }
+            for target, (bytes_, chain) in worst.items()
+        },
+    }
 
 
 if __name__ == "__main__":

@@ -67,6 +67,9 @@ TENSOR_INPUT_DOC = """\
  * [-128, 127].
  * $input_rule"""
 FRAME_DECLS = """
+/* 1: the input is an RGB image, and the two functions below make it of a camera's frame. */
+#define TT_INPUT_FRAMES 1
+
 /* An 8-bit RGB frame (3 bytes a pixel: R, G, B; rows `stride` bytes apart) to the model's
  * input in dst[TT_INPUT_BYTES] (a palette, RGBA or RGB565 frame: expand it to RGB888 first;
  * alpha is dropped, as Pillow's convert("RGB") drops it). Returns 0, or -1 (dst untouched) for

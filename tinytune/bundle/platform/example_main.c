@@ -13,6 +13,11 @@
  * checks that every one gives the input the search computed. The output is the same, byte for byte, on every target (no floating point
  * formatting, a fixed shuffle).
  *
+ * Build with -DTT_STACK_PAINT to first measure the stack that tt_train_step and tt_predict
+ * (and tt_input_from_pcm16 or tt_input_from_values) take: each is called once with the stack
+ * below it painted, and the deepest word it wrote is its depth (the model is then reset, and the
+ * example goes on as without it). The manifest's stack_bytes bounds every one of them.
+ *
  * Build with -DTT_DUMP to also print every step's logits and loss and, at the end (after the
  * restore), the trained parameters and the evaluation logits as hexadecimal bytes (for checking
  * the C against tinytune's integer simulator).
@@ -99,6 +104,45 @@ static void print_hex(const void *data, int32_t nbytes) {
         tt_out("%02x", (unsigned)bytes[i]);
     }
 }
+#endif
+
+#ifdef TT_STACK_PAINT
+/* The painted window below the caller's stack pointer: within the stack a bare-metal image
+ * reserves (8 KB in platform/cortex_m7.ld and picolibc's), larger on Linux. */
+#ifndef TT_STACK_PAINT_BYTES
+#if defined(__linux__)
+#define TT_STACK_PAINT_BYTES 262144
+#else
+#define TT_STACK_PAINT_BYTES 7168
+#endif
+#endif
+#define TT_PAINT 0xA5A5A5A5u
+#if defined(__arm__) || defined(__aarch64__)
+#define TT_READ_SP(sp) __asm__ volatile("mov %0, sp" : "=r"(sp))
+#elif defined(__riscv)
+#define TT_READ_SP(sp) __asm__ volatile("mv %0, sp" : "=r"(sp))
+#elif defined(__x86_64__)
+#define TT_READ_SP(sp) __asm__ volatile("mov %%rsp, %0" : "=r"(sp))
+#else
+#error "TT_STACK_PAINT: no way to read the stack pointer on this target"
+#endif
+/* `depth` = the bytes below the stack pointer that `call` wrote, painted in the caller's own
+ * frame (a function that painted would paint its own frame) */
+#define TT_STACK_OF(call, depth)                                                               \
+    do {                                                                                       \
+        uintptr_t sp_;                                                                         \
+        volatile uint32_t *w_;                                                                 \
+        TT_READ_SP(sp_);                                                                       \
+        for (w_ = (volatile uint32_t *)(sp_ - TT_STACK_PAINT_BYTES); (uintptr_t)w_ < sp_; w_++) { \
+            *w_ = TT_PAINT;                                                                    \
+        }                                                                                      \
+        (void)(call);                                                                          \
+        for (w_ = (volatile uint32_t *)(sp_ - TT_STACK_PAINT_BYTES); (uintptr_t)w_ < sp_ &&    \
+                                                                      *w_ == TT_PAINT;         \
+             w_++) {                                                                           \
+        }                                                                                      \
+        depth = (long)(sp_ - (uintptr_t)w_);                                                   \
+    } while (0)
 #endif
 
 #if TT_DATA_CLIPS || TT_DATA_VALUES
@@ -209,6 +253,35 @@ int tt_example(void) {
     tt_out("smoke test: %d training samples, %d %s, accuracy on %d evaluation samples "
            "(not the search's accuracy)\n",
            TT_TRAIN_SAMPLES, TT_EPOCHS, TT_EPOCHS == 1 ? "epoch" : "epochs", TT_EVAL_SAMPLES);
+#ifdef TT_STACK_PAINT
+    {
+        long train = 0, predict = 0;
+        float loss = 0.0f;
+#if TT_DATA_CLIPS || TT_DATA_VALUES
+        long input = 0;
+        TT_STACK_OF(TT_MAKE_INPUT(TT_RECORDED_TRAIN[0]), input);
+        tt_out("stack: %ld B in tt_input_from_%s (painted)\n", input,
+               TT_DATA_CLIPS ? "pcm16" : "values");
+#endif
+#ifdef TT_INPUT_FRAMES
+        {
+            /* a frame of twice the input's sides, resized down to it */
+            static const uint8_t frame[2 * TT_INPUT_HEIGHT][2 * TT_INPUT_WIDTH][3];
+            static int8_t made[TT_INPUT_BYTES];
+            long input = 0;
+            TT_STACK_OF(tt_quantize_rgb888(&frame[0][0][0], 2 * TT_INPUT_WIDTH,
+                                           2 * TT_INPUT_HEIGHT, 6 * TT_INPUT_WIDTH, made),
+                        input);
+            tt_out("stack: %ld B in tt_quantize_rgb888 (painted)\n", input);
+        }
+#endif
+        TT_STACK_OF(tt_predict(tt_train_images[0], NULL), predict);
+        TT_STACK_OF(tt_train_step(tt_train_images[0], (int)tt_train_labels[0], &loss), train);
+        tt_out("stack: %ld B in tt_train_step, %ld B in tt_predict (painted, of %d)\n", train,
+               predict, TT_STACK_PAINT_BYTES);
+        tt_model_init();
+    }
+#endif
     front_end = check_front_end();
     initial = evaluate();
     tt_out("epoch 0 loss - ");
