@@ -168,7 +168,7 @@ def table(r: Mapping[str, Any]) -> str:
                 "update scheme",
                 "validation / test accuracy",
                 "test vs full fine-tuning",
-                "peak training SRAM",
+                "training SRAM",
                 f"training step on `{device}` (predicted)",
             ]
         ),

@@ -61,14 +61,18 @@ def _export(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         (["--study", "s", "7"], "study 's' has no trial 7 with a candidate"),  # as report's
         (["0a0a"], "matches 0 stored candidates"),  # not digits alone: a key's prefix
         (["0123"], "has no trial 123 with a candidate"),  # digits alone: a trial number
-        (["{full}"], "needs a 713280-byte training arena, more than the 327680"),
+        (
+            ["{full}"],
+            "needs 719312 bytes of SRAM (a 713280-byte training arena, 384 of static data and "
+            "5648 of stack)",
+        ),
         (["--study", "nope", "--trial", "0"], "no study 'nope'"),
         (["--candidate", "0000"], "matches 0 stored candidates"),
         (["--candidate", "xyz"], "is not lower-case hex digits"),
-        (["--candidate", "{full}"], "needs a 713280-byte training arena, more than the 327680"),
+        (["--candidate", "{full}"], "of stack), more than the 327680 bytes of stm32f746"),
         (
             ["--candidate", "{full}", "--device", "nrf52840"],
-            "more than the 262144 bytes of SRAM of nrf52840",
+            "more than the 262144 bytes of nrf52840",
         ),
         (["--candidate", "{norm}"], "a trained per-channel scale (norm update) is not"),
         (["--candidate", "{small}", "--device", "esp32"], "unknown device 'esp32'"),
@@ -185,11 +189,16 @@ def test_export_a_trial_then_the_same_candidate_by_key(
     assert manifest["measured"]["val_accuracy"] == trial.values[0]  # chosen on validation
     assert manifest["measured"]["augment"] == "none"  # as the bundle trains: no note
     assert "augmented images" not in stdout
-    # the arena the bundle reserves is the peak SRAM the search stored for the trial
+    # the SRAM the bundle needs (arena, static data, stack) is what the search stored
     memory = manifest["memory"]
     assert (
-        memory["arena_bytes"] == memory["search_memory_bytes"] == trial.user_attrs["memory_bytes"]
+        memory["sram_bytes"] == memory["search_memory_bytes"] == trial.user_attrs["memory_bytes"]
     )
+    assert memory["sram_bytes"] == sum(memory[f"{p}_bytes"] for p in ("arena", "static", "stack"))
+    parts = ", ".join(
+        f"{p} {memory[f'{p}_bytes'] / 1024:.1f}" for p in ("arena", "static", "stack")
+    )
+    assert f"SRAM {memory['sram_bytes'] / 1024:.1f} KB ({parts}) of 320 KB on stm32f746" in stdout
     assert manifest["predicted_latency"]["train_step_s"] == pytest.approx(trial.values[2])
     assert "note: the study planned" not in stdout  # the study's int8 plan is the bundle's
     assert manifest["dataset"]["train_samples"] == 4 and manifest["training"]["epochs"] == 1
@@ -280,7 +289,7 @@ def test_export_says_what_differs_from_the_study_and_sizes_the_device_readably(
     if said is not None:
         assert said in out and "the bundle trains in int8" in out
     size = "1 GB" if device_sram == 1024**3 else "320 KB"
-    assert f"55.6 KB of {size} SRAM on rpi4" in out
+    assert f"SRAM 55.6 KB (arena) of {size} on rpi4" in out  # a manifest without its stack
 
     assert "example: 32 training and 32 test samples, 300.1 KB more flash for them" in out
     assert "flash 229.9 KB of model constants (TT_FLASH_BYTES)" in out

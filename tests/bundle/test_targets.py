@@ -11,6 +11,7 @@ input channels), with the tiny pre-trained supernet, on the digits data set.
 from __future__ import annotations
 
 import re
+import shutil
 import struct
 import subprocess
 import zlib
@@ -19,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.stack_bound import bundle_bound
 from tests.bundle.support import (
     LR,
+    TOOLS,
     build_preset,
     check_restore,
     make,
@@ -39,6 +42,7 @@ from tinytune.bundle import (
 from tinytune.hwmodels.latency import call_rows
 from tinytune.hwmodels.measurements import load_measurements
 from tinytune.hwmodels.registry import get_device
+from tinytune.hwmodels.stack import stack_table
 from tinytune.ir import unrolled
 from tinytune.spaces import Candidate, default_subnet, get_supernet, make_preset
 
@@ -216,6 +220,14 @@ def test_cortex_m7_prints_what_the_host_prints_and_fits_the_device(
     assert symbols["tt_scratch"] == model.scratch_bytes
     assert symbols["tt_exp"] == model.exponent_bytes
     assert symbols["tt_saved"] == model.params_bytes == bundle.manifest["params_blob"]["bytes"]
+    # the static data the manifest counts beside the arena: the scratch, the exponents and the
+    # rate's two words, every variable of the library's sources (its kernels have none)
+    memory = bundle.manifest["memory"]
+    library = ("tt_arena", "tt_scratch", "tt_exp", "tt_lr_halvings", "tt_lr_scale")
+    assert sum(symbols[s] for s in library) == memory["arena_bytes"] + memory["static_bytes"]
+    assert memory["stack_bytes"] == stack_table()["targets"]["cortex-m7"]["stack_bytes"]
+    total = memory["arena_bytes"] + memory["static_bytes"] + memory["stack_bytes"]
+    assert memory["sram_bytes"] == total
     assert sections[".heap"] == HEAP_BYTES and sections[".stack"] == STACK_BYTES
     # static SRAM = arena + scratch + exponents + the example's saved blob + heap and stack
     # reserves + the C library's data (newlib's reentrancy structures, stdio state): a few KB
@@ -227,6 +239,41 @@ def test_cortex_m7_prints_what_the_host_prints_and_fits_the_device(
     # flash: code + constants + the example's samples + initialised data
     assert text + data <= device.flash_bytes
     assert model.flash_bytes < text
+
+
+STACK_TARGETS = ("cortex-m7", "cortex-m4", "cortex-m0plus", "rv32imc", "aarch64")
+
+
+def check_stack(folder: Path, target: str) -> tuple[int, int]:
+    """On ``target``: the stack painted under the step and the compiler's bound of the bundle
+    in ``folder``, each at most the table's figure, which the manifest counts (returned: the
+    painted and the bound)."""
+    out = make(folder, f"run-{target}", build="build-paint", defs="-DTT_STACK_PAINT")
+    found = {name: int(n) for n, name in re.findall(r"(\d+) B in (tt_\w+)", out)}
+    assert {"tt_train_step", "tt_predict", "tt_quantize_rgb888"} <= set(found), out
+    painted = max(found.values())
+    bound, chain = bundle_bound(folder, target)
+    table = stack_table()["targets"][target]["stack_bytes"]
+    assert 0 < painted <= bound <= table, (target, painted, bound, table, chain)
+    # what the run leaves unreached: paths its geometry does not take (a one-channel in-place
+    # depthwise's dense path), other bundles' larger frames, bytes a frame holds but not writes
+    assert table - painted <= (1024 if target == "aarch64" else 256), (target, painted, table)
+    return painted, bound
+
+
+@pytest.mark.parametrize(
+    "target", [pytest.param(t, marks=needs(t), id=t) for t in STACK_TARGETS]
+)  # fmt: skip
+def test_the_stack_is_at_most_what_the_manifest_counts(
+    sparse: tuple[Bundle, Path], target: str
+) -> None:
+    """Painted under QEMU, and bounded by the compiler: the deepest chain of the bundle's
+    calls (its frames from -fstack-usage), within the table the search and the manifest
+    count; on the Cortex-M0+ the run reaches the bound to the byte."""
+    _, folder = sparse
+    painted, bound = check_stack(folder, target)
+    if target == "cortex-m0plus":
+        assert painted == bound
 
 
 @pytest.fixture(
@@ -256,6 +303,13 @@ def test_every_scheme_matches_the_simulator_on_the_host(
     bundle, _ = scheme
     dump = parse_dump(scheme_host)
     assert replay(bundle.net, LR, bundle.train, bundle.evaluation, dump, schedule(bundle)) == 12
+
+
+def test_every_scheme_keeps_its_stack_within_the_table(scheme: tuple[Bundle, Path]) -> None:
+    _, folder = scheme
+    for target in STACK_TARGETS:
+        if all(shutil.which(tool) for tool in TOOLS[target]):
+            check_stack(folder, target)
 
 
 @needs("host")

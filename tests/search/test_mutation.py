@@ -450,8 +450,8 @@ def test_a_mutant_drawn_by_the_hypervolume_adds_the_most_of_it_at_its_parents_ac
             for n in hardware.patch_choices:  # as the hardware model schedules each count
                 asked = replace(child, schedule=Schedule(n, 0) if n > 1 else Schedule())
                 priced = hardware(hardware.schedule(asked))
-                if priced.arena_bytes <= config.sram_budget_bytes:
-                    costs.add((at, float(priced.arena_bytes), priced.latency_s))
+                if priced.sram_bytes <= config.sram_budget_bytes:
+                    costs.add((at, float(priced.sram_bytes), priced.latency_s))
             assert value == pytest.approx(hypervolume_gain(sorted(costs), points, ref))
             drawn.append((child, value))
             return value

@@ -55,6 +55,7 @@ from tinytune.errors import BudgetError, flag
 from tinytune.evaluators.hardware import HardwareCost
 from tinytune.hashing import sha256_file
 from tinytune.hwmodels.profile import DeviceProfile
+from tinytune.hwmodels.stack import RATE_BYTES
 from tinytune.ir import Graph, unrolled
 from tinytune.lowering import C_HEADERS, C_SOURCES, csrc_dir
 from tinytune.lowering.program import StepProgram
@@ -367,14 +368,11 @@ def _cost_and_graph(
     cost, graph = hw.cost_with_graph(candidate)
     _check_int8_ops(candidate, graph)
     if cost.sram_bytes > device.sram_bytes:
-        beside = (
-            ""
-            if cost.frontend is None
-            else f" and a {cost.frontend.scratch_bytes}-byte front-end scratch"
-        )
         raise BudgetError(
-            f"candidate {candidate.key[:12]} needs a {cost.arena_bytes}-byte training arena"
-            f"{beside}, more than the {device.sram_bytes} bytes of SRAM of {device.name}"
+            f"candidate {candidate.key[:12]} needs {cost.sram_bytes} bytes of SRAM (a "
+            f"{cost.arena_bytes}-byte training arena, {cost.static_bytes} of static data and "
+            f"{cost.stack_bytes} of stack), more than the {device.sram_bytes} bytes of "
+            f"{device.name}"
         )
     return cost, graph
 
@@ -835,9 +833,7 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
         },
         "memory": {
             "arena_bytes": model.arena_bytes,
-            # the front's memory: the arena and what a front-end holds beside it
-            "sram_bytes": model.arena_bytes
-            + (0 if f.cost.frontend is None else f.cost.frontend.scratch_bytes),
+            **_sram(model, f.cost),
             "predicted_peak_sram_bytes": f.cost.memory.peak_bytes,
             "search_memory_bytes": f.provenance.search_memory_bytes,
             "scratch_bytes": model.scratch_bytes,
@@ -856,6 +852,25 @@ def _manifest(f: _Facts, files: dict[str, bytes]) -> dict[str, Any]:
         "measured_int8": f.provenance.int8,
         "step": {"calls": model.n_calls, "input_bytes": model.input_bytes},
         "files": checksums(files),
+    }
+
+
+def _sram(model: Any, cost: HardwareCost) -> dict[str, int]:
+    """What the bundle needs of the device's SRAM beside its arena, and in all (the front's
+    memory): the static data of its sources (the float32 scratch, the exponents, the rate's
+    state, a front-end's buffers) and the stack of its deepest function on the device's core
+    (:mod:`tinytune.hwmodels.stack`; 0 for the host)."""
+    frontend = 0 if cost.frontend is None else cost.frontend.scratch_bytes
+    static = model.scratch_bytes + model.exponent_bytes + RATE_BYTES + frontend
+    if static != cost.static_bytes:
+        raise BundleError(
+            f"the bundle's static data takes {static} bytes, the plan of the search "
+            f"{cost.static_bytes}; they must be equal"
+        )
+    return {
+        "static_bytes": static,
+        "stack_bytes": cost.stack_bytes,
+        "sram_bytes": model.arena_bytes + static + cost.stack_bytes,
     }
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tinytune.bundle.errors import BundleError
+from tinytune.hwmodels.stack import build_target
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -29,23 +30,11 @@ BUNDLE_FORMAT = "tinytune-bundle/1"
 MANIFEST_NAME = "manifest.json"
 
 
-# the Makefile's target that runs the example on a core under QEMU (run-<target>), by the core
-# the device registry names
-_EMULATED = {
-    "Cortex-M7": "cortex-m7",
-    "Cortex-M4F": "cortex-m4",
-    "Cortex-M0+": "cortex-m0plus",
-    "RV32IMC": "rv32imc",
-}
-
-
 def emulated_target(core: str) -> str | None:
     """The bundle Makefile's target of the device's core (``make run-<target>`` runs the
     example on it under QEMU, ``run-profile-<target>`` counts its instructions): a Cortex-M or
     RV32IMC core's, ``aarch64`` for an Arm Cortex-A board's, None for the host."""
-    if core in _EMULATED:
-        return _EMULATED[core]
-    return "aarch64" if core.startswith("Cortex-A") else None
+    return build_target(core)
 
 
 def checksums(files: Mapping[str, bytes]) -> dict[str, str]:

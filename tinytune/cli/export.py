@@ -170,9 +170,9 @@ def _print_exported(done: Any, samples: int, lr: float | None) -> None:
     m = done.manifest
     latency = m["predicted_latency"]["train_step_s"]
     console.print(
-        f"wrote {done.path}: candidate {m['candidate_key'][:12]}, arena "
-        f"{m['memory']['arena_bytes'] / 1024:.1f} KB of {size_text(m['device']['sram_bytes'])} "
-        f"SRAM on {m['device']['name']}, flash {_flash(m['memory'])}"
+        f"wrote {done.path}: candidate {m['candidate_key'][:12]}, SRAM {_sram(m['memory'])} of "
+        f"{size_text(m['device']['sram_bytes'])} on {m['device']['name']}, flash "
+        f"{_flash(m['memory'])}"
         + (
             f", predicted step {1000 * latency:.1f} ms ({m['predicted_latency']['engine']} engine)"
             if latency is not None
@@ -215,8 +215,8 @@ def _print_exported(done: Any, samples: int, lr: float | None) -> None:
     if example is not None:
         console.print(_example_line(example), soft_wrap=True)
     blob = (m.get("params_blob") or {}).get("bytes")
-    sram = m["memory"].get("sram_bytes", m["memory"]["arena_bytes"])  # a front-end's beside
-    beside = "arena and the front-end" if sram > m["memory"]["arena_bytes"] else "arena"
+    sram = m["memory"].get("sram_bytes", m["memory"]["arena_bytes"])  # an older manifest's
+    beside = "arena, static data and stack" if "stack_bytes" in m["memory"] else "arena"
     if blob is not None and sram + blob > m["device"]["sram_bytes"]:
         console.print(
             f"note: the example keeps the saved parameters ({size_text(blob)}) in RAM beside the "
@@ -226,6 +226,16 @@ def _print_exported(done: Any, samples: int, lr: float | None) -> None:
             soft_wrap=True,
         )
     _notes(m, data_bytes, lr)
+
+
+def _sram(memory: dict[str, Any]) -> str:
+    """The bundle's SRAM in all, and its parts: "62.1 KB (arena 55.6, static 0.1, stack 5.5)"."""
+    if "stack_bytes" not in memory:  # a manifest of before the stack was counted
+        return f"{memory['arena_bytes'] / 1024:.1f} KB (arena)"
+    parts = ("arena", "static", "stack")
+    sizes = [memory[f"{p}_bytes"] / 1024 for p in parts]
+    inside = ", ".join(f"{p} {v:.1f}" for p, v in zip(parts, sizes, strict=True))
+    return f"{memory['sram_bytes'] / 1024:.1f} KB ({inside})"
 
 
 def _notes(m: dict[str, Any], data_bytes: int, lr: float | None) -> None:

@@ -153,6 +153,9 @@ def _print_facts(view: Any, stored: _Stored, storage: str) -> None:
     snap = stored.snap
     if snap is not None and snap.budgets is not None:
         console.print(_budgets_line(snap.budgets))
+    sram = _sram_line(view.space.device)
+    if sram:
+        console.print(sram, soft_wrap=True)
     against = against_recipe(view.front, view.recipe)
     if against:
         console.print(against, soft_wrap=True)
@@ -257,6 +260,26 @@ def _measured_by(
     return (
         f"measured by fine-tuning {epochs} epoch{'' if epochs == 1 else 's'} at batch "
         f"{finetune.batch_size}, {rate}{decay}{parts}{sha}"
+    )
+
+
+def _sram_line(device: str) -> str:
+    """What a point's SRAM counts on the study's device: "" where it has no bundle stack."""
+    from tinytune.errors import ConfigError
+    from tinytune.hwmodels.registry import get_device
+    from tinytune.hwmodels.stack import stack_bytes
+    from tinytune.units import format_bytes
+
+    try:
+        core = get_device(device).core
+    except ConfigError:  # a device profile no longer there: the figures speak for themselves
+        return ""
+    stack = stack_bytes(core)
+    if not stack:
+        return ""
+    return (
+        f"SRAM: all a point's bundle needs on {device}: its arena, its static data and "
+        f"{format_bytes(stack)} of stack on the {core} (tinytune export shows each)"
     )
 
 

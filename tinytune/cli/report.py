@@ -79,8 +79,10 @@ def report(
     step_s = cost.latency.train_step_s if cost.latency is not None else 0.0
     frontend = cost.frontend
     console.print(
-        f"peak SRAM {cost.memory.peak_bytes / 1024:.1f} KB (arena {cost.arena_bytes / 1024:.1f}"
-        f" KB), flash {cost.flash_bytes / 1024:.1f} KB, training step "
+        f"SRAM {cost.sram_bytes / 1024:.1f} KB (arena {cost.arena_bytes / 1024:.1f} KB, its "
+        f"peak {cost.memory.peak_bytes / 1024:.1f} KB; static {cost.static_bytes / 1024:.1f} KB;"
+        f" stack {cost.stack_bytes / 1024:.1f} KB), flash {cost.flash_bytes / 1024:.1f} KB, "
+        "training step "
         f"{1000 * step_s:.1f} ms on {profile.name}; wrote {path}"
     )
     if frontend is not None:  # a keyword model: what its input costs, beside the step

@@ -19,6 +19,8 @@ from tinytune.hwmodels import (
     predict_latency,
 )
 from tinytune.hwmodels.frontend import FrontendCost, frontend_cost
+from tinytune.hwmodels.stack import RATE_BYTES
+from tinytune.hwmodels.stack import stack_bytes as core_stack_bytes
 from tinytune.ir import Graph, PatchPlan, block_end, patch_blocks, plan_patches, trace
 from tinytune.models import GraphNet, build_candidate
 from tinytune.models.ofa_adapter import build_ofa_supernet
@@ -113,14 +115,15 @@ def hardware_cost(
 @dataclass(frozen=True)
 class HardwareCost:
     """What a candidate costs on the device: its training-memory plan and, when a device
-    profile is given, its predicted latency; for a keyword model, what its front-end adds
-    (:mod:`tinytune.hwmodels.frontend`: its static SRAM, its tables, its time for each sample
-    of a step)."""
+    profile is given, its predicted latency and its bundle's stack there; for a keyword model,
+    what its front-end adds (:mod:`tinytune.hwmodels.frontend`: its static SRAM, its tables,
+    its time for each sample of a step)."""
 
     memory: MemoryReport
     latency: LatencyReport | None
     frontend: FrontendCost | None = None
     batch_size: int = 1
+    stack_bytes: int = 0  # the bundle's deepest function on the device (hwmodels.stack)
 
     @property
     def arena_bytes(self) -> int:
@@ -128,10 +131,20 @@ class HardwareCost:
         return self.memory.arena_bytes
 
     @property
+    def static_bytes(self) -> int:
+        """SRAM the int8 bundle keeps beside its arena: the engine's workspace (float32 logits,
+        gradient exponents), the rate's state and a front-end's frame buffers (0 in fp32,
+        which no bundle runs, but for a front-end's)."""
+        frontend = 0 if self.frontend is None else self.frontend.scratch_bytes
+        if self.memory.precision != "int8":
+            return frontend
+        return self.memory.workspace_bytes + RATE_BYTES + frontend
+
+    @property
     def sram_bytes(self) -> int:
-        """The SRAM the candidate needs: the arena, and a front-end's static scratch beside it
-        (the front's memory objective)."""
-        return self.arena_bytes + (0 if self.frontend is None else self.frontend.scratch_bytes)
+        """The SRAM the candidate needs on the device: the arena, the static data beside it and
+        the stack (the front's memory objective and what the budget bounds)."""
+        return self.arena_bytes + self.static_bytes + self.stack_bytes
 
     @property
     def flash_bytes(self) -> int:
@@ -201,7 +214,16 @@ class HardwareEvaluator:
             self._latency(graph, plan),
             self.frontend_cost(resolution),
             self.config.batch_size,
+            self.stack_bytes,
         )
+
+    @property
+    def stack_bytes(self) -> int:
+        """The stack of the int8 bundle's deepest function on the device (0 without a device,
+        in fp32, or on the development machine)."""
+        if self.device is None or self.config.precision != "int8":
+            return 0
+        return core_stack_bytes(self.device.core)
 
     def frontend_cost(self, resolution: int) -> FrontendCost | None:
         """What the front-end that makes inputs of ``resolution`` frames costs on the device
@@ -213,12 +235,14 @@ class HardwareEvaluator:
             self._frontends[resolution] = frontend_cost(spec, self.device)
         return self._frontends[resolution]
 
-    def _arena_budget(self, candidate: Candidate) -> int | None:
-        """The SRAM budget less what the candidate's front-end holds beside the arena."""
+    def _arena_budget(self, candidate: Candidate, memory: MemoryReport) -> int | None:
+        """The SRAM budget less what the candidate's bundle holds beside the arena (its static
+        data, :attr:`HardwareCost.static_bytes`, and its stack)."""
         if self.sram_budget is None:
             return None
         frontend = self.frontend_cost(candidate.subnet.resolution)
-        return self.sram_budget - (0 if frontend is None else frontend.scratch_bytes)
+        beside = HardwareCost(memory, None, frontend, stack_bytes=self.stack_bytes)
+        return self.sram_budget - beside.static_bytes - beside.stack_bytes
 
     def _memory(self, graph: Graph, plan: PatchPlan | None) -> MemoryReport:
         c = self.config
@@ -342,10 +366,11 @@ class HardwareEvaluator:
     def _least_latency(self, whole: Candidate) -> Schedule | None:
         """The ``auto`` schedule of :meth:`schedule` for a candidate of int8 steps under an SRAM
         budget: None for whole images."""
-        budget = self._arena_budget(whole)
-        assert budget is not None
         graph = self._graph(whole)
-        arena = self._memory(graph, None).arena_bytes
+        memory = self._memory(graph, None)
+        budget = self._arena_budget(whole, memory)
+        assert budget is not None
+        arena = memory.arena_bytes
         if arena <= budget:
             return None
         best: tuple[tuple[int, float, int], Schedule] | None = None

@@ -123,8 +123,11 @@ def normalised_hypervolume(points: Sequence[Point], ref: Point) -> float:
 
 def hypervolume_gain(points: Sequence[Point], front: Sequence[Point], ref: Point) -> float:
     """How much normalised hypervolume ``points`` add to ``front`` together (a candidate under
-    several schedules adds the union of its points, not their sum)."""
-    return normalised_hypervolume([*front, *points], ref) - normalised_hypervolume(front, ref)
+    several schedules adds the union of its points, not their sum); never below 0 (the two
+    volumes, summed in other orders, can differ by a rounding)."""
+    return max(
+        0.0, normalised_hypervolume([*front, *points], ref) - normalised_hypervolume(front, ref)
+    )
 
 
 def contributions(groups: Sequence[str], points: Sequence[Point], ref: Point) -> dict[str, float]:

@@ -43,8 +43,9 @@ class FrontPoint:
         val_accuracy: measured accuracy on the validation split (what the front is chosen on).
         test_accuracy: measured accuracy on the held-out test split (reported, never used to
             choose).
-        memory_bytes: predicted peak training SRAM (the arena of the exported bundle, and a
-            keyword model's front-end scratch beside it).
+        memory_bytes: the SRAM the exported bundle needs on the device: its arena, the
+            static data beside it (a keyword model's front-end buffers among them) and its
+            stack (:attr:`~tinytune.evaluators.HardwareCost.sram_bytes`).
         flash_bytes: predicted flash (parameters and the training engine's code, and a
             front-end's tables).
         latency_s: predicted latency of one training step on the device (with a keyword
