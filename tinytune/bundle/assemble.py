@@ -612,6 +612,9 @@ def _readme(f: _Facts) -> str:
         arena=_kb(model.arena_bytes),
         scratch=f"{model.scratch_bytes} B",
         exponents=f"{model.exponent_bytes} B",
+        **{
+            k: _kb(v) if k != "static" else f"{v} B" for k, v in _sram_words(model, f.cost).items()
+        },
         model_flash=_kb(model.flash_bytes),
         latency=(
             f"{1000 * f.train_step_s:.1f} ms" if f.train_step_s is not None else "not predicted"
@@ -871,6 +874,16 @@ def _sram(model: Any, cost: HardwareCost) -> dict[str, int]:
         "static_bytes": static,
         "stack_bytes": cost.stack_bytes,
         "sram_bytes": model.arena_bytes + static + cost.stack_bytes,
+    }
+
+
+def _sram_words(model: Any, cost: HardwareCost) -> dict[str, int]:
+    """The README's figures of :func:`_sram`: ``sram``, ``static``, ``stack`` in bytes."""
+    sram = _sram(model, cost)
+    return {
+        "sram": sram["sram_bytes"],
+        "static": sram["static_bytes"],
+        "stack": sram["stack_bytes"],
     }
 
 
