@@ -63,7 +63,7 @@ def bundle_bound(
     routines = linked_routines(out / ("train" if target == "aarch64" else "train.elf"), objdump)
     # the routines of functions the image leaves out, from the archives it linked
     for archive in sorted(set(re.findall(r"(/\S+\.a)\(", (folder / link_map).read_text()))):
-        for name, routine in linked_routines(Path(archive), objdump).items():
+        for name, routine in _archive_routines(archive, objdump).items():
             routines.setdefault(name, routine)
     graph.add_routines(routines)
     if any_kernel:
@@ -143,6 +143,13 @@ def read_call_graph(files: Iterable[Path]) -> CallGraph:
         for source, target in _EDGE.findall(text):
             graph.calls.setdefault(source, set()).add(target)
     return graph
+
+
+@functools.cache
+def _archive_routines(archive: str, objdump: str) -> dict[str, tuple[int, set[str]]]:
+    """:func:`linked_routines` of a library archive, read once per process (a C library's
+    disassembly takes seconds)."""
+    return linked_routines(Path(archive), objdump)
 
 
 def linked_routines(elf: Path, objdump: str) -> dict[str, tuple[int, set[str]]]:

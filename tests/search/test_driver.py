@@ -172,6 +172,31 @@ def test_a_stored_space_that_lacks_a_key_is_refused_and_kept(
         assert len(optuna.load_study(study_name="s", storage=url).trials) == n
 
 
+def test_a_study_that_ranked_arenas_alone_is_refused_and_kept(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    """A study stored when a candidate's SRAM was its arena alone (objective
+    ``peak_sram_bytes``) cannot share a front with one that counts the static data and the
+    stack: resuming it is refused in one line that says so, and its trials stay."""
+    from tinytune.search.study.attrs import Attr
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with open_store(url) as store:
+        run_search(search_config(tiny_checkpoint, trials=1), store, InlineExecutor(run_evaluation))
+    study = optuna.load_study(study_name="s", storage=url)
+    n, space = len(study.trials), study.user_attrs[Attr.SPACE]
+    assert space["objectives"] == ["accuracy", "sram_bytes", "latency_s"]
+    study.set_user_attr(
+        Attr.SPACE, {**space, "objectives": ["accuracy", "peak_sram_bytes", "latency_s"]}
+    )
+    with open_store(url) as store, pytest.raises(StorageError) as raised:
+        run_search(search_config(tiny_checkpoint, trials=2), store, InlineExecutor(run_evaluation))
+    words = str(raised.value)
+    assert "\n" not in words and "another search space" in words
+    assert "its SRAM figures are the planner's arenas alone" in words
+    assert len(optuna.load_study(study_name="s", storage=url).trials) == n
+
+
 def test_a_study_goes_on_only_with_its_own_fine_tuning_settings(
     tmp_path: Path, tiny_checkpoint: Path
 ) -> None:

@@ -36,7 +36,7 @@ __all__ = [
     "reference_candidate",
 ]
 
-OBJECTIVES = ("accuracy", "peak_sram_bytes", "latency_s")
+OBJECTIVES = ("accuracy", "sram_bytes", "latency_s")
 DIRECTIONS = ("maximize", "minimize", "minimize")
 BASELINE_PRESETS = ("last", "bias-only", "mcunetv3", "tinytl")
 REFERENCE_PRESET = "full"

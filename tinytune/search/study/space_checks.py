@@ -30,6 +30,10 @@ from tinytune.search.study.study_space import (
     StudySpace,
 )
 
+PEAK_OBJECTIVES = ("accuracy", "peak_sram_bytes", "latency_s")
+"""The objectives of a study whose SRAM was the step's arena alone (its static data and stack
+not counted)."""
+
 _ABSENT = {o.name: o.stored_absent for o in SEARCH_OPTIONS if o.stored_absent is not None}
 """The fine-tuning settings a study stored before they existed was measured with."""
 
@@ -96,6 +100,11 @@ def another_space(
         f"study {config.study_name!r} exists with another search space (stored vs requested: "
         f"{diff}); choose another " + flag("study") + " name"
     )
+    if "objectives" in diff and list(diff["objectives"][0] or ()) == list(PEAK_OBJECTIVES):
+        refusal += (
+            " (its SRAM figures are the planner's arenas alone; a study now ranks the arena, "
+            "the static data and the stack together, so the two cannot share a front)"
+        )
     if "finetune" in diff:
         from tinytune.errors import ConfigError
         from tinytune.options import option
