@@ -10,17 +10,16 @@ at 32 px) and target, two figures:
   ``tt_train_step``, ``tt_predict`` and the input function (``tt_quantize_rgb888`` of a frame
   of twice the input's sides) painted, the deepest word it wrote read back.
 
-``--write`` writes ``tinytune/hwmodels/data/stack.json``, the figure the search and the
+``--table`` writes ``tinytune/hwmodels/data/stack.json``, the figure the search and the
 manifest count per core: the largest bound over the samples, each computed as if its step
 called every kernel.
 
-    python3 -m bench.bundle_stack [--write]
+    python3 -m bench.bundle_stack [--table]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shutil
 import subprocess
@@ -29,18 +28,23 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from bench.harness import table
+from bench.harness import (
+    DEFAULT_DEVICE,
+    DEFAULT_SUPERNET,
+    IMAGE_NETWORK,
+    ROOT,
+    table,
+    write_json,
+)
 from bench.stack_bound import TOOLS, bundle_bound
 
-ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "tinytune" / "hwmodels" / "data" / "stack.json"
 SAMPLES = (  # supernet, preset, resolution
-    ("ofa-proxyless-w0.35", "mcunetv3", 40),
-    ("efficientnet-lite0", "mcunetv3", 64),
-    ("ofa-proxyless-w0.35", "tinytl", 32),
-    ("ofa-proxyless-w0.35", "full", 32),
+    (DEFAULT_SUPERNET, "mcunetv3", 40),
+    (IMAGE_NETWORK, "mcunetv3", 64),
+    (DEFAULT_SUPERNET, "tinytl", 32),
+    (DEFAULT_SUPERNET, "full", 32),
 )
-QEMU = {"aarch64": "qemu-aarch64", "rv32imc": "qemu-system-riscv32"}
 
 
 def painted(folder: Path, target: str) -> dict[str, int]:
@@ -67,7 +71,7 @@ def _bundles(tmp: Path) -> list[tuple[str, Path]]:
         candidate = make_preset(preset, spec)
         candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=px))
         request = BundleRequest(
-            candidate, ensure_checkpoint(spec), get_device("stm32f746"), samples=2, epochs=1
+            candidate, ensure_checkpoint(spec), get_device(DEFAULT_DEVICE), samples=2, epochs=1
         )
         bundle = build_bundle(request)
         out.append(
@@ -86,7 +90,7 @@ def _compiler(target: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help=f"write {TABLE.relative_to(ROOT)}")
+    parser.add_argument("--table", action="store_true", help=f"write {TABLE.relative_to(ROOT)}")
     args = parser.parse_args(argv)
     targets = [
         t for t, tools in TOOLS.items() if shutil.which(tools[0]) and shutil.which(tools[1])
@@ -109,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(["table (any kernel)", target, f"{worst[target][0]:,}", "", "", "", ""])
     heads = ["bundle", "target", "bound (B)", "painted: train step", "predict", "input", "most"]
     print(table(heads, rows))
-    if args.write:
-        TABLE.write_text(json.dumps(_table(worst), indent=2) + "\n")
+    if args.table:
+        write_json(TABLE, _table(worst))
         print(f"wrote {TABLE.relative_to(ROOT)}")
     return 0
 
@@ -125,7 +129,7 @@ def _table(worst: dict[str, tuple[int, tuple[str, ...]]]) -> dict[str, object]:
             "as if its step called every kernel, with the C library's routines sized from the "
             "disassembly."
         ),
-        "command": "python3 -m bench.bundle_stack --write",
+        "command": "python3 -m bench.bundle_stack --table",
         "samples": [f"{preset}, {supernet}, {px} px" for supernet, preset, px in SAMPLES],
         "targets": {
             target: {

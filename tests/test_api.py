@@ -99,7 +99,7 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ),
         ({"supernet": "resnet9000"}, "unknown supernet 'resnet9000'"),
         # the checks are the command line's; their messages name the Python keywords
-        ({"sram_budget": 10}, "raise sram_budget to at least 22016B$"),
+        ({"sram_budget": 10}, "raise sram_budget to at least 27716B$"),
         ({"workers": 4}, "^inline=True runs in this process, so workers=4 would be ignored"),
         (
             {"ray_address": "127.0.0.1:1"},
@@ -346,10 +346,10 @@ def test_a_run_that_measures_nothing_stores_no_copy_of_the_front(tmp_path: Path)
         assert snapshots[-1].budgets["sram_bytes"] == 40 * 1024
         assert all(p["memory_bytes"] <= 40 * 1024 for p in snapshots[-1].points)
         # a budget that no measured candidate meets: an empty front, stored as such
-        tiny = dataclasses.replace(config, sram_budget_bytes=26_200)
+        tiny = dataclasses.replace(config, sram_budget_bytes=27_800)
         run_search(tiny, store, InlineExecutor(_made_up))
     view = tinytune.load("s", url)
-    assert view.front == () and view.budgets["sram_bytes"] == 26_200
+    assert view.front == () and view.budgets["sram_bytes"] == 27_800
 
 
 def test_a_study_stored_under_a_spaced_name_goes_on_but_no_new_one_is_made(tmp_path: Path) -> None:

@@ -122,7 +122,7 @@ def test_the_table_of_a_hand_built_run(readme_bench: ModuleType) -> None:
         "front has 3 points, "
         "chosen on validation accuracy:",
         "",
-        "| update scheme | validation / test accuracy | test vs full fine-tuning | peak training "
+        "| update scheme | validation / test accuracy | test vs full fine-tuning | training "
         "SRAM | training step on `stm32f746` (predicted) |",
         "|---|---|---|---|---|",
         "| `last`: the classifier only | 91.4 % / 87.5 % | -10.6 pp | 30.0 KB (8.0× less) | – |",

@@ -73,7 +73,8 @@ def test_an_exported_network_is_searched_exported_and_trains_alike_on_every_core
     export(randomise_bn(module), tmp_path / "net.pt2", 64 if network == "resnet18" else SIZE)
     bundle, point = _search_and_export(tmp_path / "net.pt2", tmp_path, capsys)
     manifest = json.loads((bundle / "manifest.json").read_text())
-    assert manifest["memory"]["arena_bytes"] == point["memory_bytes"]  # the planner's, exactly
+    # the front's SRAM is the bundle's: its arena (the planner's, exactly), static data, stack
+    assert manifest["memory"]["sram_bytes"] == point["memory_bytes"]
     host = make(bundle, "run-host")
     assert "smoke test passed" in host
     printed = _bytes_printed(host)
@@ -113,7 +114,7 @@ def test_a_keyword_network_is_searched_on_its_features_and_trains_alike_on_every
     bundle, point = _search_and_export(tmp_path / "kws.pt2", tmp_path, capsys, data)
     assert point["test_accuracy"] > 0.5  # four words: chance is 25 %
     manifest = json.loads((bundle / "manifest.json").read_text())
-    assert manifest["memory"]["arena_bytes"] == point["memory_bytes"]
+    assert manifest["memory"]["sram_bytes"] == point["memory_bytes"]
     assert manifest["input"]["shape"] == [1, 49, 10] and "normalisation" in manifest["input"]
     assert "tt_quantize_rgb888" not in (bundle / "tt_model.h").read_text()
     assert manifest["input"]["frontend"]["function"] == "tt_input_from_values"
@@ -154,9 +155,11 @@ def test_a_keyword_bundle_makes_the_searchs_features_of_its_clips_on_every_core(
     bundle, point = _search_and_export(tmp_path / "ds-cnn.pt2", tmp_path, capsys, data)
     manifest = json.loads((bundle / "manifest.json").read_text())
     frontend = manifest["input"]["frontend"]
-    # the front's memory: the planner's arena and the front-end's scratch beside it
+    # the front's memory: the planner's arena, the static data beside it (the engine's, and
+    # the front-end's scratch) and the stack
     memory = manifest["memory"]
-    assert memory["sram_bytes"] == memory["arena_bytes"] + frontend["scratch_bytes"]
+    assert memory["static_bytes"] > frontend["scratch_bytes"] > 0 and memory["stack_bytes"] > 0
+    assert memory["sram_bytes"] == sum(memory[f"{p}_bytes"] for p in ("arena", "static", "stack"))
     assert memory["sram_bytes"] == point["memory_bytes"]
     # the front-end of the point's frames (the search tries 49, 32 and 24)
     spec = LogMelSpec().at(manifest["input"]["shape"][1])

@@ -52,7 +52,7 @@ def test_a_measured_candidate_is_priced_under_other_patch_counts_not_fine_tuned_
             assert mine.schedule.patches != theirs.schedule.patches
             assert (twin.val_accuracy, twin.accuracy) == (shared.val_accuracy, shared.accuracy)
             cost = hardware(mine)  # its own cost, the hardware model's
-            assert twin.memory_bytes == cost.arena_bytes
+            assert twin.memory_bytes == cost.sram_bytes
             assert twin.latency_ms == 1000.0 * float(cost.latency_s or 0.0)
             assert twin.wall_time_s == 0.0
             assert twin.details["scheme"] == shared.details["scheme"]  # a preset's stays

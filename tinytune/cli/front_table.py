@@ -161,7 +161,7 @@ def front_table(
     """A rich table of the front: validation / test accuracy (chosen on the first), test
     accuracy against the reference (full fine-tuning, a row of its own, last, where it is not
     on the front), the device's int8 accuracy where measured (``int8``, by candidate key),
-    peak training SRAM and the predicted step. One row per fine-tune (its schedule twins by
+    training SRAM and the predicted step. One row per fine-tune (its schedule twins by
     ``schedules``), or with ``wide`` one per point with its flash, SRAM against the reference
     and candidate key. Given a terminal's ``width`` that the table does not fit, it leaves out
     the columns of :data:`NARROW_DROPS` in turn until it fits, and says so under it."""

@@ -18,7 +18,7 @@ __all__ = ["search"]
 
 def search(**options: Any) -> None:
     """Search sub-networks × lite residuals × sparse update schemes; print the Pareto front
-    of measured accuracy vs predicted peak training SRAM and training-step latency."""
+    of measured accuracy vs predicted training SRAM and training-step latency."""
     import time
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -287,9 +287,9 @@ def _print_front(result: SearchResult, options: dict[str, Any]) -> None:
         front_table(
             result.front,
             f"Pareto front of study {study!r}: measured accuracy on {dataset} (chosen on the "
-            f"validation split, test split reported) vs predicted peak training SRAM "
-            f"({options['precision']}, batch 1) and training-step latency on "
-            f"{result.latency_profile or options['device']}"
+            f"validation split, test split reported) vs predicted training SRAM (arena, "
+            f"static data and stack; {options['precision']}, batch 1) and training-step "
+            f"latency on {result.latency_profile or options['device']}"
             + (
                 " (each with the keyword front-end's static SRAM and time for a clip)"
                 if dataset.startswith(AUDIO_PREFIX)

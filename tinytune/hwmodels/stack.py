@@ -13,7 +13,7 @@ A training step on a board takes three kinds of SRAM:
   scratch: up to 4.6 KB on the Armv7E-M paths) and their chain of calls.
 
 The stack is a bound from the compiler, per core (``data/stack.json``, written by
-``python3 -m bench.bundle_stack --write``): every function's frame from
+``python3 -m bench.bundle_stack --table``): every function's frame from
 ``gcc -fstack-usage``, its calls from ``-fcallgraph-info=su``, the C library's and the
 compiler's run-time routines read off the linked image, and the deepest chain over the bundles
 of every built-in family, as if each step called every kernel (the chain does not depend on the
