@@ -612,9 +612,7 @@ def _readme(f: _Facts) -> str:
         arena=_kb(model.arena_bytes),
         scratch=f"{model.scratch_bytes} B",
         exponents=f"{model.exponent_bytes} B",
-        **{
-            k: _kb(v) if k != "static" else f"{v} B" for k, v in _sram_words(model, f.cost).items()
-        },
+        **_sram_words(model, f.cost),
         model_flash=_kb(model.flash_bytes),
         latency=(
             f"{1000 * f.train_step_s:.1f} ms" if f.train_step_s is not None else "not predicted"
@@ -877,13 +875,14 @@ def _sram(model: Any, cost: HardwareCost) -> dict[str, int]:
     }
 
 
-def _sram_words(model: Any, cost: HardwareCost) -> dict[str, int]:
-    """The README's figures of :func:`_sram`: ``sram``, ``static``, ``stack`` in bytes."""
+def _sram_words(model: Any, cost: HardwareCost) -> dict[str, str]:
+    """The README's fields of :func:`_sram`: ``sram`` and ``stack`` in KB, ``static`` in
+    bytes."""
     sram = _sram(model, cost)
     return {
-        "sram": sram["sram_bytes"],
-        "static": sram["static_bytes"],
-        "stack": sram["stack_bytes"],
+        "sram": _kb(sram["sram_bytes"]),
+        "static": f"{sram['static_bytes']} B",
+        "stack": _kb(sram["stack_bytes"]),
     }
 
 
