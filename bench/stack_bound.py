@@ -75,7 +75,6 @@ _NODE = re.compile(r'node: \{ title: "([^"]+)" label: "([^"]*)"')
 _EDGE = re.compile(r'edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"')
 _FRAME = re.compile(r"\\n(\d+) bytes \(([\w,]+)\)")
 _FUNCTION = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
-_INSTRUCTION = re.compile(r"^\s+[0-9a-f]+:\s+(?:[0-9a-f]{2,8} ){1,2}\s*(\S+)\s*(.*)$")
 _CALL = re.compile(r"^(?:bl|blx|jal|call|b\.w|b|j|tail)\s+(?:ra,)?\s*[0-9a-f]+ <([^>+]+)>$")
 
 
@@ -194,11 +193,14 @@ def _with_aliases(
     the disassembly labels an address with one of its symbols only."""
     nm = objdump.replace("objdump", "nm")
     text = subprocess.run([nm, str(elf)], check=True, capture_output=True, text=True).stdout
-    names: dict[str, list[str]] = {}
+    names: dict[tuple[str, str], list[str]] = {}  # by (archive member, address)
+    member = ""
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[1] in "TtWwi":  # i: an indirect function's resolver
-            names.setdefault(parts[0], []).append(parts[2])
+        if len(parts) == 1 and line.endswith(":"):  # an archive's member: addresses restart
+            member = line
+        elif len(parts) == 3 and parts[1] in "TtWwi":  # i: an indirect function's resolver
+            names.setdefault((member, parts[0]), []).append(parts[2])
     for same in names.values():
         known = [n for n in same if n in found]
         for n in same:

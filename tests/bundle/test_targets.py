@@ -240,6 +240,9 @@ def test_cortex_m7_prints_what_the_host_prints_and_fits_the_device(
 
 
 STACK_TARGETS = ("cortex-m7", "cortex-m4", "cortex-m0plus", "rv32imc", "aarch64")
+on_stack_targets = pytest.mark.parametrize(
+    "target", [pytest.param(t, marks=needs(t), id=t) for t in STACK_TARGETS]
+)
 
 
 def check_stack(folder: Path, target: str) -> tuple[int, int]:
@@ -259,9 +262,7 @@ def check_stack(folder: Path, target: str) -> tuple[int, int]:
     return painted, bound
 
 
-@pytest.mark.parametrize(
-    "target", [pytest.param(t, marks=needs(t), id=t) for t in STACK_TARGETS]
-)  # fmt: skip
+@on_stack_targets
 def test_the_stack_is_at_most_what_the_manifest_counts(
     sparse: tuple[Bundle, Path], target: str
 ) -> None:
@@ -303,9 +304,7 @@ def test_every_scheme_matches_the_simulator_on_the_host(
     assert replay(bundle.net, LR, bundle.train, bundle.evaluation, dump, schedule(bundle)) == 12
 
 
-@pytest.mark.parametrize(
-    "target", [pytest.param(t, marks=needs(t), id=t) for t in STACK_TARGETS]
-)  # fmt: skip
+@on_stack_targets
 def test_every_scheme_keeps_its_stack_within_the_table(
     scheme: tuple[Bundle, Path], target: str
 ) -> None:
