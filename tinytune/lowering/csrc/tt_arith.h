@@ -34,10 +34,13 @@
  * halves (SXTB16, with or without a rotation by a byte); PKHBT and PKHTB pair the halves of two
  * registers. The integer sums are those of the plain loops, bit for bit. */
 /* A function kept out of line, so that its stack buffers are not added to its caller's. */
+/* And one always inlined, so that its calls with a constant argument are specialised. */
 #if defined(__GNUC__)
 #define TT_NOINLINE __attribute__((noinline))
+#define TT_INLINE_ALWAYS inline __attribute__((always_inline))
 #else
 #define TT_NOINLINE
+#define TT_INLINE_ALWAYS inline
 #endif
 
 #if defined(TT_CORTEX_M) && defined(__ARM_FEATURE_DSP)

@@ -677,6 +677,162 @@ void tt_update_bias(const int8_t *gy, int32_t gy_exp, int32_t channels, int32_t 
     }
 }
 
+/* A trained weight after its step: w - round(total m 2^-t), clamped to [-127, 127]. With the
+ * DSP extension and t in 33 .. 62 (the common case: a step of a few units from a large total),
+ * in 32-bit arithmetic from SMMUL's top word, as tt_conv_store's requantisation (the floors
+ * nest; |total m| < 2^62, so the top word is in [-2^30, 2^30) and adding 2^30 makes the
+ * numerator of the unsigned shift non-negative). The same value as tt_scale_round, bit for
+ * bit. */
+static inline int8_t tt_stepped_weight(int32_t w, int32_t total, int32_t m, int32_t t) {
+    int64_t delta;
+#ifdef TT_DSP
+    if (t >= 33 && t <= 62) {
+        int32_t sh = t - 32, v;
+        uint32_t c = (1u << 30) + (1u << (sh - 1));
+        v = w - ((int32_t)(((uint32_t)tt_smmul(total, m) + c) >> sh) - ((int32_t)1 << (30 - sh)));
+        return (int8_t)(v < -127 ? -127 : (v > 127 ? 127 : v));
+    }
+#endif
+    delta = tt_scale_round(total, m, t);
+    return (int8_t)tt_clamp64((int64_t)w - delta, -127, 127);
+}
+
+#ifdef TT_DSP
+/* int32 words the DSP weight update of a 1x1 convolution lays out on the stack (4 KiB). */
+#define TT_UPDATE_WORDS 1024
+
+/* n int8 values less zero as int16 pairs, as tt_conv_pointwise_dsp pairs channels: for each
+ * block of four, (v0, v2) then (v1, v3) (SXTB16 and a subtraction of both halves); a tail of
+ * one to three as (v0, v1) and (v2, 0). (n + 1) / 2 words. */
+static void tt_pairs_s8(const int8_t *v, int32_t n, int32_t zero, int32_t *out) {
+    int32_t zz = (int32_t)(((uint32_t)zero & 0xFFFFu) | ((uint32_t)zero << 16)), i = 0;
+    for (; i + 4 <= n; i += 4) {
+        int32_t a = tt_load4(v + i);
+        *out++ = __ssub16(__sxtb16(a), zz);
+        *out++ = __ssub16(tt_sxtb16_odd(a), zz);
+    }
+    for (; i < n; i += 2) {
+        int32_t lo = v[i] - zero, hi = i + 1 < n ? v[i + 1] - zero : 0;
+        *out++ = (int32_t)(((uint32_t)lo & 0xFFFFu) | ((uint32_t)hi << 16));
+    }
+}
+
+/* The sum of n SMLADs of a[j] and b[j]: four a loop, the rest unrolled. */
+static inline int32_t tt_smlad_sum(const int32_t *a, const int32_t *b, int32_t n) {
+    int32_t s = 0, j = 0;
+    for (; j + 4 <= n; j += 4) {
+        s = __smlad(a[j], b[j], s);
+        s = __smlad(a[j + 1], b[j + 1], s);
+        s = __smlad(a[j + 2], b[j + 2], s);
+        s = __smlad(a[j + 3], b[j + 3], s);
+    }
+    switch (n - j) {
+    case 3:
+        s = __smlad(a[j + 2], b[j + 2], s);
+        /* fall through */
+    case 2:
+        s = __smlad(a[j + 1], b[j + 1], s);
+        /* fall through */
+    case 1:
+        s = __smlad(a[j], b[j], s);
+        break;
+    default:
+        break;
+    }
+    return s;
+}
+
+/* tt_stepped_weight's 32-bit case for n channels whose totals take `words` (a constant where
+ * tt_step_few inlines it) SMLADs: the gradient's words stay in registers across the
+ * channels, and the rounding's constants are computed once. */
+TT_INLINE_ALWAYS
+static void tt_step_words(int8_t *wo, const int32_t *a, const int32_t *gp, int32_t words,
+                          int32_t n, int32_t m, int32_t t) {
+    int32_t g0 = gp[0], g1 = words > 1 ? gp[1] : 0, g2 = words > 2 ? gp[2] : 0;
+    int32_t g3 = words > 3 ? gp[3] : 0, g4 = words > 4 ? gp[4] : 0, g5 = words > 5 ? gp[5] : 0;
+    int32_t sh = t - 32, back = (int32_t)1 << (30 - sh), c;
+    uint32_t half = (1u << 30) + (1u << (sh - 1));
+    for (c = 0; c < n; c++, a += words) {
+        int32_t s = __smlad(a[0], g0, 0), v;
+        s = words > 1 ? __smlad(a[1], g1, s) : s;
+        s = words > 2 ? __smlad(a[2], g2, s) : s;
+        s = words > 3 ? __smlad(a[3], g3, s) : s;
+        s = words > 4 ? __smlad(a[4], g4, s) : s;
+        s = words > 5 ? __smlad(a[5], g5, s) : s;
+        v = __ssat(wo[c] + back - (int32_t)(((uint32_t)tt_smmul(s, m) + half) >> sh), 8);
+        wo[c] = (int8_t)(v < -127 ? -127 : v);
+    }
+}
+
+/* The updates of n channels of few pixels (1 .. 6 words) with t in 33 .. 62. */
+TT_NOINLINE
+static void tt_step_few(int8_t *wo, const int32_t *a, const int32_t *gp, int32_t words,
+                        int32_t n, int32_t m, int32_t t) {
+    switch (words) {
+    case 1:
+        tt_step_words(wo, a, gp, 1, n, m, t);
+        break;
+    case 2:
+        tt_step_words(wo, a, gp, 2, n, m, t);
+        break;
+    case 3:
+        tt_step_words(wo, a, gp, 3, n, m, t);
+        break;
+    case 4:
+        tt_step_words(wo, a, gp, 4, n, m, t);
+        break;
+    case 5:
+        tt_step_words(wo, a, gp, 5, n, m, t);
+        break;
+    default:
+        tt_step_words(wo, a, gp, 6, n, m, t);
+        break;
+    }
+}
+
+/* The weight update of a 1x1 convolution on a core with the DSP extension: a block of the
+ * trained channels' saved inputs, less the zero point, is laid out once as int16 pairs of
+ * pixels (tt_pairs_s8), and each output channel's gradient row alike, so that one SMLAD adds
+ * two products of a total. Returns 0 (nothing done) where not even two channels' layouts fit.
+ * The same totals (each an int32, |total| <= hw 127 255) and updates as the direct loop, bit
+ * for bit. */
+TT_NOINLINE
+static int32_t tt_update_weight_pointwise_dsp(const tt_conv_geom *g, const int8_t *gy,
+                                              int32_t gy_exp, const int8_t *x_saved,
+                                              int32_t x_zero, int8_t *w_train, int32_t k,
+                                              const int32_t *upd_mult,
+                                              const int32_t *upd_shift) {
+    int32_t hw = g->out_h * g->out_w, words = (hw + 1) / 2;
+    int32_t block = TT_UPDATE_WORDS / words - 1; /* channels laid out at a time */
+    int32_t xp[TT_UPDATE_WORDS];
+    int32_t *gp = xp + (TT_UPDATE_WORDS - words);
+    int32_t c0, nb, c, o;
+    if (block < 2) {
+        return 0;
+    }
+    for (c0 = 0; c0 < k; c0 += nb) {
+        nb = k - c0 < block ? k - c0 : block;
+        for (c = 0; c < nb; c++) {
+            tt_pairs_s8(x_saved + (c0 + c) * hw, hw, x_zero, xp + c * words);
+        }
+        for (o = 0; o < g->out_c; o++) {
+            int32_t m = upd_mult[o], t = upd_shift[o] - gy_exp;
+            int8_t *wo = w_train + o * k + c0;
+            const int32_t *a = xp;
+            tt_pairs_s8(gy + o * hw, hw, 0, gp);
+            if (t >= 33 && t <= 62 && words <= 6) {
+                tt_step_few(wo, xp, gp, words, nb, m, t);
+                continue;
+            }
+            for (c = 0; c < nb; c++, a += words) {
+                wo[c] = tt_stepped_weight(wo[c], tt_smlad_sum(a, gp, words), m, t);
+            }
+        }
+    }
+    return 1;
+}
+#endif
+
 #ifndef TT_CORTEX_M
 /* The weight update of a 1x1 convolution on few pixels: the saved inputs x - x_zero with the
  * trained channels as the contiguous axis, so that an output channel's k totals
@@ -711,8 +867,7 @@ static void tt_update_weight_pointwise_few(const tt_conv_geom *g, const int8_t *
             }
         }
         for (c = 0; c < k; c++) {
-            int64_t delta = tt_scale_round(total[c], upd_mult[o], upd_shift[o] - gy_exp);
-            wo[c] = (int8_t)tt_clamp64((int64_t)wo[c] - delta, -127, 127);
+            wo[c] = tt_stepped_weight(wo[c], total[c], upd_mult[o], upd_shift[o] - gy_exp);
         }
     }
 }
@@ -737,6 +892,12 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
         return;
     }
 #endif
+#ifdef TT_DSP
+    if (tt_is_pointwise(g) && tt_update_weight_pointwise_dsp(g, gy, gy_exp, x_saved, x_zero,
+                                                             w_train, k, upd_mult, upd_shift)) {
+        return;
+    }
+#endif
     if (tt_is_pointwise(g)) {
         int32_t hw = g->out_h * g->out_w, p;
         for (o = 0; o < n_out; o++) { /* contiguous dot products: same integer totals */
@@ -753,7 +914,6 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
                 const int8_t *xc = x_saved + ci * hw;
                 int8_t *wp = w_train + o * n_in + ci;
                 int32_t total = 0;
-                int64_t delta;
                 p = 0;
 #ifdef TT_DSP
                 total = -x_zero * gsum;
@@ -769,8 +929,7 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
                 for (; p < hw; p++) {
                     total += go[p] * ((int32_t)xc[p] - x_zero);
                 }
-                delta = tt_scale_round(total, upd_mult[o], upd_shift[o] - gy_exp);
-                *wp = (int8_t)tt_clamp64((int64_t)*wp - delta, -127, 127);
+                *wp = tt_stepped_weight(*wp, total, upd_mult[o], upd_shift[o] - gy_exp);
             }
         }
         return;
@@ -783,7 +942,6 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
             for (ky = 0; ky < g->kernel; ky++) {
                 for (kx = 0; kx < g->kernel_w; kx++) {
                     int32_t total = 0;
-                    int64_t delta;
                     int8_t *wp = w_train + (o * n_in + ci) * kk + ky * g->kernel_w + kx;
                     for (oy = 0; oy < g->out_h; oy++) {
                         int32_t iy = oy * g->stride + ky - g->pad_top;
@@ -798,8 +956,7 @@ void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy
                             total += go[oy * g->out_w + ox] * (xc[iy * g->in_w + ix] - x_zero);
                         }
                     }
-                    delta = tt_scale_round(total, upd_mult[o], upd_shift[o] - gy_exp);
-                    *wp = (int8_t)tt_clamp64((int64_t)*wp - delta, -127, 127);
+                    *wp = tt_stepped_weight(*wp, total, upd_mult[o], upd_shift[o] - gy_exp);
                 }
             }
         }
