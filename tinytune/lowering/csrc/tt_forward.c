@@ -723,6 +723,129 @@ static int32_t tt_conv_inplace_taps(const tt_conv_geom *g, int8_t *xy,
 #endif
 
 #ifdef TT_DSP
+/* n bytes from src to dst, a word at a time while four remain (short rows: no call to
+ * memcpy, whose overhead a row of a few bytes would not repay). */
+static inline void tt_copy_s8(int8_t *dst, const int8_t *src, int32_t n) {
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        int32_t v = tt_load4(src + i);
+        memcpy(dst + i, &v, 4);
+    }
+    for (; i < n; i++) {
+        dst[i] = src[i];
+    }
+}
+
+/* Bytes of the padded int8 input plane the 3x3 depthwise kernel keeps on the stack (2 KiB),
+ * and the output pixels up to which the listed taps (tt_conv_depthwise_taps) are faster: a
+ * map of 3 x 3 or fewer has more rows' overheads than taps to add. */
+#define TT_DW3_PLANE 2048
+#define TT_DW3_FEWEST 9
+
+/* The plane of tt_conv_dw3: (out_h - 1) s + 3 rows of (out_w - 1) s + 4 bytes (a column to
+ * spare for the last word's fourth byte). Returns its bytes, 0 where it does not fit or the
+ * convolution is not a square 3x3 depthwise one of stride 1 or 2. */
+static int32_t tt_dw3_plane(const tt_conv_geom *g, int32_t *pw) {
+    int32_t s = g->stride, ph = (g->out_h - 1) * s + 3;
+    *pw = (g->out_w - 1) * s + 4;
+    if (!tt_is_depthwise(g) || !tt_is_square(g) || g->kernel != 3 || s > 2 ||
+        g->out_w > TT_TILE || ph * *pw > TT_DW3_PLANE) {
+        return 0;
+    }
+    return ph * *pw;
+}
+
+/* One output row of tt_conv_dw3 into acc: the plane's rows at top, pw apart; wp[r] = (w[r][0],
+ * w[r][2]) and w1 = (w[0][1], w[1][1]), w2 = (w[2][1], 0); a0 the bias less x_zero times the
+ * weights' sum. A word of four inputs x0 .. x3 of a row, widened into e = (x0, x2) and
+ * f = (x1, x3), gives x0 w0 + x2 w2 in one SMLAD and x1 w1 in one SMLABB (or SMLABT: the
+ * weight's other half) and, at stride 1, the next output's x1 w0 + x3 w2 and x2 w1 in two
+ * more. The weights stay in registers across the row. */
+static inline void tt_dw3_row(const int8_t *in, int32_t pw, int32_t s, int32_t out_w,
+                              const int32_t *w, int32_t a0, int32_t *acc) {
+    int32_t wp0 = w[0], wp1 = w[1], wp2 = w[2], w1 = w[3], w2 = w[4], ox = 0;
+    if (s == 1) {
+        for (; ox + 2 <= out_w; ox += 2, in += 2) {
+            int32_t b0 = a0, b1 = a0, v, e, f;
+            v = tt_load4(in), e = __sxtb16(v), f = tt_sxtb16_odd(v);
+            b0 = __smlabb(f, w1, __smlad(e, wp0, b0));
+            b1 = __smlatb(e, w1, __smlad(f, wp0, b1));
+            v = tt_load4(in + pw), e = __sxtb16(v), f = tt_sxtb16_odd(v);
+            b0 = __smlabt(f, w1, __smlad(e, wp1, b0));
+            b1 = __smlatt(e, w1, __smlad(f, wp1, b1));
+            v = tt_load4(in + 2 * pw), e = __sxtb16(v), f = tt_sxtb16_odd(v);
+            acc[ox] = __smlabb(f, w2, __smlad(e, wp2, b0));
+            acc[ox + 1] = __smlatb(e, w2, __smlad(f, wp2, b1));
+        }
+    }
+    for (; ox < out_w; ox++, in += s) {
+        int32_t b0, v = tt_load4(in);
+        b0 = __smlabb(tt_sxtb16_odd(v), w1, __smlad(__sxtb16(v), wp0, a0));
+        v = tt_load4(in + pw);
+        b0 = __smlabt(tt_sxtb16_odd(v), w1, __smlad(__sxtb16(v), wp1, b0));
+        v = tt_load4(in + 2 * pw);
+        acc[ox] = __smlabb(tt_sxtb16_odd(v), w2, __smlad(__sxtb16(v), wp2, b0));
+    }
+}
+
+/* A 3x3 depthwise convolution of stride 1 or 2 on a core with the DSP extension, directly on
+ * int8 values: each channel's input is copied into a plane whose padding holds the input's
+ * zero point, so that every tap adds w (x - x_zero) = w x - w x_zero whether it falls in the
+ * input or in the padding, and the bias takes the x_zero (sum of w) once. A band of whole
+ * output rows (at most TT_TILE sums) is requantised at a time. In place (tt_conv2d_inplace_s8:
+ * x is y), channel c is written over the input's first channels once its plane holds it, and
+ * its mask bits start at mask + c out_h out_w / 8, as the other in-place paths put them.
+ * Returns 0 (nothing done) where tt_dw3_plane does not take the convolution. The same integer
+ * sums as the direct loop, bit for bit. */
+TT_NOINLINE
+static int32_t tt_conv_dw3(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+                           const int32_t *bias, const tt_requant *q, int8_t *y, uint8_t *mask,
+                           int32_t inplace) {
+    int8_t plane[TT_DW3_PLANE];
+    int32_t acc[TT_TILE];
+    int32_t wr[5]; /* tt_dw3_row's weights */
+    int32_t pw, bytes = tt_dw3_plane(g, &pw), s = g->stride;
+    int32_t n_in = g->in_h * g->in_w, n_out = g->out_h * g->out_w;
+    int32_t rows = TT_TILE / g->out_w, cols, c, r, i, oy, oy1;
+    if (bytes == 0) {
+        return 0;
+    }
+    memset(plane, q->x_zero, (size_t)bytes);
+    cols = g->in_w < pw - g->pad_left ? g->in_w : pw - g->pad_left;
+    for (c = 0; c < g->out_c; c++) {
+        const int8_t *xc = x + c * n_in;
+        const int8_t *wc = c < w->k ? w->train + c * 9 : w->frozen + (c - w->k) * 9;
+        int8_t *yc = inplace ? y + c * n_out : y;
+        uint8_t *mc = inplace && mask ? mask + c * n_out / 8 : mask;
+        int32_t idx0 = inplace ? 0 : c * n_out, a0 = bias[c];
+        for (r = 0; r < bytes / pw; r++) {
+            int32_t iy = r - g->pad_top;
+            if (iy >= 0 && iy < g->in_h) {
+                tt_copy_s8(plane + r * pw + g->pad_left, xc + iy * g->in_w, cols);
+            }
+        }
+        for (r = 0; r < 3; r++) {
+            wr[r] = (int32_t)(((uint32_t)wc[3 * r] & 0xFFFFu) | ((uint32_t)wc[3 * r + 2] << 16));
+            a0 -= q->x_zero * (wc[3 * r] + wc[3 * r + 1] + wc[3 * r + 2]);
+        }
+        wr[3] = (int32_t)(((uint32_t)wc[1] & 0xFFFFu) | ((uint32_t)wc[4] << 16));
+        wr[4] = wc[7] & 0xFFFF;
+        for (i = 0; inplace && mc && i < (n_out + 7) / 8; i++) {
+            mc[i] = 0;
+        }
+        for (oy = 0; oy < g->out_h; oy = oy1) {
+            oy1 = oy + rows < g->out_h ? oy + rows : g->out_h;
+            for (i = oy; i < oy1; i++) {
+                tt_dw3_row(plane + i * s * pw, pw, s, g->out_w, wr, a0, acc + (i - oy) * g->out_w);
+            }
+            tt_conv_store(q, c, acc, (oy1 - oy) * g->out_w, idx0 + oy * g->out_w, yc, mc);
+        }
+    }
+    return 1;
+}
+#endif
+
+#ifdef TT_DSP
 /* int16 values of the padded input plane the channel-wise kernel keeps on the stack (2 KiB),
  * and the widest kernel it takes. */
 #define TT_DW_PLANE 1024
@@ -962,6 +1085,9 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
         goto direct;
     }
 #ifdef TT_DSP
+    if (g->out_h * g->out_w > TT_DW3_FEWEST && tt_conv_dw3(g, x, w, bias, q, y, mask, 0)) {
+        return;
+    }
     if (tt_is_depthwise(g) && tt_conv_depthwise_taps(g, x, w, bias, q, y, mask)) {
         return;
     }
@@ -1036,6 +1162,9 @@ void tt_conv2d_inplace_s8(const tt_conv_geom *g, int8_t *xy, const tt_weight *w,
     tt_weight wc;
     int32_t c, i;
 #ifdef TT_DSP
+    if (g->out_h * g->out_w > TT_DW3_FEWEST && tt_conv_dw3(g, xy, w, bias, q, xy, mask, 1)) {
+        return;
+    }
     if (tt_is_square(g) && tt_conv_inplace_taps(g, xy, w, bias, q, channel, mask)) {
         return;
     }
