@@ -325,7 +325,29 @@ static inline void tt_emit_put_one(tt_emit *st, const tt_grad *dst, int32_t i, i
 }
 #endif
 
+#ifdef TT_DSP
+static inline void tt_emit_put_any(tt_emit *st, const tt_grad *dst, int32_t i, int64_t s);
+
+/* With the DSP extension, the common case always inline where a kernel puts its values (their
+ * exact values kept, a buffer written afresh); the others as the compiler sees fit. */
+static TT_INLINE_ALWAYS void tt_emit_put(tt_emit *st, const tt_grad *dst, int32_t i,
+                                         int64_t s) {
+    if (st->keep && !dst->accumulate) {
+        int64_t a = tt_abs64(s);
+        if (a > st->max_abs) {
+            st->max_abs = a;
+        }
+        st->keep[i] = (int32_t)s;
+        st->fits &= s == (int64_t)st->keep[i];
+        return;
+    }
+    tt_emit_put_any(st, dst, i, s);
+}
+
+static inline void tt_emit_put_any(tt_emit *st, const tt_grad *dst, int32_t i, int64_t s) {
+#else
 static inline void tt_emit_put(tt_emit *st, const tt_grad *dst, int32_t i, int64_t s) {
+#endif
     int64_t t = s;
     if (dst->accumulate) {
         t = tt_shift_exp(s, st->e_new - st->e_c) + tt_shift_exp(dst->data[i], st->e_prev - st->e_c);
@@ -374,9 +396,20 @@ static inline int32_t tt_emit_advance(tt_emit *st) {
         int32_t i, *keep = st->keep;
         st->keep = NULL;
         if (st->fits) {
-            st->shift = tt_normalize_shift(st->max_abs);
+            int32_t sh = tt_normalize_shift(st->max_abs);
+            st->shift = sh;
+            if (sh >= 1 && sh <= 24) {
+                /* rshift_round in 32 bits: keep + 2^31 + 2^(sh-1) < 2^32, since the largest
+                 * magnitude rounds to at most 127 (|keep| < 127.5 2^sh) */
+                uint32_t c = 0x80000000u + (1u << (sh - 1));
+                int32_t back = (int32_t)1 << (31 - sh);
+                for (i = 0; i < st->n; i++) {
+                    dst->data[i] = (int8_t)((int32_t)(((uint32_t)keep[i] + c) >> sh) - back);
+                }
+                return 0;
+            }
             for (i = 0; i < st->n; i++) {
-                dst->data[i] = (int8_t)tt_rshift_round(keep[i], st->shift);
+                dst->data[i] = (int8_t)tt_rshift_round(keep[i], sh);
             }
             return 0;
         }
