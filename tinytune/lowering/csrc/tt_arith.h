@@ -42,6 +42,13 @@
 #define TT_NOINLINE
 #define TT_INLINE_ALWAYS inline
 #endif
+/* A function whose loops GCC leaves as loops instead of calls to memcpy, memmove or memset,
+ * whose overhead rows of a few bytes do not repay. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define TT_NO_LIBCALL_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define TT_NO_LIBCALL_LOOPS
+#endif
 
 #if defined(TT_CORTEX_M) && defined(__ARM_FEATURE_DSP)
 #define TT_DSP 1

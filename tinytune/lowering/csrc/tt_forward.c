@@ -724,7 +724,8 @@ static int32_t tt_conv_inplace_taps(const tt_conv_geom *g, int8_t *xy,
 
 #ifdef TT_DSP
 /* n bytes from src to dst, a word at a time while four remain (short rows: no call to
- * memcpy, whose overhead a row of a few bytes would not repay). */
+ * memcpy, whose overhead a row of a few bytes would not repay; the function it is inlined in
+ * keeps the compiler from turning the loop into one, TT_NO_LIBCALL_LOOPS). */
 static inline void tt_copy_s8(int8_t *dst, const int8_t *src, int32_t n) {
     int32_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -797,7 +798,7 @@ static inline void tt_dw3_row(const int8_t *in, int32_t pw, int32_t s, int32_t o
  * its mask bits start at mask + c out_h out_w / 8, as the other in-place paths put them.
  * Returns 0 (nothing done) where tt_dw3_plane does not take the convolution. The same integer
  * sums as the direct loop, bit for bit. */
-TT_NOINLINE
+TT_NOINLINE TT_NO_LIBCALL_LOOPS
 static int32_t tt_conv_dw3(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                            const int32_t *bias, const tt_requant *q, int8_t *y, uint8_t *mask,
                            int32_t inplace) {
