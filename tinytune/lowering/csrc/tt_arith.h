@@ -181,7 +181,7 @@ static inline int32_t tt_normalize_shift(int64_t max_abs) {
 typedef struct {
     int32_t e_new, e_prev, e_c, shift, pass;
     int64_t max_abs;
-#ifdef TT_DSP
+#ifdef TT_CORTEX_M
     /* In one pass (bits set by tt_emit_one_pass): element i holds floor(t / 2^scale) as 9 bits,
      * its low byte in the destination and its sign in bit i of bits; where the destination
      * accumulates, bit i of bits + (n + 7) / 8 says it is written. With keep set, the first
@@ -211,16 +211,19 @@ static inline void tt_emit_begin(tt_emit *st, const tt_grad *dst, int32_t e_new,
     st->shift = 0;
     st->pass = 0;
     st->max_abs = 0;
-#ifdef TT_DSP
+#ifdef TT_CORTEX_M
     st->bits = NULL;
     st->keep = NULL;
 #endif
 }
 
-#ifdef TT_DSP
+#ifdef TT_CORTEX_M
 /* Elements of the largest buffer a Cortex-M4/M7 writes in one pass: 4 KiB of bit planes, one
- * for a gradient written afresh, two for one added to the buffer's previous gradient. */
+ * for a gradient written afresh, two for one added to the buffer's previous gradient. A core
+ * without the DSP extension keeps TT_FEW_BITS bytes of them (a convolution's input gradient of
+ * up to 1024 elements), so that its kernels need not compute every value twice. */
 #define TT_ONE_PASS 32768
+#define TT_FEW_BITS 128
 
 /* Write the n elements of dst in one pass instead of two, with bits ((n + 7) / 8 bytes, twice
  * that when dst accumulates): each exact value t is kept as floor(t / 2^scale), the smallest scale at
@@ -244,6 +247,9 @@ static inline void tt_emit_one_pass(tt_emit *st, const tt_grad *dst, int32_t n,
     }
 }
 
+#endif
+
+#ifdef TT_DSP
 /* Elements whose exact values a Cortex-M4/M7 keeps as int32 in the same 4 KiB. */
 #define TT_KEEP 1024
 
@@ -271,7 +277,9 @@ static inline int32_t tt_emit_scratch(tt_emit *st, const tt_grad *dst, int32_t n
     }
     return TT_KEEP;
 }
+#endif
 
+#ifdef TT_CORTEX_M
 /* The 9-bit value element i holds. */
 static inline int32_t tt_emit_held(const tt_emit *st, const tt_grad *dst, int32_t i) {
     int32_t low = (uint8_t)dst->data[i];
@@ -369,6 +377,8 @@ static inline void tt_emit_put(tt_emit *st, const tt_grad *dst, int32_t i, int64
         st->fits &= t == (int64_t)st->keep[i];
         return;
     }
+#endif
+#ifdef TT_CORTEX_M
     if (st->bits) {
         tt_emit_put_one(st, dst, i, t);
         return;
@@ -386,7 +396,7 @@ static inline void tt_emit_put(tt_emit *st, const tt_grad *dst, int32_t i, int64
 
 /* After pass 0: fix the shift and go on to pass 1 (returns 1); after pass 1: returns 0. */
 static inline int32_t tt_emit_advance(tt_emit *st) {
-#ifdef TT_DSP
+#ifdef TT_CORTEX_M
     if (st->bits) { /* the one pass is done: each element rounded at the final shift */
         const tt_grad *dst = st->dst;
         int32_t i;
@@ -398,6 +408,8 @@ static inline int32_t tt_emit_advance(tt_emit *st) {
         st->bits = NULL;
         return 0;
     }
+#endif
+#ifdef TT_DSP
     if (st->keep) { /* the exact values are kept, or a second pass computes them again */
         const tt_grad *dst = st->dst;
         int32_t i, *keep = st->keep;

@@ -70,25 +70,34 @@ void tt_mul_grad_scale(const int8_t *gy, int32_t gy_exp, const int8_t *x, int32_
 
 #ifdef TT_CORTEX_M
 /* Two pixels' sums over n output channels of gy (w m): gy at go, go + hw, ...; the weights
- * at wc, wc + ws, ...; kept out of line, so that its few live values stay in registers. */
+ * at wc, wc + ws, ...; kept out of line, so that its few live values stay in registers. Four
+ * output channels' products are added in 32 bits before each 64-bit addition: |gy| <= 128,
+ * |w| <= 127 and m <= 2^15 bound each product by 532 676 608, four of them below 2^31. On a
+ * core without a 64-bit multiply-accumulate (a Cortex-M0+) each product is then one 32-bit
+ * multiply. The same integers as the direct loop, bit for bit. */
 TT_NOINLINE
 static void tt_dot2_long(const int8_t *go, int32_t hw, const int8_t *wc, int32_t ws,
                          const int32_t *m, int32_t n, int64_t *s) {
     int64_t s0 = 0, s1 = 0;
-    int32_t o;
-    for (o = 0; o < n; o++, go += hw, wc += ws) {
+    int32_t o = 0;
+    for (; o + 4 <= n; o += 4, go += 4 * hw, wc += 4 * ws) {
+        int32_t c0 = wc[0] * m[o], c1 = wc[ws] * m[o + 1];
+        int32_t c2 = wc[2 * ws] * m[o + 2], c3 = wc[3 * ws] * m[o + 3];
+        s0 += go[0] * c0 + go[hw] * c1 + go[2 * hw] * c2 + go[3 * hw] * c3;
+        s1 += go[1] * c0 + go[hw + 1] * c1 + go[2 * hw + 1] * c2 + go[3 * hw + 1] * c3;
+    }
+    for (; o < n; o++, go += hw, wc += ws) {
         int32_t coef = wc[0] * m[o];
-        s0 += (int64_t)go[0] * coef;
-        s1 += (int64_t)go[1] * coef;
+        s0 += go[0] * coef;
+        s1 += go[1] * coef;
     }
     s[0] = s0;
     s[1] = s1;
 }
 
 /* grad_input of a 1x1 convolution on a Cortex-M (no vector unit): per input channel, two
- * pixels' 64-bit sums over the output channels live in registers (one multiply-accumulate
- * long each); the products gy (w m) are int32 (|w m| < 2^22). Same integers as the direct
- * loop, bit for bit. */
+ * pixels' 64-bit sums over the output channels live in registers (tt_dot2_long); the products
+ * gy (w m) are int32 (|w m| < 2^22). Same integers as the direct loop, bit for bit. */
 static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
                                     const tt_weight *w, const int32_t *w_mult, tt_emit *st,
                                     const tt_grad *gx) {
@@ -106,8 +115,14 @@ static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
         if (p < hw) {
             const int8_t *go = gy + p;
             int64_t s0 = 0;
-            for (o = 0; o < out_c; o++, go += hw) {
-                s0 += (int64_t)go[0] * (wc[o * ws] * w_mult[o]);
+            o = 0;
+            for (; o + 4 <= out_c; o += 4, go += 4 * hw) { /* as tt_dot2_long */
+                s0 += go[0] * (wc[o * ws] * w_mult[o]) + go[hw] * (wc[(o + 1) * ws] * w_mult[o + 1]) +
+                      go[2 * hw] * (wc[(o + 2) * ws] * w_mult[o + 2]) +
+                      go[3 * hw] * (wc[(o + 3) * ws] * w_mult[o + 3]);
+            }
+            for (; o < out_c; o++, go += hw) {
+                s0 += go[0] * (wc[o * ws] * w_mult[o]);
             }
             tt_emit_put(st, gx, c * hw + p, s0);
         }
@@ -490,6 +505,9 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
 #ifdef TT_DSP
     int32_t scratch[TT_KEEP];
     int32_t *work, free_words;
+#elif defined(TT_CORTEX_M)
+    uint8_t bits[TT_FEW_BITS];
+    int32_t n_in = g->in_c * g->in_h * g->in_w;
 #endif
     for (o = 0; o < g->out_c; o++) {
         if (w_mult[o] > max_mult) {
@@ -503,6 +521,10 @@ void tt_conv2d_grad_input(const tt_conv_geom *g, const int8_t *gy, int32_t gy_ex
     /* the scratch's words that the one pass leaves free take the kernel's own buffers */
     free_words = tt_emit_scratch(&st, gx, g->in_c * g->in_h * g->in_w, scratch);
     work = scratch + (TT_KEEP - free_words);
+#elif defined(TT_CORTEX_M)
+    if ((gx->accumulate ? 2 : 1) * ((n_in + 7) / 8) <= TT_FEW_BITS) {
+        tt_emit_one_pass(&st, gx, n_in, bits);
+    }
 #endif
     if (tt_is_pointwise(g)) {
 #ifndef TT_CORTEX_M
