@@ -33,6 +33,18 @@
  * to a 32-bit sum in one instruction (SMLAD), after widening four int8 values into two pairs of
  * halves (SXTB16, with or without a rotation by a byte); PKHBT and PKHTB pair the halves of two
  * registers. The integer sums are those of the plain loops, bit for bit. */
+/* Bare-metal RISC-V with the M extension: floor(a b / 2^32) in one MULH. */
+#if defined(TT_CORTEX_M) && defined(__riscv) && defined(__riscv_mul)
+#define TT_MULHI 1
+static inline int32_t tt_mulhi(int32_t a, int32_t b) {
+    int32_t r;
+    __asm__("mulh %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+static inline int32_t tt_sat8(int32_t v) { return v < -128 ? -128 : (v > 127 ? 127 : v); }
+#endif
+
 /* A function kept out of line, so that its stack buffers are not added to its caller's. */
 /* And one always inlined, so that its calls with a constant argument are specialised. */
 #if defined(__GNUC__)
@@ -81,6 +93,12 @@ static inline int32_t tt_smmul(int32_t a, int32_t b) {
     __asm__("smmul %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
     return r;
 }
+
+/* floor(a b / 2^32): SMMUL, the DSP extension's top word of a 32 x 32-bit product; and v
+ * saturated to int8 (SSAT). */
+#define TT_MULHI 1
+static inline int32_t tt_mulhi(int32_t a, int32_t b) { return tt_smmul(a, b); }
+static inline int32_t tt_sat8(int32_t v) { return __ssat(v, 8); }
 
 /* The bottom half of lo below the bottom half of hi. */
 static inline int32_t tt_pkhbt(int32_t lo, int32_t hi) {

@@ -95,9 +95,41 @@ static void tt_dot2_long(const int8_t *go, int32_t hw, const int8_t *wc, int32_t
     s[1] = s1;
 }
 
+#ifdef __riscv
+/* tt_dot2_long for four pixels (go .. go + 3), on a core with registers for their sums (32 on
+ * RISC-V): each coefficient w m taken by four products. */
+TT_NOINLINE
+static void tt_dot4px_long(const int8_t *go, int32_t hw, const int8_t *wc, int32_t ws,
+                           const int32_t *m, int32_t n, int64_t *s) {
+    int64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int32_t o = 0;
+    for (; o + 4 <= n; o += 4, go += 4 * hw, wc += 4 * ws) {
+        int32_t c0 = wc[0] * m[o], c1 = wc[ws] * m[o + 1];
+        int32_t c2 = wc[2 * ws] * m[o + 2], c3 = wc[3 * ws] * m[o + 3];
+        const int8_t *g1 = go + hw, *g2 = g1 + hw, *g3 = g2 + hw;
+        s0 += go[0] * c0 + g1[0] * c1 + g2[0] * c2 + g3[0] * c3;
+        s1 += go[1] * c0 + g1[1] * c1 + g2[1] * c2 + g3[1] * c3;
+        s2 += go[2] * c0 + g1[2] * c1 + g2[2] * c2 + g3[2] * c3;
+        s3 += go[3] * c0 + g1[3] * c1 + g2[3] * c2 + g3[3] * c3;
+    }
+    for (; o < n; o++, go += hw, wc += ws) {
+        int32_t coef = wc[0] * m[o];
+        s0 += go[0] * coef;
+        s1 += go[1] * coef;
+        s2 += go[2] * coef;
+        s3 += go[3] * coef;
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+}
+#endif
+
 /* grad_input of a 1x1 convolution on a Cortex-M (no vector unit): per input channel, two
- * pixels' 64-bit sums over the output channels live in registers (tt_dot2_long); the products
- * gy (w m) are int32 (|w m| < 2^22). Same integers as the direct loop, bit for bit. */
+ * pixels' 64-bit sums over the output channels live in registers (tt_dot2_long; four on
+ * RISC-V, tt_dot4px_long); the products gy (w m) are int32 (|w m| < 2^22). Same integers as
+ * the direct loop, bit for bit. */
 static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
                                     const tt_weight *w, const int32_t *w_mult, tt_emit *st,
                                     const tt_grad *gx) {
@@ -106,7 +138,17 @@ static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
     for (c = 0; c < cin; c++) {
         const int8_t *wc = c < k ? w->train + c : w->frozen + (c - k);
         int32_t ws = c < k ? k : cin - k; /* from one output channel's weight to the next */
-        for (p = 0; p + 2 <= hw; p += 2) {
+        p = 0;
+#ifdef __riscv
+        for (; p + 4 <= hw; p += 4) {
+            int64_t s[4];
+            tt_dot4px_long(gy + p, hw, wc, ws, w_mult, out_c, s);
+            for (o = 0; o < 4; o++) {
+                tt_emit_put(st, gx, c * hw + p + o, s[o]);
+            }
+        }
+#endif
+        for (; p + 2 <= hw; p += 2) {
             int64_t s[2];
             tt_dot2_long(gy + p, hw, wc, ws, w_mult, out_c, s);
             tt_emit_put(st, gx, c * hw + p, s[0]);
@@ -700,18 +742,18 @@ void tt_update_bias(const int8_t *gy, int32_t gy_exp, int32_t channels, int32_t 
 }
 
 /* A trained weight after its step: w - round(total m 2^-t), clamped to [-127, 127]. With the
- * DSP extension and t in 33 .. 62 (the common case: a step of a few units from a large total),
- * in 32-bit arithmetic from SMMUL's top word, as tt_conv_store's requantisation (the floors
- * nest; |total m| < 2^62, so the top word is in [-2^30, 2^30) and adding 2^30 makes the
- * numerator of the unsigned shift non-negative). The same value as tt_scale_round, bit for
- * bit. */
+ * 32 x 32-bit product's top word in one instruction (SMMUL, RISC-V's MULH: tt_mulhi) and t in
+ * 33 .. 62 (the common case: a step of a few units from a large total), in 32-bit arithmetic,
+ * as tt_conv_store's requantisation (the floors nest; |total m| < 2^62, so the top word is in
+ * [-2^30, 2^30) and adding 2^30 makes the numerator of the unsigned shift non-negative). The
+ * same value as tt_scale_round, bit for bit. */
 static inline int8_t tt_stepped_weight(int32_t w, int32_t total, int32_t m, int32_t t) {
     int64_t delta;
-#ifdef TT_DSP
+#ifdef TT_MULHI
     if (t >= 33 && t <= 62) {
         int32_t sh = t - 32, v;
         uint32_t c = (1u << 30) + (1u << (sh - 1));
-        v = w - ((int32_t)(((uint32_t)tt_smmul(total, m) + c) >> sh) - ((int32_t)1 << (30 - sh)));
+        v = w - ((int32_t)(((uint32_t)tt_mulhi(total, m) + c) >> sh) - ((int32_t)1 << (30 - sh)));
         return (int8_t)(v < -127 ? -127 : (v > 127 ? 127 : v));
     }
 #endif

@@ -38,17 +38,30 @@ static float tt_feature(const int8_t *x, int32_t c, int32_t x_zero, float x_scal
     return x_scale * v;
 }
 
+/* Classes a linear layer takes at a time, so that each feature is computed once for all of
+ * them (their sums or steps on the stack); each class's own operations stay in order. */
+#define TT_CLASS_BLOCK 16
+
 void tt_linear_f32(const int8_t *x, int32_t in_f, int32_t x_zero, float x_scale,
                    const float *w, const float *b, int32_t out_f, float *logits) {
-    int32_t j, c;
-    for (j = 0; j < out_f; j++) {
-        const float *wj = w + j * in_f;
-        float a = wj[0] * tt_feature(x, 0, x_zero, x_scale);
-        for (c = 1; c < in_f; c++) {
-            float p = wj[c] * tt_feature(x, c, x_zero, x_scale);
-            a = a + p;
+    float a[TT_CLASS_BLOCK];
+    int32_t j0, nj, j, c;
+    for (j0 = 0; j0 < out_f; j0 += nj) {
+        float f = tt_feature(x, 0, x_zero, x_scale);
+        nj = out_f - j0 < TT_CLASS_BLOCK ? out_f - j0 : TT_CLASS_BLOCK;
+        for (j = 0; j < nj; j++) {
+            a[j] = w[(j0 + j) * in_f] * f;
         }
-        logits[j] = a + b[j];
+        for (c = 1; c < in_f; c++) {
+            f = tt_feature(x, c, x_zero, x_scale);
+            for (j = 0; j < nj; j++) {
+                float p = w[(j0 + j) * in_f + c] * f;
+                a[j] = a[j] + p;
+            }
+        }
+        for (j = 0; j < nj; j++) {
+            logits[j0 + j] = a[j] + b[j0 + j];
+        }
     }
 }
 
@@ -88,7 +101,8 @@ static float tt_feature_grad(const float *w, int32_t in_f, int32_t out_f, const 
 void tt_linear_f32_backward(const int8_t *x, int32_t in_f, int32_t x_zero, float x_scale,
                             float *w, float *b, int32_t out_f, const float *grad, float lr,
                             int8_t *gx, int32_t *gx_exp) {
-    int32_t j, c;
+    float t[TT_CLASS_BLOCK];
+    int32_t j0, nj, j, c;
     if (gx) {
         float m = 0.0f;
         float scale;
@@ -108,13 +122,18 @@ void tt_linear_f32_backward(const int8_t *x, int32_t in_f, int32_t x_zero, float
         }
         *gx_exp = e;
     }
-    for (j = 0; j < out_f; j++) {
-        float t = lr * grad[j];
-        float *wj = w + j * in_f;
-        b[j] = b[j] - t;
+    for (j0 = 0; j0 < out_f; j0 += nj) {
+        nj = out_f - j0 < TT_CLASS_BLOCK ? out_f - j0 : TT_CLASS_BLOCK;
+        for (j = 0; j < nj; j++) {
+            t[j] = lr * grad[j0 + j];
+            b[j0 + j] = b[j0 + j] - t[j];
+        }
         for (c = 0; c < in_f; c++) {
-            float p = t * tt_feature(x, c, x_zero, x_scale);
-            wj[c] = wj[c] - p;
+            float f = tt_feature(x, c, x_zero, x_scale);
+            for (j = 0; j < nj; j++) {
+                float p = t[j] * f;
+                w[(j0 + j) * in_f + c] = w[(j0 + j) * in_f + c] - p;
+            }
         }
     }
 }

@@ -36,11 +36,12 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
      * the same floor in 32-bit arithmetic after one 32 x 32 -> 64-bit multiply-accumulate: the
      * numerator's high word, shifted by t - 32. */
     int32_t t = q->shift[o];
-#ifdef TT_DSP
+#ifdef TT_MULHI
     /* With a shift of 33 .. 62, round(a m 2^-t) = floor((floor(a m / 2^32) + 2^(sh-1)) / 2^sh)
-     * for sh = t - 32 (floors nest), floor(a m / 2^32) being SMMUL's top word, in [-2^30,
-     * 2^30); adding 2^30 (a multiple of 2^sh) makes the numerator non-negative for an unsigned
-     * shift, taken back with the zero point. SSAT clamps to int8 (the whole clamp where the
+     * for sh = t - 32 (floors nest), floor(a m / 2^32) being the top word of the product
+     * (SMMUL, RISC-V's MULH: tt_mulhi), in [-2^30, 2^30); adding 2^30 (a multiple of 2^sh)
+     * makes the numerator non-negative for an unsigned shift, taken back with the zero point.
+     * tt_sat8 (SSAT with the DSP extension) clamps to int8 (the whole clamp where the
      * activation's range is int8's, as it is after a ReLU6 folded into the output scale); an
      * output is in range where the clamp leaves it as it is, and the mask takes its bits a byte
      * at a time. */
@@ -51,13 +52,11 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
         int8_t *out = y + idx0;
         if (!mask && lo == -128 && hi == 127) { /* no activation: SSAT clamps */
             for (p = 0; p < n; p++) {
-                out[p] = (int8_t)__ssat(
-                    back + (int32_t)(((uint32_t)tt_smmul(acc[p], mult) + c) >> sh), 8);
+                out[p] = (int8_t)tt_sat8(back + (int32_t)(((uint32_t)tt_mulhi(acc[p], mult) + c) >> sh));
             }
         } else if (!mask) {
             for (p = 0; p < n; p++) {
-                int32_t v = __ssat(
-                    back + (int32_t)(((uint32_t)tt_smmul(acc[p], mult) + c) >> sh), 8);
+                int32_t v = tt_sat8(back + (int32_t)(((uint32_t)tt_mulhi(acc[p], mult) + c) >> sh));
                 v = v < lo ? lo : v;
                 out[p] = (int8_t)(v > hi ? hi : v);
             }
@@ -68,8 +67,8 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
                 uint32_t bits = 0, bit = 1u << (idx & 7);
                 for (; idx < stop; idx++, bit <<= 1) {
                     int32_t v =
-                        back + (int32_t)(((uint32_t)tt_smmul(acc[idx - idx0], mult) + c) >> sh);
-                    int32_t u = __ssat(v, 8);
+                        back + (int32_t)(((uint32_t)tt_mulhi(acc[idx - idx0], mult) + c) >> sh);
+                    int32_t u = tt_sat8(v);
                     bits |= u == v ? bit : 0u;
                     y[idx] = (int8_t)u;
                 }
@@ -82,8 +81,8 @@ static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, in
                 uint32_t bits = 0;
                 for (; idx < stop; idx++) {
                     int32_t v =
-                        back + (int32_t)(((uint32_t)tt_smmul(acc[idx - idx0], mult) + c) >> sh);
-                    int32_t u = __ssat(v, 8);
+                        back + (int32_t)(((uint32_t)tt_mulhi(acc[idx - idx0], mult) + c) >> sh);
+                    int32_t u = tt_sat8(v);
                     u = u < lo ? lo : u;
                     u = u > hi ? hi : u;
                     bits |= (uint32_t)(u == v) << (idx & 7);
