@@ -1,15 +1,16 @@
-"""Where a bundle's training step spends its instructions on the Cortex-M7, kernel by kernel and
-layer kind by layer kind, with the forward pass's multiply-accumulates per instruction.
+"""Where a bundle's training step spends its instructions on the Cortex-M7 (or another core of
+``bench.m7_instructions``), kernel by kernel and layer kind by layer kind, with the forward
+pass's multiply-accumulates per instruction.
 
 The bundle of ``python3 -m bench.m7_instructions`` (one preset on one network at one resolution) is
-profiled under QEMU (``make run-profile-cortex-m7``: exact instruction counts), and each kernel
+profiled under QEMU (``make run-profile-<target>``: exact instruction counts), and each kernel
 call is attributed to its op's kind: ``pw`` (1×1), ``dw<k>`` (depthwise), ``k<k>`` (other
 convolutions, the stem), or the op's own kind. It ends with the multiply-accumulates per
 instruction of the forward pass and of the convolutions' backward kernels (input gradients, and
 weight gradients with their update).
 
     python3 -m bench.m7_kernels [--supernet ofa-proxyless-w0.35] [--preset mcunetv3]
-        [--resolution 40] [--kernels DIR]
+        [--resolution 40] [--kernels DIR] [--target cortex-m7]
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", default="mcunetv3")
     parser.add_argument("--resolution", type=int, default=40)
     parser.add_argument("--kernels", type=Path, help="another kernels/ folder, as m7_instructions")
+    parser.add_argument("--target", choices=sorted(TARGETS), default="cortex-m7")
     args = parser.parse_args(argv)
 
     from tinytune.bundle import BundleRequest, build_bundle, write_bundle
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=args.resolution))
     bundle = build_bundle(
         BundleRequest(
-            candidate, ensure_checkpoint(spec), get_device(TARGETS["cortex-m7"]), samples=4
+            candidate, ensure_checkpoint(spec), get_device(TARGETS[args.target]), samples=4
         )
     )
     with tempfile.TemporaryDirectory(prefix="tt-m7-") as tmp:
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             for source in args.kernels.glob("*"):
                 if source.suffix in (".c", ".h"):
                     shutil.copy(source, folder / "kernels" / source.name)
-        measured = profile(folder, 1)
+        measured = profile(folder, 1, args.target)
     m = measured.measurements[0]
     ops = {op.name: op for op in bundle.net.graph.ops}
     rows: dict[tuple[str, str], int] = {}
@@ -74,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         key = (call.kernel, kind(ops[call.op]) if call.op in ops else "?")
         rows[key] = rows.get(key, 0) + instructions(call.seconds, measured.machine)
     print(f"{args.preset} on {spec.name} at {args.resolution} px: "
-          f"{instructions(m.train_step_s, measured.machine):,} instructions per step")  # fmt: skip
+          f"{instructions(m.train_step_s, measured.machine):,} instructions per step "
+          f"on the {args.target}")  # fmt: skip
     print(head(["kernel", "layers", "instructions"]))
     for (kernel, layers), n in sorted(rows.items(), key=lambda kv: -kv[1]):
         print(row([f"`{kernel}`", layers, f"{n:,}"]))
