@@ -63,8 +63,8 @@ def _export(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         (["0123"], "has no trial 123 with a candidate"),  # digits alone: a trial number
         (
             ["{full}"],
-            "needs 719312 bytes of SRAM (a 713280-byte training arena, 384 of static data and "
-            "5648 of stack)",
+            "needs 719320 bytes of SRAM (a 713280-byte training arena, 384 of static data and "
+            "5656 of stack)",
         ),
         (["--study", "nope", "--trial", "0"], "no study 'nope'"),
         (["--candidate", "0000"], "matches 0 stored candidates"),

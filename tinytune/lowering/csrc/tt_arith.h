@@ -33,18 +33,6 @@
  * to a 32-bit sum in one instruction (SMLAD), after widening four int8 values into two pairs of
  * halves (SXTB16, with or without a rotation by a byte); PKHBT and PKHTB pair the halves of two
  * registers. The integer sums are those of the plain loops, bit for bit. */
-/* Bare-metal RISC-V with the M extension: floor(a b / 2^32) in one MULH. */
-#if defined(TT_CORTEX_M) && defined(__riscv) && defined(__riscv_mul)
-#define TT_MULHI 1
-static inline int32_t tt_mulhi(int32_t a, int32_t b) {
-    int32_t r;
-    __asm__("mulh %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-
-static inline int32_t tt_sat8(int32_t v) { return v < -128 ? -128 : (v > 127 ? 127 : v); }
-#endif
-
 /* A function kept out of line, so that its stack buffers are not added to its caller's. */
 /* And one always inlined, so that its calls with a constant argument are specialised. */
 #if defined(__GNUC__)
@@ -113,6 +101,19 @@ static inline int32_t tt_pkhtb(int32_t hi, int32_t lo) {
     __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(hi), "r"(lo));
     return r;
 }
+#endif
+
+/* Bare-metal RISC-V with the M extension: floor(a b / 2^32) in one MULH, and v saturated to
+ * int8, for the same 32-bit requantisation and weight step. */
+#if defined(TT_CORTEX_M) && defined(__riscv) && defined(__riscv_mul)
+#define TT_MULHI 1
+static inline int32_t tt_mulhi(int32_t a, int32_t b) {
+    int32_t r;
+    __asm__("mulh %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+static inline int32_t tt_sat8(int32_t v) { return v < -128 ? -128 : (v > 127 ? 127 : v); }
 #endif
 
 /* Values of each stack buffer of the few-pixel kernels (8 KiB at most), and the most output
