@@ -99,7 +99,7 @@ def test_devices_reads_no_database_that_does_not_exist(tmp_path: Path) -> None:
         ),
         ({"supernet": "resnet9000"}, "unknown supernet 'resnet9000'"),
         # the checks are the command line's; their messages name the Python keywords
-        ({"sram_budget": 10}, "raise sram_budget to at least 27716B$"),
+        ({"sram_budget": 10}, "raise sram_budget to at least 27724B$"),
         ({"workers": 4}, "^inline=True runs in this process, so workers=4 would be ignored"),
         (
             {"ray_address": "127.0.0.1:1"},
