@@ -360,6 +360,16 @@ static inline void tt_emit_put_one(tt_emit *st, const tt_grad *dst, int32_t i, i
 #endif
 
 #ifdef TT_DSP
+/* Element i's exact value t kept (tt_emit_keep), the largest magnitude so far with it. */
+static TT_INLINE_ALWAYS void tt_emit_keep_value(tt_emit *st, int32_t i, int64_t t) {
+    int64_t a = tt_abs64(t);
+    if (a > st->max_abs) {
+        st->max_abs = a;
+    }
+    st->keep[i] = (int32_t)t;
+    st->fits &= t == (int64_t)st->keep[i];
+}
+
 static inline void tt_emit_put_any(tt_emit *st, const tt_grad *dst, int32_t i, int64_t s);
 
 /* With the DSP extension, the common case always inline where a kernel puts its values (their
@@ -367,12 +377,7 @@ static inline void tt_emit_put_any(tt_emit *st, const tt_grad *dst, int32_t i, i
 static TT_INLINE_ALWAYS void tt_emit_put(tt_emit *st, const tt_grad *dst, int32_t i,
                                          int64_t s) {
     if (st->keep && !dst->accumulate) {
-        int64_t a = tt_abs64(s);
-        if (a > st->max_abs) {
-            st->max_abs = a;
-        }
-        st->keep[i] = (int32_t)s;
-        st->fits &= s == (int64_t)st->keep[i];
+        tt_emit_keep_value(st, i, s);
         return;
     }
     tt_emit_put_any(st, dst, i, s);
@@ -388,12 +393,7 @@ static inline void tt_emit_put(tt_emit *st, const tt_grad *dst, int32_t i, int64
     }
 #ifdef TT_DSP
     if (st->keep) {
-        int64_t a = tt_abs64(t);
-        if (a > st->max_abs) {
-            st->max_abs = a;
-        }
-        st->keep[i] = (int32_t)t;
-        st->fits &= t == (int64_t)st->keep[i];
+        tt_emit_keep_value(st, i, t);
         return;
     }
 #endif
