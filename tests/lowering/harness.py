@@ -36,9 +36,14 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc on th
 
 def build_driver(name: str, variant: str, tmp: Path) -> Path:
     """Compile ``csrc/<name>.c`` with the kernels: ``O2`` (the Cortex-M builds' level), ``O3``
-    (the Linux builds' level, where the loops are vectorised), or ``sanitized``; skips when this
-    gcc has no sanitizer runtime."""
-    extra = {"sanitized": SANITIZE, "O3": ("-O3",)}.get(variant, ())
+    (the Linux builds' level, where the loops are vectorised; on x86-64 its kernels chosen at
+    load time, AVX2 where the processor has it), ``O3-baseline`` (the same, the baseline x86-64
+    kernels only), or ``sanitized``; skips when this gcc has no sanitizer runtime."""
+    extra = {
+        "sanitized": SANITIZE,
+        "O3": ("-O3",),
+        "O3-baseline": ("-O3", "-DTT_NO_CLONES"),
+    }.get(variant, ())
     try:
         return compile_program(HERE / f"{name}.c", tmp / f"{name}_{variant}", extra)
     except RuntimeError as e:

@@ -4,13 +4,15 @@
 400 random geometries (1x1, depthwise and dense convolutions of every kernel size, stride,
 padding and trained/frozen split the kernels distinguish) and prints a hash of every output.
 The host's Linux build (vectorised loops, checked against the simulator by
-``test_kernels.py``) is the reference; the same program built with ``-DTT_CORTEX_M=1`` (the
-register-blocked paths), with the sanitizers, for the Cortex-M7 and M4 (the DSP paths), the
+``test_kernels.py``; on x86-64 its AVX2 versions where the processor has them) is the
+reference; the same program built with the baseline x86-64 kernels only, with
+``-DTT_CORTEX_M=1`` (the register-blocked paths), with the sanitizers, for the Cortex-M7 and M4 (the DSP paths), the
 Cortex-M0+ and RV32IMC (under QEMU) must print the same lines.
 """
 
 from __future__ import annotations
 
+import platform
 import subprocess
 from pathlib import Path
 
@@ -67,6 +69,15 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> str:
     assert out.count("\n") == 400
     assert len({line.rsplit(": ", 1)[1] for line in out.splitlines()}) == 400
     return out
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64's kernel versions")
+def test_baseline_x86_paths_match_the_host(host: str, tmp_path: Path) -> None:
+    """On x86-64 the host's kernels are chosen at load time (AVX2 where the processor has it);
+    the baseline x86-64 ones alone print the same lines."""
+    assert compile_run("gcc", ("-O3", "-DTT_NO_CLONES"), tmp_path / "base", []) == host
+    symbols = subprocess.run(["nm", str(tmp_path / "base")], capture_output=True, text=True)
+    assert ".avx2" not in symbols.stdout  # the reference's, then, are not these
 
 
 def test_register_blocked_paths_match_the_host(host: str, tmp_path: Path) -> None:

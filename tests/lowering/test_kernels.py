@@ -28,7 +28,7 @@ pytestmark = needs_gcc
 I8, I32, F32, U8 = np.int8, np.int32, np.float32, np.uint8
 
 
-@pytest.fixture(scope="module", params=["O2", "O3", "sanitized"])
+@pytest.fixture(scope="module", params=["O2", "O3", "O3-baseline", "sanitized"])
 def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_driver("kernel_driver", request.param, tmp_path_factory.mktemp("kernel_driver"))
 
@@ -484,18 +484,18 @@ def test_conv2d_grad_input(driver, name, offset):
     assert int(ref.mantissa.abs().max()) > 63
 
 
+@pytest.mark.parametrize("hw", [(5, 3), (1, 1)])
 @pytest.mark.parametrize("offset", PREV_OFFSETS)
-def test_gap_grad_input(driver, offset):
-    g = rng("gap", offset)
+def test_gap_grad_input(driver, offset, hw):
+    g = rng("gap", offset, *hw)
     gy = K.Grad(rand_grad((1, 11, 1, 1), g), -13)
-    hw = (5, 3)
-    hw_mult = round(2.0**18 / 15)
+    hw_mult = round(2.0**18 / math.prod(hw))
     contribution = K.gap_grad_input(gy, hw_mult, 18, hw)
     shape = (1, 11, *hw)
     prev = _prev(shape, contribution.exp, offset, g)
     ref = K.emit(contribution, prev)
     out, out_exp = run(
-        driver, "gap_grad_input", i8(gy.mantissa), i32(gy.exp, 11, 15, hw_mult, 18),
+        driver, "gap_grad_input", i8(gy.mantissa), i32(gy.exp, 11, math.prod(hw), hw_mult, 18),
         *_dst(prev, shape),
     )  # fmt: skip
     assert np.array_equal(out, i8(ref.mantissa)) and int(out_exp[0]) == ref.exp
@@ -514,17 +514,23 @@ def test_grad_accumulate(driver, offset):
         assert torch.equal(ref.mantissa, gy.mantissa) and ref.exp == gy.exp
 
 
+@pytest.mark.parametrize(
+    ("hw", "shifts"),
+    [((3, 4), (-40, 40)), ((1, 1), (-40, 40)), ((1, 1), (1, 62)), ((1, 1), (1, 3))],
+)
 @pytest.mark.parametrize("gy_exp", [-40, -12, 0, 25])
-def test_update_bias(driver, gy_exp):
-    g = rng("bias", gy_exp)
-    channels, hw = 10, 12
-    gy = K.Grad(rand_grad((1, channels, 3, 4), g), gy_exp)
+def test_update_bias(driver, gy_exp, hw, shifts):
+    """Left shifts that saturate, and one gradient a channel with every right shift of 1 to 62
+    (the Linux targets' loop without branches)."""
+    g = rng("bias", gy_exp, *hw, *shifts)
+    channels = 70
+    gy = K.Grad(rand_grad((1, channels, *hw), g), gy_exp)
     bias = rand_int(-(2**20), 2**20, (channels,), g)
     bias[0], bias[1] = 2**31 - 1, -(2**31)  # saturation at both ends
-    mult, shift = multipliers(channels, gy_exp - 40, gy_exp + 40, g)  # left shifts saturate
+    mult, shift = multipliers(channels, gy_exp + shifts[0], gy_exp + shifts[1], g)
     new, _ = K.update_bias(gy, bias, mult, shift)
     (out,) = run(
-        driver, "update_bias", i8(gy.mantissa), i32(gy.exp, channels, hw), i32(bias),
+        driver, "update_bias", i8(gy.mantissa), i32(gy.exp, channels, math.prod(hw)), i32(bias),
         i32(mult), i32(shift),
     )  # fmt: skip
     assert np.array_equal(out, i32(new))

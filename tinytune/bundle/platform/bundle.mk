@@ -61,7 +61,9 @@ SOURCES := main.c tt_model.c tt_data.c kernels/tt_forward.c kernels/tt_backward.
 HEADERS := tt_model.h tt_data.h kernels/tt_int8.h kernels/tt_arith.h
 # IEEE binary32 without fused multiply-adds: the float32 classifier and GroupNorm then give the
 # same bits on every target. Linux builds at -O3, where gcc vectorises the kernels' loops
-# (integer sums do not depend on their order); the Cortex-M images at -O2, for their flash.
+# (integer sums do not depend on their order); the Cortex-M images at -O2, for their flash. On
+# x86-64 Linux the kernels are built twice, for AVX2 and for any x86-64, the processor's chosen
+# when the program loads (DEFS=-DTT_NO_CLONES builds the second alone); both give the same bits.
 CFLAGS := -std=c99 -ffp-contract=off -Wall -Wextra -I. -Ikernels $(DEFS)
 LINUX_OPT ?= -O3
 MCU_OPT ?= -O2

@@ -42,6 +42,18 @@
 #define TT_NOINLINE
 #define TT_INLINE_ALWAYS inline
 #endif
+/* On x86-64 Linux (glibc), a kernel compiled twice: for AVX2, chosen at load time where the
+ * processor has it, and for the baseline x86-64 elsewhere (GCC's and Clang's function
+ * multi-versioning). Both give the same bits: integer sums do not depend on their order, and
+ * a float kernel vectorised does each element's operations as before, in the same order
+ * (AVX2 has no fused multiply-add, and the build asks for none). Not in unoptimised or
+ * sanitized builds, which would only take longer to compile. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && defined(__GNUC__) && \
+    defined(__OPTIMIZE__) && !defined(__SANITIZE_ADDRESS__) && !defined(TT_NO_CLONES)
+#define TT_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TT_VECTOR_CLONES
+#endif
 /* A function whose loops GCC leaves as loops instead of calls to memcpy, memmove or memset,
  * whose overhead rows of a few bytes do not repay. */
 #if defined(__GNUC__) && !defined(__clang__)

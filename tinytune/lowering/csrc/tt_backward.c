@@ -2,15 +2,82 @@
 #include "tt_arith.h"
 #include "tt_int8.h"
 
+/* Pixels of int32/int64 partial sums a kernel keeps on the stack at a time. */
+#define TT_TILE 64
+
+#ifndef TT_CORTEX_M
+/* tt_emit_put of elements i0 .. i0 + n - 1, their exact values v[0 .. n - 1] (|v| < 2^62), on a
+ * Linux target: where the destination is written afresh, in loops the compiler vectorises (the
+ * largest magnitude; the rounding shift, for s in 1 .. 62, as floor((v + 2^(s-1) + 2^62) / 2^s)
+ * - 2^(62-s) with an unsigned shift). The same bytes as tt_emit_put, value by value. Out of
+ * line: one copy serves every kernel. */
+TT_NOINLINE TT_VECTOR_CLONES
+static void tt_emit_put_run(tt_emit *st, const tt_grad *dst, int32_t i0, const int64_t *v,
+                            int32_t n) {
+    int32_t j, s = st->shift;
+    if (dst->accumulate) { /* with the buffer's own values, in blocks of a few */
+        int32_t d_new = st->e_new - st->e_c, d_prev = st->e_prev - st->e_c, b, m;
+        int64_t t[16];
+        for (b = 0; b < n; b += m) {
+            m = n - b < 16 ? n - b : 16;
+            for (j = 0; j < m; j++) {
+                t[j] = tt_shift_exp(v[b + j], d_new) + tt_shift_exp(dst->data[i0 + b + j], d_prev);
+            }
+            if (st->pass == 0) {
+                int64_t top = st->max_abs;
+                for (j = 0; j < m; j++) {
+                    int64_t a = t[j] < 0 ? -t[j] : t[j];
+                    top = a > top ? a : top;
+                }
+                st->max_abs = top;
+            } else {
+                for (j = 0; j < m; j++) {
+                    dst->data[i0 + b + j] = (int8_t)tt_rshift_round(t[j], s);
+                }
+            }
+        }
+    } else if (st->pass == 0) {
+        int64_t m = st->max_abs;
+        for (j = 0; j < n; j++) {
+            int64_t a = v[j] < 0 ? -v[j] : v[j];
+            m = a > m ? a : m;
+        }
+        st->max_abs = m;
+    } else if (s >= 1 && s <= 62) {
+        uint64_t c = ((uint64_t)1 << 62) + ((uint64_t)1 << (s - 1));
+        int64_t back = (int64_t)1 << (62 - s);
+        for (j = 0; j < n; j++) {
+            dst->data[i0 + j] = (int8_t)((int64_t)(((uint64_t)v[j] + c) >> s) - back);
+        }
+    } else {
+        for (j = 0; j < n; j++) {
+            dst->data[i0 + j] = (int8_t)tt_rshift_round(v[j], s);
+        }
+    }
+}
+#endif
+
+TT_VECTOR_CLONES
 void tt_grad_mask(int8_t *g, const uint8_t *mask, int32_t n) {
-    int32_t i;
-    for (i = 0; i < n; i++) {
+    int32_t i = 0;
+#ifndef TT_CORTEX_M
+    int32_t j;
+    /* eight values a mask byte, without a branch on each bit (the bits follow the data) */
+    for (; i + 8 <= n; i += 8) {
+        uint32_t bits = mask[i >> 3];
+        for (j = 0; j < 8; j++) {
+            g[i + j] = (int8_t)(g[i + j] & -(int32_t)((bits >> j) & 1u));
+        }
+    }
+#endif
+    for (; i < n; i++) {
         if (!((mask[i >> 3] >> (i & 7)) & 1u)) {
             g[i] = 0;
         }
     }
 }
 
+TT_VECTOR_CLONES
 void tt_grad_act_table(int8_t *g, int32_t *g_exp, const int8_t *pre, const int16_t *table,
                        int32_t frac_bits, int32_t n) {
     int32_t i;
@@ -21,13 +88,26 @@ void tt_grad_act_table(int8_t *g, int32_t *g_exp, const int8_t *pre, const int16
     dst.accumulate = 0;
     tt_emit_begin(&st, &dst, *g_exp - frac_bits, 0); /* written afresh: no bound needed */
     do {
+#ifndef TT_CORTEX_M
+        int64_t run[TT_TILE];
+        int32_t i0, m;
+        for (i0 = 0; i0 < n; i0 += m) { /* a run of values read before it is written */
+            m = n - i0 < TT_TILE ? n - i0 : TT_TILE;
+            for (i = 0; i < m; i++) {
+                run[i] = (int64_t)g[i0 + i] * table[pre[i0 + i] + 128];
+            }
+            tt_emit_put_run(&st, &dst, i0, run, m);
+        }
+#else
         for (i = 0; i < n; i++) {
             tt_emit_put(&st, &dst, i, (int64_t)g[i] * table[pre[i] + 128]);
         }
+#endif
     } while (tt_emit_advance(&st));
     tt_emit_end(&st, &dst);
 }
 
+TT_VECTOR_CLONES
 void tt_mul_grad_x(const int8_t *gy, int32_t gy_exp, const int8_t *s, int32_t channels,
                    int32_t hw, int32_t s_zero, int32_t s_mult, int32_t frac_bits,
                    const tt_grad *gx) {
@@ -38,14 +118,27 @@ void tt_mul_grad_x(const int8_t *gy, int32_t gy_exp, const int8_t *s, int32_t ch
     do {
         for (c = 0; c < channels; c++) {
             int64_t sc = (int64_t)(s[c] - s_zero) * s_mult;
+#ifndef TT_CORTEX_M
+            int64_t run[TT_TILE];
+            int32_t p0, m;
+            for (p0 = 0; p0 < hw; p0 += m) {
+                m = hw - p0 < TT_TILE ? hw - p0 : TT_TILE;
+                for (p = 0; p < m; p++) {
+                    run[p] = gy[c * hw + p0 + p] * sc;
+                }
+                tt_emit_put_run(&st, gx, c * hw + p0, run, m);
+            }
+#else
             for (p = 0; p < hw; p++) {
                 tt_emit_put(&st, gx, c * hw + p, gy[c * hw + p] * sc);
             }
+#endif
         }
     } while (tt_emit_advance(&st));
     tt_emit_end(&st, gx);
 }
 
+TT_VECTOR_CLONES
 void tt_mul_grad_scale(const int8_t *gy, int32_t gy_exp, const int8_t *x, int32_t channels,
                        int32_t hw, int32_t x_zero, int32_t x_mult, int32_t frac_bits,
                        const tt_grad *gs) {
@@ -64,9 +157,6 @@ void tt_mul_grad_scale(const int8_t *gy, int32_t gy_exp, const int8_t *x, int32_
     } while (tt_emit_advance(&st));
     tt_emit_end(&st, gs);
 }
-
-/* Pixels of int32/int64 partial sums a kernel keeps on the stack at a time. */
-#define TT_TILE 64
 
 #ifdef TT_CORTEX_M
 /* Two pixels' sums over n output channels of gy (w m): gy at go, go + hw, ...; the weights
@@ -241,41 +331,72 @@ static int32_t tt_grad_input_pointwise_dsp(const tt_conv_geom *g, const int8_t *
 /* Sums of the input gradient a 1x1 convolution on few pixels keeps on the stack (8 KiB). */
 #define TT_FEW_SUMS 1024
 
+/* One pixel's row of input-gradient sums (cin of them) plus four output channels' weight rows
+ * times their coefficients: the four products of a channel are added in 32 bits (each below
+ * 127 2^22 in magnitude, so four below 2^31), then to the 64-bit sum, in loops the compiler
+ * vectorises. rows[j] is output channel j's trained part (k values), then its frozen part. */
+static inline void tt_add_rows4(int64_t *row, const int8_t *const *wt, const int8_t *const *wf,
+                                const int32_t *coef, int32_t k, int32_t cin) {
+    int32_t c;
+    for (c = 0; c < k; c++) {
+        row[c] += wt[0][c] * coef[0] + wt[1][c] * coef[1] + wt[2][c] * coef[2] +
+                  wt[3][c] * coef[3];
+    }
+    for (c = k; c < cin; c++) {
+        row[c] += wf[0][c - k] * coef[0] + wf[1][c - k] * coef[1] + wf[2][c - k] * coef[2] +
+                  wf[3][c - k] * coef[3];
+    }
+}
+
 /* grad_input of a 1x1 convolution whose cin x hw sums fit TT_FEW_SUMS (the late layers of a
  * small input): each output channel's weight row, contiguous over the input channels, adds
- * w (gy m) to every pixel's row of sums (|gy m| < 2^22, |w gy m| < 2^29: an int32 product), so
- * the loops run over contiguous memory; the sums are computed once and put in both passes of
- * the block exponent. The same exact integers as the direct loop. */
+ * w (gy m) to every pixel's row of sums (|gy m| < 2^22, |w gy m| < 2^29: an int32 product),
+ * four output channels at a time (tt_add_rows4; a last block padded with zero coefficients),
+ * so the loops run over contiguous memory; the sums are computed once and put in both passes
+ * of the block exponent. The same exact integers as the direct loop. */
+TT_VECTOR_CLONES
 static void tt_grad_input_pointwise_rows(const tt_conv_geom *g, const int8_t *gy,
                                          const tt_weight *w, const int32_t *w_mult,
                                          tt_emit *st, const tt_grad *gx) {
     int32_t hw = g->in_h * g->in_w, cin = g->in_c, k = w->k;
     int64_t sums[TT_FEW_SUMS]; /* [pixel][input channel] */
-    int32_t c, o, p;
+    int32_t c, o, p, j;
     for (c = 0; c < cin * hw; c++) {
         sums[c] = 0;
     }
-    for (o = 0; o < g->out_c; o++) {
-        const int8_t *wt = k > 0 ? w->train + o * k : NULL;
-        const int8_t *wf = k < cin ? w->frozen + o * (cin - k) : NULL;
+    for (o = 0; o < g->out_c; o += 4) {
+        const int8_t *wt[4], *wf[4];
+        int32_t coef[4];
+        for (j = 0; j < 4; j++) { /* past the last channel: its rows again, times zero */
+            int32_t oj = o + j < g->out_c ? o + j : o;
+            wt[j] = k > 0 ? w->train + oj * k : NULL;
+            wf[j] = k < cin ? w->frozen + oj * (cin - k) : NULL;
+        }
         for (p = 0; p < hw; p++) {
-            int32_t coef = gy[o * hw + p] * w_mult[o];
-            int64_t *row = sums + p * cin;
-            if (coef == 0) {
-                continue;
+            int32_t any = 0;
+            for (j = 0; j < 4; j++) {
+                coef[j] = o + j < g->out_c ? gy[(o + j) * hw + p] * w_mult[o + j] : 0;
+                any |= coef[j];
             }
-            for (c = 0; c < k; c++) {
-                row[c] += (int64_t)(wt[c] * coef);
-            }
-            for (c = 0; c < cin - k; c++) {
-                row[k + c] += (int64_t)(wf[c] * coef);
+            if (any) {
+                tt_add_rows4(sums + p * cin, wt, wf, coef, k, cin);
             }
         }
     }
     do {
+        if (hw == 1) {
+            tt_emit_put_run(st, gx, 0, sums, cin);
+            continue;
+        }
         for (c = 0; c < cin; c++) {
-            for (p = 0; p < hw; p++) {
-                tt_emit_put(st, gx, c * hw + p, sums[p * cin + c]);
+            int64_t run[TT_TILE];
+            int32_t p0, n;
+            for (p0 = 0; p0 < hw; p0 += n) {
+                n = hw - p0 < TT_TILE ? hw - p0 : TT_TILE;
+                for (p = 0; p < n; p++) {
+                    run[p] = sums[(p0 + p) * cin + c];
+                }
+                tt_emit_put_run(st, gx, c * hw + p0, run, n);
             }
         }
     } while (tt_emit_advance(st));
@@ -284,6 +405,7 @@ static void tt_grad_input_pointwise_rows(const tt_conv_geom *g, const int8_t *gy
 /* grad_input of a 1x1 convolution, stride 1, no padding, one group: per input channel and
  * tile of pixels, sum over the output channels of gy * w * w_mult over contiguous rows. The
  * same exact integers as the direct loop, put in the same order. */
+TT_VECTOR_CLONES
 static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
                                     const tt_weight *w, const int32_t *w_mult, tt_emit *st,
                                     const tt_grad *gx) {
@@ -309,9 +431,7 @@ static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
                     acc[p] += (int64_t)(go[p] * coef);
                 }
             }
-            for (p = 0; p < n; p++) {
-                tt_emit_put(st, gx, c * hw + p0 + p, acc[p]);
-            }
+            tt_emit_put_run(st, gx, c * hw + p0, acc, n);
         }
     }
 }
@@ -320,6 +440,7 @@ static void tt_grad_input_pointwise(const tt_conv_geom *g, const int8_t *gy,
 /* grad_input of a depthwise convolution whose input rows fit a tile: per channel and input
  * row, each kernel tap scatters a strided run of an output-gradient row. Same integers, same
  * order of puts as the direct loop. */
+TT_VECTOR_CLONES
 static void tt_grad_input_depthwise(const tt_conv_geom *g, const int8_t *gy,
                                     const tt_weight *w, const int32_t *w_mult, tt_emit *st,
                                     const tt_grad *gx) {
@@ -353,10 +474,20 @@ static void tt_grad_input_depthwise(const tt_conv_geom *g, const int8_t *gy,
                     }
                 }
             }
+#ifndef TT_CORTEX_M
+            {
+                int64_t run[TT_TILE];
+                for (ix = 0; ix < g->in_w; ix++) {
+                    run[ix] = (int64_t)part[ix] * w_mult[c];
+                }
+                tt_emit_put_run(st, gx, (c * g->in_h + iy) * g->in_w, run, g->in_w);
+            }
+#else
             for (ix = 0; ix < g->in_w; ix++) {
                 tt_emit_put(st, gx, (c * g->in_h + iy) * g->in_w + ix,
                             (int64_t)part[ix] * w_mult[c]);
             }
+#endif
         }
     }
 }
@@ -487,6 +618,7 @@ static int32_t tt_grad_input_depthwise_dsp(const tt_conv_geom *g, const int8_t *
  * all channels of gy w into the input pixel it came from; the int32 partial sums (those of the
  * direct loop) are computed once and put, times the channel's multiplier, in both passes of
  * the block exponent. Same integers, bit for bit. */
+TT_VECTOR_CLONES
 static void tt_grad_input_depthwise_few(const tt_conv_geom *g, const int8_t *gy,
                                         const tt_weight *w, const int32_t *w_mult,
                                         tt_emit *st, const tt_grad *gx) {
@@ -528,8 +660,14 @@ static void tt_grad_input_depthwise_few(const tt_conv_geom *g, const int8_t *gy,
     }
     do {
         for (c = 0; c < ch; c++) {
-            for (i = 0; i < n_in; i++) {
-                tt_emit_put(st, gx, c * n_in + i, (int64_t)part[i * ch + c] * w_mult[c]);
+            int64_t run[TT_TILE];
+            int32_t i0, n;
+            for (i0 = 0; i0 < n_in; i0 += n) {
+                n = n_in - i0 < TT_TILE ? n_in - i0 : TT_TILE;
+                for (i = 0; i < n; i++) {
+                    run[i] = (int64_t)part[(i0 + i) * ch + c] * w_mult[c];
+                }
+                tt_emit_put_run(st, gx, c * n_in + i0, run, n);
             }
         }
     } while (tt_emit_advance(st));
@@ -658,6 +796,7 @@ direct:
     tt_emit_end(&st, gx);
 }
 
+TT_VECTOR_CLONES
 void tt_gap_grad_input(const int8_t *gy, int32_t gy_exp, int32_t channels, int32_t hw,
                        int32_t hw_mult, int32_t frac_bits, const tt_grad *gx) {
     int32_t c, p;
@@ -665,16 +804,43 @@ void tt_gap_grad_input(const int8_t *gy, int32_t gy_exp, int32_t channels, int32
     tt_emit_begin(&st, gx, gy_exp - frac_bits,
                   tt_bitlen((uint64_t)TT_GRAD_MAX * (uint64_t)hw_mult));
     do {
+#ifndef TT_CORTEX_M
+        if (hw == 1) { /* one value a channel: a run over the channels */
+            int64_t run[TT_TILE];
+            int32_t c0, m;
+            for (c0 = 0; c0 < channels; c0 += m) {
+                m = channels - c0 < TT_TILE ? channels - c0 : TT_TILE;
+                for (c = 0; c < m; c++) {
+                    run[c] = (int64_t)gy[c0 + c] * hw_mult;
+                }
+                tt_emit_put_run(&st, gx, c0, run, m);
+            }
+            continue;
+        }
+        for (c = 0; c < channels; c++) { /* a channel's value over its pixels */
+            int64_t run[TT_TILE];
+            int32_t p0, m;
+            for (p0 = 0; p0 < hw; p0 += m) {
+                m = hw - p0 < TT_TILE ? hw - p0 : TT_TILE;
+                for (p = 0; p < m; p++) {
+                    run[p] = (int64_t)gy[c] * hw_mult;
+                }
+                tt_emit_put_run(&st, gx, c * hw + p0, run, m);
+            }
+        }
+#else
         for (c = 0; c < channels; c++) {
             int64_t s = (int64_t)gy[c] * hw_mult;
             for (p = 0; p < hw; p++) {
                 tt_emit_put(&st, gx, c * hw + p, s);
             }
         }
+#endif
     } while (tt_emit_advance(&st));
     tt_emit_end(&st, gx);
 }
 
+TT_VECTOR_CLONES
 void tt_maxpool_grad_input(const int8_t *gy, int32_t gy_exp, const int8_t *x,
                            const tt_pool_geom *g, const tt_grad *gx) {
     /* each input sums the gradients of the outputs whose window it wins: those of rows
@@ -715,6 +881,7 @@ void tt_maxpool_grad_input(const int8_t *gy, int32_t gy_exp, const int8_t *x,
     tt_emit_end(&st, gx);
 }
 
+TT_VECTOR_CLONES
 void tt_grad_accumulate(const int8_t *g, int32_t g_exp, int32_t n, const tt_grad *dst) {
     int32_t i;
     tt_emit st;
@@ -727,9 +894,31 @@ void tt_grad_accumulate(const int8_t *g, int32_t g_exp, int32_t n, const tt_grad
     tt_emit_end(&st, dst);
 }
 
+TT_VECTOR_CLONES
 void tt_update_bias(const int8_t *gy, int32_t gy_exp, int32_t channels, int32_t hw,
                     int32_t *bias, const int32_t *upd_mult, const int32_t *upd_shift) {
     int32_t o, p;
+#ifndef TT_CORTEX_M
+    if (hw == 1) { /* one gradient a channel: the steps in a loop without branches */
+        int32_t t_min = 62, t_max = 1;
+        for (o = 0; o < channels; o++) {
+            int32_t t = upd_shift[o] - gy_exp;
+            t_min = t < t_min ? t : t_min;
+            t_max = t > t_max ? t : t_max;
+        }
+        if (channels > 0 && t_min >= 1 && t_max <= 62) { /* rounded as tt_step_row */
+            for (o = 0; o < channels; o++) {
+                int32_t t = upd_shift[o] - gy_exp;
+                uint64_t offset = ((uint64_t)1 << 62) + ((uint64_t)1 << (t - 1));
+                uint64_t top = ((uint64_t)((int64_t)gy[o] * upd_mult[o]) + offset) >> t;
+                int64_t delta = (int64_t)top - ((int64_t)1 << (62 - t));
+                int64_t v = (int64_t)bias[o] - delta;
+                bias[o] = (int32_t)(v < INT32_MIN ? INT32_MIN : (v > INT32_MAX ? INT32_MAX : v));
+            }
+            return;
+        }
+    }
+#endif
     for (o = 0; o < channels; o++) {
         int32_t total = 0;
         int64_t delta;
@@ -760,6 +949,30 @@ static inline int8_t tt_stepped_weight(int32_t w, int32_t total, int32_t m, int3
     delta = tt_scale_round(total, m, t);
     return (int8_t)tt_clamp64((int64_t)w - delta, -127, 127);
 }
+
+#ifndef TT_CORTEX_M
+/* n trained weights of one output channel after their step (tt_stepped_weight), on a Linux
+ * target: for t in 1 .. 62, round(total m 2^-t) = floor((total m + 2^(t-1) + 2^62) / 2^t) -
+ * 2^(62-t) with an unsigned shift (|total m| < 2^62), as tt_conv_store requantises, without a
+ * branch per weight: a loop the compiler vectorises. The same weights, bit for bit. */
+static inline void tt_step_row(int8_t *wo, const int32_t *total, int32_t n, int32_t m,
+                               int32_t t) {
+    int32_t c;
+    if (t >= 1 && t <= 62) {
+        uint64_t offset = ((uint64_t)1 << 62) + ((uint64_t)1 << (t - 1));
+        int64_t back = (int64_t)1 << (62 - t);
+        for (c = 0; c < n; c++) {
+            int64_t delta = (int64_t)((((uint64_t)((int64_t)total[c] * m)) + offset) >> t) - back;
+            int64_t v = (int64_t)wo[c] - delta;
+            wo[c] = (int8_t)(v < -127 ? -127 : (v > 127 ? 127 : v));
+        }
+        return;
+    }
+    for (c = 0; c < n; c++) {
+        wo[c] = tt_stepped_weight(wo[c], total[c], m, t);
+    }
+}
+#endif
 
 #ifdef TT_DSP
 /* int32 words the DSP weight update of a 1x1 convolution lays out on the stack (4 KiB). */
@@ -902,6 +1115,7 @@ static int32_t tt_update_weight_pointwise_dsp(const tt_conv_geom *g, const int8_
  * trained channels as the contiguous axis, so that an output channel's k totals
  * sum_p gy[o, p] (x[c, p] - x_zero) are runs over the channels that the compiler vectorises.
  * Same totals, same updates, bit for bit. */
+TT_VECTOR_CLONES
 static void tt_update_weight_pointwise_few(const tt_conv_geom *g, const int8_t *gy,
                                            int32_t gy_exp, const int8_t *x_saved,
                                            int32_t x_zero, int8_t *w_train, int32_t k,
@@ -930,13 +1144,12 @@ static void tt_update_weight_pointwise_few(const tt_conv_geom *g, const int8_t *
                 total[c] += xr[c] * gv;
             }
         }
-        for (c = 0; c < k; c++) {
-            wo[c] = tt_stepped_weight(wo[c], total[c], upd_mult[o], upd_shift[o] - gy_exp);
-        }
+        tt_step_row(wo, total, k, upd_mult[o], upd_shift[o] - gy_exp);
     }
 }
 #endif
 
+TT_VECTOR_CLONES
 void tt_conv2d_update_weight(const tt_conv_geom *g, const int8_t *gy, int32_t gy_exp,
                              const int8_t *x_saved, int32_t x_zero, int8_t *w_train,
                              int32_t k, const int32_t *upd_mult, const int32_t *upd_shift) {

@@ -87,6 +87,9 @@ void tt_softmax_xent_grad(const float *logits, int32_t n, int32_t label, float *
     grad[label] = grad[label] - 1.0f;
 }
 
+#ifdef TT_CORTEX_M
+/* On a microcontroller: each feature's gradient summed in a register, and each block of classes'
+ * steps taken feature by feature (the feature computed once for the block). */
 static float tt_feature_grad(const float *w, int32_t in_f, int32_t out_f, const float *grad,
                              int32_t c) {
     float a = w[c] * grad[0];
@@ -137,3 +140,69 @@ void tt_linear_f32_backward(const int8_t *x, int32_t in_f, int32_t x_zero, float
         }
     }
 }
+#else
+/* On Linux targets: each feature's gradient is its own sum over the classes, in their order,
+ * and TT_FEATURE_BLOCK of them run side by side (a loop over the block that a compiler
+ * vectorises without reordering any one sum); each class's steps run over its row of weights,
+ * the features computed again for each (the same operations on each weight). */
+#define TT_FEATURE_BLOCK 16
+
+/* The gradients of features c0 .. c0 + n - 1: a[i] = sum over the classes j of w[j][c0 + i]
+ * grad[j], each added class by class. */
+static void tt_feature_grads(const float *w, int32_t in_f, int32_t out_f, const float *grad,
+                             int32_t c0, int32_t n, float *a) {
+    int32_t i, j;
+    for (i = 0; i < n; i++) {
+        a[i] = w[c0 + i] * grad[0];
+    }
+    for (j = 1; j < out_f; j++) {
+        const float *wj = w + j * in_f + c0;
+        for (i = 0; i < n; i++) {
+            float p = wj[i] * grad[j];
+            a[i] = a[i] + p;
+        }
+    }
+}
+
+TT_VECTOR_CLONES
+void tt_linear_f32_backward(const int8_t *x, int32_t in_f, int32_t x_zero, float x_scale,
+                            float *w, float *b, int32_t out_f, const float *grad, float lr,
+                            int8_t *gx, int32_t *gx_exp) {
+    float a[TT_FEATURE_BLOCK];
+    int32_t c0, n, i, j, c;
+    if (gx) {
+        float m = 0.0f;
+        float scale;
+        int32_t e;
+        for (c0 = 0; c0 < in_f; c0 += n) {
+            n = in_f - c0 < TT_FEATURE_BLOCK ? in_f - c0 : TT_FEATURE_BLOCK;
+            tt_feature_grads(w, in_f, out_f, grad, c0, n, a);
+            for (i = 0; i < n; i++) {
+                float mag = a[i] < 0.0f ? -a[i] : a[i];
+                if (mag > m) {
+                    m = mag;
+                }
+            }
+        }
+        e = tt_block_exp_f32(m);
+        scale = tt_pow2f(-e);
+        for (c0 = 0; c0 < in_f; c0 += n) {
+            n = in_f - c0 < TT_FEATURE_BLOCK ? in_f - c0 : TT_FEATURE_BLOCK;
+            tt_feature_grads(w, in_f, out_f, grad, c0, n, a);
+            for (i = 0; i < n; i++) {
+                gx[c0 + i] = (int8_t)tt_round_half_up_f32(a[i] * scale);
+            }
+        }
+        *gx_exp = e;
+    }
+    for (j = 0; j < out_f; j++) {
+        float t = lr * grad[j];
+        float *wj = w + j * in_f;
+        b[j] = b[j] - t;
+        for (c = 0; c < in_f; c++) {
+            float p = t * tt_feature(x, c, x_zero, x_scale);
+            wj[c] = wj[c] - p;
+        }
+    }
+}
+#endif

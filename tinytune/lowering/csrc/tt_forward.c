@@ -5,12 +5,21 @@
 /* Pixels of the int32 sums a convolution keeps on the stack at a time (256 bytes). */
 #define TT_TILE 64
 
+/* The requantisation is inlined into each kernel on Linux targets (so that each of their
+ * versions has its own); a Cortex-M keeps one copy, for its flash. */
+#ifdef TT_CORTEX_M
+#define TT_STORE
+#else
+#define TT_STORE TT_INLINE_ALWAYS
+#endif
+
 /* Requantise n int32 sums of output channel o into y[idx0 ..] and set their mask bits. On Linux
  * targets, where the rounding shift t is in 1 .. 62, without a branch per value (on a
  * Cortex-M, where t is in 32 .. 62, likewise in 32-bit arithmetic):
  * round(a m 2^-t) = floor((a m + 2^(t-1) + 2^62) / 2^t) - 2^(62-t), the numerator in
  * [0, 2^64) since |a m| <= 2^62, so an unsigned shift computes the floor without the
  * implementation-defined >> of a negative. The same values as tt_scale_round, bit for bit. */
+TT_STORE
 static void tt_conv_store(const tt_requant *q, int32_t o, const int32_t *acc, int32_t n,
                           int32_t idx0, int8_t *y, uint8_t *mask) {
     int32_t p;
@@ -333,53 +342,113 @@ static void tt_conv_pointwise(const tt_conv_geom *g, const int8_t *x, const tt_w
 /* Below this many pixels a 1x1 convolution is computed as dot products over the channels. */
 #define TT_FEW_PIXELS 16
 
-/* sum of a[i] b[i] over n int8 pairs: a loop the compiler vectorises (|a b| < 2^14). */
-static inline int32_t tt_dot_s8(const int8_t *a, const int8_t *b, int32_t n) {
-    int32_t s = 0, i;
-    for (i = 0; i < n; i++) {
-        s += a[i] * b[i];
+/* Input channels a few-pixel 1x1 convolution pads its rows to (zeros past the last). */
+#define TT_ROW_ALIGN 16
+
+/* The sums of four int16 rows w[0..3] (each `row` long, a multiple of TT_ROW_ALIGN, one after
+ * the other) with one int16 row x, added to acc[0..3]: one loop that the compiler turns into
+ * pairwise multiply-adds (PMADDWD on x86, SMLAL on AArch64), each x value loaded once;
+ * |x w| < 2^15. */
+static inline void tt_dot4_s16(const int16_t *x, const int16_t *w, int32_t row, int32_t *acc) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, i;
+    const int16_t *w1 = w + row, *w2 = w + 2 * row, *w3 = w + 3 * row;
+    row &= ~(TT_ROW_ALIGN - 1);
+    for (i = 0; i < row; i++) {
+        s0 += x[i] * w[i];
+        s1 += x[i] * w1[i];
+        s2 += x[i] * w2[i];
+        s3 += x[i] * w3[i];
     }
-    return s;
+    acc[0] += s0;
+    acc[1] += s1;
+    acc[2] += s2;
+    acc[3] += s3;
 }
 
-/* A 1x1 convolution on few pixels (the late layers of a small input): the pixels' inputs are
- * gathered channel-contiguous, so that each output is two contiguous dot products over the
- * input channels (the trained and the frozen part of the weight row), and the input zero point
- * leaves the loop as sum (x - x_zero) w = sum x w - x_zero sum w. The same integers as the
- * direct loop, bit for bit (|sum x w| < 2^14 cin: no overflow). */
+/* tt_dot4_s16 with the four weight rows int8 (each `stride` apart) and any length n: the rows
+ * of a weight that is all trained or all frozen, read where they are. */
+static inline void tt_dot4_s8(const int16_t *x, const int8_t *w, int32_t stride, int32_t n,
+                              int32_t *acc) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, i;
+    const int8_t *w1 = w + stride, *w2 = w + 2 * stride, *w3 = w + 3 * stride;
+    for (i = 0; i < n; i++) {
+        s0 += x[i] * w[i];
+        s1 += x[i] * w1[i];
+        s2 += x[i] * w2[i];
+        s3 += x[i] * w3[i];
+    }
+    acc[0] += s0;
+    acc[1] += s1;
+    acc[2] += s2;
+    acc[3] += s3;
+}
+
+/* Output channel o's weight row (the trained, then the frozen part) as int16, zeros to `row`. */
+static inline void tt_widen_row(const tt_weight *w, int32_t o, int32_t cin, int32_t row,
+                                int16_t *out) {
+    int32_t k = w->k, c;
+    const int8_t *wt = k > 0 ? w->train + o * k : NULL;
+    const int8_t *wf = k < cin ? w->frozen + o * (cin - k) : NULL;
+    for (c = 0; c < k; c++) {
+        out[c] = wt[c];
+    }
+    for (c = k; c < cin; c++) {
+        out[c] = wf[c - k];
+    }
+    for (c = cin; c < row; c++) {
+        out[c] = 0;
+    }
+}
+
+/* A 1x1 convolution on few pixels (the late layers of a small input): the pixels' inputs less
+ * the zero point are gathered channel-contiguous as int16 rows, and four output channels'
+ * weight rows at a time are widened into rows of the same length (a last block repeats its
+ * first channel), so that each output is one contiguous dot product over the padded channels,
+ * four outputs sharing the loads of their input row. The same integers as the direct loop, bit
+ * for bit (|sum (x - x_zero) w| < 2^15 cin: no overflow). */
+TT_VECTOR_CLONES
 static void tt_conv_pointwise_dots(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                                    const int32_t *bias, const tt_requant *q, int8_t *y,
                                    uint8_t *mask) {
     int32_t hw = g->out_h * g->out_w;
-    int32_t cin = g->in_c, k = w->k;
-    int32_t step = TT_GATHER / cin < TT_TILE ? TT_GATHER / cin : TT_TILE;
-    int8_t xt[TT_GATHER];
-    int32_t acc[TT_TILE];
-    int32_t o, ci, p, p0;
+    int32_t cin = g->in_c, x_zero = q->x_zero;
+    int32_t row = (cin + TT_ROW_ALIGN - 1) & ~(TT_ROW_ALIGN - 1);
+    int32_t step = TT_GATHER / row < TT_TILE ? TT_GATHER / row : TT_TILE;
+    int16_t xt[TT_GATHER], wr[4 * TT_GATHER];
+    int32_t acc[4][TT_TILE];
+    int32_t o, ci, p, p0, j;
     for (p0 = 0; p0 < hw; p0 += step) {
         int32_t n = hw - p0 < step ? hw - p0 : step;
-        for (ci = 0; ci < cin; ci++) {
-            for (p = 0; p < n; p++) {
-                xt[p * cin + ci] = x[ci * hw + p0 + p];
+        for (p = 0; p < n; p++) {
+            for (ci = 0; ci < cin; ci++) {
+                xt[p * row + ci] = (int16_t)(x[ci * hw + p0 + p] - x_zero);
+            }
+            for (; ci < row; ci++) {
+                xt[p * row + ci] = 0;
             }
         }
-        for (o = 0; o < g->out_c; o++) {
-            const int8_t *wt = k > 0 ? w->train + o * k : NULL;
-            const int8_t *wf = k < cin ? w->frozen + o * (cin - k) : NULL;
-            int32_t wsum = 0, base;
-            for (ci = 0; ci < k; ci++) {
-                wsum += wt[ci];
+        for (o = 0; o < g->out_c; o += 4) {
+            int32_t m = g->out_c - o < 4 ? g->out_c - o : 4;
+            /* rows all trained or all frozen, four whole ones: read in place */
+            const int8_t *whole = w->k == cin ? w->train : (w->k == 0 ? w->frozen : NULL);
+            whole = m == 4 ? whole : NULL;
+            for (j = 0; !whole && j < 4; j++) {
+                tt_widen_row(w, j < m ? o + j : o, cin, row, wr + j * row);
             }
-            for (ci = 0; ci < cin - k; ci++) {
-                wsum += wf[ci];
-            }
-            base = bias[o] - q->x_zero * wsum;
             for (p = 0; p < n; p++) {
-                const int8_t *xp = xt + p * cin;
-                acc[p] = base + (k > 0 ? tt_dot_s8(xp, wt, k) : 0) +
-                         (k < cin ? tt_dot_s8(xp + k, wf, cin - k) : 0);
+                int32_t s[4] = {0, 0, 0, 0};
+                if (whole) {
+                    tt_dot4_s8(xt + p * row, whole + o * cin, cin, cin, s);
+                } else {
+                    tt_dot4_s16(xt + p * row, wr, row, s);
+                }
+                for (j = 0; j < m; j++) {
+                    acc[j][p] = bias[o + j] + s[j];
+                }
             }
-            tt_conv_store(q, o, acc, n, o * hw + p0, y, mask);
+            for (j = 0; j < m; j++) {
+                tt_conv_store(q, o + j, acc[j], n, (o + j) * hw + p0, y, mask);
+            }
         }
     }
 }
@@ -388,6 +457,7 @@ static void tt_conv_pointwise_dots(const tt_conv_geom *g, const int8_t *x, const
  * of TT_TILE pixels are accumulated input channel by input channel over contiguous rows (a
  * loop the compiler vectorises). Integer sums do not depend on their order, so the result is
  * that of the direct loop below, bit for bit. */
+TT_VECTOR_CLONES
 static void tt_conv_pointwise(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                               const int32_t *bias, const tt_requant *q, int8_t *y,
                               uint8_t *mask) {
@@ -428,6 +498,7 @@ static void tt_conv_pointwise(const tt_conv_geom *g, const int8_t *x, const tt_w
  * ones): per output channel and output row, each input channel's kernel taps add a strided
  * run of an input row, its bounds computed once instead of tested per pixel. Same sums as the
  * direct loop, bit for bit. */
+TT_VECTOR_CLONES
 static void tt_conv_rows(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                          const int32_t *bias, const tt_requant *q, int8_t *y, uint8_t *mask) {
     int32_t kk = g->kernel * g->kernel, s = g->stride, x_zero = q->x_zero;
@@ -501,6 +572,7 @@ static int32_t tt_plane_size(const tt_conv_geom *g, int32_t *rh, int32_t *qw) {
  * the inner loop, one run per kernel tap over all output rows, which the compiler vectorises.
  * The padding adds 0, and the columns past out_w (whose sums read the next row) are not stored;
  * so the stored sums are those of the direct loop, bit for bit. */
+TT_VECTOR_CLONES
 static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                            const int32_t *bias, const tt_requant *q, int8_t *y,
                            uint8_t *mask) {
@@ -520,16 +592,19 @@ static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weig
             for (fy = 0; fy < s; fy++) {
                 for (fx = 0; fx < s; fx++) {
                     int16_t *plane = planes + ((ci * s + fy) * s + fx) * rh * qw;
+                    /* the columns j whose input column ix = j s + fx - pad_left is inside */
+                    int32_t off = fx - pad_left;
+                    int32_t j0 = off >= 0 ? 0 : (-off + s - 1) / s;
+                    int32_t j1 = (g->in_w - 1 - off) / s + 1;
+                    j1 = g->in_w - 1 - off < 0 ? 0 : (j1 < qw ? j1 : qw);
                     for (r = 0; r < rh; r++) {
                         int32_t iy = r * s + fy - pad_top;
+                        const int8_t *xr = xc + iy * g->in_w + off;
                         if (iy < 0 || iy >= g->in_h) {
                             continue;
                         }
-                        for (j = 0; j < qw; j++) {
-                            int32_t ix = j * s + fx - pad_left;
-                            if (ix >= 0 && ix < g->in_w) {
-                                plane[r * qw + j] = (int16_t)(xc[iy * g->in_w + ix] - q->x_zero);
-                            }
+                        for (j = j0; j < j1; j++) {
+                            plane[r * qw + j] = (int16_t)(xr[j * s] - q->x_zero);
                         }
                     }
                 }
@@ -568,6 +643,7 @@ static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weig
  * channels are the contiguous axis (inputs x - x_zero and sums pixel by pixel), so each kernel
  * tap adds, at each output pixel it reaches, one run over all channels that the compiler
  * vectorises, instead of a few-element loop per channel. Same sums, bit for bit. */
+TT_VECTOR_CLONES
 static void tt_conv_depthwise_few(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                                   const int32_t *bias, const tt_requant *q, int8_t *y,
                                   uint8_t *mask) {
@@ -1152,6 +1228,12 @@ direct: /* the direct loop: convolutions with output rows wider than a tile, and
     }
 }
 
+#ifndef TT_CORTEX_M
+/* Bytes of output an in-place depthwise convolution on a Linux target computes on the stack
+ * whole, before it overwrites its input with them; a larger one goes a channel at a time. */
+#define TT_INPLACE_BYTES 16384
+#endif
+
 void tt_conv2d_inplace_s8(const tt_conv_geom *g, int8_t *xy, const tt_weight *w,
                           const int32_t *bias, const tt_requant *q, int8_t *channel,
                           uint8_t *mask) {
@@ -1166,6 +1248,14 @@ void tt_conv2d_inplace_s8(const tt_conv_geom *g, int8_t *xy, const tt_weight *w,
         return;
     }
     if (tt_is_square(g) && tt_conv_inplace_taps(g, xy, w, bias, q, channel, mask)) {
+        return;
+    }
+#endif
+#ifndef TT_CORTEX_M
+    if (g->out_c * n_out <= TT_INPLACE_BYTES) { /* the whole output on the stack, then back */
+        int8_t out[TT_INPLACE_BYTES];
+        tt_conv2d_s8(g, xy, w, bias, q, out, mask);
+        memcpy(xy, out, (size_t)(g->out_c * n_out));
         return;
     }
 #endif
@@ -1184,6 +1274,7 @@ void tt_conv2d_inplace_s8(const tt_conv_geom *g, int8_t *xy, const tt_weight *w,
     }
 }
 
+TT_VECTOR_CLONES
 void tt_window_s8(const int8_t *src, int32_t channels, int32_t src_h, int32_t src_w,
                   int32_t src_r, int32_t src_c, int32_t h, int32_t w, int8_t *dst,
                   int32_t dst_h, int32_t dst_w, int32_t dst_r, int32_t dst_c) {
@@ -1199,6 +1290,7 @@ void tt_window_s8(const int8_t *src, int32_t channels, int32_t src_h, int32_t sr
     }
 }
 
+TT_VECTOR_CLONES
 void tt_add_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t a_zero, int32_t b_zero,
                int32_t a_mult, int32_t b_mult, int32_t shift, int32_t y_zero, int8_t *y) {
     int32_t i;
@@ -1208,6 +1300,7 @@ void tt_add_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t a_zero, int3
     }
 }
 
+TT_VECTOR_CLONES
 void tt_add_act_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t a_zero, int32_t b_zero,
                    int32_t a_mult, int32_t b_mult, int32_t shift, int32_t y_zero,
                    int32_t act_min, int32_t act_max, int8_t *y, uint8_t *mask) {
@@ -1227,6 +1320,7 @@ void tt_add_act_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t a_zero, 
     }
 }
 
+TT_VECTOR_CLONES
 void tt_act_table_s8(const int8_t *pre, const int8_t *table, int32_t n, int8_t *y) {
     int32_t i;
     for (i = 0; i < n; i++) {
@@ -1234,6 +1328,7 @@ void tt_act_table_s8(const int8_t *pre, const int8_t *table, int32_t n, int8_t *
     }
 }
 
+TT_VECTOR_CLONES
 void tt_mul_s8(const int8_t *x, const int8_t *s, int32_t channels, int32_t hw, int32_t x_zero,
                int32_t s_zero, int32_t mult, int32_t shift, int32_t y_zero, int8_t *y) {
     int32_t c, p;
@@ -1246,6 +1341,7 @@ void tt_mul_s8(const int8_t *x, const int8_t *s, int32_t channels, int32_t hw, i
     }
 }
 
+TT_VECTOR_CLONES
 void tt_gap_s8(const int8_t *x, int32_t channels, int32_t hw, int32_t x_zero, int32_t mult,
                int32_t shift, int32_t y_zero, int8_t *y) {
     int32_t c, p;
@@ -1258,6 +1354,7 @@ void tt_gap_s8(const int8_t *x, int32_t channels, int32_t hw, int32_t x_zero, in
     }
 }
 
+TT_VECTOR_CLONES
 void tt_maxpool_s8(const int8_t *x, const tt_pool_geom *g, int8_t *y) {
     int32_t c, oy, ox;
     for (c = 0; c < g->channels; c++) {
