@@ -26,6 +26,12 @@ Memory, as measured:
 
     python3 -m bench.bundle_step [--weights FILE] [--preset mcunetv3] [--resolution 32]
         [--supernet ofa-proxyless-w0.35] [--repeats 51] [--per-round 3] [--json OUT]
+        [--kernels DIR]
+
+``--kernels DIR`` builds the same bundle a second time with DIR's kernel sources in its
+``kernels/`` (e.g. an earlier version's, ``git archive REV tinytune/lowering/csrc``) and times it
+in the same rounds, a third side, so that the two kernels' steps are compared median against
+median in one run.
 
 Without ``--weights`` the cached pre-trained supernet is used when there is one, else randomly
 initialised weights (the step's cost does not depend on the weights' values).
@@ -144,19 +150,24 @@ def _torch_worker(candidate_json: str, checkpoint: str, conn) -> None:
 
 
 def _interleave(
-    c_driver: subprocess.Popen, torch_conn, repeats: int, per_round: int, seed: int = 0
-) -> tuple[list[float], list[float], int]:
-    """Time both sides in rounds, in a shuffled order each round; see the module docstring.
+    c_drivers: dict[str, subprocess.Popen],
+    torch_conn,
+    repeats: int,
+    per_round: int,
+    seed: int = 0,
+) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Time every side (each C driver, and PyTorch as ``torch``) in rounds, in a shuffled
+    order each round; see the module docstring.
 
     Returns:
-        the C step's seconds, PyTorch's, and the C driver's peak resident set in bytes.
+        each side's step seconds, and each C driver's peak resident set in bytes.
     """
 
-    def c_steps(n: int) -> list[float]:
-        c_driver.stdin.write(f"{n}\n")
-        c_driver.stdin.flush()
+    def c_steps(driver: subprocess.Popen, n: int) -> list[float]:
+        driver.stdin.write(f"{n}\n")
+        driver.stdin.flush()
         times = []
-        while (line := c_driver.stdout.readline().strip()) != "done":
+        while (line := driver.stdout.readline().strip()) != "done":
             times.append(float(line))
         return times
 
@@ -164,19 +175,21 @@ def _interleave(
         torch_conn.send(n)
         return torch_conn.recv()
 
-    sides = {"c": c_steps, "torch": torch_steps}
-    times: dict[str, list[float]] = {"c": [], "torch": []}
-    order = list(sides)
+    times: dict[str, list[float]] = {side: [] for side in [*c_drivers, "torch"]}
+    order = list(times)
     rng = random.Random(seed)
-    while len(times["c"]) < repeats:
-        n = min(per_round, repeats - len(times["c"]))
+    while len(times["torch"]) < repeats:
+        n = min(per_round, repeats - len(times["torch"]))
         rng.shuffle(order)
         for side in order:
-            times[side] += sides[side](n)
-    c_driver.stdin.close()
-    tail = c_driver.stdout.read().split()
-    c_driver.wait()
-    return times["c"], times["torch"], int(tail[tail.index("peak-rss") + 1])
+            times[side] += torch_steps(n) if side == "torch" else c_steps(c_drivers[side], n)
+    rss = {}
+    for side, driver in c_drivers.items():
+        driver.stdin.close()
+        tail = driver.stdout.read().split()
+        driver.wait()
+        rss[side] = int(tail[tail.index("peak-rss") + 1])
+    return times, rss
 
 
 def _checkpoint(weights: str | None, spec, tmp: Path) -> tuple[Path, str]:
@@ -208,6 +221,7 @@ class _Timed:
     torch_times: list[float]
     c_rss: int
     torch_memory: dict[str, int]
+    other_times: list[float] | None = None  # the bundle with --kernels DIR's sources
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -219,6 +233,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int, default=51, help="timed steps of each side")
     parser.add_argument(
         "--per-round", type=int, default=3, help="consecutive steps of one side per round"
+    )
+    parser.add_argument(
+        "--kernels", type=Path, help="another kernels/ folder, timed as a third side"
     )
     add_arguments(
         parser,
@@ -249,7 +266,14 @@ def _time_steps(args: argparse.Namespace, spec: Any, candidate: Any, device: Any
         checkpoint, weights_label = _checkpoint(args.weights, spec, tmp)
         bundle = build_bundle(BundleRequest(candidate, checkpoint, device, samples=8, epochs=1))
         folder = write_bundle(tmp / "bundle", bundle.files, bundle.manifest)
-        _compile_driver(folder)
+        folders = {"c": folder}
+        if args.kernels is not None:  # the same bundle with the other kernels' sources
+            folders["other"] = shutil.copytree(folder, tmp / "other")
+            for source in args.kernels.glob("*"):
+                if source.suffix in (".c", ".h"):
+                    shutil.copy(source, folders["other"] / "kernels" / source.name)
+        for each in folders.values():
+            _compile_driver(each)
         ctx = multiprocessing.get_context("spawn")
         torch_conn, worker_conn = ctx.Pipe()
         worker = ctx.Process(
@@ -257,19 +281,23 @@ def _time_steps(args: argparse.Namespace, spec: Any, candidate: Any, device: Any
         )
         worker.start()
         planned = torch_conn.recv()  # the network is built and warmed up
-        c_driver = subprocess.Popen(
-            [str(folder / "bench_step")],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        c_times, torch_times, c_rss = _interleave(
-            c_driver, torch_conn, args.repeats, args.per_round
-        )
+        c_drivers = {
+            side: subprocess.Popen(
+                [str(each / "bench_step")],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for side, each in folders.items()
+        }
+        times, rss = _interleave(c_drivers, torch_conn, args.repeats, args.per_round)
         torch_conn.send(None)
         torch_memory = torch_conn.recv()
         worker.join()
-    return _Timed(bundle, weights_label, planned, c_times, torch_times, c_rss, torch_memory)
+    return _Timed(
+        bundle, weights_label, planned, times["c"], times["torch"], rss["c"], torch_memory,
+        times.get("other"),
+    )  # fmt: skip
 
 
 def _report(args: argparse.Namespace, spec: Any, candidate: Any, device: Any, t: _Timed) -> None:
@@ -307,6 +335,13 @@ def _report(args: argparse.Namespace, spec: Any, candidate: Any, device: Any, t:
     for label, c_value, torch_value in rows:
         print(f"{label:{width}}  {c_value:>16}  {torch_value:>18}")
     print(f"PyTorch median / C median: {torch_step / c_step:.2f}")
+    if t.other_times is not None:
+        other = statistics.median(t.other_times)
+        print(
+            f"C bundle with the kernels of {args.kernels}: median {1000 * other:.2f} ms; "
+            f"PyTorch median / its median: {torch_step / other:.2f}; "
+            f"its median / this version's: {other / c_step:.2f}"
+        )
     print("command: python3 -m bench.bundle_step " + " ".join(sys.argv[1:]))
     if args.json:
         figures = {
@@ -321,6 +356,9 @@ def _report(args: argparse.Namespace, spec: Any, candidate: Any, device: Any, t:
             "c_peak_rss_bytes": c_rss,
             "torch_peak_rss_bytes": torch_memory["peak_rss_bytes"],
         }
+        if t.other_times is not None:
+            figures["other_kernels"] = str(args.kernels)
+            figures["other_step_median_s"] = statistics.median(t.other_times)
         write_json(args.json, figures)
 
 

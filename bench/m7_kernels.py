@@ -11,6 +11,10 @@ weight gradients with their update).
 
     python3 -m bench.m7_kernels [--supernet ofa-proxyless-w0.35] [--preset mcunetv3]
         [--resolution 40] [--kernels DIR] [--target cortex-m7]
+
+``--target host`` times the bundle on this machine instead (``make run-profile-host``, ``gcc
+-O3``): each call the fastest of 200 steps, in nanoseconds, and multiply-accumulates per
+nanosecond.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from bench.harness import add_arguments, head, row
+from bench.harness import DEFAULT_DEVICE, add_arguments, head, row
 from bench.m7_instructions import TARGETS, instructions, profile
 
 FORWARD = ("conv2d_s8", "conv2d_inplace_s8", "window_s8", "add_s8", "gap_s8", "linear_f32",
@@ -46,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", default="mcunetv3")
     parser.add_argument("--resolution", type=int, default=40)
     parser.add_argument("--kernels", type=Path, help="another kernels/ folder, as m7_instructions")
-    parser.add_argument("--target", choices=sorted(TARGETS), default="cortex-m7")
+    parser.add_argument("--target", choices=[*sorted(TARGETS), "host"], default="cortex-m7")
     args = parser.parse_args(argv)
 
     from tinytune.bundle import BundleRequest, build_bundle, write_bundle
@@ -59,7 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     candidate = replace(candidate, subnet=replace(candidate.subnet, resolution=args.resolution))
     bundle = build_bundle(
         BundleRequest(
-            candidate, ensure_checkpoint(spec), get_device(TARGETS[args.target]), samples=4
+            candidate,
+            ensure_checkpoint(spec),
+            get_device(TARGETS.get(args.target, DEFAULT_DEVICE)),
+            samples=4,
         )
     )
     with tempfile.TemporaryDirectory(prefix="tt-m7-") as tmp:
@@ -68,25 +75,31 @@ def main(argv: list[str] | None = None) -> int:
             for source in args.kernels.glob("*"):
                 if source.suffix in (".c", ".h"):
                     shutil.copy(source, folder / "kernels" / source.name)
-        measured = profile(folder, 1, args.target)
+        timed = args.target == "host"  # each call the fastest of 200 steps
+        measured = profile(folder, 200 if timed else 1, args.target)
     m = measured.measurements[0]
+    unit = "ns" if timed else "instructions"
+
+    def cost(seconds: float) -> int:
+        return round(1e9 * seconds) if timed else instructions(seconds, measured.machine)
+
     ops = {op.name: op for op in bundle.net.graph.ops}
     rows: dict[tuple[str, str], int] = {}
     for call in m.per_call:
         key = (call.kernel, kind(ops[call.op]) if call.op in ops else "?")
-        rows[key] = rows.get(key, 0) + instructions(call.seconds, measured.machine)
+        rows[key] = rows.get(key, 0) + cost(call.seconds)
     print(f"{args.preset} on {spec.name} at {args.resolution} px: "
-          f"{instructions(m.train_step_s, measured.machine):,} instructions per step "
-          f"on the {args.target}")  # fmt: skip
-    print(head(["kernel", "layers", "instructions"]))
+          f"{cost(m.train_step_s):,} {unit} per step on the {args.target}")  # fmt: skip
+    print(head(["kernel", "layers", unit]))
     for (kernel, layers), n in sorted(rows.items(), key=lambda kv: -kv[1]):
         print(row([f"`{kernel}`", layers, f"{n:,}"]))
     macs: dict[str, int] = {}
     for op in bundle.net.graph.ops:
         macs[kind(op)] = macs.get(kind(op), 0) + op.macs
     forward, total = sum(n for (k, _), n in rows.items() if k in FORWARD), sum(macs.values())
-    print(f"forward: {total:,} multiply-accumulates in {forward:,} instructions, "
-          f"{total / forward:.3f} per instruction; by layer kind: {macs}")  # fmt: skip
+    per = "per ns" if timed else "per instruction"
+    print(f"forward: {total:,} multiply-accumulates in {forward:,} {unit}, "
+          f"{total / forward:.3f} {per}; by layer kind: {macs}")  # fmt: skip
     # the convolutions' backward: each input gradient as many multiply-accumulates as its
     # forward; each weight gradient one per trained weight and output pixel
     back_macs = back = 0
@@ -94,14 +107,14 @@ def main(argv: list[str] | None = None) -> int:
         op = ops.get(call.op)
         if op is None or call.kernel not in BACKWARD:
             continue
-        back += instructions(call.seconds, measured.machine)
+        back += cost(call.seconds)
         if call.kernel == "conv2d_grad_input":
             back_macs += op.macs
         else:
             out = bundle.net.graph.tensors[op.output].shape
             back_macs += op.params.trained_weight * out[-1] * out[-2]
-    print(f"convolutions' backward: {back_macs:,} multiply-accumulates in {back:,} instructions, "
-          f"{back_macs / back:.3f} per instruction")  # fmt: skip
+    print(f"convolutions' backward: {back_macs:,} multiply-accumulates in {back:,} {unit}, "
+          f"{back_macs / back:.3f} {per}")  # fmt: skip
     return 0
 
 
