@@ -6,9 +6,8 @@ padding and trained/frozen split the kernels distinguish) and prints a hash of e
 The host's Linux build (vectorised loops, checked against the simulator by
 ``test_kernels.py``; on x86-64 its AVX2 versions where the processor has them) is the
 reference; the same program built with the baseline x86-64 kernels only, with
-``-DTT_CORTEX_M=1`` (the register-blocked paths), with the sanitizers, for the Cortex-M7 and M4 (the DSP paths), the
-Cortex-M0+ and RV32IMC (under QEMU) must print the same lines.
-"""
+``-DTT_CORTEX_M=1`` (the register-blocked paths), with the sanitizers, for the Cortex-M7 and
+M4 (the DSP paths), the Cortex-M0+ and RV32IMC (under QEMU) must print the same lines."""
 
 from __future__ import annotations
 
