@@ -549,9 +549,12 @@ static void tt_conv_rows(const tt_conv_geom *g, const int8_t *x, const tt_weight
 
 #ifndef TT_CORTEX_M
 /* int16 values of the padded input planes a convolution keeps on the stack (64 KiB), and int32
- * sums of one output channel (32 KiB). */
+ * sums of one output channel (32 KiB); and the smaller buffers (16 KiB each) of the path an
+ * in-place depthwise convolution takes below its own buffer (tt_inplace_whole). */
 #define TT_PLANE_VALUES 32768
 #define TT_PLANE_SUMS 8192
+#define TT_SMALL_PLANE_VALUES 8192
+#define TT_SMALL_PLANE_SUMS 4096
 
 /* The padded planes of one group's input channels, split by stride phase: row r, column j of
  * phase (fy, fx) of channel ci holds x - x_zero at input row r stride + fy - pad_top, column
@@ -560,28 +563,27 @@ static void tt_conv_rows(const tt_conv_geom *g, const int8_t *x, const tt_weight
  * kept qw to a row, every tap of a channel is one contiguous run over the whole output. Sizes:
  * *rh rows, *qw columns; returns the values of all planes, or 0 when they (with the last run's
  * overreach of up to a kernel width) or the sums do not fit their buffers. */
-static int32_t tt_plane_size(const tt_conv_geom *g, int32_t *rh, int32_t *qw) {
+static int32_t tt_plane_size(const tt_conv_geom *g, int32_t values, int32_t sums, int32_t *rh,
+                             int32_t *qw) {
     int32_t s = g->stride, n;
     *rh = g->out_h + (g->kernel - 1) / s; /* the rows and columns the taps reach */
     *qw = g->out_w + (g->kernel - 1) / s;
     n = (g->in_c / g->groups) * s * s * *rh * *qw;
-    return g->out_h * *qw <= TT_PLANE_SUMS && n + g->kernel <= TT_PLANE_VALUES ? n : 0;
+    return g->out_h * *qw <= sums && n + g->kernel <= values ? n : 0;
 }
 
 /* A convolution over zero-padded planes of x - x_zero (host and Linux boards): no bounds in
  * the inner loop, one run per kernel tap over all output rows, which the compiler vectorises.
  * The padding adds 0, and the columns past out_w (whose sums read the next row) are not stored;
  * so the stored sums are those of the direct loop, bit for bit. */
-TT_VECTOR_CLONES
-static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
-                           const int32_t *bias, const tt_requant *q, int8_t *y,
-                           uint8_t *mask) {
+static TT_INLINE_ALWAYS void tt_conv_planes_in(const tt_conv_geom *g, const int8_t *x,
+                                                const tt_weight *w, const int32_t *bias,
+                                                const tt_requant *q, int8_t *y, uint8_t *mask,
+                                                int16_t *planes, int32_t *acc, int32_t n,
+                                                int32_t rh, int32_t qw) {
     int32_t s = g->stride, pad_top = g->pad_top, pad_left = g->pad_left;
     int32_t cg = g->in_c / g->groups, og = g->out_c / g->groups;
-    int32_t rh, qw, n = tt_plane_size(g, &rh, &qw);
     int32_t m = g->out_h * qw; /* sums of one output channel, qw to a row */
-    int16_t planes[TT_PLANE_VALUES];
-    int32_t acc[TT_PLANE_SUMS];
     int32_t grp, o, ci, fy, fx, r, j, i, oy, ky, kx;
     for (grp = 0; grp < g->groups; grp++) {
         for (j = 0; j < n + g->kernel; j++) { /* the last run reads past the last plane */
@@ -637,6 +639,28 @@ static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weig
             }
         }
     }
+}
+
+TT_VECTOR_CLONES
+static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+                           const int32_t *bias, const tt_requant *q, int8_t *y,
+                           uint8_t *mask) {
+    int16_t planes[TT_PLANE_VALUES];
+    int32_t acc[TT_PLANE_SUMS];
+    int32_t rh, qw, n = tt_plane_size(g, TT_PLANE_VALUES, TT_PLANE_SUMS, &rh, &qw);
+    tt_conv_planes_in(g, x, w, bias, q, y, mask, planes, acc, n, rh, qw);
+}
+
+/* tt_conv_planes with the smaller buffers, for planes and sums that fit them. */
+TT_VECTOR_CLONES
+static void tt_conv_planes_small(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
+                                 const int32_t *bias, const tt_requant *q, int8_t *y,
+                                 uint8_t *mask) {
+    int16_t planes[TT_SMALL_PLANE_VALUES];
+    int32_t acc[TT_SMALL_PLANE_SUMS];
+    int32_t rh, qw;
+    int32_t n = tt_plane_size(g, TT_SMALL_PLANE_VALUES, TT_SMALL_PLANE_SUMS, &rh, &qw);
+    tt_conv_planes_in(g, x, w, bias, q, y, mask, planes, acc, n, rh, qw);
 }
 
 /* A depthwise convolution on few output pixels (the late layers of a small input): the
@@ -1182,7 +1206,7 @@ void tt_conv2d_s8(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
     }
     {
         int32_t rh, qw;
-        if (g->out_w <= TT_TILE && tt_plane_size(g, &rh, &qw) > 0) {
+        if (g->out_w <= TT_TILE && tt_plane_size(g, TT_PLANE_VALUES, TT_PLANE_SUMS, &rh, &qw) > 0) {
             tt_conv_planes(g, x, w, bias, q, y, mask);
             return;
         }
@@ -1232,6 +1256,33 @@ direct: /* the direct loop: convolutions with output rows wider than a tile, and
 /* Bytes of output an in-place depthwise convolution on a Linux target computes on the stack
  * whole, before it overwrites its input with them; a larger one goes a channel at a time. */
 #define TT_INPLACE_BYTES 16384
+
+/* An in-place depthwise convolution computed whole into a buffer of its own, then copied over
+ * its input: where its output fits TT_INPLACE_BYTES and it takes the few-pixel path or the
+ * small planes (so that this buffer never sits above the large planes' 96 KiB). Returns 0,
+ * having done nothing, otherwise. The same bytes as tt_conv2d_s8 (mask included). */
+TT_NOINLINE
+static int32_t tt_inplace_whole(const tt_conv_geom *g, int8_t *xy, const tt_weight *w,
+                                const int32_t *bias, const tt_requant *q, uint8_t *mask) {
+    int32_t n = g->out_c * g->out_h * g->out_w, rh, qw, i;
+    int8_t out[TT_INPLACE_BYTES];
+    int32_t few = tt_depthwise_few(g);
+    if (n > TT_INPLACE_BYTES ||
+        (!few && !(tt_is_square(g) && g->out_w <= TT_TILE &&
+                   tt_plane_size(g, TT_SMALL_PLANE_VALUES, TT_SMALL_PLANE_SUMS, &rh, &qw) > 0))) {
+        return 0;
+    }
+    for (i = 0; mask && i < (n + 7) / 8; i++) {
+        mask[i] = 0;
+    }
+    if (few) {
+        tt_conv_depthwise_few(g, xy, w, bias, q, out, mask);
+    } else {
+        tt_conv_planes_small(g, xy, w, bias, q, out, mask);
+    }
+    memcpy(xy, out, (size_t)n);
+    return 1;
+}
 #endif
 
 void tt_conv2d_inplace_s8(const tt_conv_geom *g, int8_t *xy, const tt_weight *w,
@@ -1252,10 +1303,7 @@ void tt_conv2d_inplace_s8(const tt_conv_geom *g, int8_t *xy, const tt_weight *w,
     }
 #endif
 #ifndef TT_CORTEX_M
-    if (g->out_c * n_out <= TT_INPLACE_BYTES) { /* the whole output on the stack, then back */
-        int8_t out[TT_INPLACE_BYTES];
-        tt_conv2d_s8(g, xy, w, bias, q, out, mask);
-        memcpy(xy, out, (size_t)(g->out_c * n_out));
+    if (tt_inplace_whole(g, xy, w, bias, q, mask)) {
         return;
     }
 #endif
