@@ -365,24 +365,6 @@ static inline void tt_dot4_s16(const int16_t *x, const int16_t *w, int32_t row, 
     acc[3] += s3;
 }
 
-/* tt_dot4_s16 with the four weight rows int8 (each `stride` apart) and any length n: the rows
- * of a weight that is all trained or all frozen, read where they are. */
-static inline void tt_dot4_s8(const int16_t *x, const int8_t *w, int32_t stride, int32_t n,
-                              int32_t *acc) {
-    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, i;
-    const int8_t *w1 = w + stride, *w2 = w + 2 * stride, *w3 = w + 3 * stride;
-    for (i = 0; i < n; i++) {
-        s0 += x[i] * w[i];
-        s1 += x[i] * w1[i];
-        s2 += x[i] * w2[i];
-        s3 += x[i] * w3[i];
-    }
-    acc[0] += s0;
-    acc[1] += s1;
-    acc[2] += s2;
-    acc[3] += s3;
-}
-
 /* Output channel o's weight row (the trained, then the frozen part) as int16, zeros to `row`. */
 static inline void tt_widen_row(const tt_weight *w, int32_t o, int32_t cin, int32_t row,
                                 int16_t *out) {
@@ -429,19 +411,12 @@ static void tt_conv_pointwise_dots(const tt_conv_geom *g, const int8_t *x, const
         }
         for (o = 0; o < g->out_c; o += 4) {
             int32_t m = g->out_c - o < 4 ? g->out_c - o : 4;
-            /* rows all trained or all frozen, four whole ones: read in place */
-            const int8_t *whole = w->k == cin ? w->train : (w->k == 0 ? w->frozen : NULL);
-            whole = m == 4 ? whole : NULL;
-            for (j = 0; !whole && j < 4; j++) {
+            for (j = 0; j < 4; j++) {
                 tt_widen_row(w, j < m ? o + j : o, cin, row, wr + j * row);
             }
             for (p = 0; p < n; p++) {
                 int32_t s[4] = {0, 0, 0, 0};
-                if (whole) {
-                    tt_dot4_s8(xt + p * row, whole + o * cin, cin, cin, s);
-                } else {
-                    tt_dot4_s16(xt + p * row, wr, row, s);
-                }
+                tt_dot4_s16(xt + p * row, wr, row, s);
                 for (j = 0; j < m; j++) {
                     acc[j][p] = bias[o + j] + s[j];
                 }
@@ -579,10 +554,11 @@ static int32_t tt_plane_size(const tt_conv_geom *g, int32_t values, int32_t sums
 static TT_INLINE_ALWAYS void tt_conv_planes_in(const tt_conv_geom *g, const int8_t *x,
                                                 const tt_weight *w, const int32_t *bias,
                                                 const tt_requant *q, int8_t *y, uint8_t *mask,
-                                                int16_t *planes, int32_t *acc, int32_t n,
-                                                int32_t rh, int32_t qw) {
+                                                int16_t *planes, int32_t values, int32_t *acc,
+                                                int32_t sums) {
     int32_t s = g->stride, pad_top = g->pad_top, pad_left = g->pad_left;
     int32_t cg = g->in_c / g->groups, og = g->out_c / g->groups;
+    int32_t rh, qw, n = tt_plane_size(g, values, sums, &rh, &qw);
     int32_t m = g->out_h * qw; /* sums of one output channel, qw to a row */
     int32_t grp, o, ci, fy, fx, r, j, i, oy, ky, kx;
     for (grp = 0; grp < g->groups; grp++) {
@@ -647,8 +623,7 @@ static void tt_conv_planes(const tt_conv_geom *g, const int8_t *x, const tt_weig
                            uint8_t *mask) {
     int16_t planes[TT_PLANE_VALUES];
     int32_t acc[TT_PLANE_SUMS];
-    int32_t rh, qw, n = tt_plane_size(g, TT_PLANE_VALUES, TT_PLANE_SUMS, &rh, &qw);
-    tt_conv_planes_in(g, x, w, bias, q, y, mask, planes, acc, n, rh, qw);
+    tt_conv_planes_in(g, x, w, bias, q, y, mask, planes, TT_PLANE_VALUES, acc, TT_PLANE_SUMS);
 }
 
 /* tt_conv_planes with the smaller buffers, for planes and sums that fit them. */
@@ -658,9 +633,8 @@ static void tt_conv_planes_small(const tt_conv_geom *g, const int8_t *x, const t
                                  uint8_t *mask) {
     int16_t planes[TT_SMALL_PLANE_VALUES];
     int32_t acc[TT_SMALL_PLANE_SUMS];
-    int32_t rh, qw;
-    int32_t n = tt_plane_size(g, TT_SMALL_PLANE_VALUES, TT_SMALL_PLANE_SUMS, &rh, &qw);
-    tt_conv_planes_in(g, x, w, bias, q, y, mask, planes, acc, n, rh, qw);
+    tt_conv_planes_in(g, x, w, bias, q, y, mask, planes, TT_SMALL_PLANE_VALUES, acc,
+                      TT_SMALL_PLANE_SUMS);
 }
 
 /* A depthwise convolution on few output pixels (the late layers of a small input): the
