@@ -334,7 +334,7 @@ static int32_t tt_grad_input_pointwise_dsp(const tt_conv_geom *g, const int8_t *
 /* One pixel's row of input-gradient sums (cin of them) plus four output channels' weight rows
  * times their coefficients: the four products of a channel are added in 32 bits (each below
  * 127 2^22 in magnitude, so four below 2^31), then to the 64-bit sum, in loops the compiler
- * vectorises. rows[j] is output channel j's trained part (k values), then its frozen part. */
+ * vectorises. wt[j] and wf[j]: output channel j's trained (k values) and frozen weights. */
 static inline void tt_add_rows4(int64_t *row, const int8_t *const *wt, const int8_t *const *wf,
                                 const int32_t *coef, int32_t k, int32_t cin) {
     int32_t c;

@@ -577,12 +577,12 @@ static TT_INLINE_ALWAYS void tt_conv_planes_in(const tt_conv_geom *g, const int8
                     j1 = g->in_w - 1 - off < 0 ? 0 : (j1 < qw ? j1 : qw);
                     for (r = 0; r < rh; r++) {
                         int32_t iy = r * s + fy - pad_top;
-                        const int8_t *xr = xc + iy * g->in_w + off;
                         if (iy < 0 || iy >= g->in_h) {
                             continue;
                         }
-                        for (j = j0; j < j1; j++) {
-                            plane[r * qw + j] = (int16_t)(xr[j * s] - q->x_zero);
+                        for (j = j0; j < j1; j++) { /* ix = j s + off, inside the row */
+                            int32_t v = xc[iy * g->in_w + j * s + off];
+                            plane[r * qw + j] = (int16_t)(v - q->x_zero);
                         }
                     }
                 }
