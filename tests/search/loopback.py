@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NODE_MEMORY = ["--memory=2000000000", "--object-store-memory=150000000"]
+JOIN_ATTEMPTS = 3
+JOIN_S = 90.0  # per attempt
 _NODE_PORTS = (
     "--node-manager-port",
     "--object-manager-port",
@@ -138,6 +140,25 @@ def _wait_for(predicate: Callable[[], bool], timeout: float, what: str, log: Pat
         time.sleep(0.5)
 
 
+def _joined(nodes: Callable[[], list[str]], worker: subprocess.Popen, within: float) -> bool:
+    """Whether the cluster has two alive nodes within ``within`` seconds, while ``worker``'s
+    'ray start' still runs (False as soon as it exits)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if worker.poll() is not None:
+            return False
+        if len(nodes()) == 2:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def _raylet_log(tmp: Path) -> str:
+    """The end of the raylet's log in a node's temp folder, or nothing where it wrote none."""
+    found = sorted(tmp.glob("session_*/logs/raylet.out"))
+    return f"\nits raylet's log:\n{found[-1].read_text()[-2000:]}" if found else ""
+
+
 @contextmanager
 def two_nodes(
     logs: Path,
@@ -152,7 +173,7 @@ def two_nodes(
     by what a node declares, so a mixed cluster's scheduling can be tried without a GPU."""
     if shutil.which("ray") is None:
         raise LoopbackUnavailable("the 'ray' command is not on PATH, so 'ray start' cannot run")
-    (gcs, dashboard, client, *head_ports), worker_ports = free_ports(9), free_ports(5)
+    gcs, dashboard, client, *head_ports = free_ports(9)
     head_args = [
         "--head",
         f"--port={gcs}",
@@ -194,28 +215,25 @@ def two_nodes(
             nodes = alive_nodes(dashboard)
             with contextlib.ExitStack() as kept:
                 # a loaded machine can make the worker's 'ray start' give up ("timed out during
-                # startup"): its process then exits, and a second start usually joins
-                for attempt in (1, 2):
+                # startup") or hang before its raylet registers; either way the attempt is
+                # stopped and a fresh one, on ports chosen now that the head holds its own,
+                # usually joins
+                for attempt in range(1, JOIN_ATTEMPTS + 1):
                     worker_tmps.append(Path(tempfile.mkdtemp(prefix="tt-ray-")))
-                    log = logs / ("worker.log" if attempt == 1 else "worker-2.log")
-                    ports = worker_ports if attempt == 1 else free_ports(5)
+                    log = logs / ("worker.log" if attempt == 1 else f"worker-{attempt}.log")
                     with contextlib.ExitStack() as this:
                         worker = this.enter_context(
-                            ray_node(worker_args(ports, worker_tmps[-1]), log, worker_env)
+                            ray_node(worker_args(free_ports(5), worker_tmps[-1]), log, worker_env)
                         )
-                        _wait_for(
-                            lambda w=worker: len(nodes()) == 2 or w.poll() is not None,
-                            90,
-                            "the second node did not join",
-                            log,
-                        )
-                        if worker.poll() is None:  # it joined: the wait ended on two nodes
+                        joined = _joined(nodes, worker, JOIN_S)
+                        if joined:
                             kept.enter_context(this.pop_all())  # runs until the cluster ends
                             break
                 else:
                     raise LoopbackError(
-                        f"the second node's 'ray start' failed twice; log:\n"
-                        f"{log.read_text()[-3000:]}"
+                        f"the second node did not join in {JOIN_ATTEMPTS} attempts of "
+                        f"{JOIN_S:.0f} s; the last one's log:\n{log.read_text()[-2000:]}"
+                        f"{_raylet_log(worker_tmps[-1])}"
                     )
                 yield Cluster(gcs, dashboard, nodes)
     finally:
