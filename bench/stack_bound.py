@@ -16,6 +16,7 @@ its geometry is not followed). The bundle has no recursion and no calls through 
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 import subprocess
@@ -56,9 +57,10 @@ def bundle_bound(
         ["make", "-s", target, f"BUILD={build}",
          f"EXTRA_CFLAGS={STACK_FLAGS} -Wl,-Map={link_map}"],
         cwd=folder, check=True, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "CCACHE_DISABLE": "1"},  # a cached object comes without its .ci
     )  # fmt: skip
     out = folder / build / target
-    graph = read_call_graph(sorted(out.glob("*.ci")))
+    graph = read_call_graph(sorted(out.rglob("*.ci")))  # beside each object
     objdump = TOOLS[target][1]
     routines = linked_routines(out / ("train" if target == "aarch64" else "train.elf"), objdump)
     # the routines of functions the image leaves out, from the archives it linked

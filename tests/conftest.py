@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -16,6 +18,35 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 TINY_STEPS = 2
+
+# The compilers of the bundles' Makefile targets. Where ccache is installed, a test session
+# calls them through it, with a cache of its own: the kernels are the same few sources in every
+# bundle the tests build (hundreds of builds, 5 of a host build's 6 s), and a bundle's
+# Makefile compiles each source alone, so ccache can hand the kernels' objects from one bundle
+# to the next. It keys an object by the compiler, its flags and the preprocessed source, so a
+# cached object is the one the compiler would make.
+BUNDLE_COMPILERS = ("gcc", "aarch64-linux-gnu-gcc", "arm-none-eabi-gcc", "riscv64-unknown-elf-gcc")
+_compiler_cache: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    ccache = shutil.which("ccache")
+    if ccache is None or os.environ.get("TINYTUNE_TEST_CCACHE") == "0":
+        return
+    folder = Path(tempfile.mkdtemp(prefix="tt-ccache-"))
+    (folder / "bin").mkdir()
+    for name in BUNDLE_COMPILERS:
+        if shutil.which(name) is not None:
+            (folder / "bin" / name).symlink_to(ccache)  # ccache then runs the next one on PATH
+    os.environ["PATH"] = f"{folder / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.environ["CCACHE_DIR"] = str(folder / "cache")
+    os.environ["CCACHE_NOHASHDIR"] = "1"  # the same object, whichever bundle folder compiles it
+    _compiler_cache.append(folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _compiler_cache:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

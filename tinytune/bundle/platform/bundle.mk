@@ -58,7 +58,7 @@ QEMU_RISCV32 ?= qemu-system-riscv32
 SOURCES := main.c tt_model.c tt_data.c kernels/tt_forward.c kernels/tt_backward.c \
            kernels/tt_classifier.c kernels/tt_lite.c kernels/tt_image.c \
            kernels/tt_logmel.c
-HEADERS := tt_model.h tt_data.h kernels/tt_int8.h kernels/tt_arith.h
+HEADERS := tt_model.h tt_data.h kernels/tt_int8.h kernels/tt_arith.h kernels/tt_logmel.h
 # IEEE binary32 without fused multiply-adds: the float32 classifier and GroupNorm then give the
 # same bits on every target. Linux builds at -O3, where gcc vectorises the kernels' loops
 # (integer sums do not depend on their order); the Cortex-M images at -O2, for their flash. On
@@ -135,37 +135,40 @@ cortex-m4: $(M4_ELF)
 cortex-m0plus: $(M0P_ELF)
 rv32imc: $(RV32_ELF)
 
-$(HOST_BIN): $(SOURCES) $(HEADERS)
-	@mkdir -p $(@D)
-	$(HOST_CC) $(CFLAGS) $(LINUX_OPT) $(EXTRA_CFLAGS) $(SOURCES) -o $@ -lm
+# Every program is built object by object, each program's objects in a folder of their own
+# beside it: make -j compiles them side by side, a changed source rebuilds its object alone, and
+# a compiler cache (ccache) can keep the kernels' objects from one bundle to the next.
+# $(call program,PROGRAM,OBJECTS,COMPILER,FLAGS,LINK FLAGS,SOURCES,OTHER PREREQUISITES):
+# FLAGS compile every source and link (the core and C library flags choose the libraries),
+# LINK FLAGS only link; OTHER PREREQUISITES are headers of these sources alone.
+define program
+$(1): $(patsubst %.c,$(2)/%.o,$(6))
+	$(3) $(4) $(patsubst %.c,$(2)/%.o,$(6)) $(5) -o $$@ -lm
 
-$(ASAN_BIN): $(SOURCES) $(HEADERS)
-	@mkdir -p $(@D)
-	$(HOST_CC) $(CFLAGS) $(ASAN_FLAGS) $(EXTRA_CFLAGS) $(SOURCES) -o $@ -lm
+$(2)/%.o: %.c $(HEADERS) $(7)
+	@mkdir -p $$(@D)
+	$(3) $(4) -c $$< -o $$@
+endef
 
-$(AARCH64_BIN): $(SOURCES) $(HEADERS)
-	@mkdir -p $(@D)
-	$(AARCH64_CC) -static $(CFLAGS) $(LINUX_OPT) $(EXTRA_CFLAGS) $(SOURCES) -o $@ -lm
+MCU_SOURCES := platform/cortex_m7_startup.c $(SOURCES)
+MCU_PROFILE_SOURCES := platform/cortex_m7_startup.c $(PROFILE_SOURCES)
+LINUX_CFLAGS = $(CFLAGS) $(LINUX_OPT) $(EXTRA_CFLAGS)
+MCU_CFLAGS = $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS)
+TIMED := $(PROFILE_FLAGS) -D_POSIX_C_SOURCE=199309L
 
-$(M7_ELF): $(SOURCES) $(HEADERS) platform/cortex_m7_startup.c platform/cortex_m7.ld
-	@mkdir -p $(@D)
-	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(M7_FLAGS) $(M7_LDFLAGS) \
-	    platform/cortex_m7_startup.c $(SOURCES) -o $@ -lm
-
-$(M4_ELF): $(SOURCES) $(HEADERS) platform/cortex_m7_startup.c platform/cortex_m7.ld
-	@mkdir -p $(@D)
-	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(M4_FLAGS) $(M7_LDFLAGS) \
-	    platform/cortex_m7_startup.c $(SOURCES) -o $@ -lm
-
-$(M0P_ELF): $(SOURCES) $(HEADERS) platform/cortex_m7_startup.c platform/cortex_m7.ld
-	@mkdir -p $(@D)
-	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(M0P_FLAGS) $(M7_LDFLAGS) \
-	    platform/cortex_m7_startup.c $(SOURCES) -o $@ -lm
-
-$(RV32_ELF): $(SOURCES) $(HEADERS)
-	@mkdir -p $(@D)
-	$(RISCV_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(RV32_FLAGS) $(RV32_LDFLAGS) \
-	    $(SOURCES) -o $@ -lm
+$(eval $(call program,$(HOST_BIN),$(BUILD)/host/obj,$(HOST_CC),$(LINUX_CFLAGS),,$(SOURCES)))
+$(eval $(call program,$(ASAN_BIN),$(BUILD)/host-asan/obj,$(HOST_CC),\
+    $(CFLAGS) $(ASAN_FLAGS) $(EXTRA_CFLAGS),,$(SOURCES)))
+$(eval $(call program,$(AARCH64_BIN),$(BUILD)/aarch64/obj,$(AARCH64_CC),$(LINUX_CFLAGS),\
+    -static,$(SOURCES)))
+$(eval $(call program,$(M7_ELF),$(BUILD)/cortex-m7/obj,$(ARM_CC),$(MCU_CFLAGS) $(M7_FLAGS),\
+    $(M7_LDFLAGS),$(MCU_SOURCES)))
+$(eval $(call program,$(M4_ELF),$(BUILD)/cortex-m4/obj,$(ARM_CC),$(MCU_CFLAGS) $(M4_FLAGS),\
+    $(M7_LDFLAGS),$(MCU_SOURCES)))
+$(eval $(call program,$(M0P_ELF),$(BUILD)/cortex-m0plus/obj,$(ARM_CC),\
+    $(MCU_CFLAGS) $(M0P_FLAGS),$(M7_LDFLAGS),$(MCU_SOURCES)))
+$(eval $(call program,$(RV32_ELF),$(BUILD)/rv32imc/obj,$(RISCV_CC),\
+    $(MCU_CFLAGS) $(RV32_FLAGS),$(RV32_LDFLAGS),$(SOURCES)))
 
 profile-host: $(HOST_PROF)
 profile-aarch64: $(AARCH64_PROF)
@@ -174,38 +177,20 @@ profile-cortex-m4: $(M4_PROF)
 profile-cortex-m0plus: $(M0P_PROF)
 profile-rv32imc: $(RV32_PROF)
 
-$(HOST_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h
-	@mkdir -p $(@D)
-	$(HOST_CC) $(CFLAGS) $(LINUX_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) -D_POSIX_C_SOURCE=199309L \
-	    $(PROFILE_SOURCES) -o $@ -lm
-
-$(AARCH64_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h
-	@mkdir -p $(@D)
-	$(AARCH64_CC) -static $(CFLAGS) $(LINUX_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) \
-	    -D_POSIX_C_SOURCE=199309L $(PROFILE_SOURCES) -o $@ -lm
-
-$(M7_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h platform/cortex_m7_startup.c \
-            platform/cortex_m7.ld
-	@mkdir -p $(@D)
-	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) $(M7_FLAGS) $(M7_LDFLAGS) \
-	    platform/cortex_m7_startup.c $(PROFILE_SOURCES) -o $@ -lm
-
-$(M4_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h platform/cortex_m7_startup.c \
-            platform/cortex_m7.ld
-	@mkdir -p $(@D)
-	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) $(M4_FLAGS) $(M7_LDFLAGS) \
-	    platform/cortex_m7_startup.c $(PROFILE_SOURCES) -o $@ -lm
-
-$(M0P_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h platform/cortex_m7_startup.c \
-             platform/cortex_m7.ld
-	@mkdir -p $(@D)
-	$(ARM_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) $(M0P_FLAGS) $(M7_LDFLAGS) \
-	    platform/cortex_m7_startup.c $(PROFILE_SOURCES) -o $@ -lm
-
-$(RV32_PROF): $(PROFILE_SOURCES) $(HEADERS) tt_profile.h
-	@mkdir -p $(@D)
-	$(RISCV_CC) $(CFLAGS) $(MCU_OPT) $(EXTRA_CFLAGS) $(PROFILE_FLAGS) $(RV32_FLAGS) \
-	    $(RV32_LDFLAGS) $(PROFILE_SOURCES) -o $@ -lm
+$(eval $(call program,$(HOST_PROF),$(BUILD)/host/profile-obj,$(HOST_CC),\
+    $(LINUX_CFLAGS) $(TIMED),,$(PROFILE_SOURCES),tt_profile.h))
+$(eval $(call program,$(AARCH64_PROF),$(BUILD)/aarch64/profile-obj,$(AARCH64_CC),\
+    $(LINUX_CFLAGS) $(TIMED),-static,$(PROFILE_SOURCES),tt_profile.h))
+$(eval $(call program,$(M7_PROF),$(BUILD)/cortex-m7/profile-obj,$(ARM_CC),\
+    $(MCU_CFLAGS) $(PROFILE_FLAGS) $(M7_FLAGS),$(M7_LDFLAGS),$(MCU_PROFILE_SOURCES),tt_profile.h))
+$(eval $(call program,$(M4_PROF),$(BUILD)/cortex-m4/profile-obj,$(ARM_CC),\
+    $(MCU_CFLAGS) $(PROFILE_FLAGS) $(M4_FLAGS),$(M7_LDFLAGS),$(MCU_PROFILE_SOURCES),tt_profile.h))
+$(eval $(call program,$(M0P_PROF),$(BUILD)/cortex-m0plus/profile-obj,$(ARM_CC),\
+    $(MCU_CFLAGS) $(PROFILE_FLAGS) $(M0P_FLAGS),$(M7_LDFLAGS),$(MCU_PROFILE_SOURCES),tt_profile.h))
+$(eval $(call program,$(RV32_PROF),$(BUILD)/rv32imc/profile-obj,$(RISCV_CC),\
+    $(MCU_CFLAGS) $(PROFILE_FLAGS) $(RV32_FLAGS),$(RV32_LDFLAGS),$(PROFILE_SOURCES),tt_profile.h))
+# the Cortex-M images are laid out by the linker script
+$(M7_ELF) $(M4_ELF) $(M0P_ELF) $(M7_PROF) $(M4_PROF) $(M0P_PROF): platform/cortex_m7.ld
 
 run-profile-host: $(HOST_PROF)
 	./$(HOST_PROF) > $(BUILD)/profile-host.json
