@@ -94,10 +94,13 @@ class CallGraph:
         return sorted(f for f, u in self.units.items() if u == unit and ":" not in f)
 
     def calling_any_kernel(self, kernels: list[str]) -> None:
-        """Let every function that calls a kernel call all of them: the deepest chain of any
-        network's step, whichever kernels its own calls."""
-        for callees in self.calls.values():
-            if callees & set(kernels):
+        """Let every function outside the kernels' units that calls a kernel call all of them:
+        the deepest chain of any network's step, whichever kernels its own calls. A kernel's own
+        calls (an in-place convolution calling the convolution) are the same in every bundle,
+        so they stay as compiled."""
+        kernel_units = {self.units.get(k) for k in kernels} - {None}
+        for caller, callees in self.calls.items():
+            if self.units.get(caller) not in kernel_units and callees & set(kernels):
                 callees.update(kernels)
 
     def add_routines(self, routines: dict[str, tuple[int, set[str]]]) -> None:

@@ -92,6 +92,18 @@ def test_the_bound_is_the_deepest_chain_of_frames(tmp_path: Path) -> None:
     assert CallGraph(frames={"f": 8}, calls={"f": {"f"}}).bound("f") == (8, ("f",))
 
 
+def test_a_kernels_own_calls_stay_as_compiled() -> None:
+    """The step may call any kernel; a kernel calls only what it was compiled to call."""
+    graph = CallGraph(
+        frames={"step": 8, "a": 100, "b": 40, "c": 300},
+        calls={"step": {"a"}, "a": {"b"}},
+        units={"step": "tt_model.c", "a": "kernels/x.c", "b": "kernels/x.c", "c": "kernels/y.c"},
+    )
+    graph.calling_any_kernel(["a", "b", "c"])
+    assert graph.calls["a"] == {"b"}
+    assert graph.bound("step") == (308, ("step", "c"))  # not step -> a -> c (408)
+
+
 @pytest.mark.parametrize(
     ("op", "args", "down"),
     [

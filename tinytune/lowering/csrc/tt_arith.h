@@ -251,10 +251,17 @@ static inline void tt_emit_begin(tt_emit *st, const tt_grad *dst, int32_t e_new,
 #ifdef TT_CORTEX_M
 /* Elements of the largest buffer a Cortex-M4/M7 writes in one pass: 4 KiB of bit planes, one
  * for a gradient written afresh, two for one added to the buffer's previous gradient. A core
- * without the DSP extension keeps TT_FEW_BITS bytes of them (a convolution's input gradient of
- * up to 1024 elements), so that its kernels need not compute every value twice. */
+ * without the DSP extension keeps TT_FEW_BITS bytes of them, so that its kernels need not
+ * compute every value twice: on a Cortex-M0+ a convolution's input gradient of up to 1024
+ * elements (its boards have the least SRAM); on RV32IMC, whose boards (an ESP32-C3: 400 KB)
+ * have SRAM to spare, 2 KiB, up to 16384 (the 1x1 and depthwise input gradients of an
+ * EfficientNet-Lite0 prefix at 64 px). */
 #define TT_ONE_PASS 32768
+#ifdef __riscv
+#define TT_FEW_BITS 2048
+#else
 #define TT_FEW_BITS 128
+#endif
 
 /* Write the n elements of dst in one pass instead of two, with bits ((n + 7) / 8 bytes, twice
  * that when dst accumulates): each exact value t is kept as floor(t / 2^scale), the smallest scale at
