@@ -313,9 +313,7 @@ static inline void tt_dot4x2(const int8_t *x, int32_t stride, const int8_t *wa,
     s[0] = a0, s[1] = a1, s[2] = a2, s[3] = a3;
     t[0] = b0, t[1] = b1, t[2] = b2, t[3] = b3;
 }
-#endif
 
-#ifdef __riscv
 /* Output channels o and o + 1 of tt_conv_pointwise, a half tile of pixels each in acc. */
 static void tt_conv_pointwise_pair(const tt_conv_geom *g, const int8_t *x, const tt_weight *w,
                                    const int32_t *bias, const tt_requant *q, int8_t *y,
