@@ -225,8 +225,7 @@ def two_nodes(
                         worker = this.enter_context(
                             ray_node(worker_args(free_ports(5), worker_tmps[-1]), log, worker_env)
                         )
-                        joined = _joined(nodes, worker, JOIN_S)
-                        if joined:
+                        if _joined(nodes, worker, JOIN_S):
                             kept.enter_context(this.pop_all())  # runs until the cluster ends
                             break
                 else:
